@@ -1,0 +1,57 @@
+"""The ``studio`` command. Light: parses the subcommand and dispatches to the module that owns it.
+
+Each subcommand is owned by one module, which exposes ``cli(argv: list[str]) -> int`` with its own argparse
+(``prog="studio <name>"``). Modules are imported only when their subcommand runs, so ``studio --help`` and
+``studio webui`` never pay for torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "webui": ("studio.app", "serve the studio page (default 127.0.0.1:7860)"),
+    "demo": ("engine.demo", "(re)build the demo workspace: tiny model and datasets"),
+    "train": ("engine.trainer_cli", "run a spec (ours or a LLaMA-Factory YAML) and follow it to the end"),
+    "validate": ("engine.trainer_cli", "check a spec: prints OK or every problem"),
+    "preview": ("engine.launch", "print the exact launch command(s) and generated configs for a spec"),
+    "import-lf": ("engine.lf_compat", "convert a LLaMA-Factory training YAML (+ accelerate config) to a spec"),
+    "export-lf": ("engine.lf_compat", "write a spec as a LLaMA-Factory training YAML"),
+    "merge": ("engine.exporting", "merge a run's adapter(s) into the base model and verify it"),
+    "plan": ("engine.plan", "predict per-GPU memory for a spec; --fit walks the out-of-memory ladder"),
+    "doctor": ("engine.doctor", "check GPUs, drivers, the stack and communication"),
+    "runs": ("engine.runs_cli", "list / show / logs / stop / delete runs"),
+    "queue": ("engine.runs_cli", "add / list / remove queued runs"),
+    "replay": ("engine.runs_cli", "start a new run from a run's record, warning about what changed"),
+    "data": ("engine.dataset_registry", "inspect datasets: `studio data check NAME`"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: studio <command> [options]", "", "Train, watch and merge LLM fine-tunes.", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "Run `studio <command> --help` for a command's options. Workspace: $STUDIO_HOME (default ~/.studio)."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"studio: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    # Modules that own several commands take the command name first.
+    shared = [k for k, (m, _) in COMMANDS.items() if m == COMMANDS[name][0]]
+    result = module.cli([name, *rest] if len(shared) > 1 else rest)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

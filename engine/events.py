@@ -1,0 +1,103 @@
+"""Run events: the one structured output of a run, one JSON object per line in ``events.jsonl``.
+
+Light: stdlib only. Schema (every line)::
+
+    {"type": <str>, "ts": <unix seconds, float>, "step": <int optimizer step or null>, "payload": {...}}
+
+Types and their payload keys:
+- ``run_started``: run_id, world_size, num_processes, backend, device, total_steps, num_train_samples, spec_hash,
+  trainable_params, total_params, seed.
+- ``data_ready``: num_train, num_eval, truncated, packed, tokens (summary of preprocessing).
+- ``log``: loss, learning_rate, grad_norm, epoch, tokens_per_second (non-pad, since the previous log),
+  samples_per_second, tokens_seen, memory (per rank: allocated/reserved/peak MiB on GPU, rss_mib on CPU),
+  eta_seconds, progress (0..1).
+- ``eval``: eval_loss and other eval_* metrics.
+- ``checkpoint``: path.
+- ``stopped``: reason, checkpoint (a graceful stop after SIGTERM).
+- ``finished``: train_loss, runtime_seconds, adapter_dir / model_dir, memory (peak per rank).
+- ``failed``: cause (oom | communication | data | config | killed | other), error, traceback (tail).
+- ``merge_progress`` / ``merge_finished`` / ``merge_failed``: stage, i, n, out_dir, report.
+- ``warning``: field, message.
+
+Readers keep a byte offset and call ``read_events(path, offset)``: a torn last line (a writer mid-append or a crash)
+is not consumed, so the next read picks it up whole or, if it never completes, ignores it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+EVENT_TYPES = (
+    "run_started", "data_ready", "log", "eval", "checkpoint", "stopped", "finished", "failed",
+    "merge_progress", "merge_finished", "merge_failed", "warning",
+)
+TERMINAL_TYPES = ("finished", "failed", "stopped")
+
+
+def make_event(type_: str, step: int | None = None, **payload: Any) -> dict:
+    if type_ not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {type_!r}")
+    return {"type": type_, "ts": time.time(), "step": step, "payload": _finite(payload)}
+
+
+def append_event(path: str | Path, type_: str, step: int | None = None, **payload: Any) -> dict:
+    """Append one event as a single write of one line (atomic for the small lines we write, O_APPEND)."""
+    event = make_event(type_, step, **payload)
+    line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    fd = os.open(str(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+    return event
+
+
+def read_events(path: str | Path, offset: int = 0) -> tuple[list[dict], int]:
+    """Events after byte ``offset`` and the new offset. Incomplete or corrupt lines are skipped safely."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    events: list[dict] = []
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    for raw in data[: end + 1].splitlines():
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue  # a line torn by a crash in the middle of the file: skip it, keep the rest
+        if isinstance(obj, dict) and isinstance(obj.get("type"), str):
+            events.append(obj)
+    return events, offset + end + 1
+
+
+def read_all(path: str | Path) -> list[dict]:
+    return read_events(path, 0)[0]
+
+
+def last_event(path: str | Path, types: tuple[str, ...] | None = None) -> dict | None:
+    for event in reversed(read_all(path)):
+        if types is None or event["type"] in types:
+            return event
+    return None
+
+
+def _finite(obj: Any) -> Any:
+    """JSON has no NaN/inf: write them as strings so every reader parses every line."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj

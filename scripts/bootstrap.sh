@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Create .venv in the repo if missing and install the project with every dependency.
+# Idempotent: a second run with an unchanged pyproject.toml installs nothing.
+# Usage: scripts/bootstrap.sh [--test]   (--test also installs test tools and Debian's Chromium)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+extras=""
+[ "$want_test" = 1 ] && extras="[test]"
+stamp=".venv/.studio-installed${extras:+-test}"
+digest=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
+
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
+  "$VPY" -m pip install -q --upgrade pip >/dev/null
+  # torch first, pinned, so nothing below lets pip choose a different (multi-GB) build.
+  # Without an NVIDIA/AMD GPU take the CPU build: from the pinned local wheel where pip has one,
+  # or from STUDIO_TORCH_INDEX (e.g. PyTorch's CPU wheel index) when set.
+  torch_spec=${STUDIO_TORCH:-torch==2.13.0}
+  if ! "$VPY" -c "import torch" 2>/dev/null; then
+    echo "[setup] installing $torch_spec"
+    if [ -n "${STUDIO_TORCH_INDEX:-}" ]; then
+      "$VPY" -m pip install -q "$torch_spec" --index-url "$STUDIO_TORCH_INDEX"
+    else
+      "$VPY" -m pip install -q "$torch_spec"
+    fi
+  fi
+  echo "[setup] installing the project${extras} (first time: ~2 minutes)"
+  DS_BUILD_OPS=0 "$VPY" -m pip install -q -e ".${extras}"
+  echo "$digest" > "$stamp"
+fi
+
+if [ "$want_test" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+  echo "[setup] installing Debian's chromium for browser tests"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi

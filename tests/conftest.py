@@ -1,0 +1,50 @@
+"""Shared test set-up: offline, one thread per process, a private workspace, the demo built once."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.update({
+    "GRADIO_ANALYTICS_ENABLED": "False",
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "STUDIO_FORCE_CPU": "1",
+})
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="session")
+def studio_home(tmp_path_factory) -> Path:
+    """A workspace for the whole session with the demo model and datasets built in it."""
+    home = tmp_path_factory.mktemp("studio-home")
+    os.environ["STUDIO_HOME"] = str(home)
+    from engine import demo
+
+    demo.build_demo()
+    return home
+
+
+@pytest.fixture(scope="session")
+def demo_paths(studio_home) -> dict:
+    from engine import demo
+
+    return demo.demo_paths()
+
+
+@pytest.fixture
+def artifacts_dir() -> Path:
+    path = ROOT / "test-artifacts"
+    path.mkdir(exist_ok=True)
+    return path
