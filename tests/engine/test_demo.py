@@ -1,0 +1,109 @@
+"""The demo workspace: built offline, loads like any model, datasets registered, example spec valid."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_model_loads_through_from_pretrained(demo_paths):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(demo_paths["model_dir"])
+    model, info = AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"], output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    cfg = model.config
+    assert cfg.model_type == "llama" and cfg.num_key_value_heads < cfg.num_attention_heads  # GQA
+    assert cfg.max_position_embeddings == 2048 and cfg.vocab_size == len(tok)
+    n_params = sum(p.numel() for p in model.parameters())
+    assert 500_000 < n_params < 3_000_000
+    assert tok.pad_token_id is not None and tok.eos_token_id == cfg.eos_token_id and tok.bos_token is not None
+    text = "The capital of France is Paris. 法国的首都是巴黎。"
+    ids = tok(text)["input_ids"]
+    assert tok.decode(ids) == text and len(ids) < len(text.encode())  # BPE learned merges, round-trips Chinese
+    with torch.no_grad():
+        loss = model(torch.tensor([ids]), labels=torch.tensor([ids])).loss
+    assert torch.isfinite(loss)
+
+
+def test_demo_chat_template_is_chatml(demo_paths):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(demo_paths["model_dir"])
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert tok.apply_chat_template(msgs, tokenize=False) == (
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n")
+    assert tok.apply_chat_template(msgs[:1], tokenize=False, add_generation_prompt=True).endswith(
+        "<|im_start|>assistant\n")
+
+
+def test_demo_datasets_registered_and_copied(demo_paths):
+    data_dir = Path(demo_paths["data_dir"])
+    info = json.loads((data_dir / "dataset_info.json").read_text(encoding="utf-8"))
+    for name in ("demo_alpaca", "demo_sharegpt", "demo_messages", "demo_dpo", "demo_pretrain"):
+        assert name in info and (data_dir / info[name]["file_name"]).is_file()
+    assert info["demo_sharegpt"]["formatting"] == "sharegpt" and info["demo_dpo"]["ranking"] is True
+    rows = json.loads((data_dir / "demo_alpaca.json").read_text(encoding="utf-8"))
+    assert len(rows) >= 300
+    zh = [r for r in rows if any("\u4e00" <= ch <= "\u9fff" for ch in r["instruction"] + r["output"])]
+    assert 100 <= len(zh) <= len(rows) - 100  # both languages, in quantity
+    assert any(r.get("input") for r in rows) and any(r.get("system") for r in rows)
+    conv = json.loads((data_dir / "demo_sharegpt.json").read_text(encoding="utf-8"))
+    assert 40 <= len(conv) <= 100 and all(len(c["conversations"]) >= 4 for c in conv)
+
+
+def test_example_spec_validates_with_context(demo_paths):
+    from engine.spec import load_spec
+
+    spec = load_spec(demo_paths["example_spec"])
+    assert spec.method.finetuning == "lora" and spec.train.logging_steps == 1
+    assert spec.model.name_or_path == demo_paths["model_dir"] and 0 < spec.train.max_steps <= 50
+
+
+def test_build_is_idempotent_and_keeps_user_entries(studio_home, demo_paths):
+    from engine import demo
+    from engine.dataset_registry import read_dataset_info, save_dataset_info
+
+    data_dir = Path(demo_paths["data_dir"])
+    info = read_dataset_info(data_dir)
+    info["my_data"] = {"file_name": "mine.json"}
+    save_dataset_info(data_dir, info)
+    weights = Path(demo_paths["model_dir"]) / "model.safetensors"
+    mtime = weights.stat().st_mtime_ns
+    start = time.perf_counter()
+    demo.build_demo()
+    assert time.perf_counter() - start < 1.0
+    assert weights.stat().st_mtime_ns == mtime  # not rebuilt
+    assert "my_data" in read_dataset_info(data_dir) and "demo_alpaca" in read_dataset_info(data_dir)
+    info = read_dataset_info(data_dir)
+    del info["my_data"]
+    save_dataset_info(data_dir, info)
+
+
+def test_demo_data_generation_is_deterministic(tmp_path):
+    committed = {p.name: p.read_bytes() for p in (ROOT / "assets" / "data").iterdir()}
+    subprocess.run([sys.executable, str(ROOT / "assets" / "make_demo_data.py"), str(tmp_path)], check=True,
+                   capture_output=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == committed
+
+
+def test_studio_demo_cli_prints_paths(tmp_path):
+    env = {"STUDIO_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "TOKENIZERS_PARALLELISM": "false",
+           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-m", "engine.cli", "demo"], check=False, cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert str(tmp_path / "home" / "models" / "demo-tiny-llama") in out.stdout and "demo_alpaca" in out.stdout
+    assert (tmp_path / "home" / "models" / "demo-tiny-llama" / "model.safetensors").is_file()
+
+
+def test_import_demo_is_cheap():
+    code = "import sys, engine.demo; print(any(m in sys.modules for m in ('torch', 'transformers', 'numpy')))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
