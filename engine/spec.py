@@ -444,9 +444,13 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, str]]:
                            "launch.deepspeed.zero_stage to 3 or offload_param to none"))
         if "nvme" in (ds.offload_optimizer, ds.offload_param) and not ds.nvme_path:
             errors.append(("launch.deepspeed.nvme_path", "NVMe offload needs a folder: set launch.deepspeed.nvme_path"))
-        if m.quantization.bits and ds.zero_stage == 3:
-            errors.append(("method.quantization.bits", "bitsandbytes-quantized weights cannot be sharded by ZeRO-3 "
-                           "here: use ZeRO stage 0-2, or quantization bits 0"))
+        # QLoRA 4-bit shards under ZeRO-3 (the seed's worked example) when the 4-bit storage is bf16/fp16; 8-bit cannot.
+        if m.quantization.bits == 8 and ds.zero_stage == 3:
+            errors.append(("method.quantization.bits", "8-bit bitsandbytes weights cannot be sharded by ZeRO-3: use "
+                           "4-bit (QLoRA), ZeRO stage 0-2, or quantization bits 0"))
+        if m.quantization.bits == 4 and ds.zero_stage == 3 and m.quantization.compute_dtype == "float32":
+            errors.append(("method.quantization.compute_dtype", "4-bit with ZeRO-3 needs bfloat16 or float16 storage: "
+                           "set compute_dtype to bfloat16"))
     if ln.backend == "fsdp" and m.quantization.bits == 8:
         errors.append(("method.quantization.bits", "FSDP cannot shard 8-bit bitsandbytes weights: use 4-bit "
                        "(QLoRA with FSDP) or another backend"))
