@@ -531,18 +531,27 @@ def spec_warnings(spec: RunSpec) -> list[tuple[str, str]]:
 # ----------------------------------------------------------------------------------------------- context rules
 def read_model_config(name_or_path: str) -> dict | None:
     """The model's config.json when it is a local folder, else None (hub ids are checked at load time)."""
-    cfg = Path(name_or_path).expanduser() / "config.json"
+    cfg = _user_path(name_or_path) / "config.json"
     if cfg.is_file():
         try:
-            return json.loads(cfg.read_text(encoding="utf-8"))
+            data = json.loads(cfg.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+        return data if isinstance(data, dict) else None
     return None
+
+
+def _user_path(path: str) -> Path:
+    """``~`` expanded; a ``~user`` that does not exist stays literal instead of raising RuntimeError."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        return Path(path)
 
 
 def resolve_dataset_dir(spec: RunSpec) -> Path:
     if spec.data.dataset_dir:
-        return Path(spec.data.dataset_dir).expanduser()
+        return _user_path(spec.data.dataset_dir)
     from engine import workspace
 
     return workspace.data_dir()
@@ -551,7 +560,7 @@ def resolve_dataset_dir(spec: RunSpec) -> Path:
 def check_context(spec: RunSpec) -> list[tuple[str, str]]:
     """Rules that read files: the model folder and its config, the dataset registry and columns."""
     errors: list[tuple[str, str]] = []
-    mpath = Path(spec.model.name_or_path).expanduser()
+    mpath = _user_path(spec.model.name_or_path)
     looks_local = spec.model.name_or_path.startswith(("/", ".", "~")) or mpath.exists()
     if looks_local and not mpath.is_dir():
         errors.append(("model.name_or_path", f"no model folder at {spec.model.name_or_path}"))
@@ -596,11 +605,16 @@ def _check_datasets(spec: RunSpec) -> list[tuple[str, str]]:
         info = json.loads(info_path.read_text(encoding="utf-8"))
     except ValueError as exc:
         return [("data.dataset_dir", f"{info_path} is not valid JSON: {exc}")]
+    if not isinstance(info, dict):
+        return [("data.dataset_dir", f"{info_path} must map dataset names to entries, got {type(info).__name__}")]
     errors: list[tuple[str, str]] = []
     for name in spec.data.datasets:
         entry = info.get(name)
         if entry is None:
             errors.append(("data.datasets", f"'{name}' is not in {info_path} (known: {', '.join(sorted(info)) or 'none'})"))
+            continue
+        if not isinstance(entry, dict):
+            errors.append(("data.datasets", f"'{name}' in {info_path} is not an entry (a JSON object)"))
             continue
         ranking = bool(entry.get("ranking"))
         if spec.method.stage == "dpo" and not ranking:
@@ -644,7 +658,10 @@ def pydantic_problems(exc: ValidationError) -> list[tuple[str, str]]:
 def migrate(data: dict) -> dict:
     """Bring a spec dict saved by an earlier schema version up to the current one."""
     version = data.get("schema_version", 1)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise SpecError([("schema_version", f"schema version {version} was written by a newer Studio (this one reads "
+                          f"up to {SCHEMA_VERSION}): upgrade Studio to load it")])
+    if not isinstance(version, int) or version < 1:
         raise SpecError([("schema_version", f"unsupported schema version {version!r} (this Studio reads up to "
                           f"{SCHEMA_VERSION})")])
     # Version 1 is the first; later versions add steps here (keep fixtures of old versions in tests/).
