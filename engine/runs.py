@@ -1,0 +1,437 @@
+"""The run registry: every run ever submitted, its status, and the operations on it (submit, stop, delete, ...).
+
+Light: stdlib (sqlite3), engine.spec / events / workspace; never torch. The registry is one SQLite file
+(``workspace.registry_path()``) in WAL mode with a busy timeout, opened per operation, so the web UI, the CLI and
+each run's detached wrapper (``engine.runner``) can read and write it at the same time.
+
+Status is never trusted blindly: ``refresh`` derives it from the run folder (``exit.json`` written by the wrapper,
+the last terminal event) and from process liveness, so a run whose trainer was SIGKILLed reads ``failed`` with its
+log tail as soon as anyone looks. Processes are found by the ``STUDIO_RUN_ID`` marker in their environment (every
+process of a run inherits it, even DDP ranks that torch starts in their own sessions). Scheduling and process
+control live in ``engine.scheduler``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine import events, workspace
+from engine.spec import RunSpec, SpecError, dump_spec, parse_spec, save_spec, spec_to_dict, validate_spec
+
+STATUSES = ("queued", "running", "completed", "failed", "stopped")
+ACTIVE = ("queued", "running")
+# A run claimed by schedule() whose wrapper never reported back within this many seconds goes back to the queue.
+CLAIM_TIMEOUT_S = 30.0
+
+_COLUMNS = {
+    "id": "TEXT PRIMARY KEY", "name": "TEXT NOT NULL", "kind": "TEXT NOT NULL DEFAULT 'train'",
+    "spec": "TEXT NOT NULL DEFAULT ''", "command": "TEXT", "status": "TEXT NOT NULL",
+    "created": "REAL NOT NULL", "started": "REAL", "ended": "REAL", "pid": "INTEGER", "pgid": "INTEGER",
+    "runner_pid": "INTEGER", "exit_code": "INTEGER", "gpus": "TEXT NOT NULL DEFAULT '[]'",
+    "share_gpus": "INTEGER NOT NULL DEFAULT 0", "gpu_count": "INTEGER NOT NULL DEFAULT 0",
+    "run_dir": "TEXT NOT NULL", "output_dir": "TEXT NOT NULL",
+    "tags": "TEXT NOT NULL DEFAULT '[]'", "reason": "TEXT NOT NULL DEFAULT ''", "stop_requested": "REAL",
+}
+
+
+class RunsError(Exception):
+    """An operation on a run that cannot be done (unknown id, deleting a running run, ...)."""
+
+
+@dataclass
+class RunRecord:
+    id: str
+    name: str
+    status: str
+    created: float
+    run_dir: str
+    output_dir: str
+    kind: str = "train"  # "train": a spec run; "command": any argv run under the same supervision
+    spec: str = ""  # the spec as YAML text
+    command: list[str] | None = None
+    started: float | None = None
+    ended: float | None = None
+    pid: int | None = None  # the trainer's launcher process (leader of its process group)
+    pgid: int | None = None
+    runner_pid: int | None = None  # the detached wrapper (engine.runner)
+    exit_code: int | None = None
+    gpus: list[int] = field(default_factory=list)
+    share_gpus: bool = False
+    gpu_count: int = 0  # command runs: GPUs wanted (train runs take theirs from the spec)
+    tags: list[str] = field(default_factory=list)
+    reason: str = ""  # why it failed (or how it was stopped)
+    stop_requested: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def events_path(self) -> Path:
+        return Path(self.run_dir) / "events.jsonl"
+
+    @property
+    def metrics_path(self) -> Path:
+        return Path(self.run_dir) / "metrics.jsonl"
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.run_dir) / "train.log"
+
+    def load_spec(self) -> RunSpec:
+        return parse_spec(yaml.safe_load(self.spec), source=f"run {self.id}")
+
+
+# ----------------------------------------------------------------------------------------------- database
+def _connect() -> sqlite3.Connection:
+    conn = sqlite3.connect(str(workspace.registry_path()), timeout=30.0, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout=30000")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    cols = ", ".join(f"{k} {v}" for k, v in _COLUMNS.items())
+    conn.execute(f"CREATE TABLE IF NOT EXISTS runs ({cols})")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_status ON runs(status)")
+    return conn
+
+
+@contextmanager
+def transaction() -> Iterator[sqlite3.Connection]:
+    """A write transaction taken up front (BEGIN IMMEDIATE): read-decide-write steps of two processes never
+    interleave, so two schedulers cannot both start the same queued run."""
+    conn = _connect()
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _row_to_record(row: sqlite3.Row) -> RunRecord:
+    d = dict(row)
+    d["gpus"] = json.loads(d["gpus"] or "[]")
+    d["tags"] = json.loads(d["tags"] or "[]")
+    d["command"] = json.loads(d["command"]) if d["command"] else None
+    d["share_gpus"] = bool(d["share_gpus"])
+    return RunRecord(**d)
+
+
+def _fetch(conn: sqlite3.Connection, run_id: str) -> RunRecord:
+    row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise RunsError(f"no run with id {run_id!r} (see `studio runs list`)")
+    return _row_to_record(row)
+
+
+def update(run_id: str, *, only_if_status: tuple[str, ...] | None = None, **values: Any) -> bool:
+    """Set columns of one run; with ``only_if_status`` only while the run is in one of those states."""
+    for key in ("gpus", "tags", "command"):
+        if key in values and values[key] is not None:
+            values[key] = json.dumps(values[key])
+    sets = ", ".join(f"{k} = ?" for k in values)
+    sql, args = f"UPDATE runs SET {sets} WHERE id = ?", [*values.values(), run_id]
+    if only_if_status:
+        sql += f" AND status IN ({', '.join('?' * len(only_if_status))})"
+        args += list(only_if_status)
+    with transaction() as conn:
+        return conn.execute(sql, args).rowcount == 1
+
+
+def new_run_id() -> str:
+    """Sortable by creation time: 20261130-041500-ab12."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def _insert(rec: RunRecord) -> str:
+    for _ in range(20):
+        try:
+            with transaction() as conn:
+                d = {k: getattr(rec, k) for k in _COLUMNS}
+                d.update(gpus=json.dumps(rec.gpus), tags=json.dumps(rec.tags), share_gpus=int(rec.share_gpus),
+                         command=json.dumps(rec.command) if rec.command else None)
+                conn.execute(f"INSERT INTO runs ({', '.join(d)}) VALUES ({', '.join('?' * len(d))})", list(d.values()))
+            return rec.id
+        except sqlite3.IntegrityError:  # same second, same random suffix: draw again
+            old = Path(rec.run_dir)
+            rec.id = new_run_id()
+            rec.run_dir = str(workspace.runs_dir() / rec.id)
+            if rec.output_dir == str(old):
+                rec.output_dir = rec.run_dir
+            if old.exists():
+                old.rename(rec.run_dir)
+    raise RunsError("could not allocate a run id")
+
+
+# ----------------------------------------------------------------------------------------------- submit
+def _as_spec_data(spec: RunSpec | dict | str | Path) -> Any:
+    if isinstance(spec, RunSpec):
+        return spec_to_dict(spec)
+    if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith((".yaml", ".yml"))):
+        try:
+            return yaml.safe_load(Path(spec).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise SpecError([("spec", f"cannot read {spec}: {exc}")], str(spec)) from None
+    if isinstance(spec, str):
+        try:
+            return yaml.safe_load(spec)
+        except yaml.YAMLError as exc:
+            raise SpecError([("spec", f"not valid YAML: {exc}")]) from None
+    return spec
+
+
+def submit(spec: RunSpec | dict | str | Path, *, name: str | None = None, tags: list[str] | None = None,
+           start: bool = True) -> str:
+    """Validate (fields, cross-field and context rules), create the run folder with spec.yaml, queue the run and,
+    with ``start``, schedule it. Raises SpecError listing every problem; no invalid spec reaches a process."""
+    valid, errors, _warnings = validate_spec(_as_spec_data(spec))
+    if errors or valid is None:
+        raise SpecError(errors or [("spec", "invalid")])
+    run_id = new_run_id()
+    rdir = workspace.runs_dir() / run_id
+    rdir.mkdir(parents=True, exist_ok=False)
+    if valid.output.output_dir:  # absolute, so the trainer (cwd: the repo) and the registry agree on it
+        valid.output.output_dir = str(_output_dir(valid, rdir))
+    save_spec(valid, rdir / "spec.yaml")
+    default_name = f"{valid.method.stage}-{valid.method.finetuning}-{Path(valid.model.name_or_path).name}"
+    rec = RunRecord(id=run_id, name=name or valid.output.run_name or default_name, status="queued",
+                    created=time.time(), run_dir=str(rdir), output_dir=str(_output_dir(valid, rdir)),
+                    spec=dump_spec(valid), share_gpus=valid.launch.share_gpus, tags=list(tags or []))
+    run_id = _insert(rec)
+    if start:
+        schedule()
+    return run_id
+
+
+def submit_command(argv: list[str], *, name: str | None = None, tags: list[str] | None = None, gpus: int = 0,
+                   start: bool = True) -> str:
+    """Queue any command (a merge, an export, a benchmark) under the same supervision as a training run:
+    detached, logged to train.log, exit recorded, GPUs (a count) allocated by the scheduler."""
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise RunsError("command: expected a non-empty list of strings")
+    run_id = new_run_id()
+    rdir = workspace.runs_dir() / run_id
+    rdir.mkdir(parents=True, exist_ok=False)
+    rec = RunRecord(id=run_id, name=name or Path(argv[0]).name, status="queued", created=time.time(),
+                    run_dir=str(rdir), output_dir=str(rdir), kind="command", command=list(argv),
+                    gpu_count=max(0, int(gpus)), tags=list(tags or []))
+    run_id = _insert(rec)
+    if start:
+        schedule()
+    return run_id
+
+
+def _output_dir(spec: RunSpec, rdir: Path) -> Path:
+    if not spec.output.output_dir:
+        return rdir
+    out = Path(spec.output.output_dir).expanduser()
+    return out if out.is_absolute() else (workspace.home() / out)
+
+
+# ----------------------------------------------------------------------------------------------- read
+def get(run_id: str, *, refresh_status: bool = True) -> RunRecord:
+    if refresh_status:
+        refresh(run_id)
+    conn = _connect()
+    try:
+        return _fetch(conn, run_id)
+    finally:
+        conn.close()
+
+
+def list_runs(status: str | tuple[str, ...] | None = None, *, refresh_status: bool = True) -> list[RunRecord]:
+    """Every run, newest first (optionally only some statuses)."""
+    if refresh_status:
+        refresh()
+    conn = _connect()
+    try:
+        if status is None:
+            rows = conn.execute("SELECT * FROM runs ORDER BY id DESC").fetchall()
+        else:
+            wanted = (status,) if isinstance(status, str) else tuple(status)
+            rows = conn.execute(f"SELECT * FROM runs WHERE status IN ({', '.join('?' * len(wanted))}) "
+                                "ORDER BY id DESC", wanted).fetchall()
+    finally:
+        conn.close()
+    return [_row_to_record(r) for r in rows]
+
+
+def run_dir(run_id: str) -> Path:
+    return Path(get(run_id, refresh_status=False).run_dir)
+
+
+def log_tail(run_id: str, n: int = 50) -> str:
+    return tail_text(get(run_id, refresh_status=False).log_path, n)
+
+
+def tail_text(path: Path, n: int = 50, max_bytes: int = 256 * 1024) -> str:
+    """The last ``n`` lines of a text file, reading at most ``max_bytes`` from its end."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except FileNotFoundError:
+        return ""
+    # tqdm progress bars rewrite one line with \r: keep only the last state of each line
+    lines = [ln.rsplit("\r", 1)[-1] for ln in data.decode("utf-8", "replace").splitlines()]
+    return "\n".join(lines[-n:]) if n > 0 else ""
+
+
+# ----------------------------------------------------------------------------------------------- status
+def derive_final(rec: RunRecord, returncode: int | None, signal_name: str | None) -> tuple[str, str]:
+    """(status, reason) of a run whose process tree has ended, from its terminal event and exit code."""
+    last = events.last_event(rec.events_path, events.TERMINAL_TYPES) if rec.kind == "train" else None
+    stopped_by_user = rec.stop_requested is not None
+    if last is not None and last["type"] == "finished":
+        return "completed", ""
+    if last is not None and last["type"] == "stopped":
+        return "stopped", str(last["payload"].get("reason") or "stopped")
+    if last is not None and last["type"] == "failed":
+        p = last["payload"]
+        return "failed", f"{p.get('cause', 'other')}: {p.get('error', '')}".strip()
+    if stopped_by_user:
+        how = f"killed by {signal_name}" if signal_name else f"exit code {returncode}"
+        return "stopped", f"stopped by the user ({how})"
+    if rec.kind == "command" and returncode == 0:
+        return "completed", ""
+    if signal_name:
+        return "failed", f"killed by signal {signal_name}"
+    if returncode is None:
+        return "failed", "the run's processes ended without an exit record (its wrapper was killed)"
+    if returncode == 0:
+        return "failed", "the trainer exited with code 0 without reporting that it finished"
+    return "failed", f"the trainer exited with code {returncode}"
+
+
+def read_exit(rdir: str | Path) -> dict | None:
+    try:
+        return json.loads((Path(rdir) / "exit.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def finalize(run_id: str, returncode: int | None, signal_name: str | None, *, log_lines: int = 30) -> RunRecord:
+    """Record the end of a run (idempotent: only a running run changes)."""
+    rec = get(run_id, refresh_status=False)
+    status, reason = derive_final(rec, returncode, signal_name)
+    if status == "failed":
+        tail = tail_text(rec.log_path, log_lines)
+        reason = f"{reason}\n--- last lines of train.log ---\n{tail}" if tail else reason
+    update(run_id, only_if_status=("running",), status=status, reason=reason, exit_code=returncode,
+           ended=time.time())
+    return get(run_id, refresh_status=False)
+
+
+def refresh(run_id: str | None = None) -> list[RunRecord]:
+    """Bring the status of running runs in line with reality; returns the runs whose status changed."""
+    from engine import scheduler
+
+    conn = _connect()
+    try:
+        if run_id is None:
+            rows = conn.execute("SELECT * FROM runs WHERE status = 'running'").fetchall()
+        else:
+            rows = conn.execute("SELECT * FROM runs WHERE id = ? AND status = 'running'", (run_id,)).fetchall()
+    finally:
+        conn.close()
+    changed = []
+    for rec in map(_row_to_record, rows):
+        ex = read_exit(rec.run_dir)
+        if ex is not None:
+            changed.append(finalize(rec.id, ex.get("returncode"), ex.get("signal")))
+            continue
+        if rec.runner_pid is None:
+            if rec.started and time.time() - rec.started > CLAIM_TIMEOUT_S:
+                # claimed by a scheduler that died before starting it: nothing ran, so queue it again
+                update(rec.id, only_if_status=("running",), status="queued", started=None, gpus=[])
+                changed.append(get(rec.id, refresh_status=False))
+            continue
+        if scheduler.runner_alive(rec) or scheduler.run_processes(rec.id):
+            continue
+        # Look once more: the wrapper may have written exit.json between our two reads.
+        ex = read_exit(rec.run_dir)
+        rc, sig = (ex.get("returncode"), ex.get("signal")) if ex else (None, None)
+        changed.append(finalize(rec.id, rc, sig))
+    return changed
+
+
+# ----------------------------------------------------------------------------------------------- actions
+def schedule() -> list[str]:
+    """Start queued runs whose GPUs (or CPU slot) are free; returns the ids started. See engine.scheduler."""
+    from engine import scheduler
+
+    return scheduler.schedule()
+
+
+def stop(run_id: str, grace_s: float = 20.0) -> bool:
+    """Stop a run: a queued one leaves the queue; a running one gets SIGTERM (the trainer saves a checkpoint and
+    exits), SIGKILL after ``grace_s``. True when no process of the run remains."""
+    from engine import scheduler
+
+    return scheduler.stop_run(run_id, grace_s)
+
+
+def delete(run_id: str, remove_files: bool = True) -> None:
+    """Forget a run and (by default) delete its folder and an output folder inside the workspace."""
+    rec = get(run_id)
+    if rec.status == "running":
+        raise RunsError(f"run {run_id} is running: stop it first (`studio runs stop {run_id}`)")
+    with transaction() as conn:
+        conn.execute("DELETE FROM runs WHERE id = ? AND status != 'running'", (run_id,))
+    if remove_files:
+        shutil.rmtree(rec.run_dir, ignore_errors=True)
+        out = Path(rec.output_dir)
+        # Never delete a user's folder outside the workspace: only outputs Studio placed under runs/.
+        if out.exists() and out.resolve().is_relative_to(workspace.runs_dir().resolve()):
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def rename(run_id: str, name: str) -> None:
+    name = name.strip()
+    if not name or len(name) > 120:
+        raise RunsError("name: give 1 to 120 characters")
+    if not update(run_id, name=name):
+        raise RunsError(f"no run with id {run_id!r}")
+
+
+def set_tags(run_id: str, tags: list[str]) -> None:
+    clean = sorted({t.strip() for t in tags if t and t.strip()})
+    if not update(run_id, tags=clean):
+        raise RunsError(f"no run with id {run_id!r}")
+
+
+def duplicate(run_id: str) -> RunSpec:
+    """The run's spec, to edit and submit again."""
+    rec = get(run_id, refresh_status=False)
+    if rec.kind != "train":
+        raise RunsError(f"run {run_id} is a command, not a training run")
+    return rec.load_spec()
+
+
+def resume(run_id: str) -> str:
+    """A new run that continues this one from its newest checkpoint (train.resume_from='last' in its output)."""
+    rec = get(run_id)
+    if rec.status == "running":
+        raise RunsError(f"run {run_id} is still running")
+    data = spec_to_dict(duplicate(run_id))
+    data["train"]["resume_from"] = "last"
+    data["output"]["output_dir"] = rec.output_dir
+    return submit(data, name=f"{rec.name} (resumed)", tags=[*rec.tags, f"resume-of:{run_id}"])
