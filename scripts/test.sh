@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Run the whole test suite: set up .venv with the test tools and Debian's Chromium if needed, then pytest.
+# Extra arguments go to pytest (e.g. -k merge, -x). STUDIO_SOAK=1 runs the long soak variants.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh --test
+export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 HF_DATASETS_OFFLINE=1 \
+  TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# DeepSpeed compiles its CPU ops on first use; keep them in the repo's venv so CI's second run reuses them.
+export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$PWD/.venv/torch_extensions}"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
