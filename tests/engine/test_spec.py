@@ -1,0 +1,166 @@
+"""The run spec as a whole: shipped examples validate, YAML round trips, versioned specs load, field metadata."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from engine.spec import (
+    SCHEMA_VERSION,
+    RunSpec,
+    SpecError,
+    dump_spec,
+    load_spec,
+    parse_spec,
+    save_spec,
+    spec_to_dict,
+    validate_spec,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "assets" / "examples").glob("*.yaml"))
+FIXTURES = ROOT / "tests" / "fixtures" / "specs"
+# Examples that train the demo model: validated with context against the built demo workspace.
+DEMO_EXAMPLES = ["lora_sft_demo.yaml", "ddp_2proc_cpu.yaml"]
+
+
+def test_examples_cover_every_method_and_backend():
+    specs = [load_spec(p, context=False) for p in EXAMPLES]
+    assert len(specs) >= 9
+    assert {s.method.stage for s in specs} == {"sft", "pt", "dpo"}
+    assert {s.method.finetuning for s in specs} == {"lora", "full", "freeze"}
+    assert {s.launch.backend for s in specs} == {"single", "ddp", "fsdp", "deepspeed"}
+    assert any(s.method.quantization.bits == 4 and s.launch.deepspeed.zero_stage == 3 for s in specs)
+    assert any(s.launch.num_machines > 1 for s in specs)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_validates(path):
+    spec = load_spec(path, context=False)
+    assert spec.schema_version == SCHEMA_VERSION
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert raw.get("schema_version") == SCHEMA_VERSION, "examples carry their schema version"
+
+
+@pytest.mark.parametrize("name", DEMO_EXAMPLES)
+def test_demo_example_validates_with_context(name, demo_paths):
+    data = yaml.safe_load((ROOT / "assets" / "examples" / name).read_text(encoding="utf-8"))
+    data["model"]["name_or_path"] = demo_paths["model_dir"]
+    data["data"]["dataset_dir"] = demo_paths["data_dir"]
+    spec, errors, _ = validate_spec(data)
+    assert errors == [] and spec is not None
+
+
+def test_demo_workspace_spec_validates_with_context(demo_paths):
+    load_spec(demo_paths["example_spec"], context=True)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_yaml_round_trip(path, tmp_path):
+    spec = load_spec(path, context=False)
+    again = parse_spec(yaml.safe_load(dump_spec(spec)))
+    assert again == spec
+    saved = save_spec(spec, tmp_path / "sub" / "spec.yaml")
+    assert load_spec(saved, context=False) == spec
+    assert not list(tmp_path.rglob("*.tmp")), "save_spec leaves no temporary file"
+
+
+def test_dump_is_complete_and_versioned():
+    spec = parse_spec({"model": {"name_or_path": "m"}, "data": {"datasets": ["d"]}})
+    dumped = yaml.safe_load(dump_spec(spec))
+    assert dumped["schema_version"] == SCHEMA_VERSION
+    assert set(dumped) == set(RunSpec.model_fields)
+    assert dumped == spec_to_dict(spec)
+
+
+class TestVersions:
+    def test_v1_fixture_loads_unchanged(self):
+        path = FIXTURES / "v1_full.yaml"
+        spec = load_spec(path, context=False)
+        assert spec.launch.deepspeed.zero_stage == 3 and spec.method.quantization.bits == 4
+        assert spec_to_dict(spec) == yaml.safe_load(path.read_text(encoding="utf-8"))
+
+    def test_v1_minimal_fixture_loads(self):
+        spec = load_spec(FIXTURES / "v1_minimal.yaml", context=False)
+        assert spec.data.datasets == ["alpaca_zh"] and spec.method.finetuning == "lora"
+
+    def test_unversioned_reads_as_v1(self):
+        spec = load_spec(FIXTURES / "unversioned.yaml", context=False)
+        assert spec.schema_version == SCHEMA_VERSION and spec.method.finetuning == "full"
+
+    def test_every_fixture_loads(self):
+        fixtures = sorted(FIXTURES.glob("*.yaml"))
+        assert fixtures
+        for path in fixtures:
+            load_spec(path, context=False)
+
+    def test_newer_version_is_a_clear_error(self):
+        data = yaml.safe_load((FIXTURES / "v1_minimal.yaml").read_text(encoding="utf-8"))
+        data["schema_version"] = SCHEMA_VERSION + 1
+        with pytest.raises(SpecError, match="schema_version") as info:
+            parse_spec(data)
+        assert "newer Studio" in str(info.value) and str(SCHEMA_VERSION) in str(info.value)
+
+    @pytest.mark.parametrize("version", [0, -3, "one", 1.5, None])
+    def test_nonsense_version(self, version):
+        with pytest.raises(SpecError, match="schema_version"):
+            parse_spec({"schema_version": version, "model": {"name_or_path": "m"}, "data": {"datasets": ["d"]}})
+
+
+class TestLoadErrors:
+    def test_missing_file(self, tmp_path):
+        with pytest.raises(SpecError, match="cannot read"):
+            load_spec(tmp_path / "nope.yaml")
+
+    def test_bad_yaml(self, tmp_path):
+        path = tmp_path / "bad.yaml"
+        path.write_text("model: [unclosed\n", encoding="utf-8")
+        with pytest.raises(SpecError, match="not valid YAML"):
+            load_spec(path)
+
+    @pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n", ""])
+    def test_not_a_mapping(self, tmp_path, text):
+        path = tmp_path / "s.yaml"
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(SpecError, match="spec: expected a mapping"):
+            load_spec(path, context=False)
+
+    def test_unknown_field_named(self):
+        with pytest.raises(SpecError, match=r"train\.lerning_rate: unknown field"):
+            parse_spec({"model": {"name_or_path": "m"}, "data": {"datasets": ["d"]}, "train": {"lerning_rate": 1}})
+
+    def test_every_problem_reported(self):
+        with pytest.raises(SpecError) as info:
+            parse_spec({"model": {"name_or_path": ""}, "data": {"datasets": []}, "train": {"seed": -1}})
+        paths = {p for p, _ in info.value.problems}
+        assert {"model.name_or_path", "data.datasets", "train.seed"} <= paths
+
+    def test_validate_spec_never_raises(self):
+        spec, errors, warns = validate_spec("not a mapping")
+        assert spec is None and errors and errors[0][0] == "spec" and warns == []
+
+
+def _leaf_fields(model: type[BaseModel], prefix: str = ""):
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            yield from _leaf_fields(ann, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", field
+
+
+LEAVES = [(p, f) for p, f in _leaf_fields(RunSpec) if p != "schema_version"]
+
+
+@pytest.mark.parametrize(("path", "field"), LEAVES, ids=[p for p, _ in LEAVES])
+def test_field_metadata_for_the_ui(path, field):
+    """The UI builds widgets from Field metadata: every field needs a description and a label."""
+    assert field.description, f"{path} has no description"
+    extra = field.json_schema_extra or {}
+    assert extra.get("label") and extra.get("label_zh"), f"{path} has no label"
+    assert "group" in extra and "advanced" in extra
+    required = {"model.name_or_path", "data.datasets"}
+    assert field.is_required() == (path in required), f"{path}: only the model and datasets are required"
