@@ -259,7 +259,7 @@ def build_command(spec: RunSpec, run_dir: Path, hardware: Hardware | None = None
     elif ln.backend == "ddp":  # CPU DDP: see the module docstring
         env["ACCELERATE_USE_CPU"] = "true"
         flags += ["--multi_gpu", "--num_processes", str(spec.world_size), "--num_machines", str(ln.num_machines),
-                  "--mixed_precision", mixed_precision_name(precision)]
+                  "--mixed_precision", mixed_precision_name(precision), "--dynamo_backend", "no"]
         if ln.num_machines == 1:
             flags += ["--main_process_port", str(ln.main_process_port)]
     else:
