@@ -1,0 +1,277 @@
+"""Run registry, queue and process supervision with small python children (pure process management).
+
+Training runs with the real trainer are in test_runs_train.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine import events, runs, scheduler
+from engine.scheduler import Want, plan_starts
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A private registry per test (runs of other tests never interfere)."""
+    monkeypatch.setenv("STUDIO_HOME", str(tmp_path))
+    monkeypatch.setenv("STUDIO_CPU_SLOTS", "1")
+    monkeypatch.setenv("STUDIO_METRICS_INTERVAL", "0.3")
+    yield tmp_path
+    for rec in runs.list_runs(refresh_status=False):  # never leave a process behind, whatever failed
+        if rec.status in ("running", "queued"):
+            runs.stop(rec.id, grace_s=1)
+
+
+def wait_for(cond, timeout: float = 30.0, every: float = 0.1):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
+
+
+def sleeper(seconds: float, marker_file: Path | None = None) -> list[str]:
+    code = f"import time,sys; print('start', flush=True); time.sleep({seconds}); print('done', flush=True)"
+    if marker_file:
+        code = (f"import time,os; open({str(marker_file)!r},'a').write(os.environ['STUDIO_RUN_ID']+' start %f\\n' "
+                f"% time.time()); time.sleep({seconds}); open({str(marker_file)!r},'a').write("
+                f"os.environ['STUDIO_RUN_ID']+' end %f\\n' % time.time())")
+    return [PY, "-c", code]
+
+
+def no_zombie_children() -> bool:
+    return not [p for p in psutil.Process().children(recursive=True) if p.status() == psutil.STATUS_ZOMBIE]
+
+
+# ----------------------------------------------------------------------------------------------- allocation
+class TestPlanStarts:
+    def test_cpu_slots_run_in_submission_order(self):
+        q = [Want("a", cpu=True), Want("b", cpu=True), Want("c", cpu=True)]
+        assert plan_starts([], q, [], 1)[0] == [("a", [])]
+        assert plan_starts([(True, [])], q[1:], [], 1)[0] == []
+        assert plan_starts([], q, [], 2)[0] == [("a", []), ("b", [])]
+
+    def test_gpu_never_shared_without_permission(self):
+        q = [Want("a", cpu=False, count=1, ids=[0]), Want("b", cpu=False, count=1, ids=[0])]
+        assert plan_starts([], q, [0, 1], 1)[0] == [("a", [0])]
+        q[1].share = True
+        assert plan_starts([], q, [0, 1], 1)[0] == [("a", [0]), ("b", [0])]
+
+    def test_count_takes_free_gpus_and_waits_in_order(self):
+        running = [(False, [0])]
+        q = [Want("a", cpu=False, count=2), Want("b", cpu=False, count=1)]
+        # a needs 2 of the 3 free... only 1,2 are free -> a starts on them; b waits (GPU 0 busy, none left)
+        assert plan_starts(running, q, [0, 1, 2], 1)[0] == [("a", [1, 2])]
+        # a cannot fit on one free GPU: b, submitted later, must not overtake it
+        assert plan_starts(running, q, [0, 1], 1)[0] == []
+
+    def test_waiting_explicit_run_reserves_its_gpus(self):
+        running = [(False, [0])]
+        q = [Want("a", cpu=False, count=2, ids=[0, 1]), Want("b", cpu=False, count=1, ids=[1]),
+             Want("c", cpu=False, count=1, ids=[2])]
+        assert plan_starts(running, q, [0, 1, 2], 1)[0] == [("c", [2])]
+
+    def test_impossible_runs_are_reported(self):
+        q = [Want("a", cpu=False, count=4), Want("b", cpu=False, count=1, ids=[7])]
+        starts, impossible = plan_starts([], q, [0, 1], 1)
+        assert starts == []
+        assert "needs 4 GPUs" in impossible["a"] and "GPU [7]" in impossible["b"]
+
+
+# ----------------------------------------------------------------------------------------------- registry
+def test_submit_rejects_invalid_spec_before_any_process(home):
+    from engine.spec import SpecError
+
+    with pytest.raises(SpecError, match="data"):
+        runs.submit({"model": {"name_or_path": str(home / "missing-model")}, "data": {"datasets": ["nope"]}})
+    assert runs.list_runs() == []
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+
+
+def test_rename_tags_delete_and_refusals(home):
+    rid = runs.submit_command(sleeper(30), name="long")
+    wait_for(lambda: runs.get(rid).pid)
+    runs.rename(rid, "renamed")
+    runs.set_tags(rid, ["b", "a", "a", " "])
+    rec = runs.get(rid)
+    assert (rec.name, rec.tags, rec.status) == ("renamed", ["a", "b"], "running")
+    with pytest.raises(runs.RunsError, match="stop it first"):
+        runs.delete(rid)
+    assert runs.stop(rid, grace_s=5)
+    assert runs.get(rid).status == "stopped"
+    runs.delete(rid)
+    assert not Path(rec.run_dir).exists()
+    with pytest.raises(runs.RunsError, match="no run with id"):
+        runs.get(rid)
+
+
+def test_two_processes_writing_at_once_never_corrupt(home):
+    script = textwrap.dedent("""
+        import sys
+        from engine import runs
+        tag = sys.argv[1]
+        for i in range(60):
+            rid = runs.submit_command(["true"], name=f"{tag}-{i}", start=False)
+            runs.rename(rid, f"{tag}-{i}-renamed")
+            runs.set_tags(rid, [tag, str(i)])
+            runs.list_runs()
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([PY, "-c", script, t], env=env, cwd=ROOT) for t in ("x", "y")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    conn = sqlite3.connect(home / "registry.db")
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    recs = runs.list_runs()
+    assert len(recs) == 120 and len({r.id for r in recs}) == 120
+    for r in recs:
+        tag, i, _ = r.name.split("-")
+        assert r.tags == sorted([tag, i]) and r.status == "queued"
+
+
+# ----------------------------------------------------------------------------------------------- processes
+def test_command_run_completes_detached_with_metrics_and_no_zombie(home):
+    rid = runs.submit_command(sleeper(1.5), name="short")
+    rec = wait_for(lambda: runs.get(rid).pid and runs.get(rid))
+    # the wrapper is not our child: the studio never has to wait on it
+    assert rec.runner_pid not in [p.pid for p in psutil.Process().children(recursive=True)]
+    assert os.getpgid(rec.pid) == rec.pid and os.getsid(rec.pid) == rec.pid  # own session and group
+    rec = wait_for(lambda: runs.get(rid).status != "running" and runs.get(rid), timeout=30)
+    assert (rec.status, rec.exit_code) == ("completed", 0)
+    assert json.loads((Path(rec.run_dir) / "exit.json").read_text())["returncode"] == 0
+    assert "done" in runs.log_tail(rid)
+    samples = [json.loads(x) for x in (Path(rec.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert len(samples) >= 2
+    assert any(s["processes"] and s["rss_mib"] > 0 for s in samples)
+    assert "STUDIO_FORCE_CPU" in samples[0]["gpu_note"] and all("gpu_note" not in s for s in samples[1:])
+    warnings = [e for e in events.read_all(rec.events_path) if e["type"] == "warning"]
+    assert len(warnings) == 1 and "CPU and RAM only" in warnings[0]["payload"]["message"]
+    launch = json.loads((Path(rec.run_dir) / "launch.json").read_text())
+    assert "env" not in launch and "STUDIO_RUN_ID" in launch["env_keys"]
+    wait_for(lambda: not psutil.pid_exists(rec.runner_pid) or
+             psutil.Process(rec.runner_pid).status() != psutil.STATUS_ZOMBIE, timeout=5)
+    assert no_zombie_children()
+
+
+def test_secret_env_is_not_written_to_the_run_folder(home, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value_123")
+    rid = runs.submit_command([PY, "-c", "import os; print(len(os.environ['HF_TOKEN']))"])
+    rec = wait_for(lambda: runs.get(rid).status == "completed" and runs.get(rid))
+    assert runs.log_tail(rid).strip().endswith("19")  # the child got it
+    for f in Path(rec.run_dir).iterdir():
+        assert "hf_secret_value_123" not in f.read_text(errors="replace"), f.name
+
+
+def test_killed_child_is_failed_with_reason_within_2s(home):
+    rid = runs.submit_command(sleeper(60), name="victim")
+    rec = wait_for(lambda: runs.get(rid).pid and runs.get(rid))
+    wait_for(lambda: "start" in runs.log_tail(rid))
+    os.kill(rec.pid, signal.SIGKILL)
+    t0 = time.time()
+    rec = wait_for(lambda: runs.get(rid).status != "running" and runs.get(rid), timeout=5, every=0.05)
+    assert time.time() - t0 < 2.0
+    assert rec.status == "failed" and "SIGKILL" in rec.reason and "start" in rec.reason  # log tail included
+
+
+def test_killed_wrapper_and_child_read_failed_when_looked_at(home):
+    rid = runs.submit_command(sleeper(60), name="orphan")
+    rec = wait_for(lambda: runs.get(rid).pid and runs.get(rid))
+    os.kill(rec.runner_pid, signal.SIGKILL)  # the wrapper dies first: nobody will write exit.json
+    os.killpg(rec.pgid, signal.SIGKILL)
+    wait_for(lambda: not scheduler.run_processes(rid), timeout=5)
+    t0 = time.time()
+    rec = runs.get(rid)
+    assert time.time() - t0 < 2.0
+    assert rec.status == "failed" and "without an exit record" in rec.reason
+
+
+def test_stop_ends_every_process_of_the_tree(home):
+    # Like torch's launcher: workers in their own sessions, one of them ignoring SIGTERM.
+    worker = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('w', flush=True); time.sleep(120)"
+    code = textwrap.dedent(f"""
+        import subprocess, sys, time
+        ws = [subprocess.Popen([sys.executable, '-c', {worker!r}], start_new_session=True) for _ in range(2)]
+        print('launcher', flush=True)
+        for w in ws: w.wait()
+    """)
+    rid = runs.submit_command([PY, "-c", code], name="tree")
+    wait_for(lambda: runs.log_tail(rid).count("w") >= 2 and "launcher" in runs.log_tail(rid))
+    assert len(scheduler.run_processes(rid)) == 3
+    t0 = time.time()
+    assert runs.stop(rid, grace_s=2) is True
+    assert time.time() - t0 < 15
+    assert scheduler.run_processes(rid) == []
+    rec = runs.get(rid)
+    assert rec.status == "stopped" and "stopped by the user" in rec.reason
+    assert no_zombie_children()
+
+
+def test_stop_a_queued_run_removes_it_from_the_queue(home):
+    first = runs.submit_command(sleeper(30))
+    second = runs.submit_command(sleeper(30))
+    assert runs.get(second).status == "queued"
+    assert runs.stop(second)
+    assert runs.get(second).status == "stopped"
+    runs.stop(first, grace_s=2)
+    assert runs.get(second).started is None  # never started
+
+
+def test_queue_of_three_runs_in_order_and_survives_studio_restart(home):
+    log = home / "order.log"
+    studio = textwrap.dedent(f"""
+        import sys, time
+        from engine import runs
+        ids = [runs.submit_command({sleeper(1.0, log)!r}, name=f"q{{i}}") for i in range(3)]
+        print(" ".join(ids), flush=True)
+        time.sleep(600)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([PY, "-c", studio], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    ids = proc.stdout.readline().split()
+    assert len(ids) == 3
+    wait_for(lambda: runs.get(ids[0]).status == "running")
+    proc.kill()  # the studio dies with kill -9 while the first run trains
+    proc.wait()
+    assert [runs.get(i).status for i in ids] == ["running", "queued", "queued"]
+    # a restarted studio schedules too; it must not start a second run while the slot is taken
+    restarted = subprocess.run([PY, "-c", "from engine import runs; print(runs.schedule())"], env=env, cwd=ROOT,
+                               capture_output=True, text=True, timeout=60)
+    assert restarted.returncode == 0 and restarted.stdout.strip() in ("[]", repr([ids[1]]), repr([ids[2]]))
+    wait_for(lambda: all(runs.get(i).status == "completed" for i in ids), timeout=60)
+    lines = [ln.split() for ln in log.read_text().splitlines()]
+    assert [(rid, what) for rid, what, _ in lines] == [(i, w) for i in ids for w in ("start", "end")]
+    recs = [runs.get(i) for i in ids]
+    assert recs[0].ended <= recs[1].started and recs[1].ended <= recs[2].started
+
+
+def test_queued_runs_of_a_dead_studio_start_on_the_next_schedule(home):
+    ids = [runs.submit_command(sleeper(0.2), start=False) for _ in range(2)]
+    assert [runs.get(i).status for i in ids] == ["queued", "queued"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([PY, "-c", "from engine import runs; runs.schedule()"], env=env, cwd=ROOT, check=True, timeout=60)
+    wait_for(lambda: all(runs.get(i).status == "completed" for i in ids), timeout=60)
+
+
+def test_run_that_cannot_start_fails_and_the_queue_moves_on(home):
+    bad = runs.submit_command(["/nonexistent/program"], name="bad")
+    good = runs.submit_command(sleeper(0.2), name="good")
+    wait_for(lambda: runs.get(good).status == "completed", timeout=60)
+    rec = runs.get(bad)
+    assert rec.status == "failed" and rec.exit_code == 127
