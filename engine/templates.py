@@ -84,7 +84,7 @@ NAMED: dict[str, Template] = {
     "default": Template(
         "default", user="Human: {content}\nAssistant: ", assistant="{content}{eos}\n", system="System: {content}\n"
     ),
-    "empty": Template("empty", user="{content}", assistant="{content}{eos}"),
+    "empty": Template("empty", user="{content}", assistant="{content}{eos}", system="{content}\n"),
 }
 TEMPLATE_NAMES = ["auto", *NAMED]
 
@@ -264,8 +264,9 @@ def template_warning(name: str, info: TokenizerInfo) -> str | None:
         return f"unknown template {name!r}"
     missing = [m for m in tmpl.markers if info.vocab and m not in info.vocab]
     if missing:
+        better = sorted({"auto", suggest_from_info(info, {})})
         return (f"template {name} relies on {', '.join(missing)}, which the tokenizer does not have as a token: "
-                f"the model will read them as plain text. Use 'auto' or '{suggest_from_info(info, {})}'.")
+                f"the model will read them as plain text. Use {' or '.join(repr(b) for b in better)}.")
     if info.chat_template and tmpl.markers and not all(m in info.chat_template for m in tmpl.markers):
         return f"the model ships its own chat template, which differs from {name}: consider 'auto'"
     return None

@@ -1,0 +1,227 @@
+"""Training data for a run: registry check, template rendering, tokenisation with label masks, mixing, packing.
+
+Heavy: imports datasets/torch/transformers inside functions (the module itself stays importable cheaply). The
+registry check (engine.dataset_registry) runs first and raises DataError before any model is loaded; rendering
+is engine.templates, the same code the page's masked-sample preview uses.
+
+Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained), pt (all tokens
+trained; conversation rows become their joined text), dpo (string prompt/chosen/rejected columns for TRL's
+DPOTrainer, which tokenises them itself; collator None).
+
+Packing is padding-free: transformers' DataCollatorWithFlattening concatenates a batch into one row with
+position_ids restarting per sample, and transformers builds a block-diagonal mask from them for sdpa/flash
+attention, so no token attends across samples (tests/engine/test_data.py proves equal per-sample logits).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.dataset_registry import DataError, check_datasets, load_rows
+from engine.templates import (
+    assistant_text, conversation_segments, pretrain_text, prompt_text, template_warning, tokenizer_info,
+)
+
+CACHE_VERSION = 1  # bump when tokenisation changes, so old caches are not reused
+IGNORE = -100
+
+
+@dataclass
+class TrainData:
+    train_dataset: Any
+    eval_dataset: Any | None
+    data_collator: Any | None
+    stats: dict = field(default_factory=dict)
+
+
+class PadCollator:
+    """Pads input_ids (pad id), labels (-100) and builds attention_mask, to the longest sample of the batch."""
+
+    def __init__(self, pad_id: int, pad_to_multiple_of: int | None = None):
+        self.pad_id, self.multiple = pad_id, pad_to_multiple_of
+
+    def __call__(self, features: list[dict]) -> dict:
+        import torch
+
+        width = max(len(f["input_ids"]) for f in features)
+        if self.multiple:
+            width = -(-width // self.multiple) * self.multiple
+        ids = torch.full((len(features), width), self.pad_id, dtype=torch.long)
+        labels = torch.full((len(features), width), IGNORE, dtype=torch.long)
+        mask = torch.zeros((len(features), width), dtype=torch.long)
+        for i, f in enumerate(features):
+            n = len(f["input_ids"])
+            ids[i, :n] = torch.tensor(f["input_ids"])
+            labels[i, :n] = torch.tensor(f["labels"])
+            mask[i, :n] = 1
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+
+def _encode_batch(batch: dict, *, tokenizer, template: str, info, stage: str, train_on_prompt: bool,
+                  cutoff: int) -> dict:
+    """Batched datasets.map function: canonical rows (JSON strings) -> input_ids, labels, truncated."""
+    rows = [json.loads(r) for r in batch["row"]]
+    pieces: list[list[tuple[str, bool]]] = []
+    for row in rows:
+        if stage == "pt":
+            pieces.append([(pretrain_text(row, info), True)])
+        else:
+            segs = conversation_segments(template, info, row.get("system", ""), row["messages"])
+            pieces.append([p for prompt, resp in segs for p in ((prompt, train_on_prompt), (resp, True))])
+    flat = [text for sample in pieces for text, _ in sample]
+    encoded = tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
+    out: dict[str, list] = {"input_ids": [], "labels": [], "truncated": []}
+    k = 0
+    for sample in pieces:
+        ids: list[int] = []
+        labels: list[int] = []
+        for _, trained in sample:
+            part = list(encoded[k])
+            k += 1
+            ids += part
+            labels += part if trained else [IGNORE] * len(part)
+        out["truncated"].append(len(ids) > cutoff)
+        out["input_ids"].append(ids[:cutoff])
+        out["labels"].append(labels[:cutoff])
+    return out
+
+
+def _tokenizer_digest(tokenizer) -> str:
+    h = hashlib.sha256()
+    folder = Path(str(getattr(tokenizer, "name_or_path", "") or ""))
+    files = [folder / n for n in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                                  "special_tokens_map.json")]
+    found = [f for f in files if f.is_file()]
+    for f in found:
+        h.update(f.name.encode() + f.read_bytes())
+    if not found:  # an in-memory tokenizer: its vocabulary and template stand in for files
+        h.update(json.dumps(sorted(tokenizer.get_vocab().items())).encode())
+    h.update(str(getattr(tokenizer, "chat_template", "") or "").encode())
+    return h.hexdigest()
+
+
+def _data_digest(name: str, dataset_dir: Path) -> str:
+    from engine.dataset_registry import DatasetEntry, _locate, read_dataset_info
+
+    raw = read_dataset_info(dataset_dir)[name]
+    path = _locate(DatasetEntry.from_info(name, raw), dataset_dir)
+    h = hashlib.sha256(json.dumps(raw, sort_keys=True).encode())
+    for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+        if f.is_file():
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    from engine import workspace
+
+    path = workspace.home() / "cache" / "tokenized"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> TrainData:
+    """Check, load, render, tokenise, mix and split the spec's datasets; raise DataError on bad data."""
+    from datasets import Dataset, concatenate_datasets, interleave_datasets
+
+    from engine.spec import resolve_dataset_dir
+
+    d, stage, seed = spec.data, spec.method.stage, spec.train.seed
+    ddir = resolve_dataset_dir(spec)
+    problems = check_datasets(d.datasets, ddir, stage)
+    if problems:
+        raise DataError(problems)
+    info = tokenizer_info(tokenizer)
+    warning = template_warning(d.template, info)
+    if warning and stage != "pt":
+        log(f"warning: {warning}")
+
+    parts = []
+    tok_digest = _tokenizer_digest(tokenizer) if stage != "dpo" else ""
+    for name in d.datasets:
+        rows = load_rows(name, ddir, stage)[: d.max_samples or None]
+        if stage == "dpo":
+            parts.append(Dataset.from_list([_dpo_row(r, d.template, info) for r in rows]))
+            continue
+        key = hashlib.sha256(json.dumps([CACHE_VERSION, _data_digest(name, ddir), tok_digest, d.template, stage,
+                                         d.cutoff_len, d.train_on_prompt, d.max_samples]).encode()).hexdigest()[:24]
+        raw = Dataset.from_dict({"row": [json.dumps(r, ensure_ascii=False) for r in rows]})
+        encoded = raw.map(
+            _encode_batch, batched=True, batch_size=256, remove_columns=["row"],
+            num_proc=d.preprocessing_workers if d.preprocessing_workers > 1 and len(rows) > 256 else None,
+            cache_file_name=str(cache_dir() / f"{name}-{key}.arrow"), load_from_cache_file=True,
+            fn_kwargs={"tokenizer": tokenizer, "template": d.template, "info": info, "stage": stage,
+                       "train_on_prompt": d.train_on_prompt, "cutoff": d.cutoff_len},
+            desc=f"tokenising {name}",
+        )
+        parts.append(encoded)
+
+    if len(parts) == 1:
+        dataset = parts[0]
+    elif d.mix == "concat":
+        dataset = concatenate_datasets(parts)
+    else:
+        dataset = interleave_datasets(parts, probabilities=d.mix_probs, seed=seed, stopping_strategy=(
+            "first_exhausted" if d.mix == "interleave_under" else "all_exhausted"))
+
+    stats: dict[str, Any] = {"packed": bool(d.packing), "truncated": 0, "dropped": 0}
+    if stage != "dpo":
+        stats["truncated"] = int(sum(dataset["truncated"]))
+        before = len(dataset)
+        # A sample whose answer was cut away entirely has nothing to learn from and would give a NaN loss.
+        dataset = dataset.filter(lambda ex: any(x != IGNORE for x in ex["labels"]), desc="dropping empty samples")
+        stats["dropped"] = before - len(dataset)
+        dataset = dataset.select_columns(["input_ids", "labels"])
+    if len(dataset) == 0:
+        raise DataError([_problem(ddir, "no trainable samples left (every answer was cut off at data.cutoff_len)")])
+
+    eval_dataset = None
+    if d.val_size > 0:
+        n_eval = max(1, round(len(dataset) * d.val_size))
+        if n_eval >= len(dataset):
+            raise DataError([_problem(ddir, f"data.val_size {d.val_size} leaves no training rows out of "
+                                            f"{len(dataset)}")])
+        split = dataset.train_test_split(test_size=n_eval, seed=seed, shuffle=True)
+        dataset, eval_dataset = split["train"], split["test"]
+
+    stats |= {"num_train": len(dataset), "num_eval": len(eval_dataset) if eval_dataset is not None else 0}
+    collator = None
+    if stage != "dpo":
+        lengths = [len(x) for x in dataset["input_ids"]]
+        stats["total_tokens"] = int(sum(lengths))
+        stats["trainable_tokens"] = int(sum(sum(1 for t in lab if t != IGNORE) for lab in dataset["labels"]))
+        collator = packing_collator() if d.packing else PadCollator(_pad_id(tokenizer))
+    log(f"data: {stats['num_train']} train / {stats['num_eval']} eval samples, {stats['truncated']} truncated at "
+        f"{d.cutoff_len} tokens" + (f", packing on" if d.packing else ""))
+    return TrainData(dataset, eval_dataset, collator, stats)
+
+
+def packing_collator():
+    """Padding-free packing: one row per batch, position_ids restart per sample, labels separated by -100."""
+    from transformers import DataCollatorWithFlattening
+
+    return DataCollatorWithFlattening(return_position_ids=True, separator_id=IGNORE)
+
+
+def _pad_id(tokenizer) -> int:
+    pad = tokenizer.pad_token_id
+    return int(pad if pad is not None else tokenizer.eos_token_id or 0)
+
+
+def _dpo_row(row: dict, template: str, info) -> dict:
+    return {
+        "prompt": prompt_text(template, info, row.get("system", ""), row["messages"]),
+        "chosen": assistant_text(template, info, row["chosen"]),
+        "rejected": assistant_text(template, info, row["rejected"]),
+    }
+
+
+def _problem(ddir: Path, message: str):
+    from engine.dataset_registry import DataProblem
+
+    return DataProblem(str(ddir / "dataset_info.json"), None, None, message)
