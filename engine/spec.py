@@ -485,7 +485,7 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, str]]:
         if len(d.mix_probs) != len(d.datasets):
             errors.append(("data.mix_probs", f"{len(d.mix_probs)} probabilities for {len(d.datasets)} datasets: give one "
                            "per dataset"))
-        elif any(p < 0 for p in d.mix_probs) or abs(sum(d.mix_probs) - 1.0) > 1e-6:
+        elif not all(p >= 0 for p in d.mix_probs) or abs(sum(d.mix_probs) - 1.0) > 1e-6:  # `not all` also catches NaN
             errors.append(("data.mix_probs", "probabilities must be ≥ 0 and sum to 1"))
         if d.mix == "concat":
             errors.append(("data.mix_probs", "probabilities apply to interleaving: set data.mix to interleave_under "

@@ -218,6 +218,11 @@ class TestMixProbs:
         rejects(make(data={"datasets": ["a", "b"], "mix": "interleave_over", "mix_probs": [1.5, -0.5]}),
                 "data.mix_probs")
 
+    def test_not_a_number(self):
+        nan = float("nan")
+        rejects(make(data={"datasets": ["a", "b"], "mix": "interleave_over", "mix_probs": [nan, nan]}),
+                "data.mix_probs")
+
     def test_with_concat(self):
         rejects(make(data={"datasets": ["a", "b"], "mix_probs": [0.5, 0.5]}), "data.mix_probs")
 
