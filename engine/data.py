@@ -24,7 +24,12 @@ from typing import Any
 
 from engine.dataset_registry import DataError, check_datasets, load_rows
 from engine.templates import (
-    assistant_text, conversation_segments, pretrain_text, prompt_text, template_warning, tokenizer_info,
+    assistant_text,
+    conversation_segments,
+    pretrain_text,
+    prompt_text,
+    template_warning,
+    tokenizer_info,
 )
 
 CACHE_VERSION = 1  # bump when tokenisation changes, so old caches are not reused
@@ -197,7 +202,7 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
         stats["trainable_tokens"] = int(sum(sum(1 for t in lab if t != IGNORE) for lab in dataset["labels"]))
         collator = packing_collator() if d.packing else PadCollator(_pad_id(tokenizer))
     log(f"data: {stats['num_train']} train / {stats['num_eval']} eval samples, {stats['truncated']} truncated at "
-        f"{d.cutoff_len} tokens" + (f", packing on" if d.packing else ""))
+        f"{d.cutoff_len} tokens" + (", packing on" if d.packing else ""))
     return TrainData(dataset, eval_dataset, collator, stats)
 
 

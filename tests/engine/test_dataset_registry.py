@@ -1,0 +1,136 @@
+"""Dataset registry: every bad-data case names its file and row; formats; register round-trip; the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine import dataset_registry as R
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = {"instruction": "Say hi", "input": "", "output": "hi"}
+
+
+def make(tmp_path: Path, name: str, content: str, entry: dict | None = None) -> Path:
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    info = R.read_dataset_info(tmp_path) if (tmp_path / "dataset_info.json").is_file() else {}
+    info["d"] = {"file_name": name, **(entry or {})}
+    R.save_dataset_info(tmp_path, info)
+    return tmp_path / name
+
+
+def one_problem(tmp_path, stage="sft") -> str:
+    problems = R.check_datasets(["d"], tmp_path, stage)
+    assert len(problems) == 1, problems
+    return str(problems[0])
+
+
+def test_malformed_json_line_names_file_and_line(tmp_path):
+    make(tmp_path, "x.jsonl", json.dumps(GOOD) + "\n{broken\n" + json.dumps(GOOD) + "\n")
+    msg = one_problem(tmp_path)
+    assert "x.jsonl, line 2" in msg and "malformed JSON" in msg
+
+
+def test_invalid_json_file_names_line(tmp_path):
+    make(tmp_path, "x.json", '[{"instruction": "a",\n "output": }]')
+    assert "x.json" in one_problem(tmp_path) and "line 2" in one_problem(tmp_path)
+
+
+def test_misnamed_column_lists_existing_columns(tmp_path):
+    make(tmp_path, "x.json", json.dumps([GOOD, {"instruction": "q", "answer": "a"}, {"instruction": "q",
+                                                                                   "answer": "b"}]))
+    msg = one_problem(tmp_path)
+    assert "x.json, row 2, column 'output'" in msg and "instruction, answer" in msg and "1 more row" in msg
+
+
+def test_empty_response(tmp_path):
+    make(tmp_path, "x.json", json.dumps([GOOD, {"instruction": "q", "output": "  "}]))
+    assert "row 2" in one_problem(tmp_path) and "empty response" in one_problem(tmp_path)
+
+
+def test_file_not_found(tmp_path):
+    R.save_dataset_info(tmp_path, {"d": {"file_name": "nope.json"}})
+    msg = one_problem(tmp_path)
+    assert "nope.json" in msg and "file not found" in msg
+
+
+def test_unknown_name_lists_known(tmp_path):
+    R.save_dataset_info(tmp_path, {"alpha": {"file_name": "a.json"}, "beta": {"file_name": "b.json"}})
+    problems = R.check_datasets(["gamma"], tmp_path, "sft")
+    assert "'gamma' is not registered" in str(problems[0]) and "alpha, beta" in str(problems[0])
+
+
+def test_sharegpt_wrong_role_order(tmp_path):
+    conv = [{"from": "human", "value": "q"}, {"from": "human", "value": "q2"}, {"from": "gpt", "value": "a"}]
+    make(tmp_path, "x.json", json.dumps([{"conversations": conv}]), {"formatting": "sharegpt"})
+    msg = one_problem(tmp_path)
+    assert "row 1" in msg and "turn 2 is 'human' but 'gpt' was expected" in msg
+
+
+def test_dpo_without_chosen_rejected(tmp_path):
+    make(tmp_path, "x.json", json.dumps([GOOD]))
+    assert "chosen/rejected" in one_problem(tmp_path, stage="dpo")
+    make(tmp_path, "y.json", json.dumps([{"instruction": "q", "chosen": "a"}]), {"ranking": True})
+    msg = one_problem(tmp_path, stage="dpo")
+    assert "y.json, row 1, column 'rejected'" in msg
+
+
+def test_formats_load_the_same_rows(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [GOOD, {"instruction": "Add", "input": "1 2", "output": "3"}]
+    want = R.load_rows("d", (make(tmp_path, "x.json", json.dumps(rows)).parent))
+    make(tmp_path, "x.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    assert R.load_rows("d", tmp_path) == want
+    make(tmp_path, "x.csv", "instruction,input,output\nSay hi,,hi\nAdd,1 2,3\n")
+    assert R.load_rows("d", tmp_path) == want
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "x.parquet")
+    R.register_dataset(tmp_path, "d", "x.parquet", overwrite=True)
+    assert R.load_rows("d", tmp_path) == want
+    assert want[1]["messages"] == [{"role": "user", "content": "Add\n1 2"}, {"role": "assistant", "content": "3"}]
+
+
+def test_saved_hf_dataset_folder(tmp_path):
+    from datasets import Dataset
+
+    Dataset.from_list([GOOD] * 3).save_to_disk(str(tmp_path / "saved"))
+    R.register_dataset(tmp_path, "d", "saved")
+    assert len(R.load_rows("d", tmp_path)) == 3
+
+
+def test_normalize_alpaca_history_and_system(demo_paths):
+    rows = R.load_rows("demo_alpaca", demo_paths["data_dir"])
+    first = rows[0]
+    assert first["system"] and len(first["messages"]) == 4 and first["messages"][-1]["role"] == "assistant"
+    msgs = R.load_rows("demo_messages", demo_paths["data_dir"])
+    assert any(r["system"] for r in msgs) and all(m["role"] != "system" for r in msgs for m in r["messages"])
+
+
+def test_register_round_trip_keeps_other_entries(tmp_path):
+    R.save_dataset_info(tmp_path, {"keep": {"file_name": "k.json"}})
+    (tmp_path / "u.json").write_text(json.dumps([GOOD]))
+    R.register_dataset(tmp_path, "up", "u.json", columns={"prompt": "instruction", "response": "output"})
+    info = R.read_dataset_info(tmp_path)
+    assert set(info) == {"keep", "up"} and info["up"]["columns"]["response"] == "output"
+    assert R.preview_rows("up", tmp_path, 1)[0]["messages"][-1]["content"] == "hi"
+    with pytest.raises(ValueError, match="already registered"):
+        R.register_dataset(tmp_path, "up", "u.json")
+    with pytest.raises(ValueError, match="file not found"):
+        R.register_dataset(tmp_path, "other", "missing.json")
+
+
+def test_studio_data_check_cli(tmp_path, demo_paths):
+    make(tmp_path, "x.json", json.dumps([GOOD, {"instruction": "q", "output": ""}]))
+    env = {"PATH": "/usr/bin:/bin", "STUDIO_HOME": str(tmp_path / "home")}
+    bad = subprocess.run([sys.executable, "-m", "engine.cli", "data", "check", "d", "--dataset-dir", str(tmp_path)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert bad.returncode == 1 and "x.json, row 2" in bad.stdout
+    good = subprocess.run([sys.executable, "-m", "engine.cli", "data", "check", "demo_alpaca", "demo_dpo",
+                           "--dataset-dir", demo_paths["data_dir"]], cwd=ROOT, env=env, capture_output=True,
+                          text=True, check=False)
+    assert good.returncode == 0 and "demo_alpaca: OK (360 rows" in good.stdout, good.stdout + good.stderr
