@@ -1,0 +1,141 @@
+"""The studio page: builds the Blocks from the tabs and serves it (``studio webui``).
+
+Light: gradio, engine's light modules and studio/*. Never imports torch / transformers / peft / datasets: the demo
+workspace is built by a subprocess (``python -m engine.cli demo``) and every heavy job runs in its own process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import gradio as gr
+
+from studio import backend
+from studio import settings as settings_mod
+from studio.i18n import LANGS, Texts, t
+
+CSS_PATH = Path(__file__).resolve().parent / "studio.css"
+
+
+@dataclass
+class Ctx:
+    """What the tabs share while the page is built."""
+
+    texts: Texts
+    lang: Any = None  # the language dropdown (an input of handlers that write text)
+    lang_value: str = "en"
+    run_picker: Any = None
+    form: dict = field(default_factory=dict)
+    start_btn: Any = None
+    timer: Any = None
+    on_load: list = field(default_factory=list)
+
+    @staticmethod
+    def run_choices() -> list[tuple[str, str]]:
+        out = []
+        for r in backend.list_runs():
+            label = f"{r.id} · {getattr(r, 'name', '') or ''} · {getattr(r, 'status', '')}".replace(" ·  ·", " ·")
+            out.append((label, str(r.id)))
+        return out
+
+
+OTHER_TABS = ("runs", "data", "export", "chat", "doctor")
+
+
+def _tab_exists(name: str) -> bool:
+    return (Path(__file__).resolve().parent / "tabs" / f"{name}.py").is_file()
+
+
+def build_app(lang: str = "en") -> gr.Blocks:
+    """The whole page. Tabs are laid out by studio.tabs.*; their handlers are plain functions."""
+    import importlib
+
+    from studio.tabs import dashboard, train
+
+    TABS = [(f"tab_{name}", importlib.import_module(f"studio.tabs.{name}")) for name in OTHER_TABS
+            if _tab_exists(name)]
+    ctx = Ctx(texts=Texts(), lang_value=lang)
+    with gr.Blocks(title=t("title", lang), analytics_enabled=False) as app:
+        with gr.Row(elem_id="topbar"):
+            title = gr.Markdown(f"## {t('title', lang)}", elem_id="title")
+            ctx.lang = gr.Dropdown([(v, k) for k, v in LANGS.items()], value=lang, label=t("lang", lang),
+                                   elem_id="lang-picker", scale=0, min_width=140)
+            ctx.texts.add(ctx.lang, "lang")
+        with gr.Tabs(elem_id="tabs"):
+            with gr.Tab(t("tab_train", lang), id="train", elem_id="tab-train") as tab_train:
+                ctx.texts.add(tab_train, "tab_train")
+                # The run picker is an output of Start (in the form) but is laid out in the dashboard below.
+                ctx.run_picker = gr.Dropdown(choices=ctx.run_choices(), value=None, label=t("run", lang),
+                                             allow_custom_value=True, scale=3, elem_id="run-picker", render=False)
+                ctx.texts.add(ctx.run_picker, "run")
+                train.build(ctx)
+                dashboard.build(ctx)
+            for key, module in TABS:
+                with gr.Tab(t(key, lang), id=key[4:], elem_id=f"tab-{key[4:]}") as tab:
+                    ctx.texts.add(tab, key)
+                    module.build(ctx)
+        comps = ctx.texts.components()
+        ctx.lang.change(lambda code: [f"## {t('title', code)}", *ctx.texts.updates(code)], [ctx.lang],
+                        [title, *comps], queue=False)
+        for fn, inputs, outputs in ctx.on_load:
+            app.load(fn, inputs, outputs, queue=False)
+    return app
+
+
+def ensure_demo(timeout: float = 300.0) -> str:
+    """Build the demo workspace in a subprocess when it is missing (the UI process must not import torch)."""
+    from engine import workspace
+
+    ready = [workspace.demo_model_dir() / "config.json", workspace.data_dir() / "dataset_info.json",
+             workspace.home() / "demo_spec.yaml"]
+    if all(p.is_file() for p in ready):
+        return "demo workspace ready"
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "engine.cli", "demo"], env=env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return f"demo build timed out after {timeout:.0f} s"
+    if proc.returncode != 0:
+        return f"demo build failed ({proc.returncode}): {(proc.stderr or proc.stdout)[-500:]}"
+    if not all(p.is_file() for p in ready):
+        return f"demo build left no {', '.join(str(p) for p in ready if not p.is_file())}"
+    return "demo workspace built"
+
+
+def launch_kwargs(conf: settings_mod.Settings) -> dict:
+    return {
+        "server_name": conf.host, "server_port": conf.port, "auth": conf.auth, "run_history": False,
+        "css_paths": [CSS_PATH], "theme": gr.themes.Soft(), "show_error": True, "footer_links": [],
+        "max_file_size": "200mb", "allowed_paths": [], "quiet": True,
+    }
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """``studio webui [--host H] [--port P] [--auth USER:PASS] [--home DIR] [--no-demo]``."""
+    try:
+        conf = settings_mod.load(argv)
+    except settings_mod.SettingsError as exc:
+        print(f"studio webui: {exc}", file=sys.stderr)
+        return 2
+    if conf.home:
+        os.environ["STUDIO_HOME"] = conf.home
+    if conf.build_demo:
+        print(ensure_demo(), flush=True)
+    app = build_app()
+    print(f"studio: serving on http://{conf.host}:{conf.port}" + (" (login required)" if conf.auth else ""),
+          flush=True)
+    app.queue(default_concurrency_limit=8).launch(**launch_kwargs(conf))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli(sys.argv[1:]))

@@ -1,0 +1,83 @@
+"""Lazy access to the engine's light modules from the page. Light: importlib + engine light modules.
+
+The tabs call the engine through ``engine_module(name)`` so a module that has not landed (or fails to import)
+turns into one clear message on the page instead of breaking the whole app at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+from engine import workspace
+
+
+class Unavailable(RuntimeError):
+    """An engine module the page needs is missing; the message names it."""
+
+
+def engine_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(f"engine.{name}")
+    except ImportError as exc:
+        raise Unavailable(f"engine.{name} is not available ({exc})") from None
+
+
+def run_dir(run_id: str) -> Path:
+    """The folder of a run: from the run registry when it knows the run, else the workspace layout."""
+    try:
+        record = engine_module("runs").get(run_id)
+        if record is not None and getattr(record, "run_dir", None):
+            return Path(record.run_dir)
+    except Unavailable:
+        pass
+    except Exception:  # an unknown id: fall back to the layout so a folder copied in still shows
+        pass
+    return workspace.runs_dir() / run_id
+
+
+def list_runs() -> list:
+    try:
+        runs = engine_module("runs")
+    except Unavailable:
+        return []
+    try:
+        runs.refresh()
+    except Exception:  # refresh is best-effort (status from exit files); listing must still work
+        pass
+    return list(runs.list_runs())
+
+
+def local_models() -> list[str]:
+    """Model folders under the workspace (those with a config.json), newest first."""
+    root = workspace.models_dir()
+    found = [p for p in root.iterdir() if (p / "config.json").is_file()] if root.is_dir() else []
+    return [str(p) for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)]
+
+
+def demo_defaults() -> dict:
+    """The example spec of the demo (model + dataset preselected), or a best guess from the workspace layout."""
+    try:
+        paths = engine_module("demo").demo_paths()
+        example = paths.get("example_spec") if isinstance(paths, dict) else getattr(paths, "example_spec", None)
+        if isinstance(example, (str, Path)) and Path(example).is_file():
+            import yaml
+
+            return yaml.safe_load(Path(example).read_text(encoding="utf-8")) or {}
+        if isinstance(example, dict):
+            return example
+    except Unavailable:
+        pass
+    names = registered_datasets()
+    return {"model": {"name_or_path": str(workspace.demo_model_dir())}, "data": {"datasets": names[:1]}}
+
+
+def registered_datasets(dataset_dir: str | Path | None = None) -> list[str]:
+    import json
+
+    path = Path(dataset_dir or workspace.data_dir()) / "dataset_info.json"
+    try:
+        return sorted(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return []

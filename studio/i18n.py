@@ -1,0 +1,137 @@
+"""English and Chinese texts of the page, and the switch between them. Light: stdlib + gradio.
+
+Field labels come from the spec's metadata (``label`` / ``label_zh``); everything else the page says is here.
+``Texts`` remembers which component shows which key, so the language dropdown updates every label in one event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LANGS = {"en": "English", "zh": "中文"}
+
+STRINGS: dict[str, tuple[str, str]] = {
+    "title": ("LLM Studio", "LLM 微调工作室"),
+    "lang": ("Language", "语言"),
+    "tab_train": ("Train", "训练"),
+    "tab_runs": ("Runs", "运行记录"),
+    "tab_data": ("Datasets", "数据集"),
+    "tab_export": ("Export", "导出"),
+    "tab_chat": ("Chat", "对话"),
+    "tab_doctor": ("Doctor", "环境检查"),
+    "advanced": ("Advanced", "高级"),
+    "start": ("Start", "开始训练"),
+    "stop": ("Stop", "停止"),
+    "preview": ("Preview command", "预览命令"),
+    "preview_out": ("Command and generated configs", "命令与生成的配置"),
+    "problems": ("Problems", "问题"),
+    "spec_ok": ("Spec is valid.", "配置有效。"),
+    "spec_bad": ("Fix the fields marked in red before starting.", "请先修正标红的字段再开始。"),
+    "warnings": ("Warnings", "提醒"),
+    "preset_name": ("Preset name", "预设名称"),
+    "preset_save": ("Save preset", "保存预设"),
+    "preset_load": ("Load preset", "加载预设"),
+    "presets": ("Presets", "预设"),
+    "model_hint": ("Template proposed for this model", "为此模型建议的模板"),
+    "plan": ("Memory plan", "显存规划"),
+    "plan_gpu_mem": ("GPU memory (GiB) to plan for", "按此显存规划 (GiB)"),
+    "autofit": ("Auto-fit", "自动适配"),
+    "fits": ("fits", "可以放下"),
+    "no_fit": ("does NOT fit", "放不下"),
+    "run": ("Run", "运行"),
+    "refresh": ("Refresh", "刷新"),
+    "status": ("Status", "状态"),
+    "progress": ("Progress", "进度"),
+    "x_axis": ("X axis", "横轴"),
+    "log_scale": ("Log-scale loss", "损失取对数坐标"),
+    "smooth": ("Smoothing", "平滑"),
+    "loss": ("Loss", "损失"),
+    "lr": ("Learning rate", "学习率"),
+    "grad_norm": ("Grad norm", "梯度范数"),
+    "tps": ("Tokens / s", "每秒 token 数"),
+    "gpu_mem": ("GPU memory (MiB)", "GPU 显存 (MiB)"),
+    "gpu_util": ("GPU utilisation (%)", "GPU 利用率 (%)"),
+    "log_tail": ("Log", "日志"),
+    "failure": ("Why it failed", "失败原因"),
+    "no_run": ("No run selected.", "未选择运行。"),
+    "runs_table": ("Run history", "运行历史"),
+    "select_runs": ("Runs to compare", "对比的运行"),
+    "compare": ("Compare", "对比"),
+    "spec_diff": ("Spec differences", "配置差异"),
+    "resume": ("Resume", "继续训练"),
+    "duplicate": ("Duplicate into form", "复制到表单"),
+    "delete": ("Delete", "删除"),
+    "confirm_delete": ("Yes, delete it", "确认删除"),
+    "tensorboard": ("TensorBoard", "TensorBoard"),
+    "export_source": ("Finished run or adapter folder", "已完成的运行或适配器目录"),
+    "merge": ("Merge", "合并"),
+    "cancel": ("Cancel", "取消"),
+    "export_out": ("Output folder (empty: default)", "输出目录（留空为默认）"),
+    "export_result": ("Result", "结果"),
+    "dataset": ("Dataset", "数据集"),
+    "upload": ("Upload a file (JSON, JSONL, CSV, Parquet)", "上传文件（JSON、JSONL、CSV、Parquet）"),
+    "ds_name": ("Name to register", "注册名称"),
+    "formatting": ("Format", "格式"),
+    "columns": ("Column mapping", "列映射"),
+    "register": ("Register", "注册"),
+    "preview_rows": ("Rows", "样本行"),
+    "sample": ("One sample as the model sees it", "模型看到的一个样本"),
+    "sample_legend": ("grey: prompt (not trained) · green: response (trained)", "灰色：提示词（不训练）· 绿色：回复（训练）"),
+    "lengths": ("Token lengths vs cutoff", "token 长度与截断长度"),
+    "chat_model": ("Base model", "基座模型"),
+    "chat_adapter": ("Tuned: run or adapter", "微调后：运行或适配器"),
+    "load": ("Load", "加载"),
+    "unload": ("Unload", "卸载"),
+    "send": ("Send", "发送"),
+    "prompt": ("Prompt", "提示词"),
+    "base": ("Base", "基座"),
+    "tuned": ("Tuned", "微调后"),
+    "max_new_tokens": ("Max new tokens", "最大生成长度"),
+    "doctor_run": ("Run checks", "运行检查"),
+    "unavailable": ("not available yet: {what}", "暂不可用：{what}"),
+    "started": ("Started run {id}", "已启动运行 {id}"),
+    "stopping": ("Stopping {id}…", "正在停止 {id}…"),
+}
+
+
+def t(key: str, lang: str = "en", **fmt: Any) -> str:
+    en, zh = STRINGS.get(key, (key, key))
+    text = zh if lang == "zh" else en
+    return text.format(**fmt) if fmt else text
+
+
+class Texts:
+    """Remembers (component, key, attribute) so a language switch can relabel everything at once."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Any, str, str]] = []
+        self.fields: list[tuple[Any, Any]] = []  # (component, forms.FieldInfo)
+        self.sections: list[tuple[Any, tuple[str, str]]] = []  # (accordion, (en, zh))
+
+    def add_section(self, component: Any, titles: tuple[str, str]) -> Any:
+        self.sections.append((component, titles))
+        return component
+
+    def add(self, component: Any, key: str, attr: str = "label") -> Any:
+        self.items.append((component, key, attr))
+        return component
+
+    def add_field(self, component: Any, info: Any) -> Any:
+        self.fields.append((component, info))
+        return component
+
+    def components(self) -> list[Any]:
+        return [c for c, _, _ in self.items] + [c for c, _ in self.fields] + [c for c, _ in self.sections]
+
+    def updates(self, lang: str) -> list[Any]:
+        import gradio as gr
+
+        out = []
+        for _component, key, attr in self.items:
+            text = t(key, lang)
+            out.append(gr.update(value=text) if attr == "value" else gr.update(**{attr: text}))
+        for _component, info in self.fields:
+            out.append(gr.update(label=info.label_for(lang)))
+        for _component, (en, zh) in self.sections:
+            out.append(gr.update(label=zh if lang == "zh" else en))
+        return out

@@ -1,0 +1,262 @@
+"""Reads a run's folder incrementally for the live dashboard. Light: stdlib, pandas, engine.events.
+
+A ``RunView`` is a plain dict kept in the browser session's ``gr.State``: the run id, byte offsets into
+``events.jsonl`` / ``metrics.jsonl`` and the points read so far. Each tick reads only the new lines. A reload or a
+second tab starts from a fresh state, so it re-reads from offset 0 and shows the same thing: the folder is the truth.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from engine import events as events_mod
+
+MAX_POINTS = 5000  # per series; older points are thinned so a long run stays cheap to draw
+
+
+def new_view(run_id: str | None, run_dir: str | Path | None) -> dict:
+    return {"run_id": run_id, "run_dir": str(run_dir) if run_dir else "", "offset": 0, "moffset": 0, "logs": [],
+            "evals": [], "metrics": [], "started": None, "last": None, "terminal": None, "version": 0}
+
+
+def read_new(view: dict) -> bool:
+    """Consume new events and metric samples into ``view``; True when anything changed."""
+    if not view.get("run_dir"):
+        return False
+    run_dir = Path(view["run_dir"])
+    changed = False
+    evs, view["offset"] = events_mod.read_events(run_dir / "events.jsonl", view["offset"])
+    for ev in evs:
+        changed = True
+        kind, payload = ev.get("type"), ev.get("payload") or {}
+        view["last"] = ev
+        if kind == "run_started":
+            view["started"] = ev
+        elif kind == "log" and payload.get("loss") is not None:
+            view["logs"].append({"step": ev.get("step"), "ts": ev.get("ts"), **payload})
+        elif kind == "eval":
+            view["evals"].append({"step": ev.get("step"), "ts": ev.get("ts"), **payload})
+        elif kind in events_mod.TERMINAL_TYPES:
+            view["terminal"] = ev
+    samples, view["moffset"] = _read_jsonl(run_dir / "metrics.jsonl", view["moffset"])
+    if samples:
+        changed = True
+        view["metrics"] += samples
+    for key in ("logs", "evals", "metrics"):
+        if len(view[key]) > MAX_POINTS:
+            view[key] = view[key][::2]
+    if changed:
+        view["version"] += 1
+    return changed
+
+
+def _read_jsonl(path: Path, offset: int) -> tuple[list[dict], int]:
+    """Whole lines only from ``offset``; a torn last line waits for the next read."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            chunk = fh.read()
+    except OSError:
+        return [], offset
+    end = chunk.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    out = []
+    for line in chunk[: end + 1].splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            out.append(item)
+    return out, offset + end + 1
+
+
+# ----------------------------------------------------------------------------------------------- frames
+X_COLUMNS = {"step": "step", "epoch": "epoch", "tokens": "tokens_seen"}
+
+
+def _x(row: dict, axis: str) -> float | None:
+    value = row.get(X_COLUMNS.get(axis, "step"))
+    if value is None and axis != "step":
+        value = row.get("step")
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def smooth(values: list[float], weight: float) -> list[float]:
+    """TensorBoard-style exponential moving average with de-biasing."""
+    out, last, n = [], 0.0, 0
+    for v in values:
+        n += 1
+        last = weight * last + (1 - weight) * v
+        out.append(last / (1 - weight**n) if weight < 1 else v)
+    return out
+
+
+def loss_frame(view: dict, axis: str = "step", smoothing: float = 0.6, log_scale: bool = False) -> pd.DataFrame:
+    rows: list[dict] = []
+    xs = [(_x(r, axis), r.get("loss")) for r in view.get("logs", [])]
+    xs = [(x, y) for x, y in xs if x is not None and isinstance(y, (int, float)) and math.isfinite(y)]
+    for (x, y) in xs:
+        rows.append({"x": x, "value": y, "series": "train"})
+    if smoothing > 0 and len(xs) > 1:
+        for (x, _), s in zip(xs, smooth([y for _, y in xs], smoothing)):
+            rows.append({"x": x, "value": s, "series": "train (smoothed)"})
+    for r in view.get("evals", []):
+        y = r.get("eval_loss")
+        x = _x(r, axis) if axis == "step" else _nearest_x(view, r.get("step"), axis)
+        if x is not None and isinstance(y, (int, float)) and math.isfinite(y):
+            rows.append({"x": x, "value": y, "series": "eval"})
+    frame = pd.DataFrame(rows, columns=["x", "value", "series"])
+    if log_scale and not frame.empty:
+        frame = frame[frame["value"] > 0].assign(value=lambda f: f["value"].map(math.log10))
+    return frame
+
+
+def _nearest_x(view: dict, step: Any, axis: str) -> float | None:
+    for r in reversed(view.get("logs", [])):
+        if step is not None and r.get("step") is not None and r["step"] <= step:
+            return _x(r, axis)
+    return None
+
+
+def series_frame(view: dict, key: str, axis: str = "step") -> pd.DataFrame:
+    rows = [{"x": _x(r, axis), "value": r.get(key)} for r in view.get("logs", [])]
+    rows = [r for r in rows if r["x"] is not None and isinstance(r["value"], (int, float)) and math.isfinite(r["value"])]
+    return pd.DataFrame(rows, columns=["x", "value"])
+
+
+def gpu_frames(view: dict) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """(memory used per GPU over time, utilisation per GPU over time, note). Falls back to the trainer's own
+    per-rank memory (log events) when metrics.jsonl has no GPU samples (CPU runs, no NVML)."""
+    mem_rows, util_rows, note = [], [], ""
+    t0 = (view.get("started") or {}).get("ts") or 0
+    for sample in view.get("metrics", []):
+        ts = sample.get("ts", 0) - t0
+        for i, gpu in enumerate(sample.get("gpus") or []):
+            name = f"GPU {gpu.get('index', i)}"
+            used = _first(gpu, "memory_used_mib", "mem_used_mib", "used_mib")
+            total = _first(gpu, "memory_total_mib", "mem_total_mib", "total_mib")
+            util = _first(gpu, "utilization", "util", "gpu_util")
+            if used is not None:
+                mem_rows.append({"t": ts, "MiB": used, "series": f"{name} used"})
+            if total is not None:
+                mem_rows.append({"t": ts, "MiB": total, "series": f"{name} total"})
+            if util is not None:
+                util_rows.append({"t": ts, "percent": util, "series": name})
+        if not sample.get("gpus") and sample.get("gpu_error") and not note:
+            note = f"GPU metrics unavailable: {sample['gpu_error']}"
+    if not mem_rows:
+        for r in view.get("logs", []):
+            for rank, mem in _ranks(r.get("memory")):
+                used = _first(mem, "allocated_mib", "peak_mib", "rss_mib")
+                if used is not None:
+                    mem_rows.append({"t": (r.get("ts") or 0) - t0, "MiB": used, "series": f"rank {rank}"})
+        if mem_rows and not note:
+            note = "GPU metrics unavailable: showing the trainer's per-rank memory"
+    return (pd.DataFrame(mem_rows, columns=["t", "MiB", "series"]),
+            pd.DataFrame(util_rows, columns=["t", "percent", "series"]), note)
+
+
+def _ranks(memory: Any) -> list[tuple[str, dict]]:
+    if isinstance(memory, dict):
+        if all(isinstance(v, dict) for v in memory.values()):
+            return [(str(k), v) for k, v in memory.items()]
+        return [("0", memory)]
+    if isinstance(memory, list):
+        return [(str(m.get("rank", i)), m) for i, m in enumerate(memory) if isinstance(m, dict)]
+    return []
+
+
+def _first(d: dict, *keys: str) -> float | None:
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            return v
+    return None
+
+
+# ----------------------------------------------------------------------------------------------- text
+def progress_html(view: dict) -> str:
+    last_log = view["logs"][-1] if view.get("logs") else {}
+    frac = last_log.get("progress")
+    started = view.get("started") or {}
+    total = (started.get("payload") or {}).get("total_steps")
+    step = last_log.get("step")
+    if frac is None and total and step is not None:
+        frac = step / total
+    if (view.get("terminal") or {}).get("type") == "finished":
+        frac = 1.0
+    frac = max(0.0, min(1.0, float(frac or 0.0)))
+    eta = last_log.get("eta_seconds")
+    eta_text = f" · ETA {format_duration(eta)}" if eta is not None and frac < 1 else ""
+    steps = f" · step {step}/{total}" if step is not None and total else ""
+    return (f'<div class="studio-progress"><div class="bar" style="width:{frac * 100:.1f}%"></div></div>'
+            f'<div class="studio-progress-text">{frac * 100:.0f}%{steps}{eta_text}</div>')
+
+
+def format_duration(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        return "–"
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def status_line(view: dict, status: str = "") -> str:
+    """One line: status, last step and loss, speed; a failed run says why."""
+    term = view.get("terminal") or {}
+    payload = term.get("payload") or {}
+    last_log = view["logs"][-1] if view.get("logs") else {}
+    parts = [f"**{view.get('run_id') or '–'}**", status or (term.get("type") or ("running" if view.get("started")
+                                                                                   else "waiting"))]
+    if last_log:
+        parts.append(f"step {last_log.get('step')}")
+        if isinstance(last_log.get("loss"), (int, float)):
+            parts.append(f"loss {last_log['loss']:.4f}")
+        if isinstance(last_log.get("tokens_per_second"), (int, float)):
+            parts.append(f"{last_log['tokens_per_second']:.0f} tok/s")
+    if term.get("type") == "finished":
+        where = payload.get("adapter_dir") or payload.get("model_dir")
+        if where:
+            parts.append(f"saved to `{where}`")
+    if term.get("type") == "failed":
+        parts.append(f"cause: **{payload.get('cause', 'other')}**: {payload.get('error', '')}")
+    if term.get("type") == "stopped":
+        parts.append(f"stopped ({payload.get('reason', '')})")
+    return " · ".join(str(p) for p in parts if p)
+
+
+def failure_text(view: dict) -> str:
+    term = view.get("terminal") or {}
+    if term.get("type") != "failed":
+        return ""
+    p = term.get("payload") or {}
+    return f"cause: {p.get('cause', 'other')}\nerror: {p.get('error', '')}\n\n{p.get('traceback', '')}".strip()
+
+
+def log_tail(run_dir: str | Path, max_bytes: int = 20_000) -> str:
+    path = Path(run_dir) / "train.log"
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            fh.seek(max(0, size - max_bytes))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    if size > max_bytes:
+        text = text.split("\n", 1)[-1]
+    return text
+
+
+def event_latency(view: dict) -> float | None:
+    """Seconds between the newest event's timestamp and now (used by the bench)."""
+    last = view.get("last")
+    return time.time() - last["ts"] if last and last.get("ts") else None

@@ -1,0 +1,84 @@
+"""Where and how the studio is served: host, port, credentials, workspace. Light: stdlib only.
+
+Sources, later wins: defaults (127.0.0.1:7860, no auth), environment (``STUDIO_HOST``, ``STUDIO_PORT``,
+``STUDIO_AUTH=user:pass``, ``STUDIO_HOME``), command-line flags. A non-loopback host without credentials is refused:
+anyone on the network could otherwise start processes on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+from dataclasses import dataclass
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7860
+AUTH_HELP = ("set credentials with --auth USER:PASS or the environment variable STUDIO_AUTH=USER:PASS "
+             "(or bind to 127.0.0.1)")
+
+
+class SettingsError(ValueError):
+    """Settings that must not be served; the message says how to fix them."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    auth: tuple[str, str] | None = None
+    home: str = ""
+    build_demo: bool = True
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_auth(text: str, source: str) -> tuple[str, str]:
+    user, sep, password = text.partition(":")
+    if not sep or not user or not password:
+        raise SettingsError(f"{source} must be USER:PASS with both parts non-empty (got {text!r:.40})")
+    return user, password
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="studio webui", description="Serve the studio page.")
+    p.add_argument("--host", default=None, help=f"address to bind (default $STUDIO_HOST or {DEFAULT_HOST})")
+    p.add_argument("--port", type=int, default=None, help=f"port (default $STUDIO_PORT or {DEFAULT_PORT})")
+    p.add_argument("--auth", default=None, metavar="USER:PASS", help="require this login (default $STUDIO_AUTH)")
+    p.add_argument("--home", default=None, help="workspace folder (default $STUDIO_HOME or ~/.studio)")
+    p.add_argument("--no-demo", action="store_true", help="do not build the demo workspace on start")
+    return p
+
+
+def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Settings from env + flags; raises SettingsError (with the fix) on a bad or unsafe combination."""
+    env = dict(os.environ if env is None else env)
+    args = parser().parse_args(argv or [])
+    host = args.host or env.get("STUDIO_HOST") or DEFAULT_HOST
+    port_text = str(args.port if args.port is not None else env.get("STUDIO_PORT") or DEFAULT_PORT)
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise SettingsError(f"STUDIO_PORT must be a number (got {port_text!r})") from None
+    if not 1 <= port <= 65535:
+        raise SettingsError(f"port must be between 1 and 65535 (got {port})")
+    auth = None
+    if args.auth:
+        auth = parse_auth(args.auth, "--auth")
+    elif env.get("STUDIO_AUTH"):
+        auth = parse_auth(env["STUDIO_AUTH"], "STUDIO_AUTH")
+    if not is_loopback(host) and auth is None:
+        raise SettingsError(f"refusing to serve on {host} without a login: {AUTH_HELP}")
+    home = args.home or env.get("STUDIO_HOME") or ""
+    return Settings(host=host, port=port, auth=auth, home=home, build_demo=not args.no_demo)

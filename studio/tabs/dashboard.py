@@ -1,0 +1,130 @@
+"""Live dashboard of the selected run: curves, progress with ETA, status, log tail, failure cause.
+
+Light: gradio + studio.monitor. A ``gr.Timer`` (1 s) ticks from the open page; each tick reads only the new lines of
+the run's files from the offsets kept in this session's state. Nothing on the server depends on ticks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from studio import backend, monitor
+from studio.i18n import t
+
+PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util")
+
+
+def select_run(run_id: str | None) -> dict:
+    """A fresh view (offset 0) for the chosen run: a reload or a second tab lands here too."""
+    if not run_id:
+        return monitor.new_view(None, None)
+    return monitor.new_view(run_id, backend.run_dir(run_id))
+
+
+def run_status(run_id: str | None) -> str:
+    if not run_id:
+        return ""
+    try:
+        record = backend.engine_module("runs").get(run_id)
+        return str(getattr(record, "status", "") or "")
+    except Exception:  # registry missing or the id unknown: the events still tell the story
+        return ""
+
+
+def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str = "en") -> list[Any]:
+    """Everything the dashboard shows, from the view: plots, progress, status, log tail, failure."""
+    import gradio as gr
+
+    axis = axis or "step"
+    x_title = {"step": "step", "epoch": "epoch", "tokens": "tokens seen"}[axis]
+    loss = monitor.loss_frame(view, axis, float(smoothing or 0), bool(log_scale))
+    mem, util, note = monitor.gpu_frames(view)
+    status = monitor.status_line(view, view.get("status_seen") or run_status(view.get("run_id")))
+    if note:
+        status += f"  \n<small>{note}</small>"
+    failure = monitor.failure_text(view)
+    return [
+        gr.update(value=loss, x_title=x_title, y_title="log10 loss" if log_scale else "loss"),
+        gr.update(value=monitor.series_frame(view, "learning_rate", axis), x_title=x_title),
+        gr.update(value=monitor.series_frame(view, "grad_norm", axis), x_title=x_title),
+        gr.update(value=monitor.series_frame(view, "tokens_per_second", axis), x_title=x_title),
+        mem, util,
+        monitor.progress_html(view),
+        status if view.get("run_id") else t("no_run", lang),
+        monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",
+        gr.update(value=failure, visible=bool(failure)),
+    ]
+
+
+def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale: bool, lang: str) -> list[Any]:
+    """Timer handler: re-select on a new run id, read new lines, redraw only when something changed."""
+    import gradio as gr
+
+    fresh = not view or view.get("run_id") != run_id
+    if fresh:
+        view = select_run(run_id)
+    changed = monitor.read_new(view) or fresh
+    status = run_status(run_id)
+    if status != view.get("status_seen"):
+        view["status_seen"] = status
+        changed = True
+    log = monitor.log_tail(view["run_dir"]) if view.get("run_dir") else ""
+    log_changed = log != view.get("log_seen")
+    if not changed and not log_changed:
+        return [view, *[gr.skip() for _ in range(10)]]
+    view["log_seen"] = log
+    outputs = render(view, axis, smoothing, log_scale, lang)
+    if not changed:  # only the log moved
+        outputs = [gr.skip()] * 8 + [log, gr.skip()]
+    return [view, *outputs]
+
+
+def redraw(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str) -> list[Any]:
+    return render(view or monitor.new_view(None, None), axis, smoothing, log_scale, lang)
+
+
+SCROLL_JS = """(text) => { const el = document.querySelector('#run-log textarea');
+  if (el) { el.scrollTop = el.scrollHeight; } return []; }"""
+
+
+def build(ctx: Any) -> None:
+    import gradio as gr
+
+    texts, lang = ctx.texts, ctx.lang_value
+    with gr.Group(elem_id="dashboard"):
+        with gr.Row(equal_height=False):
+            ctx.run_picker.render()
+            axis = texts.add(gr.Radio(["step", "epoch", "tokens"], value="step", label=t("x_axis", lang), scale=2,
+                                      elem_id="x-axis"), "x_axis")
+            smoothing = texts.add(gr.Slider(0, 0.99, value=0.6, step=0.01, label=t("smooth", lang), scale=2),
+                                  "smooth")
+            log_scale = texts.add(gr.Checkbox(label=t("log_scale", lang), scale=1, elem_id="log-scale"), "log_scale")
+        status = gr.Markdown(t("no_run", lang), elem_id="run-status")
+        progress = gr.HTML(monitor.progress_html(monitor.new_view(None, None)), elem_id="run-progress")
+        failure = texts.add(gr.Textbox(label=t("failure", lang), visible=False, lines=6, elem_id="run-failure"),
+                            "failure")
+        with gr.Row():
+            loss = texts.add(gr.LinePlot(x="x", y="value", color="series", label=t("loss", lang), height=260,
+                                         elem_id="plot-loss"), "loss")
+            lr = texts.add(gr.LinePlot(x="x", y="value", label=t("lr", lang), height=260, elem_id="plot-lr"), "lr")
+        with gr.Row():
+            gn = texts.add(gr.LinePlot(x="x", y="value", label=t("grad_norm", lang), height=220,
+                                       elem_id="plot-grad-norm"), "grad_norm")
+            tps = texts.add(gr.LinePlot(x="x", y="value", label=t("tps", lang), height=220, elem_id="plot-tps"),
+                            "tps")
+        with gr.Row():
+            mem = texts.add(gr.LinePlot(x="t", y="MiB", color="series", label=t("gpu_mem", lang), height=220,
+                                        x_title="seconds", elem_id="plot-gpu-mem"), "gpu_mem")
+            util = texts.add(gr.LinePlot(x="t", y="percent", color="series", label=t("gpu_util", lang), height=220,
+                                         x_title="seconds", y_lim=[0, 100], elem_id="plot-gpu-util"), "gpu_util")
+        log = texts.add(gr.Textbox(label=t("log_tail", lang), lines=12, max_lines=12, elem_id="run-log",
+                                   buttons=["copy"]), "log_tail")
+    view = gr.State(monitor.new_view(None, None))
+    timer = gr.Timer(1.0)
+    outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure]
+    timer.tick(tick, [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang], [view, *outs],
+               show_progress="hidden", queue=False)
+    gr.on([axis.change, smoothing.release, log_scale.change], redraw, [view, axis, smoothing, log_scale, ctx.lang],
+          outs, show_progress="hidden", queue=False)
+    log.change(None, [log], None, js=SCROLL_JS)
+    ctx.timer = timer

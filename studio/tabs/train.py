@@ -1,0 +1,339 @@
+"""Train tab: the generated spec form, validation next to fields, start/stop, presets, command preview, memory plan.
+
+Light: gradio, yaml, engine.spec and (lazily, through studio.backend) engine.launch / runs / plan / templates.
+Handlers are plain functions of widget values so tests call them without a browser.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine import spec as spec_mod
+from engine import workspace
+from studio import backend, forms
+from studio.i18n import t
+
+PRESET_NAME = re.compile(r"^[A-Za-z0-9._\-\u4e00-\u9fff ]{1,80}$")
+
+
+# ----------------------------------------------------------------------------------------------- handlers
+def to_values(args: list[Any]) -> dict[str, Any]:
+    return dict(zip([f.path for f in forms.FIELDS], args))
+
+
+def check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, list]:
+    return spec_mod.validate_spec(forms.values_to_dict(values))
+
+
+def problems_markdown(errors: list, warnings: list, lang: str = "en") -> str:
+    _, general = forms.group_problems(errors)
+    lines = [f"✅ {t('spec_ok', lang)}"] if not errors else [f"❌ {t('spec_bad', lang)}"]
+    lines += [f"- `{path}`: {msg}" for path, msg in errors]
+    if general:
+        lines.append("")
+    if warnings:
+        lines.append(f"\n**{t('warnings', lang)}**")
+        lines += [f"- ⚠ `{path}`: {msg}" for path, msg in warnings]
+    return "\n".join(lines)
+
+
+def field_updates(errors: list, warnings: list, flagged: dict[str, str]) -> tuple[list[Any], dict[str, str]]:
+    """One update per form widget: the message under the field it names, red frame while invalid.
+
+    ``flagged`` is what the page shows now ({path: message}); unchanged fields get a no-op update."""
+    import gradio as gr
+
+    by_err, _ = forms.group_problems(errors)
+    by_warn, _ = forms.group_problems(warnings)
+    now: dict[str, str] = {}
+    for path, msgs in by_err.items():
+        now[path] = "❌ " + "; ".join(msgs)
+    for path, msgs in by_warn.items():
+        now.setdefault(path, "⚠ " + "; ".join(msgs))
+    updates = []
+    for f in forms.FIELDS:
+        msg = now.get(f.path)
+        if msg == flagged.get(f.path):
+            updates.append(gr.update())
+            continue
+        classes = ["spec-field"] + (["field-error"] if msg and msg.startswith("❌") else
+                                    ["field-warning"] if msg else [])
+        updates.append(gr.update(info=f"{msg} — {f.help}" if msg else (f.help or None), elem_classes=classes))
+    return updates, now
+
+
+def validate_form(*args: Any) -> list[Any]:
+    """gradio handler: (*field values, flagged, lang) -> (*field updates, problems markdown, start button, flagged)."""
+    import gradio as gr
+
+    *field_args, flagged, lang = args
+    spec, errors, warnings = check(to_values(field_args))
+    updates, now = field_updates(errors, warnings, flagged or {})
+    return [*updates, problems_markdown(errors, warnings, lang), gr.update(interactive=spec is not None), now]
+
+
+def start_run(values: dict[str, Any], lang: str = "en") -> tuple[str, str | None]:
+    """Validate and submit; (message, run id or None)."""
+    spec, errors, _ = check(values)
+    if spec is None:
+        return problems_markdown(errors, [], lang), None
+    try:
+        runs = backend.engine_module("runs")
+        run_id = runs.submit(spec, name=spec.output.run_name or None)
+    except backend.Unavailable as exc:
+        return t("unavailable", lang, what=str(exc)), None
+    except Exception as exc:  # the registry refuses (queue full, GPUs busy): show its message
+        return f"❌ {exc}", None
+    return t("started", lang, id=run_id), str(run_id)
+
+
+def stop_run(run_id: str | None, lang: str = "en") -> str:
+    if not run_id:
+        return t("no_run", lang)
+    try:
+        backend.engine_module("runs").stop(run_id)
+    except backend.Unavailable as exc:
+        return t("unavailable", lang, what=str(exc))
+    except Exception as exc:
+        return f"❌ {exc}"
+    return t("stopping", lang, id=run_id)
+
+
+def preview(values: dict[str, Any]) -> str:
+    """The exact command(s) and generated configs, as the launcher would write them."""
+    spec, errors, _ = check(values)
+    if spec is None:
+        return "\n".join(f"{p}: {m}" for p, m in errors)
+    try:
+        launch = backend.engine_module("launch")
+    except backend.Unavailable as exc:
+        return str(exc)
+    if hasattr(launch, "preview_text"):
+        return launch.preview_text(spec)
+    plan = launch.build_command(spec, workspace.runs_dir() / "<run id>")
+    parts = ["$ " + " ".join(plan.argv)] + [f"# --- {name}\n{body}" for name, body in plan.files.items()]
+    return "\n\n".join(parts)
+
+
+def presets_dir() -> Path:
+    path = workspace.home() / "presets"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def list_presets() -> list[str]:
+    return sorted(p.stem for p in presets_dir().glob("*.yaml"))
+
+
+def preset_path(name: str) -> Path:
+    """The file of a preset; a name with separators or '..' is refused so it cannot leave presets/."""
+    name = (name or "").strip()
+    if not PRESET_NAME.match(name) or name.startswith(".") or ".." in name:
+        raise ValueError(f"preset name {name!r}: use letters, digits, spaces, . _ - (1-80 characters)")
+    return presets_dir() / f"{name}.yaml"
+
+
+def save_preset(name: str, values: dict[str, Any]) -> str:
+    try:
+        path = preset_path(name)
+    except ValueError as exc:
+        return f"❌ {exc}"
+    data = forms.values_to_dict(values)
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return f"✅ saved {path}"
+
+
+def load_preset(name: str) -> tuple[dict[str, Any] | None, str]:
+    try:
+        path = preset_path(name)
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (ValueError, OSError, yaml.YAMLError) as exc:
+        return None, f"❌ {exc}"
+    return forms.spec_to_values(data), f"✅ loaded {path.name}"
+
+
+def propose_template(model: str) -> tuple[str | None, str]:
+    """(template name or None, hint) from the model folder's tokenizer / config."""
+    if not model:
+        return None, ""
+    try:
+        name = backend.engine_module("templates").suggest_template(model)
+    except backend.Unavailable as exc:
+        return None, str(exc)
+    except Exception as exc:
+        return None, f"no template proposal: {exc}"
+    name = getattr(name, "name", name)
+    return (str(name), f"template proposed for this model: **{name}**") if name else (None, "")
+
+
+def plan_html(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -> str:
+    spec, errors, _ = check(values)
+    if spec is None:
+        return f"<p>{html.escape(t('spec_bad', lang))}</p>"
+    try:
+        plan = backend.engine_module("plan").plan(spec, gpu_mem_gib=gpu_mem or None)
+    except backend.Unavailable as exc:
+        return f"<p>{html.escape(str(exc))}</p>"
+    except Exception as exc:
+        return f"<p>❌ {html.escape(str(exc))}</p>"
+    return render_plan(plan.to_dict() if hasattr(plan, "to_dict") else dict(plan), lang)
+
+
+def render_plan(d: dict, lang: str = "en") -> str:
+    """A bar per GPU (predicted vs available) and the verdict."""
+    fits = d.get("fits")
+    verdict = t("fits", lang) if fits else t("no_fit", lang)
+    rows = []
+    per_gpu = d.get("per_gpu") or d.get("gpus") or [d]
+    for i, g in enumerate(per_gpu):
+        total = _num(g, "total_gib", "gpu_mem_gib", "available_gib") or _num(d, "gpu_mem_gib", "available_gib")
+        used = _num(g, "total_gib_needed", "peak_gib", "predicted_gib", "total") or 0.0
+        frac = min(1.0, used / total) if total else 0.0
+        cls = "ok" if (not total or used <= total) else "over"
+        label = f"GPU {g.get('index', i)}: {used:.2f} GiB" + (f" / {total:.1f} GiB" if total else "")
+        rows.append(f'<div class="plan-row"><span>{html.escape(label)}</span><div class="plan-bar">'
+                    f'<div class="{cls}" style="width:{frac * 100:.0f}%"></div></div></div>')
+    parts = [f'<div class="plan"><b class="{"ok" if fits else "over"}">{html.escape(verdict)}</b>', *rows]
+    breakdown = d.get("breakdown_gib") or d.get("breakdown") or {}
+    if isinstance(breakdown, dict) and breakdown:
+        items = ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items() if isinstance(v, (int, float)))
+        parts.append(f"<small>{html.escape(items)} GiB</small>")
+    for note in d.get("notes") or d.get("suggestions") or []:
+        parts.append(f"<small>• {html.escape(str(note))}</small>")
+    return "<br>".join(parts) + "</div>"
+
+
+def _num(d: dict, *keys: str) -> float | None:
+    for k in keys:
+        if isinstance(d.get(k), (int, float)):
+            return float(d[k])
+    return None
+
+
+def autofit(values: dict[str, Any], gpu_mem: float | None) -> tuple[dict[str, Any] | None, str]:
+    spec, errors, _ = check(values)
+    if spec is None:
+        return None, "\n".join(f"{p}: {m}" for p, m in errors)
+    try:
+        result = backend.engine_module("plan").fit(spec, gpu_mem or 80.0)
+    except backend.Unavailable as exc:
+        return None, str(exc)
+    steps = "; ".join(str(s) for s in getattr(result, "steps", []) or [])
+    note = ("fits" if getattr(result, "fits", False) else "still does not fit") + (f" after: {steps}" if steps else "")
+    return forms.spec_to_values(spec_mod.spec_to_dict(result.spec)), note
+
+
+# ----------------------------------------------------------------------------------------------- layout
+def initial_values() -> dict[str, Any]:
+    return forms.spec_to_values(backend.demo_defaults())
+
+
+def picker_choices() -> dict[str, list]:
+    from engine import hardware
+
+    arch = sorted({m for mods in spec_mod.ARCH_LINEAR_MODULES.values() for m in mods})
+    try:
+        gpus = [str(g.index) for g in hardware.detect().gpus]
+    except Exception:  # detection must never break the page
+        gpus = []
+    return {"model.name_or_path": backend.local_models(), "data.datasets": backend.registered_datasets(),
+            "data.template": forms.TEMPLATES, "launch.gpus": gpus, "method.lora.targets": ["all", *arch]}
+
+
+def build(ctx: Any) -> None:
+    """Lay out the Train tab inside the current Blocks; stores widgets on ``ctx``."""
+    import gradio as gr
+
+    texts, lang = ctx.texts, ctx.lang_value
+    values = initial_values()
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=420):
+            widgets = forms.build_form(values, lang, picker_choices(), texts)
+            template_hint = gr.Markdown(elem_id="template-hint")
+        with gr.Column(scale=2, min_width=320, elem_id="train-actions"):
+            problems = gr.Markdown(elem_id="spec-problems")
+            with gr.Row():
+                start = texts.add(gr.Button(t("start", lang), variant="primary", interactive=False,
+                                            elem_id="start-btn"), "start", "value")
+                stop = texts.add(gr.Button(t("stop", lang), variant="stop", elem_id="stop-btn"), "stop", "value")
+            action_msg = gr.Markdown(elem_id="action-msg")
+            with gr.Accordion(t("plan", lang), open=True) as plan_acc:
+                texts.add(plan_acc, "plan")
+                gpu_mem = texts.add(gr.Number(value=None, label=t("plan_gpu_mem", lang), minimum=0,
+                                              maximum=4096, step=1, elem_id="plan-gpu-mem"), "plan_gpu_mem")
+                plan_out = gr.HTML(elem_id="plan-panel")
+                fit_btn = texts.add(gr.Button(t("autofit", lang), size="sm", elem_id="autofit-btn"), "autofit",
+                                    "value")
+                fit_msg = gr.Markdown()
+            with gr.Accordion(t("presets", lang), open=False) as preset_acc:
+                texts.add(preset_acc, "presets")
+                preset_name = texts.add(gr.Textbox(label=t("preset_name", lang), max_lines=1), "preset_name")
+                with gr.Row():
+                    save_btn = texts.add(gr.Button(t("preset_save", lang), size="sm"), "preset_save", "value")
+                    preset_pick = texts.add(gr.Dropdown(choices=list_presets(), label=t("preset_load", lang),
+                                                        allow_custom_value=False), "preset_load")
+                preset_msg = gr.Markdown()
+            with gr.Accordion(t("preview", lang), open=False) as prev_acc:
+                texts.add(prev_acc, "preview")
+                prev_btn = texts.add(gr.Button(t("preview", lang), size="sm", elem_id="preview-btn"), "preview",
+                                     "value")
+                prev_out = gr.Code(label=t("preview_out", lang), language="shell", elem_id="preview-out")
+
+    fields = list(widgets.values())
+    flagged = gr.State({})
+    ctx.form = widgets
+    ctx.start_btn = start
+
+    validate_outputs = [*fields, problems, start, flagged]
+    gr.on([w.change for w in fields], validate_form, inputs=[*fields, flagged, ctx.lang],
+          outputs=validate_outputs, show_progress="hidden", queue=False)
+    ctx.on_load.append((validate_form, [*fields, flagged, ctx.lang], validate_outputs))
+
+    def _start(*args):
+        *field_args, lang_ = args
+        msg, run_id = start_run(to_values(field_args), lang_)
+        if run_id is None:
+            return msg, gr.update()
+        return msg, gr.update(choices=[r for r in ctx.run_choices()], value=run_id)
+
+    start.click(_start, [*fields, ctx.lang], [action_msg, ctx.run_picker])
+    stop.click(stop_run, [ctx.run_picker, ctx.lang], [action_msg])
+
+    widgets["model.name_or_path"].change(_on_model, [widgets["model.name_or_path"], widgets["data.template"]],
+                                         [widgets["data.template"], template_hint], queue=False)
+    plan_inputs = [*fields, gpu_mem, ctx.lang]
+    gr.on([start.click, gpu_mem.change, plan_acc.expand, *(widgets[p].change for p in _PLAN_PATHS)],
+          lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]), plan_inputs, [plan_out], show_progress="hidden")
+    fit_btn.click(lambda *a: _apply(autofit(to_values(a[:-1]), a[-1])), [*fields, gpu_mem], [*fields, fit_msg])
+    prev_btn.click(lambda *a: preview(to_values(a)), fields, [prev_out])
+    save_btn.click(lambda name, *a: (save_preset(name, to_values(a)), gr.update(choices=list_presets())),
+                   [preset_name, *fields], [preset_msg, preset_pick])
+    preset_pick.input(lambda name: _apply(load_preset(name)), [preset_pick], [*fields, preset_msg])
+
+
+_PLAN_PATHS = ["model.name_or_path", "method.finetuning", "method.lora.rank", "method.quantization.bits",
+               "data.cutoff_len", "train.per_device_batch_size", "train.precision", "train.gradient_checkpointing",
+               "launch.backend", "launch.num_processes", "launch.deepspeed.zero_stage"]
+
+
+def _on_model(model: str, current_template: str) -> tuple[Any, str]:
+    import gradio as gr
+
+    name, hint = propose_template(model)
+    if name and name in forms.TEMPLATES and current_template in ("auto", "", None):
+        return gr.update(value=name), hint
+    return gr.update(), hint
+
+
+def _apply(result: tuple[dict[str, Any] | None, str]) -> list[Any]:
+    import gradio as gr
+
+    values, msg = result
+    if values is None:
+        return [gr.update() for _ in forms.FIELDS] + [msg]
+    return [gr.update(value=values[f.path]) for f in forms.FIELDS] + [msg]
