@@ -109,6 +109,10 @@ _FSDP_FIXED = {"fsdp_backward_prefetch": "BACKWARD_PRE", "fsdp_forward_prefetch"
 _ACC_NOOP = {"compute_environment": "LOCAL_MACHINE", "debug": False, "downcast_bf16": "no", "rdzv_backend": "static",
              "same_network": True, "main_training_function": "main", "enable_cpu_affinity": False,
              "tpu_env": [], "tpu_use_cluster": False, "tpu_use_sudo": False}
+# DeepSpeed's defaults for ZeRO keys we have no field for (LLaMA-Factory's ds_z*_config.json files set these).
+_DS_DEFAULTS = {"stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9, "allgather_partitions": True,
+                "reduce_scatter": True, "allgather_bucket_size": 5e8, "round_robin_gradients": False,
+                "stage3_gather_16bit_weights_on_model_save": True}
 _LF_MARKERS = {"model_name_or_path", "stage", "finetuning_type", "dataset", "do_train", "lora_target", "template"}
 
 
@@ -275,11 +279,12 @@ def _from_ds_json(path: str, imp: _Import) -> None:
                         imp.put("launch.deepspeed.pin_memory", zv["pin_memory"])
                 elif zk == "stage":
                     imp.put("launch.deepspeed.zero_stage", zv)
+                elif zv == "auto" or _DS_DEFAULTS.get(zk, object()) == zv:
+                    continue  # filled by transformers / DeepSpeed's own default: nothing to carry
                 elif zk in _DS_ACC.values():
                     imp.put(f"launch.deepspeed.{zk}", int(zv) if zk.endswith("_size") and isinstance(zv, float) else zv)
-                elif zk not in ("stage3_gather_16bit_weights_on_model_save", "allgather_partitions", "reduce_scatter",
-                                "allgather_bucket_size", "round_robin_gradients"):
-                    imp.bad(f"deepspeed.zero_optimization.{zk}")
+                else:
+                    imp.bad(f"deepspeed.zero_optimization.{zk}", f"{zv!r} is not supported (only 'auto' or the default)")
         elif key in ("bf16", "fp16") and isinstance(value, dict):
             if value.get("enabled") not in ("auto", False):
                 imp.notes.append(f"deepspeed.{key}: precision comes from bf16/fp16 in the training args")
@@ -426,7 +431,9 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
                  "gradient_accumulation_steps": t.gradient_accumulation, "learning_rate": t.learning_rate,
                  "lr_scheduler_type": t.lr_scheduler, "warmup_ratio": t.warmup_ratio, "warmup_steps": t.warmup_steps,
                  "weight_decay": t.weight_decay, "optim": t.optimizer, "max_grad_norm": t.max_grad_norm})
-    if t.precision in ("bf16", "auto"):
+    if t.precision in ("bf16", "auto") and spec.model.dtype == "bfloat16":
+        args["pure_bf16"] = True
+    elif t.precision in ("bf16", "auto"):
         args["bf16"] = True
     elif t.precision == "fp16":
         args["fp16"] = True

@@ -1,0 +1,312 @@
+"""LLaMA-Factory compatibility: the seed's train_args.yaml + accelerate configs in, our spec out, and back."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engine import cli as studio_cli
+from engine.lf_compat import is_lf_args, lf_to_spec, load_any, spec_to_lf
+from engine.spec import SpecError, load_spec, parse_spec, spec_to_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+LF = ROOT / "assets" / "examples" / "lf"
+SEED_ARGS = LF / "train_args.yaml"
+ZERO3 = LF / "accelerate_config.yaml"
+FSDP = LF / "accelerate_config_fsdp.yaml"
+
+
+def read(path: Path) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def convert(args: dict, acc: dict | None = None, **kw):
+    data, unsupported = lf_to_spec(args, acc, **kw)
+    assert unsupported == [], unsupported
+    return parse_spec(data)
+
+
+class TestSeedExample:
+    def test_qlora_zero3(self):
+        notes: list[str] = []
+        spec = load_any(SEED_ARGS, ZERO3, context=False, notes=notes)
+        m, d, t, ln = spec.method, spec.data, spec.train, spec.launch
+        assert spec.model.name_or_path == "meta-llama/Llama-3.1-8B-Instruct"
+        assert (m.stage, m.finetuning, m.quantization.bits) == ("sft", "lora", 4)
+        assert (m.lora.rank, m.lora.alpha, m.lora.dropout, m.lora.targets) == (64, 128, 0.05, ["all"])
+        assert d.datasets == ["alpaca_zh", "self_cognition"] and d.template == "llama3"
+        assert (d.cutoff_len, d.max_samples, d.preprocessing_workers) == (4096, 50000, 16)
+        assert spec.output.output_dir == "./output/llama3-qlora" and spec.output.report_to == ["tensorboard"]
+        assert (t.logging_steps, t.save_steps, t.num_epochs) == (10, 500, 3)
+        assert (t.per_device_batch_size, t.gradient_accumulation, t.lr_scheduler) == (2, 8, "cosine")
+        assert (t.learning_rate, t.warmup_ratio, t.precision, t.max_grad_norm) == (1e-4, 0.05, "bf16", 1.0)
+        assert t.gradient_checkpointing, "LLaMA-Factory checkpoints unless disable_gradient_checkpointing"
+        assert (ln.backend, ln.num_processes, ln.deepspeed.zero_stage) == ("deepspeed", 8, 3)
+        assert (ln.deepspeed.offload_optimizer, ln.deepspeed.offload_param) == ("cpu", "none")
+        assert ln.deepspeed.overlap_comm and ln.deepspeed.contiguous_gradients
+        assert any(n.startswith("logging_dir") for n in notes)
+
+    def test_fsdp(self):
+        spec = load_any(SEED_ARGS, FSDP, context=False)
+        fs = spec.launch.fsdp
+        assert (spec.launch.backend, spec.launch.num_processes) == ("fsdp", 8)
+        assert (fs.sharding_strategy, fs.auto_wrap_policy, fs.layer_cls_to_wrap, fs.offload_params) == (
+            "FULL_SHARD", "TRANSFORMER_BASED_WRAP", "LlamaDecoderLayer", False)
+
+    def test_without_accelerate_config(self):
+        spec = load_any(SEED_ARGS, context=False)
+        assert spec.launch.backend == "single" and spec.world_size == 1
+
+
+class TestUnsupportedKeysByName:
+    def test_training_args(self, tmp_path):
+        args = read(SEED_ARGS) | {"use_galore": True, "booster": "unsloth", "do_train": False}
+        path = tmp_path / "args.yaml"
+        path.write_text(yaml.safe_dump(args), encoding="utf-8")
+        with pytest.raises(SpecError) as info:
+            load_any(path, context=False)
+        named = {p for p, _ in info.value.problems}
+        assert {"use_galore", "booster", "do_train"} <= named
+        assert "use_galore" in str(info.value) and "booster" in str(info.value)
+
+    def test_accelerate_keys(self, tmp_path):
+        acc = read(FSDP)
+        acc["fsdp_config"] |= {"fsdp_activation_checkpointing": True, "fsdp_use_orig_params": False}
+        acc["dynamo_config"] = {"dynamo_backend": "INDUCTOR"}
+        _, unsupported = lf_to_spec(read(SEED_ARGS), acc)
+        assert set(unsupported) == {"accelerate_config.fsdp_config.fsdp_activation_checkpointing",
+                                    "accelerate_config.fsdp_config.fsdp_use_orig_params",
+                                    "accelerate_config.dynamo_config"}
+
+    def test_distributed_type(self):
+        _, unsupported = lf_to_spec(read(SEED_ARGS), {"distributed_type": "XLA", "num_processes": 8})
+        assert unsupported == ["accelerate_config.distributed_type"]
+
+    def test_unsupported_value_names_the_lf_key(self, tmp_path):
+        path = tmp_path / "args.yaml"
+        path.write_text(yaml.safe_dump(read(SEED_ARGS) | {"stage": "ppo", "lora_rank": 0}), encoding="utf-8")
+        with pytest.raises(SpecError) as info:
+            load_any(path, context=False)
+        named = {p for p, _ in info.value.problems}
+        assert {"stage (method.stage)", "lora_rank (method.lora.rank)"} <= named
+
+    def test_processes_must_divide_over_machines(self):
+        acc = {"distributed_type": "MULTI_GPU", "num_processes": 9, "num_machines": 2, "main_process_ip": "h"}
+        _, unsupported = lf_to_spec(read(SEED_ARGS), acc)
+        assert unsupported == ["accelerate_config.num_processes"]
+
+
+class TestDefaultsAreLlamaFactorys:
+    def test_absent_keys(self):
+        spec = convert({"model_name_or_path": "m", "stage": "sft", "finetuning_type": "lora", "dataset": "d",
+                        "lora_rank": 32})
+        t = spec.train
+        assert spec.data.cutoff_len == 2048 and spec.method.lora.alpha == 64
+        assert (t.learning_rate, t.lr_scheduler, t.per_device_batch_size, t.gradient_accumulation) == (
+            5e-5, "linear", 8, 1)
+        assert t.precision == "fp32" and t.gradient_checkpointing and t.save_total_limit is None
+        assert spec.output.report_to == ["none"] and not spec.data.packing
+
+    def test_pt_packs_by_default(self):
+        assert convert({"model_name_or_path": "m", "stage": "pt", "dataset": "d"}).data.packing
+
+    def test_conversions(self):
+        spec = convert({
+            "model_name_or_path": "m", "flash_attn": "fa2", "rope_scaling": "linear", "stage": "dpo",
+            "finetuning_type": "lora", "lora_target": "q_proj, v_proj", "pref_beta": 0.2, "pref_loss": "ipo",
+            "dataset": "a,b", "mix_strategy": "interleave_over", "interleave_probs": "0.3,0.7", "pure_bf16": True,
+            "disable_gradient_checkpointing": True, "report_to": ["tensorboard", "wandb"], "overwrite_cache": True,
+        })
+        assert spec.model.attn_implementation == "flash_attention_2" and spec.model.rope_scaling.type == "linear"
+        assert spec.method.lora.targets == ["q_proj", "v_proj"] and spec.method.dpo.loss_type == "ipo"
+        assert spec.data.datasets == ["a", "b"] and spec.data.mix_probs == [0.3, 0.7]
+        assert (spec.train.precision, spec.model.dtype) == ("bf16", "bfloat16")
+        assert not spec.train.gradient_checkpointing
+        assert spec.output.report_to == ["tensorboard", "wandb"]
+
+    def test_freeze(self):
+        spec = convert({"model_name_or_path": "m", "dataset": "d", "finetuning_type": "freeze",
+                        "freeze_trainable_layers": 3, "freeze_trainable_modules": "all",
+                        "freeze_extra_modules": "embed_tokens,lm_head"})
+        fr = spec.method.freeze
+        assert (fr.trainable_layers, fr.trainable_modules, fr.extra_modules) == (3, [], ["embed_tokens", "lm_head"])
+
+    def test_accelerate_precision_when_args_name_none(self):
+        args = {"model_name_or_path": "m", "dataset": "d"}
+        assert convert(args, {"distributed_type": "NO", "mixed_precision": "bf16"}).train.precision == "bf16"
+
+
+class TestPathsResolveFromTheYamlFolder:
+    @pytest.fixture
+    def project(self, tmp_path):
+        """An LF project folder: args.yaml, data/dataset_info.json (LF schema), a local model, a ds config."""
+        (tmp_path / "data").mkdir()
+        (tmp_path / "data" / "dataset_info.json").write_text(json.dumps({
+            "my_dataset": {"file_name": "my_data.json", "formatting": "alpaca",
+                           "columns": {"prompt": "instruction", "query": "input", "response": "output"}}}),
+            encoding="utf-8")
+        model = tmp_path / "models" / "tiny"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": 1024}),
+                                           encoding="utf-8")
+        (tmp_path / "ds_z3.json").write_text(json.dumps({
+            "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True},
+                                  "offload_param": {"device": "none"}, "overlap_comm": True,
+                                  "sub_group_size": 1e9, "reduce_bucket_size": "auto"},
+            "bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto",
+            "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "steps_per_print": 10}),
+            encoding="utf-8")
+        return tmp_path
+
+    def _write(self, folder: Path, args: dict) -> Path:
+        path = folder / "args.yaml"
+        path.write_text(yaml.safe_dump(args), encoding="utf-8")
+        return path
+
+    def test_default_data_folder(self, project, tmp_path_factory):
+        args = {"model_name_or_path": str(project / "models" / "tiny"), "dataset": "my_dataset", "cutoff_len": 512}
+        spec = load_any(self._write(project, args), context=True)
+        assert Path(spec.data.dataset_dir) == (project / "data").resolve()
+
+    def test_relative_dataset_dir(self, project):
+        shutil.move(project / "data", project / "mydata")
+        args = {"model_name_or_path": str(project / "models" / "tiny"), "dataset": "my_dataset",
+                "dataset_dir": "mydata", "cutoff_len": 512}
+        spec = load_any(self._write(project, args), context=True)
+        assert Path(spec.data.dataset_dir) == (project / "mydata").resolve()
+
+    def test_context_errors_name_lf_keys(self, project):
+        args = {"model_name_or_path": str(project / "models" / "tiny"), "dataset": "other", "cutoff_len": 4096}
+        with pytest.raises(SpecError) as info:
+            load_any(self._write(project, args), context=True)
+        named = {p for p, _ in info.value.problems}
+        assert {"dataset (data.datasets)", "cutoff_len (data.cutoff_len)"} <= named
+
+    def test_deepspeed_json(self, project):
+        args = {"model_name_or_path": "m", "dataset": "my_dataset", "deepspeed": "ds_z3.json", "bf16": True}
+        spec = load_any(self._write(project, args), context=False)
+        ds = spec.launch.deepspeed
+        assert spec.launch.backend == "deepspeed"
+        assert (ds.zero_stage, ds.offload_optimizer, ds.offload_param, ds.sub_group_size) == (3, "cpu", "none", 10**9)
+
+    def test_llama_factory_ds_z3_offload_config(self, project):
+        """LLaMA-Factory's own examples/deepspeed/ds_z3_offload_config.json converts without loss."""
+        (project / "ds_lf.json").write_text(json.dumps({
+            "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+            "gradient_clipping": "auto", "zero_allow_untested_optimizer": True,
+            "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
+                     "hysteresis": 2, "min_loss_scale": 1},
+            "bf16": {"enabled": "auto"},
+            "zero_optimization": {
+                "stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True},
+                "offload_param": {"device": "cpu", "pin_memory": True}, "overlap_comm": False,
+                "contiguous_gradients": True, "sub_group_size": 1e9, "reduce_bucket_size": "auto",
+                "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
+                "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
+                "stage3_gather_16bit_weights_on_model_save": True}}), encoding="utf-8")
+        data, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "deepspeed": "ds_lf.json",
+                                        "bf16": True}, base_dir=project)
+        assert unsupported == []
+        ds = parse_spec(data).launch.deepspeed
+        assert (ds.zero_stage, ds.offload_optimizer, ds.offload_param, ds.overlap_comm) == (3, "cpu", "cpu", False)
+
+    def test_deepspeed_json_unknown_key(self, project):
+        ds = json.loads((project / "ds_z3.json").read_text())
+        ds["flops_profiler"] = {"enabled": True}
+        (project / "ds_z3.json").write_text(json.dumps(ds))
+        _, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "deepspeed": "ds_z3.json"},
+                                    base_dir=project)
+        assert unsupported == ["deepspeed.flops_profiler"]
+
+
+def _lf_value(value):
+    """LF writes lists as comma strings; compare the parsed form."""
+    if isinstance(value, str) and "," in value:
+        return [v.strip() for v in value.split(",")]
+    return value
+
+
+class TestRoundTrips:
+    @pytest.mark.parametrize("acc_path", [ZERO3, FSDP], ids=["zero3", "fsdp"])
+    def test_lf_to_spec_to_lf(self, acc_path):
+        args, acc = read(SEED_ARGS), read(acc_path)
+        spec = convert(args, acc)
+        out_args, out_acc = spec_to_lf(spec)
+        ignored = {"logging_dir"}  # accepted with a note, not a setting of ours
+        for key, value in args.items():
+            if key not in ignored:
+                assert _lf_value(out_args[key]) == _lf_value(value), key
+        for key, value in acc.items():
+            if isinstance(value, dict):
+                for sub, subval in value.items():
+                    assert out_acc[key][sub] == subval, f"{key}.{sub}"
+            else:
+                assert out_acc[key] == value, key
+        assert convert(out_args, out_acc) == spec, "LF -> spec -> LF -> spec is stable"
+
+    def test_seed_accelerate_config_shape(self):
+        _, out_acc = spec_to_lf(load_any(SEED_ARGS, ZERO3, context=False))
+        assert out_acc == read(ZERO3), "the exported accelerate config has exactly the seed's shape"
+
+    @pytest.mark.parametrize("path", sorted((ROOT / "assets" / "examples").glob("*.yaml")), ids=lambda p: p.name)
+    def test_spec_to_lf_to_spec(self, path):
+        spec = load_spec(path, context=False)
+        args, acc = spec_to_lf(spec)
+        back = convert(args, acc)
+        want, got = spec_to_dict(spec), spec_to_dict(back)
+        # No LF key for these: the compute dtype, 'auto' precision, a weights dtype other than pure bf16.
+        for d in (want, got):
+            d["method"]["quantization"].pop("compute_dtype")
+            if spec.model.dtype != "bfloat16":
+                d["model"].pop("dtype")
+            if spec.train.precision == "auto":
+                d["train"].pop("precision")
+        if spec.launch.backend != "deepspeed":  # DeepSpeed settings travel only with a DeepSpeed run
+            want["launch"].pop("deepspeed"), got["launch"].pop("deepspeed")
+        if spec.launch.backend != "fsdp":
+            want["launch"].pop("fsdp"), got["launch"].pop("fsdp")
+        want["method"].pop("dpo") if spec.method.stage != "dpo" else None
+        got["method"].pop("dpo") if spec.method.stage != "dpo" else None
+        for group, sub in (("lora", "lora"), ("freeze", "freeze")):
+            if spec.method.finetuning != group:
+                want["method"].pop(sub), got["method"].pop(sub)
+        if not spec.method.quantization.bits:
+            want["method"].pop("quantization"), got["method"].pop("quantization")
+        assert got == want
+
+
+class TestDetectionAndCli:
+    def test_is_lf_args(self):
+        assert is_lf_args(read(SEED_ARGS))
+        assert not is_lf_args({"schema_version": 1, "model": {"name_or_path": "m"}, "data": {"datasets": ["d"]}})
+        assert not is_lf_args({"model": {"name_or_path": "m"}})
+        assert not is_lf_args(["model_name_or_path"])
+
+    def test_our_spec_through_load_any(self):
+        path = ROOT / "assets" / "examples" / "qlora_8gpu_zero3.yaml"
+        assert load_any(path, context=False) == load_spec(path, context=False)
+        with pytest.raises(SpecError, match="accelerate_config"):
+            load_any(path, ZERO3, context=False)
+
+    def test_import_and_export_commands(self, tmp_path, capsys):
+        spec_path, args_path, acc_path = tmp_path / "spec.yaml", tmp_path / "lf.yaml", tmp_path / "acc.yaml"
+        assert studio_cli.main(["import-lf", str(SEED_ARGS), "--accelerate-config", str(ZERO3),
+                                "-o", str(spec_path)]) == 0
+        spec = load_spec(spec_path, context=False)
+        assert spec.launch.deepspeed.zero_stage == 3 and spec.method.lora.rank == 64
+        assert studio_cli.main(["export-lf", str(spec_path), "-o", str(args_path),
+                                "--accelerate-config-out", str(acc_path)]) == 0
+        assert read(acc_path) == read(ZERO3)
+        assert load_any(args_path, acc_path, context=False) == spec
+        assert "note: logging_dir" in capsys.readouterr().err
+
+    def test_import_reports_unsupported(self, tmp_path, capsys):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(yaml.safe_dump(read(SEED_ARGS) | {"use_badam": True}), encoding="utf-8")
+        assert studio_cli.main(["import-lf", str(bad), "-o", str(tmp_path / "out.yaml")]) == 1
+        assert "use_badam" in capsys.readouterr().err
+        assert not (tmp_path / "out.yaml").exists()
