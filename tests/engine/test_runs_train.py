@@ -1,0 +1,111 @@
+"""Training runs under the registry with the real trainer on the demo spec (few steps, CPU, one thread)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from engine import events, runs, scheduler
+from engine.runs_cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def home(demo_paths, tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("STUDIO_HOME", str(tmp_path))  # private registry; the demo model stays where it was built
+    monkeypatch.setenv("STUDIO_CPU_SLOTS", "1")
+    yield tmp_path
+    for rec in runs.list_runs(refresh_status=False):
+        if rec.status in ("running", "queued"):
+            runs.stop(rec.id, grace_s=1)
+
+
+def demo_spec(demo_paths, steps: int, **launch) -> dict:
+    data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text())
+    data["train"].update(max_steps=steps, logging_steps=1, save_steps=1000)
+    data["data"]["max_samples"] = 64
+    data["launch"].update(launch)
+    data["output"]["report_to"] = ["none"]
+    return data
+
+
+def wait_for(cond, timeout: float = 120.0, every: float = 0.2):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
+
+
+def types(rec: runs.RunRecord) -> list[str]:
+    return [e["type"] for e in events.read_all(rec.events_path)]
+
+
+def test_studio_killed_mid_run_then_a_new_studio_sees_it_completed(home, demo_paths):
+    spec_path = home / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(demo_spec(demo_paths, 6)))
+    studio = textwrap.dedent(f"""
+        import time
+        from engine import runs
+        print(runs.submit({str(spec_path)!r}, name="survivor"), flush=True)
+        time.sleep(600)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", studio], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    rid = proc.stdout.readline().strip()
+    wait_for(lambda: "run_started" in types(runs.get(rid)))
+    proc.kill()  # kill -9 the studio mid-run
+    proc.wait()
+    assert runs.get(rid).status == "running"
+    rec = wait_for(lambda: runs.get(rid).status != "running" and runs.get(rid), timeout=180)
+    assert rec.status == "completed", rec.reason
+    evs = events.read_all(rec.events_path)
+    steps = [e["step"] for e in evs if e["type"] == "log" and "loss" in e["payload"]]
+    assert steps == list(range(1, 7))  # the full curve, written while no studio was watching
+    assert evs[-1]["type"] == "finished" and (Path(rec.output_dir) / "adapter").is_dir()
+    assert cli(["replay", rid, "--dry-run"]) == 0  # same machine, same files: nothing to warn about
+
+
+def test_trainer_killed_with_sigkill_is_failed_with_a_reason(home, demo_paths):
+    rid = runs.submit(demo_spec(demo_paths, 500), name="victim")
+    wait_for(lambda: "log" in types(runs.get(rid)))
+    trainers = [p for p in scheduler.run_processes(rid) if "engine.train" in " ".join(p.cmdline())
+                and "accelerate" not in " ".join(p.cmdline())]
+    assert len(trainers) == 1
+    trainers[0].send_signal(signal.SIGKILL)  # what the OOM killer does
+    t0 = time.time()
+    rec = wait_for(lambda: runs.get(rid).status != "running" and runs.get(rid), timeout=30, every=0.05)
+    assert time.time() - t0 < 10  # the launcher has to notice first; the registry follows at once
+    assert rec.status == "failed" and "SIGKILL" in rec.reason and "train.log" in rec.reason
+    last = events.last_event(rec.events_path)
+    assert last["type"] == "failed" and last["payload"]["cause"] == "killed"
+    assert scheduler.run_processes(rid) == []
+
+
+@pytest.mark.slow
+def test_stop_on_a_two_process_ddp_run_leaves_no_process(home, demo_paths):
+    rid = runs.submit(demo_spec(demo_paths, 500, backend="ddp", num_processes=2, device="cpu",
+                                main_process_port=29611), name="ddp")
+    wait_for(lambda: "log" in types(runs.get(rid)), timeout=180)
+    procs = scheduler.run_processes(rid)
+    ranks = [p for p in procs if "engine.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())]
+    assert len(ranks) == 2
+    pids = [p.pid for p in procs]
+    assert runs.stop(rid, grace_s=30) is True
+    assert scheduler.run_processes(rid) == []
+    assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    rec = runs.get(rid)
+    assert rec.status == "stopped"
+    assert "stopped" in types(rec)
