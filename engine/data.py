@@ -206,11 +206,27 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
     return TrainData(dataset, eval_dataset, collator, stats)
 
 
-def packing_collator():
-    """Padding-free packing: one row per batch, position_ids restart per sample, labels separated by -100."""
-    from transformers import DataCollatorWithFlattening
+class PackingCollator:
+    """Padding-free packing: one row per batch, position_ids restart per sample, labels separated by -100.
 
-    return DataCollatorWithFlattening(return_position_ids=True, separator_id=IGNORE)
+    transformers builds the block-diagonal mask from position_ids only when there is no attention_mask and no
+    KV cache; a Llama forward creates a cache whenever use_cache is on (the config default), and then samples
+    silently attend across each other. So every batch carries ``use_cache=False`` into the model's forward.
+    """
+
+    def __init__(self):
+        from transformers import DataCollatorWithFlattening
+
+        self.flatten = DataCollatorWithFlattening(return_position_ids=True, separator_id=IGNORE)
+
+    def __call__(self, features: list[dict]) -> dict:
+        batch = dict(self.flatten([{"input_ids": f["input_ids"], "labels": f["labels"]} for f in features]))
+        batch["use_cache"] = False
+        return batch
+
+
+def packing_collator() -> PackingCollator:
+    return PackingCollator()
 
 
 def _pad_id(tokenizer) -> int:

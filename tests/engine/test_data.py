@@ -1,0 +1,133 @@
+"""Training data: label masks, multi-turn, truncation count, packing equivalence, mixing, DPO, errors first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def tok(demo_paths):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(demo_paths["model_dir"])
+
+
+def make_spec(demo_paths, **data):
+    from engine.spec import RunSpec
+
+    return RunSpec.model_validate({
+        "model": {"name_or_path": demo_paths["model_dir"]},
+        "method": {"stage": data.pop("stage", "sft")},
+        "data": {"datasets": ["demo_sharegpt"], "dataset_dir": demo_paths["data_dir"], "cutoff_len": 256, **data},
+        "train": {"seed": 7},
+    })
+
+
+def build(spec, tok):
+    from engine.data import build_train_data
+
+    return build_train_data(spec, tok, log=lambda _m: None)
+
+
+def test_multi_turn_masks_every_prompt_and_trains_every_answer(demo_paths, tok):
+    data = build(make_spec(demo_paths, max_samples=5), tok)
+    ex = data.train_dataset[0]
+    trained = tok.decode([t for t in ex["labels"] if t != -100])
+    row = json.load(open(f"{demo_paths['data_dir']}/demo_sharegpt.json", encoding="utf-8"))[0]
+    answers = [t["value"] for t in row["conversations"] if t["from"] == "gpt"]
+    questions = [t["value"] for t in row["conversations"] if t["from"] == "human"]
+    assert trained == "".join(a + "<|im_end|>\n" for a in answers)
+    assert not any(q in trained for q in questions)
+    assert data.stats["trainable_tokens"] < data.stats["total_tokens"]
+
+
+def test_train_on_prompt_trains_everything(demo_paths, tok):
+    ex = build(make_spec(demo_paths, max_samples=2, train_on_prompt=True), tok).train_dataset[0]
+    assert ex["labels"] == ex["input_ids"]
+
+
+def test_truncation_is_counted(demo_paths, tok):
+    data = build(make_spec(demo_paths, cutoff_len=40), tok)
+    assert data.stats["truncated"] > 0 and max(len(x) for x in data.train_dataset["input_ids"]) <= 40
+
+
+def test_pt_trains_all_tokens_and_val_split(demo_paths, tok):
+    data = build(make_spec(demo_paths, stage="pt", datasets=["demo_pretrain"], val_size=0.1), tok)
+    ex = data.train_dataset[0]
+    assert ex["labels"] == ex["input_ids"] and ex["input_ids"][-1] == tok.eos_token_id
+    assert data.stats["num_eval"] == 20 and data.stats["num_train"] == 180
+
+
+def test_mixing_concat_and_interleave(demo_paths, tok):
+    concat = build(make_spec(demo_paths, datasets=["demo_sharegpt", "demo_messages"]), tok)
+    assert concat.stats["num_train"] == 60 + 80
+    under = build(make_spec(demo_paths, datasets=["demo_sharegpt", "demo_messages"], mix="interleave_under",
+                            mix_probs=[0.5, 0.5]), tok)
+    assert 60 <= under.stats["num_train"] < 140
+
+
+def test_dpo_columns_for_trl(demo_paths, tok):
+    data = build(make_spec(demo_paths, stage="dpo", datasets=["demo_dpo"]), tok)
+    row = data.train_dataset[0]
+    assert set(data.train_dataset.column_names) == {"prompt", "chosen", "rejected"} and data.data_collator is None
+    assert row["prompt"].endswith("<|im_start|>assistant\n") and row["chosen"] != row["rejected"]
+
+
+def test_bad_data_raises_before_model(demo_paths, tok, tmp_path):
+    from engine.dataset_registry import DataError, save_dataset_info
+
+    (tmp_path / "bad.jsonl").write_text('{"instruction": "q", "output": "a"}\nnot json\n')
+    save_dataset_info(tmp_path, {"bad": {"file_name": "bad.jsonl"}})
+    spec = make_spec(demo_paths, datasets=["bad"], dataset_dir=str(tmp_path))
+    with pytest.raises(DataError, match=r"bad.jsonl, line 2"):
+        build(spec, tok)
+
+
+def test_pad_collator_pads_labels_with_ignore(demo_paths, tok):
+    data = build(make_spec(demo_paths, max_samples=4), tok)
+    batch = data.data_collator([data.train_dataset[i] for i in range(4)])
+    lens = [len(data.train_dataset[i]["input_ids"]) for i in range(4)]
+    assert batch["input_ids"].shape == (4, max(lens)) and batch["attention_mask"].sum().item() == sum(lens)
+    short = lens.index(min(lens))
+    assert (batch["labels"][short, min(lens):] == -100).all()
+
+
+def test_packed_batch_equals_samples_run_separately(demo_paths, tok):
+    """No attention across packed samples: per-sample logits and loss match running each alone."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    data = build(make_spec(demo_paths, max_samples=3, packing=True), tok)
+    feats = [data.train_dataset[i] for i in range(3)]
+    batch = data.data_collator(feats)
+    assert batch["input_ids"].shape[0] == 1 and "position_ids" in batch and "attention_mask" not in batch
+    assert batch["use_cache"] is False  # with a KV cache transformers ignores the packed position_ids
+    model = AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"], attn_implementation="sdpa").eval()
+    with torch.no_grad():
+        packed = model(**{k: v for k, v in batch.items() if k != "labels"}).logits[0]
+        start = 0
+        for f in feats:
+            n = len(f["input_ids"])
+            alone = model(input_ids=torch.tensor([f["input_ids"]])).logits[0]
+            torch.testing.assert_close(packed[start:start + n], alone, atol=1e-4, rtol=1e-4)
+            start += n
+        # and the packed loss is the mean over the same trained tokens as the separate runs
+        loss = model(**batch).loss
+        total = sum(model(input_ids=torch.tensor([f["input_ids"]]), labels=torch.tensor([f["labels"]])).loss
+                    * (sum(1 for t in f["labels"][1:] if t != -100)) for f in feats)
+        count = sum(sum(1 for t in f["labels"][1:] if t != -100) for f in feats)
+    torch.testing.assert_close(loss, total / count, atol=1e-4, rtol=1e-4)
+
+
+def test_cache_is_reused(demo_paths, tok):
+    from engine import data as D
+
+    spec = make_spec(demo_paths, max_samples=7)
+    build(spec, tok)
+    files = set(D.cache_dir().glob("demo_sharegpt-*.arrow"))
+    build(spec, tok)
+    assert set(D.cache_dir().glob("demo_sharegpt-*.arrow")) == files
+    build(make_spec(demo_paths, max_samples=7, cutoff_len=128), tok)
+    assert len(set(D.cache_dir().glob("demo_sharegpt-*.arrow"))) == len(files) + 1
