@@ -81,6 +81,10 @@ def resolve_dtypes(spec, precision: str) -> dict[str, int]:
         if spec.method.quantization.bits and spec.method.quantization.compute_dtype != "auto":
             base = {"bfloat16": 2, "float16": 2, "float32": 4}[spec.method.quantization.compute_dtype]
         adapter = 4  # PEFT autocast_adapter_dtype upcasts 16-bit adapters to fp32
+        if spec.method.quantization.bits:
+            # prepare_model_for_kbit_training (engine.model) casts every non-quantized tensor to fp32:
+            # embeddings, norms, lm_head; the residual stream is then fp32 too.
+            return {"base": 4, "trainable": 4, "adapter": 4, "compute": min(compute, base), "residual": 4}
     else:
         base = explicit or 4
         adapter = 4
@@ -149,6 +153,7 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
 
     # ---- optimizer states
     opt_gpu, _, step_tmp = optimizer_bytes(spec, shape, tr, train_bytes_each, precision)
+    opt_static = opt_gpu
     opt_offload = (ds is not None and ds.offload_optimizer != "none") or param_offload
     cpu_ram = 0
     if opt_shard:
@@ -201,7 +206,9 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
     fits = None if gpu_bytes is None else total <= gpu_bytes
     if spec.launch.device == "cpu":
         notes.append("device is cpu: the numbers are host memory for one process")
-    details = {"params_total": shape.total, "trainable_params": train_numel, "trainable_tensors": tr.tensors,
+    static = {"weights_bytes": int(w_frozen + w_train), "adapter_bytes": int(adapter_bytes),
+              "gradient_bytes": int(train_numel * train_bytes_each), "optimizer_state_bytes": int(opt_static)}
+    details = {"static": static, "params_total": shape.total, "trainable_params": train_numel, "trainable_tensors": tr.tensors,
                "precision": precision, "dtype_bytes": dt, "world_size": ws, "shard_over": shard_n if opt_shard else 1,
                "zero_stage": zero, "backend": ln.backend, "batch": batch, "seq_len": seq,
                "phase_totals": {"forward_backward": int(sum(fwd_bwd.values())),
@@ -371,4 +378,5 @@ def _load_any(path: str, load_spec):
     except ImportError:
         return load_spec(path, context=False)
     loader = getattr(lf_compat, "load_any", None)
-    return loader(path) if loader else load_spec(path, context=False)
+    # context=False: planning needs the model's config.json, not the dataset registry
+    return loader(path, context=False) if loader else load_spec(path, context=False)

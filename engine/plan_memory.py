@@ -43,7 +43,7 @@ def weight_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict) -> tuple[int,
         if p.linear and p.linear != "lm_head" and len(p.shape) == 2:
             total += quant_linear_bytes(p, bits, m.quantization.double_quant)
         else:
-            total += p.numel * dt["base"]
+            total += p.numel * dt["base"]  # fp32 after prepare_model_for_kbit_training
     return total, 0
 
 

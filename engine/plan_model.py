@@ -184,11 +184,10 @@ def trainable(spec, shape: ModelShape) -> Trainable:
         mods = m.freeze.trainable_modules
         extra = m.freeze.extra_modules
         for p in shape.params:
-            in_layer = p.layer is not None and p.layer >= first and (not mods or any(f".{x}." in p.name for x in mods))
-            outside = p.layer is None and any(p.name.startswith((f"{x}.", f"model.{x}.")) for x in extra)
-            # lm_head tied to embed_tokens: training lm_head trains the shared embedding tensor
-            tied_head = shape.tied and "lm_head" in extra and p.name == "model.embed_tokens.weight"
-            if in_layer or outside or tied_head:
+            # same matching as engine.model.apply_freeze: ".name." inside ".<parameter name>"
+            in_layer = p.layer is not None and p.layer >= first and (
+                not mods or any(f".{x}." in f".{p.name}" for x in mods))
+            if in_layer or any(f".{x}." in f".{p.name}" for x in extra):
                 out.base_numel += p.numel
                 out.base_tensors += 1
         return out

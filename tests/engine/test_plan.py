@@ -1,0 +1,241 @@
+"""engine.plan: exact parameter / gradient / AdamW-state bytes against real tiny models, ladder, CLI, lightness."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine import plan as planmod
+from engine.plan_fit import fit
+from engine.plan_model import param_counts, trainable_param_count
+from engine.spec import parse_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LLAMA_GQA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+             "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "vocab_size": 320, "tie_word_embeddings": False, "max_position_embeddings": 256}
+QWEN_TIED = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
+             "intermediate_size": 80, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1,
+             "vocab_size": 300, "tie_word_embeddings": True, "max_position_embeddings": 256}
+QWEN_05B = {"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
+            "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936, "tie_word_embeddings": True}
+
+METHODS = {
+    "full": {"finetuning": "full"},
+    "freeze": {"finetuning": "freeze", "freeze": {"trainable_layers": 1, "extra_modules": ["lm_head"]}},
+    "freeze_mods": {"finetuning": "freeze", "freeze": {"trainable_layers": 2, "trainable_modules": ["mlp"]}},
+    "lora_all": {"finetuning": "lora", "lora": {"rank": 8, "targets": ["all"]}},
+    "lora_qv": {"finetuning": "lora", "lora": {"rank": 8, "targets": ["q_proj", "v_proj"]}},
+    "dora": {"finetuning": "lora", "lora": {"rank": 8, "targets": ["all"], "use_dora": True}},
+}
+
+
+def make_spec(path: str = "m", method: dict | None = None, **groups) -> object:
+    data = {"model": {"name_or_path": path}, "data": {"datasets": ["d"], "cutoff_len": 64},
+            "method": method or {"finetuning": "lora"}, "train": {"per_device_batch_size": 2, "precision": "fp32"},
+            "launch": {"device": "cpu"}}
+    for k, v in groups.items():
+        data.setdefault(k, {}).update(v)
+    return parse_spec(data)
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory) -> dict:
+    """Tiny random models saved from config: Llama with GQA (untied) and Qwen2 (q/k/v bias, tied)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    out = {}
+    for name, cfg in (("llama", LLAMA_GQA), ("qwen", QWEN_TIED)):
+        d = tmp_path_factory.mktemp(name)
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg))
+        model.save_pretrained(str(d))
+        out[name] = d
+    return out
+
+
+def _real_bytes(spec) -> dict:
+    """Load with engine.model (what training does), one backward and one AdamW step; count real tensors."""
+    import torch
+
+    from engine.model import load_model
+
+    torch.manual_seed(0)
+    model = load_model(spec, device="cpu", precision="fp32")
+    params = [p for p in model.parameters() if p.requires_grad]
+    ids = torch.randint(0, model.config.vocab_size, (2, 16))
+    model(input_ids=ids, labels=ids).loss.backward()
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    opt.step()
+    states = sum(v.numel() * v.element_size() for s in opt.state.values() for k, v in s.items() if k != "step")
+    return {"total": sum(p.numel() for p in model.parameters()),
+            "trainable": sum(p.numel() for p in params),
+            "weights": sum(p.numel() * p.element_size() for p in model.parameters()),
+            "grads": sum(p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None),
+            "states": states, "tensors": len(params)}
+
+
+@pytest.mark.parametrize("model", ["llama", "qwen"])
+def test_param_counts_and_shapes_match_the_real_model(tiny_dirs, model):
+    import torch  # noqa: F401
+    from transformers import AutoModelForCausalLM
+
+    real = AutoModelForCausalLM.from_pretrained(str(tiny_dirs[model]))
+    cfg = json.loads((tiny_dirs[model] / "config.json").read_text())
+    counts = param_counts(cfg)
+    assert counts["total"] == sum(p.numel() for p in real.parameters())
+    assert counts["shapes"] == {n: list(p.shape) for n, p in real.named_parameters()}
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("model", ["llama", "qwen"])
+def test_trainable_grad_and_adamw_bytes_are_exact(tiny_dirs, model, method):
+    spec = make_spec(str(tiny_dirs[model]), METHODS[method])
+    real = _real_bytes(spec)
+    cfg = json.loads((tiny_dirs[model] / "config.json").read_text())
+    mp = planmod.plan(spec, model_config=cfg)
+    static = mp.details["static"]
+    assert trainable_param_count(spec, cfg) == real["trainable"]
+    assert mp.details["trainable_tensors"] == real["tensors"]
+    assert static["weights_bytes"] + static["adapter_bytes"] == real["weights"]
+    assert static["gradient_bytes"] == real["grads"]
+    assert static["optimizer_state_bytes"] == real["states"]
+
+
+def test_demo_model_counts_exact(demo_paths):
+    spec = make_spec(demo_paths["model_dir"], METHODS["lora_all"])
+    real = _real_bytes(spec)
+    mp = planmod.plan(spec)
+    assert mp.details["params_total"] + mp.details["trainable_params"] == real["total"]  # base + adapters
+    assert mp.details["trainable_params"] == real["trainable"]
+    assert mp.details["static"]["optimizer_state_bytes"] == real["states"]
+
+
+def test_quantized_weights_shrink_with_bits():
+    sizes = {}
+    for bits in (0, 8, 4):
+        spec = make_spec(method={"finetuning": "lora", "quantization": {"bits": bits}},
+                         train={"precision": "bf16"}, launch={"device": "auto"})
+        mp = planmod.plan(spec, gpu_mem_gib=80, model_config=QWEN_05B)
+        sizes[bits] = mp.details["static"]["weights_bytes"]
+    assert sizes[4] < sizes[8] < sizes[0]
+
+
+def test_zero3_shards_weights_by_world_size():
+    def weights(n: int) -> int:
+        spec = make_spec(method={"finetuning": "full"}, train={"precision": "bf16"},
+                         launch={"device": "auto", "backend": "deepspeed", "num_processes": n,
+                                 "deepspeed": {"zero_stage": 3}})
+        mp = planmod.plan(spec, gpu_mem_gib=80, model_config=QWEN_05B)
+        return mp.components["weights"] + mp.components["trainable_weights"]
+
+    layer = 494_032_768 * 2 / 24
+    assert abs((weights(2) - 2 * layer) * 2 - (weights(1) - 2 * layer)) < 16
+    assert weights(8) < weights(4) < weights(2)
+
+
+def test_gradient_checkpointing_reduces_activations():
+    acts = [planmod.plan(make_spec(train={"gradient_checkpointing": ck, "precision": "bf16"}, launch={"device": "auto"}),
+                         gpu_mem_gib=24, model_config=QWEN_05B).components["activations"] for ck in (False, True)]
+    assert acts[1] < acts[0] / 4
+
+
+def test_eager_attention_costs_more_than_sdpa():
+    acts = [planmod.plan(make_spec(model={"attn_implementation": impl}), model_config=QWEN_05B).components["activations"]
+            for impl in ("sdpa", "eager")]
+    assert acts[1] > acts[0]
+
+
+def test_moe_is_flagged_approximate():
+    moe = dict(LLAMA_GQA, model_type="mixtral", num_local_experts=8, num_experts_per_tok=2)
+    mp = planmod.plan(make_spec(), model_config=moe)
+    assert mp.approximate and any("experts" in n for n in mp.notes)
+    assert not planmod.plan(make_spec(), model_config=LLAMA_GQA).approximate
+
+
+def test_to_dict_shape():
+    d = planmod.plan(make_spec(), gpu_mem_gib=1, model_config=LLAMA_GQA).to_dict()
+    assert set(d["components"]) == set(planmod.COMPONENTS)
+    assert sum(d["components"].values()) == d["total_bytes"]
+    assert d["fits"] is True and d["gpu_mem_bytes"] == 2**30
+    json.dumps(d)
+
+
+def _big_spec(**train):
+    return parse_spec({"model": {"name_or_path": "m"}, "data": {"datasets": ["d"], "cutoff_len": 4096},
+                       "method": {"finetuning": "lora", "lora": {"rank": 64}},
+                       "train": {"per_device_batch_size": 4, "gradient_accumulation": 4, **train}})
+
+
+def test_fit_walks_the_ladder_in_order_and_keeps_effective_batch():
+    llama8b = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}
+    spec = _big_spec()
+    res = fit(spec, 16, model_config=llama8b)
+    assert res.fits and res.plan.total_bytes <= 16 * 2**30
+    order = ["per-device batch 4 -> 2", "per-device batch 2 -> 1", "gradient checkpointing", "offload optimizer",
+             "LoRA rank 64 -> 32", "LoRA rank 32 -> 16", "4-bit QLoRA"]
+    idx = [next(i for i, s in enumerate(res.steps) if s.startswith(o)) for o in order if any(
+        s.startswith(o) for s in res.steps)]
+    assert idx == sorted(idx) and len(idx) >= 4
+    assert res.spec.effective_batch == spec.effective_batch
+    parse_spec(res.to_dict()["spec"])  # the fitted spec validates
+
+
+def test_fit_no_change_when_it_fits():
+    res = fit(make_spec(), 80, model_config=LLAMA_GQA)
+    assert res.fits and res.steps == []
+
+
+def test_fit_reports_when_nothing_fits():
+    res = fit(_big_spec(), 0.5, model_config=QWEN_05B)
+    assert not res.fits and res.steps
+
+
+def test_plan_never_imports_torch():
+    code = ("import sys, engine.plan, engine.plan_fit; from engine.plan import plan; "
+            "bad = [m for m in ('torch', 'transformers', 'peft', 'deepspeed', 'bitsandbytes') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_cli_prints_table_and_fit(tmp_path, tiny_dirs, capsys):
+    spec_path = tmp_path / "spec.yaml"
+    from engine.spec import save_spec
+
+    save_spec(make_spec(str(tiny_dirs["llama"]), train={"per_device_batch_size": 8}), spec_path)
+    assert planmod.cli([str(spec_path), "--gpu-mem", "24GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "activations" in out and "FITS in 24.00 GiB" in out
+    out_spec = tmp_path / "fitted.yaml"
+    rc = planmod.cli([str(spec_path), "--gpu-mem", "0.49GiB", "--fit", "-o", str(out_spec)])
+    out = capsys.readouterr().out
+    assert "DOES NOT FIT" in out and "--fit:" in out and "per-device batch 8 -> 4" in out
+    assert rc in (0, 1) and out_spec.is_file()
+    assert planmod.cli([str(spec_path), "--gpu-mem", "lots"]) == 2
+    assert "cannot read 'lots'" in capsys.readouterr().out
+    assert planmod.cli([str(spec_path), "--gpu-mem", "24G", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan"]["fits"] is True
+
+
+def test_compare_reads_plan_and_measured(tmp_path):
+    from engine.events import append_event
+
+    mp = planmod.plan(make_spec(), gpu_mem_gib=24, model_config=LLAMA_GQA)
+    (tmp_path / "plan.json").write_text(json.dumps(mp.to_dict()))
+    append_event(tmp_path / "events.jsonl", "finished", 5, memory=[
+        {"rank": 0, "max_allocated_mib": 100.0, "max_reserved_mib": 120.0}])
+    out = planmod.compare(tmp_path)
+    row = out["rows"][0]
+    assert row["rank"] == 0 and row["measured_allocated_bytes"] == 100 * 2**20
+    assert row["predicted_allocated_bytes"] == mp.allocated_bytes and row["error_pct"] is not None
+    assert planmod.compare(tmp_path / "missing") == {"predicted": None, "rows": [], "has_prediction": False,
+                                                     "has_measurement": False}
