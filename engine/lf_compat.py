@@ -146,7 +146,10 @@ def _truthy(value: Any) -> bool:
 
 
 def _resolve(path: str, base_dir: Path | None) -> str:
-    p = Path(str(path)).expanduser()
+    try:
+        p = Path(str(path)).expanduser()
+    except RuntimeError:  # ~user that does not exist: keep it literal, the context check reports it
+        p = Path(str(path))
     return str((base_dir / p).resolve()) if base_dir is not None and not p.is_absolute() else str(p)
 
 
@@ -190,8 +193,9 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     if args.get("rope_scaling"):
         factor = 2.0
         cfg = read_model_config(str(args.get("model_name_or_path", "")))
-        if cfg and isinstance(cfg.get("max_position_embeddings"), int) and isinstance(args.get("cutoff_len"), int):
-            factor = float(max(1, math.ceil(args["cutoff_len"] / cfg["max_position_embeddings"])))  # as LF does
+        max_pos = cfg.get("max_position_embeddings") if cfg else None
+        if isinstance(max_pos, int) and max_pos > 0 and isinstance(args.get("cutoff_len"), int):
+            factor = float(max(1, math.ceil(args["cutoff_len"] / max_pos)))  # as LF does
         else:
             imp.notes.append(f"rope_scaling: factor {factor:g} (LF derives it from the local config.json)")
         imp.put("model.rope_scaling", {"type": args["rope_scaling"], "factor": factor})
@@ -253,14 +257,16 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         if key in args:
             imp.notes.append(f"{key}: accepted, ignored ({note})")
     if args.get("deepspeed"):
-        _from_ds_json(_resolve(args["deepspeed"], base_dir), imp)
+        ds = args["deepspeed"]
+        _from_ds_json(ds if isinstance(ds, dict) else _resolve(ds, base_dir), imp)
         imp.put("launch.backend", "deepspeed")
         imp.notes.append("deepspeed without an accelerate config: one process; set launch.num_processes for more")
 
 
-def _from_ds_json(path: str, imp: _Import) -> None:
+def _from_ds_json(path: str | dict, imp: _Import) -> None:
+    """A DeepSpeed config (a JSON file, or a dict as transformers also accepts) into launch.deepspeed."""
     try:
-        ds = json.loads(Path(path).read_text(encoding="utf-8"))
+        ds = path if isinstance(path, dict) else json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         imp.bad("deepspeed", f"cannot read DeepSpeed config {path}: {exc}")
         return
@@ -282,7 +288,8 @@ def _from_ds_json(path: str, imp: _Import) -> None:
                 elif zv == "auto" or _DS_DEFAULTS.get(zk, object()) == zv:
                     continue  # filled by transformers / DeepSpeed's own default: nothing to carry
                 elif zk in _DS_ACC.values():
-                    imp.put(f"launch.deepspeed.{zk}", int(zv) if zk.endswith("_size") and isinstance(zv, float) else zv)
+                    integral = isinstance(zv, float) and zv.is_integer()  # JSON writes 1e9 as a float
+                    imp.put(f"launch.deepspeed.{zk}", int(zv) if zk.endswith("_size") and integral else zv)
                 else:
                     imp.bad(f"deepspeed.zero_optimization.{zk}", f"{zv!r} is not supported (only 'auto' or the default)")
         elif key in ("bf16", "fp16") and isinstance(value, dict):
@@ -345,6 +352,10 @@ def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None)
         if key == "dynamo_config" and not value:
             continue
         imp.bad(pre + key)
+    for section in ("deepspeed_config", "fsdp_config"):
+        if not isinstance(acc.get(section) or {}, dict):
+            imp.bad(pre + section, "must be a mapping")
+            acc = {**acc, section: {}}
     for key, value in (acc.get("deepspeed_config") or {}).items():
         if key in _DS_ACC:
             imp.put(f"launch.deepspeed.{_DS_ACC[key]}", value)

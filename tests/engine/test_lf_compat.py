@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine import cli as studio_cli
-from engine.lf_compat import is_lf_args, lf_to_spec, load_any, spec_to_lf
+from engine.lf_compat import _CONVERTED, _DIRECT, is_lf_args, lf_to_spec, load_any, spec_to_lf
 from engine.spec import SpecError, load_spec, parse_spec, spec_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -310,3 +313,30 @@ class TestDetectionAndCli:
         assert studio_cli.main(["import-lf", str(bad), "-o", str(tmp_path / "out.yaml")]) == 1
         assert "use_badam" in capsys.readouterr().err
         assert not (tmp_path / "out.yaml").exists()
+
+
+# ----------------------------------------------------------------------------------------------- property test
+_LF_KEYS = sorted(set(_DIRECT) | set(_CONVERTED) | {"use_galore", "booster"})
+_ACC_KEYS = ["distributed_type", "num_processes", "num_machines", "machine_rank", "main_process_ip", "gpu_ids",
+             "mixed_precision", "use_cpu", "deepspeed_config", "fsdp_config", "compute_environment", "dynamo_config"]
+_junk = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(), st.text(max_size=12),
+              st.sampled_from(["all", "auto", "lora", "sft", "dpo", "DEEPSPEED", "FSDP", "bf16", "q_proj,v_proj",
+                               "~nouser/x", "a\x00b", "0,1", "ds.json"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=6)
+
+
+@settings(max_examples=int(os.environ.get("STUDIO_FUZZ_EXAMPLES") or 150), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(args=st.dictionaries(st.sampled_from(_LF_KEYS), _junk, max_size=10),
+       acc=st.none() | st.dictionaries(st.sampled_from(_ACC_KEYS), _junk, max_size=6))
+def test_arbitrary_lf_values_give_a_spec_or_named_errors(args, acc, tmp_path):
+    """Junk at any LF or accelerate key: a spec or a SpecError; unsupported keys are named, nothing else raised."""
+    args = {"model_name_or_path": "m", "dataset": "d", **args}
+    data, unsupported = lf_to_spec(args, acc, base_dir=tmp_path)
+    assert all(isinstance(k, str) and k for k in unsupported)
+    try:
+        parse_spec(data)
+    except SpecError as exc:
+        assert all(p and m for p, m in exc.problems)
