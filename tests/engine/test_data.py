@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -35,7 +36,7 @@ def test_multi_turn_masks_every_prompt_and_trains_every_answer(demo_paths, tok):
     data = build(make_spec(demo_paths, max_samples=5), tok)
     ex = data.train_dataset[0]
     trained = tok.decode([t for t in ex["labels"] if t != -100])
-    row = json.load(open(f"{demo_paths['data_dir']}/demo_sharegpt.json", encoding="utf-8"))[0]
+    row = json.loads((Path(demo_paths["data_dir"]) / "demo_sharegpt.json").read_text(encoding="utf-8"))[0]
     answers = [t["value"] for t in row["conversations"] if t["from"] == "gpt"]
     questions = [t["value"] for t in row["conversations"] if t["from"] == "human"]
     assert trained == "".join(a + "<|im_end|>\n" for a in answers)
