@@ -239,3 +239,16 @@ def test_compare_reads_plan_and_measured(tmp_path):
     assert row["predicted_allocated_bytes"] == mp.allocated_bytes and row["error_pct"] is not None
     assert planmod.compare(tmp_path / "missing") == {"predicted": None, "rows": [], "has_prediction": False,
                                                      "has_measurement": False}
+
+
+def test_calibration_matrix_is_valid_and_planned(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import plan_calibration as cal
+
+    (tmp_path / "config.json").write_text(json.dumps(cal.CONFIG))
+    assert len(cal.MATRIX) >= 12
+    for _, method, batch, seq, ckpt in cal.MATRIX:
+        spec = cal.spec_for(str(tmp_path), method, batch, seq, ckpt)
+        mp = planmod.plan(spec, gpu_mem_gib=80)
+        assert 0 < mp.allocated_bytes < 80 * 2**30
+    assert 450e6 < mp.details["params_total"] < 600e6  # ~0.5B
