@@ -21,7 +21,7 @@ import struct
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -392,7 +392,7 @@ def start_merge(sources: list[str], out_dir: str, *, dtype: str | None = None, m
     events_path = Path(plan.events_path)
     events_path.parent.mkdir(parents=True, exist_ok=True)
     offset = events_path.stat().st_size if events_path.exists() else 0
-    log_path = events_path.with_name(events_path.name.replace("events.jsonl", "log").replace(".jsonl", ".log"))
+    log_path = events_path.with_suffix(".log")  # the subprocess's stdout + stderr, for errors it could not report
     argv = merge_argv(plan, tmp, max_shard_size=max_shard_size, device=device, overwrite=overwrite,
                       push_to_hub=push_to_hub)
     with open(log_path, "ab") as log:
@@ -465,7 +465,3 @@ def cli(argv: list[str]) -> int:
     if status["state"] == "failed" and status["events"] and status["events"][-1]["payload"].get("cause") == "input":
         return 2
     return 130 if status["state"] == "cancelled" else 1
-
-
-def plan_summary(plan: ExportPlan) -> dict:
-    return asdict(plan)

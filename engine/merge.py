@@ -31,6 +31,8 @@ from engine import exporting as xp
 from engine.exporting import ExportError, ExportPlan
 
 NUM_PROMPTS, PROMPT_LEN = 4, 24
+# fp32: 1e-4 absolute on logits of magnitude <= 1 (the demo model: observed ~1e-6), scaled with the logit magnitude
+# of real models (|logits| ~ 10-40), where float32 rounding of W + BA vs W x + B(A x) grows with the scale.
 FP32_TOL = 1e-4
 # bf16 / fp16 keep 8 / 11 significant bits: storing weights and running activations in them moves each logit by a
 # few units of roundoff of the logit scale, growing with depth. We allow 16 ulps of the largest reference logit
@@ -50,7 +52,7 @@ class VerificationError(Exception):
 
 def tolerance(dtype: str, ref_max_abs: float) -> float:
     if dtype == "fp32":
-        return FP32_TOL
+        return FP32_TOL * max(1.0, ref_max_abs)
     return ULPS * EPS[dtype] * max(1.0, ref_max_abs)
 
 
@@ -117,10 +119,12 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
         rep.stage("merging", 1, 1, f"{len(adapters)} adapter(s) into {plan.base}")
         model = model.merge_and_unload(safe_merge=True, adapter_names=names)
         fp32_diff = float((logits_of(model, ids) - ref).abs().max())
-        report["fp32_merge_max_abs_diff"] = fp32_diff
-        if not fp32_diff <= FP32_TOL:
-            raise VerificationError(f"the float32 merge differs from base + adapter by {fp32_diff:.3g} "
-                                    f"(> {FP32_TOL:g}): the adapters cannot be merged exactly")
+        fp32_tol = tolerance("fp32", float(ref.abs().max()))
+        report.update(fp32_merge_max_abs_diff=fp32_diff, fp32_merge_tolerance=fp32_tol)
+        if not fp32_diff <= fp32_tol:
+            raise VerificationError(f"the float32 merge differs from base + adapters by {fp32_diff:.3g} "
+                                    f"(> {fp32_tol:.3g}): the adapters cannot be merged exactly (e.g. several DoRA "
+                                    "adapters, whose merge depends on the order)")
     else:
         ref = logits_of(model, ids)
     torch_dtype = getattr(torch, xp.DTYPES[plan.dtype][0])

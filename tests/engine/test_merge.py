@@ -195,7 +195,7 @@ def test_adapter_only_export_through_subprocess(base, adapters, tmp_path):
     assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
     assert (out / "tokenizer.json").is_file() and (out / "README.md").is_file()
     assert "skipped: offline" in status["result"]["push"]["message"]
-    assert (run / "merge_events.jsonl").is_file()
+    assert (run / "merge_events.jsonl").is_file() and (run / "merge_events.log").is_file()
 
 
 def test_full_finetune_run_exports_its_model(base, tmp_path, in_process):
@@ -292,7 +292,9 @@ class TestBadInput:
 # ----------------------------------------------------------------------------------------------- CLI
 def test_cli_exit_codes(adapters, tmp_path, capsys):
     out = tmp_path / "cli-out"
-    assert xp.cli([str(tmp_path / "missing"), "--out", str(out)]) == 2
+    from engine import cli
+
+    assert cli.main(["merge", str(tmp_path / "missing"), "--out", str(out)]) == 2  # through the `studio` dispatcher
     assert "no such file or folder" in capsys.readouterr().err
     assert xp.cli([str(adapters["lora"]), "--out", str(out), "--dtype", "bf16"]) == 0
     captured = capsys.readouterr().out
