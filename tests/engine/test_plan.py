@@ -252,3 +252,15 @@ def test_calibration_matrix_is_valid_and_planned(tmp_path):
         mp = planmod.plan(spec, gpu_mem_gib=80)
         assert 0 < mp.allocated_bytes < 80 * 2**30
     assert 450e6 < mp.details["params_total"] < 600e6  # ~0.5B
+
+
+def test_advice_flags_the_slow_training_checklist():
+    from engine.advice import advise
+
+    spec = parse_spec({"model": {"name_or_path": "m"}, "data": {"datasets": ["d"]},
+                       "train": {"precision": "fp32", "per_device_batch_size": 1},
+                       "launch": {"device": "cuda", "backend": "deepspeed",
+                                  "deepspeed": {"zero_stage": 2, "offload_optimizer": "cpu"}}})
+    tips = " ".join(advise(spec, [{"gpu_util": 30, "cpu_percent": 95}] * 5, []))
+    for word in ("utilisation", "bf16", "offload", "per-device batch", "data loading"):
+        assert word in tips

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# GPU check (issue 4 item 8): on a CUDA machine, run the tests marked gpu, the planner calibration, and short bf16
+# LoRA / QLoRA-4bit / full runs of a ~0.5B Llama built from config, recording tokens/s, MFU and peak memory.
+# Usage: bash bench/gpu_check.sh      Results: bench/results/gpu_check.md and bench/results/plan_calibration.md
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+mkdir -p bench/results
+"$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 2)" || { echo "gpu_check: no CUDA GPU"; exit 2; }
+export OMP_NUM_THREADS=4 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+rc=0
+"$PY" -m pytest -q -m gpu tests 2>&1 | tail -5 | tee bench/results/gpu_tests.txt || rc=1
+"$PY" bench/plan_calibration.py || rc=1
+"$PY" - <<'PY' || rc=1
+import json, subprocess, sys, time
+sys.path.insert(0, "bench")
+import plan_calibration as cal
+from pathlib import Path
+import tempfile, torch
+rows = []
+peak_tflops = {"H100": 989e12, "H200": 989e12, "A100": 312e12}.get(
+    next((k for k in ("H100", "H200", "A100") if k in torch.cuda.get_device_name(0)), ""), 312e12)
+with tempfile.TemporaryDirectory() as tmp:
+    d = Path(tmp) / "m"; cal.build_model(d)
+    for name, method in (("lora r16", {"finetuning": "lora", "lora": {"rank": 16}}),
+                         ("qlora 4bit r16", {"finetuning": "lora", "lora": {"rank": 16}, "quantization": {"bits": 4}}),
+                         ("full", {"finetuning": "full"})):
+        spec = cal.spec_for(str(d), method, 4, 1024, False)
+        t0 = time.time()
+        r = subprocess.run([sys.executable, "bench/plan_calibration.py", "--measure",
+                            json.dumps(spec.model_dump(mode="json"))], capture_output=True, text=True, check=False)
+        dt = time.time() - t0
+        line = next((l for l in r.stdout.splitlines() if l.startswith("RESULT ")), None)
+        tokens = 4 * 1024 * 2 * 3
+        from engine.plan import plan
+        p = plan(spec, gpu_mem_gib=80).details["params_total"]
+        tps = tokens / dt  # includes model load: a lower bound
+        mfu = 6 * p * tps / peak_tflops
+        peak = json.loads(line[7:])["allocated"] / 2**30 if line else float("nan")
+        rows.append(f"| {name} | {tps:.0f} | {100 * mfu:.1f} | {peak:.2f} |")
+        print(rows[-1], flush=True)
+Path("bench/results/gpu_check.md").write_text(
+    f"# GPU check on {torch.cuda.get_device_name(0)}\n\nbf16, batch 4 x 1024, 3 steps x 2 accumulation; tokens/s "
+    "includes model load (lower bound)\n\n| run | tokens/s | MFU % | peak alloc GiB |\n|---|---|---|---|\n"
+    + "\n".join(rows) + "\n")
+PY
+exit $rc
