@@ -47,7 +47,9 @@ class Cancelled(Exception):
 
 
 class VerificationError(Exception):
-    pass
+    def __init__(self, message: str, report: dict):
+        super().__init__(message)
+        self.report = report
 
 
 def tolerance(dtype: str, ref_max_abs: float) -> float:
@@ -95,13 +97,18 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     from transformers import AutoModelForCausalLM
 
     adapters = [s for s in plan.sources if s.kind == "adapter"]
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ExportError("--device cuda but no CUDA GPU is visible to this process: use --device cpu")
     rep.stage("loading", 1, len(adapters) + 1, f"base {plan.base} in float32")
     model = AutoModelForCausalLM.from_pretrained(plan.base, dtype=torch.float32).to(device)
     if getattr(model.config, "quantization_config", None):
         model = model.dequantize()  # a pre-quantized base: merge onto dequantized weights, never packed ones
     model.eval()
     ids = fixed_prompts(model.config.vocab_size)
-    report: dict = {"prompts": list(ids.shape), "merge_dtype": "float32", "dtype": plan.dtype, "device": device}
+    report: dict = {"prompts": list(ids.shape), "merge_dtype": "float32", "dtype": plan.dtype, "device": device,
+                    "base": plan.base, "adapters": [s.weights_dir for s in adapters],
+                    # QLoRA adapters are merged onto this float32 base, never onto quantized weights.
+                    "quantized_training_bits": [s.quant_bits for s in adapters]}
     if adapters:
         from peft import PeftModel
 
@@ -124,7 +131,7 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
         if not fp32_diff <= fp32_tol:
             raise VerificationError(f"the float32 merge differs from base + adapters by {fp32_diff:.3g} "
                                     f"(> {fp32_tol:.3g}): the adapters cannot be merged exactly (e.g. several DoRA "
-                                    "adapters, whose merge depends on the order)")
+                                    "adapters, whose merge depends on the order)", report)
     else:
         ref = logits_of(model, ids)
     torch_dtype = getattr(torch, xp.DTYPES[plan.dtype][0])
@@ -145,7 +152,7 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     report["summary"] = f"max |logit diff| {diff:.3g} {'<=' if diff <= tol else '>'} {tol:.3g} ({plan.dtype})"
     (tmp / "verify.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     if not report["passed"]:
-        raise VerificationError(f"verification failed: {report['summary']}")
+        raise VerificationError(f"verification failed: {report['summary']}", report)
     return report
 
 
@@ -318,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         _fail(rep, "input", str(exc))
         return 2
     except VerificationError as exc:
-        _fail(rep, "verification", str(exc))
+        _fail(rep, "verification", str(exc), report=exc.report)
         return 1
     except Exception as exc:  # noqa: BLE001 -- anything else: reported whole, so the UI can show it
         _fail(rep, "other", f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:])
@@ -327,9 +334,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _fail(rep: Reporter, cause: str, error: str, tb: str = "") -> None:
+def _fail(rep: Reporter, cause: str, error: str, tb: str = "", report: dict | None = None) -> None:
     try:
-        rep.emit("merge_failed", stage="failed", cause=cause, error=error, traceback=tb)
+        rep.emit("merge_failed", stage="failed", cause=cause, error=error, traceback=tb, report=report)
     except Cancelled:
         pass
 

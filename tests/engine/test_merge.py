@@ -140,6 +140,7 @@ def test_qlora_adapter_merges_onto_full_precision_base(base, adapters, tmp_path,
     cfg = json.loads((out / "config.json").read_text())
     assert "quantization_config" not in cfg  # merged onto 32-bit weights, saved unquantized
     assert "4-bit" in (out / "README.md").read_text()
+    assert json.loads((out / "verify.json").read_text())["quantized_training_bits"] == [4]
 
 
 def test_two_adapters_applied_together(adapters, tmp_path, in_process):
@@ -165,6 +166,7 @@ def test_merge_that_skips_an_adapter_fails_verification(adapters, tmp_path, in_p
                        "--events", str(events)]) == 1
     last = ev.last_event(events)
     assert last["type"] == "merge_failed" and last["payload"]["cause"] == "verification"
+    assert last["payload"]["report"]["fp32_merge_max_abs_diff"] > last["payload"]["report"]["fp32_merge_tolerance"]
     assert not out.exists() and not list(tmp_path.glob(".bad.tmp-*"))
 
 
