@@ -39,13 +39,13 @@ EVENT_TYPES = (
 TERMINAL_TYPES = ("finished", "failed", "stopped")
 
 
-def make_event(type_: str, step: int | None = None, **payload: Any) -> dict:
+def make_event(type_: str, step: int | None = None, /, **payload: Any) -> dict:
     if type_ not in EVENT_TYPES:
         raise ValueError(f"unknown event type {type_!r}")
     return {"type": type_, "ts": time.time(), "step": step, "payload": _finite(payload)}
 
 
-def append_event(path: str | Path, type_: str, step: int | None = None, **payload: Any) -> dict:
+def append_event(path: str | Path, type_: str, step: int | None = None, /, **payload: Any) -> dict:
     """Append one event as a single write of one line (atomic for the small lines we write, O_APPEND)."""
     event = make_event(type_, step, **payload)
     line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")

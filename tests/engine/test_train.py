@@ -1,0 +1,136 @@
+"""The trainer for real: the subprocess path on the demo, stop + exact resume, and every method x stage."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+from pathlib import Path
+
+import pytest
+
+from engine.events import read_all
+from tests.helpers import demo_spec, losses, run_trainer, start_trainer, stop_and_wait, wait_for_event
+
+STEPS = 24
+
+
+@pytest.fixture(scope="module")
+def baseline(demo_paths, tmp_path_factory):
+    """An uninterrupted LoRA SFT run through accelerate launch."""
+    run_dir = tmp_path_factory.mktemp("baseline")
+    spec = demo_spec(demo_paths, train={"max_steps": STEPS, "save_steps": 1000, "logging_steps": 1})
+    rc, events = run_trainer(spec, run_dir)
+    return spec, run_dir, rc, events
+
+
+class TestSubprocessRun:
+    def test_finishes_with_finite_losses(self, baseline):
+        _, run_dir, rc, events = baseline
+        assert rc == 0, (run_dir / "train.log").read_text()[-3000:]
+        types = [e["type"] for e in events]
+        assert types[0] == "data_ready" and "run_started" in types and types[-1] == "finished"
+        logs = [e for e in events if e["type"] == "log"]
+        assert len(logs) == STEPS
+        for e in logs:
+            p = e["payload"]
+            assert math.isfinite(p["loss"]) and p["learning_rate"] is not None and p["grad_norm"] is not None
+            assert p["tokens_per_second"] > 0 and p["tokens_seen"] > 0 and p["memory"][0]["rss_mib"] > 0
+            assert 0 < p["progress"] <= 1 and p["eta_seconds"] is not None
+        assert logs[-1]["payload"]["tokens_seen"] > logs[0]["payload"]["tokens_seen"]
+        assert min(losses(events).values()) < logs[0]["payload"]["loss"]
+
+    def test_lora_weights_changed_and_saved_in_peft_format(self, baseline):
+        from safetensors.torch import load_file
+
+        _, run_dir, _, _ = baseline
+        adapter = run_dir / "adapter"
+        config = json.loads((adapter / "adapter_config.json").read_text())
+        assert config["peft_type"] == "LORA" and config["r"] == 8
+        weights = load_file(str(adapter / "adapter_model.safetensors"))
+        lora_b = [t for k, t in weights.items() if "lora_B" in k]
+        assert lora_b and all(t.abs().max() > 0 for t in lora_b)  # B starts at zero: non-zero means it learned
+
+    def test_record_and_launch_files(self, baseline):
+        _, run_dir, _, _ = baseline
+        record = json.loads((run_dir / "record.json").read_text())
+        assert record["seed"] == 42 and record["versions"]["torch"] and record["tokenizer_hash"]
+        assert record["dataset_hashes"]["demo_alpaca"]
+        launch = json.loads((run_dir / "launch.json").read_text())
+        assert "accelerate.commands.launch" in launch["argv"]
+        assert list((run_dir / "tensorboard").rglob("events.out.tfevents*"))
+
+
+class TestStopAndResume:
+    def test_sigterm_saves_then_resume_is_exact(self, baseline, demo_paths, tmp_path):
+        spec, _, rc, base_events = baseline
+        assert rc == 0
+        proc = start_trainer(spec, tmp_path)
+        wait_for_event(tmp_path, lambda e: e["type"] == "log" and e["step"] >= 3)
+        stop_and_wait(proc)
+        events = read_all(tmp_path / "events.jsonl")
+        stopped = [e for e in events if e["type"] == "stopped"]
+        assert stopped and not [e for e in events if e["type"] in ("finished", "failed")]
+        k = stopped[0]["step"]
+        assert k < STEPS and Path(stopped[0]["payload"]["checkpoint"]).is_dir()
+
+        resumed = spec.model_copy(update={"train": spec.train.model_copy(update={"resume_from": "last"})})
+        rc2, events2 = run_trainer(resumed, tmp_path)
+        assert rc2 == 0 and events2[-1]["type"] == "finished"
+        got, want = losses(events2), losses(base_events)
+        assert sorted(got)[-1] == STEPS
+        for step in range(k + 1, STEPS + 1):
+            assert got[step] == pytest.approx(want[step], abs=1e-6), f"step {step}: resumed {got[step]} vs {want[step]}"
+
+
+def run_in_process(spec, run_dir: Path) -> list[dict]:
+    """engine.train.train in this process (same code as the subprocess minus accelerate launch), for the matrix."""
+    from engine.spec import save_spec
+    from engine.train import train
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_spec(spec, run_dir / "spec.yaml")
+        assert train(spec, run_dir, run_dir / "events.jsonl") == 0
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    return read_all(run_dir / "events.jsonl")
+
+
+METHODS = {
+    "full": {"finetuning": "full"},
+    "freeze": {"finetuning": "freeze", "freeze": {"trainable_layers": 1}},
+    "lora": {"finetuning": "lora"},
+    "dora": {"finetuning": "lora", "lora": {"use_dora": True, "targets": ["q_proj", "v_proj"]}},
+    "qlora4": {"finetuning": "lora", "quantization": {"bits": 4, "compute_dtype": "float32"}},
+    "qlora8": {"finetuning": "lora", "quantization": {"bits": 8}},
+}
+STAGES = {"sft": "demo_sharegpt", "pt": "demo_pretrain", "dpo": "demo_dpo"}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+@pytest.mark.parametrize("method", list(METHODS))
+def test_method_by_stage_trains(demo_paths, tmp_path, method, stage):
+    from safetensors.torch import load_file
+
+    spec = demo_spec(demo_paths, method={"stage": stage, **METHODS[method]},
+                     data={"datasets": [STAGES[stage]], "max_samples": 16, "cutoff_len": 128},
+                     train={"max_steps": 3, "save_steps": 1000, "learning_rate": 5e-3, "warmup_steps": 0},
+                     output={"report_to": ["none"]})
+    events = run_in_process(spec, tmp_path)
+    assert events[-1]["type"] == "finished", events[-1]
+    logs = [e["payload"]["loss"] for e in events if e["type"] == "log"]
+    assert len(logs) == 3 and all(math.isfinite(v) for v in logs)
+    if METHODS[method]["finetuning"] == "lora":
+        weights = load_file(str(tmp_path / "adapter" / "adapter_model.safetensors"))
+        assert any(t.abs().max() > 0 for k, t in weights.items() if "lora_B" in k)
+        return
+    base = load_file(str(Path(demo_paths["model_dir"]) / "model.safetensors"))
+    tuned = load_file(str(tmp_path / "model" / "model.safetensors"))
+    changed = {k for k in base if k in tuned and not base[k].equal(tuned[k].to(base[k].dtype))}
+    if method == "full":
+        assert any(".layers.0." in k for k in changed) and any(".layers.3." in k for k in changed)
+    else:  # freeze: only the last layer learns
+        assert changed and all(".layers.3." in k for k in changed), sorted(changed)

@@ -1,0 +1,97 @@
+"""Helpers shared by tests: build specs on the demo, start the real trainer subprocess, read its events."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from engine.events import read_all
+from engine.hardware import cpu_only
+from engine.launch import build_command, write_plan_files
+from engine.spec import RunSpec, load_spec, save_spec
+
+
+def demo_spec(demo_paths: dict, **overrides) -> RunSpec:
+    """The demo LoRA spec with group overrides merged in, e.g. train={"max_steps": 4}."""
+    data = load_spec(demo_paths["example_spec"]).model_dump(mode="json")
+    for group, values in overrides.items():
+        if isinstance(values, dict) and isinstance(data.get(group), dict):
+            merged = dict(data[group])
+            for key, value in values.items():
+                if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                    merged[key] = {**merged[key], **value}
+                else:
+                    merged[key] = value
+            data[group] = merged
+        else:
+            data[group] = values
+    return RunSpec.model_validate(data)
+
+
+def start_trainer(spec: RunSpec, run_dir: Path) -> subprocess.Popen:
+    """The real launch path (accelerate launch -> engine.train) on CPU, in its own process group."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_spec(spec, run_dir / "spec.yaml")
+    plan = build_command(spec, run_dir, cpu_only())
+    write_plan_files(plan, run_dir)
+    log = open(run_dir / "train.log", "wb")
+    return subprocess.Popen(plan.argv, env=plan.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            cwd=str(Path(__file__).resolve().parents[1]))
+
+
+def run_trainer(spec: RunSpec, run_dir: Path, timeout: float = 300) -> tuple[int, list[dict]]:
+    proc = start_trainer(spec, run_dir)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise AssertionError(f"trainer timed out; log tail:\n{log_tail(run_dir)}") from None
+    return rc, read_all(run_dir / "events.jsonl")
+
+
+def wait_for_event(run_dir: Path, predicate, timeout: float = 120) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for event in read_all(run_dir / "events.jsonl"):
+            if predicate(event):
+                return event
+        time.sleep(0.1)
+    raise AssertionError(f"no matching event within {timeout}s; log tail:\n{log_tail(run_dir)}")
+
+
+def log_tail(run_dir: Path, n: int = 40) -> str:
+    path = run_dir / "train.log"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
+
+
+def losses(events: list[dict]) -> dict[int, float]:
+    return {e["step"]: e["payload"]["loss"] for e in events if e["type"] == "log"}
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process remains in the process group."""
+    import psutil
+
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
+
+
+def stop_and_wait(proc: subprocess.Popen, timeout: float = 120) -> None:
+    """SIGTERM the run's process group and wait until every process of it is gone. accelerate's launcher itself
+    dies on SIGTERM at once; the trainer under it saves a checkpoint first, so wait for the whole group."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=timeout)
+    deadline = time.time() + timeout
+    while group_alive(proc.pid):
+        if time.time() > deadline:
+            raise AssertionError("run processes still alive after SIGTERM")
+        time.sleep(0.2)
