@@ -36,6 +36,7 @@ class Ctx:
     form: dict = field(default_factory=dict)
     start_btn: Any = None
     timer: Any = None
+    tab: Any = None  # the tab being built (tabs refresh their pickers on select)
     on_load: list = field(default_factory=list)
 
     @staticmethod
@@ -81,6 +82,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
             for key, module in TABS:
                 with gr.Tab(t(key, lang), id=key[4:], elem_id=f"tab-{key[4:]}") as tab:
                     ctx.texts.add(tab, key)
+                    ctx.tab = tab
                     module.build(ctx)
         comps = ctx.texts.components()
         ctx.lang.change(lambda code: [f"## {t('title', code)}", *ctx.texts.updates(code)], [ctx.lang],

@@ -1,0 +1,220 @@
+"""Datasets tab: pick or upload a dataset, map its columns, register it, preview rows, see one masked sample and the
+token-length histogram against the cutoff.
+
+Light: gradio, pandas, pyarrow (Parquet column names), engine.dataset_registry / templates (jinja2 + the
+``tokenizers`` library, never transformers). Uploads are copied into the workspace's uploads folder under a
+sanitised name: a client-chosen name can never place a file anywhere else.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from engine import workspace
+from studio import backend
+from studio.i18n import t
+
+MAX_UPLOAD_BYTES = 200 * 2**20
+UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".parquet")
+COLUMN_ROLES = {"alpaca": ["prompt", "query", "response", "system", "history"],
+                "sharegpt": ["messages", "system"]}
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_upload_name(name: str) -> str:
+    """The basename only, with anything but letters, digits, . _ - replaced; refuses empty, dot-only or odd types."""
+    base = Path(str(name).replace("\\", "/")).name
+    stem, dot, ext = base.rpartition(".")
+    ext = ("." + ext.lower()) if dot else ""
+    if ext not in UPLOAD_TYPES:
+        raise ValueError(f"{base!r}: upload a {', '.join(UPLOAD_TYPES)} file")
+    stem = _SAFE.sub("_", stem).strip("._-")[:80]
+    if not stem:
+        raise ValueError(f"{base!r}: the file name has no usable characters")
+    return stem + ext
+
+
+def store_upload(src: str | Path, original_name: str | None = None) -> Path:
+    """Copy an uploaded temp file into workspace/uploads under a sanitised, non-clobbering name."""
+    src = Path(src)
+    size = src.stat().st_size
+    if size > MAX_UPLOAD_BYTES:
+        raise ValueError(f"{src.name}: {size / 2**20:.0f} MiB is over the {MAX_UPLOAD_BYTES // 2**20} MiB upload limit")
+    name = safe_upload_name(original_name or src.name)
+    root = workspace.uploads_dir().resolve()
+    dest = (root / name).resolve()
+    if dest.parent != root:  # belt and braces: the sanitised name has no separators
+        raise ValueError(f"{name!r} would leave the uploads folder")
+    n = 1
+    while dest.exists():
+        stem, ext = name.rsplit(".", 1)
+        dest, n = root / f"{stem}-{n}.{ext}", n + 1
+    shutil.copyfile(src, dest)
+    return dest
+
+
+def file_columns(path: str | Path) -> list[str]:
+    """Column names from the first rows of a JSON / JSONL / CSV / Parquet file."""
+    path = Path(path)
+    ext = path.suffix.lower()
+    if ext == ".csv":
+        with open(path, newline="", encoding="utf-8") as fh:
+            return next(csv.reader(fh), [])
+    if ext == ".parquet":
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    if ext == ".jsonl":
+        with open(path, encoding="utf-8") as fh:
+            first = next((line for line in fh if line.strip()), "{}")
+        row = json.loads(first)
+        return list(row) if isinstance(row, dict) else []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = data if isinstance(data, list) else []
+    return list(rows[0]) if rows and isinstance(rows[0], dict) else []
+
+
+def guess_mapping(columns: list[str], formatting: str) -> dict[str, str | None]:
+    """Preselect columns whose names match a role (instruction -> prompt, output -> response, conversations...)."""
+    aliases = {"prompt": ["instruction", "prompt", "question"], "query": ["input", "query"],
+               "response": ["output", "response", "answer"], "system": ["system"], "history": ["history"],
+               "messages": ["conversations", "messages"]}
+    lower = {c.lower(): c for c in columns}
+    return {role: next((lower[a] for a in aliases.get(role, []) if a in lower), None)
+            for role in COLUMN_ROLES[formatting]}
+
+
+def register(path: str, name: str, formatting: str, mapping: dict[str, str | None]) -> str:
+    if not path:
+        return "❌ upload a file first"
+    try:
+        src = Path(path).resolve()
+        if not src.is_relative_to(workspace.uploads_dir().resolve()):
+            raise ValueError(f"{path}: only files in the uploads folder can be registered here")
+        columns = {k: v for k, v in mapping.items() if v}
+        reg = backend.engine_module("dataset_registry")
+        reg.register_dataset(workspace.data_dir(), name, str(src), formatting, columns=columns or None)
+        problems = reg.check_datasets([name], workspace.data_dir())
+    except (ValueError, backend.Unavailable) as exc:
+        return f"❌ {exc}"
+    if problems:
+        return "⚠ registered, but:\n" + "\n".join(f"- {p}" for p in problems[:10])
+    return f"✅ registered **{name}**"
+
+
+def preview(name: str, n: int = 8) -> pd.DataFrame:
+    rows = backend.engine_module("dataset_registry").preview_rows(name, workspace.data_dir(), n=n)
+    return pd.DataFrame([{k: json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
+                          for k, v in r.items()} for r in rows])
+
+
+def sample_html(name: str, model: str, template: str) -> str:
+    """One row as the model sees it: prompt pieces grey (not trained), response pieces green (trained)."""
+    reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
+    rows = reg.preview_rows(name, workspace.data_dir(), n=1)
+    if not rows:
+        return "<p>no usable rows</p>"
+    pieces = tpl.render_sample(template or "auto", tpl.tokenizer_info(model or None), rows[0])
+    spans = "".join(f'<span class="{"tok-train" if trained else "tok-prompt"}">{html.escape(text)}</span>'
+                    for text, trained in pieces)
+    return f'<div class="sample-box" id="sample-render">{spans}</div>'
+
+
+def lengths(name: str, model: str, template: str, cutoff: int, limit: int = 400) -> tuple[pd.DataFrame, str]:
+    """(histogram frame, 'N rows, share over the cutoff') for up to ``limit`` rows."""
+    reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
+    rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
+    if not rows or not model or not (Path(model) / "tokenizer.json").is_file():
+        return pd.DataFrame(columns=["tokens", "rows"]), "needs a local model folder with tokenizer.json"
+    counts = tpl.token_lengths(template or "auto", model, rows)
+    cutoff = int(cutoff or 0)
+    top = max(max(counts), cutoff)
+    width = max(1, -(-top // 20))
+    bins: dict[int, int] = {}
+    for c in counts:
+        bins[(c // width) * width] = bins.get((c // width) * width, 0) + 1
+    frame = pd.DataFrame([{"tokens": k, "rows": v, "side": "over cutoff" if k + width > cutoff else "kept"}
+                          for k, v in sorted(bins.items())])
+    over = sum(c > cutoff for c in counts)
+    note = (f"{len(counts)} rows · max {max(counts)} tokens · cutoff {cutoff} · "
+            f"**{over / len(counts):.1%} truncated** ({over} rows)")
+    return frame, note
+
+
+def build(ctx: Any) -> None:
+    import gradio as gr
+
+    texts, lang = ctx.texts, ctx.lang_value
+    names = backend.registered_datasets()
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300):
+            pick = texts.add(gr.Dropdown(names, value=names[0] if names else None, label=t("dataset", lang),
+                                         elem_id="ds-pick"), "dataset")
+            upload = texts.add(gr.File(label=t("upload", lang), file_types=list(UPLOAD_TYPES), type="filepath",
+                                       elem_id="ds-upload"), "upload")
+            stored = gr.State("")
+            up_msg = gr.Markdown(elem_id="ds-upload-msg")
+            ds_name = texts.add(gr.Textbox(label=t("ds_name", lang), max_lines=1, elem_id="ds-name"), "ds_name")
+            fmt = texts.add(gr.Radio(["alpaca", "sharegpt"], value="alpaca", label=t("formatting", lang)),
+                            "formatting")
+            roles = sorted({r for rs in COLUMN_ROLES.values() for r in rs}, key=lambda r: (r != "prompt", r))
+            with gr.Accordion(t("columns", lang), open=True) as col_acc:
+                texts.add(col_acc, "columns")
+                role_boxes = {r: gr.Dropdown([], label=r, allow_custom_value=True, elem_id=f"ds-col-{r}")
+                              for r in roles}
+            reg_btn = texts.add(gr.Button(t("register", lang), variant="primary", elem_id="ds-register"),
+                                "register", "value")
+            reg_msg = gr.Markdown(elem_id="ds-register-msg")
+        with gr.Column(scale=2, min_width=420):
+            rows = texts.add(gr.Dataframe(label=t("preview_rows", lang), max_height=260, wrap=True,
+                                          elem_id="ds-rows"), "preview_rows")
+            gr.Markdown(t("sample_legend", lang))
+            sample = gr.HTML(elem_id="ds-sample")
+            hist = texts.add(gr.BarPlot(x="tokens", y="rows", color="side", label=t("lengths", lang), height=220,
+                                        elem_id="ds-hist"), "lengths")
+            hist_note = gr.Markdown(elem_id="ds-hist-note")
+
+    form = ctx.form
+    model, template, cutoff = form["model.name_or_path"], form["data.template"], form["data.cutoff_len"]
+
+    def _show(name, model_, template_, cutoff_):
+        if not name:
+            return gr.skip(), "", gr.skip(), ""
+        try:
+            frame, note = lengths(name, model_, template_, cutoff_)
+            return preview(name), sample_html(name, model_, template_), frame, note
+        except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
+            return gr.skip(), f"<p>❌ {html.escape(str(exc))}</p>", gr.skip(), ""
+
+    gr.on([pick.change, ctx.tab.select], _show, [pick, model, template, cutoff], [rows, sample, hist, hist_note])
+
+    def _upload(path):
+        if not path:
+            return "", "", gr.update(), *[gr.update() for _ in roles]
+        try:
+            dest = store_upload(path)
+            cols = file_columns(dest)
+        except (ValueError, OSError) as exc:
+            return "", f"❌ {exc}", gr.update(), *[gr.update() for _ in roles]
+        guess = guess_mapping(cols, "sharegpt" if "conversations" in cols or "messages" in cols else "alpaca")
+        updates = [gr.update(choices=cols, value=guess.get(r)) for r in roles]
+        return str(dest), f"stored `{dest.name}` · columns: {', '.join(cols)}", dest.stem.replace("-", "_"), *updates
+
+    upload.upload(_upload, [upload], [stored, up_msg, ds_name, *role_boxes.values()])
+
+    def _register(path, name, formatting, *cols):
+        mapping = {r: v for r, v in zip(role_boxes, cols) if r in COLUMN_ROLES[formatting]}
+        msg = register(path, name, formatting, mapping)
+        names_ = backend.registered_datasets()
+        ok = msg.startswith(("✅", "⚠"))
+        return msg, gr.update(choices=names_, value=name) if ok else gr.update(), gr.update(choices=names_)
+
+    reg_btn.click(_register, [stored, ds_name, fmt, *role_boxes.values()], [reg_msg, pick, form["data.datasets"]])

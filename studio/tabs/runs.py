@@ -1,0 +1,187 @@
+"""Runs tab: history table, overlay of several runs' loss curves, spec diff, resume / duplicate / stop / delete,
+TensorBoard folder and command.
+
+Light: gradio, pandas, yaml, engine.runs / events. Everything shown is rebuilt from the registry and run folders.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from engine import events as events_mod
+from studio import backend, forms, monitor
+from studio.i18n import t
+
+COLUMNS = ["id", "name", "status", "method", "model", "dataset", "started", "duration", "final loss", "peak MiB"]
+
+
+def summarize(rec: Any) -> dict:
+    """One table row from a RunRecord: spec fields, timing, last loss and peak memory from the events."""
+    try:
+        spec = yaml.safe_load(rec.spec or "") or {}
+    except yaml.YAMLError:
+        spec = {}
+    method = spec.get("method", {})
+    final_loss = peak = None
+    for ev in events_mod.read_all(Path(rec.run_dir) / "events.jsonl"):
+        p = ev.get("payload") or {}
+        if ev["type"] == "log" and isinstance(p.get("loss"), (int, float)):
+            final_loss = p["loss"]
+        for _, mem in monitor._ranks(p.get("memory")):
+            value = monitor._first(mem, "peak_mib", "allocated_mib", "rss_mib")
+            if value is not None:
+                peak = max(peak or 0, value)
+    started, ended = rec.started, rec.ended or (time.time() if rec.status == "running" else None)
+    return {
+        "id": rec.id, "name": rec.name, "status": rec.status,
+        "method": f"{method.get('stage', '')}/{method.get('finetuning', '')}".strip("/"),
+        "model": Path(str(spec.get("model", {}).get("name_or_path", ""))).name,
+        "dataset": ", ".join(spec.get("data", {}).get("datasets", []) or []),
+        "started": time.strftime("%m-%d %H:%M", time.localtime(started)) if started else "",
+        "duration": monitor.format_duration(ended - started) if started and ended else "",
+        "final loss": round(final_loss, 4) if final_loss is not None else None,
+        "peak MiB": round(peak) if peak is not None else None,
+    }
+
+
+def table() -> pd.DataFrame:
+    return pd.DataFrame([summarize(r) for r in backend.list_runs()], columns=COLUMNS)
+
+
+def overlay(run_ids: list[str], axis: str = "step") -> pd.DataFrame:
+    """Loss curves of several runs in one frame (series = run id)."""
+    frames = []
+    for rid in run_ids or []:
+        view = monitor.new_view(rid, backend.run_dir(rid))
+        monitor.read_new(view)
+        f = monitor.loss_frame(view, axis, smoothing=0)
+        frames.append(f[f["series"] == "train"].assign(series=rid))
+        ev = f[f["series"] == "eval"]
+        if not ev.empty:
+            frames.append(ev.assign(series=f"{rid} eval"))
+    return pd.concat(frames) if frames else pd.DataFrame(columns=["x", "value", "series"])
+
+
+def spec_diff(run_ids: list[str]) -> pd.DataFrame:
+    """Fields whose values differ between the chosen runs (one column per run)."""
+    flat: dict[str, dict[str, Any]] = {}
+    for rid in run_ids or []:
+        try:
+            data = yaml.safe_load(backend.engine_module("runs").get(rid).spec or "") or {}
+        except Exception:  # an unknown or deleted run: nothing to compare
+            continue
+        flat[rid] = {f.path: forms._get(data, f.path, None) for f in forms.FIELDS}
+    if len(flat) < 2:
+        return pd.DataFrame(columns=["field"])
+    rows = []
+    for f in forms.FIELDS:
+        values = [flat[r].get(f.path) for r in flat]
+        if any(v != values[0] for v in values[1:]):
+            rows.append({"field": f.path, **{r: str(v) for r, v in zip(flat, values)}})
+    return pd.DataFrame(rows, columns=["field", *flat])
+
+
+def act(action: str, run_id: str | None) -> str:
+    """resume / stop / delete one run; the registry's message on refusal."""
+    if not run_id:
+        return "select a run first"
+    runs = backend.engine_module("runs")
+    try:
+        if action == "resume":
+            return f"✅ resumed as {runs.resume(run_id)}"
+        if action == "stop":
+            runs.stop(run_id)
+            return f"stopping {run_id}"
+        if action == "delete":
+            runs.delete(run_id)
+            return f"deleted {run_id}"
+    except Exception as exc:  # RunsError: running run, unknown id, ...
+        return f"❌ {exc}"
+    return f"unknown action {action}"
+
+
+def tensorboard_info(run_id: str | None) -> str:
+    if not run_id:
+        return ""
+    try:
+        out = Path(backend.engine_module("runs").get(run_id).output_dir)
+    except Exception:
+        out = backend.run_dir(run_id)
+    folder = out / "tensorboard"
+    return f"folder: `{folder}`\n\n```\ntensorboard --logdir {shlex.quote(str(folder))} --host 127.0.0.1\n```"
+
+
+def duplicate_values(run_id: str | None) -> dict | None:
+    if not run_id:
+        return None
+    from engine import spec as spec_mod
+
+    spec = backend.engine_module("runs").duplicate(run_id)
+    data = spec_mod.spec_to_dict(spec)
+    data["output"]["run_name"] = ""
+    data["train"]["resume_from"] = None
+    return forms.spec_to_values(data)
+
+
+def build(ctx: Any) -> None:
+    import gradio as gr
+
+    texts, lang = ctx.texts, ctx.lang_value
+    with gr.Row():
+        refresh = texts.add(gr.Button(t("refresh", lang), size="sm", scale=0, min_width=100, elem_id="runs-refresh"),
+                            "refresh", "value")
+    history = texts.add(gr.Dataframe(table(), label=t("runs_table", lang), interactive=False, max_height=300,
+                                     elem_id="runs-table"), "runs_table")
+    ids = [r.id for r in backend.list_runs()]
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=360):
+            chosen = texts.add(gr.Dropdown(ids, multiselect=True, label=t("select_runs", lang),
+                                           elem_id="runs-compare"), "select_runs")
+            curves = texts.add(gr.LinePlot(x="x", y="value", color="series", label=t("loss", lang), height=260,
+                                           elem_id="runs-overlay"), "loss")
+            diff = texts.add(gr.Dataframe(label=t("spec_diff", lang), interactive=False, max_height=240,
+                                          elem_id="runs-diff"), "spec_diff")
+        with gr.Column(scale=1, min_width=280):
+            one = texts.add(gr.Dropdown(ids, label=t("run", lang), elem_id="runs-one"), "run")
+            with gr.Row():
+                resume_btn = texts.add(gr.Button(t("resume", lang), size="sm"), "resume", "value")
+                dup_btn = texts.add(gr.Button(t("duplicate", lang), size="sm", elem_id="runs-dup"), "duplicate",
+                                    "value")
+            with gr.Row():
+                stop_btn = texts.add(gr.Button(t("stop", lang), size="sm", variant="stop"), "stop", "value")
+                del_btn = texts.add(gr.Button(t("delete", lang), size="sm", variant="stop", elem_id="runs-del"),
+                                    "delete", "value")
+            confirm = texts.add(gr.Button(t("confirm_delete", lang), size="sm", variant="stop", visible=False,
+                                          elem_id="runs-del-confirm"), "confirm_delete", "value")
+            msg = gr.Markdown(elem_id="runs-msg")
+            tb = gr.Markdown(elem_id="runs-tb")
+
+    def _refresh():
+        ids_ = [r.id for r in backend.list_runs()]
+        return table(), gr.update(choices=ids_), gr.update(choices=ids_)
+
+    gr.on([refresh.click, ctx.tab.select], _refresh, None, [history, chosen, one])
+    chosen.change(lambda r: (overlay(r), spec_diff(r)), [chosen], [curves, diff])
+    one.change(tensorboard_info, [one], [tb])
+    resume_btn.click(lambda r: act("resume", r), [one], [msg]).then(_refresh, None, [history, chosen, one])
+    stop_btn.click(lambda r: act("stop", r), [one], [msg]).then(_refresh, None, [history, chosen, one])
+    del_btn.click(lambda: gr.update(visible=True), None, [confirm])
+    confirm.click(lambda r: (act("delete", r), gr.update(visible=False)), [one], [msg, confirm]).then(
+        _refresh, None, [history, chosen, one])
+
+    def _dup(run_id):
+        try:
+            values = duplicate_values(run_id)
+        except Exception as exc:
+            return [gr.update() for _ in forms.FIELDS] + [f"❌ {exc}"]
+        if values is None:
+            return [gr.update() for _ in forms.FIELDS] + ["select a run first"]
+        return [gr.update(value=values[f.path]) for f in forms.FIELDS] + [f"✅ {run_id} copied into the Train form"]
+
+    dup_btn.click(_dup, [one], [*ctx.form.values(), msg])

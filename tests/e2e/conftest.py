@@ -1,0 +1,120 @@
+"""Browser tests: a real studio server in its own process group and Debian's Chromium driven by Playwright.
+
+The server gets a free port on 127.0.0.1 and a private STUDIO_HOME (the demo is built by the studio itself on
+start, in its subprocess). Only the process group we started is killed at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, home: Path, extra_args: list[str] | None = None, env: dict | None = None):
+        self.home, self.port = home, free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log = home / "studio-server.log"
+        base = {k: v for k, v in os.environ.items() if k not in ("STUDIO_AUTH", "STUDIO_HOST", "STUDIO_PORT")}
+        env = {**base, "STUDIO_HOME": str(home), "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli", "webui", "--port", str(self.port), *(extra_args or [])],
+            cwd=ROOT, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_up(self, timeout: float = 180) -> float:
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"studio exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(self.url, timeout=2)
+                return time.time() - t0
+            except urllib.error.HTTPError:
+                return time.time() - t0  # the server answers (e.g. 401 behind auth)
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"studio did not answer in {timeout} s: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    srv = Server(tmp_path_factory.mktemp("e2e-home"))
+    try:
+        srv.wait_up()
+        yield srv
+    finally:
+        srv.stop()
+        # Runs were started by this server (detached wrappers): stop what is still alive, by its own record.
+        _stop_runs(srv.home)
+
+
+def _stop_runs(home: Path) -> None:
+    env = {**os.environ, "STUDIO_HOME": str(home)}
+    code = ("from engine import runs\nfor r in runs.list_runs():\n    if r.status in runs.ACTIVE:\n"
+            "        runs.stop(r.id, grace_s=5)\n")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, timeout=60, check=False)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = ctx.new_page()
+    pg.goto(server.url)
+    pg.wait_for_selector("#start-btn", timeout=60_000)
+    yield pg
+    ctx.close()
+
+
+@pytest.fixture
+def shots():
+    out = ROOT / "test-artifacts"
+    out.mkdir(exist_ok=True)
+    return out
+
+
+@pytest.fixture
+def fits_width():
+    """A check that the page has no horizontal scroll bar at its current viewport."""
+    return lambda page: page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")

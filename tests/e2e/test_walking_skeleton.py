@@ -1,0 +1,49 @@
+"""THE browser test (issue 2 item 8): open the page, start a run on the demo, see the loss plot draw at least two
+points and the run finish, merge with one click, see the merged path."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+def _loss_points(page) -> int:
+    """Points drawn on the loss plot: vertices of the train line (Vega SVG path 'M..L..L..')."""
+    return page.evaluate("""() => { const ps = document.querySelectorAll('#plot-loss g.mark-line path');
+        let n = 0; for (const p of ps) { const d = p.getAttribute('d') || ''; n = Math.max(n, (d.match(/[ML]/g)||[]).length); }
+        return n; }""")
+
+
+def test_train_watch_merge(page, shots, fits_width):
+    assert fits_width(page)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
+    assert "demo-tiny-llama" in page.input_value("#f-model-name-or-path input")
+    page.screenshot(path=str(shots / "train-form.png"))
+    page.click("#start-btn")
+    page.wait_for_function("document.querySelector('#action-msg').innerText.includes('Started run')", timeout=30_000)
+
+    deadline, points, status = time.time() + 240, 0, ""
+    while time.time() < deadline:
+        points = max(points, _loss_points(page))
+        status = page.inner_text("#run-status")
+        if "completed" in status or "failed" in status:
+            break
+        time.sleep(1)
+    points = max(points, _loss_points(page))
+    page.screenshot(path=str(shots / "train-finished.png"), full_page=True)
+    assert "completed" in status, status
+    assert points >= 2, f"loss plot drew {points} points"
+    assert "%" in page.inner_text("#run-progress")
+
+    page.get_by_role("tab", name="Export").click()
+    page.wait_for_selector("#export-source", timeout=10_000)
+    run_id = status.split("·")[0].strip()
+    page.click("#export-source input")
+    page.get_by_role("option", name=run_id).first.click()
+    page.wait_for_function("document.querySelector('#export-out input').value.length > 0", timeout=10_000)
+    page.click("#merge-btn")
+    page.wait_for_selector("#merged-path", timeout=180_000)
+    merged = page.inner_text("#merged-path")
+    page.screenshot(path=str(shots / "export-merged.png"))
+    assert Path(merged, "config.json").is_file(), merged
+    assert "verification" in page.inner_text("#export-result")
