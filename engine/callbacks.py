@@ -19,15 +19,15 @@ from engine.events import append_event
 
 
 def memory_snapshot() -> dict:
-    """This rank's memory in MiB: CUDA allocated/reserved/peak on GPU, process RSS always."""
+    """This rank's memory in MiB: CUDA allocated / reserved / peak (max_*) on GPU, process RSS always."""
     snap: dict = {}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         dev = torch.cuda.current_device()
         snap.update(
             allocated_mib=round(torch.cuda.memory_allocated(dev) / 2**20, 1),
             reserved_mib=round(torch.cuda.memory_reserved(dev) / 2**20, 1),
-            peak_allocated_mib=round(torch.cuda.max_memory_allocated(dev) / 2**20, 1),
-            peak_reserved_mib=round(torch.cuda.max_memory_reserved(dev) / 2**20, 1),
+            max_allocated_mib=round(torch.cuda.max_memory_allocated(dev) / 2**20, 1),
+            max_reserved_mib=round(torch.cuda.max_memory_reserved(dev) / 2**20, 1),
         )
     try:
         import psutil

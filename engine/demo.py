@@ -1,11 +1,11 @@
 """The demo workspace: a tiny Llama-shaped model, its tokenizer, the demo datasets and a ready LoRA SFT spec.
 
 Built offline in a few seconds by ``build_demo()`` (on first ``studio webui``, by ``studio demo`` and by the test
-suite). Importing this module is cheap: heavy imports live inside the functions. The weights are written with
-numpy + safetensors and the config by hand, because importing transformers' Llama classes alone costs ~6 s on a
-busy 2-core machine; the result is an ordinary ``save_pretrained``-layout folder that ``AutoModelForCausalLM``
-and ``AutoTokenizer`` load (a test proves it, with no missing or unexpected keys). The tokenizer is a byte-level
-BPE trained here on the demo texts (English + Chinese) and saved through ``PreTrainedTokenizerFast``.
+suite). Importing this module is cheap: heavy imports live inside the functions. The model is a seeded
+``LlamaForCausalLM`` written with ``save_pretrained`` and loaded like any model through ``from_pretrained``. The
+tokenizer is a byte-level BPE trained here on the demo texts (English + Chinese) and saved through
+``PreTrainedTokenizerFast``. The UI builds the demo in a subprocess (``python -m engine.demo``), so its process
+never imports transformers.
 """
 
 from __future__ import annotations
@@ -109,8 +109,6 @@ def _corpus() -> list[str]:
 
 
 def _build_model(model_dir: Path) -> None:
-    import numpy as np
-    from safetensors.numpy import save_file
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -143,43 +141,17 @@ def _build_model(model_dir: Path) -> None:
         "use_cache": True, "bos_token_id": ids["<s>"], "eos_token_id": ids["<|im_end|>"],
         "pad_token_id": ids["<pad>"], "torch_dtype": "float32",
     }
-    (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    (tmp / "generation_config.json").write_text(json.dumps({
-        "bos_token_id": ids["<s>"], "eos_token_id": ids["<|im_end|>"], "pad_token_id": ids["<pad>"],
-    }, indent=2), encoding="utf-8")
-    save_file(_init_weights(config, np.random.default_rng(SEED)), str(tmp / "model.safetensors"),
-              metadata={"format": "pt"})
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(SEED)  # a fixed demo model: same weights on every machine
+    model = LlamaForCausalLM(LlamaConfig(**{k: v for k, v in config.items() if k != "model_type"}))
+    model.generation_config = GenerationConfig(bos_token_id=ids["<s>"], eos_token_id=ids["<|im_end|>"],
+                                               pad_token_id=ids["<pad>"])
+    model.save_pretrained(str(tmp))
 
     shutil.rmtree(model_dir, ignore_errors=True)
     tmp.rename(model_dir)
-
-
-def _init_weights(cfg: dict, rng) -> dict:
-    """LlamaForCausalLM's tensors with its init: normal(0, initializer_range) for matrices, ones for RMSNorms."""
-    import numpy as np
-
-    h, inter, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
-    head_dim = h // cfg["num_attention_heads"]
-    kv = cfg["num_key_value_heads"] * head_dim
-    std = cfg["initializer_range"]
-
-    def normal(*shape):
-        return (rng.standard_normal(shape) * std).astype(np.float32)
-
-    w = {"model.embed_tokens.weight": normal(v, h)}
-    for i in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        w |= {
-            p + "self_attn.q_proj.weight": normal(h, h), p + "self_attn.k_proj.weight": normal(kv, h),
-            p + "self_attn.v_proj.weight": normal(kv, h), p + "self_attn.o_proj.weight": normal(h, h),
-            p + "mlp.gate_proj.weight": normal(inter, h), p + "mlp.up_proj.weight": normal(inter, h),
-            p + "mlp.down_proj.weight": normal(h, inter),
-            p + "input_layernorm.weight": np.ones(h, np.float32),
-            p + "post_attention_layernorm.weight": np.ones(h, np.float32),
-        }
-    w["model.norm.weight"] = np.ones(h, np.float32)
-    w["lm_head.weight"] = normal(v, h)
-    return w
 
 
 def _copy_datasets(data_dir: Path, *, force: bool) -> None:

@@ -228,6 +228,7 @@ def build_command(spec: RunSpec, run_dir: Path, hardware: Hardware | None = None
     env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env["PYTHONUNBUFFERED"] = "1"
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's numbering = NVML's, which the scheduler and sampler use
     env["TOKENIZERS_PARALLELISM"] = "false"
     env["ACCELERATE_DISABLE_RICH"] = "1"
     # One compute thread per process on CPU: two OpenMP threads on a busy machine were ~160x slower (STACK-NOTES).

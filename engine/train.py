@@ -295,7 +295,9 @@ def _write_plan(spec: RunSpec, run_dir: Path) -> None:
     try:
         from engine import plan as plan_lib
 
-        (run_dir / "plan.json").write_text(json.dumps(plan_lib.plan(spec).to_dict(), indent=2))
+        from engine.hardware import detect
+
+        (run_dir / "plan.json").write_text(json.dumps(plan_lib.plan(spec, hardware=detect()).to_dict(), indent=2))
     except Exception as exc:  # the plan is advisory: never fail a run over it
         print(f"[studio] memory plan unavailable: {exc}", flush=True)
 

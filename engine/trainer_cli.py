@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.spec import RunSpec, SpecError, check_context, load_spec, spec_warnings
+from engine.spec import RunSpec, SpecError, load_spec, spec_warnings
 
 
 def load_any_spec(path: str, accelerate_config: str | None = None) -> RunSpec:
@@ -23,10 +23,10 @@ def load_any_spec(path: str, accelerate_config: str | None = None) -> RunSpec:
         if accelerate_config:
             raise SpecError([("--accelerate-config", "LLaMA-Factory import is unavailable")], path) from None
         return load_spec(path)
-    spec = load_any(path, accelerate_config)
-    problems = check_context(spec)
-    if problems:
-        raise SpecError(problems, path)
+    notes: list[str] = []
+    spec = load_any(path, accelerate_config, notes=notes)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     return spec
 
 

@@ -48,3 +48,23 @@ def artifacts_dir() -> Path:
     path = ROOT / "test-artifacts"
     path.mkdir(exist_ok=True)
     return path
+
+
+def _cuda_available() -> bool:
+    import shutil
+
+    if not shutil.which("nvidia-smi"):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked gpu run on a CUDA machine (bench/gpu_check.sh); elsewhere they are skipped, saying why."""
+    if not any("gpu" in item.keywords for item in items) or _cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run bench/gpu_check.sh on a GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
