@@ -34,7 +34,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "presets": ("Presets", "预设"),
     "model_hint": ("Template proposed for this model", "为此模型建议的模板"),
     "plan": ("Memory plan", "显存规划"),
-    "plan_gpu_mem": ("GPU memory (GiB) to plan for", "按此显存规划 (GiB)"),
+    "plan_gpu_mem": ("GPU memory (GiB) to plan for (0: the detected GPUs)", "按此显存规划 (GiB)（0：使用检测到的 GPU）"),
     "autofit": ("Auto-fit", "自动适配"),
     "fits": ("fits", "可以放下"),
     "no_fit": ("does NOT fit", "放不下"),

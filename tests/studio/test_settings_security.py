@@ -1,0 +1,65 @@
+"""Serving safety: loopback by default, any other host needs a login, the UI process stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from studio import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_bind_loopback():
+    conf = settings.load([], env={})
+    assert (conf.host, conf.port, conf.auth) == ("127.0.0.1", 7860, None)
+
+
+def test_non_loopback_without_auth_is_refused_with_the_fix():
+    with pytest.raises(settings.SettingsError, match="--auth USER:PASS.*STUDIO_AUTH"):
+        settings.load(["--host", "0.0.0.0"], env={})
+
+
+def test_non_loopback_with_auth_from_env_or_flag():
+    assert settings.load(["--host", "0.0.0.0"], env={"STUDIO_AUTH": "ann:secret"}).auth == ("ann", "secret")
+    assert settings.load(["--host", "0.0.0.0", "--auth", "bob:pw"], env={}).auth == ("bob", "pw")
+
+
+@pytest.mark.parametrize("bad", ["nocolon", ":pw", "user:"])
+def test_malformed_auth_is_refused(bad):
+    with pytest.raises(settings.SettingsError, match="USER:PASS"):
+        settings.load(["--auth", bad], env={})
+
+
+def test_env_host_and_port():
+    conf = settings.load([], env={"STUDIO_HOST": "localhost", "STUDIO_PORT": "9000"})
+    assert (conf.host, conf.port) == ("localhost", 9000)
+    with pytest.raises(settings.SettingsError, match="STUDIO_PORT"):
+        settings.load([], env={"STUDIO_PORT": "http"})
+
+
+def test_cli_refuses_public_host_without_auth(capsys, monkeypatch):
+    from studio import app
+
+    monkeypatch.delenv("STUDIO_AUTH", raising=False)
+    assert app.cli(["--host", "0.0.0.0", "--no-demo"]) == 2
+    assert "STUDIO_AUTH" in capsys.readouterr().err
+
+
+def test_importing_the_app_loads_no_heavy_library():
+    code = ("import sys, studio.app, studio.tabs.train, studio.tabs.dashboard, studio.tabs.runs, studio.tabs.data, "
+            "studio.tabs.export, studio.tabs.chat, studio.tabs.doctor\n"
+            "heavy = [m for m in ('torch', 'transformers', 'peft', 'datasets', 'deepspeed', 'bitsandbytes') "
+            "if m in sys.modules]\nprint(heavy)\nassert not heavy, heavy\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_launch_options_turn_run_history_off():
+    from studio import app
+
+    kwargs = app.launch_kwargs(settings.Settings())
+    assert kwargs["run_history"] is False and kwargs["server_name"] == "127.0.0.1"

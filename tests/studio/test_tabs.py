@@ -1,0 +1,78 @@
+"""Handlers of the Runs, Datasets, Export and Chat tabs, without a browser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine import workspace
+from studio.tabs import data, export, runs
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd.json", "..\\..\\x.csv", "/abs/path/x.jsonl", "a/../../b.json"])
+def test_upload_names_cannot_escape(studio_home, tmp_path, name):
+    src = tmp_path / "up.json"
+    src.write_text(json.dumps([{"instruction": "hi", "output": "yo"}]))
+    dest = data.store_upload(src, name)
+    assert dest.parent == workspace.uploads_dir().resolve() and ".." not in dest.name
+
+
+def test_upload_rejects_types_and_size(studio_home, tmp_path, monkeypatch):
+    src = tmp_path / "x.exe"
+    src.write_text("x")
+    with pytest.raises(ValueError, match="upload a"):
+        data.store_upload(src)
+    big = tmp_path / "big.json"
+    big.write_text("[]" + " " * 2000)
+    monkeypatch.setattr(data, "MAX_UPLOAD_BYTES", 1000)
+    with pytest.raises(ValueError, match="upload limit"):
+        data.store_upload(big)
+
+
+def test_upload_map_register_preview(studio_home, tmp_path):
+    src = tmp_path / "mine.csv"
+    src.write_text("question,answer\nWhat is 2+2?,4\nCapital of France?,Paris\n")
+    dest = data.store_upload(src)
+    cols = data.file_columns(dest)
+    mapping = data.guess_mapping(cols, "alpaca")
+    assert mapping["prompt"] == "question" and mapping["response"] == "answer"
+    msg = data.register(str(dest), "mine_csv", "alpaca", mapping)
+    assert msg.startswith("✅"), msg
+    frame = data.preview("mine_csv")
+    assert len(frame) == 2
+    assert data.register("/etc/passwd", "x", "alpaca", {}).startswith("❌")
+
+
+def test_masked_sample_and_histogram(demo_paths):
+    html_ = data.sample_html(demo_paths["datasets"][0], demo_paths["model_dir"], "auto")
+    assert "tok-prompt" in html_ and "tok-train" in html_
+    frame, note = data.lengths(demo_paths["datasets"][0], demo_paths["model_dir"], "auto", 16)
+    assert frame["rows"].sum() > 0 and "truncated" in note and "over cutoff" in set(frame["side"])
+
+
+def test_export_paths_stay_in_workspace(studio_home):
+    with pytest.raises(ValueError, match="inside the workspace"):
+        export.inside_workspace("/etc")
+    with pytest.raises(ValueError, match="inside the workspace"):
+        export.inside_workspace("../../")
+    job, msg = export.start("/etc", "", "en")
+    assert job is None and msg.startswith("❌")
+    job, msg = export.start(str(workspace.runs_dir() / "nope"), "", "en")
+    assert job is None and msg.startswith("❌")
+
+
+def test_runs_table_and_diff_are_empty_safe(studio_home):
+    assert list(runs.table().columns) == runs.COLUMNS
+    assert runs.spec_diff([]).empty and runs.overlay([]).empty
+    assert runs.act("delete", None) == "select a run first"
+
+
+def test_chat_refuses_adapter_outside_workspace(studio_home):
+    from studio.tabs import chat
+
+    with pytest.raises(ValueError):
+        chat.adapter_for("/etc")
+    assert chat.adapter_for("") is None
+    assert Path(chat.ROOT, "engine", "chat_worker.py").is_file()
