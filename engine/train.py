@@ -209,8 +209,13 @@ def checkpoint_ok(ckpt: Path) -> bool:
     """A checkpoint is loadable when its trainer state parses and its weights/optimizer files are readable."""
     try:
         json.loads((ckpt / "trainer_state.json").read_text())
-        weights = list(ckpt.glob("*.safetensors")) + list(ckpt.glob("*.bin"))
-        if not weights:
+        # training_args.bin is in every checkpoint: it is not weights, so it must not make a weightless one pass.
+        weights = list(ckpt.glob("*.safetensors")) + [b for b in ckpt.glob("*.bin") if b.name != "training_args.bin"]
+        for index in ckpt.glob("*.index.json"):  # sharded weights: every shard the index names must be there
+            shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+            if any(not (ckpt / s).is_file() for s in shards):
+                return False
+        if not weights and not any(ckpt.glob("global_step*")):
             return False
         from safetensors import safe_open
 
