@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import fcntl
+import io
 import json
 import os
 import tempfile
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 INFO_NAME = "dataset_info.json"
+# Long documents (pretraining text) are legitimate CSV fields: allow up to 64 MiB instead of csv's 128 KiB.
+csv.field_size_limit(64 << 20)
 
 
 def read_dataset_info(dataset_dir: str | Path) -> dict:
@@ -138,7 +141,10 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
     if suffix == ".jsonl":
         return _read_jsonl(path)
     if suffix == ".json":
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+        text, problem = _decode(raw, path)
+        if problem:
+            return [], [problem]
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -152,12 +158,26 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
             return [], [DataProblem(str(path), None, None, "expected a JSON list of records")]
         return list(enumerate(data, 1)), []
     if suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as fh:
-            return list(enumerate(csv.DictReader(fh), 1)), []
+        text, problem = _decode(path.read_bytes(), path)
+        if problem:
+            return [], [problem]
+        rows: list[tuple[int, Any]] = []
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        try:
+            for row in reader:
+                rows.append((len(rows) + 1, row))
+        except csv.Error as exc:
+            return rows, [DataProblem(str(path), len(rows) + 1, None, f"not valid CSV (line {reader.line_num}): {exc}")]
+        return rows, []
     if suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        return list(enumerate(pq.read_table(path).to_pylist(), 1)), []
+        try:
+            return list(enumerate(pq.read_table(path).to_pylist(), 1)), []
+        except (pa.ArrowException, OSError) as exc:
+            return [], [DataProblem(str(path), None, None, f"not a readable Parquet file (truncated or not Parquet):"
+                                    f" {str(exc).splitlines()[0][:200]}")]
     if suffix == ".arrow":
         import pyarrow as pa
 
@@ -173,9 +193,19 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
 
 def _read_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
     rows, problems = [], []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark
+                raw = raw[3:]
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problems.append(DataProblem(str(path), lineno, None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                                            f"column {exc.start + 1}): save the file as UTF-8"))
+                if len(problems) >= 20:
+                    break
                 continue
             try:
                 rows.append((lineno, json.loads(line)))
@@ -183,6 +213,16 @@ def _read_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
                 problems.append(DataProblem(str(path), lineno, None, f"malformed JSON line (column {exc.colno}: "
                                             f"{exc.msg})"))
     return rows, problems
+
+
+def _decode(raw: bytes, path: Path) -> tuple[str, DataProblem | None]:
+    """UTF-8 text (a byte order mark is dropped), or a problem naming the line of the first undecodable byte."""
+    try:
+        return raw.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return "", DataProblem(str(path), None, None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}):"
+                               " save the file as UTF-8")
 
 
 def _read_folder(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
@@ -328,7 +368,10 @@ def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
                                        "stage pt, or map columns.response")]
     if not path.exists():
         return entry, [], [DataProblem(str(path), None, None, f"file not found (file_name of '{name}' in {info_file})")]
-    raw, problems = _read_folder(path) if path.is_dir() else _read_file(path)
+    try:
+        raw, problems = _read_folder(path) if path.is_dir() else _read_file(path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # unreadable file or folder: name it, never a traceback
+        raw, problems = [], [DataProblem(str(path), None, None, f"cannot read: {type(exc).__name__}: {exc}"[:400])]
     if not raw and not problems:
         problems.append(DataProblem(str(path), None, None, "no rows"))
     rows, seen = [], {}
