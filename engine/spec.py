@@ -589,6 +589,10 @@ def check_context(spec: RunSpec) -> list[tuple[str, str]]:
             if isinstance(layers, int) and spec.method.freeze.trainable_layers > layers:
                 errors.append(("method.freeze.trainable_layers", f"{spec.method.freeze.trainable_layers} trainable "
                                f"layers but the model has {layers}"))
+    want = spec.train.resume_from
+    if want and want != "last" and not (_user_path(want) / "trainer_state.json").is_file():
+        errors.append(("train.resume_from", f"no checkpoint at {want} (a checkpoint folder holds trainer_state.json); "
+                       "give a checkpoint-N folder or 'last'"))
     errors += _check_datasets(spec)
     return errors
 

@@ -332,6 +332,19 @@ class TestLoraTargetsNameModules:
                        method={"lora": {"targets": ["q_proj", "down_proj"]}}), context=True)
 
 
+class TestResumeFromNeedsCheckpoint:
+    def test_missing_checkpoint(self, model_dir, data_dir, tmp_path):
+        ctx_rejects(ctx(model_dir, data_dir, data={"cutoff_len": 256},
+                        train={"resume_from": str(tmp_path / "checkpoint-7")}), "train.resume_from")
+
+    def test_checkpoint_folder_and_last(self, model_dir, data_dir, tmp_path):
+        ckpt = tmp_path / "checkpoint-7"
+        ckpt.mkdir()
+        (ckpt / "trainer_state.json").write_text("{}")
+        for value in (str(ckpt), "last"):
+            parse_spec(ctx(model_dir, data_dir, data={"cutoff_len": 256}, train={"resume_from": value}), context=True)
+
+
 class TestFreezeModules:
     def test_unknown_module(self, model_dir, data_dir):
         ctx_rejects(ctx(model_dir, data_dir, data={"cutoff_len": 256},

@@ -134,3 +134,40 @@ def test_method_by_stage_trains(demo_paths, tmp_path, method, stage):
         assert any(".layers.0." in k for k in changed) and any(".layers.3." in k for k in changed)
     else:  # freeze: only the last layer learns
         assert changed and all(".layers.3." in k for k in changed), sorted(changed)
+
+
+def test_evaluation_writes_eval_events(demo_paths, tmp_path):
+    spec = demo_spec(demo_paths, data={"val_size": 0.25, "max_samples": 40},
+                     train={"max_steps": 4, "eval_steps": 2, "save_steps": 1000}, output={"report_to": ["none"]})
+    events = run_in_process(spec, tmp_path)
+    ready = next(e for e in events if e["type"] == "data_ready")["payload"]
+    assert ready["num_eval"] == 10 and ready["num_train"] == 30
+    evals = [e for e in events if e["type"] == "eval"]
+    assert [e["step"] for e in evals] == [2, 4]
+    assert all(math.isfinite(e["payload"]["eval_loss"]) for e in evals)
+
+
+class TestFailureClassification:
+    def test_causes(self):
+        import torch
+
+        from engine.dataset_registry import DataError
+        from engine.spec import SpecError
+        from engine.train import classify
+
+        assert classify(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")) == "oom"
+        assert classify(RuntimeError("NCCL error in: ProcessGroupNCCL.cpp, unhandled system error")) == "communication"
+        assert classify(RuntimeError("[../third_party/gloo/transport/tcp/pair.cc:534] Connection closed by peer")) \
+            == "communication"
+        assert classify(DataError([])) == "data"
+        assert classify(SpecError([("train.learning_rate", "bad")])) == "config"
+        assert classify(ValueError("something else")) == "other"
+
+    def test_a_failing_run_ends_with_a_classified_failed_event(self, demo_paths, tmp_path):
+        spec = demo_spec(demo_paths, train={"max_steps": 2, "resume_from": str(tmp_path / "missing-checkpoint")},
+                         output={"report_to": ["none"]})
+        rc, events = run_trainer(spec, tmp_path / "run")
+        assert rc != 0
+        failed = events[-1]
+        assert failed["type"] == "failed" and failed["payload"]["cause"] == "config"
+        assert "train.resume_from" in failed["payload"]["error"] and "Traceback" in failed["payload"]["traceback"]
