@@ -166,10 +166,11 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
             ids = ",".join(map(str, gpus))
             env.update(CUDA_VISIBLE_DEVICES=ids, HIP_VISIBLE_DEVICES=ids, ROCR_VISIBLE_DEVICES=ids)
     # Studio settings (CPU slots, metrics interval, ...) must reach the wrapper: it schedules the queue when its
-    # run ends, possibly with no studio left. They hold no secrets.
+    # run ends, possibly with no studio left. STUDIO_AUTH (the page's login) is a secret and stays behind.
     for key, value in os.environ.items():
-        if key.startswith("STUDIO_"):
+        if key.startswith("STUDIO_") and key != "STUDIO_AUTH":
             env.setdefault(key, value)
+    env.pop("STUDIO_AUTH", None)  # commands start from the studio's environment: drop the login there too
     env[MARKER] = rec.id
     env["STUDIO_HOME"] = str(workspace.home())
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
