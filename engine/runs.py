@@ -203,6 +203,9 @@ def submit(spec: RunSpec | dict | str | Path, *, name: str | None = None, tags: 
     valid, errors, _warnings = validate_spec(_as_spec_data(spec))
     if errors or valid is None:
         raise SpecError(errors or [("spec", "invalid")])
+    errors = _output_problems(valid) + _data_problems(valid)
+    if errors:
+        raise SpecError(errors)
     run_id = new_run_id()
     rdir = workspace.runs_dir() / run_id
     rdir.mkdir(parents=True, exist_ok=False)
@@ -235,6 +238,45 @@ def submit_command(argv: list[str], *, name: str | None = None, tags: list[str] 
     if start:
         schedule()
     return run_id
+
+
+# Datasets up to this size are read row by row at submit, so bad data is refused before anything is queued; larger
+# ones are checked by the trainer (engine.data), still before a model is loaded.
+SUBMIT_DATA_CHECK_BYTES = 64 << 20
+
+
+def _data_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    from engine import dataset_registry as reg
+    from engine.spec import resolve_dataset_dir
+
+    ddir = resolve_dataset_dir(spec)
+    try:
+        info = reg.read_dataset_info(ddir)
+        size = 0
+        for name in spec.data.datasets:
+            path = Path(str(info[name]["file_name"])).expanduser()
+            path = path if path.is_absolute() else ddir / path
+            size += sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+    except (OSError, ValueError, KeyError, TypeError):
+        size = 0  # validate_spec's context rules name a broken registry; the row check below names a missing file
+    if size > SUBMIT_DATA_CHECK_BYTES:
+        return []
+    return [("data.datasets", str(p)) for p in reg.check_datasets(spec.data.datasets, ddir, spec.method.stage)]
+
+
+def _output_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """An output folder that cannot be created or written is refused here, not found out by the trainer."""
+    if not spec.output.output_dir:
+        return []
+    out = _output_dir(spec, workspace.runs_dir())
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return [("output.output_dir", f"cannot create {out}: {probe} is a file, not a folder")]
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return [("output.output_dir", f"cannot write to {probe} (permission denied): choose another folder")]
+    return []
 
 
 def _output_dir(spec: RunSpec, rdir: Path) -> Path:
