@@ -428,6 +428,9 @@ def register_dataset(dataset_dir: str | Path, name: str, file_name: str, formatt
     if bad:
         raise ValueError(f"unknown column keys {', '.join(bad)} (known: {', '.join(sorted(COLUMN_KEYS))})")
     target = Path(file_name).expanduser()
+    # A relative name stays inside the dataset folder: "../.." must not reach other files through the page.
+    if not target.is_absolute() and not (ddir / target).resolve().is_relative_to(ddir.resolve()):
+        raise ValueError(f"file_name {file_name!r} leaves the dataset folder {ddir}")
     if not (target if target.is_absolute() else ddir / target).exists():
         raise ValueError(f"file not found: {target if target.is_absolute() else ddir / target}")
     entry: dict = {"file_name": str(file_name), "formatting": formatting}
