@@ -1,6 +1,6 @@
 """Live dashboard of the selected run: curves, progress with ETA, status, log tail, failure cause.
 
-Light: gradio + studio.monitor. A ``gr.Timer`` (1 s) ticks from the open page; each tick reads only the new lines of
+Light: gradio + studio.monitor. A ``gr.Timer`` (0.5 s) ticks from the open page; each tick reads only the new lines of
 the run's files from the offsets kept in this session's state. Nothing on the server depends on ticks.
 """
 
@@ -120,7 +120,8 @@ def build(ctx: Any) -> None:
         log = texts.add(gr.Textbox(label=t("log_tail", lang), lines=12, max_lines=12, elem_id="run-log",
                                    buttons=["copy"]), "log_tail")
     view = gr.State(monitor.new_view(None, None))
-    timer = gr.Timer(1.0)
+    # 0.5 s: an event lands on the page within ~1 s at p95 (ticks that find nothing new cost one small read).
+    timer = gr.Timer(0.5)
     outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure]
     timer.tick(tick, [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang], [view, *outs],
                show_progress="hidden", queue=False)

@@ -185,42 +185,42 @@ def plan_html(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -
 
 
 def render_plan(d: dict, lang: str = "en") -> str:
-    """A bar per GPU (predicted vs available) and the verdict."""
+    """The verdict, a bar per GPU of this machine (predicted peak vs its memory) and the breakdown."""
     fits = d.get("fits")
-    verdict = t("fits", lang) if fits else t("no_fit", lang)
-    rows = []
-    per_gpu = d.get("per_gpu") or d.get("gpus") or [d]
-    for i, g in enumerate(per_gpu):
-        total = _num(g, "total_gib", "gpu_mem_gib", "available_gib") or _num(d, "gpu_mem_gib", "available_gib")
-        used = _num(g, "total_gib_needed", "peak_gib", "predicted_gib", "total") or 0.0
-        frac = min(1.0, used / total) if total else 0.0
-        cls = "ok" if (not total or used <= total) else "over"
-        label = f"GPU {g.get('index', i)}: {used:.2f} GiB" + (f" / {total:.1f} GiB" if total else "")
-        rows.append(f'<div class="plan-row"><span>{html.escape(label)}</span><div class="plan-bar">'
-                    f'<div class="{cls}" style="width:{frac * 100:.0f}%"></div></div></div>')
-    parts = [f'<div class="plan"><b class="{"ok" if fits else "over"}">{html.escape(verdict)}</b>', *rows]
-    breakdown = d.get("breakdown_gib") or d.get("breakdown") or {}
-    if isinstance(breakdown, dict) and breakdown:
-        items = ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items() if isinstance(v, (int, float)))
-        parts.append(f"<small>{html.escape(items)} GiB</small>")
-    for note in d.get("notes") or d.get("suggestions") or []:
+    total, avail = d.get("total_gib") or 0.0, d.get("gpu_mem_gib")
+    verdict = (t("fits", lang) if fits else t("no_fit", lang)) if fits is not None else "no GPU memory to compare"
+    n_gpus = max(1, int((d.get("details") or {}).get("world_size") or 1))
+    frac = min(1.0, total / avail) if avail else 0.0
+    cls = "ok" if fits is not False else "over"
+    label = f"{total:.2f} GiB" + (f" / {avail:.1f} GiB" if avail else "")
+    rows = [f'<div class="plan-row"><span>GPU {i}: {html.escape(label)}</span><div class="plan-bar">'
+            f'<div class="{cls}" style="width:{frac * 100:.0f}%"></div></div></div>' for i in range(min(n_gpus, 8))]
+    parts = [f'<div class="plan" id="plan-verdict"><b class="{cls}">{html.escape(verdict)}</b>', *rows]
+    comps = d.get("components") or {}
+    if comps:
+        items = ", ".join(f"{k.replace('_', ' ')} {v / 2**20:.0f} MiB" for k, v in comps.items()
+                          if isinstance(v, (int, float)) and v)
+        parts.append(f"<small>{html.escape(items)} (peak in {html.escape(str(d.get('peak_phase', '')))})</small>")
+    for note in d.get("notes") or []:
         parts.append(f"<small>• {html.escape(str(note))}</small>")
     return "<br>".join(parts) + "</div>"
-
-
-def _num(d: dict, *keys: str) -> float | None:
-    for k in keys:
-        if isinstance(d.get(k), (int, float)):
-            return float(d[k])
-    return None
 
 
 def autofit(values: dict[str, Any], gpu_mem: float | None) -> tuple[dict[str, Any] | None, str]:
     spec, errors, _ = check(values)
     if spec is None:
         return None, "\n".join(f"{p}: {m}" for p, m in errors)
+    if not gpu_mem:
+        from engine import hardware
+
+        gpus = hardware.detect().gpus
+        if not gpus:
+            return None, "no GPU detected: enter the GPU memory (GiB) to fit for"
+        gpu_mem = min(g.memory_total_mib for g in gpus) / 1024
     try:
-        result = backend.engine_module("plan").fit(spec, gpu_mem or 80.0)
+        plan_mod = backend.engine_module("plan")
+        fit = getattr(plan_mod, "fit", None) or backend.engine_module("plan_fit").fit
+        result = fit(spec, gpu_mem or 80.0)
     except backend.Unavailable as exc:
         return None, str(exc)
     steps = "; ".join(str(s) for s in getattr(result, "steps", []) or [])

@@ -66,6 +66,12 @@ class Server:
                 self.proc.wait()
 
 
+@pytest.fixture
+def make_server():
+    """The Server class, for tests that need their own studio (another port, login, ...)."""
+    return Server
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     srv = Server(tmp_path_factory.mktemp("e2e-home"))

@@ -75,3 +75,16 @@ def test_plan_panel_renders_a_verdict(demo_paths):
     values = forms.spec_to_values(yaml.safe_load(open(demo_paths["example_spec"], encoding="utf-8")))
     out = train.plan_html(values, 24.0)
     assert "fits" in out or "NOT" in out, out
+
+
+def test_autofit_applies_the_planner_ladder(demo_paths):
+    values = forms.spec_to_values(yaml.safe_load(open(demo_paths["example_spec"], encoding="utf-8")))
+    values["train.per_device_batch_size"] = 4
+    values["data.cutoff_len"] = 2048
+    new, note = train.autofit(values, 0.55)
+    assert new is not None, note
+    assert "fit" in note
+    changed = [p for p in new if new[p] != values[p]]
+    assert changed, note  # the ladder changed at least one field (batch, checkpointing, ...)
+    none, msg = train.autofit(values, None)
+    assert none is None and "GPU memory" in msg

@@ -1,0 +1,87 @@
+"""One browser test per tab's main path, screenshots into test-artifacts/, each at 1280x800 without a horizontal
+scroll bar. Uses the session's studio server (see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+
+def _tab(page, name):
+    page.get_by_role("tab", name=name).click()
+    time.sleep(1.5)
+
+
+def test_train_form_validation_blocks_start(page, shots, fits_width):
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
+    page.click("#sec-launch >> text=Launch")  # open the launch section
+    procs = page.locator("#f-launch-num-processes input")
+    procs.fill("4")
+    procs.press("Tab")
+    page.wait_for_selector("#f-launch-num-processes.field-error", timeout=15_000)
+    assert page.is_disabled("#start-btn")
+    assert "launch.num_processes" in page.inner_text("#spec-problems")
+    page.screenshot(path=str(shots / "train-invalid.png"))
+    procs.fill("1")
+    procs.press("Tab")
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
+    assert fits_width(page)
+
+
+def test_preview_and_plan(page, shots):
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
+    page.get_by_text("Preview command").first.click()
+    page.click("#preview-btn")
+    page.wait_for_function("document.querySelector('#preview-out').innerText.includes('engine.train')",
+                           timeout=30_000)
+    page.wait_for_function("document.querySelector('#plan-panel').innerText.length > 3", timeout=30_000)
+    page.screenshot(path=str(shots / "train-preview-plan.png"))
+
+
+def test_datasets_upload_register_and_sample(page, shots, server, fits_width, tmp_path):
+    _tab(page, "Datasets")
+    page.wait_for_selector("#ds-sample .tok-train", timeout=60_000)
+    src = tmp_path / "my data.jsonl"
+    src.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "output": f"{i}"}) for i in range(20)))
+    page.set_input_files("#ds-upload input[type=file]", str(src))
+    page.wait_for_function("document.querySelector('#ds-upload-msg').innerText.includes('stored')", timeout=30_000)
+    page.fill("#ds-name input", "my_upload")
+    page.click("#ds-register")
+    page.wait_for_function("document.querySelector('#ds-register-msg').innerText.includes('registered')",
+                           timeout=30_000)
+    assert (server.home / "uploads" / "my_data.jsonl").is_file()
+    assert "my_upload" in json.loads((server.home / "data" / "dataset_info.json").read_text())
+    page.wait_for_selector("#ds-sample .tok-prompt", timeout=30_000)
+    page.screenshot(path=str(shots / "datasets.png"), full_page=True)
+    assert fits_width(page)
+
+
+def test_runs_doctor_chat_tabs_render(page, shots, fits_width):
+    _tab(page, "Runs")
+    page.wait_for_selector("#runs-table", timeout=30_000)
+    page.screenshot(path=str(shots / "runs.png"), full_page=True)
+    assert fits_width(page)
+    _tab(page, "Doctor")
+    page.click("#doctor-run")
+    page.wait_for_function("document.querySelector('#doctor-table').innerText.includes('PASS') || "
+                           "document.querySelector('#doctor-table').innerText.includes('WARN')", timeout=120_000)
+    page.screenshot(path=str(shots / "doctor.png"))
+    _tab(page, "Chat")
+    page.click("#chat-load")
+    page.wait_for_function("document.querySelector('#chat-status').innerText.includes('loaded')", timeout=180_000)
+    page.fill("#chat-prompt textarea", "Hello")
+    page.click("#chat-send")
+    page.wait_for_function("document.querySelectorAll('#chat-base .message').length >= 2", timeout=120_000)
+    page.screenshot(path=str(shots / "chat.png"))
+    page.click("#chat-unload")
+    page.wait_for_function("document.querySelector('#chat-status').innerText.includes('unloaded')", timeout=30_000)
+    assert fits_width(page)
+
+
+def test_language_switch_to_chinese(page, shots):
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="中文").click()
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=15_000)
+    assert page.get_by_role("tab", name="数据集").count() == 1
+    assert "学习率" in page.inner_text("#f-train-learning-rate")
+    page.screenshot(path=str(shots / "train-zh.png"))
