@@ -28,7 +28,6 @@ from pathlib import Path
 from engine import events, metrics, runs, scheduler
 
 PR_SET_CHILD_SUBREAPER = 36
-STRAGGLER_GRACE_S = 10.0
 
 
 def _detach() -> None:
@@ -134,7 +133,9 @@ def _end_stragglers(run_id: str, pgid: int) -> None:
     if left:
         print(f"[studio runner] launcher exited; ending {len(left)} remaining process(es) of the run", flush=True)
         scheduler.signal_all(left, signal.SIGTERM, pgid)
-        deadline = time.time() + STRAGGLER_GRACE_S
+        # accelerate's launcher dies on SIGTERM at once while the trainer under it is still saving its checkpoint:
+        # give it the same grace as a user's stop before ending it.
+        deadline = time.time() + scheduler.stop_grace_s()
         while time.time() < deadline and scheduler.run_processes(run_id, {os.getpid()}):
             _reap()
             time.sleep(0.2)

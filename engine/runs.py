@@ -423,9 +423,9 @@ def schedule() -> list[str]:
     return scheduler.schedule()
 
 
-def stop(run_id: str, grace_s: float = 20.0) -> bool:
+def stop(run_id: str, grace_s: float | None = None) -> bool:
     """Stop a run: a queued one leaves the queue; a running one gets SIGTERM (the trainer saves a checkpoint and
-    exits), SIGKILL after ``grace_s``. True when no process of the run remains."""
+    exits), SIGKILL after ``grace_s`` (default STUDIO_STOP_GRACE, 120 s). True when no process of the run remains."""
     from engine import scheduler
 
     return scheduler.stop_run(run_id, grace_s)

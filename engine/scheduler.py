@@ -234,7 +234,16 @@ def signal_all(procs: list[psutil.Process], sig: int, pgid: int | None = None) -
             pass
 
 
-def stop_run(run_id: str, grace_s: float = 20.0) -> bool:
+def stop_grace_s() -> float:
+    """How long a stopped trainer may take to save its checkpoint before SIGKILL (STUDIO_STOP_GRACE, seconds).
+    Saving a large model's checkpoint takes minutes, so the default is generous."""
+    try:
+        return max(1.0, float(os.environ.get("STUDIO_STOP_GRACE", "120")))
+    except ValueError:
+        return 120.0
+
+
+def stop_run(run_id: str, grace_s: float | None = None) -> bool:
     """SIGTERM to the run's process group and every marked process (DDP ranks live in their own sessions),
     SIGKILL after the grace period, then wait until none remains and the wrapper has recorded the end."""
     if runs.update(run_id, only_if_status=("queued",), status="stopped", ended=time.time(),
@@ -246,7 +255,7 @@ def stop_run(run_id: str, grace_s: float = 20.0) -> bool:
     runs.update(run_id, stop_requested=time.time())
     procs = run_processes(run_id)
     signal_all(procs, signal.SIGTERM, rec.pgid)
-    deadline = time.time() + grace_s
+    deadline = time.time() + (stop_grace_s() if grace_s is None else grace_s)
     while time.time() < deadline and run_processes(run_id):
         time.sleep(0.2)
     left = run_processes(run_id)
