@@ -1,0 +1,111 @@
+"""A plain LoRA SFT script, written the way a user writes one from the transformers + PEFT docs: the baseline that
+bench/throughput.py races the engine against.
+
+Heavy (torch, transformers, peft, datasets); run as a subprocess. Alpaca rows (instruction/input/output, system,
+history) -> chat messages -> the tokenizer's chat template; prompt tokens masked with -100 (only the final answer
+is trained, as most tutorials do); DataCollatorForSeq2Seq pads each batch; Trainer + LoraConfig. No packing.
+
+The one addition a user would not write is ``--timing-file``: a callback that appends (step, time, tokens seen) at
+every log, so the benchmark measures the training steps only, exactly as it does from the engine's events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True, help="alpaca-format JSON file")
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--max-samples", type=int, default=0)
+    p.add_argument("--cutoff-len", type=int, default=256)
+    p.add_argument("--max-steps", type=int, default=30)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--grad-accum", type=int, default=1)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr-scheduler", default="cosine")
+    p.add_argument("--warmup-steps", type=int, default=0)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--max-grad-norm", type=float, default=1.0)
+    p.add_argument("--lora-r", type=int, default=8)
+    p.add_argument("--lora-alpha", type=float, default=16)
+    p.add_argument("--lora-dropout", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--logging-steps", type=int, default=1)
+    p.add_argument("--save-steps", type=int, default=500)
+    p.add_argument("--report-to", default="none")
+    p.add_argument("--timing-file", default="")
+    args = p.parse_args()
+
+    from datasets import Dataset
+    from peft import LoraConfig, get_peft_model
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        DataCollatorForSeq2Seq,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+
+    with open(args.data, encoding="utf-8") as fh:
+        rows = json.load(fh)
+    if args.max_samples:
+        rows = rows[: args.max_samples]
+
+    def to_messages(row: dict) -> list[dict]:
+        messages = [{"role": "system", "content": row["system"]}] if row.get("system") else []
+        for user, assistant in row.get("history") or []:
+            messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+        prompt = row["instruction"] + ("\n" + row["input"] if row.get("input") else "")
+        return messages + [{"role": "user", "content": prompt}, {"role": "assistant", "content": row["output"]}]
+
+    def tokenize(row: dict) -> dict:
+        messages = to_messages(row)
+        prompt = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+        full = tokenizer.apply_chat_template(messages, tokenize=False)
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        input_ids = tokenizer(full, add_special_tokens=False)["input_ids"][: args.cutoff_len]
+        labels = [-100] * min(len(prompt_ids), len(input_ids)) + input_ids[len(prompt_ids):]
+        return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}
+
+    dataset = Dataset.from_list(rows).map(tokenize, remove_columns=list(rows[0].keys()))
+
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype="float32")
+    model = get_peft_model(model, LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha,
+                                             lora_dropout=args.lora_dropout, target_modules="all-linear",
+                                             task_type="CAUSAL_LM"))
+
+    class Timing(TrainerCallback):
+        def on_log(self, _args, state, control, logs=None, **kwargs):
+            if args.timing_file and logs and "loss" in logs:
+                with open(args.timing_file, "a") as fh:
+                    fh.write(json.dumps({"step": state.global_step, "ts": time.time(),
+                                         "tokens_seen": state.num_input_tokens_seen}) + "\n")
+
+    training_args = TrainingArguments(
+        output_dir=args.output_dir, max_steps=args.max_steps, per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum, learning_rate=args.lr, lr_scheduler_type=args.lr_scheduler,
+        warmup_steps=args.warmup_steps, weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm,
+        logging_steps=args.logging_steps, save_steps=args.save_steps, seed=args.seed, report_to=args.report_to,
+        use_cpu=True, include_num_input_tokens_seen="non_padding", disable_tqdm=True,
+    )
+    trainer = Trainer(model=model, args=training_args, train_dataset=dataset,
+                      data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True),
+                      processing_class=tokenizer, callbacks=[Timing()])
+    result = trainer.train()
+    trainer.save_model(args.output_dir + "/adapter")
+    print(json.dumps(result.metrics))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

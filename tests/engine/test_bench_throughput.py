@@ -1,0 +1,51 @@
+"""bench/throughput.py works end to end (--quick: engine and plain script, packing off and on, one repeat each)
+and prints its table. Not a timed assertion: the figures live in bench/results/throughput.md."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import throughput
+
+
+def test_rate_skips_warmup_and_measures_the_window():
+    points = [(1, 100.0, 50), (2, 101.0, 150), (3, 102.0, 250), (4, 104.0, 450)]
+    tok_s, tokens, seconds = throughput.rate(points, warmup=2)
+    assert (tokens, seconds) == (300, 3.0) and tok_s == 100.0
+    with pytest.raises(RuntimeError, match="too few logged steps"):
+        throughput.rate(points[:1], warmup=2)
+
+
+def test_write_section_replaces_only_that_model(tmp_path):
+    out = tmp_path / "t.md"
+    throughput.write_section(out, "demo", "## model: demo (~1M params)\n\nold demo\n")
+    throughput.write_section(out, "llama-h512-l8", "## model: llama-h512-l8 (~20M params)\n\nbig\n")
+    throughput.write_section(out, "demo", "## model: demo (~1M params)\n\nnew demo\n")
+    text = out.read_text()
+    assert "new demo" in text and "old demo" not in text and "big" in text
+    assert text.index("new demo") < text.index("big")
+
+
+@pytest.mark.slow
+def test_quick_run_prints_the_table(studio_home, tmp_path):
+    out = tmp_path / "results.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "throughput.py"), "--quick", "--out", str(out)],
+                          cwd=str(ROOT), env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                          timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for mode in ("packing off", "packing on"):
+        block = proc.stdout.split(f"### {mode}", 1)[1]
+        row = re.search(r"^\| 1 \| ([\d,]+) \| ([\d,]+) \|", block, re.MULTILINE)
+        assert row and all(int(x.replace(",", "")) > 0 for x in row.groups()), block[:800]
+        assert re.search(r"ratio engine/plain \(medians\): \*\*\d+\.\d\dx\*\*", block)
+    assert "non-padding" in proc.stdout
+    assert not out.exists()  # --quick never overwrites the committed results
