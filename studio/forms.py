@@ -49,6 +49,13 @@ class FieldInfo:
     def label_for(self, lang: str) -> str:
         return self.label_zh if lang == "zh" and self.label_zh else self.label
 
+    def help_for(self, lang: str) -> str:
+        if lang == "zh":
+            from studio.i18n_help import HELP_ZH
+
+            return HELP_ZH.get(self.path, self.help)
+        return self.help
+
 
 def _unwrap_optional(ann: Any) -> tuple[Any, bool]:
     origin = typing.get_origin(ann)
@@ -264,7 +271,7 @@ def make_widget(info: FieldInfo, value: Any, lang: str = "en", choices: list | N
     """One gradio component for one field, labelled and bounded from the spec's metadata."""
     import gradio as gr
 
-    common = {"label": info.label_for(lang), "info": info.help or None, "elem_id": widget_id(info.path),
+    common = {"label": info.label_for(lang), "info": info.help_for(lang) or None, "elem_id": widget_id(info.path),
               "elem_classes": ["spec-field"], "min_width": 160}
     if info.kind in ("bool", "optional_model"):
         return gr.Checkbox(value=bool(value), **common)

@@ -176,7 +176,7 @@ def build(ctx: Any) -> None:
         with gr.Column(scale=2, min_width=420):
             rows = texts.add(gr.Dataframe(label=t("preview_rows", lang), max_height=260, wrap=True,
                                           elem_id="ds-rows"), "preview_rows")
-            gr.Markdown(t("sample_legend", lang))
+            texts.add(gr.Markdown(t("sample_legend", lang)), "sample_legend", "value")
             sample = gr.HTML(elem_id="ds-sample")
             hist = texts.add(gr.BarPlot(x="tokens", y="rows", color="side", label=t("lengths", lang), height=220,
                                         elem_id="ds-hist"), "lengths")

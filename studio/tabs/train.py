@@ -42,15 +42,18 @@ def problems_markdown(errors: list, warnings: list, lang: str = "en") -> str:
     return "\n".join(lines)
 
 
-def field_updates(errors: list, warnings: list, flagged: dict[str, str]) -> tuple[list[Any], dict[str, str]]:
-    """One update per form widget: the message under the field it names, red frame while invalid.
+def field_updates(errors: list, warnings: list, flagged: dict[str, str],
+                  lang: str = "en") -> tuple[list[Any], dict[str, str]]:
+    """One update per form widget: the message under the field it names (before its help), red frame while invalid.
 
-    ``flagged`` is what the page shows now ({path: message}); unchanged fields get a no-op update."""
+    ``flagged`` is what the page shows now ({path: message, "": language}); unchanged fields get a no-op update,
+    and a language switch redraws every field's help."""
     import gradio as gr
 
     by_err, _ = forms.group_problems(errors)
     by_warn, _ = forms.group_problems(warnings)
-    now: dict[str, str] = {}
+    now: dict[str, str] = {"": lang}
+    relabel = flagged.get("", "en") != lang
     for path, msgs in by_err.items():
         now[path] = "❌ " + "; ".join(msgs)
     for path, msgs in by_warn.items():
@@ -58,12 +61,13 @@ def field_updates(errors: list, warnings: list, flagged: dict[str, str]) -> tupl
     updates = []
     for f in forms.FIELDS:
         msg = now.get(f.path)
-        if msg == flagged.get(f.path):
+        if msg == flagged.get(f.path) and not relabel:
             updates.append(gr.update())
             continue
         classes = ["spec-field"] + (["field-error"] if msg and msg.startswith("❌") else
                                     ["field-warning"] if msg else [])
-        updates.append(gr.update(info=f"{msg} — {f.help}" if msg else (f.help or None), elem_classes=classes))
+        help_ = f.help_for(lang)
+        updates.append(gr.update(info=f"{msg} — {help_}" if msg else (help_ or None), elem_classes=classes))
     return updates, now
 
 
@@ -73,7 +77,7 @@ def validate_form(*args: Any) -> list[Any]:
 
     *field_args, flagged, lang = args
     spec, errors, warnings = check(to_values(field_args))
-    updates, now = field_updates(errors, warnings, flagged or {})
+    updates, now = field_updates(errors, warnings, flagged or {}, lang)
     return [*updates, problems_markdown(errors, warnings, lang), gr.update(interactive=spec is not None), now]
 
 
@@ -191,7 +195,7 @@ def render_plan(d: dict, lang: str = "en") -> str:
     verdict = (t("fits", lang) if fits else t("no_fit", lang)) if fits is not None else "no GPU memory to compare"
     n_gpus = max(1, int((d.get("details") or {}).get("world_size") or 1))
     frac = min(1.0, total / avail) if avail else 0.0
-    cls = "ok" if fits is not False else "over"
+    cls = "ok" if fits else "over" if fits is False else "unknown"
     label = f"{total:.2f} GiB" + (f" / {avail:.1f} GiB" if avail else "")
     rows = [f'<div class="plan-row"><span>GPU {i}: {html.escape(label)}</span><div class="plan-bar">'
             f'<div class="{cls}" style="width:{frac * 100:.0f}%"></div></div></div>' for i in range(min(n_gpus, 8))]
@@ -252,7 +256,7 @@ def build(ctx: Any) -> None:
     texts, lang = ctx.texts, ctx.lang_value
     values = initial_values()
     with gr.Row(equal_height=False):
-        with gr.Column(scale=3, min_width=420):
+        with gr.Column(scale=3, min_width=420, elem_id="train-form"):
             widgets = forms.build_form(values, lang, picker_choices(), texts)
             template_hint = gr.Markdown(elem_id="template-hint")
         with gr.Column(scale=2, min_width=320, elem_id="train-actions"):
@@ -285,7 +289,7 @@ def build(ctx: Any) -> None:
                 prev_out = gr.Code(label=t("preview_out", lang), language="shell", elem_id="preview-out")
 
     fields = list(widgets.values())
-    flagged = gr.State({})
+    flagged = gr.State({"": lang})
     ctx.form = widgets
     ctx.start_btn = start
 

@@ -88,3 +88,22 @@ def test_autofit_applies_the_planner_ladder(demo_paths):
     assert changed, note  # the ladder changed at least one field (batch, checkpointing, ...)
     none, msg = train.autofit(values, None)
     assert none is None and "GPU memory" in msg
+
+
+def test_chinese_labels_and_help_cover_every_field():
+    from studio.i18n import STRINGS
+    from studio.i18n_help import HELP_ZH
+
+    for f in forms.FIELDS:
+        assert f.label_zh and f.label_zh != "", f.path
+        assert f.path in HELP_ZH, f"no Chinese help for {f.path}"
+    assert all(zh and zh != en or en in ("LLM Studio", "TensorBoard") for en, zh in STRINGS.values())
+
+
+def test_language_switch_redraws_help(demo_paths):
+    values = forms.spec_to_values(yaml.safe_load(open(demo_paths["example_spec"], encoding="utf-8")))
+    updates, flagged = train.field_updates([], [], {"": "en"}, "zh")
+    idx = [f.path for f in forms.FIELDS].index("train.learning_rate")
+    assert updates[idx]["info"] == "峰值学习率" and flagged[""] == "zh"
+    again, _ = train.field_updates([], [], flagged, "zh")
+    assert again[idx] == {"__type__": "update"}
