@@ -35,6 +35,16 @@ def test_train_watch_merge(page, shots, fits_width):
     assert points >= 2, f"loss plot drew {points} points"
     assert "%" in page.inner_text("#run-progress")
 
+    # A second tab (or a reload) re-attaches: it reads the run folder from offset 0 and draws the same curve.
+    other = page.context.new_page()
+    other.goto(page.url)
+    other.wait_for_selector("#run-picker input", timeout=60_000)
+    other.fill("#run-picker input", status.split("·")[0].strip())
+    other.keyboard.press("Enter")
+    other.wait_for_function("document.querySelector('#run-status').innerText.includes('completed')", timeout=30_000)
+    assert _loss_points(other) >= 2
+    other.close()
+
     page.get_by_role("tab", name="Export").click()
     page.wait_for_selector("#export-source", timeout=10_000)
     run_id = status.split("·")[0].strip()
