@@ -195,9 +195,13 @@ def table(results: dict, repeats: int) -> tuple[str, dict]:
                          f"{pl[i][1]:,} / {pl[i][2]:.2f} |")
         me, mp = statistics.median(r[0] for r in eng), statistics.median(r[0] for r in pl)
         ratios[mode] = me / mp
+        # Each engine run and the plain run right after it share the machine's load best: on a shared machine the
+        # median of those pair ratios is steadier than the ratio of the medians.
+        pairs = statistics.median(e[0] / q[0] for e, q in zip(eng, pl))
         ok = "met" if ratios[mode] >= TARGETS[mode] else "MISSED"
         lines += [f"| **median** | **{me:,.0f}** | **{mp:,.0f}** | | |", "",
-                  f"ratio engine/plain (medians): **{ratios[mode]:.2f}x** (target >= {TARGETS[mode]}x: {ok})", ""]
+                  f"ratio engine/plain (medians): **{ratios[mode]:.2f}x** (target >= {TARGETS[mode]}x: {ok}); "
+                  f"median of the per-pair ratios: {pairs:.2f}x", ""]
     return "\n".join(lines), ratios
 
 
