@@ -90,7 +90,7 @@ def latency_samples(url: str, run_dir: Path, n: int) -> list[float]:
 
 def p95(values: list[float]) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,9 +91,8 @@ def _x(row: dict, axis: str) -> float | None:
 
 def smooth(values: list[float], weight: float) -> list[float]:
     """TensorBoard-style exponential moving average with de-biasing."""
-    out, last, n = [], 0.0, 0
-    for v in values:
-        n += 1
+    out, last = [], 0.0
+    for n, v in enumerate(values, start=1):
         last = weight * last + (1 - weight) * v
         out.append(last / (1 - weight**n) if weight < 1 else v)
     return out

@@ -128,8 +128,22 @@ def sample_html(name: str, model: str, template: str) -> str:
     return f'<div class="sample-box" id="sample-render">{spans}</div>'
 
 
-def lengths(name: str, model: str, template: str, cutoff: int, limit: int = 400) -> tuple[pd.DataFrame, str]:
-    """(histogram frame, 'N rows, share over the cutoff') for up to ``limit`` rows."""
+def packing_efficiency(counts: list[int], cutoff: int) -> float:
+    """Share of packed-row positions holding real tokens, packing truncated samples first-fit-decreasing."""
+    bins: list[int] = []
+    for c in sorted((min(c, cutoff) for c in counts), reverse=True):
+        for i, used in enumerate(bins):
+            if used + c <= cutoff:
+                bins[i] += c
+                break
+        else:
+            bins.append(c)
+    return sum(bins) / (len(bins) * cutoff) if bins and cutoff else 0.0
+
+
+def lengths(name: str, model: str, template: str, cutoff: int, limit: int = 400,
+            packing: bool = False) -> tuple[pd.DataFrame, str]:
+    """(histogram frame, 'N rows, share over the cutoff[, packing efficiency]') for up to ``limit`` rows."""
     reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
     rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
     if not rows or not model or not (Path(model) / "tokenizer.json").is_file():
@@ -146,6 +160,8 @@ def lengths(name: str, model: str, template: str, cutoff: int, limit: int = 400)
     over = sum(c > cutoff for c in counts)
     note = (f"{len(counts)} rows · max {max(counts)} tokens · cutoff {cutoff} · "
             f"**{over / len(counts):.1%} truncated** ({over} rows)")
+    if packing and cutoff:
+        note += f" · packing efficiency {packing_efficiency(counts, cutoff):.0%}"
     return frame, note
 
 
@@ -184,17 +200,19 @@ def build(ctx: Any) -> None:
 
     form = ctx.form
     model, template, cutoff = form["model.name_or_path"], form["data.template"], form["data.cutoff_len"]
+    packing = form["data.packing"]
 
-    def _show(name, model_, template_, cutoff_):
+    def _show(name, model_, template_, cutoff_, packing_):
         if not name:
             return gr.skip(), "", gr.skip(), ""
         try:
-            frame, note = lengths(name, model_, template_, cutoff_)
+            frame, note = lengths(name, model_, template_, cutoff_, packing=bool(packing_))
             return preview(name), sample_html(name, model_, template_), frame, note
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
             return gr.skip(), f"<p>❌ {html.escape(str(exc))}</p>", gr.skip(), ""
 
-    gr.on([pick.change, ctx.tab.select], _show, [pick, model, template, cutoff], [rows, sample, hist, hist_note])
+    gr.on([pick.change, ctx.tab.select], _show, [pick, model, template, cutoff, packing],
+          [rows, sample, hist, hist_note])
 
     def _upload(path):
         if not path:

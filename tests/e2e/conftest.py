@@ -38,9 +38,10 @@ class Server:
         self.log = home / "studio-server.log"
         base = {k: v for k, v in os.environ.items() if k not in ("STUDIO_AUTH", "STUDIO_HOST", "STUDIO_PORT")}
         env = {**base, "STUDIO_HOME": str(home), "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", "webui", "--port", str(self.port), *(extra_args or [])],
-            cwd=ROOT, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.log, "wb") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "engine.cli", "webui", "--port", str(self.port), *(extra_args or [])],
+                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_up(self, timeout: float = 180) -> float:
         t0 = time.time()

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from engine import spec as spec_mod
 from studio import forms
 from studio.tabs import train
+
+
+def _demo_values(demo_paths) -> dict:
+    return forms.spec_to_values(yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8")))
 
 
 def test_every_leaf_field_has_metadata_and_a_path():
@@ -20,7 +26,7 @@ def test_every_leaf_field_has_metadata_and_a_path():
 
 
 def test_demo_spec_round_trips_through_widget_values(demo_paths):
-    data = yaml.safe_load(open(demo_paths["example_spec"], encoding="utf-8"))
+    data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8"))
     values = forms.spec_to_values(data)
     spec, errors, _ = train.check(values)
     assert errors == [] and spec is not None
@@ -28,7 +34,7 @@ def test_demo_spec_round_trips_through_widget_values(demo_paths):
 
 
 def test_errors_land_on_the_field_they_name(demo_paths):
-    values = forms.spec_to_values(yaml.safe_load(open(demo_paths["example_spec"], encoding="utf-8")))
+    values = _demo_values(demo_paths)
     values["launch.num_processes"] = 4  # single backend with 4 processes: a cross-field rule
     spec, errors, warnings = train.check(values)
     assert spec is None
@@ -55,7 +61,7 @@ def test_optional_values_and_lists_convert():
 
 
 def test_presets_save_load_and_refuse_traversal(demo_paths):
-    values = forms.spec_to_values(yaml.safe_load(open(demo_paths["example_spec"], encoding="utf-8")))
+    values = _demo_values(demo_paths)
     values["method.lora.rank"] = 16
     assert train.save_preset("my preset", values).startswith("✅")
     loaded, msg = train.load_preset("my preset")
@@ -66,19 +72,19 @@ def test_presets_save_load_and_refuse_traversal(demo_paths):
 
 
 def test_preview_shows_the_launch_command(demo_paths):
-    values = forms.spec_to_values(yaml.safe_load(open(demo_paths["example_spec"], encoding="utf-8")))
+    values = _demo_values(demo_paths)
     text = train.preview(values)
     assert "engine.train" in text
 
 
 def test_plan_panel_renders_a_verdict(demo_paths):
-    values = forms.spec_to_values(yaml.safe_load(open(demo_paths["example_spec"], encoding="utf-8")))
+    values = _demo_values(demo_paths)
     out = train.plan_html(values, 24.0)
     assert "fits" in out or "NOT" in out, out
 
 
 def test_autofit_applies_the_planner_ladder(demo_paths):
-    values = forms.spec_to_values(yaml.safe_load(open(demo_paths["example_spec"], encoding="utf-8")))
+    values = _demo_values(demo_paths)
     values["train.per_device_batch_size"] = 4
     values["data.cutoff_len"] = 2048
     new, note = train.autofit(values, 0.55)
@@ -101,7 +107,6 @@ def test_chinese_labels_and_help_cover_every_field():
 
 
 def test_language_switch_redraws_help(demo_paths):
-    values = forms.spec_to_values(yaml.safe_load(open(demo_paths["example_spec"], encoding="utf-8")))
     updates, flagged = train.field_updates([], [], {"": "en"}, "zh")
     idx = [f.path for f in forms.FIELDS].index("train.learning_rate")
     assert updates[idx]["info"] == "峰值学习率" and flagged[""] == "zh"

@@ -76,3 +76,31 @@ def test_chat_refuses_adapter_outside_workspace(studio_home):
         chat.adapter_for("/etc")
     assert chat.adapter_for("") is None
     assert Path(chat.ROOT, "engine", "chat_worker.py").is_file()
+
+
+def test_packing_efficiency():
+    assert data.packing_efficiency([50, 50, 100], 100) == 1.0
+    assert data.packing_efficiency([60, 60], 100) == 0.6
+    assert data.packing_efficiency([500], 100) == 1.0  # truncated to the cutoff first
+
+
+def test_overlay_and_diff_of_two_runs(studio_home, monkeypatch):
+    from types import SimpleNamespace
+
+    from engine import events
+
+    specs = {}
+    for rid, lr in (("run-a", 1e-3), ("run-b", 5e-4)):
+        rdir = workspace.runs_dir() / rid
+        rdir.mkdir(parents=True, exist_ok=True)
+        for s in (1, 2):
+            events.append_event(rdir / "events.jsonl", "log", s, loss=2.0 / s)
+        specs[rid] = f"model: {{name_or_path: m}}\ndata: {{datasets: [d]}}\ntrain: {{learning_rate: {lr}}}\n"
+    frame = runs.overlay(["run-a", "run-b"])
+    assert set(frame["series"]) == {"run-a", "run-b"} and len(frame) == 4
+
+    fake = SimpleNamespace(get=lambda rid: SimpleNamespace(spec=specs[rid]))
+    monkeypatch.setattr(runs.backend, "engine_module", lambda name: fake)
+    diff = runs.spec_diff(["run-a", "run-b"])
+    assert list(diff["field"]) == ["train.learning_rate"]
+    assert list(diff.iloc[0][["run-a", "run-b"]]) == ["0.001", "0.0005"]
