@@ -62,7 +62,8 @@ class Worker:
                 text += msg["text"]
                 yield text
             elif msg.get("type") == "done":
-                yield msg.get("text", text)
+                # A weakly trained model may end its turn at once; say so instead of showing an empty bubble.
+                yield msg.get("text", text) or "(empty reply: the model ended its turn at once)"
                 return
             else:
                 yield text + f"\n[{msg.get('error') or msg}]"
