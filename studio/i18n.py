@@ -90,6 +90,18 @@ STRINGS: dict[str, tuple[str, str]] = {
     "doctor_run": ("Run checks", "运行检查"),
     "unavailable": ("not available yet: {what}", "暂不可用：{what}"),
     "started": ("Started run {id}", "已启动运行 {id}"),
+    "st_running": ("running", "运行中"),
+    "st_waiting": ("waiting", "等待中"),
+    "st_queued": ("queued", "排队中"),
+    "st_completed": ("completed", "已完成"),
+    "st_finished": ("finished", "已结束"),
+    "st_failed": ("failed", "失败"),
+    "st_stopped": ("stopped", "已停止"),
+    "w_step": ("step", "步"),
+    "w_loss": ("loss", "损失"),
+    "w_saved": ("saved to", "保存到"),
+    "w_cause": ("cause", "原因"),
+    "w_eta": ("ETA", "预计剩余"),
     "stopping": ("Stopping {id}…", "正在停止 {id}…"),
 }
 

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from engine import events as events_mod
+from studio.i18n import STRINGS, t
 
 MAX_POINTS = 5000  # per series; older points are thinned so a long run stays cheap to draw
 
@@ -132,33 +133,45 @@ def series_frame(view: dict, key: str, axis: str = "step") -> pd.DataFrame:
 
 
 def gpu_frames(view: dict) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """(memory used per GPU over time, utilisation per GPU over time, note). Falls back to the trainer's own
-    per-rank memory (log events) when metrics.jsonl has no GPU samples (CPU runs, no NVML)."""
+    """(memory per GPU over time: used and total, utilisation per GPU over time, note).
+
+    Samples come from metrics.jsonl (engine.metrics schema). With no GPU samples the plots show the run's CPU RAM
+    and CPU load instead, and the note says why GPU metrics are missing; with no samples at all, the trainer's own
+    per-rank memory from the log events."""
     mem_rows, util_rows, note = [], [], ""
     t0 = (view.get("started") or {}).get("ts") or 0
-    for sample in view.get("metrics", []):
-        ts = sample.get("ts", 0) - t0
+    samples = view.get("metrics", [])
+    has_gpu = any(sample.get("gpus") for sample in samples)
+    for sample in samples:
+        ts = (sample.get("ts") or 0) - t0
+        note = note or str(sample.get("gpu_note") or sample.get("gpu_error") or "")
+        if not has_gpu:
+            if _first(sample, "rss_mib") is not None:
+                mem_rows.append({"t": ts, "MiB": sample["rss_mib"], "series": "CPU RAM (run)"})
+            if _first(sample, "cpu_pct") is not None:
+                util_rows.append({"t": ts, "percent": sample["cpu_pct"], "series": "CPU"})
+            continue
         for i, gpu in enumerate(sample.get("gpus") or []):
             name = f"GPU {gpu.get('index', i)}"
-            used = _first(gpu, "memory_used_mib", "mem_used_mib", "used_mib")
-            total = _first(gpu, "memory_total_mib", "mem_total_mib", "total_mib")
-            util = _first(gpu, "utilization", "util", "gpu_util")
+            used = _first(gpu, "memory_used_mib", "mem_used_mib")
+            total = _first(gpu, "memory_total_mib", "mem_total_mib")
+            util = _first(gpu, "utilization_pct", "utilization", "util")
             if used is not None:
                 mem_rows.append({"t": ts, "MiB": used, "series": f"{name} used"})
             if total is not None:
                 mem_rows.append({"t": ts, "MiB": total, "series": f"{name} total"})
             if util is not None:
                 util_rows.append({"t": ts, "percent": util, "series": name})
-        if not sample.get("gpus") and sample.get("gpu_error") and not note:
-            note = f"GPU metrics unavailable: {sample['gpu_error']}"
-    if not mem_rows:
+    if not samples:
         for r in view.get("logs", []):
             for rank, mem in _ranks(r.get("memory")):
                 used = _first(mem, "allocated_mib", "peak_mib", "rss_mib")
                 if used is not None:
                     mem_rows.append({"t": (r.get("ts") or 0) - t0, "MiB": used, "series": f"rank {rank}"})
-        if mem_rows and not note:
+        if mem_rows:
             note = "GPU metrics unavailable: showing the trainer's per-rank memory"
+    elif not has_gpu:
+        note = (note or "GPU metrics unavailable") + " (showing the run's CPU RAM and load)"
     return (pd.DataFrame(mem_rows, columns=["t", "MiB", "series"]),
             pd.DataFrame(util_rows, columns=["t", "percent", "series"]), note)
 
@@ -182,7 +195,7 @@ def _first(d: dict, *keys: str) -> float | None:
 
 
 # ----------------------------------------------------------------------------------------------- text
-def progress_html(view: dict) -> str:
+def progress_html(view: dict, lang: str = "en") -> str:
     last_log = view["logs"][-1] if view.get("logs") else {}
     frac = last_log.get("progress")
     started = view.get("started") or {}
@@ -194,8 +207,8 @@ def progress_html(view: dict) -> str:
         frac = 1.0
     frac = max(0.0, min(1.0, float(frac or 0.0)))
     eta = last_log.get("eta_seconds")
-    eta_text = f" · ETA {format_duration(eta)}" if eta is not None and frac < 1 else ""
-    steps = f" · step {step}/{total}" if step is not None and total else ""
+    eta_text = f" · {t('w_eta', lang)} {format_duration(eta)}" if eta is not None and frac < 1 else ""
+    steps = f" · {t('w_step', lang)} {step}/{total}" if step is not None and total else ""
     return (f'<div class="studio-progress"><div class="bar" style="width:{frac * 100:.1f}%"></div></div>'
             f'<div class="studio-progress-text">{frac * 100:.0f}%{steps}{eta_text}</div>')
 
@@ -209,25 +222,25 @@ def format_duration(seconds: Any) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def status_line(view: dict, status: str = "") -> str:
+def status_line(view: dict, status: str = "", lang: str = "en") -> str:
     """One line: status, last step and loss, speed; a failed run says why."""
     term = view.get("terminal") or {}
     payload = term.get("payload") or {}
     last_log = view["logs"][-1] if view.get("logs") else {}
-    parts = [f"**{view.get('run_id') or '–'}**", status or (term.get("type") or ("running" if view.get("started")
-                                                                                   else "waiting"))]
+    status = status or term.get("type") or ("running" if view.get("started") else "waiting")
+    parts = [f"**{view.get('run_id') or '–'}**", t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status]
     if last_log:
-        parts.append(f"step {last_log.get('step')}")
+        parts.append(f"{t('w_step', lang)} {last_log.get('step')}")
         if isinstance(last_log.get("loss"), (int, float)):
-            parts.append(f"loss {last_log['loss']:.4f}")
+            parts.append(f"{t('w_loss', lang)} {last_log['loss']:.4f}")
         if isinstance(last_log.get("tokens_per_second"), (int, float)):
             parts.append(f"{last_log['tokens_per_second']:.0f} tok/s")
     if term.get("type") == "finished":
         where = payload.get("adapter_dir") or payload.get("model_dir")
         if where:
-            parts.append(f"saved to `{where}`")
+            parts.append(f"{t('w_saved', lang)} `{where}`")
     if term.get("type") == "failed":
-        parts.append(f"cause: **{payload.get('cause', 'other')}**: {payload.get('error', '')}")
+        parts.append(f"{t('w_cause', lang)}: **{payload.get('cause', 'other')}**: {payload.get('error', '')}")
     if term.get("type") == "stopped":
         parts.append(f"stopped ({payload.get('reason', '')})")
     return " · ".join(str(p) for p in parts if p)

@@ -39,7 +39,7 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
     x_title = {"step": "step", "epoch": "epoch", "tokens": "tokens seen"}[axis]
     loss = monitor.loss_frame(view, axis, float(smoothing or 0), bool(log_scale))
     mem, util, note = monitor.gpu_frames(view)
-    status = monitor.status_line(view, view.get("status_seen") or run_status(view.get("run_id")))
+    status = monitor.status_line(view, view.get("status_seen") or run_status(view.get("run_id")), lang)
     if note:
         status += f"  \n<small>{note}</small>"
     failure = monitor.failure_text(view)
@@ -49,7 +49,7 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
         gr.update(value=monitor.series_frame(view, "grad_norm", axis), x_title=x_title),
         gr.update(value=monitor.series_frame(view, "tokens_per_second", axis), x_title=x_title),
         mem, util,
-        monitor.progress_html(view),
+        monitor.progress_html(view, lang),
         status if view.get("run_id") else t("no_run", lang),
         monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",
         gr.update(value=failure, visible=bool(failure)),
@@ -125,7 +125,7 @@ def build(ctx: Any) -> None:
     outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure]
     timer.tick(tick, [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang], [view, *outs],
                show_progress="hidden", queue=False)
-    gr.on([axis.change, smoothing.release, log_scale.change], redraw, [view, axis, smoothing, log_scale, ctx.lang],
+    gr.on([axis.change, smoothing.release, log_scale.change, ctx.lang.change], redraw, [view, axis, smoothing, log_scale, ctx.lang],
           outs, show_progress="hidden", queue=False)
     log.change(None, [log], None, js=SCROLL_JS)
     ctx.timer = timer

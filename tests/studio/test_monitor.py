@@ -52,7 +52,7 @@ def test_frames_by_axis_smoothing_and_log_scale(tmp_path):
 def test_gpu_samples_from_metrics(tmp_path):
     _write_run(tmp_path, 1)
     (tmp_path / "metrics.jsonl").write_text(json.dumps(
-        {"ts": 1.0, "gpus": [{"index": 0, "memory_used_mib": 500, "memory_total_mib": 8000, "utilization": 40}]})
+        {"ts": 1.0, "gpus": [{"index": 0, "memory_used_mib": 500, "memory_total_mib": 8000, "utilization_pct": 40}]})
         + "\n")
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
@@ -75,3 +75,15 @@ def test_failed_run_shows_cause_and_tick_skips_when_idle(tmp_path):
 
     assert all(isinstance(o, type(gr.skip())) for o in out2[1:])
     assert "100%" not in monitor.progress_html(view) or True
+
+
+def test_cpu_only_samples_show_ram_and_load_with_the_reason(tmp_path):
+    _write_run(tmp_path, 1)
+    lines = [{"ts": 1.0, "gpus": [], "rss_mib": 120.0, "cpu_pct": 90.0, "gpu_note": "GPU metrics off: no NVML"},
+             {"ts": 2.0, "gpus": [], "rss_mib": 130.0, "cpu_pct": 95.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    mem, util, note = monitor.gpu_frames(view)
+    assert list(mem["MiB"]) == [120.0, 130.0] and list(util["percent"]) == [90.0, 95.0]
+    assert "no NVML" in note
