@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 
 def test_public_host_without_auth_is_refused(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "STUDIO_AUTH"}

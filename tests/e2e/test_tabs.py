@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a real server and browser
+
 
 def _tab(page, name):
     page.get_by_role("tab", name=name).click()

@@ -6,6 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a real server and browser
+
 
 def _loss_points(page) -> int:
     """Points drawn on the loss plot: vertices of the train line (Vega SVG path 'M..L..L..')."""
