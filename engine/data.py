@@ -8,9 +8,12 @@ Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistan
 trained; conversation rows become their joined text), dpo (string prompt/chosen/rejected columns for TRL's
 DPOTrainer, which tokenises them itself; collator None).
 
-Packing is padding-free: transformers' DataCollatorWithFlattening concatenates a batch into one row with
-position_ids restarting per sample, and transformers builds a block-diagonal mask from them for sdpa/flash
-attention, so no token attends across samples (tests/engine/test_data.py proves equal per-sample logits).
+Packing puts several samples into each row, up to the cutoff length (best-fit decreasing), so a step carries
+many short samples instead of a few padded ones. Rows keep position_ids that restart per sample and the first
+label of every sample is -100 (never predicted from the previous sample's last token). The collator joins a
+batch's rows into one padding-free sequence; transformers builds a block-diagonal mask from the position_ids for
+sdpa/flash attention, so no token attends across samples (tests/engine/test_data.py proves equal per-sample
+logits and loss).
 """
 
 from __future__ import annotations
@@ -201,28 +204,79 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
         stats["total_tokens"] = int(sum(lengths))
         stats["trainable_tokens"] = int(sum(sum(1 for t in lab if t != IGNORE) for lab in dataset["labels"]))
         collator = packing_collator() if d.packing else PadCollator(_pad_id(tokenizer))
-    log(f"data: {stats['num_train']} train / {stats['num_eval']} eval samples, {stats['truncated']} truncated at "
-        f"{d.cutoff_len} tokens" + (", packing on" if d.packing else ""))
+        if d.packing:
+            stats["num_samples"] = len(dataset)
+            dataset = pack_rows(dataset, d.cutoff_len)
+            if eval_dataset is not None:
+                eval_dataset = pack_rows(eval_dataset, d.cutoff_len)
+            stats |= {"num_train": len(dataset), "num_eval": len(eval_dataset) if eval_dataset is not None else 0,
+                      "packing_efficiency": round(stats["total_tokens"] / max(1, len(dataset) * d.cutoff_len), 4)}
+    log(f"data: {stats['num_train']} train / {stats['num_eval']} eval " + ("rows" if d.packing else "samples") +
+        f", {stats['truncated']} truncated at {d.cutoff_len} tokens" +
+        (f", {stats['num_samples']} samples packed ({stats['packing_efficiency']:.0%} full)" if d.packing else ""))
     return TrainData(dataset, eval_dataset, collator, stats)
 
 
-class PackingCollator:
-    """Padding-free packing: one row per batch, position_ids restart per sample, labels separated by -100.
+def pack_rows(dataset, capacity: int):
+    """Samples -> rows of at most ``capacity`` tokens (best-fit decreasing, deterministic). Each row holds
+    input_ids, labels (first label of every sample -100) and position_ids restarting at every sample."""
+    import bisect
 
-    transformers builds the block-diagonal mask from position_ids only when there is no attention_mask and no
-    KV cache; a Llama forward creates a cache whenever use_cache is on (the config default), and then samples
-    silently attend across each other. So every batch carries ``use_cache=False`` into the model's forward.
+    from datasets import Dataset
+
+    ids_col, labels_col = dataset["input_ids"], dataset["labels"]
+    order = sorted(range(len(ids_col)), key=lambda i: (-len(ids_col[i]), i))
+    bins: list[list[int]] = []
+    free: list[tuple[int, int]] = []  # (remaining capacity, bin index), sorted: best fit = first with room
+    for i in order:
+        n = len(ids_col[i])
+        at = bisect.bisect_left(free, (n, -1))
+        if at < len(free):
+            room, b = free.pop(at)
+        else:
+            room, b = capacity, len(bins)
+            bins.append([])
+        bins[b].append(i)
+        bisect.insort(free, (room - n, b))
+    rows: dict[str, list] = {"input_ids": [], "labels": [], "position_ids": []}
+    for members in bins:
+        ids, labels, pos = [], [], []
+        for i in members:
+            ids += ids_col[i]
+            labels += [IGNORE] + list(labels_col[i][1:])
+            pos += range(len(ids_col[i]))
+        rows["input_ids"].append(ids)
+        rows["labels"].append(labels)
+        rows["position_ids"].append(pos)
+    return Dataset.from_dict(rows)
+
+
+class PackingCollator:
+    """Padding-free batches: the rows of a batch joined into one sequence, position_ids restarting per sample.
+
+    Rows from ``pack_rows`` carry their own position_ids and boundary labels; a plain sample gets them here. No
+    attention_mask, so transformers derives the block-diagonal mask from position_ids. It does so only without a
+    KV cache; a Llama forward creates one whenever use_cache is on (the config default), and then samples silently
+    attend across each other. So every batch carries ``use_cache=False`` into the model's forward.
     """
 
-    def __init__(self):
-        from transformers import DataCollatorWithFlattening
-
-        self.flatten = DataCollatorWithFlattening(return_position_ids=True, separator_id=IGNORE)
-
     def __call__(self, features: list[dict]) -> dict:
-        batch = dict(self.flatten([{"input_ids": f["input_ids"], "labels": f["labels"]} for f in features]))
-        batch["use_cache"] = False
-        return batch
+        import torch
+
+        ids: list[int] = []
+        labels: list[int] = []
+        pos: list[int] = []
+        for f in features:
+            n = len(f["input_ids"])
+            ids += f["input_ids"]
+            if "position_ids" in f:
+                labels += f["labels"]
+                pos += f["position_ids"]
+            else:
+                labels += [IGNORE] + list(f["labels"][1:])
+                pos += range(n)
+        return {"input_ids": torch.tensor([ids]), "labels": torch.tensor([labels]),
+                "position_ids": torch.tensor([pos]), "use_cache": False}
 
 
 def packing_collator() -> PackingCollator:

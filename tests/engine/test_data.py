@@ -95,30 +95,50 @@ def test_pad_collator_pads_labels_with_ignore(demo_paths, tok):
     assert (batch["labels"][short, min(lens):] == -100).all()
 
 
+def _segments(row: dict) -> list[tuple[list[int], list[int]]]:
+    """Split a packed row back into (input_ids, labels) per sample, at each position_ids restart."""
+    starts = [i for i, p in enumerate(row["position_ids"]) if p == 0] + [len(row["input_ids"])]
+    return [(row["input_ids"][a:b], row["labels"][a:b]) for a, b in zip(starts, starts[1:])]
+
+
+def test_packing_fills_rows_and_keeps_every_sample(demo_paths, tok):
+    plain = build(make_spec(demo_paths, max_samples=40, cutoff_len=256), tok)
+    packed = build(make_spec(demo_paths, max_samples=40, cutoff_len=256, packing=True), tok)
+    rows = [packed.train_dataset[i] for i in range(len(packed.train_dataset))]
+    assert len(rows) < len(plain.train_dataset) and all(len(r["input_ids"]) <= 256 for r in rows)
+    assert packed.stats["num_samples"] == len(plain.train_dataset) == 40 and packed.stats["num_train"] == len(rows)
+    assert 0 < packed.stats["packing_efficiency"] <= 1
+    want = sorted((s["input_ids"], [-100] + s["labels"][1:]) for s in plain.train_dataset)
+    got = sorted(seg for r in rows for seg in _segments(r))
+    assert got == want  # every sample exactly once, its first label never predicted across the boundary
+
+
 def test_packed_batch_equals_samples_run_separately(demo_paths, tok):
     """No attention across packed samples: per-sample logits and loss match running each alone."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    data = build(make_spec(demo_paths, max_samples=3, packing=True), tok)
-    feats = [data.train_dataset[i] for i in range(3)]
-    batch = data.data_collator(feats)
+    data = build(make_spec(demo_paths, max_samples=6, cutoff_len=128, packing=True), tok)
+    rows = [data.train_dataset[i] for i in range(len(data.train_dataset))][:2]
+    batch = data.data_collator(rows)
     assert batch["input_ids"].shape[0] == 1 and "position_ids" in batch and "attention_mask" not in batch
     assert batch["use_cache"] is False  # with a KV cache transformers ignores the packed position_ids
+    samples = [seg for r in rows for seg in _segments(r)]
+    assert len(samples) > len(rows)  # rows really hold several samples
     model = AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"], attn_implementation="sdpa").eval()
     with torch.no_grad():
         packed = model(**{k: v for k, v in batch.items() if k != "labels"}).logits[0]
         start = 0
-        for f in feats:
-            n = len(f["input_ids"])
-            alone = model(input_ids=torch.tensor([f["input_ids"]])).logits[0]
+        for ids, _ in samples:
+            n = len(ids)
+            alone = model(input_ids=torch.tensor([ids])).logits[0]
             torch.testing.assert_close(packed[start:start + n], alone, atol=1e-4, rtol=1e-4)
             start += n
         # and the packed loss is the mean over the same trained tokens as the separate runs
         loss = model(**batch).loss
-        total = sum(model(input_ids=torch.tensor([f["input_ids"]]), labels=torch.tensor([f["labels"]])).loss
-                    * (sum(1 for t in f["labels"][1:] if t != -100)) for f in feats)
-        count = sum(sum(1 for t in f["labels"][1:] if t != -100) for f in feats)
+        total = sum(model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss
+                    * (sum(1 for t in labels[1:] if t != -100)) for ids, labels in samples)
+        count = sum(sum(1 for t in labels[1:] if t != -100) for _, labels in samples)
     torch.testing.assert_close(loss, total / count, atol=1e-4, rtol=1e-4)
 
 

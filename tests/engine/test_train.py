@@ -171,3 +171,16 @@ class TestFailureClassification:
         failed = events[-1]
         assert failed["type"] == "failed" and failed["payload"]["cause"] == "config"
         assert "train.resume_from" in failed["payload"]["error"] and "Traceback" in failed["payload"]["traceback"]
+
+
+@pytest.mark.parametrize("stage", ["sft", "pt"])
+def test_packed_run_trains(demo_paths, tmp_path, stage):
+    spec = demo_spec(demo_paths, method={"stage": stage}, data={"datasets": [STAGES[stage]], "packing": True,
+                                                                "max_samples": 60, "cutoff_len": 256},
+                     train={"max_steps": 3, "save_steps": 1000}, output={"report_to": ["none"]})
+    events = run_in_process(spec, tmp_path)
+    ready = next(e for e in events if e["type"] == "data_ready")["payload"]
+    assert ready["packed"] and ready["num_samples"] == 60 and ready["num_train"] < 60
+    logs = [e["payload"] for e in events if e["type"] == "log"]
+    assert events[-1]["type"] == "finished" and len(logs) == 3 and all(math.isfinite(p["loss"]) for p in logs)
+    assert all(p["tokens_per_second"] > 0 for p in logs)
