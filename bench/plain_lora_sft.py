@@ -74,33 +74,60 @@ def main() -> int:
         full = tokenizer.apply_chat_template(messages, tokenize=False)
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         input_ids = tokenizer(full, add_special_tokens=False)["input_ids"][: args.cutoff_len]
-        labels = [-100] * min(len(prompt_ids), len(input_ids)) + input_ids[len(prompt_ids):]
+        labels = [-100] * min(len(prompt_ids), len(input_ids)) + input_ids[len(prompt_ids) :]
         return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}
 
     dataset = Dataset.from_list(rows).map(tokenize, remove_columns=list(rows[0].keys()))
 
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype="float32")
-    model = get_peft_model(model, LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha,
-                                             lora_dropout=args.lora_dropout, target_modules="all-linear",
-                                             task_type="CAUSAL_LM"))
+    model = get_peft_model(
+        model,
+        LoraConfig(
+            r=args.lora_r,
+            lora_alpha=args.lora_alpha,
+            lora_dropout=args.lora_dropout,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        ),
+    )
 
     class Timing(TrainerCallback):
         def on_log(self, _args, state, control, logs=None, **kwargs):
             if args.timing_file and logs and "loss" in logs:
                 with open(args.timing_file, "a") as fh:
-                    fh.write(json.dumps({"step": state.global_step, "ts": time.time(),
-                                         "tokens_seen": state.num_input_tokens_seen}) + "\n")
+                    fh.write(
+                        json.dumps(
+                            {"step": state.global_step, "ts": time.time(), "tokens_seen": state.num_input_tokens_seen}
+                        )
+                        + "\n"
+                    )
 
     training_args = TrainingArguments(
-        output_dir=args.output_dir, max_steps=args.max_steps, per_device_train_batch_size=args.batch_size,
-        gradient_accumulation_steps=args.grad_accum, learning_rate=args.lr, lr_scheduler_type=args.lr_scheduler,
-        warmup_steps=args.warmup_steps, weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm,
-        logging_steps=args.logging_steps, save_steps=args.save_steps, seed=args.seed, report_to=args.report_to,
-        use_cpu=True, include_num_input_tokens_seen="non_padding", disable_tqdm=True,
+        output_dir=args.output_dir,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum,
+        learning_rate=args.lr,
+        lr_scheduler_type=args.lr_scheduler,
+        warmup_steps=args.warmup_steps,
+        weight_decay=args.weight_decay,
+        max_grad_norm=args.max_grad_norm,
+        logging_steps=args.logging_steps,
+        save_steps=args.save_steps,
+        seed=args.seed,
+        report_to=args.report_to,
+        use_cpu=True,
+        include_num_input_tokens_seen="non_padding",
+        disable_tqdm=True,
     )
-    trainer = Trainer(model=model, args=training_args, train_dataset=dataset,
-                      data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True),
-                      processing_class=tokenizer, callbacks=[Timing()])
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=dataset,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True),
+        processing_class=tokenizer,
+        callbacks=[Timing()],
+    )
     result = trainer.train()
     trainer.save_model(args.output_dir + "/adapter")
     print(json.dumps(result.metrics))

@@ -21,9 +21,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1280, "intermediate_size": 3584,
-          "num_hidden_layers": 24, "num_attention_heads": 10, "num_key_value_heads": 2, "vocab_size": 32000,
-          "max_position_embeddings": 4096, "tie_word_embeddings": False, "rms_norm_eps": 1e-6, "torch_dtype": "bfloat16"}
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 1280,
+    "intermediate_size": 3584,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 10,
+    "num_key_value_heads": 2,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+    "rms_norm_eps": 1e-6,
+    "torch_dtype": "bfloat16",
+}
 
 MATRIX = [  # (name, method dict, batch, seq, gradient checkpointing)
     ("full b1 s512", {"finetuning": "full"}, 1, 512, False),
@@ -33,12 +44,30 @@ MATRIX = [  # (name, method dict, batch, seq, gradient checkpointing)
     ("lora-all r16 b1 s512", {"finetuning": "lora", "lora": {"rank": 16}}, 1, 512, False),
     ("lora-all r16 b4 s1024", {"finetuning": "lora", "lora": {"rank": 16}}, 4, 1024, False),
     ("lora-all r64 b4 s2048 ckpt", {"finetuning": "lora", "lora": {"rank": 64}}, 4, 2048, True),
-    ("lora-qv r8 b8 s512", {"finetuning": "lora", "lora": {"rank": 8, "targets": ["q_proj", "v_proj"]}}, 8, 512, False),
+    (
+        "lora-qv r8 b8 s512",
+        {"finetuning": "lora", "lora": {"rank": 8, "targets": ["q_proj", "v_proj"]}},
+        8,
+        512,
+        False,
+    ),
     ("dora r16 b2 s1024", {"finetuning": "lora", "lora": {"rank": 16, "use_dora": True}}, 2, 1024, False),
     ("qlora r16 b1 s512", {"finetuning": "lora", "lora": {"rank": 16}, "quantization": {"bits": 4}}, 1, 512, False),
     ("qlora r16 b4 s1024", {"finetuning": "lora", "lora": {"rank": 16}, "quantization": {"bits": 4}}, 4, 1024, False),
-    ("qlora r64 b4 s2048 ckpt", {"finetuning": "lora", "lora": {"rank": 64}, "quantization": {"bits": 4}}, 4, 2048, True),
-    ("qlora-8bit r16 b2 s1024", {"finetuning": "lora", "lora": {"rank": 16}, "quantization": {"bits": 8}}, 2, 1024, False),
+    (
+        "qlora r64 b4 s2048 ckpt",
+        {"finetuning": "lora", "lora": {"rank": 64}, "quantization": {"bits": 4}},
+        4,
+        2048,
+        True,
+    ),
+    (
+        "qlora-8bit r16 b2 s1024",
+        {"finetuning": "lora", "lora": {"rank": 16}, "quantization": {"bits": 8}},
+        2,
+        1024,
+        False,
+    ),
     ("freeze last4 b2 s1024", {"finetuning": "freeze", "freeze": {"trainable_layers": 4}}, 2, 1024, False),
 ]
 
@@ -46,10 +75,21 @@ MATRIX = [  # (name, method dict, batch, seq, gradient checkpointing)
 def spec_for(model_dir: str, method: dict, batch: int, seq: int, ckpt: bool):
     from engine.spec import parse_spec
 
-    return parse_spec({"model": {"name_or_path": model_dir}, "data": {"datasets": ["calib"], "cutoff_len": seq},
-                       "method": method, "launch": {"device": "cuda"},
-                       "train": {"per_device_batch_size": batch, "gradient_accumulation": 2, "precision": "bf16",
-                                 "gradient_checkpointing": ckpt, "max_steps": 3}})
+    return parse_spec(
+        {
+            "model": {"name_or_path": model_dir},
+            "data": {"datasets": ["calib"], "cutoff_len": seq},
+            "method": method,
+            "launch": {"device": "cuda"},
+            "train": {
+                "per_device_batch_size": batch,
+                "gradient_accumulation": 2,
+                "precision": "bf16",
+                "gradient_checkpointing": ckpt,
+                "max_steps": 3,
+            },
+        }
+    )
 
 
 def build_model(model_dir: Path) -> None:
@@ -80,7 +120,9 @@ def measure(spec_json: str) -> dict:
     t = spec.train
     for _ in range(t.max_steps):
         for _ in range(t.gradient_accumulation):
-            ids = torch.randint(0, CONFIG["vocab_size"], (t.per_device_batch_size, spec.data.cutoff_len), device="cuda")
+            ids = torch.randint(
+                0, CONFIG["vocab_size"], (t.per_device_batch_size, spec.data.cutoff_len), device="cuda"
+            )
             mask = torch.ones_like(ids)
             mask[0, -8:] = 0  # a padded row: transformers then passes a mask (as with real batches)
             with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -119,21 +161,38 @@ def main() -> int:
         for name, method, batch, seq, ckpt in MATRIX[:4] if args.quick else MATRIX:
             spec = spec_for(str(model_dir), method, batch, seq, ckpt)
             pred = plan(spec, gpu_mem_gib=torch.cuda.get_device_properties(0).total_memory / 2**30)
-            r = subprocess.run([sys.executable, __file__, "--measure", json.dumps(spec_to_dict(spec))],
-                               capture_output=True, text=True, timeout=900, check=False, cwd=str(ROOT),
-                               env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            r = subprocess.run(
+                [sys.executable, __file__, "--measure", json.dumps(spec_to_dict(spec))],
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+                cwd=str(ROOT),
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
             line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
             if line is None:
-                rows.append((name, pred.allocated_bytes, None, None, (r.stderr.strip().splitlines() or ["?"])[-1][:80]))
+                rows.append(
+                    (name, pred.allocated_bytes, None, None, (r.stderr.strip().splitlines() or ["?"])[-1][:80])
+                )
             else:
                 m = json.loads(line[7:])
                 rows.append((name, pred.allocated_bytes, m["allocated"], m["reserved"], pred.peak_phase))
             print(_fmt(rows[-1]), flush=True)
     out = ROOT / "bench" / "results" / "plan_calibration.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    head = ["| config | predicted MiB | measured alloc MiB | reserved MiB | error % | note |", "|---|---|---|---|---|---|"]
-    out.write_text("\n".join([f"# Plan calibration on {torch.cuda.get_device_name(0)}", "",
-                              f"model: {json.dumps(CONFIG)}", ""] + head + [_fmt(r) for r in rows]) + "\n")
+    head = [
+        "| config | predicted MiB | measured alloc MiB | reserved MiB | error % | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    out.write_text(
+        "\n".join(
+            [f"# Plan calibration on {torch.cuda.get_device_name(0)}", "", f"model: {json.dumps(CONFIG)}", ""]
+            + head
+            + [_fmt(r) for r in rows]
+        )
+        + "\n"
+    )
     errs = [abs(_err(r)) for r in rows if _err(r) is not None]
     print(f"wrote {out}; max |error| {max(errs, default=float('nan')):.1f}% (target 10%)")
     return 0 if errs and max(errs) <= 10 and len(errs) == len(rows) else 1
@@ -147,8 +206,10 @@ def _fmt(row) -> str:
     name, pred, alloc, res, note = row
     e = _err(row)
     mib = 2**20
-    return (f"| {name} | {pred / mib:.0f} | {alloc / mib if alloc else float('nan'):.0f} | "
-            f"{res / mib if res else float('nan'):.0f} | {'' if e is None else f'{e:+.1f}'} | {note} |")
+    return (
+        f"| {name} | {pred / mib:.0f} | {alloc / mib if alloc else float('nan'):.0f} | "
+        f"{res / mib if res else float('nan'):.0f} | {'' if e is None else f'{e:+.1f}'} | {note} |"
+    )
 
 
 if __name__ == "__main__":

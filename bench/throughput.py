@@ -40,10 +40,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.events import read_all
-from engine.hardware import cpu_only
-from engine.launch import build_command, write_plan_files
-from engine.spec import RunSpec, load_spec, save_spec
+from engine.events import read_all  # noqa: E402 - after the repo root is on sys.path
+from engine.hardware import cpu_only  # noqa: E402
+from engine.launch import build_command, write_plan_files  # noqa: E402
+from engine.spec import RunSpec, load_spec, save_spec  # noqa: E402
 
 TARGETS = {"off": 1.0, "on": 1.5}  # engine / plain, from issue 4
 
@@ -57,17 +57,28 @@ def prepare_model(home: Path, hidden: int | None, layers: int | None) -> tuple[s
     cfg = json.loads((model_dir / "config.json").read_text())
     if hidden or layers:
         h = hidden or cfg["hidden_size"]
-        cfg.update(hidden_size=h, intermediate_size=h * 8 // 3 // 64 * 64 or 2 * h,
-                   num_hidden_layers=layers or cfg["num_hidden_layers"],
-                   num_attention_heads=max(1, h // 64), num_key_value_heads=max(1, h // 128))
+        cfg.update(
+            hidden_size=h,
+            intermediate_size=h * 8 // 3 // 64 * 64 or 2 * h,
+            num_hidden_layers=layers or cfg["num_hidden_layers"],
+            num_attention_heads=max(1, h // 64),
+            num_key_value_heads=max(1, h // 128),
+        )
         big = home / f"llama-h{h}-l{cfg['num_hidden_layers']}"
         if not (big / "model.safetensors").exists():
-            subprocess.run([sys.executable, "-c", _BUILD_BIG, str(model_dir), str(big), json.dumps(cfg)], check=True,
-                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+            subprocess.run(
+                [sys.executable, "-c", _BUILD_BIG, str(model_dir), str(big), json.dumps(cfg)],
+                check=True,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+            )
         model_dir = big
     heads_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
-    per_layer = (2 * cfg["hidden_size"] ** 2 + 2 * cfg["hidden_size"] * cfg["num_key_value_heads"] * heads_dim
-                 + 3 * cfg["hidden_size"] * cfg["intermediate_size"] + 2 * cfg["hidden_size"])
+    per_layer = (
+        2 * cfg["hidden_size"] ** 2
+        + 2 * cfg["hidden_size"] * cfg["num_key_value_heads"] * heads_dim
+        + 3 * cfg["hidden_size"] * cfg["intermediate_size"]
+        + 2 * cfg["hidden_size"]
+    )
     params = cfg["num_hidden_layers"] * per_layer + 2 * cfg["vocab_size"] * cfg["hidden_size"] + cfg["hidden_size"]
     return str(model_dir), params
 
@@ -93,8 +104,13 @@ def bench_spec(model_dir: str, steps: int, packing: bool, batch: int) -> RunSpec
     data = load_spec(demo.demo_paths()["example_spec"]).model_dump(mode="json")
     data["model"]["name_or_path"] = model_dir
     data["data"]["packing"] = packing
-    data["train"].update(max_steps=steps, logging_steps=1, save_steps=10 * steps + 1000, per_device_batch_size=batch,
-                         gradient_accumulation=1)
+    data["train"].update(
+        max_steps=steps,
+        logging_steps=1,
+        save_steps=10 * steps + 1000,
+        per_device_batch_size=batch,
+        gradient_accumulation=1,
+    )
     return RunSpec.model_validate(data)
 
 
@@ -111,8 +127,9 @@ def launch_parts(spec: RunSpec, run_dir: Path, threads: int):
 
 def run(argv: list[str], env: dict, log: Path, timeout: float) -> None:
     with open(log, "wb") as fh:
-        proc = subprocess.run(argv, check=False, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=str(ROOT),
-                              timeout=timeout)
+        proc = subprocess.run(
+            argv, check=False, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=str(ROOT), timeout=timeout
+        )
     if proc.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         raise RuntimeError(f"{argv[-1] if argv else ''} exited {proc.returncode}; log {log}:\n{tail}")
@@ -146,16 +163,51 @@ def run_plain(spec: RunSpec, run_dir: Path, threads: int, warmup: int, timeout: 
     data_file = resolve_dataset_dir(spec) / info[d.datasets[0]]["file_name"]
     timing = run_dir / "timing.jsonl"
     report = [r for r in spec.output.report_to if r != "none"]
-    argv = launcher + [str(ROOT / "bench" / "plain_lora_sft.py"), "--model", spec.model.name_or_path,
-                       "--data", str(data_file), "--output-dir", str(run_dir / "out"),
-                       "--max-samples", str(d.max_samples or 0), "--cutoff-len", str(d.cutoff_len),
-                       "--max-steps", str(t.max_steps), "--batch-size", str(t.per_device_batch_size),
-                       "--grad-accum", str(t.gradient_accumulation), "--lr", str(t.learning_rate),
-                       "--lr-scheduler", t.lr_scheduler, "--warmup-steps", str(t.warmup_steps),
-                       "--weight-decay", str(t.weight_decay), "--max-grad-norm", str(t.max_grad_norm),
-                       "--lora-r", str(lora.rank), "--lora-alpha", str(lora.alpha), "--lora-dropout", str(lora.dropout),
-                       "--seed", str(t.seed), "--logging-steps", str(t.logging_steps), "--save-steps", str(t.save_steps),
-                       "--report-to", report[0] if report else "none", "--timing-file", str(timing)]
+    argv = launcher + [
+        str(ROOT / "bench" / "plain_lora_sft.py"),
+        "--model",
+        spec.model.name_or_path,
+        "--data",
+        str(data_file),
+        "--output-dir",
+        str(run_dir / "out"),
+        "--max-samples",
+        str(d.max_samples or 0),
+        "--cutoff-len",
+        str(d.cutoff_len),
+        "--max-steps",
+        str(t.max_steps),
+        "--batch-size",
+        str(t.per_device_batch_size),
+        "--grad-accum",
+        str(t.gradient_accumulation),
+        "--lr",
+        str(t.learning_rate),
+        "--lr-scheduler",
+        t.lr_scheduler,
+        "--warmup-steps",
+        str(t.warmup_steps),
+        "--weight-decay",
+        str(t.weight_decay),
+        "--max-grad-norm",
+        str(t.max_grad_norm),
+        "--lora-r",
+        str(lora.rank),
+        "--lora-alpha",
+        str(lora.alpha),
+        "--lora-dropout",
+        str(lora.dropout),
+        "--seed",
+        str(t.seed),
+        "--logging-steps",
+        str(t.logging_steps),
+        "--save-steps",
+        str(t.save_steps),
+        "--report-to",
+        report[0] if report else "none",
+        "--timing-file",
+        str(timing),
+    ]
     if report:
         env["TENSORBOARD_LOGGING_DIR"] = str(run_dir / "out" / "tensorboard")
     run(argv, env, run_dir / "train.log", timeout)
@@ -184,24 +236,39 @@ def machine() -> str:
 
 def table(results: dict, repeats: int) -> tuple[str, dict]:
     lines, ratios = [], {}
-    for mode, label in (("off", "packing off (engine vs plain)"), ("on", "packing on in the engine (plain: no packing)")):
+    for mode, label in (
+        ("off", "packing off (engine vs plain)"),
+        ("on", "packing on in the engine (plain: no packing)"),
+    ):
         if mode not in results:
             continue
         eng, pl = results[mode]["engine"], results[mode]["plain"]
-        lines += [f"### {label}", "", "| repeat | engine tok/s | plain tok/s | engine tokens / s window | plain tokens / s window |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [
+            f"### {label}",
+            "",
+            "| repeat | engine tok/s | plain tok/s | engine tokens / s window | plain tokens / s window |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for i in range(repeats):
-            lines.append(f"| {i + 1} | {eng[i][0]:,.0f} | {pl[i][0]:,.0f} | {eng[i][1]:,} / {eng[i][2]:.2f} | "
-                         f"{pl[i][1]:,} / {pl[i][2]:.2f} |")
+            lines.append(
+                f"| {i + 1} | {eng[i][0]:,.0f} | {pl[i][0]:,.0f} | {eng[i][1]:,} / {eng[i][2]:.2f} | "
+                f"{pl[i][1]:,} / {pl[i][2]:.2f} |"
+            )
         me, mp = statistics.median(r[0] for r in eng), statistics.median(r[0] for r in pl)
         ratios[mode] = me / mp
         # Each engine run and the plain run right after it share the machine's load best: on a shared machine the
         # median of those pair ratios is steadier than the ratio of the medians.
         pairs = statistics.median(e[0] / q[0] for e, q in zip(eng, pl))
         ok = "met" if ratios[mode] >= TARGETS[mode] else "MISSED"
-        lines += [f"| **median** | **{me:,.0f}** | **{mp:,.0f}** | | |", "",
-                  (f"ratio engine/plain (medians): **{ratios[mode]:.2f}x** (target >= {TARGETS[mode]}x: {ok}); "
-                   f"median of the per-pair ratios: {pairs:.2f}x"), ""]
+        lines += [
+            f"| **median** | **{me:,.0f}** | **{mp:,.0f}** | | |",
+            "",
+            (
+                f"ratio engine/plain (medians): **{ratios[mode]:.2f}x** (target >= {TARGETS[mode]}x: {ok}); "
+                f"median of the per-pair ratios: {pairs:.2f}x"
+            ),
+            "",
+        ]
     return "\n".join(lines), ratios
 
 
@@ -242,19 +309,23 @@ def main(argv: list[str] | None = None) -> int:
                     t0 = time.time()
                     r = fn(spec, scratch / f"{mode}-{side}-{i + 1}", args.threads, args.warmup, args.timeout)
                     results[mode][side].append(r)
-                    print(f"[bench] packing {mode} {side} #{i + 1}: {r[0]:,.0f} tok/s ({r[1]:,} tokens in "
-                          f"{r[2]:.2f}s; process {time.time() - t0:.1f}s)", flush=True)
+                    print(
+                        f"[bench] packing {mode} {side} #{i + 1}: {r[0]:,.0f} tok/s ({r[1]:,} tokens in "
+                        f"{r[2]:.2f}s; process {time.time() - t0:.1f}s)",
+                        flush=True,
+                    )
         body, ratios = table(results, args.repeats)
         label = "demo" if not (args.hidden or args.layers) else Path(model_dir).name
-        section = (f"## model: {label} (~{params / 1e6:.2f}M params)\n\n"
-                   f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}\n- machine: {machine()}\n"
-                   f"- job: LoRA all-linear r=8, fp32, batch {args.batch_size}, {args.steps} steps, {args.warmup} "
-                   f"warm-up steps outside the window, {args.threads} thread(s) per process, demo_alpaca (first 200 "
-                   f"rows, cutoff 256), report_to tensorboard on both sides\n"
-                   f"- tokens: the Trainer's non-padding count on both sides (sum of attention_mask; a packed batch "
-                   f"has no padding and no attention_mask, so input_ids != pad)\n"
-                   f"- command: `bench/throughput.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n"
-                   + body)
+        section = (
+            f"## model: {label} (~{params / 1e6:.2f}M params)\n\n"
+            f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}\n- machine: {machine()}\n"
+            f"- job: LoRA all-linear r=8, fp32, batch {args.batch_size}, {args.steps} steps, {args.warmup} "
+            f"warm-up steps outside the window, {args.threads} thread(s) per process, demo_alpaca (first 200 "
+            f"rows, cutoff 256), report_to tensorboard on both sides\n"
+            f"- tokens: the Trainer's non-padding count on both sides (sum of attention_mask; a packed batch "
+            f"has no padding and no attention_mask, so input_ids != pad)\n"
+            f"- command: `bench/throughput.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n" + body
+        )
         print(section)
         if not args.quick and not args.no_write:
             write_section(Path(args.out), label, section)

@@ -21,8 +21,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 POINTS_JS = """() => { let n = 0; for (const p of document.querySelectorAll('#plot-loss g.mark-line path')) {
     n = Math.max(n, ((p.getAttribute('d') || '').match(/[ML]/g) || []).length); } return n; }"""
 
@@ -47,8 +55,14 @@ def loads_torch(pid: int) -> bool:
 
 def start_studio(env: dict, port: int) -> tuple[subprocess.Popen, float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "webui", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "webui", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     while True:
         if proc.poll() is not None:
             raise SystemExit(f"studio exited with {proc.returncode}")
@@ -99,12 +113,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary workspace")
     args = ap.parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="studio-bench-"))
-    env = {**os.environ, "STUDIO_HOME": str(home), "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
-           "OMP_NUM_THREADS": "1", "STUDIO_FORCE_CPU": os.environ.get("STUDIO_FORCE_CPU", "1")}
+    env = {
+        **os.environ,
+        "STUDIO_HOME": str(home),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "STUDIO_FORCE_CPU": os.environ.get("STUDIO_FORCE_CPU", "1"),
+    }
     env.pop("STUDIO_AUTH", None)
     os.environ.update({"STUDIO_HOME": str(home)})
-    subprocess.run([sys.executable, "-m", "engine.cli", "demo"], cwd=ROOT, env=env, check=True,
-                   stdout=subprocess.DEVNULL)  # built once, so the start time measures the studio alone
+    subprocess.run(
+        [sys.executable, "-m", "engine.cli", "demo"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL
+    )  # built once, so the start time measures the studio alone
     port = free_port()
     proc, first_page = start_studio(env, port)
     rows = []

@@ -103,7 +103,9 @@ class EventsCallback(TrainerCallback):
             return
         now = time.time()
         if "eval_loss" in logs:
-            append_event(self.path, "eval", state.global_step, **{k: v for k, v in logs.items() if k.startswith("eval_")})
+            append_event(
+                self.path, "eval", state.global_step, **{k: v for k, v in logs.items() if k.startswith("eval_")}
+            )
             return
         if "loss" not in logs:
             return  # the final train_* summary goes into the finished event
@@ -113,17 +115,28 @@ class EventsCallback(TrainerCallback):
         elapsed = now - self.t0
         sec_per_step = elapsed / steps_done if steps_done else None
         remaining = max(state.max_steps - state.global_step, 0)
-        samples = (state.global_step - self.last_step) * args.per_device_train_batch_size * \
-            args.gradient_accumulation_steps * args.world_size
+        samples = (
+            (state.global_step - self.last_step)
+            * args.per_device_train_batch_size
+            * args.gradient_accumulation_steps
+            * args.world_size
+        )
         append_event(
-            self.path, "log", state.global_step,
-            loss=logs.get("loss"), learning_rate=logs.get("learning_rate"), grad_norm=logs.get("grad_norm"),
+            self.path,
+            "log",
+            state.global_step,
+            loss=logs.get("loss"),
+            learning_rate=logs.get("learning_rate"),
+            grad_norm=logs.get("grad_norm"),
             epoch=logs.get("epoch", state.epoch),
             tokens_per_second=round((tokens - self.last_tokens) / dt, 2) if self.tokens_tracked else None,
-            samples_per_second=round(samples / dt, 3), tokens_seen=tokens, memory=memory,
+            samples_per_second=round(samples / dt, 3),
+            tokens_seen=tokens,
+            memory=memory,
             eta_seconds=round(remaining * sec_per_step, 1) if sec_per_step else None,
             progress=round(state.global_step / state.max_steps, 4) if state.max_steps else None,
-            max_steps=state.max_steps, elapsed_seconds=round(elapsed, 2),
+            max_steps=state.max_steps,
+            elapsed_seconds=round(elapsed, 2),
         )
         self.last_log_t, self.last_tokens, self.last_step = now, tokens, state.global_step
 

@@ -33,7 +33,10 @@ def usage() -> str:
     width = max(map(len, COMMANDS))
     lines = ["usage: studio <command> [options]", "", "Train, watch and merge LLM fine-tunes.", "", "commands:"]
     lines += [f"  {name.ljust(width)}  {help_}" for name, (_, help_) in COMMANDS.items()]
-    lines += ["", "Run `studio <command> --help` for a command's options. Workspace: $STUDIO_HOME (default ~/.studio)."]
+    lines += [
+        "",
+        "Run `studio <command> --help` for a command's options. Workspace: $STUDIO_HOME (default ~/.studio).",
+    ]
     return "\n".join(lines)
 
 

@@ -70,8 +70,9 @@ class PadCollator:
         return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
 
-def _encode_batch(batch: dict, *, tokenizer, template: str, info, stage: str, train_on_prompt: bool,
-                  cutoff: int) -> dict:
+def _encode_batch(
+    batch: dict, *, tokenizer, template: str, info, stage: str, train_on_prompt: bool, cutoff: int
+) -> dict:
     """Batched datasets.map function: canonical rows (JSON strings) -> input_ids, labels, truncated."""
     rows = [json.loads(r) for r in batch["row"]]
     pieces: list[list[tuple[str, bool]]] = []
@@ -102,8 +103,10 @@ def _encode_batch(batch: dict, *, tokenizer, template: str, info, stage: str, tr
 def _tokenizer_digest(tokenizer) -> str:
     h = hashlib.sha256()
     folder = Path(str(getattr(tokenizer, "name_or_path", "") or ""))
-    files = [folder / n for n in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-                                  "special_tokens_map.json")]
+    files = [
+        folder / n
+        for n in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
+    ]
     found = [f for f in files if f.is_file()]
     for f in found:
         h.update(f.name.encode() + f.read_bytes())
@@ -156,15 +159,37 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
         if stage == "dpo":
             parts.append(Dataset.from_list([_dpo_row(r, d.template, info) for r in rows]))
             continue
-        key = hashlib.sha256(json.dumps([CACHE_VERSION, _data_digest(name, ddir), tok_digest, d.template, stage,
-                                         d.cutoff_len, d.train_on_prompt, d.max_samples]).encode()).hexdigest()[:24]
+        key = hashlib.sha256(
+            json.dumps(
+                [
+                    CACHE_VERSION,
+                    _data_digest(name, ddir),
+                    tok_digest,
+                    d.template,
+                    stage,
+                    d.cutoff_len,
+                    d.train_on_prompt,
+                    d.max_samples,
+                ]
+            ).encode()
+        ).hexdigest()[:24]
         raw = Dataset.from_dict({"row": [json.dumps(r, ensure_ascii=False) for r in rows]})
         encoded = raw.map(
-            _encode_batch, batched=True, batch_size=256, remove_columns=["row"],
+            _encode_batch,
+            batched=True,
+            batch_size=256,
+            remove_columns=["row"],
             num_proc=d.preprocessing_workers if d.preprocessing_workers > 1 and len(rows) > 256 else None,
-            cache_file_name=str(cache_dir() / f"{name}-{key}.arrow"), load_from_cache_file=True,
-            fn_kwargs={"tokenizer": tokenizer, "template": d.template, "info": info, "stage": stage,
-                       "train_on_prompt": d.train_on_prompt, "cutoff": d.cutoff_len},
+            cache_file_name=str(cache_dir() / f"{name}-{key}.arrow"),
+            load_from_cache_file=True,
+            fn_kwargs={
+                "tokenizer": tokenizer,
+                "template": d.template,
+                "info": info,
+                "stage": stage,
+                "train_on_prompt": d.train_on_prompt,
+                "cutoff": d.cutoff_len,
+            },
             desc=f"tokenising {name}",
         )
         parts.append(encoded)
@@ -174,8 +199,12 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
     elif d.mix == "concat":
         dataset = concatenate_datasets(parts)
     else:
-        dataset = interleave_datasets(parts, probabilities=d.mix_probs, seed=seed, stopping_strategy=(
-            "first_exhausted" if d.mix == "interleave_under" else "all_exhausted"))
+        dataset = interleave_datasets(
+            parts,
+            probabilities=d.mix_probs,
+            seed=seed,
+            stopping_strategy=("first_exhausted" if d.mix == "interleave_under" else "all_exhausted"),
+        )
 
     stats: dict[str, Any] = {"packed": bool(d.packing), "truncated": 0, "dropped": 0}
     if stage != "dpo":
@@ -192,8 +221,9 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
     if d.val_size > 0:
         n_eval = max(1, round(len(dataset) * d.val_size))
         if n_eval >= len(dataset):
-            raise DataError([_problem(ddir, f"data.val_size {d.val_size} leaves no training rows out of "
-                                            f"{len(dataset)}")])
+            raise DataError(
+                [_problem(ddir, f"data.val_size {d.val_size} leaves no training rows out of {len(dataset)}")]
+            )
         split = dataset.train_test_split(test_size=n_eval, seed=seed, shuffle=True)
         dataset, eval_dataset = split["train"], split["test"]
 
@@ -209,11 +239,17 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
             dataset = pack_rows(dataset, d.cutoff_len)
             if eval_dataset is not None:
                 eval_dataset = pack_rows(eval_dataset, d.cutoff_len)
-            stats |= {"num_train": len(dataset), "num_eval": len(eval_dataset) if eval_dataset is not None else 0,
-                      "packing_efficiency": round(stats["total_tokens"] / max(1, len(dataset) * d.cutoff_len), 4)}
-    log(f"data: {stats['num_train']} train / {stats['num_eval']} eval " + ("rows" if d.packing else "samples") +
-        f", {stats['truncated']} truncated at {d.cutoff_len} tokens" +
-        (f", {stats['num_samples']} samples packed ({stats['packing_efficiency']:.0%} full)" if d.packing else ""))
+            stats |= {
+                "num_train": len(dataset),
+                "num_eval": len(eval_dataset) if eval_dataset is not None else 0,
+                "packing_efficiency": round(stats["total_tokens"] / max(1, len(dataset) * d.cutoff_len), 4),
+            }
+    log(
+        f"data: {stats['num_train']} train / {stats['num_eval']} eval "
+        + ("rows" if d.packing else "samples")
+        + f", {stats['truncated']} truncated at {d.cutoff_len} tokens"
+        + (f", {stats['num_samples']} samples packed ({stats['packing_efficiency']:.0%} full)" if d.packing else "")
+    )
     return TrainData(dataset, eval_dataset, collator, stats)
 
 
@@ -275,8 +311,12 @@ class PackingCollator:
             else:
                 labels += [IGNORE] + list(f["labels"][1:])
                 pos += range(n)
-        return {"input_ids": torch.tensor([ids]), "labels": torch.tensor([labels]),
-                "position_ids": torch.tensor([pos]), "use_cache": False}
+        return {
+            "input_ids": torch.tensor([ids]),
+            "labels": torch.tensor([labels]),
+            "position_ids": torch.tensor([pos]),
+            "use_cache": False,
+        }
 
 
 def packing_collator() -> PackingCollator:

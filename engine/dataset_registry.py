@@ -48,13 +48,39 @@ def save_dataset_info(dataset_dir: str | Path, info: dict) -> Path:
 
 
 # ----------------------------------------------------------------------------------------------- entries
-ALPACA_COLUMNS = {"prompt": "instruction", "query": "input", "response": "output", "system": "system",
-                  "history": "history"}
+ALPACA_COLUMNS = {
+    "prompt": "instruction",
+    "query": "input",
+    "response": "output",
+    "system": "system",
+    "history": "history",
+}
 SHAREGPT_COLUMNS = {"messages": "conversations", "system": "system", "tools": "tools"}
-SHAREGPT_TAGS = {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
-                 "observation_tag": "observation", "function_tag": "function_call", "system_tag": "system"}
-COLUMN_KEYS = {"prompt", "query", "response", "system", "history", "messages", "chosen", "rejected", "text",
-               "tools", "images", "videos", "audios", "kto_tag"}
+SHAREGPT_TAGS = {
+    "role_tag": "from",
+    "content_tag": "value",
+    "user_tag": "human",
+    "assistant_tag": "gpt",
+    "observation_tag": "observation",
+    "function_tag": "function_call",
+    "system_tag": "system",
+}
+COLUMN_KEYS = {
+    "prompt",
+    "query",
+    "response",
+    "system",
+    "history",
+    "messages",
+    "chosen",
+    "rejected",
+    "text",
+    "tools",
+    "images",
+    "videos",
+    "audios",
+    "kto_tag",
+}
 STAGES = ("sft", "pt", "dpo")
 
 
@@ -105,12 +131,19 @@ class DatasetEntry:
         fmt = raw.get("formatting", "alpaca")
         given = dict(raw.get("columns") or {})
         ranking = bool(raw.get("ranking"))
-        is_text = fmt == "alpaca" and not ranking and bool(given) and "response" not in given and (
-            "prompt" in given or "text" in given)
+        is_text = (
+            fmt == "alpaca"
+            and not ranking
+            and bool(given)
+            and "response" not in given
+            and ("prompt" in given or "text" in given)
+        )
         base = SHAREGPT_COLUMNS if fmt == "sharegpt" else ({} if is_text else ALPACA_COLUMNS)
         if ranking and fmt == "alpaca":
-            base = {k: v for k, v in ALPACA_COLUMNS.items() if k != "response"} | {"chosen": "chosen",
-                                                                                   "rejected": "rejected"}
+            base = {k: v for k, v in ALPACA_COLUMNS.items() if k != "response"} | {
+                "chosen": "chosen",
+                "rejected": "rejected",
+            }
         tags = {**SHAREGPT_TAGS, **(raw.get("tags") or {})} if fmt == "sharegpt" else {}
         return cls(name, str(raw.get("file_name", "")), fmt, ranking, {**base, **given}, tags, is_text)
 
@@ -121,16 +154,34 @@ def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
     out = []
     if not raw.get("file_name"):
         hub = raw.get("hf_hub_url") or raw.get("ms_hub_url") or raw.get("script_url")
-        msg = (f"entry '{name}' points to a hub dataset ({hub}); Studio reads local files only: download it and "
-               "set file_name") if hub else f"entry '{name}' has no file_name"
+        msg = (
+            (
+                f"entry '{name}' points to a hub dataset ({hub}); Studio reads local files only: download it and "
+                "set file_name"
+            )
+            if hub
+            else f"entry '{name}' has no file_name"
+        )
         out.append(DataProblem(str(info_path), None, "file_name", msg))
     if raw.get("formatting", "alpaca") not in ("alpaca", "sharegpt"):
-        out.append(DataProblem(str(info_path), None, "formatting", f"entry '{name}': formatting "
-                               f"{raw.get('formatting')!r} is not alpaca or sharegpt"))
+        out.append(
+            DataProblem(
+                str(info_path),
+                None,
+                "formatting",
+                f"entry '{name}': formatting {raw.get('formatting')!r} is not alpaca or sharegpt",
+            )
+        )
     bad = sorted(set(raw.get("columns") or {}) - COLUMN_KEYS)
     if bad:
-        out.append(DataProblem(str(info_path), None, "columns", f"entry '{name}': unknown column keys {', '.join(bad)}"
-                               f" (known: {', '.join(sorted(COLUMN_KEYS))})"))
+        out.append(
+            DataProblem(
+                str(info_path),
+                None,
+                "columns",
+                f"entry '{name}': unknown column keys {', '.join(bad)} (known: {', '.join(sorted(COLUMN_KEYS))})",
+            )
+        )
     return out
 
 
@@ -150,8 +201,11 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
         except json.JSONDecodeError as exc:
             if exc.msg == "Extra data":  # a JSON-lines file named .json
                 return _read_jsonl(path)
-            return [], [DataProblem(str(path), None, None, f"not valid JSON at line {exc.lineno}, column {exc.colno}:"
-                                    f" {exc.msg}")]
+            return [], [
+                DataProblem(
+                    str(path), None, None, f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+                )
+            ]
         if isinstance(data, dict):
             data = [data]
         if not isinstance(data, list):
@@ -167,7 +221,9 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
             for row in reader:
                 rows.append((len(rows) + 1, row))
         except csv.Error as exc:
-            return rows, [DataProblem(str(path), len(rows) + 1, None, f"not valid CSV (line {reader.line_num}): {exc}")]
+            return rows, [
+                DataProblem(str(path), len(rows) + 1, None, f"not valid CSV (line {reader.line_num}): {exc}")
+            ]
         return rows, []
     if suffix == ".parquet":
         import pyarrow as pa
@@ -176,8 +232,14 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
         try:
             return list(enumerate(pq.read_table(path).to_pylist(), 1)), []
         except (pa.ArrowException, OSError) as exc:
-            return [], [DataProblem(str(path), None, None, f"not a readable Parquet file (truncated or not Parquet):"
-                                    f" {str(exc).splitlines()[0][:200]}")]
+            return [], [
+                DataProblem(
+                    str(path),
+                    None,
+                    None,
+                    f"not a readable Parquet file (truncated or not Parquet): {str(exc).splitlines()[0][:200]}",
+                )
+            ]
     if suffix == ".arrow":
         import pyarrow as pa
 
@@ -187,8 +249,15 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
             except pa.ArrowInvalid:
                 table = pa.ipc.open_file(src).read_all()
         return list(enumerate(table.to_pylist(), 1)), []
-    return [], [DataProblem(str(path), None, None, f"unsupported file type '{suffix}' (use .json, .jsonl, .csv, "
-                            ".parquet, or a folder saved with datasets' save_to_disk)")]
+    return [], [
+        DataProblem(
+            str(path),
+            None,
+            None,
+            f"unsupported file type '{suffix}' (use .json, .jsonl, .csv, "
+            ".parquet, or a folder saved with datasets' save_to_disk)",
+        )
+    ]
 
 
 def _read_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
@@ -202,16 +271,24 @@ def _read_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                problems.append(DataProblem(str(path), lineno, None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
-                                            f"column {exc.start + 1}): save the file as UTF-8"))
+                problems.append(
+                    DataProblem(
+                        str(path),
+                        lineno,
+                        None,
+                        f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                        f"column {exc.start + 1}): save the file as UTF-8",
+                    )
+                )
                 if len(problems) >= 20:
                     break
                 continue
             try:
                 rows.append((lineno, json.loads(line)))
             except json.JSONDecodeError as exc:
-                problems.append(DataProblem(str(path), lineno, None, f"malformed JSON line (column {exc.colno}: "
-                                            f"{exc.msg})"))
+                problems.append(
+                    DataProblem(str(path), lineno, None, f"malformed JSON line (column {exc.colno}: {exc.msg})")
+                )
     return rows, problems
 
 
@@ -221,8 +298,12 @@ def _decode(raw: bytes, path: Path) -> tuple[str, DataProblem | None]:
         return raw.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        return "", DataProblem(str(path), None, None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}):"
-                               " save the file as UTF-8")
+        return "", DataProblem(
+            str(path),
+            None,
+            None,
+            f"not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}): save the file as UTF-8",
+        )
 
 
 def _read_folder(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
@@ -260,8 +341,12 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
             if not required:
                 return None
             have = ", ".join(map(str, row)) or "none"
-            raise _RowError(col or key, f"missing column '{col or key}' ({key}); the row has: {have}. Fix "
-                            f"columns.{key} in dataset_info.json or rename the column", kind=f"missing:{key}")
+            raise _RowError(
+                col or key,
+                f"missing column '{col or key}' ({key}); the row has: {have}. Fix "
+                f"columns.{key} in dataset_info.json or rename the column",
+                kind=f"missing:{key}",
+            )
         return row[col]
 
     if entry.is_text:
@@ -309,13 +394,21 @@ def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[st
     col = entry.columns.get("messages")
     if not isinstance(turns, list):
         raise _RowError(col, f"expected a list of turns, got {type(turns).__name__}")
-    roles = {t["user_tag"]: "user", t["observation_tag"]: "user", t["assistant_tag"]: "assistant",
-             t["function_tag"]: "assistant", t["system_tag"]: "system"}
+    roles = {
+        t["user_tag"]: "user",
+        t["observation_tag"]: "user",
+        t["assistant_tag"]: "assistant",
+        t["function_tag"]: "assistant",
+        t["system_tag"]: "system",
+    }
     messages: list[dict] = []
     for i, turn in enumerate(turns, 1):
         if not isinstance(turn, dict) or t["role_tag"] not in turn or t["content_tag"] not in turn:
-            raise _RowError(col, f"turn {i} needs '{t['role_tag']}' and '{t['content_tag']}' keys (tags in "
-                            "dataset_info.json)", kind="turn-keys")
+            raise _RowError(
+                col,
+                f"turn {i} needs '{t['role_tag']}' and '{t['content_tag']}' keys (tags in dataset_info.json)",
+                kind="turn-keys",
+            )
         tag, content = turn[t["role_tag"]], str(turn[t["content_tag"]] or "")
         role = roles.get(tag)
         if role is None:
@@ -328,8 +421,12 @@ def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[st
         want = "user" if len(messages) % 2 == 0 else "assistant"
         if role != want:
             tag_want = t["user_tag"] if want == "user" else t["assistant_tag"]
-            raise _RowError(col, f"turn {i} is '{tag}' but '{tag_want}' was expected: turns must alternate "
-                            f"{t['user_tag']}/{t['assistant_tag']}, starting with {t['user_tag']}", kind="order")
+            raise _RowError(
+                col,
+                f"turn {i} is '{tag}' but '{tag_want}' was expected: turns must alternate "
+                f"{t['user_tag']}/{t['assistant_tag']}, starting with {t['user_tag']}",
+                kind="order",
+            )
         messages.append({"role": role, "content": content})
     return system, messages
 
@@ -358,16 +455,41 @@ def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
     path = _locate(entry, dataset_dir)
     info_file = str(dataset_dir / INFO_NAME)
     if stage == "dpo" and not entry.ranking:
-        return entry, [], [DataProblem(info_file, None, None, f"stage dpo needs preference pairs, but '{name}' has "
-                                       "no chosen/rejected columns: set \"ranking\": true with columns chosen and "
-                                       "rejected, or use stage sft")]
+        return (
+            entry,
+            [],
+            [
+                DataProblem(
+                    info_file,
+                    None,
+                    None,
+                    f"stage dpo needs preference pairs, but '{name}' has "
+                    'no chosen/rejected columns: set "ranking": true with columns chosen and '
+                    "rejected, or use stage sft",
+                )
+            ],
+        )
     if stage != "dpo" and entry.ranking:
         return entry, [], [DataProblem(info_file, None, None, f"'{name}' holds preference pairs: use stage dpo")]
     if stage == "sft" and entry.is_text:
-        return entry, [], [DataProblem(info_file, None, None, f"'{name}' is plain text with no response column: use "
-                                       "stage pt, or map columns.response")]
+        return (
+            entry,
+            [],
+            [
+                DataProblem(
+                    info_file,
+                    None,
+                    None,
+                    f"'{name}' is plain text with no response column: use stage pt, or map columns.response",
+                )
+            ],
+        )
     if not path.exists():
-        return entry, [], [DataProblem(str(path), None, None, f"file not found (file_name of '{name}' in {info_file})")]
+        return (
+            entry,
+            [],
+            [DataProblem(str(path), None, None, f"file not found (file_name of '{name}' in {info_file})")],
+        )
     try:
         raw, problems = _read_folder(path) if path.is_dir() else _read_file(path)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # unreadable file or folder: name it, never a traceback
@@ -415,9 +537,16 @@ def preview_rows(name: str, dataset_dir: str | Path, n: int = 5, stage: str | No
     return [r for _, r in _load(name, Path(dataset_dir), stage, limit=max(n * 4, n))[1]][:n]
 
 
-def register_dataset(dataset_dir: str | Path, name: str, file_name: str, formatting: str = "alpaca",
-                     columns: dict | None = None, tags: dict | None = None, ranking: bool = False,
-                     overwrite: bool = False) -> dict:
+def register_dataset(
+    dataset_dir: str | Path,
+    name: str,
+    file_name: str,
+    formatting: str = "alpaca",
+    columns: dict | None = None,
+    tags: dict | None = None,
+    ranking: bool = False,
+    overwrite: bool = False,
+) -> dict:
     """Add (or replace, with overwrite) one entry in dataset_info.json, keeping every other entry."""
     ddir = Path(dataset_dir)
     if not name or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():

@@ -81,8 +81,10 @@ def _model_complete(model_dir: Path, digest: str) -> bool:
     if not all((model_dir / n).is_file() for n in needed):
         return False
     try:
-        return json.loads((model_dir / MARKER).read_text(encoding="utf-8")) == {"version": BUILD_VERSION,
-                                                                                  "assets": digest}
+        return json.loads((model_dir / MARKER).read_text(encoding="utf-8")) == {
+            "version": BUILD_VERSION,
+            "assets": digest,
+        }
     except ValueError:
         return False
 
@@ -103,7 +105,11 @@ def _corpus() -> list[str]:
 
     for path in sorted(ASSETS_DATA.glob("demo_*")):
         raw = path.read_text(encoding="utf-8")
-        rows = [json.loads(line) for line in raw.splitlines() if line.strip()] if path.suffix == ".jsonl" else json.loads(raw)
+        rows = (
+            [json.loads(line) for line in raw.splitlines() if line.strip()]
+            if path.suffix == ".jsonl"
+            else json.loads(raw)
+        )
         walk(rows)
     return texts
 
@@ -120,13 +126,19 @@ def _build_model(model_dir: Path) -> None:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS, show_progress=False,
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIAL_TOKENS,
+        show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(_corpus(), trainer=trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="<|im_end|>", pad_token="<pad>",
-        additional_special_tokens=["<|im_start|>", "</s>"], model_max_length=MODEL_SHAPE["max_position_embeddings"],
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="<|im_end|>",
+        pad_token="<pad>",
+        additional_special_tokens=["<|im_start|>", "</s>"],
+        model_max_length=MODEL_SHAPE["max_position_embeddings"],
         clean_up_tokenization_spaces=False,
     )
     fast.chat_template = CHAT_TEMPLATE
@@ -135,19 +147,32 @@ def _build_model(model_dir: Path) -> None:
     vocab = tok.get_vocab_size()
     ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", **MODEL_SHAPE, "vocab_size": vocab,
-        "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "initializer_range": 0.02,
-        "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0, "tie_word_embeddings": False,
-        "use_cache": True, "bos_token_id": ids["<s>"], "eos_token_id": ids["<|im_end|>"],
-        "pad_token_id": ids["<pad>"], "torch_dtype": "float32",
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        **MODEL_SHAPE,
+        "vocab_size": vocab,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "initializer_range": 0.02,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "attention_dropout": 0.0,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "bos_token_id": ids["<s>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<pad>"],
+        "torch_dtype": "float32",
     }
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(SEED)  # a fixed demo model: same weights on every machine
     model = LlamaForCausalLM(LlamaConfig(**{k: v for k, v in config.items() if k != "model_type"}))
-    model.generation_config = GenerationConfig(bos_token_id=ids["<s>"], eos_token_id=ids["<|im_end|>"],
-                                               pad_token_id=ids["<pad>"])
+    model.generation_config = GenerationConfig(
+        bos_token_id=ids["<s>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<pad>"]
+    )
     model.save_pretrained(str(tmp))
 
     shutil.rmtree(model_dir, ignore_errors=True)
@@ -161,7 +186,12 @@ def _copy_datasets(data_dir: Path, *, force: bool) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     for src in sorted(ASSETS_DATA.glob("demo_*")):
         dst = data_dir / src.name
-        if force or not dst.is_file() or dst.stat().st_size != src.stat().st_size or dst.read_bytes() != src.read_bytes():
+        if (
+            force
+            or not dst.is_file()
+            or dst.stat().st_size != src.stat().st_size
+            or dst.read_bytes() != src.read_bytes()
+        ):
             shutil.copyfile(src, dst)
     ours = json.loads((ASSETS_DATA / "dataset_info.json").read_text(encoding="utf-8"))
     info_path = data_dir / "dataset_info.json"
@@ -174,22 +204,40 @@ def _copy_datasets(data_dir: Path, *, force: bool) -> None:
 def _write_spec(path: Path) -> None:
     from engine.spec import RunSpec, save_spec
 
-    spec = RunSpec.model_validate({
-        "model": {"name_or_path": str(workspace.demo_model_dir())},
-        "method": {"stage": "sft", "finetuning": "lora", "lora": {"rank": 8, "alpha": 16, "targets": ["all"]}},
-        "data": {"datasets": ["demo_alpaca"], "dataset_dir": str(workspace.data_dir()), "template": "auto",
-                 "cutoff_len": 256, "max_samples": 200},
-        "train": {"max_steps": 30, "per_device_batch_size": 4, "gradient_accumulation": 1, "learning_rate": 1e-3,
-                  "warmup_steps": 2, "logging_steps": 1, "save_steps": 15, "precision": "auto"},
-        "launch": {"device": "auto"},
-        "output": {"run_name": "demo-lora", "report_to": ["tensorboard"]},
-    })
+    spec = RunSpec.model_validate(
+        {
+            "model": {"name_or_path": str(workspace.demo_model_dir())},
+            "method": {"stage": "sft", "finetuning": "lora", "lora": {"rank": 8, "alpha": 16, "targets": ["all"]}},
+            "data": {
+                "datasets": ["demo_alpaca"],
+                "dataset_dir": str(workspace.data_dir()),
+                "template": "auto",
+                "cutoff_len": 256,
+                "max_samples": 200,
+            },
+            "train": {
+                "max_steps": 30,
+                "per_device_batch_size": 4,
+                "gradient_accumulation": 1,
+                "learning_rate": 1e-3,
+                "warmup_steps": 2,
+                "logging_steps": 1,
+                "save_steps": 15,
+                "precision": "auto",
+            },
+            "launch": {"device": "auto"},
+            "output": {"run_name": "demo-lora", "report_to": ["tensorboard"]},
+        }
+    )
     save_spec(spec, path)
 
 
 def cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="studio demo", description="(Re)build the demo workspace: tiny model, "
-                                     "tokenizer, datasets and an example spec, under $STUDIO_HOME.")
+    parser = argparse.ArgumentParser(
+        prog="studio demo",
+        description="(Re)build the demo workspace: tiny model, "
+        "tokenizer, datasets and an example spec, under $STUDIO_HOME.",
+    )
     parser.add_argument("--force", action="store_true", help="rebuild even when everything is present")
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

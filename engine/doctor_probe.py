@@ -17,13 +17,28 @@ import sys
 def stack() -> dict:
     import torch
 
-    out: dict = {"torch": torch.__version__, "cuda_build": torch.version.cuda, "hip_build": getattr(torch.version, "hip", None),
-                 "cuda_available": torch.cuda.is_available(), "device_count": torch.cuda.device_count()}
+    out: dict = {
+        "torch": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "hip_build": getattr(torch.version, "hip", None),
+        "cuda_available": torch.cuda.is_available(),
+        "device_count": torch.cuda.device_count(),
+    }
     out["bf16"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     out["nccl"] = bool(torch.distributed.is_available() and torch.distributed.is_nccl_available())
     out["versions"] = {}
-    for pkg in ("torch", "transformers", "peft", "accelerate", "datasets", "trl", "deepspeed", "bitsandbytes",
-                "flash-attn", "gradio"):
+    for pkg in (
+        "torch",
+        "transformers",
+        "peft",
+        "accelerate",
+        "datasets",
+        "trl",
+        "deepspeed",
+        "bitsandbytes",
+        "flash-attn",
+        "gradio",
+    ):
         try:
             out["versions"][pkg] = md.version(pkg)
         except md.PackageNotFoundError:
@@ -81,8 +96,13 @@ def allreduce() -> dict:
     results = [q.get() for _ in range(world) if not q.empty()]
     expected = float(world * (world + 1) / 2)
     ok = len(results) == world and all(v == [expected] * 4 for _, v in results)
-    return {"backend": backend, "world_size": world, "ok": ok, "results": results,
-            "exitcodes": [p.exitcode for p in procs]}
+    return {
+        "backend": backend,
+        "world_size": world,
+        "ok": ok,
+        "results": results,
+        "exitcodes": [p.exitcode for p in procs],
+    }
 
 
 if __name__ == "__main__":

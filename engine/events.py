@@ -33,8 +33,18 @@ from pathlib import Path
 from typing import Any
 
 EVENT_TYPES = (
-    "run_started", "data_ready", "log", "eval", "checkpoint", "stopped", "finished", "failed",
-    "merge_progress", "merge_finished", "merge_failed", "warning",
+    "run_started",
+    "data_ready",
+    "log",
+    "eval",
+    "checkpoint",
+    "stopped",
+    "finished",
+    "failed",
+    "merge_progress",
+    "merge_finished",
+    "merge_failed",
+    "warning",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")
 

@@ -34,8 +34,17 @@ DTYPES = {"bf16": ("bfloat16", 2), "fp16": ("float16", 2), "fp32": ("float32", 4
 _CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 TOKENIZER_FILES = (
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model", "vocab.json",
-    "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json", "vocab.txt", "spiece.model",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "vocab.txt",
+    "spiece.model",
 )
 DISK_MARGIN = 1.05  # config, card, tokenizer and filesystem slack on top of the tensor bytes
 
@@ -82,10 +91,14 @@ def resolve_source(path: str | Path) -> Source:
         if (cand / "adapter_config.json").is_file():
             return _adapter_source(str(path), cand, None, None)
     if (p / "config.json").is_file():
-        raise ExportError(f"no adapter_config.json in {p}: it is a full model folder, not a PEFT adapter "
-                          "(give the run folder or the adapter folder that was trained on it)")
-    raise ExportError(f"no adapter_config.json in {p}: not a PEFT adapter folder (adapter_config.json + "
-                      "adapter_model.safetensors) nor a run folder (spec.yaml)")
+        raise ExportError(
+            f"no adapter_config.json in {p}: it is a full model folder, not a PEFT adapter "
+            "(give the run folder or the adapter folder that was trained on it)"
+        )
+    raise ExportError(
+        f"no adapter_config.json in {p}: not a PEFT adapter folder (adapter_config.json + "
+        "adapter_model.safetensors) nor a run folder (spec.yaml)"
+    )
 
 
 def _run_source(given: str, run_dir: Path) -> Source:
@@ -102,8 +115,10 @@ def _run_source(given: str, run_dir: Path) -> Source:
     state = f"it {last['type']}" if last else "it has not finished"
     method = (spec.get("method") or {}).get("finetuning", "lora")
     wanted = out / ("adapter" if method == "lora" else "model")
-    raise ExportError(f"run {run_dir} has no {'adapter' if method == 'lora' else 'model'} yet ({wanted} is missing; "
-                      f"{state}): wait for it to finish, or give an adapter folder")
+    raise ExportError(
+        f"run {run_dir} has no {'adapter' if method == 'lora' else 'model'} yet ({wanted} is missing; "
+        f"{state}): wait for it to finish, or give an adapter folder"
+    )
 
 
 def _adapter_source(given: str, adir: Path, run_dir: Path | None, spec: dict | None) -> Source:
@@ -112,7 +127,9 @@ def _adapter_source(given: str, adir: Path, run_dir: Path | None, spec: dict | N
     except (OSError, ValueError) as exc:
         raise ExportError(f"{adir / 'adapter_config.json'} is not valid JSON: {exc}") from None
     if not any((adir / n).is_file() for n in ("adapter_model.safetensors", "adapter_model.bin")):
-        raise ExportError(f"{adir} has adapter_config.json but no adapter_model.safetensors: the adapter was not saved")
+        raise ExportError(
+            f"{adir} has adapter_config.json but no adapter_model.safetensors: the adapter was not saved"
+        )
     base = cfg.get("base_model_name_or_path") or ((spec or {}).get("model") or {}).get("name_or_path")
     if not base:
         raise ExportError(f"{adir / 'adapter_config.json'} names no base_model_name_or_path")
@@ -120,12 +137,16 @@ def _adapter_source(given: str, adir: Path, run_dir: Path | None, spec: dict | N
     if not bpath.is_absolute() and (adir / bpath).is_dir():
         bpath = adir / bpath
     if not (bpath / "config.json").is_file():
-        raise ExportError(f"base model {base} of adapter {adir} is not a local model folder with config.json "
-                          "(merging needs the base weights on this machine)")
+        raise ExportError(
+            f"base model {base} of adapter {adir} is not a local model folder with config.json "
+            "(merging needs the base weights on this machine)"
+        )
     bits = int(((spec or {}).get("method") or {}).get("quantization", {}).get("bits", 0) or 0)
     if not bits and isinstance(cfg.get("quantization_config"), dict):  # some trainers record it in the adapter
         bits = 4 if cfg["quantization_config"].get("load_in_4bit") else 8
-    return Source(given, "adapter", str(adir), str(run_dir) if run_dir else None, spec, str(bpath.resolve()), bits, cfg)
+    return Source(
+        given, "adapter", str(adir), str(run_dir) if run_dir else None, spec, str(bpath.resolve()), bits, cfg
+    )
 
 
 def safetensors_header(path: str | Path) -> dict:
@@ -161,21 +182,26 @@ def check_fits(src: Source, base_dir: str) -> None:
         target = base.get(module + ".weight")
         where = f"adapter {src.weights_dir} (trained on {src.adapter_config.get('base_model_name_or_path')})"
         if target is None:
-            raise ExportError(f"{where} does not fit base {base_dir} ({arch}): the adapter targets {module}, "
-                              "which the base does not have")
+            raise ExportError(
+                f"{where} does not fit base {base_dir} ({arch}): the adapter targets {module}, "
+                "which the base does not have"
+            )
         if len(meta["shape"]) != 2 or not b_meta or len(target["shape"]) != 2:
             continue  # embeddings / convs: shapes differ in layout; PEFT checks them at load time
         a_shape = (b_meta["shape"][0], meta["shape"][1])
         if tuple(a_shape) != tuple(target["shape"]):
-            raise ExportError(f"{where} does not fit base {base_dir} ({arch}): {module} is "
-                              f"{a_shape[0]}x{a_shape[1]} in the adapter but {target['shape'][0]}x"
-                              f"{target['shape'][1]} in the base")
+            raise ExportError(
+                f"{where} does not fit base {base_dir} ({arch}): {module} is "
+                f"{a_shape[0]}x{a_shape[1]} in the adapter but {target['shape'][0]}x"
+                f"{target['shape'][1]} in the base"
+            )
 
 
 def default_dtype(base_dir: str | Path) -> str:
     cfg = _read_json(Path(base_dir) / "config.json")
-    return _CONFIG_DTYPES.get(str(cfg.get("dtype") or cfg.get("torch_dtype") or ""), "bf16" if cfg.get(
-        "quantization_config") else "fp32")
+    return _CONFIG_DTYPES.get(
+        str(cfg.get("dtype") or cfg.get("torch_dtype") or ""), "bf16" if cfg.get("quantization_config") else "fp32"
+    )
 
 
 def estimate_bytes(plan_sources: list[Source], base_dir: str, dtype: str, adapter_only: bool) -> int:
@@ -186,8 +212,11 @@ def estimate_bytes(plan_sources: list[Source], base_dir: str, dtype: str, adapte
         tensors = model_tensors(base_dir)
         if tensors:
             width = DTYPES[dtype][1]
-            total = sum(_numel(m["shape"]) * (width if m["dtype"] in ("F32", "F16", "BF16", "F64") else
-                                                _ST_BYTES.get(m["dtype"], 4)) for m in tensors.values())
+            total = sum(
+                _numel(m["shape"])
+                * (width if m["dtype"] in ("F32", "F16", "BF16", "F64") else _ST_BYTES.get(m["dtype"], 4))
+                for m in tensors.values()
+            )
         else:  # .bin only: file sizes scaled from the stored dtype
             stored = DTYPES.get(default_dtype(base_dir), ("", 4))[1]
             total = sum(f.stat().st_size for f in Path(base_dir).glob("*.bin")) * DTYPES[dtype][1] // stored
@@ -209,8 +238,9 @@ def events_path_for(sources: list[Source], out_dir: Path) -> Path:
     return out_dir.parent / f"{out_dir.name}.merge-events.jsonl"
 
 
-def plan_export(sources: list[str], out_dir: str, *, dtype: str | None = None, overwrite: bool = False,
-                adapter_only: bool = False) -> ExportPlan:
+def plan_export(
+    sources: list[str], out_dir: str, *, dtype: str | None = None, overwrite: bool = False, adapter_only: bool = False
+) -> ExportPlan:
     """Check every input without loading weights; raise ExportError with the first problem."""
     if not sources:
         raise ExportError("give at least one run folder or adapter folder")
@@ -224,8 +254,10 @@ def plan_export(sources: list[str], out_dir: str, *, dtype: str | None = None, o
     base = srcs[0].base or ""
     for s in srcs[1:]:
         if s.base != base:
-            raise ExportError(f"adapters have different bases: {srcs[0].weights_dir} is on {base} but "
-                              f"{s.weights_dir} is on {s.base}: merge adapters of one base only")
+            raise ExportError(
+                f"adapters have different bases: {srcs[0].weights_dir} is on {base} but "
+                f"{s.weights_dir} is on {s.base}: merge adapters of one base only"
+            )
     for s in srcs:
         if s.kind == "adapter":
             check_fits(s, base)
@@ -240,8 +272,10 @@ def plan_export(sources: list[str], out_dir: str, *, dtype: str | None = None, o
     dtype = dtype or default_dtype(base)
     need, free = estimate_bytes(srcs, base, dtype, adapter_only), free_bytes(out.parent)
     if need > free:
-        raise ExportError(f"not enough disk space for {out}: the export needs about {_gb(need)} ({dtype}) but only "
-                          f"{_gb(free)} is free there: free space or choose another --out")
+        raise ExportError(
+            f"not enough disk space for {out}: the export needs about {_gb(need)} ({dtype}) but only "
+            f"{_gb(free)} is free there: free space or choose another --out"
+        )
     return ExportPlan(srcs, base, str(out), dtype, adapter_only, need, free, str(events_path_for(srcs, out)))
 
 
@@ -318,15 +352,26 @@ class MergeJob:
             if terminal and terminal["type"] == "merge_finished" and rc == 0:
                 state, result = "finished", terminal["payload"]
             else:
-                state = "cancelled" if self._cancelled or (terminal and terminal["payload"].get("cause") ==
-                                                           "cancelled") else "failed"
+                state = (
+                    "cancelled"
+                    if self._cancelled or (terminal and terminal["payload"].get("cause") == "cancelled")
+                    else "failed"
+                )
                 error = terminal["payload"].get("error") if terminal else self._log_tail() or f"exit code {rc}"
                 if state == "cancelled":
                     error = error or "cancelled"
         progress = [e for e in self.events if e["type"] == "merge_progress"]
-        return {"state": state, "returncode": rc, "events": list(self.events),
-                "progress": progress[-1]["payload"] if progress else None, "result": result, "error": error,
-                "out_dir": self.plan.out_dir, "events_path": str(self.events_path), "log_path": str(self.log_path)}
+        return {
+            "state": state,
+            "returncode": rc,
+            "events": list(self.events),
+            "progress": progress[-1]["payload"] if progress else None,
+            "result": result,
+            "error": error,
+            "out_dir": self.plan.out_dir,
+            "events_path": str(self.events_path),
+            "log_path": str(self.log_path),
+        }
 
     def wait(self, timeout: float | None = None) -> dict:
         self.proc.wait(timeout)
@@ -369,20 +414,44 @@ def merge_env() -> dict[str, str]:
     return env
 
 
-def merge_argv(plan: ExportPlan, tmp_dir: Path, *, max_shard_size: str, device: str, overwrite: bool,
-               push_to_hub: str | None) -> list[str]:
-    argv = [sys.executable, "-m", "engine.merge", *[s.given for s in plan.sources], "--out", plan.out_dir,
-            "--dtype", plan.dtype, "--max-shard-size", str(max_shard_size), "--device", device,
-            "--tmp-dir", str(tmp_dir), "--events", plan.events_path]
+def merge_argv(
+    plan: ExportPlan, tmp_dir: Path, *, max_shard_size: str, device: str, overwrite: bool, push_to_hub: str | None
+) -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "engine.merge",
+        *[s.given for s in plan.sources],
+        "--out",
+        plan.out_dir,
+        "--dtype",
+        plan.dtype,
+        "--max-shard-size",
+        str(max_shard_size),
+        "--device",
+        device,
+        "--tmp-dir",
+        str(tmp_dir),
+        "--events",
+        plan.events_path,
+    ]
     argv += ["--overwrite"] if overwrite else []
     argv += ["--adapter-only"] if plan.adapter_only else []
     argv += ["--push-to-hub", push_to_hub] if push_to_hub else []
     return argv
 
 
-def start_merge(sources: list[str], out_dir: str, *, dtype: str | None = None, max_shard_size: str = "2GB",
-                device: str = "cpu", overwrite: bool = False, adapter_only: bool = False,
-                push_to_hub: str | None = None) -> MergeJob:
+def start_merge(
+    sources: list[str],
+    out_dir: str,
+    *,
+    dtype: str | None = None,
+    max_shard_size: str = "2GB",
+    device: str = "cpu",
+    overwrite: bool = False,
+    adapter_only: bool = False,
+    push_to_hub: str | None = None,
+) -> MergeJob:
     """Check the inputs (ExportError on any problem) and start the merge subprocess."""
     if device not in ("cpu", "cuda"):
         raise ExportError(f"--device {device!r}: choose cpu or cuda")
@@ -393,11 +462,19 @@ def start_merge(sources: list[str], out_dir: str, *, dtype: str | None = None, m
     events_path.parent.mkdir(parents=True, exist_ok=True)
     offset = events_path.stat().st_size if events_path.exists() else 0
     log_path = events_path.with_suffix(".log")  # the subprocess's stdout + stderr, for errors it could not report
-    argv = merge_argv(plan, tmp, max_shard_size=max_shard_size, device=device, overwrite=overwrite,
-                      push_to_hub=push_to_hub)
+    argv = merge_argv(
+        plan, tmp, max_shard_size=max_shard_size, device=device, overwrite=overwrite, push_to_hub=push_to_hub
+    )
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, cwd=str(REPO_ROOT), env=merge_env(), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(REPO_ROOT),
+            env=merge_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     return MergeJob(proc, plan, tmp, offset, log_path)
 
 
@@ -435,23 +512,42 @@ def describe_event(event: dict) -> str:
 # ----------------------------------------------------------------------------------------------- CLI
 def cli(argv: list[str]) -> int:
     """``studio merge``: 0 merged and verified, 1 merge or verification failed, 2 bad input, 130 cancelled."""
-    ap = argparse.ArgumentParser(prog="studio merge", description="Merge run adapters into their base model "
-                                 "(or export the adapter), verify the result, write it atomically.")
-    ap.add_argument("sources", nargs="+", metavar="RUN_DIR_OR_ADAPTER", help="run folders or PEFT adapter folders, "
-                    "applied in order")
+    ap = argparse.ArgumentParser(
+        prog="studio merge",
+        description="Merge run adapters into their base model "
+        "(or export the adapter), verify the result, write it atomically.",
+    )
+    ap.add_argument(
+        "sources",
+        nargs="+",
+        metavar="RUN_DIR_OR_ADAPTER",
+        help="run folders or PEFT adapter folders, applied in order",
+    )
     ap.add_argument("--out", required=True, help="output folder (must not exist unless --overwrite)")
     ap.add_argument("--dtype", choices=list(DTYPES), default=None, help="saved dtype (default: the base's)")
     ap.add_argument("--max-shard-size", default="2GB", help="largest safetensors shard (default 2GB)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to merge (default cpu)")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     ap.add_argument("--adapter-only", action="store_true", help="export the PEFT adapter, tokenizer and card only")
-    ap.add_argument("--push-to-hub", metavar="REPO", default=None, help="also upload to this Hub repo (needs a token "
-                    "and network; skipped offline)")
+    ap.add_argument(
+        "--push-to-hub",
+        metavar="REPO",
+        default=None,
+        help="also upload to this Hub repo (needs a token and network; skipped offline)",
+    )
     args = ap.parse_args(argv)
     try:
-        status = merge(args.sources, args.out, echo=True, dtype=args.dtype, max_shard_size=args.max_shard_size,
-                       device=args.device, overwrite=args.overwrite, adapter_only=args.adapter_only,
-                       push_to_hub=args.push_to_hub)
+        status = merge(
+            args.sources,
+            args.out,
+            echo=True,
+            dtype=args.dtype,
+            max_shard_size=args.max_shard_size,
+            device=args.device,
+            overwrite=args.overwrite,
+            adapter_only=args.adapter_only,
+            push_to_hub=args.push_to_hub,
+        )
     except ExportError as exc:
         print(f"studio merge: {exc}", file=sys.stderr)
         return 2

@@ -77,9 +77,17 @@ def _detect_nvidia() -> Hardware | str:
                 major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
             except Exception:
                 major, minor = 0, 0
-            gpus.append(GpuInfo(index=i, name=_s(pynvml.nvmlDeviceGetName(h)), memory_total_mib=mem.total // 2**20,
-                                vendor="nvidia", compute_capability=f"{major}.{minor}" if major else "",
-                                bf16=(major >= 8) if major else None, driver=driver))
+            gpus.append(
+                GpuInfo(
+                    index=i,
+                    name=_s(pynvml.nvmlDeviceGetName(h)),
+                    memory_total_mib=mem.total // 2**20,
+                    vendor="nvidia",
+                    compute_capability=f"{major}.{minor}" if major else "",
+                    bf16=(major >= 8) if major else None,
+                    driver=driver,
+                )
+            )
     except Exception as exc:
         return f"NVML query failed: {exc}"
     if not gpus:
@@ -92,8 +100,13 @@ def _detect_rocm() -> Hardware | str:
     if not smi:
         return "no ROCm (rocm-smi not found)"
     try:
-        out = subprocess.run([smi, "--showproductname", "--showmeminfo", "vram", "--json"], capture_output=True,
-                             text=True, timeout=10, check=True).stdout
+        out = subprocess.run(
+            [smi, "--showproductname", "--showmeminfo", "vram", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
         data = json.loads(out)
     except Exception as exc:
         return f"rocm-smi failed: {exc}"

@@ -29,16 +29,47 @@ from engine.spec import RunSpec, SpecError, read_model_config
 
 # Passed through to the trainer when set; everything else in its environment is explicit.
 PASSTHROUGH_ENV = (
-    "PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "STUDIO_HOME", "HF_HOME",
-    "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "HF_HUB_CACHE",
-    "HF_DATASETS_CACHE", "TORCH_EXTENSIONS_DIR", "CUDA_HOME", "LD_LIBRARY_PATH", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME",
-    "NCCL_IB_DISABLE", "GLOO_SOCKET_IFNAME", "STUDIO_FORCE_CPU", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
-    "HF_TOKEN", "WANDB_API_KEY", "WANDB_MODE",
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "STUDIO_HOME",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_HUB_DISABLE_TELEMETRY",
+    "HF_HUB_CACHE",
+    "HF_DATASETS_CACHE",
+    "TORCH_EXTENSIONS_DIR",
+    "CUDA_HOME",
+    "LD_LIBRARY_PATH",
+    "NCCL_DEBUG",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_DISABLE",
+    "GLOO_SOCKET_IFNAME",
+    "STUDIO_FORCE_CPU",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "HF_TOKEN",
+    "WANDB_API_KEY",
+    "WANDB_MODE",
 )
 SECRET_ENV = ("HF_TOKEN", "WANDB_API_KEY")  # passed to the process, never written to a run folder
-LAYER_CLASSES = {"llama": "LlamaDecoderLayer", "mistral": "MistralDecoderLayer", "qwen2": "Qwen2DecoderLayer",
-                 "qwen3": "Qwen3DecoderLayer", "gemma": "GemmaDecoderLayer", "gemma2": "Gemma2DecoderLayer",
-                 "mixtral": "MixtralDecoderLayer", "phi3": "Phi3DecoderLayer"}
+LAYER_CLASSES = {
+    "llama": "LlamaDecoderLayer",
+    "mistral": "MistralDecoderLayer",
+    "qwen2": "Qwen2DecoderLayer",
+    "qwen3": "Qwen3DecoderLayer",
+    "gemma": "GemmaDecoderLayer",
+    "gemma2": "Gemma2DecoderLayer",
+    "mixtral": "MixtralDecoderLayer",
+    "phi3": "Phi3DecoderLayer",
+}
 
 
 class LaunchError(SpecError):
@@ -79,8 +110,9 @@ def resolve_precision(spec: RunSpec, hw: Hardware, device: str) -> str:
         names = ", ".join(sorted({g.name for g in hw.gpus if g.bf16 is False}))
         raise LaunchError([("train.precision", f"bf16 is not supported by {names}: use fp16")])
     if p == "fp16" and device == "cpu":
-        raise LaunchError([("train.precision", "fp16 mixed precision needs a GPU; this run would be on CPU: use "
-                            "bf16 or fp32")])
+        raise LaunchError(
+            [("train.precision", "fp16 mixed precision needs a GPU; this run would be on CPU: use bf16 or fp32")]
+        )
     return p
 
 
@@ -98,8 +130,12 @@ def check_hardware(spec: RunSpec, hw: Hardware, device: str, gpu_ids: list[int])
         if missing:
             problems.append(("launch.gpus", f"GPU id(s) {missing} do not exist (this machine has {sorted(have)})"))
         if ln.num_processes > len(gpu_ids):
-            problems.append(("launch.num_processes", f"{ln.num_processes} processes but only {len(gpu_ids)} GPU(s) "
-                             "available for this run"))
+            problems.append(
+                (
+                    "launch.num_processes",
+                    f"{ln.num_processes} processes but only {len(gpu_ids)} GPU(s) available for this run",
+                )
+            )
     if problems:
         raise LaunchError(problems)
 
@@ -153,8 +189,9 @@ def fsdp_layer_class(spec: RunSpec) -> str:
         return spec.launch.fsdp.layer_cls_to_wrap
     cfg = read_model_config(spec.model.name_or_path) or {}
     arch = (cfg.get("architectures") or [""])[0]
-    return LAYER_CLASSES.get(str(cfg.get("model_type", "")), arch.replace("ForCausalLM", "DecoderLayer") or
-                             "LlamaDecoderLayer")
+    return LAYER_CLASSES.get(
+        str(cfg.get("model_type", "")), arch.replace("ForCausalLM", "DecoderLayer") or "LlamaDecoderLayer"
+    )
 
 
 def accelerate_config(spec: RunSpec, precision: str, device: str, gpu_ids: list[int], ds_path: str) -> dict | None:
@@ -210,8 +247,9 @@ def accelerate_config(spec: RunSpec, precision: str, device: str, gpu_ids: list[
     return None
 
 
-def build_command(spec: RunSpec, run_dir: Path, hardware: Hardware | None = None, *,
-                  gpu_ids: list[int] | None = None) -> LaunchPlan:
+def build_command(
+    spec: RunSpec, run_dir: Path, hardware: Hardware | None = None, *, gpu_ids: list[int] | None = None
+) -> LaunchPlan:
     """argv, env and config files that start this spec's trainer in ``run_dir``. Raises LaunchError when the
     spec cannot run on this hardware."""
     hw = hardware if hardware is not None else detect()
@@ -259,18 +297,41 @@ def build_command(spec: RunSpec, run_dir: Path, hardware: Hardware | None = None
             env["ACCELERATE_USE_CPU"] = "true"
     elif ln.backend == "ddp":  # CPU DDP: see the module docstring
         env["ACCELERATE_USE_CPU"] = "true"
-        flags += ["--multi_gpu", "--num_processes", str(spec.world_size), "--num_machines", str(ln.num_machines),
-                  "--mixed_precision", mixed_precision_name(precision), "--dynamo_backend", "no"]
+        flags += [
+            "--multi_gpu",
+            "--num_processes",
+            str(spec.world_size),
+            "--num_machines",
+            str(ln.num_machines),
+            "--mixed_precision",
+            mixed_precision_name(precision),
+            "--dynamo_backend",
+            "no",
+        ]
         if ln.num_machines == 1:
             flags += ["--main_process_port", str(ln.main_process_port)]
     else:
-        flags += ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", mixed_precision_name(precision),
-                  "--dynamo_backend", "no"]
+        flags += [
+            "--num_processes",
+            "1",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            mixed_precision_name(precision),
+            "--dynamo_backend",
+            "no",
+        ]
         if device == "cpu":
             flags.append("--cpu")
     if ln.num_machines > 1:
-        flags += ["--machine_rank", str(ln.machine_rank), "--main_process_ip", ln.main_process_ip,
-                  "--main_process_port", str(ln.main_process_port)]
+        flags += [
+            "--machine_rank",
+            str(ln.machine_rank),
+            "--main_process_ip",
+            ln.main_process_ip,
+            "--main_process_port",
+            str(ln.main_process_port),
+        ]
     argv = launcher + flags + ["-m", "engine.train", str(spec_path), "--run-dir", str(run_dir)]
     plan = LaunchPlan(argv=argv, env=env, files=files, device=device, precision=precision, gpu_ids=gpus)
     plan.node_commands = node_commands(spec, argv)
@@ -302,10 +363,13 @@ def slurm_script(spec: RunSpec, argv: list[str], env: dict[str, str]) -> str:
     words[argv.index("--machine_rank") + 1] = '"$SLURM_NODEID"'
     words[argv.index("--main_process_ip") + 1] = '"$MAIN_ADDR"'
     cmd = " ".join(words).replace("'", "'\\''")
-    exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())
-                        if k.startswith(("OMP_", "MKL_", "NCCL_", "TENSORBOARD", "PYTHON", "ACCELERATE", "TOKENIZERS")))
+    exports = "\n".join(
+        f"export {k}={shlex.quote(v)}"
+        for k, v in sorted(env.items())
+        if k.startswith(("OMP_", "MKL_", "NCCL_", "TENSORBOARD", "PYTHON", "ACCELERATE", "TOKENIZERS"))
+    )
     return f"""#!/bin/bash
-#SBATCH --job-name={shlex.quote(spec.output.run_name or 'studio-run')}
+#SBATCH --job-name={shlex.quote(spec.output.run_name or "studio-run")}
 #SBATCH --nodes={ln.num_machines}
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node={ln.num_processes}
@@ -323,11 +387,22 @@ def write_plan_files(plan: LaunchPlan, run_dir: Path) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     for name, content in plan.files.items():
         (run_dir / name).write_text(content, encoding="utf-8")
-    (run_dir / "launch.json").write_text(json.dumps({
-        "argv": plan.argv, "env": plan.public_env(), "files": sorted(plan.files), "device": plan.device,
-        "precision": plan.precision, "gpu_ids": plan.gpu_ids, "node_commands": plan.node_commands,
-        "warnings": plan.warnings,
-    }, indent=2), encoding="utf-8")
+    (run_dir / "launch.json").write_text(
+        json.dumps(
+            {
+                "argv": plan.argv,
+                "env": plan.public_env(),
+                "files": sorted(plan.files),
+                "device": plan.device,
+                "precision": plan.precision,
+                "gpu_ids": plan.gpu_ids,
+                "node_commands": plan.node_commands,
+                "warnings": plan.warnings,
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
 
 
 def preview_text(spec: RunSpec, run_dir: Path | None = None, hardware: Hardware | None = None) -> str:
@@ -341,7 +416,9 @@ def preview_text(spec: RunSpec, run_dir: Path | None = None, hardware: Hardware 
     for i, cmd in enumerate(plan.node_commands):
         label = f"machine {i}" if len(plan.node_commands) > 1 else "command"
         parts.append(f"# {label}\n{cmd}")
-    keys = [k for k in sorted(plan.env) if k.startswith(("CUDA_", "HIP_", "ROCR_", "OMP_", "ACCELERATE_", "TENSORBOARD"))]
+    keys = [
+        k for k in sorted(plan.env) if k.startswith(("CUDA_", "HIP_", "ROCR_", "OMP_", "ACCELERATE_", "TENSORBOARD"))
+    ]
     parts.append("# environment\n" + "\n".join(f"{k}={plan.public_env()[k]}" for k in keys))
     for name, content in plan.files.items():
         parts.append(f"# {run_dir / name}\n{content}")

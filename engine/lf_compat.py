@@ -71,19 +71,40 @@ _DIRECT: dict[str, str] = {
 }
 # Keys handled by code below (conversions), with the spec path used to name them in errors.
 _CONVERTED: dict[str, str] = {
-    "flash_attn": "model.attn_implementation", "rope_scaling": "model.rope_scaling", "lora_target": "method.lora.targets",
-    "freeze_trainable_modules": "method.freeze.trainable_modules", "freeze_extra_modules": "method.freeze.extra_modules",
-    "dataset": "data.datasets", "dataset_dir": "data.dataset_dir", "interleave_probs": "data.mix_probs",
-    "packing": "data.packing", "neat_packing": "data.packing", "bf16": "train.precision", "fp16": "train.precision",
-    "pure_bf16": "train.precision", "disable_gradient_checkpointing": "train.gradient_checkpointing",
-    "gradient_checkpointing": "train.gradient_checkpointing", "report_to": "output.report_to", "deepspeed": "launch",
-    "do_train": "", "quantization_method": "", "overwrite_cache": "", "logging_dir": "", "overwrite_output_dir": "",
+    "flash_attn": "model.attn_implementation",
+    "rope_scaling": "model.rope_scaling",
+    "lora_target": "method.lora.targets",
+    "freeze_trainable_modules": "method.freeze.trainable_modules",
+    "freeze_extra_modules": "method.freeze.extra_modules",
+    "dataset": "data.datasets",
+    "dataset_dir": "data.dataset_dir",
+    "interleave_probs": "data.mix_probs",
+    "packing": "data.packing",
+    "neat_packing": "data.packing",
+    "bf16": "train.precision",
+    "fp16": "train.precision",
+    "pure_bf16": "train.precision",
+    "disable_gradient_checkpointing": "train.gradient_checkpointing",
+    "gradient_checkpointing": "train.gradient_checkpointing",
+    "report_to": "output.report_to",
+    "deepspeed": "launch",
+    "do_train": "",
+    "quantization_method": "",
+    "overwrite_cache": "",
+    "logging_dir": "",
+    "overwrite_output_dir": "",
     "plot_loss": "",
 }
 # Defaults of LLaMA-Factory / transformers that differ from ours: applied when the key is absent.
 _LF_DEFAULTS: dict[str, Any] = {
-    "cutoff_len": 2048, "learning_rate": 5e-5, "lr_scheduler_type": "linear", "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": 1, "logging_steps": 500, "save_total_limit": None, "lora_rank": 8,
+    "cutoff_len": 2048,
+    "learning_rate": 5e-5,
+    "lr_scheduler_type": "linear",
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "logging_steps": 500,
+    "save_total_limit": None,
+    "lora_rank": 8,
     "template": "auto",
 }
 _NULLABLE = {"max_samples", "save_total_limit", "resume_from_checkpoint"}
@@ -92,27 +113,56 @@ _FLASH_OUT = {"sdpa": "sdpa", "flash_attention_2": "fa2", "eager": "disabled"}
 _BACKEND_IN = {"NO": "single", "MULTI_GPU": "ddp", "MULTI_CPU": "ddp", "DEEPSPEED": "deepspeed", "FSDP": "fsdp"}
 _BACKEND_OUT = {"single": "NO", "ddp": "MULTI_GPU", "deepspeed": "DEEPSPEED", "fsdp": "FSDP"}
 _DS_ACC = {  # accelerate deepspeed_config key -> launch.deepspeed field
-    "zero_stage": "zero_stage", "offload_optimizer_device": "offload_optimizer", "offload_param_device": "offload_param",
-    "overlap_comm": "overlap_comm", "contiguous_gradients": "contiguous_gradients", "pin_memory": "pin_memory",
-    "sub_group_size": "sub_group_size", "reduce_bucket_size": "reduce_bucket_size", "steps_per_print": "steps_per_print",
+    "zero_stage": "zero_stage",
+    "offload_optimizer_device": "offload_optimizer",
+    "offload_param_device": "offload_param",
+    "overlap_comm": "overlap_comm",
+    "contiguous_gradients": "contiguous_gradients",
+    "pin_memory": "pin_memory",
+    "sub_group_size": "sub_group_size",
+    "reduce_bucket_size": "reduce_bucket_size",
+    "steps_per_print": "steps_per_print",
 }
 _FSDP_ACC = {
-    "fsdp_sharding_strategy": "sharding_strategy", "fsdp_auto_wrap_policy": "auto_wrap_policy",
-    "fsdp_transformer_layer_cls_to_wrap": "layer_cls_to_wrap", "fsdp_min_num_params": "min_num_params",
-    "fsdp_offload_params": "offload_params", "fsdp_state_dict_type": "state_dict_type",
+    "fsdp_sharding_strategy": "sharding_strategy",
+    "fsdp_auto_wrap_policy": "auto_wrap_policy",
+    "fsdp_transformer_layer_cls_to_wrap": "layer_cls_to_wrap",
+    "fsdp_min_num_params": "min_num_params",
+    "fsdp_offload_params": "offload_params",
+    "fsdp_state_dict_type": "state_dict_type",
     "fsdp_cpu_ram_efficient_loading": "cpu_ram_efficient_loading",
 }
 _SHARDING_NUM = {1: "FULL_SHARD", 2: "SHARD_GRAD_OP", 3: "NO_SHARD", 4: "HYBRID_SHARD"}
 # Accepted only with the value our launcher uses anyway; anything else is unsupported.
-_FSDP_FIXED = {"fsdp_backward_prefetch": "BACKWARD_PRE", "fsdp_forward_prefetch": False,
-               "fsdp_sync_module_states": True, "fsdp_use_orig_params": True, "fsdp_version": 1}
-_ACC_NOOP = {"compute_environment": "LOCAL_MACHINE", "debug": False, "downcast_bf16": "no", "rdzv_backend": "static",
-             "same_network": True, "main_training_function": "main", "enable_cpu_affinity": False,
-             "tpu_env": [], "tpu_use_cluster": False, "tpu_use_sudo": False}
+_FSDP_FIXED = {
+    "fsdp_backward_prefetch": "BACKWARD_PRE",
+    "fsdp_forward_prefetch": False,
+    "fsdp_sync_module_states": True,
+    "fsdp_use_orig_params": True,
+    "fsdp_version": 1,
+}
+_ACC_NOOP = {
+    "compute_environment": "LOCAL_MACHINE",
+    "debug": False,
+    "downcast_bf16": "no",
+    "rdzv_backend": "static",
+    "same_network": True,
+    "main_training_function": "main",
+    "enable_cpu_affinity": False,
+    "tpu_env": [],
+    "tpu_use_cluster": False,
+    "tpu_use_sudo": False,
+}
 # DeepSpeed's defaults for ZeRO keys we have no field for (LLaMA-Factory's ds_z*_config.json files set these).
-_DS_DEFAULTS = {"stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9, "allgather_partitions": True,
-                "reduce_scatter": True, "allgather_bucket_size": 5e8, "round_robin_gradients": False,
-                "stage3_gather_16bit_weights_on_model_save": True}
+_DS_DEFAULTS = {
+    "stage3_max_live_parameters": 1e9,
+    "stage3_max_reuse_distance": 1e9,
+    "allgather_partitions": True,
+    "reduce_scatter": True,
+    "allgather_bucket_size": 5e8,
+    "round_robin_gradients": False,
+    "stage3_gather_16bit_weights_on_model_save": True,
+}
 _LF_MARKERS = {"model_name_or_path", "stage", "finetuning_type", "dataset", "do_train", "lora_target", "template"}
 
 
@@ -153,8 +203,13 @@ def _resolve(path: str, base_dir: Path | None) -> str:
     return str((base_dir / p).resolve()) if base_dir is not None and not p.is_absolute() else str(p)
 
 
-def lf_to_spec(train_args: dict, accelerate_config: dict | None = None, *, base_dir: str | Path | None = None,
-               notes: list[str] | None = None) -> tuple[dict, list[str]]:
+def lf_to_spec(
+    train_args: dict,
+    accelerate_config: dict | None = None,
+    *,
+    base_dir: str | Path | None = None,
+    notes: list[str] | None = None,
+) -> tuple[dict, list[str]]:
     """Convert LLaMA-Factory training args (+ an accelerate config) to a RunSpec dict.
 
     Returns (spec dict, names of unsupported keys); accelerate keys are named ``accelerate_config.<key>``, keys of a
@@ -251,9 +306,12 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     if "all" in report:
         imp.bad("report_to", "'all' is not supported: name the trackers (tensorboard, wandb) or none")
     imp.put("output.report_to", report)
-    for key, note in (("overwrite_cache", "no cache is reused across runs"),
-                      ("logging_dir", "TensorBoard logs go to <output>/tensorboard"),
-                      ("overwrite_output_dir", "removed in transformers 5"), ("plot_loss", "the studio plots loss live")):
+    for key, note in (
+        ("overwrite_cache", "no cache is reused across runs"),
+        ("logging_dir", "TensorBoard logs go to <output>/tensorboard"),
+        ("overwrite_output_dir", "removed in transformers 5"),
+        ("plot_loss", "the studio plots loss live"),
+    ):
         if key in args:
             imp.notes.append(f"{key}: accepted, ignored ({note})")
     if args.get("deepspeed"):
@@ -291,7 +349,9 @@ def _from_ds_json(path: str | dict, imp: _Import) -> None:
                     integral = isinstance(zv, float) and zv.is_integer()  # JSON writes 1e9 as a float
                     imp.put(f"launch.deepspeed.{zk}", int(zv) if zk.endswith("_size") and integral else zv)
                 else:
-                    imp.bad(f"deepspeed.zero_optimization.{zk}", f"{zv!r} is not supported (only 'auto' or the default)")
+                    imp.bad(
+                        f"deepspeed.zero_optimization.{zk}", f"{zv!r} is not supported (only 'auto' or the default)"
+                    )
         elif key in ("bf16", "fp16") and isinstance(value, dict):
             if value.get("enabled") not in ("auto", False):
                 imp.notes.append(f"deepspeed.{key}: precision comes from bf16/fp16 in the training args")
@@ -342,8 +402,19 @@ def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None)
         imp.put("train.precision", mp)  # the launcher's setting applies when the training args name none
     elif lf_flags and mp != "no" and imp.data["train"]["precision"] != mp:
         imp.notes.append(f"accelerate mixed_precision {mp} differs from the training args: the training args win")
-    handled = {"distributed_type", "use_cpu", "num_machines", "num_processes", "machine_rank", "main_process_ip",
-               "main_process_port", "gpu_ids", "mixed_precision", "deepspeed_config", "fsdp_config"}
+    handled = {
+        "distributed_type",
+        "use_cpu",
+        "num_machines",
+        "num_processes",
+        "machine_rank",
+        "main_process_ip",
+        "main_process_port",
+        "gpu_ids",
+        "mixed_precision",
+        "deepspeed_config",
+        "fsdp_config",
+    }
     for key, value in acc.items():
         if key in handled:
             continue
@@ -407,10 +478,23 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     args.update({"stage": m.stage, "do_train": True, "finetuning_type": m.finetuning})
     if m.finetuning == "lora":
         if m.quantization.bits:
-            args.update({"quantization_bit": m.quantization.bits, "quantization_type": m.quantization.quant_type,
-                         "double_quantization": m.quantization.double_quant})
-        args.update({"lora_rank": m.lora.rank, "lora_alpha": m.lora.alpha, "lora_dropout": m.lora.dropout,
-                     "lora_target": ",".join(m.lora.targets), "use_rslora": m.lora.use_rslora, "use_dora": m.lora.use_dora})
+            args.update(
+                {
+                    "quantization_bit": m.quantization.bits,
+                    "quantization_type": m.quantization.quant_type,
+                    "double_quantization": m.quantization.double_quant,
+                }
+            )
+        args.update(
+            {
+                "lora_rank": m.lora.rank,
+                "lora_alpha": m.lora.alpha,
+                "lora_dropout": m.lora.dropout,
+                "lora_target": ",".join(m.lora.targets),
+                "use_rslora": m.lora.use_rslora,
+                "use_dora": m.lora.use_dora,
+            }
+        )
     elif m.finetuning == "freeze":
         args["freeze_trainable_layers"] = m.freeze.trainable_layers
         args["freeze_trainable_modules"] = ",".join(m.freeze.trainable_modules) or "all"
@@ -430,26 +514,50 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
         args["max_samples"] = d.max_samples
     if d.val_size:
         args["val_size"] = d.val_size
-    args.update({"packing": d.packing, "neat_packing": d.packing, "train_on_prompt": d.train_on_prompt,
-                 "preprocessing_num_workers": d.preprocessing_workers})
+    args.update(
+        {
+            "packing": d.packing,
+            "neat_packing": d.packing,
+            "train_on_prompt": d.train_on_prompt,
+            "preprocessing_num_workers": d.preprocessing_workers,
+        }
+    )
     if o.output_dir:
         args["output_dir"] = o.output_dir
     if o.run_name:
         args["run_name"] = o.run_name
-    args.update({"logging_steps": t.logging_steps, "save_steps": t.save_steps, "eval_steps": t.eval_steps,
-                 "save_total_limit": t.save_total_limit, "num_train_epochs": t.num_epochs, "max_steps": t.max_steps,
-                 "per_device_train_batch_size": t.per_device_batch_size,
-                 "gradient_accumulation_steps": t.gradient_accumulation, "learning_rate": t.learning_rate,
-                 "lr_scheduler_type": t.lr_scheduler, "warmup_ratio": t.warmup_ratio, "warmup_steps": t.warmup_steps,
-                 "weight_decay": t.weight_decay, "optim": t.optimizer, "max_grad_norm": t.max_grad_norm})
+    args.update(
+        {
+            "logging_steps": t.logging_steps,
+            "save_steps": t.save_steps,
+            "eval_steps": t.eval_steps,
+            "save_total_limit": t.save_total_limit,
+            "num_train_epochs": t.num_epochs,
+            "max_steps": t.max_steps,
+            "per_device_train_batch_size": t.per_device_batch_size,
+            "gradient_accumulation_steps": t.gradient_accumulation,
+            "learning_rate": t.learning_rate,
+            "lr_scheduler_type": t.lr_scheduler,
+            "warmup_ratio": t.warmup_ratio,
+            "warmup_steps": t.warmup_steps,
+            "weight_decay": t.weight_decay,
+            "optim": t.optimizer,
+            "max_grad_norm": t.max_grad_norm,
+        }
+    )
     if t.precision in ("bf16", "auto") and spec.model.dtype == "bfloat16":
         args["pure_bf16"] = True
     elif t.precision in ("bf16", "auto"):
         args["bf16"] = True
     elif t.precision == "fp16":
         args["fp16"] = True
-    args.update({"disable_gradient_checkpointing": not t.gradient_checkpointing, "seed": t.seed,
-                 "report_to": ",".join(o.report_to)})
+    args.update(
+        {
+            "disable_gradient_checkpointing": not t.gradient_checkpointing,
+            "seed": t.seed,
+            "report_to": ",".join(o.report_to),
+        }
+    )
     if t.resume_from:
         args["resume_from_checkpoint"] = t.resume_from
     return args, _accelerate_out(spec)
@@ -463,9 +571,14 @@ def _accelerate_out(spec: RunSpec) -> dict:
     acc["num_processes"] = ln.num_processes * ln.num_machines
     if ln.backend == "deepspeed":
         ds, dflt = ln.deepspeed, type(ln.deepspeed)()
-        out: dict[str, Any] = {"zero_stage": ds.zero_stage, "offload_optimizer_device": ds.offload_optimizer,
-                               "offload_param_device": ds.offload_param, "overlap_comm": ds.overlap_comm,
-                               "contiguous_gradients": ds.contiguous_gradients, "gradient_clipping": t.max_grad_norm}
+        out: dict[str, Any] = {
+            "zero_stage": ds.zero_stage,
+            "offload_optimizer_device": ds.offload_optimizer,
+            "offload_param_device": ds.offload_param,
+            "overlap_comm": ds.overlap_comm,
+            "contiguous_gradients": ds.contiguous_gradients,
+            "gradient_clipping": t.max_grad_norm,
+        }
         if ds.nvme_path:
             out.update({"offload_optimizer_nvme_path": ds.nvme_path, "offload_param_nvme_path": ds.nvme_path})
         for name in ("pin_memory", "sub_group_size", "reduce_bucket_size", "steps_per_print"):
@@ -480,8 +593,14 @@ def _accelerate_out(spec: RunSpec) -> dict:
     if ln.gpus:
         acc["gpu_ids"] = ",".join(str(g) for g in ln.gpus)
     if ln.num_machines > 1:
-        acc.update({"num_machines": ln.num_machines, "machine_rank": ln.machine_rank,
-                    "main_process_ip": ln.main_process_ip, "main_process_port": ln.main_process_port})
+        acc.update(
+            {
+                "num_machines": ln.num_machines,
+                "machine_rank": ln.machine_rank,
+                "main_process_ip": ln.main_process_ip,
+                "main_process_port": ln.main_process_port,
+            }
+        )
     return acc
 
 
@@ -499,14 +618,19 @@ def _read_yaml(path: Path, what: str) -> Any:
 
 
 def is_lf_args(data: Any) -> bool:
-    """True for a LLaMA-Factory flat training-args mapping, False for our spec (``model:`` mapping / schema_version)."""
+    """True for a LLaMA-Factory flat training-args mapping; False for our spec (``model:`` mapping, schema_version)."""
     if not isinstance(data, dict) or isinstance(data.get("model"), dict) or "schema_version" in data:
         return False
     return bool(_LF_MARKERS & set(data))
 
 
-def load_any(path: str | Path, accelerate_config_path: str | Path | None = None, *, context: bool = True,
-             notes: list[str] | None = None) -> RunSpec:
+def load_any(
+    path: str | Path,
+    accelerate_config_path: str | Path | None = None,
+    *,
+    context: bool = True,
+    notes: list[str] | None = None,
+) -> RunSpec:
     """Load our spec or a LLaMA-Factory training YAML (+ accelerate config); raise SpecError listing every problem."""
     path = Path(path)
     data = _read_yaml(path, "spec")
@@ -542,8 +666,10 @@ def cli(argv: list[str]) -> int:
     cmd, rest = (argv[0], argv[1:]) if argv else ("import-lf", [])
     if cmd == "export-lf":
         return _cli_export(rest)
-    parser = argparse.ArgumentParser(prog="studio import-lf", description="convert a LLaMA-Factory training YAML "
-                                     "(+ accelerate config) to a Studio spec")
+    parser = argparse.ArgumentParser(
+        prog="studio import-lf",
+        description="convert a LLaMA-Factory training YAML (+ accelerate config) to a Studio spec",
+    )
     parser.add_argument("file")
     parser.add_argument("--accelerate-config", default=None)
     parser.add_argument("-o", "--output", required=True, help="spec YAML to write")
@@ -584,4 +710,3 @@ def _cli_export(rest: list[str]) -> int:
 def _write_yaml(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
-

@@ -105,10 +105,16 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
         model = model.dequantize()  # a pre-quantized base: merge onto dequantized weights, never packed ones
     model.eval()
     ids = fixed_prompts(model.config.vocab_size)
-    report: dict = {"prompts": list(ids.shape), "merge_dtype": "float32", "dtype": plan.dtype, "device": device,
-                    "base": plan.base, "adapters": [s.weights_dir for s in adapters],
-                    # QLoRA adapters are merged onto this float32 base, never onto quantized weights.
-                    "quantized_training_bits": [s.quant_bits for s in adapters]}
+    report: dict = {
+        "prompts": list(ids.shape),
+        "merge_dtype": "float32",
+        "dtype": plan.dtype,
+        "device": device,
+        "base": plan.base,
+        "adapters": [s.weights_dir for s in adapters],
+        # QLoRA adapters are merged onto this float32 base, never onto quantized weights.
+        "quantized_training_bits": [s.quant_bits for s in adapters],
+    }
     if adapters:
         from peft import PeftModel
 
@@ -129,9 +135,12 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
         fp32_tol = tolerance("fp32", float(ref.abs().max()))
         report.update(fp32_merge_max_abs_diff=fp32_diff, fp32_merge_tolerance=fp32_tol)
         if not fp32_diff <= fp32_tol:
-            raise VerificationError(f"the float32 merge differs from base + adapters by {fp32_diff:.3g} "
-                                    f"(> {fp32_tol:.3g}): the adapters cannot be merged exactly (e.g. several DoRA "
-                                    "adapters, whose merge depends on the order)", report)
+            raise VerificationError(
+                f"the float32 merge differs from base + adapters by {fp32_diff:.3g} "
+                f"(> {fp32_tol:.3g}): the adapters cannot be merged exactly (e.g. several DoRA "
+                "adapters, whose merge depends on the order)",
+                report,
+            )
     else:
         ref = logits_of(model, ids)
     torch_dtype = getattr(torch, xp.DTYPES[plan.dtype][0])
@@ -147,8 +156,13 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     diff = float((logits_of(loaded, ids) - ref).abs().max())
     ref_max = float(ref.abs().max())
     tol = tolerance(plan.dtype, ref_max)
-    report.update(max_abs_diff=diff, tolerance=tol, reference_max_abs=ref_max, passed=diff <= tol,
-                  reference="base + adapters (PEFT, unmerged, float32)" if adapters else "source model (float32)")
+    report.update(
+        max_abs_diff=diff,
+        tolerance=tol,
+        reference_max_abs=ref_max,
+        passed=diff <= tol,
+        reference="base + adapters (PEFT, unmerged, float32)" if adapters else "source model (float32)",
+    )
     report["summary"] = f"max |logit diff| {diff:.3g} {'<=' if diff <= tol else '>'} {tol:.3g} ({plan.dtype})"
     (tmp / "verify.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     if not report["passed"]:
@@ -168,8 +182,9 @@ def save_sharded(model, tmp: Path, rep: Reporter, max_shard: int) -> None:
             continue  # e.g. lm_head tied to embed_tokens: transformers re-ties it from the config on load
         seen.add(key)
         state[name] = tensor.detach().contiguous().cpu()
-    split = split_torch_state_dict_into_shards(state, max_shard_size=max_shard,
-                                               filename_pattern="model{suffix}.safetensors")
+    split = split_torch_state_dict_into_shards(
+        state, max_shard_size=max_shard, filename_pattern="model{suffix}.safetensors"
+    )
     delay = float(os.environ.get("STUDIO_MERGE_SHARD_DELAY", "0") or 0)  # tests use it to cancel mid-write
     n = len(split.filename_to_tensors)
     for i, (fname, names) in enumerate(split.filename_to_tensors.items(), start=1):
@@ -178,8 +193,10 @@ def save_sharded(model, tmp: Path, rep: Reporter, max_shard: int) -> None:
         if delay:
             time.sleep(delay)
     if split.is_sharded:
-        index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in state.values())},
-                 "weight_map": split.tensor_to_filename}
+        index = {
+            "metadata": {"total_size": sum(t.numel() * t.element_size() for t in state.values())},
+            "weight_map": split.tensor_to_filename,
+        }
         (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=2), encoding="utf-8")
     model.config.save_pretrained(str(tmp))
     gen = getattr(model, "generation_config", None)
@@ -206,8 +223,12 @@ def export_adapter(plan: ExportPlan, tmp: Path, rep: Reporter) -> dict:
     rep.stage("saving", 1, 1, f"copying adapter {src.weights_dir}")
     for item in Path(src.weights_dir).iterdir():
         (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp / item.name)
-    report = {"adapter_only": True, "passed": True, "base": plan.base,
-              "summary": "adapter copied; its A/B shapes were checked against the base's safetensors headers"}
+    report = {
+        "adapter_only": True,
+        "passed": True,
+        "base": plan.base,
+        "summary": "adapter copied; its A/B shapes were checked against the base's safetensors headers",
+    }
     (tmp / "verify.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
 
@@ -215,26 +236,45 @@ def export_adapter(plan: ExportPlan, tmp: Path, rep: Reporter) -> dict:
 def write_card(plan: ExportPlan, path: Path, settings: dict, report: dict) -> None:
     """README.md: what was trained (the run's spec), on what, how it ended, and how this folder was made."""
     lines = ["---", "library_name: " + ("peft" if plan.adapter_only else "transformers"), "tags: [studio]", "---", ""]
-    lines += [f"# {Path(plan.out_dir).name}", "", ("PEFT adapter" if plan.adapter_only else "Merged model")
-              + f" exported by Studio on {time.strftime('%Y-%m-%d %H:%M:%S')}.", "", f"Base model: `{plan.base}`", ""]
+    lines += [
+        f"# {Path(plan.out_dir).name}",
+        "",
+        ("PEFT adapter" if plan.adapter_only else "Merged model")
+        + f" exported by Studio on {time.strftime('%Y-%m-%d %H:%M:%S')}.",
+        "",
+        f"Base model: `{plan.base}`",
+        "",
+    ]
     for src in plan.sources:
         lines += [f"## Source: `{src.run_dir or src.weights_dir}`", ""]
         spec = src.spec or {}
         m, meth, data, train = (spec.get(k) or {} for k in ("model", "method", "data", "train"))
         quant = meth.get("quantization") or {}
-        rows = [("model", m.get("name_or_path", plan.base)), ("stage", meth.get("stage")),
-                ("method", meth.get("finetuning", src.kind if src.kind == "model" else "lora")),
-                ("quantization", f"{quant.get('bits')}-bit {quant.get('quant_type', '')}" if quant.get("bits") else None),
-                ("datasets", ", ".join(data.get("datasets") or []) or None), ("template", data.get("template")),
-                ("cutoff length", data.get("cutoff_len")), ("learning rate", train.get("learning_rate")),
-                ("epochs / max steps", f"{train.get('num_epochs')} / {train.get('max_steps')}" if train else None),
-                ("batch x accumulation", f"{train.get('per_device_batch_size')} x {train.get('gradient_accumulation')}"
-                 if train else None), ("precision", train.get("precision")), ("seed", train.get("seed"))]
+        rows = [
+            ("model", m.get("name_or_path", plan.base)),
+            ("stage", meth.get("stage")),
+            ("method", meth.get("finetuning", src.kind if src.kind == "model" else "lora")),
+            ("quantization", f"{quant.get('bits')}-bit {quant.get('quant_type', '')}" if quant.get("bits") else None),
+            ("datasets", ", ".join(data.get("datasets") or []) or None),
+            ("template", data.get("template")),
+            ("cutoff length", data.get("cutoff_len")),
+            ("learning rate", train.get("learning_rate")),
+            ("epochs / max steps", f"{train.get('num_epochs')} / {train.get('max_steps')}" if train else None),
+            (
+                "batch x accumulation",
+                f"{train.get('per_device_batch_size')} x {train.get('gradient_accumulation')}" if train else None,
+            ),
+            ("precision", train.get("precision")),
+            ("seed", train.get("seed")),
+        ]
         if src.kind == "adapter":
             cfg = src.adapter_config
-            rows += [("LoRA rank / alpha", f"{cfg.get('r')} / {cfg.get('lora_alpha')}"),
-                     ("LoRA targets", ", ".join(sorted(cfg.get("target_modules") or [])) or None),
-                     ("DoRA", cfg.get("use_dora")), ("adapter", src.weights_dir)]
+            rows += [
+                ("LoRA rank / alpha", f"{cfg.get('r')} / {cfg.get('lora_alpha')}"),
+                ("LoRA targets", ", ".join(sorted(cfg.get("target_modules") or [])) or None),
+                ("DoRA", cfg.get("use_dora")),
+                ("adapter", src.weights_dir),
+            ]
         lines += ["| setting | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows if v not in (None, "")]
         finished = ev.last_event(Path(src.run_dir) / "events.jsonl", ("finished",)) if src.run_dir else None
         if finished:
@@ -267,8 +307,10 @@ def push_to_hub(out: Path, repo: str) -> dict:
 
     token = os.environ.get("HF_TOKEN") or get_token()
     if not token:
-        return {"pushed": False, "message": f"push to {repo} skipped: no Hugging Face token (set HF_TOKEN or run "
-                                            "`hf auth login`)"}
+        return {
+            "pushed": False,
+            "message": f"push to {repo} skipped: no Hugging Face token (set HF_TOKEN or run `hf auth login`)",
+        }
     try:
         api = HfApi(token=token)
         api.create_repo(repo, exist_ok=True, private=True)
@@ -298,8 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     rep = Reporter(args.events or str(out.parent / f"{out.name}.merge-events.jsonl"), str(out))
     t0 = time.time()
     try:
-        plan = xp.plan_export(args.sources, str(out), dtype=args.dtype, overwrite=args.overwrite,
-                              adapter_only=args.adapter_only)
+        plan = xp.plan_export(
+            args.sources, str(out), dtype=args.dtype, overwrite=args.overwrite, adapter_only=args.adapter_only
+        )
         max_shard = xp.parse_size(args.max_shard_size)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -308,15 +351,27 @@ def main(argv: list[str] | None = None) -> int:
         else:
             report = merge_weights(plan, tmp, rep, args.device, max_shard)
         copied = copy_support_files(plan, tmp)
-        settings = {"dtype": plan.dtype, "max_shard_size": args.max_shard_size, "device": args.device,
-                    "adapter_only": plan.adapter_only, "sources": [s.weights_dir for s in plan.sources]}
+        settings = {
+            "dtype": plan.dtype,
+            "max_shard_size": args.max_shard_size,
+            "device": args.device,
+            "adapter_only": plan.adapter_only,
+            "sources": [s.weights_dir for s in plan.sources],
+        }
         write_card(plan, tmp / "README.md", settings, report)
         publish(tmp, out, args.overwrite)
         push = push_to_hub(out, args.push_to_hub) if args.push_to_hub else None
         if push and not push["pushed"]:
             rep.emit("warning", field="push_to_hub", message=push["message"])
-        rep.emit("merge_finished", stage="done", report=report, copied=copied, push=push,
-                 seconds=round(time.time() - t0, 2), kind="adapter" if plan.adapter_only else "merged")
+        rep.emit(
+            "merge_finished",
+            stage="done",
+            report=report,
+            copied=copied,
+            push=push,
+            seconds=round(time.time() - t0, 2),
+            kind="adapter" if plan.adapter_only else "merged",
+        )
         return 0
     except Cancelled as exc:
         _fail(rep, "cancelled", str(exc))

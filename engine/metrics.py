@@ -108,9 +108,11 @@ class GpuSampler:
         nv = self._nvml
         mem = nv.nvmlDeviceGetMemoryInfo(h)
         out = {"index": index, "memory_used_mib": mem.used // 2**20, "memory_total_mib": mem.total // 2**20}
-        for key, fn in (("utilization_pct", lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu),
-                        ("power_w", lambda: round(nv.nvmlDeviceGetPowerUsage(h) / 1000.0, 1)),
-                        ("temperature_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))):
+        for key, fn in (
+            ("utilization_pct", lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu),
+            ("power_w", lambda: round(nv.nvmlDeviceGetPowerUsage(h) / 1000.0, 1)),
+            ("temperature_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+        ):
             try:
                 out[key] = fn()
             except Exception:  # noqa: BLE001
@@ -125,11 +127,14 @@ class GpuSampler:
             out.update(memory_used_mib=vram.get("vram_used"), memory_total_mib=vram.get("vram_total"))
         except Exception:  # noqa: BLE001
             out.update(memory_used_mib=None, memory_total_mib=None)
-        for key, fn in (("utilization_pct", lambda: a.amdsmi_get_gpu_activity(h).get("gfx_activity")),
-                        ("power_w", lambda: _first(a.amdsmi_get_power_info(h), "current_socket_power",
-                                                   "average_socket_power")),
-                        ("temperature_c", lambda: a.amdsmi_get_temp_metric(
-                            h, a.AmdSmiTemperatureType.EDGE, a.AmdSmiTemperatureMetric.CURRENT))):
+        for key, fn in (
+            ("utilization_pct", lambda: a.amdsmi_get_gpu_activity(h).get("gfx_activity")),
+            ("power_w", lambda: _first(a.amdsmi_get_power_info(h), "current_socket_power", "average_socket_power")),
+            (
+                "temperature_c",
+                lambda: a.amdsmi_get_temp_metric(h, a.AmdSmiTemperatureType.EDGE, a.AmdSmiTemperatureMetric.CURRENT),
+            ),
+        ):
             try:
                 out[key] = fn()
             except Exception:  # noqa: BLE001
@@ -137,8 +142,13 @@ class GpuSampler:
         return out
 
     def _rocm_smi(self) -> list[dict]:
-        res = subprocess.run(["rocm-smi", "--showmeminfo", "vram", "--showuse", "--showpower", "--showtemp",
-                              "--json"], capture_output=True, text=True, timeout=10, check=False)
+        res = subprocess.run(
+            ["rocm-smi", "--showmeminfo", "vram", "--showuse", "--showpower", "--showtemp", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
         data = json.loads(res.stdout or "{}")
         out = []
         for key, card in sorted(data.items()):
@@ -147,16 +157,20 @@ class GpuSampler:
             index = int(key[4:])
             if self.gpu_ids and index not in self.gpu_ids:
                 continue
-            out.append({
-                "index": index,
-                "memory_used_mib": _num(card.get("VRAM Total Used Memory (B)"), 2**20),
-                "memory_total_mib": _num(card.get("VRAM Total Memory (B)"), 2**20),
-                "utilization_pct": _num(card.get("GPU use (%)")),
-                "power_w": _num(_first(card, "Average Graphics Package Power (W)",
-                                       "Current Socket Graphics Package Power (W)")),
-                "temperature_c": _num(_first(card, "Temperature (Sensor edge) (C)",
-                                             "Temperature (Sensor junction) (C)")),
-            })
+            out.append(
+                {
+                    "index": index,
+                    "memory_used_mib": _num(card.get("VRAM Total Used Memory (B)"), 2**20),
+                    "memory_total_mib": _num(card.get("VRAM Total Memory (B)"), 2**20),
+                    "utilization_pct": _num(card.get("GPU use (%)")),
+                    "power_w": _num(
+                        _first(card, "Average Graphics Package Power (W)", "Current Socket Graphics Package Power (W)")
+                    ),
+                    "temperature_c": _num(
+                        _first(card, "Temperature (Sensor edge) (C)", "Temperature (Sensor junction) (C)")
+                    ),
+                }
+            )
         return out
 
 
@@ -207,8 +221,9 @@ class ProcessSampler:
         return procs, round(cpu, 1), round(rss, 1)
 
 
-def sample_loop(rdir: Path, root_pid: int, gpu_ids: list[int], stop: threading.Event,
-                interval: float | None = None) -> None:
+def sample_loop(
+    rdir: Path, root_pid: int, gpu_ids: list[int], stop: threading.Event, interval: float | None = None
+) -> None:
     """Append one sample per interval to ``rdir/metrics.jsonl`` until ``stop`` is set."""
     interval = interval or interval_s()
     path = Path(rdir) / "metrics.jsonl"
@@ -216,8 +231,9 @@ def sample_loop(rdir: Path, root_pid: int, gpu_ids: list[int], stop: threading.E
         gpus = GpuSampler(gpu_ids)
         procs = ProcessSampler(root_pid)
     except Exception as exc:  # noqa: BLE001
-        events.append_event(Path(rdir) / "events.jsonl", "warning", None, field="metrics",
-                            message=f"system metrics off: {exc}")
+        events.append_event(
+            Path(rdir) / "events.jsonl", "warning", None, field="metrics", message=f"system metrics off: {exc}"
+        )
         return
     if gpus.reason:
         events.append_event(Path(rdir) / "events.jsonl", "warning", None, field="metrics", message=gpus.reason)

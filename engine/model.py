@@ -44,18 +44,25 @@ def load_model(spec: RunSpec, *, device: str, precision: str):
         "attn_implementation": spec.model.attn_implementation,
     }
     if spec.model.rope_scaling is not None:
-        config = AutoConfig.from_pretrained(spec.model.name_or_path, revision=spec.model.revision,
-                                            trust_remote_code=spec.model.trust_remote_code)
+        config = AutoConfig.from_pretrained(
+            spec.model.name_or_path, revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
+        )
         config.rope_scaling = {"rope_type": spec.model.rope_scaling.type, "factor": spec.model.rope_scaling.factor}
         kwargs["config"] = config
     q = spec.method.quantization
     if q.bits:
-        compute = DTYPES.get(q.compute_dtype) if q.compute_dtype != "auto" else (
-            torch.float32 if precision == "fp32" else torch.bfloat16 if precision == "bf16" else torch.float16)
+        compute = (
+            DTYPES.get(q.compute_dtype)
+            if q.compute_dtype != "auto"
+            else (torch.float32 if precision == "fp32" else torch.bfloat16 if precision == "bf16" else torch.float16)
+        )
         if q.bits == 4:
             kwargs["quantization_config"] = BitsAndBytesConfig(
-                load_in_4bit=True, bnb_4bit_quant_type=q.quant_type, bnb_4bit_use_double_quant=q.double_quant,
-                bnb_4bit_compute_dtype=compute, bnb_4bit_quant_storage=compute if _shards_params(spec) else torch.uint8,
+                load_in_4bit=True,
+                bnb_4bit_quant_type=q.quant_type,
+                bnb_4bit_use_double_quant=q.double_quant,
+                bnb_4bit_compute_dtype=compute,
+                bnb_4bit_quant_storage=compute if _shards_params(spec) else torch.uint8,
             )
         else:
             kwargs["quantization_config"] = BitsAndBytesConfig(load_in_8bit=True)
@@ -86,8 +93,14 @@ def apply_lora(spec: RunSpec, model):
     lora = spec.method.lora
     targets = "all-linear" if lora.targets == ["all"] else list(lora.targets)
     config = LoraConfig(
-        r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets,
-        use_rslora=lora.use_rslora, use_dora=lora.use_dora, bias="none", task_type="CAUSAL_LM",
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=targets,
+        use_rslora=lora.use_rslora,
+        use_dora=lora.use_dora,
+        bias="none",
+        task_type="CAUSAL_LM",
     )
     return get_peft_model(model, config)
 

@@ -30,8 +30,17 @@ MiB = 2**20
 CUDA_CONTEXT_BYTES = 500 * MiB  # CUDA context + cuBLAS/cuDNN workspaces, outside torch's allocator
 ALLOCATOR_SLACK = 0.05  # caching-allocator fragmentation between allocated and reserved, as a fraction
 
-COMPONENTS = ("weights", "trainable_weights", "gradients", "optimizer_states", "activations", "logits_loss",
-              "comm_buffers", "step_temporaries", "framework")
+COMPONENTS = (
+    "weights",
+    "trainable_weights",
+    "gradients",
+    "optimizer_states",
+    "activations",
+    "logits_loss",
+    "comm_buffers",
+    "step_temporaries",
+    "framework",
+)
 
 
 @dataclass
@@ -97,8 +106,10 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
 
     config = model_config if model_config is not None else read_model_config(spec.model.name_or_path)
     if not config:
-        raise ValueError(f"model.name_or_path: no config.json readable at {spec.model.name_or_path} (planning needs "
-                         "a local model folder, or pass model_config)")
+        raise ValueError(
+            f"model.name_or_path: no config.json readable at {spec.model.name_or_path} (planning needs "
+            "a local model folder, or pass model_config)"
+        )
     shape = model_shape(config)
     precision = resolve_precision(spec, hardware, gpu_mem_gib)
     dt = resolve_dtypes(spec, precision)
@@ -179,12 +190,24 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
     outside = sum(p.numel for p in shape.params if p.layer is None) if spec.method.finetuning == "full" else 0
     fb_grads = grad_bytes if t.gradient_accumulation > 1 else min(outside * train_bytes_each, grad_bytes)
     framework = CUDA_CONTEXT_BYTES
-    fwd_bwd = {"weights": weights_gpu, "gradients": fb_grads,
-               "optimizer_states": opt_gpu, "activations": acts, "logits_loss": loss, "comm_buffers": comm}
-    step = {"weights": fwd_bwd["weights"], "gradients": grad_bytes, "optimizer_states": opt_gpu,
-            "step_temporaries": step_tmp, "comm_buffers": comm}
-    phase, alive = ("forward_backward", fwd_bwd) if sum(fwd_bwd.values()) >= sum(step.values()) else \
-        ("optimizer_step", step)
+    fwd_bwd = {
+        "weights": weights_gpu,
+        "gradients": fb_grads,
+        "optimizer_states": opt_gpu,
+        "activations": acts,
+        "logits_loss": loss,
+        "comm_buffers": comm,
+    }
+    step = {
+        "weights": fwd_bwd["weights"],
+        "gradients": grad_bytes,
+        "optimizer_states": opt_gpu,
+        "step_temporaries": step_tmp,
+        "comm_buffers": comm,
+    }
+    phase, alive = (
+        ("forward_backward", fwd_bwd) if sum(fwd_bwd.values()) >= sum(step.values()) else ("optimizer_step", step)
+    )
     comps = {k: 0 for k in COMPONENTS}
     for k, v in alive.items():
         comps[k] = int(v)
@@ -206,15 +229,33 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
     fits = None if gpu_bytes is None else total <= gpu_bytes
     if spec.launch.device == "cpu":
         notes.append("device is cpu: the numbers are host memory for one process")
-    static = {"weights_bytes": int(w_frozen + w_train), "adapter_bytes": int(adapter_bytes),
-              "gradient_bytes": int(train_numel * train_bytes_each), "optimizer_state_bytes": int(opt_static)}
-    details = {"static": static, "params_total": shape.total, "trainable_params": train_numel, "trainable_tensors": tr.tensors,
-               "precision": precision, "dtype_bytes": dt, "world_size": ws, "shard_over": shard_n if opt_shard else 1,
-               "zero_stage": zero, "backend": ln.backend, "batch": batch, "seq_len": seq,
-               "phase_totals": {"forward_backward": int(sum(fwd_bwd.values())),
-                                "optimizer_step": int(sum(step.values()))},
-               "model_type": shape.model_type, "layers": shape.layers, "hidden": shape.hidden,
-               "heads": shape.heads, "kv_heads": shape.kv_heads, "vocab": shape.vocab}
+    static = {
+        "weights_bytes": int(w_frozen + w_train),
+        "adapter_bytes": int(adapter_bytes),
+        "gradient_bytes": int(train_numel * train_bytes_each),
+        "optimizer_state_bytes": int(opt_static),
+    }
+    details = {
+        "static": static,
+        "params_total": shape.total,
+        "trainable_params": train_numel,
+        "trainable_tensors": tr.tensors,
+        "precision": precision,
+        "dtype_bytes": dt,
+        "world_size": ws,
+        "shard_over": shard_n if opt_shard else 1,
+        "zero_stage": zero,
+        "backend": ln.backend,
+        "batch": batch,
+        "seq_len": seq,
+        "phase_totals": {"forward_backward": int(sum(fwd_bwd.values())), "optimizer_step": int(sum(step.values()))},
+        "model_type": shape.model_type,
+        "layers": shape.layers,
+        "hidden": shape.hidden,
+        "heads": shape.heads,
+        "kv_heads": shape.kv_heads,
+        "vocab": shape.vocab,
+    }
     return MemoryPlan(comps, int(total), gpu_bytes, fits, int(cpu_ram), phase, notes, shape.approximate, details)
 
 
@@ -229,8 +270,16 @@ def fmt_bytes(n: float | None) -> str:
 def parse_mem(text: str) -> float:
     """'24GiB', '24 GB', '80G', '24' -> GiB as float (GB is read as GiB: what nvidia-smi shows as total)."""
     s = str(text).strip().lower().replace(" ", "")
-    for suffix, scale in (("tib", 1024), ("tb", 1024), ("gib", 1), ("gb", 1), ("g", 1), ("mib", 1 / 1024),
-                          ("mb", 1 / 1024), ("m", 1 / 1024)):
+    for suffix, scale in (
+        ("tib", 1024),
+        ("tb", 1024),
+        ("gib", 1),
+        ("gb", 1),
+        ("g", 1),
+        ("mib", 1 / 1024),
+        ("mb", 1 / 1024),
+        ("m", 1 / 1024),
+    ):
         if s.endswith(suffix):
             s, mult = s[: -len(suffix)], scale
             break
@@ -248,9 +297,11 @@ def parse_mem(text: str) -> float:
 def render(mp: MemoryPlan) -> str:
     """A text table of the breakdown, then the verdict."""
     d = mp.details
-    head = (f"model: {d['model_type']}, {d['params_total'] / 1e6:.1f}M params, {d['layers']} layers; trainable "
-            f"{d['trainable_params'] / 1e6:.2f}M; precision {d['precision']}; world size {d['world_size']}; "
-            f"batch {d['batch']} x seq {d['seq_len']}")
+    head = (
+        f"model: {d['model_type']}, {d['params_total'] / 1e6:.1f}M params, {d['layers']} layers; trainable "
+        f"{d['trainable_params'] / 1e6:.2f}M; precision {d['precision']}; world size {d['world_size']}; "
+        f"batch {d['batch']} x seq {d['seq_len']}"
+    )
     lines = [head, "", f"{'component':<20}{'per GPU':>14}"]
     for k in COMPONENTS:
         v = mp.components.get(k, 0)
@@ -288,7 +339,9 @@ def compare(run_dir: str | Path) -> dict:
             pred = None
     measured: Any = None
     for ev in read_all(run_dir / "events.jsonl"):
-        if ev["type"] in ("finished", "stopped", "failed", "log") and isinstance(ev["payload"].get("memory"), (list, dict)):
+        if ev["type"] in ("finished", "stopped", "failed", "log") and isinstance(
+            ev["payload"].get("memory"), (list, dict)
+        ):
             measured = ev["payload"]["memory"]
     rows = []
     items = measured.items() if isinstance(measured, dict) else enumerate(measured or [])
@@ -301,9 +354,16 @@ def compare(run_dir: str | Path) -> dict:
         reserved = _bytes(m, "max_reserved") or _bytes(m, "reserved")
         rank = m.get("rank", key)
         err = None if not (alloc and p_alloc) else round(100.0 * (p_alloc - alloc) / alloc, 1)
-        rows.append({"rank": int(rank) if str(rank).isdigit() else rank, "predicted_allocated_bytes": p_alloc,
-                     "predicted_total_bytes": p_total, "measured_allocated_bytes": alloc,
-                     "measured_reserved_bytes": reserved, "error_pct": err})
+        rows.append(
+            {
+                "rank": int(rank) if str(rank).isdigit() else rank,
+                "predicted_allocated_bytes": p_alloc,
+                "predicted_total_bytes": p_total,
+                "measured_allocated_bytes": alloc,
+                "measured_reserved_bytes": reserved,
+                "error_pct": err,
+            }
+        )
     return {"predicted": pred, "rows": rows, "has_prediction": pred is not None, "has_measurement": bool(rows)}
 
 

@@ -29,8 +29,13 @@ class FitResult:
     tried: list[str] = field(default_factory=list)  # steps skipped because the spec rules refused them
 
     def to_dict(self) -> dict:
-        return {"spec": spec_to_dict(self.spec), "steps": list(self.steps), "plan": self.plan.to_dict(),
-                "fits": self.fits, "tried": list(self.tried)}
+        return {
+            "spec": spec_to_dict(self.spec),
+            "steps": list(self.steps),
+            "plan": self.plan.to_dict(),
+            "fits": self.fits,
+            "tried": list(self.tried),
+        }
 
 
 def _edit(spec: RunSpec, change: Callable[[dict], None]) -> RunSpec:
@@ -46,13 +51,19 @@ def _ladder(spec: RunSpec):
     while b > 1:
         nb = b // 2 if b % 2 == 0 else 1
         nga = ga * b // nb
-        yield ((f"per-device batch {b} -> {nb}, gradient accumulation {ga} -> {nga} (effective batch "
-               f"{spec.effective_batch} kept)"),
-               lambda d, nb=nb, nga=nga: d["train"].update(per_device_batch_size=nb, gradient_accumulation=nga))
+        yield (
+            (
+                f"per-device batch {b} -> {nb}, gradient accumulation {ga} -> {nga} (effective batch "
+                f"{spec.effective_batch} kept)"
+            ),
+            lambda d, nb=nb, nga=nga: d["train"].update(per_device_batch_size=nb, gradient_accumulation=nga),
+        )
         b, ga = nb, nga
     if not t.gradient_checkpointing:
-        yield ("gradient checkpointing on (activations recomputed in backward, ~30% slower)",
-               lambda d: d["train"].update(gradient_checkpointing=True))
+        yield (
+            "gradient checkpointing on (activations recomputed in backward, ~30% slower)",
+            lambda d: d["train"].update(gradient_checkpointing=True),
+        )
     ln = spec.launch
     multi = spec.world_size > 1
     quant = bool(spec.method.quantization.bits)
@@ -60,18 +71,30 @@ def _ladder(spec: RunSpec):
     if multi and ln.backend != "fsdp":
         for s in (1, 2, 3):
             if s > stage and not (quant and s == 3):
-                yield ((f"DeepSpeed ZeRO-{s} (shards {['', 'optimizer states', '+ gradients', '+ parameters'][s]} "
-                       f"over {spec.world_size} GPUs)"), lambda d, s=s: _ds(d, stage=s))
+                yield (
+                    (
+                        f"DeepSpeed ZeRO-{s} (shards {['', 'optimizer states', '+ gradients', '+ parameters'][s]} "
+                        f"over {spec.world_size} GPUs)"
+                    ),
+                    lambda d, s=s: _ds(d, stage=s),
+                )
         stage = 2 if quant else 3
     if ln.backend != "fsdp":
         s_off = max(stage, 2)
-        yield (f"offload optimizer states to CPU (DeepSpeed ZeRO-{s_off} + CPU Adam; slower steps)",
-               lambda d, s=s_off: _ds(d, stage=s, offload_optimizer="cpu"))
+        yield (
+            f"offload optimizer states to CPU (DeepSpeed ZeRO-{s_off} + CPU Adam; slower steps)",
+            lambda d, s=s_off: _ds(d, stage=s, offload_optimizer="cpu"),
+        )
         if not quant:
-            yield ("offload parameters to CPU (ZeRO-3; large slowdown)",
-                   lambda d: _ds(d, stage=3, offload_optimizer="cpu", offload_param="cpu"))
+            yield (
+                "offload parameters to CPU (ZeRO-3; large slowdown)",
+                lambda d: _ds(d, stage=3, offload_optimizer="cpu", offload_param="cpu"),
+            )
     elif not ln.fsdp.offload_params:
-        yield ("FSDP parameter offload to CPU (large slowdown)", lambda d: d["launch"]["fsdp"].update(offload_params=True))
+        yield (
+            "FSDP parameter offload to CPU (large slowdown)",
+            lambda d: d["launch"]["fsdp"].update(offload_params=True),
+        )
     if spec.method.finetuning == "lora":
         r = spec.method.lora.rank
         while r > 16:

@@ -91,8 +91,19 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     vocab = _int(cfg, "vocab_size")
     tied = bool(cfg.get("tie_word_embeddings", mtype.startswith("gemma")))
     experts = _int(cfg, "num_local_experts", "num_experts", default=0)
-    shape = ModelShape(mtype, h, n_layers, heads, kv, hd, inter, vocab, tied, experts,
-                       _int(cfg, "num_experts_per_tok", default=2 if experts else 0))
+    shape = ModelShape(
+        mtype,
+        h,
+        n_layers,
+        heads,
+        kv,
+        hd,
+        inter,
+        vocab,
+        tied,
+        experts,
+        _int(cfg, "num_experts_per_tok", default=2 if experts else 0),
+    )
     qkv_bias = bool(cfg.get("attention_bias", False)) or mtype in ("qwen2", "qwen2_moe")
     o_bias = bool(cfg.get("attention_bias", False)) and mtype not in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
     mlp_bias = bool(cfg.get("mlp_bias", False))
@@ -100,8 +111,12 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     ps.append(Shape("model.embed_tokens.weight", (vocab, h)))
     for i in range(n_layers):
         pre = f"model.layers.{i}."
-        for name, out, inp, bias in (("q_proj", heads * hd, h, qkv_bias), ("k_proj", kv * hd, h, qkv_bias),
-                                     ("v_proj", kv * hd, h, qkv_bias), ("o_proj", h, heads * hd, o_bias)):
+        for name, out, inp, bias in (
+            ("q_proj", heads * hd, h, qkv_bias),
+            ("k_proj", kv * hd, h, qkv_bias),
+            ("v_proj", kv * hd, h, qkv_bias),
+            ("o_proj", h, heads * hd, o_bias),
+        ):
             ps.append(Shape(f"{pre}self_attn.{name}.weight", (out, inp), name, i))
             if bias:
                 ps.append(Shape(f"{pre}self_attn.{name}.bias", (out,), "", i))
@@ -127,10 +142,23 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     if not tied:
         ps.append(Shape("lm_head.weight", (vocab, h), "lm_head"))
     if experts:
-        shape.notes.append(f"mixture of experts ({experts} experts, {shape.experts_per_token} per token): expert "
-                           "weights are counted dense and activations per routed token, so the plan is approximate")
-    if mtype not in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "mixtral",
-                     "qwen2_moe", "qwen3_moe"):
+        shape.notes.append(
+            f"mixture of experts ({experts} experts, {shape.experts_per_token} per token): expert "
+            "weights are counted dense and activations per routed token, so the plan is approximate"
+        )
+    if mtype not in (
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "mixtral",
+        "qwen2_moe",
+        "qwen3_moe",
+    ):
         shape.notes.append(f"model_type {mtype!r} is planned as a Llama-shaped decoder; check the numbers")
     return shape
 
@@ -138,8 +166,11 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
 def param_counts(config: dict[str, Any]) -> dict:
     """Total parameter count and the shape of every tensor (tied embeddings counted once)."""
     shape = model_shape(config)
-    return {"total": shape.total, "shapes": {p.name: list(p.shape) for p in shape.params},
-            "approximate": shape.approximate}
+    return {
+        "total": shape.total,
+        "shapes": {p.name: list(p.shape) for p in shape.params},
+        "approximate": shape.approximate,
+    }
 
 
 @dataclass
@@ -185,8 +216,9 @@ def trainable(spec, shape: ModelShape) -> Trainable:
         extra = m.freeze.extra_modules
         for p in shape.params:
             # same matching as engine.model.apply_freeze: ".name." inside ".<parameter name>"
-            in_layer = p.layer is not None and p.layer >= first and (
-                not mods or any(f".{x}." in f".{p.name}" for x in mods))
+            in_layer = (
+                p.layer is not None and p.layer >= first and (not mods or any(f".{x}." in f".{p.name}" for x in mods))
+            )
             if in_layer or any(f".{x}." in f".{p.name}" for x in extra):
                 out.base_numel += p.numel
                 out.base_tensors += 1

@@ -93,13 +93,21 @@ def supervise(rdir: Path, launch: dict) -> int:
     _become_subreaper()
     ev_path = rdir / "events.jsonl"
     try:
-        proc = subprocess.Popen(launch["argv"], env=dict(os.environ), stdin=subprocess.DEVNULL, stdout=sys.stdout,
-                                stderr=subprocess.STDOUT, start_new_session=True, cwd=str(scheduler.ROOT))
+        proc = subprocess.Popen(
+            launch["argv"],
+            env=dict(os.environ),
+            stdin=subprocess.DEVNULL,
+            stdout=sys.stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=str(scheduler.ROOT),
+        )
     except OSError as exc:
         events.append_event(ev_path, "failed", None, cause="config", error=f"cannot start {launch['argv'][0]}: {exc}")
         return _finish(rdir, run_id, 127, None)
-    _write_json(rdir / "runner.json", {"runner_pid": os.getpid(), "pid": proc.pid, "pgid": proc.pid,
-                                        "started": time.time()})
+    _write_json(
+        rdir / "runner.json", {"runner_pid": os.getpid(), "pid": proc.pid, "pgid": proc.pid, "started": time.time()}
+    )
     try:
         runs.update(run_id, only_if_status=("running",), pid=proc.pid, pgid=proc.pid, runner_pid=os.getpid())
     except Exception as exc:  # noqa: BLE001 - a locked or missing registry must not kill the run
@@ -111,8 +119,12 @@ def supervise(rdir: Path, launch: dict) -> int:
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     stop_sampling = threading.Event()
-    sampler = threading.Thread(target=metrics.sample_loop, name="metrics", daemon=True,
-                               args=(rdir, os.getpid(), launch.get("gpus") or [], stop_sampling))
+    sampler = threading.Thread(
+        target=metrics.sample_loop,
+        name="metrics",
+        daemon=True,
+        args=(rdir, os.getpid(), launch.get("gpus") or [], stop_sampling),
+    )
     sampler.start()
     while True:
         try:
@@ -154,16 +166,24 @@ def _finish(rdir: Path, run_id: str, rc: int, sig: str | None) -> int:
     if kind == "train" and events.last_event(ev_path, events.TERMINAL_TYPES) is None:
         tail = runs.tail_text(rdir / "train.log", 30)
         if stop_requested is not None:
-            events.append_event(ev_path, "stopped", None, reason="stopped by the user (process ended before it "
-                                f"reported; {'signal ' + sig if sig else f'exit code {rc}'})", checkpoint=None)
+            events.append_event(
+                ev_path,
+                "stopped",
+                None,
+                reason="stopped by the user (process ended before it "
+                f"reported; {'signal ' + sig if sig else f'exit code {rc}'})",
+                checkpoint=None,
+            )
         else:
             # accelerate reports a rank killed under it (the OOM killer, kill -9) only in its log
             m = re.search(r"died with <Signals\.(\w+): \d+>", tail)
             killed_by = sig or (m.group(1) if m else None)
-            cause_text = (f"killed by signal {killed_by}" if killed_by
-                          else f"exited with code {rc} without a terminal event")
-            events.append_event(ev_path, "failed", None, cause="killed" if killed_by else "other", error=cause_text,
-                                traceback=tail)
+            cause_text = (
+                f"killed by signal {killed_by}" if killed_by else f"exited with code {rc} without a terminal event"
+            )
+            events.append_event(
+                ev_path, "failed", None, cause="killed" if killed_by else "other", error=cause_text, traceback=tail
+            )
     _write_json(rdir / "exit.json", {"returncode": rc, "ts": time.time(), "signal": sig})
     try:
         runs.finalize(run_id, rc, sig)

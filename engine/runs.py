@@ -36,13 +36,27 @@ ACTIVE = ("queued", "running")
 CLAIM_TIMEOUT_S = 30.0
 
 _COLUMNS = {
-    "id": "TEXT PRIMARY KEY", "name": "TEXT NOT NULL", "kind": "TEXT NOT NULL DEFAULT 'train'",
-    "spec": "TEXT NOT NULL DEFAULT ''", "command": "TEXT", "status": "TEXT NOT NULL",
-    "created": "REAL NOT NULL", "started": "REAL", "ended": "REAL", "pid": "INTEGER", "pgid": "INTEGER",
-    "runner_pid": "INTEGER", "exit_code": "INTEGER", "gpus": "TEXT NOT NULL DEFAULT '[]'",
-    "share_gpus": "INTEGER NOT NULL DEFAULT 0", "gpu_count": "INTEGER NOT NULL DEFAULT 0",
-    "run_dir": "TEXT NOT NULL", "output_dir": "TEXT NOT NULL",
-    "tags": "TEXT NOT NULL DEFAULT '[]'", "reason": "TEXT NOT NULL DEFAULT ''", "stop_requested": "REAL",
+    "id": "TEXT PRIMARY KEY",
+    "name": "TEXT NOT NULL",
+    "kind": "TEXT NOT NULL DEFAULT 'train'",
+    "spec": "TEXT NOT NULL DEFAULT ''",
+    "command": "TEXT",
+    "status": "TEXT NOT NULL",
+    "created": "REAL NOT NULL",
+    "started": "REAL",
+    "ended": "REAL",
+    "pid": "INTEGER",
+    "pgid": "INTEGER",
+    "runner_pid": "INTEGER",
+    "exit_code": "INTEGER",
+    "gpus": "TEXT NOT NULL DEFAULT '[]'",
+    "share_gpus": "INTEGER NOT NULL DEFAULT 0",
+    "gpu_count": "INTEGER NOT NULL DEFAULT 0",
+    "run_dir": "TEXT NOT NULL",
+    "output_dir": "TEXT NOT NULL",
+    "tags": "TEXT NOT NULL DEFAULT '[]'",
+    "reason": "TEXT NOT NULL DEFAULT ''",
+    "stop_requested": "REAL",
 }
 
 
@@ -164,8 +178,12 @@ def _insert(rec: RunRecord) -> str:
         try:
             with transaction() as conn:
                 d = {k: getattr(rec, k) for k in _COLUMNS}
-                d.update(gpus=json.dumps(rec.gpus), tags=json.dumps(rec.tags), share_gpus=int(rec.share_gpus),
-                         command=json.dumps(rec.command) if rec.command else None)
+                d.update(
+                    gpus=json.dumps(rec.gpus),
+                    tags=json.dumps(rec.tags),
+                    share_gpus=int(rec.share_gpus),
+                    command=json.dumps(rec.command) if rec.command else None,
+                )
                 conn.execute(f"INSERT INTO runs ({', '.join(d)}) VALUES ({', '.join('?' * len(d))})", list(d.values()))
             return rec.id
         except sqlite3.IntegrityError:  # same second, same random suffix: draw again
@@ -196,8 +214,9 @@ def _as_spec_data(spec: RunSpec | dict | str | Path) -> Any:
     return spec
 
 
-def submit(spec: RunSpec | dict | str | Path, *, name: str | None = None, tags: list[str] | None = None,
-           start: bool = True) -> str:
+def submit(
+    spec: RunSpec | dict | str | Path, *, name: str | None = None, tags: list[str] | None = None, start: bool = True
+) -> str:
     """Validate (fields, cross-field and context rules), create the run folder with spec.yaml, queue the run and,
     with ``start``, schedule it. Raises SpecError listing every problem; no invalid spec reaches a process."""
     valid, errors, _warnings = validate_spec(_as_spec_data(spec))
@@ -213,17 +232,26 @@ def submit(spec: RunSpec | dict | str | Path, *, name: str | None = None, tags: 
         valid.output.output_dir = str(_output_dir(valid, rdir))
     save_spec(valid, rdir / "spec.yaml")
     default_name = f"{valid.method.stage}-{valid.method.finetuning}-{Path(valid.model.name_or_path).name}"
-    rec = RunRecord(id=run_id, name=name or valid.output.run_name or default_name, status="queued",
-                    created=time.time(), run_dir=str(rdir), output_dir=str(_output_dir(valid, rdir)),
-                    spec=dump_spec(valid), share_gpus=valid.launch.share_gpus, tags=list(tags or []))
+    rec = RunRecord(
+        id=run_id,
+        name=name or valid.output.run_name or default_name,
+        status="queued",
+        created=time.time(),
+        run_dir=str(rdir),
+        output_dir=str(_output_dir(valid, rdir)),
+        spec=dump_spec(valid),
+        share_gpus=valid.launch.share_gpus,
+        tags=list(tags or []),
+    )
     run_id = _insert(rec)
     if start:
         schedule()
     return run_id
 
 
-def submit_command(argv: list[str], *, name: str | None = None, tags: list[str] | None = None, gpus: int = 0,
-                   start: bool = True) -> str:
+def submit_command(
+    argv: list[str], *, name: str | None = None, tags: list[str] | None = None, gpus: int = 0, start: bool = True
+) -> str:
     """Queue any command (a merge, an export, a benchmark) under the same supervision as a training run:
     detached, logged to train.log, exit recorded, GPUs (a count) allocated by the scheduler."""
     if not argv or not all(isinstance(a, str) for a in argv):
@@ -231,9 +259,18 @@ def submit_command(argv: list[str], *, name: str | None = None, tags: list[str] 
     run_id = new_run_id()
     rdir = workspace.runs_dir() / run_id
     rdir.mkdir(parents=True, exist_ok=False)
-    rec = RunRecord(id=run_id, name=name or Path(argv[0]).name, status="queued", created=time.time(),
-                    run_dir=str(rdir), output_dir=str(rdir), kind="command", command=list(argv),
-                    gpu_count=max(0, int(gpus)), tags=list(tags or []))
+    rec = RunRecord(
+        id=run_id,
+        name=name or Path(argv[0]).name,
+        status="queued",
+        created=time.time(),
+        run_dir=str(rdir),
+        output_dir=str(rdir),
+        kind="command",
+        command=list(argv),
+        gpu_count=max(0, int(gpus)),
+        tags=list(tags or []),
+    )
     run_id = _insert(rec)
     if start:
         schedule()
@@ -256,7 +293,9 @@ def _data_problems(spec: RunSpec) -> list[tuple[str, str]]:
         for name in spec.data.datasets:
             path = Path(str(info[name]["file_name"])).expanduser()
             path = path if path.is_absolute() else ddir / path
-            size += sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+            size += (
+                sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+            )
     except (OSError, ValueError, KeyError, TypeError):
         size = 0  # validate_spec's context rules name a broken registry; the row check below names a missing file
     if size > SUBMIT_DATA_CHECK_BYTES:
@@ -307,8 +346,9 @@ def list_runs(status: str | tuple[str, ...] | None = None, *, refresh_status: bo
             rows = conn.execute("SELECT * FROM runs ORDER BY id DESC").fetchall()
         else:
             wanted = (status,) if isinstance(status, str) else tuple(status)
-            rows = conn.execute(f"SELECT * FROM runs WHERE status IN ({', '.join('?' * len(wanted))}) "
-                                "ORDER BY id DESC", wanted).fetchall()
+            rows = conn.execute(
+                f"SELECT * FROM runs WHERE status IN ({', '.join('?' * len(wanted))}) ORDER BY id DESC", wanted
+            ).fetchall()
     finally:
         conn.close()
     return [_row_to_record(r) for r in rows]
@@ -377,8 +417,7 @@ def finalize(run_id: str, returncode: int | None, signal_name: str | None, *, lo
     if status == "failed":
         tail = tail_text(rec.log_path, log_lines)
         reason = f"{reason}\n--- last lines of train.log ---\n{tail}" if tail else reason
-    update(run_id, only_if_status=("running",), status=status, reason=reason, exit_code=returncode,
-           ended=time.time())
+    update(run_id, only_if_status=("running",), status=status, reason=reason, exit_code=returncode, ended=time.time())
     return get(run_id, refresh_status=False)
 
 

@@ -33,25 +33,50 @@ def _duration(rec: runs.RunRecord) -> str:
 
 def _table(recs: list[runs.RunRecord]) -> str:
     rows = [("ID", "STATUS", "NAME", "GPUS", "STARTED", "TIME", "TAGS")]
-    rows += [(r.id, r.status, r.name[:40], ",".join(map(str, r.gpus)) or "cpu" if r.started else "-",
-              _fmt_time(r.started), _duration(r), ",".join(r.tags)) for r in recs]
+    rows += [
+        (
+            r.id,
+            r.status,
+            r.name[:40],
+            ",".join(map(str, r.gpus)) or "cpu" if r.started else "-",
+            _fmt_time(r.started),
+            _duration(r),
+            ",".join(r.tags),
+        )
+        for r in recs
+    ]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
 
 
 def _show(rec: runs.RunRecord) -> str:
-    lines = [f"{k:12} {v}" for k, v in (
-        ("id", rec.id), ("name", rec.name), ("status", rec.status), ("kind", rec.kind),
-        ("created", _fmt_time(rec.created)), ("started", _fmt_time(rec.started)), ("ended", _fmt_time(rec.ended)),
-        ("duration", _duration(rec)), ("gpus", rec.gpus or "-"), ("pid/pgid", f"{rec.pid}/{rec.pgid}"),
-        ("exit code", rec.exit_code), ("run dir", rec.run_dir), ("output dir", rec.output_dir),
-        ("tags", ", ".join(rec.tags) or "-"))]
+    lines = [
+        f"{k:12} {v}"
+        for k, v in (
+            ("id", rec.id),
+            ("name", rec.name),
+            ("status", rec.status),
+            ("kind", rec.kind),
+            ("created", _fmt_time(rec.created)),
+            ("started", _fmt_time(rec.started)),
+            ("ended", _fmt_time(rec.ended)),
+            ("duration", _duration(rec)),
+            ("gpus", rec.gpus or "-"),
+            ("pid/pgid", f"{rec.pid}/{rec.pgid}"),
+            ("exit code", rec.exit_code),
+            ("run dir", rec.run_dir),
+            ("output dir", rec.output_dir),
+            ("tags", ", ".join(rec.tags) or "-"),
+        )
+    ]
     evs = events.read_all(rec.events_path)
     logs = [e for e in evs if e["type"] == "log" and "loss" in e["payload"]]
     if logs:
         last = logs[-1]
-        lines.append(f"{'last log':12} step {last['step']} loss {last['payload'].get('loss')} "
-                     f"progress {last['payload'].get('progress')}")
+        lines.append(
+            f"{'last log':12} step {last['step']} loss {last['payload'].get('loss')} "
+            f"progress {last['payload'].get('progress')}"
+        )
     if rec.reason:
         lines.append(f"{'reason':12} {rec.reason}")
     return "\n".join(lines)

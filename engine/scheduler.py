@@ -34,6 +34,7 @@ MARKER = "STUDIO_RUN_ID"
 @dataclass
 class Want:
     """What one queued run asks for."""
+
     run_id: str
     cpu: bool
     count: int = 0
@@ -48,8 +49,9 @@ def cpu_slots() -> int:
         return 1
 
 
-def plan_starts(running: list[tuple[bool, list[int]]], queued: list[Want], gpu_ids: list[int],
-                slots: int) -> tuple[list[tuple[str, list[int]]], dict[str, str]]:
+def plan_starts(
+    running: list[tuple[bool, list[int]]], queued: list[Want], gpu_ids: list[int], slots: int
+) -> tuple[list[tuple[str, list[int]]], dict[str, str]]:
     """Pure allocation. ``running``: (is_cpu, gpus) per running run. Returns ([(run_id, gpus)] to start,
     {run_id: reason} for runs that can never start on this machine)."""
     used = {g for is_cpu, gs in running if not is_cpu for g in gs}
@@ -102,8 +104,7 @@ def _want(rec: runs.RunRecord, has_gpu: bool) -> Want:
     ln = spec.launch
     if not has_gpu or ln.device == "cpu":
         return Want(rec.id, cpu=True)
-    return Want(rec.id, cpu=False, count=ln.num_processes, ids=list(ln.gpus) if ln.gpus else None,
-                share=ln.share_gpus)
+    return Want(rec.id, cpu=False, count=ln.num_processes, ids=list(ln.gpus) if ln.gpus else None, share=ln.share_gpus)
 
 
 def schedule() -> list[str]:
@@ -132,11 +133,16 @@ def schedule() -> list[str]:
             impossible.update(more)
             now = time.time()
             for run_id, reason in impossible.items():
-                conn.execute("UPDATE runs SET status='failed', reason=?, ended=? WHERE id=? AND status='queued'",
-                             (reason, now, run_id))
+                conn.execute(
+                    "UPDATE runs SET status='failed', reason=?, ended=? WHERE id=? AND status='queued'",
+                    (reason, now, run_id),
+                )
             for run_id, gpus in starts:
-                conn.execute("UPDATE runs SET status='running', started=?, gpus=?, runner_pid=NULL, pid=NULL, "
-                             "pgid=NULL WHERE id=? AND status='queued'", (now, json.dumps(gpus), run_id))
+                conn.execute(
+                    "UPDATE runs SET status='running', started=?, gpus=?, runner_pid=NULL, pid=NULL, "
+                    "pgid=NULL WHERE id=? AND status='queued'",
+                    (now, json.dumps(gpus), run_id),
+                )
         if not starts:
             return started
         for run_id, gpus in starts:
@@ -145,8 +151,13 @@ def schedule() -> list[str]:
                 started.append(run_id)
             except Exception as exc:  # noqa: BLE001
                 # a run that cannot launch fails with the reason and frees its claim; the queue moves on
-                runs.update(run_id, only_if_status=("running",), status="failed", ended=time.time(),
-                            reason=f"could not start: {type(exc).__name__}: {exc}")
+                runs.update(
+                    run_id,
+                    only_if_status=("running",),
+                    status="failed",
+                    ended=time.time(),
+                    reason=f"could not start: {type(exc).__name__}: {exc}",
+                )
 
 
 def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
@@ -178,9 +189,16 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
     tmp = rdir / "launch.json.tmp"
     tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
     tmp.replace(rdir / "launch.json")
-    proc = subprocess.Popen([sys.executable, "-m", "engine.runner", "--detach", str(rdir)], env=env, cwd=str(ROOT),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.runner", "--detach", str(rdir)],
+        env=env,
+        cwd=str(ROOT),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+    )
     out, err = proc.communicate(timeout=60)  # the intermediate prints the wrapper's pid and exits at once
     if proc.returncode != 0:
         raise RuntimeError(f"the run wrapper failed to start: {err.decode(errors='replace')[-2000:]}")
@@ -246,8 +264,14 @@ def stop_grace_s() -> float:
 def stop_run(run_id: str, grace_s: float | None = None) -> bool:
     """SIGTERM to the run's process group and every marked process (DDP ranks live in their own sessions),
     SIGKILL after the grace period, then wait until none remains and the wrapper has recorded the end."""
-    if runs.update(run_id, only_if_status=("queued",), status="stopped", ended=time.time(),
-                   reason="removed from the queue", stop_requested=time.time()):
+    if runs.update(
+        run_id,
+        only_if_status=("queued",),
+        status="stopped",
+        ended=time.time(),
+        reason="removed from the queue",
+        stop_requested=time.time(),
+    ):
         return True
     rec = runs.get(run_id)
     if rec.status != "running":

@@ -62,7 +62,11 @@ NAMED: dict[str, Template] = {
         markers=("<|im_start|>", "<|im_end|>"),
     ),
     "mistral": Template(
-        "mistral", user="[INST] {content} [/INST]", assistant="{content}</s>", prefix="<s>", system_in_user=True,
+        "mistral",
+        user="[INST] {content} [/INST]",
+        assistant="{content}</s>",
+        prefix="<s>",
+        system_in_user=True,
         markers=("</s>",),
     ),
     "gemma": Template(
@@ -218,9 +222,11 @@ def _chat_template_segments(source: str, info: TokenizerInfo, system: str, messa
         with_prompt = _jinja_render(source, full[: offset + i], True, info.special)
         with_answer = _jinja_render(source, full[: offset + i + 1], False, info.special)
         if not with_prompt.startswith(done) or not with_answer.startswith(with_prompt):
-            raise TemplateError("the model's chat template rewrites earlier turns (it is not prefix-stable), so "
-                                "prompts cannot be masked turn by turn: choose a named template (e.g. chatml)")
-        segs.append((with_prompt[len(done):], with_answer[len(with_prompt):]))
+            raise TemplateError(
+                "the model's chat template rewrites earlier turns (it is not prefix-stable), so "
+                "prompts cannot be masked turn by turn: choose a named template (e.g. chatml)"
+            )
+        segs.append((with_prompt[len(done) :], with_answer[len(with_prompt) :]))
         done = with_answer
     return segs
 
@@ -241,7 +247,7 @@ def assistant_text(name: str, info: TokenizerInfo, content: str) -> str:
         probe = [{"role": "user", "content": "x"}]
         head = _jinja_render(tmpl, probe, True, info.special)
         whole = _jinja_render(tmpl, [*probe, {"role": "assistant", "content": content}], False, info.special)
-        return whole[len(head):] if whole.startswith(head) else content + info.eos
+        return whole[len(head) :] if whole.startswith(head) else content + info.eos
     return tmpl.assistant.format(content=content, eos=info.eos)
 
 
@@ -265,8 +271,10 @@ def template_warning(name: str, info: TokenizerInfo) -> str | None:
     missing = [m for m in tmpl.markers if info.vocab and m not in info.vocab]
     if missing:
         better = sorted({"auto", suggest_from_info(info, {})})
-        return (f"template {name} relies on {', '.join(missing)}, which the tokenizer does not have as a token: "
-                f"the model will read them as plain text. Use {' or '.join(repr(b) for b in better)}.")
+        return (
+            f"template {name} relies on {', '.join(missing)}, which the tokenizer does not have as a token: "
+            f"the model will read them as plain text. Use {' or '.join(repr(b) for b in better)}."
+        )
     if info.chat_template and tmpl.markers and not all(m in info.chat_template for m in tmpl.markers):
         return f"the model ships its own chat template, which differs from {name}: consider 'auto'"
     return None

@@ -40,8 +40,15 @@ def main(argv: list[str] | None = None) -> int:
         cause = classify(exc)
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         print(tb, file=sys.stderr, flush=True)
-        append_event(events, "failed", None, cause=cause, error=f"{type(exc).__name__}: {exc}"[:4000],
-                     traceback=tb[-6000:], rank=rank)
+        append_event(
+            events,
+            "failed",
+            None,
+            cause=cause,
+            error=f"{type(exc).__name__}: {exc}"[:4000],
+            traceback=tb[-6000:],
+            rank=rank,
+        )
         return 1
 
 
@@ -52,8 +59,19 @@ def classify(exc: BaseException) -> str:
         return "config"
     if "out of memory" in text or "outofmemory" in text or isinstance(exc, MemoryError):
         return "oom"
-    if any(k in text for k in ("nccl", "gloo", "connection reset", "timed out", "distnetworkerror", "c10d",
-                               "broken pipe", "process group")):
+    if any(
+        k in text
+        for k in (
+            "nccl",
+            "gloo",
+            "connection reset",
+            "timed out",
+            "distnetworkerror",
+            "c10d",
+            "broken pipe",
+            "process group",
+        )
+    ):
         return "communication"
     if type(exc).__name__ in ("DataError", "DatasetGenerationError") or "dataset" in text:
         return "data"
@@ -113,10 +131,22 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     trainer = build_trainer(spec, model, tokenizer, data, targs, [callback, stopper])
     total_steps = trainer.state.max_steps or _planned_steps(spec, len(data.train_dataset), world)
     if rank == 0:
-        append_event(events, "run_started", 0, world_size=world, backend=spec.launch.backend, device=device,
-                     precision=precision, total_steps=total_steps, num_train_samples=len(data.train_dataset),
-                     trainable_params=trainable, total_params=total, seed=spec.train.seed,
-                     pid=os.getpid(), output_dir=str(out))
+        append_event(
+            events,
+            "run_started",
+            0,
+            world_size=world,
+            backend=spec.launch.backend,
+            device=device,
+            precision=precision,
+            total_steps=total_steps,
+            num_train_samples=len(data.train_dataset),
+            trainable_params=trainable,
+            total_params=total,
+            seed=spec.train.seed,
+            pid=os.getpid(),
+            output_dir=str(out),
+        )
         _write_plan(spec, run_dir)
     resume = resolve_resume(spec, out)
     t0 = time.time()
@@ -126,13 +156,24 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     if rank == 0:
         if stopper.requested:
             ckpt = out / "checkpoints" / f"checkpoint-{trainer.state.global_step}"
-            append_event(events, "stopped", trainer.state.global_step, reason="SIGTERM",
-                         checkpoint=str(ckpt) if ckpt.exists() else None)
+            append_event(
+                events,
+                "stopped",
+                trainer.state.global_step,
+                reason="SIGTERM",
+                checkpoint=str(ckpt) if ckpt.exists() else None,
+            )
         else:
-            append_event(events, "finished", trainer.state.global_step, train_loss=result.training_loss,
-                         runtime_seconds=round(runtime, 2), memory=callback.peak_memory or None,
-                         metrics=result.metrics, **{("adapter_dir" if spec.method.finetuning == "lora" else
-                                                    "model_dir"): str(final_dir)})
+            append_event(
+                events,
+                "finished",
+                trainer.state.global_step,
+                train_loss=result.training_loss,
+                runtime_seconds=round(runtime, 2),
+                memory=callback.peak_memory or None,
+                metrics=result.metrics,
+                **{("adapter_dir" if spec.method.finetuning == "lora" else "model_dir"): str(final_dir)},
+            )
     return 0
 
 
@@ -144,20 +185,38 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
     if "tensorboard" in report:
         os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard"))
     kwargs = dict(
-        output_dir=str(out / "checkpoints"), num_train_epochs=t.num_epochs, max_steps=t.max_steps,
-        learning_rate=t.learning_rate, lr_scheduler_type=t.lr_scheduler,
-        warmup_steps=t.warmup_steps if t.warmup_steps > 0 else t.warmup_ratio, weight_decay=t.weight_decay,
-        optim=optimizer_name(spec), per_device_train_batch_size=t.per_device_batch_size,
-        per_device_eval_batch_size=t.per_device_batch_size, gradient_accumulation_steps=t.gradient_accumulation,
-        max_grad_norm=t.max_grad_norm if t.max_grad_norm > 0 else None, bf16=precision == "bf16",
-        fp16=precision == "fp16", gradient_checkpointing=t.gradient_checkpointing,
+        output_dir=str(out / "checkpoints"),
+        num_train_epochs=t.num_epochs,
+        max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler,
+        warmup_steps=t.warmup_steps if t.warmup_steps > 0 else t.warmup_ratio,
+        weight_decay=t.weight_decay,
+        optim=optimizer_name(spec),
+        per_device_train_batch_size=t.per_device_batch_size,
+        per_device_eval_batch_size=t.per_device_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation,
+        max_grad_norm=t.max_grad_norm if t.max_grad_norm > 0 else None,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        gradient_checkpointing=t.gradient_checkpointing,
         gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing else None,
-        seed=t.seed, data_seed=t.seed, logging_steps=t.logging_steps, save_strategy="steps", save_steps=t.save_steps,
-        eval_strategy="steps" if has_eval else "no", eval_steps=t.eval_steps if has_eval else None,
-        save_total_limit=t.save_total_limit, report_to=report or "none", use_cpu=device == "cpu",
-        include_num_input_tokens_seen="non_padding", remove_unused_columns=False, disable_tqdm=True,
+        seed=t.seed,
+        data_seed=t.seed,
+        logging_steps=t.logging_steps,
+        save_strategy="steps",
+        save_steps=t.save_steps,
+        eval_strategy="steps" if has_eval else "no",
+        eval_steps=t.eval_steps if has_eval else None,
+        save_total_limit=t.save_total_limit,
+        report_to=report or "none",
+        use_cpu=device == "cpu",
+        include_num_input_tokens_seen="non_padding",
+        remove_unused_columns=False,
+        disable_tqdm=True,
         ddp_find_unused_parameters=False if spec.launch.backend == "ddp" else None,
-        dataloader_num_workers=0, label_names=["labels"] if spec.method.stage != "dpo" else None,
+        dataloader_num_workers=0,
+        label_names=["labels"] if spec.method.stage != "dpo" else None,
         run_name=spec.output.run_name or run_dir.name,
     )
     if spec.launch.backend == "deepspeed":
@@ -168,8 +227,9 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         from trl import DPOConfig
 
         kwargs.pop("label_names")
-        return DPOConfig(beta=spec.method.dpo.beta, loss_type=[spec.method.dpo.loss_type],
-                         max_length=spec.data.cutoff_len, **kwargs)
+        return DPOConfig(
+            beta=spec.method.dpo.beta, loss_type=[spec.method.dpo.loss_type], max_length=spec.data.cutoff_len, **kwargs
+        )
     return TrainingArguments(**kwargs)
 
 
@@ -190,12 +250,25 @@ def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
     if spec.method.stage == "dpo":
         from trl import DPOTrainer
 
-        return DPOTrainer(model=model, args=targs, train_dataset=data.train_dataset, eval_dataset=data.eval_dataset,
-                          processing_class=tokenizer, callbacks=callbacks)
+        return DPOTrainer(
+            model=model,
+            args=targs,
+            train_dataset=data.train_dataset,
+            eval_dataset=data.eval_dataset,
+            processing_class=tokenizer,
+            callbacks=callbacks,
+        )
     from transformers import Trainer
 
-    return Trainer(model=model, args=targs, train_dataset=data.train_dataset, eval_dataset=data.eval_dataset,
-                   data_collator=data.data_collator, processing_class=tokenizer, callbacks=callbacks)
+    return Trainer(
+        model=model,
+        args=targs,
+        train_dataset=data.train_dataset,
+        eval_dataset=data.eval_dataset,
+        data_collator=data.data_collator,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
 
 
 def resolve_resume(spec: RunSpec, out: Path) -> str | None:
@@ -269,19 +342,32 @@ def write_record(spec: RunSpec, run_dir: Path, tokenizer, device: str, precision
             hashes[name] = _hash_path(f) if f.exists() and entry.get("file_name") else None
     except (OSError, ValueError):
         pass
-    tok_files = sorted(Path(spec.model.name_or_path).glob("tokenizer*")) if Path(spec.model.name_or_path).is_dir() else []
+    tok_files = (
+        sorted(Path(spec.model.name_or_path).glob("tokenizer*")) if Path(spec.model.name_or_path).is_dir() else []
+    )
     tok_hash = hashlib.sha256(b"".join(f.read_bytes() for f in tok_files)).hexdigest() if tok_files else None
     import torch
 
     record = {
-        "spec_file": "spec.yaml", "versions": versions, "python": platform.python_version(),
-        "hardware": {"device": device, "precision": precision, "cuda": torch.version.cuda,
-                     "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if device == "cuda" else [],
-                     "platform": platform.platform()},
-        "dataset_hashes": hashes, "tokenizer_hash": tok_hash,
-        "template": spec.data.template, "chat_template_hash": hashlib.sha256(
-            (getattr(tokenizer, "chat_template", None) or "").encode()).hexdigest(),
-        "seed": spec.train.seed, "command": sys.argv, "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+        "spec_file": "spec.yaml",
+        "versions": versions,
+        "python": platform.python_version(),
+        "hardware": {
+            "device": device,
+            "precision": precision,
+            "cuda": torch.version.cuda,
+            "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            if device == "cuda"
+            else [],
+            "platform": platform.platform(),
+        },
+        "dataset_hashes": hashes,
+        "tokenizer_hash": tok_hash,
+        "template": spec.data.template,
+        "chat_template_hash": hashlib.sha256((getattr(tokenizer, "chat_template", None) or "").encode()).hexdigest(),
+        "seed": spec.train.seed,
+        "command": sys.argv,
+        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
     }
     launch = run_dir / "launch.json"
     if launch.exists():
@@ -310,7 +396,6 @@ def _write_plan(spec: RunSpec, run_dir: Path) -> None:
     """The memory prediction beside the run, for predicted-vs-measured (engine.plan, when available)."""
     try:
         from engine import plan as plan_lib
-
         from engine.hardware import detect
 
         (run_dir / "plan.json").write_text(json.dumps(plan_lib.plan(spec, hardware=detect()).to_dict(), indent=2))

@@ -102,14 +102,21 @@ def format_event(event: dict) -> str:
     if kind == "log":
         eta = p.get("eta_seconds")
         tps = p.get("tokens_per_second")
-        return (f"step {step}/{p.get('max_steps', '?')}  loss {p.get('loss'):.4f}  lr {p.get('learning_rate', 0):.2e}"
-                f"  tok/s {tps if tps is not None else '-'}  eta {f'{eta:.0f}s' if eta is not None else '-'}")
+        return (
+            f"step {step}/{p.get('max_steps', '?')}  loss {p.get('loss'):.4f}  lr {p.get('learning_rate', 0):.2e}"
+            f"  tok/s {tps if tps is not None else '-'}  eta {f'{eta:.0f}s' if eta is not None else '-'}"
+        )
     if kind == "eval":
         return f"step {step}  eval " + "  ".join(f"{k} {v:.4f}" for k, v in p.items() if isinstance(v, (int, float)))
     if kind == "failed":
         return f"FAILED ({p.get('cause')}): {p.get('error')}"
     if kind == "run_started":
-        return (f"started: {p.get('device')} x{p.get('world_size')} {p.get('backend')} {p.get('precision')}, "
-                f"{p.get('total_steps')} steps, {p.get('trainable_params')}/{p.get('total_params')} params trainable")
-    return f"{kind}" + (f" (step {step})" if step is not None else "") + (
-        f": {', '.join(f'{k}={v}' for k, v in p.items() if not isinstance(v, (dict, list)))}" if p else "")
+        return (
+            f"started: {p.get('device')} x{p.get('world_size')} {p.get('backend')} {p.get('precision')}, "
+            f"{p.get('total_steps')} steps, {p.get('trainable_params')}/{p.get('total_params')} params trainable"
+        )
+    return (
+        f"{kind}"
+        + (f" (step {step})" if step is not None else "")
+        + (f": {', '.join(f'{k}={v}' for k, v in p.items() if not isinstance(v, (dict, list)))}" if p else "")
+    )

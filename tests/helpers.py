@@ -38,8 +38,14 @@ def start_trainer(spec: RunSpec, run_dir: Path) -> subprocess.Popen:
     plan = build_command(spec, run_dir, cpu_only())
     write_plan_files(plan, run_dir)
     log = open(run_dir / "train.log", "wb")
-    return subprocess.Popen(plan.argv, env=plan.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            cwd=str(Path(__file__).resolve().parents[1]))
+    return subprocess.Popen(
+        plan.argv,
+        env=plan.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=str(Path(__file__).resolve().parents[1]),
+    )
 
 
 def run_trainer(spec: RunSpec, run_dir: Path, timeout: float = 300) -> tuple[int, list[dict]]:

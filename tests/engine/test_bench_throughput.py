@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-import throughput
+import throughput  # noqa: E402 - bench/ is not a package
 
 
 def test_rate_skips_warmup_and_measures_the_window():
@@ -38,9 +38,15 @@ def test_write_section_replaces_only_that_model(tmp_path):
 @pytest.mark.slow
 def test_quick_run_prints_the_table(studio_home, tmp_path):
     out = tmp_path / "results.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "throughput.py"), "--quick", "--out", str(out)],
-                          cwd=str(ROOT), env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
-                          timeout=900, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "throughput.py"), "--quick", "--out", str(out)],
+        cwd=str(ROOT),
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for mode in ("packing off", "packing on"):
         block = proc.stdout.split(f"### {mode}", 1)[1]

@@ -16,8 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def studio(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(ROOT), env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(ROOT),
+        env=dict(os.environ),
+    )
 
 
 def test_help_lists_every_subcommand():

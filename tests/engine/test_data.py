@@ -18,12 +18,14 @@ def tok(demo_paths):
 def make_spec(demo_paths, **data):
     from engine.spec import RunSpec
 
-    return RunSpec.model_validate({
-        "model": {"name_or_path": demo_paths["model_dir"]},
-        "method": {"stage": data.pop("stage", "sft")},
-        "data": {"datasets": ["demo_sharegpt"], "dataset_dir": demo_paths["data_dir"], "cutoff_len": 256, **data},
-        "train": {"seed": 7},
-    })
+    return RunSpec.model_validate(
+        {
+            "model": {"name_or_path": demo_paths["model_dir"]},
+            "method": {"stage": data.pop("stage", "sft")},
+            "data": {"datasets": ["demo_sharegpt"], "dataset_dir": demo_paths["data_dir"], "cutoff_len": 256, **data},
+            "train": {"seed": 7},
+        }
+    )
 
 
 def build(spec, tok):
@@ -64,8 +66,12 @@ def test_pt_trains_all_tokens_and_val_split(demo_paths, tok):
 def test_mixing_concat_and_interleave(demo_paths, tok):
     concat = build(make_spec(demo_paths, datasets=["demo_sharegpt", "demo_messages"]), tok)
     assert concat.stats["num_train"] == 60 + 80
-    under = build(make_spec(demo_paths, datasets=["demo_sharegpt", "demo_messages"], mix="interleave_under",
-                            mix_probs=[0.5, 0.5]), tok)
+    under = build(
+        make_spec(
+            demo_paths, datasets=["demo_sharegpt", "demo_messages"], mix="interleave_under", mix_probs=[0.5, 0.5]
+        ),
+        tok,
+    )
     assert 60 <= under.stats["num_train"] < 140
 
 
@@ -92,7 +98,7 @@ def test_pad_collator_pads_labels_with_ignore(demo_paths, tok):
     lens = [len(data.train_dataset[i]["input_ids"]) for i in range(4)]
     assert batch["input_ids"].shape == (4, max(lens)) and batch["attention_mask"].sum().item() == sum(lens)
     short = lens.index(min(lens))
-    assert (batch["labels"][short, min(lens):] == -100).all()
+    assert (batch["labels"][short, min(lens) :] == -100).all()
 
 
 def _segments(row: dict) -> list[tuple[list[int], list[int]]]:
@@ -132,12 +138,15 @@ def test_packed_batch_equals_samples_run_separately(demo_paths, tok):
         for ids, _ in samples:
             n = len(ids)
             alone = model(input_ids=torch.tensor([ids])).logits[0]
-            torch.testing.assert_close(packed[start:start + n], alone, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(packed[start : start + n], alone, atol=1e-4, rtol=1e-4)
             start += n
         # and the packed loss is the mean over the same trained tokens as the separate runs
         loss = model(**batch).loss
-        total = sum(model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss
-                    * (sum(1 for t in labels[1:] if t != -100)) for ids, labels in samples)
+        total = sum(
+            model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss
+            * (sum(1 for t in labels[1:] if t != -100))
+            for ids, labels in samples
+        )
         count = sum(sum(1 for t in labels[1:] if t != -100) for _, labels in samples)
     torch.testing.assert_close(loss, total / count, atol=1e-4, rtol=1e-4)
 

@@ -41,8 +41,11 @@ def test_invalid_json_file_names_line(tmp_path):
 
 
 def test_misnamed_column_lists_existing_columns(tmp_path):
-    make(tmp_path, "x.json", json.dumps([GOOD, {"instruction": "q", "answer": "a"}, {"instruction": "q",
-                                                                                   "answer": "b"}]))
+    make(
+        tmp_path,
+        "x.json",
+        json.dumps([GOOD, {"instruction": "q", "answer": "a"}, {"instruction": "q", "answer": "b"}]),
+    )
     msg = one_problem(tmp_path)
     assert "x.json, row 2, column 'output'" in msg and "instruction, answer" in msg and "1 more row" in msg
 
@@ -127,10 +130,31 @@ def test_register_round_trip_keeps_other_entries(tmp_path):
 def test_studio_data_check_cli(tmp_path, demo_paths):
     make(tmp_path, "x.json", json.dumps([GOOD, {"instruction": "q", "output": ""}]))
     env = {"PATH": "/usr/bin:/bin", "STUDIO_HOME": str(tmp_path / "home")}
-    bad = subprocess.run([sys.executable, "-m", "engine.cli", "data", "check", "d", "--dataset-dir", str(tmp_path)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    bad = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "data", "check", "d", "--dataset-dir", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert bad.returncode == 1 and "x.json, row 2" in bad.stdout
-    good = subprocess.run([sys.executable, "-m", "engine.cli", "data", "check", "demo_alpaca", "demo_dpo",
-                           "--dataset-dir", demo_paths["data_dir"]], cwd=ROOT, env=env, capture_output=True,
-                          text=True, check=False)
+    good = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "data",
+            "check",
+            "demo_alpaca",
+            "demo_dpo",
+            "--dataset-dir",
+            demo_paths["data_dir"],
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert good.returncode == 0 and "demo_alpaca: OK (360 rows" in good.stdout, good.stdout + good.stderr

@@ -38,9 +38,11 @@ def test_demo_chat_template_is_chatml(demo_paths):
     tok = AutoTokenizer.from_pretrained(demo_paths["model_dir"])
     msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     assert tok.apply_chat_template(msgs, tokenize=False) == (
-        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n")
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n"
+    )
     assert tok.apply_chat_template(msgs[:1], tokenize=False, add_generation_prompt=True).endswith(
-        "<|im_start|>assistant\n")
+        "<|im_start|>assistant\n"
+    )
 
 
 def test_demo_datasets_registered_and_copied(demo_paths):
@@ -88,16 +90,29 @@ def test_build_is_idempotent_and_keeps_user_entries(studio_home, demo_paths):
 
 def test_demo_data_generation_is_deterministic(tmp_path):
     committed = {p.name: p.read_bytes() for p in (ROOT / "assets" / "data").iterdir()}
-    subprocess.run([sys.executable, str(ROOT / "assets" / "make_demo_data.py"), str(tmp_path)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "assets" / "make_demo_data.py"), str(tmp_path)], check=True, capture_output=True
+    )
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == committed
 
 
 def test_studio_demo_cli_prints_paths(tmp_path):
-    env = {"STUDIO_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "TOKENIZERS_PARALLELISM": "false",
-           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-m", "engine.cli", "demo"], check=False, cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
+    env = {
+        "STUDIO_HOME": str(tmp_path / "home"),
+        "PATH": "/usr/bin:/bin",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "demo"],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert str(tmp_path / "home" / "models" / "demo-tiny-llama") in out.stdout and "demo_alpaca" in out.stdout
     assert (tmp_path / "home" / "models" / "demo-tiny-llama" / "model.safetensors").is_file()

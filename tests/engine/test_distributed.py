@@ -18,10 +18,21 @@ pytestmark = pytest.mark.slow
 
 
 def spec_for(demo_paths, launch: dict, batch: int):
-    return demo_spec(demo_paths, launch=launch,
-                     train={"max_steps": STEPS, "per_device_batch_size": batch, "gradient_accumulation": 1,
-                            "save_steps": 1000, "logging_steps": 1, "learning_rate": 1e-3, "warmup_steps": 0},
-                     data={"max_samples": 64}, output={"report_to": ["none"]})
+    return demo_spec(
+        demo_paths,
+        launch=launch,
+        train={
+            "max_steps": STEPS,
+            "per_device_batch_size": batch,
+            "gradient_accumulation": 1,
+            "save_steps": 1000,
+            "logging_steps": 1,
+            "learning_rate": 1e-3,
+            "warmup_steps": 0,
+        },
+        data={"max_samples": 64},
+        output={"report_to": ["none"]},
+    )
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,13 @@ def make_spec(**groups) -> RunSpec:
 
 
 def gpus(n: int, bf16: bool = True, vendor: str = "nvidia") -> Hardware:
-    return Hardware(gpus=[GpuInfo(index=i, name="H100" if bf16 else "V100", memory_total_mib=80_000, vendor=vendor,
-                                  bf16=bf16) for i in range(n)], vendor=vendor)
+    return Hardware(
+        gpus=[
+            GpuInfo(index=i, name="H100" if bf16 else "V100", memory_total_mib=80_000, vendor=vendor, bf16=bf16)
+            for i in range(n)
+        ],
+        vendor=vendor,
+    )
 
 
 def flag(argv: list[str], name: str) -> str:
@@ -75,8 +80,11 @@ class TestHardwareRules:
 
     def test_flash_attention_on_cpu(self, tmp_path):
         with pytest.raises(LaunchError, match="model.attn_implementation"):
-            build_command(make_spec(model={"name_or_path": "m", "attn_implementation": "flash_attention_2"}),
-                          tmp_path, cpu_only())
+            build_command(
+                make_spec(model={"name_or_path": "m", "attn_implementation": "flash_attention_2"}),
+                tmp_path,
+                cpu_only(),
+            )
 
     def test_more_processes_than_gpus(self, tmp_path):
         with pytest.raises(LaunchError, match="launch.num_processes"):
@@ -101,8 +109,14 @@ class TestDistributed:
         assert plan.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
 
     def test_deepspeed_zero3_matches_the_seed(self, tmp_path):
-        spec = make_spec(launch={"backend": "deepspeed", "num_processes": 8, "deepspeed": {
-            "zero_stage": 3, "offload_optimizer": "cpu"}}, method={"finetuning": "lora", "quantization": {"bits": 4}})
+        spec = make_spec(
+            launch={
+                "backend": "deepspeed",
+                "num_processes": 8,
+                "deepspeed": {"zero_stage": 3, "offload_optimizer": "cpu"},
+            },
+            method={"finetuning": "lora", "quantization": {"bits": 4}},
+        )
         plan = build_command(spec, tmp_path, gpus(8))
         acc = yaml.safe_load(plan.files["accelerate.yaml"])
         assert acc["distributed_type"] == "DEEPSPEED" and acc["num_processes"] == 8
@@ -119,11 +133,14 @@ class TestDistributed:
         from transformers import TrainingArguments
         from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 
-        spec = make_spec(launch={"backend": "deepspeed", "deepspeed": {"zero_stage": stage}},
-                         train={"per_device_batch_size": 2, "gradient_accumulation": 8})
+        spec = make_spec(
+            launch={"backend": "deepspeed", "deepspeed": {"zero_stage": stage}},
+            train={"per_device_batch_size": 2, "gradient_accumulation": 8},
+        )
         cfg = HfTrainerDeepSpeedConfig(deepspeed_config(spec, "bf16"))
-        args = TrainingArguments(output_dir="/tmp/x", per_device_train_batch_size=2, gradient_accumulation_steps=8,
-                                 bf16=True, use_cpu=True)
+        args = TrainingArguments(
+            output_dir="/tmp/x", per_device_train_batch_size=2, gradient_accumulation_steps=8, bf16=True, use_cpu=True
+        )
         cfg.trainer_config_process(args)
         ds = DeepSpeedConfig(cfg.config, mpu=None) if stage else None
         filled = cfg.config
@@ -147,8 +164,15 @@ class TestDistributed:
 
 class TestSeveralMachines:
     def spec(self):
-        return make_spec(launch={"backend": "deepspeed", "num_processes": 8, "num_machines": 2,
-                                 "main_process_ip": "10.0.0.1", "machine_rank": 0})
+        return make_spec(
+            launch={
+                "backend": "deepspeed",
+                "num_processes": 8,
+                "num_machines": 2,
+                "main_process_ip": "10.0.0.1",
+                "machine_rank": 0,
+            }
+        )
 
     def test_every_node_gets_its_rank(self, tmp_path):
         plan = build_command(self.spec(), tmp_path, gpus(8))

@@ -58,7 +58,11 @@ class TestSeedExample:
         fs = spec.launch.fsdp
         assert (spec.launch.backend, spec.launch.num_processes) == ("fsdp", 8)
         assert (fs.sharding_strategy, fs.auto_wrap_policy, fs.layer_cls_to_wrap, fs.offload_params) == (
-            "FULL_SHARD", "TRANSFORMER_BASED_WRAP", "LlamaDecoderLayer", False)
+            "FULL_SHARD",
+            "TRANSFORMER_BASED_WRAP",
+            "LlamaDecoderLayer",
+            False,
+        )
 
     def test_without_accelerate_config(self):
         spec = load_any(SEED_ARGS, context=False)
@@ -81,9 +85,11 @@ class TestUnsupportedKeysByName:
         acc["fsdp_config"] |= {"fsdp_activation_checkpointing": True, "fsdp_use_orig_params": False}
         acc["dynamo_config"] = {"dynamo_backend": "INDUCTOR"}
         _, unsupported = lf_to_spec(read(SEED_ARGS), acc)
-        assert set(unsupported) == {"accelerate_config.fsdp_config.fsdp_activation_checkpointing",
-                                    "accelerate_config.fsdp_config.fsdp_use_orig_params",
-                                    "accelerate_config.dynamo_config"}
+        assert set(unsupported) == {
+            "accelerate_config.fsdp_config.fsdp_activation_checkpointing",
+            "accelerate_config.fsdp_config.fsdp_use_orig_params",
+            "accelerate_config.dynamo_config",
+        }
 
     def test_distributed_type(self):
         _, unsupported = lf_to_spec(read(SEED_ARGS), {"distributed_type": "XLA", "num_processes": 8})
@@ -105,12 +111,17 @@ class TestUnsupportedKeysByName:
 
 class TestDefaultsAreLlamaFactorys:
     def test_absent_keys(self):
-        spec = convert({"model_name_or_path": "m", "stage": "sft", "finetuning_type": "lora", "dataset": "d",
-                        "lora_rank": 32})
+        spec = convert(
+            {"model_name_or_path": "m", "stage": "sft", "finetuning_type": "lora", "dataset": "d", "lora_rank": 32}
+        )
         t = spec.train
         assert spec.data.cutoff_len == 2048 and spec.method.lora.alpha == 64
         assert (t.learning_rate, t.lr_scheduler, t.per_device_batch_size, t.gradient_accumulation) == (
-            5e-5, "linear", 8, 1)
+            5e-5,
+            "linear",
+            8,
+            1,
+        )
         assert t.precision == "fp32" and t.gradient_checkpointing and t.save_total_limit is None
         assert spec.output.report_to == ["none"] and not spec.data.packing
 
@@ -118,12 +129,25 @@ class TestDefaultsAreLlamaFactorys:
         assert convert({"model_name_or_path": "m", "stage": "pt", "dataset": "d"}).data.packing
 
     def test_conversions(self):
-        spec = convert({
-            "model_name_or_path": "m", "flash_attn": "fa2", "rope_scaling": "linear", "stage": "dpo",
-            "finetuning_type": "lora", "lora_target": "q_proj, v_proj", "pref_beta": 0.2, "pref_loss": "ipo",
-            "dataset": "a,b", "mix_strategy": "interleave_over", "interleave_probs": "0.3,0.7", "pure_bf16": True,
-            "disable_gradient_checkpointing": True, "report_to": ["tensorboard", "wandb"], "overwrite_cache": True,
-        })
+        spec = convert(
+            {
+                "model_name_or_path": "m",
+                "flash_attn": "fa2",
+                "rope_scaling": "linear",
+                "stage": "dpo",
+                "finetuning_type": "lora",
+                "lora_target": "q_proj, v_proj",
+                "pref_beta": 0.2,
+                "pref_loss": "ipo",
+                "dataset": "a,b",
+                "mix_strategy": "interleave_over",
+                "interleave_probs": "0.3,0.7",
+                "pure_bf16": True,
+                "disable_gradient_checkpointing": True,
+                "report_to": ["tensorboard", "wandb"],
+                "overwrite_cache": True,
+            }
+        )
         assert spec.model.attn_implementation == "flash_attention_2" and spec.model.rope_scaling.type == "linear"
         assert spec.method.lora.targets == ["q_proj", "v_proj"] and spec.method.dpo.loss_type == "ipo"
         assert spec.data.datasets == ["a", "b"] and spec.data.mix_probs == [0.3, 0.7]
@@ -132,9 +156,16 @@ class TestDefaultsAreLlamaFactorys:
         assert spec.output.report_to == ["tensorboard", "wandb"]
 
     def test_freeze(self):
-        spec = convert({"model_name_or_path": "m", "dataset": "d", "finetuning_type": "freeze",
-                        "freeze_trainable_layers": 3, "freeze_trainable_modules": "all",
-                        "freeze_extra_modules": "embed_tokens,lm_head"})
+        spec = convert(
+            {
+                "model_name_or_path": "m",
+                "dataset": "d",
+                "finetuning_type": "freeze",
+                "freeze_trainable_layers": 3,
+                "freeze_trainable_modules": "all",
+                "freeze_extra_modules": "embed_tokens,lm_head",
+            }
+        )
         fr = spec.method.freeze
         assert (fr.trainable_layers, fr.trainable_modules, fr.extra_modules) == (3, [], ["embed_tokens", "lm_head"])
 
@@ -148,21 +179,43 @@ class TestPathsResolveFromTheYamlFolder:
     def project(self, tmp_path):
         """An LF project folder: args.yaml, data/dataset_info.json (LF schema), a local model, a ds config."""
         (tmp_path / "data").mkdir()
-        (tmp_path / "data" / "dataset_info.json").write_text(json.dumps({
-            "my_dataset": {"file_name": "my_data.json", "formatting": "alpaca",
-                           "columns": {"prompt": "instruction", "query": "input", "response": "output"}}}),
-            encoding="utf-8")
+        (tmp_path / "data" / "dataset_info.json").write_text(
+            json.dumps(
+                {
+                    "my_dataset": {
+                        "file_name": "my_data.json",
+                        "formatting": "alpaca",
+                        "columns": {"prompt": "instruction", "query": "input", "response": "output"},
+                    }
+                }
+            ),
+            encoding="utf-8",
+        )
         model = tmp_path / "models" / "tiny"
         model.mkdir(parents=True)
-        (model / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": 1024}),
-                                           encoding="utf-8")
-        (tmp_path / "ds_z3.json").write_text(json.dumps({
-            "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True},
-                                  "offload_param": {"device": "none"}, "overlap_comm": True,
-                                  "sub_group_size": 1e9, "reduce_bucket_size": "auto"},
-            "bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto",
-            "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "steps_per_print": 10}),
-            encoding="utf-8")
+        (model / "config.json").write_text(
+            json.dumps({"model_type": "llama", "max_position_embeddings": 1024}), encoding="utf-8"
+        )
+        (tmp_path / "ds_z3.json").write_text(
+            json.dumps(
+                {
+                    "zero_optimization": {
+                        "stage": 3,
+                        "offload_optimizer": {"device": "cpu", "pin_memory": True},
+                        "offload_param": {"device": "none"},
+                        "overlap_comm": True,
+                        "sub_group_size": 1e9,
+                        "reduce_bucket_size": "auto",
+                    },
+                    "bf16": {"enabled": "auto"},
+                    "train_micro_batch_size_per_gpu": "auto",
+                    "gradient_accumulation_steps": "auto",
+                    "gradient_clipping": "auto",
+                    "steps_per_print": 10,
+                }
+            ),
+            encoding="utf-8",
+        )
         return tmp_path
 
     def _write(self, folder: Path, args: dict) -> Path:
@@ -177,8 +230,12 @@ class TestPathsResolveFromTheYamlFolder:
 
     def test_relative_dataset_dir(self, project):
         shutil.move(project / "data", project / "mydata")
-        args = {"model_name_or_path": str(project / "models" / "tiny"), "dataset": "my_dataset",
-                "dataset_dir": "mydata", "cutoff_len": 512}
+        args = {
+            "model_name_or_path": str(project / "models" / "tiny"),
+            "dataset": "my_dataset",
+            "dataset_dir": "mydata",
+            "cutoff_len": 512,
+        }
         spec = load_any(self._write(project, args), context=True)
         assert Path(spec.data.dataset_dir) == (project / "mydata").resolve()
 
@@ -198,21 +255,44 @@ class TestPathsResolveFromTheYamlFolder:
 
     def test_llama_factory_ds_z3_offload_config(self, project):
         """LLaMA-Factory's own examples/deepspeed/ds_z3_offload_config.json converts without loss."""
-        (project / "ds_lf.json").write_text(json.dumps({
-            "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-            "gradient_clipping": "auto", "zero_allow_untested_optimizer": True,
-            "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
-                     "hysteresis": 2, "min_loss_scale": 1},
-            "bf16": {"enabled": "auto"},
-            "zero_optimization": {
-                "stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True},
-                "offload_param": {"device": "cpu", "pin_memory": True}, "overlap_comm": False,
-                "contiguous_gradients": True, "sub_group_size": 1e9, "reduce_bucket_size": "auto",
-                "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
-                "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
-                "stage3_gather_16bit_weights_on_model_save": True}}), encoding="utf-8")
-        data, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "deepspeed": "ds_lf.json",
-                                        "bf16": True}, base_dir=project)
+        (project / "ds_lf.json").write_text(
+            json.dumps(
+                {
+                    "train_batch_size": "auto",
+                    "train_micro_batch_size_per_gpu": "auto",
+                    "gradient_accumulation_steps": "auto",
+                    "gradient_clipping": "auto",
+                    "zero_allow_untested_optimizer": True,
+                    "fp16": {
+                        "enabled": "auto",
+                        "loss_scale": 0,
+                        "loss_scale_window": 1000,
+                        "initial_scale_power": 16,
+                        "hysteresis": 2,
+                        "min_loss_scale": 1,
+                    },
+                    "bf16": {"enabled": "auto"},
+                    "zero_optimization": {
+                        "stage": 3,
+                        "offload_optimizer": {"device": "cpu", "pin_memory": True},
+                        "offload_param": {"device": "cpu", "pin_memory": True},
+                        "overlap_comm": False,
+                        "contiguous_gradients": True,
+                        "sub_group_size": 1e9,
+                        "reduce_bucket_size": "auto",
+                        "stage3_prefetch_bucket_size": "auto",
+                        "stage3_param_persistence_threshold": "auto",
+                        "stage3_max_live_parameters": 1e9,
+                        "stage3_max_reuse_distance": 1e9,
+                        "stage3_gather_16bit_weights_on_model_save": True,
+                    },
+                }
+            ),
+            encoding="utf-8",
+        )
+        data, unsupported = lf_to_spec(
+            {"model_name_or_path": "m", "dataset": "d", "deepspeed": "ds_lf.json", "bf16": True}, base_dir=project
+        )
         assert unsupported == []
         ds = parse_spec(data).launch.deepspeed
         assert (ds.zero_stage, ds.offload_optimizer, ds.offload_param, ds.overlap_comm) == (3, "cpu", "cpu", False)
@@ -221,8 +301,9 @@ class TestPathsResolveFromTheYamlFolder:
         ds = json.loads((project / "ds_z3.json").read_text())
         ds["flops_profiler"] = {"enabled": True}
         (project / "ds_z3.json").write_text(json.dumps(ds))
-        _, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "deepspeed": "ds_z3.json"},
-                                    base_dir=project)
+        _, unsupported = lf_to_spec(
+            {"model_name_or_path": "m", "dataset": "d", "deepspeed": "ds_z3.json"}, base_dir=project
+        )
         assert unsupported == ["deepspeed.flops_profiler"]
 
 
@@ -297,12 +378,18 @@ class TestDetectionAndCli:
 
     def test_import_and_export_commands(self, tmp_path, capsys):
         spec_path, args_path, acc_path = tmp_path / "spec.yaml", tmp_path / "lf.yaml", tmp_path / "acc.yaml"
-        assert studio_cli.main(["import-lf", str(SEED_ARGS), "--accelerate-config", str(ZERO3),
-                                "-o", str(spec_path)]) == 0
+        assert (
+            studio_cli.main(["import-lf", str(SEED_ARGS), "--accelerate-config", str(ZERO3), "-o", str(spec_path)])
+            == 0
+        )
         spec = load_spec(spec_path, context=False)
         assert spec.launch.deepspeed.zero_stage == 3 and spec.method.lora.rank == 64
-        assert studio_cli.main(["export-lf", str(spec_path), "-o", str(args_path),
-                                "--accelerate-config-out", str(acc_path)]) == 0
+        assert (
+            studio_cli.main(
+                ["export-lf", str(spec_path), "-o", str(args_path), "--accelerate-config-out", str(acc_path)]
+            )
+            == 0
+        )
         assert read(acc_path) == read(ZERO3)
         assert load_any(args_path, acc_path, context=False) == spec
         assert "note: logging_dir" in capsys.readouterr().err
@@ -317,20 +404,60 @@ class TestDetectionAndCli:
 
 # ----------------------------------------------------------------------------------------------- property test
 _LF_KEYS = sorted(set(_DIRECT) | set(_CONVERTED) | {"use_galore", "booster"})
-_ACC_KEYS = ["distributed_type", "num_processes", "num_machines", "machine_rank", "main_process_ip", "gpu_ids",
-             "mixed_precision", "use_cpu", "deepspeed_config", "fsdp_config", "compute_environment", "dynamo_config"]
+_ACC_KEYS = [
+    "distributed_type",
+    "num_processes",
+    "num_machines",
+    "machine_rank",
+    "main_process_ip",
+    "gpu_ids",
+    "mixed_precision",
+    "use_cpu",
+    "deepspeed_config",
+    "fsdp_config",
+    "compute_environment",
+    "dynamo_config",
+]
 _junk = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(), st.text(max_size=12),
-              st.sampled_from(["all", "auto", "lora", "sft", "dpo", "DEEPSPEED", "FSDP", "bf16", "q_proj,v_proj",
-                               "~nouser/x", "a\x00b", "0,1", "ds.json"])),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**40), 2**40),
+        st.floats(),
+        st.text(max_size=12),
+        st.sampled_from(
+            [
+                "all",
+                "auto",
+                "lora",
+                "sft",
+                "dpo",
+                "DEEPSPEED",
+                "FSDP",
+                "bf16",
+                "q_proj,v_proj",
+                "~nouser/x",
+                "a\x00b",
+                "0,1",
+                "ds.json",
+            ]
+        ),
+    ),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
-    max_leaves=6)
+    max_leaves=6,
+)
 
 
-@settings(max_examples=int(os.environ.get("STUDIO_FUZZ_EXAMPLES") or 150), deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(args=st.dictionaries(st.sampled_from(_LF_KEYS), _junk, max_size=10),
-       acc=st.none() | st.dictionaries(st.sampled_from(_ACC_KEYS), _junk, max_size=6))
+@settings(
+    max_examples=int(os.environ.get("STUDIO_FUZZ_EXAMPLES") or 150),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    args=st.dictionaries(st.sampled_from(_LF_KEYS), _junk, max_size=10),
+    acc=st.none() | st.dictionaries(st.sampled_from(_ACC_KEYS), _junk, max_size=6),
+)
 def test_arbitrary_lf_values_give_a_spec_or_named_errors(args, acc, tmp_path):
     """Junk at any LF or accelerate key: a spec or a SpecError; unsupported keys are named, nothing else raised."""
     args = {"model_name_or_path": "m", "dataset": "d", **args}

@@ -21,8 +21,9 @@ from engine import exporting as xp
 TARGETS = ["q_proj", "v_proj", "o_proj", "down_proj"]
 
 
-def make_adapter(base: str, out: Path, *, seed: int = 0, dora: bool = False, quant4: bool = False,
-                 targets: list[str] = TARGETS) -> Path:
+def make_adapter(
+    base: str, out: Path, *, seed: int = 0, dora: bool = False, quant4: bool = False, targets: list[str] = TARGETS
+) -> Path:
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
@@ -52,9 +53,12 @@ def make_adapter(base: str, out: Path, *, seed: int = 0, dora: bool = False, qua
 def make_run(root: Path, name: str, base: str, *, bits: int = 0, adapter_from: Path | None = None) -> Path:
     run = root / name
     run.mkdir(parents=True)
-    spec = {"model": {"name_or_path": base}, "data": {"datasets": ["demo_alpaca"], "template": "auto"},
-            "method": {"finetuning": "lora", "lora": {"rank": 4}, "quantization": {"bits": bits}},
-            "train": {"learning_rate": 2e-4, "max_steps": 5}}
+    spec = {
+        "model": {"name_or_path": base},
+        "data": {"datasets": ["demo_alpaca"], "template": "auto"},
+        "method": {"finetuning": "lora", "lora": {"rank": 4}, "quantization": {"bits": bits}},
+        "train": {"learning_rate": 2e-4, "max_steps": 5},
+    }
     (run / "spec.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     if adapter_from is not None:
         import shutil
@@ -108,8 +112,22 @@ def load_and_check(out: Path) -> dict:
 def test_lora_run_merge_fp32_sharded_with_card_and_tokenizer(base, adapters, tmp_path, in_process):
     run = make_run(tmp_path / "runs", "r1", base, adapter_from=adapters["lora"])
     out = tmp_path / "merged"
-    assert in_process([str(run), "--out", str(out), "--dtype", "fp32", "--max-shard-size", "1MB",
-                       "--events", str(run / "merge_events.jsonl")]) == 0
+    assert (
+        in_process(
+            [
+                str(run),
+                "--out",
+                str(out),
+                "--dtype",
+                "fp32",
+                "--max-shard-size",
+                "1MB",
+                "--events",
+                str(run / "merge_events.jsonl"),
+            ]
+        )
+        == 0
+    )
     report = load_and_check(out)
     assert report["max_abs_diff"] <= 1e-4 and report["fp32_merge_max_abs_diff"] <= 1e-4
     assert len(list(out.glob("model-*.safetensors"))) > 1 and (out / "model.safetensors.index.json").is_file()
@@ -162,8 +180,21 @@ def test_merge_that_skips_an_adapter_fails_verification(adapters, tmp_path, in_p
     monkeypatch.setattr(LoraModel, "merge_and_unload", merge_first_only)
     out = tmp_path / "bad"
     events = tmp_path / "bad.events.jsonl"
-    assert in_process([str(adapters["lora"]), str(adapters["lora2"]), "--out", str(out), "--dtype", "fp32",
-                       "--events", str(events)]) == 1
+    assert (
+        in_process(
+            [
+                str(adapters["lora"]),
+                str(adapters["lora2"]),
+                "--out",
+                str(out),
+                "--dtype",
+                "fp32",
+                "--events",
+                str(events),
+            ]
+        )
+        == 1
+    )
     last = ev.last_event(events)
     assert last["type"] == "merge_failed" and last["payload"]["cause"] == "verification"
     assert last["payload"]["report"]["fp32_merge_max_abs_diff"] > last["payload"]["report"]["fp32_merge_tolerance"]
@@ -205,8 +236,11 @@ def test_full_finetune_run_exports_its_model(base, tmp_path, in_process):
 
     run = tmp_path / "runs" / "full"
     run.mkdir(parents=True)
-    (run / "spec.yaml").write_text(yaml.safe_dump({"model": {"name_or_path": base}, "method": {"finetuning": "full"},
-                                                   "data": {"datasets": ["demo_alpaca"]}}))
+    (run / "spec.yaml").write_text(
+        yaml.safe_dump(
+            {"model": {"name_or_path": base}, "method": {"finetuning": "full"}, "data": {"datasets": ["demo_alpaca"]}}
+        )
+    )
     shutil.copytree(base, run / "model")
     out = tmp_path / "full-export"
     assert in_process([str(run), "--out", str(out)]) == 0
@@ -242,8 +276,11 @@ class TestBadInput:
         acfg = json.loads((bad / "adapter_config.json").read_text())
         acfg["base_model_name_or_path"] = str(other)
         (bad / "adapter_config.json").write_text(json.dumps(acfg))
-        with pytest.raises(xp.ExportError, match=f"adapter {bad} .*does not fit base {other} .*_proj is 128x(128|256) "
-                           "in the adapter but 64x(64|96) in the base"):
+        with pytest.raises(
+            xp.ExportError,
+            match=f"adapter {bad} .*does not fit base {other} .*_proj is 128x(128|256) "
+            "in the adapter but 64x(64|96) in the base",
+        ):
             xp.plan_export([str(bad)], str(tmp_path / "o"))
 
     def test_adapters_on_different_bases(self, base, adapters, tmp_path):

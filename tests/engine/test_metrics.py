@@ -27,8 +27,10 @@ def _run_sampler(tmp_path, root_pid: int, seconds: float, gpu_ids=None, interval
 def test_samples_cpu_and_rss_of_descendants_and_says_once_why_no_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("STUDIO_FORCE_CPU", "1")
     # a busy child with a busy grandchild: both are the run's processes
-    code = ("import subprocess,sys; subprocess.Popen([sys.executable,'-c','x=bytearray(50*2**20)\\nwhile 1: pass']);"
-            "\nwhile 1: pass")
+    code = (
+        "import subprocess,sys; subprocess.Popen([sys.executable,'-c','x=bytearray(50*2**20)\\nwhile 1: pass']);"
+        "\nwhile 1: pass"
+    )
     child = subprocess.Popen([sys.executable, "-c", code])
     try:
         samples = _run_sampler(tmp_path, psutil.Process().pid, 1.5)

@@ -16,14 +16,40 @@ from engine.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LLAMA_GQA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-             "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
-             "vocab_size": 320, "tie_word_embeddings": False, "max_position_embeddings": 256}
-QWEN_TIED = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
-             "intermediate_size": 80, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1,
-             "vocab_size": 300, "tie_word_embeddings": True, "max_position_embeddings": 256}
-QWEN_05B = {"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
-            "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936, "tie_word_embeddings": True}
+LLAMA_GQA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 320,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 256,
+}
+QWEN_TIED = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 64,
+    "intermediate_size": 80,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "vocab_size": 300,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 256,
+}
+QWEN_05B = {
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+}
 
 METHODS = {
     "full": {"finetuning": "full"},
@@ -36,9 +62,13 @@ METHODS = {
 
 
 def make_spec(path: str = "m", method: dict | None = None, **groups) -> object:
-    data = {"model": {"name_or_path": path}, "data": {"datasets": ["d"], "cutoff_len": 64},
-            "method": method or {"finetuning": "lora"}, "train": {"per_device_batch_size": 2, "precision": "fp32"},
-            "launch": {"device": "cpu"}}
+    data = {
+        "model": {"name_or_path": path},
+        "data": {"datasets": ["d"], "cutoff_len": 64},
+        "method": method or {"finetuning": "lora"},
+        "train": {"per_device_batch_size": 2, "precision": "fp32"},
+        "launch": {"device": "cpu"},
+    }
     for k, v in groups.items():
         data.setdefault(k, {}).update(v)
     return parse_spec(data)
@@ -74,11 +104,14 @@ def _real_bytes(spec) -> dict:
     opt = torch.optim.AdamW(params, lr=1e-3)
     opt.step()
     states = sum(v.numel() * v.element_size() for s in opt.state.values() for k, v in s.items() if k != "step")
-    return {"total": sum(p.numel() for p in model.parameters()),
-            "trainable": sum(p.numel() for p in params),
-            "weights": sum(p.numel() * p.element_size() for p in model.parameters()),
-            "grads": sum(p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None),
-            "states": states, "tensors": len(params)}
+    return {
+        "total": sum(p.numel() for p in model.parameters()),
+        "trainable": sum(p.numel() for p in params),
+        "weights": sum(p.numel() * p.element_size() for p in model.parameters()),
+        "grads": sum(p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None),
+        "states": states,
+        "tensors": len(params),
+    }
 
 
 @pytest.mark.parametrize("model", ["llama", "qwen"])
@@ -120,8 +153,11 @@ def test_demo_model_counts_exact(demo_paths):
 def test_quantized_weights_shrink_with_bits():
     sizes = {}
     for bits in (0, 8, 4):
-        spec = make_spec(method={"finetuning": "lora", "quantization": {"bits": bits}},
-                         train={"precision": "bf16"}, launch={"device": "auto"})
+        spec = make_spec(
+            method={"finetuning": "lora", "quantization": {"bits": bits}},
+            train={"precision": "bf16"},
+            launch={"device": "auto"},
+        )
         mp = planmod.plan(spec, gpu_mem_gib=80, model_config=QWEN_05B)
         sizes[bits] = mp.details["static"]["weights_bytes"]
     assert sizes[4] < sizes[8] < sizes[0]
@@ -129,9 +165,11 @@ def test_quantized_weights_shrink_with_bits():
 
 def test_zero3_shards_weights_by_world_size():
     def weights(n: int) -> int:
-        spec = make_spec(method={"finetuning": "full"}, train={"precision": "bf16"},
-                         launch={"device": "auto", "backend": "deepspeed", "num_processes": n,
-                                 "deepspeed": {"zero_stage": 3}})
+        spec = make_spec(
+            method={"finetuning": "full"},
+            train={"precision": "bf16"},
+            launch={"device": "auto", "backend": "deepspeed", "num_processes": n, "deepspeed": {"zero_stage": 3}},
+        )
         mp = planmod.plan(spec, gpu_mem_gib=80, model_config=QWEN_05B)
         return mp.components["weights"] + mp.components["trainable_weights"]
 
@@ -141,14 +179,22 @@ def test_zero3_shards_weights_by_world_size():
 
 
 def test_gradient_checkpointing_reduces_activations():
-    acts = [planmod.plan(make_spec(train={"gradient_checkpointing": ck, "precision": "bf16"}, launch={"device": "auto"}),
-                         gpu_mem_gib=24, model_config=QWEN_05B).components["activations"] for ck in (False, True)]
+    acts = [
+        planmod.plan(
+            make_spec(train={"gradient_checkpointing": ck, "precision": "bf16"}, launch={"device": "auto"}),
+            gpu_mem_gib=24,
+            model_config=QWEN_05B,
+        ).components["activations"]
+        for ck in (False, True)
+    ]
     assert acts[1] < acts[0] / 4
 
 
 def test_eager_attention_costs_more_than_sdpa():
-    acts = [planmod.plan(make_spec(model={"attn_implementation": impl}), model_config=QWEN_05B).components["activations"]
-            for impl in ("sdpa", "eager")]
+    acts = [
+        planmod.plan(make_spec(model={"attn_implementation": impl}), model_config=QWEN_05B).components["activations"]
+        for impl in ("sdpa", "eager")
+    ]
     assert acts[1] > acts[0]
 
 
@@ -168,21 +214,43 @@ def test_to_dict_shape():
 
 
 def _big_spec(**train):
-    return parse_spec({"model": {"name_or_path": "m"}, "data": {"datasets": ["d"], "cutoff_len": 4096},
-                       "method": {"finetuning": "lora", "lora": {"rank": 64}},
-                       "train": {"per_device_batch_size": 4, "gradient_accumulation": 4, **train}})
+    return parse_spec(
+        {
+            "model": {"name_or_path": "m"},
+            "data": {"datasets": ["d"], "cutoff_len": 4096},
+            "method": {"finetuning": "lora", "lora": {"rank": 64}},
+            "train": {"per_device_batch_size": 4, "gradient_accumulation": 4, **train},
+        }
+    )
 
 
 def test_fit_walks_the_ladder_in_order_and_keeps_effective_batch():
-    llama8b = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-               "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}
+    llama8b = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+    }
     spec = _big_spec()
     res = fit(spec, 16, model_config=llama8b)
     assert res.fits and res.plan.total_bytes <= 16 * 2**30
-    order = ["per-device batch 4 -> 2", "per-device batch 2 -> 1", "gradient checkpointing", "offload optimizer",
-             "LoRA rank 64 -> 32", "LoRA rank 32 -> 16", "4-bit QLoRA"]
-    idx = [next(i for i, s in enumerate(res.steps) if s.startswith(o)) for o in order if any(
-        s.startswith(o) for s in res.steps)]
+    order = [
+        "per-device batch 4 -> 2",
+        "per-device batch 2 -> 1",
+        "gradient checkpointing",
+        "offload optimizer",
+        "LoRA rank 64 -> 32",
+        "LoRA rank 32 -> 16",
+        "4-bit QLoRA",
+    ]
+    idx = [
+        next(i for i, s in enumerate(res.steps) if s.startswith(o))
+        for o in order
+        if any(s.startswith(o) for s in res.steps)
+    ]
     assert idx == sorted(idx) and len(idx) >= 4
     assert res.spec.effective_batch == spec.effective_batch
     parse_spec(res.to_dict()["spec"])  # the fitted spec validates
@@ -199,11 +267,12 @@ def test_fit_reports_when_nothing_fits():
 
 
 def test_plan_never_imports_torch():
-    code = ("import sys, engine.plan, engine.plan_fit; from engine.plan import plan; "
-            "bad = [m for m in ('torch', 'transformers', 'peft', 'deepspeed', 'bitsandbytes') if m in sys.modules]; "
-            "print(bad); sys.exit(1 if bad else 0)")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                       check=False)
+    code = (
+        "import sys, engine.plan, engine.plan_fit; from engine.plan import plan; "
+        "bad = [m for m in ('torch', 'transformers', 'peft', 'deepspeed', 'bitsandbytes') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -231,14 +300,22 @@ def test_compare_reads_plan_and_measured(tmp_path):
 
     mp = planmod.plan(make_spec(), gpu_mem_gib=24, model_config=LLAMA_GQA)
     (tmp_path / "plan.json").write_text(json.dumps(mp.to_dict()))
-    append_event(tmp_path / "events.jsonl", "finished", 5, memory=[
-        {"rank": 0, "max_allocated_mib": 100.0, "max_reserved_mib": 120.0}])
+    append_event(
+        tmp_path / "events.jsonl",
+        "finished",
+        5,
+        memory=[{"rank": 0, "max_allocated_mib": 100.0, "max_reserved_mib": 120.0}],
+    )
     out = planmod.compare(tmp_path)
     row = out["rows"][0]
     assert row["rank"] == 0 and row["measured_allocated_bytes"] == 100 * 2**20
     assert row["predicted_allocated_bytes"] == mp.allocated_bytes and row["error_pct"] is not None
-    assert planmod.compare(tmp_path / "missing") == {"predicted": None, "rows": [], "has_prediction": False,
-                                                     "has_measurement": False}
+    assert planmod.compare(tmp_path / "missing") == {
+        "predicted": None,
+        "rows": [],
+        "has_prediction": False,
+        "has_measurement": False,
+    }
 
 
 def test_calibration_matrix_is_valid_and_planned(tmp_path):
@@ -257,10 +334,18 @@ def test_calibration_matrix_is_valid_and_planned(tmp_path):
 def test_advice_flags_the_slow_training_checklist():
     from engine.advice import advise
 
-    spec = parse_spec({"model": {"name_or_path": "m"}, "data": {"datasets": ["d"]},
-                       "train": {"precision": "fp32", "per_device_batch_size": 1},
-                       "launch": {"device": "cuda", "backend": "deepspeed",
-                                  "deepspeed": {"zero_stage": 2, "offload_optimizer": "cpu"}}})
+    spec = parse_spec(
+        {
+            "model": {"name_or_path": "m"},
+            "data": {"datasets": ["d"]},
+            "train": {"precision": "fp32", "per_device_batch_size": 1},
+            "launch": {
+                "device": "cuda",
+                "backend": "deepspeed",
+                "deepspeed": {"zero_stage": 2, "offload_optimizer": "cpu"},
+            },
+        }
+    )
     tips = " ".join(advise(spec, [{"gpu_util": 30, "cpu_percent": 95}] * 5, []))
     for word in ("utilisation", "bf16", "offload", "per-device batch", "data loading"):
         assert word in tips

@@ -50,9 +50,11 @@ def wait_for(cond, timeout: float = 30.0, every: float = 0.1):
 def sleeper(seconds: float, marker_file: Path | None = None) -> list[str]:
     code = f"import time,sys; print('start', flush=True); time.sleep({seconds}); print('done', flush=True)"
     if marker_file:
-        code = (f"import time,os; open({str(marker_file)!r},'a').write(os.environ['STUDIO_RUN_ID']+' start %f\\n' "
-                f"% time.time()); time.sleep({seconds}); open({str(marker_file)!r},'a').write("
-                f"os.environ['STUDIO_RUN_ID']+' end %f\\n' % time.time())")
+        code = (
+            f"import time,os; open({str(marker_file)!r},'a').write(os.environ['STUDIO_RUN_ID']+' start %f\\n' "
+            f"% time.time()); time.sleep({seconds}); open({str(marker_file)!r},'a').write("
+            f"os.environ['STUDIO_RUN_ID']+' end %f\\n' % time.time())"
+        )
     return [PY, "-c", code]
 
 
@@ -84,8 +86,11 @@ class TestPlanStarts:
 
     def test_waiting_explicit_run_reserves_its_gpus(self):
         running = [(False, [0])]
-        q = [Want("a", cpu=False, count=2, ids=[0, 1]), Want("b", cpu=False, count=1, ids=[1]),
-             Want("c", cpu=False, count=1, ids=[2])]
+        q = [
+            Want("a", cpu=False, count=2, ids=[0, 1]),
+            Want("b", cpu=False, count=1, ids=[1]),
+            Want("c", cpu=False, count=1, ids=[2]),
+        ]
         assert plan_starts(running, q, [0, 1, 2], 1)[0] == [("c", [2])]
 
     def test_impossible_runs_are_reported(self):
@@ -165,8 +170,12 @@ def test_command_run_completes_detached_with_metrics_and_no_zombie(home):
     assert len(warnings) == 1 and "CPU and RAM only" in warnings[0]["payload"]["message"]
     launch = json.loads((Path(rec.run_dir) / "launch.json").read_text())
     assert "env" not in launch and "STUDIO_RUN_ID" in launch["env_keys"]
-    wait_for(lambda: not psutil.pid_exists(rec.runner_pid) or
-             psutil.Process(rec.runner_pid).status() != psutil.STATUS_ZOMBIE, timeout=5)
+    wait_for(
+        lambda: (
+            not psutil.pid_exists(rec.runner_pid) or psutil.Process(rec.runner_pid).status() != psutil.STATUS_ZOMBIE
+        ),
+        timeout=5,
+    )
     assert no_zombie_children()
 
 
@@ -204,7 +213,9 @@ def test_killed_wrapper_and_child_read_failed_when_looked_at(home):
 
 def test_stop_ends_every_process_of_the_tree(home):
     # Like torch's launcher: workers in their own sessions, one of them ignoring SIGTERM.
-    worker = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('w', flush=True); time.sleep(120)"
+    worker = (
+        "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('w', flush=True); time.sleep(120)"
+    )
     code = textwrap.dedent(f"""
         import subprocess, sys, time
         ws = [subprocess.Popen([sys.executable, '-c', {worker!r}], start_new_session=True) for _ in range(2)]
@@ -252,8 +263,15 @@ def test_queue_of_three_runs_in_order_and_survives_studio_restart(home):
     statuses = [runs.get(i).status for i in ids]
     assert statuses.count("running") <= 1 and statuses[2] == "queued", statuses
     # a restarted studio schedules too; it must not start a second run while the slot is taken
-    restarted = subprocess.run([PY, "-c", "from engine import runs; print(runs.schedule())"], env=env, cwd=ROOT,
-                               capture_output=True, text=True, timeout=60, check=False)
+    restarted = subprocess.run(
+        [PY, "-c", "from engine import runs; print(runs.schedule())"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert restarted.returncode == 0 and restarted.stdout.strip() in ("[]", repr([ids[1]]), repr([ids[2]]))
     wait_for(lambda: all(runs.get(i).status == "completed" for i in ids), timeout=60)
     lines = [ln.split() for ln in log.read_text().splitlines()]

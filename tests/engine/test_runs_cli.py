@@ -50,8 +50,15 @@ def test_runs_list_show_logs_rename_tag_stop_delete(home, capsys):  # noqa: F811
 def test_logs_follow_ends_with_the_run(home):  # noqa: F811
     rid = runs.submit_command(sleeper(1.0), name="follow")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run([sys.executable, "-m", "engine.cli", "runs", "logs", rid, "-f"], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=60, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "runs", "logs", rid, "-f"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert res.returncode == 0 and "start" in res.stdout and "done" in res.stdout
 
 
@@ -65,9 +72,15 @@ def test_queue_add_reports_every_spec_problem(home, tmp_path, capsys):  # noqa: 
 
 
 def test_replay_lists_what_changed(tmp_path):
-    (tmp_path / "record.json").write_text(json.dumps({
-        "versions": {"pyyaml": "0.0.1", "pydantic": __import__("pydantic").VERSION},
-        "dataset_hashes": {}, "tokenizer_hash": None}))
+    (tmp_path / "record.json").write_text(
+        json.dumps(
+            {
+                "versions": {"pyyaml": "0.0.1", "pydantic": __import__("pydantic").VERSION},
+                "dataset_hashes": {},
+                "tokenizer_hash": None,
+            }
+        )
+    )
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")

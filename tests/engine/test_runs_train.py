@@ -81,8 +81,11 @@ def test_studio_killed_mid_run_then_a_new_studio_sees_it_completed(home, demo_pa
 def test_trainer_killed_with_sigkill_is_failed_with_a_reason(home, demo_paths):
     rid = runs.submit(demo_spec(demo_paths, 500), name="victim")
     wait_for(lambda: "log" in types(runs.get(rid)))
-    trainers = [p for p in scheduler.run_processes(rid) if "engine.train" in " ".join(p.cmdline())
-                and "accelerate" not in " ".join(p.cmdline())]
+    trainers = [
+        p
+        for p in scheduler.run_processes(rid)
+        if "engine.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())
+    ]
     assert len(trainers) == 1
     trainers[0].send_signal(signal.SIGKILL)  # what the OOM killer does
     t0 = time.time()
@@ -96,8 +99,9 @@ def test_trainer_killed_with_sigkill_is_failed_with_a_reason(home, demo_paths):
 
 @pytest.mark.slow
 def test_stop_on_a_two_process_ddp_run_leaves_no_process(home, demo_paths):
-    rid = runs.submit(demo_spec(demo_paths, 500, backend="ddp", num_processes=2, device="cpu",
-                                main_process_port=29611), name="ddp")
+    rid = runs.submit(
+        demo_spec(demo_paths, 500, backend="ddp", num_processes=2, device="cpu", main_process_port=29611), name="ddp"
+    )
     wait_for(lambda: "log" in types(runs.get(rid)), timeout=180)
     procs = scheduler.run_processes(rid)
     ranks = [p for p in procs if "engine.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())]

@@ -46,12 +46,18 @@ LEAVES = sorted(p for p, ann in PATHS.items() if _model_of(ann) is None)
 GROUPS = sorted(p for p, ann in PATHS.items() if _model_of(ann) is not None)
 
 _junk_scalar = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
     st.sampled_from(["", " ", "all", "none", "cpu", "nvme", "~nouser/x", "/", "a\x00b", "1e309", "0x10", "真"]),
 )
-_junk = st.recursive(_junk_scalar, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=8)
+_junk = st.recursive(
+    _junk_scalar,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=8,
+)
 
 
 def _plausible(ann: Any) -> st.SearchStrategy:
@@ -118,8 +124,12 @@ def _normal(path: str) -> str:
     return ".".join(p for p in path.split(".") if not p.isdigit())
 
 
-_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
-                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+_SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 @_SETTINGS

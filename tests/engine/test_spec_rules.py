@@ -121,17 +121,27 @@ class TestZero3Quantization:
 
 class TestFsdpQuantization:
     def test_8bit_rejected(self):
-        rejects(make(launch={"backend": "fsdp", "num_processes": 2}, method={"quantization": {"bits": 8}}),
-                "method.quantization.bits")
+        rejects(
+            make(launch={"backend": "fsdp", "num_processes": 2}, method={"quantization": {"bits": 8}}),
+            "method.quantization.bits",
+        )
 
     def test_4bit_fp32_rejected(self):
-        rejects(make(launch={"backend": "fsdp", "num_processes": 2},
-                     method={"quantization": {"bits": 4, "compute_dtype": "float32"}}),
-                "method.quantization.compute_dtype")
+        rejects(
+            make(
+                launch={"backend": "fsdp", "num_processes": 2},
+                method={"quantization": {"bits": 4, "compute_dtype": "float32"}},
+            ),
+            "method.quantization.compute_dtype",
+        )
 
     def test_4bit_bf16_ok(self):
-        accepts(make(launch={"backend": "fsdp", "num_processes": 2},
-                     method={"quantization": {"bits": 4, "compute_dtype": "bfloat16"}}))
+        accepts(
+            make(
+                launch={"backend": "fsdp", "num_processes": 2},
+                method={"quantization": {"bits": 4, "compute_dtype": "bfloat16"}},
+            )
+        )
 
 
 class TestSingleBackendOneProcess:
@@ -144,8 +154,9 @@ class TestSingleBackendOneProcess:
 
 class TestSingleBackendOneMachine:
     def test_rejected(self):
-        rejects(make(launch={"backend": "single", "num_machines": 2, "main_process_ip": "10.0.0.1"}),
-                "launch.num_machines")
+        rejects(
+            make(launch={"backend": "single", "num_machines": 2, "main_process_ip": "10.0.0.1"}), "launch.num_machines"
+        )
 
 
 class TestGpuIds:
@@ -183,8 +194,10 @@ class TestSeveralMachinesNeedAddress:
 
 class TestMachineRankBelowCount:
     def test_rank_equal_count(self):
-        rejects(make(launch={"backend": "ddp", "num_machines": 2, "machine_rank": 2, "main_process_ip": "h"}),
-                "launch.machine_rank")
+        rejects(
+            make(launch={"backend": "ddp", "num_machines": 2, "machine_rank": 2, "main_process_ip": "h"}),
+            "launch.machine_rank",
+        )
 
     def test_rank_on_one_machine(self):
         rejects(make(launch={"machine_rank": 1}), "launch.machine_rank")
@@ -211,17 +224,20 @@ class TestMixProbs:
         rejects(make(data={"datasets": ["a", "b"], "mix": "interleave_under", "mix_probs": [1.0]}), "data.mix_probs")
 
     def test_sum(self):
-        rejects(make(data={"datasets": ["a", "b"], "mix": "interleave_over", "mix_probs": [0.5, 0.6]}),
-                "data.mix_probs")
+        rejects(
+            make(data={"datasets": ["a", "b"], "mix": "interleave_over", "mix_probs": [0.5, 0.6]}), "data.mix_probs"
+        )
 
     def test_negative(self):
-        rejects(make(data={"datasets": ["a", "b"], "mix": "interleave_over", "mix_probs": [1.5, -0.5]}),
-                "data.mix_probs")
+        rejects(
+            make(data={"datasets": ["a", "b"], "mix": "interleave_over", "mix_probs": [1.5, -0.5]}), "data.mix_probs"
+        )
 
     def test_not_a_number(self):
         nan = float("nan")
-        rejects(make(data={"datasets": ["a", "b"], "mix": "interleave_over", "mix_probs": [nan, nan]}),
-                "data.mix_probs")
+        rejects(
+            make(data={"datasets": ["a", "b"], "mix": "interleave_over", "mix_probs": [nan, nan]}), "data.mix_probs"
+        )
 
     def test_with_concat(self):
         rejects(make(data={"datasets": ["a", "b"], "mix_probs": [0.5, 0.5]}), "data.mix_probs")
@@ -261,8 +277,9 @@ class TestLoraTargetsAll:
 def model_dir(tmp_path):
     folder = tmp_path / "tiny-llama"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({
-        "model_type": "llama", "max_position_embeddings": 512, "num_hidden_layers": 4}), encoding="utf-8")
+    (folder / "config.json").write_text(
+        json.dumps({"model_type": "llama", "max_position_embeddings": 512, "num_hidden_layers": 4}), encoding="utf-8"
+    )
     return folder
 
 
@@ -270,11 +287,19 @@ def model_dir(tmp_path):
 def data_dir(tmp_path):
     folder = tmp_path / "data"
     folder.mkdir()
-    (folder / "dataset_info.json").write_text(json.dumps({
-        "sft_set": {"file_name": "sft.json", "formatting": "alpaca"},
-        "pairs": {"file_name": "pairs.json", "ranking": True,
-                  "columns": {"prompt": "instruction", "chosen": "chosen", "rejected": "rejected"}},
-    }), encoding="utf-8")
+    (folder / "dataset_info.json").write_text(
+        json.dumps(
+            {
+                "sft_set": {"file_name": "sft.json", "formatting": "alpaca"},
+                "pairs": {
+                    "file_name": "pairs.json",
+                    "ranking": True,
+                    "columns": {"prompt": "instruction", "chosen": "chosen", "rejected": "rejected"},
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
     return folder
 
 
@@ -303,8 +328,9 @@ class TestContextBaseline:
 
 class TestModelFolder:
     def test_missing_folder(self, tmp_path, data_dir):
-        ctx_rejects(ctx(tmp_path / "nope", data_dir, model={"name_or_path": str(tmp_path / "nope")}),
-                    "model.name_or_path")
+        ctx_rejects(
+            ctx(tmp_path / "nope", data_dir, model={"name_or_path": str(tmp_path / "nope")}), "model.name_or_path"
+        )
 
     def test_folder_without_config(self, tmp_path, data_dir):
         (tmp_path / "empty").mkdir()
@@ -317,25 +343,38 @@ class TestCutoffAboveMaxPositions:
         assert "512" in str(err)
 
     def test_rope_scaling_extends(self, model_dir, data_dir):
-        parse_spec(ctx(model_dir, data_dir, data={"cutoff_len": 1024},
-                       model={"rope_scaling": {"type": "linear", "factor": 2.0}}), context=True)
+        parse_spec(
+            ctx(
+                model_dir,
+                data_dir,
+                data={"cutoff_len": 1024},
+                model={"rope_scaling": {"type": "linear", "factor": 2.0}},
+            ),
+            context=True,
+        )
 
 
 class TestLoraTargetsNameModules:
     def test_unknown_module(self, model_dir, data_dir):
-        err = ctx_rejects(ctx(model_dir, data_dir, data={"cutoff_len": 256},
-                              method={"lora": {"targets": ["q_proj", "qkv"]}}), "method.lora.targets")
+        err = ctx_rejects(
+            ctx(model_dir, data_dir, data={"cutoff_len": 256}, method={"lora": {"targets": ["q_proj", "qkv"]}}),
+            "method.lora.targets",
+        )
         assert "qkv" in str(err) and "q_proj," not in str(err).split("name no module")[0]
 
     def test_known_modules(self, model_dir, data_dir):
-        parse_spec(ctx(model_dir, data_dir, data={"cutoff_len": 256},
-                       method={"lora": {"targets": ["q_proj", "down_proj"]}}), context=True)
+        parse_spec(
+            ctx(model_dir, data_dir, data={"cutoff_len": 256}, method={"lora": {"targets": ["q_proj", "down_proj"]}}),
+            context=True,
+        )
 
 
 class TestResumeFromNeedsCheckpoint:
     def test_missing_checkpoint(self, model_dir, data_dir, tmp_path):
-        ctx_rejects(ctx(model_dir, data_dir, data={"cutoff_len": 256},
-                        train={"resume_from": str(tmp_path / "checkpoint-7")}), "train.resume_from")
+        ctx_rejects(
+            ctx(model_dir, data_dir, data={"cutoff_len": 256}, train={"resume_from": str(tmp_path / "checkpoint-7")}),
+            "train.resume_from",
+        )
 
     def test_checkpoint_folder_and_last(self, model_dir, data_dir, tmp_path):
         ckpt = tmp_path / "checkpoint-7"
@@ -347,19 +386,37 @@ class TestResumeFromNeedsCheckpoint:
 
 class TestFreezeModules:
     def test_unknown_module(self, model_dir, data_dir):
-        ctx_rejects(ctx(model_dir, data_dir, data={"cutoff_len": 256},
-                        method={"finetuning": "freeze", "freeze": {"trainable_modules": ["attention"]}}),
-                    "method.freeze.trainable_modules")
+        ctx_rejects(
+            ctx(
+                model_dir,
+                data_dir,
+                data={"cutoff_len": 256},
+                method={"finetuning": "freeze", "freeze": {"trainable_modules": ["attention"]}},
+            ),
+            "method.freeze.trainable_modules",
+        )
 
     def test_too_many_layers(self, model_dir, data_dir):
-        ctx_rejects(ctx(model_dir, data_dir, data={"cutoff_len": 256},
-                        method={"finetuning": "freeze", "freeze": {"trainable_layers": 5}}),
-                    "method.freeze.trainable_layers")
+        ctx_rejects(
+            ctx(
+                model_dir,
+                data_dir,
+                data={"cutoff_len": 256},
+                method={"finetuning": "freeze", "freeze": {"trainable_layers": 5}},
+            ),
+            "method.freeze.trainable_layers",
+        )
 
     def test_ok(self, model_dir, data_dir):
-        parse_spec(ctx(model_dir, data_dir, data={"cutoff_len": 256},
-                       method={"finetuning": "freeze", "freeze": {"trainable_layers": 4, "trainable_modules": ["mlp"]}}),
-                   context=True)
+        parse_spec(
+            ctx(
+                model_dir,
+                data_dir,
+                data={"cutoff_len": 256},
+                method={"finetuning": "freeze", "freeze": {"trainable_layers": 4, "trainable_modules": ["mlp"]}},
+            ),
+            context=True,
+        )
 
 
 class TestDatasetRegistry:
@@ -381,33 +438,53 @@ class TestDatasetRegistry:
 
 class TestDpoNeedsRanking:
     def test_dpo_on_sft_data(self, model_dir, data_dir):
-        err = ctx_rejects(ctx(model_dir, data_dir, method={"stage": "dpo"},
-                              data={"datasets": ["sft_set"], "cutoff_len": 256}), "data.datasets")
+        err = ctx_rejects(
+            ctx(model_dir, data_dir, method={"stage": "dpo"}, data={"datasets": ["sft_set"], "cutoff_len": 256}),
+            "data.datasets",
+        )
         assert "chosen/rejected" in str(err)
 
     def test_ranking_data_needs_dpo(self, model_dir, data_dir):
         ctx_rejects(ctx(model_dir, data_dir, data={"datasets": ["pairs"], "cutoff_len": 256}), "data.datasets")
 
     def test_dpo_on_pairs_ok(self, model_dir, data_dir):
-        parse_spec(ctx(model_dir, data_dir, method={"stage": "dpo"}, data={"datasets": ["pairs"], "cutoff_len": 256}),
-                   context=True)
+        parse_spec(
+            ctx(model_dir, data_dir, method={"stage": "dpo"}, data={"datasets": ["pairs"], "cutoff_len": 256}),
+            context=True,
+        )
 
 
 # ----------------------------------------------------------------------------------------------- warnings
-@pytest.mark.parametrize(("groups", "path"), [
-    ({"launch": {"backend": "deepspeed", "num_processes": 2, "deepspeed": {"zero_stage": 3, "offload_param": "cpu"}}},
-     "launch.deepspeed.offload_param"),
-    ({"launch": {"backend": "ddp"}}, "launch.backend"),
-    ({"train": {"gradient_checkpointing": True, "per_device_batch_size": 1}, "data": {"cutoff_len": 256}},
-     "train.gradient_checkpointing"),
-    ({"method": {"finetuning": "full"}, "train": {"learning_rate": 1e-2}}, "train.learning_rate"),
-    ({"train": {"learning_rate": 1e-6}}, "train.learning_rate"),
-    ({"method": {"lora": {"rank": 2, "alpha": 64}}}, "method.lora.alpha"),
-    ({"launch": {"gpus": [0, 1]}}, "launch.gpus"),
-    ({"train": {"eval_steps": 100}}, "train.eval_steps"),
-    ({"launch": {"backend": "deepspeed", "num_processes": 2}, "train": {"optimizer": "adamw_8bit"}}, "train.optimizer"),
-    ({"model": {"trust_remote_code": True}}, "model.trust_remote_code"),
-])
+@pytest.mark.parametrize(
+    ("groups", "path"),
+    [
+        (
+            {
+                "launch": {
+                    "backend": "deepspeed",
+                    "num_processes": 2,
+                    "deepspeed": {"zero_stage": 3, "offload_param": "cpu"},
+                }
+            },
+            "launch.deepspeed.offload_param",
+        ),
+        ({"launch": {"backend": "ddp"}}, "launch.backend"),
+        (
+            {"train": {"gradient_checkpointing": True, "per_device_batch_size": 1}, "data": {"cutoff_len": 256}},
+            "train.gradient_checkpointing",
+        ),
+        ({"method": {"finetuning": "full"}, "train": {"learning_rate": 1e-2}}, "train.learning_rate"),
+        ({"train": {"learning_rate": 1e-6}}, "train.learning_rate"),
+        ({"method": {"lora": {"rank": 2, "alpha": 64}}}, "method.lora.alpha"),
+        ({"launch": {"gpus": [0, 1]}}, "launch.gpus"),
+        ({"train": {"eval_steps": 100}}, "train.eval_steps"),
+        (
+            {"launch": {"backend": "deepspeed", "num_processes": 2}, "train": {"optimizer": "adamw_8bit"}},
+            "train.optimizer",
+        ),
+        ({"model": {"trust_remote_code": True}}, "model.trust_remote_code"),
+    ],
+)
 def test_warning(groups, path):
     spec = accepts(make(**groups))
     assert path in [p for p, _ in spec_warnings(spec)]

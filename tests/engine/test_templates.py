@@ -11,10 +11,15 @@ import pytest
 from engine import templates as T
 
 ROOT = Path(__file__).resolve().parents[2]
-CONV = {"system": "Be brief.", "messages": [
-    {"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1"},
-    {"role": "user", "content": "Q2"}, {"role": "assistant", "content": "A2"},
-]}
+CONV = {
+    "system": "Be brief.",
+    "messages": [
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "Q2"},
+        {"role": "assistant", "content": "A2"},
+    ],
+}
 
 
 @pytest.mark.parametrize("name", T.TEMPLATE_NAMES)
@@ -35,7 +40,8 @@ def test_auto_matches_transformers_apply_chat_template(demo_paths):
     msgs = [{"role": "system", "content": "Be brief."}, *CONV["messages"]]
     assert "".join(p + r for p, r in segs) == tok.apply_chat_template(msgs, tokenize=False)
     assert T.prompt_text("auto", T.tokenizer_info(tok), "", msgs[1:2]) == tok.apply_chat_template(
-        msgs[1:2], tokenize=False, add_generation_prompt=True)
+        msgs[1:2], tokenize=False, add_generation_prompt=True
+    )
 
 
 def test_auto_without_chat_template_is_default():
@@ -73,7 +79,9 @@ def test_render_sample_marks_trained_pieces(demo_paths):
 
 
 def test_templates_module_is_light():
-    code = "import sys, engine.templates, engine.dataset_registry; print([m for m in ('torch', 'transformers', " \
-           "'datasets') if m in sys.modules])"
+    code = (
+        "import sys, engine.templates, engine.dataset_registry; print([m for m in ('torch', 'transformers', "
+        "'datasets') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -80,7 +80,9 @@ class TestStopAndResume:
         got, want = losses(events2), losses(base_events)
         assert sorted(got)[-1] == STEPS
         for step in range(k + 1, STEPS + 1):
-            assert got[step] == pytest.approx(want[step], abs=1e-6), f"step {step}: resumed {got[step]} vs {want[step]}"
+            assert got[step] == pytest.approx(want[step], abs=1e-6), (
+                f"step {step}: resumed {got[step]} vs {want[step]}"
+            )
 
 
 def run_in_process(spec, run_dir: Path) -> list[dict]:
@@ -115,10 +117,13 @@ STAGES = {"sft": "demo_sharegpt", "pt": "demo_pretrain", "dpo": "demo_dpo"}
 def test_method_by_stage_trains(demo_paths, tmp_path, method, stage):
     from safetensors.torch import load_file
 
-    spec = demo_spec(demo_paths, method={"stage": stage, **METHODS[method]},
-                     data={"datasets": [STAGES[stage]], "max_samples": 16, "cutoff_len": 128},
-                     train={"max_steps": 3, "save_steps": 1000, "learning_rate": 5e-3, "warmup_steps": 0},
-                     output={"report_to": ["none"]})
+    spec = demo_spec(
+        demo_paths,
+        method={"stage": stage, **METHODS[method]},
+        data={"datasets": [STAGES[stage]], "max_samples": 16, "cutoff_len": 128},
+        train={"max_steps": 3, "save_steps": 1000, "learning_rate": 5e-3, "warmup_steps": 0},
+        output={"report_to": ["none"]},
+    )
     events = run_in_process(spec, tmp_path)
     assert events[-1]["type"] == "finished", events[-1]
     logs = [e["payload"]["loss"] for e in events if e["type"] == "log"]
@@ -137,8 +142,12 @@ def test_method_by_stage_trains(demo_paths, tmp_path, method, stage):
 
 
 def test_evaluation_writes_eval_events(demo_paths, tmp_path):
-    spec = demo_spec(demo_paths, data={"val_size": 0.25, "max_samples": 40},
-                     train={"max_steps": 4, "eval_steps": 2, "save_steps": 1000}, output={"report_to": ["none"]})
+    spec = demo_spec(
+        demo_paths,
+        data={"val_size": 0.25, "max_samples": 40},
+        train={"max_steps": 4, "eval_steps": 2, "save_steps": 1000},
+        output={"report_to": ["none"]},
+    )
     events = run_in_process(spec, tmp_path)
     ready = next(e for e in events if e["type"] == "data_ready")["payload"]
     assert ready["num_eval"] == 10 and ready["num_train"] == 30
@@ -157,15 +166,20 @@ class TestFailureClassification:
 
         assert classify(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")) == "oom"
         assert classify(RuntimeError("NCCL error in: ProcessGroupNCCL.cpp, unhandled system error")) == "communication"
-        assert classify(RuntimeError("[../third_party/gloo/transport/tcp/pair.cc:534] Connection closed by peer")) \
+        assert (
+            classify(RuntimeError("[../third_party/gloo/transport/tcp/pair.cc:534] Connection closed by peer"))
             == "communication"
+        )
         assert classify(DataError([])) == "data"
         assert classify(SpecError([("train.learning_rate", "bad")])) == "config"
         assert classify(ValueError("something else")) == "other"
 
     def test_a_failing_run_ends_with_a_classified_failed_event(self, demo_paths, tmp_path):
-        spec = demo_spec(demo_paths, train={"max_steps": 2, "resume_from": str(tmp_path / "missing-checkpoint")},
-                         output={"report_to": ["none"]})
+        spec = demo_spec(
+            demo_paths,
+            train={"max_steps": 2, "resume_from": str(tmp_path / "missing-checkpoint")},
+            output={"report_to": ["none"]},
+        )
         rc, events = run_trainer(spec, tmp_path / "run")
         assert rc != 0
         failed = events[-1]
@@ -175,9 +189,13 @@ class TestFailureClassification:
 
 @pytest.mark.parametrize("stage", ["sft", "pt"])
 def test_packed_run_trains(demo_paths, tmp_path, stage):
-    spec = demo_spec(demo_paths, method={"stage": stage}, data={"datasets": [STAGES[stage]], "packing": True,
-                                                                "max_samples": 60, "cutoff_len": 256},
-                     train={"max_steps": 3, "save_steps": 1000}, output={"report_to": ["none"]})
+    spec = demo_spec(
+        demo_paths,
+        method={"stage": stage},
+        data={"datasets": [STAGES[stage]], "packing": True, "max_samples": 60, "cutoff_len": 256},
+        train={"max_steps": 3, "save_steps": 1000},
+        output={"report_to": ["none"]},
+    )
     events = run_in_process(spec, tmp_path)
     ready = next(e for e in events if e["type"] == "data_ready")["payload"]
     assert ready["packed"] and ready["num_samples"] == 60 and ready["num_train"] < 60

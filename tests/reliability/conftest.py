@@ -81,8 +81,10 @@ def pytest_runtest_makereport(item, call):
     if report.when == "call" or (report.when == "setup" and (report.failed or report.skipped)):
         row = _TABLE[_case_name(item)]
         if report.skipped:
-            _NOTES.setdefault(_case_name(item), "skipped: " + str(report.longrepr[-1] if isinstance(
-                report.longrepr, tuple) else report.longrepr)[:80])
+            _NOTES.setdefault(
+                _case_name(item),
+                "skipped: " + str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr)[:80],
+            )
             return
         row[0] += 1
         row[1] += int(report.passed)

@@ -26,15 +26,25 @@ FILES = 1200 if SOAK else 100
 SPECS = 2000 if SOAK else 50
 
 # ------------------------------------------------------------------------------------------------ strategies
-_scalar = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True),
-                    st.text(max_size=30), st.sampled_from(["", "\x00", "\ufeff", "真", "\ud800".encode(
-                        "utf-8", "surrogatepass").decode("utf-8", "replace")]))
-_junk = st.recursive(_scalar, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(st.text(max_size=10), inner, max_size=4)),
-                     max_leaves=10)
-_good_row = st.fixed_dictionaries({"instruction": st.text(min_size=1, max_size=40),
-                                   "output": st.text(min_size=1, max_size=40)},
-                                  optional={"input": st.text(max_size=20)})
+_scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.sampled_from(
+        ["", "\x00", "\ufeff", "真", "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace")]
+    ),
+)
+_junk = st.recursive(
+    _scalar,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=10,
+)
+_good_row = st.fixed_dictionaries(
+    {"instruction": st.text(min_size=1, max_size=40), "output": st.text(min_size=1, max_size=40)},
+    optional={"input": st.text(max_size=20)},
+)
 # A row: good, missing a column, a column of the wrong type, or junk.
 _row = st.one_of(
     _good_row,
@@ -53,8 +63,7 @@ def bad_file(draw) -> tuple[str, bytes]:
         rows.append({"instruction": "x" * draw(st.sampled_from([70_000, 300_000])), "output": "y"})
     if kind == "json":
         top = draw(st.sampled_from(["list", "object", "scalar", "nested"]))
-        doc = {"list": rows, "object": rows[0] if rows else {}, "scalar": draw(_scalar),
-               "nested": {"data": rows}}[top]
+        doc = {"list": rows, "object": rows[0] if rows else {}, "scalar": draw(_scalar), "nested": {"data": rows}}[top]
         raw = json.dumps(doc, ensure_ascii=draw(st.booleans())).encode()
     elif kind == "jsonl":
         raw = b"\n".join(json.dumps(r).encode() for r in rows)
@@ -67,23 +76,27 @@ def bad_file(draw) -> tuple[str, bytes]:
         if cols:
             w.writerow(cols)
         for r in rows:
-            w.writerow([json.dumps(v) if not isinstance(v, str) else v for v in (r.values() if isinstance(
-                r, dict) else [r])])
+            w.writerow(
+                [json.dumps(v) if not isinstance(v, str) else v for v in (r.values() if isinstance(r, dict) else [r])]
+            )
         raw = buf.getvalue().encode()
     else:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         table = draw(st.sampled_from(["good", "missing", "types", "empty"]))
-        cols = {"good": {"instruction": ["a", "b"], "output": ["c", "d"]},
-                "missing": {"instruction": ["a", "b"]},
-                "types": {"instruction": [1, 2], "output": [[1.5], [2.5]]},
-                "empty": {"instruction": pa.array([], pa.string()), "output": pa.array([], pa.string())}}[table]
+        cols = {
+            "good": {"instruction": ["a", "b"], "output": ["c", "d"]},
+            "missing": {"instruction": ["a", "b"]},
+            "types": {"instruction": [1, 2], "output": [[1.5], [2.5]]},
+            "empty": {"instruction": pa.array([], pa.string()), "output": pa.array([], pa.string())},
+        }[table]
         buf = io.BytesIO()
         pq.write_table(pa.table(cols), buf)
         raw = buf.getvalue()
-    mangle = draw(st.sampled_from(["none", "truncate", "bom", "utf16", "latin1", "nul", "garbage", "empty",
-                                   "bitflip", "crlf"]))
+    mangle = draw(
+        st.sampled_from(["none", "truncate", "bom", "utf16", "latin1", "nul", "garbage", "empty", "bitflip", "crlf"])
+    )
     if mangle == "truncate" and raw:
         raw = raw[: draw(st.integers(0, max(0, len(raw) - 1)))]
     elif mangle == "bom":
@@ -93,14 +106,14 @@ def bad_file(draw) -> tuple[str, bytes]:
     elif mangle == "latin1":
         raw = raw + "\nümlaut é".encode("latin-1")
     elif mangle == "nul":
-        raw = raw[: len(raw) // 2] + b"\x00\x00" + raw[len(raw) // 2:]
+        raw = raw[: len(raw) // 2] + b"\x00\x00" + raw[len(raw) // 2 :]
     elif mangle == "garbage":
         raw = draw(st.binary(max_size=200))
     elif mangle == "empty":
         raw = b""
     elif mangle == "bitflip" and raw:
         i = draw(st.integers(0, len(raw) - 1))
-        raw = raw[:i] + bytes([raw[i] ^ 0xFF]) + raw[i + 1:]
+        raw = raw[:i] + bytes([raw[i] ^ 0xFF]) + raw[i + 1 :]
     elif mangle == "crlf":
         raw = raw.replace(b"\n", b"\r\n")
     return kind, raw
@@ -115,13 +128,24 @@ def _register(ddir: Path, name: str, suffix: str, raw: bytes) -> Path:
 
 def _clear(problem: reg.DataProblem, path: Path) -> bool:
     """Names the file; a message a person can read (no repr of an exception class alone)."""
-    return (problem.file in (str(path), str(path.parent / reg.INFO_NAME)) and len(problem.message.strip()) > 5
-            and "Traceback" not in problem.message)
+    return (
+        problem.file in (str(path), str(path.parent / reg.INFO_NAME))
+        and len(problem.message.strip()) > 5
+        and "Traceback" not in problem.message
+    )
 
 
-_FUZZ = settings(max_examples=FILES, deadline=None, database=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                        HealthCheck.large_base_example, HealthCheck.data_too_large])
+_FUZZ = settings(
+    max_examples=FILES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.large_base_example,
+        HealthCheck.data_too_large,
+    ],
+)
 
 
 @_FUZZ
@@ -136,7 +160,7 @@ def test_fuzzed_dataset_files_give_named_problems(case, tmp_path_factory, tally)
             preview = reg.preview_rows("fuzz", ddir, 3)
         except Exception as exc:  # noqa: BLE001 - the point: nothing may escape
             tally.record(f"bad_inputs::dataset file ({suffix}) -> named problem", False)
-            raise AssertionError(f"{suffix} {stage}: {type(exc).__name__}: {exc}\nfirst bytes: {raw[:120]!r}")
+            raise AssertionError(f"{suffix} {stage}: {type(exc).__name__}: {exc}\nfirst bytes: {raw[:120]!r}") from exc
         ok = all(_clear(p, path) for p in problems) and isinstance(preview, list)
         if stage == "sft":
             tally.record(f"bad_inputs::dataset file ({suffix}) -> named problem", ok)
@@ -173,10 +197,12 @@ def test_submit_refuses_bad_data_before_any_launch(demo_paths, tmp_path, monkeyp
 
     ddir = tmp_path / "data"
     ddir.mkdir()
-    bad = {"truncated": ("json", b'[{"instruction": "q", "output": "a"}, {"instr'),
-           "latin1": ("jsonl", '{"instruction": "é", "output": "a"}\n'.encode("latin-1")),
-           "missing_column": ("csv", b"instruction\nq\n"),
-           "parquet_garbage": ("parquet", b"PAR1 not really")}
+    bad = {
+        "truncated": ("json", b'[{"instruction": "q", "output": "a"}, {"instr'),
+        "latin1": ("jsonl", '{"instruction": "é", "output": "a"}\n'.encode("latin-1")),
+        "missing_column": ("csv", b"instruction\nq\n"),
+        "parquet_garbage": ("parquet", b"PAR1 not really"),
+    }
     info = {}
     for name, (suffix, raw) in bad.items():
         (ddir / f"{name}.{suffix}").write_bytes(raw)
@@ -209,8 +235,12 @@ def _spec_strategy():
 _SPECS, _NAMES_A_FIELD = _spec_strategy()
 
 
-@settings(max_examples=SPECS, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=SPECS,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=_SPECS)
 def test_fuzzed_specs_never_reach_a_process(data, studio_home, tally):
     """Through runs.submit(start=False): a SpecError naming real fields, or a queued run; never another error."""
@@ -222,16 +252,19 @@ def test_fuzzed_specs_never_reach_a_process(data, studio_home, tally):
         assert ok, exc.problems
     except Exception as exc:  # noqa: BLE001
         tally.record("bad_inputs::fuzzed spec -> named problem or queued", False)
-        raise AssertionError(f"{type(exc).__name__}: {exc}")
+        raise AssertionError(f"{type(exc).__name__}: {exc}") from exc
     else:
         tally.record("bad_inputs::fuzzed spec -> named problem or queued", runs.get(rid).status == "queued")
         runs.delete(rid)
 
 
-@pytest.mark.parametrize("field,value", [
-    ("data.dataset_dir", "/definitely/not/here"),
-    ("model.name_or_path", "./no-such-model"),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("data.dataset_dir", "/definitely/not/here"),
+        ("model.name_or_path", "./no-such-model"),
+    ],
+)
 def test_missing_paths_named(demo_paths, field, value, tally):
     import yaml
 
@@ -240,5 +273,8 @@ def test_missing_paths_named(demo_paths, field, value, tally):
     data[group][key] = value
     with pytest.raises(SpecError) as info:
         runs.submit(data, start=False)
-    tally.check(f"bad_inputs::missing path named ({field})", any(p == field for p, _ in info.value.problems),
-                str(info.value.problems))
+    tally.check(
+        f"bad_inputs::missing path named ({field})",
+        any(p == field for p, _ in info.value.problems),
+        str(info.value.problems),
+    )

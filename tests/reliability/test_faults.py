@@ -83,9 +83,15 @@ def first_logged_step(rid: str) -> int | None:
 
 def assert_killed(tally, point: str, rec: runs.RunRecord) -> None:
     last = events.last_event(Path(rec.run_dir) / "events.jsonl")
-    ok = (rec.status == "failed" and "SIGKILL" in rec.reason and last is not None and last["type"] == "failed"
-          and last["payload"].get("cause") == "killed" and (Path(rec.run_dir) / "train.log").is_file()
-          and (Path(rec.run_dir) / "spec.yaml").is_file())
+    ok = (
+        rec.status == "failed"
+        and "SIGKILL" in rec.reason
+        and last is not None
+        and last["type"] == "failed"
+        and last["payload"].get("cause") == "killed"
+        and (Path(rec.run_dir) / "train.log").is_file()
+        and (Path(rec.run_dir) / "spec.yaml").is_file()
+    )
     tally.check(f"faults::kill@{point} -> failed with reason", ok, f"{rec.status} {rec.reason[:300]!r} {last}")
 
 
@@ -112,39 +118,57 @@ def test_sigkill_at_five_points_then_resume_each_time(home, demo_paths, tally):
     # C: mid-step: one step after a checkpoint was written.
     rid = runs.resume(rid)
     wait_for(lambda: any(e["type"] == "log" and e["step"] == every + 1 for e in run_events(rid)), every=0.02)
-    tally.check("faults::resume with no checkpoint yet starts from scratch, says so",
-                "no checkpoint yet" in (Path(runs.get(rid).run_dir) / "train.log").read_text(), "")
+    tally.check(
+        "faults::resume with no checkpoint yet starts from scratch, says so",
+        "no checkpoint yet" in (Path(runs.get(rid).run_dir) / "train.log").read_text(),
+        "",
+    )
     proc = trainer_proc(rid)
     assert_killed(tally, "mid-step", kill_trainer(rid, proc))
     good = [c for c in ckpts(out) if checkpoint_ok(c)]
-    tally.check("faults::kill@mid-step -> last checkpoint loadable", bool(good) and good[-1] == ckpts(out)[-1],
-                f"{ckpts(out)}")
+    tally.check(
+        "faults::kill@mid-step -> last checkpoint loadable", bool(good) and good[-1] == ckpts(out)[-1], f"{ckpts(out)}"
+    )
     resume_from = int(good[-1].name.split("-")[-1])
 
     # D: while the next checkpoint folder is being written (killed as soon as it appears).
     rid = runs.resume(rid)
-    tally.check("faults::resume after mid-step continues from the checkpoint",
-                wait_for(lambda: first_logged_step(rid)) == resume_from + 1, f"first step {first_logged_step(rid)}")
+    tally.check(
+        "faults::resume after mid-step continues from the checkpoint",
+        wait_for(lambda: first_logged_step(rid)) == resume_from + 1,
+        f"first step {first_logged_step(rid)}",
+    )
     target = out / "checkpoints" / f"checkpoint-{resume_from + every}"
     proc = wait_for(lambda: trainer_proc(rid), every=0.02)
     wait_for(lambda: target.exists(), every=0.002)
     rec = kill_trainer(rid, proc)
     assert_killed(tally, "checkpoint-save", rec)
     torn = not checkpoint_ok(target)
-    tally.note("faults::kill@checkpoint-save -> failed with reason",
-               "kill landed mid-save (partial folder)" if torn else "the save completed before the kill landed")
+    tally.note(
+        "faults::kill@checkpoint-save -> failed with reason",
+        "kill landed mid-save (partial folder)" if torn else "the save completed before the kill landed",
+    )
     good = [c for c in ckpts(out) if checkpoint_ok(c)]
     resume_from = int(good[-1].name.split("-")[-1])
 
     # E: right after a checkpoint event of the resumed run.
     rid = runs.resume(rid)
-    log = lambda: (Path(runs.get(rid, refresh_status=False).run_dir) / "train.log").read_text()
+
+    def log() -> str:
+        return (Path(runs.get(rid, refresh_status=False).run_dir) / "train.log").read_text()
+
     if torn:
         wait_for(lambda: "falling back" in log())
-        tally.check("faults::partial checkpoint -> resume falls back and says so", f"checkpoint-{resume_from + every}"
-                    in log(), log()[-2000:])
-    tally.check("faults::resume after a kill during save continues from the last good checkpoint",
-                wait_for(lambda: first_logged_step(rid)) == resume_from + 1, f"first step {first_logged_step(rid)}")
+        tally.check(
+            "faults::partial checkpoint -> resume falls back and says so",
+            f"checkpoint-{resume_from + every}" in log(),
+            log()[-2000:],
+        )
+    tally.check(
+        "faults::resume after a kill during save continues from the last good checkpoint",
+        wait_for(lambda: first_logged_step(rid)) == resume_from + 1,
+        f"first step {first_logged_step(rid)}",
+    )
     proc = trainer_proc(rid)
     ev = wait_for(lambda: next((e for e in run_events(rid) if e["type"] == "checkpoint"), None), every=0.01)
     assert_killed(tally, "after-save", kill_trainer(rid, proc))
@@ -159,12 +183,21 @@ def test_sigkill_at_five_points_then_resume_each_time(home, demo_paths, tally):
     rid = runs.resume(rid)
     rec = wait_for(lambda: runs.get(rid).status != "running" and runs.get(rid), timeout=240)
     text = (Path(rec.run_dir) / "train.log").read_text()
-    tally.check("faults::corrupt newest checkpoint -> fallback said in train.log",
-                f"checkpoint {newest} is incomplete or corrupt; falling back" in text, text[-2000:])
-    tally.check("faults::corrupt newest checkpoint -> resumes from the previous good one",
-                first_logged_step(rid) == int(previous.name.split("-")[-1]) + 1, f"first {first_logged_step(rid)}")
-    tally.check("faults::resumed run completes after five kills", rec.status == "completed" and (out / "adapter").is_dir(),
-                rec.reason[-2000:])
+    tally.check(
+        "faults::corrupt newest checkpoint -> fallback said in train.log",
+        f"checkpoint {newest} is incomplete or corrupt; falling back" in text,
+        text[-2000:],
+    )
+    tally.check(
+        "faults::corrupt newest checkpoint -> resumes from the previous good one",
+        first_logged_step(rid) == int(previous.name.split("-")[-1]) + 1,
+        f"first {first_logged_step(rid)}",
+    )
+    tally.check(
+        "faults::resumed run completes after five kills",
+        rec.status == "completed" and (out / "adapter").is_dir(),
+        rec.reason[-2000:],
+    )
     last = events.last_event(Path(rec.run_dir) / "events.jsonl")
     assert last["type"] == "finished" and last["step"] == max_steps
     check_damages(tally, out, spec_data(demo_paths, max_steps, every))
@@ -181,7 +214,8 @@ def check_damages(tally, out: Path, spec_dict: dict) -> None:
     newest = ckpts(out)[-1]
     damages = {
         "trainer_state.json truncated": lambda d: (d / "trainer_state.json").write_text(
-            (d / "trainer_state.json").read_text()[:20]),
+            (d / "trainer_state.json").read_text()[:20]
+        ),
         "trainer_state.json missing": lambda d: (d / "trainer_state.json").unlink(),
         "weights truncated": lambda d: next(d.glob("*.safetensors")).write_bytes(b"\x00" * 7),
         "weights missing": lambda d: next(d.glob("*.safetensors")).unlink(),
@@ -206,8 +240,11 @@ def test_torn_last_event_line_is_tolerated(tmp_path, tally):
     with open(path, "ab") as fh:
         fh.write(b'{"type": "log", "ts": 1.0, "step": 2, "payload": {"lo')
     evs, off = events.read_events(path, 0)
-    tally.check("faults::torn last line: read_events", [e["type"] for e in evs] == ["run_started", "log"]
-                and off == len(whole), str(evs))
+    tally.check(
+        "faults::torn last line: read_events",
+        [e["type"] for e in evs] == ["run_started", "log"] and off == len(whole),
+        str(evs),
+    )
     tally.check("faults::torn last line: last_event", events.last_event(path)["step"] == 1, "")
     with open(path, "ab") as fh:  # the writer comes back: the torn line is completed
         fh.write(b'ss": 0.5}}\n')
@@ -217,13 +254,18 @@ def test_torn_last_event_line_is_tolerated(tmp_path, tally):
     with open(path, "ab") as fh:
         fh.write(b'{"type": "lo\n\xff\xfe garbage\n[1, 2]\n{"no_type": 1}\n')
     events.append_event(path, "finished", 3)
-    tally.check("faults::junk lines mid-file skipped", [e["type"] for e in events.read_all(path)][-1] == "finished", "")
+    tally.check(
+        "faults::junk lines mid-file skipped", [e["type"] for e in events.read_all(path)][-1] == "finished", ""
+    )
     from engine import metrics
 
     if hasattr(metrics, "read_samples"):
         (tmp_path / "metrics.jsonl").write_bytes(b'{"ts": 1, "cpu": 2}\n{"ts": 2, "cp')
-        tally.check("faults::torn metrics line: metrics.read_samples", len(metrics.read_samples(
-            tmp_path / "metrics.jsonl")) == 1, "")
+        tally.check(
+            "faults::torn metrics line: metrics.read_samples",
+            len(metrics.read_samples(tmp_path / "metrics.jsonl")) == 1,
+            "",
+        )
 
 
 def test_output_folder_that_cannot_be_written(home, demo_paths, tally, tmp_path):
@@ -250,8 +292,12 @@ def _tmpfs(path: Path, size: str) -> bool:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         return False
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          check=False, capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=False, capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def test_disk_fills_during_training(home, demo_paths, tally, tmp_path):
@@ -265,12 +311,19 @@ def test_disk_fills_during_training(home, demo_paths, tally, tmp_path):
         rec = wait_for(lambda: runs.get(rid).status != "running" and runs.get(rid), timeout=180)
         rdir = Path(rec.run_dir)
         last = events.last_event(rdir / "events.jsonl")
-        ok = (rec.status == "failed" and ("No space left" in rec.reason or "ENOSPC" in rec.reason
-                                          or "disk" in rec.reason.lower())
-              and last["type"] == "failed" and all((rdir / f).is_file() for f in (
-                  "spec.yaml", "train.log", "events.jsonl", "exit.json", "launch.json")))
-        tally.check("faults::disk full -> clear error, record and logs intact", ok,
-                    f"{rec.status}: {rec.reason[:800]} / {last}")
+        ok = (
+            rec.status == "failed"
+            and ("No space left" in rec.reason or "ENOSPC" in rec.reason or "disk" in rec.reason.lower())
+            and last["type"] == "failed"
+            and all(
+                (rdir / f).is_file() for f in ("spec.yaml", "train.log", "events.jsonl", "exit.json", "launch.json")
+            )
+        )
+        tally.check(
+            "faults::disk full -> clear error, record and logs intact",
+            ok,
+            f"{rec.status}: {rec.reason[:800]} / {last}",
+        )
         if (rdir / "record.json").is_file():
             json.loads((rdir / "record.json").read_text())
     finally:

@@ -32,8 +32,11 @@ SOAK = os.environ.get("STUDIO_SOAK") == "1"
 LOAD_SECONDS = 300 if SOAK else 30
 CLIENTS = 20
 USER, PASSWORD = "admin", "pw-MARKER-auth-7c1"
-SECRETS = {"HF_TOKEN": "hf_MARKER_token_93ab", "WANDB_API_KEY": "MARKER-wandb-51f0",
-           "STUDIO_AUTH": f"{USER}:{PASSWORD}"}
+SECRETS = {
+    "HF_TOKEN": "hf_MARKER_token_93ab",
+    "WANDB_API_KEY": "MARKER-wandb-51f0",
+    "STUDIO_AUTH": f"{USER}:{PASSWORD}",
+}
 UNRELATED = ("STUDIO_TEST_UNRELATED_VAR".replace("STUDIO_", "RELIABILITY_"), "MARKER-unrelated-2d")
 
 
@@ -82,9 +85,24 @@ def server(studio_home, tmp_path_factory):
     log = tmp_path_factory.mktemp("studio-server") / "server.log"
     env = {k: v for k, v in os.environ.items() if k not in ("STUDIO_AUTH", "STUDIO_HOST", "STUDIO_PORT")}
     env.update(STUDIO_HOME=str(studio_home), GRADIO_ANALYTICS_ENABLED="False")
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "webui", "--port", str(port), "--no-demo",
-                             "--auth", f"{USER}:{PASSWORD}"], cwd=ROOT, env=env, stdout=open(log, "wb"),  # noqa: SIM115
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "webui",
+            "--port",
+            str(port),
+            "--no-demo",
+            "--auth",
+            f"{USER}:{PASSWORD}",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=open(log, "wb"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def up():
@@ -139,21 +157,37 @@ def test_non_loopback_bind_without_login_is_refused(tally):
         else:
             tally.check("serving::non-loopback bind without auth refused", False, host)
     env = {k: v for k, v in os.environ.items() if k not in ("STUDIO_AUTH", "STUDIO_HOST")}
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "webui", "--host", "0.0.0.0", "--no-demo"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
-    tally.check("serving::`studio webui --host 0.0.0.0` exits with the fix", proc.returncode != 0 and "--auth" in
-                proc.stderr, proc.stderr[-500:])
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "webui", "--host", "0.0.0.0", "--no-demo"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    tally.check(
+        "serving::`studio webui --host 0.0.0.0` exits with the fix",
+        proc.returncode != 0 and "--auth" in proc.stderr,
+        proc.stderr[-500:],
+    )
     assert settings.load(["--host", "0.0.0.0", "--auth", "a:b"], env={}).auth == ("a", "b")
 
 
 def test_trainer_environment_is_explicit(live_run, tally):
-    procs = [p for p in scheduler.run_processes(live_run) if "engine.train" in " ".join(p.cmdline())
-             and "accelerate" not in " ".join(p.cmdline())]
+    procs = [
+        p
+        for p in scheduler.run_processes(live_run)
+        if "engine.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())
+    ]
     assert procs, "no trainer process"
     env = procs[0].environ()
     tally.check("serving::unrelated studio env var absent in the trainer", UNRELATED[0] not in env, "")
-    tally.check("serving::studio login absent in the trainer", "STUDIO_AUTH" not in env and not any(
-        PASSWORD in v for v in env.values()), "")
+    tally.check(
+        "serving::studio login absent in the trainer",
+        "STUDIO_AUTH" not in env and not any(PASSWORD in v for v in env.values()),
+        "",
+    )
     # HF_TOKEN / WANDB_API_KEY are passed on purpose (downloads, logging) -- but only in memory, see below.
     tally.check("serving::HF_TOKEN passed to the trainer in memory", env.get("HF_TOKEN") == SECRETS["HF_TOKEN"], "")
 
@@ -166,10 +200,21 @@ def test_every_route_needs_the_login(server, tally, tmp_path):
     assert cookie, f"login failed: {server.log.read_text()[-1500:]}"
     assert login(server.url, "wrong") is None or get(server.url + "/config", login(server.url, "wrong")) >= 400
     secret_file = Path(runs.get(runs.list_runs()[0].id).run_dir) / "spec.yaml" if runs.list_runs() else None
-    probes = ["/config", "/gradio_api/info", "/info", "/gradio_api/queue/status",
-              "/gradio_api/file=/etc/passwd", "/file=/etc/passwd", "/gradio_api/upload_progress",
-              "/gradio_api/call/tick", "/gradio_api/run/tick", "/monitoring",
-              "/gradio_api/mcp/schema", "/gradio_api/openapi.json", "/gradio_api/vibe-edit/"]
+    probes = [
+        "/config",
+        "/gradio_api/info",
+        "/info",
+        "/gradio_api/queue/status",
+        "/gradio_api/file=/etc/passwd",
+        "/file=/etc/passwd",
+        "/gradio_api/upload_progress",
+        "/gradio_api/call/tick",
+        "/gradio_api/run/tick",
+        "/monitoring",
+        "/gradio_api/mcp/schema",
+        "/gradio_api/openapi.json",
+        "/gradio_api/vibe-edit/",
+    ]
     if secret_file:
         probes.append(f"/gradio_api/file={secret_file}")
     # gradio's own public routes (startup events, theme, the session heartbeat stream -- not read here, it never
@@ -195,8 +240,13 @@ def test_every_route_needs_the_login(server, tally, tmp_path):
     with urllib.request.urlopen(urllib.request.Request(server.url + "/config", headers={"Cookie": cookie})) as resp:
         assert "tab-train" in json.dumps(json.loads(resp.read()))
     # downloads: even logged in, no file outside gradio's allowed folders
-    for target in ("/etc/passwd", str(ROOT / "pyproject.toml"), "../../../../etc/passwd",
-                   "%2e%2e/%2e%2e/%2e%2e/etc/passwd", *( [str(secret_file)] if secret_file else [])):
+    for target in (
+        "/etc/passwd",
+        str(ROOT / "pyproject.toml"),
+        "../../../../etc/passwd",
+        "%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        *([str(secret_file)] if secret_file else []),
+    ):
         code = get(f"{server.url}/gradio_api/file={target}", cookie)
         tally.record("serving::download outside allowed folders refused (logged in)", code in (403, 404))
         assert code in (403, 404), f"file={target} answered {code}"
@@ -208,8 +258,15 @@ def test_upload_names_and_sizes(studio_home, tally, tmp_path):
     src = tmp_path / "x.json"
     src.write_text('[{"instruction": "q", "output": "a"}]')
     root = (studio_home / "uploads").resolve()
-    for name in ("../../evil.json", "/etc/cron.d/evil.json", "..\\..\\evil.json", "a/../../b.json", "\x00.json",
-                 "....json", "ok name.json"):
+    for name in (
+        "../../evil.json",
+        "/etc/cron.d/evil.json",
+        "..\\..\\evil.json",
+        "a/../../b.json",
+        "\x00.json",
+        "....json",
+        "ok name.json",
+    ):
         try:
             dest = data_tab.store_upload(src, name)
         except ValueError:
@@ -246,8 +303,11 @@ def test_path_fields_reject_traversal(studio_home, tally, tmp_path):
     for rid in ("../../etc", "../" + studio_home.name, "x; rm -rf /", "' OR '1'='1"):
         with pytest.raises(Exception) as info:
             runs.run_dir(rid)
-        tally.check("serving::run id traversal rejected", "no run" in str(info.value).lower() or isinstance(
-            info.value, (runs.RunsError, KeyError)), repr(info.value))
+        tally.check(
+            "serving::run id traversal rejected",
+            "no run" in str(info.value).lower() or isinstance(info.value, (runs.RunsError, KeyError)),
+            repr(info.value),
+        )
 
 
 def test_trust_remote_code_off_unless_explicit(tally):
@@ -305,11 +365,15 @@ def test_twenty_clients_poll_a_live_run(server, live_run, tally):
     for th in threads:
         th.join(60)
     for i in range(CLIENTS):
-        tally.record("serving::20 clients poll /tick without error", not any(e.startswith(f"client {i}:")
-                                                                             for e in errors))
+        tally.record(
+            "serving::20 clients poll /tick without error", not any(e.startswith(f"client {i}:") for e in errors)
+        )
     assert not errors, errors[:5]
-    truth = {e["step"]: e["payload"]["loss"] for e in events.read_all(runs.get(live_run).events_path)
-             if e["type"] == "log" and "loss" in e["payload"]}
+    truth = {
+        e["step"]: e["payload"]["loss"]
+        for e in events.read_all(runs.get(live_run).events_path)
+        if e["type"] == "log" and "loss" in e["payload"]
+    }
     same = 0
     for curve in curves:
         ok = bool(curve) and all(abs(truth[int(x)] - y) < 1e-6 for x, y in curve.items())
@@ -319,10 +383,13 @@ def test_twenty_clients_poll_a_live_run(server, live_run, tally):
     assert same == CLIENTS and len(common) >= 3, f"{same}/{CLIENTS} clients saw the run's curve; common {len(common)}"
     # RSS: compare the first and last quarter of the samples (the first polls build per-session state).
     q = max(1, len(rss) // 4)
-    early, late = sum(rss[q:2 * q]) / q, sum(rss[-q:]) / q
+    early, late = sum(rss[q : 2 * q]) / q, sum(rss[-q:]) / q
     growth = (late - early) / 2**20
-    tally.note("serving::20 clients poll /tick without error", f"{sum(polls)} polls in {LOAD_SECONDS}s; studio RSS "
-               f"{rss[0] / 2**20:.0f} -> {rss[-1] / 2**20:.0f} MiB (late-vs-early {growth:+.1f} MiB)")
+    tally.note(
+        "serving::20 clients poll /tick without error",
+        f"{sum(polls)} polls in {LOAD_SECONDS}s; studio RSS "
+        f"{rss[0] / 2**20:.0f} -> {rss[-1] / 2**20:.0f} MiB (late-vs-early {growth:+.1f} MiB)",
+    )
     tally.check("serving::studio RSS flat under load (< 64 MiB growth)", growth < 64, f"{growth:.1f} MiB")
 
 
