@@ -21,13 +21,17 @@ digest=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
   "$VPY" -m pip install -q --upgrade pip >/dev/null
   # torch first, pinned, so nothing below lets pip choose a different (multi-GB) build.
-  # Without an NVIDIA/AMD GPU take the CPU build: from the pinned local wheel where pip has one,
-  # or from STUDIO_TORCH_INDEX (e.g. PyTorch's CPU wheel index) when set.
+  # Order: STUDIO_TORCH_INDEX when set; else a wheel pip already has locally (find-links, no network);
+  # else, with no NVIDIA/AMD GPU, PyTorch's CPU wheel index; else the default index (CUDA build).
   torch_spec=${STUDIO_TORCH:-torch==2.13.0}
   if ! "$VPY" -c "import torch" 2>/dev/null; then
     echo "[setup] installing $torch_spec"
     if [ -n "${STUDIO_TORCH_INDEX:-}" ]; then
       "$VPY" -m pip install -q "$torch_spec" --index-url "$STUDIO_TORCH_INDEX"
+    elif "$VPY" -m pip install -q --no-index --no-deps "$torch_spec" 2>/dev/null; then
+      "$VPY" -m pip install -q "$torch_spec"  # its dependencies; torch itself is already satisfied
+    elif ! command -v nvidia-smi >/dev/null && ! command -v rocm-smi >/dev/null; then
+      "$VPY" -m pip install -q "$torch_spec" --index-url https://download.pytorch.org/whl/cpu
     else
       "$VPY" -m pip install -q "$torch_spec"
     fi
