@@ -38,6 +38,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "autofit": ("Auto-fit", "自动适配"),
     "fits": ("fits", "可以放下"),
     "no_fit": ("does NOT fit", "放不下"),
+    "plan_no_gpu": ("predicted peak per GPU (no GPU memory to compare: enter one above)",
+                    "每个 GPU 的预测峰值（没有可比较的显存：请在上方输入）"),
     "run": ("Run", "运行"),
     "refresh": ("Refresh", "刷新"),
     "status": ("Status", "状态"),

@@ -192,7 +192,7 @@ def render_plan(d: dict, lang: str = "en") -> str:
     """The verdict, a bar per GPU of this machine (predicted peak vs its memory) and the breakdown."""
     fits = d.get("fits")
     total, avail = d.get("total_gib") or 0.0, d.get("gpu_mem_gib")
-    verdict = (t("fits", lang) if fits else t("no_fit", lang)) if fits is not None else "no GPU memory to compare"
+    verdict = (t("fits", lang) if fits else t("no_fit", lang)) if fits is not None else t("plan_no_gpu", lang)
     n_gpus = max(1, int((d.get("details") or {}).get("world_size") or 1))
     frac = min(1.0, total / avail) if avail else 0.0
     cls = "ok" if fits else "over" if fits is False else "unknown"
@@ -311,7 +311,7 @@ def build(ctx: Any) -> None:
     widgets["model.name_or_path"].change(_on_model, [widgets["model.name_or_path"], widgets["data.template"]],
                                          [widgets["data.template"], template_hint], queue=False)
     plan_inputs = [*fields, gpu_mem, ctx.lang]
-    gr.on([start.click, gpu_mem.change, plan_acc.expand, *(widgets[p].change for p in _PLAN_PATHS)],
+    gr.on([start.click, gpu_mem.change, plan_acc.expand, ctx.lang.change, *(widgets[p].change for p in _PLAN_PATHS)],
           lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]), plan_inputs, [plan_out], show_progress="hidden")
     ctx.on_load.append((lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]), plan_inputs, [plan_out]))
     fit_btn.click(lambda *a: _apply(autofit(to_values(a[:-1]), a[-1])), [*fields, gpu_mem], [*fields, fit_msg])

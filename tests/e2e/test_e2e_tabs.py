@@ -86,6 +86,6 @@ def test_language_switch_to_chinese(page, shots):
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
     page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=15_000)
-    assert page.get_by_role("tab", name="数据集").count() == 1
+    page.get_by_role("tab", name="数据集").wait_for(timeout=15_000)  # tab labels re-render after the buttons
     assert "学习率" in page.inner_text("#f-train-learning-rate")
     page.screenshot(path=str(shots / "train-zh.png"))
