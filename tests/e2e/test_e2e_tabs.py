@@ -89,3 +89,21 @@ def test_language_switch_to_chinese(page, shots):
     page.get_by_role("tab", name="数据集").wait_for(timeout=15_000)  # tab labels re-render after the buttons
     assert "学习率" in page.inner_text("#f-train-learning-rate")
     page.screenshot(path=str(shots / "train-zh.png"))
+
+
+def test_stop_from_the_page(page, shots):
+    """Start a long run, then Stop: the status turns 'stopped' within seconds (the whole process group ends)."""
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
+    steps = page.locator("#f-train-max-steps input")
+    steps.fill("5000")
+    steps.press("Tab")
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
+    page.click("#start-btn")
+    page.wait_for_function("document.querySelector('#action-msg').innerText.includes('Started run')", timeout=30_000)
+    page.wait_for_function("document.querySelector('#run-status').innerText.includes('running')", timeout=120_000)
+    page.wait_for_function("document.querySelectorAll('#plot-loss g.mark-line path').length > 0", timeout=120_000)
+    t0 = time.time()
+    page.click("#stop-btn")
+    page.wait_for_function("document.querySelector('#run-status').innerText.includes('stopped')", timeout=60_000)
+    page.screenshot(path=str(shots / "train-stopped.png"))
+    assert time.time() - t0 < 45
