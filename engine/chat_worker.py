@@ -39,8 +39,9 @@ def load(model_dir: str, adapter: str | None, device: str):
 
 def prompt_ids(tok, messages: list[dict]):
     if getattr(tok, "chat_template", None):
-        return tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                       return_dict=True)["input_ids"]
+        return tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)[
+            "input_ids"
+        ]
     text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
     return tok(text, return_tensors="pt")["input_ids"]
 
@@ -52,9 +53,14 @@ def generate(tok, model, device: str, req: dict) -> None:
     ids = prompt_ids(tok, req.get("messages") or []).to(device)
     streamer = TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)
     temp = float(req.get("temperature", 0.0))
-    kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "streamer": streamer,
-              "max_new_tokens": int(req.get("max_new_tokens", 128)), "do_sample": temp > 0,
-              "pad_token_id": tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id}
+    kwargs = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "streamer": streamer,
+        "max_new_tokens": int(req.get("max_new_tokens", 128)),
+        "do_sample": temp > 0,
+        "pad_token_id": tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+    }
     if temp > 0:
         kwargs["temperature"] = temp
     worker = threading.Thread(target=lambda: model.generate(**kwargs), daemon=True)

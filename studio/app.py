@@ -61,21 +61,35 @@ def build_app(lang: str = "en") -> gr.Blocks:
 
     from studio.tabs import dashboard, train
 
-    TABS = [(f"tab_{name}", importlib.import_module(f"studio.tabs.{name}")) for name in OTHER_TABS
-            if _tab_exists(name)]
+    TABS = [
+        (f"tab_{name}", importlib.import_module(f"studio.tabs.{name}")) for name in OTHER_TABS if _tab_exists(name)
+    ]
     ctx = Ctx(texts=Texts(), lang_value=lang)
     with gr.Blocks(title=t("title", lang), analytics_enabled=False) as app:
         with gr.Row(elem_id="topbar"):
             title = gr.Markdown(f"## {t('title', lang)}", elem_id="title")
-            ctx.lang = gr.Dropdown([(v, k) for k, v in LANGS.items()], value=lang, label=t("lang", lang),
-                                   elem_id="lang-picker", scale=0, min_width=140)
+            ctx.lang = gr.Dropdown(
+                [(v, k) for k, v in LANGS.items()],
+                value=lang,
+                label=t("lang", lang),
+                elem_id="lang-picker",
+                scale=0,
+                min_width=140,
+            )
             ctx.texts.add(ctx.lang, "lang")
         with gr.Tabs(elem_id="tabs"):
             with gr.Tab(t("tab_train", lang), id="train", elem_id="tab-train") as tab_train:
                 ctx.texts.add(tab_train, "tab_train")
                 # The run picker is an output of Start (in the form) but is laid out in the dashboard below.
-                ctx.run_picker = gr.Dropdown(choices=ctx.run_choices(), value=None, label=t("run", lang),
-                                             allow_custom_value=True, scale=3, elem_id="run-picker", render=False)
+                ctx.run_picker = gr.Dropdown(
+                    choices=ctx.run_choices(),
+                    value=None,
+                    label=t("run", lang),
+                    allow_custom_value=True,
+                    scale=3,
+                    elem_id="run-picker",
+                    render=False,
+                )
                 ctx.texts.add(ctx.run_picker, "run")
                 train.build(ctx)
                 dashboard.build(ctx)
@@ -85,8 +99,9 @@ def build_app(lang: str = "en") -> gr.Blocks:
                     ctx.tab = tab
                     module.build(ctx)
         comps = ctx.texts.components()
-        ctx.lang.change(lambda code: [f"## {t('title', code)}", *ctx.texts.updates(code)], [ctx.lang],
-                        [title, *comps], queue=False)
+        ctx.lang.change(
+            lambda code: [f"## {t('title', code)}", *ctx.texts.updates(code)], [ctx.lang], [title, *comps], queue=False
+        )
         for fn, inputs, outputs in ctx.on_load:
             app.load(fn, inputs, outputs, queue=False)
     return app
@@ -96,14 +111,23 @@ def ensure_demo(timeout: float = 300.0) -> str:
     """Build the demo workspace in a subprocess when it is missing (the UI process must not import torch)."""
     from engine import workspace
 
-    ready = [workspace.demo_model_dir() / "config.json", workspace.data_dir() / "dataset_info.json",
-             workspace.home() / "demo_spec.yaml"]
+    ready = [
+        workspace.demo_model_dir() / "config.json",
+        workspace.data_dir() / "dataset_info.json",
+        workspace.home() / "demo_spec.yaml",
+    ]
     if all(p.is_file() for p in ready):
         return "demo workspace ready"
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     try:
-        proc = subprocess.run([sys.executable, "-m", "engine.cli", "demo"], env=env, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "engine.cli", "demo"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return f"demo build timed out after {timeout:.0f} s"
     if proc.returncode != 0:
@@ -115,9 +139,17 @@ def ensure_demo(timeout: float = 300.0) -> str:
 
 def launch_kwargs(conf: settings_mod.Settings) -> dict:
     return {
-        "server_name": conf.host, "server_port": conf.port, "auth": conf.auth, "run_history": False,
-        "css_paths": [CSS_PATH], "theme": gr.themes.Soft(), "show_error": True, "footer_links": [],
-        "max_file_size": "200mb", "allowed_paths": [], "quiet": True,
+        "server_name": conf.host,
+        "server_port": conf.port,
+        "auth": conf.auth,
+        "run_history": False,
+        "css_paths": [CSS_PATH],
+        "theme": gr.themes.Soft(),
+        "show_error": True,
+        "footer_links": [],
+        "max_file_size": "200mb",
+        "allowed_paths": [],
+        "quiet": True,
     }
 
 
@@ -133,8 +165,9 @@ def cli(argv: list[str] | None = None) -> int:
     if conf.build_demo:
         print(ensure_demo(), flush=True)
     app = build_app()
-    print(f"studio: serving on http://{conf.host}:{conf.port}" + (" (login required)" if conf.auth else ""),
-          flush=True)
+    print(
+        f"studio: serving on http://{conf.host}:{conf.port}" + (" (login required)" if conf.auth else ""), flush=True
+    )
     app.queue(default_concurrency_limit=8).launch(**launch_kwargs(conf))
     return 0
 

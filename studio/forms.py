@@ -22,11 +22,19 @@ from engine import spec as spec_mod
 PICKERS = {"model.name_or_path", "data.datasets", "data.template", "launch.gpus", "method.lora.targets"}
 TEMPLATES = ["auto", "llama3", "chatml", "qwen", "mistral", "gemma", "alpaca", "default", "empty"]
 SECTION_TITLES = {
-    "model": ("Model", "模型"), "method": ("Method", "方法"), "method.lora": ("LoRA", "LoRA"),
-    "method.freeze": ("Freeze", "冻结训练"), "method.quantization": ("Quantization", "量化"),
-    "method.dpo": ("DPO", "DPO"), "data": ("Data", "数据"), "train": ("Training", "训练参数"),
-    "launch": ("Launch: devices and backend", "启动：设备与后端"), "launch.deepspeed": ("DeepSpeed", "DeepSpeed"),
-    "launch.fsdp": ("FSDP", "FSDP"), "output": ("Output", "输出"), "model.rope_scaling": ("RoPE scaling", "RoPE 缩放"),
+    "model": ("Model", "模型"),
+    "method": ("Method", "方法"),
+    "method.lora": ("LoRA", "LoRA"),
+    "method.freeze": ("Freeze", "冻结训练"),
+    "method.quantization": ("Quantization", "量化"),
+    "method.dpo": ("DPO", "DPO"),
+    "data": ("Data", "数据"),
+    "train": ("Training", "训练参数"),
+    "launch": ("Launch: devices and backend", "启动：设备与后端"),
+    "launch.deepspeed": ("DeepSpeed", "DeepSpeed"),
+    "launch.fsdp": ("FSDP", "FSDP"),
+    "output": ("Output", "输出"),
+    "model.rope_scaling": ("RoPE scaling", "RoPE 缩放"),
 }
 
 
@@ -105,9 +113,18 @@ def walk(model: type[BaseModel] = spec_mod.RunSpec, prefix: str = "") -> list[Fi
         extra = finfo.json_schema_extra if isinstance(finfo.json_schema_extra, dict) else {}
         if _is_model(ann):
             if optional:  # an optional block (rope_scaling): a switch plus its fields
-                out.append(FieldInfo(path, "optional_model", str(extra.get("label", name)),
-                                     str(extra.get("label_zh", "")), finfo.description or "", False,
-                                     advanced=bool(extra.get("advanced")), section=prefix.rstrip(".")))
+                out.append(
+                    FieldInfo(
+                        path,
+                        "optional_model",
+                        str(extra.get("label", name)),
+                        str(extra.get("label_zh", "")),
+                        finfo.description or "",
+                        False,
+                        advanced=bool(extra.get("advanced")),
+                        section=prefix.rstrip("."),
+                    )
+                )
             out += walk(ann, path + ".")
             continue
         kind, choices = _kind(ann)
@@ -116,12 +133,23 @@ def walk(model: type[BaseModel] = spec_mod.RunSpec, prefix: str = "") -> list[Fi
         step = extra.get("step")
         if step is None and kind in ("int", "float"):
             step = 1 if kind == "int" else _float_step(default)
-        out.append(FieldInfo(
-            path=path, kind=kind, label=str(extra.get("label", name.replace("_", " "))),
-            label_zh=str(extra.get("label_zh", "")), help=finfo.description or "", default=default, choices=choices,
-            minimum=lo, maximum=hi, step=step, optional=optional, advanced=bool(extra.get("advanced")),
-            section=prefix.rstrip("."),
-        ))
+        out.append(
+            FieldInfo(
+                path=path,
+                kind=kind,
+                label=str(extra.get("label", name.replace("_", " "))),
+                label_zh=str(extra.get("label_zh", "")),
+                help=finfo.description or "",
+                default=default,
+                choices=choices,
+                minimum=lo,
+                maximum=hi,
+                step=step,
+                optional=optional,
+                advanced=bool(extra.get("advanced")),
+                section=prefix.rstrip("."),
+            )
+        )
     return out
 
 
@@ -212,8 +240,9 @@ def spec_to_values(spec_dict: dict) -> dict[str, Any]:
     for f in FIELDS:
         value = _get(spec_dict, f.path, f.default)
         if f.kind != "optional_model" and any(
-                o.kind == "optional_model" and f.path.startswith(o.path + ".") and _get(spec_dict, o.path, None) is None
-                for o in FIELDS):
+            o.kind == "optional_model" and f.path.startswith(o.path + ".") and _get(spec_dict, o.path, None) is None
+            for o in FIELDS
+        ):
             value = f.default
         out[f.path] = to_widget_value(f, value)
     return out
@@ -271,17 +300,27 @@ def make_widget(info: FieldInfo, value: Any, lang: str = "en", choices: list | N
     """One gradio component for one field, labelled and bounded from the spec's metadata."""
     import gradio as gr
 
-    common = {"label": info.label_for(lang), "info": info.help_for(lang) or None, "elem_id": widget_id(info.path),
-              "elem_classes": ["spec-field"], "min_width": 160}
+    common = {
+        "label": info.label_for(lang),
+        "info": info.help_for(lang) or None,
+        "elem_id": widget_id(info.path),
+        "elem_classes": ["spec-field"],
+        "min_width": 160,
+    }
     if info.kind in ("bool", "optional_model"):
         return gr.Checkbox(value=bool(value), **common)
     if info.kind == "choice":
         return gr.Dropdown(choices=[(str(c), c) for c in info.choices], value=value, **common)
     if info.kind in ("int", "float"):
         # An optional number shows empty as 0 in gradio; its lower bound is left to the spec so 0 can mean "none".
-        return gr.Number(value=value, minimum=None if info.optional else info.minimum, maximum=info.maximum,
-                         step=info.step,
-                         precision=0 if info.kind == "int" else None, **common)
+        return gr.Number(
+            value=value,
+            minimum=None if info.optional else info.minimum,
+            maximum=info.maximum,
+            step=info.step,
+            precision=0 if info.kind == "int" else None,
+            **common,
+        )
     if info.kind == "list_choice":
         return gr.Dropdown(choices=list(info.choices), value=value, multiselect=True, **common)
     if info.path in PICKERS and info.kind in ("list_str", "list_int"):
@@ -296,8 +335,9 @@ def widget_id(path: str) -> str:
     return "f-" + path.replace(".", "-").replace("_", "-")
 
 
-def build_form(values: dict[str, Any], lang: str = "en", choices: dict[str, list] | None = None,
-               texts: Any = None) -> dict[str, Any]:
+def build_form(
+    values: dict[str, Any], lang: str = "en", choices: dict[str, list] | None = None, texts: Any = None
+) -> dict[str, Any]:
     """Lay out every field, grouped by spec section, advanced ones in a collapsed accordion.
 
     Must run inside a gradio Blocks context; returns {path: component} in FIELDS order."""
@@ -310,15 +350,19 @@ def build_form(values: dict[str, Any], lang: str = "en", choices: dict[str, list
         by_section.setdefault(f.section, []).append(f)
     for top in [s for s in sections() if "." not in s]:
         title = SECTION_TITLES.get(top, (top, top))
-        with gr.Accordion(title[1] if lang == "zh" else title[0], open=top in OPEN_SECTIONS,
-                          elem_id=f"sec-{top}") as acc:
+        with gr.Accordion(
+            title[1] if lang == "zh" else title[0], open=top in OPEN_SECTIONS, elem_id=f"sec-{top}"
+        ) as acc:
             if texts is not None:
                 texts.add_section(acc, title)
             _fields(by_section.get(top, []), values, lang, choices, widgets, texts)
             for sub in [s for s in sections() if s.startswith(top + ".")]:
                 stitle = SECTION_TITLES.get(sub, (sub, sub))
-                with gr.Accordion(stitle[1] if lang == "zh" else stitle[0], open=sub in OPEN_SECTIONS,
-                                  elem_id=f"sec-{sub.replace('.', '-')}") as sacc:
+                with gr.Accordion(
+                    stitle[1] if lang == "zh" else stitle[0],
+                    open=sub in OPEN_SECTIONS,
+                    elem_id=f"sec-{sub.replace('.', '-')}",
+                ) as sacc:
                     if texts is not None:
                         texts.add_section(sacc, stitle)
                     _fields(by_section.get(sub, []), values, lang, choices, widgets, texts)
@@ -330,7 +374,7 @@ def _fields(infos: list[FieldInfo], values: dict, lang: str, choices: dict, widg
 
     basic = [f for f in infos if not f.advanced]
     advanced = [f for f in infos if f.advanced]
-    for chunk in [basic[i:i + 3] for i in range(0, len(basic), 3)]:
+    for chunk in [basic[i : i + 3] for i in range(0, len(basic), 3)]:
         with gr.Row(equal_height=False):
             for f in chunk:
                 widgets[f.path] = _made(f, values, lang, choices, texts)
@@ -340,7 +384,7 @@ def _fields(infos: list[FieldInfo], values: dict, lang: str, choices: dict, widg
         with gr.Accordion(t("advanced", lang), open=False) as acc:
             if texts is not None:
                 texts.add(acc, "advanced")
-            for chunk in [advanced[i:i + 3] for i in range(0, len(advanced), 3)]:
+            for chunk in [advanced[i : i + 3] for i in range(0, len(advanced), 3)]:
                 with gr.Row(equal_height=False):
                     for f in chunk:
                         widgets[f.path] = _made(f, values, lang, choices, texts)

@@ -34,7 +34,9 @@ HELP_ZH: dict[str, str] = {
     "data.dataset_dir": "dataset_info.json 所在目录（留空：工作区的 data 目录）",
     "data.mix": "多个数据集的组合方式：拼接，或交错（到最短者停止 / 过采样到最长者）",
     "data.mix_probs": "交错采样概率，每个数据集一个（留空：均等）",
-    "data.template": "对话模板：auto（分词器自带，否则 default）、llama3、chatml、qwen、mistral、gemma、alpaca、default、empty",
+    "data.template": (
+        "对话模板：auto（分词器自带，否则 default）、llama3、chatml、qwen、mistral、gemma、alpaca、default、empty"
+    ),
     "data.cutoff_len": "每个样本的最大 token 数；更长的样本会被截断",
     "data.max_samples": "每个数据集最多使用的行数（留空或 0：全部）",
     "data.val_size": "留作评估的行比例（<1；0：不评估）",

@@ -22,8 +22,19 @@ MAX_POINTS = 5000  # per series; older points are thinned so a long run stays ch
 
 
 def new_view(run_id: str | None, run_dir: str | Path | None) -> dict:
-    return {"run_id": run_id, "run_dir": str(run_dir) if run_dir else "", "offset": 0, "moffset": 0, "logs": [],
-            "evals": [], "metrics": [], "started": None, "last": None, "terminal": None, "version": 0}
+    return {
+        "run_id": run_id,
+        "run_dir": str(run_dir) if run_dir else "",
+        "offset": 0,
+        "moffset": 0,
+        "logs": [],
+        "evals": [],
+        "metrics": [],
+        "started": None,
+        "last": None,
+        "terminal": None,
+        "version": 0,
+    }
 
 
 def read_new(view: dict) -> bool:
@@ -103,7 +114,7 @@ def loss_frame(view: dict, axis: str = "step", smoothing: float = 0.6, log_scale
     rows: list[dict] = []
     xs = [(_x(r, axis), r.get("loss")) for r in view.get("logs", [])]
     xs = [(x, y) for x, y in xs if x is not None and isinstance(y, (int, float)) and math.isfinite(y)]
-    for (x, y) in xs:
+    for x, y in xs:
         rows.append({"x": x, "value": y, "series": "train"})
     if smoothing > 0 and len(xs) > 1:
         for (x, _), s in zip(xs, smooth([y for _, y in xs], smoothing)):
@@ -128,7 +139,9 @@ def _nearest_x(view: dict, step: Any, axis: str) -> float | None:
 
 def series_frame(view: dict, key: str, axis: str = "step") -> pd.DataFrame:
     rows = [{"x": _x(r, axis), "value": r.get(key)} for r in view.get("logs", [])]
-    rows = [r for r in rows if r["x"] is not None and isinstance(r["value"], (int, float)) and math.isfinite(r["value"])]
+    rows = [
+        r for r in rows if r["x"] is not None and isinstance(r["value"], (int, float)) and math.isfinite(r["value"])
+    ]
     return pd.DataFrame(rows, columns=["x", "value"])
 
 
@@ -172,8 +185,11 @@ def gpu_frames(view: dict) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             note = "GPU metrics unavailable: showing the trainer's per-rank memory"
     elif not has_gpu:
         note = (note or "GPU metrics unavailable") + " (showing the run's CPU RAM and load)"
-    return (pd.DataFrame(mem_rows, columns=["t", "MiB", "series"]),
-            pd.DataFrame(util_rows, columns=["t", "percent", "series"]), note)
+    return (
+        pd.DataFrame(mem_rows, columns=["t", "MiB", "series"]),
+        pd.DataFrame(util_rows, columns=["t", "percent", "series"]),
+        note,
+    )
 
 
 def _ranks(memory: Any) -> list[tuple[str, dict]]:
@@ -209,8 +225,10 @@ def progress_html(view: dict, lang: str = "en") -> str:
     eta = last_log.get("eta_seconds")
     eta_text = f" · {t('w_eta', lang)} {format_duration(eta)}" if eta is not None and frac < 1 else ""
     steps = f" · {t('w_step', lang)} {step}/{total}" if step is not None and total else ""
-    return (f'<div class="studio-progress"><div class="bar" style="width:{frac * 100:.1f}%"></div></div>'
-            f'<div class="studio-progress-text">{frac * 100:.0f}%{steps}{eta_text}</div>')
+    return (
+        f'<div class="studio-progress"><div class="bar" style="width:{frac * 100:.1f}%"></div></div>'
+        f'<div class="studio-progress-text">{frac * 100:.0f}%{steps}{eta_text}</div>'
+    )
 
 
 def format_duration(seconds: Any) -> str:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
-AUTH_HELP = ("set credentials with --auth USER:PASS or the environment variable STUDIO_AUTH=USER:PASS "
-             "(or bind to 127.0.0.1)")
+AUTH_HELP = (
+    "set credentials with --auth USER:PASS or the environment variable STUDIO_AUTH=USER:PASS (or bind to 127.0.0.1)"
+)
 
 
 class SettingsError(ValueError):

@@ -26,12 +26,25 @@ class Worker:
     """One chat_worker process and a thread that turns its stdout lines into a queue of messages."""
 
     def __init__(self, model: str, adapter: str | None = None):
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-               "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+            "PYTHONPATH": str(ROOT),
+            "TOKENIZERS_PARALLELISM": "false",
+        }
         argv = [sys.executable, "-m", "engine.chat_worker", model] + (["--adapter", adapter] if adapter else [])
         self.model, self.adapter = model, adapter
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
         self.messages: queue.Queue = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -52,8 +65,9 @@ class Worker:
 
     def generate(self, messages: list[dict], max_new_tokens: int) -> Iterator[str]:
         """Yields the reply so far after each token."""
-        self.proc.stdin.write(json.dumps({"type": "generate", "messages": messages,
-                                          "max_new_tokens": int(max_new_tokens)}) + "\n")
+        self.proc.stdin.write(
+            json.dumps({"type": "generate", "messages": messages, "max_new_tokens": int(max_new_tokens)}) + "\n"
+        )
         self.proc.stdin.flush()
         text = ""
         while True:
@@ -144,12 +158,24 @@ def build(ctx: Any) -> None:
     texts, lang = ctx.texts, ctx.lang_value
     models = backend.local_models()
     with gr.Row(equal_height=False):
-        model = texts.add(gr.Dropdown(models, value=models[0] if models else None, allow_custom_value=True,
-                                      label=t("chat_model", lang), elem_id="chat-model"), "chat_model")
-        tuned = texts.add(gr.Dropdown([], allow_custom_value=True, label=t("chat_adapter", lang),
-                                      elem_id="chat-adapter"), "chat_adapter")
-        max_new = texts.add(gr.Number(64, minimum=1, maximum=4096, step=1, precision=0,
-                                      label=t("max_new_tokens", lang)), "max_new_tokens")
+        model = texts.add(
+            gr.Dropdown(
+                models,
+                value=models[0] if models else None,
+                allow_custom_value=True,
+                label=t("chat_model", lang),
+                elem_id="chat-model",
+            ),
+            "chat_model",
+        )
+        tuned = texts.add(
+            gr.Dropdown([], allow_custom_value=True, label=t("chat_adapter", lang), elem_id="chat-adapter"),
+            "chat_adapter",
+        )
+        max_new = texts.add(
+            gr.Number(64, minimum=1, maximum=4096, step=1, precision=0, label=t("max_new_tokens", lang)),
+            "max_new_tokens",
+        )
     with gr.Row():
         load_btn = texts.add(gr.Button(t("load", lang), variant="primary", elem_id="chat-load"), "load", "value")
         unload_btn = texts.add(gr.Button(t("unload", lang), elem_id="chat-unload"), "unload", "value")
@@ -168,5 +194,4 @@ def build(ctx: Any) -> None:
     ctx.tab.select(_choices, None, [tuned, model], queue=False)
     load_btn.click(load, [model, tuned], [status])
     unload_btn.click(unload, None, [status])
-    gr.on([send_btn.click, prompt.submit], send, [prompt, base_box, tuned_box, max_new],
-          [base_box, tuned_box, prompt])
+    gr.on([send_btn.click, prompt.submit], send, [prompt, base_box, tuned_box, max_new], [base_box, tuned_box, prompt])

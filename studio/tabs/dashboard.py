@@ -48,7 +48,8 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
         gr.update(value=monitor.series_frame(view, "learning_rate", axis), x_title=x_title),
         gr.update(value=monitor.series_frame(view, "grad_norm", axis), x_title=x_title),
         gr.update(value=monitor.series_frame(view, "tokens_per_second", axis), x_title=x_title),
-        mem, util,
+        mem,
+        util,
         monitor.progress_html(view, lang),
         status if view.get("run_id") else t("no_run", lang),
         monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",
@@ -94,38 +95,79 @@ def build(ctx: Any) -> None:
     with gr.Group(elem_id="dashboard"):
         with gr.Row(equal_height=False):
             ctx.run_picker.render()
-            axis = texts.add(gr.Radio(["step", "epoch", "tokens"], value="step", label=t("x_axis", lang), scale=2,
-                                      elem_id="x-axis"), "x_axis")
-            smoothing = texts.add(gr.Slider(0, 0.99, value=0.6, step=0.01, label=t("smooth", lang), scale=2),
-                                  "smooth")
+            axis = texts.add(
+                gr.Radio(
+                    ["step", "epoch", "tokens"], value="step", label=t("x_axis", lang), scale=2, elem_id="x-axis"
+                ),
+                "x_axis",
+            )
+            smoothing = texts.add(gr.Slider(0, 0.99, value=0.6, step=0.01, label=t("smooth", lang), scale=2), "smooth")
             log_scale = texts.add(gr.Checkbox(label=t("log_scale", lang), scale=1, elem_id="log-scale"), "log_scale")
         status = gr.Markdown(t("no_run", lang), elem_id="run-status")
         progress = gr.HTML(monitor.progress_html(monitor.new_view(None, None)), elem_id="run-progress")
-        failure = texts.add(gr.Textbox(label=t("failure", lang), visible=False, lines=6, elem_id="run-failure"),
-                            "failure")
+        failure = texts.add(
+            gr.Textbox(label=t("failure", lang), visible=False, lines=6, elem_id="run-failure"), "failure"
+        )
         with gr.Row():
-            loss = texts.add(gr.LinePlot(x="x", y="value", color="series", label=t("loss", lang), height=260,
-                                         elem_id="plot-loss"), "loss")
+            loss = texts.add(
+                gr.LinePlot(x="x", y="value", color="series", label=t("loss", lang), height=260, elem_id="plot-loss"),
+                "loss",
+            )
             lr = texts.add(gr.LinePlot(x="x", y="value", label=t("lr", lang), height=260, elem_id="plot-lr"), "lr")
         with gr.Row():
-            gn = texts.add(gr.LinePlot(x="x", y="value", label=t("grad_norm", lang), height=220,
-                                       elem_id="plot-grad-norm"), "grad_norm")
-            tps = texts.add(gr.LinePlot(x="x", y="value", label=t("tps", lang), height=220, elem_id="plot-tps"),
-                            "tps")
+            gn = texts.add(
+                gr.LinePlot(x="x", y="value", label=t("grad_norm", lang), height=220, elem_id="plot-grad-norm"),
+                "grad_norm",
+            )
+            tps = texts.add(gr.LinePlot(x="x", y="value", label=t("tps", lang), height=220, elem_id="plot-tps"), "tps")
         with gr.Row():
-            mem = texts.add(gr.LinePlot(x="t", y="MiB", color="series", label=t("gpu_mem", lang), height=220,
-                                        x_title="seconds", elem_id="plot-gpu-mem"), "gpu_mem")
-            util = texts.add(gr.LinePlot(x="t", y="percent", color="series", label=t("gpu_util", lang), height=220,
-                                         x_title="seconds", y_lim=[0, 100], elem_id="plot-gpu-util"), "gpu_util")
-        log = texts.add(gr.Textbox(label=t("log_tail", lang), lines=12, max_lines=12, elem_id="run-log",
-                                   buttons=["copy"]), "log_tail")
+            mem = texts.add(
+                gr.LinePlot(
+                    x="t",
+                    y="MiB",
+                    color="series",
+                    label=t("gpu_mem", lang),
+                    height=220,
+                    x_title="seconds",
+                    elem_id="plot-gpu-mem",
+                ),
+                "gpu_mem",
+            )
+            util = texts.add(
+                gr.LinePlot(
+                    x="t",
+                    y="percent",
+                    color="series",
+                    label=t("gpu_util", lang),
+                    height=220,
+                    x_title="seconds",
+                    y_lim=[0, 100],
+                    elem_id="plot-gpu-util",
+                ),
+                "gpu_util",
+            )
+        log = texts.add(
+            gr.Textbox(label=t("log_tail", lang), lines=12, max_lines=12, elem_id="run-log", buttons=["copy"]),
+            "log_tail",
+        )
     view = gr.State(monitor.new_view(None, None))
     # 0.5 s: an event lands on the page within ~1 s at p95 (ticks that find nothing new cost one small read).
     timer = gr.Timer(0.5)
     outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure]
-    timer.tick(tick, [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang], [view, *outs],
-               show_progress="hidden", queue=False)
-    gr.on([axis.change, smoothing.release, log_scale.change, ctx.lang.change], redraw, [view, axis, smoothing, log_scale, ctx.lang],
-          outs, show_progress="hidden", queue=False)
+    timer.tick(
+        tick,
+        [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang],
+        [view, *outs],
+        show_progress="hidden",
+        queue=False,
+    )
+    gr.on(
+        [axis.change, smoothing.release, log_scale.change, ctx.lang.change],
+        redraw,
+        [view, axis, smoothing, log_scale, ctx.lang],
+        outs,
+        show_progress="hidden",
+        queue=False,
+    )
     log.change(None, [log], None, js=SCROLL_JS)
     ctx.timer = timer

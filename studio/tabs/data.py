@@ -24,8 +24,7 @@ from studio.i18n import t
 
 MAX_UPLOAD_BYTES = 200 * 2**20
 UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".parquet")
-COLUMN_ROLES = {"alpaca": ["prompt", "query", "response", "system", "history"],
-                "sharegpt": ["messages", "system"]}
+COLUMN_ROLES = {"alpaca": ["prompt", "query", "response", "system", "history"], "sharegpt": ["messages", "system"]}
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -47,7 +46,9 @@ def store_upload(src: str | Path, original_name: str | None = None) -> Path:
     src = Path(src)
     size = src.stat().st_size
     if size > MAX_UPLOAD_BYTES:
-        raise ValueError(f"{src.name}: {size / 2**20:.0f} MiB is over the {MAX_UPLOAD_BYTES // 2**20} MiB upload limit")
+        raise ValueError(
+            f"{src.name}: {size / 2**20:.0f} MiB is over the {MAX_UPLOAD_BYTES // 2**20} MiB upload limit"
+        )
     name = safe_upload_name(original_name or src.name)
     root = workspace.uploads_dir().resolve()
     dest = (root / name).resolve()
@@ -84,12 +85,18 @@ def file_columns(path: str | Path) -> list[str]:
 
 def guess_mapping(columns: list[str], formatting: str) -> dict[str, str | None]:
     """Preselect columns whose names match a role (instruction -> prompt, output -> response, conversations...)."""
-    aliases = {"prompt": ["instruction", "prompt", "question"], "query": ["input", "query"],
-               "response": ["output", "response", "answer"], "system": ["system"], "history": ["history"],
-               "messages": ["conversations", "messages"]}
+    aliases = {
+        "prompt": ["instruction", "prompt", "question"],
+        "query": ["input", "query"],
+        "response": ["output", "response", "answer"],
+        "system": ["system"],
+        "history": ["history"],
+        "messages": ["conversations", "messages"],
+    }
     lower = {c.lower(): c for c in columns}
-    return {role: next((lower[a] for a in aliases.get(role, []) if a in lower), None)
-            for role in COLUMN_ROLES[formatting]}
+    return {
+        role: next((lower[a] for a in aliases.get(role, []) if a in lower), None) for role in COLUMN_ROLES[formatting]
+    }
 
 
 def register(path: str, name: str, formatting: str, mapping: dict[str, str | None]) -> str:
@@ -112,8 +119,9 @@ def register(path: str, name: str, formatting: str, mapping: dict[str, str | Non
 
 def preview(name: str, n: int = 8) -> pd.DataFrame:
     rows = backend.engine_module("dataset_registry").preview_rows(name, workspace.data_dir(), n=n)
-    return pd.DataFrame([{k: json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
-                          for k, v in r.items()} for r in rows])
+    return pd.DataFrame(
+        [{k: json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v for k, v in r.items()} for r in rows]
+    )
 
 
 def sample_html(name: str, model: str, template: str) -> str:
@@ -123,8 +131,10 @@ def sample_html(name: str, model: str, template: str) -> str:
     if not rows:
         return "<p>no usable rows</p>"
     pieces = tpl.render_sample(template or "auto", tpl.tokenizer_info(model or None), rows[0])
-    spans = "".join(f'<span class="{"tok-train" if trained else "tok-prompt"}">{html.escape(text)}</span>'
-                    for text, trained in pieces)
+    spans = "".join(
+        f'<span class="{"tok-train" if trained else "tok-prompt"}">{html.escape(text)}</span>'
+        for text, trained in pieces
+    )
     return f'<div class="sample-box" id="sample-render">{spans}</div>'
 
 
@@ -141,8 +151,9 @@ def packing_efficiency(counts: list[int], cutoff: int) -> float:
     return sum(bins) / (len(bins) * cutoff) if bins and cutoff else 0.0
 
 
-def lengths(name: str, model: str, template: str, cutoff: int, limit: int = 400,
-            packing: bool = False) -> tuple[pd.DataFrame, str]:
+def lengths(
+    name: str, model: str, template: str, cutoff: int, limit: int = 400, packing: bool = False
+) -> tuple[pd.DataFrame, str]:
     """(histogram frame, 'N rows, share over the cutoff[, packing efficiency]') for up to ``limit`` rows."""
     reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
     rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
@@ -155,11 +166,17 @@ def lengths(name: str, model: str, template: str, cutoff: int, limit: int = 400,
     bins: dict[int, int] = {}
     for c in counts:
         bins[(c // width) * width] = bins.get((c // width) * width, 0) + 1
-    frame = pd.DataFrame([{"tokens": k, "rows": v, "side": "over cutoff" if k + width > cutoff else "kept"}
-                          for k, v in sorted(bins.items())])
+    frame = pd.DataFrame(
+        [
+            {"tokens": k, "rows": v, "side": "over cutoff" if k + width > cutoff else "kept"}
+            for k, v in sorted(bins.items())
+        ]
+    )
     over = sum(c > cutoff for c in counts)
-    note = (f"{len(counts)} rows · max {max(counts)} tokens · cutoff {cutoff} · "
-            f"**{over / len(counts):.1%} truncated** ({over} rows)")
+    note = (
+        f"{len(counts)} rows · max {max(counts)} tokens · cutoff {cutoff} · "
+        f"**{over / len(counts):.1%} truncated** ({over} rows)"
+    )
     if packing and cutoff:
         note += f" · packing efficiency {packing_efficiency(counts, cutoff):.0%}"
     return frame, note
@@ -172,30 +189,43 @@ def build(ctx: Any) -> None:
     names = backend.registered_datasets()
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300):
-            pick = texts.add(gr.Dropdown(names, value=names[0] if names else None, label=t("dataset", lang),
-                                         elem_id="ds-pick"), "dataset")
-            upload = texts.add(gr.File(label=t("upload", lang), file_types=list(UPLOAD_TYPES), type="filepath",
-                                       elem_id="ds-upload"), "upload")
+            pick = texts.add(
+                gr.Dropdown(names, value=names[0] if names else None, label=t("dataset", lang), elem_id="ds-pick"),
+                "dataset",
+            )
+            upload = texts.add(
+                gr.File(label=t("upload", lang), file_types=list(UPLOAD_TYPES), type="filepath", elem_id="ds-upload"),
+                "upload",
+            )
             stored = gr.State("")
             up_msg = gr.Markdown(elem_id="ds-upload-msg")
             ds_name = texts.add(gr.Textbox(label=t("ds_name", lang), max_lines=1, elem_id="ds-name"), "ds_name")
-            fmt = texts.add(gr.Radio(["alpaca", "sharegpt"], value="alpaca", label=t("formatting", lang)),
-                            "formatting")
+            fmt = texts.add(
+                gr.Radio(["alpaca", "sharegpt"], value="alpaca", label=t("formatting", lang)), "formatting"
+            )
             roles = sorted({r for rs in COLUMN_ROLES.values() for r in rs}, key=lambda r: (r != "prompt", r))
             with gr.Accordion(t("columns", lang), open=True) as col_acc:
                 texts.add(col_acc, "columns")
-                role_boxes = {r: gr.Dropdown([], label=r, allow_custom_value=True, elem_id=f"ds-col-{r}")
-                              for r in roles}
-            reg_btn = texts.add(gr.Button(t("register", lang), variant="primary", elem_id="ds-register"),
-                                "register", "value")
+                role_boxes = {
+                    r: gr.Dropdown([], label=r, allow_custom_value=True, elem_id=f"ds-col-{r}") for r in roles
+                }
+            reg_btn = texts.add(
+                gr.Button(t("register", lang), variant="primary", elem_id="ds-register"), "register", "value"
+            )
             reg_msg = gr.Markdown(elem_id="ds-register-msg")
         with gr.Column(scale=2, min_width=420):
-            rows = texts.add(gr.Dataframe(label=t("preview_rows", lang), max_height=260, wrap=True,
-                                          elem_id="ds-rows"), "preview_rows")
+            rows = texts.add(
+                gr.Dataframe(label=t("preview_rows", lang), max_height=260, wrap=True, elem_id="ds-rows"),
+                "preview_rows",
+            )
             texts.add(gr.Markdown(t("sample_legend", lang)), "sample_legend", "value")
             sample = gr.HTML(elem_id="ds-sample")
-            hist = texts.add(gr.BarPlot(x="tokens", y="rows", color="side", label=t("lengths", lang), height=220,
-                                        elem_id="ds-hist"), "lengths")
+            hist = texts.add(
+                gr.BarPlot(
+                    x="tokens", y="rows", color="side", label=t("lengths", lang), height=220, elem_id="ds-hist"
+                ),
+                "lengths",
+            )
             hist_note = gr.Markdown(elem_id="ds-hist-note")
 
     form = ctx.form
@@ -211,8 +241,9 @@ def build(ctx: Any) -> None:
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
             return gr.skip(), f"<p>❌ {html.escape(str(exc))}</p>", gr.skip(), ""
 
-    gr.on([pick.change, ctx.tab.select], _show, [pick, model, template, cutoff, packing],
-          [rows, sample, hist, hist_note])
+    gr.on(
+        [pick.change, ctx.tab.select], _show, [pick, model, template, cutoff, packing], [rows, sample, hist, hist_note]
+    )
 
     def _upload(path):
         if not path:

@@ -18,8 +18,10 @@ def checks_frame() -> pd.DataFrame:
         checks = backend.engine_module("doctor").run_checks()
     except backend.Unavailable as exc:
         return pd.DataFrame([{"check": "doctor", "status": "FAIL", "detail": str(exc), "fix": ""}])
-    return pd.DataFrame([{"check": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks],
-                        columns=["check", "status", "detail", "fix"])
+    return pd.DataFrame(
+        [{"check": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks],
+        columns=["check", "status", "detail", "fix"],
+    )
 
 
 def build(ctx: Any) -> None:

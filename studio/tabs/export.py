@@ -85,8 +85,9 @@ def describe(status: dict) -> str:
         report = result.get("report") or {}
         verify = report.get("summary") or ("passed" if report.get("ok") else report or "n/a")
         size = folder_size(out) / 2**20
-        return (f"✅ merged model: <span id='merged-path'>{out}</span>  \nsize: {size:.1f} MiB  \n"
-                f"verification: {verify}")
+        return (
+            f"✅ merged model: <span id='merged-path'>{out}</span>  \nsize: {size:.1f} MiB  \nverification: {verify}"
+        )
     return f"❌ {state}: {status.get('error', '')}"
 
 
@@ -116,14 +117,21 @@ def build(ctx: Any) -> None:
 
     texts, lang = ctx.texts, ctx.lang_value
     with gr.Row(equal_height=False):
-        source = texts.add(gr.Dropdown(choices=source_choices(), label=t("export_source", lang),
-                                       allow_custom_value=True, scale=3, elem_id="export-source"), "export_source")
+        source = texts.add(
+            gr.Dropdown(
+                choices=source_choices(),
+                label=t("export_source", lang),
+                allow_custom_value=True,
+                scale=3,
+                elem_id="export-source",
+            ),
+            "export_source",
+        )
         refresh = texts.add(gr.Button(t("refresh", lang), size="sm", scale=0, min_width=90), "refresh", "value")
     out_dir = texts.add(gr.Textbox(label=t("export_out", lang), max_lines=1, elem_id="export-out"), "export_out")
     with gr.Row():
         merge_btn = texts.add(gr.Button(t("merge", lang), variant="primary", elem_id="merge-btn"), "merge", "value")
-        cancel_btn = texts.add(gr.Button(t("cancel", lang), variant="stop", elem_id="merge-cancel"), "cancel",
-                               "value")
+        cancel_btn = texts.add(gr.Button(t("cancel", lang), variant="stop", elem_id="merge-cancel"), "cancel", "value")
     result = gr.Markdown(elem_id="export-result")
     job = gr.State(None)
     timer = gr.Timer(1.0)

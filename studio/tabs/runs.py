@@ -39,7 +39,9 @@ def summarize(rec: Any) -> dict:
                 peak = max(peak or 0, value)
     started, ended = rec.started, rec.ended or (time.time() if rec.status == "running" else None)
     return {
-        "id": rec.id, "name": rec.name, "status": rec.status,
+        "id": rec.id,
+        "name": rec.name,
+        "status": rec.status,
         "method": f"{method.get('stage', '')}/{method.get('finetuning', '')}".strip("/"),
         "model": Path(str(spec.get("model", {}).get("name_or_path", ""))).name,
         "dataset": ", ".join(spec.get("data", {}).get("datasets", []) or []),
@@ -134,31 +136,50 @@ def build(ctx: Any) -> None:
 
     texts, lang = ctx.texts, ctx.lang_value
     with gr.Row():
-        refresh = texts.add(gr.Button(t("refresh", lang), size="sm", scale=0, min_width=100, elem_id="runs-refresh"),
-                            "refresh", "value")
-    history = texts.add(gr.Dataframe(table(), label=t("runs_table", lang), interactive=False, max_height=300,
-                                     elem_id="runs-table"), "runs_table")
+        refresh = texts.add(
+            gr.Button(t("refresh", lang), size="sm", scale=0, min_width=100, elem_id="runs-refresh"),
+            "refresh",
+            "value",
+        )
+    history = texts.add(
+        gr.Dataframe(table(), label=t("runs_table", lang), interactive=False, max_height=300, elem_id="runs-table"),
+        "runs_table",
+    )
     ids = [r.id for r in backend.list_runs()]
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=360):
-            chosen = texts.add(gr.Dropdown(ids, multiselect=True, label=t("select_runs", lang),
-                                           elem_id="runs-compare"), "select_runs")
-            curves = texts.add(gr.LinePlot(x="x", y="value", color="series", label=t("loss", lang), height=260,
-                                           elem_id="runs-overlay"), "loss")
-            diff = texts.add(gr.Dataframe(label=t("spec_diff", lang), interactive=False, max_height=240,
-                                          elem_id="runs-diff"), "spec_diff")
+            chosen = texts.add(
+                gr.Dropdown(ids, multiselect=True, label=t("select_runs", lang), elem_id="runs-compare"), "select_runs"
+            )
+            curves = texts.add(
+                gr.LinePlot(
+                    x="x", y="value", color="series", label=t("loss", lang), height=260, elem_id="runs-overlay"
+                ),
+                "loss",
+            )
+            diff = texts.add(
+                gr.Dataframe(label=t("spec_diff", lang), interactive=False, max_height=240, elem_id="runs-diff"),
+                "spec_diff",
+            )
         with gr.Column(scale=1, min_width=280):
             one = texts.add(gr.Dropdown(ids, label=t("run", lang), elem_id="runs-one"), "run")
             with gr.Row():
                 resume_btn = texts.add(gr.Button(t("resume", lang), size="sm"), "resume", "value")
-                dup_btn = texts.add(gr.Button(t("duplicate", lang), size="sm", elem_id="runs-dup"), "duplicate",
-                                    "value")
+                dup_btn = texts.add(
+                    gr.Button(t("duplicate", lang), size="sm", elem_id="runs-dup"), "duplicate", "value"
+                )
             with gr.Row():
                 stop_btn = texts.add(gr.Button(t("stop", lang), size="sm", variant="stop"), "stop", "value")
-                del_btn = texts.add(gr.Button(t("delete", lang), size="sm", variant="stop", elem_id="runs-del"),
-                                    "delete", "value")
-            confirm = texts.add(gr.Button(t("confirm_delete", lang), size="sm", variant="stop", visible=False,
-                                          elem_id="runs-del-confirm"), "confirm_delete", "value")
+                del_btn = texts.add(
+                    gr.Button(t("delete", lang), size="sm", variant="stop", elem_id="runs-del"), "delete", "value"
+                )
+            confirm = texts.add(
+                gr.Button(
+                    t("confirm_delete", lang), size="sm", variant="stop", visible=False, elem_id="runs-del-confirm"
+                ),
+                "confirm_delete",
+                "value",
+            )
             msg = gr.Markdown(elem_id="runs-msg")
             tb = gr.Markdown(elem_id="runs-tb")
 
@@ -173,7 +194,8 @@ def build(ctx: Any) -> None:
     stop_btn.click(lambda r: act("stop", r), [one], [msg]).then(_refresh, None, [history, chosen, one])
     del_btn.click(lambda: gr.update(visible=True), None, [confirm])
     confirm.click(lambda r: (act("delete", r), gr.update(visible=False)), [one], [msg, confirm]).then(
-        _refresh, None, [history, chosen, one])
+        _refresh, None, [history, chosen, one]
+    )
 
     def _dup(run_id):
         try:

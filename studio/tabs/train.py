@@ -42,8 +42,9 @@ def problems_markdown(errors: list, warnings: list, lang: str = "en") -> str:
     return "\n".join(lines)
 
 
-def field_updates(errors: list, warnings: list, flagged: dict[str, str],
-                  lang: str = "en") -> tuple[list[Any], dict[str, str]]:
+def field_updates(
+    errors: list, warnings: list, flagged: dict[str, str], lang: str = "en"
+) -> tuple[list[Any], dict[str, str]]:
     """One update per form widget: the message under the field it names (before its help), red frame while invalid.
 
     ``flagged`` is what the page shows now ({path: message, "": language}); unchanged fields get a no-op update,
@@ -64,8 +65,9 @@ def field_updates(errors: list, warnings: list, flagged: dict[str, str],
         if msg == flagged.get(f.path) and not relabel:
             updates.append(gr.update())
             continue
-        classes = ["spec-field"] + (["field-error"] if msg and msg.startswith("❌") else
-                                    ["field-warning"] if msg else [])
+        classes = ["spec-field"] + (
+            ["field-error"] if msg and msg.startswith("❌") else ["field-warning"] if msg else []
+        )
         help_ = f.help_for(lang)
         updates.append(gr.update(info=f"{msg} — {help_}" if msg else (help_ or None), elem_classes=classes))
     return updates, now
@@ -197,13 +199,17 @@ def render_plan(d: dict, lang: str = "en") -> str:
     frac = min(1.0, total / avail) if avail else 0.0
     cls = "ok" if fits else "over" if fits is False else "unknown"
     label = f"{total:.2f} GiB" + (f" / {avail:.1f} GiB" if avail else "")
-    rows = [f'<div class="plan-row"><span>GPU {i}: {html.escape(label)}</span><div class="plan-bar">'
-            f'<div class="{cls}" style="width:{frac * 100:.0f}%"></div></div></div>' for i in range(min(n_gpus, 8))]
+    rows = [
+        f'<div class="plan-row"><span>GPU {i}: {html.escape(label)}</span><div class="plan-bar">'
+        f'<div class="{cls}" style="width:{frac * 100:.0f}%"></div></div></div>'
+        for i in range(min(n_gpus, 8))
+    ]
     parts = [f'<div class="plan" id="plan-verdict"><b class="{cls}">{html.escape(verdict)}</b>', *rows]
     comps = d.get("components") or {}
     if comps:
-        items = ", ".join(f"{k.replace('_', ' ')} {v / 2**20:.0f} MiB" for k, v in comps.items()
-                          if isinstance(v, (int, float)) and v)
+        items = ", ".join(
+            f"{k.replace('_', ' ')} {v / 2**20:.0f} MiB" for k, v in comps.items() if isinstance(v, (int, float)) and v
+        )
         parts.append(f"<small>{html.escape(items)} (peak in {html.escape(str(d.get('peak_phase', '')))})</small>")
     for note in d.get("notes") or []:
         parts.append(f"<small>• {html.escape(str(note))}</small>")
@@ -245,8 +251,13 @@ def picker_choices() -> dict[str, list]:
         gpus = [str(g.index) for g in hardware.detect().gpus]
     except Exception:  # detection must never break the page
         gpus = []
-    return {"model.name_or_path": backend.local_models(), "data.datasets": backend.registered_datasets(),
-            "data.template": forms.TEMPLATES, "launch.gpus": gpus, "method.lora.targets": ["all", *arch]}
+    return {
+        "model.name_or_path": backend.local_models(),
+        "data.datasets": backend.registered_datasets(),
+        "data.template": forms.TEMPLATES,
+        "launch.gpus": gpus,
+        "method.lora.targets": ["all", *arch],
+    }
 
 
 def build(ctx: Any) -> None:
@@ -262,30 +273,46 @@ def build(ctx: Any) -> None:
         with gr.Column(scale=2, min_width=320, elem_id="train-actions"):
             problems = gr.Markdown(elem_id="spec-problems")
             with gr.Row():
-                start = texts.add(gr.Button(t("start", lang), variant="primary", interactive=False,
-                                            elem_id="start-btn"), "start", "value")
+                start = texts.add(
+                    gr.Button(t("start", lang), variant="primary", interactive=False, elem_id="start-btn"),
+                    "start",
+                    "value",
+                )
                 stop = texts.add(gr.Button(t("stop", lang), variant="stop", elem_id="stop-btn"), "stop", "value")
             action_msg = gr.Markdown(elem_id="action-msg")
             with gr.Accordion(t("plan", lang), open=True) as plan_acc:
                 texts.add(plan_acc, "plan")
-                gpu_mem = texts.add(gr.Number(value=None, label=t("plan_gpu_mem", lang), minimum=0,
-                                              maximum=4096, step=1, elem_id="plan-gpu-mem"), "plan_gpu_mem")
+                gpu_mem = texts.add(
+                    gr.Number(
+                        value=None,
+                        label=t("plan_gpu_mem", lang),
+                        minimum=0,
+                        maximum=4096,
+                        step=1,
+                        elem_id="plan-gpu-mem",
+                    ),
+                    "plan_gpu_mem",
+                )
                 plan_out = gr.HTML(elem_id="plan-panel")
-                fit_btn = texts.add(gr.Button(t("autofit", lang), size="sm", elem_id="autofit-btn"), "autofit",
-                                    "value")
+                fit_btn = texts.add(
+                    gr.Button(t("autofit", lang), size="sm", elem_id="autofit-btn"), "autofit", "value"
+                )
                 fit_msg = gr.Markdown()
             with gr.Accordion(t("presets", lang), open=False) as preset_acc:
                 texts.add(preset_acc, "presets")
                 preset_name = texts.add(gr.Textbox(label=t("preset_name", lang), max_lines=1), "preset_name")
                 with gr.Row():
                     save_btn = texts.add(gr.Button(t("preset_save", lang), size="sm"), "preset_save", "value")
-                    preset_pick = texts.add(gr.Dropdown(choices=list_presets(), label=t("preset_load", lang),
-                                                        allow_custom_value=False), "preset_load")
+                    preset_pick = texts.add(
+                        gr.Dropdown(choices=list_presets(), label=t("preset_load", lang), allow_custom_value=False),
+                        "preset_load",
+                    )
                 preset_msg = gr.Markdown()
             with gr.Accordion(t("preview", lang), open=False) as prev_acc:
                 texts.add(prev_acc, "preview")
-                prev_btn = texts.add(gr.Button(t("preview", lang), size="sm", elem_id="preview-btn"), "preview",
-                                     "value")
+                prev_btn = texts.add(
+                    gr.Button(t("preview", lang), size="sm", elem_id="preview-btn"), "preview", "value"
+                )
                 prev_out = gr.Code(label=t("preview_out", lang), language="shell", elem_id="preview-out")
 
     fields = list(widgets.values())
@@ -294,8 +321,14 @@ def build(ctx: Any) -> None:
     ctx.start_btn = start
 
     validate_outputs = [*fields, problems, start, flagged]
-    gr.on([w.change for w in fields] + [ctx.lang.change], validate_form, inputs=[*fields, flagged, ctx.lang],
-          outputs=validate_outputs, show_progress="hidden", queue=False)
+    gr.on(
+        [w.change for w in fields] + [ctx.lang.change],
+        validate_form,
+        inputs=[*fields, flagged, ctx.lang],
+        outputs=validate_outputs,
+        show_progress="hidden",
+        queue=False,
+    )
     ctx.on_load.append((validate_form, [*fields, flagged, ctx.lang], validate_outputs))
 
     def _start(*args):
@@ -308,22 +341,44 @@ def build(ctx: Any) -> None:
     start.click(_start, [*fields, ctx.lang], [action_msg, ctx.run_picker])
     stop.click(stop_run, [ctx.run_picker, ctx.lang], [action_msg])
 
-    widgets["model.name_or_path"].change(_on_model, [widgets["model.name_or_path"], widgets["data.template"]],
-                                         [widgets["data.template"], template_hint], queue=False)
+    widgets["model.name_or_path"].change(
+        _on_model,
+        [widgets["model.name_or_path"], widgets["data.template"]],
+        [widgets["data.template"], template_hint],
+        queue=False,
+    )
     plan_inputs = [*fields, gpu_mem, ctx.lang]
-    gr.on([start.click, gpu_mem.change, plan_acc.expand, ctx.lang.change, *(widgets[p].change for p in _PLAN_PATHS)],
-          lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]), plan_inputs, [plan_out], show_progress="hidden")
+    gr.on(
+        [start.click, gpu_mem.change, plan_acc.expand, ctx.lang.change, *(widgets[p].change for p in _PLAN_PATHS)],
+        lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]),
+        plan_inputs,
+        [plan_out],
+        show_progress="hidden",
+    )
     ctx.on_load.append((lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]), plan_inputs, [plan_out]))
     fit_btn.click(lambda *a: _apply(autofit(to_values(a[:-1]), a[-1])), [*fields, gpu_mem], [*fields, fit_msg])
     prev_btn.click(lambda *a: preview(to_values(a)), fields, [prev_out])
-    save_btn.click(lambda name, *a: (save_preset(name, to_values(a)), gr.update(choices=list_presets())),
-                   [preset_name, *fields], [preset_msg, preset_pick])
+    save_btn.click(
+        lambda name, *a: (save_preset(name, to_values(a)), gr.update(choices=list_presets())),
+        [preset_name, *fields],
+        [preset_msg, preset_pick],
+    )
     preset_pick.input(lambda name: _apply(load_preset(name)), [preset_pick], [*fields, preset_msg])
 
 
-_PLAN_PATHS = ["model.name_or_path", "method.finetuning", "method.lora.rank", "method.quantization.bits",
-               "data.cutoff_len", "train.per_device_batch_size", "train.precision", "train.gradient_checkpointing",
-               "launch.backend", "launch.num_processes", "launch.deepspeed.zero_stage"]
+_PLAN_PATHS = [
+    "model.name_or_path",
+    "method.finetuning",
+    "method.lora.rank",
+    "method.quantization.bits",
+    "data.cutoff_len",
+    "train.per_device_batch_size",
+    "train.precision",
+    "train.gradient_checkpointing",
+    "launch.backend",
+    "launch.num_processes",
+    "launch.deepspeed.zero_stage",
+]
 
 
 def _on_model(model: str, current_template: str) -> tuple[Any, str]:

@@ -19,8 +19,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -38,7 +47,12 @@ class Server:
         with open(self.log, "wb") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "engine.cli", "webui", "--port", str(self.port), *(extra_args or [])],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def wait_up(self, timeout: float = 180) -> float:
         t0 = time.time()
@@ -84,8 +98,10 @@ def server(tmp_path_factory):
 
 def _stop_runs(home: Path) -> None:
     env = {**os.environ, "STUDIO_HOME": str(home)}
-    code = ("from engine import runs\nfor r in runs.list_runs():\n    if r.status in runs.ACTIVE:\n"
-            "        runs.stop(r.id, grace_s=5)\n")
+    code = (
+        "from engine import runs\nfor r in runs.list_runs():\n    if r.status in runs.ACTIVE:\n"
+        "        runs.stop(r.id, grace_s=5)\n"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, timeout=60, check=False)
 
 

@@ -16,9 +16,16 @@ pytestmark = pytest.mark.slow
 
 def test_public_host_without_auth_is_refused(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "STUDIO_AUTH"}
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "webui", "--host", "0.0.0.0", "--no-demo"],
-                          cwd=Path(__file__).resolve().parents[2], env={**env, "STUDIO_HOME": str(tmp_path)}, capture_output=True, text=True,
-                          timeout=60, check=False)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "webui", "--host", "0.0.0.0", "--no-demo"],
+        cwd=root,
+        env={**env, "STUDIO_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode != 0 and "--auth USER:PASS" in proc.stderr and "STUDIO_AUTH" in proc.stderr
 
 

@@ -36,8 +36,7 @@ def test_preview_and_plan(page, shots):
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
     page.get_by_text("Preview command").first.click()
     page.click("#preview-btn")
-    page.wait_for_function("document.querySelector('#preview-out').innerText.includes('engine.train')",
-                           timeout=30_000)
+    page.wait_for_function("document.querySelector('#preview-out').innerText.includes('engine.train')", timeout=30_000)
     page.wait_for_function("document.querySelector('#plan-panel').innerText.length > 3", timeout=30_000)
     page.screenshot(path=str(shots / "train-preview-plan.png"))
 
@@ -51,8 +50,9 @@ def test_datasets_upload_register_and_sample(page, shots, server, fits_width, tm
     page.wait_for_function("document.querySelector('#ds-upload-msg').innerText.includes('stored')", timeout=30_000)
     page.fill("#ds-name input", "my_upload")
     page.click("#ds-register")
-    page.wait_for_function("document.querySelector('#ds-register-msg').innerText.includes('registered')",
-                           timeout=30_000)
+    page.wait_for_function(
+        "document.querySelector('#ds-register-msg').innerText.includes('registered')", timeout=30_000
+    )
     assert (server.home / "uploads" / "my_data.jsonl").is_file()
     assert "my_upload" in json.loads((server.home / "data" / "dataset_info.json").read_text())
     page.wait_for_selector("#ds-sample .tok-prompt", timeout=30_000)
@@ -67,8 +67,11 @@ def test_runs_doctor_chat_tabs_render(page, shots, fits_width):
     assert fits_width(page)
     _tab(page, "Doctor")
     page.click("#doctor-run")
-    page.wait_for_function("document.querySelector('#doctor-table').innerText.includes('PASS') || "
-                           "document.querySelector('#doctor-table').innerText.includes('WARN')", timeout=120_000)
+    page.wait_for_function(
+        "document.querySelector('#doctor-table').innerText.includes('PASS') || "
+        "document.querySelector('#doctor-table').innerText.includes('WARN')",
+        timeout=120_000,
+    )
     page.screenshot(path=str(shots / "doctor.png"))
     _tab(page, "Chat")
     page.click("#chat-load")

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow  # a real server and browser
 def _loss_points(page) -> int:
     """Points drawn on the loss plot: vertices of the train line (Vega SVG path 'M..L..L..')."""
     return page.evaluate("""() => { const ps = document.querySelectorAll('#plot-loss g.mark-line path');
-        let n = 0; for (const p of ps) { const d = p.getAttribute('d') || ''; n = Math.max(n, (d.match(/[ML]/g)||[]).length); }
+        let n = 0;
+        for (const p of ps) { n = Math.max(n, ((p.getAttribute('d') || '').match(/[ML]/g) || []).length); }
         return n; }""")
 
 

@@ -18,7 +18,9 @@ def _demo_values(demo_paths) -> dict:
 def test_every_leaf_field_has_metadata_and_a_path():
     paths = [f.path for f in forms.FIELDS]
     assert len(paths) == len(set(paths))
-    assert {"model.name_or_path", "method.lora.rank", "train.learning_rate", "launch.deepspeed.zero_stage"} <= set(paths)
+    assert {"model.name_or_path", "method.lora.rank", "train.learning_rate", "launch.deepspeed.zero_stage"} <= set(
+        paths
+    )
     lr = forms.BY_PATH["train.learning_rate"]
     assert lr.kind == "float" and lr.step == 1e-6 and lr.maximum == 1.0 and lr.label_zh == "学习率"
     assert forms.BY_PATH["launch.backend"].choices == ["single", "ddp", "fsdp", "deepspeed"]

@@ -13,9 +13,20 @@ def _write_run(run_dir, steps=3):
     path = run_dir / "events.jsonl"
     events.append_event(path, "run_started", 0, total_steps=steps)
     for s in range(1, steps + 1):
-        events.append_event(path, "log", s, loss=3.0 / s, learning_rate=1e-3, grad_norm=1.0, epoch=s / 10,
-                            tokens_seen=100 * s, tokens_per_second=50.0, eta_seconds=steps - s, progress=s / steps,
-                            memory={"0": {"rss_mib": 100 + s}})
+        events.append_event(
+            path,
+            "log",
+            s,
+            loss=3.0 / s,
+            learning_rate=1e-3,
+            grad_norm=1.0,
+            epoch=s / 10,
+            tokens_seen=100 * s,
+            tokens_per_second=50.0,
+            eta_seconds=steps - s,
+            progress=s / steps,
+            memory={"0": {"rss_mib": 100 + s}},
+        )
     return path
 
 
@@ -51,9 +62,15 @@ def test_frames_by_axis_smoothing_and_log_scale(tmp_path):
 
 def test_gpu_samples_from_metrics(tmp_path):
     _write_run(tmp_path, 1)
-    (tmp_path / "metrics.jsonl").write_text(json.dumps(
-        {"ts": 1.0, "gpus": [{"index": 0, "memory_used_mib": 500, "memory_total_mib": 8000, "utilization_pct": 40}]})
-        + "\n")
+    (tmp_path / "metrics.jsonl").write_text(
+        json.dumps(
+            {
+                "ts": 1.0,
+                "gpus": [{"index": 0, "memory_used_mib": 500, "memory_total_mib": 8000, "utilization_pct": 40}],
+            }
+        )
+        + "\n"
+    )
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
     mem, util, _ = monitor.gpu_frames(view)
@@ -79,8 +96,10 @@ def test_failed_run_shows_cause_and_tick_skips_when_idle(tmp_path):
 
 def test_cpu_only_samples_show_ram_and_load_with_the_reason(tmp_path):
     _write_run(tmp_path, 1)
-    lines = [{"ts": 1.0, "gpus": [], "rss_mib": 120.0, "cpu_pct": 90.0, "gpu_note": "GPU metrics off: no NVML"},
-             {"ts": 2.0, "gpus": [], "rss_mib": 130.0, "cpu_pct": 95.0}]
+    lines = [
+        {"ts": 1.0, "gpus": [], "rss_mib": 120.0, "cpu_pct": 90.0, "gpu_note": "GPU metrics off: no NVML"},
+        {"ts": 2.0, "gpus": [], "rss_mib": 130.0, "cpu_pct": 95.0},
+    ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)

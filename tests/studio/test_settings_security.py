@@ -50,11 +50,15 @@ def test_cli_refuses_public_host_without_auth(capsys, monkeypatch):
 
 
 def test_importing_the_app_loads_no_heavy_library():
-    code = ("import sys, studio.app, studio.tabs.train, studio.tabs.dashboard, studio.tabs.runs, studio.tabs.data, "
-            "studio.tabs.export, studio.tabs.chat, studio.tabs.doctor\n"
-            "heavy = [m for m in ('torch', 'transformers', 'peft', 'datasets', 'deepspeed', 'bitsandbytes') "
-            "if m in sys.modules]\nprint(heavy)\nassert not heavy, heavy\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    code = (
+        "import sys, studio.app, studio.tabs.train, studio.tabs.dashboard, studio.tabs.runs, studio.tabs.data, "
+        "studio.tabs.export, studio.tabs.chat, studio.tabs.doctor\n"
+        "heavy = [m for m in ('torch', 'transformers', 'peft', 'datasets', 'deepspeed', 'bitsandbytes') "
+        "if m in sys.modules]\nprint(heavy)\nassert not heavy, heavy\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
