@@ -47,6 +47,20 @@ class Ctx:
             out.append((label, str(r.id)))
         return out
 
+    @staticmethod
+    def default_run() -> str | None:
+        """What a (re)opened page shows: a running run, else the newest one."""
+        listed = backend.list_runs()
+        running = [r for r in listed if getattr(r, "status", "") == "running"]
+        chosen = (running or listed or [None])[0]
+        return str(chosen.id) if chosen is not None else None
+
+    def refresh_run_picker(self, current: str | None = None):
+        """Fresh choices (runs started elsewhere appear); keep the user's pick, else the default run."""
+        choices = self.run_choices()
+        keep = current if current and any(v == current for _, v in choices) else self.default_run()
+        return gr.update(choices=choices, value=keep)
+
 
 OTHER_TABS = ("runs", "data", "export", "chat", "doctor")
 
@@ -104,6 +118,10 @@ def build_app(lang: str = "en") -> gr.Blocks:
         )
         for fn, inputs, outputs in ctx.on_load:
             app.load(fn, inputs, outputs, queue=False)
+        # A reload or a second tab re-attaches to the run that is going on (or the newest), and opening the picker
+        # lists runs started meanwhile by the CLI or another tab.
+        app.load(ctx.refresh_run_picker, None, [ctx.run_picker], queue=False)
+        ctx.run_picker.focus(ctx.refresh_run_picker, [ctx.run_picker], [ctx.run_picker], queue=False)
     return app
 
 

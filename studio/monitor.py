@@ -18,6 +18,14 @@ import pandas as pd
 from engine import events as events_mod
 from studio.i18n import STRINGS, t
 
+def plot_frame(rows: list[dict], columns: list[str], text: tuple[str, ...] = ("series",)) -> pd.DataFrame:
+    """A frame for gr.LinePlot / gr.BarPlot with explicit dtypes: numbers float64, labels str. An empty frame
+    built from a column list is all object dtype, which gradio sends as a *nominal* axis; the browser keeps that
+    axis type for later updates, so every curve drawn after an empty first tick would come out categorical."""
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.astype({c: ("str" if c in text else "float64") for c in columns})
+
+
 MAX_POINTS = 5000  # per series; older points are thinned so a long run stays cheap to draw
 
 
@@ -124,7 +132,7 @@ def loss_frame(view: dict, axis: str = "step", smoothing: float = 0.6, log_scale
         x = _x(r, axis) if axis == "step" else _nearest_x(view, r.get("step"), axis)
         if x is not None and isinstance(y, (int, float)) and math.isfinite(y):
             rows.append({"x": x, "value": y, "series": "eval"})
-    frame = pd.DataFrame(rows, columns=["x", "value", "series"])
+    frame = plot_frame(rows, ["x", "value", "series"])
     if log_scale and not frame.empty:
         frame = frame[frame["value"] > 0].assign(value=lambda f: f["value"].map(math.log10))
     return frame
@@ -142,7 +150,7 @@ def series_frame(view: dict, key: str, axis: str = "step") -> pd.DataFrame:
     rows = [
         r for r in rows if r["x"] is not None and isinstance(r["value"], (int, float)) and math.isfinite(r["value"])
     ]
-    return pd.DataFrame(rows, columns=["x", "value"])
+    return plot_frame(rows, ["x", "value"])
 
 
 def gpu_frames(view: dict) -> tuple[pd.DataFrame, pd.DataFrame, str]:
@@ -152,8 +160,9 @@ def gpu_frames(view: dict) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     and CPU load instead, and the note says why GPU metrics are missing; with no samples at all, the trainer's own
     per-rank memory from the log events."""
     mem_rows, util_rows, note = [], [], ""
-    t0 = (view.get("started") or {}).get("ts") or 0
     samples = view.get("metrics", [])
+    # Seconds since the run's first sample: sampling starts with the process, before run_started (data, loading).
+    t0 = (samples[0].get("ts") if samples else None) or (view.get("started") or {}).get("ts") or 0
     has_gpu = any(sample.get("gpus") for sample in samples)
     for sample in samples:
         ts = (sample.get("ts") or 0) - t0
@@ -186,8 +195,8 @@ def gpu_frames(view: dict) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     elif not has_gpu:
         note = (note or "GPU metrics unavailable") + " (showing the run's CPU RAM and load)"
     return (
-        pd.DataFrame(mem_rows, columns=["t", "MiB", "series"]),
-        pd.DataFrame(util_rows, columns=["t", "percent", "series"]),
+        plot_frame(mem_rows, ["t", "MiB", "series"]),
+        plot_frame(util_rows, ["t", "percent", "series"]),
         note,
     )
 

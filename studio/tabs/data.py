@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from engine import workspace
-from studio import backend
+from studio import backend, monitor
 from studio.i18n import t
 
 MAX_UPLOAD_BYTES = 200 * 2**20
@@ -158,7 +158,9 @@ def lengths(
     reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
     rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
     if not rows or not model or not (Path(model) / "tokenizer.json").is_file():
-        return pd.DataFrame(columns=["tokens", "rows"]), "needs a local model folder with tokenizer.json"
+        return monitor.plot_frame([], ["tokens", "rows", "side"], text=("side",)), (
+            "needs a local model folder with tokenizer.json"
+        )
     counts = tpl.token_lengths(template or "auto", model, rows)
     cutoff = int(cutoff or 0)
     top = max(max(counts), cutoff)
@@ -166,11 +168,10 @@ def lengths(
     bins: dict[int, int] = {}
     for c in counts:
         bins[(c // width) * width] = bins.get((c // width) * width, 0) + 1
-    frame = pd.DataFrame(
-        [
-            {"tokens": k, "rows": v, "side": "over cutoff" if k + width > cutoff else "kept"}
-            for k, v in sorted(bins.items())
-        ]
+    frame = monitor.plot_frame(
+        [{"tokens": k, "rows": v, "side": "over cutoff" if k + width > cutoff else "kept"} for k, v in sorted(bins.items())],
+        ["tokens", "rows", "side"],
+        text=("side",),
     )
     over = sum(c > cutoff for c in counts)
     note = (

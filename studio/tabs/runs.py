@@ -67,7 +67,7 @@ def overlay(run_ids: list[str], axis: str = "step") -> pd.DataFrame:
         ev = f[f["series"] == "eval"]
         if not ev.empty:
             frames.append(ev.assign(series=f"{rid} eval"))
-    return pd.concat(frames) if frames else pd.DataFrame(columns=["x", "value", "series"])
+    return pd.concat(frames) if frames else monitor.plot_frame([], ["x", "value", "series"])
 
 
 def spec_diff(run_ids: list[str]) -> pd.DataFrame:

@@ -106,3 +106,16 @@ def test_cpu_only_samples_show_ram_and_load_with_the_reason(tmp_path):
     mem, util, note = monitor.gpu_frames(view)
     assert list(mem["MiB"]) == [120.0, 130.0] and list(util["percent"]) == [90.0, 95.0]
     assert "no NVML" in note
+
+
+def test_plot_frames_are_numeric_even_when_empty():
+    """gradio sends an object-dtype column as a nominal axis and the browser keeps that type: an empty first tick
+    made every later curve categorical. Frames for plots always carry float columns."""
+    from studio import monitor
+
+    view = monitor.new_view(None, None)
+    frames = [monitor.loss_frame(view), monitor.series_frame(view, "learning_rate"), *monitor.gpu_frames(view)[:2]]
+    for frame in frames:
+        assert frame.empty
+        numeric = [c for c in frame.columns if c != "series"]
+        assert all(str(frame[c].dtype) == "float64" for c in numeric), frame.dtypes
