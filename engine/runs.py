@@ -343,11 +343,12 @@ def list_runs(status: str | tuple[str, ...] | None = None, *, refresh_status: bo
     conn = _connect()
     try:
         if status is None:
-            rows = conn.execute("SELECT * FROM runs ORDER BY id DESC").fetchall()
+            rows = conn.execute("SELECT * FROM runs ORDER BY created DESC, id DESC").fetchall()
         else:
             wanted = (status,) if isinstance(status, str) else tuple(status)
             rows = conn.execute(
-                f"SELECT * FROM runs WHERE status IN ({', '.join('?' * len(wanted))}) ORDER BY id DESC", wanted
+                f"SELECT * FROM runs WHERE status IN ({', '.join('?' * len(wanted))}) ORDER BY created DESC, id DESC",
+                wanted,
             ).fetchall()
     finally:
         conn.close()

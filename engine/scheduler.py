@@ -118,7 +118,10 @@ def schedule() -> list[str]:
     started: list[str] = []
     while True:
         with runs.transaction() as conn:
-            rows = conn.execute("SELECT * FROM runs WHERE status IN ('running', 'queued') ORDER BY id").fetchall()
+            # Submission order: ids share their second, so their random suffix must not decide.
+            rows = conn.execute(
+                "SELECT * FROM runs WHERE status IN ('running', 'queued') ORDER BY created, id"
+            ).fetchall()
             recs = [runs._row_to_record(r) for r in rows]
             running = [(not r.gpus, r.gpus) for r in recs if r.status == "running"]
             queued, impossible = [], {}

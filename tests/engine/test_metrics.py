@@ -31,13 +31,17 @@ def test_samples_cpu_and_rss_of_descendants_and_says_once_why_no_gpu(tmp_path, m
         "import subprocess,sys; subprocess.Popen([sys.executable,'-c','x=bytearray(50*2**20)\\nwhile 1: pass']);"
         "\nwhile 1: pass"
     )
-    child = subprocess.Popen([sys.executable, "-c", code])
+    # The sampled root stands for the run's wrapper: a process of its own, so that other children of the test
+    # session (servers and browsers of session fixtures) are not counted.
+    root = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess,sys; subprocess.Popen([sys.executable,'-c',{code!r}]).wait()"]
+    )
     try:
-        samples = _run_sampler(tmp_path, psutil.Process().pid, 1.5)
+        samples = _run_sampler(tmp_path, root.pid, 1.5)
     finally:
-        for p in psutil.Process(child.pid).children(recursive=True) + [psutil.Process(child.pid)]:
+        for p in psutil.Process(root.pid).children(recursive=True) + [psutil.Process(root.pid)]:
             p.kill()
-        child.wait()
+        root.wait()
     assert len(samples) >= 8
     last = samples[-1]
     assert len(last["processes"]) == 2 and last["gpus"] == []
