@@ -10,9 +10,9 @@ DPOTrainer, which tokenises them itself; collator None).
 
 Packing puts several samples into each row, up to the cutoff length (best-fit decreasing), so a step carries
 many short samples instead of a few padded ones. Rows keep position_ids that restart per sample and the first
-label of every sample is -100 (never predicted from the previous sample's last token). The collator joins a
-batch's rows into one padding-free sequence; transformers builds a block-diagonal mask from the position_ids for
-sdpa/flash attention, so no token attends across samples (tests/engine/test_data.py proves equal per-sample
+label of every sample is -100 (never predicted from the previous sample's last token). The collator stacks a
+batch's rows without an attention mask; transformers builds a block-diagonal mask per row from the position_ids
+for sdpa/flash attention, so no token attends across samples (tests/engine/test_data.py proves equal per-sample
 logits and loss).
 """
 
@@ -233,7 +233,7 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
         lengths = [len(x) for x in dataset["input_ids"]]
         stats["total_tokens"] = int(sum(lengths))
         stats["trainable_tokens"] = int(sum(sum(1 for t in lab if t != IGNORE) for lab in dataset["labels"]))
-        collator = packing_collator() if d.packing else PadCollator(_pad_id(tokenizer))
+        collator = packing_collator(_pad_id(tokenizer)) if d.packing else PadCollator(_pad_id(tokenizer))
         if d.packing:
             stats["num_samples"] = len(dataset)
             dataset = pack_rows(dataset, d.cutoff_len)
@@ -288,39 +288,42 @@ def pack_rows(dataset, capacity: int):
 
 
 class PackingCollator:
-    """Padding-free batches: the rows of a batch joined into one sequence, position_ids restarting per sample.
+    """Batches of packed rows: one batch row per packed row, position_ids restarting per sample, no attention mask.
 
-    Rows from ``pack_rows`` carry their own position_ids and boundary labels; a plain sample gets them here. No
-    attention_mask, so transformers derives the block-diagonal mask from position_ids. It does so only without a
-    KV cache; a Llama forward creates one whenever use_cache is on (the config default), and then samples silently
-    attend across each other. So every batch carries ``use_cache=False`` into the model's forward.
+    Rows from ``pack_rows`` carry their own position_ids and boundary labels; a plain sample gets them here. Rows
+    are not joined into one long sequence: attention costs the square of a row's length, so B rows of L tokens
+    cost B*L^2, not (B*L)^2. A shorter row is topped up with pad tokens forming a block of their own (labels -100,
+    position_ids from 0), so no real token attends to them. There is no attention_mask: transformers derives the
+    block-diagonal mask of every row from position_ids. It does so only without a KV cache; a Llama forward creates
+    one whenever use_cache is on (the config default), and then samples silently attend across each other. So
+    every batch carries ``use_cache=False`` into the model's forward.
     """
+
+    def __init__(self, pad_id: int = 0):
+        self.pad_id = pad_id
 
     def __call__(self, features: list[dict]) -> dict:
         import torch
 
-        ids: list[int] = []
-        labels: list[int] = []
-        pos: list[int] = []
-        for f in features:
+        width = max(len(f["input_ids"]) for f in features)
+        ids = torch.full((len(features), width), self.pad_id, dtype=torch.long)
+        labels = torch.full((len(features), width), IGNORE, dtype=torch.long)
+        pos = torch.zeros((len(features), width), dtype=torch.long)
+        for i, f in enumerate(features):
             n = len(f["input_ids"])
-            ids += f["input_ids"]
+            ids[i, :n] = torch.tensor(f["input_ids"])
             if "position_ids" in f:
-                labels += f["labels"]
-                pos += f["position_ids"]
+                labels[i, :n] = torch.tensor(f["labels"])
+                pos[i, :n] = torch.tensor(f["position_ids"])
             else:
-                labels += [IGNORE] + list(f["labels"][1:])
-                pos += range(n)
-        return {
-            "input_ids": torch.tensor([ids]),
-            "labels": torch.tensor([labels]),
-            "position_ids": torch.tensor([pos]),
-            "use_cache": False,
-        }
+                labels[i, 1:n] = torch.tensor(f["labels"][1:])
+                pos[i, :n] = torch.arange(n)
+            pos[i, n:] = torch.arange(width - n)
+        return {"input_ids": ids, "labels": labels, "position_ids": pos, "use_cache": False}
 
 
-def packing_collator() -> PackingCollator:
-    return PackingCollator()
+def packing_collator(pad_id: int = 0) -> PackingCollator:
+    return PackingCollator(pad_id)
 
 
 def _pad_id(tokenizer) -> int:

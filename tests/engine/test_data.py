@@ -124,30 +124,31 @@ def test_packed_batch_equals_samples_run_separately(demo_paths, tok):
     import torch
     from transformers import AutoModelForCausalLM
 
-    data = build(make_spec(demo_paths, max_samples=6, cutoff_len=128, packing=True), tok)
-    rows = [data.train_dataset[i] for i in range(len(data.train_dataset))][:2]
+    data = build(make_spec(demo_paths, max_samples=8, cutoff_len=128, packing=True), tok)
+    rows = [data.train_dataset[i] for i in range(len(data.train_dataset))][-2:]  # the last rows are the shortest
+    assert len(rows[0]["input_ids"]) != len(rows[1]["input_ids"])  # so one of them is topped up with padding
     batch = data.data_collator(rows)
-    assert batch["input_ids"].shape[0] == 1 and "position_ids" in batch and "attention_mask" not in batch
+    assert batch["input_ids"].shape[0] == 2 and "position_ids" in batch and "attention_mask" not in batch
     assert batch["use_cache"] is False  # with a KV cache transformers ignores the packed position_ids
-    samples = [seg for r in rows for seg in _segments(r)]
+    samples = [(i, seg) for i, r in enumerate(rows) for seg in _segments(r)]
     assert len(samples) > len(rows)  # rows really hold several samples
     model = AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"], attn_implementation="sdpa").eval()
     with torch.no_grad():
-        packed = model(**{k: v for k, v in batch.items() if k != "labels"}).logits[0]
-        start = 0
-        for ids, _ in samples:
+        packed = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+        starts = [0, 0]
+        for row, (ids, _) in samples:
             n = len(ids)
             alone = model(input_ids=torch.tensor([ids])).logits[0]
-            torch.testing.assert_close(packed[start : start + n], alone, atol=1e-4, rtol=1e-4)
-            start += n
+            torch.testing.assert_close(packed[row, starts[row] : starts[row] + n], alone, atol=1e-4, rtol=1e-4)
+            starts[row] += n
         # and the packed loss is the mean over the same trained tokens as the separate runs
         loss = model(**batch).loss
         total = sum(
             model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss
             * (sum(1 for t in labels[1:] if t != -100))
-            for ids, labels in samples
+            for _, (ids, labels) in samples
         )
-        count = sum(sum(1 for t in labels[1:] if t != -100) for _, labels in samples)
+        count = sum(sum(1 for t in labels[1:] if t != -100) for _, (_, labels) in samples)
     torch.testing.assert_close(loss, total / count, atol=1e-4, rtol=1e-4)
 
 
