@@ -7,17 +7,16 @@ Light: argparse, engine.runs / events / spec; never torch. ``cli(argv)`` takes t
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import yaml
 
 from engine import events, runs
-from engine.spec import SpecError, parse_spec, resolve_dataset_dir
+from engine import record as fingerprints
+from engine.spec import SpecError, parse_spec
 
 
 def _fmt_time(ts: float | None) -> str:
@@ -238,42 +237,9 @@ def replay_differences(rdir: Path, spec_data: dict) -> list[str]:
         record = json.loads((rdir / "record.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return ["no record.json (the run never got as far as training): replaying from spec.yaml only"]
-    out = []
-    for pkg, was in (record.get("versions") or {}).items():
-        try:
-            now = version(pkg)
-        except PackageNotFoundError:
-            now = None
-        if now != was:
-            out.append(f"{pkg} was {was}, now {now}")
+    out = fingerprints.version_differences(record)
     try:
         spec = parse_spec(spec_data)
     except SpecError as exc:
         return [*out, f"the spec no longer validates: {exc}"]
-    ddir = resolve_dataset_dir(spec)
-    try:
-        info = json.loads((ddir / "dataset_info.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        info = {}
-    for name, was in (record.get("dataset_hashes") or {}).items():
-        entry = info.get(name) or {}
-        path = ddir / entry.get("file_name", "") if entry.get("file_name") else None
-        now = hash_path(path) if path and path.exists() else None
-        if now != was:
-            out.append(f"dataset {name} changed (hash {str(was)[:12]} -> {str(now)[:12]})")
-    tok_files = sorted(Path(spec.model.name_or_path).glob("tokenizer*"))
-    tok = hashlib.sha256(b"".join(f.read_bytes() for f in tok_files)).hexdigest() if tok_files else None
-    if record.get("tokenizer_hash") != tok:
-        out.append("the model's tokenizer files changed")
-    return out
-
-
-def hash_path(path: Path) -> str:
-    """sha256 of a file, or of a folder's files in name order (as engine.train records them)."""
-    h = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for f in files:
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
+    return out + fingerprints.file_differences(record, spec)

@@ -322,35 +322,13 @@ def save_final(spec: RunSpec, trainer, tokenizer, out: Path) -> Path:
 
 def write_record(spec: RunSpec, run_dir: Path, tokenizer, device: str, precision: str) -> None:
     """The replayable record: versions, hardware, dataset and tokenizer hashes, seed, command."""
-    from engine.spec import resolve_dataset_dir
-
-    versions = {}
-    for pkg in ("torch", "transformers", "peft", "accelerate", "datasets", "trl", "deepspeed", "bitsandbytes"):
-        try:
-            from importlib.metadata import version
-
-            versions[pkg] = version(pkg)
-        except Exception:
-            versions[pkg] = None
-    ddir = resolve_dataset_dir(spec)
-    hashes = {}
-    try:
-        info = json.loads((ddir / "dataset_info.json").read_text())
-        for name in spec.data.datasets:
-            entry = info.get(name, {})
-            f = ddir / entry.get("file_name", "")
-            hashes[name] = _hash_path(f) if f.exists() and entry.get("file_name") else None
-    except (OSError, ValueError):
-        pass
-    tok_files = (
-        sorted(Path(spec.model.name_or_path).glob("tokenizer*")) if Path(spec.model.name_or_path).is_dir() else []
-    )
-    tok_hash = hashlib.sha256(b"".join(f.read_bytes() for f in tok_files)).hexdigest() if tok_files else None
     import torch
+
+    from engine import record as fingerprints
 
     record = {
         "spec_file": "spec.yaml",
-        "versions": versions,
+        "versions": fingerprints.package_versions(),
         "python": platform.python_version(),
         "hardware": {
             "device": device,
@@ -361,8 +339,8 @@ def write_record(spec: RunSpec, run_dir: Path, tokenizer, device: str, precision
             else [],
             "platform": platform.platform(),
         },
-        "dataset_hashes": hashes,
-        "tokenizer_hash": tok_hash,
+        "dataset_hashes": fingerprints.dataset_hashes(spec),
+        "tokenizer_hash": fingerprints.tokenizer_hash(spec.model.name_or_path),
         "template": spec.data.template,
         "chat_template_hash": hashlib.sha256((getattr(tokenizer, "chat_template", None) or "").encode()).hexdigest(),
         "seed": spec.train.seed,
@@ -373,16 +351,6 @@ def write_record(spec: RunSpec, run_dir: Path, tokenizer, device: str, precision
     if launch.exists():
         record["launch"] = json.loads(launch.read_text())
     (run_dir / "record.json").write_text(json.dumps(record, indent=2))
-
-
-def _hash_path(path: Path) -> str:
-    h = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in files:
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
 
 
 def _planned_steps(spec: RunSpec, n: int, world: int) -> int:
