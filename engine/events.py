@@ -67,28 +67,35 @@ def append_event(path: str | Path, type_: str, step: int | None = None, /, **pay
     return event
 
 
-def read_events(path: str | Path, offset: int = 0) -> tuple[list[dict], int]:
-    """Events after byte ``offset`` and the new offset. Incomplete or corrupt lines are skipped safely."""
+def read_jsonl(path: str | Path, offset: int = 0) -> tuple[list[dict], int]:
+    """JSON objects on whole lines after byte ``offset``, and the new offset. A torn last line (a writer mid-append)
+    is left for the next read; a corrupt line in the middle (a crash) is skipped. Used for events and metrics."""
     try:
         with open(path, "rb") as fh:
             fh.seek(offset)
             data = fh.read()
-    except FileNotFoundError:
+    except OSError:
         return [], offset
-    events: list[dict] = []
     end = data.rfind(b"\n")
     if end < 0:
         return [], offset
+    out: list[dict] = []
     for raw in data[: end + 1].splitlines():
         if not raw.strip():
             continue
         try:
             obj = json.loads(raw)
         except ValueError:
-            continue  # a line torn by a crash in the middle of the file: skip it, keep the rest
-        if isinstance(obj, dict) and isinstance(obj.get("type"), str):
-            events.append(obj)
-    return events, offset + end + 1
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out, offset + end + 1
+
+
+def read_events(path: str | Path, offset: int = 0) -> tuple[list[dict], int]:
+    """Events after byte ``offset`` and the new offset (see ``read_jsonl``)."""
+    objs, new_offset = read_jsonl(path, offset)
+    return [o for o in objs if isinstance(o.get("type"), str)], new_offset
 
 
 def read_all(path: str | Path) -> list[dict]:

@@ -251,19 +251,4 @@ def sample_loop(
 
 def read_metrics(path: str | Path, offset: int = 0) -> tuple[list[dict], int]:
     """Samples after byte ``offset`` and the new offset (a torn last line waits for the next read)."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except FileNotFoundError:
-        return [], offset
-    end = data.rfind(b"\n")
-    if end < 0:
-        return [], offset
-    out = []
-    for raw in data[: end + 1].splitlines():
-        try:
-            out.append(json.loads(raw))
-        except ValueError:
-            continue
-    return out, offset + end + 1
+    return events.read_jsonl(path, offset)

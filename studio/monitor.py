@@ -7,7 +7,6 @@ second tab starts from a fresh state, so it re-reads from offset 0 and shows the
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import pandas as pd
 
 from engine import events as events_mod
 from studio.i18n import STRINGS, t
+
 
 def plot_frame(rows: list[dict], columns: list[str], text: tuple[str, ...] = ("series",)) -> pd.DataFrame:
     """A frame for gr.LinePlot / gr.BarPlot with explicit dtypes: numbers float64, labels str. An empty frame
@@ -64,7 +64,7 @@ def read_new(view: dict) -> bool:
             view["evals"].append({"step": ev.get("step"), "ts": ev.get("ts"), **payload})
         elif kind in events_mod.TERMINAL_TYPES:
             view["terminal"] = ev
-    samples, view["moffset"] = _read_jsonl(run_dir / "metrics.jsonl", view["moffset"])
+    samples, view["moffset"] = events_mod.read_jsonl(run_dir / "metrics.jsonl", view["moffset"])
     if samples:
         changed = True
         view["metrics"] += samples
@@ -74,28 +74,6 @@ def read_new(view: dict) -> bool:
     if changed:
         view["version"] += 1
     return changed
-
-
-def _read_jsonl(path: Path, offset: int) -> tuple[list[dict], int]:
-    """Whole lines only from ``offset``; a torn last line waits for the next read."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            chunk = fh.read()
-    except OSError:
-        return [], offset
-    end = chunk.rfind(b"\n")
-    if end < 0:
-        return [], offset
-    out = []
-    for line in chunk[: end + 1].splitlines():
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(item, dict):
-            out.append(item)
-    return out, offset + end + 1
 
 
 # ----------------------------------------------------------------------------------------------- frames
