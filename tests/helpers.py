@@ -101,3 +101,14 @@ def stop_and_wait(proc: subprocess.Popen, timeout: float = 120) -> None:
         if time.time() > deadline:
             raise AssertionError("run processes still alive after SIGTERM")
         time.sleep(0.2)
+
+
+def wait_for(cond, timeout: float = 30.0, every: float = 0.1):
+    """Poll ``cond`` until it returns something truthy (which is returned) or fail after ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")

@@ -5,6 +5,7 @@ Training runs with the real trainer are in test_runs_train.py.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ import pytest
 
 from engine import events, runs, scheduler
 from engine.scheduler import Want, plan_starts
+from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -37,14 +39,7 @@ def home(tmp_path, monkeypatch) -> Path:
             runs.stop(rec.id, grace_s=1)
 
 
-def wait_for(cond, timeout: float = 30.0, every: float = 0.1):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
+wait_for = functools.partial(helpers.wait_for, timeout=30.0, every=0.1)
 
 
 def sleeper(seconds: float, marker_file: Path | None = None) -> list[str]:

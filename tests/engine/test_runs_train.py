@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import yaml
 
 from engine import events, runs, scheduler
 from engine.runs_cli import cli
+from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,14 +41,7 @@ def demo_spec(demo_paths, steps: int, **launch) -> dict:
     return data
 
 
-def wait_for(cond, timeout: float = 120.0, every: float = 0.2):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
+wait_for = functools.partial(helpers.wait_for, timeout=120.0, every=0.2)
 
 
 def types(rec: runs.RunRecord) -> list[str]:

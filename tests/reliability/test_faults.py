@@ -8,11 +8,11 @@ model, CPU, one thread. The studio-killed-mid-run case lives in tests/engine/tes
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import psutil
@@ -21,6 +21,7 @@ import yaml
 
 from engine import events, runs, scheduler
 from engine.train import checkpoint_ok
+from tests import helpers
 
 
 @pytest.fixture
@@ -42,14 +43,7 @@ def spec_data(demo_paths, steps: int, save_steps: int, **output) -> dict:
     return data
 
 
-def wait_for(cond, timeout: float = 150.0, every: float = 0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
+wait_for = functools.partial(helpers.wait_for, timeout=150.0, every=0.05)
 
 
 def run_events(rid: str) -> list[dict]:

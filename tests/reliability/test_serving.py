@@ -10,6 +10,7 @@ Load duration: 30 s by default, 300 s with STUDIO_SOAK=1.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -26,6 +27,7 @@ import pytest
 import yaml
 
 from engine import events, runs, scheduler
+from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
 SOAK = os.environ.get("STUDIO_SOAK") == "1"
@@ -46,14 +48,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(cond, timeout: float = 150.0, every: float = 0.2):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
+wait_for = functools.partial(helpers.wait_for, timeout=150.0, every=0.2)
 
 
 @pytest.fixture(scope="module")
