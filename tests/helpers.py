@@ -31,11 +31,12 @@ def demo_spec(demo_paths: dict, **overrides) -> RunSpec:
     return RunSpec.model_validate(data)
 
 
-def start_trainer(spec: RunSpec, run_dir: Path) -> subprocess.Popen:
-    """The real launch path (accelerate launch -> engine.train) on CPU, in its own process group."""
+def start_trainer(spec: RunSpec, run_dir: Path, hardware=None) -> subprocess.Popen:
+    """The real launch path (accelerate launch -> engine.train), on CPU unless ``hardware`` is given, in its own
+    process group."""
     run_dir.mkdir(parents=True, exist_ok=True)
     save_spec(spec, run_dir / "spec.yaml")
-    plan = build_command(spec, run_dir, cpu_only())
+    plan = build_command(spec, run_dir, hardware if hardware is not None else cpu_only())
     write_plan_files(plan, run_dir)
     log = open(run_dir / "train.log", "wb")
     return subprocess.Popen(
@@ -48,8 +49,8 @@ def start_trainer(spec: RunSpec, run_dir: Path) -> subprocess.Popen:
     )
 
 
-def run_trainer(spec: RunSpec, run_dir: Path, timeout: float = 300) -> tuple[int, list[dict]]:
-    proc = start_trainer(spec, run_dir)
+def run_trainer(spec: RunSpec, run_dir: Path, timeout: float = 300, hardware=None) -> tuple[int, list[dict]]:
+    proc = start_trainer(spec, run_dir, hardware)
     try:
         rc = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
