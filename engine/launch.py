@@ -267,6 +267,7 @@ def build_command(
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env["PYTHONUNBUFFERED"] = "1"
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's numbering = NVML's, which the scheduler and sampler use
+    env["STUDIO_DEVICE"], env["STUDIO_PRECISION"] = device, precision  # the trainer uses these, not its own guess
     env["TOKENIZERS_PARALLELISM"] = "false"
     env["ACCELERATE_DISABLE_RICH"] = "1"
     # One compute thread per process on CPU: two OpenMP threads on a busy machine were ~160x slower (STACK-NOTES).

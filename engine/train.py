@@ -81,6 +81,11 @@ def classify(exc: BaseException) -> str:
 
 
 def resolve_device_and_precision(spec: RunSpec) -> tuple[str, str]:
+    """What the launcher resolved (STUDIO_DEVICE / STUDIO_PRECISION, from engine.launch), so the trainer never
+    second-guesses it; resolved here from torch only when started without the launcher (in-process tests)."""
+    launched = os.environ.get("STUDIO_DEVICE"), os.environ.get("STUDIO_PRECISION")
+    if all(launched):
+        return launched[0], launched[1]
     import torch
 
     device = spec.launch.device
