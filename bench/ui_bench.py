@@ -107,6 +107,28 @@ def p95(values: list[float]) -> float:
     return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
 
 
+def write_results(rows: list[tuple]) -> None:
+    """bench/results/ui.md: the table with the date and the machine it was measured on."""
+    import platform
+
+    out = ROOT / "bench" / "results" / "ui.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "# Studio page: start, memory, live latency (bench/ui_bench.py)",
+        "",
+        f"- date: {time.strftime('%Y-%m-%dT%H:%M')}",
+        f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}; Python {platform.python_version()}",
+        "",
+        "| measure | value | target | met |",
+        "|---|---:|---:|---|",
+        *[f"| {name} | {value} | {target} | {'yes' if ok else 'NO'} |" for name, value, target, ok in rows],
+        "",
+    ]
+    out.write_text("\n".join(lines), encoding="utf-8")
+    print(f"[bench] wrote {out}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=20)
@@ -153,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'measure'.ljust(width)}  {'value':>10}  {'target':>9}  ok")
     for name, value, target, ok in rows:
         print(f"{name.ljust(width)}  {value:>10}  {target:>9}  {'yes' if ok else 'NO'}")
+    write_results(rows)
     if not args.keep:
         import shutil
 
