@@ -169,32 +169,39 @@ def update(run_id: str, *, only_if_status: tuple[str, ...] | None = None, **valu
 
 
 def new_run_id() -> str:
-    """Sortable by creation time: 20261130-041500-ab12."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+    """Sortable by creation time: 20261130-041500-ab12cd."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def _claim_run_dir() -> tuple[str, Path]:
+    """A fresh run id and its folder, created atomically: creating the folder is what claims the id, so two
+    processes submitting in the same second can never share one (mkdir fails for the second; it draws again)."""
+    for _ in range(100):
+        run_id = new_run_id()
+        rdir = workspace.runs_dir() / run_id
+        try:
+            rdir.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            continue
+        return run_id, rdir
+    raise RunsError("could not allocate a run id")
 
 
 def _insert(rec: RunRecord) -> str:
-    for _ in range(20):
-        try:
-            with transaction() as conn:
-                d = {k: getattr(rec, k) for k in _COLUMNS}
-                d.update(
-                    gpus=json.dumps(rec.gpus),
-                    tags=json.dumps(rec.tags),
-                    share_gpus=int(rec.share_gpus),
-                    command=json.dumps(rec.command) if rec.command else None,
-                )
-                conn.execute(f"INSERT INTO runs ({', '.join(d)}) VALUES ({', '.join('?' * len(d))})", list(d.values()))
-            return rec.id
-        except sqlite3.IntegrityError:  # same second, same random suffix: draw again
-            old = Path(rec.run_dir)
-            rec.id = new_run_id()
-            rec.run_dir = str(workspace.runs_dir() / rec.id)
-            if rec.output_dir == str(old):
-                rec.output_dir = rec.run_dir
-            if old.exists():
-                old.rename(rec.run_dir)
-    raise RunsError("could not allocate a run id")
+    d = {k: getattr(rec, k) for k in _COLUMNS}
+    d.update(
+        gpus=json.dumps(rec.gpus),
+        tags=json.dumps(rec.tags),
+        share_gpus=int(rec.share_gpus),
+        command=json.dumps(rec.command) if rec.command else None,
+    )
+    try:
+        with transaction() as conn:
+            conn.execute(f"INSERT INTO runs ({', '.join(d)}) VALUES ({', '.join('?' * len(d))})", list(d.values()))
+    except sqlite3.IntegrityError:  # a registry row whose folder was removed by hand: do not reuse its id
+        shutil.rmtree(rec.run_dir, ignore_errors=True)
+        raise RunsError(f"run id {rec.id} is already in the registry; submit again") from None
+    return rec.id
 
 
 # ----------------------------------------------------------------------------------------------- submit
@@ -225,9 +232,7 @@ def submit(
     errors = _output_problems(valid) + _data_problems(valid)
     if errors:
         raise SpecError(errors)
-    run_id = new_run_id()
-    rdir = workspace.runs_dir() / run_id
-    rdir.mkdir(parents=True, exist_ok=False)
+    run_id, rdir = _claim_run_dir()
     if valid.output.output_dir:  # absolute, so the trainer (cwd: the repo) and the registry agree on it
         valid.output.output_dir = str(_output_dir(valid, rdir))
     save_spec(valid, rdir / "spec.yaml")
@@ -256,9 +261,7 @@ def submit_command(
     detached, logged to train.log, exit recorded, GPUs (a count) allocated by the scheduler."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise RunsError("command: expected a non-empty list of strings")
-    run_id = new_run_id()
-    rdir = workspace.runs_dir() / run_id
-    rdir.mkdir(parents=True, exist_ok=False)
+    run_id, rdir = _claim_run_dir()
     rec = RunRecord(
         id=run_id,
         name=name or Path(argv[0]).name,

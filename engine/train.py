@@ -179,7 +179,19 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
                 metrics=result.metrics,
                 **{("adapter_dir" if spec.method.finetuning == "lora" else "model_dir"): str(final_dir)},
             )
+    close_process_group()
     return 0
+
+
+def close_process_group() -> None:
+    """Leave the process group together and tear it down before the interpreter exits. Left to interpreter
+    shutdown, gloo's threads can be destroyed mid-use ("terminate called without an active exception", SIGABRT)
+    and a run that finished reports a failed rank."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, precision: str, *, has_eval: bool):
