@@ -88,6 +88,8 @@ def latency_samples(url: str, run_dir: Path, n: int) -> list[float]:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(url)
         page.wait_for_selector("#run-picker input", timeout=60_000)
+        # The page re-attaches to the active run on load; pick our run only after that has happened.
+        page.wait_for_function("() => document.querySelector('#run-picker input').value !== ''", timeout=30_000)
         page.fill("#run-picker input", run_dir.name)
         page.keyboard.press("Enter")
         page.wait_for_function(f"({POINTS_JS})() >= 1", timeout=30_000)

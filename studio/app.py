@@ -56,10 +56,9 @@ class Ctx:
         return str(chosen.id) if chosen is not None else None
 
     def refresh_run_picker(self, current: str | None = None):
-        """Fresh choices (runs started elsewhere appear); keep the user's pick, else the default run."""
-        choices = self.run_choices()
-        keep = current if current and any(v == current for _, v in choices) else self.default_run()
-        return gr.update(choices=choices, value=keep)
+        """Fresh choices (runs started elsewhere appear); keep the user's pick (a typed run id too), else the
+        default run."""
+        return gr.update(choices=self.run_choices(), value=current or self.default_run())
 
 
 OTHER_TABS = ("runs", "data", "export", "chat", "doctor")
@@ -121,7 +120,8 @@ def build_app(lang: str = "en") -> gr.Blocks:
         # A reload or a second tab re-attaches to the run that is going on (or the newest), and opening the picker
         # lists runs started meanwhile by the CLI or another tab.
         app.load(ctx.refresh_run_picker, None, [ctx.run_picker], queue=False)
-        ctx.run_picker.focus(ctx.refresh_run_picker, [ctx.run_picker], [ctx.run_picker], queue=False)
+        # Choices only: setting the value here would race with what the user is typing.
+        ctx.run_picker.focus(lambda: gr.update(choices=ctx.run_choices()), None, [ctx.run_picker], queue=False)
     return app
 
 
