@@ -383,27 +383,32 @@ srun --kill-on-bad-exit=1 bash -c '{cmd}'
 """
 
 
-def write_plan_files(plan: LaunchPlan, run_dir: Path) -> None:
-    """Write the generated configs and launch.json (argv, env with secrets masked) into the run folder."""
+def launch_record(plan: LaunchPlan) -> dict:
+    """What launch.json records of a plan: argv, environment (secrets masked), configs, device, precision, GPUs,
+    the command for every node. Secrets never reach a run folder."""
+    return {
+        "argv": plan.argv,
+        "env": plan.public_env(),
+        "files": sorted(plan.files),
+        "device": plan.device,
+        "precision": plan.precision,
+        "gpu_ids": plan.gpu_ids,
+        "node_commands": plan.node_commands,
+        "warnings": plan.warnings,
+    }
+
+
+def write_config_files(plan: LaunchPlan, run_dir: Path) -> None:
+    """The generated accelerate / DeepSpeed configs, into the run folder."""
     run_dir.mkdir(parents=True, exist_ok=True)
     for name, content in plan.files.items():
         (run_dir / name).write_text(content, encoding="utf-8")
-    (run_dir / "launch.json").write_text(
-        json.dumps(
-            {
-                "argv": plan.argv,
-                "env": plan.public_env(),
-                "files": sorted(plan.files),
-                "device": plan.device,
-                "precision": plan.precision,
-                "gpu_ids": plan.gpu_ids,
-                "node_commands": plan.node_commands,
-                "warnings": plan.warnings,
-            },
-            indent=2,
-        ),
-        encoding="utf-8",
-    )
+
+
+def write_plan_files(plan: LaunchPlan, run_dir: Path) -> None:
+    """The configs and launch.json, for a launch outside the registry (tests, benchmarks)."""
+    write_config_files(plan, run_dir)
+    (run_dir / "launch.json").write_text(json.dumps(launch_record(plan), indent=2), encoding="utf-8")
 
 
 def preview_text(spec: RunSpec, run_dir: Path | None = None, hardware: Hardware | None = None) -> str:

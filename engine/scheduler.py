@@ -167,13 +167,12 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
     """Write the run's launch files and start its detached wrapper; returns the wrapper's pid."""
     rdir = Path(rec.run_dir)
     if rec.kind == "train":
-        from engine.launch import build_command
+        from engine.launch import build_command, launch_record, write_config_files
 
         plan = build_command(rec.load_spec(), rdir, hw, gpu_ids=gpus or None)
-        for name, content in plan.files.items():
-            (rdir / name).write_text(content, encoding="utf-8")
+        write_config_files(plan, rdir)
         argv, env = list(plan.argv), dict(plan.env)
-        extra = {"files": sorted(plan.files), "node_commands": plan.node_commands, "warnings": plan.warnings}
+        extra = launch_record(plan)
     else:
         argv, env, extra = list(rec.command or []), dict(os.environ), {}
         if gpus:
