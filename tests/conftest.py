@@ -70,3 +70,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def run_registry(tmp_path, monkeypatch) -> Path:
+    """A private workspace and run registry per test, one CPU slot; no run of the test outlives it."""
+    monkeypatch.setenv("STUDIO_HOME", str(tmp_path))
+    monkeypatch.setenv("STUDIO_CPU_SLOTS", "1")
+    yield tmp_path
+    from engine import runs
+
+    for rec in runs.list_runs(refresh_status=False):  # never leave a process behind, whatever failed
+        if rec.status in ("running", "queued"):
+            runs.stop(rec.id, grace_s=1)

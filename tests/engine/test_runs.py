@@ -28,15 +28,10 @@ PY = sys.executable
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
+def home(run_registry, monkeypatch) -> Path:
     """A private registry per test (runs of other tests never interfere)."""
-    monkeypatch.setenv("STUDIO_HOME", str(tmp_path))
-    monkeypatch.setenv("STUDIO_CPU_SLOTS", "1")
     monkeypatch.setenv("STUDIO_METRICS_INTERVAL", "0.3")
-    yield tmp_path
-    for rec in runs.list_runs(refresh_status=False):  # never leave a process behind, whatever failed
-        if rec.status in ("running", "queued"):
-            runs.stop(rec.id, grace_s=1)
+    return run_registry
 
 
 wait_for = functools.partial(helpers.wait_for, timeout=30.0, every=0.1)

@@ -23,13 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def home(demo_paths, tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("STUDIO_HOME", str(tmp_path))  # private registry; the demo model stays where it was built
-    monkeypatch.setenv("STUDIO_CPU_SLOTS", "1")
-    yield tmp_path
-    for rec in runs.list_runs(refresh_status=False):
-        if rec.status in ("running", "queued"):
-            runs.stop(rec.id, grace_s=1)
+def home(demo_paths, run_registry) -> Path:
+    """A private registry (demo_paths first: the demo model stays in the session workspace where it was built)."""
+    return run_registry
 
 
 def demo_spec(demo_paths, steps: int, **launch) -> dict:
