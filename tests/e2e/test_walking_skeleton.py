@@ -11,12 +11,24 @@ import pytest
 pytestmark = pytest.mark.slow  # a real server and browser
 
 
-def _loss_points(page) -> int:
-    """Points drawn on the loss plot: vertices of the train line (Vega SVG path 'M..L..L..')."""
-    return page.evaluate("""() => { const ps = document.querySelectorAll('#plot-loss g.mark-line path');
+_POINTS_JS = """() => { const ps = document.querySelectorAll('#plot-loss g.mark-line path');
         let n = 0;
         for (const p of ps) { n = Math.max(n, ((p.getAttribute('d') || '').match(/[ML]/g) || []).length); }
-        return n; }""")
+        return n; }"""
+
+
+def _loss_points(page) -> int:
+    """Points drawn on the loss plot: vertices of the train line (Vega SVG path 'M..L..L..')."""
+    return page.evaluate(_POINTS_JS)
+
+
+def _wait_loss_points(page, n: int, timeout_ms: int = 30_000) -> int:
+    """Vega draws the plot asynchronously after the status text updates: wait for the curve, then count it."""
+    try:
+        page.wait_for_function(f"({_POINTS_JS})() >= {n}", timeout=timeout_ms)
+    except Exception:  # noqa: BLE001 - the assertion below reports the count actually drawn
+        pass
+    return _loss_points(page)
 
 
 def test_train_watch_merge(page, shots, fits_width):
@@ -34,7 +46,7 @@ def test_train_watch_merge(page, shots, fits_width):
         if "completed" in status or "failed" in status:
             break
         time.sleep(1)
-    points = max(points, _loss_points(page))
+    points = max(points, _wait_loss_points(page, 2))
     page.screenshot(path=str(shots / "train-finished.png"), full_page=True)
     assert "completed" in status, status
     assert points >= 2, f"loss plot drew {points} points"
@@ -47,7 +59,7 @@ def test_train_watch_merge(page, shots, fits_width):
     other.fill("#run-picker input", status.split("·")[0].strip())
     other.keyboard.press("Enter")
     other.wait_for_function("document.querySelector('#run-status').innerText.includes('completed')", timeout=30_000)
-    assert _loss_points(other) >= 2
+    assert _wait_loss_points(other, 2) >= 2
     other.close()
 
     page.get_by_role("tab", name="Export").click()
