@@ -46,3 +46,11 @@ if [ "$want_test" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+# Screenshots in test-artifacts/ show the Chinese page and the status icons only with a CJK and an emoji font
+# (small Debian packages, ~12 MB); the tests read the page text, so a failed install is a warning, not an error.
+if [ "$want_test" = 1 ] && command -v fc-list >/dev/null && [ -z "$(fc-list :lang=zh 2>/dev/null)" ]; then
+  echo "[setup] installing CJK and emoji fonts for readable screenshots"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  { $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      fonts-wqy-microhei fonts-noto-color-emoji >/dev/null; } || echo "[setup] warning: fonts not installed"
+fi
