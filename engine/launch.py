@@ -247,6 +247,30 @@ def accelerate_config(spec: RunSpec, precision: str, device: str, gpu_ids: list[
     return None
 
 
+def subprocess_env(device: str, gpus: list[int], hw: Hardware, *, processes: int = 1) -> dict[str, str]:
+    """The explicit environment of a run's processes: the allow-listed part of ours (``PASSTHROUGH_ENV``) plus what
+    every run needs (threads, visible GPUs). Trainers (``build_command``) and command runs (``engine.scheduler``)
+    both start from it, so nothing else of the studio's environment (its login, unrelated variables) reaches them."""
+    env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's numbering = NVML's, which the scheduler and sampler use
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    # One compute thread per process on CPU: two OpenMP threads on a busy machine were ~160x slower (STACK-NOTES).
+    threads = max(1, (hw.cpu_count // max(1, processes))) if device == "cuda" else 1
+    env["OMP_NUM_THREADS"] = os.environ.get("STUDIO_OMP_THREADS", str(threads))
+    env["MKL_NUM_THREADS"] = env["OMP_NUM_THREADS"]
+    if device == "cuda":
+        visible = ",".join(str(g) for g in gpus)
+        env["CUDA_VISIBLE_DEVICES"] = visible
+        if hw.vendor == "amd":
+            env["HIP_VISIBLE_DEVICES"] = visible
+            env["ROCR_VISIBLE_DEVICES"] = visible
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
 def build_command(
     spec: RunSpec, run_dir: Path, hardware: Hardware | None = None, *, gpu_ids: list[int] | None = None
 ) -> LaunchPlan:
@@ -263,25 +287,9 @@ def build_command(
     ds_path = run_dir / "ds_config.json"
     acc_path = run_dir / "accelerate.yaml"
     files: dict[str, str] = {}
-    env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's numbering = NVML's, which the scheduler and sampler use
+    env = subprocess_env(device, gpus, hw, processes=ln.num_processes)
     env["STUDIO_DEVICE"], env["STUDIO_PRECISION"] = device, precision  # the trainer uses these, not its own guess
-    env["TOKENIZERS_PARALLELISM"] = "false"
     env["ACCELERATE_DISABLE_RICH"] = "1"
-    # One compute thread per process on CPU: two OpenMP threads on a busy machine were ~160x slower (STACK-NOTES).
-    threads = max(1, (hw.cpu_count // max(1, ln.num_processes))) if device == "cuda" else 1
-    env["OMP_NUM_THREADS"] = os.environ.get("STUDIO_OMP_THREADS", str(threads))
-    env["MKL_NUM_THREADS"] = env["OMP_NUM_THREADS"]
-    if device == "cuda":
-        visible = ",".join(str(g) for g in gpus)
-        env["CUDA_VISIBLE_DEVICES"] = visible
-        if hw.vendor == "amd":
-            env["HIP_VISIBLE_DEVICES"] = visible
-            env["ROCR_VISIBLE_DEVICES"] = visible
-    else:
-        env["CUDA_VISIBLE_DEVICES"] = ""
     if "tensorboard" in spec.output.report_to:
         out = Path(spec.output.output_dir).expanduser() if spec.output.output_dir else run_dir
         env["TENSORBOARD_LOGGING_DIR"] = str(out / "tensorboard")

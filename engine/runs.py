@@ -29,6 +29,7 @@ import yaml
 
 from engine import events, workspace
 from engine.spec import RunSpec, SpecError, dump_spec, parse_spec, save_spec, spec_to_dict, validate_spec
+from engine.spec_messages import message
 
 STATUSES = ("queued", "running", "completed", "failed", "stopped")
 ACTIVE = ("queued", "running")
@@ -258,10 +259,13 @@ def submit_command(
     argv: list[str], *, name: str | None = None, tags: list[str] | None = None, gpus: int = 0, start: bool = True
 ) -> str:
     """Queue any command (a merge, an export, a benchmark) under the same supervision as a training run:
-    detached, logged to train.log, exit recorded, GPUs (a count) allocated by the scheduler."""
+    detached, logged to train.log, exit recorded, GPUs (a count) allocated by the scheduler, the same explicit
+    environment as a trainer (``engine.launch.subprocess_env``). ``{run_dir}`` in an argument is replaced by the
+    run's folder, so a command can write its events there."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise RunsError("command: expected a non-empty list of strings")
     run_id, rdir = _claim_run_dir()
+    argv = [a.replace("{run_dir}", str(rdir)) for a in argv]
     rec = RunRecord(
         id=run_id,
         name=name or Path(argv[0]).name,
@@ -315,9 +319,9 @@ def _output_problems(spec: RunSpec) -> list[tuple[str, str]]:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        return [("output.output_dir", f"cannot create {out}: {probe} is a file, not a folder")]
+        return [("output.output_dir", message("output_is_file", path=out, probe=probe))]
     if not os.access(probe, os.W_OK | os.X_OK):
-        return [("output.output_dir", f"cannot write to {probe} (permission denied): choose another folder")]
+        return [("output.output_dir", message("output_not_writable", probe=probe))]
     return []
 
 
@@ -404,7 +408,7 @@ def derive_final(rec: RunRecord, returncode: int | None, signal_name: str | None
         return "failed", "the run's processes ended without an exit record (its wrapper was killed)"
     if returncode == 0:
         return "failed", "the trainer exited with code 0 without reporting that it finished"
-    return "failed", f"the trainer exited with code {returncode}"
+    return "failed", f"the {'command' if rec.kind == 'command' else 'trainer'} exited with code {returncode}"
 
 
 def read_exit(rdir: str | Path) -> dict | None:

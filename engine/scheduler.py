@@ -174,16 +174,16 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
         argv, env = list(plan.argv), dict(plan.env)
         extra = launch_record(plan)
     else:
-        argv, env, extra = list(rec.command or []), dict(os.environ), {}
-        if gpus:
-            ids = ",".join(map(str, gpus))
-            env.update(CUDA_VISIBLE_DEVICES=ids, HIP_VISIBLE_DEVICES=ids, ROCR_VISIBLE_DEVICES=ids)
+        from engine.hardware import detect
+        from engine.launch import subprocess_env
+
+        # The same allow-listed environment as a trainer's, never the studio's own (its login, unrelated secrets).
+        argv, env, extra = list(rec.command or []), subprocess_env("cuda" if gpus else "cpu", gpus, hw or detect()), {}
     # Studio settings (CPU slots, metrics interval, ...) must reach the wrapper: it schedules the queue when its
     # run ends, possibly with no studio left. STUDIO_AUTH (the page's login) is a secret and stays behind.
     for key, value in os.environ.items():
         if key.startswith("STUDIO_") and key != "STUDIO_AUTH":
             env.setdefault(key, value)
-    env.pop("STUDIO_AUTH", None)  # commands start from the studio's environment: drop the login there too
     env[MARKER] = rec.id
     env["STUDIO_HOME"] = str(workspace.home())
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
@@ -242,7 +242,9 @@ def runner_alive(rec: runs.RunRecord) -> bool:
 
 
 def signal_all(procs: list[psutil.Process], sig: int, pgid: int | None = None) -> None:
-    if pgid:
+    """Signal the run's (marked) processes, and its process group while one of them is still in it: a group id
+    left behind by ended processes may belong to someone else by now."""
+    if pgid and any(_pgid_of(p) == pgid for p in procs):
         try:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
@@ -252,6 +254,13 @@ def signal_all(procs: list[psutil.Process], sig: int, pgid: int | None = None) -
             proc.send_signal(sig)
         except psutil.Error:
             pass
+
+
+def _pgid_of(proc: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(proc.pid)
+    except OSError:
+        return None
 
 
 def stop_grace_s() -> float:

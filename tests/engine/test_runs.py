@@ -178,6 +178,28 @@ def test_secret_env_is_not_written_to_the_run_folder(home, monkeypatch):
         assert "hf_secret_value_123" not in f.read_text(errors="replace"), f.name
 
 
+def test_command_environment_is_explicit(home, monkeypatch):
+    """A command run gets the trainer's allow-listed environment (engine.launch.subprocess_env) plus the studio's
+    settings and its marker, not whatever the studio happens to have: no login, no unrelated secrets."""
+    from engine import hardware, launch
+
+    monkeypatch.setenv("STUDIO_AUTH", "admin:hunter2")
+    monkeypatch.setenv("UNRELATED_SECRET", "s3cret")
+    monkeypatch.setenv("HF_TOKEN", "hf_passed_on_purpose")
+    dump = "import json, os; print(json.dumps(dict(os.environ)))"
+    rid = runs.submit_command([PY, "-c", dump], name="env")
+    wait_for(lambda: runs.get(rid).status == "completed")
+    env = json.loads(runs.log_tail(rid, 1))
+    assert "UNRELATED_SECRET" not in env and "STUDIO_AUTH" not in env
+    assert not any("hunter2" in v for v in env.values())
+    assert env["HF_TOKEN"] == "hf_passed_on_purpose" and env["STUDIO_RUN_ID"] == rid
+    assert env["OMP_NUM_THREADS"] == "1" and env["CUDA_VISIBLE_DEVICES"] == ""  # a CPU slot: no GPU visible
+    allowed = set(launch.subprocess_env("cpu", [], hardware.detect())) | {"PYTHONPATH", "STUDIO_RUN_ID"}
+    allowed |= {k for k in os.environ if k.startswith("STUDIO_")}
+    extra = set(env) - allowed - {"LC_CTYPE", "_"}  # set by the interpreter / shell conventions
+    assert not extra, f"command run inherited {sorted(extra)}"
+
+
 def test_killed_child_is_failed_with_reason_within_2s(home):
     rid = runs.submit_command(sleeper(60), name="victim")
     rec = wait_for(lambda: runs.get(rid).pid and runs.get(rid))
