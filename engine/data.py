@@ -4,16 +4,22 @@ Heavy: imports datasets/torch/transformers inside functions (the module itself s
 registry check (engine.dataset_registry) runs first and raises DataError before any model is loaded; rendering
 is engine.templates, the same code the page's masked-sample preview uses.
 
-Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained), pt (all tokens
-trained; conversation rows become their joined text), dpo (string prompt/chosen/rejected columns for TRL's
-DPOTrainer, which tokenises them itself; collator None).
+Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained; samples longer
+than the cutoff are truncated and counted), pt (all tokens trained; conversation rows become their joined text,
+each text ends with EOS; texts are cut into blocks of the cutoff length instead of truncated, see
+``split_into_blocks``), dpo (string prompt/chosen/rejected columns for TRL's DPOTrainer, which tokenises them
+itself; collator None).
 
-Packing puts several samples into each row, up to the cutoff length (best-fit decreasing), so a step carries
+Packing (sft) puts several samples into each row, up to the cutoff length (best-fit decreasing), so a step carries
 many short samples instead of a few padded ones. Rows keep position_ids that restart per sample and the first
 label of every sample is -100 (never predicted from the previous sample's last token). The collator stacks a
 batch's rows without an attention mask; transformers builds a block-diagonal mask per row from the position_ids
 for sdpa/flash attention, so no token attends across samples (tests/engine/test_data.py proves equal per-sample
-logits and loss).
+logits and loss). Packing in stage pt is LLaMA-Factory's: texts concatenated and cut into full blocks, attention
+spanning the texts of a block (EOS separates them).
+
+With spec.data.group_by_length, train and eval rows carry a ``length`` column, which the Trainer's length-grouped
+sampler reads instead of measuring every row at start-up.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from engine.templates import (
     tokenizer_info,
 )
 
-CACHE_VERSION = 1  # bump when tokenisation changes, so old caches are not reused
+CACHE_VERSION = 2  # bump when tokenisation changes, so old caches are not reused
 IGNORE = -100
 
 
@@ -73,7 +79,8 @@ class PadCollator:
 def _encode_batch(
     batch: dict, *, tokenizer, template: str, info, stage: str, train_on_prompt: bool, cutoff: int
 ) -> dict:
-    """Batched datasets.map function: canonical rows (JSON strings) -> input_ids, labels, truncated."""
+    """Batched datasets.map function: canonical rows (JSON strings) -> input_ids, labels, truncated. Stage pt keeps
+    whole texts (cut into blocks after mixing), so its result does not depend on ``cutoff``."""
     rows = [json.loads(r) for r in batch["row"]]
     pieces: list[list[tuple[str, bool]]] = []
     for row in rows:
@@ -94,9 +101,10 @@ def _encode_batch(
             k += 1
             ids += part
             labels += part if trained else [IGNORE] * len(part)
-        out["truncated"].append(len(ids) > cutoff)
-        out["input_ids"].append(ids[:cutoff])
-        out["labels"].append(labels[:cutoff])
+        keep = len(ids) if stage == "pt" else cutoff
+        out["truncated"].append(len(ids) > keep)
+        out["input_ids"].append(ids[:keep])
+        out["labels"].append(labels[:keep])
     return out
 
 
@@ -167,7 +175,7 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
                     tok_digest,
                     d.template,
                     stage,
-                    d.cutoff_len,
+                    d.cutoff_len if stage != "pt" else None,  # pt keeps whole texts: blocks are cut later
                     d.train_on_prompt,
                     d.max_samples,
                 ]
@@ -229,12 +237,34 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
 
     stats |= {"num_train": len(dataset), "num_eval": len(eval_dataset) if eval_dataset is not None else 0}
     collator = None
+    if stage == "pt":
+        stats["num_samples"] = stats["num_train"] + stats["num_eval"]  # texts, before they become blocks
+        dataset, tail = split_into_blocks(dataset, d.cutoff_len, concatenate=d.packing)
+        stats["tail_dropped"] = tail
+        if eval_dataset is not None:
+            eval_dataset, eval_tail = split_into_blocks(eval_dataset, d.cutoff_len, concatenate=d.packing)
+            stats["tail_dropped"] += eval_tail
+        short = f"fewer tokens than one block of data.cutoff_len ({d.cutoff_len}); data.packing drops partial blocks"
+        if len(dataset) == 0:  # only a concatenation can make no block
+            raise DataError(
+                [_problem(ddir, f"the training texts hold {short}: lower data.cutoff_len or turn packing off")]
+            )
+        if eval_dataset is not None and len(eval_dataset) == 0:
+            raise DataError(
+                [
+                    _problem(
+                        ddir,
+                        f"the held-out texts (data.val_size {d.val_size}) hold {short}: raise data.val_size, "
+                        "lower data.cutoff_len or turn packing off",
+                    )
+                ]
+            )
+        stats |= {"num_train": len(dataset), "num_eval": len(eval_dataset) if eval_dataset is not None else 0}
     if stage != "dpo":
-        lengths = [len(x) for x in dataset["input_ids"]]
-        stats["total_tokens"] = int(sum(lengths))
-        stats["trainable_tokens"] = int(sum(sum(1 for t in lab if t != IGNORE) for lab in dataset["labels"]))
-        collator = packing_collator(_pad_id(tokenizer)) if d.packing else PadCollator(_pad_id(tokenizer))
-        if d.packing:
+        stats["total_tokens"], stats["trainable_tokens"] = _count_tokens(dataset)
+        collator = PadCollator(_pad_id(tokenizer))
+        if d.packing and stage == "sft":
+            collator = packing_collator(_pad_id(tokenizer))
             stats["num_samples"] = len(dataset)
             dataset = pack_rows(dataset, d.cutoff_len)
             if eval_dataset is not None:
@@ -244,13 +274,85 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
                 "num_eval": len(eval_dataset) if eval_dataset is not None else 0,
                 "packing_efficiency": round(stats["total_tokens"] / max(1, len(dataset) * d.cutoff_len), 4),
             }
-    log(
-        f"data: {stats['num_train']} train / {stats['num_eval']} eval "
-        + ("rows" if d.packing else "samples")
-        + f", {stats['truncated']} truncated at {d.cutoff_len} tokens"
-        + (f", {stats['num_samples']} samples packed ({stats['packing_efficiency']:.0%} full)" if d.packing else "")
-    )
+        if d.group_by_length:
+            dataset = _with_lengths(dataset)
+            eval_dataset = _with_lengths(eval_dataset) if eval_dataset is not None else None
+    if stage == "pt":
+        how = "texts concatenated" if d.packing else "each text cut on its own"
+        summary = (
+            f"{stats['num_train']} train / {stats['num_eval']} eval blocks of up to {d.cutoff_len} tokens "
+            f"from {stats['num_samples']} texts ({how}), {stats['tail_dropped']} tail tokens dropped"
+        )
+    else:
+        summary = (
+            f"{stats['num_train']} train / {stats['num_eval']} eval "
+            + ("rows" if d.packing else "samples")
+            + f", {stats['truncated']} truncated at {d.cutoff_len} tokens"
+            + (
+                f", {stats['num_samples']} samples packed ({stats['packing_efficiency']:.0%} full)"
+                if d.packing
+                else ""
+            )
+        )
+    log(f"data: {summary}" + (", grouped by length" if d.group_by_length else ""))
     return TrainData(dataset, eval_dataset, collator, stats)
+
+
+def split_into_blocks(dataset, block: int, *, concatenate: bool):
+    """Stage pt: tokenised texts -> rows of at most ``block`` tokens, labels equal to input_ids. Returns
+    (dataset, tail tokens dropped).
+
+    concatenate (data.packing on, LLaMA-Factory's pt packing): the texts, each ending with EOS, are joined end to
+    end and cut into full blocks: floor(total / block) rows, attention spanning the texts within a row; the last
+    total % block tokens (the tail) are dropped. Otherwise each text is cut on its own: a text of n tokens gives
+    ceil(n / block) rows, the last one shorter (padded in its batch); no token is dropped and no row mixes texts.
+    Works on the Arrow buffers batch by batch, never on Python lists, so a large corpus costs its token array only.
+    """
+    import numpy as np
+    import pyarrow as pa
+    from datasets import Dataset
+
+    pieces: list = []
+    carry = None
+    value_type = dataset.features["input_ids"].feature.pa_type
+    for batch in dataset.select_columns(["input_ids"]).with_format("arrow").iter(batch_size=8192):
+        col = batch.column("input_ids").combine_chunks()
+        values = col.flatten().to_numpy()
+        if concatenate:
+            values = values if carry is None else np.concatenate([carry, values])
+            n = len(values) // block * block
+            offsets = np.arange(0, n + 1, block)
+            values, carry = values[:n], values[n:]
+        else:
+            bounds = col.offsets.to_numpy().astype(np.int64)
+            bounds -= bounds[0]  # a batch may be a slice: its offsets need not start at 0
+            lengths = np.diff(bounds)
+            counts = -(-lengths // block)  # blocks per text
+            first = np.repeat(np.cumsum(counts) - counts, counts)  # index of each block's text's first block
+            offsets = np.append(
+                np.repeat(bounds[:-1], counts) + block * (np.arange(counts.sum()) - first), len(values)
+            )
+        pieces.append(pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, value_type)))
+    blocks = pa.chunked_array(pieces, type=pa.list_(value_type))
+    return Dataset.from_dict({"input_ids": blocks, "labels": blocks}), int(len(carry)) if carry is not None else 0
+
+
+def _count_tokens(dataset) -> tuple[int, int]:
+    """(tokens, trained tokens) of input_ids/labels rows, counted on the Arrow buffers."""
+    import pyarrow.compute as pc
+
+    table = dataset.select_columns(["input_ids", "labels"]).with_format("arrow")[:]
+    total = pc.sum(pc.list_value_length(table.column("input_ids"))).as_py() or 0
+    trained = pc.sum(pc.not_equal(pc.list_flatten(table.column("labels")), IGNORE)).as_py() or 0
+    return int(total), int(trained)
+
+
+def _with_lengths(dataset):
+    """The ``length`` column (tokens per row) the Trainer's length-grouped sampler reads."""
+    import pyarrow.compute as pc
+
+    lengths = pc.list_value_length(dataset.select_columns(["input_ids"]).with_format("arrow")[:].column(0))
+    return dataset.add_column("length", lengths.to_pylist())
 
 
 def pack_rows(dataset, capacity: int):

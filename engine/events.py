@@ -7,7 +7,9 @@ Light: stdlib only. Schema (every line)::
 Types and their payload keys:
 - ``run_started``: run_id, world_size, num_processes, backend, device, total_steps, num_train_samples, spec_hash,
   trainable_params, total_params, seed.
-- ``data_ready``: num_train, num_eval, truncated, packed, tokens (summary of preprocessing).
+- ``data_ready``: num_train, num_eval, truncated, dropped, packed, total_tokens, trainable_tokens; num_samples
+  (samples or texts before packing / blocks), packing_efficiency (sft packing), tail_dropped (pt: tokens left out
+  of the last partial block).
 - ``log``: loss, learning_rate, grad_norm, epoch, tokens_per_second (non-pad, since the previous log),
   samples_per_second, tokens_seen, memory (per rank: allocated/reserved/peak MiB on GPU, rss_mib on CPU),
   eta_seconds, progress (0..1).

@@ -207,7 +207,8 @@ class DataSpec(_Spec):
         1024,
         ge=8,
         le=1_048_576,
-        description="Maximum tokens per sample; longer samples are truncated",
+        description="Maximum tokens per sample; longer samples are truncated (stage pt: texts are cut into blocks "
+        "of this length instead, no token lost)",
         json_schema_extra=_meta("Cutoff length", label_zh="截断长度"),
     )
     max_samples: int | None = Field(
@@ -225,8 +226,16 @@ class DataSpec(_Spec):
     )
     packing: bool = Field(
         False,
-        description="Pack several samples per row with no attention across them (faster on short data)",
+        description="Pack several samples per row with no attention across them (faster on short data). Stage pt: "
+        "join the texts end to end and cut full blocks (attention spans texts, EOS between them; the last partial "
+        "block is dropped); off, each text is cut into blocks on its own",
         json_schema_extra=_meta("Packing", label_zh="序列打包"),
+    )
+    group_by_length: bool = Field(
+        False,
+        description="Batch samples of similar length together: less padding, a less random order (sft, pt; "
+        "not with packing)",
+        json_schema_extra=_meta("Group by length", advanced=True, label_zh="按长度分组"),
     )
     train_on_prompt: bool = Field(
         False,

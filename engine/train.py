@@ -233,6 +233,8 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         disable_tqdm=True,
         ddp_find_unused_parameters=False if spec.launch.backend == "ddp" else None,
         dataloader_num_workers=0,
+        # transformers 5 replaced group_by_length=True with this; the rows carry a "length" column (engine.data)
+        train_sampling_strategy="group_by_length" if spec.data.group_by_length else "random",
         label_names=["labels"] if spec.method.stage != "dpo" else None,
         run_name=spec.output.run_name or run_dir.name,
     )

@@ -37,10 +37,14 @@ HELP_ZH: dict[str, str] = {
     "data.template": (
         "对话模板：auto（分词器自带，否则 default）、llama3、chatml、qwen、mistral、gemma、alpaca、default、empty"
     ),
-    "data.cutoff_len": "每个样本的最大 token 数；更长的样本会被截断",
+    "data.cutoff_len": "每个样本的最大 token 数；更长的样本会被截断（pt 阶段：文本按此长度切块，不丢 token）",
     "data.max_samples": "每个数据集最多使用的行数（留空或 0：全部）",
     "data.val_size": "留作评估的行比例（<1；0：不评估）",
-    "data.packing": "把多个样本打包进一行且互不注意（短数据更快）",
+    "data.packing": (
+        "把多个样本打包进一行且互不注意（短数据更快）。pt 阶段：文本首尾相接后切成整块（块内文本之间可相互注意，"
+        "以 EOS 分隔；最后不满一块的部分丢弃）；关闭时每条文本各自切块"
+    ),
+    "data.group_by_length": "把长度相近的样本放进同一批：填充更少，顺序随机性较低（sft、pt；不能与打包同用）",
     "data.train_on_prompt": "提示词部分也计算损失",
     "data.preprocessing_workers": "分词预处理的进程数",
     "train.num_epochs": "训练轮数（最大步数 > 0 时忽略）",

@@ -162,3 +162,94 @@ def test_cache_is_reused(demo_paths, tok):
     assert set(D.cache_dir().glob("demo_sharegpt-*.arrow")) == files
     build(make_spec(demo_paths, max_samples=7, cutoff_len=128), tok)
     assert len(set(D.cache_dir().glob("demo_sharegpt-*.arrow"))) == len(files) + 1
+
+
+def _pt_dataset(tmp_path, texts: list[str]) -> str:
+    from engine.dataset_registry import save_dataset_info
+
+    (tmp_path / "long.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts))
+    save_dataset_info(tmp_path, {"long": {"file_name": "long.jsonl", "columns": {"prompt": "text"}}})
+    return str(tmp_path)
+
+
+LONG_TEXTS = [
+    " ".join(f"{i} plus {j} is {i + j}." for j in range(n)) for i, n in ((3, 40), (5, 2), (7, 25), (11, 1), (13, 60))
+]
+
+
+@pytest.mark.parametrize("packing", [False, True])
+def test_pt_cuts_texts_into_blocks_without_losing_tokens(demo_paths, tok, tmp_path, packing):
+    cutoff = 32
+    texts = [tok(t + tok.eos_token, add_special_tokens=False)["input_ids"] for t in LONG_TEXTS]
+    assert max(len(t) for t in texts) > 3 * cutoff and min(len(t) for t in texts) < cutoff
+    logs: list[str] = []
+    ddir = _pt_dataset(tmp_path, LONG_TEXTS)
+    spec = make_spec(demo_paths, stage="pt", datasets=["long"], dataset_dir=ddir, cutoff_len=cutoff, packing=packing)
+    from engine.data import build_train_data
+
+    data = build_train_data(spec, tok, log=logs.append)
+    rows = [data.train_dataset[i] for i in range(len(data.train_dataset))]
+    assert all(r["labels"] == r["input_ids"] for r in rows) and data.stats["truncated"] == 0
+    joined = [t for text in texts for t in text]
+    if packing:  # one stream cut into full blocks; only the last partial block is dropped
+        assert len(rows) == len(joined) // cutoff and all(len(r["input_ids"]) == cutoff for r in rows)
+        assert [t for r in rows for t in r["input_ids"]] == joined[: len(rows) * cutoff]
+        assert data.stats["tail_dropped"] == len(joined) % cutoff > 0
+    else:  # each text on its own: ceil(n / cutoff) blocks, nothing dropped, no block mixes two texts
+        assert len(rows) == sum(-(-len(t) // cutoff) for t in texts)
+        assert [r["input_ids"] for r in rows] == [t[i : i + cutoff] for t in texts for i in range(0, len(t), cutoff)]
+        assert data.stats["tail_dropped"] == 0
+    assert data.stats["num_samples"] == len(texts) and data.stats["num_train"] == len(rows)
+    assert data.stats["total_tokens"] == data.stats["trainable_tokens"] == sum(len(r["input_ids"]) for r in rows)
+    assert f"{len(rows)} train / 0 eval blocks" in logs[-1]
+    assert f"{data.stats['tail_dropped']} tail tokens dropped" in logs[-1]
+
+
+def test_blocks_across_arrow_batches_and_slices():
+    """More rows than one Arrow batch, and a shuffled split (an indices mapping): the same blocks as plain lists."""
+    import random
+
+    from datasets import Dataset
+
+    from engine.data import split_into_blocks
+
+    rng = random.Random(3)
+    texts = [[rng.randrange(1, 500) for _ in range(rng.randrange(1, 40))] for _ in range(20_000)]
+    ds = Dataset.from_dict({"input_ids": texts, "labels": texts}).train_test_split(test_size=0.5, seed=1)["train"]
+    kept = ds["input_ids"]
+    stream = [t for text in kept for t in text]
+    whole, tail = split_into_blocks(ds, 7, concatenate=True)
+    assert whole["input_ids"] == [stream[i : i + 7] for i in range(0, len(stream) - 6, 7)] and tail == len(stream) % 7
+    own, tail = split_into_blocks(ds, 7, concatenate=False)
+    assert own["input_ids"] == [t[i : i + 7] for t in kept for i in range(0, len(t), 7)] and tail == 0
+    assert own["labels"] == own["input_ids"]
+
+
+def test_pt_cache_holds_whole_texts_whatever_the_cutoff(demo_paths, tok, tmp_path):
+    from engine import data as D
+
+    ddir = _pt_dataset(tmp_path, LONG_TEXTS)
+    build(make_spec(demo_paths, stage="pt", datasets=["long"], dataset_dir=ddir, cutoff_len=16), tok)
+    files = set(D.cache_dir().glob("long-*.arrow"))
+    wide = build(make_spec(demo_paths, stage="pt", datasets=["long"], dataset_dir=ddir, cutoff_len=64), tok)
+    assert set(D.cache_dir().glob("long-*.arrow")) == files  # the cutoff does not change pt's tokenisation
+    n = sum(len(tok(t + tok.eos_token, add_special_tokens=False)["input_ids"]) for t in LONG_TEXTS)
+    assert wide.stats["total_tokens"] == n  # blocks of 64 from the cache written at 16: nothing was cut there
+
+
+def test_pt_packing_too_little_text_for_one_block_names_the_fix(demo_paths, tok, tmp_path):
+    from engine.dataset_registry import DataError
+
+    spec = make_spec(
+        demo_paths, stage="pt", datasets=["long"], dataset_dir=_pt_dataset(tmp_path, ["short text"]), packing=True
+    )
+    with pytest.raises(DataError, match=r"fewer tokens than one block of data.cutoff_len \(256\)"):
+        build(spec, tok)
+
+
+def test_group_by_length_rows_carry_their_length(demo_paths, tok):
+    data = build(make_spec(demo_paths, max_samples=12, val_size=0.25, group_by_length=True), tok)
+    for part in (data.train_dataset, data.eval_dataset):
+        assert part["length"] == [len(x) for x in part["input_ids"]]
+    batch = data.data_collator([data.train_dataset[i] for i in range(3)])
+    assert set(batch) == {"input_ids", "labels", "attention_mask"}

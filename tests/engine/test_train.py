@@ -202,3 +202,40 @@ def test_packed_run_trains(demo_paths, tmp_path, stage):
     logs = [e["payload"] for e in events if e["type"] == "log"]
     assert events[-1]["type"] == "finished" and len(logs) == 3 and all(math.isfinite(p["loss"]) for p in logs)
     assert all(p["tokens_per_second"] > 0 for p in logs)
+
+
+def test_pt_blocks_grouped_by_length_train(demo_paths, tmp_path):
+    """Stage pt on texts longer than the cutoff (cut into blocks, not truncated) with length-grouped batches: the
+    Trainer gets transformers 5's group_by_length sampler over the rows' lengths, and the run trains."""
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    from engine import model as model_lib
+    from engine.data import build_train_data
+    from engine.dataset_registry import save_dataset_info
+    from engine.train import build_trainer, training_arguments
+
+    texts = [" ".join(f"{i} plus {j} is {i + j}." for j in range(n)) for i, n in ((3, 40), (5, 3), (7, 25), (9, 12))]
+    (tmp_path / "long.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    save_dataset_info(tmp_path, {"long": {"file_name": "long.jsonl", "columns": {"prompt": "text"}}})
+    spec = demo_spec(
+        demo_paths,
+        method={"stage": "pt"},
+        data={"datasets": ["long"], "dataset_dir": str(tmp_path), "cutoff_len": 48, "group_by_length": True},
+        train={"max_steps": 3, "save_steps": 1000, "per_device_batch_size": 2, "gradient_accumulation": 1},
+        output={"report_to": ["none"]},
+    )
+    tokenizer = model_lib.load_tokenizer(spec)
+    data = build_train_data(spec, tokenizer, log=lambda _m: None)
+    targs = training_arguments(spec, tmp_path / "out", tmp_path, "cpu", "fp32", has_eval=False)
+    assert targs.train_sampling_strategy == "group_by_length"
+    model = model_lib.load_model(spec, device="cpu", precision="fp32")
+    sampler = build_trainer(spec, model, tokenizer, data, targs, [])._get_train_sampler()
+    assert isinstance(sampler, LengthGroupedSampler)
+    assert sampler.lengths == [len(x) for x in data.train_dataset["input_ids"]] and len(set(sampler.lengths)) > 1
+
+    events = run_in_process(spec, tmp_path / "run")
+    ready = next(e for e in events if e["type"] == "data_ready")["payload"]
+    assert ready["num_samples"] == 4 and ready["num_train"] > 4 and ready["truncated"] == 0
+    assert ready["tail_dropped"] == 0 and ready["total_tokens"] == ready["trainable_tokens"]
+    logs = [e["payload"]["loss"] for e in events if e["type"] == "log"]
+    assert events[-1]["type"] == "finished" and len(logs) == 3 and all(math.isfinite(v) for v in logs)
