@@ -13,6 +13,8 @@ The groups' fields are declared in ``engine.spec_groups`` (model, method, data, 
 (launch, output); everything is importable from here.
 ``validate_spec`` runs all three and returns every problem; ``load_spec`` raises ``SpecError`` on any.
 Legal but unwise combinations are ``spec_warnings``.
+Every message is an ``engine.spec_messages.Message``: English text that also carries a catalog key and parameters
+(pydantic's errors are keyed by their type), so the page can translate it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from engine.spec_groups import (  # noqa: F401 - re-exported: the spec's public 
     _Spec,
 )
 from engine.spec_launch import DeepSpeedSpec, FsdpSpec, LaunchSpec, OutputSpec  # noqa: F401
+from engine.spec_messages import Message, RuleErrors, field_error, message  # noqa: F401
 from engine.spec_rules import (  # noqa: F401
     ARCH_LINEAR_MODULES,
     check_context,
@@ -62,8 +65,7 @@ class RunSpec(_Spec):
     def _cross_field_rules(self) -> RunSpec:
         errors = cross_field_errors(self)
         if errors:
-            # One line per problem: messages may contain "; " but never a newline.
-            raise ValueError("\n".join(f"{path}: {msg}" for path, msg in errors))
+            raise RuleErrors(errors)
         return self
 
     @property
@@ -86,22 +88,22 @@ class SpecError(Exception):
         super().__init__("\n".join([head] + [f"  {p}: {m}" for p, m in problems]))
 
 
-def pydantic_problems(exc: ValidationError) -> list[tuple[str, str]]:
+def pydantic_problems(exc: ValidationError) -> list[tuple[str, Message]]:
     """Turn a pydantic error into (field path, message) pairs; cross-field messages carry their own paths."""
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, Message]] = []
     for err in exc.errors():
         path = ".".join(str(p) for p in err.get("loc", ()))
-        msg = str(err.get("msg", ""))
-        if not path and msg.startswith("Value error, "):
-            for part in msg[len("Value error, ") :].split("\n"):
-                fpath, _, fmsg = part.partition(": ")
-                out.append((fpath, fmsg))
+        ctx = err.get("ctx") or {}
+        if isinstance(ctx.get("error"), RuleErrors):
+            out += ctx["error"].problems
             continue
+        msg = str(err.get("msg", ""))
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         if err.get("type") == "extra_forbidden":
-            msg = "unknown field (not part of the run spec)"
-        out.append((path or "spec", msg))
+            out.append((path or "spec", message("unknown_field")))
+            continue
+        out.append((path or "spec", field_error(str(err.get("type", "")), msg, ctx)))
     return out
 
 
@@ -109,19 +111,9 @@ def migrate(data: dict) -> dict:
     """Bring a spec dict saved by an earlier schema version up to the current one."""
     version = data.get("schema_version", 1)
     if isinstance(version, int) and version > SCHEMA_VERSION:
-        raise SpecError(
-            [
-                (
-                    "schema_version",
-                    f"schema version {version} was written by a newer Studio (this one reads "
-                    f"up to {SCHEMA_VERSION}): upgrade Studio to load it",
-                )
-            ]
-        )
+        raise SpecError([("schema_version", message("schema_newer", version=version, supported=SCHEMA_VERSION))])
     if not isinstance(version, int) or version < 1:
-        raise SpecError(
-            [("schema_version", f"unsupported schema version {version!r} (this Studio reads up to {SCHEMA_VERSION})")]
-        )
+        raise SpecError([("schema_version", message("schema_unsupported", version=version, supported=SCHEMA_VERSION))])
     # Version 1 is the first; later versions add steps here (keep fixtures of old versions in tests/).
     data = dict(data)
     data["schema_version"] = SCHEMA_VERSION
@@ -131,7 +123,7 @@ def migrate(data: dict) -> dict:
 def parse_spec(data: Any, *, source: str = "", context: bool = False) -> RunSpec:
     """Validate a dict into a RunSpec; raise SpecError listing every problem."""
     if not isinstance(data, dict):
-        raise SpecError([("spec", f"expected a mapping of spec groups, got {type(data).__name__}")], source)
+        raise SpecError([("spec", message("spec_not_mapping", type=type(data).__name__))], source)
     data = migrate(data)
     try:
         spec = RunSpec.model_validate(data)
@@ -159,9 +151,11 @@ def load_spec(path: str | Path, *, context: bool = True) -> RunSpec:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise SpecError([("spec", f"cannot read {path}: {exc.strerror or exc}")], str(path)) from None
+        raise SpecError(
+            [("spec", message("spec_unreadable", path=path, reason=exc.strerror or exc))], str(path)
+        ) from None
     except yaml.YAMLError as exc:
-        raise SpecError([("spec", f"{path} is not valid YAML: {exc}")], str(path)) from None
+        raise SpecError([("spec", message("spec_bad_yaml", path=path, error=exc))], str(path)) from None
     return parse_spec(data, source=str(path), context=context)
 
 

@@ -49,6 +49,7 @@ class FieldInfo:
     choices: list = field(default_factory=list)
     minimum: float | None = None
     maximum: float | None = None
+    exclusive: tuple[bool, bool] = (False, False)  # (gt instead of ge, lt instead of le)
     step: float | None = None
     optional: bool = False
     advanced: bool = False
@@ -63,6 +64,38 @@ class FieldInfo:
 
             return HELP_ZH.get(self.path, self.help)
         return self.help
+
+    def range_for(self, lang: str) -> str:
+        """The allowed range as the user reads it ("1 – 1024", "> 0, ≤ 1"), or '' for a field without one."""
+        lo, hi = self.minimum, self.maximum
+        if lo is None and hi is None:
+            return ""
+        if lo is not None and hi is not None and self.exclusive == (False, False):
+            text = f"{number_text(lo)} – {number_text(hi)}"
+        else:
+            parts = []
+            if lo is not None:
+                parts.append(f"{'>' if self.exclusive[0] else '≥'} {number_text(lo)}")
+            if hi is not None:
+                parts.append(f"{'<' if self.exclusive[1] else '≤'} {number_text(hi)}")
+            text = ", ".join(parts)
+        return f"范围 {text}" if lang == "zh" else f"range {text}"
+
+    def info_for(self, lang: str) -> str:
+        """What the widget shows under its label: the help, then the range it accepts."""
+        help_, range_ = self.help_for(lang), self.range_for(lang)
+        if not range_:
+            return help_
+        return f"{help_}（{range_}）" if lang == "zh" else f"{help_} ({range_})"
+
+
+def number_text(value: Any) -> str:
+    """A bound as people write it: 10000000 rather than 1e+07, 0 rather than 0.0, 1e-06 for small ones."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:g}"
 
 
 def _unwrap_optional(ann: Any) -> tuple[Any, bool]:
@@ -90,16 +123,18 @@ def _kind(ann: Any) -> tuple[str, list]:
     return {bool: "bool", int: "int", float: "float"}.get(ann, "str"), []
 
 
-def _range(finfo: Any) -> tuple[float | None, float | None]:
+def _range(finfo: Any) -> tuple[float | None, float | None, tuple[bool, bool]]:
+    """(lower, upper, (lower exclusive, upper exclusive)) from the field's ge/gt/le/lt."""
     lo = hi = None
+    lo_ex = hi_ex = False
     for m in finfo.metadata:
         for name in ("ge", "gt"):
             if getattr(m, name, None) is not None:
-                lo = getattr(m, name)
+                lo, lo_ex = getattr(m, name), name == "gt"
         for name in ("le", "lt"):
             if getattr(m, name, None) is not None:
-                hi = getattr(m, name)
-    return lo, hi
+                hi, hi_ex = getattr(m, name), name == "lt"
+    return lo, hi, (lo_ex, hi_ex)
 
 
 def walk(model: type[BaseModel] = spec_mod.RunSpec, prefix: str = "") -> list[FieldInfo]:
@@ -129,7 +164,7 @@ def walk(model: type[BaseModel] = spec_mod.RunSpec, prefix: str = "") -> list[Fi
             continue
         kind, choices = _kind(ann)
         default = None if finfo.is_required() else finfo.get_default(call_default_factory=True)
-        lo, hi = _range(finfo)
+        lo, hi, exclusive = _range(finfo)
         step = extra.get("step")
         if step is None and kind in ("int", "float"):
             step = 1 if kind == "int" else _float_step(default)
@@ -144,6 +179,7 @@ def walk(model: type[BaseModel] = spec_mod.RunSpec, prefix: str = "") -> list[Fi
                 choices=choices,
                 minimum=lo,
                 maximum=hi,
+                exclusive=exclusive,
                 step=step,
                 optional=optional,
                 advanced=bool(extra.get("advanced")),
@@ -297,12 +333,12 @@ OPEN_SECTIONS = {"model", "method", "method.lora", "data", "train"}
 
 
 def make_widget(info: FieldInfo, value: Any, lang: str = "en", choices: list | None = None) -> Any:
-    """One gradio component for one field, labelled and bounded from the spec's metadata."""
+    """One gradio component for one field, labelled from the spec's metadata, its range stated in the info text."""
     import gradio as gr
 
     common = {
         "label": info.label_for(lang),
-        "info": info.help_for(lang) or None,
+        "info": info.info_for(lang) or None,
         "elem_id": widget_id(info.path),
         "elem_classes": ["spec-field"],
         "min_width": 160,
@@ -312,11 +348,10 @@ def make_widget(info: FieldInfo, value: Any, lang: str = "en", choices: list | N
     if info.kind == "choice":
         return gr.Dropdown(choices=[(str(c), c) for c in info.choices], value=value, **common)
     if info.kind in ("int", "float"):
-        # An optional number shows empty as 0 in gradio; its lower bound is left to the spec so 0 can mean "none".
+        # No minimum/maximum here: gradio would refuse an out-of-range number with a popup before our validation
+        # sees it. The spec judges the range, its message goes next to the field and Start stays disabled.
         return gr.Number(
             value=value,
-            minimum=None if info.optional else info.minimum,
-            maximum=info.maximum,
             step=info.step,
             precision=0 if info.kind == "int" else None,
             **common,

@@ -17,6 +17,7 @@ from engine import spec as spec_mod
 from engine import workspace
 from studio import backend, forms
 from studio.i18n import t
+from studio.i18n_spec import localize_problems
 
 PRESET_NAME = re.compile(r"^[A-Za-z0-9._\-\u4e00-\u9fff ]{1,80}$")
 
@@ -31,15 +32,25 @@ def check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, list]:
 
 
 def problems_markdown(errors: list, warnings: list, lang: str = "en") -> str:
-    _, general = forms.group_problems(errors)
+    """The list beside Start: every error and warning with the field it names, in the page's language."""
     lines = [f"✅ {t('spec_ok', lang)}"] if not errors else [f"❌ {t('spec_bad', lang)}"]
-    lines += [f"- `{path}`: {msg}" for path, msg in errors]
-    if general:
-        lines.append("")
+    lines += [f"- {_where(path, lang)}{_colon(lang)}{msg}" for path, msg in localize_problems(errors, lang)]
     if warnings:
         lines.append(f"\n**{t('warnings', lang)}**")
-        lines += [f"- ⚠ `{path}`: {msg}" for path, msg in warnings]
+        lines += [f"- ⚠ {_where(path, lang)}{_colon(lang)}{msg}" for path, msg in localize_problems(warnings, lang)]
     return "\n".join(lines)
+
+
+def _where(path: str, lang: str) -> str:
+    """`path`, with the field's label first on the Chinese page (the path alone is English)."""
+    field = forms.field_for_error(path)
+    if lang == "zh" and field:
+        return f"**{forms.BY_PATH[field].label_for(lang)}** `{path}`"
+    return f"`{path}`"
+
+
+def _colon(lang: str) -> str:
+    return "：" if lang == "zh" else ": "
 
 
 def field_updates(
@@ -51,14 +62,15 @@ def field_updates(
     and a language switch redraws every field's help."""
     import gradio as gr
 
-    by_err, _ = forms.group_problems(errors)
-    by_warn, _ = forms.group_problems(warnings)
+    by_err, _ = forms.group_problems(localize_problems(errors, lang))
+    by_warn, _ = forms.group_problems(localize_problems(warnings, lang))
     now: dict[str, str] = {"": lang}
     relabel = flagged.get("", "en") != lang
+    sep = "；" if lang == "zh" else "; "
     for path, msgs in by_err.items():
-        now[path] = "❌ " + "; ".join(msgs)
+        now[path] = "❌ " + sep.join(msgs)
     for path, msgs in by_warn.items():
-        now.setdefault(path, "⚠ " + "; ".join(msgs))
+        now.setdefault(path, "⚠ " + sep.join(msgs))
     updates = []
     for f in forms.FIELDS:
         msg = now.get(f.path)
@@ -68,7 +80,7 @@ def field_updates(
         classes = ["spec-field"] + (
             ["field-error"] if msg and msg.startswith("❌") else ["field-warning"] if msg else []
         )
-        help_ = f.help_for(lang)
+        help_ = f.info_for(lang)
         updates.append(gr.update(info=f"{msg} — {help_}" if msg else (help_ or None), elem_classes=classes))
     return updates, now
 

@@ -30,6 +30,45 @@ def test_train_form_validation_blocks_start(page, shots, fits_width):
     procs.press("Tab")
     page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
     assert fits_width(page)
+    # An out-of-range number reaches the spec (no gradio popup): the message sits next to the field, Start is off.
+    rank = page.locator("#f-method-lora-rank input")
+    assert "range 1 – 1024" in page.inner_text("#f-method-lora-rank")
+    rank.fill("0")
+    rank.press("Tab")
+    page.wait_for_selector("#f-method-lora-rank.field-error", timeout=15_000)
+    assert "greater than or equal to 1" in page.inner_text("#f-method-lora-rank")
+    assert page.is_disabled("#start-btn") and "method.lora.rank" in page.inner_text("#spec-problems")
+    lr = page.locator("#f-train-learning-rate input")
+    lr.fill("-0.001")
+    lr.press("Tab")
+    page.wait_for_selector("#f-train-learning-rate.field-error", timeout=15_000)
+    assert "greater than 0" in page.inner_text("#f-train-learning-rate")
+    page.screenshot(path=str(shots / "train-out-of-range.png"))
+    rank.fill("8")
+    rank.press("Tab")
+    lr.fill("0.0002")
+    lr.press("Tab")
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
+    assert page.locator(".field-error").count() == 0
+
+
+def test_validation_messages_in_chinese(page, shots):
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="中文").click()
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=15_000)
+    assert "范围 1 – 1024" in page.inner_text("#f-method-lora-rank")
+    rank = page.locator("#f-method-lora-rank input")
+    rank.fill("0")
+    rank.press("Tab")
+    page.wait_for_selector("#f-method-lora-rank.field-error", timeout=15_000)
+    page.wait_for_function(
+        "document.querySelector('#f-method-lora-rank').innerText.includes('应 ≥ 1')", timeout=15_000
+    )
+    assert page.is_disabled("#start-btn")
+    problems = page.inner_text("#spec-problems")
+    assert "LoRA 秩" in problems and "应 ≥ 1" in problems and "greater than" not in problems
+    page.screenshot(path=str(shots / "train-invalid-zh.png"))
 
 
 def test_preview_and_plan(page, shots):

@@ -111,6 +111,6 @@ def test_chinese_labels_and_help_cover_every_field():
 def test_language_switch_redraws_help(demo_paths):
     updates, flagged = train.field_updates([], [], {"": "en"}, "zh")
     idx = [f.path for f in forms.FIELDS].index("train.learning_rate")
-    assert updates[idx]["info"] == "峰值学习率" and flagged[""] == "zh"
+    assert updates[idx]["info"] == "峰值学习率（范围 > 0, ≤ 1）" and flagged[""] == "zh"  # help, then its range
     again, _ = train.field_updates([], [], flagged, "zh")
     assert again[idx] == {"__type__": "update"}
