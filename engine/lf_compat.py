@@ -49,6 +49,7 @@ _DIRECT: dict[str, str] = {
     "val_size": "data.val_size",
     "train_on_prompt": "data.train_on_prompt",
     "preprocessing_num_workers": "data.preprocessing_workers",
+    "group_by_length": "data.group_by_length",  # transformers 4's TrainingArguments key, which LF passes through
     "output_dir": "output.output_dir",
     "run_name": "output.run_name",
     "logging_steps": "train.logging_steps",
@@ -281,13 +282,19 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
             imp.put("data.mix_probs", [float(p) for p in _csv(args["interleave_probs"])])
         except ValueError:
             imp.bad("interleave_probs", f"{args['interleave_probs']!r} is not a comma list of numbers")
-    # LF packs by default for pt; its plain packing lets samples attend to each other, ours never does.
+    # LF packs by default for pt. Its pt packing (concatenated blocks) is ours; its plain sft packing lets samples
+    # attend to each other, ours never does.
     packing = args.get("packing")
+    pretrain = args.get("stage", "sft") == "pt"
     if packing is None:
-        packing = args.get("stage", "sft") == "pt"
+        packing = pretrain
     imp.put("data.packing", _truthy(packing) or _truthy(args.get("neat_packing", False)))
-    if _truthy(packing) and not _truthy(args.get("neat_packing", False)):
+    if _truthy(packing) and not _truthy(args.get("neat_packing", False)) and not pretrain:
         imp.notes.append("packing: Studio packs without attention across samples (LF's neat_packing)")
+    if pretrain and not (_truthy(packing) or _truthy(args.get("neat_packing", False))):
+        imp.notes.append(
+            "packing: false with stage pt: Studio cuts each text into blocks of cutoff_len (LF truncates it)"
+        )
     if _truthy(args.get("pure_bf16")):
         imp.put("train.precision", "bf16")
         imp.put("model.dtype", "bfloat16")
@@ -464,7 +471,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     """A spec as LLaMA-Factory training args + an accelerate config in the shape of the seed's examples.
 
     Precision 'auto' is written as bf16 (LF has no 'auto'); model.dtype, quantization compute dtype, launch.device
-    cpu and share_gpus have no LF key and are left out.
+    cpu and share_gpus have no LF key and are left out. Stage pt without packing is written as packing: false, with
+    which LF truncates each text at cutoff_len where Studio cuts it into blocks.
     """
     m, d, t, o = spec.method, spec.data, spec.train, spec.output
     args: dict[str, Any] = {"model_name_or_path": spec.model.name_or_path}
@@ -517,11 +525,13 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     args.update(
         {
             "packing": d.packing,
-            "neat_packing": d.packing,
+            "neat_packing": d.packing and m.stage != "pt",  # LF's pt packing is concatenation, as ours
             "train_on_prompt": d.train_on_prompt,
             "preprocessing_num_workers": d.preprocessing_workers,
         }
     )
+    if d.group_by_length:
+        args["group_by_length"] = True
     if o.output_dir:
         args["output_dir"] = o.output_dir
     if o.run_name:

@@ -70,6 +70,9 @@ MESSAGES: dict[str, str] = {
     "or clear data.mix_probs",
     "dataset_twice": "a dataset is listed twice",
     "packing_dpo": "packing applies to sft and pt, not dpo: turn data.packing off",
+    "group_by_length_packing": "grouping by length and packing exclude each other (packed rows are already full): "
+    "turn off data.group_by_length or data.packing",
+    "group_by_length_dpo": "grouping by length applies to sft and pt, not dpo: turn data.group_by_length off",
     "report_to_none": "'none' cannot be combined with other trackers",
     "lora_all_alone": "'all' already covers every linear layer: give 'all' alone or a list of names",
     # warnings

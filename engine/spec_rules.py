@@ -90,6 +90,10 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("data.datasets", message("dataset_twice")))
     if d.packing and m.stage == "dpo":
         errors.append(("data.packing", message("packing_dpo")))
+    if d.group_by_length and d.packing:
+        errors.append(("data.group_by_length", message("group_by_length_packing")))
+    if d.group_by_length and m.stage == "dpo":
+        errors.append(("data.group_by_length", message("group_by_length_dpo")))
     if "none" in spec.output.report_to and len(spec.output.report_to) > 1:
         errors.append(("output.report_to", message("report_to_none")))
     if m.lora.targets and "all" in m.lora.targets and len(m.lora.targets) > 1:

@@ -39,6 +39,9 @@ RULES_ZH: dict[str, str] = {
     "或清空 data.mix_probs",
     "dataset_twice": "有数据集被列了两次",
     "packing_dpo": "打包只适用于 sft 和 pt，不适用于 dpo：请关闭 data.packing",
+    "group_by_length_packing": "按长度分组与打包互斥（打包后的行已经填满）："
+    "请关闭 data.group_by_length 或 data.packing",
+    "group_by_length_dpo": "按长度分组只适用于 sft 和 pt，不适用于 dpo：请关闭 data.group_by_length",
     "report_to_none": "'none' 不能与其他记录工具同时选择",
     "lora_all_alone": "'all' 已包含所有线性层：请单独填写 'all'，或填写模块名列表",
     # warnings

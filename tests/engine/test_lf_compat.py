@@ -128,6 +128,27 @@ class TestDefaultsAreLlamaFactorys:
     def test_pt_packs_by_default(self):
         assert convert({"model_name_or_path": "m", "stage": "pt", "dataset": "d"}).data.packing
 
+    def test_pt_packing_is_lfs_concatenation(self):
+        notes: list[str] = []
+        spec = convert({"model_name_or_path": "m", "stage": "pt", "dataset": "d", "packing": True}, notes=notes)
+        assert spec.data.packing and not [n for n in notes if "packing" in n]  # LF's blocks: nothing to warn
+        args, _ = spec_to_lf(spec)
+        assert args["packing"] is True and args["neat_packing"] is False
+        spec = convert({"model_name_or_path": "m", "stage": "pt", "dataset": "d", "packing": False}, notes=notes)
+        assert not spec.data.packing and any("cuts each text into blocks" in n for n in notes)
+
+    def test_group_by_length(self, tmp_path):
+        spec = convert({"model_name_or_path": "m", "dataset": "d", "group_by_length": True})
+        assert spec.data.group_by_length
+        assert spec_to_lf(spec)[0]["group_by_length"] is True
+        assert "group_by_length" not in spec_to_lf(convert({"model_name_or_path": "m", "dataset": "d"}))[0]
+        path = tmp_path / "lf.yaml"
+        path.write_text(
+            yaml.safe_dump({"model_name_or_path": "m", "dataset": "d", "group_by_length": True, "packing": True})
+        )
+        with pytest.raises(SpecError, match=r"group_by_length \(data.group_by_length\): .*data.packing"):
+            load_any(path, context=False)
+
     def test_conversions(self):
         spec = convert(
             {

@@ -259,6 +259,22 @@ class TestPackingNotForDpo:
         accepts(make(method={"stage": "pt"}, data={"packing": True}))
 
 
+class TestGroupByLength:
+    def test_not_with_packing(self):
+        for stage in ("sft", "pt"):
+            data = make(method={"stage": stage}, data={"group_by_length": True, "packing": True})
+            rejects(data, "data.group_by_length")
+            with pytest.raises(SpecError, match=r"data\.group_by_length or data\.packing"):
+                parse_spec(data)
+
+    def test_not_for_dpo(self):
+        rejects(make(method={"stage": "dpo"}, data={"group_by_length": True}), "data.group_by_length")
+
+    def test_ok_alone(self):
+        accepts(make(method={"stage": "pt"}, data={"group_by_length": True}))
+        accepts(make(data={"group_by_length": True}))
+
+
 class TestReportToNone:
     def test_rejected(self):
         rejects(make(output={"report_to": ["none", "tensorboard"]}), "output.report_to")
