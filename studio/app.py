@@ -15,12 +15,19 @@ from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+# Read by the queue every Blocks makes for itself; a later ``Blocks.queue(default_concurrency_limit=...)`` would
+# rebuild the whole FastAPI app once more only to change this number.
+os.environ.setdefault("GRADIO_DEFAULT_CONCURRENCY_LIMIT", "8")
 
-import gradio as gr
+from studio import gradio_setup  # noqa: E402 - before gradio: skips its stub regeneration at import
 
-from studio import backend
-from studio import settings as settings_mod
-from studio.i18n import LANGS, Texts, t
+gradio_setup.install()
+
+import gradio as gr  # noqa: E402
+
+from studio import backend  # noqa: E402
+from studio import settings as settings_mod  # noqa: E402
+from studio.i18n import LANGS, Texts, t  # noqa: E402
 
 CSS_PATH = Path(__file__).resolve().parent / "studio.css"
 
@@ -49,8 +56,10 @@ class Ctx:
 
     @staticmethod
     def default_run() -> str | None:
-        """What a (re)opened page shows: a running run, else the newest one."""
-        listed = backend.list_runs()
+        """What a (re)opened page shows: a running run, else the newest one; training runs before commands (a merge
+        started after training must not take the dashboard from the run it merged)."""
+        everything = backend.list_runs()
+        listed = [r for r in everything if getattr(r, "kind", "train") == "train"] or everything
         running = [r for r in listed if getattr(r, "status", "") == "running"]
         chosen = (running or listed or [None])[0]
         return str(chosen.id) if chosen is not None else None
@@ -186,7 +195,7 @@ def cli(argv: list[str] | None = None) -> int:
     print(
         f"studio: serving on http://{conf.host}:{conf.port}" + (" (login required)" if conf.auth else ""), flush=True
     )
-    app.queue(default_concurrency_limit=8).launch(**launch_kwargs(conf))
+    app.launch(**launch_kwargs(conf))  # queued, up to GRADIO_DEFAULT_CONCURRENCY_LIMIT events of a kind at once
     return 0
 
 
