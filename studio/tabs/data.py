@@ -99,9 +99,22 @@ def guess_mapping(columns: list[str], formatting: str) -> dict[str, str | None]:
     }
 
 
-def register(path: str, name: str, formatting: str, mapping: dict[str, str | None]) -> str:
+def problem_text(problem: Any, lang: str = "en") -> str:
+    """A dataset problem with its place (file, line or row, column) in the page's language; the engine's message
+    itself stays as engine.dataset_registry wrote it."""
+    if lang != "zh" or not hasattr(problem, "message"):
+        return str(problem)
+    where = str(problem.file)
+    if problem.row is not None:
+        where += f"，第 {problem.row} 行"
+    if problem.column:
+        where += f"，列 '{problem.column}'"
+    return f"{where}：{problem.message}"
+
+
+def register(path: str, name: str, formatting: str, mapping: dict[str, str | None], lang: str = "en") -> str:
     if not path:
-        return "❌ upload a file first"
+        return "❌ " + t("upload_first", lang)
     try:
         src = Path(path).resolve()
         if not src.is_relative_to(workspace.uploads_dir().resolve()):
@@ -113,8 +126,8 @@ def register(path: str, name: str, formatting: str, mapping: dict[str, str | Non
     except (ValueError, backend.Unavailable) as exc:
         return f"❌ {exc}"
     if problems:
-        return "⚠ registered, but:\n" + "\n".join(f"- {p}" for p in problems[:10])
-    return f"✅ registered **{name}**"
+        return f"⚠ {t('registered_but', lang)}\n" + "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
+    return "✅ " + t("registered", lang, name=name)
 
 
 def preview(name: str, n: int = 8) -> pd.DataFrame:
@@ -124,12 +137,12 @@ def preview(name: str, n: int = 8) -> pd.DataFrame:
     )
 
 
-def sample_html(name: str, model: str, template: str) -> str:
+def sample_html(name: str, model: str, template: str, lang: str = "en") -> str:
     """One row as the model sees it: prompt pieces grey (not trained), response pieces green (trained)."""
     reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
     rows = reg.preview_rows(name, workspace.data_dir(), n=1)
     if not rows:
-        return "<p>no usable rows</p>"
+        return f"<p>{html.escape(t('no_rows', lang))}</p>"
     pieces = tpl.render_sample(template or "auto", tpl.tokenizer_info(model or None), rows[0])
     spans = "".join(
         f'<span class="{"tok-train" if trained else "tok-prompt"}">{html.escape(text)}</span>'
@@ -152,15 +165,13 @@ def packing_efficiency(counts: list[int], cutoff: int) -> float:
 
 
 def lengths(
-    name: str, model: str, template: str, cutoff: int, limit: int = 400, packing: bool = False
+    name: str, model: str, template: str, cutoff: int, limit: int = 400, packing: bool = False, lang: str = "en"
 ) -> tuple[pd.DataFrame, str]:
     """(histogram frame, 'N rows, share over the cutoff[, packing efficiency]') for up to ``limit`` rows."""
     reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
     rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
     if not rows or not model or not (Path(model) / "tokenizer.json").is_file():
-        return monitor.plot_frame([], ["tokens", "rows", "side"], text=("side",)), (
-            "needs a local model folder with tokenizer.json"
-        )
+        return monitor.plot_frame([], ["tokens", "rows", "side"], text=("side",)), t("needs_tokenizer", lang)
     counts = tpl.token_lengths(template or "auto", model, rows)
     cutoff = int(cutoff or 0)
     top = max(max(counts), cutoff)
@@ -169,17 +180,25 @@ def lengths(
     for c in counts:
         bins[(c // width) * width] = bins.get((c // width) * width, 0) + 1
     frame = monitor.plot_frame(
-        [{"tokens": k, "rows": v, "side": "over cutoff" if k + width > cutoff else "kept"} for k, v in sorted(bins.items())],
+        [
+            {"tokens": k, "rows": v, "side": t("over_cutoff" if k + width > cutoff else "kept", lang)}
+            for k, v in sorted(bins.items())
+        ],
         ["tokens", "rows", "side"],
         text=("side",),
     )
     over = sum(c > cutoff for c in counts)
-    note = (
-        f"{len(counts)} rows · max {max(counts)} tokens · cutoff {cutoff} · "
-        f"**{over / len(counts):.1%} truncated** ({over} rows)"
+    note = t(
+        "lengths_note",
+        lang,
+        rows=len(counts),
+        max=max(counts),
+        cutoff=cutoff,
+        share=f"{over / len(counts):.1%}",
+        over=over,
     )
     if packing and cutoff:
-        note += f" · packing efficiency {packing_efficiency(counts, cutoff):.0%}"
+        note += t("packing_eff", lang, eff=f"{packing_efficiency(counts, cutoff):.0%}")
     return frame, note
 
 
@@ -233,20 +252,23 @@ def build(ctx: Any) -> None:
     model, template, cutoff = form["model.name_or_path"], form["data.template"], form["data.cutoff_len"]
     packing = form["data.packing"]
 
-    def _show(name, model_, template_, cutoff_, packing_):
+    def _show(name, model_, template_, cutoff_, packing_, lang_):
         if not name:
             return gr.skip(), "", gr.skip(), ""
         try:
-            frame, note = lengths(name, model_, template_, cutoff_, packing=bool(packing_))
-            return preview(name), sample_html(name, model_, template_), frame, note
+            frame, note = lengths(name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_)
+            return preview(name), sample_html(name, model_, template_, lang_), frame, note
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
             return gr.skip(), f"<p>❌ {html.escape(str(exc))}</p>", gr.skip(), ""
 
     gr.on(
-        [pick.change, ctx.tab.select], _show, [pick, model, template, cutoff, packing], [rows, sample, hist, hist_note]
+        [pick.change, ctx.tab.select],
+        _show,
+        [pick, model, template, cutoff, packing, ctx.lang],
+        [rows, sample, hist, hist_note],
     )
 
-    def _upload(path):
+    def _upload(path, lang_):
         if not path:
             return "", "", gr.update(), *[gr.update() for _ in roles]
         try:
@@ -256,15 +278,18 @@ def build(ctx: Any) -> None:
             return "", f"❌ {exc}", gr.update(), *[gr.update() for _ in roles]
         guess = guess_mapping(cols, "sharegpt" if "conversations" in cols or "messages" in cols else "alpaca")
         updates = [gr.update(choices=cols, value=guess.get(r)) for r in roles]
-        return str(dest), f"stored `{dest.name}` · columns: {', '.join(cols)}", dest.stem.replace("-", "_"), *updates
+        msg = t("stored", lang_, name=dest.name, columns=", ".join(cols))
+        return str(dest), msg, dest.stem.replace("-", "_"), *updates
 
-    upload.upload(_upload, [upload], [stored, up_msg, ds_name, *role_boxes.values()])
+    upload.upload(_upload, [upload, ctx.lang], [stored, up_msg, ds_name, *role_boxes.values()])
 
-    def _register(path, name, formatting, *cols):
+    def _register(path, name, formatting, lang_, *cols):
         mapping = {r: v for r, v in zip(role_boxes, cols) if r in COLUMN_ROLES[formatting]}
-        msg = register(path, name, formatting, mapping)
+        msg = register(path, name, formatting, mapping, lang_)
         names_ = backend.registered_datasets()
         ok = msg.startswith(("✅", "⚠"))
         return msg, gr.update(choices=names_, value=name) if ok else gr.update(), gr.update(choices=names_)
 
-    reg_btn.click(_register, [stored, ds_name, fmt, *role_boxes.values()], [reg_msg, pick, form["data.datasets"]])
+    reg_btn.click(
+        _register, [stored, ds_name, fmt, ctx.lang, *role_boxes.values()], [reg_msg, pick, form["data.datasets"]]
+    )

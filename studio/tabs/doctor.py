@@ -12,15 +12,19 @@ import pandas as pd
 from studio import backend
 from studio.i18n import t
 
+COLUMNS = ["check", "status", "detail", "fix"]
 
-def checks_frame() -> pd.DataFrame:
+
+def checks_frame(lang: str = "en") -> pd.DataFrame:
+    """One row per check; the headers and the verdict (PASS / WARN / FAIL) in the page's language. The details and
+    fixes are engine.doctor's own (English) text."""
     try:
-        checks = backend.engine_module("doctor").run_checks()
+        rows = [(c.name, c.status, c.detail, c.fix) for c in backend.engine_module("doctor").run_checks()]
     except backend.Unavailable as exc:
-        return pd.DataFrame([{"check": "doctor", "status": "FAIL", "detail": str(exc), "fix": ""}])
+        rows = [("doctor", "FAIL", str(exc), "")]
     return pd.DataFrame(
-        [{"check": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks],
-        columns=["check", "status", "detail", "fix"],
+        [(name, t(status, lang), detail, fix) for name, status, detail, fix in rows],
+        columns=[t(f"d_{c}", lang) for c in COLUMNS],
     )
 
 
@@ -29,4 +33,4 @@ def build(ctx: Any) -> None:
 
     run = ctx.texts.add(gr.Button(t("doctor_run", ctx.lang_value), elem_id="doctor-run"), "doctor_run", "value")
     out = gr.Dataframe(interactive=False, wrap=True, elem_id="doctor-table")
-    run.click(checks_frame, None, [out])
+    run.click(checks_frame, [ctx.lang], [out])

@@ -105,6 +105,9 @@ def start_run(values: dict[str, Any], lang: str = "en") -> tuple[str, str | None
         run_id = runs.submit(spec, name=spec.output.run_name or None)
     except backend.Unavailable as exc:
         return t("unavailable", lang, what=str(exc)), None
+    except spec_mod.SpecError as exc:  # submit's own checks: the output folder, the rows of the data
+        lines = [f"- {_where(p, lang)}{_colon(lang)}{m}" for p, m in localize_problems(exc.problems, lang)]
+        return "\n".join([f"❌ {t('spec_invalid', lang)}", *lines]), None
     except Exception as exc:  # the registry refuses (queue full, GPUs busy): show its message
         return f"❌ {exc}", None
     return t("started", lang, id=run_id), str(run_id)
@@ -122,11 +125,11 @@ def stop_run(run_id: str | None, lang: str = "en") -> str:
     return t("stopping", lang, id=run_id)
 
 
-def preview(values: dict[str, Any]) -> str:
+def preview(values: dict[str, Any], lang: str = "en") -> str:
     """The exact command(s) and generated configs, as the launcher would write them."""
     spec, errors, _ = check(values)
     if spec is None:
-        return "\n".join(f"{p}: {m}" for p, m in errors)
+        return "\n".join(f"{p}{_colon(lang)}{m}" for p, m in localize_problems(errors, lang))
     try:
         launch = backend.engine_module("launch")
     except backend.Unavailable as exc:
@@ -156,26 +159,29 @@ def preset_path(name: str) -> Path:
     return presets_dir() / f"{name}.yaml"
 
 
-def save_preset(name: str, values: dict[str, Any]) -> str:
+def save_preset(name: str, values: dict[str, Any], lang: str = "en") -> str:
     try:
         path = preset_path(name)
-    except ValueError as exc:
-        return f"❌ {exc}"
+    except ValueError:
+        return "❌ " + t("preset_bad_name", lang, name=repr((name or "").strip()))
     data = forms.values_to_dict(values)
     path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    return f"✅ saved {path}"
+    return "✅ " + t("preset_saved", lang, path=path)
 
 
-def load_preset(name: str) -> tuple[dict[str, Any] | None, str]:
+def load_preset(name: str, lang: str = "en") -> tuple[dict[str, Any] | None, str]:
     try:
         path = preset_path(name)
+    except ValueError:
+        return None, "❌ " + t("preset_bad_name", lang, name=repr((name or "").strip()))
+    try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (ValueError, OSError, yaml.YAMLError) as exc:
+    except (OSError, yaml.YAMLError) as exc:
         return None, f"❌ {exc}"
-    return forms.spec_to_values(data), f"✅ loaded {path.name}"
+    return forms.spec_to_values(data), "✅ " + t("preset_loaded", lang, name=path.name)
 
 
-def propose_template(model: str) -> tuple[str | None, str]:
+def propose_template(model: str, lang: str = "en") -> tuple[str | None, str]:
     """(template name or None, hint) from the model folder's tokenizer / config."""
     if not model:
         return None, ""
@@ -184,9 +190,9 @@ def propose_template(model: str) -> tuple[str | None, str]:
     except backend.Unavailable as exc:
         return None, str(exc)
     except Exception as exc:
-        return None, f"no template proposal: {exc}"
+        return None, t("no_template", lang, error=exc)
     name = getattr(name, "name", name)
-    return (str(name), f"template proposed for this model: **{name}**") if name else (None, "")
+    return (str(name), f"{t('model_hint', lang)}{_colon(lang)}**{name}**") if name else (None, "")
 
 
 def plan_html(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -> str:
@@ -220,24 +226,34 @@ def render_plan(d: dict, lang: str = "en") -> str:
     comps = d.get("components") or {}
     if comps:
         items = ", ".join(
-            f"{k.replace('_', ' ')} {v / 2**20:.0f} MiB" for k, v in comps.items() if isinstance(v, (int, float)) and v
+            f"{_plan_word('pc_', k, lang)} {v / 2**20:.0f} MiB"
+            for k, v in comps.items()
+            if isinstance(v, (int, float)) and v
         )
-        parts.append(f"<small>{html.escape(items)} (peak in {html.escape(str(d.get('peak_phase', '')))})</small>")
+        peak = t("plan_peak", lang, phase=_plan_word("ph_", str(d.get("peak_phase", "")), lang))
+        parts.append(f"<small>{html.escape(items)} ({html.escape(peak)})</small>")
     for note in d.get("notes") or []:
         parts.append(f"<small>• {html.escape(str(note))}</small>")
     return "<br>".join(parts) + "</div>"
 
 
-def autofit(values: dict[str, Any], gpu_mem: float | None) -> tuple[dict[str, Any] | None, str]:
+def _plan_word(prefix: str, key: str, lang: str) -> str:
+    """A plan component or phase name in the page's language (an unknown one as the planner wrote it)."""
+    from studio.i18n import STRINGS
+
+    return t(prefix + key, lang) if prefix + key in STRINGS else key.replace("_", " ")
+
+
+def autofit(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -> tuple[dict[str, Any] | None, str]:
     spec, errors, _ = check(values)
     if spec is None:
-        return None, "\n".join(f"{p}: {m}" for p, m in errors)
+        return None, "\n".join(f"{p}{_colon(lang)}{m}" for p, m in localize_problems(errors, lang))
     if not gpu_mem:
         from engine import hardware
 
         gpus = hardware.detect().gpus
         if not gpus:
-            return None, "no GPU detected: enter the GPU memory (GiB) to fit for"
+            return None, t("fit_no_gpu", lang)
         gpu_mem = min(g.memory_total_mib for g in gpus) / 1024
     try:
         plan_mod = backend.engine_module("plan")
@@ -246,7 +262,8 @@ def autofit(values: dict[str, Any], gpu_mem: float | None) -> tuple[dict[str, An
     except backend.Unavailable as exc:
         return None, str(exc)
     steps = "; ".join(str(s) for s in getattr(result, "steps", []) or [])
-    note = ("fits" if getattr(result, "fits", False) else "still does not fit") + (f" after: {steps}" if steps else "")
+    fits = getattr(result, "fits", False)
+    note = t("fits" if fits else "fit_still", lang) + (t("fit_after", lang, steps=steps) if steps else "")
     return forms.spec_to_values(spec_mod.spec_to_dict(result.spec)), note
 
 
@@ -355,7 +372,7 @@ def build(ctx: Any) -> None:
 
     widgets["model.name_or_path"].change(
         _on_model,
-        [widgets["model.name_or_path"], widgets["data.template"]],
+        [widgets["model.name_or_path"], widgets["data.template"], ctx.lang],
         [widgets["data.template"], template_hint],
         queue=False,
     )
@@ -368,14 +385,18 @@ def build(ctx: Any) -> None:
         show_progress="hidden",
     )
     ctx.on_load.append((lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]), plan_inputs, [plan_out]))
-    fit_btn.click(lambda *a: _apply(autofit(to_values(a[:-1]), a[-1])), [*fields, gpu_mem], [*fields, fit_msg])
-    prev_btn.click(lambda *a: preview(to_values(a)), fields, [prev_out])
+    fit_btn.click(
+        lambda *a: _apply(autofit(to_values(a[:-2]), a[-2], a[-1])), [*fields, gpu_mem, ctx.lang], [*fields, fit_msg]
+    )
+    prev_btn.click(lambda *a: preview(to_values(a[:-1]), a[-1]), [*fields, ctx.lang], [prev_out])
     save_btn.click(
-        lambda name, *a: (save_preset(name, to_values(a)), gr.update(choices=list_presets())),
-        [preset_name, *fields],
+        lambda name, lang_, *a: (save_preset(name, to_values(a), lang_), gr.update(choices=list_presets())),
+        [preset_name, ctx.lang, *fields],
         [preset_msg, preset_pick],
     )
-    preset_pick.input(lambda name: _apply(load_preset(name)), [preset_pick], [*fields, preset_msg])
+    preset_pick.input(
+        lambda name, lang_: _apply(load_preset(name, lang_)), [preset_pick, ctx.lang], [*fields, preset_msg]
+    )
 
 
 _PLAN_PATHS = [
@@ -393,10 +414,10 @@ _PLAN_PATHS = [
 ]
 
 
-def _on_model(model: str, current_template: str) -> tuple[Any, str]:
+def _on_model(model: str, current_template: str, lang: str = "en") -> tuple[Any, str]:
     import gradio as gr
 
-    name, hint = propose_template(model)
+    name, hint = propose_template(model, lang)
     if name and name in forms.TEMPLATES and current_template in ("auto", "", None):
         return gr.update(value=name), hint
     return gr.update(), hint

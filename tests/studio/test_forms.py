@@ -114,3 +114,31 @@ def test_language_switch_redraws_help(demo_paths):
     assert updates[idx]["info"] == "峰值学习率（范围 > 0, ≤ 1）" and flagged[""] == "zh"  # help, then its range
     again, _ = train.field_updates([], [], flagged, "zh")
     assert again[idx] == {"__type__": "update"}
+
+
+def test_train_actions_and_plan_in_chinese(demo_paths, monkeypatch):
+    from types import SimpleNamespace
+
+    from engine.spec_messages import message
+
+    values = _demo_values(demo_paths)
+    refusal = spec_mod.SpecError([("output.output_dir", message("output_not_writable", probe="/x"))])
+
+    def refuse(spec, name=None):
+        raise refusal
+
+    monkeypatch.setattr(train.backend, "engine_module", lambda name: SimpleNamespace(submit=refuse))
+    msg, run_id = train.start_run(values, "zh")
+    assert run_id is None and "运行配置无效" in msg and "无法写入 /x（权限不足）" in msg and "输出目录" in msg
+    msg, _ = train.start_run(values, "en")
+    assert "cannot write to /x (permission denied)" in msg
+    assert train.save_preset("../evil", values, "zh").startswith("❌ 预设名称")
+    plan = {
+        "fits": True,
+        "total_gib": 1.0,
+        "gpu_mem_gib": 24.0,
+        "components": {"weights": 2**20, "activations": 2**21},
+    }
+    html_ = train.render_plan({**plan, "peak_phase": "optimizer_step"}, "zh")
+    assert "权重 1 MiB" in html_ and "激活值 2 MiB" in html_ and "优化器更新" in html_ and "可以放下" in html_
+    assert "weights 1 MiB" in train.render_plan({**plan, "peak_phase": "optimizer_step"})
