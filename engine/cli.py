@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "preview": ("engine.launch", "print the exact launch command(s) and generated configs for a spec"),
     "import-lf": ("engine.lf_compat", "convert a LLaMA-Factory training YAML (+ accelerate config) to a spec"),
     "export-lf": ("engine.lf_compat", "write a spec as a LLaMA-Factory training YAML"),
-    "merge": ("engine.exporting", "merge a run's adapter(s) into the base model and verify it"),
+    "merge": ("engine.merge_jobs", "merge a run's adapter(s) into the base model and verify it"),
     "plan": ("engine.plan", "predict per-GPU memory for a spec; --fit walks the out-of-memory ladder"),
     "doctor": ("engine.doctor", "check GPUs, drivers, the stack and communication"),
     "runs": ("engine.runs_cli", "list / show / logs / stop / delete runs"),

@@ -1,13 +1,14 @@
-"""Merge and export, the light half: check inputs, estimate disk, start / follow / cancel the merge subprocess.
+"""Merge and export, the light half: check inputs, estimate disk and memory, build the merge subprocess's argv.
 
 Light: stdlib, yaml and engine's light modules only (never torch/transformers/peft). Everything that needs weights
-runs in ``python -m engine.merge`` (engine/merge.py), started here with an argv list, an explicit env and its own
-process session, so the UI stays small and a cancel (SIGTERM to the process group) stops all of it.
+runs in ``python -m engine.merge`` (engine/merge.py), started as a command run of the registry by
+engine/merge_jobs.py, which follows and cancels it.
 
 Sources are run folders (``spec.yaml`` + ``<out>/adapter`` or ``<out>/model``) or PEFT adapter folders. Every input
 problem is found here, before any weights load: missing ``adapter_config.json``, a run with no adapter yet, an
 adapter whose module shapes do not fit the base (read from the safetensors headers, no torch), an existing target,
-too little disk. ``plan_export`` raises ``ExportError`` with the message the UI / CLI shows.
+too little disk, too little memory (``estimate_memory`` against ``available_memory``; ``force`` skips that one).
+``plan_export`` raises ``ExportError`` with the message the UI / CLI shows.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import struct
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,9 +26,8 @@ from pathlib import Path
 import yaml
 
 from engine import events as ev
-from engine import workspace
+from engine import hardware, workspace
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DTYPES = {"bf16": ("bfloat16", 2), "fp16": ("float16", 2), "fp32": ("float32", 4)}
 _CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
@@ -47,6 +45,11 @@ TOKENIZER_FILES = (
     "spiece.model",
 )
 DISK_MARGIN = 1.05  # config, card, tokenizer and filesystem slack on top of the tensor bytes
+# Resident memory of the merge process beyond the weights: Python + torch + transformers + peft (the demo model's
+# merge peaked at 0.44 GB, nearly all of it this), and on a GPU the CUDA libraries and context on the host.
+PROCESS_RAM = {"cpu": 1_000_000_000, "cuda": 3_000_000_000}
+ADAPTER_ONLY_RAM = 200_000_000  # --adapter-only copies files and never imports torch
+MEM_MARGIN = 1.15  # allocator slack and fragmentation on top of the summed tensors
 
 
 class ExportError(Exception):
@@ -74,7 +77,10 @@ class ExportPlan:
     adapter_only: bool
     bytes_needed: int
     bytes_free: int
-    events_path: str
+    device: str = "cpu"
+    ram_needed: int = 0
+    ram_available: int = 0
+    ram_source: str = ""  # where ram_available was read (MemAvailable, a cgroup limit, STUDIO_MEM_AVAILABLE)
 
 
 # ----------------------------------------------------------------------------------------------- inputs
@@ -204,24 +210,91 @@ def default_dtype(base_dir: str | Path) -> str:
     )
 
 
+def weight_bytes(model_dir: str | Path, dtype: str) -> tuple[int, int]:
+    """(all tensors, the largest tensor) of a model or adapter folder in bytes, its floating-point tensors held in
+    ``dtype`` (others as stored). Read from the safetensors headers; .bin-only folders from their file sizes."""
+    tensors = model_tensors(model_dir)
+    width = DTYPES[dtype][1]
+    if tensors:
+        floats = ("F32", "F16", "BF16", "F64")
+        sizes = [
+            _numel(m["shape"]) * (width if m["dtype"] in floats else _ST_BYTES.get(m["dtype"], 4))
+            for m in tensors.values()
+        ]
+        return sum(sizes), max(sizes)
+    stored = DTYPES.get(default_dtype(model_dir), ("", 4))[1]  # .bin only: file sizes scaled from the stored dtype
+    files = [f.stat().st_size * width // stored for f in Path(model_dir).glob("*.bin")]
+    return sum(files), max(files, default=0)
+
+
 def estimate_bytes(plan_sources: list[Source], base_dir: str, dtype: str, adapter_only: bool) -> int:
     """Bytes the export writes: the base's tensors re-stored in ``dtype`` (or the adapter folder) plus a margin."""
     if adapter_only:
         total = sum(f.stat().st_size for f in Path(plan_sources[0].weights_dir).rglob("*") if f.is_file())
     else:
-        tensors = model_tensors(base_dir)
-        if tensors:
-            width = DTYPES[dtype][1]
-            total = sum(
-                _numel(m["shape"])
-                * (width if m["dtype"] in ("F32", "F16", "BF16", "F64") else _ST_BYTES.get(m["dtype"], 4))
-                for m in tensors.values()
-            )
-        else:  # .bin only: file sizes scaled from the stored dtype
-            stored = DTYPES.get(default_dtype(base_dir), ("", 4))[1]
-            total = sum(f.stat().st_size for f in Path(base_dir).glob("*.bin")) * DTYPES[dtype][1] // stored
+        total = weight_bytes(base_dir, dtype)[0]
     total += sum((Path(base_dir) / n).stat().st_size for n in TOKENIZER_FILES if (Path(base_dir) / n).is_file())
     return int(total * DISK_MARGIN)
+
+
+def estimate_memory(
+    plan_sources: list[Source], base_dir: str, dtype: str, device: str, adapter_only: bool, max_shard: int
+) -> int:
+    """Peak resident memory (bytes) of the merge process on this machine, from the safetensors headers.
+
+    Follows engine/merge.py step by step. On ``cpu``: the base is loaded in float32 and the adapters beside it,
+    while the base's files are mapped and read (their pages count as resident until the kernel drops them);
+    merging a module (``safe_merge``) holds its weight twice more (a clone and the B @ A delta) -- that is the peak.
+    The cast to ``dtype`` goes tensor by tensor, saving writes from the tensors in place, and the reload for
+    verification holds the model in ``dtype`` once the float32 one is freed: never more than the float32 phase,
+    so a narrower ``dtype`` does not lower the estimate on CPU. On ``cuda``: weights load straight into GPU memory;
+    the host holds the process, one shard on its way to disk and one tensor. Logits of the fixed prompts are added
+    for large vocabularies. The result is an upper bound for merges that run alone, not a prediction (tests compare
+    it with the measured peak of real merges).
+    """
+    if adapter_only:
+        return ADAPTER_ONLY_RAM
+    base32, largest32 = weight_bytes(base_dir, "fp32")
+    vocab = int(_read_json(Path(base_dir) / "config.json").get("vocab_size") or 0)
+    logits = 4 * 4 * 96 * vocab  # 4 prompts x 24 tokens x vocab in float32, four copies (reference, base, merged)
+    if device == "cuda":
+        weights = min(max_shard, weight_bytes(base_dir, dtype)[0]) + largest32
+    else:
+        mapped = sum(f.stat().st_size for pat in ("*.safetensors", "*.bin") for f in Path(base_dir).glob(pat))
+        adapters = sum(weight_bytes(s.weights_dir, "fp32")[0] for s in plan_sources if s.kind == "adapter")
+        weights = base32 + mapped + adapters + 2 * largest32
+    return int(PROCESS_RAM[device] + (weights + logits) * MEM_MARGIN)
+
+
+def available_memory() -> tuple[int, str]:
+    """(bytes a new process can use, where that was read): engine.hardware.available_memory (MemAvailable and the
+    cgroup limit); ``STUDIO_MEM_AVAILABLE`` (e.g. ``8GB``) replaces the reading: to state a figure, or in tests."""
+    given = os.environ.get("STUDIO_MEM_AVAILABLE", "").strip()
+    if given:
+        return parse_size(given, "STUDIO_MEM_AVAILABLE"), "STUDIO_MEM_AVAILABLE"
+    found = hardware.available_memory()
+    if found is None:
+        raise ExportError("cannot read the available memory from /proc/meminfo: set STUDIO_MEM_AVAILABLE")
+    return found
+
+
+def memory_problem(plan: ExportPlan, sources: list[Source], max_shard: int) -> str | None:
+    """The refusal message when the merge will not fit in memory (needed vs available and what would help)."""
+    if plan.ram_needed <= plan.ram_available:
+        return None
+    fixes = []
+    if plan.device == "cpu":
+        on_gpu = estimate_memory(sources, plan.base, plan.dtype, "cuda", plan.adapter_only, max_shard)
+        if on_gpu < plan.ram_needed:
+            fixes.append(f"merge on a GPU (--device cuda: about {_gb(on_gpu)} of RAM)")
+    fixes += ["free memory (stop other runs or programs)", "use a machine with more RAM"]
+    return (
+        f"not enough memory for this merge: it needs about {_gb(plan.ram_needed)} of RAM (on {plan.device}: "
+        + ("the base in float32 and the adapters" if plan.device == "cpu" else "the process and one shard")
+        + ") but only "
+        f"{_gb(plan.ram_available)} is available ({plan.ram_source}): {'; or '.join(fixes)}. "
+        "If you know it fits, merge anyway (--force / 'merge anyway')"
+    )
 
 
 def free_bytes(out_dir: Path) -> int:
@@ -231,21 +304,26 @@ def free_bytes(out_dir: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def events_path_for(sources: list[Source], out_dir: Path) -> Path:
-    """A run's merges are logged in its folder; a bare adapter's beside the target."""
-    if sources and sources[0].run_dir:
-        return Path(sources[0].run_dir) / "merge_events.jsonl"
-    return out_dir.parent / f"{out_dir.name}.merge-events.jsonl"
-
-
 def plan_export(
-    sources: list[str], out_dir: str, *, dtype: str | None = None, overwrite: bool = False, adapter_only: bool = False
+    sources: list[str],
+    out_dir: str,
+    *,
+    dtype: str | None = None,
+    overwrite: bool = False,
+    adapter_only: bool = False,
+    device: str = "cpu",
+    max_shard_size: str | int = "2GB",
+    force: bool = False,
 ) -> ExportPlan:
-    """Check every input without loading weights; raise ExportError with the first problem."""
+    """Check every input without loading weights; raise ExportError with the first problem. With ``force`` a merge
+    that the memory estimate says will not fit is let through (the estimate is still in the plan)."""
     if not sources:
         raise ExportError("give at least one run folder or adapter folder")
     if dtype is not None and dtype not in DTYPES:
         raise ExportError(f"--dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+    if device not in ("cpu", "cuda"):
+        raise ExportError(f"--device {device!r}: choose cpu or cuda")
+    max_shard = parse_size(max_shard_size)
     srcs = [resolve_source(s) for s in sources]
     if any(s.kind == "model" for s in srcs) and len(srcs) > 1:
         raise ExportError("a full fine-tune's model cannot be combined with other sources: export it alone")
@@ -276,10 +354,16 @@ def plan_export(
             f"not enough disk space for {out}: the export needs about {_gb(need)} ({dtype}) but only "
             f"{_gb(free)} is free there: free space or choose another --out"
         )
-    return ExportPlan(srcs, base, str(out), dtype, adapter_only, need, free, str(events_path_for(srcs, out)))
+    plan = ExportPlan(srcs, base, str(out), dtype, adapter_only, need, free, device)
+    plan.ram_needed = estimate_memory(srcs, base, dtype, device, adapter_only, max_shard)
+    plan.ram_available, plan.ram_source = available_memory()
+    problem = memory_problem(plan, srcs, max_shard)
+    if problem and not force:
+        raise ExportError(problem)
+    return plan
 
 
-def parse_size(text: str | int) -> int:
+def parse_size(text: str | int, what: str = "--max-shard-size") -> int:
     """'2GB' -> 2e9 bytes, '500MiB' -> 500 * 2**20, like transformers' max_shard_size."""
     if isinstance(text, int):
         return text
@@ -295,7 +379,7 @@ def parse_size(text: str | int) -> int:
                 return int(value * mult)
     if s.isdigit() and int(s) > 0:
         return int(s)
-    raise ExportError(f"--max-shard-size {text!r}: give a size like 2GB, 500MB or 1GiB")
+    raise ExportError(f"{what} {text!r}: give a size like 2GB, 500MB or 1GiB")
 
 
 def default_export_dir(run_id: str) -> Path:
@@ -327,95 +411,32 @@ def _gb(n: int) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- the subprocess
-class MergeJob:
-    """A running ``python -m engine.merge``; ``poll()`` is cheap and safe to call from a UI timer."""
-
-    def __init__(self, proc: subprocess.Popen, plan: ExportPlan, tmp_dir: Path, offset: int, log_path: Path):
-        self.proc, self.plan, self.tmp_dir, self.log_path = proc, plan, tmp_dir, log_path
-        self.events_path = Path(plan.events_path)
-        self._offset = offset
-        self.events: list[dict] = []
-        self._cancelled = False
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def poll(self) -> dict:
-        """{"state": running|finished|failed|cancelled, "events", "progress", "result", "error", "out_dir", ...}."""
-        new, self._offset = ev.read_events(self.events_path, self._offset)
-        self.events += new
-        rc = self.proc.poll()
-        terminal = next((e for e in reversed(self.events) if e["type"] in ("merge_finished", "merge_failed")), None)
-        state, result, error = "running", None, None
-        if rc is not None:
-            if terminal and terminal["type"] == "merge_finished" and rc == 0:
-                state, result = "finished", terminal["payload"]
-            else:
-                state = (
-                    "cancelled"
-                    if self._cancelled or (terminal and terminal["payload"].get("cause") == "cancelled")
-                    else "failed"
-                )
-                error = terminal["payload"].get("error") if terminal else self._log_tail() or f"exit code {rc}"
-                if state == "cancelled":
-                    error = error or "cancelled"
-        progress = [e for e in self.events if e["type"] == "merge_progress"]
-        return {
-            "state": state,
-            "returncode": rc,
-            "events": list(self.events),
-            "progress": progress[-1]["payload"] if progress else None,
-            "result": result,
-            "error": error,
-            "out_dir": self.plan.out_dir,
-            "events_path": str(self.events_path),
-            "log_path": str(self.log_path),
-        }
-
-    def wait(self, timeout: float | None = None) -> dict:
-        self.proc.wait(timeout)
-        return self.poll()
-
-    def cancel(self, grace: float = 10.0) -> dict:
-        """SIGTERM the whole process group (the merge cleans up and exits), SIGKILL after ``grace`` seconds."""
-        self._cancelled = True
-        if self.proc.poll() is None:
-            _signal_group(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                _signal_group(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        # A SIGKILLed child cannot clean up: its temp folder is ours to remove; the target was never written.
-        shutil.rmtree(self.tmp_dir, ignore_errors=True)
-        return self.poll()
-
-    def _log_tail(self, chars: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")[-chars:].strip()
-        except OSError:
-            return ""
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)  # start_new_session made the child its own group leader
-    except ProcessLookupError:
-        pass
-
-
-def merge_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
-    env.setdefault("OMP_NUM_THREADS", "1")  # see STACK-NOTES: more threads than cores is ~100x slower on CPU
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+def merge_arg_parser() -> argparse.ArgumentParser:
+    """Arguments of ``python -m engine.merge``; engine.merge_jobs reads a merge's folders back from them."""
+    ap = argparse.ArgumentParser(prog="python -m engine.merge")
+    ap.add_argument("sources", nargs="+")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dtype", choices=list(DTYPES), default=None)
+    ap.add_argument("--max-shard-size", default="2GB")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--tmp-dir", default=None)
+    ap.add_argument("--events", default=None)
+    ap.add_argument("--overwrite", action="store_true")
+    ap.add_argument("--adapter-only", action="store_true")
+    ap.add_argument("--force", action="store_true", help="merge even if the memory estimate says it will not fit")
+    ap.add_argument("--push-to-hub", default=None)
+    return ap
 
 
 def merge_argv(
-    plan: ExportPlan, tmp_dir: Path, *, max_shard_size: str, device: str, overwrite: bool, push_to_hub: str | None
+    plan: ExportPlan,
+    tmp_dir: Path,
+    events_path: str,
+    *,
+    max_shard_size: str,
+    overwrite: bool,
+    force: bool,
+    push_to_hub: str | None,
 ) -> list[str]:
     argv = [
         sys.executable,
@@ -429,135 +450,14 @@ def merge_argv(
         "--max-shard-size",
         str(max_shard_size),
         "--device",
-        device,
+        plan.device,
         "--tmp-dir",
         str(tmp_dir),
         "--events",
-        plan.events_path,
+        events_path,
     ]
     argv += ["--overwrite"] if overwrite else []
     argv += ["--adapter-only"] if plan.adapter_only else []
+    argv += ["--force"] if force else []
     argv += ["--push-to-hub", push_to_hub] if push_to_hub else []
     return argv
-
-
-def start_merge(
-    sources: list[str],
-    out_dir: str,
-    *,
-    dtype: str | None = None,
-    max_shard_size: str = "2GB",
-    device: str = "cpu",
-    overwrite: bool = False,
-    adapter_only: bool = False,
-    push_to_hub: str | None = None,
-) -> MergeJob:
-    """Check the inputs (ExportError on any problem) and start the merge subprocess."""
-    if device not in ("cpu", "cuda"):
-        raise ExportError(f"--device {device!r}: choose cpu or cuda")
-    parse_size(max_shard_size)
-    plan = plan_export(sources, out_dir, dtype=dtype, overwrite=overwrite, adapter_only=adapter_only)
-    tmp = temp_dir_for(plan.out_dir)
-    events_path = Path(plan.events_path)
-    events_path.parent.mkdir(parents=True, exist_ok=True)
-    offset = events_path.stat().st_size if events_path.exists() else 0
-    log_path = events_path.with_suffix(".log")  # the subprocess's stdout + stderr, for errors it could not report
-    argv = merge_argv(
-        plan, tmp, max_shard_size=max_shard_size, device=device, overwrite=overwrite, push_to_hub=push_to_hub
-    )
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            argv,
-            cwd=str(REPO_ROOT),
-            env=merge_env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    return MergeJob(proc, plan, tmp, offset, log_path)
-
-
-def merge(sources: list[str], out_dir: str, *, echo: bool = False, poll_interval: float = 0.3, **kwargs) -> dict:
-    """Blocking merge: start, follow to the end, return the final ``poll()`` dict (echo prints each event)."""
-    job = start_merge(sources, out_dir, **kwargs)
-    seen = 0
-    try:
-        while True:
-            status = job.poll()
-            if echo:
-                for e in status["events"][seen:]:
-                    print(describe_event(e), flush=True)
-                seen = len(status["events"])
-            if status["state"] != "running":
-                return status
-            time.sleep(poll_interval)
-    except KeyboardInterrupt:
-        return job.cancel()
-
-
-def describe_event(event: dict) -> str:
-    p = event.get("payload", {})
-    if event["type"] == "merge_progress":
-        count = f" {p.get('i')}/{p.get('n')}" if p.get("n") else ""
-        return f"[merge] {p.get('stage')}{count} {p.get('detail', '')}".rstrip()
-    if event["type"] == "merge_finished":
-        rep = p.get("report") or {}
-        return f"[merge] finished: {p.get('out_dir')} (verify: {rep.get('summary', 'n/a')})"
-    if event["type"] == "merge_failed":
-        return f"[merge] failed ({p.get('cause')}): {p.get('error')}"
-    return f"[merge] {event['type']}: {p.get('message', p)}"
-
-
-# ----------------------------------------------------------------------------------------------- CLI
-def cli(argv: list[str]) -> int:
-    """``studio merge``: 0 merged and verified, 1 merge or verification failed, 2 bad input, 130 cancelled."""
-    ap = argparse.ArgumentParser(
-        prog="studio merge",
-        description="Merge run adapters into their base model "
-        "(or export the adapter), verify the result, write it atomically.",
-    )
-    ap.add_argument(
-        "sources",
-        nargs="+",
-        metavar="RUN_DIR_OR_ADAPTER",
-        help="run folders or PEFT adapter folders, applied in order",
-    )
-    ap.add_argument("--out", required=True, help="output folder (must not exist unless --overwrite)")
-    ap.add_argument("--dtype", choices=list(DTYPES), default=None, help="saved dtype (default: the base's)")
-    ap.add_argument("--max-shard-size", default="2GB", help="largest safetensors shard (default 2GB)")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to merge (default cpu)")
-    ap.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    ap.add_argument("--adapter-only", action="store_true", help="export the PEFT adapter, tokenizer and card only")
-    ap.add_argument(
-        "--push-to-hub",
-        metavar="REPO",
-        default=None,
-        help="also upload to this Hub repo (needs a token and network; skipped offline)",
-    )
-    args = ap.parse_args(argv)
-    try:
-        status = merge(
-            args.sources,
-            args.out,
-            echo=True,
-            dtype=args.dtype,
-            max_shard_size=args.max_shard_size,
-            device=args.device,
-            overwrite=args.overwrite,
-            adapter_only=args.adapter_only,
-            push_to_hub=args.push_to_hub,
-        )
-    except ExportError as exc:
-        print(f"studio merge: {exc}", file=sys.stderr)
-        return 2
-    if status["state"] == "finished":
-        res = status["result"] or {}
-        print(f"merged model written to {res.get('out_dir')}")
-        if (res.get("push") or {}).get("message"):
-            print(res["push"]["message"])
-        return 0
-    print(f"studio merge: {status['state']}: {status['error']}", file=sys.stderr)
-    if status["state"] == "failed" and status["events"] and status["events"][-1]["payload"].get("cause") == "input":
-        return 2
-    return 130 if status["state"] == "cancelled" else 1

@@ -2,6 +2,7 @@
 rocm-smi when present, otherwise none (CPU). Light: stdlib + optional vendor libraries.
 
 ``detect()`` is cached per process; every failure becomes a ``reason`` string the UI shows, never an exception.
+``available_memory()`` reads the host memory a new process can still use (MemAvailable, cgroup limits).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -124,3 +126,64 @@ def _detect_rocm() -> Hardware | str:
 
 def _s(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# ----------------------------------------------------------------------------------------------- host memory
+def available_memory(proc: str | Path = "/proc", cgroup_root: str | Path = "/sys/fs/cgroup") -> tuple[int, str] | None:
+    """(bytes a new process can use, where that was read), None when unreadable: ``MemAvailable`` of
+    /proc/meminfo, lowered to what this process's memory cgroup (v2 ``memory.max``, v1 ``memory.limit_in_bytes``)
+    still allows, its reclaimable file cache not counted as used."""
+    best, where = None, ""
+    for line in _read_text(Path(proc) / "meminfo").splitlines():
+        if line.startswith("MemAvailable:"):
+            best, where = int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
+    for limit, used, inactive, name in _cgroup_memory(Path(proc), Path(cgroup_root)):
+        room = max(0, limit - max(0, used - inactive))
+        if best is None or room < best:
+            best, where = room, f"limit of cgroup {name}"
+    return None if best is None else (best, where)
+
+
+def _cgroup_memory(proc: Path, root: Path) -> list[tuple[int, int, int, str]]:
+    """(limit, usage, inactive file cache, file) of this process's memory cgroup, v2 and v1, where a limit is set."""
+    rel = ""
+    for line in _read_text(proc / "self" / "cgroup").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and (parts[0] == "0" or "memory" in parts[1].split(",")):
+            rel = parts[2].lstrip("/")
+    found = []
+    v2 = [root / rel, root] if rel else [root]
+    for d in v2:
+        limit = _read_text(d / "memory.max").strip()
+        if limit.isdigit():
+            stat = _stat_values(d / "memory.stat")
+            found.append((int(limit), _int(_read_text(d / "memory.current")), stat.get("inactive_file", 0), str(d)))
+            break
+    for d in ([root / "memory" / rel] if rel else []) + [root / "memory"]:
+        limit = _read_text(d / "memory.limit_in_bytes").strip()
+        if limit.isdigit() and int(limit) < 1 << 60:  # "no limit" reads as a huge number
+            stat = _stat_values(d / "memory.stat")
+            used = _int(_read_text(d / "memory.usage_in_bytes"))
+            found.append((int(limit), used, stat.get("total_inactive_file", 0), str(d)))
+            break
+    return found
+
+
+def _stat_values(path: Path) -> dict[str, int]:
+    out = {}
+    for line in _read_text(path).splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            out[key] = int(value)
+    return out
+
+
+def _int(text: str) -> int:
+    return int(text.strip()) if text.strip().isdigit() else 0
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return ""

@@ -1,8 +1,8 @@
 """Merge subprocess: ``python -m engine.merge SOURCE [SOURCE ...] --out DIR --tmp-dir TMP --events FILE ...``.
 
 Heavy: imports torch, transformers, peft, safetensors (inside the functions that need them, so an adapter-only
-export never loads torch). Started by engine.exporting (the light half, which checks inputs first); re-checks them
-itself so it is safe to run by hand.
+export never loads torch). Started as a registry command run by engine.merge_jobs once engine.exporting (the light
+half) has checked the inputs; re-checks them itself (memory too, unless --force) so it is safe to run by hand.
 
 What it does: loads the base in float32 (never quantized: a QLoRA adapter is merged onto full-precision weights),
 applies the adapters unmerged to get reference logits on fixed prompts, merges them (in order) with
@@ -15,7 +15,6 @@ merge_progress / merge_finished / merge_failed events (engine/events.py) and to 
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -100,7 +99,10 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     if device == "cuda" and not torch.cuda.is_available():
         raise ExportError("--device cuda but no CUDA GPU is visible to this process: use --device cpu")
     rep.stage("loading", 1, len(adapters) + 1, f"base {plan.base} in float32")
-    model = AutoModelForCausalLM.from_pretrained(plan.base, dtype=torch.float32).to(device)
+    # On a GPU the weights load straight into its memory: the host never holds the float32 model (see
+    # exporting.estimate_memory, which the memory check before the merge relies on).
+    load = {"device_map": device} if device == "cuda" else {}
+    model = AutoModelForCausalLM.from_pretrained(plan.base, dtype=torch.float32, **load)
     if getattr(model.config, "quantization_config", None):
         model = model.dequantize()  # a pre-quantized base: merge onto dequantized weights, never packed ones
     model.eval()
@@ -152,7 +154,7 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     del model
     gc.collect()
     rep.stage("verifying", 1, 1, "reloading the saved folder and comparing logits")
-    loaded = AutoModelForCausalLM.from_pretrained(str(tmp), dtype=torch_dtype).to(device).eval()
+    loaded = AutoModelForCausalLM.from_pretrained(str(tmp), dtype=torch_dtype, **load).eval()
     diff = float((logits_of(loaded, ids) - ref).abs().max())
     ref_max = float(ref.abs().max())
     tol = tolerance(plan.dtype, ref_max)
@@ -181,7 +183,7 @@ def save_sharded(model, tmp: Path, rep: Reporter, max_shard: int) -> None:
         if key in seen:
             continue  # e.g. lm_head tied to embed_tokens: transformers re-ties it from the config on load
         seen.add(key)
-        state[name] = tensor.detach().contiguous().cpu()
+        state[name] = tensor.detach()
     split = split_torch_state_dict_into_shards(
         state, max_shard_size=max_shard, filename_pattern="model{suffix}.safetensors"
     )
@@ -189,7 +191,8 @@ def save_sharded(model, tmp: Path, rep: Reporter, max_shard: int) -> None:
     n = len(split.filename_to_tensors)
     for i, (fname, names) in enumerate(split.filename_to_tensors.items(), start=1):
         rep.stage("saving", i, n, fname)
-        save_file({k: state[k] for k in names}, str(tmp / fname), metadata={"format": "pt"})
+        # one shard at a time on the host: a GPU merge never copies the whole model into RAM
+        save_file({k: state[k].contiguous().cpu() for k in names}, str(tmp / fname), metadata={"format": "pt"})
         if delay:
             time.sleep(delay)
     if split.is_sharded:
@@ -322,26 +325,22 @@ def push_to_hub(out: Path, repo: str) -> dict:
 
 # ----------------------------------------------------------------------------------------------- entry
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m engine.merge")
-    ap.add_argument("sources", nargs="+")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--dtype", choices=list(xp.DTYPES), default=None)
-    ap.add_argument("--max-shard-size", default="2GB")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--tmp-dir", default=None)
-    ap.add_argument("--events", default=None)
-    ap.add_argument("--overwrite", action="store_true")
-    ap.add_argument("--adapter-only", action="store_true")
-    ap.add_argument("--push-to-hub", default=None)
-    args = ap.parse_args(argv)
+    args = xp.merge_arg_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)
     out = Path(args.out).expanduser().resolve()
     tmp = Path(args.tmp_dir) if args.tmp_dir else xp.temp_dir_for(out)
     rep = Reporter(args.events or str(out.parent / f"{out.name}.merge-events.jsonl"), str(out))
     t0 = time.time()
     try:
-        plan = xp.plan_export(
-            args.sources, str(out), dtype=args.dtype, overwrite=args.overwrite, adapter_only=args.adapter_only
+        plan = xp.plan_export(  # again: a queued merge starts later, when memory or disk may have changed
+            args.sources,
+            str(out),
+            dtype=args.dtype,
+            overwrite=args.overwrite,
+            adapter_only=args.adapter_only,
+            device=args.device,
+            max_shard_size=args.max_shard_size,
+            force=args.force,
         )
         max_shard = xp.parse_size(args.max_shard_size)
         shutil.rmtree(tmp, ignore_errors=True)

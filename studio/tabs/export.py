@@ -1,8 +1,9 @@
 """Export tab: merge a finished run's adapter (or an adapter folder) into its base with one click.
 
-Light: gradio + engine.exporting (which starts ``python -m engine.merge`` in its own process session). Jobs live in
-this process (``JOBS``); the page keeps only a job id and polls with a timer. Paths typed here must stay inside the
-workspace (no reaching outside the allowed roots).
+Light: gradio + engine.exporting / merge_jobs. A merge is a run of the registry (engine.merge_jobs), so the page
+keeps only its run id: a reload or a restarted studio attaches to the merge in progress (or shows the newest one),
+and Cancel works on it from any page. The memory and disk the merge needs are shown before the click; a merge that
+will not fit is refused unless "merge anyway" is ticked. Paths typed here must stay inside the workspace.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from engine import workspace
 from studio import backend
 from studio.i18n import t
 
-JOBS: dict[str, Any] = {}  # job id -> exporting.MergeJob
+DTYPE_CHOICES = [("the base's", ""), ("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32")]
 
 
 def inside_workspace(path: str | Path) -> Path:
@@ -46,25 +47,48 @@ def default_out(source: str) -> str:
         return str(workspace.exports_dir() / Path(source).name)
 
 
-def start(source: str, out_dir: str, lang: str = "en") -> tuple[str | None, str]:
-    """(job id or None, message). Every input problem comes back as the exporter's own message."""
+def _paths(source: str, out_dir: str) -> tuple[Path, Path]:
+    """(source, target) inside the workspace; an existing default target gets a fresh suffix."""
+    src = inside_workspace(source)
+    default = Path(default_out(str(src)))
+    out = inside_workspace(out_dir) if out_dir else default
+    if out.exists() and out == default.resolve():  # a second merge of the same run gets its own folder
+        out = out.with_name(f"{out.name}-{secrets.token_hex(2)}")
+    return src, out
+
+
+def estimate(source: str, out_dir: str, dtype: str = "", device: str = "cpu") -> str:
+    """What the merge needs (RAM, disk) against what this machine has, before anything starts."""
+    if not source:
+        return ""
+    try:
+        src, out = _paths(source, out_dir)
+        xp = backend.engine_module("exporting")
+        plan = xp.plan_export([str(src)], str(out), dtype=dtype or None, device=device or "cpu", force=True)
+    except Exception as exc:  # ExportError, a path outside the workspace: the message names the fix
+        return f"❌ {exc}"
+    gb = lambda n: f"{n / 1e9:.1f} GB"  # noqa: E731
+    line = (
+        f"RAM: about {gb(plan.ram_needed)} needed, {gb(plan.ram_available)} available · "
+        f"disk: about {gb(plan.bytes_needed)}, {gb(plan.bytes_free)} free ({plan.dtype}, on {plan.device})"
+    )
+    problem = xp.memory_problem(plan, plan.sources, xp.parse_size("2GB"))
+    return f"⚠️ {problem}  \n{line}" if problem else f"✅ {line}"
+
+
+def start(
+    source: str, out_dir: str, dtype: str = "", device: str = "cpu", force: bool = False, lang: str = "en"
+) -> tuple[str | None, str]:
+    """(merge run id or None, message). Every input problem comes back as the exporter's own message."""
     if not source:
         return None, "❌ " + t("export_source", lang)
     try:
-        src = inside_workspace(source)
-        default = Path(default_out(str(src)))
-        out = inside_workspace(out_dir) if out_dir else default
-        if out.exists() and out == default.resolve():  # a second merge of the same run gets its own folder
-            out = out.with_name(f"{out.name}-{secrets.token_hex(2)}")
-        exporting = backend.engine_module("exporting")
-        job = exporting.start_merge([str(src)], str(out))
-    except (ValueError, backend.Unavailable) as exc:
+        src, out = _paths(source, out_dir)
+        jobs = backend.engine_module("merge_jobs")
+        job = jobs.start_merge([str(src)], str(out), dtype=dtype or None, device=device or "cpu", force=bool(force))
+    except Exception as exc:  # ExportError, a path outside the workspace: the message names the folder and the fix
         return None, f"❌ {exc}"
-    except Exception as exc:  # ExportError and friends: the message names the folder and the fix
-        return None, f"❌ {exc}"
-    job_id = secrets.token_hex(6)
-    JOBS[job_id] = job
-    return job_id, f"merging into `{out}` …"
+    return job.run_id, f"merging into `{out}` (run {job.run_id}) …"
 
 
 def folder_size(path: str | Path) -> int:
@@ -75,6 +99,8 @@ def folder_size(path: str | Path) -> int:
 def describe(status: dict) -> str:
     """Markdown for one poll: progress, then output path, size and the verification result."""
     state = status.get("state")
+    if state == "queued":
+        return f"⏳ queued as run {status.get('run_id')}: waits for a free slot (see the Runs tab)"
     if state == "running":
         prog = status.get("progress") or {}
         count = f" {prog.get('i')}/{prog.get('n')}" if prog.get("n") else ""
@@ -88,28 +114,72 @@ def describe(status: dict) -> str:
         return (
             f"✅ merged model: <span id='merged-path'>{out}</span>  \nsize: {size:.1f} MiB  \nverification: {verify}"
         )
-    return f"❌ {state}: {status.get('error', '')}"
+    first, _, rest = str(status.get("error") or "").partition("\n")
+    text = f"❌ {state}: {first}"
+    if status.get("cleaned"):
+        text += f"  \n{status['cleaned']}"
+    return text + (f"\n```\n{rest.strip()}\n```" if rest.strip() else "")
 
 
-def poll(job_id: str | None) -> tuple[str | None, Any]:
-    """(job id still running or None, markdown or gr.skip())."""
+def recent(limit: int = 8) -> str:
+    """The newest merges: state, output folder, size and verification."""
+    try:
+        jobs = backend.engine_module("merge_jobs").list_merges(limit)
+    except backend.Unavailable as exc:
+        return f"❌ {exc}"
+    rows = []
+    for job in jobs:
+        st = job.poll()
+        report = (st.get("result") or {}).get("report") or {}
+        size = f"{folder_size(st['out_dir']) / 2**20:.1f} MiB" if st["state"] == "finished" else ""
+        verify = report.get("summary") or (str(st.get("error") or "").split("\n")[0][:80] if st["error"] else "")
+        verify = verify.replace("|", "\\|")  # "max |logit diff|" inside a table cell
+        rows.append(f"| {job.run_id} | {st['state']} | `{st['out_dir']}` | {size} | {verify} |")
+    if not rows:
+        return ""
+    return "| run | state | output | size | verification |\n|---|---|---|---|---|\n" + "\n".join(rows)
+
+
+def _job(job_id: str | None):
+    if not job_id:
+        return None
+    try:
+        return backend.engine_module("merge_jobs").MergeJob(job_id)
+    except Exception:  # noqa: BLE001 -- deleted from the registry meanwhile: nothing to follow
+        return None
+
+
+def attach() -> tuple[str | None, str, str]:
+    """On page load: the merge in progress (followed by the timer) or the newest one's result, and the list."""
+    try:
+        jobs = backend.engine_module("merge_jobs").list_merges(1)
+    except backend.Unavailable:
+        jobs = []
+    if not jobs:
+        return None, "", recent()
+    status = jobs[0].poll()
+    active = status["state"] in ("queued", "running")
+    return (jobs[0].run_id if active else None), describe(status), recent()
+
+
+def poll(job_id: str | None) -> tuple[str | None, Any, Any]:
+    """(run id still going or None, markdown or gr.skip(), recent merges when one ended or gr.skip())."""
     import gradio as gr
 
-    job = JOBS.get(job_id or "")
+    job = _job(job_id)
     if job is None:
-        return None, gr.skip()
+        return None, gr.skip(), gr.skip()
     status = job.poll()
-    if status["state"] != "running":
-        JOBS.pop(job_id, None)
-        return None, describe(status)
-    return job_id, describe(status)
+    if status["state"] not in ("queued", "running"):
+        return None, describe(status), recent()
+    return job_id, describe(status), gr.skip()
 
 
-def cancel(job_id: str | None) -> tuple[None, str]:
-    job = JOBS.pop(job_id or "", None)
+def cancel(job_id: str | None) -> tuple[None, str, str]:
+    job = _job(job_id)
     if job is None:
-        return None, "nothing to cancel"
-    return None, describe(job.cancel())
+        return None, "nothing to cancel", recent()
+    return None, describe(job.cancel()), recent()
 
 
 def build(ctx: Any) -> None:
@@ -130,14 +200,28 @@ def build(ctx: Any) -> None:
         refresh = texts.add(gr.Button(t("refresh", lang), size="sm", scale=0, min_width=90), "refresh", "value")
     out_dir = texts.add(gr.Textbox(label=t("export_out", lang), max_lines=1, elem_id="export-out"), "export_out")
     with gr.Row():
+        dtype = texts.add(
+            gr.Dropdown(DTYPE_CHOICES, value="", label=t("export_dtype", lang), elem_id="export-dtype"), "export_dtype"
+        )
+        device = texts.add(
+            gr.Dropdown(["cpu", "cuda"], value="cpu", label=t("export_device", lang), elem_id="export-device"),
+            "export_device",
+        )
+    needs = gr.Markdown(elem_id="export-estimate")
+    force = texts.add(gr.Checkbox(False, label=t("export_force", lang), elem_id="export-force"), "export_force")
+    with gr.Row():
         merge_btn = texts.add(gr.Button(t("merge", lang), variant="primary", elem_id="merge-btn"), "merge", "value")
         cancel_btn = texts.add(gr.Button(t("cancel", lang), variant="stop", elem_id="merge-cancel"), "cancel", "value")
     result = gr.Markdown(elem_id="export-result")
+    recent_md = gr.Markdown(elem_id="export-recent")
     job = gr.State(None)
     timer = gr.Timer(1.0)
     refresh.click(lambda: gr.update(choices=source_choices()), None, [source])
     ctx.tab.select(lambda: gr.update(choices=source_choices()), None, [source], queue=False)
     source.change(default_out, [source], [out_dir], queue=False)
-    merge_btn.click(start, [source, out_dir, ctx.lang], [job, result])
-    cancel_btn.click(cancel, [job], [job, result])
-    timer.tick(poll, [job], [job, result], show_progress="hidden", queue=False)
+    for comp in (out_dir, dtype, device):
+        comp.change(estimate, [source, out_dir, dtype, device], [needs], queue=False, show_progress="hidden")
+    merge_btn.click(start, [source, out_dir, dtype, device, force, ctx.lang], [job, result])
+    cancel_btn.click(cancel, [job], [job, result, recent_md])
+    timer.tick(poll, [job], [job, result, recent_md], show_progress="hidden", queue=False)
+    ctx.on_load.append((attach, None, [job, result, recent_md]))

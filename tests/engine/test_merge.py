@@ -1,5 +1,6 @@
 """Merge and export (issue 7): verified merges of LoRA / DoRA / QLoRA / two adapters on the demo model, atomic
-output, cancel, every bad input's message, adapter-only export and the `studio merge` CLI.
+output, cancel, every bad input's message, adapter-only export and the `studio merge` CLI; merges as registry runs
+that outlive the process that started them; the memory estimate against measured peaks, and the refusal.
 
 Adapters are made here with peft on the demo model, with LoRA B matrices filled with noise so that a merge that did
 nothing (or applied an adapter twice) would fail verification.
@@ -8,7 +9,10 @@ nothing (or applied an adapter twice) would fail verification.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -17,8 +21,11 @@ import yaml
 
 from engine import events as ev
 from engine import exporting as xp
+from engine import merge_jobs as mj
+from engine import runs
 
 TARGETS = ["q_proj", "v_proj", "o_proj", "down_proj"]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def make_adapter(
@@ -202,33 +209,82 @@ def test_merge_that_skips_an_adapter_fails_verification(adapters, tmp_path, in_p
 
 
 # ----------------------------------------------------------------------------------------------- subprocess, cancel
-def test_start_merge_cancel_leaves_nothing(adapters, tmp_path, monkeypatch):
-    monkeypatch.setenv("STUDIO_MERGE_SHARD_DELAY", "2")
-    out = tmp_path / "cancelled"
-    job = xp.start_merge([str(adapters["lora"])], str(out), dtype="fp32", max_shard_size="500KB")
-    deadline = time.time() + 120
+def wait_for_stage(job: mj.MergeJob, stage: str, timeout: float = 120) -> dict:
+    deadline = time.time() + timeout
     while time.time() < deadline:
         status = job.poll()
-        if status["progress"] and status["progress"]["stage"] == "saving":
-            break
-        assert status["state"] == "running", status
+        if status["progress"] and status["progress"]["stage"] == stage:
+            return status
+        assert status["state"] in ("queued", "running"), status
         time.sleep(0.2)
+    raise AssertionError(f"merge never reached {stage}: {job.poll()}")
+
+
+def test_start_merge_cancel_leaves_nothing(adapters, tmp_path, run_registry, monkeypatch):
+    monkeypatch.setenv("STUDIO_MERGE_SHARD_DELAY", "2")
+    out = tmp_path / "cancelled"
+    job = mj.start_merge([str(adapters["lora"])], str(out), dtype="fp32", max_shard_size="500KB")
+    wait_for_stage(job, "saving")
     assert job.tmp_dir.is_dir()  # caught mid-write: shards are being written into the temp folder
     status = job.cancel()
     assert status["state"] == "cancelled"
     assert not out.exists() and not job.tmp_dir.exists()
     assert ev.last_event(job.events_path)["payload"]["cause"] == "cancelled"
+    assert runs.get(job.run_id).status == "stopped"  # one registry: the Runs tab shows the same
 
 
-def test_adapter_only_export_through_subprocess(base, adapters, tmp_path):
+def test_merge_outlives_the_studio_that_started_it(adapters, tmp_path, run_registry, monkeypatch):
+    """A studio starts a merge and dies; a new one finds it (newest merge), follows it from its record and sees
+    the verified result. Nothing of the first process is needed: the registry row is the job record."""
+    monkeypatch.setenv("STUDIO_MERGE_SHARD_DELAY", "1")
+    out = tmp_path / "survivor"
+    starter = (
+        "import sys; from engine import merge_jobs as mj; "
+        f"job = mj.start_merge([{str(adapters['lora'])!r}], {str(out)!r}, dtype='fp32', max_shard_size='1MB'); "
+        "print(job.run_id)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", starter], capture_output=True, text=True, timeout=120, cwd=os.getcwd()
+    )
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    job = mj.list_merges()[0]  # what the Export tab does on load
+    assert job.run_id == run_id and job.out_dir == str(out.resolve())
+    assert job.poll()["state"] in ("queued", "running")
+    wait_for_stage(job, "saving")
+    status = job.wait(timeout=180)
+    assert status["state"] == "finished", status["error"]
+    assert status["result"]["report"]["passed"] and (out / "config.json").is_file()
+    stages = [e["payload"]["stage"] for e in status["events"] if e["type"] == "merge_progress"]
+    assert stages[0] == "loading"  # a rebuilt job reads the merge's events from the start
+    assert mj.MergeJob(run_id).poll()["state"] == "finished"
+
+
+def test_killed_merge_reads_failed_and_leaves_no_partial_output(adapters, tmp_path, run_registry, monkeypatch):
+    monkeypatch.setenv("STUDIO_MERGE_SHARD_DELAY", "2")
+    out = tmp_path / "killed"
+    job = mj.start_merge([str(adapters["lora"])], str(out), dtype="fp32", max_shard_size="500KB")
+    wait_for_stage(job, "saving")
+    assert job.tmp_dir.is_dir()
+    os.kill(runs.get(job.run_id).pid, signal.SIGKILL)  # the OOM killer's way: no clean-up in the merge
+    status = job.wait(timeout=30)
+    assert status["state"] == "failed"
+    assert "SIGKILL" in status["error"] and "saving" in status["error"]  # the cause and the log's tail
+    assert not out.exists() and not job.tmp_dir.exists()  # the look at the ended merge removed its temp folder
+    assert status["cleaned"] and str(job.tmp_dir) in status["cleaned"]
+
+
+def test_adapter_only_export_through_subprocess(base, adapters, tmp_path, run_registry):
     run = make_run(tmp_path / "runs", "ao", base, adapter_from=adapters["lora"])
     out = tmp_path / "adapter-export"
-    status = xp.merge([str(run)], str(out), adapter_only=True, push_to_hub="me/demo")
+    status = mj.merge([str(run)], str(out), adapter_only=True, push_to_hub="me/demo")
     assert status["state"] == "finished", status["error"]
     assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
     assert (out / "tokenizer.json").is_file() and (out / "README.md").is_file()
     assert "skipped: offline" in status["result"]["push"]["message"]
-    assert (run / "merge_events.jsonl").is_file() and (run / "merge_events.log").is_file()
+    rec = runs.get(status["run_id"])
+    assert rec.kind == "command" and mj.MERGE_TAG in rec.tags and rec.status == "completed"
+    assert Path(status["events_path"]).parent == Path(rec.run_dir) and rec.log_path.is_file()
 
 
 def test_full_finetune_run_exports_its_model(base, tmp_path, in_process):
@@ -328,17 +384,122 @@ class TestBadInput:
             xp.parse_size("big")
 
 
+# ----------------------------------------------------------------------------------------------- memory
+def peak_rss_of_merge(adapter: Path, out: Path, dtype: str) -> int:
+    """Peak resident set of a real ``python -m engine.merge``, measured by a parent that has no other child."""
+    parent = (
+        "import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
+        "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)"
+    )
+    merge = [sys.executable, "-m", "engine.merge", str(adapter), "--out", str(out), "--dtype", dtype]
+    merge += ["--events", str(out.parent / f"{out.name}.events.jsonl")]
+    done = subprocess.run(
+        [sys.executable, "-c", parent, *merge], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
+    rc, peak = done.stdout.split()[-2:]
+    assert rc == "0", done.stderr[-3000:]
+    return int(peak)
+
+
+def test_memory_estimate_bounds_real_merges(base, adapters, tmp_path):
+    """The estimate is above the measured peak of real merges, and not absurdly so: the demo model (the process
+    dominates) and a model 30x larger (the weights show), whose extra peak the estimate's extra must cover too."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    big = tmp_path / "bigger-base"
+    cfg = LlamaConfig(
+        vocab_size=16000, hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8
+    )
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(str(big))
+    big_adapter = make_adapter(str(big), tmp_path / "big-adapter", seed=5)
+    measured, estimated = {}, {}
+    for name, adapter, base_dir in (("demo", adapters["lora"], base), ("bigger", big_adapter, str(big))):
+        plan = xp.plan_export([str(adapter)], str(tmp_path / f"{name}-planned"), dtype="bf16")
+        estimated[name] = plan.ram_needed
+        assert plan.ram_needed == xp.estimate_memory(plan.sources, base_dir, "bf16", "cpu", False, 2 * 10**9)
+        measured[name] = peak_rss_of_merge(adapter, tmp_path / f"{name}-merged", "bf16")
+        assert measured[name] <= estimated[name] <= 4 * measured[name], (name, measured, estimated)
+    assert xp.weight_bytes(str(big), "fp32")[0] > 30 * xp.weight_bytes(base, "fp32")[0]
+    assert measured["bigger"] - measured["demo"] <= estimated["bigger"] - estimated["demo"], (measured, estimated)
+
+
+def test_merge_that_does_not_fit_is_refused_unless_forced(adapters, tmp_path, monkeypatch, capsys, run_registry):
+    monkeypatch.setenv("STUDIO_MEM_AVAILABLE", "300MB")
+    out = tmp_path / "too-big"
+    with pytest.raises(
+        xp.ExportError,
+        match=r"not enough memory for this merge: it needs about 1\.\d\d GB of RAM .* only 0\.30 GB is available "
+        r"\(STUDIO_MEM_AVAILABLE\): .*free memory.*--force",
+    ):
+        xp.plan_export([str(adapters["lora"])], str(out))
+    plan = xp.plan_export([str(adapters["lora"])], str(out), force=True)
+    assert plan.ram_needed > plan.ram_available == 300 * 10**6
+    assert mj.cli([str(adapters["lora"]), "--out", str(out)]) == 2
+    assert "not enough memory" in capsys.readouterr().err and not out.exists()
+    # Forced, the merge subprocess (which checks again, with the same STUDIO_MEM_AVAILABLE) goes ahead.
+    assert mj.cli([str(adapters["lora"]), "--out", str(out), "--force"]) == 0, capsys.readouterr().err
+    assert (out / "config.json").is_file()
+
+
+def test_available_memory_reads_meminfo_and_the_cgroup_limit(tmp_path):
+    from engine import hardware
+
+    proc, cg = tmp_path / "proc", tmp_path / "cgroup"
+    (proc / "self").mkdir(parents=True)
+    (proc / "meminfo").write_text("MemTotal: 65536000 kB\nMemAvailable: 32000000 kB\n")
+    (proc / "self" / "cgroup").write_text("0::/job\n")
+    assert hardware.available_memory(proc, cg) == (32000000 * 1024, "MemAvailable in /proc/meminfo")
+    (cg / "job").mkdir(parents=True)
+    (cg / "job" / "memory.max").write_text("max\n")
+    (cg / "memory.max").write_text(f"{8 * 2**30}\n")  # the container's limit, above the job's own cgroup
+    (cg / "memory.current").write_text(f"{5 * 2**30}\n")
+    (cg / "memory.stat").write_text(f"anon {3 * 2**30}\ninactive_file {2 * 2**30}\n")
+    room, where = hardware.available_memory(proc, cg)
+    assert room == 5 * 2**30 and str(cg) in where  # 8 GiB limit - (5 GiB used - 2 GiB reclaimable cache)
+    assert hardware.available_memory(tmp_path / "nothing", tmp_path / "nothing") is None
+
+
+def test_memory_estimate_of_a_7b_model_from_headers_only(tmp_path):
+    """Headers of a Llama-7B-shaped checkpoint in bf16 (no weights written): ~28 GB of float32 on CPU; on a GPU the
+    host holds one shard; the refusal offers the GPU."""
+    base = tmp_path / "llama-7b"
+    base.mkdir()
+    h, inter, layers, vocab = 4096, 11008, 32, 32000
+    shapes = {"model.embed_tokens.weight": [vocab, h], "lm_head.weight": [vocab, h], "model.norm.weight": [h]}
+    for i in range(layers):
+        for proj in ("q", "k", "v", "o"):
+            shapes[f"model.layers.{i}.self_attn.{proj}_proj.weight"] = [h, h]
+        for proj, shape in (("gate", [inter, h]), ("up", [inter, h]), ("down", [h, inter])):
+            shapes[f"model.layers.{i}.mlp.{proj}_proj.weight"] = shape
+    header = json.dumps({k: {"dtype": "BF16", "shape": v, "data_offsets": [0, 0]} for k, v in shapes.items()})
+    raw = header.encode()
+    (base / "model.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw)
+    (base / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": vocab, "dtype": "bfloat16"}))
+    params = xp.weight_bytes(base, "fp32")[0] / 4
+    assert 6.5e9 < params < 7e9
+    src = [xp.Source("a", "adapter", str(tmp_path / "none"), base=str(base))]
+    cpu = xp.estimate_memory(src, str(base), "bf16", "cpu", False, 2 * 10**9)
+    gpu = xp.estimate_memory(src, str(base), "bf16", "cuda", False, 2 * 10**9)
+    assert 4 * params < cpu < 2 * 4 * params and gpu < 6e9
+    plan = xp.ExportPlan(src, str(base), "o", "bf16", False, 0, 0, "cpu", cpu, 16 * 10**9, "test")
+    message = xp.memory_problem(plan, src, 2 * 10**9)
+    assert f"needs about {cpu / 1e9:.2f} GB" in message and "16.00 GB is available (test)" in message
+    assert "--device cuda" in message
+
+
 # ----------------------------------------------------------------------------------------------- CLI
-def test_cli_exit_codes(adapters, tmp_path, capsys):
+def test_cli_exit_codes(adapters, tmp_path, capsys, run_registry):
     out = tmp_path / "cli-out"
     from engine import cli
 
     assert cli.main(["merge", str(tmp_path / "missing"), "--out", str(out)]) == 2  # through the `studio` dispatcher
     assert "no such file or folder" in capsys.readouterr().err
-    assert xp.cli([str(adapters["lora"]), "--out", str(out), "--dtype", "bf16"]) == 0
+    assert mj.cli([str(adapters["lora"]), "--out", str(out), "--dtype", "bf16"]) == 0
     captured = capsys.readouterr().out
     assert "[merge] saving 1/1" in captured and f"merged model written to {out.resolve()}" in captured
-    assert xp.cli([str(adapters["lora"]), "--out", str(out)]) == 2  # exists, no --overwrite
+    assert mj.cli([str(adapters["lora"]), "--out", str(out)]) == 2  # exists, no --overwrite
     assert "already exists" in capsys.readouterr().err
 
 

@@ -57,10 +57,43 @@ def test_export_paths_stay_in_workspace(studio_home):
         export.inside_workspace("/etc")
     with pytest.raises(ValueError, match="inside the workspace"):
         export.inside_workspace("../../")
-    job, msg = export.start("/etc", "", "en")
+    job, msg = export.start("/etc", "", lang="en")
     assert job is None and msg.startswith("❌")
-    job, msg = export.start(str(workspace.runs_dir() / "nope"), "", "en")
+    job, msg = export.start(str(workspace.runs_dir() / "nope"), "", lang="en")
     assert job is None and msg.startswith("❌")
+    assert export.estimate("/etc", "").startswith("❌ /etc: only folders inside the workspace")
+
+
+def test_export_estimate_refusal_merge_and_reattach(demo_paths, run_registry, monkeypatch):
+    """The page shows what a merge needs before the click, refuses one that will not fit unless forced, and a
+    reloaded page (new handler calls, nothing kept in memory) finds the merge and its result."""
+    import time
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    adapter = run_registry / "uploads" / "my-adapter"
+    model = AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"], dtype=torch.float32)
+    get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(str(adapter))
+    needs = export.estimate(str(adapter), "exports/mine", "bf16", "cpu")
+    assert needs.startswith("✅ RAM: about") and "available" in needs and "(bf16, on cpu)" in needs
+    monkeypatch.setenv("STUDIO_MEM_AVAILABLE", "100MB")
+    assert export.estimate(str(adapter), "exports/mine").startswith("⚠️ not enough memory for this merge")
+    job, msg = export.start(str(adapter), "exports/mine", "bf16", "cpu", False)
+    assert job is None and "not enough memory" in msg and "0.10 GB is available" in msg
+    job, msg = export.start(str(adapter), "exports/mine", "bf16", "cpu", True)
+    assert job, msg
+    reloaded_job, shown, _ = export.attach()  # a reload while it runs: the timer follows the same merge
+    assert reloaded_job in (job, None)
+    deadline = time.time() + 180
+    while job and time.time() < deadline:
+        job, shown, listed = export.poll(job)
+        time.sleep(0.5)
+    assert "merged-path" in shown and (run_registry / "exports" / "mine" / "config.json").is_file(), shown
+    job, shown, listed = export.attach()  # a restarted studio: the newest merge's result and the list
+    assert job is None and "merged-path" in shown and "| finished |" in listed and "max \\|logit diff\\|" in listed
+    assert export.cancel(None)[1] == "nothing to cancel"
 
 
 def test_runs_table_and_diff_are_empty_safe(studio_home):
