@@ -3,6 +3,7 @@ points and the run finish, merge with one click, see the merged path."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -51,12 +52,14 @@ def test_train_watch_merge(page, shots, fits_width):
     assert "completed" in status, status
     assert points >= 2, f"loss plot drew {points} points"
     assert "%" in page.inner_text("#run-progress")
+    # The status line starts with the run id; gradio may lay its elapsed-time badge ("0.2s") over it during a tick.
+    run_id = re.search(r"\d{8}-\d{6}-[0-9a-f]+", status).group(0)
 
     # A second tab (or a reload) re-attaches: it reads the run folder from offset 0 and draws the same curve.
     other = page.context.new_page()
     other.goto(page.url)
     other.wait_for_selector("#run-picker input", timeout=60_000)
-    other.fill("#run-picker input", status.split("·")[0].strip())
+    other.fill("#run-picker input", run_id)
     other.keyboard.press("Enter")
     other.wait_for_function("document.querySelector('#run-status').innerText.includes('completed')", timeout=30_000)
     assert _wait_loss_points(other, 2) >= 2
@@ -64,7 +67,6 @@ def test_train_watch_merge(page, shots, fits_width):
 
     page.get_by_role("tab", name="Export").click()
     page.wait_for_selector("#export-source", timeout=10_000)
-    run_id = status.split("·")[0].strip()
     page.click("#export-source input")
     page.get_by_role("option", name=run_id).first.click()
     page.wait_for_function("document.querySelector('#export-out input').value.length > 0", timeout=10_000)
