@@ -174,7 +174,7 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
         "theme": gr.themes.Soft(),
         "show_error": True,
         "footer_links": [],
-        "max_file_size": "200mb",
+        "max_file_size": conf.max_upload_bytes,
         "allowed_paths": [],
         "quiet": True,
     }

@@ -1,8 +1,8 @@
 """Where and how the studio is served: host, port, credentials, workspace. Light: stdlib only.
 
 Sources, later wins: defaults (127.0.0.1:7860, no auth), environment (``STUDIO_HOST``, ``STUDIO_PORT``,
-``STUDIO_AUTH=user:pass``, ``STUDIO_HOME``), command-line flags. A non-loopback host without credentials is refused:
-anyone on the network could otherwise start processes on this machine.
+``STUDIO_AUTH=user:pass``, ``STUDIO_HOME``, ``STUDIO_MAX_UPLOAD_MB``), command-line flags. A non-loopback host
+without credentials is refused: anyone on the network could otherwise start processes on this machine.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
+DEFAULT_MAX_UPLOAD_MB = 200
 AUTH_HELP = (
     "set credentials with --auth USER:PASS or the environment variable STUDIO_AUTH=USER:PASS (or bind to 127.0.0.1)"
 )
@@ -30,6 +31,7 @@ class Settings:
     auth: tuple[str, str] | None = None
     home: str = ""
     build_demo: bool = True
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_MB * 2**20
 
     @property
     def loopback(self) -> bool:
@@ -82,4 +84,25 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Se
     if not is_loopback(host) and auth is None:
         raise SettingsError(f"refusing to serve on {host} without a login: {AUTH_HELP}")
     home = args.home or env.get("STUDIO_HOME") or ""
-    return Settings(host=host, port=port, auth=auth, home=home, build_demo=not args.no_demo)
+    return Settings(
+        host=host,
+        port=port,
+        auth=auth,
+        home=home,
+        build_demo=not args.no_demo,
+        max_upload_bytes=max_upload_bytes(env),
+    )
+
+
+def max_upload_bytes(env: dict[str, str] | None = None) -> int:
+    """The upload cap, ``STUDIO_MAX_UPLOAD_MB`` (default 200): gradio refuses a bigger HTTP upload, and the Datasets
+    tab refuses to store a bigger file. A value that is not a positive number is refused with the variable named."""
+    env = os.environ if env is None else env
+    text = str(env.get("STUDIO_MAX_UPLOAD_MB") or DEFAULT_MAX_UPLOAD_MB)
+    try:
+        mb = float(text)
+    except ValueError:
+        mb = 0.0
+    if not mb > 0:
+        raise SettingsError(f"STUDIO_MAX_UPLOAD_MB must be a positive number of MiB (got {text!r})")
+    return int(mb * 2**20)

@@ -19,10 +19,12 @@ from typing import Any
 import pandas as pd
 
 from engine import workspace
-from studio import backend, monitor
+from studio import backend, monitor, settings
+from engine.data_messages import message
 from studio.i18n import t
+from studio.i18n_spec import localize, localize_error
 
-MAX_UPLOAD_BYTES = 200 * 2**20
+MAX_UPLOAD_BYTES = settings.max_upload_bytes()  # STUDIO_MAX_UPLOAD_MB
 UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".parquet")
 COLUMN_ROLES = {"alpaca": ["prompt", "query", "response", "system", "history"], "sharegpt": ["messages", "system"]}
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -34,10 +36,10 @@ def safe_upload_name(name: str) -> str:
     stem, dot, ext = base.rpartition(".")
     ext = ("." + ext.lower()) if dot else ""
     if ext not in UPLOAD_TYPES:
-        raise ValueError(f"{base!r}: upload a {', '.join(UPLOAD_TYPES)} file")
+        raise ValueError(message("upload.bad_type", name=base, types=", ".join(UPLOAD_TYPES)))
     stem = _SAFE.sub("_", stem).strip("._-")[:80]
     if not stem:
-        raise ValueError(f"{base!r}: the file name has no usable characters")
+        raise ValueError(message("upload.no_name", name=base))
     return stem + ext
 
 
@@ -47,13 +49,13 @@ def store_upload(src: str | Path, original_name: str | None = None) -> Path:
     size = src.stat().st_size
     if size > MAX_UPLOAD_BYTES:
         raise ValueError(
-            f"{src.name}: {size / 2**20:.0f} MiB is over the {MAX_UPLOAD_BYTES // 2**20} MiB upload limit"
+            message("upload.too_big", name=src.name, mib=f"{size / 2**20:.0f}", limit=MAX_UPLOAD_BYTES // 2**20)
         )
     name = safe_upload_name(original_name or src.name)
     root = workspace.uploads_dir().resolve()
     dest = (root / name).resolve()
     if dest.parent != root:  # belt and braces: the sanitised name has no separators
-        raise ValueError(f"{name!r} would leave the uploads folder")
+        raise ValueError(message("upload.outside", name=name))
     n = 1
     while dest.exists():
         stem, ext = name.rsplit(".", 1)
@@ -100,16 +102,8 @@ def guess_mapping(columns: list[str], formatting: str) -> dict[str, str | None]:
 
 
 def problem_text(problem: Any, lang: str = "en") -> str:
-    """A dataset problem with its place (file, line or row, column) in the page's language; the engine's message
-    itself stays as engine.dataset_registry wrote it."""
-    if lang != "zh" or not hasattr(problem, "message"):
-        return str(problem)
-    where = str(problem.file)
-    if problem.row is not None:
-        where += f"，第 {problem.row} 行"
-    if problem.column:
-        where += f"，列 '{problem.column}'"
-    return f"{where}：{problem.message}"
+    """A dataset problem with its place (file, line or row, column) in the page's language."""
+    return localize(problem.located(), lang) if hasattr(problem, "located") else localize(problem, lang)
 
 
 def register(path: str, name: str, formatting: str, mapping: dict[str, str | None], lang: str = "en") -> str:
@@ -118,13 +112,13 @@ def register(path: str, name: str, formatting: str, mapping: dict[str, str | Non
     try:
         src = Path(path).resolve()
         if not src.is_relative_to(workspace.uploads_dir().resolve()):
-            raise ValueError(f"{path}: only files in the uploads folder can be registered here")
+            raise ValueError(message("upload.not_uploaded", path=path))
         columns = {k: v for k, v in mapping.items() if v}
         reg = backend.engine_module("dataset_registry")
         reg.register_dataset(workspace.data_dir(), name, str(src), formatting, columns=columns or None)
         problems = reg.check_datasets([name], workspace.data_dir())
     except (ValueError, backend.Unavailable) as exc:
-        return f"❌ {exc}"
+        return f"❌ {localize_error(exc, lang)}"
     if problems:
         return f"⚠ {t('registered_but', lang)}\n" + "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
     return "✅ " + t("registered", lang, name=name)
@@ -259,7 +253,7 @@ def build(ctx: Any) -> None:
             frame, note = lengths(name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_)
             return preview(name), sample_html(name, model_, template_, lang_), frame, note
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
-            return gr.skip(), f"<p>❌ {html.escape(str(exc))}</p>", gr.skip(), ""
+            return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", gr.skip(), ""
 
     gr.on(
         [pick.change, ctx.tab.select],
@@ -273,9 +267,13 @@ def build(ctx: Any) -> None:
             return "", "", gr.update(), *[gr.update() for _ in roles]
         try:
             dest = store_upload(path)
-            cols = file_columns(dest)
         except (ValueError, OSError) as exc:
-            return "", f"❌ {exc}", gr.update(), *[gr.update() for _ in roles]
+            return "", f"❌ {localize_error(exc, lang_)}", gr.update(), *[gr.update() for _ in roles]
+        try:
+            cols = file_columns(dest)
+        except (ValueError, OSError) as exc:  # not JSON / not UTF-8 / not Parquet: Python's own words as the detail
+            msg = localize(message("upload.unreadable", name=dest.name, error=exc), lang_)
+            return "", f"❌ {msg}", gr.update(), *[gr.update() for _ in roles]
         guess = guess_mapping(cols, "sharegpt" if "conversations" in cols or "messages" in cols else "alpaca")
         updates = [gr.update(choices=cols, value=guess.get(r)) for r in roles]
         msg = t("stored", lang_, name=dest.name, columns=", ".join(cols))

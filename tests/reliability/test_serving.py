@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOAK = os.environ.get("STUDIO_SOAK") == "1"
 LOAD_SECONDS = 300 if SOAK else 30
 CLIENTS = 20
+UPLOAD_MB = 1  # the served studio's upload cap (STUDIO_MAX_UPLOAD_MB), small so an over-size upload is cheap
 USER, PASSWORD = "admin", "pw-MARKER-auth-7c1"
 SECRETS = {
     "HF_TOKEN": "hf_MARKER_token_93ab",
@@ -79,7 +80,7 @@ def server(studio_home, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("studio-server") / "server.log"
     env = {k: v for k, v in os.environ.items() if k not in ("STUDIO_AUTH", "STUDIO_HOST", "STUDIO_PORT")}
-    env.update(STUDIO_HOME=str(studio_home), GRADIO_ANALYTICS_ENABLED="False")
+    env.update(STUDIO_HOME=str(studio_home), GRADIO_ANALYTICS_ENABLED="False", STUDIO_MAX_UPLOAD_MB=str(UPLOAD_MB))
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -245,6 +246,37 @@ def test_every_route_needs_the_login(server, tally, tmp_path):
         code = get(f"{server.url}/gradio_api/file={target}", cookie)
         tally.record("serving::download outside allowed folders refused (logged in)", code in (403, 404))
         assert code in (403, 404), f"file={target} answered {code}"
+
+
+def post_upload(url: str, name: str, size: int, cookie: str | None) -> tuple[int, str]:
+    """A real multipart upload to gradio's upload route, as the page's file widget sends it."""
+    boundary = "studio-test-boundary-5e1f"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+        "Content-Type: application/json\r\n\r\n"
+    ).encode() + b"[" + b" " * max(0, size - 2) + b"]" + f"\r\n--{boundary}--\r\n".encode()
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    if cookie:
+        headers["Cookie"] = cookie
+    req = urllib.request.Request(url + "/gradio_api/upload", data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def test_http_upload_is_size_capped(server, tally):
+    """The cap holds at the HTTP layer (gradio refuses the body), not only when the Datasets tab stores the file."""
+    cookie = login(server.url)
+    assert cookie
+    cap = UPLOAD_MB * 2**20
+    code, text = post_upload(server.url, "small.json", 64 * 1024, None)
+    tally.check("serving::upload without login refused", code in (401, 403), f"{code} {text[:200]}")
+    code, text = post_upload(server.url, "small.json", 64 * 1024, cookie)
+    tally.check("serving::upload under the cap accepted (HTTP)", code == 200 and "small.json" in text, f"{code}")
+    code, text = post_upload(server.url, "big.json", cap + 64 * 1024, cookie)
+    tally.check("serving::upload over the cap refused (HTTP 413)", code == 413, f"{code} {text[:200]}")
 
 
 def test_upload_names_and_sizes(studio_home, tally, tmp_path):

@@ -67,3 +67,11 @@ def test_launch_options_turn_run_history_off():
 
     kwargs = app.launch_kwargs(settings.Settings())
     assert kwargs["run_history"] is False and kwargs["server_name"] == "127.0.0.1"
+
+
+def test_upload_cap_from_the_environment():
+    assert settings.load([], env={}).max_upload_bytes == 200 * 2**20
+    assert settings.load([], env={"STUDIO_MAX_UPLOAD_MB": "1.5"}).max_upload_bytes == int(1.5 * 2**20)
+    for bad in ("0", "-3", "lots"):
+        with pytest.raises(settings.SettingsError, match="STUDIO_MAX_UPLOAD_MB"):
+            settings.load([], env={"STUDIO_MAX_UPLOAD_MB": bad})
