@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from statistics import mean
 
+from engine.plan_messages import message
+
 
 def _gpu_utils(rows: list[dict]) -> list[float]:
     out: list[float] = []
@@ -28,39 +30,24 @@ def advise(spec, metrics_rows: list[dict], events: list[dict]) -> list[str]:
     utils = _gpu_utils(metrics_rows[-60:])
     util = mean(utils) if utils else None
     if util is not None and util < 60:
-        tips.append(
-            f"GPU utilisation averages {util:.0f}%: the GPU waits. Check the items below (data loading, "
-            "offload, batch size) and watch `nvidia-smi dmon -s u`."
-        )
+        tips.append(message("advice.low_util", util=util))
     if t.precision == "fp32" and ln.device != "cpu":
-        tips.append(
-            "no mixed precision: set train.precision to bf16 (or fp16 on GPUs without bf16): ~2x faster, "
-            "half the activation memory."
-        )
+        tips.append(message("advice.fp32"))
     if spec.model.attn_implementation == "eager":
-        tips.append("eager attention: set model.attn_implementation to sdpa or flash_attention_2.")
+        tips.append(message("advice.eager"))
     if ln.backend == "deepspeed" and (
         ln.deepspeed.offload_optimizer != "none" or ln.deepspeed.offload_param != "none"
     ):
-        tips.append(
-            "DeepSpeed offload moves states over PCIe every step: if memory allows, set offload_param and "
-            "offload_optimizer to none (engine.plan shows whether it still fits)."
-        )
+        tips.append(message("advice.ds_offload"))
     if ln.backend == "fsdp" and ln.fsdp.offload_params:
-        tips.append("FSDP parameter offload is slow: turn launch.fsdp.offload_params off if it fits.")
+        tips.append(message("advice.fsdp_offload"))
     if t.per_device_batch_size < 4 and (util is None or util < 80):
-        tips.append(
-            f"per-device batch {t.per_device_batch_size} is small: raise train.per_device_batch_size toward "
-            "the memory limit and lower gradient_accumulation to keep the effective batch."
-        )
+        tips.append(message("advice.small_batch", batch=t.per_device_batch_size))
     if t.gradient_checkpointing and util is not None and util < 80:
-        tips.append("gradient checkpointing recomputes activations (~30% slower): turn it off if the plan still fits.")
+        tips.append(message("advice.checkpointing"))
     cpu = [float(r["cpu_percent"]) for r in metrics_rows[-60:] if isinstance(r.get("cpu_percent"), (int, float))]
     if util is not None and util < 60 and cpu and mean(cpu) > 85:
-        tips.append(
-            f"CPU is busy ({mean(cpu):.0f}%) while the GPU idles: data loading is the bottleneck; raise "
-            "data.preprocessing_workers, pre-tokenise, or turn on data.packing for short samples."
-        )
+        tips.append(message("advice.cpu_bound", cpu=mean(cpu)))
     logs = [
         e
         for e in events
@@ -69,10 +56,7 @@ def advise(spec, metrics_rows: list[dict], events: list[dict]) -> list[str]:
     if len(logs) >= 4:
         tps = [e["payload"]["tokens_per_second"] for e in logs]
         if min(tps[-3:]) < 0.5 * max(tps):
-            tips.append(
-                f"throughput dropped from {max(tps):.0f} to {tps[-1]:.0f} tokens/s: look for another process "
-                "on the GPU, thermal throttling, or checkpoint saves in the middle of steps."
-            )
+            tips.append(message("advice.throughput_drop", peak=max(tps), now=tps[-1]))
     if not spec.data.packing and spec.method.stage != "dpo":
-        tips.append("packing is off: with many short samples, data.packing avoids computing on padding.")
+        tips.append(message("advice.packing_off"))
     return tips

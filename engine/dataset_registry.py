@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.data_messages import message
+from engine.spec_messages import Message, from_exception
+
 INFO_NAME = "dataset_info.json"
 # Long documents (pretraining text) are legitimate CSV fields: allow up to 64 MiB instead of csv's 128 KiB.
 csv.field_size_limit(64 << 20)
@@ -28,9 +31,11 @@ def read_dataset_info(dataset_dir: str | Path) -> dict:
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise ValueError(
+            message("data.info_bad_json", path=path, line=exc.lineno, col=exc.colno, error=exc.msg)
+        ) from None
     if not isinstance(info, dict):
-        raise ValueError(f"{path}: expected a JSON object of dataset entries, got {type(info).__name__}")  # noqa: TRY004 (callers catch ValueError)
+        raise ValueError(message("data.info_not_object", path=path, type=type(info).__name__))  # noqa: TRY004 (callers catch ValueError)
     return info
 
 
@@ -91,15 +96,19 @@ class DataProblem:
     file: str
     row: int | None
     column: str | None
-    message: str
+    message: str  # an engine.data_messages Message (a plain str from older callers)
+
+    def located(self) -> Message:
+        """The problem with its place, as one catalog message (the page shows it in its language)."""
+        key = "data.at"
+        if self.row is not None:
+            key += "_line" if self.file.endswith(".jsonl") else "_row"
+        if self.column:
+            key += "_column"
+        return message(key, file=self.file, row=self.row, column=self.column, message=self.message)
 
     def __str__(self) -> str:
-        where = self.file
-        if self.row is not None:
-            where += f", {'line' if self.file.endswith('.jsonl') else 'row'} {self.row}"
-        if self.column:
-            where += f", column '{self.column}'"
-        return f"{where}: {self.message}"
+        return str(self.located())
 
 
 class DataError(ValueError):
@@ -111,9 +120,9 @@ class DataError(ValueError):
 
 
 class _RowError(Exception):
-    def __init__(self, column: str | None, message: str, kind: str = ""):
-        self.column, self.message, self.kind = column, message, kind or message
-        super().__init__(message)
+    def __init__(self, column: str | None, text: Message, kind: str = ""):
+        self.column, self.message, self.kind = column, text, kind or str(text)
+        super().__init__(text)
 
 
 @dataclass
@@ -150,18 +159,11 @@ class DatasetEntry:
 
 def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
     if not isinstance(raw, dict):
-        return [DataProblem(str(info_path), None, None, f"entry '{name}' must be an object")]
+        return [DataProblem(str(info_path), None, None, message("data.entry_not_object", name=name))]
     out = []
     if not raw.get("file_name"):
         hub = raw.get("hf_hub_url") or raw.get("ms_hub_url") or raw.get("script_url")
-        msg = (
-            (
-                f"entry '{name}' points to a hub dataset ({hub}); Studio reads local files only: download it and "
-                "set file_name"
-            )
-            if hub
-            else f"entry '{name}' has no file_name"
-        )
+        msg = message("data.entry_hub", name=name, hub=hub) if hub else message("data.entry_no_file", name=name)
         out.append(DataProblem(str(info_path), None, "file_name", msg))
     if raw.get("formatting", "alpaca") not in ("alpaca", "sharegpt"):
         out.append(
@@ -169,7 +171,7 @@ def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
                 str(info_path),
                 None,
                 "formatting",
-                f"entry '{name}': formatting {raw.get('formatting')!r} is not alpaca or sharegpt",
+                message("data.entry_formatting", name=name, formatting=raw.get("formatting")),
             )
         )
     bad = sorted(set(raw.get("columns") or {}) - COLUMN_KEYS)
@@ -179,7 +181,7 @@ def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
                 str(info_path),
                 None,
                 "columns",
-                f"entry '{name}': unknown column keys {', '.join(bad)} (known: {', '.join(sorted(COLUMN_KEYS))})",
+                message("data.entry_columns", name=name, bad=", ".join(bad), known=", ".join(sorted(COLUMN_KEYS))),
             )
         )
     return out
@@ -203,13 +205,13 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
                 return _read_jsonl(path)
             return [], [
                 DataProblem(
-                    str(path), None, None, f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+                    str(path), None, None, message("data.bad_json", line=exc.lineno, col=exc.colno, error=exc.msg)
                 )
             ]
         if isinstance(data, dict):
             data = [data]
         if not isinstance(data, list):
-            return [], [DataProblem(str(path), None, None, "expected a JSON list of records")]
+            return [], [DataProblem(str(path), None, None, message("data.not_list"))]
         return list(enumerate(data, 1)), []
     if suffix == ".csv":
         text, problem = _decode(path.read_bytes(), path)
@@ -222,7 +224,7 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
                 rows.append((len(rows) + 1, row))
         except csv.Error as exc:
             return rows, [
-                DataProblem(str(path), len(rows) + 1, None, f"not valid CSV (line {reader.line_num}): {exc}")
+                DataProblem(str(path), len(rows) + 1, None, message("data.bad_csv", line=reader.line_num, error=exc))
             ]
         return rows, []
     if suffix == ".parquet":
@@ -237,7 +239,7 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
                     str(path),
                     None,
                     None,
-                    f"not a readable Parquet file (truncated or not Parquet): {str(exc).splitlines()[0][:200]}",
+                    message("data.bad_parquet", error=str(exc).splitlines()[0][:200]),
                 )
             ]
     if suffix == ".arrow":
@@ -254,8 +256,7 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
             str(path),
             None,
             None,
-            f"unsupported file type '{suffix}' (use .json, .jsonl, .csv, "
-            ".parquet, or a folder saved with datasets' save_to_disk)",
+            message("data.bad_type", suffix=suffix),
         )
     ]
 
@@ -276,8 +277,7 @@ def _read_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
                         str(path),
                         lineno,
                         None,
-                        f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
-                        f"column {exc.start + 1}): save the file as UTF-8",
+                        message("data.not_utf8_column", byte=raw[exc.start], col=exc.start + 1),
                     )
                 )
                 if len(problems) >= 20:
@@ -287,7 +287,7 @@ def _read_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
                 rows.append((lineno, json.loads(line)))
             except json.JSONDecodeError as exc:
                 problems.append(
-                    DataProblem(str(path), lineno, None, f"malformed JSON line (column {exc.colno}: {exc.msg})")
+                    DataProblem(str(path), lineno, None, message("data.bad_json_line", col=exc.colno, error=exc.msg))
                 )
     return rows, problems
 
@@ -302,7 +302,7 @@ def _decode(raw: bytes, path: Path) -> tuple[str, DataProblem | None]:
             str(path),
             None,
             None,
-            f"not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}): save the file as UTF-8",
+            message("data.not_utf8_line", byte=raw[exc.start], line=line),
         )
 
 
@@ -332,7 +332,7 @@ def _locate(entry: DatasetEntry, dataset_dir: Path) -> Path:
 def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
     """Any supported row -> {system, messages:[{role, content}], chosen?, rejected?, text?}; raises _RowError."""
     if not isinstance(row, dict):
-        raise _RowError(None, f"expected an object with columns, got {type(row).__name__}")
+        raise _RowError(None, message("data.row_not_object", type=type(row).__name__))
     cols = entry.columns
 
     def get(key: str, required: bool) -> Any:
@@ -340,11 +340,12 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
         if col is None or col not in row or row[col] is None:
             if not required:
                 return None
-            have = ", ".join(map(str, row)) or "none"
+            have = ", ".join(map(str, row))
             raise _RowError(
                 col or key,
-                f"missing column '{col or key}' ({key}); the row has: {have}. Fix "
-                f"columns.{key} in dataset_info.json or rename the column",
+                message("data.missing_column", column=col or key, key=key, have=have)
+                if have
+                else message("data.missing_column_empty", column=col or key, key=key),
                 kind=f"missing:{key}",
             )
         return row[col]
@@ -352,7 +353,7 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
     if entry.is_text:
         text = get("text" if "text" in cols else "prompt", True)
         if not str(text).strip():
-            raise _RowError(cols.get("text", cols.get("prompt")), "empty text", kind="empty")
+            raise _RowError(cols.get("text", cols.get("prompt")), message("data.empty_text"), kind="empty")
         return {"system": "", "messages": [], "text": str(text)}
     system = str(get("system", False) or "")
     if entry.formatting == "sharegpt":
@@ -361,7 +362,7 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
         messages = []
         for pair in get("history", False) or []:
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-                raise _RowError(cols.get("history"), "history must be a list of [prompt, response] pairs")
+                raise _RowError(cols.get("history"), message("data.bad_history"))
             messages += [{"role": "user", "content": str(pair[0])}, {"role": "assistant", "content": str(pair[1])}]
         prompt, query = str(get("prompt", True)), str(get("query", False) or "")
         messages.append({"role": "user", "content": f"{prompt}\n{query}" if query else prompt})
@@ -374,18 +375,18 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
             if isinstance(val, dict):  # sharegpt ranking: {"from": "gpt", "value": ...}
                 val = val.get(entry.tags.get("content_tag", "value"), "")
             if not str(val).strip():
-                raise _RowError(cols[key], f"empty {key} answer", kind=f"empty-{key}")
+                raise _RowError(cols[key], message("data.empty_answer", key=key), kind=f"empty-{key}")
             out[key] = str(val)
         if messages and messages[-1]["role"] != "user":
-            raise _RowError(cols.get("messages"), "a preference row's conversation must end with a user turn")
+            raise _RowError(cols.get("messages"), message("data.pair_end_user"))
     else:
         last = messages[-1] if messages else None
         if stage != "pt" and (last is None or last["role"] != "assistant"):
-            raise _RowError(cols.get("messages"), "the conversation must end with an assistant turn", kind="end")
+            raise _RowError(cols.get("messages"), message("data.end_assistant"), kind="end")
         for i, m in enumerate(messages):
             if m["role"] == "assistant" and not m["content"].strip():
                 col = cols.get("response") if entry.formatting == "alpaca" else cols.get("messages")
-                raise _RowError(col, f"empty response (turn {i + 1})", kind="empty")
+                raise _RowError(col, message("data.empty_response", turn=i + 1), kind="empty")
     return out
 
 
@@ -393,7 +394,7 @@ def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[st
     t = entry.tags
     col = entry.columns.get("messages")
     if not isinstance(turns, list):
-        raise _RowError(col, f"expected a list of turns, got {type(turns).__name__}")
+        raise _RowError(col, message("data.turns_not_list", type=type(turns).__name__))
     roles = {
         t["user_tag"]: "user",
         t["observation_tag"]: "user",
@@ -406,16 +407,17 @@ def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[st
         if not isinstance(turn, dict) or t["role_tag"] not in turn or t["content_tag"] not in turn:
             raise _RowError(
                 col,
-                f"turn {i} needs '{t['role_tag']}' and '{t['content_tag']}' keys (tags in dataset_info.json)",
+                message("data.turn_keys", turn=i, role_tag=t["role_tag"], content_tag=t["content_tag"]),
                 kind="turn-keys",
             )
         tag, content = turn[t["role_tag"]], str(turn[t["content_tag"]] or "")
         role = roles.get(tag)
         if role is None:
-            raise _RowError(col, f"turn {i} has role '{tag}'; known roles: {', '.join(map(str, roles))}", kind="role")
+            known = ", ".join(map(str, roles))
+            raise _RowError(col, message("data.turn_role", turn=i, tag=tag, known=known), kind="role")
         if role == "system":
             if i != 1:
-                raise _RowError(col, f"turn {i}: a system turn may only come first", kind="order")
+                raise _RowError(col, message("data.system_first", turn=i), kind="order")
             system = content
             continue
         want = "user" if len(messages) % 2 == 0 else "assistant"
@@ -423,8 +425,9 @@ def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[st
             tag_want = t["user_tag"] if want == "user" else t["assistant_tag"]
             raise _RowError(
                 col,
-                f"turn {i} is '{tag}' but '{tag_want}' was expected: turns must alternate "
-                f"{t['user_tag']}/{t['assistant_tag']}, starting with {t['user_tag']}",
+                message(
+                    "data.turn_order", turn=i, tag=tag, want=tag_want, user=t["user_tag"], assistant=t["assistant_tag"]
+                ),
                 kind="order",
             )
         messages.append({"role": role, "content": content})
@@ -435,14 +438,19 @@ def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[st
 def _resolve(name: str, dataset_dir: Path) -> tuple[DatasetEntry | None, list[DataProblem]]:
     info_path = dataset_dir / INFO_NAME
     if not info_path.is_file():
-        return None, [DataProblem(str(info_path), None, None, "dataset registry not found (no dataset_info.json)")]
+        return None, [DataProblem(str(info_path), None, None, message("data.no_registry"))]
     try:
         info = read_dataset_info(dataset_dir)
     except ValueError as exc:
-        return None, [DataProblem(str(info_path), None, None, str(exc))]
+        return None, [DataProblem(str(info_path), None, None, from_exception(exc))]
     if name not in info:
-        known = ", ".join(sorted(info)) or "none"
-        return None, [DataProblem(str(info_path), None, None, f"dataset '{name}' is not registered (known: {known})")]
+        known = ", ".join(sorted(info))
+        msg = (
+            message("data.not_registered", name=name, known=known)
+            if known
+            else message("data.not_registered_none", name=name)
+        )
+        return None, [DataProblem(str(info_path), None, None, msg)]
     problems = _entry_problems(name, info[name], info_path)
     return (None if problems else DatasetEntry.from_info(name, info[name])), problems
 
@@ -463,14 +471,12 @@ def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
                     info_file,
                     None,
                     None,
-                    f"stage dpo needs preference pairs, but '{name}' has "
-                    'no chosen/rejected columns: set "ranking": true with columns chosen and '
-                    "rejected, or use stage sft",
+                    message("data.dpo_needs_pairs", name=name),
                 )
             ],
         )
     if stage != "dpo" and entry.ranking:
-        return entry, [], [DataProblem(info_file, None, None, f"'{name}' holds preference pairs: use stage dpo")]
+        return entry, [], [DataProblem(info_file, None, None, message("data.pairs_need_dpo", name=name))]
     if stage == "sft" and entry.is_text:
         return (
             entry,
@@ -480,7 +486,7 @@ def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
                     info_file,
                     None,
                     None,
-                    f"'{name}' is plain text with no response column: use stage pt, or map columns.response",
+                    message("data.text_needs_pt", name=name),
                 )
             ],
         )
@@ -488,14 +494,15 @@ def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
         return (
             entry,
             [],
-            [DataProblem(str(path), None, None, f"file not found (file_name of '{name}' in {info_file})")],
+            [DataProblem(str(path), None, None, message("data.file_not_found", name=name, info=info_file))],
         )
     try:
         raw, problems = _read_folder(path) if path.is_dir() else _read_file(path)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # unreadable file or folder: name it, never a traceback
-        raw, problems = [], [DataProblem(str(path), None, None, f"cannot read: {type(exc).__name__}: {exc}"[:400])]
+        error = f"{type(exc).__name__}: {exc}"[:387]  # the whole message stays within 400 characters
+        raw, problems = [], [DataProblem(str(path), None, None, message("data.cannot_read", error=error))]
     if not raw and not problems:
-        problems.append(DataProblem(str(path), None, None, "no rows"))
+        problems.append(DataProblem(str(path), None, None, message("data.no_rows")))
     rows, seen = [], {}
     for rowno, rec in raw[:limit] if limit else raw:
         try:
@@ -508,7 +515,8 @@ def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
             seen[key] = [DataProblem(str(path), rowno, err.column, err.message), 0]
     for prob, more in seen.values():
         if more:
-            prob.message += f" (and {more} more row{'s' if more > 1 else ''} like it)"
+            key = "data.more_rows" if more > 1 else "data.more_rows_one"
+            prob.message = message(key, message=prob.message, more=more)
         problems.append(prob)
     return entry, rows, problems
 
@@ -550,18 +558,18 @@ def register_dataset(
     """Add (or replace, with overwrite) one entry in dataset_info.json, keeping every other entry."""
     ddir = Path(dataset_dir)
     if not name or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
-        raise ValueError(f"dataset name {name!r}: use letters, digits, _ - .")
+        raise ValueError(message("data.bad_name", name=name))
     if formatting not in ("alpaca", "sharegpt"):
-        raise ValueError(f"formatting {formatting!r}: use alpaca or sharegpt")
+        raise ValueError(message("data.bad_formatting", formatting=formatting))
     bad = sorted(set(columns or {}) - COLUMN_KEYS)
     if bad:
-        raise ValueError(f"unknown column keys {', '.join(bad)} (known: {', '.join(sorted(COLUMN_KEYS))})")
+        raise ValueError(message("data.unknown_columns", bad=", ".join(bad), known=", ".join(sorted(COLUMN_KEYS))))
     target = Path(file_name).expanduser()
     # A relative name stays inside the dataset folder: "../.." must not reach other files through the page.
     if not target.is_absolute() and not (ddir / target).resolve().is_relative_to(ddir.resolve()):
-        raise ValueError(f"file_name {file_name!r} leaves the dataset folder {ddir}")
+        raise ValueError(message("data.file_outside", file=file_name, folder=ddir))
     if not (target if target.is_absolute() else ddir / target).exists():
-        raise ValueError(f"file not found: {target if target.is_absolute() else ddir / target}")
+        raise ValueError(message("data.file_missing", path=target if target.is_absolute() else ddir / target))
     entry: dict = {"file_name": str(file_name), "formatting": formatting}
     if ranking:
         entry["ranking"] = True
@@ -574,7 +582,7 @@ def register_dataset(
         fcntl.flock(lock, fcntl.LOCK_EX)  # two uploads at once must not lose each other's entries
         info = read_dataset_info(ddir) if (ddir / INFO_NAME).is_file() else {}
         if name in info and not overwrite:
-            raise ValueError(f"dataset '{name}' is already registered in {ddir / INFO_NAME}")
+            raise ValueError(message("data.already_registered", name=name, path=ddir / INFO_NAME))
         info[name] = entry
         save_dataset_info(ddir, info)
     return entry

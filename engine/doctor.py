@@ -15,12 +15,16 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engine.doctor_messages import message
+
 ROOT = Path(__file__).resolve().parents[1]
 MIN_FREE_DISK_GIB = 20
 
 
 @dataclass
 class Check:
+    """name, detail and fix are engine.doctor_messages Messages (English text the page can translate)."""
+
     name: str
     status: str  # PASS | WARN | FAIL
     detail: str
@@ -43,10 +47,11 @@ def _probe(what: str, timeout: float) -> tuple[dict | None, str]:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout:.0f}s"
+        return None, message("doctor.timeout", seconds=timeout)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if r.returncode != 0 or not lines:
-        return None, (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1][:300]
+        lines = r.stderr.strip().splitlines()
+        return None, lines[-1][:300] if lines else message("doctor.exit_code", code=r.returncode)
     return json.loads(lines[-1]), ""
 
 
@@ -59,28 +64,34 @@ def run_checks(*, timeout: float = 120.0) -> list[Check]:
         for g in hw.gpus:
             checks.append(
                 Check(
-                    f"gpu {g.index}",
+                    message("doctor.name_gpu", index=g.index),
                     "PASS",
-                    f"{g.name}, {g.memory_total_mib / 1024:.1f} GiB, driver {g.driver or '?'}, {g.vendor}",
+                    message(
+                        "doctor.gpu",
+                        name=g.name,
+                        gib=g.memory_total_mib / 1024,
+                        driver=g.driver or "?",
+                        vendor=g.vendor,
+                    ),
                 )
             )
     else:
         checks.append(
             Check(
-                "gpus",
+                message("doctor.name_gpus"),
                 "WARN",
-                f"no GPU: {hw.reason}",
-                "training runs on CPU (slow); install the NVIDIA driver / ROCm, or check CUDA_VISIBLE_DEVICES",
+                message("doctor.no_gpu", reason=hw.reason),
+                message("doctor.no_gpu_fix"),
             )
         )
     st, err = _probe("stack", timeout)
     if st is None:
         checks.append(
             Check(
-                "torch",
+                message("doctor.name_torch"),
                 "FAIL",
-                f"cannot import the training stack: {err}",
-                "reinstall: scripts/bootstrap or pip install -e .",
+                message("doctor.no_stack", error=err),
+                message("doctor.no_stack_fix"),
             )
         )
     else:
@@ -90,40 +101,40 @@ def run_checks(*, timeout: float = 120.0) -> list[Check]:
         if hw.gpus and not st["cuda_available"]:
             checks.append(
                 Check(
-                    "torch build",
+                    message("doctor.name_torch_build"),
                     "FAIL",
-                    f"torch {st['torch']} ({build}) cannot see the GPUs",
-                    "install a torch build for your CUDA/ROCm version",
+                    message("doctor.torch_blind", torch=st["torch"], build=build),
+                    message("doctor.torch_blind_fix"),
                 )
             )
         else:
             checks.append(
                 Check(
-                    "torch build",
+                    message("doctor.name_torch_build"),
                     "PASS" if st["cuda_available"] or not hw.gpus else "WARN",
-                    f"torch {st['torch']} ({build}), {st['device_count']} device(s)",
+                    message("doctor.torch", torch=st["torch"], build=build, n=st["device_count"]),
                 )
             )
         if st["cuda_available"]:
             checks.append(
                 Check(
-                    "bf16",
+                    message("doctor.name_bf16"),
                     "PASS" if st["bf16"] else "WARN",
-                    "bf16 supported" if st["bf16"] else "no bf16 on this GPU",
-                    "" if st["bf16"] else "use precision fp16",
+                    message("doctor.bf16_yes") if st["bf16"] else message("doctor.bf16_no"),
+                    "" if st["bf16"] else message("doctor.bf16_fix"),
                 )
             )
             fa = st["flash_attn"]
             checks.append(
                 Check(
-                    "flash-attention",
+                    message("doctor.name_flash"),
                     "PASS" if fa == "importable" else "WARN",
-                    f"flash_attn {fa}",
-                    "" if fa == "importable" else "pip install flash-attn, or keep attn sdpa",
+                    message("doctor.flash_ok") if fa == "importable" else message("doctor.flash_missing", state=fa),
+                    "" if fa == "importable" else message("doctor.flash_fix"),
                 )
             )
         else:
-            checks.append(Check("bf16", "WARN", "no CUDA device: bf16 mixed precision only on CPU", ""))
+            checks.append(Check(message("doctor.name_bf16"), "WARN", message("doctor.bf16_cpu"), ""))
         ops = st["deepspeed_ops"]
         if isinstance(ops, dict):
             ok = sorted(k for k, v in ops.items() if v)
@@ -131,41 +142,45 @@ def run_checks(*, timeout: float = 120.0) -> list[Check]:
             need = [k for k in ("cpu_adam", "fused_adam") if k in missing]
             checks.append(
                 Check(
-                    "deepspeed ops",
+                    message("doctor.name_ds_ops"),
                     "WARN" if need else "PASS",
-                    f"compatible: {', '.join(ok) or 'none'}; not: {', '.join(missing) or 'none'}",
-                    f"{', '.join(need)} cannot build here: install a CUDA toolkit / ninja, or avoid offload"
-                    if need
-                    else "",
+                    message("doctor.ds_ops", ok=", ".join(ok) or "none", missing=", ".join(missing) or "none"),
+                    message("doctor.ds_ops_fix", need=", ".join(need)) if need else "",
                 )
             )
         else:
-            checks.append(Check("deepspeed ops", "WARN", ops, "pip install deepspeed (needed for ZeRO)"))
+            checks.append(Check(message("doctor.name_ds_ops"), "WARN", ops, message("doctor.ds_missing_fix")))
         vers = ", ".join(f"{k} {v}" for k, v in st["versions"].items() if v)
         absent = [k for k, v in st["versions"].items() if not v and k not in ("flash-attn",)]
         checks.append(
             Check(
-                "stack versions", "WARN" if absent else "PASS", vers, f"missing: {', '.join(absent)}" if absent else ""
+                message("doctor.name_versions"),
+                "WARN" if absent else "PASS",
+                vers,
+                message("doctor.versions_missing", names=", ".join(absent)) if absent else "",
             )
         )
         ar, err = _probe("allreduce", timeout)
         if ar is None:
             checks.append(
                 Check(
-                    "all-reduce",
+                    message("doctor.name_allreduce"),
                     "FAIL",
-                    f"test did not finish: {err}",
-                    "check NCCL (NCCL_DEBUG=INFO), firewall on 127.0.0.1, shared memory (/dev/shm)",
+                    message("doctor.allreduce_unfinished", error=err),
+                    message("doctor.allreduce_unfinished_fix"),
                 )
             )
         else:
             checks.append(
                 Check(
-                    "all-reduce",
+                    message("doctor.name_allreduce"),
                     "PASS" if ar["ok"] else "FAIL",
-                    f"{ar['backend']} over {ar['world_size']} process(es): "
-                    f"{'sum correct' if ar['ok'] else 'wrong or missing result ' + str(ar['results'])}",
-                    "" if ar["ok"] else "check NCCL_P2P_DISABLE=1 / NCCL_IB_DISABLE=1 and driver",
+                    message("doctor.allreduce_ok", backend=ar["backend"], n=ar["world_size"])
+                    if ar["ok"]
+                    else message(
+                        "doctor.allreduce_wrong", backend=ar["backend"], n=ar["world_size"], results=ar["results"]
+                    ),
+                    "" if ar["ok"] else message("doctor.allreduce_wrong_fix"),
                 )
             )
     home = workspace.home()
@@ -173,10 +188,10 @@ def run_checks(*, timeout: float = 120.0) -> list[Check]:
     free = shutil.disk_usage(probe_dir).free / 2**30
     checks.append(
         Check(
-            "disk",
+            message("doctor.name_disk"),
             "PASS" if free >= MIN_FREE_DISK_GIB else "WARN",
-            f"{free:.1f} GiB free in {probe_dir}",
-            "" if free >= MIN_FREE_DISK_GIB else "free space: checkpoints of a 7B model need ~15 GiB each",
+            message("doctor.disk", free=free, path=probe_dir),
+            "" if free >= MIN_FREE_DISK_GIB else message("doctor.disk_fix"),
         )
     )
     return checks

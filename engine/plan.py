@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.plan_memory import activation_bytes, logits_bytes, optimizer_bytes, weight_bytes
+from engine.plan_messages import message
 from engine.plan_model import ModelShape, model_shape, param_counts, trainable, trainable_param_count  # noqa: F401
 
 GiB = 2**30
@@ -106,10 +107,7 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
 
     config = model_config if model_config is not None else read_model_config(spec.model.name_or_path)
     if not config:
-        raise ValueError(
-            f"model.name_or_path: no config.json readable at {spec.model.name_or_path} (planning needs "
-            "a local model folder, or pass model_config)"
-        )
+        raise ValueError(message("plan.no_config", path=spec.model.name_or_path))
     shape = model_shape(config)
     precision = resolve_precision(spec, hardware, gpu_mem_gib)
     dt = resolve_dtypes(spec, precision)
@@ -147,7 +145,7 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
             weights_gpu = gathered
         else:
             weights_gpu = weights_gpu / shard_n + gathered
-        notes.append(f"parameters sharded over {shard_n} ranks (+ two gathered layers in flight)")
+        notes.append(message("plan.sharded", n=shard_n))
 
     # ---- gradients (dtype of the trainable params; DeepSpeed reduces 16-bit grads)
     grad_bytes = train_numel * train_bytes_each
@@ -174,17 +172,17 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
         # DeepSpeed CPU Adam: fp32 master + 2 states + fp32 grads in pinned host memory, one partition per rank
         cpu_ram += train_numel * 16 * ln.num_processes / max(shard_n if opt_shard else 1, 1)
         opt_gpu, step_tmp = 0, 0
-        notes.append("optimizer states offloaded to CPU RAM (DeepSpeed CPU Adam)")
+        notes.append(message("plan.offload_optimizer"))
     if param_offload:
         cpu_ram += (w_frozen + w_train_total) * ln.num_processes / shard_n
-        notes.append("parameters offloaded to CPU RAM: large slowdown")
+        notes.append(message("plan.offload_params"))
 
     # ---- activations and the loss buffers
     batch, seq = t.per_device_batch_size, spec.data.cutoff_len
     acts = activation_bytes(spec, shape, tr, dt, batch, seq)
     loss = logits_bytes(spec, shape, dt, batch, seq)
     if spec.model.attn_implementation == "eager":
-        notes.append("eager attention materialises batch x heads x seq^2 scores: use sdpa or flash_attention_2")
+        notes.append(message("plan.eager"))
 
     # grads alive at the start of backward without accumulation: trainable tensors outside the layer stack
     outside = sum(p.numel for p in shape.params if p.layer is None) if spec.method.finetuning == "full" else 0
@@ -228,7 +226,7 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
         gpu_bytes = min(g.memory_total_mib for g in hardware.gpus) * MiB
     fits = None if gpu_bytes is None else total <= gpu_bytes
     if spec.launch.device == "cpu":
-        notes.append("device is cpu: the numbers are host memory for one process")
+        notes.append(message("plan.cpu"))
     static = {
         "weights_bytes": int(w_frozen + w_train),
         "adapter_bytes": int(adapter_bytes),

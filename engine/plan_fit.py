@@ -17,13 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.plan import MemoryPlan, fmt_bytes, plan
+from engine.plan_messages import message
 from engine.spec import RunSpec, SpecError, parse_spec, spec_to_dict
 
 
 @dataclass
 class FitResult:
     spec: RunSpec
-    steps: list[str]
+    steps: list[str]  # engine.plan_messages Messages
     plan: MemoryPlan
     fits: bool
     tried: list[str] = field(default_factory=list)  # steps skipped because the spec rules refused them
@@ -52,16 +53,13 @@ def _ladder(spec: RunSpec):
         nb = b // 2 if b % 2 == 0 else 1
         nga = ga * b // nb
         yield (
-            (
-                f"per-device batch {b} -> {nb}, gradient accumulation {ga} -> {nga} (effective batch "
-                f"{spec.effective_batch} kept)"
-            ),
+            message("fit.batch", b=b, nb=nb, ga=ga, nga=nga, effective=spec.effective_batch),
             lambda d, nb=nb, nga=nga: d["train"].update(per_device_batch_size=nb, gradient_accumulation=nga),
         )
         b, ga = nb, nga
     if not t.gradient_checkpointing:
         yield (
-            "gradient checkpointing on (activations recomputed in backward, ~30% slower)",
+            message("fit.checkpointing"),
             lambda d: d["train"].update(gradient_checkpointing=True),
         )
     ln = spec.launch
@@ -72,34 +70,31 @@ def _ladder(spec: RunSpec):
         for s in (1, 2, 3):
             if s > stage and not (quant and s == 3):
                 yield (
-                    (
-                        f"DeepSpeed ZeRO-{s} (shards {['', 'optimizer states', '+ gradients', '+ parameters'][s]} "
-                        f"over {spec.world_size} GPUs)"
-                    ),
+                    message(f"fit.zero{s}", n=spec.world_size),
                     lambda d, s=s: _ds(d, stage=s),
                 )
         stage = 2 if quant else 3
     if ln.backend != "fsdp":
         s_off = max(stage, 2)
         yield (
-            f"offload optimizer states to CPU (DeepSpeed ZeRO-{s_off} + CPU Adam; slower steps)",
+            message("fit.offload_optimizer", stage=s_off),
             lambda d, s=s_off: _ds(d, stage=s, offload_optimizer="cpu"),
         )
         if not quant:
             yield (
-                "offload parameters to CPU (ZeRO-3; large slowdown)",
+                message("fit.offload_params"),
                 lambda d: _ds(d, stage=3, offload_optimizer="cpu", offload_param="cpu"),
             )
     elif not ln.fsdp.offload_params:
         yield (
-            "FSDP parameter offload to CPU (large slowdown)",
+            message("fit.fsdp_offload"),
             lambda d: d["launch"]["fsdp"].update(offload_params=True),
         )
     if spec.method.finetuning == "lora":
         r = spec.method.lora.rank
         while r > 16:
             nr = max(16, r // 2)
-            yield (f"LoRA rank {r} -> {nr}", lambda d, nr=nr: d["method"]["lora"].update(rank=nr))
+            yield (message("fit.lora_rank", r=r, nr=nr), lambda d, nr=nr: d["method"]["lora"].update(rank=nr))
             r = nr
 
 
@@ -120,29 +115,32 @@ def fit(spec: RunSpec, gpu_mem_gib: float, *, model_config: dict | None = None) 
         try:
             cand = _edit(current, change)
         except SpecError as exc:
-            tried.append(f"{desc}: refused ({exc.problems[0][1]})")
+            tried.append(message("fit.refused", step=desc, reason=exc.problems[0][1]))
             continue
         mp = plan(cand, **kw)
         current = cand
-        steps.append(f"{desc}: {fmt_bytes(mp.total_bytes)} per GPU")
+        steps.append(message("fit.step", step=desc, size=fmt_bytes(mp.total_bytes)))
         if "offload" not in desc:
             no_offload = cand
         if mp.fits:
             return FitResult(current, steps, mp, True, tried)
     if spec.method.quantization.bits != 4:
         base = no_offload if spec.method.finetuning == "lora" else _to_lora(no_offload)
-        for start, label in ((base, ""), (current, " (keeping the offload steps)")):
+        for start, keeping in ((base, False), (current, True)):
             try:
                 cand = _edit(start, _qlora)
             except SpecError as exc:
-                tried.append(f"4-bit QLoRA{label}: refused ({exc.problems[0][1]})")
+                what = message("fit.qlora_short")
+                what = message("fit.keeping_offload", step=what) if keeping else what
+                tried.append(message("fit.refused", step=what, reason=exc.problems[0][1]))
                 continue
             mp = plan(cand, **kw)
-            what = "4-bit QLoRA (NF4 base, double quantization, LoRA adapters)"
+            what = message("fit.qlora")
             if spec.method.finetuning != "lora":
-                what += f"; switches {spec.method.finetuning} fine-tuning to LoRA rank {cand.method.lora.rank}"
-            if mp.fits or label:
-                steps.append(f"{what}{label}: {fmt_bytes(mp.total_bytes)} per GPU")
+                what = message("fit.qlora_switch", finetuning=spec.method.finetuning, rank=cand.method.lora.rank)
+            what = message("fit.keeping_offload", step=what) if keeping else what
+            if mp.fits or keeping:
+                steps.append(message("fit.step", step=what, size=fmt_bytes(mp.total_bytes)))
                 return FitResult(cand, steps, mp, bool(mp.fits), tried)
     return FitResult(current, steps, plan(current, **kw), False, tried)
 

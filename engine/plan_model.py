@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.plan_messages import message
+
 # Linear modules inside one decoder layer, by group, for LoRA 'all' and freeze module filters.
 ATTN_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_LINEARS = ("gate_proj", "up_proj", "down_proj")
@@ -142,10 +144,7 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     if not tied:
         ps.append(Shape("lm_head.weight", (vocab, h), "lm_head"))
     if experts:
-        shape.notes.append(
-            f"mixture of experts ({experts} experts, {shape.experts_per_token} per token): expert "
-            "weights are counted dense and activations per routed token, so the plan is approximate"
-        )
+        shape.notes.append(message("plan.moe", experts=experts, per_token=shape.experts_per_token))
     if mtype not in (
         "llama",
         "mistral",
@@ -159,7 +158,7 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
         "qwen2_moe",
         "qwen3_moe",
     ):
-        shape.notes.append(f"model_type {mtype!r} is planned as a Llama-shaped decoder; check the numbers")
+        shape.notes.append(message("plan.unknown_arch", model_type=mtype))
     return shape
 
 

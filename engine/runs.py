@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from engine import events, workspace
+from engine.run_messages import message as run_message
 from engine.spec import RunSpec, SpecError, dump_spec, parse_spec, save_spec, spec_to_dict, validate_spec
 from engine.spec_messages import message
 
@@ -151,7 +152,7 @@ def _row_to_record(row: sqlite3.Row) -> RunRecord:
 def _fetch(conn: sqlite3.Connection, run_id: str) -> RunRecord:
     row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
-        raise RunsError(f"no run with id {run_id!r} (see `studio runs list`)")
+        raise RunsError(run_message("runs.unknown_id", id=run_id))
     return _row_to_record(row)
 
 
@@ -185,7 +186,7 @@ def _claim_run_dir() -> tuple[str, Path]:
         except FileExistsError:
             continue
         return run_id, rdir
-    raise RunsError("could not allocate a run id")
+    raise RunsError(run_message("runs.no_free_id"))
 
 
 def _insert(rec: RunRecord) -> str:
@@ -201,7 +202,7 @@ def _insert(rec: RunRecord) -> str:
             conn.execute(f"INSERT INTO runs ({', '.join(d)}) VALUES ({', '.join('?' * len(d))})", list(d.values()))
     except sqlite3.IntegrityError:  # a registry row whose folder was removed by hand: do not reuse its id
         shutil.rmtree(rec.run_dir, ignore_errors=True)
-        raise RunsError(f"run id {rec.id} is already in the registry; submit again") from None
+        raise RunsError(run_message("runs.id_taken", id=rec.id)) from None
     return rec.id
 
 
@@ -213,12 +214,12 @@ def _as_spec_data(spec: RunSpec | dict | str | Path) -> Any:
         try:
             return yaml.safe_load(Path(spec).read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as exc:
-            raise SpecError([("spec", f"cannot read {spec}: {exc}")], str(spec)) from None
+            raise SpecError([("spec", message("spec_unreadable", path=spec, reason=exc))], str(spec)) from None
     if isinstance(spec, str):
         try:
             return yaml.safe_load(spec)
         except yaml.YAMLError as exc:
-            raise SpecError([("spec", f"not valid YAML: {exc}")]) from None
+            raise SpecError([("spec", run_message("runs.spec_bad_yaml", error=exc))]) from None
     return spec
 
 
@@ -229,7 +230,7 @@ def submit(
     with ``start``, schedule it. Raises SpecError listing every problem; no invalid spec reaches a process."""
     valid, errors, _warnings = validate_spec(_as_spec_data(spec))
     if errors or valid is None:
-        raise SpecError(errors or [("spec", "invalid")])
+        raise SpecError(errors or [("spec", run_message("runs.spec_invalid"))])
     errors = _output_problems(valid) + _data_problems(valid)
     if errors:
         raise SpecError(errors)
@@ -263,7 +264,7 @@ def submit_command(
     environment as a trainer (``engine.launch.subprocess_env``). ``{run_dir}`` in an argument is replaced by the
     run's folder, so a command can write its events there."""
     if not argv or not all(isinstance(a, str) for a in argv):
-        raise RunsError("command: expected a non-empty list of strings")
+        raise RunsError(run_message("runs.bad_command"))
     run_id, rdir = _claim_run_dir()
     argv = [a.replace("{run_dir}", str(rdir)) for a in argv]
     rec = RunRecord(
@@ -307,7 +308,7 @@ def _data_problems(spec: RunSpec) -> list[tuple[str, str]]:
         size = 0  # validate_spec's context rules name a broken registry; the row check below names a missing file
     if size > SUBMIT_DATA_CHECK_BYTES:
         return []
-    return [("data.datasets", str(p)) for p in reg.check_datasets(spec.data.datasets, ddir, spec.method.stage)]
+    return [("data.datasets", p.located()) for p in reg.check_datasets(spec.data.datasets, ddir, spec.method.stage)]
 
 
 def _output_problems(spec: RunSpec) -> list[tuple[str, str]]:
@@ -482,7 +483,7 @@ def delete(run_id: str, remove_files: bool = True) -> None:
     """Forget a run and (by default) delete its folder and an output folder inside the workspace."""
     rec = get(run_id)
     if rec.status == "running":
-        raise RunsError(f"run {run_id} is running: stop it first (`studio runs stop {run_id}`)")
+        raise RunsError(run_message("runs.delete_running", id=run_id))
     with transaction() as conn:
         conn.execute("DELETE FROM runs WHERE id = ? AND status != 'running'", (run_id,))
     if remove_files:
@@ -496,22 +497,22 @@ def delete(run_id: str, remove_files: bool = True) -> None:
 def rename(run_id: str, name: str) -> None:
     name = name.strip()
     if not name or len(name) > 120:
-        raise RunsError("name: give 1 to 120 characters")
+        raise RunsError(run_message("runs.bad_name"))
     if not update(run_id, name=name):
-        raise RunsError(f"no run with id {run_id!r}")
+        raise RunsError(run_message("runs.unknown", id=run_id))
 
 
 def set_tags(run_id: str, tags: list[str]) -> None:
     clean = sorted({t.strip() for t in tags if t and t.strip()})
     if not update(run_id, tags=clean):
-        raise RunsError(f"no run with id {run_id!r}")
+        raise RunsError(run_message("runs.unknown", id=run_id))
 
 
 def duplicate(run_id: str) -> RunSpec:
     """The run's spec, to edit and submit again."""
     rec = get(run_id, refresh_status=False)
     if rec.kind != "train":
-        raise RunsError(f"run {run_id} is a command, not a training run")
+        raise RunsError(run_message("runs.is_command", id=run_id))
     return rec.load_spec()
 
 
@@ -519,7 +520,7 @@ def resume(run_id: str) -> str:
     """A new run that continues this one from its newest checkpoint (train.resume_from='last' in its output)."""
     rec = get(run_id)
     if rec.status == "running":
-        raise RunsError(f"run {run_id} is still running")
+        raise RunsError(run_message("runs.still_running", id=run_id))
     data = spec_to_dict(duplicate(run_id))
     data["train"]["resume_from"] = "last"
     data["output"]["output_dir"] = rec.output_dir

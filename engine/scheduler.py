@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 
 from engine import runs, workspace
+from engine.run_messages import message as run_message
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "STUDIO_RUN_ID"
@@ -203,7 +204,7 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
     )
     out, err = proc.communicate(timeout=60)  # the intermediate prints the wrapper's pid and exits at once
     if proc.returncode != 0:
-        raise RuntimeError(f"the run wrapper failed to start: {err.decode(errors='replace')[-2000:]}")
+        raise RuntimeError(run_message("runs.wrapper_failed", error=err.decode(errors="replace")[-2000:]))
     pid = int(out.split()[0])
     runs.update(rec.id, only_if_status=("running",), runner_pid=pid)
     return pid

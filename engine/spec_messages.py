@@ -118,9 +118,23 @@ MESSAGES: dict[str, str] = {
 }
 
 
-def message(key: str, **params: Any) -> Message:
-    """The catalog's English text for ``key`` with ``params`` filled in (a KeyError names an unknown key)."""
-    return Message(MESSAGES[key].format(**params), key, params)
+def make(catalog: dict[str, str], key: str, /, **params: Any) -> Message:
+    """``catalog``'s English text for ``key`` with ``params`` filled in (a KeyError names an unknown key). The other
+    catalogs (``engine.data_messages``, ``plan_messages``, ``doctor_messages``, ``run_messages``) make their
+    messages with this; their keys carry a prefix ("data.", "plan.", ...) so one Chinese table serves them all. A
+    parameter may itself be a Message (a problem inside a place): the page translates it too."""
+    return Message(catalog[key].format(**params), key, params)
+
+
+def from_exception(exc: BaseException) -> Message | str:
+    """An exception's catalog message when it was raised with one (``ValueError(message(...))``), else its text."""
+    first = exc.args[0] if len(exc.args) == 1 else None
+    return first if isinstance(first, Message) else str(exc)
+
+
+def message(key: str, /, **params: Any) -> Message:
+    """The spec catalog's English text for ``key`` with ``params`` filled in."""
+    return make(MESSAGES, key, **params)
 
 
 def field_error(error_type: str, text: str, ctx: dict[str, Any] | None) -> Message:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.data_messages import message as data_message
+
 
 class TemplateError(ValueError):
     """A template that cannot render this conversation, or an unknown template name."""
@@ -156,7 +158,7 @@ def _jinja_render(source: str, messages: list[dict], add_generation_prompt: bool
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message: str) -> None:
-        raise TemplateError(f"the model's chat template refused this conversation: {message}")
+        raise TemplateError(data_message("template.refused", message=message))
 
     env = _jinja_env_cache.get("env")
     if env is None:
@@ -182,7 +184,7 @@ def resolve(name: str, info: TokenizerInfo) -> Template | str:
     if name == "auto":
         return info.chat_template or NAMED["default"]
     if name not in NAMED:
-        raise TemplateError(f"unknown template {name!r}: choose one of {', '.join(TEMPLATE_NAMES)}")
+        raise TemplateError(data_message("template.unknown", name=name, names=", ".join(TEMPLATE_NAMES)))
     return NAMED[name]
 
 
@@ -222,10 +224,7 @@ def _chat_template_segments(source: str, info: TokenizerInfo, system: str, messa
         with_prompt = _jinja_render(source, full[: offset + i], True, info.special)
         with_answer = _jinja_render(source, full[: offset + i + 1], False, info.special)
         if not with_prompt.startswith(done) or not with_answer.startswith(with_prompt):
-            raise TemplateError(
-                "the model's chat template rewrites earlier turns (it is not prefix-stable), so "
-                "prompts cannot be masked turn by turn: choose a named template (e.g. chatml)"
-            )
+            raise TemplateError(data_message("template.not_prefix_stable"))
         segs.append((with_prompt[len(done) :], with_answer[len(with_prompt) :]))
         done = with_answer
     return segs

@@ -1,7 +1,9 @@
 """Chinese text of the run spec's messages, keyed like ``engine.spec_messages.MESSAGES``, and of pydantic's field
-errors, keyed by error type; ``localize`` picks the page's language. Light: stdlib only.
+errors, keyed by error type; ``localize`` picks the page's language for any catalog message: the spec's (here), the
+dataset registry's (``studio.i18n_data``), the planner's, doctor's and run registry's (``studio.i18n_engine``).
+Light: stdlib only.
 
-The engine and the CLI keep English; a test checks that every catalog key has a Chinese template here with the same
+The engine and the CLI keep English; a test checks that every catalog key has a Chinese template with the same
 placeholders, and that every error the form can produce comes out in Chinese.
 """
 
@@ -10,6 +12,9 @@ from __future__ import annotations
 import re
 import string
 from typing import Any
+
+from studio.i18n_data import DATA_ZH
+from studio.i18n_engine import DOCTOR_ZH, PLAN_ZH, RUNS_ZH
 
 RULES_ZH: dict[str, str] = {
     # cross-field rules
@@ -116,6 +121,9 @@ PYDANTIC_ZH: dict[str, str] = {
     "none_required": "应为空",
 }
 
+# Every catalog's Chinese by key (the other catalogs' keys carry a prefix: "data.", "plan.", "doctor.", ...).
+CATALOG_ZH: dict[str, str] = {**RULES_ZH, **DATA_ZH, **PLAN_ZH, **DOCTOR_ZH, **RUNS_ZH}
+
 _FALLBACK_ZH = "取值无效：{english}"  # a pydantic type this table does not know yet: Chinese head, English detail
 _OR = re.compile(r" or (?=[^ ]+$)")
 
@@ -131,7 +139,9 @@ def localize(msg: Any, lang: str) -> str:
     from studio.forms import number_text
 
     key = getattr(msg, "key", "")
-    params = dict(getattr(msg, "params", {}) or {})
+    params = {
+        k: localize(v, lang) if getattr(v, "key", "") else v for k, v in (getattr(msg, "params", {}) or {}).items()
+    }
     if key.startswith("pydantic."):
         kind = key[len("pydantic.") :]
         if "expected" in params:  # "'sft', 'pt' or 'dpo'" -> "'sft'、'pt'、'dpo'"
@@ -143,8 +153,15 @@ def localize(msg: Any, lang: str) -> str:
         if template is None:
             return _FALLBACK_ZH.format(english=str(msg))
         return _format(template, params, msg)
-    template = RULES_ZH.get(key)
+    template = CATALOG_ZH.get(key)
     return _format(template, params, msg) if template else str(msg)
+
+
+def localize_error(exc: BaseException, lang: str) -> str:
+    """An exception's text in ``lang``: raised with a catalog message (``ValueError(message(...))``), translated."""
+    from engine.spec_messages import from_exception
+
+    return localize(from_exception(exc), lang)
 
 
 def _format(template: str, params: dict, msg: Any) -> str:

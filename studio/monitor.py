@@ -96,20 +96,24 @@ def smooth(values: list[float], weight: float) -> list[float]:
     return out
 
 
-def loss_frame(view: dict, axis: str = "step", smoothing: float = 0.6, log_scale: bool = False) -> pd.DataFrame:
+def loss_frame(
+    view: dict, axis: str = "step", smoothing: float = 0.6, log_scale: bool = False, lang: str = "en"
+) -> pd.DataFrame:
+    """Train (raw and smoothed) and eval loss; the series names are the legend, in the page's language."""
+    train, smoothed, evals = t("se_train", lang), t("se_smoothed", lang), t("se_eval", lang)
     rows: list[dict] = []
     xs = [(_x(r, axis), r.get("loss")) for r in view.get("logs", [])]
     xs = [(x, y) for x, y in xs if x is not None and isinstance(y, (int, float)) and math.isfinite(y)]
     for x, y in xs:
-        rows.append({"x": x, "value": y, "series": "train"})
+        rows.append({"x": x, "value": y, "series": train})
     if smoothing > 0 and len(xs) > 1:
         for (x, _), s in zip(xs, smooth([y for _, y in xs], smoothing)):
-            rows.append({"x": x, "value": s, "series": "train (smoothed)"})
+            rows.append({"x": x, "value": s, "series": smoothed})
     for r in view.get("evals", []):
         y = r.get("eval_loss")
         x = _x(r, axis) if axis == "step" else _nearest_x(view, r.get("step"), axis)
         if x is not None and isinstance(y, (int, float)) and math.isfinite(y):
-            rows.append({"x": x, "value": y, "series": "eval"})
+            rows.append({"x": x, "value": y, "series": evals})
     frame = plot_frame(rows, ["x", "value", "series"])
     if log_scale and not frame.empty:
         frame = frame[frame["value"] > 0].assign(value=lambda f: f["value"].map(math.log10))
@@ -131,7 +135,7 @@ def series_frame(view: dict, key: str, axis: str = "step") -> pd.DataFrame:
     return plot_frame(rows, ["x", "value"])
 
 
-def gpu_frames(view: dict) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+def gpu_frames(view: dict, lang: str = "en") -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """(memory per GPU over time: used and total, utilisation per GPU over time, note).
 
     Samples come from metrics.jsonl (engine.metrics schema). With no GPU samples the plots show the run's CPU RAM
@@ -144,10 +148,10 @@ def gpu_frames(view: dict) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     has_gpu = any(sample.get("gpus") for sample in samples)
     for sample in samples:
         ts = (sample.get("ts") or 0) - t0
-        note = note or str(sample.get("gpu_note") or sample.get("gpu_error") or "")
+        note = note or _sampler_note(str(sample.get("gpu_note") or sample.get("gpu_error") or ""), lang)
         if not has_gpu:
             if _first(sample, "rss_mib") is not None:
-                mem_rows.append({"t": ts, "MiB": sample["rss_mib"], "series": "CPU RAM (run)"})
+                mem_rows.append({"t": ts, "MiB": sample["rss_mib"], "series": t("se_cpu_ram", lang)})
             if _first(sample, "cpu_pct") is not None:
                 util_rows.append({"t": ts, "percent": sample["cpu_pct"], "series": "CPU"})
             continue
@@ -157,9 +161,9 @@ def gpu_frames(view: dict) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             total = _first(gpu, "memory_total_mib", "mem_total_mib")
             util = _first(gpu, "utilization_pct", "utilization", "util")
             if used is not None:
-                mem_rows.append({"t": ts, "MiB": used, "series": f"{name} used"})
+                mem_rows.append({"t": ts, "MiB": used, "series": t("se_used", lang, name=name)})
             if total is not None:
-                mem_rows.append({"t": ts, "MiB": total, "series": f"{name} total"})
+                mem_rows.append({"t": ts, "MiB": total, "series": t("se_total", lang, name=name)})
             if util is not None:
                 util_rows.append({"t": ts, "percent": util, "series": name})
     if not samples:
@@ -167,16 +171,35 @@ def gpu_frames(view: dict) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             for rank, mem in _ranks(r.get("memory")):
                 used = _first(mem, "allocated_mib", "peak_mib", "rss_mib")
                 if used is not None:
-                    mem_rows.append({"t": (r.get("ts") or 0) - t0, "MiB": used, "series": f"rank {rank}"})
+                    series = t("se_rank", lang, rank=rank)
+                    mem_rows.append({"t": (r.get("ts") or 0) - t0, "MiB": used, "series": series})
         if mem_rows:
-            note = "GPU metrics unavailable: showing the trainer's per-rank memory"
+            note = t("gpu_note_ranks", lang)
     elif not has_gpu:
-        note = (note or "GPU metrics unavailable") + " (showing the run's CPU RAM and load)"
+        note = (note or t("gpu_note_none", lang)) + t("gpu_note_cpu", lang)
     return (
         plot_frame(mem_rows, ["t", "MiB", "series"]),
         plot_frame(util_rows, ["t", "percent", "series"]),
         note,
     )
+
+
+# engine.metrics writes why GPU metrics are missing into metrics.jsonl in English (files stay English); the page
+# shows its known heads in its language and keeps the sampler's details (library errors) as they are.
+_SAMPLER_NOTES = {
+    "GPU metrics off: STUDIO_FORCE_CPU=1; recording CPU and RAM only": "gpu_note_forced_cpu",
+    "GPU metrics unavailable: ": "gpu_note_unavailable",
+}
+
+
+def _sampler_note(note: str, lang: str) -> str:
+    if lang == "en" or not note:
+        return note
+    for head, key in _SAMPLER_NOTES.items():
+        if note.startswith(head):
+            detail = note[len(head) :].removesuffix("; recording CPU and RAM only")
+            return t(key, lang, detail=detail)
+    return note
 
 
 def _ranks(memory: Any) -> list[tuple[str, dict]]:
@@ -245,18 +268,32 @@ def status_line(view: dict, status: str = "", lang: str = "en") -> str:
         if where:
             parts.append(f"{t('w_saved', lang)} `{where}`")
     if term.get("type") == "failed":
-        parts.append(f"{t('w_cause', lang)}: **{payload.get('cause', 'other')}**: {payload.get('error', '')}")
+        cause = cause_text(payload.get("cause", "other"), lang)
+        parts.append(f"{t('w_cause', lang)}{_colon(lang)}**{cause}**{_colon(lang)}{payload.get('error', '')}")
     if term.get("type") == "stopped":
-        parts.append(f"stopped ({payload.get('reason', '')})")
+        parts.append(t("stopped_why", lang, reason=payload.get("reason", "")))
     return " · ".join(str(p) for p in parts if p)
 
 
-def failure_text(view: dict) -> str:
+def cause_text(cause: str, lang: str = "en") -> str:
+    """engine.train.classify's cause (oom, communication, data, config, killed, other) in the page's language."""
+    return t(f"cause_{cause}", lang) if f"cause_{cause}" in STRINGS else str(cause)
+
+
+def _colon(lang: str) -> str:
+    return "：" if lang == "zh" else ": "
+
+
+def failure_text(view: dict, lang: str = "en") -> str:
+    """The failed event's cause and error (the trainer's own English words) and traceback, under labels in the
+    page's language."""
     term = view.get("terminal") or {}
     if term.get("type") != "failed":
         return ""
     p = term.get("payload") or {}
-    return f"cause: {p.get('cause', 'other')}\nerror: {p.get('error', '')}\n\n{p.get('traceback', '')}".strip()
+    cause = cause_text(p.get("cause", "other"), lang)
+    head = f"{t('w_cause', lang)}{_colon(lang)}{cause}\n{t('w_error', lang)}{_colon(lang)}{p.get('error', '')}"
+    return f"{head}\n\n{p.get('traceback', '')}".strip()
 
 
 def log_tail(run_dir: str | Path, max_bytes: int = 20_000) -> str:

@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.run_messages import message as run_message
 from studio import backend
 from studio.i18n import t
+from studio.i18n_spec import localize_error
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,14 +58,14 @@ class Worker:
                 continue
         self.messages.put({"type": "exit", "returncode": self.proc.wait()})
 
-    def wait_ready(self, timeout: float = 180) -> str:
+    def wait_ready(self, timeout: float = 180, lang: str = "en") -> str:
         try:
             msg = self.messages.get(timeout=timeout)
         except queue.Empty:
-            return "timed out loading"
-        return "" if msg.get("type") == "ready" else msg.get("error") or f"worker exited ({msg})"
+            return t("chat_timeout", lang)
+        return "" if msg.get("type") == "ready" else msg.get("error") or t("chat_exited", lang, detail=msg)
 
-    def generate(self, messages: list[dict], max_new_tokens: int) -> Iterator[str]:
+    def generate(self, messages: list[dict], max_new_tokens: int, lang: str = "en") -> Iterator[str]:
         """Yields the reply so far after each token."""
         self.proc.stdin.write(
             json.dumps({"type": "generate", "messages": messages, "max_new_tokens": int(max_new_tokens)}) + "\n"
@@ -77,7 +79,7 @@ class Worker:
                 yield text
             elif msg.get("type") == "done":
                 # A weakly trained model may end its turn at once; say so instead of showing an empty bubble.
-                yield msg.get("text", text) or "(empty reply: the model ended its turn at once)"
+                yield msg.get("text", text) or t("chat_empty", lang)
                 return
             else:
                 yield text + f"\n[{msg.get('error') or msg}]"
@@ -107,36 +109,44 @@ def adapter_for(source: str) -> str | None:
     for cand in (p / "adapter", p):
         if (cand / "adapter_config.json").is_file():
             return str(cand)
-    raise ValueError(f"{source}: no adapter_config.json there (is the run finished?)")
+    raise ValueError(run_message("runs.no_adapter", source=source))
 
 
-def load(model: str, tuned: str) -> str:
+def load(model: str, tuned: str, lang: str = "en") -> str:
     unload()
     if not model:
-        return "❌ choose a base model"
+        return "❌ " + t("chat_no_model", lang)
     try:
         adapter = adapter_for(tuned)
     except ValueError as exc:
-        return f"❌ {exc}"
+        return f"❌ {localize_error(exc, lang)}"
     WORKERS["base"] = Worker(model)
     if adapter:
         WORKERS["tuned"] = Worker(model, adapter)
-    problems = [f"{slot}: {err}" for slot, w in WORKERS.items() if (err := w.wait_ready())]
+    colon = "：" if lang == "zh" else ": "
+    problems = [f"{_slot(slot, lang)}{colon}{err}" for slot, w in WORKERS.items() if (err := w.wait_ready(lang=lang))]
     if problems:
         unload()
-        return "❌ " + "; ".join(problems)
-    return f"✅ loaded {', '.join(WORKERS)}"
+        return "❌ " + ("；" if lang == "zh" else "; ").join(problems)
+    return "✅ " + t("chat_loaded", lang, slots=("、" if lang == "zh" else ", ").join(_slot(s, lang) for s in WORKERS))
 
 
-def unload() -> str:
+def _slot(slot: str, lang: str) -> str:
+    """'base' / 'tuned' as the page names them (in English the slot's own name, as before)."""
+    return slot if lang == "en" else t(slot, lang)
+
+
+def unload(lang: str = "en") -> str:
     for w in WORKERS.values():
         w.close()
     n = len(WORKERS)
     WORKERS.clear()
-    return f"unloaded {n} worker(s)"
+    return t("chat_unloaded", lang, n=n)
 
 
-def send(prompt: str, base_hist: list, tuned_hist: list, max_new: int) -> Iterator[tuple[list, list, str]]:
+def send(
+    prompt: str, base_hist: list, tuned_hist: list, max_new: int, lang: str = "en"
+) -> Iterator[tuple[list, list, str]]:
     """Stream the reply of each loaded model to the same prompt, base first then tuned."""
     if not prompt or not WORKERS:
         yield base_hist, tuned_hist, prompt
@@ -146,7 +156,7 @@ def send(prompt: str, base_hist: list, tuned_hist: list, max_new: int) -> Iterat
         hist = hists[slot]
         messages = [{"role": m["role"], "content": m["content"]} for m in hist] + [{"role": "user", "content": prompt}]
         hist += [{"role": "user", "content": prompt}, {"role": "assistant", "content": ""}]
-        for text in worker.generate(messages, max_new):
+        for text in worker.generate(messages, max_new, lang):
             hist[-1] = {"role": "assistant", "content": text}
             yield hists["base"], hists["tuned"], ""
     yield hists["base"], hists["tuned"], ""
@@ -192,6 +202,11 @@ def build(ctx: Any) -> None:
         return gr.update(choices=runs), gr.update(choices=backend.local_models())
 
     ctx.tab.select(_choices, None, [tuned, model], queue=False)
-    load_btn.click(load, [model, tuned], [status])
-    unload_btn.click(unload, None, [status])
-    gr.on([send_btn.click, prompt.submit], send, [prompt, base_box, tuned_box, max_new], [base_box, tuned_box, prompt])
+    load_btn.click(load, [model, tuned, ctx.lang], [status])
+    unload_btn.click(unload, [ctx.lang], [status])
+    gr.on(
+        [send_btn.click, prompt.submit],
+        send,
+        [prompt, base_box, tuned_box, max_new, ctx.lang],
+        [base_box, tuned_box, prompt],
+    )

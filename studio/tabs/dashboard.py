@@ -31,25 +31,31 @@ def run_status(run_id: str | None) -> str:
         return ""
 
 
+def axis_choices(lang: str) -> list[tuple[str, str]]:
+    """The x-axis radio's (label, value) pairs: the label in the page's language, the value what the frames read."""
+    return [(t(f"ax_{a}", lang), a) for a in ("step", "epoch", "tokens")]
+
+
 def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str = "en") -> list[Any]:
     """Everything the dashboard shows, from the view: plots, progress, status, log tail, failure."""
     import gradio as gr
 
     axis = axis or "step"
-    x_title = {"step": "step", "epoch": "epoch", "tokens": "tokens seen"}[axis]
-    loss = monitor.loss_frame(view, axis, float(smoothing or 0), bool(log_scale))
-    mem, util, note = monitor.gpu_frames(view)
+    x_title = t(f"ax_{axis}", lang)
+    loss = monitor.loss_frame(view, axis, float(smoothing or 0), bool(log_scale), lang)
+    mem, util, note = monitor.gpu_frames(view, lang)
     status = monitor.status_line(view, view.get("status_seen") or run_status(view.get("run_id")), lang)
     if note:
         status += f"  \n<small>{note}</small>"
-    failure = monitor.failure_text(view)
+    failure = monitor.failure_text(view, lang)
+    seconds = t("ax_seconds", lang)
     return [
-        gr.update(value=loss, x_title=x_title, y_title="log10 loss" if log_scale else "loss"),
+        gr.update(value=loss, x_title=x_title, y_title=t("ax_log_loss" if log_scale else "w_loss", lang)),
         gr.update(value=monitor.series_frame(view, "learning_rate", axis), x_title=x_title),
         gr.update(value=monitor.series_frame(view, "grad_norm", axis), x_title=x_title),
         gr.update(value=monitor.series_frame(view, "tokens_per_second", axis), x_title=x_title),
-        mem,
-        util,
+        gr.update(value=mem, x_title=seconds),
+        gr.update(value=util, x_title=seconds),
         monitor.progress_html(view, lang),
         status if view.get("run_id") else t("no_run", lang),
         monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",
@@ -96,9 +102,7 @@ def build(ctx: Any) -> None:
         with gr.Row(equal_height=False):
             ctx.run_picker.render()
             axis = texts.add(
-                gr.Radio(
-                    ["step", "epoch", "tokens"], value="step", label=t("x_axis", lang), scale=2, elem_id="x-axis"
-                ),
+                gr.Radio(axis_choices(lang), value="step", label=t("x_axis", lang), scale=2, elem_id="x-axis"),
                 "x_axis",
             )
             smoothing = texts.add(gr.Slider(0, 0.99, value=0.6, step=0.01, label=t("smooth", lang), scale=2), "smooth")
@@ -128,7 +132,7 @@ def build(ctx: Any) -> None:
                     color="series",
                     label=t("gpu_mem", lang),
                     height=220,
-                    x_title="seconds",
+                    x_title=t("ax_seconds", lang),
                     elem_id="plot-gpu-mem",
                 ),
                 "gpu_mem",
@@ -140,7 +144,7 @@ def build(ctx: Any) -> None:
                     color="series",
                     label=t("gpu_util", lang),
                     height=220,
-                    x_title="seconds",
+                    x_title=t("ax_seconds", lang),
                     y_lim=[0, 100],
                     elem_id="plot-gpu-util",
                 ),
@@ -170,4 +174,5 @@ def build(ctx: Any) -> None:
         queue=False,
     )
     log.change(None, [log], None, js=SCROLL_JS)
+    ctx.lang.change(lambda lang_: gr.update(choices=axis_choices(lang_)), [ctx.lang], [axis], queue=False)
     ctx.timer = timer

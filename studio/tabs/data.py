@@ -19,8 +19,8 @@ from typing import Any
 import pandas as pd
 
 from engine import workspace
-from studio import backend, monitor, settings
 from engine.data_messages import message
+from studio import backend, monitor, settings
 from studio.i18n import t
 from studio.i18n_spec import localize, localize_error
 

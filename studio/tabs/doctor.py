@@ -9,21 +9,26 @@ from typing import Any
 
 import pandas as pd
 
+from engine.doctor_messages import message as doctor_message
 from studio import backend
 from studio.i18n import t
+from studio.i18n_spec import localize
 
 COLUMNS = ["check", "status", "detail", "fix"]
 
 
 def checks_frame(lang: str = "en") -> pd.DataFrame:
-    """One row per check; the headers and the verdict (PASS / WARN / FAIL) in the page's language. The details and
-    fixes are engine.doctor's own (English) text."""
+    """One row per check, all in the page's language: headers, verdict (PASS / WARN / FAIL), and the check's name,
+    detail and fix (engine.doctor_messages; what the probe reports, such as versions, stays as it is)."""
     try:
         rows = [(c.name, c.status, c.detail, c.fix) for c in backend.engine_module("doctor").run_checks()]
     except backend.Unavailable as exc:
-        rows = [("doctor", "FAIL", str(exc), "")]
+        rows = [(doctor_message("doctor.name_doctor"), "FAIL", str(exc), "")]
     return pd.DataFrame(
-        [(name, t(status, lang), detail, fix) for name, status, detail, fix in rows],
+        [
+            (localize(name, lang), t(status, lang), localize(detail, lang), localize(fix, lang))
+            for name, status, detail, fix in rows
+        ],
         columns=[t(f"d_{c}", lang) for c in COLUMNS],
     )
 

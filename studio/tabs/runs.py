@@ -16,7 +16,8 @@ import yaml
 
 from engine import events as events_mod
 from studio import backend, forms, monitor
-from studio.i18n import t
+from studio.i18n import STRINGS, t
+from studio.i18n_spec import localize_error, localize_problems
 
 COLUMNS = ["id", "name", "status", "method", "model", "dataset", "started", "duration", "final loss", "peak MiB"]
 
@@ -52,8 +53,13 @@ def summarize(rec: Any) -> dict:
     }
 
 
-def table() -> pd.DataFrame:
-    return pd.DataFrame([summarize(r) for r in backend.list_runs()], columns=COLUMNS)
+def table(lang: str = "en") -> pd.DataFrame:
+    """The run history; headers and statuses in the page's language (the frame's columns are COLUMNS in English)."""
+    frame = pd.DataFrame([summarize(r) for r in backend.list_runs()], columns=COLUMNS)
+    if lang == "en":
+        return frame
+    frame["status"] = [t(f"st_{s}", lang) if f"st_{s}" in STRINGS else s for s in frame["status"]]
+    return frame.rename(columns={c: t("rc_" + c.replace(" ", "_"), lang) for c in COLUMNS})
 
 
 def overlay(run_ids: list[str], axis: str = "step") -> pd.DataFrame:
@@ -70,7 +76,7 @@ def overlay(run_ids: list[str], axis: str = "step") -> pd.DataFrame:
     return pd.concat(frames) if frames else monitor.plot_frame([], ["x", "value", "series"])
 
 
-def spec_diff(run_ids: list[str]) -> pd.DataFrame:
+def spec_diff(run_ids: list[str], lang: str = "en") -> pd.DataFrame:
     """Fields whose values differ between the chosen runs (one column per run)."""
     flat: dict[str, dict[str, Any]] = {}
     for rid in run_ids or []:
@@ -79,36 +85,42 @@ def spec_diff(run_ids: list[str]) -> pd.DataFrame:
         except Exception:  # an unknown or deleted run: nothing to compare
             continue
         flat[rid] = {f.path: forms._get(data, f.path, None) for f in forms.FIELDS}
+    field = t("rc_field", lang)
     if len(flat) < 2:
-        return pd.DataFrame(columns=["field"])
+        return pd.DataFrame(columns=[field])
     rows = []
     for f in forms.FIELDS:
         values = [flat[r].get(f.path) for r in flat]
         if any(v != values[0] for v in values[1:]):
-            rows.append({"field": f.path, **{r: str(v) for r, v in zip(flat, values)}})
-    return pd.DataFrame(rows, columns=["field", *flat])
+            rows.append({field: f.path, **{r: str(v) for r, v in zip(flat, values)}})
+    return pd.DataFrame(rows, columns=[field, *flat])
 
 
-def act(action: str, run_id: str | None) -> str:
+def act(action: str, run_id: str | None, lang: str = "en") -> str:
     """resume / stop / delete one run; the registry's message on refusal."""
     if not run_id:
-        return "select a run first"
+        return t("select_run_first", lang)
     runs = backend.engine_module("runs")
     try:
         if action == "resume":
-            return f"✅ resumed as {runs.resume(run_id)}"
+            return "✅ " + t("resumed_as", lang, id=runs.resume(run_id))
         if action == "stop":
             runs.stop(run_id)
-            return f"stopping {run_id}"
+            return t("run_stopping", lang, id=run_id)
         if action == "delete":
             runs.delete(run_id)
-            return f"deleted {run_id}"
-    except Exception as exc:  # RunsError: running run, unknown id, ...
-        return f"❌ {exc}"
+            return t("run_deleted", lang, id=run_id)
+    except Exception as exc:  # RunsError: running run, unknown id, ...; SpecError of a resumed run
+        problems = getattr(exc, "problems", None)
+        if problems and lang == "zh":  # a resumed run that no longer validates: each problem in Chinese
+            return (
+                "❌ " + t("spec_invalid", lang) + "；".join(f"{p}：{m}" for p, m in localize_problems(problems, lang))
+            )
+        return f"❌ {localize_error(exc, lang)}"
     return f"unknown action {action}"
 
 
-def tensorboard_info(run_id: str | None) -> str:
+def tensorboard_info(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return ""
     try:
@@ -116,7 +128,8 @@ def tensorboard_info(run_id: str | None) -> str:
     except Exception:
         out = backend.run_dir(run_id)
     folder = out / "tensorboard"
-    return f"folder: `{folder}`\n\n```\ntensorboard --logdir {shlex.quote(str(folder))} --host 127.0.0.1\n```"
+    command = f"tensorboard --logdir {shlex.quote(str(folder))} --host 127.0.0.1"
+    return f"{t('tb_folder', lang)} `{folder}`\n\n```\n{command}\n```"
 
 
 def duplicate_values(run_id: str | None) -> dict | None:
@@ -142,7 +155,9 @@ def build(ctx: Any) -> None:
             "value",
         )
     history = texts.add(
-        gr.Dataframe(table(), label=t("runs_table", lang), interactive=False, max_height=300, elem_id="runs-table"),
+        gr.Dataframe(
+            table(lang), label=t("runs_table", lang), interactive=False, max_height=300, elem_id="runs-table"
+        ),
         "runs_table",
     )
     ids = [r.id for r in backend.list_runs()]
@@ -183,27 +198,34 @@ def build(ctx: Any) -> None:
             msg = gr.Markdown(elem_id="runs-msg")
             tb = gr.Markdown(elem_id="runs-tb")
 
-    def _refresh():
+    def _refresh(lang_):
         ids_ = [r.id for r in backend.list_runs()]
-        return table(), gr.update(choices=ids_), gr.update(choices=ids_)
+        return table(lang_), gr.update(choices=ids_), gr.update(choices=ids_)
 
-    gr.on([refresh.click, ctx.tab.select], _refresh, None, [history, chosen, one])
-    chosen.change(lambda r: (overlay(r), spec_diff(r)), [chosen], [curves, diff])
-    one.change(tensorboard_info, [one], [tb])
-    resume_btn.click(lambda r: act("resume", r), [one], [msg]).then(_refresh, None, [history, chosen, one])
-    stop_btn.click(lambda r: act("stop", r), [one], [msg]).then(_refresh, None, [history, chosen, one])
-    del_btn.click(lambda: gr.update(visible=True), None, [confirm])
-    confirm.click(lambda r: (act("delete", r), gr.update(visible=False)), [one], [msg, confirm]).then(
-        _refresh, None, [history, chosen, one]
+    lang_in, after = [ctx.lang], [history, chosen, one]
+    gr.on([refresh.click, ctx.tab.select, ctx.lang.change], _refresh, lang_in, after)
+    gr.on(
+        [chosen.change, ctx.lang.change],
+        lambda r, l_: (overlay(r), spec_diff(r, l_)),
+        [chosen, ctx.lang],
+        [curves, diff],
     )
+    gr.on([one.change, ctx.lang.change], tensorboard_info, [one, ctx.lang], [tb])
+    resume_btn.click(lambda r, l_: act("resume", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)
+    stop_btn.click(lambda r, l_: act("stop", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)
+    del_btn.click(lambda: gr.update(visible=True), None, [confirm])
+    confirm.click(
+        lambda r, l_: (act("delete", r, l_), gr.update(visible=False)), [one, ctx.lang], [msg, confirm]
+    ).then(_refresh, lang_in, after)
 
-    def _dup(run_id):
+    def _dup(run_id, lang_):
         try:
             values = duplicate_values(run_id)
         except Exception as exc:
-            return [gr.update() for _ in forms.FIELDS] + [f"❌ {exc}"]
+            return [gr.update() for _ in forms.FIELDS] + [f"❌ {localize_error(exc, lang_)}"]
         if values is None:
-            return [gr.update() for _ in forms.FIELDS] + ["select a run first"]
-        return [gr.update(value=values[f.path]) for f in forms.FIELDS] + [f"✅ {run_id} copied into the Train form"]
+            return [gr.update() for _ in forms.FIELDS] + [t("select_run_first", lang_)]
+        done = "✅ " + t("copied_to_form", lang_, id=run_id)
+        return [gr.update(value=values[f.path]) for f in forms.FIELDS] + [done]
 
-    dup_btn.click(_dup, [one], [*ctx.form.values(), msg])
+    dup_btn.click(_dup, [one, ctx.lang], [*ctx.form.values(), msg])

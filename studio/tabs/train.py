@@ -17,7 +17,7 @@ from engine import spec as spec_mod
 from engine import workspace
 from studio import backend, forms
 from studio.i18n import t
-from studio.i18n_spec import localize_problems
+from studio.i18n_spec import localize, localize_error, localize_problems
 
 PRESET_NAME = re.compile(r"^[A-Za-z0-9._\-\u4e00-\u9fff ]{1,80}$")
 
@@ -109,7 +109,7 @@ def start_run(values: dict[str, Any], lang: str = "en") -> tuple[str, str | None
         lines = [f"- {_where(p, lang)}{_colon(lang)}{m}" for p, m in localize_problems(exc.problems, lang)]
         return "\n".join([f"❌ {t('spec_invalid', lang)}", *lines]), None
     except Exception as exc:  # the registry refuses (queue full, GPUs busy): show its message
-        return f"❌ {exc}", None
+        return f"❌ {localize_error(exc, lang)}", None
     return t("started", lang, id=run_id), str(run_id)
 
 
@@ -121,7 +121,7 @@ def stop_run(run_id: str | None, lang: str = "en") -> str:
     except backend.Unavailable as exc:
         return t("unavailable", lang, what=str(exc))
     except Exception as exc:
-        return f"❌ {exc}"
+        return f"❌ {localize_error(exc, lang)}"
     return t("stopping", lang, id=run_id)
 
 
@@ -204,7 +204,7 @@ def plan_html(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -
     except backend.Unavailable as exc:
         return f"<p>{html.escape(str(exc))}</p>"
     except Exception as exc:
-        return f"<p>❌ {html.escape(str(exc))}</p>"
+        return f"<p>❌ {html.escape(localize_error(exc, lang))}</p>"
     return render_plan(plan.to_dict() if hasattr(plan, "to_dict") else dict(plan), lang)
 
 
@@ -233,7 +233,7 @@ def render_plan(d: dict, lang: str = "en") -> str:
         peak = t("plan_peak", lang, phase=_plan_word("ph_", str(d.get("peak_phase", "")), lang))
         parts.append(f"<small>{html.escape(items)} ({html.escape(peak)})</small>")
     for note in d.get("notes") or []:
-        parts.append(f"<small>• {html.escape(str(note))}</small>")
+        parts.append(f"<small>• {html.escape(localize(note, lang))}</small>")
     return "<br>".join(parts) + "</div>"
 
 
@@ -261,7 +261,7 @@ def autofit(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -> 
         result = fit(spec, gpu_mem or 80.0)
     except backend.Unavailable as exc:
         return None, str(exc)
-    steps = "; ".join(str(s) for s in getattr(result, "steps", []) or [])
+    steps = ("；" if lang == "zh" else "; ").join(localize(s, lang) for s in getattr(result, "steps", []) or [])
     fits = getattr(result, "fits", False)
     note = t("fits" if fits else "fit_still", lang) + (t("fit_after", lang, steps=steps) if steps else "")
     return forms.spec_to_values(spec_mod.spec_to_dict(result.spec)), note

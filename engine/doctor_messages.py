@@ -1,0 +1,59 @@
+"""The catalog of the environment doctor's check names, details and fixes (``engine.doctor``): a stable key and an
+English template, made into ``engine.spec_messages.Message`` by ``message``. Light: stdlib only; the Chinese is in
+``studio.i18n_engine``. Text the probe reports (versions, an exception's message) is a parameter and stays as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.spec_messages import Message, make
+
+MESSAGES: dict[str, str] = {
+    # check names
+    "doctor.name_gpu": "gpu {index}",
+    "doctor.name_gpus": "gpus",
+    "doctor.name_torch": "torch",
+    "doctor.name_torch_build": "torch build",
+    "doctor.name_bf16": "bf16",
+    "doctor.name_flash": "flash-attention",
+    "doctor.name_ds_ops": "deepspeed ops",
+    "doctor.name_versions": "stack versions",
+    "doctor.name_allreduce": "all-reduce",
+    "doctor.name_disk": "disk",
+    "doctor.name_doctor": "doctor",
+    # details and fixes
+    "doctor.gpu": "{name}, {gib:.1f} GiB, driver {driver}, {vendor}",
+    "doctor.no_gpu": "no GPU: {reason}",
+    "doctor.no_gpu_fix": "training runs on CPU (slow); install the NVIDIA driver / ROCm, or check "
+    "CUDA_VISIBLE_DEVICES",
+    "doctor.timeout": "timed out after {seconds:.0f}s",
+    "doctor.exit_code": "exit code {code}",
+    "doctor.no_stack": "cannot import the training stack: {error}",
+    "doctor.no_stack_fix": "reinstall: scripts/bootstrap or pip install -e .",
+    "doctor.torch_blind": "torch {torch} ({build}) cannot see the GPUs",
+    "doctor.torch_blind_fix": "install a torch build for your CUDA/ROCm version",
+    "doctor.torch": "torch {torch} ({build}), {n} device(s)",
+    "doctor.bf16_yes": "bf16 supported",
+    "doctor.bf16_no": "no bf16 on this GPU",
+    "doctor.bf16_fix": "use precision fp16",
+    "doctor.bf16_cpu": "no CUDA device: bf16 mixed precision only on CPU",
+    "doctor.flash_ok": "flash_attn importable",
+    "doctor.flash_missing": "flash_attn {state}",
+    "doctor.flash_fix": "pip install flash-attn, or keep attn sdpa",
+    "doctor.ds_ops": "compatible: {ok}; not: {missing}",
+    "doctor.ds_ops_fix": "{need} cannot build here: install a CUDA toolkit / ninja, or avoid offload",
+    "doctor.ds_missing_fix": "pip install deepspeed (needed for ZeRO)",
+    "doctor.versions_missing": "missing: {names}",
+    "doctor.allreduce_unfinished": "test did not finish: {error}",
+    "doctor.allreduce_unfinished_fix": "check NCCL (NCCL_DEBUG=INFO), firewall on 127.0.0.1, shared memory (/dev/shm)",
+    "doctor.allreduce_ok": "{backend} over {n} process(es): sum correct",
+    "doctor.allreduce_wrong": "{backend} over {n} process(es): wrong or missing result {results}",
+    "doctor.allreduce_wrong_fix": "check NCCL_P2P_DISABLE=1 / NCCL_IB_DISABLE=1 and driver",
+    "doctor.disk": "{free:.1f} GiB free in {path}",
+    "doctor.disk_fix": "free space: checkpoints of a 7B model need ~15 GiB each",
+}
+
+
+def message(key: str, /, **params: Any) -> Message:
+    return make(MESSAGES, key, **params)

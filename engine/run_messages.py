@@ -1,0 +1,30 @@
+"""The catalog of the run registry's and scheduler's refusals (``engine.runs``, ``engine.scheduler``): a stable
+key and an English template, made into ``engine.spec_messages.Message`` by ``message``; raised as
+``RunsError(message(...))`` so the page can show them in its language (``studio.i18n_engine``). Light: stdlib.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.spec_messages import Message, make
+
+MESSAGES: dict[str, str] = {
+    "runs.unknown_id": "no run with id {id!r} (see `studio runs list`)",
+    "runs.unknown": "no run with id {id!r}",
+    "runs.no_free_id": "could not allocate a run id",
+    "runs.id_taken": "run id {id} is already in the registry; submit again",
+    "runs.bad_command": "command: expected a non-empty list of strings",
+    "runs.delete_running": "run {id} is running: stop it first (`studio runs stop {id}`)",
+    "runs.bad_name": "name: give 1 to 120 characters",
+    "runs.is_command": "run {id} is a command, not a training run",
+    "runs.still_running": "run {id} is still running",
+    "runs.spec_bad_yaml": "not valid YAML: {error}",
+    "runs.spec_invalid": "invalid",
+    "runs.no_adapter": "{source}: no adapter_config.json there (is the run finished?)",
+    "runs.wrapper_failed": "the run wrapper failed to start: {error}",
+}
+
+
+def message(key: str, /, **params: Any) -> Message:
+    return make(MESSAGES, key, **params)
