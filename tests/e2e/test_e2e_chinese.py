@@ -1,0 +1,73 @@
+"""The Chinese page in a real browser: the Datasets tab's problems with a bad upload and the Runs tab's headers and
+action messages come out in Chinese (the Train tab's validation: test_e2e_tabs.py). Screenshots into
+test-artifacts/."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow  # a real server and browser
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _to_chinese(page) -> None:
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="中文").click()
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=15_000)
+    page.get_by_role("tab", name="数据集").wait_for(timeout=15_000)
+
+
+def _tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+    time.sleep(1.5)
+
+
+def _wait_text(page, selector: str, text: str, timeout: int = 30_000) -> str:
+    page.wait_for_function(
+        f"document.querySelector({json.dumps(selector)}).innerText.includes({json.dumps(text)})", timeout=timeout
+    )
+    return page.inner_text(selector)
+
+
+def test_datasets_problems_in_chinese(page, shots, fits_width, tmp_path):
+    _to_chinese(page)
+    _tab(page, "数据集")
+    src = tmp_path / "half bad.jsonl"
+    rows = [json.dumps({"instruction": "fine", "output": "ok"}), '{"instruction": "torn']
+    rows += [json.dumps({"instruction": f"q{i}", "output": ""}) for i in range(3)]
+    src.write_text("\n".join(rows) + "\n")
+    page.set_input_files("#ds-upload input[type=file]", str(src))
+    _wait_text(page, "#ds-upload-msg", "已保存")
+    page.fill("#ds-name input", "half_bad")
+    page.click("#ds-register")
+    shown = _wait_text(page, "#ds-register-msg", "已注册，但发现问题")
+    assert "JSON 行格式错误" in shown and "回复为空（第 2 轮）（另有 2 行同样的问题）" in shown, shown
+    assert "malformed" not in shown and "empty response" not in shown
+    page.fill("#ds-name input", "bad name!")
+    page.click("#ds-register")
+    shown = _wait_text(page, "#ds-register-msg", "数据集名称")
+    assert "请使用字母、数字" in shown
+    page.screenshot(path=str(shots / "datasets-zh.png"), full_page=True)
+    assert fits_width(page)
+
+
+def test_runs_tab_in_chinese(page, shots, fits_width):
+    _to_chinese(page)
+    _tab(page, "运行记录")
+    page.wait_for_selector("#runs-table", timeout=30_000)
+    headers = _wait_text(page, "#runs-table", "最终损失")
+    assert "状态" in headers and "final loss" not in headers
+    page.get_by_role("button", name="继续训练").click()
+    assert "请先选择一个运行" in _wait_text(page, "#runs-msg", "请先选择")
+    page.get_by_role("button", name="复制到表单").click()
+    _wait_text(page, "#runs-msg", "请先选择一个运行")
+    statuses = page.inner_text("#runs-table")
+    for english in ("completed", "failed", "stopped", "running", "queued"):
+        assert english not in statuses, statuses
+    page.screenshot(path=str(shots / "runs-zh.png"), full_page=True)
+    assert fits_width(page)

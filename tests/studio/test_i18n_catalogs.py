@@ -1,0 +1,390 @@
+"""The engine's own messages on the Chinese page (the spec's: test_i18n_spec.py): every key of the dataset, plan,
+doctor and run catalogs has its Chinese; the engine modules make their user-visible texts from the catalogs; real
+bad datasets, doctor results, plans, run refusals and run states come out in Chinese on the page's handlers."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from engine import data_messages, doctor_messages, plan_messages, run_messages, workspace
+from studio import forms, monitor
+from studio.i18n import STRINGS
+from studio.i18n_data import DATA_ZH
+from studio.i18n_engine import DOCTOR_ZH, PLAN_ZH, RUNS_ZH
+from studio.i18n_spec import localize, localize_error, placeholders
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+ROOT = Path(__file__).resolve().parents[2]
+CATALOGS = [
+    (data_messages.MESSAGES, DATA_ZH),
+    (plan_messages.MESSAGES, PLAN_ZH),
+    (doctor_messages.MESSAGES, DOCTOR_ZH),
+    (run_messages.MESSAGES, RUNS_ZH),
+]
+
+
+@pytest.mark.parametrize(("english", "chinese"), CATALOGS, ids=["data", "plan", "doctor", "runs"])
+def test_every_catalog_key_has_chinese_with_the_same_placeholders(english, chinese):
+    assert set(chinese) == set(english), "keys without Chinese / Chinese without a key"
+    for key, text in english.items():
+        assert placeholders(chinese[key]) == placeholders(text), key
+        words = re.sub(r"\{[^}]*\}", "", text)  # a place alone ("{file}: {message}") has no words to translate
+        assert CJK.search(chinese[key]) or not re.search("[a-z]{2}", words), f"{key}: not Chinese"
+
+
+def test_page_strings_have_chinese():
+    same_in_both = {"tensorboard", "rc_id"}  # names that read the same in Chinese
+    for key, (en, zh) in STRINGS.items():
+        assert placeholders(en) == placeholders(zh), key
+        assert CJK.search(zh) or key in same_in_both, f"{key}: no Chinese ({zh!r})"
+
+
+# Calls whose text argument reaches the page: (module, callee name, index of the text arguments or None for all).
+_TEXT_CALLS = [
+    ("engine/dataset_registry.py", "DataProblem", [3]),
+    ("engine/dataset_registry.py", "_RowError", [1]),
+    ("engine/dataset_registry.py", "ValueError", None),
+    ("engine/templates.py", "TemplateError", None),
+    ("engine/runs.py", "RunsError", None),
+    ("engine/doctor.py", "Check", [0, 2, 3]),
+    ("engine/plan.py", "append", None),
+    ("engine/plan_model.py", "append", None),
+    ("engine/plan_fit.py", "append", None),
+    ("engine/advice.py", "append", None),
+]
+
+
+def _literal_texts(node: ast.AST) -> list[ast.AST]:
+    """f-strings, non-empty string constants and string concatenations inside an argument (both arms of an if)."""
+    if isinstance(node, ast.IfExp):
+        return _literal_texts(node.body) + _literal_texts(node.orelse)
+    if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+        return [node]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value:
+        return [node]
+    return []
+
+
+def test_engine_texts_for_the_page_come_from_the_catalogs():
+    """A message written as an f-string bypasses the catalog and stays English on the Chinese page."""
+    for module, callee, indexes in _TEXT_CALLS:
+        tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name != callee:
+                continue
+            if callee == "append":  # plan notes, advice tips, auto-fit steps; other lists are not shown
+                owner = getattr(node.func.value, "id", None) or getattr(node.func.value, "attr", "")
+                if owner not in ("notes", "tips", "steps", "tried"):
+                    continue
+            args = node.args if indexes is None else [node.args[i] for i in indexes if i < len(node.args)]
+            for arg in args:
+                assert not _literal_texts(arg), f"{module}:{node.lineno}: {callee}(...) has text outside the catalog"
+
+
+def _bad_files(folder: Path) -> dict[str, tuple[str, str, dict]]:
+    """name -> (file, formatting, columns): one file per kind of problem the registry names."""
+    rows = [
+        json.dumps({"instruction": "fine", "output": "ok"}),
+        '{"instruction": "torn',
+        json.dumps({"instruction": "x", "output": ""}),
+        json.dumps({"instruction": "y", "output": " "}),
+        json.dumps({"instruction": "z", "output": ""}),
+        json.dumps({"instruction": "no answer"}),
+        json.dumps([1, 2]),
+        json.dumps({"instruction": "h", "output": "o", "history": [["only one"]]}),
+    ]
+    (folder / "rows.jsonl").write_bytes(("\n".join(rows) + "\n").encode() + b'{"instruction": "\xe9"}\n')
+    (folder / "broken.json").write_text('[{"instruction": "a",')
+    (folder / "scalar.json").write_text('"just text"')
+    (folder / "latin.csv").write_bytes(b"instruction,output\ncaf\xe9,1\n")
+    (folder / "garbage.parquet").write_bytes(b"this is not parquet at all")
+    (folder / "empty.jsonl").write_text("\n")
+    turns = [
+        {"conversations": [{"from": "gpt", "value": "first"}]},
+        {"conversations": [{"from": "alien", "value": "?"}]},
+        {"conversations": "not a list"},
+        {"conversations": [{"speaker": "human"}]},
+        {"conversations": [{"from": "human", "value": "only a question"}]},
+        {"other": 1},
+    ]
+    (folder / "chat.json").write_text(json.dumps(turns))
+    late = [{"conversations": [{"from": "human", "value": "q"}, {"from": "system", "value": "late"}]}]
+    (folder / "late.json").write_text(json.dumps(late))
+    alpaca = {"prompt": "instruction", "response": "output"}
+    return {
+        "rows": ("rows.jsonl", "alpaca", alpaca),
+        "broken": ("broken.json", "alpaca", alpaca),
+        "scalar": ("scalar.json", "alpaca", alpaca),
+        "latin": ("latin.csv", "alpaca", alpaca),
+        "garbage": ("garbage.parquet", "alpaca", alpaca),
+        "empty": ("empty.jsonl", "alpaca", alpaca),
+        "chat": ("chat.json", "sharegpt", {"messages": "conversations"}),
+        "late": ("late.json", "sharegpt", {"messages": "conversations"}),
+    }
+
+
+def _keys(msg) -> set[str]:
+    """A message's key and the keys of the messages inside its parameters."""
+    out = {getattr(msg, "key", "")}
+    for value in (getattr(msg, "params", {}) or {}).values():
+        if getattr(value, "key", ""):
+            out |= _keys(value)
+    return out - {""}
+
+
+def test_bad_datasets_through_the_datasets_tab_come_out_in_chinese(run_registry):
+    from engine import dataset_registry as reg
+    from studio.tabs import data
+
+    uploads = workspace.uploads_dir()
+    uploads.mkdir(parents=True, exist_ok=True)
+    seen: set[str] = set()
+    for name, (file, fmt, cols) in _bad_files(uploads).items():
+        shown = data.register(str(uploads / file), name, fmt, cols, "zh")
+        assert shown.startswith("⚠ 已注册，但发现问题："), shown
+        lines = [line for line in shown.splitlines()[1:] if line.startswith("- ")]
+        assert lines, shown
+        for line in lines:
+            assert CJK.search(line.split("：", 1)[-1]), f"English left on the Chinese page: {line!r}"
+        english = data.register(str(uploads / file), name + "_en", fmt, cols, "en")
+        assert not CJK.search(english) and english.startswith("⚠ registered, but:")
+        for problem in reg.check_datasets([name], workspace.data_dir()):
+            seen |= _keys(problem.located())
+    for stage, name in (("dpo", "rows"), ("sft", "nope")):
+        for problem in reg.check_datasets([name], workspace.data_dir(), stage):
+            seen |= _keys(problem.located())
+            assert CJK.search(data.problem_text(problem, "zh"))
+    row_keys = {"data.bad_json_line", "data.empty_response", "data.missing_column", "data.row_not_object"}
+    file_keys = {"data.bad_json", "data.not_list", "data.not_utf8_line", "data.bad_parquet", "data.no_rows"}
+    turn_keys = {"data.turn_order", "data.turn_role", "data.turns_not_list", "data.turn_keys", "data.system_first"}
+    more = {"data.bad_history", "data.not_utf8_column", "data.more_rows", "data.end_assistant"}
+    places = {"data.at", "data.at_line_column", "data.at_row_column", "data.at_line"}
+    stage_keys = {"data.dpo_needs_pairs", "data.not_registered"}
+    assert row_keys | file_keys | turn_keys | more | places | stage_keys <= seen, sorted(
+        (row_keys | file_keys | turn_keys | more | places | stage_keys) - seen
+    )
+
+    # refusals before anything is registered, and the upload checks
+    for shown in (
+        data.register(str(uploads / "rows.jsonl"), "bad name!", "alpaca", {}, "zh"),
+        data.register(str(uploads / "rows.jsonl"), "rows", "alpaca", {}, "zh"),  # already registered
+        data.register("/etc/passwd", "x", "alpaca", {}, "zh"),
+    ):
+        assert shown.startswith("❌") and CJK.search(shown), shown
+    for bad in ("notes.exe", "....json"):
+        with pytest.raises(ValueError) as exc:
+            data.safe_upload_name(bad)
+        assert CJK.search(localize_error(exc.value, "zh")) and not CJK.search(str(exc.value))
+
+
+def test_start_refused_for_bad_data_in_chinese(run_registry, demo_paths):
+    from studio.tabs import data, train
+
+    uploads = workspace.uploads_dir()
+    uploads.mkdir(parents=True, exist_ok=True)
+    (uploads / "half.jsonl").write_text(json.dumps({"instruction": "a", "output": ""}) + "\n")
+    data.register(str(uploads / "half.jsonl"), "half", "alpaca", {}, "zh")
+    values = forms.spec_to_values(yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8")))
+    values |= {"data.datasets": ["half"], "data.dataset_dir": str(workspace.data_dir())}
+    shown, run_id = train.start_run(values, "zh")
+    assert run_id is None and shown.startswith("❌ 运行配置无效："), shown
+    assert "回复为空（第 2 轮）" in shown and "第 1 行" in shown and "empty response" not in shown
+    english, _ = train.start_run(values, "en")
+    assert "half.jsonl, line 1, column 'output': empty response (turn 2)" in english
+
+
+def test_template_refusal_in_the_sample_box_in_chinese(run_registry, demo_paths):
+    from engine.templates import TemplateError, resolve, tokenizer_info
+
+    with pytest.raises(TemplateError) as exc:
+        resolve("no-such-template", tokenizer_info(demo_paths["model_dir"]))
+    assert localize_error(exc.value, "zh").startswith("未知模板 'no-such-template'")
+
+
+def _fake_stack(**over) -> dict:
+    stack = {
+        "cuda_build": "12.4",
+        "hip_build": None,
+        "cuda_available": True,
+        "torch": "2.9.0",
+        "device_count": 1,
+        "bf16": False,
+        "flash_attn": "not available: ImportError: no flash_attn",
+        "deepspeed_ops": {"cpu_adam": False, "fused_adam": True},
+        "versions": {"transformers": "5.0", "peft": None, "flash-attn": None},
+    }
+    return stack | over
+
+
+@pytest.mark.parametrize(
+    ("gpus", "stack", "allreduce"),
+    [
+        (1, _fake_stack(), {"ok": False, "backend": "nccl", "world_size": 2, "results": [1, 3]}),
+        (1, _fake_stack(cuda_available=False, deepspeed_ops="deepspeed not importable: x"), None),
+        (0, None, None),
+        (0, _fake_stack(cuda_available=False, device_count=0), {"ok": True, "backend": "gloo", "world_size": 2}),
+    ],
+    ids=["gpu-warnings", "torch-blind", "no-stack", "cpu"],
+)
+def test_doctor_checks_in_chinese(monkeypatch, gpus, stack, allreduce):
+    from engine import doctor, hardware
+    from studio.tabs import doctor as doctor_tab
+
+    gpu = SimpleNamespace(index=0, name="H100", memory_total_mib=81559, driver="550", vendor="nvidia")
+    monkeypatch.setattr(hardware, "detect", lambda: SimpleNamespace(gpus=[gpu] * gpus, reason="no driver"))
+    results = {"stack": stack, "allreduce": allreduce}
+    timeout = doctor_messages.message("doctor.timeout", seconds=120)
+    monkeypatch.setattr(doctor, "_probe", lambda what, _t: (results[what], "" if results[what] else timeout))
+    checks = doctor.run_checks()
+    frame = doctor_tab.checks_frame("zh")
+    assert list(frame.columns) == ["检查项", "结果", "详情", "修复建议"] and len(frame) == len(checks)
+    raw = []  # texts the probe reported (versions, an import error): shown as they are
+    for check, row in zip(checks, frame.itertuples(index=False)):
+        assert row[1] in ("通过", "警告", "失败")
+        for text, cell in ((check.name, row[0]), (check.detail, row[2]), (check.fix, row[3])):
+            if not text:
+                continue
+            if getattr(text, "key", ""):
+                assert CJK.search(cell), f"{text.key}: {cell!r}"
+            else:
+                raw.append(str(text))
+    assert all(t.startswith(("deepspeed not importable", "transformers ")) for t in raw), raw
+    english = doctor_tab.checks_frame("en")
+    assert not CJK.search(english.to_string())
+
+
+def test_plan_notes_and_autofit_steps_in_chinese(demo_paths):
+    from studio.tabs import train
+
+    values = forms.spec_to_values(yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8")))
+    values |= {"model.attn_implementation": "eager", "launch.device": "cpu", "method.finetuning": "full"}
+    shown = train.plan_html(values, 80, "zh")
+    notes = re.findall(r"<small>• (.*?)</small>", shown)
+    assert len(notes) >= 2 and all(CJK.search(n) for n in notes), notes
+    english = train.plan_html(values, 80, "en")
+    assert "eager attention materialises" in english and "device is cpu" in english
+
+    values |= {"launch.device": "auto", "train.per_device_batch_size": 8, "data.cutoff_len": 1024}
+    _, note = train.autofit(values, 0.05, "zh")
+    steps = note.split("调整：", 1)[-1].split("；")
+    assert "调整：" in note and all(CJK.search(s) for s in steps), note
+    _, english = train.autofit(values, 0.05, "en")
+    assert "per-device batch 8 -> 4" in english and not CJK.search(english)
+
+
+def test_speed_advice_in_chinese():
+    from engine.advice import advise
+    from engine.spec import parse_spec
+
+    spec = parse_spec(
+        {
+            "model": {"name_or_path": "m", "attn_implementation": "eager"},
+            "data": {"datasets": ["d"]},
+            "train": {"precision": "fp32", "per_device_batch_size": 1, "gradient_checkpointing": True},
+            "launch": {"device": "cuda", "backend": "deepspeed", "num_processes": 2}
+            | {"deepspeed": {"zero_stage": 2, "offload_optimizer": "cpu"}},
+        }
+    )
+    logs = [{"type": "log", "payload": {"tokens_per_second": v}} for v in (1000, 900, 300, 200)]
+    tips = advise(spec, [{"gpu_util": 30, "cpu_percent": 95}] * 5, logs)
+    keys = {t.key for t in tips}
+    assert {"advice.low_util", "advice.fp32", "advice.cpu_bound", "advice.throughput_drop"} <= keys
+    assert all(CJK.search(localize(t, "zh")) for t in tips)
+
+
+def test_runs_tab_in_chinese(run_registry, monkeypatch):
+    from studio.tabs import runs
+
+    assert runs.act("resume", None, "zh") == "请先选择一个运行"
+    for action in ("resume", "delete"):
+        shown = runs.act(action, "no-such-run", "zh")
+        assert shown.startswith("❌ 没有 id 为 'no-such-run' 的运行"), shown
+        assert runs.act(action, "no-such-run", "en").startswith("❌ no run with id 'no-such-run'")
+    frame = runs.table("zh")
+    assert list(frame.columns) == [
+        "ID",
+        "名称",
+        "状态",
+        "方法",
+        "模型",
+        "数据集",
+        "开始时间",
+        "用时",
+        "最终损失",
+        "峰值 MiB",
+    ]
+    assert list(runs.table().columns) == runs.COLUMNS
+    assert runs.tensorboard_info("no-such-run", "zh").startswith("目录：")
+    assert list(runs.spec_diff([], "zh").columns) == ["字段"]
+
+
+def _terminal_view(tmp_path, kind: str, **payload) -> dict:
+    from engine import events
+
+    path = tmp_path / "events.jsonl"
+    events.append_event(path, "run_started", 0, total_steps=4)
+    events.append_event(path, "log", 1, loss=2.0, progress=0.25, eta_seconds=30, tokens_per_second=10.0)
+    events.append_event(path, kind, 1, **payload)
+    (tmp_path / "metrics.jsonl").write_text(
+        json.dumps(
+            {
+                "ts": 1,
+                "gpus": [],
+                "cpu_pct": 50,
+                "rss_mib": 300,
+                "gpu_note": "GPU metrics off: STUDIO_FORCE_CPU=1; recording CPU and RAM only",
+            }
+        )
+        + "\n"
+    )
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    return view
+
+
+@pytest.mark.parametrize("cause", ["oom", "communication", "data", "config", "killed", "other"])
+def test_failed_run_on_the_dashboard_in_chinese(tmp_path, cause):
+    view = _terminal_view(tmp_path, "failed", cause=cause, error="CUDA out of memory", traceback="Traceback ...")
+    status = monitor.status_line(view, "failed", "zh")
+    assert "失败" in status and "原因：" in status and CJK.search(monitor.cause_text(cause, "zh"))
+    failure = monitor.failure_text(view, "zh")
+    assert failure.startswith(f"原因：{monitor.cause_text(cause, 'zh')}\n错误：CUDA out of memory")
+    assert monitor.failure_text(view).startswith(f"cause: {cause}\nerror: CUDA out of memory")
+
+
+def test_stopped_and_running_dashboard_in_chinese(tmp_path):
+    from studio.tabs import dashboard
+
+    view = _terminal_view(tmp_path, "stopped", reason="SIGTERM")
+    out = dashboard.render(view, "tokens", 0.6, True, "zh")
+    loss, mem, util, progress, status = out[0], out[4], out[5], out[6], out[7]
+    assert loss["x_title"] == "已见 token 数" and loss["y_title"] == "log10 损失" and mem["x_title"] == "秒"
+    assert set(loss["value"]["series"]) <= {"训练", "训练（平滑）", "验证"}
+    assert set(mem["value"]["series"]) == {"CPU 内存（本运行）"} and set(util["value"]["series"]) == {"CPU"}
+    assert "已停止（SIGTERM）" in status and "GPU 指标已关闭" in status and "显示本运行的 CPU 内存" in status
+    assert "预计剩余" not in progress or "步" in progress
+    english = dashboard.render(view, "step", 0, False, "en")
+    assert not CJK.search(english[7]) and "stopped (SIGTERM)" in english[7]
+    assert [label for label, _ in dashboard.axis_choices("zh")] == ["步", "轮次", "已见 token 数"]
+
+
+def test_chat_statuses_in_chinese(run_registry):
+    from studio.tabs import chat
+
+    assert chat.load("", "", "zh") == "❌ 请选择基座模型"
+    assert chat.unload("zh") == "已卸载 0 个对话进程"
+    run = workspace.runs_dir() / "unfinished"
+    run.mkdir(parents=True)
+    shown = chat.load("m", str(run), "zh")
+    assert shown.startswith("❌ ") and "没有 adapter_config.json" in shown, shown
+    assert "no adapter_config.json there" in chat.load("m", str(run), "en")
