@@ -71,7 +71,7 @@ def git_label(root: Path) -> str:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
 
-    dirty = git("status", "--porcelain", "--untracked-files=no")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results")  # not our output
     return git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if dirty else "")
 
 
