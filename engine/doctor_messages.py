@@ -1,4 +1,5 @@
-"""The catalog of the environment doctor's check names, details and fixes (``engine.doctor``): a stable key and an
+"""The catalog of the environment doctor's check names, details and fixes (``engine.doctor``) and of the reasons
+``engine.hardware`` gives for finding no GPU: a stable key and an
 English template, made into ``engine.spec_messages.Message`` by ``message``. Light: stdlib only; the Chinese is in
 ``studio.i18n_engine``. Text the probe reports (versions, an exception's message) is a parameter and stays as is.
 """
@@ -52,6 +53,16 @@ MESSAGES: dict[str, str] = {
     "doctor.allreduce_wrong_fix": "check NCCL_P2P_DISABLE=1 / NCCL_IB_DISABLE=1 and driver",
     "doctor.disk": "{free:.1f} GiB free in {path}",
     "doctor.disk_fix": "free space: checkpoints of a 7B model need ~15 GiB each",
+    # why no GPU was found (engine.hardware; the doctor shows it)
+    "hardware.forced_cpu": "STUDIO_FORCE_CPU=1",
+    "hardware.none": "GPU metrics unavailable: {nvidia}; {amd}",
+    "hardware.no_nvml": "nvidia-ml-py is not installed",
+    "hardware.no_nvidia_driver": "NVIDIA driver not found ({error})",
+    "hardware.nvml_failed": "NVML query failed: {error}",
+    "hardware.no_nvidia_gpu": "NVIDIA driver present but no GPU visible",
+    "hardware.no_rocm": "no ROCm (rocm-smi not found)",
+    "hardware.rocm_failed": "rocm-smi failed: {error}",
+    "hardware.rocm_no_gpu": "rocm-smi found no GPU",
 }
 
 

@@ -15,6 +15,8 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from engine.doctor_messages import message
+
 
 @dataclass
 class GpuInfo:
@@ -50,25 +52,25 @@ def cpu_only(reason: str = "no GPU") -> Hardware:
 def detect() -> Hardware:
     """GPUs visible to this process (honours CUDA_VISIBLE_DEVICES only through the driver's own view)."""
     if os.environ.get("STUDIO_FORCE_CPU") == "1":
-        return cpu_only("STUDIO_FORCE_CPU=1")
+        return cpu_only(message("hardware.forced_cpu"))
     nv = _detect_nvidia()
     if isinstance(nv, Hardware):
         return nv
     amd = _detect_rocm()
     if isinstance(amd, Hardware):
         return amd
-    return cpu_only(f"GPU metrics unavailable: {nv}; {amd}")
+    return cpu_only(message("hardware.none", nvidia=nv, amd=amd))
 
 
 def _detect_nvidia() -> Hardware | str:
     try:
         import pynvml
     except ImportError:
-        return "nvidia-ml-py is not installed"
+        return message("hardware.no_nvml")
     try:
         pynvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        return f"NVIDIA driver not found ({type(exc).__name__})"
+        return message("hardware.no_nvidia_driver", error=type(exc).__name__)
     try:
         driver = _s(pynvml.nvmlSystemGetDriverVersion())
         gpus = []
@@ -91,16 +93,16 @@ def _detect_nvidia() -> Hardware | str:
                 )
             )
     except Exception as exc:
-        return f"NVML query failed: {exc}"
+        return message("hardware.nvml_failed", error=exc)
     if not gpus:
-        return "NVIDIA driver present but no GPU visible"
+        return message("hardware.no_nvidia_gpu")
     return Hardware(gpus=gpus, vendor="nvidia")
 
 
 def _detect_rocm() -> Hardware | str:
     smi = shutil.which("rocm-smi")
     if not smi:
-        return "no ROCm (rocm-smi not found)"
+        return message("hardware.no_rocm")
     try:
         out = subprocess.run(
             [smi, "--showproductname", "--showmeminfo", "vram", "--json"],
@@ -111,7 +113,7 @@ def _detect_rocm() -> Hardware | str:
         ).stdout
         data = json.loads(out)
     except Exception as exc:
-        return f"rocm-smi failed: {exc}"
+        return message("hardware.rocm_failed", error=exc)
     gpus = []
     for key, card in sorted(data.items()):
         if not key.startswith("card"):
@@ -120,7 +122,7 @@ def _detect_rocm() -> Hardware | str:
         name = card.get("Card series") or card.get("Card model") or key
         gpus.append(GpuInfo(index=int(key[4:]), name=str(name), memory_total_mib=total, vendor="amd", bf16=True))
     if not gpus:
-        return "rocm-smi found no GPU"
+        return message("hardware.rocm_no_gpu")
     return Hardware(gpus=gpus, vendor="amd")
 
 

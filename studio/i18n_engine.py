@@ -51,7 +51,7 @@ PLAN_ZH: dict[str, str] = {
 }
 
 DOCTOR_ZH: dict[str, str] = {
-    "doctor.name_gpu": "GPU {index}",
+    "doctor.name_gpu": "{index} 号 GPU",
     "doctor.name_gpus": "GPU 检测",
     "doctor.name_torch": "torch 训练栈",
     "doctor.name_torch_build": "torch 构建",
@@ -90,6 +90,15 @@ DOCTOR_ZH: dict[str, str] = {
     "doctor.allreduce_wrong_fix": "请尝试 NCCL_P2P_DISABLE=1 / NCCL_IB_DISABLE=1，并检查驱动",
     "doctor.disk": "{path} 中剩余 {free:.1f} GiB",
     "doctor.disk_fix": "请清理空间：7B 模型的每个检查点约需 15 GiB",
+    "hardware.forced_cpu": "已设置 STUDIO_FORCE_CPU=1（强制使用 CPU）",
+    "hardware.none": "无法读取 GPU 信息：{nvidia}；{amd}",
+    "hardware.no_nvml": "未安装 nvidia-ml-py",
+    "hardware.no_nvidia_driver": "找不到 NVIDIA 驱动（{error}）",
+    "hardware.nvml_failed": "NVML 查询失败：{error}",
+    "hardware.no_nvidia_gpu": "有 NVIDIA 驱动，但看不到任何 GPU",
+    "hardware.no_rocm": "没有 ROCm（找不到 rocm-smi）",
+    "hardware.rocm_failed": "rocm-smi 运行失败：{error}",
+    "hardware.rocm_no_gpu": "rocm-smi 没有找到 GPU",
 }
 
 RUNS_ZH: dict[str, str] = {

@@ -8,6 +8,7 @@ second tab starts from a fresh state, so it re-reads from offset 0 and shows the
 from __future__ import annotations
 
 import math
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -271,8 +272,23 @@ def status_line(view: dict, status: str = "", lang: str = "en") -> str:
         cause = cause_text(payload.get("cause", "other"), lang)
         parts.append(f"{t('w_cause', lang)}{_colon(lang)}**{cause}**{_colon(lang)}{payload.get('error', '')}")
     if term.get("type") == "stopped":
-        parts.append(t("stopped_why", lang, reason=payload.get("reason", "")))
+        parts.append(t("stopped_why", lang, reason=stop_reason(str(payload.get("reason", "")), lang)))
     return " · ".join(str(p) for p in parts if p)
+
+
+# The runner's reason for a stop whose trainer wrote none (events.jsonl stays English): its words in the page's
+# language, the signal or exit code as written.
+_USER_STOP = re.compile(
+    r"^stopped by the user \(process ended before it reported; (?:signal (\w+)|exit code (-?\d+))\)$"
+)
+
+
+def stop_reason(reason: str, lang: str = "en") -> str:
+    m = _USER_STOP.match(reason) if lang != "en" else None
+    if not m:
+        return reason
+    how = t("how_signal", lang, signal=m[1]) if m[1] else t("how_exit", lang, code=m[2])
+    return t("stop_by_user", lang, how=how)
 
 
 def cause_text(cause: str, lang: str = "en") -> str:

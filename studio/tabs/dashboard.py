@@ -50,12 +50,19 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
     failure = monitor.failure_text(view, lang)
     seconds = t("ax_seconds", lang)
     return [
-        gr.update(value=loss, x_title=x_title, y_title=t("ax_log_loss" if log_scale else "w_loss", lang)),
-        gr.update(value=monitor.series_frame(view, "learning_rate", axis), x_title=x_title),
-        gr.update(value=monitor.series_frame(view, "grad_norm", axis), x_title=x_title),
-        gr.update(value=monitor.series_frame(view, "tokens_per_second", axis), x_title=x_title),
-        gr.update(value=mem, x_title=seconds),
-        gr.update(value=util, x_title=seconds),
+        gr.update(
+            value=loss,
+            x_title=x_title,
+            y_title=t("ax_log_loss" if log_scale else "w_loss", lang),
+            color_title=t("ax_series", lang),
+        ),
+        gr.update(value=monitor.series_frame(view, "learning_rate", axis), x_title=x_title, y_title=t("lr", lang)),
+        gr.update(value=monitor.series_frame(view, "grad_norm", axis), x_title=x_title, y_title=t("grad_norm", lang)),
+        gr.update(
+            value=monitor.series_frame(view, "tokens_per_second", axis), x_title=x_title, y_title=t("tps", lang)
+        ),
+        gr.update(value=mem, x_title=seconds, color_title=t("ax_series", lang)),
+        gr.update(value=util, x_title=seconds, y_title=t("ax_percent", lang), color_title=t("ax_series", lang)),
         monitor.progress_html(view, lang),
         status if view.get("run_id") else t("no_run", lang),
         monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",

@@ -251,7 +251,12 @@ def build(ctx: Any) -> None:
             return gr.skip(), "", gr.skip(), ""
         try:
             frame, note = lengths(name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_)
-            return preview(name), sample_html(name, model_, template_, lang_), frame, note
+            titles = {
+                "x_title": t("ax_tokens_n", lang_),
+                "y_title": t("ax_rows", lang_),
+                "color_title": t("ax_side", lang_),
+            }
+            return preview(name), sample_html(name, model_, template_, lang_), gr.update(value=frame, **titles), note
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
             return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", gr.skip(), ""
 

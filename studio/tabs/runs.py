@@ -204,12 +204,12 @@ def build(ctx: Any) -> None:
 
     lang_in, after = [ctx.lang], [history, chosen, one]
     gr.on([refresh.click, ctx.tab.select, ctx.lang.change], _refresh, lang_in, after)
-    gr.on(
-        [chosen.change, ctx.lang.change],
-        lambda r, l_: (overlay(r), spec_diff(r, l_)),
-        [chosen, ctx.lang],
-        [curves, diff],
-    )
+
+    def _compare(run_ids, lang_):
+        titles = {"x_title": t("ax_step", lang_), "y_title": t("w_loss", lang_), "color_title": t("run", lang_)}
+        return gr.update(value=overlay(run_ids), **titles), spec_diff(run_ids, lang_)
+
+    gr.on([chosen.change, ctx.lang.change], _compare, [chosen, ctx.lang], [curves, diff])
     gr.on([one.change, ctx.lang.change], tensorboard_info, [one, ctx.lang], [tb])
     resume_btn.click(lambda r, l_: act("resume", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)
     stop_btn.click(lambda r, l_: act("stop", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)

@@ -225,13 +225,14 @@ def render_plan(d: dict, lang: str = "en") -> str:
     parts = [f'<div class="plan" id="plan-verdict"><b class="{cls}">{html.escape(verdict)}</b>', *rows]
     comps = d.get("components") or {}
     if comps:
-        items = ", ".join(
+        items = ("，" if lang == "zh" else ", ").join(
             f"{_plan_word('pc_', k, lang)} {v / 2**20:.0f} MiB"
             for k, v in comps.items()
             if isinstance(v, (int, float)) and v
         )
         peak = t("plan_peak", lang, phase=_plan_word("ph_", str(d.get("peak_phase", "")), lang))
-        parts.append(f"<small>{html.escape(items)} ({html.escape(peak)})</small>")
+        peak = f"（{peak}）" if lang == "zh" else f" ({peak})"
+        parts.append(f"<small>{html.escape(items)}{html.escape(peak)}</small>")
     for note in d.get("notes") or []:
         parts.append(f"<small>• {html.escape(localize(note, lang))}</small>")
     return "<br>".join(parts) + "</div>"

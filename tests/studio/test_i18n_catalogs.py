@@ -240,12 +240,18 @@ def test_doctor_checks_in_chinese(monkeypatch, gpus, stack, allreduce):
     from engine import doctor, hardware
     from studio.tabs import doctor as doctor_tab
 
+    real_detect = hardware.detect
     gpu = SimpleNamespace(index=0, name="H100", memory_total_mib=81559, driver="550", vendor="nvidia")
     monkeypatch.setattr(hardware, "detect", lambda: SimpleNamespace(gpus=[gpu] * gpus, reason="no driver"))
     results = {"stack": stack, "allreduce": allreduce}
     timeout = doctor_messages.message("doctor.timeout", seconds=120)
     monkeypatch.setattr(doctor, "_probe", lambda what, _t: (results[what], "" if results[what] else timeout))
     checks = doctor.run_checks()
+    real_detect.cache_clear()  # the reason the real detection gives for no GPU, in Chinese too
+    monkeypatch.setenv("STUDIO_FORCE_CPU", "0")
+    for reason in (hardware.cpu_only(doctor_messages.message("hardware.no_rocm")).reason, real_detect().reason):
+        assert not reason or CJK.search(localize(reason, "zh")), reason
+    real_detect.cache_clear()
     frame = doctor_tab.checks_frame("zh")
     assert list(frame.columns) == ["检查项", "结果", "详情", "修复建议"] and len(frame) == len(checks)
     raw = []  # texts the probe reported (versions, an import error): shown as they are
@@ -376,6 +382,9 @@ def test_stopped_and_running_dashboard_in_chinese(tmp_path):
     english = dashboard.render(view, "step", 0, False, "en")
     assert not CJK.search(english[7]) and "stopped (SIGTERM)" in english[7]
     assert [label for label, _ in dashboard.axis_choices("zh")] == ["步", "轮次", "已见 token 数"]
+    by_runner = "stopped by the user (process ended before it reported; signal SIGKILL)"
+    assert monitor.stop_reason(by_runner, "zh") == "由用户停止：进程在报告之前已结束；信号 SIGKILL"
+    assert monitor.stop_reason(by_runner) == by_runner
 
 
 def test_chat_statuses_in_chinese(run_registry):
