@@ -65,13 +65,21 @@ PAGE_MARK = b"LLM Studio"  # the page's title (studio.i18n "title"), in the conf
 SPLIT = ("python start + imports", "page build", "launch -> first page served")
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the process has used: unlike wall time, barely moved by what else
+    runs on the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def git_label(root: Path) -> str:
-    """The commit a checkout is at, '+ uncommitted changes' when its tracked files differ from it."""
+    """The commit a checkout is at, '+ uncommitted changes' when the code the studio runs (engine/, studio/)
+    differs from it."""
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
 
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results")  # not our output
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "engine", "studio")
     return git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if dirty else "")
 
 
@@ -102,14 +110,20 @@ def start_studio(env: dict, port: int, root: Path = ROOT) -> tuple[subprocess.Po
         except OSError:  # not listening yet, or an HTTP error status
             time.sleep(0.05)
             continue
-        served = time.perf_counter() - t0
+        served, cpu = time.perf_counter() - t0, cpu_s(proc.pid)
         if PAGE_MARK not in body:
             raise SystemExit(f"`/` of the studio from {root} answered 200 without {PAGE_MARK!r}")
         break
     time.sleep(0.1)  # the reader thread has the lines printed before the page was served
     first = lines[0][0] if lines else float("nan")
     serving = next((at for at, text in lines if text.startswith("studio: serving on")), float("nan"))
-    return proc, {"total": served, SPLIT[0]: first, SPLIT[1]: serving - first, SPLIT[2]: served - serving}
+    return proc, {
+        "total": served,
+        SPLIT[0]: first,
+        SPLIT[1]: serving - first,
+        SPLIT[2]: served - serving,
+        "cpu": cpu,
+    }
 
 
 def stop_studio(proc: subprocess.Popen) -> None:
@@ -129,7 +143,10 @@ def start_times(env: dict, roots: dict[str, Path], repeats: int) -> dict[str, li
             proc, times = start_studio(env, free_port(), root)
             stop_studio(proc)
             out[label].append(times)
-            print(f"[bench] start {i + 1}/{repeats} {label}: {times['total']:.2f} s", flush=True)
+            print(
+                f"[bench] start {i + 1}/{repeats} {label}: {times['total']:.2f} s, {times['cpu']:.2f} CPU s",
+                flush=True,
+            )
     return out
 
 
@@ -196,13 +213,14 @@ def write_results(rows: list[tuple], starts: dict[str, list[dict]], labels: dict
         *[f"| {name} | {value} | {target} | {'yes' if ok else 'NO'} |" for name, value, target, ok in rows],
         "",
         f"Start -> first page served (HTTP 200 on `/` with the page), median (min-max) of {n} starts; the code "
-        "started in turn under the same load:",
+        "started in turn under the same load. The last column is the CPU time the studio process used until then "
+        "(user + system), which other work on the machine moves far less than the wall time:",
         "",
-        f"| code | total | {' | '.join(SPLIT)} |",
-        "|---|---:|" + "---:|" * len(SPLIT),
+        f"| code | total | {' | '.join(SPLIT)} | studio CPU time |",
+        "|---|---:|" + "---:|" * (len(SPLIT) + 1),
         *[
             f"| {label} ({labels[label]}) | {spread([t['total'] for t in times])} | "
-            + " | ".join(spread([t[k] for t in times]) for k in SPLIT)
+            + " | ".join(spread([t[k] for t in times]) for k in (*SPLIT, "cpu"))
             + " |"
             for label, times in starts.items()
         ],
@@ -271,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, value, target, ok in rows:
         print(f"{name.ljust(width)}  {value:>10}  {target:>9}  {'yes' if ok else 'NO'}")
     for label, times in starts.items():
-        split = ", ".join(f"{k} {spread([t[k] for t in times])}" for k in SPLIT)
+        split = ", ".join(f"{k} {spread([t[k] for t in times])}" for k in (*SPLIT, "cpu"))
         print(f"start, {label} ({labels[label]}): {spread([t['total'] for t in times])}: {split}")
     write_results(rows, starts, labels, load)
     if not args.keep:
