@@ -27,7 +27,7 @@ import gradio as gr  # noqa: E402
 
 from studio import backend  # noqa: E402
 from studio import settings as settings_mod  # noqa: E402
-from studio.i18n import LANGS, Texts, t  # noqa: E402
+from studio.i18n import LANGS, STRINGS, Texts, t  # noqa: E402
 
 CSS_PATH = Path(__file__).resolve().parent / "studio.css"
 
@@ -47,10 +47,12 @@ class Ctx:
     on_load: list = field(default_factory=list)
 
     @staticmethod
-    def run_choices() -> list[tuple[str, str]]:
+    def run_choices(lang: str = "en") -> list[tuple[str, str]]:
         out = []
         for r in backend.list_runs():
-            label = f"{r.id} · {getattr(r, 'name', '') or ''} · {getattr(r, 'status', '')}".replace(" ·  ·", " ·")
+            status = str(getattr(r, "status", ""))
+            status = t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
+            label = f"{r.id} · {getattr(r, 'name', '') or ''} · {status}".replace(" ·  ·", " ·")
             out.append((label, str(r.id)))
         return out
 
@@ -64,10 +66,10 @@ class Ctx:
         chosen = (running or listed or [None])[0]
         return str(chosen.id) if chosen is not None else None
 
-    def refresh_run_picker(self, current: str | None = None):
+    def refresh_run_picker(self, current: str | None = None, lang: str = "en"):
         """Fresh choices (runs started elsewhere appear); keep the user's pick (a typed run id too), else the
         default run."""
-        return gr.update(choices=self.run_choices(), value=current or self.default_run())
+        return gr.update(choices=self.run_choices(lang), value=current or self.default_run())
 
 
 OTHER_TABS = ("runs", "data", "export", "chat", "doctor")
@@ -104,7 +106,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
                 ctx.texts.add(tab_train, "tab_train")
                 # The run picker is an output of Start (in the form) but is laid out in the dashboard below.
                 ctx.run_picker = gr.Dropdown(
-                    choices=ctx.run_choices(),
+                    choices=ctx.run_choices(lang),
                     value=None,
                     label=t("run", lang),
                     allow_custom_value=True,
@@ -128,9 +130,15 @@ def build_app(lang: str = "en") -> gr.Blocks:
             app.load(fn, inputs, outputs, queue=False)
         # A reload or a second tab re-attaches to the run that is going on (or the newest), and opening the picker
         # lists runs started meanwhile by the CLI or another tab.
-        app.load(ctx.refresh_run_picker, None, [ctx.run_picker], queue=False)
+        app.load(lambda lang_: ctx.refresh_run_picker(None, lang_), [ctx.lang], [ctx.run_picker], queue=False)
         # Choices only: setting the value here would race with what the user is typing.
-        ctx.run_picker.focus(lambda: gr.update(choices=ctx.run_choices()), None, [ctx.run_picker], queue=False)
+        gr.on(
+            [ctx.run_picker.focus, ctx.lang.change],
+            lambda lang_: gr.update(choices=ctx.run_choices(lang_)),
+            [ctx.lang],
+            [ctx.run_picker],
+            queue=False,
+        )
     return app
 
 

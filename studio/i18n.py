@@ -145,6 +145,12 @@ STRINGS: dict[str, tuple[str, str]] = {
     "fit_after": (" after: {steps}", "，调整：{steps}"),
     # Datasets tab
     "upload_first": ("upload a file first", "请先上传文件"),
+    "role_prompt": ("prompt", "prompt（提示词）"),
+    "role_query": ("query", "query（补充输入）"),
+    "role_response": ("response", "response（回复）"),
+    "role_system": ("system", "system（系统提示）"),
+    "role_history": ("history", "history（历史对话）"),
+    "role_messages": ("messages", "messages（对话轮次）"),
     "registered": ("registered **{name}**", "已注册 **{name}**"),
     "registered_but": ("registered, but:", "已注册，但发现问题："),
     "stored": ("stored `{name}` · columns: {columns}", "已保存 `{name}` · 列：{columns}"),

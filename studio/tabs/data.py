@@ -221,7 +221,11 @@ def build(ctx: Any) -> None:
             with gr.Accordion(t("columns", lang), open=True) as col_acc:
                 texts.add(col_acc, "columns")
                 role_boxes = {
-                    r: gr.Dropdown([], label=r, allow_custom_value=True, elem_id=f"ds-col-{r}") for r in roles
+                    r: texts.add(
+                        gr.Dropdown([], label=t(f"role_{r}", lang), allow_custom_value=True, elem_id=f"ds-col-{r}"),
+                        f"role_{r}",
+                    )
+                    for r in roles
                 }
             reg_btn = texts.add(
                 gr.Button(t("register", lang), variant="primary", elem_id="ds-register"), "register", "value"

@@ -366,7 +366,7 @@ def build(ctx: Any) -> None:
         msg, run_id = start_run(to_values(field_args), lang_)
         if run_id is None:
             return msg, gr.update()
-        return msg, gr.update(choices=[r for r in ctx.run_choices()], value=run_id)
+        return msg, gr.update(choices=ctx.run_choices(lang_), value=run_id)
 
     start.click(_start, [*fields, ctx.lang], [action_msg, ctx.run_picker])
     stop.click(stop_run, [ctx.run_picker, ctx.lang], [action_msg])

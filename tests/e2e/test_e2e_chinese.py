@@ -16,6 +16,7 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def _to_chinese(page) -> None:
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)  # the page's load handlers have run
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
     page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=15_000)
