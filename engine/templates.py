@@ -308,9 +308,13 @@ def _settings(spec_or_template: Any) -> tuple[str, bool, str]:
     return d.template, d.train_on_prompt, spec_or_template.method.stage
 
 
-def render_sample(spec_or_template: Any, tokenizer: Any, row: dict) -> list[tuple[str, bool]]:
-    """A canonical row as [(text, trained)] pieces, for the page's coloured masked-sample view."""
-    name, train_on_prompt, stage = _settings(spec_or_template)
+def render_sample(
+    spec_or_template: Any, tokenizer: Any, row: dict, stage: str | None = None
+) -> list[tuple[str, bool]]:
+    """A canonical row as [(text, trained)] pieces, for the page's coloured masked-sample view. ``stage`` (sft, pt,
+    dpo) replaces the spec's, or the default sft when only a template name is given."""
+    name, train_on_prompt, spec_stage = _settings(spec_or_template)
+    stage = stage or spec_stage
     info = tokenizer if isinstance(tokenizer, TokenizerInfo) else tokenizer_info(tokenizer)
     if stage == "pt":
         return [(pretrain_text(row, info), True)]
@@ -323,8 +327,9 @@ def render_sample(spec_or_template: Any, tokenizer: Any, row: dict) -> list[tupl
     return pieces
 
 
-def token_lengths(spec_or_template: Any, tokenizer: Any, rows: list[dict]) -> list[int]:
-    """Tokens per canonical row before truncation (for the length histogram). ``tokenizer``: object or folder."""
+def token_lengths(spec_or_template: Any, tokenizer: Any, rows: list[dict], stage: str | None = None) -> list[int]:
+    """Tokens per canonical row before truncation (for the length histogram): the text the stage trains on (pt:
+    the whole text with its EOS). ``tokenizer``: object or folder; ``stage`` as in ``render_sample``."""
     if isinstance(tokenizer, (str, Path)):
         from tokenizers import Tokenizer
 
@@ -339,4 +344,4 @@ def token_lengths(spec_or_template: Any, tokenizer: Any, rows: list[dict]) -> li
         def count(text: str) -> int:
             return len(tokenizer.encode(text, add_special_tokens=False))
 
-    return [sum(count(t) for t, _ in render_sample(spec_or_template, info, row) if t) for row in rows]
+    return [sum(count(t) for t, _ in render_sample(spec_or_template, info, row, stage) if t) for row in rows]

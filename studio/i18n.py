@@ -81,6 +81,34 @@ STRINGS: dict[str, tuple[str, str]] = {
         "Merge anyway, even if the memory estimate says it will not fit",
         "即使内存估计不足也继续合并",
     ),
+    "export_dtype_base": ("the base's", "与基座相同"),
+    "export_needs": (
+        "RAM: about {ram} needed, {ram_free} available · disk: about {disk}, {disk_free} free ({dtype}, on {device})",
+        "内存：约需 {ram}，可用 {ram_free} · 磁盘：约需 {disk}，剩余 {disk_free}（{dtype}，在 {device} 上）",
+    ),
+    "export_merging": ("merging into `{out}` (run {id}) …", "正在合并到 `{out}`（运行 {id}）…"),
+    "export_queued": (
+        "queued as run {id}: waits for a free slot (see the Runs tab)",
+        "已排队为运行 {id}：等待空闲槽位（见“运行记录”页）",
+    ),
+    "export_merged": (
+        "merged model: {path}  \nsize: {size} MiB  \nverification: {verify}",
+        "合并后的模型：{path}  \n大小：{size} MiB  \n校验：{verify}",
+    ),
+    "export_passed": ("passed", "通过"),
+    "export_na": ("n/a", "无"),
+    "export_nothing": ("nothing to cancel", "没有可取消的合并"),
+    "mstate_finished": ("finished", "已完成"),  # a merge that finished has been verified
+    "mstage_starting": ("starting", "正在启动"),
+    "mstage_loading": ("loading", "加载"),
+    "mstage_merging": ("merging", "合并"),
+    "mstage_saving": ("saving", "保存"),
+    "mstage_verifying": ("verifying", "校验"),
+    "mh_run": ("run", "运行"),
+    "mh_state": ("state", "状态"),
+    "mh_output": ("output", "输出目录"),
+    "mh_size": ("size", "大小"),
+    "mh_verification": ("verification", "校验"),
     "dataset": ("Dataset", "数据集"),
     "upload": ("Upload a file (JSON, JSONL, CSV, Parquet)", "上传文件（JSON、JSONL、CSV、Parquet）"),
     "ds_name": ("Name to register", "注册名称"),
@@ -113,6 +141,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "st_finished": ("finished", "已结束"),
     "st_failed": ("failed", "失败"),
     "st_stopped": ("stopped", "已停止"),
+    "st_cancelled": ("cancelled", "已取消"),
     "w_step": ("step", "步"),
     "w_loss": ("loss", "损失"),
     "w_saved": ("saved to", "保存到"),
@@ -163,6 +192,25 @@ STRINGS: dict[str, tuple[str, str]] = {
     "packing_eff": (" · packing efficiency {eff}", " · 打包效率 {eff}"),
     "over_cutoff": ("over cutoff", "超过截断长度"),
     "kept": ("kept", "保留"),
+    "lengths_note_pt": (
+        "{rows} texts · max {max} tokens · stage pt: cut into blocks of {cutoff}, nothing truncated · "
+        "**{blocks} blocks** ({per} per text; {split} texts span several)",
+        "{rows} 条文本 · 最长 {max} 个 token · pt 阶段：切成每块 {cutoff} 个 token，不截断 · "
+        "**{blocks} 块**（平均每条文本 {per} 块；{split} 条文本跨多块）",
+    ),
+    "lengths_note_pt_packed": (
+        "{rows} texts · max {max} tokens · stage pt with packing: {tokens} tokens joined into **{blocks} full "
+        "blocks** of {cutoff} · **{tail} tail tokens dropped**",
+        "{rows} 条文本 · 最长 {max} 个 token · pt 阶段打包：{tokens} 个 token 首尾相接，切成 **{blocks} 个"
+        "满块**（每块 {cutoff}）· **丢弃末尾 {tail} 个 token**",
+    ),
+    "pt_no_block": (
+        " · ⚠ fewer tokens than one block: lower the cutoff or turn packing off",
+        " · ⚠ token 数不足一块：请降低截断长度或关闭打包",
+    ),
+    "pt_one_block": ("one block", "一块"),
+    "pt_split": ("several blocks", "跨多块"),
+    "pt_joined": ("joined into blocks", "拼接后分块"),
     # Doctor tab
     "d_check": ("check", "检查项"),
     "d_status": ("status", "结果"),

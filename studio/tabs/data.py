@@ -1,5 +1,6 @@
 """Datasets tab: pick or upload a dataset, map its columns, register it, preview rows, see one masked sample and the
-token-length histogram against the cutoff.
+token-length histogram against the cutoff, read as the Train form's stage uses it: sft / dpo truncate longer
+samples; pt cuts texts into blocks of the cutoff (packing: texts joined, the tail under one block dropped).
 
 Light: gradio, pandas, pyarrow (Parquet column names), engine.dataset_registry / templates (jinja2 + the
 ``tokenizers`` library, never transformers). Uploads are copied into the workspace's uploads folder under a
@@ -131,13 +132,14 @@ def preview(name: str, n: int = 8) -> pd.DataFrame:
     )
 
 
-def sample_html(name: str, model: str, template: str, lang: str = "en") -> str:
-    """One row as the model sees it: prompt pieces grey (not trained), response pieces green (trained)."""
+def sample_html(name: str, model: str, template: str, lang: str = "en", stage: str = "sft") -> str:
+    """One row as the model sees it: prompt pieces grey (not trained), response pieces green (trained); in stage
+    pt the whole text is trained."""
     reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
     rows = reg.preview_rows(name, workspace.data_dir(), n=1)
     if not rows:
         return f"<p>{html.escape(t('no_rows', lang))}</p>"
-    pieces = tpl.render_sample(template or "auto", tpl.tokenizer_info(model or None), rows[0])
+    pieces = tpl.render_sample(template or "auto", tpl.tokenizer_info(model or None), rows[0], stage or "sft")
     spans = "".join(
         f'<span class="{"tok-train" if trained else "tok-prompt"}">{html.escape(text)}</span>'
         for text, trained in pieces
@@ -158,15 +160,47 @@ def packing_efficiency(counts: list[int], cutoff: int) -> float:
     return sum(bins) / (len(bins) * cutoff) if bins and cutoff else 0.0
 
 
+def pt_blocks(counts: list[int], cutoff: int, packing: bool) -> dict[str, int]:
+    """Stage pt's blocks from these texts' token counts, as engine.data.split_into_blocks cuts them: packing joins
+    the texts and cuts floor(total / cutoff) full blocks, dropping the tail; otherwise each text of n tokens gives
+    ceil(n / cutoff) blocks and nothing is dropped. {"blocks", "tokens", "tail", "split" (texts over one block)}."""
+    total = sum(counts)
+    if packing:
+        blocks, tail = divmod(total, cutoff)
+    else:
+        blocks, tail = sum(-(-c // cutoff) for c in counts), 0
+    return {"blocks": blocks, "tokens": total, "tail": tail, "split": sum(c > cutoff for c in counts)}
+
+
+def _side(stage: str, packing: bool, over: bool) -> str:
+    """The histogram's colour of a bar: what the stage does to texts of that length."""
+    if stage != "pt":
+        return "over_cutoff" if over else "kept"
+    if packing:
+        return "pt_joined"
+    return "pt_split" if over else "pt_one_block"
+
+
 def lengths(
-    name: str, model: str, template: str, cutoff: int, limit: int = 400, packing: bool = False, lang: str = "en"
+    name: str,
+    model: str,
+    template: str,
+    cutoff: int,
+    limit: int = 400,
+    packing: bool = False,
+    lang: str = "en",
+    stage: str = "sft",
 ) -> tuple[pd.DataFrame, str]:
-    """(histogram frame, 'N rows, share over the cutoff[, packing efficiency]') for up to ``limit`` rows."""
+    """(histogram frame, note) for up to ``limit`` rows, read as ``stage`` uses the cutoff: sft / dpo, the share
+    truncated (and the packing efficiency with packing); pt, the blocks the texts become (and with packing the
+    tail tokens dropped)."""
     reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
     rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
     if not rows or not model or not (Path(model) / "tokenizer.json").is_file():
         return monitor.plot_frame([], ["tokens", "rows", "side"], text=("side",)), t("needs_tokenizer", lang)
-    counts = tpl.token_lengths(template or "auto", model, rows)
+    stage = stage or "sft"
+    packing = bool(packing) and stage != "dpo"  # the spec refuses packing with dpo
+    counts = tpl.token_lengths(template or "auto", model, rows, stage)
     cutoff = int(cutoff or 0)
     top = max(max(counts), cutoff)
     width = max(1, -(-top // 20))
@@ -175,12 +209,20 @@ def lengths(
         bins[(c // width) * width] = bins.get((c // width) * width, 0) + 1
     frame = monitor.plot_frame(
         [
-            {"tokens": k, "rows": v, "side": t("over_cutoff" if k + width > cutoff else "kept", lang)}
+            {"tokens": k, "rows": v, "side": t(_side(stage, packing, k + width > cutoff), lang)}
             for k, v in sorted(bins.items())
         ],
         ["tokens", "rows", "side"],
         text=("side",),
     )
+    if stage == "pt" and cutoff:
+        cut = pt_blocks(counts, cutoff, packing)
+        common = {"rows": len(counts), "max": max(counts), "cutoff": cutoff, "blocks": cut["blocks"]}
+        if not packing:
+            per = f"{cut['blocks'] / len(counts):.2f}"
+            return frame, t("lengths_note_pt", lang, **common, per=per, split=cut["split"])
+        note = t("lengths_note_pt_packed", lang, **common, tokens=cut["tokens"], tail=cut["tail"])
+        return frame, note + (t("pt_no_block", lang) if not cut["blocks"] else "")
     over = sum(c > cutoff for c in counts)
     note = t(
         "lengths_note",
@@ -248,26 +290,29 @@ def build(ctx: Any) -> None:
 
     form = ctx.form
     model, template, cutoff = form["model.name_or_path"], form["data.template"], form["data.cutoff_len"]
-    packing = form["data.packing"]
+    packing, stage = form["data.packing"], form["method.stage"]
 
-    def _show(name, model_, template_, cutoff_, packing_, lang_):
+    def _show(name, model_, template_, cutoff_, packing_, stage_, lang_):
         if not name:
             return gr.skip(), "", gr.skip(), ""
         try:
-            frame, note = lengths(name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_)
+            frame, note = lengths(
+                name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_, stage=stage_ or "sft"
+            )
             titles = {
                 "x_title": t("ax_tokens_n", lang_),
                 "y_title": t("ax_rows", lang_),
                 "color_title": t("ax_side", lang_),
             }
-            return preview(name), sample_html(name, model_, template_, lang_), gr.update(value=frame, **titles), note
+            shown = sample_html(name, model_, template_, lang_, stage_ or "sft")
+            return preview(name), shown, gr.update(value=frame, **titles), note
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
             return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", gr.skip(), ""
 
     gr.on(
         [pick.change, ctx.tab.select],
         _show,
-        [pick, model, template, cutoff, packing, ctx.lang],
+        [pick, model, template, cutoff, packing, stage, ctx.lang],
         [rows, sample, hist, hist_note],
     )
 
