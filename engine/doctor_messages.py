@@ -63,6 +63,9 @@ MESSAGES: dict[str, str] = {
     "hardware.no_rocm": "no ROCm (rocm-smi not found)",
     "hardware.rocm_failed": "rocm-smi failed: {error}",
     "hardware.rocm_no_gpu": "rocm-smi found no GPU",
+    # where engine.hardware.available_memory read the memory a new process can use
+    "hardware.mem_available": "MemAvailable in /proc/meminfo",
+    "hardware.cgroup_limit": "limit of cgroup {name}",
 }
 
 

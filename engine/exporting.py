@@ -27,6 +27,8 @@ import yaml
 
 from engine import events as ev
 from engine import hardware, workspace
+from engine.export_messages import message
+from engine.spec_messages import Message
 
 DTYPES = {"bf16": ("bfloat16", 2), "fp16": ("float16", 2), "fp32": ("float32", 4)}
 _CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -88,65 +90,52 @@ def resolve_source(path: str | Path) -> Source:
     """Classify one source folder, or raise ExportError saying what is missing."""
     p = Path(path).expanduser().resolve()
     if not p.exists():
-        raise ExportError(f"{path}: no such file or folder")
+        raise ExportError(message("export.no_source", path=path))
     if not p.is_dir():
-        raise ExportError(f"{path} is a file: give a run folder or a PEFT adapter folder (with adapter_config.json)")
+        raise ExportError(message("export.is_file", path=path))
     if (p / "spec.yaml").is_file():
         return _run_source(str(path), p)
     for cand in (p, p / "adapter"):
         if (cand / "adapter_config.json").is_file():
             return _adapter_source(str(path), cand, None, None)
     if (p / "config.json").is_file():
-        raise ExportError(
-            f"no adapter_config.json in {p}: it is a full model folder, not a PEFT adapter "
-            "(give the run folder or the adapter folder that was trained on it)"
-        )
-    raise ExportError(
-        f"no adapter_config.json in {p}: not a PEFT adapter folder (adapter_config.json + "
-        "adapter_model.safetensors) nor a run folder (spec.yaml)"
-    )
+        raise ExportError(message("export.full_model_folder", path=p))
+    raise ExportError(message("export.not_adapter", path=p))
 
 
 def _run_source(given: str, run_dir: Path) -> Source:
     try:
         spec = yaml.safe_load((run_dir / "spec.yaml").read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise ExportError(f"cannot read {run_dir / 'spec.yaml'}: {exc}") from None
+        raise ExportError(message("export.spec_unreadable", path=run_dir / "spec.yaml", error=exc)) from None
     out = Path(str((spec.get("output") or {}).get("output_dir") or run_dir)).expanduser()
     if (out / "adapter" / "adapter_config.json").is_file():
         return _adapter_source(given, out / "adapter", run_dir, spec)
     if (out / "model" / "config.json").is_file():
         return Source(given, "model", str(out / "model"), str(run_dir), spec, base=str(out / "model"))
     last = ev.last_event(run_dir / "events.jsonl", ev.TERMINAL_TYPES)
-    state = f"it {last['type']}" if last else "it has not finished"
-    method = (spec.get("method") or {}).get("finetuning", "lora")
-    wanted = out / ("adapter" if method == "lora" else "model")
-    raise ExportError(
-        f"run {run_dir} has no {'adapter' if method == 'lora' else 'model'} yet ({wanted} is missing; "
-        f"{state}): wait for it to finish, or give an adapter folder"
-    )
+    state = message(f"export.run_{last['type']}" if last else "export.run_unfinished")
+    what = "adapter" if (spec.get("method") or {}).get("finetuning", "lora") == "lora" else "model"
+    raise ExportError(message(f"export.run_no_{what}", run=run_dir, wanted=out / what, state=state))
 
 
 def _adapter_source(given: str, adir: Path, run_dir: Path | None, spec: dict | None) -> Source:
     try:
         cfg = json.loads((adir / "adapter_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ExportError(f"{adir / 'adapter_config.json'} is not valid JSON: {exc}") from None
-    if not any((adir / n).is_file() for n in ("adapter_model.safetensors", "adapter_model.bin")):
         raise ExportError(
-            f"{adir} has adapter_config.json but no adapter_model.safetensors: the adapter was not saved"
-        )
+            message("export.adapter_config_bad_json", path=adir / "adapter_config.json", error=exc)
+        ) from None
+    if not any((adir / n).is_file() for n in ("adapter_model.safetensors", "adapter_model.bin")):
+        raise ExportError(message("export.adapter_not_saved", path=adir))
     base = cfg.get("base_model_name_or_path") or ((spec or {}).get("model") or {}).get("name_or_path")
     if not base:
-        raise ExportError(f"{adir / 'adapter_config.json'} names no base_model_name_or_path")
+        raise ExportError(message("export.no_base_name", path=adir / "adapter_config.json"))
     bpath = Path(base).expanduser()
     if not bpath.is_absolute() and (adir / bpath).is_dir():
         bpath = adir / bpath
     if not (bpath / "config.json").is_file():
-        raise ExportError(
-            f"base model {base} of adapter {adir} is not a local model folder with config.json "
-            "(merging needs the base weights on this machine)"
-        )
+        raise ExportError(message("export.base_not_local", base=base, adapter=adir))
     bits = int(((spec or {}).get("method") or {}).get("quantization", {}).get("bits", 0) or 0)
     if not bits and isinstance(cfg.get("quantization_config"), dict):  # some trainers record it in the adapter
         bits = 4 if cfg["quantization_config"].get("load_in_4bit") else 8
@@ -186,20 +175,26 @@ def check_fits(src: Source, base_dir: str) -> None:
         module = name.split(".lora_A.")[0].removeprefix("base_model.model.")
         b_meta = tensors.get(name.replace(".lora_A.", ".lora_B."))
         target = base.get(module + ".weight")
-        where = f"adapter {src.weights_dir} (trained on {src.adapter_config.get('base_model_name_or_path')})"
+        trained_on = src.adapter_config.get("base_model_name_or_path")
+        where = message("export.adapter_where", path=src.weights_dir, trained_on=trained_on)
         if target is None:
-            raise ExportError(
-                f"{where} does not fit base {base_dir} ({arch}): the adapter targets {module}, "
-                "which the base does not have"
-            )
+            raise ExportError(message("export.module_missing", where=where, base=base_dir, arch=arch, module=module))
         if len(meta["shape"]) != 2 or not b_meta or len(target["shape"]) != 2:
             continue  # embeddings / convs: shapes differ in layout; PEFT checks them at load time
         a_shape = (b_meta["shape"][0], meta["shape"][1])
         if tuple(a_shape) != tuple(target["shape"]):
             raise ExportError(
-                f"{where} does not fit base {base_dir} ({arch}): {module} is "
-                f"{a_shape[0]}x{a_shape[1]} in the adapter but {target['shape'][0]}x"
-                f"{target['shape'][1]} in the base"
+                message(
+                    "export.shape_mismatch",
+                    where=where,
+                    base=base_dir,
+                    arch=arch,
+                    module=module,
+                    a_out=a_shape[0],
+                    a_in=a_shape[1],
+                    b_out=target["shape"][0],
+                    b_in=target["shape"][1],
+                )
             )
 
 
@@ -271,29 +266,28 @@ def available_memory() -> tuple[int, str]:
     cgroup limit); ``STUDIO_MEM_AVAILABLE`` (e.g. ``8GB``) replaces the reading: to state a figure, or in tests."""
     given = os.environ.get("STUDIO_MEM_AVAILABLE", "").strip()
     if given:
-        return parse_size(given, "STUDIO_MEM_AVAILABLE"), "STUDIO_MEM_AVAILABLE"
+        return parse_size(given, "STUDIO_MEM_AVAILABLE"), message("export.mem_given")
     found = hardware.available_memory()
     if found is None:
-        raise ExportError("cannot read the available memory from /proc/meminfo: set STUDIO_MEM_AVAILABLE")
+        raise ExportError(message("export.no_meminfo"))
     return found
 
 
-def memory_problem(plan: ExportPlan, sources: list[Source], max_shard: int) -> str | None:
+def memory_problem(plan: ExportPlan, sources: list[Source], max_shard: int) -> Message | None:
     """The refusal message when the merge will not fit in memory (needed vs available and what would help)."""
     if plan.ram_needed <= plan.ram_available:
         return None
-    fixes = []
+    fixes = message("export.fixes")
     if plan.device == "cpu":
         on_gpu = estimate_memory(sources, plan.base, plan.dtype, "cuda", plan.adapter_only, max_shard)
         if on_gpu < plan.ram_needed:
-            fixes.append(f"merge on a GPU (--device cuda: about {_gb(on_gpu)} of RAM)")
-    fixes += ["free memory (stop other runs or programs)", "use a machine with more RAM"]
-    return (
-        f"not enough memory for this merge: it needs about {_gb(plan.ram_needed)} of RAM (on {plan.device}: "
-        + ("the base in float32 and the adapters" if plan.device == "cpu" else "the process and one shard")
-        + ") but only "
-        f"{_gb(plan.ram_available)} is available ({plan.ram_source}): {'; or '.join(fixes)}. "
-        "If you know it fits, merge anyway (--force / 'merge anyway')"
+            fixes = message("export.fixes_gpu", ram=_gb(on_gpu))
+    return message(
+        "export.no_memory_cpu" if plan.device == "cpu" else "export.no_memory_cuda",
+        need=_gb(plan.ram_needed),
+        available=_gb(plan.ram_available),
+        source=plan.ram_source,
+        fixes=fixes,
     )
 
 
@@ -318,23 +312,28 @@ def plan_export(
     """Check every input without loading weights; raise ExportError with the first problem. With ``force`` a merge
     that the memory estimate says will not fit is let through (the estimate is still in the plan)."""
     if not sources:
-        raise ExportError("give at least one run folder or adapter folder")
+        raise ExportError(message("export.no_sources"))
     if dtype is not None and dtype not in DTYPES:
-        raise ExportError(f"--dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+        raise ExportError(message("export.bad_dtype", dtype=dtype, choices=", ".join(DTYPES)))
     if device not in ("cpu", "cuda"):
-        raise ExportError(f"--device {device!r}: choose cpu or cuda")
+        raise ExportError(message("export.bad_device", device=device))
     max_shard = parse_size(max_shard_size)
     srcs = [resolve_source(s) for s in sources]
     if any(s.kind == "model" for s in srcs) and len(srcs) > 1:
-        raise ExportError("a full fine-tune's model cannot be combined with other sources: export it alone")
+        raise ExportError(message("export.model_alone"))
     if adapter_only and (len(srcs) > 1 or srcs[0].kind != "adapter"):
-        raise ExportError("--adapter-only exports exactly one adapter (a LoRA run or an adapter folder)")
+        raise ExportError(message("export.adapter_only_one"))
     base = srcs[0].base or ""
     for s in srcs[1:]:
         if s.base != base:
             raise ExportError(
-                f"adapters have different bases: {srcs[0].weights_dir} is on {base} but "
-                f"{s.weights_dir} is on {s.base}: merge adapters of one base only"
+                message(
+                    "export.different_bases",
+                    first=srcs[0].weights_dir,
+                    base=base,
+                    other=s.weights_dir,
+                    other_base=s.base,
+                )
             )
     for s in srcs:
         if s.kind == "adapter":
@@ -344,16 +343,13 @@ def plan_export(
     protected += [Path(s.run_dir).resolve() for s in srcs if s.run_dir]
     for p in protected:
         if out == p or p.is_relative_to(out):
-            raise ExportError(f"output folder {out} would replace {p}: choose another --out")
+            raise ExportError(message("export.would_replace", out=out, path=p))
     if out.exists() and not overwrite:
-        raise ExportError(f"output folder {out} already exists: choose another --out or pass --overwrite")
+        raise ExportError(message("export.out_exists", out=out))
     dtype = dtype or default_dtype(base)
     need, free = estimate_bytes(srcs, base, dtype, adapter_only), free_bytes(out.parent)
     if need > free:
-        raise ExportError(
-            f"not enough disk space for {out}: the export needs about {_gb(need)} ({dtype}) but only "
-            f"{_gb(free)} is free there: free space or choose another --out"
-        )
+        raise ExportError(message("export.no_disk", out=out, need=_gb(need), dtype=dtype, free=_gb(free)))
     plan = ExportPlan(srcs, base, str(out), dtype, adapter_only, need, free, device)
     plan.ram_needed = estimate_memory(srcs, base, dtype, device, adapter_only, max_shard)
     plan.ram_available, plan.ram_source = available_memory()
@@ -379,7 +375,7 @@ def parse_size(text: str | int, what: str = "--max-shard-size") -> int:
                 return int(value * mult)
     if s.isdigit() and int(s) > 0:
         return int(s)
-    raise ExportError(f"{what} {text!r}: give a size like 2GB, 500MB or 1GiB")
+    raise ExportError(message("export.bad_size", what=what, text=text))
 
 
 def default_export_dir(run_id: str) -> Path:

@@ -138,11 +138,11 @@ def available_memory(proc: str | Path = "/proc", cgroup_root: str | Path = "/sys
     best, where = None, ""
     for line in _read_text(Path(proc) / "meminfo").splitlines():
         if line.startswith("MemAvailable:"):
-            best, where = int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
+            best, where = int(line.split()[1]) * 1024, message("hardware.mem_available")
     for limit, used, inactive, name in _cgroup_memory(Path(proc), Path(cgroup_root)):
         room = max(0, limit - max(0, used - inactive))
         if best is None or room < best:
-            best, where = room, f"limit of cgroup {name}"
+            best, where = room, message("hardware.cgroup_limit", name=name)
     return None if best is None else (best, where)
 
 

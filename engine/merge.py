@@ -27,7 +27,9 @@ from pathlib import Path
 
 from engine import events as ev
 from engine import exporting as xp
+from engine.export_messages import message
 from engine.exporting import ExportError, ExportPlan
+from engine.spec_messages import from_exception, to_json
 
 NUM_PROMPTS, PROMPT_LEN = 4, 24
 # fp32: 1e-4 absolute on logits of magnitude <= 1 (the demo model: observed ~1e-6), scaled with the logit magnitude
@@ -59,7 +61,7 @@ def tolerance(dtype: str, ref_max_abs: float) -> float:
 
 def _on_sigterm(signum, frame):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the clean-up
-    raise Cancelled("cancelled (SIGTERM)")
+    raise Cancelled(message("export.cancelled"))
 
 
 class Reporter:
@@ -72,7 +74,9 @@ class Reporter:
         print(json.dumps(event, ensure_ascii=False), flush=True)
 
     def stage(self, stage: str, i: int = 0, n: int = 0, detail: str = "") -> None:
-        self.emit("merge_progress", stage=stage, i=i, n=n, detail=detail)
+        """A progress event; a catalog ``detail`` keeps its key beside the text (``detail_msg``) for the page."""
+        keyed = {"detail_msg": to_json(detail)} if getattr(detail, "key", "") else {}
+        self.emit("merge_progress", stage=stage, i=i, n=n, detail=str(detail), **keyed)
 
 
 # ----------------------------------------------------------------------------------------------- merge
@@ -97,8 +101,8 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
 
     adapters = [s for s in plan.sources if s.kind == "adapter"]
     if device == "cuda" and not torch.cuda.is_available():
-        raise ExportError("--device cuda but no CUDA GPU is visible to this process: use --device cpu")
-    rep.stage("loading", 1, len(adapters) + 1, f"base {plan.base} in float32")
+        raise ExportError(message("export.no_cuda"))
+    rep.stage("loading", 1, len(adapters) + 1, message("export.detail_base", path=plan.base))
     # On a GPU the weights load straight into its memory: the host never holds the float32 model (see
     # exporting.estimate_memory, which the memory check before the merge relies on).
     load = {"device_map": device} if device == "cuda" else {}
@@ -123,7 +127,7 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
         names = [f"adapter_{i}" for i in range(len(adapters))]
         model = PeftModel.from_pretrained(model, adapters[0].weights_dir, adapter_name=names[0])
         for i, (name, src) in enumerate(zip(names[1:], adapters[1:]), start=2):
-            rep.stage("loading", i, len(adapters) + 1, f"adapter {src.weights_dir}")
+            rep.stage("loading", i, len(adapters) + 1, message("export.detail_adapter", path=src.weights_dir))
             model.load_adapter(src.weights_dir, adapter_name=name)
         model.base_model.set_adapter(names)  # all active at once: base + every adapter, unmerged
         model.eval()
@@ -131,18 +135,13 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
         with model.disable_adapter():
             base_logits = logits_of(model, ids)
         report["adapter_effect_max_abs"] = float((ref - base_logits).abs().max())
-        rep.stage("merging", 1, 1, f"{len(adapters)} adapter(s) into {plan.base}")
+        rep.stage("merging", 1, 1, message("export.detail_merging", n=len(adapters), base=plan.base))
         model = model.merge_and_unload(safe_merge=True, adapter_names=names)
         fp32_diff = float((logits_of(model, ids) - ref).abs().max())
         fp32_tol = tolerance("fp32", float(ref.abs().max()))
         report.update(fp32_merge_max_abs_diff=fp32_diff, fp32_merge_tolerance=fp32_tol)
         if not fp32_diff <= fp32_tol:
-            raise VerificationError(
-                f"the float32 merge differs from base + adapters by {fp32_diff:.3g} "
-                f"(> {fp32_tol:.3g}): the adapters cannot be merged exactly (e.g. several DoRA "
-                "adapters, whose merge depends on the order)",
-                report,
-            )
+            raise VerificationError(message("export.fp32_mismatch", diff=fp32_diff, tol=fp32_tol), report)
     else:
         ref = logits_of(model, ids)
     torch_dtype = getattr(torch, xp.DTYPES[plan.dtype][0])
@@ -153,7 +152,7 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     save_sharded(model, tmp, rep, max_shard)
     del model
     gc.collect()
-    rep.stage("verifying", 1, 1, "reloading the saved folder and comparing logits")
+    rep.stage("verifying", 1, 1, message("export.detail_verifying"))
     loaded = AutoModelForCausalLM.from_pretrained(str(tmp), dtype=torch_dtype, **load).eval()
     diff = float((logits_of(loaded, ids) - ref).abs().max())
     ref_max = float(ref.abs().max())
@@ -165,10 +164,11 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
         passed=diff <= tol,
         reference="base + adapters (PEFT, unmerged, float32)" if adapters else "source model (float32)",
     )
-    report["summary"] = f"max |logit diff| {diff:.3g} {'<=' if diff <= tol else '>'} {tol:.3g} ({plan.dtype})"
+    op = "<=" if diff <= tol else ">"
+    report["summary"] = message("export.verify_summary", diff=diff, op=op, tol=tol, dtype=plan.dtype)
     (tmp / "verify.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     if not report["passed"]:
-        raise VerificationError(f"verification failed: {report['summary']}", report)
+        raise VerificationError(message("export.verify_failed", summary=report["summary"]), report)
     return report
 
 
@@ -223,14 +223,14 @@ def copy_support_files(plan: ExportPlan, tmp: Path) -> list[str]:
 
 def export_adapter(plan: ExportPlan, tmp: Path, rep: Reporter) -> dict:
     src = plan.sources[0]
-    rep.stage("saving", 1, 1, f"copying adapter {src.weights_dir}")
+    rep.stage("saving", 1, 1, message("export.detail_copying", path=src.weights_dir))
     for item in Path(src.weights_dir).iterdir():
         (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp / item.name)
     report = {
         "adapter_only": True,
         "passed": True,
         "base": plan.base,
-        "summary": "adapter copied; its A/B shapes were checked against the base's safetensors headers",
+        "summary": message("export.adapter_copied"),
     }
     (tmp / "verify.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
@@ -295,7 +295,7 @@ def publish(tmp: Path, out: Path, overwrite: bool) -> None:
     old = None
     if out.exists():
         if not overwrite:
-            raise ExportError(f"output folder {out} already exists: choose another --out or pass --overwrite")
+            raise ExportError(message("export.out_exists", out=out))
         old = out.parent / f".{out.name}.old-{os.getpid()}"
         out.rename(old)
     tmp.rename(out)
@@ -370,16 +370,17 @@ def main(argv: list[str] | None = None) -> int:
             push=push,
             seconds=round(time.time() - t0, 2),
             kind="adapter" if plan.adapter_only else "merged",
+            summary_msg=to_json(report.get("summary")),
         )
         return 0
     except Cancelled as exc:
-        _fail(rep, "cancelled", str(exc))
+        _fail(rep, "cancelled", from_exception(exc))
         return 130
     except ExportError as exc:
-        _fail(rep, "input", str(exc))
+        _fail(rep, "input", from_exception(exc))
         return 2
     except VerificationError as exc:
-        _fail(rep, "verification", str(exc), report=exc.report)
+        _fail(rep, "verification", from_exception(exc), report=exc.report)
         return 1
     except Exception as exc:  # noqa: BLE001 -- anything else: reported whole, so the UI can show it
         _fail(rep, "other", f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:])
@@ -389,8 +390,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(rep: Reporter, cause: str, error: str, tb: str = "", report: dict | None = None) -> None:
+    """The merge_failed event; a catalog ``error`` keeps its key beside the text (``error_msg``) for the page."""
+    keyed = {"error_msg": to_json(error)} if getattr(error, "key", "") else {}
     try:
-        rep.emit("merge_failed", stage="failed", cause=cause, error=error, traceback=tb, report=report)
+        rep.emit("merge_failed", stage="failed", cause=cause, error=str(error), traceback=tb, report=report, **keyed)
     except Cancelled:
         pass
 

@@ -25,7 +25,9 @@ from pathlib import Path
 from engine import events as ev
 from engine import exporting as xp
 from engine import runs
+from engine.export_messages import message, payload_message
 from engine.exporting import ExportError
+from engine.spec_messages import from_exception
 
 MERGE_TAG = "merge"
 # registry status -> merge state
@@ -40,10 +42,10 @@ class MergeJob:
         try:
             rec = runs.get(run_id, refresh_status=False)
         except runs.RunsError as exc:
-            raise ExportError(str(exc)) from None
+            raise ExportError(from_exception(exc)) from None
         argv = rec.command or []
         if rec.kind != "command" or argv[1:3] != ["-m", "engine.merge"]:
-            raise ExportError(f"run {run_id} is not a merge")
+            raise ExportError(message("export.not_merge", id=run_id))
         args = xp.merge_arg_parser().parse_args(argv[3:])
         self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), argv
         self.sources, self.out_dir, self.dtype, self.device = args.sources, args.out, args.dtype, args.device
@@ -52,7 +54,9 @@ class MergeJob:
         self._offset = 0
 
     def poll(self) -> dict:
-        """{"state": queued|running|finished|failed|cancelled, "progress", "result", "error", "out_dir", ...}."""
+        """{"state": queued|running|finished|failed|cancelled, "progress", "result", "error", "out_dir", ...}.
+        The error, the clean-up note and the progress detail are catalog messages where the merge wrote their keys
+        (``engine.export_messages``), so the page can show them in its language."""
         rec = runs.get(self.run_id)  # refreshed: exit record, then liveness of the wrapper and the merge
         new, self._offset = ev.read_events(self.events_path, self._offset)
         self.events += new
@@ -64,21 +68,21 @@ class MergeJob:
             if state == "finished" and not (terminal and terminal["type"] == "merge_finished"):
                 state = "failed"
             if state == "finished":
-                result = terminal["payload"]
+                result = _with_summary(terminal["payload"])
             else:
                 cancelled = terminal and terminal["payload"].get("cause") == "cancelled"
                 state = "cancelled" if cancelled else state
-                error = (terminal["payload"].get("error") if terminal else None) or rec.reason or "failed"
+                error = (payload_message(terminal["payload"], "error") if terminal else None) or rec.reason or "failed"
             if self.tmp_dir.exists():  # the merge was killed before it could remove its partial output
                 shutil.rmtree(self.tmp_dir, ignore_errors=True)
-                cleaned = f"removed the partial output {self.tmp_dir}"
+                cleaned = message("export.cleaned", path=self.tmp_dir)
         progress = [e for e in self.events if e["type"] == "merge_progress"]
         return {
             "run_id": self.run_id,
             "state": state,
             "returncode": rec.exit_code,
             "events": list(self.events),
-            "progress": progress[-1]["payload"] if progress else None,
+            "progress": _with_detail(progress[-1]["payload"]) if progress else None,
             "result": result,
             "error": error,
             "cleaned": cleaned,
@@ -103,6 +107,18 @@ class MergeJob:
         """SIGTERM the merge's process group (it removes its temp folder and exits), SIGKILL after ``grace``."""
         runs.stop(self.run_id, grace_s=grace)
         return self.poll()
+
+
+def _with_detail(payload: dict) -> dict:
+    return {**payload, "detail": payload_message(payload, "detail") or ""}
+
+
+def _with_summary(payload: dict) -> dict:
+    """The finished event's payload, its report's summary a catalog message when the merge wrote its key."""
+    summary = payload_message(payload, "summary")
+    if summary is None or not isinstance(payload.get("report"), dict):
+        return payload
+    return {**payload, "report": {**payload["report"], "summary": summary}}
 
 
 def start_merge(

@@ -23,6 +23,7 @@ MESSAGES: dict[str, str] = {
     "runs.spec_invalid": "invalid",
     "runs.no_adapter": "{source}: no adapter_config.json there (is the run finished?)",
     "runs.wrapper_failed": "the run wrapper failed to start: {error}",
+    "runs.not_queued": "run {id} is {status}, not queued (use `studio runs stop`)",
 }
 
 

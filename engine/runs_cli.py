@@ -16,6 +16,7 @@ import yaml
 
 from engine import events, runs
 from engine import record as fingerprints
+from engine.run_messages import message as run_message
 from engine.spec import SpecError, parse_spec
 
 
@@ -200,7 +201,7 @@ def _queue(args) -> int:
     elif args.action == "remove":
         rec = runs.get(args.id)
         if rec.status != "queued":
-            raise runs.RunsError(f"run {args.id} is {rec.status}, not queued (use `studio runs stop`)")
+            raise runs.RunsError(run_message("runs.not_queued", id=args.id, status=rec.status))
         runs.stop(args.id)
         print(f"removed {args.id} from the queue")
     return 0

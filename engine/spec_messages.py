@@ -132,6 +132,21 @@ def from_exception(exc: BaseException) -> Message | str:
     return first if isinstance(first, Message) else str(exc)
 
 
+def to_json(msg: Any) -> Any:
+    """A message as JSON data for an event file (``{"text", "key", "params"}``; its parameters likewise, other
+    values as text), so a reader in another process can rebuild it with ``from_json``; plain text stays text."""
+    if not getattr(msg, "key", ""):
+        return msg if msg is None or isinstance(msg, (bool, int, float)) else str(msg)
+    return {"text": str(msg), "key": msg.key, "params": {k: to_json(v) for k, v in msg.params.items()}}
+
+
+def from_json(data: Any) -> Any:
+    """The inverse of ``to_json``: a ``Message`` (English text, key, parameters) or the value as it was."""
+    if isinstance(data, dict) and set(data) == {"text", "key", "params"}:
+        return Message(str(data["text"]), str(data["key"]), {k: from_json(v) for k, v in data["params"].items()})
+    return data
+
+
 def message(key: str, /, **params: Any) -> Message:
     """The spec catalog's English text for ``key`` with ``params`` filled in."""
     return make(MESSAGES, key, **params)

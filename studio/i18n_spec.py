@@ -1,6 +1,7 @@
 """Chinese text of the run spec's messages, keyed like ``engine.spec_messages.MESSAGES``, and of pydantic's field
 errors, keyed by error type; ``localize`` picks the page's language for any catalog message: the spec's (here), the
-dataset registry's (``studio.i18n_data``), the planner's, doctor's and run registry's (``studio.i18n_engine``).
+dataset registry's (``studio.i18n_data``), the planner's, doctor's, run registry's and exporter's
+(``studio.i18n_engine``).
 Light: stdlib only.
 
 The engine and the CLI keep English; a test checks that every catalog key has a Chinese template with the same
@@ -14,7 +15,7 @@ import string
 from typing import Any
 
 from studio.i18n_data import DATA_ZH
-from studio.i18n_engine import DOCTOR_ZH, PLAN_ZH, RUNS_ZH
+from studio.i18n_engine import DOCTOR_ZH, EXPORT_ZH, PLAN_ZH, RUNS_ZH
 
 RULES_ZH: dict[str, str] = {
     # cross-field rules
@@ -121,8 +122,8 @@ PYDANTIC_ZH: dict[str, str] = {
     "none_required": "应为空",
 }
 
-# Every catalog's Chinese by key (the other catalogs' keys carry a prefix: "data.", "plan.", "doctor.", ...).
-CATALOG_ZH: dict[str, str] = {**RULES_ZH, **DATA_ZH, **PLAN_ZH, **DOCTOR_ZH, **RUNS_ZH}
+# Every catalog's Chinese by key (the other catalogs' keys carry a prefix: "data.", "plan.", "export.", ...).
+CATALOG_ZH: dict[str, str] = {**RULES_ZH, **DATA_ZH, **PLAN_ZH, **DOCTOR_ZH, **RUNS_ZH, **EXPORT_ZH}
 
 _FALLBACK_ZH = "取值无效：{english}"  # a pydantic type this table does not know yet: Chinese head, English detail
 _OR = re.compile(r" or (?=[^ ]+$)")

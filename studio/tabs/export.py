@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from engine import workspace
+from engine.export_messages import message
 from studio import backend
-from studio.i18n import t
+from studio.i18n import STRINGS, t
+from studio.i18n_spec import localize, localize_error
 
-DTYPE_CHOICES = [("the base's", ""), ("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32")]
+
+def dtype_choices(lang: str = "en") -> list[tuple[str, str]]:
+    return [(t("export_dtype_base", lang), ""), ("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32")]
 
 
 def inside_workspace(path: str | Path) -> Path:
@@ -25,7 +29,7 @@ def inside_workspace(path: str | Path) -> Path:
     p = Path(path).expanduser()
     p = (p if p.is_absolute() else root / p).resolve()
     if p != root and not p.is_relative_to(root):
-        raise ValueError(f"{path}: only folders inside the workspace ({root}) can be used here")
+        raise ValueError(message("export.outside_workspace", path=path, root=root))
     return p
 
 
@@ -57,7 +61,7 @@ def _paths(source: str, out_dir: str) -> tuple[Path, Path]:
     return src, out
 
 
-def estimate(source: str, out_dir: str, dtype: str = "", device: str = "cpu") -> str:
+def estimate(source: str, out_dir: str, dtype: str = "", device: str = "cpu", lang: str = "en") -> str:
     """What the merge needs (RAM, disk) against what this machine has, before anything starts."""
     if not source:
         return ""
@@ -66,14 +70,20 @@ def estimate(source: str, out_dir: str, dtype: str = "", device: str = "cpu") ->
         xp = backend.engine_module("exporting")
         plan = xp.plan_export([str(src)], str(out), dtype=dtype or None, device=device or "cpu", force=True)
     except Exception as exc:  # ExportError, a path outside the workspace: the message names the fix
-        return f"❌ {exc}"
+        return f"❌ {localize_error(exc, lang)}"
     gb = lambda n: f"{n / 1e9:.1f} GB"  # noqa: E731
-    line = (
-        f"RAM: about {gb(plan.ram_needed)} needed, {gb(plan.ram_available)} available · "
-        f"disk: about {gb(plan.bytes_needed)}, {gb(plan.bytes_free)} free ({plan.dtype}, on {plan.device})"
+    line = t(
+        "export_needs",
+        lang,
+        ram=gb(plan.ram_needed),
+        ram_free=gb(plan.ram_available),
+        disk=gb(plan.bytes_needed),
+        disk_free=gb(plan.bytes_free),
+        dtype=plan.dtype,
+        device=plan.device,
     )
     problem = xp.memory_problem(plan, plan.sources, xp.parse_size("2GB"))
-    return f"⚠️ {problem}  \n{line}" if problem else f"✅ {line}"
+    return f"⚠️ {localize(problem, lang)}  \n{line}" if problem else f"✅ {line}"
 
 
 def start(
@@ -87,8 +97,8 @@ def start(
         jobs = backend.engine_module("merge_jobs")
         job = jobs.start_merge([str(src)], str(out), dtype=dtype or None, device=device or "cpu", force=bool(force))
     except Exception as exc:  # ExportError, a path outside the workspace: the message names the folder and the fix
-        return None, f"❌ {exc}"
-    return job.run_id, f"merging into `{out}` (run {job.run_id}) …"
+        return None, f"❌ {localize_error(exc, lang)}"
+    return job.run_id, t("export_merging", lang, out=out, id=job.run_id)
 
 
 def folder_size(path: str | Path) -> int:
@@ -96,32 +106,49 @@ def folder_size(path: str | Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else 0
 
 
-def describe(status: dict) -> str:
+def state_text(state: str, lang: str = "en") -> str:
+    """A merge's state (queued, running, finished, failed, cancelled) in the page's language."""
+    key = next((k for k in (f"mstate_{state}", f"st_{state}") if k in STRINGS), None)
+    return t(key, lang) if key else str(state)
+
+
+def _stage_text(stage: str, lang: str) -> str:
+    return t(f"mstage_{stage}", lang) if f"mstage_{stage}" in STRINGS else str(stage)
+
+
+def _verification(report: dict, lang: str) -> str:
+    if report.get("summary"):
+        return localize(report["summary"], lang)
+    return t("export_passed", lang) if report.get("passed") else t("export_na", lang)
+
+
+def describe(status: dict, lang: str = "en") -> str:
     """Markdown for one poll: progress, then output path, size and the verification result."""
     state = status.get("state")
+    colon = "：" if lang == "zh" else ": "
     if state == "queued":
-        return f"⏳ queued as run {status.get('run_id')}: waits for a free slot (see the Runs tab)"
+        return "⏳ " + t("export_queued", lang, id=status.get("run_id"))
     if state == "running":
         prog = status.get("progress") or {}
         count = f" {prog.get('i')}/{prog.get('n')}" if prog.get("n") else ""
-        return f"⏳ {prog.get('stage', 'starting')}{count} {prog.get('detail', '')}".rstrip()
+        detail = localize(prog.get("detail") or "", lang)
+        return f"⏳ {_stage_text(prog.get('stage', 'starting'), lang)}{count} {detail}".rstrip()
     if state == "finished":
         result = status.get("result") or {}
         out = result.get("out_dir") or status.get("out_dir")
-        report = result.get("report") or {}
-        verify = report.get("summary") or ("passed" if report.get("ok") else report or "n/a")
-        size = folder_size(out) / 2**20
-        return (
-            f"✅ merged model: <span id='merged-path'>{out}</span>  \nsize: {size:.1f} MiB  \nverification: {verify}"
-        )
-    first, _, rest = str(status.get("error") or "").partition("\n")
-    text = f"❌ {state}: {first}"
+        verify = _verification(result.get("report") or {}, lang)
+        size = f"{folder_size(out) / 2**20:.1f}"
+        path = f"<span id='merged-path'>{out}</span>"
+        return "✅ " + t("export_merged", lang, path=path, size=size, verify=verify)
+    # the merge's own message (a catalog key when it wrote one), then the log's tail as it is
+    first, _, rest = localize(status.get("error") or "", lang).partition("\n")
+    text = f"❌ {state_text(state, lang)}{colon}{first}"
     if status.get("cleaned"):
-        text += f"  \n{status['cleaned']}"
+        text += f"  \n{localize(status['cleaned'], lang)}"
     return text + (f"\n```\n{rest.strip()}\n```" if rest.strip() else "")
 
 
-def recent(limit: int = 8) -> str:
+def recent(limit: int = 8, lang: str = "en") -> str:
     """The newest merges: state, output folder, size and verification."""
     try:
         jobs = backend.engine_module("merge_jobs").list_merges(limit)
@@ -132,12 +159,15 @@ def recent(limit: int = 8) -> str:
         st = job.poll()
         report = (st.get("result") or {}).get("report") or {}
         size = f"{folder_size(st['out_dir']) / 2**20:.1f} MiB" if st["state"] == "finished" else ""
-        verify = report.get("summary") or (str(st.get("error") or "").split("\n")[0][:80] if st["error"] else "")
+        verify = localize(report["summary"], lang) if report.get("summary") else ""
+        if not verify and st["error"]:
+            verify = localize(st["error"], lang).split("\n")[0][:80]
         verify = verify.replace("|", "\\|")  # "max |logit diff|" inside a table cell
-        rows.append(f"| {job.run_id} | {st['state']} | `{st['out_dir']}` | {size} | {verify} |")
+        rows.append(f"| {job.run_id} | {state_text(st['state'], lang)} | `{st['out_dir']}` | {size} | {verify} |")
     if not rows:
         return ""
-    return "| run | state | output | size | verification |\n|---|---|---|---|---|\n" + "\n".join(rows)
+    head = " | ".join(t(f"mh_{c}", lang) for c in ("run", "state", "output", "size", "verification"))
+    return f"| {head} |\n|---|---|---|---|---|\n" + "\n".join(rows)
 
 
 def _job(job_id: str | None):
@@ -149,20 +179,20 @@ def _job(job_id: str | None):
         return None
 
 
-def attach() -> tuple[str | None, str, str]:
+def attach(lang: str = "en") -> tuple[str | None, str, str]:
     """On page load: the merge in progress (followed by the timer) or the newest one's result, and the list."""
     try:
         jobs = backend.engine_module("merge_jobs").list_merges(1)
     except backend.Unavailable:
         jobs = []
     if not jobs:
-        return None, "", recent()
+        return None, "", recent(lang=lang)
     status = jobs[0].poll()
     active = status["state"] in ("queued", "running")
-    return (jobs[0].run_id if active else None), describe(status), recent()
+    return (jobs[0].run_id if active else None), describe(status, lang), recent(lang=lang)
 
 
-def poll(job_id: str | None) -> tuple[str | None, Any, Any]:
+def poll(job_id: str | None, lang: str = "en") -> tuple[str | None, Any, Any]:
     """(run id still going or None, markdown or gr.skip(), recent merges when one ended or gr.skip())."""
     import gradio as gr
 
@@ -171,15 +201,15 @@ def poll(job_id: str | None) -> tuple[str | None, Any, Any]:
         return None, gr.skip(), gr.skip()
     status = job.poll()
     if status["state"] not in ("queued", "running"):
-        return None, describe(status), recent()
-    return job_id, describe(status), gr.skip()
+        return None, describe(status, lang), recent(lang=lang)
+    return job_id, describe(status, lang), gr.skip()
 
 
-def cancel(job_id: str | None) -> tuple[None, str, str]:
+def cancel(job_id: str | None, lang: str = "en") -> tuple[None, str, str]:
     job = _job(job_id)
     if job is None:
-        return None, "nothing to cancel", recent()
-    return None, describe(job.cancel()), recent()
+        return None, t("export_nothing", lang), recent(lang=lang)
+    return None, describe(job.cancel(), lang), recent(lang=lang)
 
 
 def build(ctx: Any) -> None:
@@ -201,7 +231,8 @@ def build(ctx: Any) -> None:
     out_dir = texts.add(gr.Textbox(label=t("export_out", lang), max_lines=1, elem_id="export-out"), "export_out")
     with gr.Row():
         dtype = texts.add(
-            gr.Dropdown(DTYPE_CHOICES, value="", label=t("export_dtype", lang), elem_id="export-dtype"), "export_dtype"
+            gr.Dropdown(dtype_choices(lang), value="", label=t("export_dtype", lang), elem_id="export-dtype"),
+            "export_dtype",
         )
         device = texts.add(
             gr.Dropdown(["cpu", "cuda"], value="cpu", label=t("export_device", lang), elem_id="export-device"),
@@ -220,8 +251,15 @@ def build(ctx: Any) -> None:
     ctx.tab.select(lambda: gr.update(choices=source_choices()), None, [source], queue=False)
     source.change(default_out, [source], [out_dir], queue=False)
     for comp in (out_dir, dtype, device):
-        comp.change(estimate, [source, out_dir, dtype, device], [needs], queue=False, show_progress="hidden")
+        comp.change(estimate, [source, out_dir, dtype, device, ctx.lang], [needs], queue=False, show_progress="hidden")
     merge_btn.click(start, [source, out_dir, dtype, device, force, ctx.lang], [job, result])
-    cancel_btn.click(cancel, [job], [job, result, recent_md])
-    timer.tick(poll, [job], [job, result, recent_md], show_progress="hidden", queue=False)
-    ctx.on_load.append((attach, None, [job, result, recent_md]))
+    cancel_btn.click(cancel, [job, ctx.lang], [job, result, recent_md])
+    timer.tick(poll, [job, ctx.lang], [job, result, recent_md], show_progress="hidden", queue=False)
+    ctx.on_load.append((attach, [ctx.lang], [job, result, recent_md]))
+
+    def _relabel(lang_, source_, out_, dtype_, device_):
+        """A language switch: the dtype choices, the estimate and the list of merges in the new language."""
+        shown = estimate(source_, out_, dtype_, device_, lang_)
+        return gr.update(choices=dtype_choices(lang_)), shown, recent(lang=lang_)
+
+    ctx.lang.change(_relabel, [ctx.lang, source, out_dir, dtype, device], [dtype, needs, recent_md], queue=False)

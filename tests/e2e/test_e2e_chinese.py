@@ -1,6 +1,6 @@
-"""The Chinese page in a real browser: the Datasets tab's problems with a bad upload and the Runs tab's headers and
-action messages come out in Chinese (the Train tab's validation: test_e2e_tabs.py). Screenshots into
-test-artifacts/."""
+"""The Chinese page in a real browser: the Datasets tab's problems with a bad upload, its length histogram read
+as stage pt, the Runs tab's headers and action messages and the Export tab's refusals come out in Chinese (the Train
+tab's validation: test_e2e_tabs.py). Screenshots into test-artifacts/."""
 
 from __future__ import annotations
 
@@ -71,4 +71,34 @@ def test_runs_tab_in_chinese(page, shots, fits_width):
     for english in ("completed", "failed", "stopped", "running", "queued"):
         assert english not in statuses, statuses
     page.screenshot(path=str(shots / "runs-zh.png"), full_page=True)
+    assert fits_width(page)
+
+
+def test_export_tab_and_pt_lengths_in_chinese(page, shots, fits_width):
+    _to_chinese(page)
+    page.click("#f-method-stage input")  # the Train form's stage decides how the Datasets tab reads the cutoff
+    page.get_by_role("option", name="pt", exact=True).click()
+    _tab(page, "数据集")
+    page.click("#ds-pick input")
+    page.get_by_role("option", name="demo_pretrain").click()
+    note = _wait_text(page, "#ds-hist-note", "pt 阶段")
+    assert "不截断" in note and "被截断" not in note and "块" in note, note
+
+    _tab(page, "导出")
+    page.click("#export-dtype input")
+    assert page.get_by_role("option", name="与基座相同").count() == 1
+    page.keyboard.press("Escape")
+    page.fill("#export-source input", "/etc")
+    page.keyboard.press("Enter")
+    page.fill("#export-out input", "/etc/merged")
+    page.keyboard.press("Enter")
+    shown = _wait_text(page, "#export-estimate", "这里只能使用工作区")
+    assert "only folders" not in shown, shown
+    page.click("#merge-btn")
+    assert "这里只能使用工作区" in _wait_text(page, "#export-result", "工作区")
+    page.click("#merge-cancel")
+    _wait_text(page, "#export-result", "没有可取消的合并")
+    headers = page.locator("#export-recent th").all_inner_texts()  # merges other tests made, when there are any
+    assert not headers or ("状态" in headers and "verification" not in headers), headers
+    page.screenshot(path=str(shots / "export-zh.png"), full_page=True)
     assert fits_width(page)

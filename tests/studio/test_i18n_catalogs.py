@@ -1,23 +1,25 @@
 """The engine's own messages on the Chinese page (the spec's: test_i18n_spec.py): every key of the dataset, plan,
-doctor and run catalogs has its Chinese; the engine modules make their user-visible texts from the catalogs; real
-bad datasets, doctor results, plans, run refusals and run states come out in Chinese on the page's handlers."""
+doctor, run and export catalogs has its Chinese; the engine modules make their user-visible texts from the
+catalogs; real bad datasets, doctor results, plans, run refusals, run states and the Export tab's refusals,
+progress and results come out in Chinese on the page's handlers."""
 
 from __future__ import annotations
 
 import ast
 import json
 import re
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
 
-from engine import data_messages, doctor_messages, plan_messages, run_messages, workspace
+from engine import data_messages, doctor_messages, export_messages, plan_messages, run_messages, workspace
 from studio import forms, monitor
 from studio.i18n import STRINGS
 from studio.i18n_data import DATA_ZH
-from studio.i18n_engine import DOCTOR_ZH, PLAN_ZH, RUNS_ZH
+from studio.i18n_engine import DOCTOR_ZH, EXPORT_ZH, PLAN_ZH, RUNS_ZH
 from studio.i18n_spec import localize, localize_error, placeholders
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -27,10 +29,11 @@ CATALOGS = [
     (plan_messages.MESSAGES, PLAN_ZH),
     (doctor_messages.MESSAGES, DOCTOR_ZH),
     (run_messages.MESSAGES, RUNS_ZH),
+    (export_messages.MESSAGES, EXPORT_ZH),
 ]
 
 
-@pytest.mark.parametrize(("english", "chinese"), CATALOGS, ids=["data", "plan", "doctor", "runs"])
+@pytest.mark.parametrize(("english", "chinese"), CATALOGS, ids=["data", "plan", "doctor", "runs", "export"])
 def test_every_catalog_key_has_chinese_with_the_same_placeholders(english, chinese):
     assert set(chinese) == set(english), "keys without Chinese / Chinese without a key"
     for key, text in english.items():
@@ -53,6 +56,14 @@ _TEXT_CALLS = [
     ("engine/dataset_registry.py", "ValueError", None),
     ("engine/templates.py", "TemplateError", None),
     ("engine/runs.py", "RunsError", None),
+    ("engine/runs_cli.py", "RunsError", None),
+    ("engine/exporting.py", "ExportError", None),
+    ("engine/merge_jobs.py", "ExportError", None),
+    ("engine/merge.py", "ExportError", None),
+    ("engine/merge.py", "VerificationError", [0]),
+    ("engine/merge.py", "Cancelled", None),
+    ("engine/merge.py", "stage", [3]),  # a progress event's detail, shown on the Export tab
+    ("studio/tabs/export.py", "ValueError", None),
     ("engine/doctor.py", "Check", [0, 2, 3]),
     ("engine/plan.py", "append", None),
     ("engine/plan_model.py", "append", None),
@@ -397,3 +408,103 @@ def test_chat_statuses_in_chinese(run_registry):
     shown = chat.load("m", str(run), "zh")
     assert shown.startswith("❌ ") and "没有 adapter_config.json" in shown, shown
     assert "no adapter_config.json there" in chat.load("m", str(run), "en")
+
+
+def test_export_tab_in_chinese(run_registry, demo_paths, monkeypatch):
+    """The Export tab's refusals (outside the workspace, bad folders, not enough memory), its estimate line, a merge's
+    progress, a real failed merge read back from the registry, the list of merges and Cancel, in Chinese; the
+    English stays the engine's."""
+    from engine import events, merge, runs
+    from engine import exporting as xp
+    from engine import merge_jobs as mj
+    from studio.tabs import chat, export
+
+    assert export.estimate("/etc", "", lang="zh").startswith("❌ /etc：这里只能使用工作区")
+    assert export.estimate("/etc", "").startswith("❌ /etc: only folders inside the workspace")
+    assert "这里只能使用工作区" in chat.load("m", "/etc", "zh")
+    assert export.cancel(None, "zh")[1] == "没有可取消的合并" and export.cancel(None)[1] == "nothing to cancel"
+    assert export.dtype_choices("zh")[0] == ("与基座相同", "")
+
+    runs_dir = workspace.runs_dir()
+    (runs_dir / "empty").mkdir(parents=True)
+    (runs_dir / "model-copy").mkdir()
+    (runs_dir / "model-copy" / "config.json").write_text("{}")
+    unfinished = runs_dir / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "spec.yaml").write_text(yaml.safe_dump({"method": {"finetuning": "lora"}}))
+    events.append_event(unfinished / "events.jsonl", "failed", 1, cause="oom", error="x")
+    for folder, chinese in (
+        ("nope", "没有这个文件或目录"),
+        ("empty", "既不是 PEFT 适配器目录"),
+        ("model-copy", "这是完整的模型目录"),
+        ("unfinished", "还没有适配器"),
+    ):
+        job, shown = export.start(str(runs_dir / folder), "", lang="zh")
+        assert job is None and chinese in shown and not re.search("[a-z]{3,} [a-z]{3,}", shown), shown
+    assert "它已失败" in export.start(str(unfinished), "", lang="zh")[1]
+    assert (
+        "(it failed)" not in export.start(str(unfinished), "")[1]
+        and "it failed" in export.start(str(unfinished), "")[1]
+    )
+
+    # an adapter folder on the demo model: the estimate line, and the memory refusal with its fixes
+    adapter = runs_dir / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": demo_paths["model_dir"]}))
+    (adapter / "adapter_model.safetensors").write_bytes(len(b"{}").to_bytes(8, "little") + b"{}")
+    needs = export.estimate(str(adapter), "exports/x", "bf16", "cpu", "zh")
+    assert needs.startswith("✅ 内存：约需") and "（bf16，在 cpu 上）" in needs, needs
+    monkeypatch.setenv("STUDIO_MEM_AVAILABLE", "1MB")
+    refused = export.estimate(str(adapter), "exports/x", "", "cpu", "zh")
+    assert refused.startswith("⚠️ 内存不足，无法合并") and "释放内存" in refused and "STUDIO_MEM_AVAILABLE" in refused
+    job, shown = export.start(str(adapter), "exports/x", "", "cpu", False, "zh")
+    assert job is None and "内存不足" in shown and "not enough" not in shown
+    with pytest.raises(xp.ExportError) as exc:  # the CLI's English is unchanged
+        xp.plan_export([str(adapter)], str(runs_dir / "x"))
+    assert str(exc.value).startswith("not enough memory for this merge: it needs about")
+    monkeypatch.delenv("STUDIO_MEM_AVAILABLE")
+
+    # progress as the merge subprocess writes it, read back as the page reads it
+    path = runs_dir / "progress.jsonl"
+    rep = merge.Reporter(str(path), str(runs_dir / "x"))
+    rep.stage("loading", 1, 2, export_messages.message("export.detail_base", path="/m"))
+    rep.stage("saving", 1, 3, "model-00001-of-00003.safetensors")
+    shown = []
+    for e in events.read_events(path, 0)[0]:
+        progress = {**e["payload"], "detail": export_messages.payload_message(e["payload"], "detail")}
+        shown.append(export.describe({"state": "running", "progress": progress}, "zh"))
+    assert shown == ["⏳ 加载 1/2 基座 /m（float32）", "⏳ 保存 1/3 model-00001-of-00003.safetensors"], shown
+    assert export.describe({"state": "queued", "run_id": "r1"}, "zh").startswith("⏳ 已排队为运行 r1")
+
+    # a merge whose source is gone when its subprocess checks again: a registry run, its failed event read back
+    gone = runs_dir / "gone"
+    argv = [sys.executable, "-m", "engine.merge", str(gone), "--out", str(workspace.exports_dir() / "gone")]
+    argv += ["--tmp-dir", str(workspace.exports_dir() / ".gone.tmp"), "--events", "{run_dir}/events.jsonl"]
+    job = mj.MergeJob(runs.submit_command(argv, name="merge gone", tags=[mj.MERGE_TAG]))
+    status = job.wait(timeout=120)
+    assert status["state"] == "failed" and status["error"].key == "export.no_source", status
+    assert export.describe(status) == f"❌ failed: {gone}: no such file or folder"
+    assert export.describe(status, "zh") == f"❌ 失败：{gone}：没有这个文件或目录"
+    listed = export.recent(lang="zh")
+    assert listed.startswith("| 运行 | 状态 | 输出目录 | 大小 | 校验 |") and "| 失败 |" in listed, listed
+    assert "没有这个文件或目录" in listed
+    assert export.recent().startswith("| run | state | output | size | verification |")
+    assert runs.get(job.run_id).status == "failed"
+
+
+def test_merge_messages_survive_the_event_file(tmp_path):
+    """A catalog message written into an event by the merge subprocess is read back with its key and parameters,
+    nested ones too; plain text stays text."""
+    from engine import events, merge
+    from engine.spec_messages import from_json, to_json
+
+    inner = export_messages.message("export.verify_summary", diff=0.5, op=">", tol=0.01, dtype="bf16")
+    outer = export_messages.message("export.verify_failed", summary=inner)
+    assert from_json(to_json(outer)) == outer and from_json(to_json(outer)).params["summary"].key == inner.key
+    assert from_json(to_json("plain")) == "plain" and to_json(None) is None
+    rep = merge.Reporter(str(tmp_path / "events.jsonl"), str(tmp_path / "out"))
+    merge._fail(rep, "verification", outer)
+    payload = events.read_events(tmp_path / "events.jsonl", 0)[0][-1]["payload"]
+    assert payload["error"] == str(outer) == "verification failed: max |logit diff| 0.5 > 0.01 (bf16)"
+    error = export_messages.payload_message(payload, "error")
+    assert localize(error, "zh") == "校验失败：最大 |logit 差| 0.5 > 0.01（bf16）"

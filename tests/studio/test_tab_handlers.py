@@ -52,6 +52,55 @@ def test_masked_sample_and_histogram(demo_paths):
     assert frame["rows"].sum() > 0 and "truncated" in note and "over cutoff" in set(frame["side"])
 
 
+@pytest.mark.parametrize("packing", [False, True])
+def test_pt_blocks_match_the_trainer(packing):
+    """The Datasets tab's count of pt blocks and dropped tail tokens is what engine.data cuts from the same texts."""
+    import random
+
+    from datasets import Dataset
+
+    from engine.data import split_into_blocks
+
+    rng = random.Random(7)
+    counts = [rng.randint(1, 70) for _ in range(300)] + [16, 32, 1]
+    texts = Dataset.from_dict({"input_ids": [[1] * c for c in counts], "labels": [[1] * c for c in counts]})
+    blocks, tail = split_into_blocks(texts, 16, concatenate=packing)
+    cut = data.pt_blocks(counts, 16, packing)
+    assert (cut["blocks"], cut["tail"]) == (len(blocks), tail) and cut["tokens"] == sum(counts)
+    assert cut["split"] == sum(c > 16 for c in counts)
+
+
+def test_length_histogram_follows_the_stage(demo_paths):
+    """sft / dpo: the share truncated at the cutoff; pt: the blocks the texts become, nothing truncated; with
+    packing, the tail tokens dropped (pt) or the packing efficiency (sft)."""
+    name, model = "demo_pretrain", demo_paths["model_dir"]
+    frame, note = data.lengths(name, model, "auto", 16, stage="sft")
+    assert "truncated" in note and set(frame["side"]) <= {"kept", "over cutoff"}
+    _, packed = data.lengths(name, model, "auto", 16, packing=True, stage="sft")
+    assert "truncated" in packed and "packing efficiency" in packed
+    frame, note = data.lengths(name, model, "auto", 16, stage="pt")
+    assert "nothing truncated" in note and "% truncated" not in note and "packing" not in note
+    assert set(frame["side"]) == {"one block", "several blocks"}, set(frame["side"])
+    rows = data.backend.engine_module("dataset_registry").preview_rows(name, workspace.data_dir(), n=400)
+    counts = data.backend.engine_module("templates").token_lengths("auto", model, rows, "pt")
+    cut = data.pt_blocks(counts, 16, False)
+    assert f"**{cut['blocks']} blocks**" in note and f"{cut['split']} texts span several" in note
+    frame, note = data.lengths(name, model, "auto", 16, packing=True, stage="pt")
+    cut = data.pt_blocks(counts, 16, True)
+    assert f"**{cut['blocks']} full blocks** of 16" in note and f"**{cut['tail']} tail tokens dropped**" in note
+    assert set(frame["side"]) == {"joined into blocks"} and "truncated" not in note
+    _, short = data.lengths(name, model, "auto", sum(counts) + 8, packing=True, stage="pt")
+    assert "fewer tokens than one block" in short
+    zh_frame, zh = data.lengths(name, model, "auto", 16, packing=True, stage="pt", lang="zh")
+    assert "丢弃末尾" in zh and set(zh_frame["side"]) == {"拼接后分块"}
+    # pt trains the whole text (with its EOS): longer than the sft rendering of the same row, all of it trained
+    sft_counts = data.backend.engine_module("templates").token_lengths("auto", model, rows)
+    assert counts != sft_counts
+    assert "tok-prompt" not in data.sample_html(name, model, "auto", stage="pt")
+    _, dpo = data.lengths("demo_dpo", model, "auto", 16, packing=True, stage="dpo")
+    assert "truncated" in dpo and "packing" not in dpo  # dpo does not pack
+
+
 def test_export_paths_stay_in_workspace(studio_home):
     with pytest.raises(ValueError, match="inside the workspace"):
         export.inside_workspace("/etc")
@@ -94,6 +143,9 @@ def test_export_estimate_refusal_merge_and_reattach(demo_paths, run_registry, mo
     job, shown, listed = export.attach()  # a restarted studio: the newest merge's result and the list
     assert job is None and "merged-path" in shown and "| finished |" in listed and "max \\|logit diff\\|" in listed
     assert export.cancel(None)[1] == "nothing to cancel"
+    _, shown, listed = export.attach("zh")  # the same merge on the Chinese page: its verification in Chinese
+    assert "合并后的模型" in shown and "校验：最大 |logit 差|" in shown and "（bf16）" in shown, shown
+    assert "| 已完成 |" in listed and "最大 \\|logit 差\\|" in listed, listed
 
 
 def test_runs_table_and_diff_are_empty_safe(studio_home):
