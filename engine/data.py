@@ -358,24 +358,12 @@ def _with_lengths(dataset):
 def pack_rows(dataset, capacity: int):
     """Samples -> rows of at most ``capacity`` tokens (best-fit decreasing, deterministic). Each row holds
     input_ids, labels (first label of every sample -100) and position_ids restarting at every sample."""
-    import bisect
-
     from datasets import Dataset
 
+    from engine.packing import best_fit_bins
+
     ids_col, labels_col = dataset["input_ids"], dataset["labels"]
-    order = sorted(range(len(ids_col)), key=lambda i: (-len(ids_col[i]), i))
-    bins: list[list[int]] = []
-    free: list[tuple[int, int]] = []  # (remaining capacity, bin index), sorted: best fit = first with room
-    for i in order:
-        n = len(ids_col[i])
-        at = bisect.bisect_left(free, (n, -1))
-        if at < len(free):
-            room, b = free.pop(at)
-        else:
-            room, b = capacity, len(bins)
-            bins.append([])
-        bins[b].append(i)
-        bisect.insort(free, (room - n, b))
+    bins = best_fit_bins([len(ids) for ids in ids_col], capacity)
     rows: dict[str, list] = {"input_ids": [], "labels": [], "position_ids": []}
     for members in bins:
         ids, labels, pos = [], [], []

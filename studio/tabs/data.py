@@ -21,6 +21,7 @@ import pandas as pd
 
 from engine import workspace
 from engine.data_messages import message
+from engine.packing import packing_efficiency, pt_blocks  # the trainer's own packing and pt blocks
 from studio import backend, monitor, settings
 from studio.i18n import t
 from studio.i18n_spec import localize, localize_error
@@ -145,31 +146,6 @@ def sample_html(name: str, model: str, template: str, lang: str = "en", stage: s
         for text, trained in pieces
     )
     return f'<div class="sample-box" id="sample-render">{spans}</div>'
-
-
-def packing_efficiency(counts: list[int], cutoff: int) -> float:
-    """Share of packed-row positions holding real tokens, packing truncated samples first-fit-decreasing."""
-    bins: list[int] = []
-    for c in sorted((min(c, cutoff) for c in counts), reverse=True):
-        for i, used in enumerate(bins):
-            if used + c <= cutoff:
-                bins[i] += c
-                break
-        else:
-            bins.append(c)
-    return sum(bins) / (len(bins) * cutoff) if bins and cutoff else 0.0
-
-
-def pt_blocks(counts: list[int], cutoff: int, packing: bool) -> dict[str, int]:
-    """Stage pt's blocks from these texts' token counts, as engine.data.split_into_blocks cuts them: packing joins
-    the texts and cuts floor(total / cutoff) full blocks, dropping the tail; otherwise each text of n tokens gives
-    ceil(n / cutoff) blocks and nothing is dropped. {"blocks", "tokens", "tail", "split" (texts over one block)}."""
-    total = sum(counts)
-    if packing:
-        blocks, tail = divmod(total, cutoff)
-    else:
-        blocks, tail = sum(-(-c // cutoff) for c in counts), 0
-    return {"blocks": blocks, "tokens": total, "tail": tail, "split": sum(c > cutoff for c in counts)}
 
 
 def _side(stage: str, packing: bool, over: bool) -> str:

@@ -253,3 +253,18 @@ def test_group_by_length_rows_carry_their_length(demo_paths, tok):
         assert part["length"] == [len(x) for x in part["input_ids"]]
     batch = data.data_collator([data.train_dataset[i] for i in range(3)])
     assert set(batch) == {"input_ids", "labels", "attention_mask"}
+
+
+def test_page_and_trainer_pack_alike():
+    """The Datasets tab's predicted packing efficiency is what pack_rows produces (one algorithm, engine.packing)."""
+    from datasets import Dataset
+
+    from engine.data import pack_rows
+    from engine.packing import packing_efficiency
+
+    lengths = [7, 3, 9, 1, 4, 4, 6, 2, 8, 5, 5, 10]
+    ds = Dataset.from_dict({"input_ids": [[1] * n for n in lengths], "labels": [[1] * n for n in lengths]})
+    rows = pack_rows(ds, 10)
+    assert all(len(r) <= 10 for r in rows["input_ids"])
+    assert sum(len(r) for r in rows["input_ids"]) == sum(lengths)
+    assert packing_efficiency(lengths, 10) == sum(lengths) / (len(rows) * 10)
