@@ -16,23 +16,48 @@ OUT = Path(__file__).resolve().parent / "data"
 SEED = 20240601
 
 CAPITALS = [
-    ("France", "Paris", "法国", "巴黎"), ("Germany", "Berlin", "德国", "柏林"), ("Japan", "Tokyo", "日本", "东京"),
-    ("Italy", "Rome", "意大利", "罗马"), ("Spain", "Madrid", "西班牙", "马德里"), ("China", "Beijing", "中国", "北京"),
-    ("Egypt", "Cairo", "埃及", "开罗"), ("Canada", "Ottawa", "加拿大", "渥太华"), ("Russia", "Moscow", "俄罗斯", "莫斯科"),
-    ("Brazil", "Brasilia", "巴西", "巴西利亚"), ("India", "New Delhi", "印度", "新德里"),
-    ("Australia", "Canberra", "澳大利亚", "堪培拉"), ("Kenya", "Nairobi", "肯尼亚", "内罗毕"),
-    ("Mexico", "Mexico City", "墨西哥", "墨西哥城"), ("Greece", "Athens", "希腊", "雅典"),
-    ("Thailand", "Bangkok", "泰国", "曼谷"), ("Portugal", "Lisbon", "葡萄牙", "里斯本"),
-    ("Norway", "Oslo", "挪威", "奥斯陆"), ("Peru", "Lima", "秘鲁", "利马"), ("Vietnam", "Hanoi", "越南", "河内"),
+    ("France", "Paris", "法国", "巴黎"),
+    ("Germany", "Berlin", "德国", "柏林"),
+    ("Japan", "Tokyo", "日本", "东京"),
+    ("Italy", "Rome", "意大利", "罗马"),
+    ("Spain", "Madrid", "西班牙", "马德里"),
+    ("China", "Beijing", "中国", "北京"),
+    ("Egypt", "Cairo", "埃及", "开罗"),
+    ("Canada", "Ottawa", "加拿大", "渥太华"),
+    ("Russia", "Moscow", "俄罗斯", "莫斯科"),
+    ("Brazil", "Brasilia", "巴西", "巴西利亚"),
+    ("India", "New Delhi", "印度", "新德里"),
+    ("Australia", "Canberra", "澳大利亚", "堪培拉"),
+    ("Kenya", "Nairobi", "肯尼亚", "内罗毕"),
+    ("Mexico", "Mexico City", "墨西哥", "墨西哥城"),
+    ("Greece", "Athens", "希腊", "雅典"),
+    ("Thailand", "Bangkok", "泰国", "曼谷"),
+    ("Portugal", "Lisbon", "葡萄牙", "里斯本"),
+    ("Norway", "Oslo", "挪威", "奥斯陆"),
+    ("Peru", "Lima", "秘鲁", "利马"),
+    ("Vietnam", "Hanoi", "越南", "河内"),
 ]
 COLOURS = [
-    ("red", "红色"), ("green", "绿色"), ("blue", "蓝色"), ("yellow", "黄色"), ("black", "黑色"), ("white", "白色"),
-    ("purple", "紫色"), ("orange", "橙色"), ("pink", "粉色"), ("grey", "灰色"), ("brown", "棕色"), ("gold", "金色"),
+    ("red", "红色"),
+    ("green", "绿色"),
+    ("blue", "蓝色"),
+    ("yellow", "黄色"),
+    ("black", "黑色"),
+    ("white", "白色"),
+    ("purple", "紫色"),
+    ("orange", "橙色"),
+    ("pink", "粉色"),
+    ("grey", "灰色"),
+    ("brown", "棕色"),
+    ("gold", "金色"),
 ]
 UNITS = [  # (en unit, en target, zh unit, zh target, factor)
-    ("kilometres", "metres", "千米", "米", 1000), ("kilograms", "grams", "千克", "克", 1000),
-    ("hours", "minutes", "小时", "分钟", 60), ("minutes", "seconds", "分钟", "秒", 60),
-    ("metres", "centimetres", "米", "厘米", 100), ("days", "hours", "天", "小时", 24),
+    ("kilometres", "metres", "千米", "米", 1000),
+    ("kilograms", "grams", "千克", "克", 1000),
+    ("hours", "minutes", "小时", "分钟", 60),
+    ("minutes", "seconds", "分钟", "秒", 60),
+    ("metres", "centimetres", "米", "厘米", 100),
+    ("days", "hours", "天", "小时", 24),
 ]
 SYSTEMS_EN = ["You are a helpful assistant.", "You are a concise assistant. Answer in one sentence."]
 SYSTEMS_ZH = ["你是一个乐于助人的助手。", "你是一个简洁的助手，请用一句话回答。"]
@@ -65,7 +90,7 @@ def colour(rng: random.Random, zh: bool) -> tuple[str, str, str]:
     en, cn = rng.choice(COLOURS)
     if zh:
         return "把这个颜色翻译成英文。", cn, f"“{cn}”的英文是 {en}。"
-    return "Translate this colour name into Chinese.", en, f"The Chinese for \"{en}\" is {cn}."
+    return "Translate this colour name into Chinese.", en, f'The Chinese for "{en}" is {cn}.'
 
 
 def capital(rng: random.Random, zh: bool) -> tuple[str, str, str]:
@@ -127,21 +152,27 @@ def dpo_rows(rng: random.Random, n: int = 120) -> list[dict]:
         country, city, zcountry, zcity = CAPITALS[i % len(CAPITALS)]
         wrong = CAPITALS[(i + 7) % len(CAPITALS)]
         if i % 4 < 2:
-            rows.append({
-                "instruction": f"{zcountry}的首都是哪里？" if zh else f"What is the capital of {country}?",
-                "input": "",
-                "chosen": f"{zcountry}的首都是{zcity}。" if zh else f"The capital of {country} is {city}.",
-                "rejected": f"{zcountry}的首都是{wrong[3]}。" if zh else f"The capital of {country} is {wrong[1]}.",
-            })
+            rows.append(
+                {
+                    "instruction": f"{zcountry}的首都是哪里？" if zh else f"What is the capital of {country}?",
+                    "input": "",
+                    "chosen": f"{zcountry}的首都是{zcity}。" if zh else f"The capital of {country} is {city}.",
+                    "rejected": f"{zcountry}的首都是{wrong[3]}。"
+                    if zh
+                    else f"The capital of {country} is {wrong[1]}.",
+                }
+            )
         else:
             a, b = rng.randint(2, 60), rng.randint(2, 60)
             off = rng.choice([-3, -1, 1, 2, 10])
-            rows.append({
-                "instruction": "计算下面的算式。" if zh else "Compute the expression.",
-                "input": f"{a} + {b}",
-                "chosen": f"{a} 加 {b} 等于 {a + b}。" if zh else f"{a} plus {b} is {a + b}.",
-                "rejected": f"{a} 加 {b} 等于 {a + b + off}。" if zh else f"{a} plus {b} is {a + b + off}.",
-            })
+            rows.append(
+                {
+                    "instruction": "计算下面的算式。" if zh else "Compute the expression.",
+                    "input": f"{a} + {b}",
+                    "chosen": f"{a} 加 {b} 等于 {a + b}。" if zh else f"{a} plus {b} is {a + b}.",
+                    "rejected": f"{a} 加 {b} 等于 {a + b + off}。" if zh else f"{a} plus {b} is {a + b + off}.",
+                }
+            )
     return rows
 
 
@@ -161,22 +192,37 @@ DATASET_INFO = {
     "demo_alpaca": {
         "file_name": "demo_alpaca.json",
         "formatting": "alpaca",
-        "columns": {"prompt": "instruction", "query": "input", "response": "output", "system": "system",
-                    "history": "history"},
+        "columns": {
+            "prompt": "instruction",
+            "query": "input",
+            "response": "output",
+            "system": "system",
+            "history": "history",
+        },
     },
     "demo_sharegpt": {
         "file_name": "demo_sharegpt.json",
         "formatting": "sharegpt",
         "columns": {"messages": "conversations", "system": "system"},
-        "tags": {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
-                 "system_tag": "system"},
+        "tags": {
+            "role_tag": "from",
+            "content_tag": "value",
+            "user_tag": "human",
+            "assistant_tag": "gpt",
+            "system_tag": "system",
+        },
     },
     "demo_messages": {
         "file_name": "demo_messages.jsonl",
         "formatting": "sharegpt",
         "columns": {"messages": "messages"},
-        "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
-                 "system_tag": "system"},
+        "tags": {
+            "role_tag": "role",
+            "content_tag": "content",
+            "user_tag": "user",
+            "assistant_tag": "assistant",
+            "system_tag": "system",
+        },
     },
     "demo_dpo": {
         "file_name": "demo_dpo.json",
@@ -207,8 +253,9 @@ def main(out: Path = OUT) -> None:
     write_jsonl(out / "demo_messages.jsonl", messages_rows(rng))
     write_json(out / "demo_dpo.json", dpo_rows(rng))
     write_jsonl(out / "demo_pretrain.jsonl", pretrain_rows(rng))
-    (out / "dataset_info.json").write_text(json.dumps(DATASET_INFO, ensure_ascii=False, indent=2) + "\n",
-                                           encoding="utf-8")
+    (out / "dataset_info.json").write_text(
+        json.dumps(DATASET_INFO, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
     print(f"wrote demo datasets to {out}")
 
 

@@ -252,9 +252,15 @@ def post_upload(url: str, name: str, size: int, cookie: str | None) -> tuple[int
     """A real multipart upload to gradio's upload route, as the page's file widget sends it."""
     boundary = "studio-test-boundary-5e1f"
     body = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
-        "Content-Type: application/json\r\n\r\n"
-    ).encode() + b"[" + b" " * max(0, size - 2) + b"]" + f"\r\n--{boundary}--\r\n".encode()
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+            "Content-Type: application/json\r\n\r\n"
+        ).encode()
+        + b"["
+        + b" " * max(0, size - 2)
+        + b"]"
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
     headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
     if cookie:
         headers["Cookie"] = cookie
