@@ -80,8 +80,8 @@ def test_render_sample_marks_trained_pieces(demo_paths):
 
 def test_templates_module_is_light():
     code = (
-        "import sys, engine.templates, engine.dataset_registry; print([m for m in ('torch', 'transformers', "
-        "'datasets') if m in sys.modules])"
+        "import sys, engine.templates, engine.dataset_registry, engine.dataset_files, engine.dataset_rows; "
+        "print([m for m in ('torch', 'transformers', 'datasets') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -52,8 +52,10 @@ def test_page_strings_have_chinese():
 # Calls whose text argument reaches the page: (module, callee name, index of the text arguments or None for all).
 _TEXT_CALLS = [
     ("engine/dataset_registry.py", "DataProblem", [3]),
-    ("engine/dataset_registry.py", "_RowError", [1]),
     ("engine/dataset_registry.py", "ValueError", None),
+    ("engine/dataset_files.py", "DataProblem", [3]),
+    ("engine/dataset_rows.py", "DataProblem", [3]),
+    ("engine/dataset_rows.py", "_RowError", [1]),
     ("engine/templates.py", "TemplateError", None),
     ("engine/runs.py", "RunsError", None),
     ("engine/runs_cli.py", "RunsError", None),
