@@ -14,7 +14,6 @@ Commands (argv[0] is the command name):
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -22,186 +21,21 @@ from typing import Any
 
 import yaml
 
+from engine.lf_keys import (  # _CONVERTED, _DIRECT are also imported from here (tests/engine/test_lf_compat.py)
+    _CONVERTED,
+    _DIRECT,
+    _FLASH_IN,
+    _FLASH_OUT,
+    _LF_DEFAULTS,
+    _LF_MARKERS,
+    _NULLABLE,
+    _csv,
+    _Import,
+    _resolve,
+    _truthy,
+)
+from engine.lf_launch import _accelerate_out, _from_accelerate, _from_ds_json
 from engine.spec import RunSpec, SpecError, load_spec, parse_spec, read_model_config, save_spec
-
-# LF key -> spec path for values that pass through unchanged (pydantic checks them; errors name the LF key).
-_DIRECT: dict[str, str] = {
-    "model_name_or_path": "model.name_or_path",
-    "model_revision": "model.revision",
-    "trust_remote_code": "model.trust_remote_code",
-    "stage": "method.stage",
-    "finetuning_type": "method.finetuning",
-    "quantization_bit": "method.quantization.bits",
-    "quantization_type": "method.quantization.quant_type",
-    "double_quantization": "method.quantization.double_quant",
-    "lora_rank": "method.lora.rank",
-    "lora_alpha": "method.lora.alpha",
-    "lora_dropout": "method.lora.dropout",
-    "use_rslora": "method.lora.use_rslora",
-    "use_dora": "method.lora.use_dora",
-    "freeze_trainable_layers": "method.freeze.trainable_layers",
-    "pref_beta": "method.dpo.beta",
-    "pref_loss": "method.dpo.loss_type",
-    "mix_strategy": "data.mix",
-    "template": "data.template",
-    "cutoff_len": "data.cutoff_len",
-    "max_samples": "data.max_samples",
-    "val_size": "data.val_size",
-    "train_on_prompt": "data.train_on_prompt",
-    "preprocessing_num_workers": "data.preprocessing_workers",
-    "group_by_length": "data.group_by_length",  # transformers 4's TrainingArguments key, which LF passes through
-    "output_dir": "output.output_dir",
-    "run_name": "output.run_name",
-    "logging_steps": "train.logging_steps",
-    "save_steps": "train.save_steps",
-    "eval_steps": "train.eval_steps",
-    "save_total_limit": "train.save_total_limit",
-    "num_train_epochs": "train.num_epochs",
-    "max_steps": "train.max_steps",
-    "per_device_train_batch_size": "train.per_device_batch_size",
-    "gradient_accumulation_steps": "train.gradient_accumulation",
-    "learning_rate": "train.learning_rate",
-    "lr_scheduler_type": "train.lr_scheduler",
-    "warmup_ratio": "train.warmup_ratio",
-    "warmup_steps": "train.warmup_steps",
-    "weight_decay": "train.weight_decay",
-    "optim": "train.optimizer",
-    "max_grad_norm": "train.max_grad_norm",
-    "seed": "train.seed",
-    "resume_from_checkpoint": "train.resume_from",
-}
-# Keys handled by code below (conversions), with the spec path used to name them in errors.
-_CONVERTED: dict[str, str] = {
-    "flash_attn": "model.attn_implementation",
-    "rope_scaling": "model.rope_scaling",
-    "lora_target": "method.lora.targets",
-    "freeze_trainable_modules": "method.freeze.trainable_modules",
-    "freeze_extra_modules": "method.freeze.extra_modules",
-    "dataset": "data.datasets",
-    "dataset_dir": "data.dataset_dir",
-    "interleave_probs": "data.mix_probs",
-    "packing": "data.packing",
-    "neat_packing": "data.packing",
-    "bf16": "train.precision",
-    "fp16": "train.precision",
-    "pure_bf16": "train.precision",
-    "disable_gradient_checkpointing": "train.gradient_checkpointing",
-    "gradient_checkpointing": "train.gradient_checkpointing",
-    "report_to": "output.report_to",
-    "deepspeed": "launch",
-    "do_train": "",
-    "quantization_method": "",
-    "overwrite_cache": "",
-    "logging_dir": "",
-    "overwrite_output_dir": "",
-    "plot_loss": "",
-}
-# Defaults of LLaMA-Factory / transformers that differ from ours: applied when the key is absent.
-_LF_DEFAULTS: dict[str, Any] = {
-    "cutoff_len": 2048,
-    "learning_rate": 5e-5,
-    "lr_scheduler_type": "linear",
-    "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": 1,
-    "logging_steps": 500,
-    "save_total_limit": None,
-    "lora_rank": 8,
-    "template": "auto",
-}
-_NULLABLE = {"max_samples", "save_total_limit", "resume_from_checkpoint"}
-_FLASH_IN = {"auto": "sdpa", "sdpa": "sdpa", "fa2": "flash_attention_2", "disabled": "eager"}
-_FLASH_OUT = {"sdpa": "sdpa", "flash_attention_2": "fa2", "eager": "disabled"}
-_BACKEND_IN = {"NO": "single", "MULTI_GPU": "ddp", "MULTI_CPU": "ddp", "DEEPSPEED": "deepspeed", "FSDP": "fsdp"}
-_BACKEND_OUT = {"single": "NO", "ddp": "MULTI_GPU", "deepspeed": "DEEPSPEED", "fsdp": "FSDP"}
-_DS_ACC = {  # accelerate deepspeed_config key -> launch.deepspeed field
-    "zero_stage": "zero_stage",
-    "offload_optimizer_device": "offload_optimizer",
-    "offload_param_device": "offload_param",
-    "overlap_comm": "overlap_comm",
-    "contiguous_gradients": "contiguous_gradients",
-    "pin_memory": "pin_memory",
-    "sub_group_size": "sub_group_size",
-    "reduce_bucket_size": "reduce_bucket_size",
-    "steps_per_print": "steps_per_print",
-}
-_FSDP_ACC = {
-    "fsdp_sharding_strategy": "sharding_strategy",
-    "fsdp_auto_wrap_policy": "auto_wrap_policy",
-    "fsdp_transformer_layer_cls_to_wrap": "layer_cls_to_wrap",
-    "fsdp_min_num_params": "min_num_params",
-    "fsdp_offload_params": "offload_params",
-    "fsdp_state_dict_type": "state_dict_type",
-    "fsdp_cpu_ram_efficient_loading": "cpu_ram_efficient_loading",
-}
-_SHARDING_NUM = {1: "FULL_SHARD", 2: "SHARD_GRAD_OP", 3: "NO_SHARD", 4: "HYBRID_SHARD"}
-# Accepted only with the value our launcher uses anyway; anything else is unsupported.
-_FSDP_FIXED = {
-    "fsdp_backward_prefetch": "BACKWARD_PRE",
-    "fsdp_forward_prefetch": False,
-    "fsdp_sync_module_states": True,
-    "fsdp_use_orig_params": True,
-    "fsdp_version": 1,
-}
-_ACC_NOOP = {
-    "compute_environment": "LOCAL_MACHINE",
-    "debug": False,
-    "downcast_bf16": "no",
-    "rdzv_backend": "static",
-    "same_network": True,
-    "main_training_function": "main",
-    "enable_cpu_affinity": False,
-    "tpu_env": [],
-    "tpu_use_cluster": False,
-    "tpu_use_sudo": False,
-}
-# DeepSpeed's defaults for ZeRO keys we have no field for (LLaMA-Factory's ds_z*_config.json files set these).
-_DS_DEFAULTS = {
-    "stage3_max_live_parameters": 1e9,
-    "stage3_max_reuse_distance": 1e9,
-    "allgather_partitions": True,
-    "reduce_scatter": True,
-    "allgather_bucket_size": 5e8,
-    "round_robin_gradients": False,
-    "stage3_gather_16bit_weights_on_model_save": True,
-}
-_LF_MARKERS = {"model_name_or_path", "stage", "finetuning_type", "dataset", "do_train", "lora_target", "template"}
-
-
-class _Import:
-    """Collects the spec dict, unsupported keys (with why) and notes while converting."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-        self.unsupported: dict[str, str] = {}
-        self.notes: list[str] = []
-
-    def put(self, path: str, value: Any) -> None:
-        node = self.data
-        *parents, leaf = path.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-
-    def bad(self, key: str, why: str = "not supported by Studio") -> None:
-        self.unsupported[key] = why
-
-
-def _csv(value: Any) -> list[str]:
-    if isinstance(value, (list, tuple)):
-        return [str(v).strip() for v in value if str(v).strip()]
-    return [v.strip() for v in str(value).split(",") if v.strip()]
-
-
-def _truthy(value: Any) -> bool:
-    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes"))
-
-
-def _resolve(path: str, base_dir: Path | None) -> str:
-    try:
-        p = Path(str(path)).expanduser()
-    except RuntimeError:  # ~user that does not exist: keep it literal, the context check reports it
-        p = Path(str(path))
-    return str((base_dir / p).resolve()) if base_dir is not None and not p.is_absolute() else str(p)
 
 
 def lf_to_spec(
@@ -328,144 +162,6 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         imp.notes.append("deepspeed without an accelerate config: one process; set launch.num_processes for more")
 
 
-def _from_ds_json(path: str | dict, imp: _Import) -> None:
-    """A DeepSpeed config (a JSON file, or a dict as transformers also accepts) into launch.deepspeed."""
-    try:
-        ds = path if isinstance(path, dict) else json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        imp.bad("deepspeed", f"cannot read DeepSpeed config {path}: {exc}")
-        return
-    if not isinstance(ds, dict):
-        imp.bad("deepspeed", f"{path} is not a JSON object")
-        return
-    auto = {"train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"}
-    for key, value in ds.items():
-        if key == "zero_optimization" and isinstance(value, dict):
-            for zk, zv in value.items():
-                if zk in ("offload_optimizer", "offload_param") and isinstance(zv, dict):
-                    imp.put(f"launch.deepspeed.{zk}", zv.get("device", "none"))
-                    if zv.get("nvme_path"):
-                        imp.put("launch.deepspeed.nvme_path", zv["nvme_path"])
-                    if "pin_memory" in zv:
-                        imp.put("launch.deepspeed.pin_memory", zv["pin_memory"])
-                elif zk == "stage":
-                    imp.put("launch.deepspeed.zero_stage", zv)
-                elif zv == "auto" or _DS_DEFAULTS.get(zk, object()) == zv:
-                    continue  # filled by transformers / DeepSpeed's own default: nothing to carry
-                elif zk in _DS_ACC.values():
-                    integral = isinstance(zv, float) and zv.is_integer()  # JSON writes 1e9 as a float
-                    imp.put(f"launch.deepspeed.{zk}", int(zv) if zk.endswith("_size") and integral else zv)
-                else:
-                    imp.bad(
-                        f"deepspeed.zero_optimization.{zk}", f"{zv!r} is not supported (only 'auto' or the default)"
-                    )
-        elif key in ("bf16", "fp16") and isinstance(value, dict):
-            if value.get("enabled") not in ("auto", False):
-                imp.notes.append(f"deepspeed.{key}: precision comes from bf16/fp16 in the training args")
-        elif key == "gradient_clipping":
-            if value != "auto":
-                imp.put("train.max_grad_norm", value)
-        elif key == "steps_per_print":
-            imp.put("launch.deepspeed.steps_per_print", value)
-        elif key in auto or key in ("zero_allow_untested_optimizer", "wall_clock_breakdown"):
-            if value != "auto" and key in auto:
-                imp.notes.append(f"deepspeed.{key}: the batch comes from the training args")
-        else:
-            imp.bad(f"deepspeed.{key}")
-
-
-def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None) -> None:
-    pre = "accelerate_config."
-    dtype = str(acc.get("distributed_type", "NO")).upper()
-    if dtype not in _BACKEND_IN:
-        imp.bad(pre + "distributed_type", f"{dtype} is not supported (NO, MULTI_GPU, MULTI_CPU, FSDP, DEEPSPEED)")
-    else:
-        imp.put("launch.backend", _BACKEND_IN[dtype])
-    if dtype == "MULTI_CPU" or _truthy(acc.get("use_cpu")):
-        imp.put("launch.device", "cpu")
-    machines = acc.get("num_machines", 1)
-    total = acc.get("num_processes", 1)
-    if isinstance(machines, int) and isinstance(total, int) and machines >= 1 and total >= 1:
-        if total % machines:  # accelerate counts processes over all machines; we count per machine
-            imp.bad(pre + "num_processes", f"{total} processes do not divide over {machines} machines")
-        imp.put("launch.num_processes", max(1, total // machines))
-    else:
-        imp.put("launch.num_processes", total)
-    imp.put("launch.num_machines", machines)
-    for key in ("machine_rank", "main_process_ip", "main_process_port"):
-        if key in acc and acc[key] is not None:
-            imp.put(f"launch.{key}", acc[key])
-    gpu_ids = acc.get("gpu_ids", "all")
-    if gpu_ids not in (None, "all"):
-        try:
-            imp.put("launch.gpus", [int(g) for g in _csv(gpu_ids)])
-        except ValueError:
-            imp.bad(pre + "gpu_ids", f"{gpu_ids!r} is not 'all' or a comma list of GPU ids")
-    mp = str(acc.get("mixed_precision", "no")).lower()
-    lf_flags = any(_truthy(args.get(k)) for k in ("bf16", "fp16", "pure_bf16"))
-    if mp not in ("no", "bf16", "fp16"):
-        imp.bad(pre + "mixed_precision", f"{mp} is not supported (no, bf16, fp16)")
-    elif not lf_flags and mp != "no":
-        imp.put("train.precision", mp)  # the launcher's setting applies when the training args name none
-    elif lf_flags and mp != "no" and imp.data["train"]["precision"] != mp:
-        imp.notes.append(f"accelerate mixed_precision {mp} differs from the training args: the training args win")
-    handled = {
-        "distributed_type",
-        "use_cpu",
-        "num_machines",
-        "num_processes",
-        "machine_rank",
-        "main_process_ip",
-        "main_process_port",
-        "gpu_ids",
-        "mixed_precision",
-        "deepspeed_config",
-        "fsdp_config",
-    }
-    for key, value in acc.items():
-        if key in handled:
-            continue
-        if key in _ACC_NOOP and (value == _ACC_NOOP[key] or value in (None, {}, "")):
-            continue
-        if key == "dynamo_config" and not value:
-            continue
-        imp.bad(pre + key)
-    for section in ("deepspeed_config", "fsdp_config"):
-        if not isinstance(acc.get(section) or {}, dict):
-            imp.bad(pre + section, "must be a mapping")
-            acc = {**acc, section: {}}
-    for key, value in (acc.get("deepspeed_config") or {}).items():
-        if key in _DS_ACC:
-            imp.put(f"launch.deepspeed.{_DS_ACC[key]}", value)
-        elif key in ("offload_optimizer_nvme_path", "offload_param_nvme_path"):
-            if value and value != "none":
-                imp.put("launch.deepspeed.nvme_path", value)
-        elif key == "gradient_clipping":
-            imp.put("train.max_grad_norm", value)
-        elif key == "gradient_accumulation_steps":
-            if "gradient_accumulation_steps" not in args:
-                imp.put("train.gradient_accumulation", value)
-        elif key == "deepspeed_config_file":
-            _from_ds_json(_resolve(value, base_dir), imp)
-        elif key in ("zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher"):
-            imp.notes.append(f"{pre}deepspeed_config.{key}: accepted, Studio sets it")
-        else:
-            imp.bad(f"{pre}deepspeed_config.{key}")
-    for key, value in (acc.get("fsdp_config") or {}).items():
-        if key in _FSDP_ACC:
-            if key == "fsdp_sharding_strategy" and isinstance(value, int):
-                value = _SHARDING_NUM.get(value, value)
-            if key == "fsdp_offload_params" or key == "fsdp_cpu_ram_efficient_loading":
-                value = _truthy(value)
-            imp.put(f"launch.fsdp.{_FSDP_ACC[key]}", value)
-        elif key in _FSDP_FIXED and value == _FSDP_FIXED[key]:
-            continue
-        elif key in _FSDP_FIXED:
-            imp.bad(f"{pre}fsdp_config.{key}", f"{value!r} is not supported (Studio uses {_FSDP_FIXED[key]!r})")
-        else:
-            imp.bad(f"{pre}fsdp_config.{key}")
-
-
 # ----------------------------------------------------------------------------------------------- export
 def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     """A spec as LLaMA-Factory training args + an accelerate config in the shape of the seed's examples.
@@ -571,47 +267,6 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     if t.resume_from:
         args["resume_from_checkpoint"] = t.resume_from
     return args, _accelerate_out(spec)
-
-
-def _accelerate_out(spec: RunSpec) -> dict:
-    ln, t = spec.launch, spec.train
-    acc: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "distributed_type": _BACKEND_OUT[ln.backend]}
-    if ln.backend == "ddp" and ln.device == "cpu":
-        acc["distributed_type"] = "MULTI_CPU"
-    acc["num_processes"] = ln.num_processes * ln.num_machines
-    if ln.backend == "deepspeed":
-        ds, dflt = ln.deepspeed, type(ln.deepspeed)()
-        out: dict[str, Any] = {
-            "zero_stage": ds.zero_stage,
-            "offload_optimizer_device": ds.offload_optimizer,
-            "offload_param_device": ds.offload_param,
-            "overlap_comm": ds.overlap_comm,
-            "contiguous_gradients": ds.contiguous_gradients,
-            "gradient_clipping": t.max_grad_norm,
-        }
-        if ds.nvme_path:
-            out.update({"offload_optimizer_nvme_path": ds.nvme_path, "offload_param_nvme_path": ds.nvme_path})
-        for name in ("pin_memory", "sub_group_size", "reduce_bucket_size", "steps_per_print"):
-            if getattr(ds, name) != getattr(dflt, name):  # beyond the seed's shape only when changed
-                out[name] = getattr(ds, name)
-        acc["deepspeed_config"] = out
-    if ln.backend == "fsdp":
-        acc["fsdp_config"] = {k: getattr(ln.fsdp, v) for k, v in _FSDP_ACC.items()}
-    acc["mixed_precision"] = {"bf16": "bf16", "auto": "bf16", "fp16": "fp16", "fp32": "no"}[t.precision]
-    if ln.device == "cpu":
-        acc["use_cpu"] = True
-    if ln.gpus:
-        acc["gpu_ids"] = ",".join(str(g) for g in ln.gpus)
-    if ln.num_machines > 1:
-        acc.update(
-            {
-                "num_machines": ln.num_machines,
-                "machine_rank": ln.machine_rank,
-                "main_process_ip": ln.main_process_ip,
-                "main_process_port": ln.main_process_port,
-            }
-        )
-    return acc
 
 
 # ----------------------------------------------------------------------------------------------- loading
