@@ -1,8 +1,10 @@
 """Reads a run's folder incrementally for the live dashboard. Light: stdlib, pandas, engine.events.
 
 A ``RunView`` is a plain dict kept in the browser session's ``gr.State``: the run id, byte offsets into
-``events.jsonl`` / ``metrics.jsonl`` and the points read so far. Each tick reads only the new lines. A reload or a
-second tab starts from a fresh state, so it re-reads from offset 0 and shows the same thing: the folder is the truth.
+``events.jsonl`` / ``metrics.jsonl`` and the points read so far: only the numbers the plots draw, as float arrays
+(every open page holds its own view, so its size is what a page costs the studio). Each tick reads only the new lines.
+A reload or a second tab starts from a fresh state, so it re-reads from offset 0 and shows the same thing: the folder
+is the truth.
 """
 
 from __future__ import annotations
@@ -10,24 +12,39 @@ from __future__ import annotations
 import math
 import re
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from engine import events as events_mod
 from studio.i18n import STRINGS, t
 
 
-def plot_frame(rows: list[dict], columns: list[str], text: tuple[str, ...] = ("series",)) -> pd.DataFrame:
+def plot_frame(rows: list[dict] | dict, columns: list[str], text: tuple[str, ...] = ("series",)) -> pd.DataFrame:
     """A frame for gr.LinePlot / gr.BarPlot with explicit dtypes: numbers float64, labels str. An empty frame
     built from a column list is all object dtype, which gradio sends as a *nominal* axis; the browser keeps that
-    axis type for later updates, so every curve drawn after an empty first tick would come out categorical."""
+    axis type for later updates, so every curve drawn after an empty first tick would come out categorical.
+    ``rows``: a list of row dicts, or a dict of equal-length columns."""
     frame = pd.DataFrame(rows, columns=columns)
     return frame.astype({c: ("str" if c in text else "float64") for c in columns})
 
 
-MAX_POINTS = 5000  # per series; older points are thinned so a long run stays cheap to draw
+# Points kept per series (older points are thinned, every other one dropped) and so the most a plot draws: it bounds
+# what each open page costs the studio -- its view here and gradio's copy of the last plot values, both kept per
+# browser session -- and each redraw's work. 2000 points is more than a plot's width in pixels.
+MAX_POINTS = 2000
+# A view keeps only the numbers it draws, as columns of float arrays (8 bytes a value, NaN where an event had none),
+# not the events themselves: every open page holds its own view, for as long as its session lives.
+LOG_COLUMNS = ("step", "ts", "epoch", "tokens_seen", "loss", "learning_rate", "grad_norm", "tokens_per_second")
+EVAL_COLUMNS = ("step", "ts", "eval_loss")
+NAN = float("nan")
+
+
+def _columns(names: tuple[str, ...]) -> dict[str, array]:
+    return {name: array("d") for name in names}
 
 
 def new_view(run_id: str | None, run_dir: str | Path | None) -> dict:
@@ -36,14 +53,63 @@ def new_view(run_id: str | None, run_dir: str | Path | None) -> dict:
         "run_dir": str(run_dir) if run_dir else "",
         "offset": 0,
         "moffset": 0,
-        "logs": [],
-        "evals": [],
-        "metrics": [],
+        "logs": _columns(LOG_COLUMNS),  # log events that carry a loss
+        "last_log": {},  # the newest of them, whole: progress, ETA, status line
+        "evals": _columns(EVAL_COLUMNS),
+        "ranks": {},  # rank -> {"t", "MiB"}: the trainer's own memory per rank (shown without metric samples)
+        "metrics": {"n": 0, "t0": None, "has_gpu": False, "note": "", "series": {}},  # see _add_sample
         "started": None,
         "last": None,
         "terminal": None,
         "version": 0,
     }
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else NAN
+
+
+def _append(columns: dict[str, array], row: dict) -> None:
+    for name, col in columns.items():
+        col.append(_num(row.get(name)))
+    if len(columns["step"]) > MAX_POINTS:
+        for name in columns:
+            columns[name] = columns[name][::2]
+
+
+def _append_point(series: dict, key: str, t: float, value: float) -> None:
+    points = series.setdefault(key, {"t": array("d"), "v": array("d")})
+    points["t"].append(t)
+    points["v"].append(value)
+    if len(points["t"]) > MAX_POINTS:
+        points["t"], points["v"] = points["t"][::2], points["v"][::2]
+
+
+def _add_sample(metrics: dict, sample: dict) -> None:
+    """One metrics.jsonl sample (engine.metrics schema) into per-series points keyed "kind\tname": kind used / total /
+    util per GPU, cpu_ram / cpu for the run's processes. The first sample's time is the plots' zero."""
+    if metrics["n"] == 0:
+        metrics["t0"] = sample.get("ts")
+    metrics["n"] += 1
+    metrics["note"] = metrics["note"] or str(sample.get("gpu_note") or sample.get("gpu_error") or "")
+    ts = _num(sample.get("ts") or 0)
+    series = metrics["series"]
+    for key, kind in (("rss_mib", "cpu_ram"), ("cpu_pct", "cpu")):
+        if _first(sample, key) is not None:
+            _append_point(series, f"{kind}\t", ts, sample[key])
+    gpus = sample.get("gpus") or []
+    metrics["has_gpu"] = metrics["has_gpu"] or bool(gpus)
+    for i, gpu in enumerate(gpus if isinstance(gpus, list) else []):
+        if not isinstance(gpu, dict):
+            continue
+        name = f"GPU {gpu.get('index', i)}"
+        for kind, value in (
+            ("used", _first(gpu, "memory_used_mib", "mem_used_mib")),
+            ("total", _first(gpu, "memory_total_mib", "mem_total_mib")),
+            ("util", _first(gpu, "utilization_pct", "utilization", "util")),
+        ):
+            if value is not None:
+                _append_point(series, f"{kind}\t{name}", ts, value)
 
 
 def read_new(view: dict) -> bool:
@@ -60,32 +126,45 @@ def read_new(view: dict) -> bool:
         if kind == "run_started":
             view["started"] = ev
         elif kind == "log" and payload.get("loss") is not None:
-            view["logs"].append({"step": ev.get("step"), "ts": ev.get("ts"), **payload})
+            row = {**payload, "step": ev.get("step"), "ts": ev.get("ts")}
+            view["last_log"] = row
+            _append(view["logs"], row)
+            for rank, mem in _ranks(payload.get("memory")):
+                used = _first(mem, "allocated_mib", "peak_mib", "rss_mib")
+                if used is not None:
+                    _append_point(view["ranks"], rank, _num(ev.get("ts") or 0), used)
         elif kind == "eval":
-            view["evals"].append({"step": ev.get("step"), "ts": ev.get("ts"), **payload})
+            _append(view["evals"], {**payload, "step": ev.get("step"), "ts": ev.get("ts")})
         elif kind in events_mod.TERMINAL_TYPES:
             view["terminal"] = ev
     samples, view["moffset"] = events_mod.read_jsonl(run_dir / "metrics.jsonl", view["moffset"])
-    if samples:
+    for sample in samples:
         changed = True
-        view["metrics"] += samples
-    for key in ("logs", "evals", "metrics"):
-        if len(view[key]) > MAX_POINTS:
-            view[key] = view[key][::2]
+        _add_sample(view["metrics"], sample)
     if changed:
         view["version"] += 1
     return changed
+
+
+def log_points(view: dict) -> int:
+    """How many loss points the view holds."""
+    return len(view["logs"]["step"])
 
 
 # ----------------------------------------------------------------------------------------------- frames
 X_COLUMNS = {"step": "step", "epoch": "epoch", "tokens": "tokens_seen"}
 
 
-def _x(row: dict, axis: str) -> float | None:
-    value = row.get(X_COLUMNS.get(axis, "step"))
-    if value is None and axis != "step":
-        value = row.get("step")
-    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+def _floats(column: array | list) -> np.ndarray:
+    """A copy: a numpy view of an ``array`` would stop the view's next append (an exported buffer cannot grow)."""
+    return np.array(column, dtype="float64")
+
+
+def _x(columns: dict[str, array], axis: str) -> np.ndarray:
+    """The x values of ``columns`` on ``axis``: the step where an event had no epoch / token count; NaN when even
+    that is missing."""
+    x = _floats(columns.get(X_COLUMNS.get(axis, "step"), columns["step"]))
+    return np.where(np.isnan(x), _floats(columns["step"]), x) if axis != "step" else x
 
 
 def smooth(values: list[float], weight: float) -> list[float]:
@@ -102,38 +181,57 @@ def loss_frame(
 ) -> pd.DataFrame:
     """Train (raw and smoothed) and eval loss; the series names are the legend, in the page's language."""
     train, smoothed, evals = t("se_train", lang), t("se_smoothed", lang), t("se_eval", lang)
-    rows: list[dict] = []
-    xs = [(_x(r, axis), r.get("loss")) for r in view.get("logs", [])]
-    xs = [(x, y) for x, y in xs if x is not None and isinstance(y, (int, float)) and math.isfinite(y)]
-    for x, y in xs:
-        rows.append({"x": x, "value": y, "series": train})
-    if smoothing > 0 and len(xs) > 1:
-        for (x, _), s in zip(xs, smooth([y for _, y in xs], smoothing)):
-            rows.append({"x": x, "value": s, "series": smoothed})
-    for r in view.get("evals", []):
-        y = r.get("eval_loss")
-        x = _x(r, axis) if axis == "step" else _nearest_x(view, r.get("step"), axis)
-        if x is not None and isinstance(y, (int, float)) and math.isfinite(y):
-            rows.append({"x": x, "value": y, "series": evals})
-    frame = plot_frame(rows, ["x", "value", "series"])
+    logs = view["logs"]
+    x, y = _x(logs, axis), _floats(logs["loss"])
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    xs, ys, names = [x], [y], [np.full(len(x), train, dtype=object)]
+    if smoothing > 0 and len(x) > 1:
+        xs.append(x)
+        ys.append(np.asarray(smooth(y.tolist(), smoothing)))
+        names.append(np.full(len(x), smoothed, dtype=object))
+    ev = view["evals"]
+    ex = _x(ev, "step") if axis == "step" else np.asarray([_nearest_x(view, s, axis) for s in ev["step"]])
+    ey = _floats(ev["eval_loss"])
+    keep = np.isfinite(ex) & np.isfinite(ey)
+    xs.append(ex[keep])
+    ys.append(ey[keep])
+    names.append(np.full(int(keep.sum()), evals, dtype=object))
+    frame = plot_frame(
+        {"x": np.concatenate(xs), "value": np.concatenate(ys), "series": np.concatenate(names)},
+        ["x", "value", "series"],
+    )
     if log_scale and not frame.empty:
         frame = frame[frame["value"] > 0].assign(value=lambda f: f["value"].map(math.log10))
     return frame
 
 
-def _nearest_x(view: dict, step: Any, axis: str) -> float | None:
-    for r in reversed(view.get("logs", [])):
-        if step is not None and r.get("step") is not None and r["step"] <= step:
-            return _x(r, axis)
-    return None
+def _nearest_x(view: dict, step: float, axis: str) -> float:
+    """The x on ``axis`` of the newest loss point at or before ``step`` (evals carry only their step)."""
+    steps = _floats(view["logs"]["step"])
+    at = np.nonzero(steps <= step)[0]
+    return float(_x(view["logs"], axis)[at[-1]]) if len(at) else NAN
 
 
 def series_frame(view: dict, key: str, axis: str = "step") -> pd.DataFrame:
-    rows = [{"x": _x(r, axis), "value": r.get(key)} for r in view.get("logs", [])]
-    rows = [
-        r for r in rows if r["x"] is not None and isinstance(r["value"], (int, float)) and math.isfinite(r["value"])
-    ]
-    return plot_frame(rows, ["x", "value"])
+    logs = view["logs"]
+    x, y = _x(logs, axis), _floats(logs[key])
+    keep = np.isfinite(x) & np.isfinite(y)
+    return plot_frame({"x": x[keep], "value": y[keep]}, ["x", "value"])
+
+
+def _points(series: dict, label: str, t0: float, ycol: str) -> dict:
+    return {
+        "t": _floats(series["t"]) - t0,
+        ycol: _floats(series["v"]),
+        "series": np.full(len(series["t"]), label, dtype=object),
+    }
+
+
+def _stack(parts: list[dict], columns: list[str]) -> pd.DataFrame:
+    if not parts:
+        return plot_frame([], columns)
+    return plot_frame({c: np.concatenate([p[c] for p in parts]) for c in columns}, columns)
 
 
 def gpu_frames(view: dict, lang: str = "en") -> tuple[pd.DataFrame, pd.DataFrame, str]:
@@ -142,47 +240,30 @@ def gpu_frames(view: dict, lang: str = "en") -> tuple[pd.DataFrame, pd.DataFrame
     Samples come from metrics.jsonl (engine.metrics schema). With no GPU samples the plots show the run's CPU RAM
     and CPU load instead, and the note says why GPU metrics are missing; with no samples at all, the trainer's own
     per-rank memory from the log events."""
-    mem_rows, util_rows, note = [], [], ""
-    samples = view.get("metrics", [])
+    metrics = view["metrics"]
     # Seconds since the run's first sample: sampling starts with the process, before run_started (data, loading).
-    t0 = (samples[0].get("ts") if samples else None) or (view.get("started") or {}).get("ts") or 0
-    has_gpu = any(sample.get("gpus") for sample in samples)
-    for sample in samples:
-        ts = (sample.get("ts") or 0) - t0
-        note = note or _sampler_note(str(sample.get("gpu_note") or sample.get("gpu_error") or ""), lang)
-        if not has_gpu:
-            if _first(sample, "rss_mib") is not None:
-                mem_rows.append({"t": ts, "MiB": sample["rss_mib"], "series": t("se_cpu_ram", lang)})
-            if _first(sample, "cpu_pct") is not None:
-                util_rows.append({"t": ts, "percent": sample["cpu_pct"], "series": "CPU"})
-            continue
-        for i, gpu in enumerate(sample.get("gpus") or []):
-            name = f"GPU {gpu.get('index', i)}"
-            used = _first(gpu, "memory_used_mib", "mem_used_mib")
-            total = _first(gpu, "memory_total_mib", "mem_total_mib")
-            util = _first(gpu, "utilization_pct", "utilization", "util")
-            if used is not None:
-                mem_rows.append({"t": ts, "MiB": used, "series": t("se_used", lang, name=name)})
-            if total is not None:
-                mem_rows.append({"t": ts, "MiB": total, "series": t("se_total", lang, name=name)})
-            if util is not None:
-                util_rows.append({"t": ts, "percent": util, "series": name})
-    if not samples:
-        for r in view.get("logs", []):
-            for rank, mem in _ranks(r.get("memory")):
-                used = _first(mem, "allocated_mib", "peak_mib", "rss_mib")
-                if used is not None:
-                    series = t("se_rank", lang, rank=rank)
-                    mem_rows.append({"t": (r.get("ts") or 0) - t0, "MiB": used, "series": series})
-        if mem_rows:
+    t0 = metrics["t0"] or (view.get("started") or {}).get("ts") or 0
+    mem, util = [], []
+    note = _sampler_note(metrics["note"], lang)
+    for key, series in metrics["series"].items():
+        kind, name = key.split("\t")
+        if metrics["has_gpu"] and kind == "used":
+            mem.append(_points(series, t("se_used", lang, name=name), t0, "MiB"))
+        elif metrics["has_gpu"] and kind == "total":
+            mem.append(_points(series, t("se_total", lang, name=name), t0, "MiB"))
+        elif metrics["has_gpu"] and kind == "util":
+            util.append(_points(series, name, t0, "percent"))
+        elif not metrics["has_gpu"] and kind == "cpu_ram":
+            mem.append(_points(series, t("se_cpu_ram", lang), t0, "MiB"))
+        elif not metrics["has_gpu"] and kind == "cpu":
+            util.append(_points(series, "CPU", t0, "percent"))
+    if not metrics["n"]:
+        mem = [_points(series, t("se_rank", lang, rank=rank), t0, "MiB") for rank, series in view["ranks"].items()]
+        if mem:
             note = t("gpu_note_ranks", lang)
-    elif not has_gpu:
+    elif not metrics["has_gpu"]:
         note = (note or t("gpu_note_none", lang)) + t("gpu_note_cpu", lang)
-    return (
-        plot_frame(mem_rows, ["t", "MiB", "series"]),
-        plot_frame(util_rows, ["t", "percent", "series"]),
-        note,
-    )
+    return _stack(mem, ["t", "MiB", "series"]), _stack(util, ["t", "percent", "series"]), note
 
 
 # engine.metrics writes why GPU metrics are missing into metrics.jsonl in English (files stay English); the page
@@ -223,7 +304,7 @@ def _first(d: dict, *keys: str) -> float | None:
 
 # ----------------------------------------------------------------------------------------------- text
 def progress_html(view: dict, lang: str = "en") -> str:
-    last_log = view["logs"][-1] if view.get("logs") else {}
+    last_log = view.get("last_log") or {}
     frac = last_log.get("progress")
     started = view.get("started") or {}
     total = (started.get("payload") or {}).get("total_steps")
@@ -255,7 +336,7 @@ def status_line(view: dict, status: str = "", lang: str = "en") -> str:
     """One line: status, last step and loss, speed; a failed run says why."""
     term = view.get("terminal") or {}
     payload = term.get("payload") or {}
-    last_log = view["logs"][-1] if view.get("logs") else {}
+    last_log = view.get("last_log") or {}
     status = status or term.get("type") or ("running" if view.get("started") else "waiting")
     parts = [f"**{view.get('run_id') or '–'}**", t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status]
     if last_log:

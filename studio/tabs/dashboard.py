@@ -12,6 +12,7 @@ from studio import backend, monitor
 from studio.i18n import t
 
 PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util")
+VIEW_TTL_S = 300  # longer than a hidden tab's slowest timer (browsers throttle it to about once a minute)
 
 
 def select_run(run_id: str | None) -> dict:
@@ -161,7 +162,10 @@ def build(ctx: Any) -> None:
             gr.Textbox(label=t("log_tail", lang), lines=12, max_lines=12, elem_id="run-log", buttons=["copy"]),
             "log_tail",
         )
-    view = gr.State(monitor.new_view(None, None))
+    # Each tick stores the view again, so it lives while the page polls; a client that stopped polling without
+    # closing the page (a script, a dropped connection) gives its view back after VIEW_TTL_S. A page that comes back
+    # starts a fresh view, read again from the run's folder. (A closed page's state gradio keeps for an hour.)
+    view = gr.State(monitor.new_view(None, None), time_to_live=VIEW_TTL_S)
     # 0.5 s: an event lands on the page within ~1 s at p95 (ticks that find nothing new cost one small read).
     timer = gr.Timer(0.5)
     outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure]

@@ -33,17 +33,17 @@ def _write_run(run_dir, steps=3):
 def test_incremental_read_and_torn_line(tmp_path):
     path = _write_run(tmp_path, 2)
     view = monitor.new_view("r1", tmp_path)
-    assert monitor.read_new(view) and len(view["logs"]) == 2
+    assert monitor.read_new(view) and monitor.log_points(view) == 2
     assert not monitor.read_new(view)  # nothing new
     with open(path, "a") as fh:
         fh.write('{"type": "log", "ts": 1, "step": 3, "payload": {"loss": 1.0')  # torn
     assert not monitor.read_new(view)
     with open(path, "a") as fh:
         fh.write("}}\n")
-    assert monitor.read_new(view) and view["logs"][-1]["step"] == 3
+    assert monitor.read_new(view) and view["last_log"]["step"] == 3
     again = monitor.new_view("r1", tmp_path)
     monitor.read_new(again)
-    assert len(again["logs"]) == 3  # a reload re-reads from 0
+    assert monitor.log_points(again) == 3  # a reload re-reads from 0
 
 
 def test_frames_by_axis_smoothing_and_log_scale(tmp_path):
@@ -119,3 +119,64 @@ def test_plot_frames_are_numeric_even_when_empty():
         assert frame.empty
         numeric = [c for c in frame.columns if c != "series"]
         assert all(str(frame[c].dtype) == "float64" for c in numeric), frame.dtypes
+
+
+def test_a_view_holds_numbers_not_events_and_stays_bounded(tmp_path):
+    """Every open page keeps its own view for as long as its session lives: it holds the plotted numbers only, and
+    no more than MAX_POINTS of them per series however long the run, so 20 pages on a long run stay cheap."""
+    import pickle
+
+    n = 3 * monitor.MAX_POINTS
+    path = tmp_path / "events.jsonl"
+    events.append_event(path, "run_started", 0, total_steps=n)
+    with open(path, "a") as fh:  # one write: the same lines append_event writes, n of them
+        for s in range(1, n + 1):
+            fh.write(
+                json.dumps(
+                    events.make_event(
+                        "log",
+                        s,
+                        loss=3.0 / s,
+                        learning_rate=1e-3,
+                        grad_norm=1.0,
+                        epoch=s / 10,
+                        tokens_seen=100 * s,
+                        tokens_per_second=50.0,
+                        samples_per_second=2.0,
+                        eta_seconds=n - s,
+                        progress=s / n,
+                        max_steps=n,
+                        elapsed_seconds=s,
+                        memory=[{"rank": 0, "rss_mib": 500.0 + s}],
+                    )
+                )
+                + "\n"
+            )
+    (tmp_path / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "ts": float(i),
+                    "gpus": [],
+                    "processes": [{"pid": 1, "rss_mib": 9.0}],
+                    "rss_mib": 100.0 + i,
+                    "cpu_pct": 50.0,
+                }
+            )
+            + "\n"
+            for i in range(n)
+        )
+    )
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    assert monitor.MAX_POINTS // 2 <= monitor.log_points(view) <= monitor.MAX_POINTS
+    steps = list(view["logs"]["step"])
+    assert steps[0] == 1 and steps == sorted(steps) and view["last_log"]["step"] == n
+    mem, util, _ = monitor.gpu_frames(view)
+    assert 0 < len(mem) <= monitor.MAX_POINTS and list(util["percent"])[:2] == [50.0, 50.0]
+    frame = monitor.loss_frame(view, "step", 0.6)
+    assert len(frame) == 2 * monitor.log_points(view) and frame["x"].max() == n
+    # 14 float arrays (8 columns of the logs, the rank's memory: t and MiB, two metric series: t and value) of at
+    # most MAX_POINTS values of 8 bytes, and room for the rest; the events themselves would take ~5x that.
+    size = len(pickle.dumps(view))
+    assert size < 16 * 8 * monitor.MAX_POINTS, size
