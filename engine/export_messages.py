@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.spec_messages import Message, from_json, make
+from engine.spec_messages import Message, from_json, make, payload_message  # noqa: F401 - re-exported
 
 MESSAGES: dict[str, str] = {
     # sources
@@ -89,11 +89,3 @@ MESSAGES: dict[str, str] = {
 
 def message(key: str, /, **params: Any) -> Message:
     return make(MESSAGES, key, **params)
-
-
-def payload_message(payload: dict | None, name: str) -> Any:
-    """Field ``name`` of an event's payload as a Message when the writer stored its key beside it (``<name>_msg``),
-    else the text as written (``None`` when absent)."""
-    payload = payload or {}
-    stored = from_json(payload.get(f"{name}_msg"))
-    return stored if isinstance(stored, Message) else payload.get(name)

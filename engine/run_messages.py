@@ -24,6 +24,18 @@ MESSAGES: dict[str, str] = {
     "runs.no_adapter": "{source}: no adapter_config.json there (is the run finished?)",
     "runs.wrapper_failed": "the run wrapper failed to start: {error}",
     "runs.not_queued": "run {id} is {status}, not queued (use `studio runs stop`)",
+    # why a run ended, written by the runner into events.jsonl and by the registry into its reason column
+    "runs.user_stop_early": "stopped by the user (process ended before it reported; {how})",
+    "runs.how_signal": "signal {signal}",
+    "runs.how_exit": "exit code {code}",
+    "runs.killed_by_signal": "killed by signal {signal}",
+    "runs.no_terminal_event": "exited with code {code} without a terminal event",
+    "runs.user_stop": "stopped by the user ({how})",
+    "runs.killed_by": "killed by {signal}",
+    "runs.no_exit_record": "the run's processes ended without an exit record (its wrapper was killed)",
+    "runs.exit0_unfinished": "the trainer exited with code 0 without reporting that it finished",
+    "runs.command_exit": "the command exited with code {code}",
+    "runs.trainer_exit": "the trainer exited with code {code}",
 }
 
 

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 from engine import events, metrics, runs, scheduler
+from engine.run_messages import message as run_message
+from engine.spec_messages import to_json
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -165,24 +167,27 @@ def _finish(rdir: Path, run_id: str, rc: int, sig: str | None) -> int:
         kind, stop_requested = "train", None
     if kind == "train" and events.last_event(ev_path, events.TERMINAL_TYPES) is None:
         tail = runs.tail_text(rdir / "train.log", 30)
+        how = run_message("runs.how_signal", signal=sig) if sig else run_message("runs.how_exit", code=rc)
         if stop_requested is not None:
-            events.append_event(
-                ev_path,
-                "stopped",
-                None,
-                reason="stopped by the user (process ended before it "
-                f"reported; {'signal ' + sig if sig else f'exit code {rc}'})",
-                checkpoint=None,
-            )
+            reason = run_message("runs.user_stop_early", how=how)
+            events.append_event(ev_path, "stopped", None, reason=reason, reason_msg=to_json(reason), checkpoint=None)
         else:
             # accelerate reports a rank killed under it (the OOM killer, kill -9) only in its log
             m = re.search(r"died with <Signals\.(\w+): \d+>", tail)
             killed_by = sig or (m.group(1) if m else None)
-            cause_text = (
-                f"killed by signal {killed_by}" if killed_by else f"exited with code {rc} without a terminal event"
+            error = (
+                run_message("runs.killed_by_signal", signal=killed_by)
+                if killed_by
+                else run_message("runs.no_terminal_event", code=rc)
             )
             events.append_event(
-                ev_path, "failed", None, cause="killed" if killed_by else "other", error=cause_text, traceback=tail
+                ev_path,
+                "failed",
+                None,
+                cause="killed" if killed_by else "other",
+                error=error,
+                error_msg=to_json(error),
+                traceback=tail,
             )
     _write_json(rdir / "exit.json", {"returncode": rc, "ts": time.time(), "signal": sig})
     try:

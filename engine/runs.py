@@ -399,17 +399,23 @@ def derive_final(rec: RunRecord, returncode: int | None, signal_name: str | None
         p = last["payload"]
         return "failed", f"{p.get('cause', 'other')}: {p.get('error', '')}".strip()
     if stopped_by_user:
-        how = f"killed by {signal_name}" if signal_name else f"exit code {returncode}"
-        return "stopped", f"stopped by the user ({how})"
+        how = (
+            run_message("runs.killed_by", signal=signal_name)
+            if signal_name
+            else run_message("runs.how_exit", code=returncode)
+        )
+        return "stopped", run_message("runs.user_stop", how=how)
     if rec.kind == "command" and returncode == 0:
         return "completed", ""
     if signal_name:
-        return "failed", f"killed by signal {signal_name}"
+        return "failed", run_message("runs.killed_by_signal", signal=signal_name)
     if returncode is None:
-        return "failed", "the run's processes ended without an exit record (its wrapper was killed)"
+        return "failed", run_message("runs.no_exit_record")
     if returncode == 0:
-        return "failed", "the trainer exited with code 0 without reporting that it finished"
-    return "failed", f"the {'command' if rec.kind == 'command' else 'trainer'} exited with code {returncode}"
+        return "failed", run_message("runs.exit0_unfinished")
+    return "failed", run_message(
+        "runs.command_exit" if rec.kind == "command" else "runs.trainer_exit", code=returncode
+    )
 
 
 def read_exit(rdir: str | Path) -> dict | None:

@@ -147,6 +147,14 @@ def from_json(data: Any) -> Any:
     return data
 
 
+def payload_message(payload: dict | None, name: str) -> Any:
+    """Field ``name`` of an event's payload as a Message when the writer stored its key beside it (``<name>_msg``,
+    see ``to_json``), else the text as written (``None`` when absent)."""
+    payload = payload or {}
+    stored = from_json(payload.get(f"{name}_msg"))
+    return stored if isinstance(stored, Message) else payload.get(name)
+
+
 def message(key: str, /, **params: Any) -> Message:
     """The spec catalog's English text for ``key`` with ``params`` filled in."""
     return make(MESSAGES, key, **params)

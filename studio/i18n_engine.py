@@ -119,6 +119,17 @@ RUNS_ZH: dict[str, str] = {
     "runs.no_adapter": "{source}：那里没有 adapter_config.json（运行完成了吗？）",
     "runs.wrapper_failed": "运行包装进程启动失败：{error}",
     "runs.not_queued": "运行 {id} 当前状态为 {status}，不在队列中（请用 `studio runs stop`）",
+    "runs.user_stop_early": "由用户停止：进程在报告之前已结束；{how}",
+    "runs.how_signal": "信号 {signal}",
+    "runs.how_exit": "退出码 {code}",
+    "runs.killed_by_signal": "被信号 {signal} 终止",
+    "runs.no_terminal_event": "以退出码 {code} 结束，未写下结束事件",
+    "runs.user_stop": "由用户停止（{how}）",
+    "runs.killed_by": "被 {signal} 终止",
+    "runs.no_exit_record": "运行的进程已结束但没有退出记录（其包装进程被终止）",
+    "runs.exit0_unfinished": "训练进程以退出码 0 结束，但没有报告已完成",
+    "runs.command_exit": "命令以退出码 {code} 结束",
+    "runs.trainer_exit": "训练进程以退出码 {code} 结束",
 }
 
 EXPORT_ZH: dict[str, str] = {

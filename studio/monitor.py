@@ -20,7 +20,9 @@ import numpy as np
 import pandas as pd
 
 from engine import events as events_mod
+from engine.spec_messages import payload_message
 from studio.i18n import STRINGS, t
+from studio.i18n_spec import localize
 
 
 def plot_frame(rows: list[dict] | dict, columns: list[str], text: tuple[str, ...] = ("series",)) -> pd.DataFrame:
@@ -351,23 +353,34 @@ def status_line(view: dict, status: str = "", lang: str = "en") -> str:
             parts.append(f"{t('w_saved', lang)} `{where}`")
     if term.get("type") == "failed":
         cause = cause_text(payload.get("cause", "other"), lang)
-        parts.append(f"{t('w_cause', lang)}{_colon(lang)}**{cause}**{_colon(lang)}{payload.get('error', '')}")
+        error = event_text(payload, "error", lang)
+        parts.append(f"{t('w_cause', lang)}{_colon(lang)}**{cause}**{_colon(lang)}{error}")
     if term.get("type") == "stopped":
-        parts.append(t("stopped_why", lang, reason=stop_reason(str(payload.get("reason", "")), lang)))
+        parts.append(t("stopped_why", lang, reason=stop_reason(payload, lang)))
     return " · ".join(str(p) for p in parts if p)
 
 
-# The runner's reason for a stop whose trainer wrote none (events.jsonl stays English): its words in the page's
-# language, the signal or exit code as written.
+def event_text(payload: dict, name: str, lang: str = "en") -> str:
+    """A text field of an event in the page's language when its writer stored the catalog key beside it (the runner
+    and the merge do: ``<name>_msg``); the trainer's own words (errors from libraries) stay as written."""
+    return localize(payload_message(payload, name) or "", lang)
+
+
+# Runs recorded before the runner stored the key beside its stop reason: the same words matched by pattern.
 _USER_STOP = re.compile(
     r"^stopped by the user \(process ended before it reported; (?:signal (\w+)|exit code (-?\d+))\)$"
 )
 
 
-def stop_reason(reason: str, lang: str = "en") -> str:
-    m = _USER_STOP.match(reason) if lang != "en" else None
+def stop_reason(payload: dict | str, lang: str = "en") -> str:
+    """Why a run stopped (a stopped event's payload, or its reason text) in the page's language."""
+    if isinstance(payload, dict):
+        if payload.get("reason_msg"):
+            return event_text(payload, "reason", lang)
+        payload = str(payload.get("reason", ""))
+    m = _USER_STOP.match(payload) if lang != "en" else None
     if not m:
-        return reason
+        return payload
     how = t("how_signal", lang, signal=m[1]) if m[1] else t("how_exit", lang, code=m[2])
     return t("stop_by_user", lang, how=how)
 
@@ -389,7 +402,8 @@ def failure_text(view: dict, lang: str = "en") -> str:
         return ""
     p = term.get("payload") or {}
     cause = cause_text(p.get("cause", "other"), lang)
-    head = f"{t('w_cause', lang)}{_colon(lang)}{cause}\n{t('w_error', lang)}{_colon(lang)}{p.get('error', '')}"
+    error = event_text(p, "error", lang)
+    head = f"{t('w_cause', lang)}{_colon(lang)}{cause}\n{t('w_error', lang)}{_colon(lang)}{error}"
     return f"{head}\n\n{p.get('traceback', '')}".strip()
 
 

@@ -85,6 +85,9 @@ def test_trainer_killed_with_sigkill_is_failed_with_a_reason(home, demo_paths):
     assert rec.status == "failed" and "SIGKILL" in rec.reason and "train.log" in rec.reason
     last = events.last_event(rec.events_path)
     assert last["type"] == "failed" and last["payload"]["cause"] == "killed"
+    # the runner keeps the catalog key beside its English text, so the page can say it in Chinese
+    assert last["payload"]["error"] == "killed by signal SIGKILL"
+    assert last["payload"]["error_msg"]["key"] == "runs.killed_by_signal"
     assert scheduler.run_processes(rid) == []
 
 

@@ -398,6 +398,21 @@ def test_stopped_and_running_dashboard_in_chinese(tmp_path):
     by_runner = "stopped by the user (process ended before it reported; signal SIGKILL)"
     assert monitor.stop_reason(by_runner, "zh") == "由用户停止：进程在报告之前已结束；信号 SIGKILL"
     assert monitor.stop_reason(by_runner) == by_runner
+    # what the runner writes now: the English text with its catalog key beside it
+    from engine.run_messages import message as run_message
+    from engine.spec_messages import to_json
+
+    how = run_message("runs.how_signal", signal="SIGKILL")
+    reason = run_message("runs.user_stop_early", how=how)
+    stopped = {"reason": str(reason), "reason_msg": to_json(reason)}
+    assert str(reason) == by_runner
+    assert monitor.stop_reason(stopped, "zh") == "由用户停止：进程在报告之前已结束；信号 SIGKILL"
+    assert monitor.stop_reason(stopped) == by_runner
+    error = run_message("runs.killed_by_signal", signal="SIGKILL")
+    failed = {"cause": "killed", "error": str(error), "error_msg": to_json(error), "traceback": "tail"}
+    assert monitor.event_text(failed, "error", "zh") == "被信号 SIGKILL 终止"
+    assert monitor.event_text(failed, "error") == "killed by signal SIGKILL"
+    assert monitor.event_text({"error": "CUDA out of memory"}, "error", "zh") == "CUDA out of memory"
 
 
 def test_chat_statuses_in_chinese(run_registry):
