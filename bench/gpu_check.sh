@@ -32,7 +32,7 @@ with tempfile.TemporaryDirectory() as tmp:
         dt = time.time() - t0
         line = next((l for l in r.stdout.splitlines() if l.startswith("RESULT ")), None)
         tokens = 4 * 1024 * 2 * 3
-        from engine.plan import plan
+        from engine.plan.planner import plan
         p = plan(spec, gpu_mem_gib=80).details["params_total"]
         tps = tokens / dt  # includes model load: a lower bound
         mfu = 6 * p * tps / peak_tflops

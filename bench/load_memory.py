@@ -179,7 +179,8 @@ def start_run(demo_paths: dict, seconds: float) -> str:
     """A long demo run, logging every step (as the test's live run), started by the real scheduler."""
     import yaml
 
-    from engine import events, runs
+    from engine.core import events
+    from engine.runs import registry as runs
 
     data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text())
     data["train"].update(max_steps=100_000, logging_steps=1, save_steps=100_000)
@@ -271,7 +272,8 @@ def summarize(label: str, res: dict, events_written: int) -> dict:
 
 
 def phase(label: str, root: Path, home: Path, demo_paths: dict, args, out_dir: Path) -> dict:
-    from engine import events, runs
+    from engine.core import events
+    from engine.runs import registry as runs
 
     print(f"[load_memory] {label}: starting a run and the studio from {root}", flush=True)
     rid = start_run(demo_paths, args.seconds)
@@ -358,7 +360,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="load-memory-") as tmp:
         home = Path(tmp) / "home"
         os.environ["STUDIO_HOME"] = str(home)
-        from engine import demo
+        from engine.trainer import demo
 
         demo.build_demo()
         paths = demo.demo_paths()

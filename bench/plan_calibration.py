@@ -1,11 +1,12 @@
-"""Calibrate engine.plan against a real GPU: predicted vs measured peak (torch.cuda.max_memory_allocated).
+"""Calibrate engine.plan.planner against a real GPU: predicted vs measured peak (torch.cuda.max_memory_allocated).
 
 Run on a CUDA machine:  .venv/bin/python bench/plan_calibration.py [--quick]
 Builds a ~0.5B Llama-shaped model from config (random init, no hub), then for each configuration of MATRIX
 (full / LoRA / QLoRA x batch x sequence length x gradient checkpointing) runs, in a fresh subprocess, a few training
-steps the way engine.train does (engine.model.load_model, bf16 autocast, torch AdamW over the trainable params,
-gradient accumulation, clipping) and compares the peak with engine.plan's ``allocated_bytes``.
-Writes bench/results/plan_calibration.md. Target: |error| <= 10% on every row. Without CUDA it exits 2.
+steps the way engine.trainer.train does (engine.trainer.model.load_model, bf16 autocast, torch AdamW over the
+trainable params, gradient accumulation, clipping) and compares the peak with engine.plan.planner's
+``allocated_bytes``. Writes bench/results/plan_calibration.md. Target: |error| <= 10% on every row. Without CUDA it
+exits 2.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ MATRIX = [  # (name, method dict, batch, seq, gradient checkpointing)
 
 
 def spec_for(model_dir: str, method: dict, batch: int, seq: int, ckpt: bool):
-    from engine.spec import parse_spec
+    from engine.spec.schema import parse_spec
 
     return parse_spec(
         {
@@ -102,11 +103,11 @@ def build_model(model_dir: Path) -> None:
 
 
 def measure(spec_json: str) -> dict:
-    """One configuration, in this (fresh) process: a few optimizer steps as engine.train runs them."""
+    """One configuration, in this (fresh) process: a few optimizer steps as engine.trainer.train runs them."""
     import torch
 
-    from engine.model import load_model
-    from engine.spec import parse_spec
+    from engine.spec.schema import parse_spec
+    from engine.trainer.model import load_model
 
     spec = parse_spec(json.loads(spec_json))
     model = load_model(spec, device="cuda", precision="bf16")
@@ -151,8 +152,8 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("plan_calibration: no CUDA GPU here; run this on a GPU machine (it measures real peak memory).")
         return 2
-    from engine.plan import plan
-    from engine.spec import spec_to_dict
+    from engine.plan.planner import plan
+    from engine.spec.schema import spec_to_dict
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

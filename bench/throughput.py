@@ -4,9 +4,10 @@ Run:  .venv/bin/python bench/throughput.py [--quick] [--repeats 3] [--steps 40] 
 
 Both sides train the same LoRA SFT job (the demo spec: all-linear r=8, fixed steps, fixed seed) on the bundled
 demo_alpaca data, on CPU, one thread per process (OMP_NUM_THREADS=1, see shared/STACK-NOTES.md), started the same
-way: ``accelerate launch`` with the flags engine.launch.build_command gives, then ``-m engine.train`` (the engine)
-or ``bench/plain_lora_sft.py`` (the baseline). Runs alternate engine, plain, engine, plain, ... so machine load hits
-both alike. Two rounds: packing off on both sides, then packing on in the engine (the plain script never packs).
+way: ``accelerate launch`` with the flags engine.runs.launch.build_command gives, then ``-m engine.trainer.train``
+(the engine) or ``bench/plain_lora_sft.py`` (the baseline). Runs alternate engine, plain, engine, plain, ... so
+machine load hits both alike. Two rounds: packing off on both sides, then packing on in the engine (the plain script
+never packs).
 
 Measured: non-pad tokens per second over the training steps only. Both sides log every step; the rate is
 (tokens seen at the last step - tokens seen at step W) / (time of the last step's log - time of step W's log),
@@ -40,17 +41,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.events import read_all  # noqa: E402 - after the repo root is on sys.path
-from engine.hardware import cpu_only  # noqa: E402
-from engine.launch import build_command, write_plan_files  # noqa: E402
-from engine.spec import RunSpec, load_spec, save_spec  # noqa: E402
+from engine.core.events import read_all  # noqa: E402 - after the repo root is on sys.path
+from engine.machine.hardware import cpu_only  # noqa: E402
+from engine.runs.launch import build_command, write_plan_files  # noqa: E402
+from engine.spec.schema import RunSpec, load_spec, save_spec  # noqa: E402
 
 TARGETS = {"off": 1.0, "on": 1.5}  # engine / plain, from issue 4
 
 
 def prepare_model(home: Path, hidden: int | None, layers: int | None) -> tuple[str, int]:
     """The demo model, or a bigger Llama from config with the demo tokenizer. Returns (folder, parameter count)."""
-    from engine import demo
+    from engine.trainer import demo
 
     paths = demo.build_demo()
     model_dir = Path(paths["model_dir"])
@@ -99,7 +100,7 @@ for f in src.iterdir():
 
 
 def bench_spec(model_dir: str, steps: int, packing: bool, batch: int) -> RunSpec:
-    from engine import demo
+    from engine.trainer import demo
 
     data = load_spec(demo.demo_paths()["example_spec"]).model_dump(mode="json")
     data["model"]["name_or_path"] = model_dir
@@ -156,7 +157,7 @@ def run_engine(spec: RunSpec, run_dir: Path, threads: int, warmup: int, timeout:
 
 def run_plain(spec: RunSpec, run_dir: Path, threads: int, warmup: int, timeout: float) -> tuple[float, int, float]:
     _, launcher, env = launch_parts(spec, run_dir, threads)
-    from engine.spec import resolve_dataset_dir
+    from engine.spec.schema import resolve_dataset_dir
 
     t, lora, d = spec.train, spec.method.lora, spec.data
     info = json.loads((resolve_dataset_dir(spec) / "dataset_info.json").read_text())

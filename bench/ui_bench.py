@@ -158,7 +158,7 @@ def latency_samples(url: str, run_dir: Path, n: int) -> list[float]:
     """Write one log event, time until the browser's loss line has one more vertex; n times."""
     from playwright.sync_api import sync_playwright
 
-    from engine import events
+    from engine.core import events
 
     path = run_dir / "events.jsonl"
     events.append_event(path, "run_started", 0, total_steps=n + 1)
@@ -269,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         torch_in = loads_torch(proc.pid)
         rows.append(("torch loaded by studio", str(torch_in), "False", not torch_in))
-        from engine import runs
-        from engine.spec import load_spec
+        from engine.runs import registry as runs
+        from engine.spec.schema import load_spec
 
         run_id = runs.submit(load_spec(home / "demo_spec.yaml"), name="bench")
         time.sleep(8)

@@ -13,19 +13,19 @@ import sys
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "webui": ("studio.app", "serve the studio page (default 127.0.0.1:7860)"),
-    "demo": ("engine.demo", "(re)build the demo workspace: tiny model and datasets"),
-    "train": ("engine.trainer_cli", "run a spec (ours or a LLaMA-Factory YAML) and follow it to the end"),
-    "validate": ("engine.trainer_cli", "check a spec: prints OK or every problem"),
-    "preview": ("engine.launch", "print the exact launch command(s) and generated configs for a spec"),
-    "import-lf": ("engine.lf_compat", "convert a LLaMA-Factory training YAML (+ accelerate config) to a spec"),
-    "export-lf": ("engine.lf_compat", "write a spec as a LLaMA-Factory training YAML"),
-    "merge": ("engine.merge_jobs", "merge a run's adapter(s) into the base model and verify it"),
-    "plan": ("engine.plan", "predict per-GPU memory for a spec; --fit walks the out-of-memory ladder"),
-    "doctor": ("engine.doctor", "check GPUs, drivers, the stack and communication"),
-    "runs": ("engine.runs_cli", "list / show / logs / stop / delete runs"),
-    "queue": ("engine.runs_cli", "add / list / remove queued runs"),
-    "replay": ("engine.runs_cli", "start a new run from a run's record, warning about what changed"),
-    "data": ("engine.dataset_registry", "inspect datasets: `studio data check NAME`"),
+    "demo": ("engine.trainer.demo", "(re)build the demo workspace: tiny model and datasets"),
+    "train": ("engine.runs.train_cli", "run a spec (ours or a LLaMA-Factory YAML) and follow it to the end"),
+    "validate": ("engine.runs.train_cli", "check a spec: prints OK or every problem"),
+    "preview": ("engine.runs.launch", "print the exact launch command(s) and generated configs for a spec"),
+    "import-lf": ("engine.lf.compat", "convert a LLaMA-Factory training YAML (+ accelerate config) to a spec"),
+    "export-lf": ("engine.lf.compat", "write a spec as a LLaMA-Factory training YAML"),
+    "merge": ("engine.export.jobs", "merge a run's adapter(s) into the base model and verify it"),
+    "plan": ("engine.plan.cli", "predict per-GPU memory for a spec; --fit walks the out-of-memory ladder"),
+    "doctor": ("engine.machine.doctor", "check GPUs, drivers, the stack and communication"),
+    "runs": ("engine.runs.cli", "list / show / logs / stop / delete runs"),
+    "queue": ("engine.runs.cli", "add / list / remove queued runs"),
+    "replay": ("engine.runs.cli", "start a new run from a run's record, warning about what changed"),
+    "data": ("engine.data.registry", "inspect datasets: `studio data check NAME`"),
 }
 
 

@@ -27,7 +27,7 @@ import gradio as gr  # noqa: E402
 
 from studio import backend  # noqa: E402
 from studio import settings as settings_mod  # noqa: E402
-from studio.i18n import LANGS, STRINGS, Texts, t  # noqa: E402
+from studio.i18n.page import LANGS, STRINGS, Texts, t  # noqa: E402
 
 CSS_PATH = Path(__file__).resolve().parent / "studio.css"
 
@@ -144,7 +144,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
 
 def ensure_demo(timeout: float = 300.0) -> str:
     """Build the demo workspace in a subprocess when it is missing (the UI process must not import torch)."""
-    from engine import workspace
+    from engine.core import workspace
 
     ready = [
         workspace.demo_model_dir() / "config.json",

@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-from engine import workspace
+from engine.core import workspace
 
 
 class Unavailable(RuntimeError):
@@ -27,7 +27,7 @@ def engine_module(name: str) -> ModuleType:
 def run_dir(run_id: str) -> Path:
     """The folder of a run: from the run registry when it knows the run, else the workspace layout."""
     try:
-        record = engine_module("runs").get(run_id)
+        record = engine_module("runs.registry").get(run_id)
         if record is not None and getattr(record, "run_dir", None):
             return Path(record.run_dir)
     except Unavailable:
@@ -39,7 +39,7 @@ def run_dir(run_id: str) -> Path:
 
 def list_runs() -> list:
     try:
-        runs = engine_module("runs")
+        runs = engine_module("runs.registry")
     except Unavailable:
         return []
     try:
@@ -59,7 +59,7 @@ def local_models() -> list[str]:
 def demo_defaults() -> dict:
     """The example spec of the demo (model + dataset preselected), or a best guess from the workspace layout."""
     try:
-        paths = engine_module("demo").demo_paths()
+        paths = workspace.demo_paths()
         example = paths.get("example_spec") if isinstance(paths, dict) else getattr(paths, "example_spec", None)
         if isinstance(example, (str, Path)) and Path(example).is_file():
             import yaml

@@ -1,10 +1,11 @@
-"""The single mapping between widgets and run-spec field paths. Light: gradio, pydantic, engine.spec.
+"""The single mapping between widgets and run-spec field paths. Light: gradio, pydantic, engine.spec.schema.
 
-Every widget is generated from the ``Field`` metadata of ``engine.spec.RunSpec``: label / label_zh, description
+Every widget is generated from the ``Field`` metadata of ``engine.spec.schema.RunSpec``: label / label_zh, description
 (help), range (ge/gt/le/lt -> minimum/maximum), choices (``Literal``), ``advanced`` (collapsed accordion) and
 ``step``. Sections follow the spec's nesting (model, method, method.lora, ...). ``FieldInfo.path`` is the dotted spec
 path; ``values_to_dict`` turns widget values back into a spec dict, ``spec_to_values`` does the reverse. No rule is
-checked here: ``engine.spec.validate_spec`` is the judge and its messages are shown next to the fields they name.
+checked here: ``engine.spec.schema.validate_spec`` is the judge and its messages are shown next to the fields they
+name.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine import spec as spec_mod
+from engine.spec import schema as spec_mod
 
 # Fields whose value is picked from a list the page fills at run time (models, datasets, templates, GPUs).
 PICKERS = {"model.name_or_path", "data.datasets", "data.template", "launch.gpus", "method.lora.targets"}
@@ -60,7 +61,7 @@ class FieldInfo:
 
     def help_for(self, lang: str) -> str:
         if lang == "zh":
-            from studio.i18n_help import HELP_ZH
+            from studio.i18n.help import HELP_ZH
 
             return HELP_ZH.get(self.path, self.help)
         return self.help
@@ -414,7 +415,7 @@ def _fields(infos: list[FieldInfo], values: dict, lang: str, choices: dict, widg
             for f in chunk:
                 widgets[f.path] = _made(f, values, lang, choices, texts)
     if advanced:
-        from studio.i18n import t
+        from studio.i18n.page import t
 
         with gr.Accordion(t("advanced", lang), open=False) as acc:
             if texts is not None:

@@ -1,4 +1,4 @@
-"""Reads a run's folder incrementally for the live dashboard. Light: stdlib, pandas, engine.events.
+"""Reads a run's folder incrementally for the live dashboard. Light: stdlib, pandas, engine.core.events.
 
 A ``RunView`` is a plain dict kept in the browser session's ``gr.State``: the run id, byte offsets into
 ``events.jsonl`` / ``metrics.jsonl`` and the points read so far: only the numbers the plots draw, as float arrays
@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine import events as events_mod
-from engine.spec_messages import payload_message
-from studio.i18n import STRINGS, t
-from studio.i18n_spec import localize
+from engine.core import events as events_mod
+from engine.core.messages import payload_message
+from studio.i18n.localize import localize
+from studio.i18n.page import STRINGS, t
 
 
 def plot_frame(rows: list[dict] | dict, columns: list[str], text: tuple[str, ...] = ("series",)) -> pd.DataFrame:
@@ -88,8 +88,8 @@ def _append_point(series: dict, key: str, t: float, value: float) -> None:
 
 
 def _add_sample(metrics: dict, sample: dict) -> None:
-    """One metrics.jsonl sample (engine.metrics schema) into per-series points keyed "kind\tname": kind used / total /
-    util per GPU, cpu_ram / cpu for the run's processes. The first sample's time is the plots' zero."""
+    """One metrics.jsonl sample (engine.runs.metrics schema) into per-series points keyed "kind\tname": kind used /
+    total / util per GPU, cpu_ram / cpu for the run's processes. The first sample's time is the plots' zero."""
     if metrics["n"] == 0:
         metrics["t0"] = sample.get("ts")
     metrics["n"] += 1
@@ -239,7 +239,7 @@ def _stack(parts: list[dict], columns: list[str]) -> pd.DataFrame:
 def gpu_frames(view: dict, lang: str = "en") -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """(memory per GPU over time: used and total, utilisation per GPU over time, note).
 
-    Samples come from metrics.jsonl (engine.metrics schema). With no GPU samples the plots show the run's CPU RAM
+    Samples come from metrics.jsonl (engine.runs.metrics schema). With no GPU samples the plots show the run's CPU RAM
     and CPU load instead, and the note says why GPU metrics are missing; with no samples at all, the trainer's own
     per-rank memory from the log events."""
     metrics = view["metrics"]
@@ -268,7 +268,7 @@ def gpu_frames(view: dict, lang: str = "en") -> tuple[pd.DataFrame, pd.DataFrame
     return _stack(mem, ["t", "MiB", "series"]), _stack(util, ["t", "percent", "series"]), note
 
 
-# engine.metrics writes why GPU metrics are missing into metrics.jsonl in English (files stay English); the page
+# engine.runs.metrics writes why GPU metrics are missing into metrics.jsonl in English (files stay English); the page
 # shows its known heads in its language and keeps the sampler's details (library errors) as they are.
 _SAMPLER_NOTES = {
     "GPU metrics off: STUDIO_FORCE_CPU=1; recording CPU and RAM only": "gpu_note_forced_cpu",
@@ -386,7 +386,8 @@ def stop_reason(payload: dict | str, lang: str = "en") -> str:
 
 
 def cause_text(cause: str, lang: str = "en") -> str:
-    """engine.train.classify's cause (oom, communication, data, config, killed, other) in the page's language."""
+    """engine.trainer.train.classify's cause (oom, communication, data, config, killed, other) in the page's
+    language."""
     return t(f"cause_{cause}", lang) if f"cause_{cause}" in STRINGS else str(cause)
 
 

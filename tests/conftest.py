@@ -32,7 +32,7 @@ def studio_home(tmp_path_factory) -> Path:
     """A workspace for the whole session with the demo model and datasets built in it."""
     home = tmp_path_factory.mktemp("studio-home")
     os.environ["STUDIO_HOME"] = str(home)
-    from engine import demo
+    from engine.trainer import demo
 
     demo.build_demo()
     return home
@@ -40,7 +40,7 @@ def studio_home(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_paths(studio_home) -> dict:
-    from engine import demo
+    from engine.trainer import demo
 
     return demo.demo_paths()
 
@@ -78,7 +78,7 @@ def run_registry(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("STUDIO_HOME", str(tmp_path))
     monkeypatch.setenv("STUDIO_CPU_SLOTS", "1")
     yield tmp_path
-    from engine import runs
+    from engine.runs import registry as runs
 
     for rec in runs.list_runs(refresh_status=False):  # never leave a process behind, whatever failed
         if rec.status in ("running", "queued"):

@@ -8,10 +8,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from engine.events import read_all
-from engine.hardware import cpu_only
-from engine.launch import build_command, write_plan_files
-from engine.spec import RunSpec, load_spec, save_spec
+from engine.core.events import read_all
+from engine.machine.hardware import cpu_only
+from engine.runs.launch import build_command, write_plan_files
+from engine.spec.schema import RunSpec, load_spec, save_spec
 
 
 def demo_spec(demo_paths: dict, **overrides) -> RunSpec:
@@ -32,8 +32,8 @@ def demo_spec(demo_paths: dict, **overrides) -> RunSpec:
 
 
 def start_trainer(spec: RunSpec, run_dir: Path, hardware=None) -> subprocess.Popen:
-    """The real launch path (accelerate launch -> engine.train), on CPU unless ``hardware`` is given, in its own
-    process group."""
+    """The real launch path (accelerate launch -> engine.trainer.train), on CPU unless ``hardware`` is given, in its
+    own process group."""
     run_dir.mkdir(parents=True, exist_ok=True)
     save_spec(spec, run_dir / "spec.yaml")
     plan = build_command(spec, run_dir, hardware if hardware is not None else cpu_only())

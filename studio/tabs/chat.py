@@ -1,4 +1,4 @@
-"""Chat tab: base and tuned model side by side, each in its own ``engine.chat_worker`` subprocess.
+"""Chat tab: base and tuned model side by side, each in its own ``engine.trainer.chat_worker`` subprocess.
 
 Light: gradio + subprocess/json. The page never loads weights; Unload ends the worker process, which frees all of
 its memory. Workers are per studio process (slots "base" and "tuned").
@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.run_messages import message as run_message
+from engine.runs.messages import message as run_message
 from studio import backend
-from studio.i18n import t
-from studio.i18n_spec import localize_error
+from studio.i18n.localize import localize_error
+from studio.i18n.page import t
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,9 @@ class Worker:
             "PYTHONPATH": str(ROOT),
             "TOKENIZERS_PARALLELISM": "false",
         }
-        argv = [sys.executable, "-m", "engine.chat_worker", model] + (["--adapter", adapter] if adapter else [])
+        argv = [sys.executable, "-m", "engine.trainer.chat_worker", model] + (
+            ["--adapter", adapter] if adapter else []
+        )
         self.model, self.adapter = model, adapter
         self.proc = subprocess.Popen(
             argv,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from studio import backend, monitor
-from studio.i18n import t
+from studio.i18n.page import t
 
 PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util")
 VIEW_TTL_S = 300  # longer than a hidden tab's slowest timer (browsers throttle it to about once a minute)
@@ -26,7 +26,7 @@ def run_status(run_id: str | None) -> str:
     if not run_id:
         return ""
     try:
-        record = backend.engine_module("runs").get(run_id)
+        record = backend.engine_module("runs.registry").get(run_id)
         return str(getattr(record, "status", "") or "")
     except Exception:  # registry missing or the id unknown: the events still tell the story
         return ""

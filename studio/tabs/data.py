@@ -2,7 +2,7 @@
 token-length histogram against the cutoff, read as the Train form's stage uses it: sft / dpo truncate longer
 samples; pt cuts texts into blocks of the cutoff (packing: texts joined, the tail under one block dropped).
 
-Light: gradio, pandas, pyarrow (Parquet column names), engine.dataset_registry / templates (jinja2 + the
+Light: gradio, pandas, pyarrow (Parquet column names), engine.data.registry / templates (jinja2 + the
 ``tokenizers`` library, never transformers). Uploads are copied into the workspace's uploads folder under a
 sanitised name: a client-chosen name can never place a file anywhere else.
 """
@@ -19,12 +19,12 @@ from typing import Any
 
 import pandas as pd
 
-from engine import workspace
-from engine.data_messages import message
-from engine.packing import packing_efficiency, pt_blocks  # the trainer's own packing and pt blocks
+from engine.core import workspace
+from engine.data.messages import message
+from engine.data.packing import packing_efficiency, pt_blocks  # the trainer's own packing and pt blocks
 from studio import backend, monitor, settings
-from studio.i18n import t
-from studio.i18n_spec import localize, localize_error
+from studio.i18n.localize import localize, localize_error
+from studio.i18n.page import t
 
 MAX_UPLOAD_BYTES = settings.max_upload_bytes()  # STUDIO_MAX_UPLOAD_MB
 UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".parquet")
@@ -116,7 +116,7 @@ def register(path: str, name: str, formatting: str, mapping: dict[str, str | Non
         if not src.is_relative_to(workspace.uploads_dir().resolve()):
             raise ValueError(message("upload.not_uploaded", path=path))
         columns = {k: v for k, v in mapping.items() if v}
-        reg = backend.engine_module("dataset_registry")
+        reg = backend.engine_module("data.registry")
         reg.register_dataset(workspace.data_dir(), name, str(src), formatting, columns=columns or None)
         problems = reg.check_datasets([name], workspace.data_dir())
     except (ValueError, backend.Unavailable) as exc:
@@ -127,7 +127,7 @@ def register(path: str, name: str, formatting: str, mapping: dict[str, str | Non
 
 
 def preview(name: str, n: int = 8) -> pd.DataFrame:
-    rows = backend.engine_module("dataset_registry").preview_rows(name, workspace.data_dir(), n=n)
+    rows = backend.engine_module("data.registry").preview_rows(name, workspace.data_dir(), n=n)
     return pd.DataFrame(
         [{k: json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v for k, v in r.items()} for r in rows]
     )
@@ -136,7 +136,7 @@ def preview(name: str, n: int = 8) -> pd.DataFrame:
 def sample_html(name: str, model: str, template: str, lang: str = "en", stage: str = "sft") -> str:
     """One row as the model sees it: prompt pieces grey (not trained), response pieces green (trained); in stage
     pt the whole text is trained."""
-    reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
+    reg, tpl = backend.engine_module("data.registry"), backend.engine_module("data.templates")
     rows = reg.preview_rows(name, workspace.data_dir(), n=1)
     if not rows:
         return f"<p>{html.escape(t('no_rows', lang))}</p>"
@@ -170,7 +170,7 @@ def lengths(
     """(histogram frame, note) for up to ``limit`` rows, read as ``stage`` uses the cutoff: sft / dpo, the share
     truncated (and the packing efficiency with packing); pt, the blocks the texts become (and with packing the
     tail tokens dropped)."""
-    reg, tpl = backend.engine_module("dataset_registry"), backend.engine_module("templates")
+    reg, tpl = backend.engine_module("data.registry"), backend.engine_module("data.templates")
     rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
     if not rows or not model or not (Path(model) / "tokenizer.json").is_file():
         return monitor.plot_frame([], ["tokens", "rows", "side"], text=("side",)), t("needs_tokenizer", lang)

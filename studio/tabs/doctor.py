@@ -1,6 +1,6 @@
-"""Doctor tab: the environment checks of engine.doctor (GPUs, drivers, the stack, communication) as a table.
+"""Doctor tab: the environment checks of engine.machine.doctor (GPUs, drivers, the stack, communication) as a table.
 
-Light: gradio + pandas; engine.doctor runs its heavy probes in subprocesses.
+Light: gradio + pandas; engine.machine.doctor runs its heavy probes in subprocesses.
 """
 
 from __future__ import annotations
@@ -9,19 +9,19 @@ from typing import Any
 
 import pandas as pd
 
-from engine.doctor_messages import message as doctor_message
+from engine.machine.messages import message as doctor_message
 from studio import backend
-from studio.i18n import t
-from studio.i18n_spec import localize
+from studio.i18n.localize import localize
+from studio.i18n.page import t
 
 COLUMNS = ["check", "status", "detail", "fix"]
 
 
 def checks_frame(lang: str = "en") -> pd.DataFrame:
     """One row per check, all in the page's language: headers, verdict (PASS / WARN / FAIL), and the check's name,
-    detail and fix (engine.doctor_messages; what the probe reports, such as versions, stays as it is)."""
+    detail and fix (engine.machine.messages; what the probe reports, such as versions, stays as it is)."""
     try:
-        rows = [(c.name, c.status, c.detail, c.fix) for c in backend.engine_module("doctor").run_checks()]
+        rows = [(c.name, c.status, c.detail, c.fix) for c in backend.engine_module("machine.doctor").run_checks()]
     except backend.Unavailable as exc:
         rows = [(doctor_message("doctor.name_doctor"), "FAIL", str(exc), "")]
     return pd.DataFrame(

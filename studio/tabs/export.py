@@ -1,6 +1,6 @@
 """Export tab: merge a finished run's adapter (or an adapter folder) into its base with one click.
 
-Light: gradio + engine.exporting / merge_jobs. A merge is a run of the registry (engine.merge_jobs), so the page
+Light: gradio + engine.export.checks / merge_jobs. A merge is a run of the registry (engine.export.jobs), so the page
 keeps only its run id: a reload or a restarted studio attaches to the merge in progress (or shows the newest one),
 and Cancel works on it from any page. The memory and disk the merge needs are shown before the click; a merge that
 will not fit is refused unless "merge anyway" is ticked. Paths typed here must stay inside the workspace.
@@ -12,11 +12,11 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from engine import workspace
-from engine.export_messages import message
+from engine.core import workspace
+from engine.export.messages import message
 from studio import backend
-from studio.i18n import STRINGS, t
-from studio.i18n_spec import localize, localize_error
+from studio.i18n.localize import localize, localize_error
+from studio.i18n.page import STRINGS, t
 
 
 def dtype_choices(lang: str = "en") -> list[tuple[str, str]]:
@@ -46,7 +46,7 @@ def default_out(source: str) -> str:
     if not source:
         return ""
     try:
-        return str(backend.engine_module("exporting").default_export_dir(Path(source).name))
+        return str(backend.engine_module("export.checks").default_export_dir(Path(source).name))
     except backend.Unavailable:
         return str(workspace.exports_dir() / Path(source).name)
 
@@ -67,7 +67,7 @@ def estimate(source: str, out_dir: str, dtype: str = "", device: str = "cpu", la
         return ""
     try:
         src, out = _paths(source, out_dir)
-        xp = backend.engine_module("exporting")
+        xp = backend.engine_module("export.checks")
         plan = xp.plan_export([str(src)], str(out), dtype=dtype or None, device=device or "cpu", force=True)
     except Exception as exc:  # ExportError, a path outside the workspace: the message names the fix
         return f"❌ {localize_error(exc, lang)}"
@@ -94,7 +94,7 @@ def start(
         return None, "❌ " + t("export_source", lang)
     try:
         src, out = _paths(source, out_dir)
-        jobs = backend.engine_module("merge_jobs")
+        jobs = backend.engine_module("export.jobs")
         job = jobs.start_merge([str(src)], str(out), dtype=dtype or None, device=device or "cpu", force=bool(force))
     except Exception as exc:  # ExportError, a path outside the workspace: the message names the folder and the fix
         return None, f"❌ {localize_error(exc, lang)}"
@@ -151,7 +151,7 @@ def describe(status: dict, lang: str = "en") -> str:
 def recent(limit: int = 8, lang: str = "en") -> str:
     """The newest merges: state, output folder, size and verification."""
     try:
-        jobs = backend.engine_module("merge_jobs").list_merges(limit)
+        jobs = backend.engine_module("export.jobs").list_merges(limit)
     except backend.Unavailable as exc:
         return f"❌ {exc}"
     rows = []
@@ -174,7 +174,7 @@ def _job(job_id: str | None):
     if not job_id:
         return None
     try:
-        return backend.engine_module("merge_jobs").MergeJob(job_id)
+        return backend.engine_module("export.jobs").MergeJob(job_id)
     except Exception:  # noqa: BLE001 -- deleted from the registry meanwhile: nothing to follow
         return None
 
@@ -182,7 +182,7 @@ def _job(job_id: str | None):
 def attach(lang: str = "en") -> tuple[str | None, str, str]:
     """On page load: the merge in progress (followed by the timer) or the newest one's result, and the list."""
     try:
-        jobs = backend.engine_module("merge_jobs").list_merges(1)
+        jobs = backend.engine_module("export.jobs").list_merges(1)
     except backend.Unavailable:
         jobs = []
     if not jobs:

@@ -1,7 +1,8 @@
 """Runs tab: history table, overlay of several runs' loss curves, spec diff, resume / duplicate / stop / delete,
 TensorBoard folder and command.
 
-Light: gradio, pandas, yaml, engine.runs / events. Everything shown is rebuilt from the registry and run folders.
+Light: gradio, pandas, yaml, engine.runs.registry / events. Everything shown is rebuilt from the registry and run
+folders.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from engine import events as events_mod
+from engine.core import events as events_mod
 from studio import backend, forms, monitor
-from studio.i18n import STRINGS, t
-from studio.i18n_spec import localize_error, localize_problems
+from studio.i18n.localize import localize_error, localize_problems
+from studio.i18n.page import STRINGS, t
 
 COLUMNS = ["id", "name", "status", "method", "model", "dataset", "started", "duration", "final loss", "peak MiB"]
 
@@ -81,7 +82,7 @@ def spec_diff(run_ids: list[str], lang: str = "en") -> pd.DataFrame:
     flat: dict[str, dict[str, Any]] = {}
     for rid in run_ids or []:
         try:
-            data = yaml.safe_load(backend.engine_module("runs").get(rid).spec or "") or {}
+            data = yaml.safe_load(backend.engine_module("runs.registry").get(rid).spec or "") or {}
         except Exception:  # an unknown or deleted run: nothing to compare
             continue
         flat[rid] = {f.path: forms._get(data, f.path, None) for f in forms.FIELDS}
@@ -100,7 +101,7 @@ def act(action: str, run_id: str | None, lang: str = "en") -> str:
     """resume / stop / delete one run; the registry's message on refusal."""
     if not run_id:
         return t("select_run_first", lang)
-    runs = backend.engine_module("runs")
+    runs = backend.engine_module("runs.registry")
     try:
         if action == "resume":
             return "✅ " + t("resumed_as", lang, id=runs.resume(run_id))
@@ -124,7 +125,7 @@ def tensorboard_info(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return ""
     try:
-        out = Path(backend.engine_module("runs").get(run_id).output_dir)
+        out = Path(backend.engine_module("runs.registry").get(run_id).output_dir)
     except Exception:
         out = backend.run_dir(run_id)
     folder = out / "tensorboard"
@@ -135,9 +136,9 @@ def tensorboard_info(run_id: str | None, lang: str = "en") -> str:
 def duplicate_values(run_id: str | None) -> dict | None:
     if not run_id:
         return None
-    from engine import spec as spec_mod
+    from engine.spec import schema as spec_mod
 
-    spec = backend.engine_module("runs").duplicate(run_id)
+    spec = backend.engine_module("runs.registry").duplicate(run_id)
     data = spec_mod.spec_to_dict(spec)
     data["output"]["run_name"] = ""
     data["train"]["resume_from"] = None

@@ -1,7 +1,7 @@
 """Train tab: the generated spec form, validation next to fields, start/stop, presets, command preview, memory plan.
 
-Light: gradio, yaml, engine.spec and (lazily, through studio.backend) engine.launch / runs / plan / templates.
-Handlers are plain functions of widget values so tests call them without a browser.
+Light: gradio, yaml, engine.spec.schema and (lazily, through studio.backend) engine.runs.launch / runs / plan /
+templates. Handlers are plain functions of widget values so tests call them without a browser.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 
 import yaml
 
-from engine import spec as spec_mod
-from engine import workspace
+from engine.core import workspace
+from engine.spec import schema as spec_mod
 from studio import backend, forms
-from studio.i18n import t
-from studio.i18n_spec import localize, localize_error, localize_problems
+from studio.i18n.localize import localize, localize_error, localize_problems
+from studio.i18n.page import t
 
 PRESET_NAME = re.compile(r"^[A-Za-z0-9._\-\u4e00-\u9fff ]{1,80}$")
 
@@ -101,7 +101,7 @@ def start_run(values: dict[str, Any], lang: str = "en") -> tuple[str, str | None
     if spec is None:
         return problems_markdown(errors, [], lang), None
     try:
-        runs = backend.engine_module("runs")
+        runs = backend.engine_module("runs.registry")
         run_id = runs.submit(spec, name=spec.output.run_name or None)
     except backend.Unavailable as exc:
         return t("unavailable", lang, what=str(exc)), None
@@ -117,7 +117,7 @@ def stop_run(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return t("no_run", lang)
     try:
-        backend.engine_module("runs").stop(run_id)
+        backend.engine_module("runs.registry").stop(run_id)
     except backend.Unavailable as exc:
         return t("unavailable", lang, what=str(exc))
     except Exception as exc:
@@ -131,7 +131,7 @@ def preview(values: dict[str, Any], lang: str = "en") -> str:
     if spec is None:
         return "\n".join(f"{p}{_colon(lang)}{m}" for p, m in localize_problems(errors, lang))
     try:
-        launch = backend.engine_module("launch")
+        launch = backend.engine_module("runs.launch")
     except backend.Unavailable as exc:
         return str(exc)
     if hasattr(launch, "preview_text"):
@@ -186,7 +186,7 @@ def propose_template(model: str, lang: str = "en") -> tuple[str | None, str]:
     if not model:
         return None, ""
     try:
-        name = backend.engine_module("templates").suggest_template(model)
+        name = backend.engine_module("data.templates").suggest_template(model)
     except backend.Unavailable as exc:
         return None, str(exc)
     except Exception as exc:
@@ -200,7 +200,7 @@ def plan_html(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -
     if spec is None:
         return f"<p>{html.escape(t('spec_bad', lang))}</p>"
     try:
-        plan = backend.engine_module("plan").plan(spec, gpu_mem_gib=gpu_mem or None)
+        plan = backend.engine_module("plan.planner").plan(spec, gpu_mem_gib=gpu_mem or None)
     except backend.Unavailable as exc:
         return f"<p>{html.escape(str(exc))}</p>"
     except Exception as exc:
@@ -240,7 +240,7 @@ def render_plan(d: dict, lang: str = "en") -> str:
 
 def _plan_word(prefix: str, key: str, lang: str) -> str:
     """A plan component or phase name in the page's language (an unknown one as the planner wrote it)."""
-    from studio.i18n import STRINGS
+    from studio.i18n.page import STRINGS
 
     return t(prefix + key, lang) if prefix + key in STRINGS else key.replace("_", " ")
 
@@ -250,15 +250,15 @@ def autofit(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -> 
     if spec is None:
         return None, "\n".join(f"{p}{_colon(lang)}{m}" for p, m in localize_problems(errors, lang))
     if not gpu_mem:
-        from engine import hardware
+        from engine.machine import hardware
 
         gpus = hardware.detect().gpus
         if not gpus:
             return None, t("fit_no_gpu", lang)
         gpu_mem = min(g.memory_total_mib for g in gpus) / 1024
     try:
-        plan_mod = backend.engine_module("plan")
-        fit = getattr(plan_mod, "fit", None) or backend.engine_module("plan_fit").fit
+        plan_mod = backend.engine_module("plan.planner")
+        fit = getattr(plan_mod, "fit", None) or backend.engine_module("plan.fit").fit
         result = fit(spec, gpu_mem or 80.0)
     except backend.Unavailable as exc:
         return None, str(exc)
@@ -274,7 +274,7 @@ def initial_values() -> dict[str, Any]:
 
 
 def picker_choices() -> dict[str, list]:
-    from engine import hardware
+    from engine.machine import hardware
 
     arch = sorted({m for mods in spec_mod.ARCH_LINEAR_MODULES.values() for m in mods})
     try:

@@ -99,7 +99,7 @@ def server(tmp_path_factory):
 def _stop_runs(home: Path) -> None:
     env = {**os.environ, "STUDIO_HOME": str(home)}
     code = (
-        "from engine import runs\nfor r in runs.list_runs():\n    if r.status in runs.ACTIVE:\n"
+        "from engine.runs import registry as runs\nfor r in runs.list_runs():\n    if r.status in runs.ACTIVE:\n"
         "        runs.stop(r.id, grace_s=5)\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, timeout=60, check=False)

@@ -75,7 +75,9 @@ def test_preview_and_plan(page, shots):
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
     page.get_by_text("Preview command").first.click()
     page.click("#preview-btn")
-    page.wait_for_function("document.querySelector('#preview-out').innerText.includes('engine.train')", timeout=30_000)
+    page.wait_for_function(
+        "document.querySelector('#preview-out').innerText.includes('engine.trainer.train')", timeout=30_000
+    )
     page.wait_for_function("document.querySelector('#plan-panel').innerText.length > 3", timeout=30_000)
     page.screenshot(path=str(shots / "train-preview-plan.png"))
 

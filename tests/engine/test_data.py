@@ -16,7 +16,7 @@ def tok(demo_paths):
 
 
 def make_spec(demo_paths, **data):
-    from engine.spec import RunSpec
+    from engine.spec.schema import RunSpec
 
     return RunSpec.model_validate(
         {
@@ -29,7 +29,7 @@ def make_spec(demo_paths, **data):
 
 
 def build(spec, tok):
-    from engine.data import build_train_data
+    from engine.trainer.dataset import build_train_data
 
     return build_train_data(spec, tok, log=lambda _m: None)
 
@@ -83,7 +83,7 @@ def test_dpo_columns_for_trl(demo_paths, tok):
 
 
 def test_bad_data_raises_before_model(demo_paths, tok, tmp_path):
-    from engine.dataset_registry import DataError, save_dataset_info
+    from engine.data.registry import DataError, save_dataset_info
 
     (tmp_path / "bad.jsonl").write_text('{"instruction": "q", "output": "a"}\nnot json\n')
     save_dataset_info(tmp_path, {"bad": {"file_name": "bad.jsonl"}})
@@ -153,7 +153,7 @@ def test_packed_batch_equals_samples_run_separately(demo_paths, tok):
 
 
 def test_cache_is_reused(demo_paths, tok):
-    from engine import data as D
+    from engine.trainer import dataset as D
 
     spec = make_spec(demo_paths, max_samples=7)
     build(spec, tok)
@@ -165,7 +165,7 @@ def test_cache_is_reused(demo_paths, tok):
 
 
 def _pt_dataset(tmp_path, texts: list[str]) -> str:
-    from engine.dataset_registry import save_dataset_info
+    from engine.data.registry import save_dataset_info
 
     (tmp_path / "long.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts))
     save_dataset_info(tmp_path, {"long": {"file_name": "long.jsonl", "columns": {"prompt": "text"}}})
@@ -185,7 +185,7 @@ def test_pt_cuts_texts_into_blocks_without_losing_tokens(demo_paths, tok, tmp_pa
     logs: list[str] = []
     ddir = _pt_dataset(tmp_path, LONG_TEXTS)
     spec = make_spec(demo_paths, stage="pt", datasets=["long"], dataset_dir=ddir, cutoff_len=cutoff, packing=packing)
-    from engine.data import build_train_data
+    from engine.trainer.dataset import build_train_data
 
     data = build_train_data(spec, tok, log=logs.append)
     rows = [data.train_dataset[i] for i in range(len(data.train_dataset))]
@@ -211,7 +211,7 @@ def test_blocks_across_arrow_batches_and_slices():
 
     from datasets import Dataset
 
-    from engine.data import split_into_blocks
+    from engine.trainer.dataset import split_into_blocks
 
     rng = random.Random(3)
     texts = [[rng.randrange(1, 500) for _ in range(rng.randrange(1, 40))] for _ in range(20_000)]
@@ -226,7 +226,7 @@ def test_blocks_across_arrow_batches_and_slices():
 
 
 def test_pt_cache_holds_whole_texts_whatever_the_cutoff(demo_paths, tok, tmp_path):
-    from engine import data as D
+    from engine.trainer import dataset as D
 
     ddir = _pt_dataset(tmp_path, LONG_TEXTS)
     build(make_spec(demo_paths, stage="pt", datasets=["long"], dataset_dir=ddir, cutoff_len=16), tok)
@@ -238,7 +238,7 @@ def test_pt_cache_holds_whole_texts_whatever_the_cutoff(demo_paths, tok, tmp_pat
 
 
 def test_pt_packing_too_little_text_for_one_block_names_the_fix(demo_paths, tok, tmp_path):
-    from engine.dataset_registry import DataError
+    from engine.data.registry import DataError
 
     spec = make_spec(
         demo_paths, stage="pt", datasets=["long"], dataset_dir=_pt_dataset(tmp_path, ["short text"]), packing=True
@@ -256,11 +256,12 @@ def test_group_by_length_rows_carry_their_length(demo_paths, tok):
 
 
 def test_page_and_trainer_pack_alike():
-    """The Datasets tab's predicted packing efficiency is what pack_rows produces (one algorithm, engine.packing)."""
+    """The Datasets tab's predicted packing efficiency is what pack_rows produces (one algorithm,
+    engine.data.packing)."""
     from datasets import Dataset
 
-    from engine.data import pack_rows
-    from engine.packing import packing_efficiency
+    from engine.data.packing import packing_efficiency
+    from engine.trainer.dataset import pack_rows
 
     lengths = [7, 3, 9, 1, 4, 4, 6, 2, 8, 5, 5, 10]
     ds = Dataset.from_dict({"input_ids": [[1] * n for n in lengths], "labels": [[1] * n for n in lengths]})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import dataset_registry as R
+from engine.data import registry as R
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"instruction": "Say hi", "input": "", "output": "hi"}

@@ -61,7 +61,7 @@ def test_demo_datasets_registered_and_copied(demo_paths):
 
 
 def test_example_spec_validates_with_context(demo_paths):
-    from engine.spec import load_spec
+    from engine.spec.schema import load_spec
 
     spec = load_spec(demo_paths["example_spec"])
     assert spec.method.finetuning == "lora" and spec.train.logging_steps == 1
@@ -69,8 +69,8 @@ def test_example_spec_validates_with_context(demo_paths):
 
 
 def test_build_is_idempotent_and_keeps_user_entries(studio_home, demo_paths):
-    from engine import demo
-    from engine.dataset_registry import read_dataset_info, save_dataset_info
+    from engine.data.registry import read_dataset_info, save_dataset_info
+    from engine.trainer import demo
 
     data_dir = Path(demo_paths["data_dir"])
     info = read_dataset_info(data_dir)
@@ -119,6 +119,6 @@ def test_studio_demo_cli_prints_paths(tmp_path):
 
 
 def test_import_demo_is_cheap():
-    code = "import sys, engine.demo; print(any(m in sys.modules for m in ('torch', 'transformers', 'numpy')))"
+    code = "import sys, engine.trainer.demo; print(any(m in sys.modules for m in ('torch', 'transformers', 'numpy')))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,4 +1,5 @@
-"""engine.doctor on CPU: a PASS/WARN/FAIL list with a passing gloo all-reduce, JSON CLI, and no torch in the caller."""
+"""engine.machine.doctor on CPU: a PASS/WARN/FAIL list with a passing gloo all-reduce, JSON CLI, and no torch in the
+caller."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 
 
 def test_doctor_checks_on_cpu(capsys):
-    from engine import doctor
+    from engine.machine import doctor
 
     rc = doctor.cli(["--json"])
     checks = json.loads(capsys.readouterr().out)
@@ -24,5 +25,5 @@ def test_doctor_checks_on_cpu(capsys):
 def test_doctor_module_is_light():
     import subprocess
 
-    code = "import sys, engine.doctor; sys.exit(1 if 'torch' in sys.modules else 0)"
+    code = "import sys, engine.machine.doctor; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0

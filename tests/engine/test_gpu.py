@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture
 def gpu_hardware(monkeypatch):
     monkeypatch.delenv("STUDIO_FORCE_CPU", raising=False)
-    from engine import hardware
+    from engine.machine import hardware
 
     hardware.detect.cache_clear()
     hw = hardware.detect()
@@ -59,7 +59,7 @@ def test_lora_bf16_records_measured_peak_beside_the_plan(demo_paths, gpu_hardwar
     logs = [e["payload"] for e in events if e["type"] == "log"]
     assert all(math.isfinite(p["loss"]) for p in logs) and logs[-1]["memory"][0]["allocated_mib"] > 0
     assert json.loads((tmp_path / "plan.json").read_text())["total_bytes"] > 0
-    from engine.plan import compare
+    from engine.plan.planner import compare
 
     rows = compare(tmp_path)["rows"]
     assert rows and rows[0]["measured_allocated_bytes"] > 0

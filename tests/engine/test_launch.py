@@ -1,4 +1,4 @@
-"""engine.launch: argv, env and generated configs for every backend, without starting anything."""
+"""engine.runs.launch: argv, env and generated configs for every backend, without starting anything."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 import pytest
 import yaml
 
-from engine.hardware import GpuInfo, Hardware, cpu_only
-from engine.launch import LaunchError, build_command, deepspeed_config, preview_text, write_plan_files
-from engine.spec import RunSpec
+from engine.machine.hardware import GpuInfo, Hardware, cpu_only
+from engine.runs.launch import LaunchError, build_command, deepspeed_config, preview_text, write_plan_files
+from engine.spec.schema import RunSpec
 
 
 def make_spec(**groups) -> RunSpec:
@@ -40,7 +40,13 @@ class TestSingle:
         plan = build_command(make_spec(), tmp_path, cpu_only())
         assert plan.argv[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
         assert "--cpu" in plan.argv and flag(plan.argv, "--num_processes") == "1"
-        assert plan.argv[-5:] == ["-m", "engine.train", str(tmp_path / "spec.yaml"), "--run-dir", str(tmp_path)]
+        assert plan.argv[-5:] == [
+            "-m",
+            "engine.trainer.train",
+            str(tmp_path / "spec.yaml"),
+            "--run-dir",
+            str(tmp_path),
+        ]
         assert plan.env["OMP_NUM_THREADS"] == "1" and plan.env["CUDA_VISIBLE_DEVICES"] == ""
         assert plan.device == "cpu" and plan.precision == "fp32" and plan.files == {}
 

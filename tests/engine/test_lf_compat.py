@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import cli as studio_cli
-from engine.lf_compat import _CONVERTED, _DIRECT, is_lf_args, lf_to_spec, load_any, spec_to_lf
-from engine.spec import SpecError, load_spec, parse_spec, spec_to_dict
+from engine.lf.compat import _CONVERTED, _DIRECT, is_lf_args, lf_to_spec, load_any, spec_to_lf
+from engine.spec.schema import SpecError, load_spec, parse_spec, spec_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 LF = ROOT / "assets" / "examples" / "lf"

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine import events as ev
-from engine import exporting as xp
-from engine import merge_jobs as mj
-from engine import runs
+from engine.core import events as ev
+from engine.export import checks as xp
+from engine.export import jobs as mj
+from engine.runs import registry as runs
 
 TARGETS = ["q_proj", "v_proj", "o_proj", "down_proj"]
 REPO = Path(__file__).resolve().parents[2]
@@ -93,8 +93,8 @@ def adapters(base, tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture
 def in_process(monkeypatch):
-    """Run engine.merge.main in this process (faster than a subprocess), restoring the SIGTERM handler."""
-    from engine import merge
+    """Run engine.trainer.merge.main in this process (faster than a subprocess), restoring the SIGTERM handler."""
+    from engine.trainer import merge
 
     old = signal.getsignal(signal.SIGTERM)
     yield merge.main
@@ -239,7 +239,7 @@ def test_merge_outlives_the_studio_that_started_it(adapters, tmp_path, run_regis
     monkeypatch.setenv("STUDIO_MERGE_SHARD_DELAY", "1")
     out = tmp_path / "survivor"
     starter = (
-        "import sys; from engine import merge_jobs as mj; "
+        "import sys; from engine.export import jobs as mj; "
         f"job = mj.start_merge([{str(adapters['lora'])!r}], {str(out)!r}, dtype='fp32', max_shard_size='1MB'); "
         "print(job.run_id)"
     )
@@ -386,12 +386,12 @@ class TestBadInput:
 
 # ----------------------------------------------------------------------------------------------- memory
 def peak_rss_of_merge(adapter: Path, out: Path, dtype: str) -> int:
-    """Peak resident set of a real ``python -m engine.merge``, measured by a parent that has no other child."""
+    """Peak resident set of a real ``python -m engine.trainer.merge``, measured by a parent that has no other child."""
     parent = (
         "import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
         "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)"
     )
-    merge = [sys.executable, "-m", "engine.merge", str(adapter), "--out", str(out), "--dtype", dtype]
+    merge = [sys.executable, "-m", "engine.trainer.merge", str(adapter), "--out", str(out), "--dtype", dtype]
     merge += ["--events", str(out.parent / f"{out.name}.events.jsonl")]
     done = subprocess.run(
         [sys.executable, "-c", parent, *merge], capture_output=True, text=True, timeout=300, cwd=REPO
@@ -444,7 +444,7 @@ def test_merge_that_does_not_fit_is_refused_unless_forced(adapters, tmp_path, mo
 
 
 def test_available_memory_reads_meminfo_and_the_cgroup_limit(tmp_path):
-    from engine import hardware
+    from engine.machine import hardware
 
     proc, cg = tmp_path / "proc", tmp_path / "cgroup"
     (proc / "self").mkdir(parents=True)

@@ -11,7 +11,8 @@ import time
 import psutil
 import pytest
 
-from engine import events, metrics
+from engine.core import events
+from engine.runs import metrics
 
 
 def _run_sampler(tmp_path, root_pid: int, seconds: float, gpu_ids=None, interval=0.1):

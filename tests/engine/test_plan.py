@@ -1,4 +1,5 @@
-"""engine.plan: exact parameter / gradient / AdamW-state bytes against real tiny models, ladder, CLI, lightness."""
+"""engine.plan.planner: exact parameter / gradient / AdamW-state bytes against real tiny models, ladder, CLI,
+lightness."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import plan as planmod
-from engine.plan_fit import fit
-from engine.plan_model import param_counts, trainable_param_count
-from engine.spec import parse_spec
+from engine.plan import cli as plan_cli
+from engine.plan import planner as planmod
+from engine.plan.fit import fit
+from engine.plan.model_shape import param_counts, trainable_param_count
+from engine.spec.schema import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,10 +93,10 @@ def tiny_dirs(tmp_path_factory) -> dict:
 
 
 def _real_bytes(spec) -> dict:
-    """Load with engine.model (what training does), one backward and one AdamW step; count real tensors."""
+    """Load with engine.trainer.model (what training does), one backward and one AdamW step; count real tensors."""
     import torch
 
-    from engine.model import load_model
+    from engine.trainer.model import load_model
 
     torch.manual_seed(0)
     model = load_model(spec, device="cpu", precision="fp32")
@@ -268,7 +270,7 @@ def test_fit_reports_when_nothing_fits():
 
 def test_plan_never_imports_torch():
     code = (
-        "import sys, engine.plan, engine.plan_fit; from engine.plan import plan; "
+        "import sys, engine.plan.planner, engine.plan.fit; from engine.plan.planner import plan; "
         "bad = [m for m in ('torch', 'transformers', 'peft', 'deepspeed', 'bitsandbytes') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -278,25 +280,25 @@ def test_plan_never_imports_torch():
 
 def test_cli_prints_table_and_fit(tmp_path, tiny_dirs, capsys):
     spec_path = tmp_path / "spec.yaml"
-    from engine.spec import save_spec
+    from engine.spec.schema import save_spec
 
     save_spec(make_spec(str(tiny_dirs["llama"]), train={"per_device_batch_size": 8}), spec_path)
-    assert planmod.cli([str(spec_path), "--gpu-mem", "24GiB"]) == 0
+    assert plan_cli.cli([str(spec_path), "--gpu-mem", "24GiB"]) == 0
     out = capsys.readouterr().out
     assert "activations" in out and "FITS in 24.00 GiB" in out
     out_spec = tmp_path / "fitted.yaml"
-    rc = planmod.cli([str(spec_path), "--gpu-mem", "0.49GiB", "--fit", "-o", str(out_spec)])
+    rc = plan_cli.cli([str(spec_path), "--gpu-mem", "0.49GiB", "--fit", "-o", str(out_spec)])
     out = capsys.readouterr().out
     assert "DOES NOT FIT" in out and "--fit:" in out and "per-device batch 8 -> 4" in out
     assert rc in (0, 1) and out_spec.is_file()
-    assert planmod.cli([str(spec_path), "--gpu-mem", "lots"]) == 2
+    assert plan_cli.cli([str(spec_path), "--gpu-mem", "lots"]) == 2
     assert "cannot read 'lots'" in capsys.readouterr().out
-    assert planmod.cli([str(spec_path), "--gpu-mem", "24G", "--json"]) == 0
+    assert plan_cli.cli([str(spec_path), "--gpu-mem", "24G", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["plan"]["fits"] is True
 
 
 def test_compare_reads_plan_and_measured(tmp_path):
-    from engine.events import append_event
+    from engine.core.events import append_event
 
     mp = planmod.plan(make_spec(), gpu_mem_gib=24, model_config=LLAMA_GQA)
     (tmp_path / "plan.json").write_text(json.dumps(mp.to_dict()))
@@ -332,7 +334,7 @@ def test_calibration_matrix_is_valid_and_planned(tmp_path):
 
 
 def test_advice_flags_the_slow_training_checklist():
-    from engine.advice import advise
+    from engine.plan.advice import advise
 
     spec = parse_spec(
         {

@@ -19,8 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from engine import events, runs, scheduler
-from engine.scheduler import Want, plan_starts
+from engine.core import events
+from engine.runs import registry as runs
+from engine.runs import scheduler
+from engine.runs.scheduler import Want, plan_starts
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +94,7 @@ class TestPlanStarts:
 
 # ----------------------------------------------------------------------------------------------- registry
 def test_submit_rejects_invalid_spec_before_any_process(home):
-    from engine.spec import SpecError
+    from engine.spec.schema import SpecError
 
     with pytest.raises(SpecError, match="data"):
         runs.submit({"model": {"name_or_path": str(home / "missing-model")}, "data": {"datasets": ["nope"]}})
@@ -120,7 +122,7 @@ def test_rename_tags_delete_and_refusals(home):
 def test_two_processes_writing_at_once_never_corrupt(home):
     script = textwrap.dedent("""
         import sys
-        from engine import runs
+        from engine.runs import registry as runs
         tag = sys.argv[1]
         for i in range(60):
             rid = runs.submit_command(["true"], name=f"{tag}-{i}", start=False)
@@ -179,9 +181,10 @@ def test_secret_env_is_not_written_to_the_run_folder(home, monkeypatch):
 
 
 def test_command_environment_is_explicit(home, monkeypatch):
-    """A command run gets the trainer's allow-listed environment (engine.launch.subprocess_env) plus the studio's
+    """A command run gets the trainer's allow-listed environment (engine.runs.launch.subprocess_env) plus the studio's
     settings and its marker, not whatever the studio happens to have: no login, no unrelated secrets."""
-    from engine import hardware, launch
+    from engine.machine import hardware
+    from engine.runs import launch
 
     monkeypatch.setenv("STUDIO_AUTH", "admin:hunter2")
     monkeypatch.setenv("UNRELATED_SECRET", "s3cret")
@@ -260,7 +263,7 @@ def test_queue_of_three_runs_in_order_and_survives_studio_restart(home):
     log = home / "order.log"
     studio = textwrap.dedent(f"""
         import sys, time
-        from engine import runs
+        from engine.runs import registry as runs
         ids = [runs.submit_command({sleeper(2.0, log)!r}, name=f"q{{i}}") for i in range(3)]
         print(" ".join(ids), flush=True)
         time.sleep(600)
@@ -276,7 +279,7 @@ def test_queue_of_three_runs_in_order_and_survives_studio_restart(home):
     assert statuses.count("running") <= 1 and statuses[2] == "queued", statuses
     # a restarted studio schedules too; it must not start a second run while the slot is taken
     restarted = subprocess.run(
-        [PY, "-c", "from engine import runs; print(runs.schedule())"],
+        [PY, "-c", "from engine.runs import registry as runs; print(runs.schedule())"],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -296,7 +299,7 @@ def test_queued_runs_of_a_dead_studio_start_on_the_next_schedule(home):
     ids = [runs.submit_command(sleeper(0.2), start=False) for _ in range(2)]
     assert [runs.get(i).status for i in ids] == ["queued", "queued"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([PY, "-c", "from engine import runs; runs.schedule()"], env=env, cwd=ROOT, check=True, timeout=60)
+    subprocess.run([PY, "-c", "from engine.runs import registry as runs; runs.schedule()"], env=env, cwd=ROOT, check=True, timeout=60)
     wait_for(lambda: all(runs.get(i).status == "completed" for i in ids), timeout=60)
 
 

@@ -15,8 +15,10 @@ import psutil
 import pytest
 import yaml
 
-from engine import events, runs, scheduler
-from engine.runs_cli import cli
+from engine.core import events
+from engine.runs import registry as runs
+from engine.runs import scheduler
+from engine.runs.cli import cli
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +51,7 @@ def test_studio_killed_mid_run_then_a_new_studio_sees_it_completed(home, demo_pa
     spec_path.write_text(yaml.safe_dump(demo_spec(demo_paths, 6)))
     studio = textwrap.dedent(f"""
         import time
-        from engine import runs
+        from engine.runs import registry as runs
         print(runs.submit({str(spec_path)!r}, name="survivor"), flush=True)
         time.sleep(600)
     """)
@@ -75,7 +77,7 @@ def test_trainer_killed_with_sigkill_is_failed_with_a_reason(home, demo_paths):
     trainers = [
         p
         for p in scheduler.run_processes(rid)
-        if "engine.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())
+        if "engine.trainer.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())
     ]
     assert len(trainers) == 1
     trainers[0].send_signal(signal.SIGKILL)  # what the OOM killer does
@@ -98,7 +100,11 @@ def test_stop_on_a_two_process_ddp_run_leaves_no_process(home, demo_paths):
     )
     wait_for(lambda: "log" in types(runs.get(rid)), timeout=180)
     procs = scheduler.run_processes(rid)
-    ranks = [p for p in procs if "engine.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())]
+    ranks = [
+        p
+        for p in procs
+        if "engine.trainer.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())
+    ]
     assert len(ranks) == 2
     pids = [p.pid for p in procs]
     assert runs.stop(rid, grace_s=30) is True

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from engine.spec import (
+from engine.spec.schema import (
     SCHEMA_VERSION,
     RunSpec,
     SpecError,

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from engine.spec import RunSpec, SpecError, dump_spec, parse_spec, validate_spec
+from engine.spec.schema import RunSpec, SpecError, dump_spec, parse_spec, validate_spec
 
 EXAMPLES = int(os.environ.get("STUDIO_FUZZ_EXAMPLES") or (10_000 if os.environ.get("STUDIO_SOAK") == "1" else 300))
 

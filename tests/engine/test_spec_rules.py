@@ -1,4 +1,4 @@
-"""One class per cross-field rule (engine.spec.cross_field_errors) and context rule (check_context).
+"""One class per cross-field rule (engine.spec.schema.cross_field_errors) and context rule (check_context).
 
 Each class shows the rule firing with the field path in the message, and the fix the message suggests passing,
 so a rule that stops firing or fires too widely both fail here.
@@ -13,7 +13,7 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from engine.spec import RunSpec, SpecError, parse_spec, spec_warnings
+from engine.spec.schema import RunSpec, SpecError, parse_spec, spec_warnings
 
 
 def make(**groups) -> dict:

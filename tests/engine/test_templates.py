@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import templates as T
+from engine.data import templates as T
 
 ROOT = Path(__file__).resolve().parents[2]
 CONV = {
@@ -80,7 +80,7 @@ def test_render_sample_marks_trained_pieces(demo_paths):
 
 def test_templates_module_is_light():
     code = (
-        "import sys, engine.templates, engine.dataset_registry, engine.dataset_files, engine.dataset_rows; "
+        "import sys, engine.data.templates, engine.data.registry, engine.data.files, engine.data.rows; "
         "print([m for m in ('torch', 'transformers', 'datasets') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.events import read_all
+from engine.core.events import read_all
 from tests.helpers import demo_spec, losses, run_trainer, start_trainer, stop_and_wait, wait_for_event
 
 STEPS = 24
@@ -86,9 +86,10 @@ class TestStopAndResume:
 
 
 def run_in_process(spec, run_dir: Path) -> list[dict]:
-    """engine.train.train in this process (same code as the subprocess minus accelerate launch), for the matrix."""
-    from engine.spec import save_spec
-    from engine.train import train
+    """engine.trainer.train.train in this process (same code as the subprocess minus accelerate launch), for the
+    matrix."""
+    from engine.spec.schema import save_spec
+    from engine.trainer.train import train
 
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -160,9 +161,9 @@ class TestFailureClassification:
     def test_causes(self):
         import torch
 
-        from engine.dataset_registry import DataError
-        from engine.spec import SpecError
-        from engine.train import classify
+        from engine.data.registry import DataError
+        from engine.spec.schema import SpecError
+        from engine.trainer.train import classify
 
         assert classify(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")) == "oom"
         assert classify(RuntimeError("NCCL error in: ProcessGroupNCCL.cpp, unhandled system error")) == "communication"
@@ -209,10 +210,10 @@ def test_pt_blocks_grouped_by_length_train(demo_paths, tmp_path):
     Trainer gets transformers 5's group_by_length sampler over the rows' lengths, and the run trains."""
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
-    from engine import model as model_lib
-    from engine.data import build_train_data
-    from engine.dataset_registry import save_dataset_info
-    from engine.train import build_trainer, training_arguments
+    from engine.data.registry import save_dataset_info
+    from engine.trainer import model as model_lib
+    from engine.trainer.dataset import build_train_data
+    from engine.trainer.train import build_trainer, training_arguments
 
     texts = [" ".join(f"{i} plus {j} is {i + j}." for j in range(n)) for i, n in ((3, 40), (5, 3), (7, 25), (9, 12))]
     (tmp_path / "long.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import dataset_registry as reg
-from engine import runs, workspace
-from engine.spec import SpecError
+from engine.core import workspace
+from engine.data import registry as reg
+from engine.runs import registry as runs
+from engine.spec.schema import SpecError
 
 SOAK = os.environ.get("STUDIO_SOAK") == "1"
 FILES = 1200 if SOAK else 100

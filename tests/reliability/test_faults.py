@@ -1,8 +1,8 @@
 """Faults: the trainer SIGKILLed at five points of one run, each time resumed from what the last one left; a corrupt
 newest checkpoint; torn event lines; an output folder that cannot be written; a disk that fills.
 
-Everything runs the real detached launch (runs.submit -> engine.runner -> accelerate -> engine.train) on the demo
-model, CPU, one thread. The studio-killed-mid-run case lives in tests/engine/test_runs_train.py
+Everything runs the real detached launch (runs.submit -> engine.runs.runner -> accelerate -> engine.trainer.train) on
+the demo model, CPU, one thread. The studio-killed-mid-run case lives in tests/engine/test_runs_train.py
 (test_studio_killed_mid_run_then_a_new_studio_sees_it_completed) and is not repeated here.
 """
 
@@ -19,8 +19,10 @@ import psutil
 import pytest
 import yaml
 
-from engine import events, runs, scheduler
-from engine.train import checkpoint_ok
+from engine.core import events
+from engine.runs import registry as runs
+from engine.runs import scheduler
+from engine.trainer.train import checkpoint_ok
 from tests import helpers
 
 
@@ -52,7 +54,7 @@ def trainer_proc(rid: str) -> psutil.Process | None:
             cmd = " ".join(p.cmdline())
         except psutil.Error:
             continue
-        if "engine.train" in cmd and "accelerate" not in cmd:
+        if "engine.trainer.train" in cmd and "accelerate" not in cmd:
             return p
     return None
 
@@ -198,8 +200,8 @@ def check_damages(tally, out: Path, spec_dict: dict) -> None:
     the newest checkpoint unloadable, and resume_from='last' falls back past it."""
     import shutil
 
-    from engine.spec import parse_spec
-    from engine.train import resolve_resume
+    from engine.spec.schema import parse_spec
+    from engine.trainer.train import resolve_resume
 
     newest = ckpts(out)[-1]
     damages = {
@@ -247,7 +249,7 @@ def test_torn_last_event_line_is_tolerated(tmp_path, tally):
     tally.check(
         "faults::junk lines mid-file skipped", [e["type"] for e in events.read_all(path)][-1] == "finished", ""
     )
-    from engine import metrics
+    from engine.runs import metrics
 
     if hasattr(metrics, "read_samples"):
         (tmp_path / "metrics.jsonl").write_bytes(b'{"ts": 1, "cpu": 2}\n{"ts": 2, "cp')
@@ -261,7 +263,7 @@ def test_torn_last_event_line_is_tolerated(tmp_path, tally):
 def test_output_folder_that_cannot_be_written(home, demo_paths, tally, tmp_path):
     """output_dir under a regular file, or in a folder without write permission: submit refuses with a problem naming
     output.output_dir and the path; nothing is queued. (Root ignores permission bits, so that case needs non-root.)"""
-    from engine.spec import SpecError
+    from engine.spec.schema import SpecError
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")

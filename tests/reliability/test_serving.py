@@ -26,7 +26,9 @@ import psutil
 import pytest
 import yaml
 
-from engine import events, runs, scheduler
+from engine.core import events
+from engine.runs import registry as runs
+from engine.runs import scheduler
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,7 +176,7 @@ def test_trainer_environment_is_explicit(live_run, tally):
     procs = [
         p
         for p in scheduler.run_processes(live_run)
-        if "engine.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())
+        if "engine.trainer.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())
     ]
     assert procs, "no trainer process"
     env = procs[0].environ()
@@ -320,7 +322,7 @@ def test_upload_names_and_sizes(studio_home, tally, tmp_path):
 
 
 def test_path_fields_reject_traversal(studio_home, tally, tmp_path):
-    from engine import dataset_registry as reg
+    from engine.data import registry as reg
 
     ddir = tmp_path / "data"
     ddir.mkdir()
@@ -344,8 +346,8 @@ def test_path_fields_reject_traversal(studio_home, tally, tmp_path):
 
 
 def test_trust_remote_code_off_unless_explicit(tally):
-    from engine.lf_compat import lf_to_spec
-    from engine.spec import RunSpec
+    from engine.lf.compat import lf_to_spec
+    from engine.spec.schema import RunSpec
 
     spec = RunSpec.model_validate({"model": {"name_or_path": "org/m"}, "data": {"datasets": ["a"]}})
     tally.check("serving::trust_remote_code default off", spec.model.trust_remote_code is False, "")

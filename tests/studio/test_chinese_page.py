@@ -8,7 +8,7 @@ from studio.tabs import data
 def test_datasets_and_doctor_texts_in_chinese(demo_paths, monkeypatch):
     from types import SimpleNamespace
 
-    from engine.dataset_registry import DataProblem
+    from engine.data.registry import DataProblem
     from studio.tabs import doctor
 
     assert data.register("", "x", "alpaca", {}, "zh") == "❌ 请先上传文件"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from engine import spec as spec_mod
+from engine.spec import schema as spec_mod
 from studio import forms
 from studio.tabs import train
 
@@ -76,7 +76,7 @@ def test_presets_save_load_and_refuse_traversal(demo_paths):
 def test_preview_shows_the_launch_command(demo_paths):
     values = _demo_values(demo_paths)
     text = train.preview(values)
-    assert "engine.train" in text
+    assert "engine.trainer.train" in text
 
 
 def test_plan_panel_renders_a_verdict(demo_paths):
@@ -99,8 +99,8 @@ def test_autofit_applies_the_planner_ladder(demo_paths):
 
 
 def test_chinese_labels_and_help_cover_every_field():
-    from studio.i18n import STRINGS
-    from studio.i18n_help import HELP_ZH
+    from studio.i18n.help import HELP_ZH
+    from studio.i18n.page import STRINGS
 
     for f in forms.FIELDS:
         assert f.label_zh and f.label_zh != "", f.path
@@ -119,7 +119,7 @@ def test_language_switch_redraws_help(demo_paths):
 def test_train_actions_and_plan_in_chinese(demo_paths, monkeypatch):
     from types import SimpleNamespace
 
-    from engine.spec_messages import message
+    from engine.spec.messages import message
 
     values = _demo_values(demo_paths)
     refusal = spec_mod.SpecError([("output.output_dir", message("output_not_writable", probe="/x"))])

@@ -15,12 +15,20 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from engine import data_messages, doctor_messages, export_messages, plan_messages, run_messages, workspace
+from engine.core import workspace
+from engine.data import messages as data_messages
+from engine.export import messages as export_messages
+from engine.machine import messages as doctor_messages
+from engine.plan import messages as plan_messages
+from engine.runs import messages as run_messages
 from studio import forms, monitor
-from studio.i18n import STRINGS
-from studio.i18n_data import DATA_ZH
-from studio.i18n_engine import DOCTOR_ZH, EXPORT_ZH, PLAN_ZH, RUNS_ZH
-from studio.i18n_spec import localize, localize_error, placeholders
+from studio.i18n.data import DATA_ZH
+from studio.i18n.export import EXPORT_ZH
+from studio.i18n.localize import localize, localize_error, placeholders
+from studio.i18n.machine import DOCTOR_ZH
+from studio.i18n.page import STRINGS
+from studio.i18n.plan import PLAN_ZH
+from studio.i18n.runs import RUNS_ZH
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,26 +59,26 @@ def test_page_strings_have_chinese():
 
 # Calls whose text argument reaches the page: (module, callee name, index of the text arguments or None for all).
 _TEXT_CALLS = [
-    ("engine/dataset_registry.py", "DataProblem", [3]),
-    ("engine/dataset_registry.py", "ValueError", None),
-    ("engine/dataset_files.py", "DataProblem", [3]),
-    ("engine/dataset_rows.py", "DataProblem", [3]),
-    ("engine/dataset_rows.py", "_RowError", [1]),
-    ("engine/templates.py", "TemplateError", None),
-    ("engine/runs.py", "RunsError", None),
-    ("engine/runs_cli.py", "RunsError", None),
-    ("engine/exporting.py", "ExportError", None),
-    ("engine/merge_jobs.py", "ExportError", None),
-    ("engine/merge.py", "ExportError", None),
-    ("engine/merge.py", "VerificationError", [0]),
-    ("engine/merge.py", "Cancelled", None),
-    ("engine/merge.py", "stage", [3]),  # a progress event's detail, shown on the Export tab
+    ("engine/data/registry.py", "DataProblem", [3]),
+    ("engine/data/registry.py", "ValueError", None),
+    ("engine/data/files.py", "DataProblem", [3]),
+    ("engine/data/rows.py", "DataProblem", [3]),
+    ("engine/data/rows.py", "_RowError", [1]),
+    ("engine/data/templates.py", "TemplateError", None),
+    ("engine/runs/registry.py", "RunsError", None),
+    ("engine/runs/cli.py", "RunsError", None),
+    ("engine/export/checks.py", "ExportError", None),
+    ("engine/export/jobs.py", "ExportError", None),
+    ("engine/trainer/merge.py", "ExportError", None),
+    ("engine/trainer/merge.py", "VerificationError", [0]),
+    ("engine/trainer/merge.py", "Cancelled", None),
+    ("engine/trainer/merge.py", "stage", [3]),  # a progress event's detail, shown on the Export tab
     ("studio/tabs/export.py", "ValueError", None),
-    ("engine/doctor.py", "Check", [0, 2, 3]),
-    ("engine/plan.py", "append", None),
-    ("engine/plan_model.py", "append", None),
-    ("engine/plan_fit.py", "append", None),
-    ("engine/advice.py", "append", None),
+    ("engine/machine/doctor.py", "Check", [0, 2, 3]),
+    ("engine/plan/planner.py", "append", None),
+    ("engine/plan/model_shape.py", "append", None),
+    ("engine/plan/fit.py", "append", None),
+    ("engine/plan/advice.py", "append", None),
 ]
 
 
@@ -156,7 +164,7 @@ def _keys(msg) -> set[str]:
 
 
 def test_bad_datasets_through_the_datasets_tab_come_out_in_chinese(run_registry):
-    from engine import dataset_registry as reg
+    from engine.data import registry as reg
     from studio.tabs import data
 
     uploads = workspace.uploads_dir()
@@ -217,7 +225,7 @@ def test_start_refused_for_bad_data_in_chinese(run_registry, demo_paths):
 
 
 def test_template_refusal_in_the_sample_box_in_chinese(run_registry, demo_paths):
-    from engine.templates import TemplateError, resolve, tokenizer_info
+    from engine.data.templates import TemplateError, resolve, tokenizer_info
 
     with pytest.raises(TemplateError) as exc:
         resolve("no-such-template", tokenizer_info(demo_paths["model_dir"]))
@@ -250,7 +258,7 @@ def _fake_stack(**over) -> dict:
     ids=["gpu-warnings", "torch-blind", "no-stack", "cpu"],
 )
 def test_doctor_checks_in_chinese(monkeypatch, gpus, stack, allreduce):
-    from engine import doctor, hardware
+    from engine.machine import doctor, hardware
     from studio.tabs import doctor as doctor_tab
 
     real_detect = hardware.detect
@@ -302,8 +310,8 @@ def test_plan_notes_and_autofit_steps_in_chinese(demo_paths):
 
 
 def test_speed_advice_in_chinese():
-    from engine.advice import advise
-    from engine.spec import parse_spec
+    from engine.plan.advice import advise
+    from engine.spec.schema import parse_spec
 
     spec = parse_spec(
         {
@@ -348,7 +356,7 @@ def test_runs_tab_in_chinese(run_registry, monkeypatch):
 
 
 def _terminal_view(tmp_path, kind: str, **payload) -> dict:
-    from engine import events
+    from engine.core import events
 
     path = tmp_path / "events.jsonl"
     events.append_event(path, "run_started", 0, total_steps=4)
@@ -399,8 +407,8 @@ def test_stopped_and_running_dashboard_in_chinese(tmp_path):
     assert monitor.stop_reason(by_runner, "zh") == "由用户停止：进程在报告之前已结束；信号 SIGKILL"
     assert monitor.stop_reason(by_runner) == by_runner
     # what the runner writes now: the English text with its catalog key beside it
-    from engine.run_messages import message as run_message
-    from engine.spec_messages import to_json
+    from engine.core.messages import to_json
+    from engine.runs.messages import message as run_message
 
     how = run_message("runs.how_signal", signal="SIGKILL")
     reason = run_message("runs.user_stop_early", how=how)
@@ -431,9 +439,11 @@ def test_export_tab_in_chinese(run_registry, demo_paths, monkeypatch):
     """The Export tab's refusals (outside the workspace, bad folders, not enough memory), its estimate line, a merge's
     progress, a real failed merge read back from the registry, the list of merges and Cancel, in Chinese; the
     English stays the engine's."""
-    from engine import events, merge, runs
-    from engine import exporting as xp
-    from engine import merge_jobs as mj
+    from engine.core import events
+    from engine.export import checks as xp
+    from engine.export import jobs as mj
+    from engine.runs import registry as runs
+    from engine.trainer import merge
     from studio.tabs import chat, export
 
     assert export.estimate("/etc", "", lang="zh").startswith("❌ /etc：这里只能使用工作区")
@@ -495,7 +505,7 @@ def test_export_tab_in_chinese(run_registry, demo_paths, monkeypatch):
 
     # a merge whose source is gone when its subprocess checks again: a registry run, its failed event read back
     gone = runs_dir / "gone"
-    argv = [sys.executable, "-m", "engine.merge", str(gone), "--out", str(workspace.exports_dir() / "gone")]
+    argv = [sys.executable, "-m", "engine.trainer.merge", str(gone), "--out", str(workspace.exports_dir() / "gone")]
     argv += ["--tmp-dir", str(workspace.exports_dir() / ".gone.tmp"), "--events", "{run_dir}/events.jsonl"]
     job = mj.MergeJob(runs.submit_command(argv, name="merge gone", tags=[mj.MERGE_TAG]))
     status = job.wait(timeout=120)
@@ -512,8 +522,9 @@ def test_export_tab_in_chinese(run_registry, demo_paths, monkeypatch):
 def test_merge_messages_survive_the_event_file(tmp_path):
     """A catalog message written into an event by the merge subprocess is read back with its key and parameters,
     nested ones too; plain text stays text."""
-    from engine import events, merge
-    from engine.spec_messages import from_json, to_json
+    from engine.core import events
+    from engine.core.messages import from_json, to_json
+    from engine.trainer import merge
 
     inner = export_messages.message("export.verify_summary", diff=0.5, op=">", tol=0.01, dtype="bf16")
     outer = export_messages.message("export.verify_failed", summary=inner)

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
-from engine import spec_messages
-from engine.spec import RunSpec, parse_spec, validate_spec
+from engine.spec import messages as spec_messages
+from engine.spec.schema import RunSpec, parse_spec, validate_spec
 from studio import forms
-from studio.i18n_spec import PYDANTIC_ZH, RULES_ZH, localize, placeholders
+from studio.i18n.localize import localize, placeholders
+from studio.i18n.spec import PYDANTIC_ZH, RULES_ZH
 from studio.tabs import train
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -38,9 +39,11 @@ def test_rules_only_make_messages_from_the_catalog():
     """A rule appended with a plain f-string would bypass the catalog (and stay English on the Chinese page)."""
     field_path = re.compile(r"^[a-z_]+(\.[a-z_]+)+$")
     paths = {
-        "engine/spec_rules.py": field_path.match,
-        "engine/spec.py": lambda p: p in ("spec", "schema_version"),
-        "engine/runs.py": lambda p: p == "output.output_dir",  # its "spec" problems are about files, not the page
+        "engine/spec/rules.py": field_path.match,
+        "engine/spec/schema.py": lambda p: p in ("spec", "schema_version"),
+        "engine/runs/registry.py": lambda p: (
+            p == "output.output_dir"
+        ),  # its "spec" problems are about files, not the page
     }
     for module, names_a_field in paths.items():
         tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
@@ -53,7 +56,7 @@ def test_rules_only_make_messages_from_the_catalog():
             calls = [msg] if not isinstance(msg, ast.IfExp) else [msg.body, msg.orelse]
             for call in calls:
                 assert isinstance(call, ast.Call) and getattr(call.func, "id", "") == "message", (
-                    f"{module}:{node.lineno}: ({path.value!r}, ...) does not use engine.spec_messages.message"
+                    f"{module}:{node.lineno}: ({path.value!r}, ...) does not use engine.spec.messages.message"
                 )
 
 

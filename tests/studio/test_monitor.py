@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from engine import events
+from engine.core import events
 from studio import monitor
 from studio.tabs import dashboard
 

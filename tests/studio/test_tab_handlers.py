@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import workspace
+from engine.core import workspace
 from studio.tabs import data, export, runs
 
 
@@ -54,12 +54,13 @@ def test_masked_sample_and_histogram(demo_paths):
 
 @pytest.mark.parametrize("packing", [False, True])
 def test_pt_blocks_match_the_trainer(packing):
-    """The Datasets tab's count of pt blocks and dropped tail tokens is what engine.data cuts from the same texts."""
+    """The Datasets tab's count of pt blocks and dropped tail tokens is what engine.trainer.dataset cuts from the same
+    texts."""
     import random
 
     from datasets import Dataset
 
-    from engine.data import split_into_blocks
+    from engine.trainer.dataset import split_into_blocks
 
     rng = random.Random(7)
     counts = [rng.randint(1, 70) for _ in range(300)] + [16, 32, 1]
@@ -81,8 +82,8 @@ def test_length_histogram_follows_the_stage(demo_paths):
     frame, note = data.lengths(name, model, "auto", 16, stage="pt")
     assert "nothing truncated" in note and "% truncated" not in note and "packing" not in note
     assert set(frame["side"]) == {"one block", "several blocks"}, set(frame["side"])
-    rows = data.backend.engine_module("dataset_registry").preview_rows(name, workspace.data_dir(), n=400)
-    counts = data.backend.engine_module("templates").token_lengths("auto", model, rows, "pt")
+    rows = data.backend.engine_module("data.registry").preview_rows(name, workspace.data_dir(), n=400)
+    counts = data.backend.engine_module("data.templates").token_lengths("auto", model, rows, "pt")
     cut = data.pt_blocks(counts, 16, False)
     assert f"**{cut['blocks']} blocks**" in note and f"{cut['split']} texts span several" in note
     frame, note = data.lengths(name, model, "auto", 16, packing=True, stage="pt")
@@ -94,7 +95,7 @@ def test_length_histogram_follows_the_stage(demo_paths):
     zh_frame, zh = data.lengths(name, model, "auto", 16, packing=True, stage="pt", lang="zh")
     assert "丢弃末尾" in zh and set(zh_frame["side"]) == {"拼接后分块"}
     # pt trains the whole text (with its EOS): longer than the sft rendering of the same row, all of it trained
-    sft_counts = data.backend.engine_module("templates").token_lengths("auto", model, rows)
+    sft_counts = data.backend.engine_module("data.templates").token_lengths("auto", model, rows)
     assert counts != sft_counts
     assert "tok-prompt" not in data.sample_html(name, model, "auto", stage="pt")
     _, dpo = data.lengths("demo_dpo", model, "auto", 16, packing=True, stage="dpo")
@@ -160,7 +161,7 @@ def test_chat_refuses_adapter_outside_workspace(studio_home):
     with pytest.raises(ValueError):
         chat.adapter_for("/etc")
     assert chat.adapter_for("") is None
-    assert Path(chat.ROOT, "engine", "chat_worker.py").is_file()
+    assert Path(chat.ROOT, "engine", "trainer", "chat_worker.py").is_file()
 
 
 def test_packing_efficiency():
@@ -172,7 +173,7 @@ def test_packing_efficiency():
 def test_overlay_and_diff_of_two_runs(studio_home, monkeypatch):
     from types import SimpleNamespace
 
-    from engine import events
+    from engine.core import events
 
     specs = {}
     for rid, lr in (("run-a", 1e-3), ("run-b", 5e-4)):

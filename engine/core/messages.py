@@ -1,0 +1,66 @@
+"""Messages that keep their catalog key: the base every part's message catalog builds on.
+
+Light: stdlib only. A ``Message`` is a plain ``str`` holding the English text the CLI prints and tests match, that
+also remembers its catalog key and parameters, so the page can show the same message in another language
+(``studio.i18n`` holds the Chinese, keyed the same). Each part keeps its own catalog beside it
+(``engine.spec.messages``, ``engine.data.messages``, ``engine.plan.messages``, ``engine.machine.messages``,
+``engine.runs.messages``, ``engine.export.messages``) and makes its messages with ``make``; keys carry the part's
+prefix so one Chinese table serves them all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Message(str):
+    """English text plus the catalog key and parameters it was made from (key '' when it has none)."""
+
+    key: str
+    params: dict[str, Any]
+
+    def __new__(cls, text: str, key: str = "", params: dict[str, Any] | None = None) -> Message:
+        obj = super().__new__(cls, text)
+        obj.key = key
+        obj.params = dict(params or {})
+        return obj
+
+    def __reduce__(self) -> tuple:
+        return (Message, (str(self), self.key, self.params))
+
+
+def make(catalog: dict[str, str], key: str, /, **params: Any) -> Message:
+    """``catalog``'s English text for ``key`` with ``params`` filled in (a KeyError names an unknown key). The other
+    catalogs (``engine.data.messages``, ``plan_messages``, ``doctor_messages``, ``run_messages``) make their
+    messages with this; their keys carry a prefix ("data.", "plan.", ...) so one Chinese table serves them all. A
+    parameter may itself be a Message (a problem inside a place): the page translates it too."""
+    return Message(catalog[key].format(**params), key, params)
+
+
+def from_exception(exc: BaseException) -> Message | str:
+    """An exception's catalog message when it was raised with one (``ValueError(message(...))``), else its text."""
+    first = exc.args[0] if len(exc.args) == 1 else None
+    return first if isinstance(first, Message) else str(exc)
+
+
+def to_json(msg: Any) -> Any:
+    """A message as JSON data for an event file (``{"text", "key", "params"}``; its parameters likewise, other
+    values as text), so a reader in another process can rebuild it with ``from_json``; plain text stays text."""
+    if not getattr(msg, "key", ""):
+        return msg if msg is None or isinstance(msg, (bool, int, float)) else str(msg)
+    return {"text": str(msg), "key": msg.key, "params": {k: to_json(v) for k, v in msg.params.items()}}
+
+
+def from_json(data: Any) -> Any:
+    """The inverse of ``to_json``: a ``Message`` (English text, key, parameters) or the value as it was."""
+    if isinstance(data, dict) and set(data) == {"text", "key", "params"}:
+        return Message(str(data["text"]), str(data["key"]), {k: from_json(v) for k, v in data["params"].items()})
+    return data
+
+
+def payload_message(payload: dict | None, name: str) -> Any:
+    """Field ``name`` of an event's payload as a Message when the writer stored its key beside it (``<name>_msg``,
+    see ``to_json``), else the text as written (``None`` when absent)."""
+    payload = payload or {}
+    stored = from_json(payload.get(f"{name}_msg"))
+    return stored if isinstance(stored, Message) else payload.get(name)

@@ -1,0 +1,76 @@
+"""Where Studio keeps its files: the workspace folder (``STUDIO_HOME``) and its layout. Light: stdlib only.
+
+Layout::
+
+    $STUDIO_HOME/                 default ~/.studio
+        models/demo-tiny-llama/   the demo model (``studio demo``)
+        data/dataset_info.json    the default dataset registry (LLaMA-Factory schema) and its files
+        runs/<run id>/            one folder per run: spec.yaml, events.jsonl, train.log, checkpoints, adapter
+        exports/                  merged models
+        uploads/                  datasets uploaded through the page
+        registry.db               the run registry (SQLite, WAL)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+DEMO_MODEL_NAME = "demo-tiny-llama"
+DEMO_SPEC_NAME = "demo_spec.yaml"
+# The demo's datasets and their dataset_info.json, shipped with the code; ``studio demo`` copies them into data/.
+ASSETS_DATA = Path(__file__).resolve().parents[2] / "assets" / "data"
+
+
+def home() -> Path:
+    """The workspace root, from ``STUDIO_HOME`` (default ``~/.studio``); created on first use."""
+    root = Path(os.environ.get("STUDIO_HOME") or Path.home() / ".studio").expanduser().resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def models_dir() -> Path:
+    return _sub("models")
+
+
+def data_dir() -> Path:
+    return _sub("data")
+
+
+def runs_dir() -> Path:
+    return _sub("runs")
+
+
+def exports_dir() -> Path:
+    return _sub("exports")
+
+
+def uploads_dir() -> Path:
+    return _sub("uploads")
+
+
+def demo_model_dir() -> Path:
+    return models_dir() / DEMO_MODEL_NAME
+
+
+def registry_path() -> Path:
+    return home() / "registry.db"
+
+
+def _sub(name: str) -> Path:
+    path = home() / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def demo_paths() -> dict:
+    """Where the demo lives: model_dir, data_dir, datasets (names), example_spec (a LoRA SFT spec YAML). The demo is
+    built by ``engine.trainer.demo`` (``studio demo``)."""
+    info = json.loads((ASSETS_DATA / "dataset_info.json").read_text(encoding="utf-8"))
+    return {
+        "model_dir": str(demo_model_dir()),
+        "data_dir": str(data_dir()),
+        "datasets": list(info),
+        "example_spec": str(home() / DEMO_SPEC_NAME),
+    }

@@ -1,0 +1,96 @@
+"""The catalog of the dataset registry's messages (``engine.data.registry``), the chat templates' refusals
+(``engine.data.templates``) and the page's upload checks: a stable key and an English template, made into
+``engine.core.messages.Message`` (English text that keeps its key and parameters) by ``message``.
+
+Light: stdlib only. The English is what the CLI prints and the tests match; ``studio.i18n.data`` holds the Chinese,
+keyed the same. A problem's place (file, line or row, column) is a message too, with the problem as a parameter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.core.messages import Message, make
+
+MESSAGES: dict[str, str] = {
+    # a problem in its place (DataProblem.located)
+    "data.at": "{file}: {message}",
+    "data.at_column": "{file}, column '{column}': {message}",
+    "data.at_line": "{file}, line {row}: {message}",
+    "data.at_line_column": "{file}, line {row}, column '{column}': {message}",
+    "data.at_row": "{file}, row {row}: {message}",
+    "data.at_row_column": "{file}, row {row}, column '{column}': {message}",
+    "data.more_rows_one": "{message} (and 1 more row like it)",
+    "data.more_rows": "{message} (and {more} more rows like it)",
+    # the registry file and its entries
+    "data.info_bad_json": "{path}: not valid JSON (line {line}, column {col}: {error})",
+    "data.info_not_object": "{path}: expected a JSON object of dataset entries, got {type}",
+    "data.no_registry": "dataset registry not found (no dataset_info.json)",
+    "data.not_registered": "dataset '{name}' is not registered (known: {known})",
+    "data.not_registered_none": "dataset '{name}' is not registered (known: none)",
+    "data.entry_not_object": "entry '{name}' must be an object",
+    "data.entry_hub": "entry '{name}' points to a hub dataset ({hub}); Studio reads local files only: download it "
+    "and set file_name",
+    "data.entry_no_file": "entry '{name}' has no file_name",
+    "data.entry_formatting": "entry '{name}': formatting {formatting!r} is not alpaca or sharegpt",
+    "data.entry_columns": "entry '{name}': unknown column keys {bad} (known: {known})",
+    # the dataset against the stage
+    "data.dpo_needs_pairs": "stage dpo needs preference pairs, but '{name}' has no chosen/rejected columns: set "
+    '"ranking": true with columns chosen and rejected, or use stage sft',
+    "data.pairs_need_dpo": "'{name}' holds preference pairs: use stage dpo",
+    "data.text_needs_pt": "'{name}' is plain text with no response column: use stage pt, or map columns.response",
+    # reading the file
+    "data.file_not_found": "file not found (file_name of '{name}' in {info})",
+    "data.cannot_read": "cannot read: {error}",
+    "data.no_rows": "no rows",
+    "data.bad_json": "not valid JSON at line {line}, column {col}: {error}",
+    "data.not_list": "expected a JSON list of records",
+    "data.bad_csv": "not valid CSV (line {line}): {error}",
+    "data.bad_parquet": "not a readable Parquet file (truncated or not Parquet): {error}",
+    "data.bad_type": "unsupported file type '{suffix}' (use .json, .jsonl, .csv, .parquet, or a folder saved with "
+    "datasets' save_to_disk)",
+    "data.not_utf8_column": "not UTF-8 text (byte 0x{byte:02x} at column {col}): save the file as UTF-8",
+    "data.not_utf8_line": "not UTF-8 text (byte 0x{byte:02x} on line {line}): save the file as UTF-8",
+    "data.bad_json_line": "malformed JSON line (column {col}: {error})",
+    # one row
+    "data.row_not_object": "expected an object with columns, got {type}",
+    "data.missing_column": "missing column '{column}' ({key}); the row has: {have}. Fix columns.{key} in "
+    "dataset_info.json or rename the column",
+    "data.missing_column_empty": "missing column '{column}' ({key}); the row has: none. Fix columns.{key} in "
+    "dataset_info.json or rename the column",
+    "data.empty_text": "empty text",
+    "data.bad_history": "history must be a list of [prompt, response] pairs",
+    "data.empty_answer": "empty {key} answer",
+    "data.pair_end_user": "a preference row's conversation must end with a user turn",
+    "data.end_assistant": "the conversation must end with an assistant turn",
+    "data.empty_response": "empty response (turn {turn})",
+    "data.turns_not_list": "expected a list of turns, got {type}",
+    "data.turn_keys": "turn {turn} needs '{role_tag}' and '{content_tag}' keys (tags in dataset_info.json)",
+    "data.turn_role": "turn {turn} has role '{tag}'; known roles: {known}",
+    "data.system_first": "turn {turn}: a system turn may only come first",
+    "data.turn_order": "turn {turn} is '{tag}' but '{want}' was expected: turns must alternate {user}/{assistant}, "
+    "starting with {user}",
+    # registering a file
+    "data.bad_name": "dataset name {name!r}: use letters, digits, _ - .",
+    "data.bad_formatting": "formatting {formatting!r}: use alpaca or sharegpt",
+    "data.unknown_columns": "unknown column keys {bad} (known: {known})",
+    "data.file_outside": "file_name {file!r} leaves the dataset folder {folder}",
+    "data.file_missing": "file not found: {path}",
+    "data.already_registered": "dataset '{name}' is already registered in {path}",
+    # uploads through the page (studio.tabs.data)
+    "upload.bad_type": "{name!r}: upload a {types} file",
+    "upload.no_name": "{name!r}: the file name has no usable characters",
+    "upload.too_big": "{name}: {mib} MiB is over the {limit} MiB upload limit",
+    "upload.outside": "{name!r} would leave the uploads folder",
+    "upload.not_uploaded": "{path}: only files in the uploads folder can be registered here",
+    "upload.unreadable": "cannot read the columns of {name}: {error}",
+    # chat templates (engine.data.templates)
+    "template.refused": "the model's chat template refused this conversation: {message}",
+    "template.unknown": "unknown template {name!r}: choose one of {names}",
+    "template.not_prefix_stable": "the model's chat template rewrites earlier turns (it is not prefix-stable), so "
+    "prompts cannot be masked turn by turn: choose a named template (e.g. chatml)",
+}
+
+
+def message(key: str, /, **params: Any) -> Message:
+    return make(MESSAGES, key, **params)

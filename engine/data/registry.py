@@ -1,0 +1,252 @@
+"""The dataset registry: ``dataset_info.json`` in LLaMA-Factory's schema, loading and checking registered datasets,
+registration, and ``studio data``.
+
+Light: stdlib; the files are read by engine.data.files (pyarrow only for Parquet / saved HF datasets), the rows
+checked by engine.data.rows. Never torch, transformers or datasets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from engine.core.messages import from_exception
+from engine.data.files import _read_file, _read_folder
+from engine.data.messages import message
+from engine.data.rows import (  # re-exported: callers import these from here
+    COLUMN_KEYS,
+    DataError,
+    DataProblem,
+    DatasetEntry,
+    _entry_problems,
+    _RowError,
+    normalize_row,
+)
+
+INFO_NAME = "dataset_info.json"
+STAGES = ("sft", "pt", "dpo")
+
+
+def read_dataset_info(dataset_dir: str | Path) -> dict:
+    """The registry as a dict; raises ValueError naming the file when it is not a JSON object."""
+    path = Path(dataset_dir) / INFO_NAME
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            message("data.info_bad_json", path=path, line=exc.lineno, col=exc.colno, error=exc.msg)
+        ) from None
+    if not isinstance(info, dict):
+        raise ValueError(message("data.info_not_object", path=path, type=type(info).__name__))  # noqa: TRY004 (callers catch ValueError)
+    return info
+
+
+def save_dataset_info(dataset_dir: str | Path, info: dict) -> Path:
+    """Write the registry atomically (temp file + rename), so a reader never sees half a file."""
+    ddir = Path(dataset_dir)
+    ddir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".dataset_info.", suffix=".tmp", dir=ddir)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(info, fh, ensure_ascii=False, indent=2)
+        fh.write("\n")
+    os.chmod(tmp, 0o644)  # mkstemp creates 0600; the registry is an ordinary shared file
+    os.replace(tmp, ddir / INFO_NAME)
+    return ddir / INFO_NAME
+
+
+def _locate(entry: DatasetEntry, dataset_dir: Path) -> Path:
+    path = Path(entry.file_name).expanduser()
+    return path if path.is_absolute() else dataset_dir / path
+
+
+# ----------------------------------------------------------------------------------------------- public API
+def _resolve(name: str, dataset_dir: Path) -> tuple[DatasetEntry | None, list[DataProblem]]:
+    info_path = dataset_dir / INFO_NAME
+    if not info_path.is_file():
+        return None, [DataProblem(str(info_path), None, None, message("data.no_registry"))]
+    try:
+        info = read_dataset_info(dataset_dir)
+    except ValueError as exc:
+        return None, [DataProblem(str(info_path), None, None, from_exception(exc))]
+    if name not in info:
+        known = ", ".join(sorted(info))
+        msg = (
+            message("data.not_registered", name=name, known=known)
+            if known
+            else message("data.not_registered_none", name=name)
+        )
+        return None, [DataProblem(str(info_path), None, None, msg)]
+    problems = _entry_problems(name, info[name], info_path)
+    return (None if problems else DatasetEntry.from_info(name, info[name])), problems
+
+
+def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
+    """(entry, [(row number, canonical row)], problems) with problems of one kind collapsed to the first row."""
+    entry, problems = _resolve(name, dataset_dir)
+    if entry is None:
+        return None, [], problems
+    path = _locate(entry, dataset_dir)
+    info_file = str(dataset_dir / INFO_NAME)
+    if stage == "dpo" and not entry.ranking:
+        return (
+            entry,
+            [],
+            [
+                DataProblem(
+                    info_file,
+                    None,
+                    None,
+                    message("data.dpo_needs_pairs", name=name),
+                )
+            ],
+        )
+    if stage != "dpo" and entry.ranking:
+        return entry, [], [DataProblem(info_file, None, None, message("data.pairs_need_dpo", name=name))]
+    if stage == "sft" and entry.is_text:
+        return (
+            entry,
+            [],
+            [
+                DataProblem(
+                    info_file,
+                    None,
+                    None,
+                    message("data.text_needs_pt", name=name),
+                )
+            ],
+        )
+    if not path.exists():
+        return (
+            entry,
+            [],
+            [DataProblem(str(path), None, None, message("data.file_not_found", name=name, info=info_file))],
+        )
+    try:
+        raw, problems = _read_folder(path) if path.is_dir() else _read_file(path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # unreadable file or folder: name it, never a traceback
+        error = f"{type(exc).__name__}: {exc}"[:387]  # the whole message stays within 400 characters
+        raw, problems = [], [DataProblem(str(path), None, None, message("data.cannot_read", error=error))]
+    if not raw and not problems:
+        problems.append(DataProblem(str(path), None, None, message("data.no_rows")))
+    rows, seen = [], {}
+    for rowno, rec in raw[:limit] if limit else raw:
+        try:
+            rows.append((rowno, normalize_row(rec, entry, stage)))
+        except _RowError as err:
+            key = (err.column, err.kind)
+            if key in seen:
+                seen[key][1] += 1
+                continue
+            seen[key] = [DataProblem(str(path), rowno, err.column, err.message), 0]
+    for prob, more in seen.values():
+        if more:
+            key = "data.more_rows" if more > 1 else "data.more_rows_one"
+            prob.message = message(key, message=prob.message, more=more)
+        problems.append(prob)
+    return entry, rows, problems
+
+
+def check_datasets(names: list[str], dataset_dir: str | Path, stage: str = "sft") -> list[DataProblem]:
+    """Every problem in the named datasets for this stage; empty when they can be trained on."""
+    problems: list[DataProblem] = []
+    for name in names:
+        problems += _load(name, Path(dataset_dir), stage)[2]
+    return problems
+
+
+def load_rows(name: str, dataset_dir: str | Path, stage: str = "sft") -> list[dict]:
+    """Canonical rows of one dataset; raises DataError listing every problem."""
+    _, rows, problems = _load(name, Path(dataset_dir), stage)
+    if problems:
+        raise DataError(problems)
+    return [r for _, r in rows]
+
+
+def preview_rows(name: str, dataset_dir: str | Path, n: int = 5, stage: str | None = None) -> list[dict]:
+    """The first ``n`` canonical rows (bad rows skipped) for the page's preview."""
+    entry, _ = _resolve(name, Path(dataset_dir))
+    if stage is None:
+        stage = "dpo" if entry and entry.ranking else "pt" if entry and entry.is_text else "sft"
+    return [r for _, r in _load(name, Path(dataset_dir), stage, limit=max(n * 4, n))[1]][:n]
+
+
+def register_dataset(
+    dataset_dir: str | Path,
+    name: str,
+    file_name: str,
+    formatting: str = "alpaca",
+    columns: dict | None = None,
+    tags: dict | None = None,
+    ranking: bool = False,
+    overwrite: bool = False,
+) -> dict:
+    """Add (or replace, with overwrite) one entry in dataset_info.json, keeping every other entry."""
+    ddir = Path(dataset_dir)
+    if not name or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
+        raise ValueError(message("data.bad_name", name=name))
+    if formatting not in ("alpaca", "sharegpt"):
+        raise ValueError(message("data.bad_formatting", formatting=formatting))
+    bad = sorted(set(columns or {}) - COLUMN_KEYS)
+    if bad:
+        raise ValueError(message("data.unknown_columns", bad=", ".join(bad), known=", ".join(sorted(COLUMN_KEYS))))
+    target = Path(file_name).expanduser()
+    # A relative name stays inside the dataset folder: "../.." must not reach other files through the page.
+    if not target.is_absolute() and not (ddir / target).resolve().is_relative_to(ddir.resolve()):
+        raise ValueError(message("data.file_outside", file=file_name, folder=ddir))
+    if not (target if target.is_absolute() else ddir / target).exists():
+        raise ValueError(message("data.file_missing", path=target if target.is_absolute() else ddir / target))
+    entry: dict = {"file_name": str(file_name), "formatting": formatting}
+    if ranking:
+        entry["ranking"] = True
+    if columns:
+        entry["columns"] = dict(columns)
+    if tags:
+        entry["tags"] = dict(tags)
+    ddir.mkdir(parents=True, exist_ok=True)
+    with open(ddir / ".dataset_info.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two uploads at once must not lose each other's entries
+        info = read_dataset_info(ddir) if (ddir / INFO_NAME).is_file() else {}
+        if name in info and not overwrite:
+            raise ValueError(message("data.already_registered", name=name, path=ddir / INFO_NAME))
+        info[name] = entry
+        save_dataset_info(ddir, info)
+    return entry
+
+
+def cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="studio data", description="Inspect registered datasets.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    for action in ("check", "preview"):
+        p = sub.add_parser(action)
+        p.add_argument("names", nargs="+", metavar="NAME")
+        p.add_argument("--dataset-dir", default="", help="folder with dataset_info.json (default: the workspace's)")
+        p.add_argument("--stage", choices=STAGES, default=None, help="sft, pt or dpo (default: from the entry)")
+        p.add_argument("-n", type=int, default=3, help="rows to preview")
+    args = parser.parse_args(argv)
+    if args.dataset_dir:
+        ddir = Path(args.dataset_dir).expanduser()
+    else:
+        from engine.core import workspace
+
+        ddir = workspace.data_dir()
+    if args.action == "preview":
+        for name in args.names:
+            print(json.dumps({name: preview_rows(name, ddir, args.n, args.stage)}, ensure_ascii=False, indent=1))
+        return 0
+    failed = False
+    for name in args.names:
+        entry, _ = _resolve(name, ddir)
+        stage = args.stage or ("dpo" if entry and entry.ranking else "pt" if entry and entry.is_text else "sft")
+        _, rows, problems = _load(name, ddir, stage)
+        if problems:
+            failed = True
+            print(f"{name}: {len(problems)} problem(s)")
+            for p in problems:
+                print(f"  {p}")
+        else:
+            print(f"{name}: OK ({len(rows)} rows, stage {stage})")
+    return 1 if failed else 0

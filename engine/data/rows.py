@@ -1,0 +1,253 @@
+"""Dataset rows: the ``dataset_info.json`` entry schema (LLaMA-Factory's columns and tags), the problem types, and
+the row checks that turn any supported row into our canonical one (``normalize_row``).
+
+Light: stdlib only. Never torch, transformers or datasets. ``engine.data.registry`` re-exports the public names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.core.messages import Message
+from engine.data.messages import message
+
+# ----------------------------------------------------------------------------------------------- entries
+ALPACA_COLUMNS = {
+    "prompt": "instruction",
+    "query": "input",
+    "response": "output",
+    "system": "system",
+    "history": "history",
+}
+SHAREGPT_COLUMNS = {"messages": "conversations", "system": "system", "tools": "tools"}
+SHAREGPT_TAGS = {
+    "role_tag": "from",
+    "content_tag": "value",
+    "user_tag": "human",
+    "assistant_tag": "gpt",
+    "observation_tag": "observation",
+    "function_tag": "function_call",
+    "system_tag": "system",
+}
+COLUMN_KEYS = {
+    "prompt",
+    "query",
+    "response",
+    "system",
+    "history",
+    "messages",
+    "chosen",
+    "rejected",
+    "text",
+    "tools",
+    "images",
+    "videos",
+    "audios",
+    "kto_tag",
+}
+
+
+@dataclass
+class DataProblem:
+    """One thing wrong with a dataset. ``row`` is 1-based (the line number for JSONL files), or None."""
+
+    file: str
+    row: int | None
+    column: str | None
+    message: str  # an engine.data.messages Message (a plain str from older callers)
+
+    def located(self) -> Message:
+        """The problem with its place, as one catalog message (the page shows it in its language)."""
+        key = "data.at"
+        if self.row is not None:
+            key += "_line" if self.file.endswith(".jsonl") else "_row"
+        if self.column:
+            key += "_column"
+        return message(key, file=self.file, row=self.row, column=self.column, message=self.message)
+
+    def __str__(self) -> str:
+        return str(self.located())
+
+
+class DataError(ValueError):
+    """Datasets that cannot be trained on; ``problems`` lists every DataProblem found."""
+
+    def __init__(self, problems: list[DataProblem]):
+        self.problems = problems
+        super().__init__("bad training data:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+class _RowError(Exception):
+    def __init__(self, column: str | None, text: Message, kind: str = ""):
+        self.column, self.message, self.kind = column, text, kind or str(text)
+        super().__init__(text)
+
+
+@dataclass
+class DatasetEntry:
+    name: str
+    file_name: str
+    formatting: str = "alpaca"
+    ranking: bool = False
+    columns: dict = field(default_factory=dict)
+    tags: dict = field(default_factory=dict)
+    is_text: bool = False  # pretraining text: one prompt/text column and no response
+
+    @classmethod
+    def from_info(cls, name: str, raw: dict) -> DatasetEntry:
+        fmt = raw.get("formatting", "alpaca")
+        given = dict(raw.get("columns") or {})
+        ranking = bool(raw.get("ranking"))
+        is_text = (
+            fmt == "alpaca"
+            and not ranking
+            and bool(given)
+            and "response" not in given
+            and ("prompt" in given or "text" in given)
+        )
+        base = SHAREGPT_COLUMNS if fmt == "sharegpt" else ({} if is_text else ALPACA_COLUMNS)
+        if ranking and fmt == "alpaca":
+            base = {k: v for k, v in ALPACA_COLUMNS.items() if k != "response"} | {
+                "chosen": "chosen",
+                "rejected": "rejected",
+            }
+        tags = {**SHAREGPT_TAGS, **(raw.get("tags") or {})} if fmt == "sharegpt" else {}
+        return cls(name, str(raw.get("file_name", "")), fmt, ranking, {**base, **given}, tags, is_text)
+
+
+def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
+    if not isinstance(raw, dict):
+        return [DataProblem(str(info_path), None, None, message("data.entry_not_object", name=name))]
+    out = []
+    if not raw.get("file_name"):
+        hub = raw.get("hf_hub_url") or raw.get("ms_hub_url") or raw.get("script_url")
+        msg = message("data.entry_hub", name=name, hub=hub) if hub else message("data.entry_no_file", name=name)
+        out.append(DataProblem(str(info_path), None, "file_name", msg))
+    if raw.get("formatting", "alpaca") not in ("alpaca", "sharegpt"):
+        out.append(
+            DataProblem(
+                str(info_path),
+                None,
+                "formatting",
+                message("data.entry_formatting", name=name, formatting=raw.get("formatting")),
+            )
+        )
+    bad = sorted(set(raw.get("columns") or {}) - COLUMN_KEYS)
+    if bad:
+        out.append(
+            DataProblem(
+                str(info_path),
+                None,
+                "columns",
+                message("data.entry_columns", name=name, bad=", ".join(bad), known=", ".join(sorted(COLUMN_KEYS))),
+            )
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- normalising
+def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
+    """Any supported row -> {system, messages:[{role, content}], chosen?, rejected?, text?}; raises _RowError."""
+    if not isinstance(row, dict):
+        raise _RowError(None, message("data.row_not_object", type=type(row).__name__))
+    cols = entry.columns
+
+    def get(key: str, required: bool) -> Any:
+        col = cols.get(key)
+        if col is None or col not in row or row[col] is None:
+            if not required:
+                return None
+            have = ", ".join(map(str, row))
+            raise _RowError(
+                col or key,
+                message("data.missing_column", column=col or key, key=key, have=have)
+                if have
+                else message("data.missing_column_empty", column=col or key, key=key),
+                kind=f"missing:{key}",
+            )
+        return row[col]
+
+    if entry.is_text:
+        text = get("text" if "text" in cols else "prompt", True)
+        if not str(text).strip():
+            raise _RowError(cols.get("text", cols.get("prompt")), message("data.empty_text"), kind="empty")
+        return {"system": "", "messages": [], "text": str(text)}
+    system = str(get("system", False) or "")
+    if entry.formatting == "sharegpt":
+        system, messages = _sharegpt_messages(get("messages", True), entry, system)
+    else:
+        messages = []
+        for pair in get("history", False) or []:
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise _RowError(cols.get("history"), message("data.bad_history"))
+            messages += [{"role": "user", "content": str(pair[0])}, {"role": "assistant", "content": str(pair[1])}]
+        prompt, query = str(get("prompt", True)), str(get("query", False) or "")
+        messages.append({"role": "user", "content": f"{prompt}\n{query}" if query else prompt})
+        if not entry.ranking:
+            messages.append({"role": "assistant", "content": str(get("response", True))})
+    out = {"system": system, "messages": messages}
+    if entry.ranking:
+        for key in ("chosen", "rejected"):
+            val = get(key, True)
+            if isinstance(val, dict):  # sharegpt ranking: {"from": "gpt", "value": ...}
+                val = val.get(entry.tags.get("content_tag", "value"), "")
+            if not str(val).strip():
+                raise _RowError(cols[key], message("data.empty_answer", key=key), kind=f"empty-{key}")
+            out[key] = str(val)
+        if messages and messages[-1]["role"] != "user":
+            raise _RowError(cols.get("messages"), message("data.pair_end_user"))
+    else:
+        last = messages[-1] if messages else None
+        if stage != "pt" and (last is None or last["role"] != "assistant"):
+            raise _RowError(cols.get("messages"), message("data.end_assistant"), kind="end")
+        for i, m in enumerate(messages):
+            if m["role"] == "assistant" and not m["content"].strip():
+                col = cols.get("response") if entry.formatting == "alpaca" else cols.get("messages")
+                raise _RowError(col, message("data.empty_response", turn=i + 1), kind="empty")
+    return out
+
+
+def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[str, list[dict]]:
+    t = entry.tags
+    col = entry.columns.get("messages")
+    if not isinstance(turns, list):
+        raise _RowError(col, message("data.turns_not_list", type=type(turns).__name__))
+    roles = {
+        t["user_tag"]: "user",
+        t["observation_tag"]: "user",
+        t["assistant_tag"]: "assistant",
+        t["function_tag"]: "assistant",
+        t["system_tag"]: "system",
+    }
+    messages: list[dict] = []
+    for i, turn in enumerate(turns, 1):
+        if not isinstance(turn, dict) or t["role_tag"] not in turn or t["content_tag"] not in turn:
+            raise _RowError(
+                col,
+                message("data.turn_keys", turn=i, role_tag=t["role_tag"], content_tag=t["content_tag"]),
+                kind="turn-keys",
+            )
+        tag, content = turn[t["role_tag"]], str(turn[t["content_tag"]] or "")
+        role = roles.get(tag)
+        if role is None:
+            known = ", ".join(map(str, roles))
+            raise _RowError(col, message("data.turn_role", turn=i, tag=tag, known=known), kind="role")
+        if role == "system":
+            if i != 1:
+                raise _RowError(col, message("data.system_first", turn=i), kind="order")
+            system = content
+            continue
+        want = "user" if len(messages) % 2 == 0 else "assistant"
+        if role != want:
+            tag_want = t["user_tag"] if want == "user" else t["assistant_tag"]
+            raise _RowError(
+                col,
+                message(
+                    "data.turn_order", turn=i, tag=tag, want=tag_want, user=t["user_tag"], assistant=t["assistant_tag"]
+                ),
+                kind="order",
+            )
+        messages.append({"role": role, "content": content})
+    return system, messages

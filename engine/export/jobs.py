@@ -1,0 +1,264 @@
+"""Merge jobs: start, follow, cancel and list merges, and ``studio merge``. Light: stdlib, engine.export.checks / runs
+/ events; never torch.
+
+A merge is a command run of the registry (engine.runs.registry ``submit_command``, tag ``merge``), so it gets what
+every run gets without a second copy of it: its own folder, a detached wrapper (engine.runs.runner) that writes
+``exit.json``, status from the exit record and process liveness, stop by SIGTERM to its process group (checked by its
+``STUDIO_RUN_ID`` marker) with SIGKILL after a grace period, a place in the queue (a CPU slot, or a GPU for
+``--device cuda``) and a row in the Runs tab. The registry row is the job record: id, argv, pid / pgid, start time;
+the argv names the target (``--out``), the temp folder (``--tmp-dir``) and the events file (``--events``, in the
+run's folder; the log is the run's ``train.log``). ``MergeJob(run_id)`` is rebuilt from it at any time, so a
+reloaded page or a restarted studio shows the merge's progress and result and can cancel it.
+
+A merge that cannot clean up after itself (SIGKILL, the OOM killer) leaves its temp folder: the next look at the
+ended job removes it. The target is only ever written by the final rename of a verified folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from engine.core import events as ev
+from engine.core.messages import from_exception
+from engine.export import checks as xp
+from engine.export.checks import ExportError
+from engine.export.messages import message, payload_message
+from engine.runs import registry as runs
+
+MERGE_TAG = "merge"
+# registry status -> merge state
+STATES = {"queued": "queued", "running": "running", "completed": "finished", "failed": "failed"}
+STATES["stopped"] = "cancelled"
+
+
+class MergeJob:
+    """One merge, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer."""
+
+    def __init__(self, run_id: str):
+        try:
+            rec = runs.get(run_id, refresh_status=False)
+        except runs.RunsError as exc:
+            raise ExportError(from_exception(exc)) from None
+        argv = rec.command or []
+        if rec.kind != "command" or argv[1:3] != ["-m", "engine.trainer.merge"]:
+            raise ExportError(message("export.not_merge", id=run_id))
+        args = xp.merge_arg_parser().parse_args(argv[3:])
+        self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), argv
+        self.sources, self.out_dir, self.dtype, self.device = args.sources, args.out, args.dtype, args.device
+        self.tmp_dir, self.events_path, self.log_path = Path(args.tmp_dir), Path(args.events), rec.log_path
+        self.events: list[dict] = []
+        self._offset = 0
+
+    def poll(self) -> dict:
+        """{"state": queued|running|finished|failed|cancelled, "progress", "result", "error", "out_dir", ...}.
+        The error, the clean-up note and the progress detail are catalog messages where the merge wrote their keys
+        (``engine.export.messages``), so the page can show them in its language."""
+        rec = runs.get(self.run_id)  # refreshed: exit record, then liveness of the wrapper and the merge
+        new, self._offset = ev.read_events(self.events_path, self._offset)
+        self.events += new
+        state = STATES.get(rec.status, "failed")
+        terminal = next((e for e in reversed(self.events) if e["type"] in ("merge_finished", "merge_failed")), None)
+        result = error = None
+        cleaned = ""
+        if state in ("finished", "failed", "cancelled"):
+            if state == "finished" and not (terminal and terminal["type"] == "merge_finished"):
+                state = "failed"
+            if state == "finished":
+                result = _with_summary(terminal["payload"])
+            else:
+                cancelled = terminal and terminal["payload"].get("cause") == "cancelled"
+                state = "cancelled" if cancelled else state
+                error = (payload_message(terminal["payload"], "error") if terminal else None) or rec.reason or "failed"
+            if self.tmp_dir.exists():  # the merge was killed before it could remove its partial output
+                shutil.rmtree(self.tmp_dir, ignore_errors=True)
+                cleaned = message("export.cleaned", path=self.tmp_dir)
+        progress = [e for e in self.events if e["type"] == "merge_progress"]
+        return {
+            "run_id": self.run_id,
+            "state": state,
+            "returncode": rec.exit_code,
+            "events": list(self.events),
+            "progress": _with_detail(progress[-1]["payload"]) if progress else None,
+            "result": result,
+            "error": error,
+            "cleaned": cleaned,
+            "out_dir": self.out_dir,
+            "sources": list(self.sources),
+            "created": rec.created,
+            "events_path": str(self.events_path),
+            "log_path": str(self.log_path),
+        }
+
+    def wait(self, timeout: float | None = None, interval: float = 0.3) -> dict:
+        deadline = None if timeout is None else time.time() + timeout
+        while True:
+            status = self.poll()
+            if status["state"] not in ("queued", "running"):
+                return status
+            if deadline is not None and time.time() > deadline:
+                raise TimeoutError(f"merge {self.run_id} still {status['state']} after {timeout} s")
+            time.sleep(interval)
+
+    def cancel(self, grace: float = 10.0) -> dict:
+        """SIGTERM the merge's process group (it removes its temp folder and exits), SIGKILL after ``grace``."""
+        runs.stop(self.run_id, grace_s=grace)
+        return self.poll()
+
+
+def _with_detail(payload: dict) -> dict:
+    return {**payload, "detail": payload_message(payload, "detail") or ""}
+
+
+def _with_summary(payload: dict) -> dict:
+    """The finished event's payload, its report's summary a catalog message when the merge wrote its key."""
+    summary = payload_message(payload, "summary")
+    if summary is None or not isinstance(payload.get("report"), dict):
+        return payload
+    return {**payload, "report": {**payload["report"], "summary": summary}}
+
+
+def start_merge(
+    sources: list[str],
+    out_dir: str,
+    *,
+    dtype: str | None = None,
+    max_shard_size: str = "2GB",
+    device: str = "cpu",
+    overwrite: bool = False,
+    adapter_only: bool = False,
+    force: bool = False,
+    push_to_hub: str | None = None,
+) -> MergeJob:
+    """Check the inputs (ExportError on any problem, memory included unless ``force``) and queue the merge."""
+    plan = xp.plan_export(
+        sources,
+        out_dir,
+        dtype=dtype,
+        overwrite=overwrite,
+        adapter_only=adapter_only,
+        device=device,
+        max_shard_size=max_shard_size,
+        force=force,
+    )
+    argv = xp.merge_argv(
+        plan,
+        xp.temp_dir_for(plan.out_dir),
+        "{run_dir}/events.jsonl",
+        max_shard_size=max_shard_size,
+        overwrite=overwrite,
+        force=force,
+        push_to_hub=push_to_hub,
+    )
+    name = f"merge {Path(plan.sources[0].run_dir or plan.sources[0].weights_dir).name} → {Path(plan.out_dir).name}"
+    run_id = runs.submit_command(argv, name=name, tags=[MERGE_TAG], gpus=1 if device == "cuda" else 0)
+    return MergeJob(run_id)
+
+
+def list_merges(limit: int = 10) -> list[MergeJob]:
+    """The newest merges first (a look at each ended one also removes a temp folder a killed merge left)."""
+    found = []
+    for rec in runs.list_runs():
+        if rec.kind == "command" and MERGE_TAG in rec.tags:
+            try:
+                found.append(MergeJob(rec.id))
+            except ExportError:
+                continue
+            if len(found) >= limit:
+                break
+    return found
+
+
+def merge(sources: list[str], out_dir: str, *, echo: bool = False, poll_interval: float = 0.3, **kwargs) -> dict:
+    """Blocking merge: start, follow to the end, return the final ``poll()`` dict (echo prints each event)."""
+    job = start_merge(sources, out_dir, **kwargs)
+    seen, said_queued = 0, False
+    try:
+        while True:
+            status = job.poll()
+            if echo:
+                if status["state"] == "queued" and not said_queued:
+                    print(f"[merge] queued as run {job.run_id}: waiting for a free slot (`studio queue list`)")
+                    said_queued = True
+                for e in status["events"][seen:]:
+                    print(describe_event(e), flush=True)
+                seen = len(status["events"])
+            if status["state"] not in ("queued", "running"):
+                return status
+            time.sleep(poll_interval)
+    except KeyboardInterrupt:
+        return job.cancel()
+
+
+def describe_event(event: dict) -> str:
+    p = event.get("payload", {})
+    if event["type"] == "merge_progress":
+        count = f" {p.get('i')}/{p.get('n')}" if p.get("n") else ""
+        return f"[merge] {p.get('stage')}{count} {p.get('detail', '')}".rstrip()
+    if event["type"] == "merge_finished":
+        rep = p.get("report") or {}
+        return f"[merge] finished: {p.get('out_dir')} (verify: {rep.get('summary', 'n/a')})"
+    if event["type"] == "merge_failed":
+        return f"[merge] failed ({p.get('cause')}): {p.get('error')}"
+    return f"[merge] {event['type']}: {p.get('message', p)}"
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+def cli(argv: list[str]) -> int:
+    """``studio merge``: 0 merged and verified, 1 merge or verification failed, 2 bad input, 130 cancelled."""
+    ap = argparse.ArgumentParser(
+        prog="studio merge",
+        description="Merge run adapters into their base model "
+        "(or export the adapter), verify the result, write it atomically.",
+    )
+    ap.add_argument(
+        "sources",
+        nargs="+",
+        metavar="RUN_DIR_OR_ADAPTER",
+        help="run folders or PEFT adapter folders, applied in order",
+    )
+    ap.add_argument("--out", required=True, help="output folder (must not exist unless --overwrite)")
+    ap.add_argument("--dtype", choices=list(xp.DTYPES), default=None, help="saved dtype (default: the base's)")
+    ap.add_argument("--max-shard-size", default="2GB", help="largest safetensors shard (default 2GB)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to merge (default cpu)")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    ap.add_argument("--adapter-only", action="store_true", help="export the PEFT adapter, tokenizer and card only")
+    ap.add_argument(
+        "--force", action="store_true", help="merge even when the memory estimate is above the available RAM"
+    )
+    ap.add_argument(
+        "--push-to-hub",
+        metavar="REPO",
+        default=None,
+        help="also upload to this Hub repo (needs a token and network; skipped offline)",
+    )
+    args = ap.parse_args(argv)
+    try:
+        status = merge(
+            args.sources,
+            args.out,
+            echo=True,
+            dtype=args.dtype,
+            max_shard_size=args.max_shard_size,
+            device=args.device,
+            overwrite=args.overwrite,
+            adapter_only=args.adapter_only,
+            force=args.force,
+            push_to_hub=args.push_to_hub,
+        )
+    except ExportError as exc:
+        print(f"studio merge: {exc}", file=sys.stderr)
+        return 2
+    if status["state"] == "finished":
+        res = status["result"] or {}
+        print(f"merged model written to {res.get('out_dir')}")
+        if (res.get("push") or {}).get("message"):
+            print(res["push"]["message"])
+        return 0
+    print(f"studio merge: {status['state']}: {status['error']}", file=sys.stderr)
+    if status["state"] == "failed" and status["events"] and status["events"][-1]["payload"].get("cause") == "input":
+        return 2
+    return 130 if status["state"] == "cancelled" else 1

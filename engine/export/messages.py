@@ -1,0 +1,91 @@
+"""The catalog of merge and export messages: every ``ExportError`` of ``engine.export.checks`` / ``merge_jobs`` /
+``merge`` (input checks, disk and memory refusals), the merge subprocess's progress details and verification
+results, and the clean-up note of a killed merge. A stable key and an English template, made into
+``engine.core.messages.Message`` by ``message``; the CLI and the tests read the English, the Export tab shows
+them in its language (``studio.i18n``). Light: stdlib only.
+
+The merge subprocess writes its messages into events as JSON (``engine.core.messages.to_json``); ``payload_message``
+reads one back, so a reloaded page or a restarted studio still has the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.core.messages import Message, from_json, make, payload_message  # noqa: F401 - re-exported
+
+MESSAGES: dict[str, str] = {
+    # sources
+    "export.no_source": "{path}: no such file or folder",
+    "export.is_file": "{path} is a file: give a run folder or a PEFT adapter folder (with adapter_config.json)",
+    "export.full_model_folder": "no adapter_config.json in {path}: it is a full model folder, not a PEFT adapter "
+    "(give the run folder or the adapter folder that was trained on it)",
+    "export.not_adapter": "no adapter_config.json in {path}: not a PEFT adapter folder (adapter_config.json + "
+    "adapter_model.safetensors) nor a run folder (spec.yaml)",
+    "export.spec_unreadable": "cannot read {path}: {error}",
+    "export.run_no_adapter": "run {run} has no adapter yet ({wanted} is missing; {state}): wait for it to finish, "
+    "or give an adapter folder",
+    "export.run_no_model": "run {run} has no model yet ({wanted} is missing; {state}): wait for it to finish, "
+    "or give an adapter folder",
+    "export.run_unfinished": "it has not finished",
+    "export.run_finished": "it finished",
+    "export.run_failed": "it failed",
+    "export.run_stopped": "it stopped",
+    "export.adapter_config_bad_json": "{path} is not valid JSON: {error}",
+    "export.adapter_not_saved": "{path} has adapter_config.json but no adapter_model.safetensors: the adapter was "
+    "not saved",
+    "export.no_base_name": "{path} names no base_model_name_or_path",
+    "export.base_not_local": "base model {base} of adapter {adapter} is not a local model folder with config.json "
+    "(merging needs the base weights on this machine)",
+    "export.adapter_where": "adapter {path} (trained on {trained_on})",
+    "export.module_missing": "{where} does not fit base {base} ({arch}): the adapter targets {module}, which the "
+    "base does not have",
+    "export.shape_mismatch": "{where} does not fit base {base} ({arch}): {module} is {a_out}x{a_in} in the adapter "
+    "but {b_out}x{b_in} in the base",
+    # the plan
+    "export.no_sources": "give at least one run folder or adapter folder",
+    "export.bad_dtype": "--dtype {dtype!r}: choose one of {choices}",
+    "export.bad_device": "--device {device!r}: choose cpu or cuda",
+    "export.model_alone": "a full fine-tune's model cannot be combined with other sources: export it alone",
+    "export.adapter_only_one": "--adapter-only exports exactly one adapter (a LoRA run or an adapter folder)",
+    "export.different_bases": "adapters have different bases: {first} is on {base} but {other} is on "
+    "{other_base}: merge adapters of one base only",
+    "export.would_replace": "output folder {out} would replace {path}: choose another --out",
+    "export.out_exists": "output folder {out} already exists: choose another --out or pass --overwrite",
+    "export.no_disk": "not enough disk space for {out}: the export needs about {need} ({dtype}) but only {free} is "
+    "free there: free space or choose another --out",
+    "export.bad_size": "{what} {text!r}: give a size like 2GB, 500MB or 1GiB",
+    "export.no_meminfo": "cannot read the available memory from /proc/meminfo: set STUDIO_MEM_AVAILABLE",
+    "export.no_memory_cpu": "not enough memory for this merge: it needs about {need} of RAM (on cpu: the base in "
+    "float32 and the adapters) but only {available} is available ({source}): {fixes}. If you know it fits, merge "
+    "anyway (--force / 'merge anyway')",
+    "export.no_memory_cuda": "not enough memory for this merge: it needs about {need} of RAM (on cuda: the process "
+    "and one shard) but only {available} is available ({source}): {fixes}. If you know it fits, merge anyway "
+    "(--force / 'merge anyway')",
+    "export.fixes": "free memory (stop other runs or programs); or use a machine with more RAM",
+    "export.fixes_gpu": "merge on a GPU (--device cuda: about {ram} of RAM); or free memory (stop other runs or "
+    "programs); or use a machine with more RAM",
+    "export.mem_given": "STUDIO_MEM_AVAILABLE",
+    # the Export and Chat tabs (studio.tabs.export.inside_workspace)
+    "export.outside_workspace": "{path}: only folders inside the workspace ({root}) can be used here",
+    # following a merge (engine.export.jobs)
+    "export.not_merge": "run {id} is not a merge",
+    "export.cleaned": "removed the partial output {path}",
+    # the merge subprocess (engine.trainer.merge): progress details, failures, verification
+    "export.detail_base": "base {path} in float32",
+    "export.detail_adapter": "adapter {path}",
+    "export.detail_merging": "{n} adapter(s) into {base}",
+    "export.detail_verifying": "reloading the saved folder and comparing logits",
+    "export.detail_copying": "copying adapter {path}",
+    "export.no_cuda": "--device cuda but no CUDA GPU is visible to this process: use --device cpu",
+    "export.cancelled": "cancelled (SIGTERM)",
+    "export.fp32_mismatch": "the float32 merge differs from base + adapters by {diff:.3g} (> {tol:.3g}): the "
+    "adapters cannot be merged exactly (e.g. several DoRA adapters, whose merge depends on the order)",
+    "export.verify_summary": "max |logit diff| {diff:.3g} {op} {tol:.3g} ({dtype})",
+    "export.verify_failed": "verification failed: {summary}",
+    "export.adapter_copied": "adapter copied; its A/B shapes were checked against the base's safetensors headers",
+}
+
+
+def message(key: str, /, **params: Any) -> Message:
+    return make(MESSAGES, key, **params)

@@ -1,0 +1,387 @@
+"""LLaMA-Factory compatibility: its training YAML (+ accelerate config) in, our RunSpec out, and back.
+
+Light: yaml, json and engine.spec.schema only (never torch). ``studio train`` / ``studio validate`` call ``load_any``
+so a LLaMA-Factory user's ``train_args.yaml`` and ``accelerate_config.yaml`` work unchanged on the features we support.
+Every key we do not support is reported by name (``SpecError``), never silently dropped; keys that are accepted but
+change nothing (``overwrite_cache``, ``logging_dir``) produce a note. Absent keys take LLaMA-Factory's and
+transformers' defaults (not ours), so a converted run is the run LLaMA-Factory would have made.
+
+Commands (argv[0] is the command name):
+  studio import-lf FILE [--accelerate-config F] -o SPEC
+  studio export-lf SPEC -o FILE [--accelerate-config-out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here (tests/engine/test_lf_compat.py)
+    _CONVERTED,
+    _DIRECT,
+    _FLASH_IN,
+    _FLASH_OUT,
+    _LF_DEFAULTS,
+    _LF_MARKERS,
+    _NULLABLE,
+    _csv,
+    _Import,
+    _resolve,
+    _truthy,
+)
+from engine.lf.launch import _accelerate_out, _from_accelerate, _from_ds_json
+from engine.spec.schema import RunSpec, SpecError, load_spec, parse_spec, read_model_config, save_spec
+
+
+def lf_to_spec(
+    train_args: dict,
+    accelerate_config: dict | None = None,
+    *,
+    base_dir: str | Path | None = None,
+    notes: list[str] | None = None,
+) -> tuple[dict, list[str]]:
+    """Convert LLaMA-Factory training args (+ an accelerate config) to a RunSpec dict.
+
+    Returns (spec dict, names of unsupported keys); accelerate keys are named ``accelerate_config.<key>``, keys of a
+    DeepSpeed JSON ``deepspeed.<key>``. Relative ``dataset_dir`` and ``deepspeed`` paths resolve against
+    ``base_dir`` (the YAML's folder). ``notes`` (when given) receives one line per accepted-but-ignored key.
+    """
+    imp = _lf_import(train_args, accelerate_config, Path(base_dir) if base_dir is not None else None)
+    if notes is not None:
+        notes.extend(imp.notes)
+    return imp.data, list(imp.unsupported)
+
+
+def _lf_import(args: dict, acc: dict | None, base_dir: Path | None) -> _Import:
+    imp = _Import()
+    args = {**{k: v for k, v in _LF_DEFAULTS.items() if k not in args}, **args}
+    for key, value in args.items():
+        if key in _DIRECT and (value is not None or key in _NULLABLE):  # LF writes null for "not set"
+            imp.put(_DIRECT[key], value)
+        elif key in _DIRECT:
+            continue
+        elif key not in _CONVERTED:
+            imp.bad(key)
+    imp.put("schema_version", 1)
+    if "lora_alpha" not in args or args["lora_alpha"] is None:  # LF: alpha defaults to 2 x rank
+        rank = args.get("lora_rank")
+        imp.put("method.lora.alpha", rank * 2 if isinstance(rank, int) and not isinstance(rank, bool) else 16)
+    _convert(args, imp, base_dir)
+    if acc:
+        _from_accelerate(acc, args, imp, base_dir)
+    return imp
+
+
+def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
+    flash = str(args.get("flash_attn", "auto"))
+    imp.put("model.attn_implementation", _FLASH_IN.get(flash, flash))
+    if args.get("rope_scaling"):
+        factor = 2.0
+        cfg = read_model_config(str(args.get("model_name_or_path", "")))
+        max_pos = cfg.get("max_position_embeddings") if cfg else None
+        if isinstance(max_pos, int) and max_pos > 0 and isinstance(args.get("cutoff_len"), int):
+            factor = float(max(1, math.ceil(args["cutoff_len"] / max_pos)))  # as LF does
+        else:
+            imp.notes.append(f"rope_scaling: factor {factor:g} (LF derives it from the local config.json)")
+        imp.put("model.rope_scaling", {"type": args["rope_scaling"], "factor": factor})
+    if not _truthy(args.get("do_train", True)):
+        imp.bad("do_train", "only training runs are supported (do_train: true)")
+    if str(args.get("quantization_method", "bnb")).lower() not in ("bnb", "bitsandbytes"):
+        imp.bad("quantization_method", "only bitsandbytes (bnb) quantization is supported")
+    if "lora_target" in args:
+        imp.put("method.lora.targets", _csv(args["lora_target"]))
+    mods = _csv(args.get("freeze_trainable_modules", "all"))
+    imp.put("method.freeze.trainable_modules", [] if mods == ["all"] else mods)
+    if args.get("freeze_extra_modules"):
+        imp.put("method.freeze.extra_modules", _csv(args["freeze_extra_modules"]))
+    if isinstance(args.get("freeze_trainable_layers"), int) and args["freeze_trainable_layers"] < 0:
+        imp.bad("freeze_trainable_layers", "negative values (train the first layers) are not supported")
+    if "dataset" in args:
+        imp.put("data.datasets", _csv(args["dataset"]))
+    if "dataset_dir" in args:
+        if str(args["dataset_dir"]).upper() == "ONLINE":
+            imp.bad("dataset_dir", "ONLINE datasets are not supported: register them in a dataset_info.json")
+        imp.put("data.dataset_dir", _resolve(args["dataset_dir"], base_dir))
+    elif base_dir is not None and (base_dir / "data" / "dataset_info.json").is_file():
+        imp.put("data.dataset_dir", str((base_dir / "data").resolve()))  # LF's default dataset_dir is ./data
+    else:
+        imp.notes.append("dataset_dir not set: datasets resolve in the Studio workspace's data folder")
+    if args.get("interleave_probs") is not None:
+        try:
+            imp.put("data.mix_probs", [float(p) for p in _csv(args["interleave_probs"])])
+        except ValueError:
+            imp.bad("interleave_probs", f"{args['interleave_probs']!r} is not a comma list of numbers")
+    # LF packs by default for pt. Its pt packing (concatenated blocks) is ours; its plain sft packing lets samples
+    # attend to each other, ours never does.
+    packing = args.get("packing")
+    pretrain = args.get("stage", "sft") == "pt"
+    if packing is None:
+        packing = pretrain
+    imp.put("data.packing", _truthy(packing) or _truthy(args.get("neat_packing", False)))
+    if _truthy(packing) and not _truthy(args.get("neat_packing", False)) and not pretrain:
+        imp.notes.append("packing: Studio packs without attention across samples (LF's neat_packing)")
+    if pretrain and not (_truthy(packing) or _truthy(args.get("neat_packing", False))):
+        imp.notes.append(
+            "packing: false with stage pt: Studio cuts each text into blocks of cutoff_len (LF truncates it)"
+        )
+    if _truthy(args.get("pure_bf16")):
+        imp.put("train.precision", "bf16")
+        imp.put("model.dtype", "bfloat16")
+    elif _truthy(args.get("bf16")) and _truthy(args.get("fp16")):
+        imp.bad("fp16", "bf16 and fp16 are both true: keep one")
+    elif _truthy(args.get("bf16")) or _truthy(args.get("fp16")):
+        imp.put("train.precision", "bf16" if _truthy(args.get("bf16")) else "fp16")
+    else:
+        imp.put("train.precision", "fp32")  # neither flag: transformers trains in fp32
+    if "gradient_checkpointing" in args:
+        imp.put("train.gradient_checkpointing", _truthy(args["gradient_checkpointing"]))
+    else:  # LF checkpoints by default
+        imp.put("train.gradient_checkpointing", not _truthy(args.get("disable_gradient_checkpointing", False)))
+    report = args.get("report_to", "none")
+    report = ["none"] if report is None else _csv(report)
+    if "all" in report:
+        imp.bad("report_to", "'all' is not supported: name the trackers (tensorboard, wandb) or none")
+    imp.put("output.report_to", report)
+    for key, note in (
+        ("overwrite_cache", "no cache is reused across runs"),
+        ("logging_dir", "TensorBoard logs go to <output>/tensorboard"),
+        ("overwrite_output_dir", "removed in transformers 5"),
+        ("plot_loss", "the studio plots loss live"),
+    ):
+        if key in args:
+            imp.notes.append(f"{key}: accepted, ignored ({note})")
+    if args.get("deepspeed"):
+        ds = args["deepspeed"]
+        _from_ds_json(ds if isinstance(ds, dict) else _resolve(ds, base_dir), imp)
+        imp.put("launch.backend", "deepspeed")
+        imp.notes.append("deepspeed without an accelerate config: one process; set launch.num_processes for more")
+
+
+# ----------------------------------------------------------------------------------------------- export
+def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
+    """A spec as LLaMA-Factory training args + an accelerate config in the shape of the seed's examples.
+
+    Precision 'auto' is written as bf16 (LF has no 'auto'); model.dtype, quantization compute dtype, launch.device
+    cpu and share_gpus have no LF key and are left out. Stage pt without packing is written as packing: false, with
+    which LF truncates each text at cutoff_len where Studio cuts it into blocks.
+    """
+    m, d, t, o = spec.method, spec.data, spec.train, spec.output
+    args: dict[str, Any] = {"model_name_or_path": spec.model.name_or_path}
+    if spec.model.revision != "main":
+        args["model_revision"] = spec.model.revision
+    if spec.model.trust_remote_code:
+        args["trust_remote_code"] = True
+    args["flash_attn"] = _FLASH_OUT[spec.model.attn_implementation]
+    if spec.model.rope_scaling:
+        args["rope_scaling"] = spec.model.rope_scaling.type
+    args.update({"stage": m.stage, "do_train": True, "finetuning_type": m.finetuning})
+    if m.finetuning == "lora":
+        if m.quantization.bits:
+            args.update(
+                {
+                    "quantization_bit": m.quantization.bits,
+                    "quantization_type": m.quantization.quant_type,
+                    "double_quantization": m.quantization.double_quant,
+                }
+            )
+        args.update(
+            {
+                "lora_rank": m.lora.rank,
+                "lora_alpha": m.lora.alpha,
+                "lora_dropout": m.lora.dropout,
+                "lora_target": ",".join(m.lora.targets),
+                "use_rslora": m.lora.use_rslora,
+                "use_dora": m.lora.use_dora,
+            }
+        )
+    elif m.finetuning == "freeze":
+        args["freeze_trainable_layers"] = m.freeze.trainable_layers
+        args["freeze_trainable_modules"] = ",".join(m.freeze.trainable_modules) or "all"
+        if m.freeze.extra_modules:
+            args["freeze_extra_modules"] = ",".join(m.freeze.extra_modules)
+    if m.stage == "dpo":
+        args.update({"pref_beta": m.dpo.beta, "pref_loss": m.dpo.loss_type})
+    args["dataset"] = ",".join(d.datasets)
+    if d.dataset_dir:
+        args["dataset_dir"] = d.dataset_dir
+    if d.mix != "concat":
+        args["mix_strategy"] = d.mix
+    if d.mix_probs:
+        args["interleave_probs"] = ",".join(f"{p:g}" for p in d.mix_probs)
+    args.update({"template": d.template, "cutoff_len": d.cutoff_len})
+    if d.max_samples is not None:
+        args["max_samples"] = d.max_samples
+    if d.val_size:
+        args["val_size"] = d.val_size
+    args.update(
+        {
+            "packing": d.packing,
+            "neat_packing": d.packing and m.stage != "pt",  # LF's pt packing is concatenation, as ours
+            "train_on_prompt": d.train_on_prompt,
+            "preprocessing_num_workers": d.preprocessing_workers,
+        }
+    )
+    if d.group_by_length:
+        args["group_by_length"] = True
+    if o.output_dir:
+        args["output_dir"] = o.output_dir
+    if o.run_name:
+        args["run_name"] = o.run_name
+    args.update(
+        {
+            "logging_steps": t.logging_steps,
+            "save_steps": t.save_steps,
+            "eval_steps": t.eval_steps,
+            "save_total_limit": t.save_total_limit,
+            "num_train_epochs": t.num_epochs,
+            "max_steps": t.max_steps,
+            "per_device_train_batch_size": t.per_device_batch_size,
+            "gradient_accumulation_steps": t.gradient_accumulation,
+            "learning_rate": t.learning_rate,
+            "lr_scheduler_type": t.lr_scheduler,
+            "warmup_ratio": t.warmup_ratio,
+            "warmup_steps": t.warmup_steps,
+            "weight_decay": t.weight_decay,
+            "optim": t.optimizer,
+            "max_grad_norm": t.max_grad_norm,
+        }
+    )
+    if t.precision in ("bf16", "auto") and spec.model.dtype == "bfloat16":
+        args["pure_bf16"] = True
+    elif t.precision in ("bf16", "auto"):
+        args["bf16"] = True
+    elif t.precision == "fp16":
+        args["fp16"] = True
+    args.update(
+        {
+            "disable_gradient_checkpointing": not t.gradient_checkpointing,
+            "seed": t.seed,
+            "report_to": ",".join(o.report_to),
+        }
+    )
+    if t.resume_from:
+        args["resume_from_checkpoint"] = t.resume_from
+    return args, _accelerate_out(spec)
+
+
+# ----------------------------------------------------------------------------------------------- loading
+_REVERSE = {path: key for key, path in {**_DIRECT, **_CONVERTED}.items() if path}
+
+
+def _read_yaml(path: Path, what: str) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError([(what, f"cannot read {path}: {exc.strerror or exc}")], str(path)) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([(what, f"{path} is not valid YAML: {exc}")], str(path)) from None
+
+
+def is_lf_args(data: Any) -> bool:
+    """True for a LLaMA-Factory flat training-args mapping; False for our spec (``model:`` mapping, schema_version)."""
+    if not isinstance(data, dict) or isinstance(data.get("model"), dict) or "schema_version" in data:
+        return False
+    return bool(_LF_MARKERS & set(data))
+
+
+def load_any(
+    path: str | Path,
+    accelerate_config_path: str | Path | None = None,
+    *,
+    context: bool = True,
+    notes: list[str] | None = None,
+) -> RunSpec:
+    """Load our spec or a LLaMA-Factory training YAML (+ accelerate config); raise SpecError listing every problem."""
+    path = Path(path)
+    data = _read_yaml(path, "spec")
+    if not is_lf_args(data):
+        if accelerate_config_path is not None:
+            msg = "--accelerate-config is for LLaMA-Factory YAML; a Studio spec carries launch settings under launch:"
+            raise SpecError([("accelerate_config", msg)], str(path))
+        return load_spec(path, context=context)
+    acc = None
+    if accelerate_config_path is not None:
+        acc = _read_yaml(Path(accelerate_config_path), "accelerate_config")
+        if not isinstance(acc, dict):
+            raise SpecError([("accelerate_config", f"{accelerate_config_path} is not a mapping")], str(path))
+    imp = _lf_import(data, acc, path.resolve().parent)
+    if notes is not None:
+        notes.extend(imp.notes)
+    if imp.unsupported:
+        raise SpecError([(k, why) for k, why in imp.unsupported.items()], f"{path} (LLaMA-Factory)")
+    try:
+        return parse_spec(imp.data, source=f"{path} (LLaMA-Factory)", context=context)
+    except SpecError as exc:  # name the LF key the user wrote next to our field path
+        raise SpecError([(_lf_name(p), msg) for p, msg in exc.problems], exc.source) from None
+
+
+def load_any_spec(path: str | Path, accelerate_config: str | Path | None = None) -> RunSpec:
+    """What the CLI commands (train, validate, preview) load: our spec or a LLaMA-Factory training YAML (+ its
+    accelerate config), validated with its files; the import's notes go to stderr."""
+    notes: list[str] = []
+    spec = load_any(path, accelerate_config, notes=notes)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return spec
+
+
+def _lf_name(path: str) -> str:
+    for prefix in sorted(_REVERSE, key=len, reverse=True):
+        if path == prefix or path.startswith(prefix + "."):
+            return f"{_REVERSE[prefix]} ({path})"
+    return path
+
+
+def cli(argv: list[str]) -> int:
+    cmd, rest = (argv[0], argv[1:]) if argv else ("import-lf", [])
+    if cmd == "export-lf":
+        return _cli_export(rest)
+    parser = argparse.ArgumentParser(
+        prog="studio import-lf",
+        description="convert a LLaMA-Factory training YAML (+ accelerate config) to a Studio spec",
+    )
+    parser.add_argument("file")
+    parser.add_argument("--accelerate-config", default=None)
+    parser.add_argument("-o", "--output", required=True, help="spec YAML to write")
+    ns = parser.parse_args(rest)
+    notes: list[str] = []
+    try:
+        spec = load_any(ns.file, ns.accelerate_config, context=False, notes=notes)
+    except SpecError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    save_spec(spec, ns.output)
+    print(f"wrote {ns.output}")
+    return 0
+
+
+def _cli_export(rest: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="studio export-lf", description="write a spec as LLaMA-Factory YAML")
+    parser.add_argument("spec")
+    parser.add_argument("-o", "--output", required=True, help="LLaMA-Factory train_args YAML to write")
+    parser.add_argument("--accelerate-config-out", default=None, help="also write the accelerate config here")
+    ns = parser.parse_args(rest)
+    try:
+        spec = load_any(ns.spec, context=False)
+    except SpecError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    args, acc = spec_to_lf(spec)
+    _write_yaml(Path(ns.output), args)
+    print(f"wrote {ns.output}")
+    if ns.accelerate_config_out:
+        _write_yaml(Path(ns.accelerate_config_out), acc)
+        print(f"wrote {ns.accelerate_config_out}")
+    return 0
+
+
+def _write_yaml(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")

@@ -1,0 +1,64 @@
+"""The catalog of the memory planner's notes (``engine.plan.planner``, ``engine.plan.model_shape``), the auto-fit steps
+(``engine.plan.fit``) and the speed advice (``engine.plan.advice``): a stable key and an English template, made into
+``engine.core.messages.Message`` by ``message``. Light: stdlib only; ``studio.i18n`` holds the Chinese.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.core.messages import Message, make
+
+MESSAGES: dict[str, str] = {
+    # plan notes
+    "plan.no_config": "model.name_or_path: no config.json readable at {path} (planning needs a local model folder, "
+    "or pass model_config)",
+    "plan.moe": "mixture of experts ({experts} experts, {per_token} per token): expert weights are counted dense and "
+    "activations per routed token, so the plan is approximate",
+    "plan.unknown_arch": "model_type {model_type!r} is planned as a Llama-shaped decoder; check the numbers",
+    "plan.sharded": "parameters sharded over {n} ranks (+ two gathered layers in flight)",
+    "plan.offload_optimizer": "optimizer states offloaded to CPU RAM (DeepSpeed CPU Adam)",
+    "plan.offload_params": "parameters offloaded to CPU RAM: large slowdown",
+    "plan.eager": "eager attention materialises batch x heads x seq^2 scores: use sdpa or flash_attention_2",
+    "plan.cpu": "device is cpu: the numbers are host memory for one process",
+    # auto-fit steps
+    "fit.batch": "per-device batch {b} -> {nb}, gradient accumulation {ga} -> {nga} (effective batch {effective} "
+    "kept)",
+    "fit.checkpointing": "gradient checkpointing on (activations recomputed in backward, ~30% slower)",
+    "fit.zero1": "DeepSpeed ZeRO-1 (shards optimizer states over {n} GPUs)",
+    "fit.zero2": "DeepSpeed ZeRO-2 (shards + gradients over {n} GPUs)",
+    "fit.zero3": "DeepSpeed ZeRO-3 (shards + parameters over {n} GPUs)",
+    "fit.offload_optimizer": "offload optimizer states to CPU (DeepSpeed ZeRO-{stage} + CPU Adam; slower steps)",
+    "fit.offload_params": "offload parameters to CPU (ZeRO-3; large slowdown)",
+    "fit.fsdp_offload": "FSDP parameter offload to CPU (large slowdown)",
+    "fit.lora_rank": "LoRA rank {r} -> {nr}",
+    "fit.qlora_short": "4-bit QLoRA",
+    "fit.qlora": "4-bit QLoRA (NF4 base, double quantization, LoRA adapters)",
+    "fit.qlora_switch": "4-bit QLoRA (NF4 base, double quantization, LoRA adapters); switches {finetuning} "
+    "fine-tuning to LoRA rank {rank}",
+    "fit.keeping_offload": "{step} (keeping the offload steps)",
+    "fit.step": "{step}: {size} per GPU",
+    "fit.refused": "{step}: refused ({reason})",
+    # speed advice
+    "advice.low_util": "GPU utilisation averages {util:.0f}%: the GPU waits. Check the items below (data loading, "
+    "offload, batch size) and watch `nvidia-smi dmon -s u`.",
+    "advice.fp32": "no mixed precision: set train.precision to bf16 (or fp16 on GPUs without bf16): ~2x faster, "
+    "half the activation memory.",
+    "advice.eager": "eager attention: set model.attn_implementation to sdpa or flash_attention_2.",
+    "advice.ds_offload": "DeepSpeed offload moves states over PCIe every step: if memory allows, set offload_param "
+    "and offload_optimizer to none (engine.plan.planner shows whether it still fits).",
+    "advice.fsdp_offload": "FSDP parameter offload is slow: turn launch.fsdp.offload_params off if it fits.",
+    "advice.small_batch": "per-device batch {batch} is small: raise train.per_device_batch_size toward the memory "
+    "limit and lower gradient_accumulation to keep the effective batch.",
+    "advice.checkpointing": "gradient checkpointing recomputes activations (~30% slower): turn it off if the plan "
+    "still fits.",
+    "advice.cpu_bound": "CPU is busy ({cpu:.0f}%) while the GPU idles: data loading is the bottleneck; raise "
+    "data.preprocessing_workers, pre-tokenise, or turn on data.packing for short samples.",
+    "advice.throughput_drop": "throughput dropped from {peak:.0f} to {now:.0f} tokens/s: look for another process on "
+    "the GPU, thermal throttling, or checkpoint saves in the middle of steps.",
+    "advice.packing_off": "packing is off: with many short samples, data.packing avoids computing on padding.",
+}
+
+
+def message(key: str, /, **params: Any) -> Message:
+    return make(MESSAGES, key, **params)

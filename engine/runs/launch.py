@@ -1,0 +1,459 @@
+"""Turn a spec into the exact launch: argv, environment, generated accelerate / DeepSpeed configs, the command for
+every node, and a Slurm script. Pure (no I/O beyond reading the model config for the FSDP layer class); light
+(no torch). ``write_plan_files`` is the one function that writes, into a run folder.
+
+The trainer always starts through ``accelerate launch``:
+- single: ``--num_processes 1`` (``--cpu`` without GPUs);
+- ddp: on GPUs an accelerate config (MULTI_GPU); on CPU ``--multi_gpu`` with ``ACCELERATE_USE_CPU=true``, the one
+  combination that gives real DDP over gloo (STACK-NOTES: ``--cpu --num_processes 2`` and MULTI_CPU configs start ONE
+  process);
+- deepspeed: accelerate config DEEPSPEED pointing at a generated ``ds_config.json`` (the seed's shape, with
+  ``auto`` values that the Trainer fills), the same file also passed to the Trainer;
+- fsdp: accelerate config FSDP in the seed's shape (GPUs only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from engine.machine.hardware import Hardware, detect
+from engine.spec.schema import RunSpec, SpecError, read_model_config
+
+# Passed through to the trainer when set; everything else in its environment is explicit.
+PASSTHROUGH_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "STUDIO_HOME",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_HUB_DISABLE_TELEMETRY",
+    "HF_HUB_CACHE",
+    "HF_DATASETS_CACHE",
+    "TORCH_EXTENSIONS_DIR",
+    "CUDA_HOME",
+    "LD_LIBRARY_PATH",
+    "NCCL_DEBUG",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_DISABLE",
+    "GLOO_SOCKET_IFNAME",
+    "STUDIO_FORCE_CPU",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "HF_TOKEN",
+    "WANDB_API_KEY",
+    "WANDB_MODE",
+)
+SECRET_ENV = ("HF_TOKEN", "WANDB_API_KEY")  # passed to the process, never written to a run folder
+LAYER_CLASSES = {
+    "llama": "LlamaDecoderLayer",
+    "mistral": "MistralDecoderLayer",
+    "qwen2": "Qwen2DecoderLayer",
+    "qwen3": "Qwen3DecoderLayer",
+    "gemma": "GemmaDecoderLayer",
+    "gemma2": "Gemma2DecoderLayer",
+    "mixtral": "MixtralDecoderLayer",
+    "phi3": "Phi3DecoderLayer",
+}
+
+
+class LaunchError(SpecError):
+    """The spec is valid but cannot run on this hardware (precision, device, GPU count)."""
+
+
+@dataclass
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str]
+    files: dict[str, str] = field(default_factory=dict)
+    node_commands: list[str] = field(default_factory=list)
+    slurm_script: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    device: str = "cpu"
+    precision: str = "fp32"
+    gpu_ids: list[int] = field(default_factory=list)
+
+    def public_env(self) -> dict[str, str]:
+        """The environment with secrets masked, for launch.json and previews."""
+        return {k: ("***" if k in SECRET_ENV else v) for k, v in self.env.items()}
+
+
+def resolve_device(spec: RunSpec, hw: Hardware) -> str:
+    if spec.launch.device == "cuda" and not hw.has_gpu:
+        raise LaunchError([("launch.device", f"cuda requested but this machine has no usable GPU ({hw.reason})")])
+    if spec.launch.device == "auto":
+        return "cuda" if hw.has_gpu else "cpu"
+    return spec.launch.device
+
+
+def resolve_precision(spec: RunSpec, hw: Hardware, device: str) -> str:
+    p = spec.train.precision
+    bf16_ok = device == "cpu" or all(g.bf16 is not False for g in hw.gpus)
+    if p == "auto":
+        return "fp32" if device == "cpu" else ("bf16" if bf16_ok else "fp16")
+    if p == "bf16" and not bf16_ok:
+        names = ", ".join(sorted({g.name for g in hw.gpus if g.bf16 is False}))
+        raise LaunchError([("train.precision", f"bf16 is not supported by {names}: use fp16")])
+    if p == "fp16" and device == "cpu":
+        raise LaunchError(
+            [("train.precision", "fp16 mixed precision needs a GPU; this run would be on CPU: use bf16 or fp32")]
+        )
+    return p
+
+
+def check_hardware(spec: RunSpec, hw: Hardware, device: str, gpu_ids: list[int]) -> None:
+    problems = []
+    ln = spec.launch
+    if device == "cpu":
+        if ln.backend == "fsdp":
+            problems.append(("launch.backend", "FSDP needs GPUs and none is available: use ddp or deepspeed on CPU"))
+        if spec.model.attn_implementation == "flash_attention_2":
+            problems.append(("model.attn_implementation", "flash_attention_2 needs a CUDA GPU: use sdpa"))
+    else:
+        have = {g.index for g in hw.gpus}
+        missing = [g for g in gpu_ids if g not in have]
+        if missing:
+            problems.append(("launch.gpus", f"GPU id(s) {missing} do not exist (this machine has {sorted(have)})"))
+        if ln.num_processes > len(gpu_ids):
+            problems.append(
+                (
+                    "launch.num_processes",
+                    f"{ln.num_processes} processes but only {len(gpu_ids)} GPU(s) available for this run",
+                )
+            )
+    if problems:
+        raise LaunchError(problems)
+
+
+def choose_gpus(spec: RunSpec, hw: Hardware, gpu_ids: list[int] | None) -> list[int]:
+    if gpu_ids is not None:
+        return list(gpu_ids)
+    if spec.launch.gpus is not None:
+        return list(spec.launch.gpus)
+    return [g.index for g in hw.gpus][: spec.launch.num_processes]
+
+
+def mixed_precision_name(precision: str) -> str:
+    return {"bf16": "bf16", "fp16": "fp16"}.get(precision, "no")
+
+
+def deepspeed_config(spec: RunSpec, precision: str) -> dict:
+    """The seed's ds_config.json shape; batch sizes are 'auto' so the Trainer fills them from the spec."""
+    ds = spec.launch.deepspeed
+    zero: dict = {"stage": ds.zero_stage}
+    if ds.zero_stage >= 1:
+        zero["offload_optimizer"] = {"device": ds.offload_optimizer, "pin_memory": ds.pin_memory}
+        if ds.offload_optimizer == "nvme":
+            zero["offload_optimizer"]["nvme_path"] = ds.nvme_path
+    if ds.zero_stage == 3:
+        zero["offload_param"] = {"device": ds.offload_param, "pin_memory": ds.pin_memory}
+        if ds.offload_param == "nvme":
+            zero["offload_param"]["nvme_path"] = ds.nvme_path
+        zero["sub_group_size"] = ds.sub_group_size
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
+    if ds.zero_stage >= 2:
+        zero["overlap_comm"] = ds.overlap_comm
+        zero["contiguous_gradients"] = ds.contiguous_gradients
+    if ds.zero_stage >= 1:
+        zero["reduce_bucket_size"] = ds.reduce_bucket_size
+    return {
+        "zero_optimization": zero,
+        "bf16": {"enabled": "auto"},
+        "fp16": {"enabled": "auto"},
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto",
+        "train_batch_size": "auto",
+        "steps_per_print": ds.steps_per_print,
+        "wall_clock_breakdown": False,
+    }
+
+
+def fsdp_layer_class(spec: RunSpec) -> str:
+    if spec.launch.fsdp.layer_cls_to_wrap != "auto":
+        return spec.launch.fsdp.layer_cls_to_wrap
+    cfg = read_model_config(spec.model.name_or_path) or {}
+    arch = (cfg.get("architectures") or [""])[0]
+    return LAYER_CLASSES.get(
+        str(cfg.get("model_type", "")), arch.replace("ForCausalLM", "DecoderLayer") or "LlamaDecoderLayer"
+    )
+
+
+def accelerate_config(spec: RunSpec, precision: str, device: str, gpu_ids: list[int], ds_path: str) -> dict | None:
+    """The accelerate config in the seed's shape, or None where flags do the job (single process, CPU DDP)."""
+    ln = spec.launch
+    base = {
+        "compute_environment": "LOCAL_MACHINE",
+        "num_machines": ln.num_machines,
+        "num_processes": spec.world_size,
+        "machine_rank": ln.machine_rank,
+        "mixed_precision": mixed_precision_name(precision),
+        "rdzv_backend": "static",
+        "same_network": True,
+        "main_training_function": "main",
+        "use_cpu": device == "cpu",
+    }
+    if ln.num_machines > 1:
+        base["main_process_ip"] = ln.main_process_ip
+        base["main_process_port"] = ln.main_process_port
+    if device == "cuda" and gpu_ids:
+        base["gpu_ids"] = ",".join(str(i) for i in range(len(gpu_ids)))  # indices after CUDA_VISIBLE_DEVICES
+    if ln.backend == "deepspeed":
+        ds = ln.deepspeed
+        base["distributed_type"] = "DEEPSPEED"
+        base["deepspeed_config"] = {
+            "deepspeed_config_file": ds_path,
+            "zero3_init_flag": ds.zero_stage == 3,
+        }
+        base.pop("mixed_precision")  # lives in ds_config.json when a config file is given
+        return base
+    if ln.backend == "fsdp":
+        fs = ln.fsdp
+        base["distributed_type"] = "FSDP"
+        base["fsdp_config"] = {
+            "fsdp_sharding_strategy": fs.sharding_strategy,
+            "fsdp_offload_params": fs.offload_params,
+            "fsdp_auto_wrap_policy": fs.auto_wrap_policy,
+            "fsdp_state_dict_type": fs.state_dict_type,
+            "fsdp_cpu_ram_efficient_loading": fs.cpu_ram_efficient_loading,
+            "fsdp_sync_module_states": True,
+            "fsdp_use_orig_params": True,
+            "fsdp_backward_prefetch": "BACKWARD_PRE",
+            "fsdp_forward_prefetch": False,
+        }
+        if fs.auto_wrap_policy == "TRANSFORMER_BASED_WRAP":
+            base["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] = fsdp_layer_class(spec)
+        elif fs.auto_wrap_policy == "SIZE_BASED_WRAP":
+            base["fsdp_config"]["fsdp_min_num_params"] = fs.min_num_params
+        return base
+    if ln.backend == "ddp" and device == "cuda":
+        base["distributed_type"] = "MULTI_GPU"
+        return base
+    return None
+
+
+def subprocess_env(device: str, gpus: list[int], hw: Hardware, *, processes: int = 1) -> dict[str, str]:
+    """The explicit environment of a run's processes: the allow-listed part of ours (``PASSTHROUGH_ENV``) plus what
+    every run needs (threads, visible GPUs). Trainers (``build_command``) and command runs (``engine.runs.scheduler``)
+    both start from it, so nothing else of the studio's environment (its login, unrelated variables) reaches them."""
+    env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's numbering = NVML's, which the scheduler and sampler use
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    # One compute thread per process on CPU: two OpenMP threads on a busy machine were ~160x slower (STACK-NOTES).
+    threads = max(1, (hw.cpu_count // max(1, processes))) if device == "cuda" else 1
+    env["OMP_NUM_THREADS"] = os.environ.get("STUDIO_OMP_THREADS", str(threads))
+    env["MKL_NUM_THREADS"] = env["OMP_NUM_THREADS"]
+    if device == "cuda":
+        visible = ",".join(str(g) for g in gpus)
+        env["CUDA_VISIBLE_DEVICES"] = visible
+        if hw.vendor == "amd":
+            env["HIP_VISIBLE_DEVICES"] = visible
+            env["ROCR_VISIBLE_DEVICES"] = visible
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def build_command(
+    spec: RunSpec, run_dir: Path, hardware: Hardware | None = None, *, gpu_ids: list[int] | None = None
+) -> LaunchPlan:
+    """argv, env and config files that start this spec's trainer in ``run_dir``. Raises LaunchError when the
+    spec cannot run on this hardware."""
+    hw = hardware if hardware is not None else detect()
+    run_dir = Path(run_dir)
+    device = resolve_device(spec, hw)
+    precision = resolve_precision(spec, hw, device)
+    gpus = choose_gpus(spec, hw, gpu_ids) if device == "cuda" else []
+    check_hardware(spec, hw, device, gpus)
+    ln = spec.launch
+    spec_path = run_dir / "spec.yaml"
+    ds_path = run_dir / "ds_config.json"
+    acc_path = run_dir / "accelerate.yaml"
+    files: dict[str, str] = {}
+    env = subprocess_env(device, gpus, hw, processes=ln.num_processes)
+    env["STUDIO_DEVICE"], env["STUDIO_PRECISION"] = device, precision  # the trainer uses these, not its own guess
+    env["ACCELERATE_DISABLE_RICH"] = "1"
+    if "tensorboard" in spec.output.report_to:
+        out = Path(spec.output.output_dir).expanduser() if spec.output.output_dir else run_dir
+        env["TENSORBOARD_LOGGING_DIR"] = str(out / "tensorboard")
+
+    launcher = [sys.executable, "-m", "accelerate.commands.launch"]
+    flags: list[str] = []
+    acc = accelerate_config(spec, precision, device, gpus, str(ds_path))
+    if ln.backend == "deepspeed":
+        files["ds_config.json"] = json.dumps(deepspeed_config(spec, precision), indent=2)
+    if acc is not None:
+        files["accelerate.yaml"] = yaml.safe_dump(acc, sort_keys=False)
+        flags += ["--config_file", str(acc_path)]
+        if device == "cpu":
+            env["ACCELERATE_USE_CPU"] = "true"
+    elif ln.backend == "ddp":  # CPU DDP: see the module docstring
+        env["ACCELERATE_USE_CPU"] = "true"
+        flags += [
+            "--multi_gpu",
+            "--num_processes",
+            str(spec.world_size),
+            "--num_machines",
+            str(ln.num_machines),
+            "--mixed_precision",
+            mixed_precision_name(precision),
+            "--dynamo_backend",
+            "no",
+        ]
+        if ln.num_machines == 1:
+            flags += ["--main_process_port", str(ln.main_process_port)]
+    else:
+        flags += [
+            "--num_processes",
+            "1",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            mixed_precision_name(precision),
+            "--dynamo_backend",
+            "no",
+        ]
+        if device == "cpu":
+            flags.append("--cpu")
+    if ln.num_machines > 1:
+        flags += [
+            "--machine_rank",
+            str(ln.machine_rank),
+            "--main_process_ip",
+            ln.main_process_ip,
+            "--main_process_port",
+            str(ln.main_process_port),
+        ]
+    argv = launcher + flags + ["-m", "engine.trainer.train", str(spec_path), "--run-dir", str(run_dir)]
+    plan = LaunchPlan(argv=argv, env=env, files=files, device=device, precision=precision, gpu_ids=gpus)
+    plan.node_commands = node_commands(spec, argv)
+    if ln.num_machines > 1:
+        plan.slurm_script = slurm_script(spec, argv, env)
+    if ln.num_machines > 1:
+        plan.warnings.append(f"every machine must see {run_dir} (spec and configs) at the same path")
+    return plan
+
+
+def node_commands(spec: RunSpec, argv: list[str]) -> list[str]:
+    """The exact command for every machine; they differ only in --machine_rank."""
+    if spec.launch.num_machines == 1:
+        return [shlex.join(argv)]
+    out = []
+    for rank in range(spec.launch.num_machines):
+        a = list(argv)
+        i = a.index("--machine_rank")
+        a[i + 1] = str(rank)
+        out.append(shlex.join(a))
+    return out
+
+
+def slurm_script(spec: RunSpec, argv: list[str], env: dict[str, str]) -> str:
+    """An sbatch script running the launch on N nodes: rank from SLURM_NODEID, main address from the first node.
+    The run folder (spec, configs) must be on a filesystem every node sees."""
+    ln = spec.launch
+    words = [shlex.quote(x) for x in argv]
+    words[argv.index("--machine_rank") + 1] = '"$SLURM_NODEID"'
+    words[argv.index("--main_process_ip") + 1] = '"$MAIN_ADDR"'
+    cmd = " ".join(words).replace("'", "'\\''")
+    exports = "\n".join(
+        f"export {k}={shlex.quote(v)}"
+        for k, v in sorted(env.items())
+        if k.startswith(("OMP_", "MKL_", "NCCL_", "TENSORBOARD", "PYTHON", "ACCELERATE", "TOKENIZERS"))
+    )
+    return f"""#!/bin/bash
+#SBATCH --job-name={shlex.quote(spec.output.run_name or "studio-run")}
+#SBATCH --nodes={ln.num_machines}
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node={ln.num_processes}
+#SBATCH --exclusive
+set -euo pipefail
+{exports}
+MAIN_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+export MAIN_ADDR
+srun --kill-on-bad-exit=1 bash -c '{cmd}'
+"""
+
+
+def launch_record(plan: LaunchPlan) -> dict:
+    """What launch.json records of a plan: argv, environment (secrets masked), configs, device, precision, GPUs,
+    the command for every node. Secrets never reach a run folder."""
+    return {
+        "argv": plan.argv,
+        "env": plan.public_env(),
+        "files": sorted(plan.files),
+        "device": plan.device,
+        "precision": plan.precision,
+        "gpu_ids": plan.gpu_ids,
+        "node_commands": plan.node_commands,
+        "warnings": plan.warnings,
+    }
+
+
+def write_config_files(plan: LaunchPlan, run_dir: Path) -> None:
+    """The generated accelerate / DeepSpeed configs, into the run folder."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name, content in plan.files.items():
+        (run_dir / name).write_text(content, encoding="utf-8")
+
+
+def write_plan_files(plan: LaunchPlan, run_dir: Path) -> None:
+    """The configs and launch.json, for a launch outside the registry (tests, benchmarks)."""
+    write_config_files(plan, run_dir)
+    (run_dir / "launch.json").write_text(json.dumps(launch_record(plan), indent=2), encoding="utf-8")
+
+
+def preview_text(spec: RunSpec, run_dir: Path | None = None, hardware: Hardware | None = None) -> str:
+    """Everything a user needs to run this spec elsewhere: command(s), environment, configs."""
+    run_dir = run_dir or Path("runs/<run-id>")
+    try:
+        plan = build_command(spec, run_dir, hardware)
+    except LaunchError as exc:
+        return "Cannot launch on this machine:\n" + "\n".join(f"  {p}: {m}" for p, m in exc.problems)
+    parts = [f"# device: {plan.device}, precision: {plan.precision}, GPUs: {plan.gpu_ids or 'none'}"]
+    for i, cmd in enumerate(plan.node_commands):
+        label = f"machine {i}" if len(plan.node_commands) > 1 else "command"
+        parts.append(f"# {label}\n{cmd}")
+    keys = [
+        k for k in sorted(plan.env) if k.startswith(("CUDA_", "HIP_", "ROCR_", "OMP_", "ACCELERATE_", "TENSORBOARD"))
+    ]
+    parts.append("# environment\n" + "\n".join(f"{k}={plan.public_env()[k]}" for k in keys))
+    for name, content in plan.files.items():
+        parts.append(f"# {run_dir / name}\n{content}")
+    if plan.slurm_script:
+        parts.append(f"# slurm batch script (sbatch run.slurm)\n{plan.slurm_script}")
+    parts += [f"# warning: {w}" for w in plan.warnings]
+    return "\n\n".join(parts)
+
+
+def cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="studio preview", description="Print the launch command(s) and configs.")
+    parser.add_argument("spec", help="run spec YAML (ours or LLaMA-Factory's)")
+    parser.add_argument("--accelerate-config", help="LLaMA-Factory users: their accelerate config YAML")
+    parser.add_argument("--run-dir", default="runs/<run-id>", help="run folder to show in paths")
+    args = parser.parse_args(argv)
+    from engine.lf.compat import load_any_spec
+
+    try:
+        spec = load_any_spec(args.spec, args.accelerate_config)
+    except SpecError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(preview_text(spec, Path(args.run_dir)))
+    return 0

@@ -1,0 +1,43 @@
+"""The catalog of the run registry's and scheduler's refusals (``engine.runs.registry``, ``engine.runs.scheduler``): a
+stable key and an English template, made into ``engine.core.messages.Message`` by ``message``; raised as
+``RunsError(message(...))`` so the page can show them in its language (``studio.i18n``). Light: stdlib.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.core.messages import Message, make
+
+MESSAGES: dict[str, str] = {
+    "runs.unknown_id": "no run with id {id!r} (see `studio runs list`)",
+    "runs.unknown": "no run with id {id!r}",
+    "runs.no_free_id": "could not allocate a run id",
+    "runs.id_taken": "run id {id} is already in the registry; submit again",
+    "runs.bad_command": "command: expected a non-empty list of strings",
+    "runs.delete_running": "run {id} is running: stop it first (`studio runs stop {id}`)",
+    "runs.bad_name": "name: give 1 to 120 characters",
+    "runs.is_command": "run {id} is a command, not a training run",
+    "runs.still_running": "run {id} is still running",
+    "runs.spec_bad_yaml": "not valid YAML: {error}",
+    "runs.spec_invalid": "invalid",
+    "runs.no_adapter": "{source}: no adapter_config.json there (is the run finished?)",
+    "runs.wrapper_failed": "the run wrapper failed to start: {error}",
+    "runs.not_queued": "run {id} is {status}, not queued (use `studio runs stop`)",
+    # why a run ended, written by the runner into events.jsonl and by the registry into its reason column
+    "runs.user_stop_early": "stopped by the user (process ended before it reported; {how})",
+    "runs.how_signal": "signal {signal}",
+    "runs.how_exit": "exit code {code}",
+    "runs.killed_by_signal": "killed by signal {signal}",
+    "runs.no_terminal_event": "exited with code {code} without a terminal event",
+    "runs.user_stop": "stopped by the user ({how})",
+    "runs.killed_by": "killed by {signal}",
+    "runs.no_exit_record": "the run's processes ended without an exit record (its wrapper was killed)",
+    "runs.exit0_unfinished": "the trainer exited with code 0 without reporting that it finished",
+    "runs.command_exit": "the command exited with code {code}",
+    "runs.trainer_exit": "the trainer exited with code {code}",
+}
+
+
+def message(key: str, /, **params: Any) -> Message:
+    return make(MESSAGES, key, **params)

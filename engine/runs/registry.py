@@ -1,0 +1,235 @@
+"""The run registry: every run ever submitted, its status, and the operations on it (submit, stop, delete, ...).
+
+Light; never torch. The records live in ``engine.runs.store`` (one SQLite file shared by the page, the CLI and
+each run's wrapper), whose reading functions are re-exported here so callers use one module for runs.
+
+Status is never trusted blindly: ``refresh`` derives it from the run folder (``exit.json`` written by the wrapper,
+the last terminal event) and from process liveness, so a run whose trainer was SIGKILLed reads ``failed`` with its
+log tail as soon as anyone looks. Processes are found by the ``STUDIO_RUN_ID`` marker in their environment (every
+process of a run inherits it, even DDP ranks that torch starts in their own sessions). Scheduling and process
+control live in ``engine.runs.scheduler``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.core import workspace
+from engine.runs import scheduler
+from engine.runs.messages import message as run_message
+from engine.runs.store import (  # noqa: F401 - re-exported: the registry's reading API
+    ACTIVE,
+    CLAIM_TIMEOUT_S,
+    STATUSES,
+    RunRecord,
+    RunsError,
+    _claim_run_dir,
+    _insert,
+    derive_final,
+    finalize,
+    get,
+    list_runs,
+    log_tail,
+    new_run_id,
+    read_exit,
+    refresh,
+    run_dir,
+    tail_text,
+    transaction,
+    update,
+)
+from engine.spec.messages import message
+from engine.spec.schema import RunSpec, SpecError, dump_spec, save_spec, spec_to_dict, validate_spec
+
+
+# ----------------------------------------------------------------------------------------------- submit
+def _as_spec_data(spec: RunSpec | dict | str | Path) -> Any:
+    if isinstance(spec, RunSpec):
+        return spec_to_dict(spec)
+    if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith((".yaml", ".yml"))):
+        try:
+            return yaml.safe_load(Path(spec).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise SpecError([("spec", message("spec_unreadable", path=spec, reason=exc))], str(spec)) from None
+    if isinstance(spec, str):
+        try:
+            return yaml.safe_load(spec)
+        except yaml.YAMLError as exc:
+            raise SpecError([("spec", run_message("runs.spec_bad_yaml", error=exc))]) from None
+    return spec
+
+
+def submit(
+    spec: RunSpec | dict | str | Path, *, name: str | None = None, tags: list[str] | None = None, start: bool = True
+) -> str:
+    """Validate (fields, cross-field and context rules), create the run folder with spec.yaml, queue the run and,
+    with ``start``, schedule it. Raises SpecError listing every problem; no invalid spec reaches a process."""
+    valid, errors, _warnings = validate_spec(_as_spec_data(spec))
+    if errors or valid is None:
+        raise SpecError(errors or [("spec", run_message("runs.spec_invalid"))])
+    errors = _output_problems(valid) + _data_problems(valid)
+    if errors:
+        raise SpecError(errors)
+    run_id, rdir = _claim_run_dir()
+    if valid.output.output_dir:  # absolute, so the trainer (cwd: the repo) and the registry agree on it
+        valid.output.output_dir = str(_output_dir(valid, rdir))
+    save_spec(valid, rdir / "spec.yaml")
+    default_name = f"{valid.method.stage}-{valid.method.finetuning}-{Path(valid.model.name_or_path).name}"
+    rec = RunRecord(
+        id=run_id,
+        name=name or valid.output.run_name or default_name,
+        status="queued",
+        created=time.time(),
+        run_dir=str(rdir),
+        output_dir=str(_output_dir(valid, rdir)),
+        spec=dump_spec(valid),
+        share_gpus=valid.launch.share_gpus,
+        tags=list(tags or []),
+    )
+    run_id = _insert(rec)
+    if start:
+        schedule()
+    return run_id
+
+
+def submit_command(
+    argv: list[str], *, name: str | None = None, tags: list[str] | None = None, gpus: int = 0, start: bool = True
+) -> str:
+    """Queue any command (a merge, an export, a benchmark) under the same supervision as a training run:
+    detached, logged to train.log, exit recorded, GPUs (a count) allocated by the scheduler, the same explicit
+    environment as a trainer (``engine.runs.launch.subprocess_env``). ``{run_dir}`` in an argument is replaced by the
+    run's folder, so a command can write its events there."""
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise RunsError(run_message("runs.bad_command"))
+    run_id, rdir = _claim_run_dir()
+    argv = [a.replace("{run_dir}", str(rdir)) for a in argv]
+    rec = RunRecord(
+        id=run_id,
+        name=name or Path(argv[0]).name,
+        status="queued",
+        created=time.time(),
+        run_dir=str(rdir),
+        output_dir=str(rdir),
+        kind="command",
+        command=list(argv),
+        gpu_count=max(0, int(gpus)),
+        tags=list(tags or []),
+    )
+    run_id = _insert(rec)
+    if start:
+        schedule()
+    return run_id
+
+
+# Datasets up to this size are read row by row at submit, so bad data is refused before anything is queued; larger
+# ones are checked by the trainer (engine.trainer.dataset), still before a model is loaded.
+SUBMIT_DATA_CHECK_BYTES = 64 << 20
+
+
+def _data_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    from engine.data import registry as reg
+    from engine.spec.schema import resolve_dataset_dir
+
+    ddir = resolve_dataset_dir(spec)
+    try:
+        info = reg.read_dataset_info(ddir)
+        size = 0
+        for name in spec.data.datasets:
+            path = Path(str(info[name]["file_name"])).expanduser()
+            path = path if path.is_absolute() else ddir / path
+            size += (
+                sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+            )
+    except (OSError, ValueError, KeyError, TypeError):
+        size = 0  # validate_spec's context rules name a broken registry; the row check below names a missing file
+    if size > SUBMIT_DATA_CHECK_BYTES:
+        return []
+    return [("data.datasets", p.located()) for p in reg.check_datasets(spec.data.datasets, ddir, spec.method.stage)]
+
+
+def _output_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """An output folder that cannot be created or written is refused here, not found out by the trainer."""
+    if not spec.output.output_dir:
+        return []
+    out = _output_dir(spec, workspace.runs_dir())
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return [("output.output_dir", message("output_is_file", path=out, probe=probe))]
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return [("output.output_dir", message("output_not_writable", probe=probe))]
+    return []
+
+
+def _output_dir(spec: RunSpec, rdir: Path) -> Path:
+    if not spec.output.output_dir:
+        return rdir
+    out = Path(spec.output.output_dir).expanduser()
+    return out if out.is_absolute() else (workspace.home() / out)
+
+
+# ----------------------------------------------------------------------------------------------- actions
+def schedule() -> list[str]:
+    """Start queued runs whose GPUs (or CPU slot) are free; returns the ids started. See engine.runs.scheduler."""
+    return scheduler.schedule()
+
+
+def stop(run_id: str, grace_s: float | None = None) -> bool:
+    """Stop a run: a queued one leaves the queue; a running one gets SIGTERM (the trainer saves a checkpoint and
+    exits), SIGKILL after ``grace_s`` (default STUDIO_STOP_GRACE, 120 s). True when no process of the run remains."""
+    return scheduler.stop_run(run_id, grace_s)
+
+
+def delete(run_id: str, remove_files: bool = True) -> None:
+    """Forget a run and (by default) delete its folder and an output folder inside the workspace."""
+    rec = get(run_id)
+    if rec.status == "running":
+        raise RunsError(run_message("runs.delete_running", id=run_id))
+    with transaction() as conn:
+        conn.execute("DELETE FROM runs WHERE id = ? AND status != 'running'", (run_id,))
+    if remove_files:
+        shutil.rmtree(rec.run_dir, ignore_errors=True)
+        out = Path(rec.output_dir)
+        # Never delete a user's folder outside the workspace: only outputs Studio placed under runs/.
+        if out.exists() and out.resolve().is_relative_to(workspace.runs_dir().resolve()):
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def rename(run_id: str, name: str) -> None:
+    name = name.strip()
+    if not name or len(name) > 120:
+        raise RunsError(run_message("runs.bad_name"))
+    if not update(run_id, name=name):
+        raise RunsError(run_message("runs.unknown", id=run_id))
+
+
+def set_tags(run_id: str, tags: list[str]) -> None:
+    clean = sorted({t.strip() for t in tags if t and t.strip()})
+    if not update(run_id, tags=clean):
+        raise RunsError(run_message("runs.unknown", id=run_id))
+
+
+def duplicate(run_id: str) -> RunSpec:
+    """The run's spec, to edit and submit again."""
+    rec = get(run_id, refresh_status=False)
+    if rec.kind != "train":
+        raise RunsError(run_message("runs.is_command", id=run_id))
+    return rec.load_spec()
+
+
+def resume(run_id: str) -> str:
+    """A new run that continues this one from its newest checkpoint (train.resume_from='last' in its output)."""
+    rec = get(run_id)
+    if rec.status == "running":
+        raise RunsError(run_message("runs.still_running", id=run_id))
+    data = spec_to_dict(duplicate(run_id))
+    data["train"]["resume_from"] = "last"
+    data["output"]["output_dir"] = rec.output_dir
+    return submit(data, name=f"{rec.name} (resumed)", tags=[*rec.tags, f"resume-of:{run_id}"])

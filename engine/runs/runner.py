@@ -1,0 +1,208 @@
+"""The detached wrapper of one run: ``python -m engine.runs.runner [--detach] <run_dir>``.
+
+Light: stdlib, psutil, engine.runs.registry / events / metrics / scheduler; never torch. With ``--detach`` it forks,
+prints the child's pid and exits, so the process that started it (the studio) reaps it at once and the run belongs to
+no studio; the child calls ``setsid`` and becomes a child subreaper, so ranks orphaned by a dead launcher are
+re-parented to it and reaped here (no zombies).
+
+It reads ``argv`` from ``launch.json`` and gives the trainer its own environment, which it received in memory from
+the scheduler: no secret is written to the run folder. The trainer runs in its own session and process group,
+stdout+stderr appended to ``train.log``; a metrics sampler thread writes ``metrics.jsonl`` while it lives. When the
+trainer ends, stragglers of the run are ended, a ``failed`` event is added if the trainer left no terminal event,
+``exit.json`` is written, the registry is updated and the queue is scheduled again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from engine.core import events
+from engine.core.messages import to_json
+from engine.runs import metrics, scheduler
+from engine.runs import registry as runs
+from engine.runs.messages import message as run_message
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _detach() -> None:
+    """Fork; the parent prints the child's pid and leaves; the child starts a new session."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid > 0:
+        os.close(w)
+        os.read(r, 1)  # wait until the child is in its own session before the caller may signal it
+        print(pid, flush=True)
+        os._exit(0)
+    os.close(r)
+    os.setsid()
+    os.write(w, b"1")
+    os.close(w)
+
+
+def _become_subreaper() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: orphans go to init, which reaps them
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    detach = "--detach" in argv
+    rest = [a for a in argv if a != "--detach"]
+    if len(rest) != 1:
+        print("usage: python -m engine.runs.runner [--detach] RUN_DIR", file=sys.stderr)
+        return 2
+    rdir = Path(rest[0]).resolve()
+    launch = json.loads((rdir / "launch.json").read_text(encoding="utf-8"))
+    if detach:
+        _detach()
+    # From here on nothing may escape: whatever happens, exit.json and the registry must be written.
+    log = open(rdir / "train.log", "ab", buffering=0)  # noqa: SIM115 - lives as long as this process
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    return supervise(rdir, launch)
+
+
+def supervise(rdir: Path, launch: dict) -> int:
+    run_id = launch["run_id"]
+    _become_subreaper()
+    ev_path = rdir / "events.jsonl"
+    try:
+        proc = subprocess.Popen(
+            launch["argv"],
+            env=dict(os.environ),
+            stdin=subprocess.DEVNULL,
+            stdout=sys.stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=str(scheduler.ROOT),
+        )
+    except OSError as exc:
+        events.append_event(ev_path, "failed", None, cause="config", error=f"cannot start {launch['argv'][0]}: {exc}")
+        return _finish(rdir, run_id, 127, None)
+    _write_json(
+        rdir / "runner.json", {"runner_pid": os.getpid(), "pid": proc.pid, "pgid": proc.pid, "started": time.time()}
+    )
+    try:
+        runs.update(run_id, only_if_status=("running",), pid=proc.pid, pgid=proc.pid, runner_pid=os.getpid())
+    except Exception as exc:  # noqa: BLE001 - a locked or missing registry must not kill the run
+        print(f"[studio runner] registry update failed: {exc}", flush=True)
+
+    def forward(signum, _frame):  # someone stopped the wrapper: stop the run the same way
+        scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signum, proc.pid)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    stop_sampling = threading.Event()
+    sampler = threading.Thread(
+        target=metrics.sample_loop,
+        name="metrics",
+        daemon=True,
+        args=(rdir, os.getpid(), launch.get("gpus") or [], stop_sampling),
+    )
+    sampler.start()
+    while True:
+        try:
+            rc = proc.wait()
+            break
+        except InterruptedError:
+            continue
+    _end_stragglers(run_id, proc.pid)
+    stop_sampling.set()
+    sampler.join(timeout=5)
+    sig = signal.Signals(-rc).name if rc < 0 else None
+    return _finish(rdir, run_id, rc, sig)
+
+
+def _end_stragglers(run_id: str, pgid: int) -> None:
+    """The launcher is gone; ranks it started (own sessions) or orphans of its group must not train on alone."""
+    left = scheduler.run_processes(run_id, {os.getpid()})
+    if left:
+        print(f"[studio runner] launcher exited; ending {len(left)} remaining process(es) of the run", flush=True)
+        scheduler.signal_all(left, signal.SIGTERM, pgid)
+        # accelerate's launcher dies on SIGTERM at once while the trainer under it is still saving its checkpoint:
+        # give it the same grace as a user's stop before ending it.
+        deadline = time.time() + scheduler.stop_grace_s()
+        while time.time() < deadline and scheduler.run_processes(run_id, {os.getpid()}):
+            _reap()
+            time.sleep(0.2)
+        scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signal.SIGKILL, pgid)
+        time.sleep(0.2)
+    _reap()
+
+
+def _finish(rdir: Path, run_id: str, rc: int, sig: str | None) -> int:
+    ev_path = rdir / "events.jsonl"
+    try:
+        rec = runs.get(run_id, refresh_status=False)
+        kind, stop_requested = rec.kind, rec.stop_requested
+    except Exception:  # noqa: BLE001
+        kind, stop_requested = "train", None
+    if kind == "train" and events.last_event(ev_path, events.TERMINAL_TYPES) is None:
+        tail = runs.tail_text(rdir / "train.log", 30)
+        how = run_message("runs.how_signal", signal=sig) if sig else run_message("runs.how_exit", code=rc)
+        if stop_requested is not None:
+            reason = run_message("runs.user_stop_early", how=how)
+            events.append_event(ev_path, "stopped", None, reason=reason, reason_msg=to_json(reason), checkpoint=None)
+        else:
+            # accelerate reports a rank killed under it (the OOM killer, kill -9) only in its log
+            m = re.search(r"died with <Signals\.(\w+): \d+>", tail)
+            killed_by = sig or (m.group(1) if m else None)
+            error = (
+                run_message("runs.killed_by_signal", signal=killed_by)
+                if killed_by
+                else run_message("runs.no_terminal_event", code=rc)
+            )
+            events.append_event(
+                ev_path,
+                "failed",
+                None,
+                cause="killed" if killed_by else "other",
+                error=error,
+                error_msg=to_json(error),
+                traceback=tail,
+            )
+    _write_json(rdir / "exit.json", {"returncode": rc, "ts": time.time(), "signal": sig})
+    try:
+        runs.finalize(run_id, rc, sig)
+    except Exception as exc:  # noqa: BLE001
+        print(f"[studio runner] registry update failed: {exc}", flush=True)
+    try:
+        scheduler.schedule()  # the queue moves on even when no studio is open
+    except Exception as exc:  # noqa: BLE001
+        print(f"[studio runner] scheduling the queue failed: {exc}", flush=True)
+    _reap()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""The queue and the processes of runs: which queued run starts where, how it is launched detached, how it is
+found and stopped. Light: stdlib, psutil, engine.runs.store / workspace / hardware; engine.runs.launch is imported
+when a training run starts (it is light too).
+
+Allocation (``plan_starts``, pure): runs start in submission order. On a machine without GPUs (or a spec with
+``launch.device: cpu``) a run takes one of ``STUDIO_CPU_SLOTS`` (default 1) slots. A GPU run takes its explicit
+``launch.gpus`` or ``num_processes`` free GPUs; a GPU is never given to two runs unless the later run sets
+``launch.share_gpus``. A run that cannot start holds its place: later runs may only use GPUs it does not wait for.
+
+Launch: ``python -m engine.runs.runner --detach <run_dir>`` is started with the run's complete environment (secrets
+stay in memory: only env *keys* go to launch.json). The wrapper forks, the intermediate exits at once and is reaped
+here, so the run belongs to no studio process: killing the studio leaves it training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from engine.core import workspace
+from engine.runs import store as runs
+from engine.runs.messages import message as run_message
+from engine.runs.store import MARKER, run_processes, runner_alive, signal_all  # noqa: F401 - used here and by the runner
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Want:
+    """What one queued run asks for."""
+
+    run_id: str
+    cpu: bool
+    count: int = 0
+    ids: list[int] | None = None
+    share: bool = False
+
+
+def cpu_slots() -> int:
+    try:
+        return max(1, int(os.environ.get("STUDIO_CPU_SLOTS", "1")))
+    except ValueError:
+        return 1
+
+
+def plan_starts(
+    running: list[tuple[bool, list[int]]], queued: list[Want], gpu_ids: list[int], slots: int
+) -> tuple[list[tuple[str, list[int]]], dict[str, str]]:
+    """Pure allocation. ``running``: (is_cpu, gpus) per running run. Returns ([(run_id, gpus)] to start,
+    {run_id: reason} for runs that can never start on this machine)."""
+    used = {g for is_cpu, gs in running if not is_cpu for g in gs}
+    cpu_used = sum(1 for is_cpu, _ in running if is_cpu)
+    reserved: set[int] = set()  # GPUs that an earlier, waiting run asked for by id
+    count_blocked = cpu_blocked = False
+    starts: list[tuple[str, list[int]]] = []
+    impossible: dict[str, str] = {}
+    for w in queued:
+        if w.cpu:
+            if cpu_blocked or cpu_used >= slots:
+                cpu_blocked = True
+                continue
+            cpu_used += 1
+            starts.append((w.run_id, []))
+            continue
+        if w.ids is not None:
+            missing = [g for g in w.ids if g not in gpu_ids]
+            if missing:
+                impossible[w.run_id] = f"launch.gpus: GPU {missing} not on this machine (it has {gpu_ids})"
+                continue
+            busy = set(w.ids) & reserved or (set(w.ids) & used and not w.share)
+            if busy:
+                reserved |= set(w.ids)
+                continue
+            used |= set(w.ids)
+            starts.append((w.run_id, list(w.ids)))
+            continue
+        if w.count > len(gpu_ids):
+            impossible[w.run_id] = f"launch.num_processes: needs {w.count} GPUs, this machine has {len(gpu_ids)}"
+            continue
+        if count_blocked:
+            continue
+        pool = [g for g in gpu_ids if g not in used and g not in reserved]
+        if len(pool) < w.count and w.share:
+            pool += [g for g in gpu_ids if g in used and g not in reserved]
+        if len(pool) < w.count:
+            count_blocked = True
+            continue
+        chosen = sorted(pool[: w.count])
+        used |= set(chosen)
+        starts.append((w.run_id, chosen))
+    return starts, impossible
+
+
+def _want(rec: runs.RunRecord, has_gpu: bool) -> Want:
+    if rec.kind == "command":
+        return Want(rec.id, cpu=not (has_gpu and rec.gpu_count), count=rec.gpu_count)
+    spec = rec.load_spec()
+    ln = spec.launch
+    if not has_gpu or ln.device == "cpu":
+        return Want(rec.id, cpu=True)
+    return Want(rec.id, cpu=False, count=ln.num_processes, ids=list(ln.gpus) if ln.gpus else None, share=ln.share_gpus)
+
+
+def schedule() -> list[str]:
+    """Start every queued run that fits now. Safe to call from several processes at once (the claim is one
+    IMMEDIATE transaction). Called by submit, by each run's wrapper when it ends, and by the UI/CLI."""
+    from engine.machine import hardware
+
+    runs.refresh()
+    hw = hardware.detect()
+    gpu_ids = [g.index for g in hw.gpus]
+    started: list[str] = []
+    while True:
+        with runs.transaction() as conn:
+            # Submission order: ids share their second, so their random suffix must not decide.
+            rows = conn.execute(
+                "SELECT * FROM runs WHERE status IN ('running', 'queued') ORDER BY created, id"
+            ).fetchall()
+            recs = [runs._row_to_record(r) for r in rows]
+            running = [(not r.gpus, r.gpus) for r in recs if r.status == "running"]
+            queued, impossible = [], {}
+            for r in recs:
+                if r.status != "queued":
+                    continue
+                try:
+                    queued.append(_want(r, hw.has_gpu))
+                except Exception as exc:  # noqa: BLE001 - a spec that no longer parses: fail it, move on
+                    impossible[r.id] = f"spec: {exc}"
+            starts, more = plan_starts(running, queued, gpu_ids, cpu_slots())
+            impossible.update(more)
+            now = time.time()
+            for run_id, reason in impossible.items():
+                conn.execute(
+                    "UPDATE runs SET status='failed', reason=?, ended=? WHERE id=? AND status='queued'",
+                    (reason, now, run_id),
+                )
+            for run_id, gpus in starts:
+                conn.execute(
+                    "UPDATE runs SET status='running', started=?, gpus=?, runner_pid=NULL, pid=NULL, "
+                    "pgid=NULL WHERE id=? AND status='queued'",
+                    (now, json.dumps(gpus), run_id),
+                )
+        if not starts:
+            return started
+        for run_id, gpus in starts:
+            try:
+                launch(runs.get(run_id, refresh_status=False), gpus, hw)
+                started.append(run_id)
+            except Exception as exc:  # noqa: BLE001
+                # a run that cannot launch fails with the reason and frees its claim; the queue moves on
+                runs.update(
+                    run_id,
+                    only_if_status=("running",),
+                    status="failed",
+                    ended=time.time(),
+                    reason=f"could not start: {type(exc).__name__}: {exc}",
+                )
+
+
+def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
+    """Write the run's launch files and start its detached wrapper; returns the wrapper's pid."""
+    rdir = Path(rec.run_dir)
+    if rec.kind == "train":
+        from engine.runs.launch import build_command, launch_record, write_config_files
+
+        plan = build_command(rec.load_spec(), rdir, hw, gpu_ids=gpus or None)
+        write_config_files(plan, rdir)
+        argv, env = list(plan.argv), dict(plan.env)
+        extra = launch_record(plan)
+    else:
+        from engine.machine.hardware import detect
+        from engine.runs.launch import subprocess_env
+
+        # The same allow-listed environment as a trainer's, never the studio's own (its login, unrelated secrets).
+        argv, env, extra = list(rec.command or []), subprocess_env("cuda" if gpus else "cpu", gpus, hw or detect()), {}
+    # Studio settings (CPU slots, metrics interval, ...) must reach the wrapper: it schedules the queue when its
+    # run ends, possibly with no studio left. STUDIO_AUTH (the page's login) is a secret and stays behind.
+    for key, value in os.environ.items():
+        if key.startswith("STUDIO_") and key != "STUDIO_AUTH":
+            env.setdefault(key, value)
+    env[MARKER] = rec.id
+    env["STUDIO_HOME"] = str(workspace.home())
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    info = {"run_id": rec.id, "argv": argv, "env_keys": sorted(env), "gpus": gpus, **extra}
+    tmp = rdir / "launch.json.tmp"
+    tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
+    tmp.replace(rdir / "launch.json")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.runs.runner", "--detach", str(rdir)],
+        env=env,
+        cwd=str(ROOT),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+    )
+    out, err = proc.communicate(timeout=60)  # the intermediate prints the wrapper's pid and exits at once
+    if proc.returncode != 0:
+        raise RuntimeError(run_message("runs.wrapper_failed", error=err.decode(errors="replace")[-2000:]))
+    pid = int(out.split()[0])
+    runs.update(rec.id, only_if_status=("running",), runner_pid=pid)
+    return pid
+
+
+def stop_grace_s() -> float:
+    """How long a stopped trainer may take to save its checkpoint before SIGKILL (STUDIO_STOP_GRACE, seconds).
+    Saving a large model's checkpoint takes minutes, so the default is generous."""
+    try:
+        return max(1.0, float(os.environ.get("STUDIO_STOP_GRACE", "120")))
+    except ValueError:
+        return 120.0
+
+
+def stop_run(run_id: str, grace_s: float | None = None) -> bool:
+    """SIGTERM to the run's process group and every marked process (DDP ranks live in their own sessions),
+    SIGKILL after the grace period, then wait until none remains and the wrapper has recorded the end."""
+    if runs.update(
+        run_id,
+        only_if_status=("queued",),
+        status="stopped",
+        ended=time.time(),
+        reason="removed from the queue",
+        stop_requested=time.time(),
+    ):
+        return True
+    rec = runs.get(run_id)
+    if rec.status != "running":
+        return not run_processes(run_id)
+    runs.update(run_id, stop_requested=time.time())
+    procs = run_processes(run_id)
+    signal_all(procs, signal.SIGTERM, rec.pgid)
+    deadline = time.time() + (stop_grace_s() if grace_s is None else grace_s)
+    while time.time() < deadline and run_processes(run_id):
+        time.sleep(0.2)
+    left = run_processes(run_id)
+    if left:
+        signal_all(left, signal.SIGKILL, rec.pgid)
+    deadline = time.time() + 10.0
+    while time.time() < deadline and (run_processes(run_id) or runner_alive(runs.get(run_id, refresh_status=False))):
+        time.sleep(0.1)
+    rec = runs.get(run_id, refresh_status=False)
+    if runner_alive(rec):  # the wrapper hangs after its trainer is gone: end it too
+        signal_all([psutil.Process(rec.runner_pid)], signal.SIGKILL)
+    runs.refresh(run_id)
+    return not run_processes(run_id) and not runner_alive(rec)

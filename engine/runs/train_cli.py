@@ -1,0 +1,108 @@
+"""``studio train`` and ``studio validate``: run or check a spec from a terminal. Light (no torch).
+
+``studio train`` goes through the same path as the page: the run registry records it, the launcher builds the
+command, the detached runner starts it; this command then follows the run's events, prints progress, and exits 0
+only when the run completed. Ctrl-C stops the run gracefully (SIGTERM, checkpoint saved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from engine.lf.compat import load_any_spec
+from engine.spec.schema import RunSpec, SpecError, spec_warnings
+
+
+def cli(argv: list[str]) -> int:
+    command, rest = argv[0], argv[1:]
+    parser = argparse.ArgumentParser(prog=f"studio {command}")
+    parser.add_argument("spec", help="run spec YAML: ours, or a LLaMA-Factory training YAML")
+    parser.add_argument("--accelerate-config", help="a LLaMA-Factory user's accelerate config YAML")
+    if command == "train":
+        parser.add_argument("--name", help="run name shown in the studio")
+        parser.add_argument("--detach", action="store_true", help="start (or queue) and return at once")
+    args = parser.parse_args(rest)
+    try:
+        spec = load_any_spec(args.spec, args.accelerate_config)
+    except SpecError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    for field, msg in spec_warnings(spec):
+        print(f"warning: {field}: {msg}", file=sys.stderr)
+    if command == "validate":
+        try:
+            from engine.runs.launch import build_command
+
+            build_command(spec, Path("runs/validate"))
+        except SpecError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        print("OK")
+        return 0
+    return train_and_follow(spec, name=args.name, detach=args.detach)
+
+
+def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = False) -> int:
+    from engine.core.events import read_events
+    from engine.runs import registry as runs
+
+    try:
+        run_id = runs.submit(spec, name=name)
+    except SpecError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    record = runs.get(run_id)
+    print(f"run {run_id}: {record.status} in {record.run_dir}", flush=True)
+    if detach:
+        return 0
+    events_path = Path(record.run_dir) / "events.jsonl"
+    offset = 0
+    try:
+        while True:
+            new, offset = read_events(events_path, offset)
+            for event in new:
+                print(format_event(event), flush=True)
+            runs.schedule()
+            record = runs.get(run_id)
+            if record.status in ("completed", "failed", "stopped"):
+                new, offset = read_events(events_path, offset)
+                for event in new:
+                    print(format_event(event), flush=True)
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("stopping (checkpoint is being saved)...", flush=True)
+        runs.stop(run_id)
+        record = runs.get(run_id)
+    print(f"run {run_id}: {record.status}" + (f" ({record.reason})" if getattr(record, "reason", None) else ""))
+    if record.status == "failed":
+        print(runs.log_tail(run_id, 30), file=sys.stderr)
+    return 0 if record.status == "completed" else 1
+
+
+def format_event(event: dict) -> str:
+    p, step, kind = event.get("payload", {}), event.get("step"), event.get("type")
+    if kind == "log":
+        eta = p.get("eta_seconds")
+        tps = p.get("tokens_per_second")
+        return (
+            f"step {step}/{p.get('max_steps', '?')}  loss {p.get('loss'):.4f}  lr {p.get('learning_rate', 0):.2e}"
+            f"  tok/s {tps if tps is not None else '-'}  eta {f'{eta:.0f}s' if eta is not None else '-'}"
+        )
+    if kind == "eval":
+        return f"step {step}  eval " + "  ".join(f"{k} {v:.4f}" for k, v in p.items() if isinstance(v, (int, float)))
+    if kind == "failed":
+        return f"FAILED ({p.get('cause')}): {p.get('error')}"
+    if kind == "run_started":
+        return (
+            f"started: {p.get('device')} x{p.get('world_size')} {p.get('backend')} {p.get('precision')}, "
+            f"{p.get('total_steps')} steps, {p.get('trainable_params')}/{p.get('total_params')} params trainable"
+        )
+    return (
+        f"{kind}"
+        + (f" (step {step})" if step is not None else "")
+        + (f": {', '.join(f'{k}={v}' for k, v in p.items() if not isinstance(v, (dict, list)))}" if p else "")
+    )

@@ -1,0 +1,378 @@
+"""The run spec's groups for what is trained: model, method, data, train. Light: pydantic only.
+
+Each field carries its description, default, range or choices, and ``json_schema_extra`` (label, label_zh, group,
+advanced, step) from which the page builds its widgets. Assembled into ``RunSpec`` by ``engine.spec.schema``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def _meta(label: str, *, group: str = "", advanced: bool = False, label_zh: str = "", **extra: Any) -> dict:
+    return {"label": label, "label_zh": label_zh or label, "group": group, "advanced": advanced, **extra}
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+# ----------------------------------------------------------------------------------------------- model
+class RopeScalingSpec(_Spec):
+    type: Literal["linear", "dynamic", "yarn", "llama3"] = Field(
+        "linear", description="RoPE scaling method", json_schema_extra=_meta("RoPE scaling", label_zh="RoPE 缩放")
+    )
+    factor: float = Field(
+        2.0,
+        ge=1.0,
+        le=64.0,
+        description="Context length multiplier",
+        json_schema_extra=_meta("RoPE factor", label_zh="RoPE 倍数"),
+    )
+
+
+class ModelSpec(_Spec):
+    name_or_path: str = Field(
+        ...,
+        min_length=1,
+        description="Local model folder or Hugging Face hub id (org/name)",
+        json_schema_extra=_meta("Model", label_zh="模型"),
+    )
+    revision: str = Field(
+        "main",
+        min_length=1,
+        description="Hub revision (branch, tag or commit); ignored for local folders",
+        json_schema_extra=_meta("Revision", advanced=True, label_zh="版本"),
+    )
+    trust_remote_code: bool = Field(
+        False,
+        description="Run Python code shipped with the model. Only for models you trust.",
+        json_schema_extra=_meta("Trust remote code", advanced=True, label_zh="信任远程代码"),
+    )
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto",
+        description="dtype the base weights are loaded in (auto: from precision)",
+        json_schema_extra=_meta("Weights dtype", advanced=True, label_zh="权重精度"),
+    )
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = Field(
+        "sdpa",
+        description="Attention kernel: sdpa (PyTorch), eager, or flash_attention_2 (CUDA, fp16/bf16)",
+        json_schema_extra=_meta("Attention", advanced=True, label_zh="注意力实现"),
+    )
+    rope_scaling: RopeScalingSpec | None = Field(
+        None,
+        description="Extend the context with RoPE scaling (empty: off)",
+        json_schema_extra=_meta("RoPE scaling", advanced=True, label_zh="RoPE 缩放"),
+    )
+
+
+# ----------------------------------------------------------------------------------------------- method
+class LoraSpec(_Spec):
+    rank: int = Field(
+        8, ge=1, le=1024, description="LoRA rank r", json_schema_extra=_meta("LoRA rank", label_zh="LoRA 秩")
+    )
+    alpha: float = Field(
+        16.0,
+        gt=0,
+        le=4096,
+        description="LoRA alpha (scale = alpha / rank, or alpha / sqrt(rank) with rsLoRA)",
+        json_schema_extra=_meta("LoRA alpha", label_zh="LoRA alpha"),
+    )
+    dropout: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Dropout on the LoRA input",
+        json_schema_extra=_meta("LoRA dropout", label_zh="LoRA 丢弃率"),
+    )
+    targets: list[str] = Field(
+        default_factory=lambda: ["all"],
+        min_length=1,
+        description="Module names to adapt (e.g. q_proj, v_proj), or 'all' for every linear layer",
+        json_schema_extra=_meta("LoRA targets", label_zh="LoRA 作用模块"),
+    )
+    use_rslora: bool = Field(
+        False,
+        description="Rank-stabilised LoRA scaling",
+        json_schema_extra=_meta("rsLoRA", advanced=True, label_zh="rsLoRA"),
+    )
+    use_dora: bool = Field(
+        False,
+        description="Weight-decomposed LoRA (DoRA)",
+        json_schema_extra=_meta("DoRA", advanced=True, label_zh="DoRA"),
+    )
+
+
+class FreezeSpec(_Spec):
+    trainable_layers: int = Field(
+        2,
+        ge=1,
+        le=1024,
+        description="Train the last N decoder layers (the rest stay frozen)",
+        json_schema_extra=_meta("Trainable layers", label_zh="可训练层数"),
+    )
+    trainable_modules: list[str] = Field(
+        default_factory=list,
+        description="Only these module names inside the trainable layers (empty: every module of those layers)",
+        json_schema_extra=_meta("Trainable modules", advanced=True, label_zh="可训练模块"),
+    )
+    extra_modules: list[str] = Field(
+        default_factory=list,
+        description="Extra modules to train outside the layers, e.g. lm_head, embed_tokens",
+        json_schema_extra=_meta("Extra trainable modules", advanced=True, label_zh="额外可训练模块"),
+    )
+
+
+class QuantSpec(_Spec):
+    bits: Literal[0, 4, 8] = Field(
+        0,
+        description="Load the base in 4 or 8 bit with bitsandbytes (QLoRA); 0 = off",
+        json_schema_extra=_meta("Quantization bits", label_zh="量化位数"),
+    )
+    quant_type: Literal["nf4", "fp4"] = Field(
+        "nf4", description="4-bit data type", json_schema_extra=_meta("4-bit type", advanced=True, label_zh="4 位类型")
+    )
+    double_quant: bool = Field(
+        True,
+        description="Quantize the quantization constants too (saves ~0.4 bit/param)",
+        json_schema_extra=_meta("Double quantization", advanced=True, label_zh="双重量化"),
+    )
+    compute_dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto",
+        description="dtype of the matmuls on dequantized weights (auto: from precision)",
+        json_schema_extra=_meta("Compute dtype", advanced=True, label_zh="计算精度"),
+    )
+
+
+class DpoSpec(_Spec):
+    beta: float = Field(
+        0.1, gt=0, le=10, description="DPO temperature beta", json_schema_extra=_meta("DPO beta", label_zh="DPO beta")
+    )
+    loss_type: Literal["sigmoid", "hinge", "ipo"] = Field(
+        "sigmoid", description="DPO loss", json_schema_extra=_meta("DPO loss", advanced=True, label_zh="DPO 损失")
+    )
+
+
+class MethodSpec(_Spec):
+    stage: Literal["sft", "pt", "dpo"] = Field(
+        "sft",
+        description="sft: supervised fine-tuning; pt: continued pre-training on text; dpo: preference pairs",
+        json_schema_extra=_meta("Stage", label_zh="训练阶段"),
+    )
+    finetuning: Literal["lora", "full", "freeze"] = Field(
+        "lora",
+        description="lora: train adapters (QLoRA with quantization); full: every weight; freeze: last layers",
+        json_schema_extra=_meta("Method", label_zh="微调方法"),
+    )
+    lora: LoraSpec = Field(default_factory=LoraSpec)
+    freeze: FreezeSpec = Field(default_factory=FreezeSpec)
+    quantization: QuantSpec = Field(default_factory=QuantSpec)
+    dpo: DpoSpec = Field(default_factory=DpoSpec)
+
+
+# ----------------------------------------------------------------------------------------------- data
+class DataSpec(_Spec):
+    datasets: list[str] = Field(
+        ...,
+        min_length=1,
+        description="Dataset names from the registry (dataset_info.json); several are mixed",
+        json_schema_extra=_meta("Datasets", label_zh="数据集"),
+    )
+    dataset_dir: str = Field(
+        "",
+        description="Folder holding dataset_info.json (empty: the workspace's data folder)",
+        json_schema_extra=_meta("Dataset folder", advanced=True, label_zh="数据目录"),
+    )
+    mix: Literal["concat", "interleave_under", "interleave_over"] = Field(
+        "concat",
+        description="How several datasets are combined: concatenate, or interleave (stop at the "
+        "shortest / oversample to the longest)",
+        json_schema_extra=_meta("Mixing", advanced=True, label_zh="混合方式"),
+    )
+    mix_probs: list[float] | None = Field(
+        None,
+        description="Sampling probabilities for interleaving, one per dataset (empty: equal)",
+        json_schema_extra=_meta("Mixing probabilities", advanced=True, label_zh="混合概率"),
+    )
+    template: str = Field(
+        "auto",
+        min_length=1,
+        description="Chat template: auto (the tokenizer's own, else default), llama3, chatml, qwen, mistral, gemma, "
+        "alpaca, default, empty",
+        json_schema_extra=_meta("Template", label_zh="对话模板"),
+    )
+    cutoff_len: int = Field(
+        1024,
+        ge=8,
+        le=1_048_576,
+        description="Maximum tokens per sample; longer samples are truncated (stage pt: texts are cut into blocks "
+        "of this length instead, no token lost)",
+        json_schema_extra=_meta("Cutoff length", label_zh="截断长度"),
+    )
+    max_samples: int | None = Field(
+        None,
+        ge=1,
+        description="Use at most this many rows per dataset (empty: all)",
+        json_schema_extra=_meta("Max samples", label_zh="最大样本数"),
+    )
+    val_size: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Fraction (<1) of rows held out for evaluation (0: no evaluation)",
+        json_schema_extra=_meta("Validation size", label_zh="验证集比例"),
+    )
+    packing: bool = Field(
+        False,
+        description="Pack several samples per row with no attention across them (faster on short data). Stage pt: "
+        "join the texts end to end and cut full blocks (attention spans texts, EOS between them; the last partial "
+        "block is dropped); off, each text is cut into blocks on its own",
+        json_schema_extra=_meta("Packing", label_zh="序列打包"),
+    )
+    group_by_length: bool = Field(
+        False,
+        description="Batch samples of similar length together: less padding, a less random order (sft, pt; "
+        "not with packing)",
+        json_schema_extra=_meta("Group by length", advanced=True, label_zh="按长度分组"),
+    )
+    train_on_prompt: bool = Field(
+        False,
+        description="Also compute the loss on prompt tokens",
+        json_schema_extra=_meta("Train on prompt", advanced=True, label_zh="训练提示词"),
+    )
+    preprocessing_workers: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="Processes for tokenisation",
+        json_schema_extra=_meta("Preprocessing workers", advanced=True, label_zh="预处理进程数"),
+    )
+
+
+# ----------------------------------------------------------------------------------------------- train
+class TrainSpec(_Spec):
+    num_epochs: float = Field(
+        3.0,
+        gt=0,
+        le=1000,
+        description="Epochs (ignored when max steps > 0)",
+        json_schema_extra=_meta("Epochs", label_zh="训练轮数"),
+    )
+    max_steps: int = Field(
+        -1,
+        ge=-1,
+        le=10_000_000,
+        description="Stop after this many optimizer steps (-1: use epochs)",
+        json_schema_extra=_meta("Max steps", label_zh="最大步数"),
+    )
+    learning_rate: float = Field(
+        1e-4,
+        gt=0,
+        le=1.0,
+        description="Peak learning rate",
+        json_schema_extra=_meta("Learning rate", label_zh="学习率", step=1e-6),
+    )
+    lr_scheduler: Literal[
+        "cosine", "linear", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"
+    ] = Field(
+        "cosine", description="Learning-rate schedule", json_schema_extra=_meta("LR scheduler", label_zh="学习率调度")
+    )
+    warmup_ratio: float = Field(
+        0.0,
+        ge=0.0,
+        le=0.5,
+        description="Warm-up as a fraction of the steps (used when warm-up steps is 0)",
+        json_schema_extra=_meta("Warm-up ratio", label_zh="预热比例"),
+    )
+    warmup_steps: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="Warm-up steps (overrides the ratio when > 0)",
+        json_schema_extra=_meta("Warm-up steps", advanced=True, label_zh="预热步数"),
+    )
+    weight_decay: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="AdamW weight decay",
+        json_schema_extra=_meta("Weight decay", advanced=True, label_zh="权重衰减"),
+    )
+    optimizer: Literal["adamw_torch", "adamw_8bit", "paged_adamw_8bit", "adafactor", "sgd"] = Field(
+        "adamw_torch",
+        description="Optimizer (8-bit variants through bitsandbytes)",
+        json_schema_extra=_meta("Optimizer", advanced=True, label_zh="优化器"),
+    )
+    per_device_batch_size: int = Field(
+        2,
+        ge=1,
+        le=4096,
+        description="Samples per device per micro-step",
+        json_schema_extra=_meta("Batch size per device", label_zh="每卡批大小"),
+    )
+    gradient_accumulation: int = Field(
+        8,
+        ge=1,
+        le=4096,
+        description="Micro-steps per optimizer step",
+        json_schema_extra=_meta("Gradient accumulation", label_zh="梯度累积"),
+    )
+    max_grad_norm: float = Field(
+        1.0,
+        ge=0.0,
+        le=1e6,
+        description="Clip gradients to this norm (0: off)",
+        json_schema_extra=_meta("Max grad norm", advanced=True, label_zh="梯度裁剪"),
+    )
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = Field(
+        "auto",
+        description="Mixed precision: auto picks bf16 where the GPU has it, else fp16; fp32 on CPU",
+        json_schema_extra=_meta("Precision", label_zh="计算精度"),
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="Recompute activations in backward: less memory, ~30% slower",
+        json_schema_extra=_meta("Gradient checkpointing", label_zh="梯度检查点"),
+    )
+    seed: int = Field(
+        42,
+        ge=0,
+        le=2**32 - 1,
+        description="Random seed",
+        json_schema_extra=_meta("Seed", advanced=True, label_zh="随机种子"),
+    )
+    logging_steps: int = Field(
+        10,
+        ge=1,
+        le=1_000_000,
+        description="Log every N optimizer steps",
+        json_schema_extra=_meta("Logging steps", label_zh="日志间隔"),
+    )
+    save_steps: int = Field(
+        500,
+        ge=1,
+        le=10_000_000,
+        description="Save a checkpoint every N steps",
+        json_schema_extra=_meta("Save steps", label_zh="保存间隔"),
+    )
+    eval_steps: int = Field(
+        500,
+        ge=1,
+        le=10_000_000,
+        description="Evaluate every N steps (with a validation split)",
+        json_schema_extra=_meta("Eval steps", advanced=True, label_zh="评估间隔"),
+    )
+    save_total_limit: int | None = Field(
+        3,
+        ge=1,
+        le=10_000,
+        description="Keep at most this many checkpoints (empty: all)",
+        json_schema_extra=_meta("Checkpoint limit", advanced=True, label_zh="检查点上限"),
+    )
+    resume_from: str | None = Field(
+        None,
+        description="Resume from a checkpoint folder, or 'last' for the newest in the output folder",
+        json_schema_extra=_meta("Resume from", advanced=True, label_zh="断点续训"),
+    )

@@ -1,0 +1,115 @@
+"""The catalog of the run spec's own messages: a stable key and an English template with named placeholders for
+every cross-field, warning and context rule (``engine.spec.rules``) and for the spec loader (``engine.spec.schema``).
+
+Light: stdlib only. ``message(key, **params)`` returns a ``Message``: a plain ``str`` holding the English text the
+CLI prints and tests match, that also remembers its key and parameters, so the page can show the same message in
+another language (``studio.i18n.localize`` holds the Chinese templates, keyed the same). Field errors raised by
+pydantic become ``Message``s too, keyed ``pydantic.<error type>`` with pydantic's context (``ge``, ``expected``, ...)
+as parameters and pydantic's English as text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.core.messages import Message, make
+
+
+class RuleErrors(ValueError):
+    """The cross-field errors of one spec, raised from the model validator. pydantic keeps this exception in the
+    error's ``ctx``, so ``engine.spec.schema.pydantic_problems`` takes the (path, Message) pairs from it unchanged."""
+
+    def __init__(self, problems: list[tuple[str, Message]]):
+        self.problems = problems
+        # One line per problem: messages may contain "; " but never a newline.
+        super().__init__("\n".join(f"{path}: {msg}" for path, msg in problems))
+
+
+MESSAGES: dict[str, str] = {
+    # cross-field rules
+    "quant_needs_lora": "{bits}-bit quantization trains only adapters: set method.finetuning to lora (QLoRA), "
+    "or quantization bits to 0",
+    "dora_on_8bit": "DoRA is not supported on 8-bit weights: use 4-bit or no quantization",
+    "offload_optimizer_needs_zero": "optimizer offload needs ZeRO stage 1, 2 or 3: raise launch.deepspeed.zero_stage",
+    "offload_param_needs_zero3": "parameter offload needs ZeRO stage 3: set launch.deepspeed.zero_stage to 3 or "
+    "offload_param to none",
+    "nvme_needs_path": "NVMe offload needs a folder: set launch.deepspeed.nvme_path",
+    "zero3_8bit": "8-bit bitsandbytes weights cannot be sharded by ZeRO-3: use 4-bit (QLoRA), ZeRO stage 0-2, or "
+    "quantization bits 0",
+    "zero3_4bit_fp32": "4-bit with ZeRO-3 needs bfloat16 or float16 storage: set compute_dtype to bfloat16",
+    "fsdp_8bit": "FSDP cannot shard 8-bit bitsandbytes weights: use 4-bit (QLoRA with FSDP) or another backend",
+    "fsdp_4bit_fp32": "4-bit with FSDP needs bfloat16 or float16 storage: set compute_dtype to bfloat16",
+    "processes_need_backend": "{n} processes need a distributed backend: set launch.backend to ddp, fsdp or "
+    "deepspeed, or num_processes to 1",
+    "machines_need_backend": "several machines need a distributed backend (ddp, fsdp, deepspeed)",
+    "gpu_ids_invalid": "GPU ids must be distinct and ≥ 0",
+    "processes_exceed_gpus": "{n} processes per machine but only {gpus} GPU(s) chosen in launch.gpus: choose more "
+    "GPUs or fewer processes",
+    "gpus_on_cpu": "GPUs chosen but launch.device is cpu: clear launch.gpus or use auto/cuda",
+    "main_ip_missing": "{n} machines need the rank-0 machine's address in launch.main_process_ip",
+    "machine_rank_range": "machine rank {rank} must be below launch.num_machines ({n})",
+    "fsdp_on_cpu": "FSDP needs GPUs: on CPU use ddp or deepspeed",
+    "fp16_on_cpu": "fp16 mixed precision needs a GPU: use bf16 or fp32 on CPU",
+    "mix_probs_count": "{probs} probabilities for {datasets} datasets: give one per dataset",
+    "mix_probs_sum": "probabilities must be ≥ 0 and sum to 1",
+    "mix_probs_concat": "probabilities apply to interleaving: set data.mix to interleave_under or interleave_over, "
+    "or clear data.mix_probs",
+    "dataset_twice": "a dataset is listed twice",
+    "packing_dpo": "packing applies to sft and pt, not dpo: turn data.packing off",
+    "group_by_length_packing": "grouping by length and packing exclude each other (packed rows are already full): "
+    "turn off data.group_by_length or data.packing",
+    "group_by_length_dpo": "grouping by length applies to sft and pt, not dpo: turn data.group_by_length off",
+    "report_to_none": "'none' cannot be combined with other trackers",
+    "lora_all_alone": "'all' already covers every linear layer: give 'all' alone or a list of names",
+    # warnings
+    "offload_param_slow": "parameter offload slows training a lot; try optimizer offload first",
+    "backend_one_process": "{backend} with one process gains nothing over single",
+    "checkpointing_short": "on short sequences checkpointing costs ~30% speed and saves little",
+    "lr_high_full": "{lr:g} is high for full fine-tuning (typical: 1e-5 to 5e-5)",
+    "lr_low_lora": "{lr:g} is low for LoRA (typical: 1e-4 to 5e-4)",
+    "alpha_rank_high": "alpha/rank above 8 scales updates strongly; typical is 1-2",
+    "single_many_gpus": "single-process runs use one GPU; choose ddp, fsdp or deepspeed to use them all",
+    "eval_without_split": "no validation split (data.val_size is 0): eval_steps has no effect",
+    "deepspeed_8bit_optimizer": "DeepSpeed uses its own optimizer; the 8-bit optimizer is ignored",
+    "remote_code": "the model's own Python code will run: only for models you trust",
+    # context rules
+    "model_no_folder": "no model folder at {path}",
+    "model_no_config": "{path} has no config.json: not a transformers model folder",
+    "cutoff_over_positions": "{cutoff} exceeds the model's maximum positions ({limit}): lower data.cutoff_len or "
+    "set model.rope_scaling",
+    "lora_targets_unknown": "{bad} name no module of a {model_type} model; its linear modules are {known} (or 'all')",
+    "freeze_modules_unknown": "{bad} name no module of a {model_type} decoder layer; choose from {known}",
+    "freeze_layers_too_many": "{n} trainable layers but the model has {layers}",
+    "resume_no_checkpoint": "no checkpoint at {path} (a checkpoint folder holds trainer_state.json); give a "
+    "checkpoint-N folder or 'last'",
+    "registry_missing": "no dataset_info.json in {folder}",
+    "registry_bad_json": "{path} is not valid JSON: {error}",
+    "registry_not_mapping": "{path} must map dataset names to entries, got {type}",
+    "dataset_unknown": "'{name}' is not in {path} (known: {known})",
+    "dataset_unknown_empty": "'{name}' is not in {path} (known: none)",
+    "dataset_not_entry": "'{name}' in {path} is not an entry (a JSON object)",
+    "dpo_needs_pairs": "dpo needs preference pairs, but '{name}' has no chosen/rejected columns "
+    '(set "ranking": true with chosen/rejected in dataset_info.json, or pick another dataset)',
+    "pairs_need_dpo": "'{name}' holds preference pairs: use stage dpo, or another dataset",
+    # the spec as a whole (engine.spec.schema) and the checks at submit (engine.runs.registry)
+    "unknown_field": "unknown field (not part of the run spec)",
+    "schema_newer": "schema version {version} was written by a newer Studio (this one reads up to {supported}): "
+    "upgrade Studio to load it",
+    "schema_unsupported": "unsupported schema version {version!r} (this Studio reads up to {supported})",
+    "spec_not_mapping": "expected a mapping of spec groups, got {type}",
+    "spec_unreadable": "cannot read {path}: {reason}",
+    "spec_bad_yaml": "{path} is not valid YAML: {error}",
+    "output_is_file": "cannot create {path}: {probe} is a file, not a folder",
+    "output_not_writable": "cannot write to {probe} (permission denied): choose another folder",
+}
+
+
+def message(key: str, /, **params: Any) -> Message:
+    """The spec catalog's English text for ``key`` with ``params`` filled in."""
+    return make(MESSAGES, key, **params)
+
+
+def field_error(error_type: str, text: str, ctx: dict[str, Any] | None) -> Message:
+    """A pydantic field error as a Message: pydantic's English, keyed by its error type, its context as params."""
+    params = {k: v for k, v in (ctx or {}).items() if k != "error"}
+    return Message(text, f"pydantic.{error_type}", params)

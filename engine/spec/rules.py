@@ -1,0 +1,258 @@
+"""The run spec's rules beyond single fields: cross-field errors, warnings for legal but unwise settings, and
+context rules that read files (the model's ``config.json``, the dataset registry and its rows).
+
+Light: stdlib only (engine.core.workspace is imported where used). Every rule returns (field path, message) pairs
+whose message says what to do; ``engine.spec.schema`` turns them into errors. Messages come from the catalog in
+``engine.spec.messages`` (a key and an English template each), so the page can show them in Chinese.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.core.messages import Message
+from engine.spec.messages import message
+
+if TYPE_CHECKING:
+    from engine.spec.schema import RunSpec
+
+# Module names of common decoder architectures, for LoRA targets and freeze checks without loading a model.
+ARCH_LINEAR_MODULES: dict[str, list[str]] = {
+    "llama": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "mistral": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "qwen2": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "qwen3": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "gemma": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "gemma2": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "mixtral": ["q_proj", "k_proj", "v_proj", "o_proj", "w1", "w2", "w3", "gate"],
+    "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
+}
+
+
+def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
+    """Rules between fields that need no files. Each is (field path, message with the fix)."""
+    m, t, ln, d = spec.method, spec.train, spec.launch, spec.data
+    errors: list[tuple[str, Message]] = []
+    if m.quantization.bits and m.finetuning != "lora":
+        errors.append(("method.quantization.bits", message("quant_needs_lora", bits=m.quantization.bits)))
+    if m.lora.use_dora and m.quantization.bits == 8:
+        errors.append(("method.lora.use_dora", message("dora_on_8bit")))
+    if ln.backend == "deepspeed":
+        ds = ln.deepspeed
+        if ds.offload_optimizer != "none" and ds.zero_stage < 1:
+            errors.append(("launch.deepspeed.offload_optimizer", message("offload_optimizer_needs_zero")))
+        if ds.offload_param != "none" and ds.zero_stage != 3:
+            errors.append(("launch.deepspeed.offload_param", message("offload_param_needs_zero3")))
+        if "nvme" in (ds.offload_optimizer, ds.offload_param) and not ds.nvme_path:
+            errors.append(("launch.deepspeed.nvme_path", message("nvme_needs_path")))
+        # QLoRA 4-bit shards under ZeRO-3 (the seed's worked example) with bf16/fp16 4-bit storage; 8-bit cannot.
+        if m.quantization.bits == 8 and ds.zero_stage == 3:
+            errors.append(("method.quantization.bits", message("zero3_8bit")))
+        if m.quantization.bits == 4 and ds.zero_stage == 3 and m.quantization.compute_dtype == "float32":
+            errors.append(("method.quantization.compute_dtype", message("zero3_4bit_fp32")))
+    if ln.backend == "fsdp" and m.quantization.bits == 8:
+        errors.append(("method.quantization.bits", message("fsdp_8bit")))
+    if ln.backend == "fsdp" and m.quantization.bits == 4 and m.quantization.compute_dtype == "float32":
+        errors.append(("method.quantization.compute_dtype", message("fsdp_4bit_fp32")))
+    if ln.backend == "single" and ln.num_processes > 1:
+        errors.append(("launch.num_processes", message("processes_need_backend", n=ln.num_processes)))
+    if ln.backend == "single" and ln.num_machines > 1:
+        errors.append(("launch.num_machines", message("machines_need_backend")))
+    if ln.gpus is not None:
+        if len(set(ln.gpus)) != len(ln.gpus) or any(g < 0 for g in ln.gpus):
+            errors.append(("launch.gpus", message("gpu_ids_invalid")))
+        elif ln.num_processes > len(ln.gpus):
+            errors.append(
+                ("launch.num_processes", message("processes_exceed_gpus", n=ln.num_processes, gpus=len(ln.gpus)))
+            )
+        if ln.device == "cpu" and ln.gpus:
+            errors.append(("launch.gpus", message("gpus_on_cpu")))
+    if ln.num_machines > 1:
+        if not ln.main_process_ip.strip():
+            errors.append(("launch.main_process_ip", message("main_ip_missing", n=ln.num_machines)))
+    if ln.machine_rank >= ln.num_machines:
+        errors.append(("launch.machine_rank", message("machine_rank_range", rank=ln.machine_rank, n=ln.num_machines)))
+    if ln.backend == "fsdp" and ln.device == "cpu":
+        errors.append(("launch.backend", message("fsdp_on_cpu")))
+    if t.precision == "fp16" and ln.device == "cpu":
+        errors.append(("train.precision", message("fp16_on_cpu")))
+    if d.mix_probs is not None:
+        if len(d.mix_probs) != len(d.datasets):
+            errors.append(
+                ("data.mix_probs", message("mix_probs_count", probs=len(d.mix_probs), datasets=len(d.datasets)))
+            )
+        elif not all(p >= 0 for p in d.mix_probs) or abs(sum(d.mix_probs) - 1.0) > 1e-6:  # `not all` also catches NaN
+            errors.append(("data.mix_probs", message("mix_probs_sum")))
+        if d.mix == "concat":
+            errors.append(("data.mix_probs", message("mix_probs_concat")))
+    if len(set(d.datasets)) != len(d.datasets):
+        errors.append(("data.datasets", message("dataset_twice")))
+    if d.packing and m.stage == "dpo":
+        errors.append(("data.packing", message("packing_dpo")))
+    if d.group_by_length and d.packing:
+        errors.append(("data.group_by_length", message("group_by_length_packing")))
+    if d.group_by_length and m.stage == "dpo":
+        errors.append(("data.group_by_length", message("group_by_length_dpo")))
+    if "none" in spec.output.report_to and len(spec.output.report_to) > 1:
+        errors.append(("output.report_to", message("report_to_none")))
+    if m.lora.targets and "all" in m.lora.targets and len(m.lora.targets) > 1:
+        errors.append(("method.lora.targets", message("lora_all_alone")))
+    return errors
+
+
+def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
+    """Legal but unwise combinations: shown, never blocking."""
+    m, t, ln, d = spec.method, spec.train, spec.launch, spec.data
+    warns: list[tuple[str, Message]] = []
+    if ln.backend == "deepspeed" and ln.deepspeed.offload_param != "none":
+        warns.append(("launch.deepspeed.offload_param", message("offload_param_slow")))
+    if ln.backend in ("ddp", "fsdp", "deepspeed") and spec.world_size == 1:
+        warns.append(("launch.backend", message("backend_one_process", backend=ln.backend)))
+    if t.gradient_checkpointing and m.finetuning == "lora" and t.per_device_batch_size == 1 and d.cutoff_len <= 512:
+        warns.append(("train.gradient_checkpointing", message("checkpointing_short")))
+    if t.learning_rate > 1e-3 and m.finetuning == "full":
+        warns.append(("train.learning_rate", message("lr_high_full", lr=t.learning_rate)))
+    if m.finetuning == "lora" and t.learning_rate < 1e-5:
+        warns.append(("train.learning_rate", message("lr_low_lora", lr=t.learning_rate)))
+    if m.lora.alpha / max(m.lora.rank, 1) > 8 and m.finetuning == "lora":
+        warns.append(("method.lora.alpha", message("alpha_rank_high")))
+    if ln.backend == "single" and ln.device != "cpu" and ln.gpus and len(ln.gpus) > 1:
+        warns.append(("launch.gpus", message("single_many_gpus")))
+    if d.val_size == 0 and t.eval_steps != 500:
+        warns.append(("train.eval_steps", message("eval_without_split")))
+    if ln.backend == "deepspeed" and t.optimizer in ("adamw_8bit", "paged_adamw_8bit"):
+        warns.append(("train.optimizer", message("deepspeed_8bit_optimizer")))
+    if spec.model.trust_remote_code:
+        warns.append(("model.trust_remote_code", message("remote_code")))
+    return warns
+
+
+# ----------------------------------------------------------------------------------------------- context rules
+def read_model_config(name_or_path: str) -> dict | None:
+    """The model's config.json when it is a local folder, else None (hub ids are checked at load time)."""
+    cfg = _user_path(name_or_path) / "config.json"
+    if cfg.is_file():
+        try:
+            data = json.loads(cfg.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+    return None
+
+
+def _user_path(path: str) -> Path:
+    """``~`` expanded; a ``~user`` that does not exist stays literal instead of raising RuntimeError."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        return Path(path)
+
+
+def resolve_dataset_dir(spec: RunSpec) -> Path:
+    if spec.data.dataset_dir:
+        return _user_path(spec.data.dataset_dir)
+    from engine.core import workspace
+
+    return workspace.data_dir()
+
+
+def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
+    """Rules that read files: the model folder and its config, the dataset registry and columns."""
+    errors: list[tuple[str, Message]] = []
+    name = spec.model.name_or_path
+    mpath = _user_path(name)
+    looks_local = name.startswith(("/", ".", "~")) or mpath.exists()
+    if looks_local and not mpath.is_dir():
+        errors.append(("model.name_or_path", message("model_no_folder", path=name)))
+    elif looks_local and not (mpath / "config.json").is_file():
+        errors.append(("model.name_or_path", message("model_no_config", path=name)))
+    cfg = read_model_config(name)
+    if cfg:
+        max_pos = cfg.get("max_position_embeddings")
+        factor = spec.model.rope_scaling.factor if spec.model.rope_scaling else 1.0
+        if isinstance(max_pos, int) and spec.data.cutoff_len > max_pos * factor:
+            limit = f"{max_pos}{' x ' + str(factor) if factor != 1 else ''}"
+            errors.append(
+                ("data.cutoff_len", message("cutoff_over_positions", cutoff=spec.data.cutoff_len, limit=limit))
+            )
+        model_type = cfg.get("model_type")
+        known = ARCH_LINEAR_MODULES.get(str(model_type or ""))
+        if known and spec.method.finetuning == "lora":
+            bad = [t for t in spec.method.lora.targets if t != "all" and t not in known]
+            if bad:
+                errors.append(
+                    (
+                        "method.lora.targets",
+                        message(
+                            "lora_targets_unknown", bad=", ".join(bad), model_type=model_type, known=", ".join(known)
+                        ),
+                    )
+                )
+        if known and spec.method.finetuning == "freeze":
+            bad = [t for t in spec.method.freeze.trainable_modules if t not in known and t not in _LAYER_PARTS]
+            if bad:
+                errors.append(
+                    (
+                        "method.freeze.trainable_modules",
+                        message(
+                            "freeze_modules_unknown",
+                            bad=", ".join(bad),
+                            model_type=model_type,
+                            known=", ".join(known + _LAYER_PARTS),
+                        ),
+                    )
+                )
+            layers = cfg.get("num_hidden_layers")
+            if isinstance(layers, int) and spec.method.freeze.trainable_layers > layers:
+                errors.append(
+                    (
+                        "method.freeze.trainable_layers",
+                        message("freeze_layers_too_many", n=spec.method.freeze.trainable_layers, layers=layers),
+                    )
+                )
+    want = spec.train.resume_from
+    if want and want != "last" and not (_user_path(want) / "trainer_state.json").is_file():
+        errors.append(("train.resume_from", message("resume_no_checkpoint", path=want)))
+    errors += _check_datasets(spec)
+    return errors
+
+
+_LAYER_PARTS = ["self_attn", "mlp", "input_layernorm", "post_attention_layernorm"]
+
+
+def _check_datasets(spec: RunSpec) -> list[tuple[str, Message]]:
+    ddir = resolve_dataset_dir(spec)
+    info_path = ddir / "dataset_info.json"
+    if not info_path.is_file():
+        return [("data.dataset_dir", message("registry_missing", folder=ddir))]
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        return [("data.dataset_dir", message("registry_bad_json", path=info_path, error=exc))]
+    if not isinstance(info, dict):
+        return [("data.dataset_dir", message("registry_not_mapping", path=info_path, type=type(info).__name__))]
+    errors: list[tuple[str, Message]] = []
+    for name in spec.data.datasets:
+        entry = info.get(name)
+        if entry is None:
+            known = ", ".join(sorted(info))
+            errors.append(
+                (
+                    "data.datasets",
+                    message("dataset_unknown", name=name, path=info_path, known=known)
+                    if known
+                    else message("dataset_unknown_empty", name=name, path=info_path),
+                )
+            )
+            continue
+        if not isinstance(entry, dict):
+            errors.append(("data.datasets", message("dataset_not_entry", name=name, path=info_path)))
+            continue
+        ranking = bool(entry.get("ranking"))
+        if spec.method.stage == "dpo" and not ranking:
+            errors.append(("data.datasets", message("dpo_needs_pairs", name=name)))
+        if spec.method.stage != "dpo" and ranking:
+            errors.append(("data.datasets", message("pairs_need_dpo", name=name)))
+    return errors

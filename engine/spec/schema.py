@@ -1,0 +1,177 @@
+"""The run spec: the one source of truth for what a run is, and all of its validation.
+
+Light: pydantic, yaml and the stdlib only (never torch). The UI builds its widgets from the ``Field`` metadata
+(description, default, range, choices, ``json_schema_extra`` label/group/advanced), the launcher builds
+commands from it, the trainer reads it.
+
+Three layers of checks, defined in this module's siblings and applied here:
+- field rules (types, ranges, choices): pydantic, messages carry the dotted field path;
+- cross-field rules (``engine.spec.rules.cross_field_errors``, run by ``RunSpec``): each message names its fields
+  and the fix;
+- context rules that read files (the model's ``config.json``, the dataset registry): ``check_context``.
+The groups' fields are declared in ``engine.spec.groups`` (model, method, data, train) and ``engine.spec.launch``
+(launch, output); everything is importable from here.
+``validate_spec`` runs all three and returns every problem; ``load_spec`` raises ``SpecError`` on any.
+Legal but unwise combinations are ``spec_warnings``.
+Every message is an ``engine.core.messages.Message``: English text that also carries a catalog key and parameters
+(pydantic's errors are keyed by their type), so the page can translate it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from engine.core.messages import Message  # noqa: F401
+from engine.spec.groups import (  # noqa: F401 - re-exported: the spec's public names live here
+    DataSpec,
+    DpoSpec,
+    FreezeSpec,
+    LoraSpec,
+    MethodSpec,
+    ModelSpec,
+    QuantSpec,
+    RopeScalingSpec,
+    TrainSpec,
+    _Spec,
+)
+from engine.spec.launch import DeepSpeedSpec, FsdpSpec, LaunchSpec, OutputSpec  # noqa: F401
+from engine.spec.messages import RuleErrors, field_error, message
+from engine.spec.rules import (  # noqa: F401
+    ARCH_LINEAR_MODULES,
+    check_context,
+    cross_field_errors,
+    read_model_config,
+    resolve_dataset_dir,
+    spec_warnings,
+)
+
+SCHEMA_VERSION = 1
+
+
+# ----------------------------------------------------------------------------------------------- run
+class RunSpec(_Spec):
+    schema_version: int = Field(SCHEMA_VERSION, description="Spec schema version")
+    model: ModelSpec
+    method: MethodSpec = Field(default_factory=MethodSpec)
+    data: DataSpec
+    train: TrainSpec = Field(default_factory=TrainSpec)
+    launch: LaunchSpec = Field(default_factory=LaunchSpec)
+    output: OutputSpec = Field(default_factory=OutputSpec)
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> RunSpec:
+        errors = cross_field_errors(self)
+        if errors:
+            raise RuleErrors(errors)
+        return self
+
+    @property
+    def world_size(self) -> int:
+        return self.launch.num_processes * self.launch.num_machines
+
+    @property
+    def effective_batch(self) -> int:
+        return self.train.per_device_batch_size * self.train.gradient_accumulation * self.world_size
+
+
+# ----------------------------------------------------------------------------------------------- load / save
+class SpecError(Exception):
+    """A spec that cannot run. ``problems`` lists (field path, message) pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]], source: str = ""):
+        self.problems = problems
+        self.source = source
+        head = f"invalid run spec{' ' + source if source else ''}:"
+        super().__init__("\n".join([head] + [f"  {p}: {m}" for p, m in problems]))
+
+
+def pydantic_problems(exc: ValidationError) -> list[tuple[str, Message]]:
+    """Turn a pydantic error into (field path, message) pairs; cross-field messages carry their own paths."""
+    out: list[tuple[str, Message]] = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err.get("loc", ()))
+        ctx = err.get("ctx") or {}
+        if isinstance(ctx.get("error"), RuleErrors):
+            out += ctx["error"].problems
+            continue
+        msg = str(err.get("msg", ""))
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        if err.get("type") == "extra_forbidden":
+            out.append((path or "spec", message("unknown_field")))
+            continue
+        out.append((path or "spec", field_error(str(err.get("type", "")), msg, ctx)))
+    return out
+
+
+def migrate(data: dict) -> dict:
+    """Bring a spec dict saved by an earlier schema version up to the current one."""
+    version = data.get("schema_version", 1)
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise SpecError([("schema_version", message("schema_newer", version=version, supported=SCHEMA_VERSION))])
+    if not isinstance(version, int) or version < 1:
+        raise SpecError([("schema_version", message("schema_unsupported", version=version, supported=SCHEMA_VERSION))])
+    # Version 1 is the first; later versions add steps here (keep fixtures of old versions in tests/).
+    data = dict(data)
+    data["schema_version"] = SCHEMA_VERSION
+    return data
+
+
+def parse_spec(data: Any, *, source: str = "", context: bool = False) -> RunSpec:
+    """Validate a dict into a RunSpec; raise SpecError listing every problem."""
+    if not isinstance(data, dict):
+        raise SpecError([("spec", message("spec_not_mapping", type=type(data).__name__))], source)
+    data = migrate(data)
+    try:
+        spec = RunSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(pydantic_problems(exc), source) from None
+    if context:
+        problems = check_context(spec)
+        if problems:
+            raise SpecError(problems, source)
+    return spec
+
+
+def validate_spec(data: Any) -> tuple[RunSpec | None, list[tuple[str, str]], list[tuple[str, str]]]:
+    """(spec or None, errors, warnings), running field, cross-field and context rules. Never raises on bad input."""
+    try:
+        spec = parse_spec(data)
+    except SpecError as exc:
+        return None, exc.problems, []
+    errors = check_context(spec)
+    return (spec if not errors else None), errors, spec_warnings(spec)
+
+
+def load_spec(path: str | Path, *, context: bool = True) -> RunSpec:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(
+            [("spec", message("spec_unreadable", path=path, reason=exc.strerror or exc))], str(path)
+        ) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([("spec", message("spec_bad_yaml", path=path, error=exc))], str(path)) from None
+    return parse_spec(data, source=str(path), context=context)
+
+
+def spec_to_dict(spec: RunSpec) -> dict:
+    return spec.model_dump(mode="json")
+
+
+def dump_spec(spec: RunSpec) -> str:
+    return yaml.safe_dump(spec_to_dict(spec), sort_keys=False, allow_unicode=True)
+
+
+def save_spec(spec: RunSpec, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(dump_spec(spec), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,159 @@
+"""Trainer callbacks: events from rank 0 and a graceful stop on SIGTERM.
+
+Heavy: torch and transformers (trainer subprocess only). The per-step work is a flag check and, in multi-process
+runs, one all-reduce of that flag so every rank stops at the same step; everything else happens at log intervals.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from transformers import TrainerCallback
+
+from engine.core.events import append_event
+
+
+def memory_snapshot() -> dict:
+    """This rank's memory in MiB: CUDA allocated / reserved / peak (max_*) on GPU, process RSS always."""
+    snap: dict = {}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        dev = torch.cuda.current_device()
+        snap.update(
+            allocated_mib=round(torch.cuda.memory_allocated(dev) / 2**20, 1),
+            reserved_mib=round(torch.cuda.memory_reserved(dev) / 2**20, 1),
+            max_allocated_mib=round(torch.cuda.max_memory_allocated(dev) / 2**20, 1),
+            max_reserved_mib=round(torch.cuda.max_memory_reserved(dev) / 2**20, 1),
+        )
+    try:
+        import psutil
+
+        snap["rss_mib"] = round(psutil.Process().memory_info().rss / 2**20, 1)
+    except Exception:  # psutil missing or process gone: memory is informative, never fatal
+        pass
+    return snap
+
+
+def gather_memory() -> list[dict]:
+    """Memory of every rank (collective: every rank must call it at the same point)."""
+    snap = memory_snapshot()
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        out: list = [None] * dist.get_world_size()
+        dist.all_gather_object(out, snap)
+        return [dict(s or {}, rank=i) for i, s in enumerate(out)]
+    return [dict(snap, rank=0)]
+
+
+class GracefulStop(TrainerCallback):
+    """SIGTERM: finish the current step, save a checkpoint, stop. All ranks agree on the step to stop at."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.stopped_at: int | None = None
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:  # noqa: ARG002
+        self.requested = True
+
+    def _agreed(self) -> bool:
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+            flag = torch.tensor([1.0 if self.requested else 0.0], device=device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            return bool(flag.item())
+        return self.requested
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._agreed():
+            self.requested = True
+            self.stopped_at = state.global_step
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+class EventsCallback(TrainerCallback):
+    """Writes log / eval / checkpoint events (rank 0) with throughput, memory per rank and ETA."""
+
+    def __init__(self, events_path: Path, *, tokens_tracked: bool = True) -> None:
+        self.path = events_path
+        self.tokens_tracked = tokens_tracked
+        self.t0 = time.time()
+        self.last_log_t = self.t0
+        self.last_tokens = 0
+        self.last_step = 0
+        self.start_step = 0
+        self.peak_memory: list[dict] = []
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.t0 = self.last_log_t = time.time()
+        self.start_step = self.last_step = state.global_step
+        self.last_tokens = state.num_input_tokens_seen or 0
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = dict(logs or {})
+        memory = gather_memory()  # collective: on_log runs on every rank
+        self._track_peak(memory)
+        if not state.is_world_process_zero:
+            return
+        now = time.time()
+        if "eval_loss" in logs:
+            append_event(
+                self.path, "eval", state.global_step, **{k: v for k, v in logs.items() if k.startswith("eval_")}
+            )
+            return
+        if "loss" not in logs:
+            return  # the final train_* summary goes into the finished event
+        tokens = state.num_input_tokens_seen or 0
+        dt = max(now - self.last_log_t, 1e-9)
+        steps_done = state.global_step - self.start_step
+        elapsed = now - self.t0
+        sec_per_step = elapsed / steps_done if steps_done else None
+        remaining = max(state.max_steps - state.global_step, 0)
+        samples = (
+            (state.global_step - self.last_step)
+            * args.per_device_train_batch_size
+            * args.gradient_accumulation_steps
+            * args.world_size
+        )
+        append_event(
+            self.path,
+            "log",
+            state.global_step,
+            loss=logs.get("loss"),
+            learning_rate=logs.get("learning_rate"),
+            grad_norm=logs.get("grad_norm"),
+            epoch=logs.get("epoch", state.epoch),
+            tokens_per_second=round((tokens - self.last_tokens) / dt, 2) if self.tokens_tracked else None,
+            samples_per_second=round(samples / dt, 3),
+            tokens_seen=tokens,
+            memory=memory,
+            eta_seconds=round(remaining * sec_per_step, 1) if sec_per_step else None,
+            progress=round(state.global_step / state.max_steps, 4) if state.max_steps else None,
+            max_steps=state.max_steps,
+            elapsed_seconds=round(elapsed, 2),
+        )
+        self.last_log_t, self.last_tokens, self.last_step = now, tokens, state.global_step
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            append_event(self.path, "checkpoint", state.global_step, path=str(path))
+
+    def _track_peak(self, memory: list[dict]) -> None:
+        if not self.peak_memory:
+            self.peak_memory = [dict(m) for m in memory]
+            return
+        for old, new in zip(self.peak_memory, memory):
+            for key, value in new.items():
+                if key != "rank" and isinstance(value, (int, float)):
+                    old[key] = max(old.get(key, 0), value)
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))

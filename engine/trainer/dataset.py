@@ -1,0 +1,435 @@
+"""Training data for a run: registry check, template rendering, tokenisation with label masks, mixing, packing.
+
+Heavy: imports datasets/torch/transformers inside functions (the module itself stays importable cheaply). The
+registry check (engine.data.registry) runs first and raises DataError before any model is loaded; rendering
+is engine.data.templates, the same code the page's masked-sample preview uses.
+
+Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained; samples longer
+than the cutoff are truncated and counted), pt (all tokens trained; conversation rows become their joined text,
+each text ends with EOS; texts are cut into blocks of the cutoff length instead of truncated, see
+``split_into_blocks``), dpo (string prompt/chosen/rejected columns for TRL's DPOTrainer, which tokenises them
+itself; collator None).
+
+Packing (sft) puts several samples into each row, up to the cutoff length (best-fit decreasing), so a step carries
+many short samples instead of a few padded ones. Rows keep position_ids that restart per sample and the first
+label of every sample is -100 (never predicted from the previous sample's last token). The collator stacks a
+batch's rows without an attention mask; transformers builds a block-diagonal mask per row from the position_ids
+for sdpa/flash attention, so no token attends across samples (tests/engine/test_data.py proves equal per-sample
+logits and loss). Packing in stage pt is LLaMA-Factory's: texts concatenated and cut into full blocks, attention
+spanning the texts of a block (EOS separates them).
+
+With spec.data.group_by_length, train and eval rows carry a ``length`` column, which the Trainer's length-grouped
+sampler reads instead of measuring every row at start-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.data.registry import DataError, check_datasets, load_rows
+from engine.data.templates import (
+    assistant_text,
+    conversation_segments,
+    pretrain_text,
+    prompt_text,
+    template_warning,
+    tokenizer_info,
+)
+
+CACHE_VERSION = 2  # bump when tokenisation changes, so old caches are not reused
+IGNORE = -100
+
+
+@dataclass
+class TrainData:
+    train_dataset: Any
+    eval_dataset: Any | None
+    data_collator: Any | None
+    stats: dict = field(default_factory=dict)
+
+
+class PadCollator:
+    """Pads input_ids (pad id), labels (-100) and builds attention_mask, to the longest sample of the batch."""
+
+    def __init__(self, pad_id: int, pad_to_multiple_of: int | None = None):
+        self.pad_id, self.multiple = pad_id, pad_to_multiple_of
+
+    def __call__(self, features: list[dict]) -> dict:
+        import torch
+
+        width = max(len(f["input_ids"]) for f in features)
+        if self.multiple:
+            width = -(-width // self.multiple) * self.multiple
+        ids = torch.full((len(features), width), self.pad_id, dtype=torch.long)
+        labels = torch.full((len(features), width), IGNORE, dtype=torch.long)
+        mask = torch.zeros((len(features), width), dtype=torch.long)
+        for i, f in enumerate(features):
+            n = len(f["input_ids"])
+            ids[i, :n] = torch.tensor(f["input_ids"])
+            labels[i, :n] = torch.tensor(f["labels"])
+            mask[i, :n] = 1
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+
+def _encode_batch(
+    batch: dict, *, tokenizer, template: str, info, stage: str, train_on_prompt: bool, cutoff: int
+) -> dict:
+    """Batched datasets.map function: canonical rows (JSON strings) -> input_ids, labels, truncated. Stage pt keeps
+    whole texts (cut into blocks after mixing), so its result does not depend on ``cutoff``."""
+    rows = [json.loads(r) for r in batch["row"]]
+    pieces: list[list[tuple[str, bool]]] = []
+    for row in rows:
+        if stage == "pt":
+            pieces.append([(pretrain_text(row, info), True)])
+        else:
+            segs = conversation_segments(template, info, row.get("system", ""), row["messages"])
+            pieces.append([p for prompt, resp in segs for p in ((prompt, train_on_prompt), (resp, True))])
+    flat = [text for sample in pieces for text, _ in sample]
+    encoded = tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
+    out: dict[str, list] = {"input_ids": [], "labels": [], "truncated": []}
+    k = 0
+    for sample in pieces:
+        ids: list[int] = []
+        labels: list[int] = []
+        for _, trained in sample:
+            part = list(encoded[k])
+            k += 1
+            ids += part
+            labels += part if trained else [IGNORE] * len(part)
+        keep = len(ids) if stage == "pt" else cutoff
+        out["truncated"].append(len(ids) > keep)
+        out["input_ids"].append(ids[:keep])
+        out["labels"].append(labels[:keep])
+    return out
+
+
+def _tokenizer_digest(tokenizer) -> str:
+    h = hashlib.sha256()
+    folder = Path(str(getattr(tokenizer, "name_or_path", "") or ""))
+    files = [
+        folder / n
+        for n in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
+    ]
+    found = [f for f in files if f.is_file()]
+    for f in found:
+        h.update(f.name.encode() + f.read_bytes())
+    if not found:  # an in-memory tokenizer: its vocabulary and template stand in for files
+        h.update(json.dumps(sorted(tokenizer.get_vocab().items())).encode())
+    h.update(str(getattr(tokenizer, "chat_template", "") or "").encode())
+    return h.hexdigest()
+
+
+def _data_digest(name: str, dataset_dir: Path) -> str:
+    from engine.data.registry import DatasetEntry, _locate, read_dataset_info
+
+    raw = read_dataset_info(dataset_dir)[name]
+    path = _locate(DatasetEntry.from_info(name, raw), dataset_dir)
+    h = hashlib.sha256(json.dumps(raw, sort_keys=True).encode())
+    for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+        if f.is_file():
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    from engine.core import workspace
+
+    path = workspace.home() / "cache" / "tokenized"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> TrainData:
+    """Check, load, render, tokenise, mix and split the spec's datasets; raise DataError on bad data."""
+    from datasets import Dataset, concatenate_datasets, interleave_datasets
+
+    from engine.spec.schema import resolve_dataset_dir
+
+    d, stage, seed = spec.data, spec.method.stage, spec.train.seed
+    ddir = resolve_dataset_dir(spec)
+    problems = check_datasets(d.datasets, ddir, stage)
+    if problems:
+        raise DataError(problems)
+    info = tokenizer_info(tokenizer)
+    warning = template_warning(d.template, info)
+    if warning and stage != "pt":
+        log(f"warning: {warning}")
+
+    parts = []
+    tok_digest = _tokenizer_digest(tokenizer) if stage != "dpo" else ""
+    for name in d.datasets:
+        rows = load_rows(name, ddir, stage)[: d.max_samples or None]
+        if stage == "dpo":
+            parts.append(Dataset.from_list([_dpo_row(r, d.template, info) for r in rows]))
+            continue
+        key = hashlib.sha256(
+            json.dumps(
+                [
+                    CACHE_VERSION,
+                    _data_digest(name, ddir),
+                    tok_digest,
+                    d.template,
+                    stage,
+                    d.cutoff_len if stage != "pt" else None,  # pt keeps whole texts: blocks are cut later
+                    d.train_on_prompt,
+                    d.max_samples,
+                ]
+            ).encode()
+        ).hexdigest()[:24]
+        raw = Dataset.from_dict({"row": [json.dumps(r, ensure_ascii=False) for r in rows]})
+        encoded = raw.map(
+            _encode_batch,
+            batched=True,
+            batch_size=256,
+            remove_columns=["row"],
+            num_proc=d.preprocessing_workers if d.preprocessing_workers > 1 and len(rows) > 256 else None,
+            cache_file_name=str(cache_dir() / f"{name}-{key}.arrow"),
+            load_from_cache_file=True,
+            fn_kwargs={
+                "tokenizer": tokenizer,
+                "template": d.template,
+                "info": info,
+                "stage": stage,
+                "train_on_prompt": d.train_on_prompt,
+                "cutoff": d.cutoff_len,
+            },
+            desc=f"tokenising {name}",
+        )
+        parts.append(encoded)
+
+    if len(parts) == 1:
+        dataset = parts[0]
+    elif d.mix == "concat":
+        dataset = concatenate_datasets(parts)
+    else:
+        dataset = interleave_datasets(
+            parts,
+            probabilities=d.mix_probs,
+            seed=seed,
+            stopping_strategy=("first_exhausted" if d.mix == "interleave_under" else "all_exhausted"),
+        )
+
+    stats: dict[str, Any] = {"packed": bool(d.packing), "truncated": 0, "dropped": 0}
+    if stage != "dpo":
+        stats["truncated"] = int(sum(dataset["truncated"]))
+        before = len(dataset)
+        # A sample whose answer was cut away entirely has nothing to learn from and would give a NaN loss.
+        dataset = dataset.filter(lambda ex: any(x != IGNORE for x in ex["labels"]), desc="dropping empty samples")
+        stats["dropped"] = before - len(dataset)
+        dataset = dataset.select_columns(["input_ids", "labels"])
+    if len(dataset) == 0:
+        raise DataError([_problem(ddir, "no trainable samples left (every answer was cut off at data.cutoff_len)")])
+
+    eval_dataset = None
+    if d.val_size > 0:
+        n_eval = max(1, round(len(dataset) * d.val_size))
+        if n_eval >= len(dataset):
+            raise DataError(
+                [_problem(ddir, f"data.val_size {d.val_size} leaves no training rows out of {len(dataset)}")]
+            )
+        split = dataset.train_test_split(test_size=n_eval, seed=seed, shuffle=True)
+        dataset, eval_dataset = split["train"], split["test"]
+
+    stats |= {"num_train": len(dataset), "num_eval": len(eval_dataset) if eval_dataset is not None else 0}
+    collator = None
+    if stage == "pt":
+        stats["num_samples"] = stats["num_train"] + stats["num_eval"]  # texts, before they become blocks
+        dataset, tail = split_into_blocks(dataset, d.cutoff_len, concatenate=d.packing)
+        stats["tail_dropped"] = tail
+        if eval_dataset is not None:
+            eval_dataset, eval_tail = split_into_blocks(eval_dataset, d.cutoff_len, concatenate=d.packing)
+            stats["tail_dropped"] += eval_tail
+        short = f"fewer tokens than one block of data.cutoff_len ({d.cutoff_len}); data.packing drops partial blocks"
+        if len(dataset) == 0:  # only a concatenation can make no block
+            raise DataError(
+                [_problem(ddir, f"the training texts hold {short}: lower data.cutoff_len or turn packing off")]
+            )
+        if eval_dataset is not None and len(eval_dataset) == 0:
+            raise DataError(
+                [
+                    _problem(
+                        ddir,
+                        f"the held-out texts (data.val_size {d.val_size}) hold {short}: raise data.val_size, "
+                        "lower data.cutoff_len or turn packing off",
+                    )
+                ]
+            )
+        stats |= {"num_train": len(dataset), "num_eval": len(eval_dataset) if eval_dataset is not None else 0}
+    if stage != "dpo":
+        stats["total_tokens"], stats["trainable_tokens"] = _count_tokens(dataset)
+        collator = PadCollator(_pad_id(tokenizer))
+        if d.packing and stage == "sft":
+            collator = packing_collator(_pad_id(tokenizer))
+            stats["num_samples"] = len(dataset)
+            dataset = pack_rows(dataset, d.cutoff_len)
+            if eval_dataset is not None:
+                eval_dataset = pack_rows(eval_dataset, d.cutoff_len)
+            stats |= {
+                "num_train": len(dataset),
+                "num_eval": len(eval_dataset) if eval_dataset is not None else 0,
+                "packing_efficiency": round(stats["total_tokens"] / max(1, len(dataset) * d.cutoff_len), 4),
+            }
+        if d.group_by_length:
+            dataset = _with_lengths(dataset)
+            eval_dataset = _with_lengths(eval_dataset) if eval_dataset is not None else None
+    if stage == "pt":
+        how = "texts concatenated" if d.packing else "each text cut on its own"
+        summary = (
+            f"{stats['num_train']} train / {stats['num_eval']} eval blocks of up to {d.cutoff_len} tokens "
+            f"from {stats['num_samples']} texts ({how}), {stats['tail_dropped']} tail tokens dropped"
+        )
+    else:
+        summary = (
+            f"{stats['num_train']} train / {stats['num_eval']} eval "
+            + ("rows" if d.packing else "samples")
+            + f", {stats['truncated']} truncated at {d.cutoff_len} tokens"
+            + (
+                f", {stats['num_samples']} samples packed ({stats['packing_efficiency']:.0%} full)"
+                if d.packing
+                else ""
+            )
+        )
+    log(f"data: {summary}" + (", grouped by length" if d.group_by_length else ""))
+    return TrainData(dataset, eval_dataset, collator, stats)
+
+
+def split_into_blocks(dataset, block: int, *, concatenate: bool):
+    """Stage pt: tokenised texts -> rows of at most ``block`` tokens, labels equal to input_ids. Returns
+    (dataset, tail tokens dropped).
+
+    concatenate (data.packing on, LLaMA-Factory's pt packing): the texts, each ending with EOS, are joined end to
+    end and cut into full blocks: floor(total / block) rows, attention spanning the texts within a row; the last
+    total % block tokens (the tail) are dropped. Otherwise each text is cut on its own: a text of n tokens gives
+    ceil(n / block) rows, the last one shorter (padded in its batch); no token is dropped and no row mixes texts.
+    Works on the Arrow buffers batch by batch, never on Python lists, so a large corpus costs its token array only.
+    """
+    import numpy as np
+    import pyarrow as pa
+    from datasets import Dataset
+
+    pieces: list = []
+    carry = None
+    value_type = dataset.features["input_ids"].feature.pa_type
+    for batch in dataset.select_columns(["input_ids"]).with_format("arrow").iter(batch_size=8192):
+        col = batch.column("input_ids").combine_chunks()
+        values = col.flatten().to_numpy()
+        if concatenate:
+            values = values if carry is None else np.concatenate([carry, values])
+            n = len(values) // block * block
+            offsets = np.arange(0, n + 1, block)
+            values, carry = values[:n], values[n:]
+        else:
+            bounds = col.offsets.to_numpy().astype(np.int64)
+            bounds -= bounds[0]  # a batch may be a slice: its offsets need not start at 0
+            lengths = np.diff(bounds)
+            counts = -(-lengths // block)  # blocks per text
+            first = np.repeat(np.cumsum(counts) - counts, counts)  # index of each block's text's first block
+            offsets = np.append(
+                np.repeat(bounds[:-1], counts) + block * (np.arange(counts.sum()) - first), len(values)
+            )
+        pieces.append(pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, value_type)))
+    blocks = pa.chunked_array(pieces, type=pa.list_(value_type))
+    return Dataset.from_dict({"input_ids": blocks, "labels": blocks}), int(len(carry)) if carry is not None else 0
+
+
+def _count_tokens(dataset) -> tuple[int, int]:
+    """(tokens, trained tokens) of input_ids/labels rows, counted on the Arrow buffers."""
+    import pyarrow.compute as pc
+
+    table = dataset.select_columns(["input_ids", "labels"]).with_format("arrow")[:]
+    total = pc.sum(pc.list_value_length(table.column("input_ids"))).as_py() or 0
+    trained = pc.sum(pc.not_equal(pc.list_flatten(table.column("labels")), IGNORE)).as_py() or 0
+    return int(total), int(trained)
+
+
+def _with_lengths(dataset):
+    """The ``length`` column (tokens per row) the Trainer's length-grouped sampler reads."""
+    import pyarrow.compute as pc
+
+    lengths = pc.list_value_length(dataset.select_columns(["input_ids"]).with_format("arrow")[:].column(0))
+    return dataset.add_column("length", lengths.to_pylist())
+
+
+def pack_rows(dataset, capacity: int):
+    """Samples -> rows of at most ``capacity`` tokens (best-fit decreasing, deterministic). Each row holds
+    input_ids, labels (first label of every sample -100) and position_ids restarting at every sample."""
+    from datasets import Dataset
+
+    from engine.data.packing import best_fit_bins
+
+    ids_col, labels_col = dataset["input_ids"], dataset["labels"]
+    bins = best_fit_bins([len(ids) for ids in ids_col], capacity)
+    rows: dict[str, list] = {"input_ids": [], "labels": [], "position_ids": []}
+    for members in bins:
+        ids, labels, pos = [], [], []
+        for i in members:
+            ids += ids_col[i]
+            labels += [IGNORE] + list(labels_col[i][1:])
+            pos += range(len(ids_col[i]))
+        rows["input_ids"].append(ids)
+        rows["labels"].append(labels)
+        rows["position_ids"].append(pos)
+    return Dataset.from_dict(rows)
+
+
+class PackingCollator:
+    """Batches of packed rows: one batch row per packed row, position_ids restarting per sample, no attention mask.
+
+    Rows from ``pack_rows`` carry their own position_ids and boundary labels; a plain sample gets them here. Rows
+    are not joined into one long sequence: attention costs the square of a row's length, so B rows of L tokens
+    cost B*L^2, not (B*L)^2. A shorter row is topped up with pad tokens forming a block of their own (labels -100,
+    position_ids from 0), so no real token attends to them. There is no attention_mask: transformers derives the
+    block-diagonal mask of every row from position_ids. It does so only without a KV cache; a Llama forward creates
+    one whenever use_cache is on (the config default), and then samples silently attend across each other. So
+    every batch carries ``use_cache=False`` into the model's forward.
+    """
+
+    def __init__(self, pad_id: int = 0):
+        self.pad_id = pad_id
+
+    def __call__(self, features: list[dict]) -> dict:
+        import torch
+
+        width = max(len(f["input_ids"]) for f in features)
+        ids = torch.full((len(features), width), self.pad_id, dtype=torch.long)
+        labels = torch.full((len(features), width), IGNORE, dtype=torch.long)
+        pos = torch.zeros((len(features), width), dtype=torch.long)
+        for i, f in enumerate(features):
+            n = len(f["input_ids"])
+            ids[i, :n] = torch.tensor(f["input_ids"])
+            if "position_ids" in f:
+                labels[i, :n] = torch.tensor(f["labels"])
+                pos[i, :n] = torch.tensor(f["position_ids"])
+            else:
+                labels[i, 1:n] = torch.tensor(f["labels"][1:])
+                pos[i, :n] = torch.arange(n)
+            pos[i, n:] = torch.arange(width - n)
+        return {"input_ids": ids, "labels": labels, "position_ids": pos, "use_cache": False}
+
+
+def packing_collator(pad_id: int = 0) -> PackingCollator:
+    return PackingCollator(pad_id)
+
+
+def _pad_id(tokenizer) -> int:
+    pad = tokenizer.pad_token_id
+    return int(pad if pad is not None else tokenizer.eos_token_id or 0)
+
+
+def _dpo_row(row: dict, template: str, info) -> dict:
+    return {
+        "prompt": prompt_text(template, info, row.get("system", ""), row["messages"]),
+        "chosen": assistant_text(template, info, row["chosen"]),
+        "rejected": assistant_text(template, info, row["rejected"]),
+    }
+
+
+def _problem(ddir: Path, message: str):
+    from engine.data.registry import DataProblem
+
+    return DataProblem(str(ddir / "dataset_info.json"), None, None, message)

@@ -1,0 +1,237 @@
+"""The demo workspace: a tiny Llama-shaped model, its tokenizer, the demo datasets and a ready LoRA SFT spec.
+
+Built offline in a few seconds by ``build_demo()`` (on first ``studio webui``, by ``studio demo`` and by the test
+suite). Importing this module is cheap: heavy imports live inside the functions. The model is a seeded
+``LlamaForCausalLM`` written with ``save_pretrained`` and loaded like any model through ``from_pretrained``. The
+tokenizer is a byte-level BPE trained here on the demo texts (English + Chinese) and saved through
+``PreTrainedTokenizerFast``. The UI builds the demo in a subprocess (``python -m engine.trainer.demo``), so its process
+never imports transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from engine.core import workspace
+from engine.core.workspace import ASSETS_DATA, demo_paths  # noqa: F401 - demo_paths is part of this module's API
+
+BUILD_VERSION = 1  # bump when the model/tokenizer recipe changes, so old workspaces rebuild
+MARKER = "studio_demo.json"
+SEED = 1234
+
+MODEL_SHAPE = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 2048,
+}
+VOCAB_SIZE = 3000
+SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+# chatml, one line: transformers 5 compiles templates with trim_blocks, so newlines are written as '\n' strings.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' "
+    "+ '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def build_demo(force: bool = False) -> dict:
+    """Build (or refresh) the demo model, tokenizer, datasets and example spec; fast no-op when all is present."""
+    model_dir = workspace.demo_model_dir()
+    digest = _assets_digest()
+    marker = model_dir / MARKER
+    if force or not _model_complete(model_dir, digest):
+        _build_model(model_dir)
+        marker.write_text(json.dumps({"version": BUILD_VERSION, "assets": digest}), encoding="utf-8")
+    _copy_datasets(workspace.data_dir(), force=force)
+    spec_path = workspace.home() / workspace.DEMO_SPEC_NAME
+    if force or not spec_path.is_file():
+        _write_spec(spec_path)
+    return demo_paths()
+
+
+def _assets_digest() -> str:
+    h = hashlib.sha256(str(BUILD_VERSION).encode())
+    for path in sorted(ASSETS_DATA.iterdir()):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _model_complete(model_dir: Path, digest: str) -> bool:
+    needed = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", MARKER]
+    if not all((model_dir / n).is_file() for n in needed):
+        return False
+    try:
+        return json.loads((model_dir / MARKER).read_text(encoding="utf-8")) == {
+            "version": BUILD_VERSION,
+            "assets": digest,
+        }
+    except ValueError:
+        return False
+
+
+def _corpus() -> list[str]:
+    """Every string in the demo datasets: the tokenizer's training text."""
+    texts: list[str] = []
+
+    def walk(obj) -> None:
+        if isinstance(obj, str):
+            texts.append(obj)
+        elif isinstance(obj, dict):
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+
+    for path in sorted(ASSETS_DATA.glob("demo_*")):
+        raw = path.read_text(encoding="utf-8")
+        rows = (
+            [json.loads(line) for line in raw.splitlines() if line.strip()]
+            if path.suffix == ".jsonl"
+            else json.loads(raw)
+        )
+        walk(rows)
+    return texts
+
+
+def _build_model(model_dir: Path) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tmp = model_dir.with_name(model_dir.name + ".building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIAL_TOKENS,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="<|im_end|>",
+        pad_token="<pad>",
+        additional_special_tokens=["<|im_start|>", "</s>"],
+        model_max_length=MODEL_SHAPE["max_position_embeddings"],
+        clean_up_tokenization_spaces=False,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(str(tmp))
+
+    vocab = tok.get_vocab_size()
+    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        **MODEL_SHAPE,
+        "vocab_size": vocab,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "initializer_range": 0.02,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "attention_dropout": 0.0,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "bos_token_id": ids["<s>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<pad>"],
+        "torch_dtype": "float32",
+    }
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(SEED)  # a fixed demo model: same weights on every machine
+    model = LlamaForCausalLM(LlamaConfig(**{k: v for k, v in config.items() if k != "model_type"}))
+    model.generation_config = GenerationConfig(
+        bos_token_id=ids["<s>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<pad>"]
+    )
+    model.save_pretrained(str(tmp))
+
+    shutil.rmtree(model_dir, ignore_errors=True)
+    tmp.rename(model_dir)
+
+
+def _copy_datasets(data_dir: Path, *, force: bool) -> None:
+    """Copy the demo files and merge their entries into the workspace's dataset_info.json (user entries kept)."""
+    from engine.data.registry import read_dataset_info, save_dataset_info
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for src in sorted(ASSETS_DATA.glob("demo_*")):
+        dst = data_dir / src.name
+        if (
+            force
+            or not dst.is_file()
+            or dst.stat().st_size != src.stat().st_size
+            or dst.read_bytes() != src.read_bytes()
+        ):
+            shutil.copyfile(src, dst)
+    ours = json.loads((ASSETS_DATA / "dataset_info.json").read_text(encoding="utf-8"))
+    info_path = data_dir / "dataset_info.json"
+    current = read_dataset_info(data_dir) if info_path.is_file() else {}
+    merged = {**current, **ours}
+    if merged != current:
+        save_dataset_info(data_dir, merged)
+
+
+def _write_spec(path: Path) -> None:
+    from engine.spec.schema import RunSpec, save_spec
+
+    spec = RunSpec.model_validate(
+        {
+            "model": {"name_or_path": str(workspace.demo_model_dir())},
+            "method": {"stage": "sft", "finetuning": "lora", "lora": {"rank": 8, "alpha": 16, "targets": ["all"]}},
+            "data": {
+                "datasets": ["demo_alpaca"],
+                "dataset_dir": str(workspace.data_dir()),
+                "template": "auto",
+                "cutoff_len": 256,
+                "max_samples": 200,
+            },
+            "train": {
+                "max_steps": 30,
+                "per_device_batch_size": 4,
+                "gradient_accumulation": 1,
+                "learning_rate": 1e-3,
+                "warmup_steps": 2,
+                "logging_steps": 1,
+                "save_steps": 15,
+                "precision": "auto",
+            },
+            "launch": {"device": "auto"},
+            "output": {"run_name": "demo-lora", "report_to": ["tensorboard"]},
+        }
+    )
+    save_spec(spec, path)
+
+
+def cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="studio demo",
+        description="(Re)build the demo workspace: tiny model, "
+        "tokenizer, datasets and an example spec, under $STUDIO_HOME.",
+    )
+    parser.add_argument("--force", action="store_true", help="rebuild even when everything is present")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    paths = build_demo(force=args.force)
+    print(f"workspace:  {workspace.home()}")
+    print(f"model:      {paths['model_dir']}")
+    print(f"datasets:   {paths['data_dir']}  ({', '.join(paths['datasets'])})")
+    print(f"example:    {paths['example_spec']}  (run it with: studio train {paths['example_spec']})")
+    return 0

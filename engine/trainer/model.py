@@ -1,0 +1,147 @@
+"""Load the tokenizer and model a spec asks for, quantised if asked, with the fine-tuning method applied.
+
+Heavy: imports torch, transformers, peft (and bitsandbytes through transformers) — trainer/worker processes only.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+
+from engine.spec.schema import RunSpec
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def resolve_weights_dtype(spec: RunSpec, device: str, precision: str) -> torch.dtype:
+    """dtype of the base weights. auto: fp32 on CPU and for full/freeze (AMP keeps fp32 master weights);
+    the compute dtype for LoRA-family methods on GPU (the frozen base needs no fp32 copy)."""
+    if spec.model.dtype != "auto":
+        return DTYPES[spec.model.dtype]
+    if device == "cpu" or spec.method.finetuning != "lora" or precision == "fp32":
+        return torch.float32
+    return torch.bfloat16 if precision == "bf16" else torch.float16
+
+
+def load_tokenizer(spec: RunSpec):
+    tok = AutoTokenizer.from_pretrained(
+        spec.model.name_or_path, revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
+    )
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token or tok.unk_token
+    return tok
+
+
+def load_model(spec: RunSpec, *, device: str, precision: str):
+    """The model with the spec's method applied (PEFT adapters, frozen layers) and ready to train."""
+    dtype = resolve_weights_dtype(spec, device, precision)
+    kwargs: dict = {
+        "revision": spec.model.revision,
+        "trust_remote_code": spec.model.trust_remote_code,
+        "dtype": dtype,
+        "attn_implementation": spec.model.attn_implementation,
+    }
+    if spec.model.rope_scaling is not None:
+        config = AutoConfig.from_pretrained(
+            spec.model.name_or_path, revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
+        )
+        config.rope_scaling = {"rope_type": spec.model.rope_scaling.type, "factor": spec.model.rope_scaling.factor}
+        kwargs["config"] = config
+    q = spec.method.quantization
+    if q.bits:
+        compute = (
+            DTYPES.get(q.compute_dtype)
+            if q.compute_dtype != "auto"
+            else (torch.float32 if precision == "fp32" else torch.bfloat16 if precision == "bf16" else torch.float16)
+        )
+        if q.bits == 4:
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True,
+                bnb_4bit_quant_type=q.quant_type,
+                bnb_4bit_use_double_quant=q.double_quant,
+                bnb_4bit_compute_dtype=compute,
+                bnb_4bit_quant_storage=compute if _shards_params(spec) else torch.uint8,
+            )
+        else:
+            kwargs["quantization_config"] = BitsAndBytesConfig(load_in_8bit=True)
+        if device == "cuda":
+            import os
+
+            kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", 0))}
+    model = AutoModelForCausalLM.from_pretrained(spec.model.name_or_path, **kwargs)
+    model.config.use_cache = False
+    if q.bits:
+        _avoid_cpu_bf16_repack(model)
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=spec.train.gradient_checkpointing)
+    if spec.method.finetuning == "lora":
+        model = apply_lora(spec, model)
+    elif spec.method.finetuning == "freeze":
+        apply_freeze(spec, model)
+    if spec.train.gradient_checkpointing and spec.method.finetuning != "full":
+        # Frozen embeddings give inputs without grad; checkpointed blocks then see no grad path.
+        model.enable_input_require_grads()
+    return model
+
+
+def apply_lora(spec: RunSpec, model):
+    from peft import LoraConfig, get_peft_model
+
+    lora = spec.method.lora
+    targets = "all-linear" if lora.targets == ["all"] else list(lora.targets)
+    config = LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=targets,
+        use_rslora=lora.use_rslora,
+        use_dora=lora.use_dora,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
+
+
+def apply_freeze(spec: RunSpec, model) -> None:
+    """Train only the last N decoder layers (optionally only named modules in them) and extra modules."""
+    fz = spec.method.freeze
+    num_layers = model.config.num_hidden_layers
+    first = max(0, num_layers - fz.trainable_layers)
+    layer_re = re.compile(r"\.layers\.(\d+)\.")
+    for name, param in model.named_parameters():
+        match = layer_re.search(name)
+        train = False
+        if match and int(match.group(1)) >= first:
+            train = not fz.trainable_modules or any(f".{m}." in f".{name}" for m in fz.trainable_modules)
+        if any(f".{m}." in f".{name}" for m in fz.extra_modules):
+            train = True
+        param.requires_grad_(train)
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError("method.freeze: no parameter is trainable with these settings")
+
+
+def _shards_params(spec: RunSpec) -> bool:
+    """FSDP and ZeRO-3 shard parameters as float tensors: 4-bit weights must then be stored in the compute dtype."""
+    ln = spec.launch
+    return ln.backend == "fsdp" or (ln.backend == "deepspeed" and ln.deepspeed.zero_stage == 3)
+
+
+def _avoid_cpu_bf16_repack(model) -> None:
+    """bitsandbytes on CPUs with AVX512-BF16 repacks 4-bit weights in eval-mode forwards into a layout without a
+    backward kernel, and LoRA layers then silently stop learning (STACK-NOTES). Opt out of that path."""
+    try:
+        import bitsandbytes as bnb
+    except ImportError:
+        return
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit) and hasattr(module, "support_avx512bf16_for_cpu"):
+            module.support_avx512bf16_for_cpu = False
+
+
+def count_parameters(model) -> tuple[int, int]:
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    return trainable, total

@@ -1,0 +1,395 @@
+"""The trainer subprocess: ``accelerate launch ... -m engine.trainer.train SPEC.yaml --run-dir RUN_DIR``.
+
+Heavy: torch, transformers, peft, trl, datasets. Validates the spec (with its files) again, prepares the data before
+any model is loaded, trains with transformers Trainer (sft, pt) or TRL's DPOTrainer (dpo), saves the adapter or
+model, and turns any exception into a classified ``failed`` event and a non-zero exit. SIGTERM saves a checkpoint
+and exits 0 with a ``stopped`` event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from engine.core.events import append_event
+from engine.spec.schema import RunSpec, SpecError, load_spec
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.trainer.train")
+    parser.add_argument("spec", help="run spec YAML")
+    parser.add_argument("--run-dir", required=True, help="run folder: events.jsonl, record.json, outputs")
+    args = parser.parse_args(argv)
+    run_dir = Path(args.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    events = run_dir / "events.jsonl"
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        spec = load_spec(args.spec)
+        return train(spec, run_dir, events)
+    except BaseException as exc:  # noqa: BLE001 - every failure must become an event
+        if isinstance(exc, SystemExit) and not exc.code:
+            raise
+        cause = classify(exc)
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        print(tb, file=sys.stderr, flush=True)
+        append_event(
+            events,
+            "failed",
+            None,
+            cause=cause,
+            error=f"{type(exc).__name__}: {exc}"[:4000],
+            traceback=tb[-6000:],
+            rank=rank,
+        )
+        return 1
+
+
+def classify(exc: BaseException) -> str:
+    """Name the cause a user acts on: out of memory, communication, data, config, or other."""
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if isinstance(exc, SpecError) or "spec" in type(exc).__name__.lower():
+        return "config"
+    if "out of memory" in text or "outofmemory" in text or isinstance(exc, MemoryError):
+        return "oom"
+    if any(
+        k in text
+        for k in (
+            "nccl",
+            "gloo",
+            "connection reset",
+            "timed out",
+            "distnetworkerror",
+            "c10d",
+            "broken pipe",
+            "process group",
+        )
+    ):
+        return "communication"
+    if type(exc).__name__ in ("DataError", "DatasetGenerationError") or "dataset" in text:
+        return "data"
+    if isinstance(exc, KeyboardInterrupt):
+        return "killed"
+    return "other"
+
+
+def resolve_device_and_precision(spec: RunSpec) -> tuple[str, str]:
+    """What the launcher resolved (STUDIO_DEVICE / STUDIO_PRECISION, from engine.runs.launch), so the trainer never
+    second-guesses it; resolved here from torch only when started without the launcher (in-process tests)."""
+    launched = os.environ.get("STUDIO_DEVICE"), os.environ.get("STUDIO_PRECISION")
+    if all(launched):
+        return launched[0], launched[1]
+    import torch
+
+    device = spec.launch.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() and os.environ.get("STUDIO_FORCE_CPU") != "1" else "cpu"
+    precision = spec.train.precision
+    if precision == "auto":
+        if device == "cpu":
+            precision = "fp32"
+        else:
+            precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return device, precision
+
+
+def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
+    import torch
+    from transformers import set_seed
+
+    from engine.trainer import model as model_lib
+    from engine.trainer.callbacks import EventsCallback, GracefulStop
+    from engine.trainer.dataset import build_train_data
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    device, precision = resolve_device_and_precision(spec)
+    if device == "cpu":
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+    out = Path(spec.output.output_dir).expanduser() if spec.output.output_dir else run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    stopper = GracefulStop()
+    set_seed(spec.train.seed)
+    if spec.launch.backend == "deepspeed" and spec.launch.deepspeed.zero_stage == 3 and device == "cpu":
+        # ZeRO-3 partitions inside from_pretrained; it needs the process group before the model loads.
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="gloo")
+
+    tokenizer = model_lib.load_tokenizer(spec)
+    data = build_train_data(spec, tokenizer, log=lambda msg: print(msg, flush=True) if rank == 0 else None)
+    if rank == 0:
+        append_event(events, "data_ready", 0, **data.stats)
+        write_record(spec, run_dir, tokenizer, device, precision)
+    model = model_lib.load_model(spec, device=device, precision=precision)
+    trainable, total = model_lib.count_parameters(model)
+
+    targs = training_arguments(spec, out, run_dir, device, precision, has_eval=data.eval_dataset is not None)
+    callback = EventsCallback(events)
+    trainer = build_trainer(spec, model, tokenizer, data, targs, [callback, stopper])
+    total_steps = trainer.state.max_steps or _planned_steps(spec, len(data.train_dataset), world)
+    if rank == 0:
+        append_event(
+            events,
+            "run_started",
+            0,
+            world_size=world,
+            backend=spec.launch.backend,
+            device=device,
+            precision=precision,
+            total_steps=total_steps,
+            num_train_samples=len(data.train_dataset),
+            trainable_params=trainable,
+            total_params=total,
+            seed=spec.train.seed,
+            pid=os.getpid(),
+            output_dir=str(out),
+        )
+        _write_plan(spec, run_dir)
+    resume = resolve_resume(spec, out)
+    t0 = time.time()
+    result = trainer.train(resume_from_checkpoint=resume)
+    runtime = time.time() - t0
+    final_dir = save_final(spec, trainer, tokenizer, out)
+    if rank == 0:
+        if stopper.requested:
+            ckpt = out / "checkpoints" / f"checkpoint-{trainer.state.global_step}"
+            append_event(
+                events,
+                "stopped",
+                trainer.state.global_step,
+                reason="SIGTERM",
+                checkpoint=str(ckpt) if ckpt.exists() else None,
+            )
+        else:
+            append_event(
+                events,
+                "finished",
+                trainer.state.global_step,
+                train_loss=result.training_loss,
+                runtime_seconds=round(runtime, 2),
+                memory=callback.peak_memory or None,
+                metrics=result.metrics,
+                **{("adapter_dir" if spec.method.finetuning == "lora" else "model_dir"): str(final_dir)},
+            )
+    close_process_group()
+    return 0
+
+
+def close_process_group() -> None:
+    """Leave the process group together and tear it down before the interpreter exits. Left to interpreter
+    shutdown, gloo's threads can be destroyed mid-use ("terminate called without an active exception", SIGABRT)
+    and a run that finished reports a failed rank."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, precision: str, *, has_eval: bool):
+    from transformers import TrainingArguments
+
+    t = spec.train
+    report = [r for r in spec.output.report_to if r != "none"]
+    if "tensorboard" in report:
+        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard"))
+    kwargs = dict(
+        output_dir=str(out / "checkpoints"),
+        num_train_epochs=t.num_epochs,
+        max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler,
+        warmup_steps=t.warmup_steps if t.warmup_steps > 0 else t.warmup_ratio,
+        weight_decay=t.weight_decay,
+        optim=optimizer_name(spec),
+        per_device_train_batch_size=t.per_device_batch_size,
+        per_device_eval_batch_size=t.per_device_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation,
+        max_grad_norm=t.max_grad_norm if t.max_grad_norm > 0 else None,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        gradient_checkpointing=t.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing else None,
+        seed=t.seed,
+        data_seed=t.seed,
+        logging_steps=t.logging_steps,
+        save_strategy="steps",
+        save_steps=t.save_steps,
+        eval_strategy="steps" if has_eval else "no",
+        eval_steps=t.eval_steps if has_eval else None,
+        save_total_limit=t.save_total_limit,
+        report_to=report or "none",
+        use_cpu=device == "cpu",
+        include_num_input_tokens_seen="non_padding",
+        remove_unused_columns=False,
+        disable_tqdm=True,
+        ddp_find_unused_parameters=False if spec.launch.backend == "ddp" else None,
+        dataloader_num_workers=0,
+        # transformers 5 replaced group_by_length=True with this; the rows carry a "length" column
+        # (engine.trainer.dataset)
+        train_sampling_strategy="group_by_length" if spec.data.group_by_length else "random",
+        label_names=["labels"] if spec.method.stage != "dpo" else None,
+        run_name=spec.output.run_name or run_dir.name,
+    )
+    if spec.launch.backend == "deepspeed":
+        kwargs["deepspeed"] = str(run_dir / "ds_config.json")
+    if spec.launch.backend == "ddp" and device == "cpu":
+        kwargs["ddp_backend"] = "gloo"
+    if spec.method.stage == "dpo":
+        from trl import DPOConfig
+
+        kwargs.pop("label_names")
+        return DPOConfig(
+            beta=spec.method.dpo.beta, loss_type=[spec.method.dpo.loss_type], max_length=spec.data.cutoff_len, **kwargs
+        )
+    return TrainingArguments(**kwargs)
+
+
+def optimizer_name(spec: RunSpec) -> str:
+    """The Trainer optimizer for spec.train.optimizer. adamw_torch runs as torch's fused AdamW (one kernel for all
+    parameters; the Trainer's own default since torch 2.8): on the demo LoRA run the per-parameter loop cost ~4 ms
+    of a ~60 ms CPU step. DeepSpeed keeps the plain one (it wraps or replaces the optimizer itself)."""
+    import torch
+
+    name = spec.train.optimizer
+    fused_ok = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 8)
+    if name == "adamw_torch" and fused_ok and spec.launch.backend != "deepspeed":
+        return "adamw_torch_fused"
+    return name
+
+
+def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
+    if spec.method.stage == "dpo":
+        from trl import DPOTrainer
+
+        return DPOTrainer(
+            model=model,
+            args=targs,
+            train_dataset=data.train_dataset,
+            eval_dataset=data.eval_dataset,
+            processing_class=tokenizer,
+            callbacks=callbacks,
+        )
+    from transformers import Trainer
+
+    return Trainer(
+        model=model,
+        args=targs,
+        train_dataset=data.train_dataset,
+        eval_dataset=data.eval_dataset,
+        data_collator=data.data_collator,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+
+
+def resolve_resume(spec: RunSpec, out: Path) -> str | None:
+    """'last' -> the newest loadable checkpoint in the output folder (a corrupt newest one falls back, loudly)."""
+    want = spec.train.resume_from
+    if not want:
+        return None
+    if want != "last":
+        return want  # its existence is a spec context rule, checked before launch and again at load
+    ckpts = sorted((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]), reverse=True)
+    for ckpt in ckpts:
+        if checkpoint_ok(ckpt):
+            return str(ckpt)
+        print(f"[studio] checkpoint {ckpt} is incomplete or corrupt; falling back to an older one", flush=True)
+    if ckpts:
+        raise SpecError([("train.resume_from", f"no loadable checkpoint in {out / 'checkpoints'}")])
+    print("[studio] resume_from=last but no checkpoint yet: starting from scratch", flush=True)
+    return None
+
+
+def checkpoint_ok(ckpt: Path) -> bool:
+    """A checkpoint is loadable when its trainer state parses and its weights/optimizer files are readable."""
+    try:
+        json.loads((ckpt / "trainer_state.json").read_text())
+        # training_args.bin is in every checkpoint: it is not weights, so it must not make a weightless one pass.
+        weights = list(ckpt.glob("*.safetensors")) + [b for b in ckpt.glob("*.bin") if b.name != "training_args.bin"]
+        for index in ckpt.glob("*.index.json"):  # sharded weights: every shard the index names must be there
+            shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+            if any(not (ckpt / s).is_file() for s in shards):
+                return False
+        if not weights and not any(ckpt.glob("global_step*")):
+            return False
+        from safetensors import safe_open
+
+        for w in weights:
+            if w.suffix == ".safetensors":
+                with safe_open(str(w), "pt") as fh:
+                    list(fh.keys())
+        return (ckpt / "optimizer.pt").exists() or any(ckpt.glob("global_step*"))
+    except Exception:  # any unreadable part makes the checkpoint unusable
+        return False
+
+
+def save_final(spec: RunSpec, trainer, tokenizer, out: Path) -> Path:
+    target = out / ("adapter" if spec.method.finetuning == "lora" else "model")
+    trainer.save_model(str(target))
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(target))
+    return target
+
+
+def write_record(spec: RunSpec, run_dir: Path, tokenizer, device: str, precision: str) -> None:
+    """The replayable record: versions, hardware, dataset and tokenizer hashes, seed, command."""
+    import torch
+
+    from engine.runs import record as fingerprints
+
+    record = {
+        "spec_file": "spec.yaml",
+        "versions": fingerprints.package_versions(),
+        "python": platform.python_version(),
+        "hardware": {
+            "device": device,
+            "precision": precision,
+            "cuda": torch.version.cuda,
+            "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            if device == "cuda"
+            else [],
+            "platform": platform.platform(),
+        },
+        "dataset_hashes": fingerprints.dataset_hashes(spec),
+        "tokenizer_hash": fingerprints.tokenizer_hash(spec.model.name_or_path),
+        "template": spec.data.template,
+        "chat_template_hash": hashlib.sha256((getattr(tokenizer, "chat_template", None) or "").encode()).hexdigest(),
+        "seed": spec.train.seed,
+        "command": sys.argv,
+        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+    }
+    launch = run_dir / "launch.json"
+    if launch.exists():
+        record["launch"] = json.loads(launch.read_text())
+    (run_dir / "record.json").write_text(json.dumps(record, indent=2))
+
+
+def _planned_steps(spec: RunSpec, n: int, world: int) -> int:
+    if spec.train.max_steps > 0:
+        return spec.train.max_steps
+    per_step = spec.train.per_device_batch_size * spec.train.gradient_accumulation * world
+    return max(1, int(spec.train.num_epochs * max(1, -(-n // per_step))))
+
+
+def _write_plan(spec: RunSpec, run_dir: Path) -> None:
+    """The memory prediction beside the run, for predicted-vs-measured (engine.plan.planner, when available)."""
+    try:
+        from engine.machine.hardware import detect
+        from engine.plan import planner as plan_lib
+
+        (run_dir / "plan.json").write_text(json.dumps(plan_lib.plan(spec, hardware=detect()).to_dict(), indent=2))
+    except Exception as exc:  # the plan is advisory: never fail a run over it
+        print(f"[studio] memory plan unavailable: {exc}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Chinese text of the dataset registry's, the chat templates' and the upload checks' messages, keyed like
+``engine.data.messages.MESSAGES`` (``studio.i18n.localize.localize`` looks them up). Light: stdlib only."""
+
+from __future__ import annotations
+
+DATA_ZH: dict[str, str] = {
+    # a problem in its place
+    "data.at": "{file}：{message}",
+    "data.at_column": "{file}，列 '{column}'：{message}",
+    "data.at_line": "{file}，第 {row} 行：{message}",
+    "data.at_line_column": "{file}，第 {row} 行，列 '{column}'：{message}",
+    "data.at_row": "{file}，第 {row} 条记录：{message}",
+    "data.at_row_column": "{file}，第 {row} 条记录，列 '{column}'：{message}",
+    "data.more_rows_one": "{message}（另有 1 行同样的问题）",
+    "data.more_rows": "{message}（另有 {more} 行同样的问题）",
+    # the registry file and its entries
+    "data.info_bad_json": "{path}：不是有效的 JSON（第 {line} 行，第 {col} 列：{error}）",
+    "data.info_not_object": "{path}：应是由数据集条目组成的 JSON 对象，实际是 {type}",
+    "data.no_registry": "找不到数据集注册表（没有 dataset_info.json）",
+    "data.not_registered": "数据集 '{name}' 未注册（已注册：{known}）",
+    "data.not_registered_none": "数据集 '{name}' 未注册（还没有注册任何数据集）",
+    "data.entry_not_object": "条目 '{name}' 必须是一个对象",
+    "data.entry_hub": "条目 '{name}' 指向 Hub 上的数据集（{hub}）；Studio 只读取本地文件：请下载后设置 file_name",
+    "data.entry_no_file": "条目 '{name}' 没有 file_name",
+    "data.entry_formatting": "条目 '{name}'：格式 {formatting!r} 既不是 alpaca 也不是 sharegpt",
+    "data.entry_columns": "条目 '{name}'：未知的列键 {bad}（可用：{known}）",
+    # the dataset against the stage
+    "data.dpo_needs_pairs": "dpo 阶段需要偏好对，但 '{name}' 没有 chosen/rejected 列："
+    '请设置 "ranking": true 并给出 chosen 和 rejected 列，或使用 sft 阶段',
+    "data.pairs_need_dpo": "'{name}' 是偏好对数据：请使用 dpo 阶段",
+    "data.text_needs_pt": "'{name}' 是纯文本，没有回复列：请使用 pt 阶段，或映射 columns.response",
+    # reading the file
+    "data.file_not_found": "找不到文件（{info} 中 '{name}' 的 file_name）",
+    "data.cannot_read": "无法读取：{error}",
+    "data.no_rows": "没有数据行",
+    "data.bad_json": "不是有效的 JSON（第 {line} 行，第 {col} 列：{error}）",
+    "data.not_list": "应是由记录组成的 JSON 列表",
+    "data.bad_csv": "不是有效的 CSV（第 {line} 行）：{error}",
+    "data.bad_parquet": "不是可读取的 Parquet 文件（文件被截断或不是 Parquet）：{error}",
+    "data.bad_type": "不支持的文件类型 '{suffix}'（请使用 .json、.jsonl、.csv、.parquet，"
+    "或用 datasets 的 save_to_disk 保存的目录）",
+    "data.not_utf8_column": "不是 UTF-8 文本（第 {col} 列的字节 0x{byte:02x}）：请把文件另存为 UTF-8",
+    "data.not_utf8_line": "不是 UTF-8 文本（第 {line} 行的字节 0x{byte:02x}）：请把文件另存为 UTF-8",
+    "data.bad_json_line": "JSON 行格式错误（第 {col} 列：{error}）",
+    # one row
+    "data.row_not_object": "应是包含各列的对象，实际是 {type}",
+    "data.missing_column": "缺少列 '{column}'（{key}）；该行有：{have}。请修改 dataset_info.json 中的 "
+    "columns.{key}，或重命名该列",
+    "data.missing_column_empty": "缺少列 '{column}'（{key}）；该行没有任何列。请修改 dataset_info.json 中的 "
+    "columns.{key}，或重命名该列",
+    "data.empty_text": "文本为空",
+    "data.bad_history": "history 必须是由 [提示, 回复] 对组成的列表",
+    "data.empty_answer": "{key} 回答为空",
+    "data.pair_end_user": "偏好数据行的对话必须以用户轮次结尾",
+    "data.end_assistant": "对话必须以助手轮次结尾",
+    "data.empty_response": "回复为空（第 {turn} 轮）",
+    "data.turns_not_list": "应是由对话轮次组成的列表，实际是 {type}",
+    "data.turn_keys": "第 {turn} 轮需要 '{role_tag}' 和 '{content_tag}' 键（见 dataset_info.json 中的 tags）",
+    "data.turn_role": "第 {turn} 轮的角色是 '{tag}'；已知角色：{known}",
+    "data.system_first": "第 {turn} 轮：system 轮次只能出现在最前面",
+    "data.turn_order": "第 {turn} 轮是 '{tag}'，但应为 '{want}'：轮次必须按 {user}/{assistant} 交替，并以 {user} 开始",
+    # registering a file
+    "data.bad_name": "数据集名称 {name!r}：请使用字母、数字和 _ - .",
+    "data.bad_formatting": "格式 {formatting!r}：请使用 alpaca 或 sharegpt",
+    "data.unknown_columns": "未知的列键 {bad}（可用：{known}）",
+    "data.file_outside": "file_name {file!r} 超出了数据集目录 {folder}",
+    "data.file_missing": "找不到文件：{path}",
+    "data.already_registered": "数据集 '{name}' 已在 {path} 中注册",
+    # uploads through the page
+    "upload.bad_type": "{name!r}：请上传 {types} 文件",
+    "upload.no_name": "{name!r}：文件名中没有可用的字符",
+    "upload.too_big": "{name}：{mib} MiB 超过了 {limit} MiB 的上传上限",
+    "upload.outside": "{name!r} 会超出上传目录",
+    "upload.not_uploaded": "{path}：这里只能注册上传目录中的文件",
+    "upload.unreadable": "无法读取 {name} 的列：{error}",
+    # chat templates
+    "template.refused": "模型的对话模板拒绝了这段对话：{message}",
+    "template.unknown": "未知模板 {name!r}：请从 {names} 中选择",
+    "template.not_prefix_stable": "模型的对话模板会改写之前的轮次（不是前缀稳定的），无法逐轮遮盖提示："
+    "请选择一个命名模板（例如 chatml）",
+}

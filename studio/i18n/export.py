@@ -1,0 +1,70 @@
+"""Chinese text of the merge and export messages (``engine.export.messages``), keyed like that catalog
+(``studio.i18n.localize`` looks them up). Light: stdlib only."""
+
+from __future__ import annotations
+
+EXPORT_ZH: dict[str, str] = {
+    # sources
+    "export.no_source": "{path}：没有这个文件或目录",
+    "export.is_file": "{path} 是一个文件：请给出运行目录或 PEFT 适配器目录（含 adapter_config.json）",
+    "export.full_model_folder": "{path} 中没有 adapter_config.json：这是完整的模型目录，不是 PEFT 适配器"
+    "（请给出在它上面训练的运行目录或适配器目录）",
+    "export.not_adapter": "{path} 中没有 adapter_config.json：既不是 PEFT 适配器目录（adapter_config.json + "
+    "adapter_model.safetensors），也不是运行目录（spec.yaml）",
+    "export.spec_unreadable": "无法读取 {path}：{error}",
+    "export.run_no_adapter": "运行 {run} 还没有适配器（缺少 {wanted}；{state}）：请等它完成，或给出适配器目录",
+    "export.run_no_model": "运行 {run} 还没有模型（缺少 {wanted}；{state}）：请等它完成，或给出适配器目录",
+    "export.run_unfinished": "它还没有结束",
+    "export.run_finished": "它已完成",
+    "export.run_failed": "它已失败",
+    "export.run_stopped": "它已停止",
+    "export.adapter_config_bad_json": "{path} 不是有效的 JSON：{error}",
+    "export.adapter_not_saved": "{path} 有 adapter_config.json，但没有 adapter_model.safetensors：适配器没有保存",
+    "export.no_base_name": "{path} 没有写明 base_model_name_or_path",
+    "export.base_not_local": "适配器 {adapter} 的基座模型 {base} 不是含 config.json 的本地模型目录"
+    "（合并需要本机上有基座权重）",
+    "export.adapter_where": "适配器 {path}（在 {trained_on} 上训练）",
+    "export.module_missing": "{where} 与基座 {base}（{arch}）不匹配：适配器作用于 {module}，而基座没有这个模块",
+    "export.shape_mismatch": "{where} 与基座 {base}（{arch}）不匹配：{module} 在适配器中是 {a_out}x{a_in}，"
+    "在基座中是 {b_out}x{b_in}",
+    # the plan
+    "export.no_sources": "请至少给出一个运行目录或适配器目录",
+    "export.bad_dtype": "--dtype {dtype!r}：请从 {choices} 中选择",
+    "export.bad_device": "--device {device!r}：请选择 cpu 或 cuda",
+    "export.model_alone": "全参数微调得到的模型不能与其他来源一起合并：请单独导出它",
+    "export.adapter_only_one": "--adapter-only 只导出一个适配器（一个 LoRA 运行或一个适配器目录）",
+    "export.different_bases": "适配器的基座不同：{first} 基于 {base}，而 {other} 基于 {other_base}："
+    "只能合并同一基座的适配器",
+    "export.would_replace": "输出目录 {out} 会覆盖 {path}：请换一个输出目录（--out）",
+    "export.out_exists": "输出目录 {out} 已存在：请换一个输出目录（--out），或使用 --overwrite",
+    "export.no_disk": "{out} 磁盘空间不足：导出约需 {need}（{dtype}），那里只剩 {free}：请清理空间或换一个输出目录"
+    "（--out）",
+    "export.bad_size": "{what} {text!r}：请填写 2GB、500MB 或 1GiB 这样的大小",
+    "export.no_meminfo": "无法从 /proc/meminfo 读取可用内存：请设置 STUDIO_MEM_AVAILABLE",
+    "export.no_memory_cpu": "内存不足，无法合并：约需 {need} 内存（在 cpu 上：float32 的基座加上适配器），"
+    "但只有 {available} 可用（{source}）：{fixes}。如果确定放得下，请勾选“即使内存估计不足也继续合并”（--force）",
+    "export.no_memory_cuda": "内存不足，无法合并：约需 {need} 内存（在 cuda 上：进程本身加一个分片），"
+    "但只有 {available} 可用（{source}）：{fixes}。如果确定放得下，请勾选“即使内存估计不足也继续合并”（--force）",
+    "export.fixes": "释放内存（停止其他运行或程序）；或换一台内存更大的机器",
+    "export.fixes_gpu": "在 GPU 上合并（--device cuda：约需 {ram} 内存）；或释放内存（停止其他运行或程序）；"
+    "或换一台内存更大的机器",
+    "export.mem_given": "STUDIO_MEM_AVAILABLE 设定值",
+    # the Export and Chat tabs
+    "export.outside_workspace": "{path}：这里只能使用工作区（{root}）内的目录",
+    # following a merge
+    "export.not_merge": "运行 {id} 不是合并任务",
+    "export.cleaned": "已删除未完成的输出 {path}",
+    # the merge subprocess
+    "export.detail_base": "基座 {path}（float32）",
+    "export.detail_adapter": "适配器 {path}",
+    "export.detail_merging": "{n} 个适配器合并进 {base}",
+    "export.detail_verifying": "重新加载保存的目录并比较 logits",
+    "export.detail_copying": "复制适配器 {path}",
+    "export.no_cuda": "--device cuda，但此进程看不到 CUDA GPU：请使用 --device cpu",
+    "export.cancelled": "已取消（SIGTERM）",
+    "export.fp32_mismatch": "float32 合并结果与 基座 + 适配器 相差 {diff:.3g}（> {tol:.3g}）：这些适配器无法精确合并"
+    "（例如多个 DoRA 适配器，其合并结果取决于顺序）",
+    "export.verify_summary": "最大 |logit 差| {diff:.3g} {op} {tol:.3g}（{dtype}）",
+    "export.verify_failed": "校验失败：{summary}",
+    "export.adapter_copied": "已复制适配器；其 A/B 形状已与基座的 safetensors 头信息核对",
+}

@@ -1,0 +1,50 @@
+"""Chinese text of the planner's notes, the auto-fit steps and the speed advice (``engine.plan.messages``), keyed like
+that catalog (``studio.i18n.localize`` looks them up). Light: stdlib only."""
+
+from __future__ import annotations
+
+PLAN_ZH: dict[str, str] = {
+    # plan notes
+    "plan.no_config": "model.name_or_path：在 {path} 读不到 config.json（规划需要本地模型目录，或传入 model_config）",
+    "plan.moe": "混合专家模型（{experts} 个专家，每个 token 用 {per_token} 个）：专家权重按稠密计算，"
+    "激活按路由后的 token 计算，因此规划是近似值",
+    "plan.unknown_arch": "model_type {model_type!r} 按 Llama 结构的解码器规划；请核对数字",
+    "plan.sharded": "参数切分到 {n} 个进程上（另有两个已聚合的层在传输中）",
+    "plan.offload_optimizer": "优化器状态卸载到 CPU 内存（DeepSpeed CPU Adam）",
+    "plan.offload_params": "参数卸载到 CPU 内存：会大幅变慢",
+    "plan.eager": "eager 注意力会生成 批大小 x 头数 x 序列长度² 的分数矩阵：请使用 sdpa 或 flash_attention_2",
+    "plan.cpu": "设备是 cpu：这些数字是单个进程占用的主机内存",
+    # auto-fit steps
+    "fit.batch": "每设备批大小 {b} -> {nb}，梯度累积 {ga} -> {nga}（有效批大小 {effective} 不变）",
+    "fit.checkpointing": "开启梯度检查点（反向传播时重算激活，约慢 30%）",
+    "fit.zero1": "DeepSpeed ZeRO-1（把优化器状态切分到 {n} 个 GPU）",
+    "fit.zero2": "DeepSpeed ZeRO-2（再切分梯度，共 {n} 个 GPU）",
+    "fit.zero3": "DeepSpeed ZeRO-3（再切分参数，共 {n} 个 GPU）",
+    "fit.offload_optimizer": "把优化器状态卸载到 CPU（DeepSpeed ZeRO-{stage} + CPU Adam；每步更慢）",
+    "fit.offload_params": "把参数卸载到 CPU（ZeRO-3；会大幅变慢）",
+    "fit.fsdp_offload": "FSDP 参数卸载到 CPU（会大幅变慢）",
+    "fit.lora_rank": "LoRA 秩 {r} -> {nr}",
+    "fit.qlora_short": "4 位 QLoRA",
+    "fit.qlora": "4 位 QLoRA（NF4 基座、双重量化、LoRA 适配器）",
+    "fit.qlora_switch": "4 位 QLoRA（NF4 基座、双重量化、LoRA 适配器）；把 {finetuning} 微调改为 LoRA，秩 {rank}",
+    "fit.keeping_offload": "{step}（保留卸载步骤）",
+    "fit.step": "{step}：每个 GPU {size}",
+    "fit.refused": "{step}：被拒绝（{reason}）",
+    # speed advice
+    "advice.low_util": "GPU 平均利用率 {util:.0f}%：GPU 在等待。请检查下面几项（数据加载、卸载、批大小），"
+    "并用 `nvidia-smi dmon -s u` 观察。",
+    "advice.fp32": "没有使用混合精度：把 train.precision 设为 bf16（不支持 bf16 的 GPU 用 fp16）：约快 2 倍，"
+    "激活显存减半。",
+    "advice.eager": "eager 注意力：把 model.attn_implementation 设为 sdpa 或 flash_attention_2。",
+    "advice.ds_offload": "DeepSpeed 卸载每一步都要经 PCIe 搬运状态：显存允许时，把 offload_param 和 "
+    "offload_optimizer 设为 none（engine.plan.planner 会显示是否仍放得下）。",
+    "advice.fsdp_offload": "FSDP 参数卸载很慢：放得下时请关闭 launch.fsdp.offload_params。",
+    "advice.small_batch": "每设备批大小 {batch} 偏小：把 train.per_device_batch_size 提高到接近显存上限，"
+    "并降低 gradient_accumulation 以保持有效批大小。",
+    "advice.checkpointing": "梯度检查点会重算激活（约慢 30%）：如果规划仍放得下，请关闭它。",
+    "advice.cpu_bound": "CPU 很忙（{cpu:.0f}%）而 GPU 空闲：瓶颈在数据加载；请提高 data.preprocessing_workers、"
+    "预先分词，或对短样本开启 data.packing。",
+    "advice.throughput_drop": "吞吐量从 {peak:.0f} 降到 {now:.0f} tokens/s：请检查 GPU 上是否有其他进程、"
+    "是否因过热降频，或是否在训练步中间保存检查点。",
+    "advice.packing_off": "打包未开启：样本多且短时，data.packing 可以避免在填充上浪费计算。",
+}

@@ -1,0 +1,32 @@
+"""Chinese text of the run registry's and scheduler's messages (``engine.runs.messages``), keyed like that catalog
+(``studio.i18n.localize`` looks them up). Light: stdlib only."""
+
+from __future__ import annotations
+
+RUNS_ZH: dict[str, str] = {
+    "runs.unknown_id": "没有 id 为 {id!r} 的运行（见 `studio runs list`）",
+    "runs.unknown": "没有 id 为 {id!r} 的运行",
+    "runs.no_free_id": "无法分配运行 id",
+    "runs.id_taken": "运行 id {id} 已在注册表中；请重新提交",
+    "runs.bad_command": "命令：应为非空的字符串列表",
+    "runs.delete_running": "运行 {id} 正在进行：请先停止它（`studio runs stop {id}`）",
+    "runs.bad_name": "名称：请填写 1 到 120 个字符",
+    "runs.is_command": "运行 {id} 是一条命令，不是训练运行",
+    "runs.still_running": "运行 {id} 仍在进行",
+    "runs.spec_bad_yaml": "不是有效的 YAML：{error}",
+    "runs.spec_invalid": "无效",
+    "runs.no_adapter": "{source}：那里没有 adapter_config.json（运行完成了吗？）",
+    "runs.wrapper_failed": "运行包装进程启动失败：{error}",
+    "runs.not_queued": "运行 {id} 当前状态为 {status}，不在队列中（请用 `studio runs stop`）",
+    "runs.user_stop_early": "由用户停止：进程在报告之前已结束；{how}",
+    "runs.how_signal": "信号 {signal}",
+    "runs.how_exit": "退出码 {code}",
+    "runs.killed_by_signal": "被信号 {signal} 终止",
+    "runs.no_terminal_event": "以退出码 {code} 结束，未写下结束事件",
+    "runs.user_stop": "由用户停止（{how}）",
+    "runs.killed_by": "被 {signal} 终止",
+    "runs.no_exit_record": "运行的进程已结束但没有退出记录（其包装进程被终止）",
+    "runs.exit0_unfinished": "训练进程以退出码 0 结束，但没有报告已完成",
+    "runs.command_exit": "命令以退出码 {code} 结束",
+    "runs.trainer_exit": "训练进程以退出码 {code} 结束",
+}

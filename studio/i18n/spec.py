@@ -1,0 +1,111 @@
+"""Chinese text of the run spec's messages, keyed like ``engine.spec.messages.MESSAGES``, and of pydantic's field
+errors, keyed by error type (``studio.i18n.localize`` looks them up). Light: stdlib only."""
+
+from __future__ import annotations
+
+RULES_ZH: dict[str, str] = {
+    # cross-field rules
+    "quant_needs_lora": "{bits} 位量化只能训练适配器：把 method.finetuning 设为 lora（QLoRA），或把量化位数设为 0",
+    "dora_on_8bit": "DoRA 不支持 8 位权重：请用 4 位或不量化",
+    "offload_optimizer_needs_zero": "优化器卸载需要 ZeRO 阶段 1、2 或 3：请提高 launch.deepspeed.zero_stage",
+    "offload_param_needs_zero3": "参数卸载需要 ZeRO 阶段 3：把 launch.deepspeed.zero_stage 设为 3，"
+    "或把 offload_param 设为 none",
+    "nvme_needs_path": "NVMe 卸载需要一个目录：请设置 launch.deepspeed.nvme_path",
+    "zero3_8bit": "ZeRO-3 无法切分 8 位 bitsandbytes 权重：请用 4 位（QLoRA）、ZeRO 阶段 0-2，或量化位数 0",
+    "zero3_4bit_fp32": "4 位配合 ZeRO-3 需要 bfloat16 或 float16 存储：把 compute_dtype 设为 bfloat16",
+    "fsdp_8bit": "FSDP 无法切分 8 位 bitsandbytes 权重：请用 4 位（QLoRA 配合 FSDP）或其他后端",
+    "fsdp_4bit_fp32": "4 位配合 FSDP 需要 bfloat16 或 float16 存储：把 compute_dtype 设为 bfloat16",
+    "processes_need_backend": "{n} 个进程需要分布式后端：把 launch.backend 设为 ddp、fsdp 或 deepspeed，"
+    "或把进程数设为 1",
+    "machines_need_backend": "多台机器需要分布式后端（ddp、fsdp、deepspeed）",
+    "gpu_ids_invalid": "GPU 编号必须互不相同且 ≥ 0",
+    "processes_exceed_gpus": "每台机器 {n} 个进程，但 launch.gpus 只选了 {gpus} 个 GPU：请多选 GPU 或减少进程数",
+    "gpus_on_cpu": "选了 GPU，但 launch.device 是 cpu：请清空 launch.gpus，或改用 auto/cuda",
+    "main_ip_missing": "{n} 台机器需要在 launch.main_process_ip 中填写 0 号机器的地址",
+    "machine_rank_range": "机器序号 {rank} 必须小于 launch.num_machines（{n}）",
+    "fsdp_on_cpu": "FSDP 需要 GPU：在 CPU 上请用 ddp 或 deepspeed",
+    "fp16_on_cpu": "fp16 混合精度需要 GPU：在 CPU 上请用 bf16 或 fp32",
+    "mix_probs_count": "{probs} 个概率对应 {datasets} 个数据集：每个数据集给一个",
+    "mix_probs_sum": "概率必须 ≥ 0 且总和为 1",
+    "mix_probs_concat": "概率只用于交错混合：把 data.mix 设为 interleave_under 或 interleave_over，"
+    "或清空 data.mix_probs",
+    "dataset_twice": "有数据集被列了两次",
+    "packing_dpo": "打包只适用于 sft 和 pt，不适用于 dpo：请关闭 data.packing",
+    "group_by_length_packing": "按长度分组与打包互斥（打包后的行已经填满）："
+    "请关闭 data.group_by_length 或 data.packing",
+    "group_by_length_dpo": "按长度分组只适用于 sft 和 pt，不适用于 dpo：请关闭 data.group_by_length",
+    "report_to_none": "'none' 不能与其他记录工具同时选择",
+    "lora_all_alone": "'all' 已包含所有线性层：请单独填写 'all'，或填写模块名列表",
+    # warnings
+    "offload_param_slow": "参数卸载会大幅拖慢训练；请先尝试优化器卸载",
+    "backend_one_process": "只有一个进程时，{backend} 比 single 没有任何好处",
+    "checkpointing_short": "序列较短时，梯度检查点会慢约 30%，却省不了多少显存",
+    "lr_high_full": "{lr:g} 对全参数微调来说偏高（常用：1e-5 到 5e-5）",
+    "lr_low_lora": "{lr:g} 对 LoRA 来说偏低（常用：1e-4 到 5e-4）",
+    "alpha_rank_high": "alpha/秩 大于 8 会大幅放大更新；常用值为 1-2",
+    "single_many_gpus": "单进程运行只用一个 GPU；要用上全部 GPU，请选择 ddp、fsdp 或 deepspeed",
+    "eval_without_split": "没有验证集（data.val_size 为 0）：eval_steps 不起作用",
+    "deepspeed_8bit_optimizer": "DeepSpeed 使用自己的优化器；8 位优化器会被忽略",
+    "remote_code": "将运行模型自带的 Python 代码：只用于你信任的模型",
+    # context rules
+    "model_no_folder": "{path} 处没有模型目录",
+    "model_no_config": "{path} 中没有 config.json：不是 transformers 模型目录",
+    "cutoff_over_positions": "{cutoff} 超过了模型的最大位置数（{limit}）：请降低 data.cutoff_len "
+    "或设置 model.rope_scaling",
+    "lora_targets_unknown": "{bad} 不是 {model_type} 模型中的模块；它的线性模块有 {known}（或 'all'）",
+    "freeze_modules_unknown": "{bad} 不是 {model_type} 解码层中的模块；请从 {known} 中选择",
+    "freeze_layers_too_many": "要训练 {n} 层，但模型只有 {layers} 层",
+    "resume_no_checkpoint": "{path} 处没有检查点（检查点目录中有 trainer_state.json）；"
+    "请给出 checkpoint-N 目录或 'last'",
+    "registry_missing": "{folder} 中没有 dataset_info.json",
+    "registry_bad_json": "{path} 不是有效的 JSON：{error}",
+    "registry_not_mapping": "{path} 应把数据集名称映射到条目，实际是 {type}",
+    "dataset_unknown": "{path} 中没有 '{name}'（已注册：{known}）",
+    "dataset_unknown_empty": "{path} 中没有 '{name}'（还没有注册任何数据集）",
+    "dataset_not_entry": "{path} 中的 '{name}' 不是一个条目（JSON 对象）",
+    "dpo_needs_pairs": "dpo 需要偏好对，但 '{name}' 没有 chosen/rejected 列"
+    '（在 dataset_info.json 中设置 "ranking": true 并给出 chosen/rejected，或换一个数据集）',
+    "pairs_need_dpo": "'{name}' 是偏好对数据：请使用 dpo 阶段，或换一个数据集",
+    # the spec as a whole and the checks at submit
+    "unknown_field": "未知字段（不属于运行配置）",
+    "schema_newer": "配置版本 {version} 由更新的 Studio 写出（本版本最多读取 {supported}）：请升级 Studio 后再加载",
+    "schema_unsupported": "不支持的配置版本 {version!r}（本版本最多读取 {supported}）",
+    "spec_not_mapping": "配置应是按分组的映射，实际是 {type}",
+    "spec_unreadable": "无法读取 {path}：{reason}",
+    "spec_bad_yaml": "{path} 不是有效的 YAML：{error}",
+    "output_is_file": "无法创建 {path}：{probe} 是文件而不是目录",
+    "output_not_writable": "无法写入 {probe}（权限不足）：请换一个目录",
+}
+
+# pydantic's field errors by type; placeholders are the error's ctx. Every type the form can produce is here.
+PYDANTIC_ZH: dict[str, str] = {
+    "missing": "必须填写",
+    "greater_than_equal": "应 ≥ {ge}",
+    "greater_than": "应 > {gt}",
+    "less_than_equal": "应 ≤ {le}",
+    "less_than": "应 < {lt}",
+    "multiple_of": "应为 {multiple_of} 的倍数",
+    "finite_number": "应为有限的数字",
+    "literal_error": "应为以下之一：{expected}",
+    "enum": "应为以下之一：{expected}",
+    "int_parsing": "应为整数（无法把输入解析为整数）",
+    "int_from_float": "应为整数，不能带小数部分",
+    "int_type": "应为整数",
+    "float_parsing": "应为数字（无法把输入解析为数字）",
+    "float_type": "应为数字",
+    "bool_parsing": "应为 true 或 false（无法解析输入）",
+    "bool_type": "应为 true 或 false",
+    "string_type": "应为文本",
+    "string_too_short": "至少需要 {min_length} 个字符",
+    "string_too_long": "最多 {max_length} 个字符",
+    "string_pattern_mismatch": "格式不符合要求：{pattern}",
+    "list_type": "应为列表",
+    "too_short": "至少需要 {min_length} 项，当前 {actual_length} 项",
+    "too_long": "最多 {max_length} 项，当前 {actual_length} 项",
+    "dict_type": "应为一组字段（映射）",
+    "model_type": "应为一组字段（映射）",
+    "model_attributes_type": "应为一组字段（映射）",
+    "none_required": "应为空",
+}
+
+# Every catalog's Chinese by key (the other catalogs' keys carry a prefix: "data.", "plan.", "export.", ...).
