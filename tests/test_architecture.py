@@ -1,0 +1,196 @@
+"""The house's two structural rules, checked on the code as it is.
+
+1. The light/heavy boundary: only ``engine/trainer/`` may import the training stack. Every other module of
+   ``engine`` and ``studio`` is imported in a fresh interpreter, which must end with none of the heavy packages
+   loaded; and no light module imports anything from ``engine.trainer`` (statically, at any depth).
+2. No import circles among the project's modules: every import (module level or inside a function; only
+   ``if TYPE_CHECKING:`` blocks are left out) is an edge, and the graph has no strongly connected component with
+   more than one module.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("engine", "studio")
+HEAVY = ("torch", "transformers", "peft", "trl", "datasets", "deepspeed", "bitsandbytes")
+TRAINER = "engine.trainer"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The project modules ``name`` imports, anywhere in its body except under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+
+    def resolve(mod: str) -> str | None:
+        while mod and mod not in MODULES:
+            mod = mod.rpartition(".")[0]
+        return mod or None
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for sub in child.orelse:
+                    visit(sub)
+                continue
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    if (hit := resolve(alias.name)) is not None:
+                        targets.add(hit)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.split(".")
+                    anchor = anchor[: len(anchor) - (child.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in child.names:
+                    full = f"{base}.{alias.name}" if base else alias.name
+                    hit = full if full in MODULES else resolve(base)
+                    if hit is not None:
+                        targets.add(hit)
+            visit(child)
+
+    visit(tree)
+    targets.discard(name)
+    return targets
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+LIGHT = sorted(n for n in MODULES if not (n == TRAINER or n.startswith(TRAINER + ".")))
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    comp.append(top)
+                    if top == node:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    """The checker itself: a known circle and a self-free chain."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    cycles = _cycles(GRAPH)
+    assert not cycles, "import circles (break them by moving the shared piece down):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
+def test_engine_has_only_packages_at_top():
+    loose = sorted(p.name for p in (ROOT / "engine").glob("*.py") if p.name not in ("__init__.py", "cli.py"))
+    assert not loose, f"engine/ holds loose modules {loose}: put each in the package of its part"
+
+
+def test_no_light_module_imports_the_trainer_package():
+    bad = {n: sorted(t for t in GRAPH[n] if t == TRAINER or t.startswith(TRAINER + ".")) for n in LIGHT}
+    bad = {n: t for n, t in bad.items() if t}
+    # engine.cli dispatches `studio demo` by module name (importlib), which is not an import of the package.
+    assert not bad, f"light modules import engine.trainer: {bad}"
+
+
+def _heavy_after_import(name: str) -> tuple[str, list[str], str]:
+    code = f"import sys, {name}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=180)
+    loaded = [m for m in out.stdout.strip().split(",") if m] if out.returncode == 0 else []
+    return name, loaded, out.stderr[-2000:] if out.returncode else ""
+
+
+def test_every_light_module_imports_without_the_training_stack():
+    """A fresh interpreter per module: importing it must not load torch, transformers, peft, trl, datasets,
+    deepspeed or bitsandbytes (a module that fails to import fails the test too)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(_heavy_after_import, LIGHT))
+    failed = {name: err for name, _, err in results if err}
+    heavy = {name: loaded for name, loaded, _ in results if loaded}
+    assert not failed, f"light modules that fail to import: {failed}"
+    assert not heavy, f"light modules that load the training stack: {heavy}"
+
+
+@pytest.mark.parametrize("name", ["engine.trainer.train", "engine.trainer.model", "engine.trainer.dataset"])
+def test_the_heavy_side_is_where_the_stack_is_imported(name):
+    """The boundary is real: the trainer modules are the ones that import the stack (so the light test above is
+    not passing because nothing anywhere imports torch)."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    imported = {
+        (a.name if isinstance(n, ast.Import) else (n.module or "")).split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+    assert imported & set(HEAVY), f"{name} imports none of {HEAVY}"
