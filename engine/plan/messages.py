@@ -11,8 +11,7 @@ from engine.core.messages import Message, make
 
 MESSAGES: dict[str, str] = {
     # plan notes
-    "plan.no_config": "model.name_or_path: no config.json readable at {path} (planning needs a local model folder, "
-    "or pass model_config)",
+    "plan.no_config": "model.name_or_path: no model figures for {path}: {why}",
     "plan.moe": "mixture of experts ({experts} experts, {per_token} per token): expert weights are counted dense and "
     "activations per routed token, so the plan is approximate",
     "plan.unknown_arch": "model_type {model_type!r} is planned as a Llama-shaped decoder; check the numbers",

@@ -93,6 +93,8 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     vocab = _int(cfg, "vocab_size")
     tied = bool(cfg.get("tie_word_embeddings", mtype.startswith("gemma")))
     experts = _int(cfg, "num_local_experts", "num_experts", default=0)
+    # Qwen-MoE experts are narrower than the dense intermediate_size (moe_intermediate_size); Mixtral's are not
+    e_inter = _int(cfg, "moe_intermediate_size", default=inter)
     shape = ModelShape(
         mtype,
         h,
@@ -128,7 +130,7 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
         if experts:
             ps.append(Shape(f"{pre}mlp.gate.weight", (experts, h), "gate", i))
             for e in range(experts):
-                for name, out, inp in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
+                for name, out, inp in (("gate_proj", e_inter, h), ("up_proj", e_inter, h), ("down_proj", h, e_inter)):
                     ps.append(Shape(f"{pre}mlp.experts.{e}.{name}.weight", (out, inp), name, i))
         else:
             for name, out, inp in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.models.resolve import resolve_config, source_text
 from engine.plan.memory import activation_bytes, logits_bytes, optimizer_bytes, weight_bytes
 from engine.plan.messages import message
 from engine.plan.model_shape import ModelShape, model_shape, param_counts, trainable, trainable_param_count  # noqa: F401
@@ -103,16 +104,21 @@ def resolve_dtypes(spec, precision: str) -> dict[str, int]:
 
 def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config: dict | None = None) -> MemoryPlan:
     """Predict per-GPU peak memory for ``spec``. ``model_config`` overrides reading the model folder's config.json."""
-    from engine.spec.schema import read_model_config
-
-    config = model_config if model_config is not None else read_model_config(spec.model.name_or_path)
-    if not config:
-        raise ValueError(message("plan.no_config", path=spec.model.name_or_path))
+    source_note = None
+    if model_config is not None:
+        config = model_config
+    else:
+        resolved = resolve_config(spec.model.name_or_path, spec.model.revision)
+        if not resolved.found:
+            raise ValueError(message("plan.no_config", path=spec.model.name_or_path, why=resolved.problem or ""))
+        config = resolved.config
+        if resolved.source != "local":  # a local folder is what the user typed: no need to say so
+            source_note = source_text(resolved)
     shape = model_shape(config)
     precision = resolve_precision(spec, hardware, gpu_mem_gib)
     dt = resolve_dtypes(spec, precision)
     tr = trainable(spec, shape)
-    notes = list(shape.notes)
+    notes = ([source_note] if source_note else []) + list(shape.notes)
     ws = spec.world_size
     ln = spec.launch
     t = spec.train

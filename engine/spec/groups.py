@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 def _meta(label: str, *, group: str = "", advanced: bool = False, label_zh: str = "", **extra: Any) -> dict:
@@ -37,7 +37,8 @@ class ModelSpec(_Spec):
     name_or_path: str = Field(
         ...,
         min_length=1,
-        description="Local model folder or Hugging Face hub id (org/name)",
+        description="Local model folder, Hugging Face hub id (org/name, optionally org/name@revision) or a model "
+        "in the Hugging Face cache",
         json_schema_extra=_meta("Model", label_zh="模型"),
     )
     revision: str = Field(
@@ -66,6 +67,18 @@ class ModelSpec(_Spec):
         description="Extend the context with RoPE scaling (empty: off)",
         json_schema_extra=_meta("RoPE scaling", advanced=True, label_zh="RoPE 缩放"),
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _revision_from_name(cls, data: Any) -> Any:
+        """``org/name@rev`` (as hub users write it) is the hub id ``org/name`` at revision ``rev``."""
+        if isinstance(data, dict) and isinstance(data.get("name_or_path"), str):
+            from engine.models.resolve import split_revision
+
+            name, rev = split_revision(data["name_or_path"])
+            if rev is not None and data.get("revision", "main") in ("main", None, rev):
+                data = {**data, "name_or_path": name, "revision": rev}
+        return data
 
 
 # ----------------------------------------------------------------------------------------------- method

@@ -75,6 +75,7 @@ MESSAGES: dict[str, str] = {
     # context rules
     "model_no_folder": "no model folder at {path}",
     "model_no_config": "{path} has no config.json: not a transformers model folder",
+    "model_unresolved": "cannot read this model's config: {problem}",
     "cutoff_over_positions": "{cutoff} exceeds the model's maximum positions ({limit}): lower data.cutoff_len or "
     "set model.rope_scaling",
     "lora_targets_unknown": "{bad} name no module of a {model_type} model; its linear modules are {known} (or 'all')",

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.core.messages import Message
+from engine.models.resolve import looks_local as _looks_local
+from engine.models.resolve import model_path, resolve_config
 from engine.spec.messages import message
 
 if TYPE_CHECKING:
@@ -130,16 +132,10 @@ def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
 
 
 # ----------------------------------------------------------------------------------------------- context rules
-def read_model_config(name_or_path: str) -> dict | None:
-    """The model's config.json when it is a local folder, else None (hub ids are checked at load time)."""
-    cfg = _user_path(name_or_path) / "config.json"
-    if cfg.is_file():
-        try:
-            data = json.loads(cfg.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
-    return None
+def read_model_config(name_or_path: str, revision: str | None = None) -> dict | None:
+    """The model's config.json: from a local folder, the Hugging Face cache, the hub (config only) or Studio's
+    table of published configs (``engine.models.resolve``); None when none has it."""
+    return resolve_config(name_or_path, revision).config
 
 
 def _user_path(path: str) -> Path:
@@ -162,13 +158,17 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
     """Rules that read files: the model folder and its config, the dataset registry and columns."""
     errors: list[tuple[str, Message]] = []
     name = spec.model.name_or_path
-    mpath = _user_path(name)
-    looks_local = name.startswith(("/", ".", "~")) or mpath.exists()
+    mpath = model_path(name)
+    looks_local = _looks_local(name)
+    resolved = resolve_config(name, spec.model.revision)
     if looks_local and not mpath.is_dir():
         errors.append(("model.name_or_path", message("model_no_folder", path=name)))
     elif looks_local and not (mpath / "config.json").is_file():
         errors.append(("model.name_or_path", message("model_no_config", path=name)))
-    cfg = read_model_config(name)
+    elif not resolved.found and resolved.problem is not None:
+        # a hub id that is nowhere: not found on the hub, gated, or unknown while the hub cannot be asked
+        errors.append(("model.name_or_path", message("model_unresolved", problem=resolved.problem)))
+    cfg = resolved.config
     if cfg:
         max_pos = cfg.get("max_position_embeddings")
         factor = spec.model.rope_scaling.factor if spec.model.rope_scaling else 1.0

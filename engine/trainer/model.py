@@ -10,6 +10,7 @@ import re
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
+from engine.models.resolve import looks_local, model_path
 from engine.spec.schema import RunSpec
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -25,9 +26,15 @@ def resolve_weights_dtype(spec: RunSpec, device: str, precision: str) -> torch.d
     return torch.bfloat16 if precision == "bf16" else torch.float16
 
 
+def model_location(spec: RunSpec) -> str:
+    """What from_pretrained gets: a local folder as a full path (``models/...`` is the workspace's), else the id."""
+    name = spec.model.name_or_path
+    return str(model_path(name)) if looks_local(name) else name
+
+
 def load_tokenizer(spec: RunSpec):
     tok = AutoTokenizer.from_pretrained(
-        spec.model.name_or_path, revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
+        model_location(spec), revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
     )
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token or tok.unk_token
@@ -45,7 +52,7 @@ def load_model(spec: RunSpec, *, device: str, precision: str):
     }
     if spec.model.rope_scaling is not None:
         config = AutoConfig.from_pretrained(
-            spec.model.name_or_path, revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
+            model_location(spec), revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
         )
         config.rope_scaling = {"rope_type": spec.model.rope_scaling.type, "factor": spec.model.rope_scaling.factor}
         kwargs["config"] = config
@@ -70,7 +77,7 @@ def load_model(spec: RunSpec, *, device: str, precision: str):
             import os
 
             kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", 0))}
-    model = AutoModelForCausalLM.from_pretrained(spec.model.name_or_path, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(model_location(spec), **kwargs)
     model.config.use_cache = False
     if q.bits:
         _avoid_cpu_bf16_repack(model)

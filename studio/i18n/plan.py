@@ -5,7 +5,7 @@ from __future__ import annotations
 
 PLAN_ZH: dict[str, str] = {
     # plan notes
-    "plan.no_config": "model.name_or_path：在 {path} 读不到 config.json（规划需要本地模型目录，或传入 model_config）",
+    "plan.no_config": "model.name_or_path：没有 {path} 的模型参数：{why}",
     "plan.moe": "混合专家模型（{experts} 个专家，每个 token 用 {per_token} 个）：专家权重按稠密计算，"
     "激活按路由后的 token 计算，因此规划是近似值",
     "plan.unknown_arch": "model_type {model_type!r} 按 Llama 结构的解码器规划；请核对数字",

@@ -50,6 +50,7 @@ RULES_ZH: dict[str, str] = {
     # context rules
     "model_no_folder": "{path} 处没有模型目录",
     "model_no_config": "{path} 中没有 config.json：不是 transformers 模型目录",
+    "model_unresolved": "无法读取该模型的配置：{problem}",
     "cutoff_over_positions": "{cutoff} 超过了模型的最大位置数（{limit}）：请降低 data.cutoff_len "
     "或设置 model.rope_scaling",
     "lora_targets_unknown": "{bad} 不是 {model_type} 模型中的模块；它的线性模块有 {known}（或 'all'）",

@@ -19,6 +19,7 @@ from engine.core import workspace
 from engine.data import messages as data_messages
 from engine.export import messages as export_messages
 from engine.machine import messages as doctor_messages
+from engine.models import messages as model_messages
 from engine.plan import messages as plan_messages
 from engine.runs import messages as run_messages
 from studio import forms, monitor
@@ -26,6 +27,7 @@ from studio.i18n.data import DATA_ZH
 from studio.i18n.export import EXPORT_ZH
 from studio.i18n.localize import localize, localize_error, placeholders
 from studio.i18n.machine import DOCTOR_ZH
+from studio.i18n.models import MODELS_ZH
 from studio.i18n.page import STRINGS
 from studio.i18n.plan import PLAN_ZH
 from studio.i18n.runs import RUNS_ZH
@@ -38,10 +40,11 @@ CATALOGS = [
     (doctor_messages.MESSAGES, DOCTOR_ZH),
     (run_messages.MESSAGES, RUNS_ZH),
     (export_messages.MESSAGES, EXPORT_ZH),
+    (model_messages.MESSAGES, MODELS_ZH),
 ]
 
 
-@pytest.mark.parametrize(("english", "chinese"), CATALOGS, ids=["data", "plan", "doctor", "runs", "export"])
+@pytest.mark.parametrize(("english", "chinese"), CATALOGS, ids=["data", "plan", "doctor", "runs", "export", "models"])
 def test_every_catalog_key_has_chinese_with_the_same_placeholders(english, chinese):
     assert set(chinese) == set(english), "keys without Chinese / Chinese without a key"
     for key, text in english.items():

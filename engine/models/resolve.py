@@ -1,0 +1,192 @@
+"""Where a model's figures come from: a local folder, the Hugging Face cache, the hub, or Studio's table.
+
+Light: stdlib (``huggingface_hub`` is imported inside the functions that use it; it never loads torch). A model field
+takes a local folder, a hub id (``org/name``, optionally ``org/name@revision``), or a model already in the Hugging
+Face cache. ``resolve_config`` reads its ``config.json`` in this order:
+
+1. a local folder (``~`` expanded);
+2. the Hugging Face cache (``huggingface_hub.try_to_load_from_cache``: no network);
+3. the hub: ``config.json`` only (a few KB, into the cache), unless ``HF_HUB_OFFLINE`` is set; a short timeout so a
+   machine without internet answers quickly;
+4. ``engine.models.known``: the published figures of popular open models.
+
+The answer says which source it used (``Resolved.source`` / ``where``) and, when none had the model, why
+(``Resolved.problem``: not found on the hub, gated, hub unreachable, ...). Validation, the plan panel and
+``studio plan`` use it, so a hub id plans offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from engine.core import workspace
+from engine.core.messages import Message
+from engine.models import known
+from engine.models.messages import message
+
+LOCAL, CACHE, HUB, TABLE, NONE = "local", "cache", "hub", "table", "none"
+HUB_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Resolved:
+    name: str  # as given (without a ``@revision`` suffix)
+    revision: str | None
+    config: dict | None
+    source: str  # local | cache | hub | table | none
+    where: str = ""  # the folder, the cached file, the hub URL or the table's source URL
+    problem: Message | None = None  # why no config was found (source none), or what the hub said (gated, ...)
+
+    @property
+    def found(self) -> bool:
+        return self.config is not None
+
+
+def _user_path(path: str) -> Path:
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # ~user that does not exist
+        return Path(path)
+
+
+def model_path(name: str) -> Path:
+    """Where a local model named ``name`` is: an absolute or ``~`` path as it is; a relative one in the working
+    folder when it is there, else under the workspace (``$STUDIO_HOME``, e.g. ``models/demo-tiny-llama``), so a
+    spec can name workspace models without knowing where the workspace is."""
+    path = _user_path(name)
+    if path.is_absolute() or name.startswith((".", "~")) or path.exists():
+        return path
+    in_workspace = workspace.home() / path
+    return in_workspace if in_workspace.exists() else path
+
+
+def looks_local(name: str) -> bool:
+    """A path rather than a hub id: starts with / . ~, or exists here or under the workspace."""
+    return name.startswith(("/", ".", "~")) or model_path(name).exists()
+
+
+def split_revision(name: str) -> tuple[str, str | None]:
+    """``org/name@rev`` -> (``org/name``, ``rev``); a local path or a name without ``@`` is returned as it is."""
+    if "@" in name and not looks_local(name):
+        base, _, rev = name.rpartition("@")
+        if base and rev:
+            return base, rev
+    return name, None
+
+
+def is_hub_id(name: str) -> bool:
+    """``org/name`` or ``name`` as the hub spells repository ids (letters, digits, - _ .), not a path."""
+    if looks_local(name) or not name or name.count("/") > 1:
+        return False
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./")
+    return all(c in allowed for c in name) and not name.startswith("/") and ".." not in name
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def from_cache(repo_id: str, revision: str | None) -> tuple[dict | None, str]:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
+        return None, ""
+    try:
+        hit = try_to_load_from_cache(repo_id, "config.json", revision=revision or None)
+    except Exception:  # a malformed id: the hub would refuse it too
+        return None, ""
+    if isinstance(hit, str):
+        cfg = _read_json(Path(hit))
+        return cfg, hit
+    return None, ""
+
+
+@lru_cache(maxsize=256)
+def _from_hub(repo_id: str, revision: str | None) -> tuple[str, str, Message | None]:
+    """(path of the downloaded config.json or '', the URL, problem). Cached per process: the page validates often."""
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    url = f"{constants.ENDPOINT}/{repo_id}"
+    try:
+        path = hf_hub_download(repo_id, "config.json", revision=revision or None, etag_timeout=HUB_TIMEOUT_S)
+        return path, url, None
+    except GatedRepoError:
+        return "", url, message("models.gated", name=repo_id)
+    except RepositoryNotFoundError:
+        return "", url, message("models.not_on_hub", name=repo_id, url=url)
+    except RevisionNotFoundError:
+        return "", url, message("models.no_revision", name=repo_id, revision=revision or "main")
+    except EntryNotFoundError:
+        return "", url, message("models.no_config_on_hub", name=repo_id)
+    except LocalEntryNotFoundError:
+        return "", url, message("models.unreachable", name=repo_id, url=constants.ENDPOINT)
+    except HfHubHTTPError as exc:
+        return "", url, message("models.hub_error", name=repo_id, error=str(exc).splitlines()[0][:200])
+    except Exception as exc:  # connection errors of the HTTP client, a malformed id, ...
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        return "", url, message("models.hub_error", name=repo_id, error=first)
+
+
+def resolve_config(name_or_path: str, revision: str | None = None, *, hub: bool | None = None) -> Resolved:
+    """The model's config.json and where it came from (see the module doc for the order). ``hub=False`` skips the
+    network; by default the hub is asked unless ``HF_HUB_OFFLINE`` is set."""
+    name, at_rev = split_revision(name_or_path.strip())
+    revision = at_rev or (revision if revision and revision != "main" else None)
+    path = model_path(name)
+    if looks_local(name):
+        cfg = _read_json(path / "config.json")
+        if cfg is not None:
+            return Resolved(name, None, cfg, LOCAL, str(path))
+        if not path.is_dir():
+            return Resolved(name, None, None, NONE, str(path), message("models.no_folder", path=name))
+        return Resolved(name, None, None, NONE, str(path), message("models.no_config", path=name))
+    if not is_hub_id(name):
+        return Resolved(name, revision, None, NONE, "", message("models.bad_id", name=name))
+    cfg, where = from_cache(name, revision)
+    if cfg is not None:
+        return Resolved(name, revision, cfg, CACHE, where)
+    problem = None
+    if hub is None:
+        hub = not _offline()
+    if hub:
+        got, url, problem = _from_hub(name, revision)
+        if got:
+            cfg = _read_json(Path(got))
+            if cfg is not None:
+                return Resolved(name, revision, cfg, HUB, url)
+    figures = known.lookup(name)
+    if figures is not None:
+        return Resolved(name, revision, figures, TABLE, known.SOURCE.format(id=known.canonical(name)), problem)
+    if problem is None:
+        problem = message("models.offline_unknown", name=name)
+    return Resolved(name, revision, None, NONE, "", problem)
+
+
+def read_config(name_or_path: str, revision: str | None = None) -> dict | None:
+    """Just the figures (or None): what the rules and the planner need."""
+    return resolve_config(name_or_path, revision).config
+
+
+def source_text(res: Resolved) -> Message:
+    """One line for the page and ``studio plan``: which source the figures came from."""
+    return message(f"models.source_{res.source}", name=res.name, where=res.where)
