@@ -48,6 +48,17 @@ def cpu_only(reason: str = "no GPU") -> Hardware:
     return Hardware(gpus=[], vendor=None, reason=reason)
 
 
+def target_machine(gpus: int, memory_gib: float = 80.0, vendor: str = "nvidia") -> Hardware:
+    """A machine that is not this one, described by its GPU count and size: what ``studio preview --gpus N`` and
+    ``studio validate --gpus N`` check and print a command for (a cluster node, seen from a laptop)."""
+    if gpus <= 0:
+        return cpu_only("a CPU-only target machine")
+    cards = [
+        GpuInfo(i, f"target GPU ({memory_gib:g} GiB)", int(memory_gib * 1024), vendor, bf16=True) for i in range(gpus)
+    ]
+    return Hardware(gpus=cards, vendor=vendor)
+
+
 @functools.lru_cache(maxsize=1)
 def detect() -> Hardware:
     """GPUs visible to this process (honours CUDA_VISIBLE_DEVICES only through the driver's own view)."""

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from engine.machine.hardware import Hardware, detect
+from engine.lf.compat import load_any_spec
+from engine.machine.hardware import Hardware, detect, target_machine
 from engine.spec.schema import RunSpec, SpecError, read_model_config
 
 # Passed through to the trainer when set; everything else in its environment is explicit.
@@ -447,13 +448,28 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("spec", help="run spec YAML (ours or LLaMA-Factory's)")
     parser.add_argument("--accelerate-config", help="LLaMA-Factory users: their accelerate config YAML")
     parser.add_argument("--run-dir", default="runs/<run-id>", help="run folder to show in paths")
+    add_target_arguments(parser)
     args = parser.parse_args(argv)
-    from engine.lf.compat import load_any_spec
-
     try:
         spec = load_any_spec(args.spec, args.accelerate_config)
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return 1
-    print(preview_text(spec, Path(args.run_dir)))
+    print(preview_text(spec, Path(args.run_dir), target_from_arguments(args)))
     return 0
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        metavar="N",
+        help="for a machine with N GPUs instead of this one (0: CPU only), e.g. a cluster node seen from a laptop",
+    )
+    parser.add_argument("--gpu-mem-gib", type=float, default=80.0, help="with --gpus: memory of each GPU (GiB)")
+
+
+def target_from_arguments(args: argparse.Namespace) -> Hardware | None:
+    """The target machine of ``--gpus N`` (None: this machine, detected)."""
+    return None if args.gpus is None else target_machine(args.gpus, args.gpu_mem_gib)

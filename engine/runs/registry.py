@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from engine.core import workspace
+from engine.models.resolve import looks_local, model_path
 from engine.runs import scheduler
 from engine.runs.messages import message as run_message
 from engine.runs.store import (  # noqa: F401 - re-exported: the registry's reading API
@@ -77,6 +78,8 @@ def submit(
     if errors:
         raise SpecError(errors)
     run_id, rdir = _claim_run_dir()
+    if looks_local(valid.model.name_or_path):  # absolute (models/... is the workspace's), so the trainer, whose
+        valid.model.name_or_path = str(model_path(valid.model.name_or_path).resolve())  # cwd is the repo, loads it
     if valid.output.output_dir:  # absolute, so the trainer (cwd: the repo) and the registry agree on it
         valid.output.output_dir = str(_output_dir(valid, rdir))
     save_spec(valid, rdir / "spec.yaml")

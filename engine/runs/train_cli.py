@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from engine.lf.compat import load_any_spec
+from engine.runs.launch import add_target_arguments, build_command, target_from_arguments
 from engine.spec.schema import RunSpec, SpecError, spec_warnings
 
 
@@ -21,6 +22,8 @@ def cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"studio {command}")
     parser.add_argument("spec", help="run spec YAML: ours, or a LLaMA-Factory training YAML")
     parser.add_argument("--accelerate-config", help="a LLaMA-Factory user's accelerate config YAML")
+    if command == "validate":
+        add_target_arguments(parser)
     if command == "train":
         parser.add_argument("--name", help="run name shown in the studio")
         parser.add_argument("--detach", action="store_true", help="start (or queue) and return at once")
@@ -34,9 +37,7 @@ def cli(argv: list[str]) -> int:
         print(f"warning: {field}: {msg}", file=sys.stderr)
     if command == "validate":
         try:
-            from engine.runs.launch import build_command
-
-            build_command(spec, Path("runs/validate"))
+            build_command(spec, Path("runs/validate"), target_from_arguments(args))
         except SpecError as exc:
             print(exc, file=sys.stderr)
             return 1
