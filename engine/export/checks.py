@@ -30,6 +30,7 @@ from engine.core import workspace
 from engine.core.messages import Message
 from engine.export.messages import message
 from engine.machine import hardware
+from engine.runs import store
 
 DTYPES = {"bf16": ("bfloat16", 2), "fp16": ("float16", 2), "fp32": ("float32", 4)}
 _CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -88,8 +89,11 @@ class ExportPlan:
 
 # ----------------------------------------------------------------------------------------------- inputs
 def resolve_source(path: str | Path) -> Source:
-    """Classify one source folder, or raise ExportError saying what is missing."""
+    """Classify one source folder (or a run id, as ``studio runs`` lists them), or raise ExportError saying what is
+    missing."""
     p = Path(path).expanduser().resolve()
+    if not p.exists() and (run_folder := run_id_folder(str(path))) is not None:
+        return _run_source(str(path), run_folder)
     if not p.exists():
         raise ExportError(message("export.no_source", path=path))
     if not p.is_dir():
@@ -102,6 +106,19 @@ def resolve_source(path: str | Path) -> Source:
     if (p / "config.json").is_file():
         raise ExportError(message("export.full_model_folder", path=p))
     raise ExportError(message("export.not_adapter", path=p))
+
+
+def run_id_folder(given: str) -> Path | None:
+    """The folder of the run with id ``given`` (the registry's, else the workspace's runs/<id>), or None."""
+    if not given or "/" in given or given.startswith((".", "~")):
+        return None
+    try:
+        folder = Path(store.get(given, refresh_status=False).run_dir)
+    except store.RunsError:
+        folder = workspace.runs_dir() / given
+    except Exception:  # an unreadable registry: the workspace layout still finds the folder
+        folder = workspace.runs_dir() / given
+    return folder if (folder / "spec.yaml").is_file() else None
 
 
 def _run_source(given: str, run_dir: Path) -> Source:

@@ -217,8 +217,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument(
         "sources",
         nargs="+",
-        metavar="RUN_DIR_OR_ADAPTER",
-        help="run folders or PEFT adapter folders, applied in order",
+        metavar="RUN_OR_ADAPTER",
+        help="run ids, run folders or PEFT adapter folders, applied in order",
     )
     ap.add_argument("--out", required=True, help="output folder (must not exist unless --overwrite)")
     ap.add_argument("--dtype", choices=list(xp.DTYPES), default=None, help="saved dtype (default: the base's)")

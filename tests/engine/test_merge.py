@@ -505,3 +505,17 @@ def test_cli_exit_codes(adapters, tmp_path, capsys, run_registry):
 
 def test_default_export_dir(studio_home):
     assert xp.default_export_dir("run-1") == studio_home.resolve() / "exports" / "run-1-merged"
+
+
+def test_merge_takes_a_run_id_like_studio_runs_does(adapters, base, tmp_path, capsys, run_registry):
+    """`studio merge RUN_ID` (as `studio runs list` shows it) finds the run's folder; an unknown id is refused."""
+    from engine.core import workspace
+
+    make_run(workspace.runs_dir(), "r-merge-by-id", base, adapter_from=adapters["lora"])
+    src = xp.resolve_source("r-merge-by-id")
+    assert Path(src.run_dir) == workspace.runs_dir() / "r-merge-by-id" and src.kind == "adapter"
+    out = tmp_path / "by-id"
+    assert mj.cli(["r-merge-by-id", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert (out / "config.json").is_file()
+    assert mj.cli(["no-such-run", "--out", str(tmp_path / "x")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
