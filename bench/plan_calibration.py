@@ -113,7 +113,7 @@ def measure(spec_json: str) -> dict:
     model = load_model(spec, device="cuda", precision="bf16")
     if not spec.method.quantization.bits:
         model.to("cuda")
-    if spec.train.gradient_checkpointing:
+    if spec.train.gradient_checkpointing == "on":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]

@@ -43,7 +43,7 @@ def advise(spec, metrics_rows: list[dict], events: list[dict]) -> list[str]:
         tips.append(message("advice.fsdp_offload"))
     if t.per_device_batch_size < 4 and (util is None or util < 80):
         tips.append(message("advice.small_batch", batch=t.per_device_batch_size))
-    if t.gradient_checkpointing and util is not None and util < 80:
+    if t.gradient_checkpointing == "on" and util is not None and util < 80:
         tips.append(message("advice.checkpointing"))
     cpu = [float(r["cpu_percent"]) for r in metrics_rows[-60:] if isinstance(r.get("cpu_percent"), (int, float))]
     if util is not None and util < 60 and cpu and mean(cpu) > 85:

@@ -57,10 +57,10 @@ def _ladder(spec: RunSpec):
             lambda d, nb=nb, nga=nga: d["train"].update(per_device_batch_size=nb, gradient_accumulation=nga),
         )
         b, ga = nb, nga
-    if not t.gradient_checkpointing:
+    if t.gradient_checkpointing == "off":  # auto already turns it on when the plan does not fit without it
         yield (
             message("fit.checkpointing"),
-            lambda d: d["train"].update(gradient_checkpointing=True),
+            lambda d: d["train"].update(gradient_checkpointing="on"),
         )
     ln = spec.launch
     multi = spec.world_size > 1
@@ -110,6 +110,9 @@ def fit(spec: RunSpec, gpu_mem_gib: float, *, model_config: dict | None = None) 
     mp = plan(current, **kw)
     if mp.fits:
         return FitResult(current, [], mp, True)
+    if spec.train.gradient_checkpointing == "auto":
+        # walk the ladder in the seed's order (batch first, then checkpointing): the fitted spec says which it took
+        spec = current = _edit(spec, lambda d: d["train"].update(gradient_checkpointing="off"))
     no_offload = spec  # the last candidate before any offload, for the QLoRA step
     for desc, change in _ladder(spec):
         try:

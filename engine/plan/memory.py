@@ -157,7 +157,7 @@ def activation_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict, batch: in
     tokens = batch * seq * (2 if spec.method.stage == "dpo" else 1)
     per_layer = [layer_saved_bytes(spec, shape, tr, dt, k, seq) for k in range(shape.layers)]
     final = 4 * shape.hidden + dt["residual"] * shape.hidden  # final norm + lm_head input
-    if spec.train.gradient_checkpointing:
+    if spec.train.gradient_checkpointing == "on":  # the planner resolves auto before it gets here
         # Each layer keeps its input; backward recomputes one layer at a time and holds its gradient buffers.
         kept = sum(dt["residual"] * shape.hidden for p in per_layer if p)
         work = max(per_layer, default=0) + 2 * dt["residual"] * shape.hidden

@@ -20,6 +20,14 @@ MESSAGES: dict[str, str] = {
     "plan.offload_params": "parameters offloaded to CPU RAM: large slowdown",
     "plan.eager": "eager attention materialises batch x heads x seq^2 scores: use sdpa or flash_attention_2",
     "plan.cpu": "device is cpu: the numbers are host memory for one process",
+    # gradient checkpointing, as planned
+    "plan.ckpt_on": "set on in the spec",
+    "plan.ckpt_off": "set off in the spec",
+    "plan.ckpt_auto_off": "auto: without it the run needs {need}, within {limit} (the {where} memory less a 10% "
+    "margin for the plan's error), so activations are kept and nothing is recomputed",
+    "plan.ckpt_auto_on": "auto: without it the run would need {need}, more than {limit} (the {where} memory less a "
+    "10% margin), so activations are recomputed in backward",
+    "plan.ckpt_auto_unknown": "auto: the memory of the target GPUs is unknown (no GPU here, none given), so it is on",
     # auto-fit steps
     "fit.batch": "per-device batch {b} -> {nb}, gradient accumulation {ga} -> {nga} (effective batch {effective} "
     "kept)",

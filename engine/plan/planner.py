@@ -56,6 +56,8 @@ class MemoryPlan:
     notes: list[str] = field(default_factory=list)
     approximate: bool = False
     details: dict[str, Any] = field(default_factory=dict)  # params, trainable, dtypes, world size, per-phase totals
+    checkpointing: bool | None = None  # gradient checkpointing as planned (auto resolved) and why
+    checkpointing_reason: str = ""
 
     @property
     def allocated_bytes(self) -> int:
@@ -102,8 +104,61 @@ def resolve_dtypes(spec, precision: str) -> dict[str, int]:
     return {"base": base, "trainable": base, "adapter": adapter, "compute": min(compute, base), "residual": base}
 
 
+# Gradient checkpointing "auto" turns it off only when the plan without it fits in (1 - margin) of the memory: the
+# planner is calibrated to within 10% of the measured peak (bench/plan_calibration.py), so a plan that fits with a
+# 10% margin fits for real; closer than that, recomputing activations is the safe choice.
+CHECKPOINTING_MARGIN = 0.10
+
+
 def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config: dict | None = None) -> MemoryPlan:
-    """Predict per-GPU peak memory for ``spec``. ``model_config`` overrides reading the model folder's config.json."""
+    """Predict per-GPU peak memory for ``spec``. ``model_config`` overrides reading the model folder's config.json.
+    Gradient checkpointing ``auto`` is resolved here (``MemoryPlan.checkpointing`` and its reason): the trainer, the
+    plan panel and ``studio plan`` all take the decision from this one place."""
+    mode = spec.train.gradient_checkpointing
+    kw = {"gpu_mem_gib": gpu_mem_gib, "hardware": hardware, "model_config": model_config}
+    if mode != "auto":
+        mp = _plan(spec, **kw)
+        mp.checkpointing, mp.checkpointing_reason = mode == "on", message(f"plan.ckpt_{mode}")
+        return mp
+    off = _plan(_with_checkpointing(spec, "off"), **kw)
+    budget = off.gpu_mem_bytes
+    where = "GPU"
+    if budget is None and spec.launch.device == "cpu":
+        budget, where = _host_budget(spec), "host"
+    if budget is None:
+        mp = _plan(_with_checkpointing(spec, "on"), **kw)
+        mp.checkpointing, mp.checkpointing_reason = True, message("plan.ckpt_auto_unknown")
+        return mp
+    limit = (1 - CHECKPOINTING_MARGIN) * budget
+    if off.total_bytes <= limit:
+        off.checkpointing = False
+        off.checkpointing_reason = message(
+            "plan.ckpt_auto_off", need=fmt_bytes(off.total_bytes), limit=fmt_bytes(limit), where=where
+        )
+        return off
+    on = _plan(_with_checkpointing(spec, "on"), **kw)
+    on.checkpointing = True
+    on.checkpointing_reason = message(
+        "plan.ckpt_auto_on", need=fmt_bytes(off.total_bytes), limit=fmt_bytes(limit), where=where
+    )
+    return on
+
+
+def _with_checkpointing(spec, value: str):
+    out = spec.model_copy(deep=True)
+    out.train.gradient_checkpointing = value
+    return out
+
+
+def _host_budget(spec) -> int | None:
+    """A CPU run's memory: the RAM a new process can use on this machine, shared by the run's processes."""
+    from engine.machine.hardware import available_memory
+
+    got = available_memory()
+    return None if not got else int(got[0] / max(1, spec.launch.num_processes))
+
+
+def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config: dict | None = None) -> MemoryPlan:
     source_note = None
     if model_config is not None:
         config = model_config
@@ -320,6 +375,8 @@ def render(mp: MemoryPlan) -> str:
     else:
         verdict = "FITS" if mp.fits else "DOES NOT FIT"
         lines.append(f"{verdict} in {fmt_bytes(mp.gpu_mem_bytes)} per GPU")
+    if mp.checkpointing is not None:
+        lines.append(f"gradient checkpointing: {'on' if mp.checkpointing else 'off'} ({mp.checkpointing_reason})")
     if mp.approximate:
         lines.append("approximate: mixture-of-experts model")
     lines += [f"note: {n}" for n in mp.notes]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 def _meta(label: str, *, group: str = "", advanced: bool = False, label_zh: str = "", **extra: Any) -> dict:
@@ -344,11 +344,19 @@ class TrainSpec(_Spec):
         description="Mixed precision: auto picks bf16 where the GPU has it, else fp16; fp32 on CPU",
         json_schema_extra=_meta("Precision", label_zh="计算精度"),
     )
-    gradient_checkpointing: bool = Field(
-        False,
-        description="Recompute activations in backward: less memory, ~30% slower",
+    gradient_checkpointing: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Recompute activations in backward: less memory, ~30% slower. auto: off when the memory plan "
+        "fits the GPUs with a 10% margin, on otherwise (true / false are on / off)",
         json_schema_extra=_meta("Gradient checkpointing", label_zh="梯度检查点"),
     )
+
+    @field_validator("gradient_checkpointing", mode="before")
+    @classmethod
+    def _checkpointing_bool(cls, value: Any) -> Any:
+        """true / false (specs written before auto, LLaMA-Factory's booleans) are on / off."""
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
     seed: int = Field(
         42,
         ge=0,

@@ -112,7 +112,12 @@ def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
         warns.append(("launch.deepspeed.offload_param", message("offload_param_slow")))
     if ln.backend in ("ddp", "fsdp", "deepspeed") and spec.world_size == 1:
         warns.append(("launch.backend", message("backend_one_process", backend=ln.backend)))
-    if t.gradient_checkpointing and m.finetuning == "lora" and t.per_device_batch_size == 1 and d.cutoff_len <= 512:
+    if (
+        t.gradient_checkpointing == "on"
+        and m.finetuning == "lora"
+        and t.per_device_batch_size == 1
+        and d.cutoff_len <= 512
+    ):
         warns.append(("train.gradient_checkpointing", message("checkpointing_short")))
     if t.learning_rate > 1e-3 and m.finetuning == "full":
         warns.append(("train.learning_rate", message("lr_high_full", lr=t.learning_rate)))

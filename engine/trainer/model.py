@@ -83,12 +83,14 @@ def load_model(spec: RunSpec, *, device: str, precision: str):
         _avoid_cpu_bf16_repack(model)
         from peft import prepare_model_for_kbit_training
 
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=spec.train.gradient_checkpointing)
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=spec.train.gradient_checkpointing == "on"
+        )
     if spec.method.finetuning == "lora":
         model = apply_lora(spec, model)
     elif spec.method.finetuning == "freeze":
         apply_freeze(spec, model)
-    if spec.train.gradient_checkpointing and spec.method.finetuning != "full":
+    if spec.train.gradient_checkpointing == "on" and spec.method.finetuning != "full":
         # Frozen embeddings give inputs without grad; checkpointed blocks then see no grad path.
         model.enable_input_require_grads()
     return model

@@ -123,6 +123,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
 
         deepspeed.init_distributed(dist_backend="gloo")
 
+    ckpt_mode, ckpt_reason = resolve_checkpointing(spec, device)
     tokenizer = model_lib.load_tokenizer(spec)
     data = build_train_data(spec, tokenizer, log=lambda msg: print(msg, flush=True) if rank == 0 else None)
     if rank == 0:
@@ -151,6 +152,9 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
             seed=spec.train.seed,
             pid=os.getpid(),
             output_dir=str(out),
+            gradient_checkpointing=spec.train.gradient_checkpointing == "on",
+            gradient_checkpointing_mode=ckpt_mode,
+            gradient_checkpointing_reason=ckpt_reason,
         )
         _write_plan(spec, run_dir)
     resume = resolve_resume(spec, out)
@@ -216,8 +220,8 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         max_grad_norm=t.max_grad_norm if t.max_grad_norm > 0 else None,
         bf16=precision == "bf16",
         fp16=precision == "fp16",
-        gradient_checkpointing=t.gradient_checkpointing,
-        gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing else None,
+        gradient_checkpointing=t.gradient_checkpointing == "on",  # resolved from auto in train()
+        gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing == "on" else None,
         seed=t.seed,
         data_seed=t.seed,
         logging_steps=t.logging_steps,
@@ -378,6 +382,26 @@ def _planned_steps(spec: RunSpec, n: int, world: int) -> int:
         return spec.train.max_steps
     per_step = spec.train.per_device_batch_size * spec.train.gradient_accumulation * world
     return max(1, int(spec.train.num_epochs * max(1, -(-n // per_step))))
+
+
+def resolve_checkpointing(spec: RunSpec, device: str) -> tuple[str, str]:
+    """Gradient checkpointing ``auto`` becomes on or off from the memory plan for this run's device
+    (``engine.plan.planner.plan``, the same decision the plan panel shows); the spec is set to it in place.
+    Returns (the mode the spec asked for, why)."""
+    mode = spec.train.gradient_checkpointing
+    try:
+        from engine.machine.hardware import detect
+        from engine.plan import planner as plan_lib
+
+        planned = spec.model_copy(deep=True)
+        planned.launch.device = device
+        mp = plan_lib.plan(planned, hardware=detect())
+        decided, reason = bool(mp.checkpointing), str(mp.checkpointing_reason)
+    except Exception as exc:  # no plan (an architecture the planner cannot read): checkpoint unless told not to
+        decided = mode != "off"
+        reason = f"memory plan unavailable ({exc}): {'on' if decided else 'off'}"
+    spec.train.gradient_checkpointing = "on" if decided else "off"
+    return mode, reason
 
 
 def _write_plan(spec: RunSpec, run_dir: Path) -> None:

@@ -59,7 +59,8 @@ HELP_ZH: dict[str, str] = {
     "train.gradient_accumulation": "每个优化步累积的微步数",
     "train.max_grad_norm": "梯度裁剪到此范数（0：关闭）",
     "train.precision": "混合精度：auto 在支持的 GPU 上选 bf16，否则 fp16；CPU 上为 fp32",
-    "train.gradient_checkpointing": "反向时重算激活：省显存，约慢 30%",
+    "train.gradient_checkpointing": "反向时重算激活：省显存，约慢 30%。auto：规划在 GPU 内存（留 10% 余量）内"
+    "放得下时关闭，否则开启（true / false 即 on / off）",
     "train.seed": "随机种子",
     "train.logging_steps": "每 N 个优化步记录一次日志",
     "train.save_steps": "每 N 步保存一个检查点",

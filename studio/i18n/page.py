@@ -158,6 +158,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     ),
     "no_template": ("no template proposal: {error}", "无法建议模板：{error}"),
     "plan_peak": ("peak in {phase}", "峰值阶段：{phase}"),
+    "plan_ckpt_on": ("Gradient checkpointing on", "梯度检查点：开启"),
+    "plan_ckpt_off": ("Gradient checkpointing off", "梯度检查点：关闭"),
     "ph_forward_backward": ("forward backward", "前向/反向传播"),
     "ph_optimizer_step": ("optimizer step", "优化器更新"),
     "pc_weights": ("weights", "权重"),

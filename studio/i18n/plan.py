@@ -14,6 +14,13 @@ PLAN_ZH: dict[str, str] = {
     "plan.offload_params": "参数卸载到 CPU 内存：会大幅变慢",
     "plan.eager": "eager 注意力会生成 批大小 x 头数 x 序列长度² 的分数矩阵：请使用 sdpa 或 flash_attention_2",
     "plan.cpu": "设备是 cpu：这些数字是单个进程占用的主机内存",
+    "plan.ckpt_on": "配置中设为开启",
+    "plan.ckpt_off": "配置中设为关闭",
+    "plan.ckpt_auto_off": "自动：不开启时需要 {need}，在 {limit} 以内（{where} 内存减去 10% 的规划误差余量），"
+    "因此保留激活，不做重算",
+    "plan.ckpt_auto_on": "自动：不开启时需要 {need}，超过 {limit}（{where} 内存减去 10% 余量），"
+    "因此在反向传播时重算激活",
+    "plan.ckpt_auto_unknown": "自动：目标 GPU 的内存未知（本机没有 GPU，也未指定），因此开启",
     # auto-fit steps
     "fit.batch": "每设备批大小 {b} -> {nb}，梯度累积 {ga} -> {nga}（有效批大小 {effective} 不变）",
     "fit.checkpointing": "开启梯度检查点（反向传播时重算激活，约慢 30%）",

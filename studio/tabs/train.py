@@ -233,6 +233,10 @@ def render_plan(d: dict, lang: str = "en") -> str:
         peak = t("plan_peak", lang, phase=_plan_word("ph_", str(d.get("peak_phase", "")), lang))
         peak = f"（{peak}）" if lang == "zh" else f" ({peak})"
         parts.append(f"<small>{html.escape(items)}{html.escape(peak)}</small>")
+    if d.get("checkpointing") is not None:
+        head = t("plan_ckpt_on" if d["checkpointing"] else "plan_ckpt_off", lang)
+        why = localize(d.get("checkpointing_reason") or "", lang)
+        parts.append(f'<small id="plan-checkpointing">{html.escape(head)}{_colon(lang)}{html.escape(why)}</small>')
     for note in d.get("notes") or []:
         parts.append(f"<small>• {html.escape(localize(note, lang))}</small>")
     return "<br>".join(parts) + "</div>"

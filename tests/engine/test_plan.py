@@ -351,3 +351,40 @@ def test_advice_flags_the_slow_training_checklist():
     tips = " ".join(advise(spec, [{"gpu_util": 30, "cpu_percent": 95}] * 5, []))
     for word in ("utilisation", "bf16", "offload", "per-device batch", "data loading"):
         assert word in tips
+
+
+def test_gradient_checkpointing_auto_is_decided_by_the_plan():
+    """auto: off when the plan without it fits in 90% of the GPU, on otherwise (and when the memory is unknown);
+    an explicit on / off wins; the reason names the figures. Llama-3.1-8B from the table, LoRA, bf16, seq 4096."""
+    from engine.plan.planner import CHECKPOINTING_MARGIN
+
+    spec = parse_spec(
+        {
+            "model": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct"},
+            "data": {"datasets": ["d"], "cutoff_len": 4096},
+            "method": {"finetuning": "lora"},
+            "train": {"per_device_batch_size": 1, "precision": "bf16"},
+            "launch": {"device": "cuda"},
+        }
+    )
+    assert spec.train.gradient_checkpointing == "auto"
+    roomy = planmod.plan(spec, gpu_mem_gib=141)
+    off_total = roomy.total_bytes
+    assert roomy.checkpointing is False and "auto" in roomy.checkpointing_reason
+    tight_gib = off_total / 2**30 / (1 - CHECKPOINTING_MARGIN) - 1  # fits in 100% but not within the margin
+    tight = planmod.plan(spec, gpu_mem_gib=tight_gib)
+    assert tight.checkpointing is True and tight.total_bytes < off_total
+    assert "more than" in tight.checkpointing_reason
+    assert planmod.plan(spec).checkpointing is True  # no GPU memory known: the safe choice
+    for mode, want in (("on", True), ("off", False)):
+        explicit = parse_spec(
+            {**spec.model_dump(), "train": {**spec.train.model_dump(), "gradient_checkpointing": mode}}
+        )
+        mp = planmod.plan(explicit, gpu_mem_gib=141 if mode == "on" else 10)
+        assert mp.checkpointing is want and "in the spec" in mp.checkpointing_reason
+    assert f"gradient checkpointing: off ({roomy.checkpointing_reason})" in planmod.render(roomy)
+    # the old boolean reads as on / off
+    assert (
+        parse_spec({**spec.model_dump(), "train": {"gradient_checkpointing": True}}).train.gradient_checkpointing
+        == "on"
+    )

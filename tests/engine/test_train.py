@@ -30,6 +30,10 @@ class TestSubprocessRun:
         assert rc == 0, (run_dir / "train.log").read_text()[-3000:]
         types = [e["type"] for e in events]
         assert types[0] == "data_ready" and "run_started" in types and types[-1] == "finished"
+        started = next(e for e in events if e["type"] == "run_started")["payload"]
+        # gradient checkpointing auto: the demo's plan fits this machine's RAM with room, so nothing is recomputed
+        assert started["gradient_checkpointing_mode"] == "auto" and started["gradient_checkpointing"] is False
+        assert "host memory" in started["gradient_checkpointing_reason"]
         logs = [e for e in events if e["type"] == "log"]
         assert len(logs) == STEPS
         for e in logs:
