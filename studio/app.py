@@ -173,6 +173,12 @@ def ensure_demo(timeout: float = 300.0) -> str:
 
 
 def launch_kwargs(conf: settings_mod.Settings) -> dict:
+    """``Blocks.launch`` arguments. With a login, ``studio.guard.LoginGuard`` wraps gradio's app: the login page
+    carries no API description (paths, run ids, dataset names) and wrong logins are throttled per address."""
+    from starlette.middleware import Middleware
+
+    from studio.guard import LoginGuard
+
     return {
         "server_name": conf.host,
         "server_port": conf.port,
@@ -185,6 +191,9 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
         "max_file_size": conf.max_upload_bytes,
         "allowed_paths": [],
         "quiet": True,
+        "ssr_mode": False,  # a Node server would render pages outside the guard
+        # FastAPI's own /openapi.json lists every route to anyone; gradio's /gradio_api/openapi.json needs the login.
+        "app_kwargs": {"middleware": [Middleware(LoginGuard)], "openapi_url": None},
     }
 
 

@@ -52,6 +52,9 @@ MESSAGES: dict[str, str] = {
     "data.not_utf8_column": "not UTF-8 text (byte 0x{byte:02x} at column {col}): save the file as UTF-8",
     "data.not_utf8_line": "not UTF-8 text (byte 0x{byte:02x} on line {line}): save the file as UTF-8",
     "data.bad_json_line": "malformed JSON line (column {col}: {error})",
+    "data.not_utf8_near": "not UTF-8 text (near byte {offset}): save the file as UTF-8",
+    "data.record_too_long": "longer than {limit} MiB, the most the page reads of one row: not shown or checked "
+    "here (a run reads it whole)",
     # one row
     "data.row_not_object": "expected an object with columns, got {type}",
     "data.missing_column": "missing column '{column}' ({key}); the row has: {have}. Fix columns.{key} in "

@@ -15,7 +15,13 @@ import tempfile
 from pathlib import Path
 
 from engine.core.messages import from_exception
-from engine.data.files import _read_file, _read_folder
+from engine.data.files import (  # the budgets are re-exported: the page names them
+    PAGE_READ_BYTES,  # noqa: F401
+    PAGE_RECORD_BYTES,  # noqa: F401
+    _read_file,
+    _read_folder,
+    read_head,
+)
 from engine.data.messages import message
 from engine.data.rows import (  # re-exported: callers import these from here
     COLUMN_KEYS,
@@ -29,6 +35,7 @@ from engine.data.rows import (  # re-exported: callers import these from here
 
 INFO_NAME = "dataset_info.json"
 STAGES = ("sft", "pt", "dpo")
+HEAD_CHECK_ROWS = 10_000  # the page's check after registering: at most this many rows (and PAGE_READ_BYTES)
 
 
 def read_dataset_info(dataset_dir: str | Path) -> dict:
@@ -84,11 +91,18 @@ def _resolve(name: str, dataset_dir: Path) -> tuple[DatasetEntry | None, list[Da
     return (None if problems else DatasetEntry.from_info(name, info[name])), problems
 
 
-def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
-    """(entry, [(row number, canonical row)], problems) with problems of one kind collapsed to the first row."""
+def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None, head: bool = False):
+    """(entry, [(row number, canonical row)], problems) with problems of one kind collapsed to the first row.
+    ``head``: read only the file's first ``limit`` rows within the page's byte budget
+    (``engine.data.files.read_head``); ``_load_head`` also says whether that was the whole file."""
+    return _load_head(name, dataset_dir, stage, limit, head)[:3]
+
+
+def _load_head(name: str, dataset_dir: Path, stage: str, limit: int | None = None, head: bool = False):
+    """``_load`` plus whether the whole file was read (always, unless ``head``)."""
     entry, problems = _resolve(name, dataset_dir)
     if entry is None:
-        return None, [], problems
+        return None, [], problems, True
     path = _locate(entry, dataset_dir)
     info_file = str(dataset_dir / INFO_NAME)
     if stage == "dpo" and not entry.ranking:
@@ -103,9 +117,10 @@ def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
                     message("data.dpo_needs_pairs", name=name),
                 )
             ],
+            True,
         )
     if stage != "dpo" and entry.ranking:
-        return entry, [], [DataProblem(info_file, None, None, message("data.pairs_need_dpo", name=name))]
+        return entry, [], [DataProblem(info_file, None, None, message("data.pairs_need_dpo", name=name))], True
     if stage == "sft" and entry.is_text:
         return (
             entry,
@@ -118,15 +133,21 @@ def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
                     message("data.text_needs_pt", name=name),
                 )
             ],
+            True,
         )
     if not path.exists():
         return (
             entry,
             [],
             [DataProblem(str(path), None, None, message("data.file_not_found", name=name, info=info_file))],
+            True,
         )
+    complete = True
     try:
-        raw, problems = _read_folder(path) if path.is_dir() else _read_file(path)
+        if head:
+            raw, problems, complete = read_head(path, limit or HEAD_CHECK_ROWS)
+        else:
+            raw, problems = _read_folder(path) if path.is_dir() else _read_file(path)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # unreadable file or folder: name it, never a traceback
         error = f"{type(exc).__name__}: {exc}"[:387]  # the whole message stays within 400 characters
         raw, problems = [], [DataProblem(str(path), None, None, message("data.cannot_read", error=error))]
@@ -147,7 +168,7 @@ def _load(name: str, dataset_dir: Path, stage: str, limit: int | None = None):
             key = "data.more_rows" if more > 1 else "data.more_rows_one"
             prob.message = message(key, message=prob.message, more=more)
         problems.append(prob)
-    return entry, rows, problems
+    return entry, rows, problems, complete
 
 
 def check_datasets(names: list[str], dataset_dir: str | Path, stage: str = "sft") -> list[DataProblem]:
@@ -167,11 +188,29 @@ def load_rows(name: str, dataset_dir: str | Path, stage: str = "sft") -> list[di
 
 
 def preview_rows(name: str, dataset_dir: str | Path, n: int = 5, stage: str | None = None) -> list[dict]:
-    """The first ``n`` canonical rows (bad rows skipped) for the page's preview."""
+    """The first ``n`` canonical rows (bad rows skipped) for the page's preview; reads only the file's head."""
+    return head_rows(name, dataset_dir, n, stage)[0]
+
+
+def head_rows(
+    name: str, dataset_dir: str | Path, n: int = 5, stage: str | None = None
+) -> tuple[list[dict], list[DataProblem]]:
+    """(the first ``n`` canonical rows, the problems met reading them): what the page shows. Bounded: the file's
+    first rows within ``PAGE_READ_BYTES``; a row longer than ``PAGE_RECORD_BYTES`` is a problem naming its line."""
     entry, _ = _resolve(name, Path(dataset_dir))
     if stage is None:
         stage = "dpo" if entry and entry.ranking else "pt" if entry and entry.is_text else "sft"
-    return [r for _, r in _load(name, Path(dataset_dir), stage, limit=max(n * 4, n))[1]][:n]
+    _, rows, problems, _ = _load_head(name, Path(dataset_dir), stage, limit=max(n * 4, n), head=True)
+    return [r for _, r in rows][:n], problems
+
+
+def check_head(
+    name: str, dataset_dir: str | Path, stage: str = "sft", max_rows: int = HEAD_CHECK_ROWS
+) -> tuple[list[DataProblem], int, bool]:
+    """(problems, rows checked, whether that was the whole file): the page's check, bounded like ``head_rows``
+    (``max_rows`` rows, ``PAGE_READ_BYTES`` of the file); a run checks every row before training."""
+    _, rows, problems, complete = _load_head(name, Path(dataset_dir), stage, limit=max_rows, head=True)
+    return problems, len(rows), complete
 
 
 def register_dataset(

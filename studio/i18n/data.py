@@ -42,6 +42,8 @@ DATA_ZH: dict[str, str] = {
     "data.not_utf8_column": "不是 UTF-8 文本（第 {col} 列的字节 0x{byte:02x}）：请把文件另存为 UTF-8",
     "data.not_utf8_line": "不是 UTF-8 文本（第 {line} 行的字节 0x{byte:02x}）：请把文件另存为 UTF-8",
     "data.bad_json_line": "JSON 行格式错误（第 {col} 列：{error}）",
+    "data.not_utf8_near": "不是 UTF-8 文本（第 {offset} 字节附近）：请把文件另存为 UTF-8",
+    "data.record_too_long": "超过 {limit} MiB，即页面读取单行的上限：此处不显示也不检查（训练时会完整读取）",
     # one row
     "data.row_not_object": "应是包含各列的对象，实际是 {type}",
     "data.missing_column": "缺少列 '{column}'（{key}）；该行有：{have}。请修改 dataset_info.json 中的 "

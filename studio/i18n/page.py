@@ -184,6 +184,11 @@ STRINGS: dict[str, tuple[str, str]] = {
     "role_messages": ("messages", "messages（对话轮次）"),
     "registered": ("registered **{name}**", "已注册 **{name}**"),
     "registered_but": ("registered, but:", "已注册，但发现问题："),
+    "checked_head": (
+        "checked the first {rows} rows (the page reads at most {mib} MiB of a file); a run checks every row before "
+        "training",
+        "已检查前 {rows} 行（页面最多读取文件的 {mib} MiB）；训练开始前会检查全部行",
+    ),
     "stored": ("stored `{name}` · columns: {columns}", "已保存 `{name}` · 列：{columns}"),
     "no_rows": ("no usable rows", "没有可用的行"),
     "needs_tokenizer": ("needs a local model folder with tokenizer.json", "需要包含 tokenizer.json 的本地模型目录"),

@@ -5,12 +5,17 @@ samples; pt cuts texts into blocks of the cutoff (packing: texts joined, the tai
 Light: gradio, pandas, pyarrow (Parquet column names), engine.data.registry / templates (jinja2 + the
 ``tokenizers`` library, never transformers). Uploads are copied into the workspace's uploads folder under a
 sanitised name: a client-chosen name can never place a file anywhere else.
+
+Bounded: whatever an upload holds (up to the cap), the tab reads only a file's head (``engine.data.files.read_head``:
+``PAGE_READ_BYTES`` of it, rows of at most ``PAGE_RECORD_BYTES``; a longer row is named, file and line, not read),
+tokenizes at most ``LENGTHS_TEXT_CHARS`` for the histogram and sends cells of at most ``PREVIEW_CELL_CHARS``.
 """
 
 from __future__ import annotations
 
 import csv
 import html
+import io
 import json
 import re
 import shutil
@@ -20,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from engine.core import workspace
+from engine.data.files import PAGE_RECORD_BYTES, read_head
 from engine.data.messages import message
 from engine.data.packing import packing_efficiency, pt_blocks  # the trainer's own packing and pt blocks
 from studio import backend, monitor, settings
@@ -30,6 +36,10 @@ MAX_UPLOAD_BYTES = settings.max_upload_bytes()  # STUDIO_MAX_UPLOAD_MB
 UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".parquet")
 COLUMN_ROLES = {"alpaca": ["prompt", "query", "response", "system", "history"], "sharegpt": ["messages", "system"]}
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+PREVIEW_ROWS = 8
+LENGTHS_ROWS = 400
+LENGTHS_TEXT_CHARS = 2 << 20  # text tokenized for the histogram at most (the demo tokenizer: ~1.5M tokens, seconds)
+PREVIEW_CELL_CHARS = 2000  # a preview cell sent to the browser, at most
 
 
 def safe_upload_name(name: str) -> str:
@@ -67,24 +77,24 @@ def store_upload(src: str | Path, original_name: str | None = None) -> Path:
 
 
 def file_columns(path: str | Path) -> list[str]:
-    """Column names from the first rows of a JSON / JSONL / CSV / Parquet file."""
+    """Column names from the first row of a JSON / JSONL / CSV / Parquet file; reads the file's head only. Raises
+    ValueError (naming file and line) when no row can be read there."""
     path = Path(path)
     ext = path.suffix.lower()
     if ext == ".csv":
-        with open(path, newline="", encoding="utf-8") as fh:
-            return next(csv.reader(fh), [])
+        with open(path, "rb") as fh:
+            header = fh.readline(PAGE_RECORD_BYTES + 1)
+        if len(header) > PAGE_RECORD_BYTES:
+            raise ValueError(message("data.record_too_long", limit=f"{PAGE_RECORD_BYTES / 2**20:g}"))
+        return next(csv.reader(io.StringIO(header.decode("utf-8-sig"), newline="")), [])
     if ext == ".parquet":
         import pyarrow.parquet as pq
 
         return list(pq.read_schema(path).names)
-    if ext == ".jsonl":
-        with open(path, encoding="utf-8") as fh:
-            first = next((line for line in fh if line.strip()), "{}")
-        row = json.loads(first)
-        return list(row) if isinstance(row, dict) else []
-    data = json.loads(path.read_text(encoding="utf-8"))
-    rows = data if isinstance(data, list) else []
-    return list(rows[0]) if rows and isinstance(rows[0], dict) else []
+    rows, problems, _ = read_head(path, 1)
+    if not rows and problems:
+        raise ValueError(problems[0].located())
+    return list(rows[0][1]) if rows and isinstance(rows[0][1], dict) else []
 
 
 def guess_mapping(columns: list[str], formatting: str) -> dict[str, str | None]:
@@ -118,26 +128,46 @@ def register(path: str, name: str, formatting: str, mapping: dict[str, str | Non
         columns = {k: v for k, v in mapping.items() if v}
         reg = backend.engine_module("data.registry")
         reg.register_dataset(workspace.data_dir(), name, str(src), formatting, columns=columns or None)
-        problems = reg.check_datasets([name], workspace.data_dir())
+        problems, checked, complete = reg.check_head(name, workspace.data_dir())
     except (ValueError, backend.Unavailable) as exc:
         return f"❌ {localize_error(exc, lang)}"
+    head = "" if complete else "\n\n" + t("checked_head", lang, rows=checked, mib=reg.PAGE_READ_BYTES >> 20)
     if problems:
-        return f"⚠ {t('registered_but', lang)}\n" + "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
-    return "✅ " + t("registered", lang, name=name)
+        listed = "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
+        return f"⚠ {t('registered_but', lang)}\n" + listed + head
+    return "✅ " + t("registered", lang, name=name) + head
 
 
-def preview(name: str, n: int = 8) -> pd.DataFrame:
-    rows = backend.engine_module("data.registry").preview_rows(name, workspace.data_dir(), n=n)
-    return pd.DataFrame(
-        [{k: json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v for k, v in r.items()} for r in rows]
+def head(name: str, n: int = LENGTHS_ROWS) -> tuple[list[dict], list]:
+    """(the dataset's first rows, problems met reading them): one bounded read the preview, sample and histogram
+    share."""
+    return backend.engine_module("data.registry").head_rows(name, workspace.data_dir(), n=n)
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return (
+        text
+        if len(text) <= PREVIEW_CELL_CHARS
+        else text[:PREVIEW_CELL_CHARS] + f" … (+{len(text) - PREVIEW_CELL_CHARS})"
     )
 
 
-def sample_html(name: str, model: str, template: str, lang: str = "en", stage: str = "sft") -> str:
+def preview(name: str, n: int = PREVIEW_ROWS, rows: list[dict] | None = None) -> pd.DataFrame:
+    """The first ``n`` rows as a table, each cell cut to ``PREVIEW_CELL_CHARS``; ``rows`` from ``head`` if read."""
+    if rows is None:
+        rows = backend.engine_module("data.registry").preview_rows(name, workspace.data_dir(), n=n)
+    return pd.DataFrame([{k: _cell(v) for k, v in r.items()} for r in rows[:n]])
+
+
+def sample_html(
+    name: str, model: str, template: str, lang: str = "en", stage: str = "sft", rows: list[dict] | None = None
+) -> str:
     """One row as the model sees it: prompt pieces grey (not trained), response pieces green (trained); in stage
-    pt the whole text is trained."""
+    pt the whole text is trained. ``rows`` from ``head`` if already read."""
     reg, tpl = backend.engine_module("data.registry"), backend.engine_module("data.templates")
-    rows = reg.preview_rows(name, workspace.data_dir(), n=1)
+    if rows is None:
+        rows = reg.preview_rows(name, workspace.data_dir(), n=1)
     if not rows:
         return f"<p>{html.escape(t('no_rows', lang))}</p>"
     pieces = tpl.render_sample(template or "auto", tpl.tokenizer_info(model or None), rows[0], stage or "sft")
@@ -146,6 +176,22 @@ def sample_html(name: str, model: str, template: str, lang: str = "en", stage: s
         for text, trained in pieces
     )
     return f'<div class="sample-box" id="sample-render">{spans}</div>'
+
+
+def _row_chars(row: dict) -> int:
+    texts = [m.get("content", "") for m in row.get("messages") or []]
+    texts += [row.get(k) or "" for k in ("system", "text", "chosen", "rejected")]
+    return sum(len(str(x)) for x in texts)
+
+
+def _within_text_budget(rows: list[dict]) -> list[dict]:
+    """The leading rows whose texts add up to at most ``LENGTHS_TEXT_CHARS`` (at least one row)."""
+    total = 0
+    for i, row in enumerate(rows):
+        total += _row_chars(row)
+        if total > LENGTHS_TEXT_CHARS:
+            return rows[: max(1, i)]
+    return rows
 
 
 def _side(stage: str, packing: bool, over: bool) -> str:
@@ -162,18 +208,22 @@ def lengths(
     model: str,
     template: str,
     cutoff: int,
-    limit: int = 400,
+    limit: int = LENGTHS_ROWS,
     packing: bool = False,
     lang: str = "en",
     stage: str = "sft",
+    rows: list[dict] | None = None,
 ) -> tuple[pd.DataFrame, str]:
-    """(histogram frame, note) for up to ``limit`` rows, read as ``stage`` uses the cutoff: sft / dpo, the share
-    truncated (and the packing efficiency with packing); pt, the blocks the texts become (and with packing the
-    tail tokens dropped)."""
+    """(histogram frame, note) for up to ``limit`` rows holding at most ``LENGTHS_TEXT_CHARS`` of text (the first
+    row always), read as ``stage`` uses the cutoff: sft / dpo, the share truncated (and the packing efficiency with
+    packing); pt, the blocks the texts become (and with packing the tail tokens dropped)."""
     reg, tpl = backend.engine_module("data.registry"), backend.engine_module("data.templates")
-    rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
+    if rows is None:
+        rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
+    rows = _within_text_budget(rows[:limit])
     if not rows or not model or not (Path(model) / "tokenizer.json").is_file():
-        return monitor.plot_frame([], ["tokens", "rows", "side"], text=("side",)), t("needs_tokenizer", lang)
+        note = t("no_rows", lang) if not rows else t("needs_tokenizer", lang)
+        return monitor.plot_frame([], ["tokens", "rows", "side"], text=("side",)), note
     stage = stage or "sft"
     packing = bool(packing) and stage != "dpo"  # the spec refuses packing with dpo
     counts = tpl.token_lengths(template or "auto", model, rows, stage)
@@ -272,16 +322,20 @@ def build(ctx: Any) -> None:
         if not name:
             return gr.skip(), "", gr.skip(), ""
         try:
+            got, problems = head(name)  # one bounded read of the file's head for all three
             frame, note = lengths(
-                name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_, stage=stage_ or "sft"
+                name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_, stage=stage_ or "sft", rows=got
             )
             titles = {
                 "x_title": t("ax_tokens_n", lang_),
                 "y_title": t("ax_rows", lang_),
                 "color_title": t("ax_side", lang_),
             }
-            shown = sample_html(name, model_, template_, lang_, stage_ or "sft")
-            return preview(name), shown, gr.update(value=frame, **titles), note
+            shown = sample_html(name, model_, template_, lang_, stage_ or "sft", rows=got)
+            if problems:  # a row too long for the page, a torn line...: named above the sample
+                listed = "".join(f"<li>{html.escape(problem_text(p, lang_))}</li>" for p in problems[:5])
+                shown = f'<ul class="ds-problems" id="ds-problems">{listed}</ul>' + shown
+            return preview(name, rows=got), shown, gr.update(value=frame, **titles), note
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
             return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", gr.skip(), ""
 

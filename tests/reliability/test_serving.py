@@ -1,8 +1,11 @@
 """Security and load against a real studio server and a live run.
 
 One run is submitted with marker secrets in the studio's environment (HF_TOKEN, WANDB_API_KEY, STUDIO_AUTH and an
-unrelated variable); one studio is served behind a login on 127.0.0.1. Then: the trainer's environment is explicit;
-every route needs the login; file downloads cannot leave the allowed folders; 20 clients poll the dashboard's timer
+unrelated variable); one studio is served behind a login on 0.0.0.0 (every address of the machine, as a shared
+server is; probed from 127.0.0.1). Then: the trainer's environment is explicit; every route needs the login, and
+every route gradio has (enumerated from the app) answers a client without the cookie with nothing of the workspace
+(no path, run id or dataset name), ``/`` with the login page only; wrong logins are throttled per address with
+exponential back-off and logged; file downloads cannot leave the allowed folders; 20 clients poll the dashboard's timer
 endpoint (``/tick``, what the open page calls every 0.5 s) for a bounded time and all see the same loss curve while
 the studio's RSS stays flat; after the run is stopped no secret is found in any file it wrote.
 Load duration: 30 s by default, 300 s with STUDIO_SOAK=1.
@@ -11,7 +14,10 @@ Load duration: 30 s by default, 300 s with STUDIO_SOAK=1.
 from __future__ import annotations
 
 import functools
+import http.client
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -47,7 +53,7 @@ UNRELATED = ("STUDIO_TEST_UNRELATED_VAR".replace("STUDIO_", "RELIABILITY_"), "MA
 
 def free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("0.0.0.0", 0))  # free on every address: the studio binds 0.0.0.0
         return s.getsockname()[1]
 
 
@@ -78,7 +84,9 @@ def live_run(studio_home, demo_paths):
 
 
 @pytest.fixture(scope="module")
-def server(studio_home, tmp_path_factory):
+def server(studio_home, live_run, tmp_path_factory):
+    """The studio behind a login on 0.0.0.0, started after the live run: its page lists that run (what a client
+    without the login must not see)."""
     port = free_port()
     log = tmp_path_factory.mktemp("studio-server") / "server.log"
     env = {k: v for k, v in os.environ.items() if k not in ("STUDIO_AUTH", "STUDIO_HOST", "STUDIO_PORT")}
@@ -89,6 +97,8 @@ def server(studio_home, tmp_path_factory):
             "-m",
             "engine.cli",
             "webui",
+            "--host",
+            "0.0.0.0",
             "--port",
             str(port),
             "--no-demo",
@@ -248,6 +258,216 @@ def test_every_route_needs_the_login(server, tally, tmp_path):
         code = get(f"{server.url}/gradio_api/file={target}", cookie)
         tally.record("serving::download outside allowed folders refused (logged in)", code in (403, 404))
         assert code in (403, 404), f"file={target} answered {code}"
+
+
+def served_routes() -> list[tuple[str, str]]:
+    """(method, path) of every route of gradio's app as ``studio webui`` builds it (the same page, the same launch
+    arguments), enumerated from the app itself: a route a gradio upgrade adds is probed too."""
+    from gradio.routes import App
+
+    from studio import app as studio_app
+    from studio import settings
+
+    blocks = studio_app.build_app()
+    kwargs = studio_app.launch_kwargs(settings.Settings(host="0.0.0.0", auth=(USER, PASSWORD)))
+    blocks.auth = [kwargs["auth"]]
+    blocks.run_history = kwargs["run_history"]
+    app = App.create_app(blocks, app_kwargs=kwargs.get("app_kwargs"))
+
+    def walk(routes):
+        for r in routes:
+            if hasattr(r, "path"):
+                yield r
+            else:  # FastAPI >= 0.120 keeps an included router as one node
+                yield from (ctx.starlette_route or ctx.original_route for ctx in r.effective_route_contexts())
+
+    out = {(m, r.path) for r in walk(app.routes) for m in (getattr(r, "methods", None) or ["GET"])}
+    return sorted(out)
+
+
+def fetch(url: str, method: str = "GET", cookie: str | None = None, limit: int = 4 << 20) -> tuple[int, bytes]:
+    """(status, body up to ``limit`` bytes); a streaming answer (heartbeat, reload) is read until it pauses 3 s."""
+    parsed = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=20)
+    headers = {"Cookie": cookie} if cookie else {}
+    body = None
+    if method in ("POST", "PUT", "PATCH", "DELETE"):
+        body, headers["Content-Type"] = b"{}", "application/json"
+    try:
+        conn.request(method, parsed.path + (f"?{parsed.query}" if parsed.query else ""), body=body, headers=headers)
+        resp = conn.getresponse()
+        conn.sock.settimeout(3)
+        chunks, size = [], 0
+        try:
+            while size < limit:
+                chunk = resp.read1(65536) if method != "HEAD" else b""
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except (TimeoutError, http.client.IncompleteRead):  # a stream that went quiet (and was cut mid-chunk)
+            pass
+        return resp.status, b"".join(chunks)
+    finally:
+        conn.close()
+
+
+def workspace_markers(studio_home: Path, run_ids: list[str]) -> list[bytes]:
+    """What must never reach a client without the login: the workspace's paths, run ids and dataset names."""
+    info = json.loads((studio_home / "data" / "dataset_info.json").read_text())
+    marks = [str(studio_home), str(studio_home / "models"), *run_ids, *info]
+    return [m.encode() for m in marks] + [b"named_endpoints", b"parameter_default"]
+
+
+def test_unauthenticated_routes_show_only_the_login(live_run, server, studio_home, tally):
+    """Issue 18.6: every route gradio has, without the cookie: nothing of the workspace in any answer, ``/`` is the
+    bare login page (no ``window.gradio_api_info`` with paths, run ids, dataset names); with the cookie every route
+    lets the login through and ``/`` carries the page's API description again."""
+    run_ids = [str(r.id) for r in runs.list_runs()]
+    assert live_run in run_ids
+    marks = workspace_markers(studio_home, run_ids)
+    routes = served_routes()
+    assert ("GET", "/") in routes and ("POST", "/login") in routes and len(routes) > 40, routes
+    secret_file = studio_home / "data" / "dataset_info.json"
+
+    def concrete(path: str) -> str:
+        path = re.sub(r"\{(path|path_or_url):path\}", str(secret_file), path)
+        path = path.replace("{api_name}", "tick").replace("{url_path:path}", "http://127.0.0.1:9/")
+        return re.sub(r"\{[^}]+\}", "x", path)
+
+    # Answers a client without the login may get: the login page and gradio's static, session-free routes.
+    public = {
+        "/",
+        "/logout",  # a redirect to the login page
+        "/favicon.ico",
+        "/theme.css",
+        "/gradio_api/theme.css",
+        "/robots.txt",
+        "/manifest.json",
+        "/pwa_icon",
+        "/pwa_icon/{size}",
+        "/gradio_api/user",
+        "/gradio_api/user/",
+        "/gradio_api/token",
+        "/gradio_api/token/",
+        "/gradio_api/app_id",
+        "/gradio_api/app_id/",
+        "/gradio_api/startup-events",
+        "/gradio_api/heartbeat/{session_hash}",
+        "/static/{path:path}",
+        "/assets/{path:path}",
+        "/svelte/{path:path}",
+    }
+    checked = 0
+    for method, path in routes:
+        if method == "POST" and path.rstrip("/") == "/login":
+            continue  # the throttle test's subject
+        code, body = fetch(server.url + concrete(path), method)
+        hits = [m.decode() for m in marks if m in body]
+        ok = not hits and (code in (401, 403, 404, 405, 422) or path in public)
+        tally.record("serving::route without cookie leaks nothing (every gradio route)", ok)
+        assert ok, f"{method} {path} without the cookie answered {code} with {hits}: {body[:300]!r}"
+        checked += 1
+    code, body = fetch(server.url + "/")
+    page = body.decode(errors="replace")
+    tally.check(
+        "serving::`/` without cookie is the bare login page",
+        code == 200 and '"auth_required":true' in page.replace(" ", "") and "window.gradio_api_info = null" in page,
+        page[-600:],
+    )
+    tally.note("serving::route without cookie leaks nothing (every gradio route)", f"{checked} method+route pairs")
+
+    cookie = login(server.url)
+    assert cookie, server.log.read_text()[-1500:]
+    for method, path in routes:
+        if path.rstrip("/") in ("/login", "/logout"):
+            continue  # logging in again, or out (which ends every session of the user)
+        code, _ = fetch(server.url + concrete(path), method, cookie)
+        tally.record("serving::route with cookie lets the login through", code != 401)
+        assert code != 401, f"{method} {path} with the cookie answered 401"
+    code, body = fetch(server.url + "/", cookie=cookie)
+    shown = [m.decode() for m in marks if m in body]
+    tally.check(
+        "serving::`/` with cookie is the page with its API description",
+        code == 200 and b"named_endpoints" in body and live_run.encode() in body,
+        f"{code}, markers present: {shown}",
+    )
+
+
+def login_status(url: str, password: str | None) -> tuple[int, str]:
+    """(status, Retry-After) of one ``POST /login``; ``password=None`` sends a form without one (422, not a failure:
+    it probes whether logins are open without counting as a guess)."""
+    form = {"username": USER} if password is None else {"username": USER, "password": password}
+    req = urllib.request.Request(url + "/login", data=urllib.parse.urlencode(form).encode())
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return resp.status, resp.headers.get("Retry-After", "")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Retry-After", "")
+
+
+def test_wrong_logins_are_throttled(server, tally):
+    """Issue 18.6: 20 wrong logins in a row from one address: after a few, logins from it are refused (429 with
+    Retry-After, the right password too) for a back-off that doubles with each further failure; the log names the
+    address; once the back-off has passed the right login works."""
+    log_start = len(server.log.read_bytes())
+    codes = [login_status(server.url, f"wrong-{i}") for i in range(20)]
+    refused = [c for c, _ in codes if c == 429]
+    tally.check(
+        "serving::20 wrong logins: later ones refused (429)",
+        len(refused) >= 15 and codes[0][0] == 400 and all(c in (400, 429) for c, _ in codes),
+        str(codes),
+    )
+    # while the back-off lasts the right password is refused as well: throttling, not a hint
+    code, retry = login_status(server.url, PASSWORD)
+    tally.check("serving::right login during the back-off refused", code == 429 and int(retry) >= 1, f"{code} {retry}")
+    # the back-off doubles: wait until logins open (a form without password is not a guess), fail once more
+    waits = []
+    for _ in range(2):
+        wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
+        assert login_status(server.url, "wrong-again")[0] == 400
+        code, retry = login_status(server.url, "wrong-again")
+        assert code == 429, code
+        waits.append(int(retry))
+    tally.check("serving::back-off doubles with each failure", waits[1] >= 2 * waits[0] - 1, str(waits))
+    wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
+    tally.check("serving::right login after the back-off works", login(server.url) is not None, "")
+    logged = server.log.read_bytes()[log_start:].decode(errors="replace")
+    tally.check(
+        "serving::failed and refused logins are logged with the address",
+        "failed login from 127.0.0.1" in logged and "login from 127.0.0.1 refused" in logged,
+        logged[-1500:],
+    )
+    # a right login resets the count: the next wrong one is answered as usual
+    assert login_status(server.url, "wrong-after-reset")[0] == 400
+    assert login(server.url) is not None
+
+
+def test_login_throttle_bounds(tally):
+    """The throttle's arithmetic on a fake clock: free failures, doubling back-off up to the cap, reset on success,
+    other addresses unaffected, the table bounded under a flood of addresses."""
+    from studio.guard import LoginThrottle
+
+    now = [0.0]
+    th = LoginThrottle(free=3, base_s=1.0, cap_s=8.0, max_addresses=100, clock=lambda: now[0])
+    backoffs = []
+    for _ in range(8):
+        assert th.begin("a") == 0
+        backoffs.append(th.end("a", False))
+        now[0] += backoffs[-1]
+    tally.check("serving::throttle back-off 0,0,0,1,2,4,8,8", backoffs == [0, 0, 0, 1, 2, 4, 8, 8], str(backoffs))
+    assert th.begin("a") == 0 and th.end("a", None) == 0  # neither right nor wrong (a malformed form): not counted
+    assert th.begin("a") == 0 and th.end("a", False) == 8
+    assert th.begin("a") > 0 and th.begin("b") == 0
+    th.end("b", True)
+    now[0] += 100
+    assert th.begin("a") == 0
+    th.end("a", True)
+    assert th.failures("a") == 0
+    for i in range(1000):
+        if th.begin(f"10.0.{i // 256}.{i % 256}") == 0:
+            th.end(f"10.0.{i // 256}.{i % 256}", False)
+    tally.check("serving::throttle table bounded", len(th._clients) <= 100, str(len(th._clients)))
 
 
 def post_upload(url: str, name: str, size: int, cookie: str | None) -> tuple[int, str]:

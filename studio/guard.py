@@ -1,0 +1,277 @@
+"""What the server tells a client that has not logged in: the login page and nothing else, and wrong logins throttled.
+
+Gradio (6.31) serves its login page from ``/`` with ``window.gradio_api_info`` embedded: every endpoint with its
+parameters' defaults and choices, i.e. the workspace's absolute paths, the run ids and the dataset names, to anyone
+who can reach the port (``/gradio_api/info`` itself answers 401). And ``POST /login`` answers as fast as it can, for
+ever. ``LoginGuard`` is an ASGI middleware given to gradio's FastAPI app (``launch(app_kwargs=...)``, see
+``studio.app.launch_kwargs``) that, when the app has a login:
+
+- blanks the API info in every HTML answer to a request without a valid login cookie (the page's client then asks
+  ``/gradio_api/info``, which needs the login); if the info cannot be blanked (gradio's template changed), the page
+  is refused rather than served with it;
+- throttles failed logins per client address: ``FREE_FAILURES`` wrong ones in a row are answered as usual, then each
+  further one closes logins from that address for ``BASE_S * 2**k`` seconds (k = 0, 1, 2, ...; at most ``CAP_S``),
+  during which every ``POST /login`` from it, right or wrong, gets 429 with ``Retry-After``. A right login resets the
+  count. Failures and refusals are logged (logger ``studio.login``, to stderr).
+
+Light: stdlib and starlette (gradio's web framework). The address is the TCP peer: ``X-Forwarded-For`` is not
+trusted (anyone can send it), so behind a reverse proxy every client shares the proxy's budget.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from starlette.requests import cookie_parser
+
+FREE_FAILURES = 3
+BASE_S = 1.0
+CAP_S = 600.0
+FORGET_S = 3600.0  # an address idle this long after its last failure starts again from zero
+MAX_ADDRESSES = 10_000  # the table's bound; the oldest unblocked addresses are forgotten first
+MAX_INFLIGHT = 32  # concurrent login attempts from one address (one once it has failed)
+
+log = logging.getLogger("studio.login")
+if not log.handlers:  # the server's log is its stderr; uvicorn configures only its own loggers
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(logging.Formatter("%(asctime)s studio.login %(levelname)s: %(message)s"))
+    log.addHandler(_handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+API_INFO = re.compile(rb"window\.gradio_api_info\s*=\s*.*?;\s*</script>", re.DOTALL)
+API_INFO_BLANK = b"window.gradio_api_info = null;</script>"
+# What only API info carries; an HTML answer that still holds it after blanking is not sent.
+API_INFO_MARKS = (b"named_endpoints", b"unnamed_endpoints", b"parameter_default", b"example_input")
+
+
+@dataclass
+class _Client:
+    failures: int = 0
+    blocked_until: float = 0.0
+    last: float = 0.0
+    inflight: int = 0
+    refusal_logged: bool = False
+
+
+class LoginThrottle:
+    """Failed logins per address with exponential back-off. Thread-safe; ``clock`` is injectable for tests."""
+
+    def __init__(
+        self,
+        free: int = FREE_FAILURES,
+        base_s: float = BASE_S,
+        cap_s: float = CAP_S,
+        forget_s: float = FORGET_S,
+        max_addresses: int = MAX_ADDRESSES,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.free, self.base_s, self.cap_s, self.forget_s = free, base_s, cap_s, forget_s
+        self.max_addresses, self.clock = max_addresses, clock
+        self._clients: dict[str, _Client] = {}
+        self._lock = threading.Lock()
+
+    def _get(self, addr: str, now: float) -> _Client:
+        c = self._clients.get(addr)
+        if c is not None and not c.inflight and now > c.blocked_until and now - c.last > self.forget_s:
+            c = None  # idle long enough: start again
+        if c is None:
+            if len(self._clients) >= self.max_addresses:
+                self._prune(now)
+            c = self._clients[addr] = _Client()
+        return c
+
+    def _prune(self, now: float) -> None:
+        idle = sorted((c.last, a) for a, c in self._clients.items() if not c.inflight and now > c.blocked_until)
+        for _, a in idle[: max(1, len(self._clients) - self.max_addresses // 2)]:
+            del self._clients[a]
+        if len(self._clients) >= self.max_addresses:  # every address blocked: keep the table bounded anyway
+            for a in sorted(self._clients, key=lambda a: self._clients[a].last)[: self.max_addresses // 2]:
+                if not self._clients[a].inflight:
+                    del self._clients[a]
+
+    def begin(self, addr: str) -> float:
+        """0 when a login attempt from ``addr`` may go ahead (call ``end`` after it), else the seconds to wait."""
+        with self._lock:
+            now = self.clock()
+            c = self._get(addr, now)
+            if now < c.blocked_until:
+                return c.blocked_until - now
+            if c.inflight >= (1 if c.failures else MAX_INFLIGHT):
+                return max(self.base_s, 1.0)
+            c.inflight += 1
+            return 0.0
+
+    def end(self, addr: str, ok: bool | None) -> float:
+        """Record the attempt's outcome (True: right, False: wrong, None: neither, e.g. a malformed form); the
+        back-off the address has now (0 when none)."""
+        with self._lock:
+            now = self.clock()
+            c = self._get(addr, now)
+            c.inflight = max(0, c.inflight - 1)
+            if ok is None:
+                return 0.0
+            if ok:
+                del self._clients[addr]
+                return 0.0
+            c.failures += 1
+            c.last = now
+            if c.failures <= self.free:
+                return 0.0
+            wait = min(self.cap_s, self.base_s * 2 ** min(c.failures - self.free - 1, 62))
+            c.blocked_until = now + wait
+            c.refusal_logged = False
+            return wait
+
+    def failures(self, addr: str) -> int:
+        with self._lock:
+            c = self._clients.get(addr)
+            return c.failures if c else 0
+
+    def first_refusal(self, addr: str) -> bool:
+        """True once per back-off window (so an attacker's thousands of refused attempts log one line)."""
+        with self._lock:
+            c = self._clients.get(addr)
+            if c is None or c.refusal_logged:
+                return False
+            c.refusal_logged = True
+            return True
+
+
+def _logged_in(scope, app) -> bool:
+    """The request carries a login cookie gradio issued (the same test as gradio's own ``get_current_user``)."""
+    cookie_id = getattr(app, "cookie_id", None)
+    tokens = getattr(app, "tokens", None) or {}
+    if cookie_id is None:
+        return False
+    raw = b"; ".join(v for k, v in scope.get("headers") or () if k == b"cookie").decode("latin-1")
+    if not raw:
+        return False
+    cookies = cookie_parser(raw)
+    token = cookies.get(f"access-token-{cookie_id}") or cookies.get(f"access-token-unsecure-{cookie_id}")
+    return bool(token) and token in tokens
+
+
+def _header(headers, name: bytes) -> bytes:
+    return next((v for k, v in headers if k.lower() == name), b"")
+
+
+async def _send_json(send, status: int, body: dict, headers: list | None = None) -> None:
+    data = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
+class LoginGuard:
+    """ASGI middleware; a no-op for apps without a login (``app.auth`` None, e.g. bound to 127.0.0.1)."""
+
+    def __init__(self, app, throttle: LoginThrottle | None = None):
+        self.app = app
+        self.throttle = throttle or LoginThrottle()
+
+    async def __call__(self, scope, receive, send):
+        gradio_app = scope.get("app")
+        if scope["type"] != "http" or getattr(gradio_app, "auth", None) is None:
+            return await self.app(scope, receive, send)
+        method, path = scope.get("method", ""), scope.get("path", "")
+        if method == "POST" and path.rstrip("/") == "/login":
+            return await self._login(scope, receive, send)
+        if _logged_in(scope, gradio_app):
+            return await self.app(scope, receive, send)
+        return await self._public(scope, receive, send)
+
+    async def _login(self, scope, receive, send):
+        addr = (scope.get("client") or ("?", 0))[0]
+        wait = self.throttle.begin(addr)
+        if wait:
+            if self.throttle.first_refusal(addr):
+                log.warning(
+                    "login from %s refused: %d failed logins in a row, next attempt allowed in %.0f s",
+                    addr,
+                    self.throttle.failures(addr),
+                    wait,
+                )
+            retry = str(max(1, int(wait + 0.999))).encode()
+            return await _send_json(
+                send,
+                429,
+                {"detail": f"Too many failed logins from this address; try again in {retry.decode()} s."},
+                [(b"retry-after", retry)],
+            )
+        status: list[int] = []
+
+        async def send_status(message):
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            code = status[0] if status else 0
+            ok = True if code == 200 else False if code in (400, 401, 403) else None
+            backoff = self.throttle.end(addr, ok)
+            if ok is False:
+                log.warning(
+                    "failed login from %s (%d in a row)%s",
+                    addr,
+                    self.throttle.failures(addr),
+                    f"; logins from it refused for {backoff:.0f} s" if backoff else "",
+                )
+
+    async def _public(self, scope, receive, send):
+        """Pass the answer on, with the API info blanked out of HTML (the login page)."""
+        held: dict = {}
+        chunks: list[bytes] = []
+
+        async def filtered(message):
+            if message["type"] == "http.response.start":
+                ctype = _header(message.get("headers") or [], b"content-type")
+                if not ctype.startswith(b"text/html"):
+                    return await send(message)
+                held["start"] = message
+                return None
+            if message["type"] != "http.response.body" or "start" not in held:
+                return await send(message)
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return None
+            start, body = held.pop("start"), b"".join(chunks)
+            headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() != b"content-length"]
+            if _header(headers, b"content-encoding"):
+                start, body = _refused(), b"login page withheld: compressed before it could be checked"
+                headers = start["headers"]
+            else:
+                body = API_INFO.sub(API_INFO_BLANK, body)
+                if any(mark in body for mark in API_INFO_MARKS):
+                    log.error("login page withheld: gradio's API info could not be removed from %s", scope["path"])
+                    start, body = _refused(), b"login page withheld: it would have shown the API description"
+                    headers = start["headers"]
+            if scope.get("method") != "HEAD":
+                headers = [*headers, (b"content-length", str(len(body)).encode())]
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return None
+
+        await self.app(scope, receive, filtered)
+
+
+def _refused() -> dict:
+    return {"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"text/plain")]}
