@@ -1,12 +1,18 @@
 """Chat worker: a subprocess that loads a model (optionally with a PEFT adapter) and streams generated tokens.
 
 Heavy: imports torch / transformers / peft, and only here, in its own process, so the studio page stays light.
+The conversation is rendered by engine.data.templates with the run's template, the same code the trainer renders its
+samples with, so a tuned model sees its history exactly as it was trained (``auto``: the tokenizer's own template).
 Protocol, JSON lines: the parent writes requests on stdin, the worker answers on stdout.
-  start-up:        -> {"type": "ready", "model": ..., "adapter": ...} or {"type": "error", "error": ...} then exit
-  {"type": "generate", "messages": [{role, content}], "max_new_tokens": int, "temperature": float}
-                   -> {"type": "token", "text": ...}* then {"type": "done", "text": full reply}
+  start-up:        -> {"type": "ready", "model": ..., "adapter": ..., "template": ...}
+                      or {"type": "error", "error": ...} then exit
+  {"type": "generate", "id": any, "messages": [{role, content: str}], "system": str, "max_new_tokens": int,
+   "temperature": float (0: greedy), "top_p": float, "stop": [str]}
+                   -> {"type": "token", "id", "text": ...}* then {"type": "done", "id", "text": full reply}
+                      (the reply ends before the first stop string, which is never sent)
+                      or {"type": "error", "id", "error": ...}
   {"type": "quit"} or EOF -> exit (the memory is freed with the process).
-Usage: python -m engine.trainer.chat_worker MODEL_DIR [--adapter ADAPTER_DIR] [--device cpu|cuda]
+Usage: python -m engine.trainer.chat_worker MODEL_DIR [--adapter ADAPTER_DIR] [--template NAME] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import argparse
 import json
 import sys
 import threading
+
+from engine.data.templates import prompt_text, tokenizer_info
 
 
 def emit(obj: dict) -> None:
@@ -37,22 +45,42 @@ def load(model_dir: str, adapter: str | None, device: str):
     return tok, model
 
 
-def prompt_ids(tok, messages: list[dict]):
-    if getattr(tok, "chat_template", None):
-        return tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)[
-            "input_ids"
-        ]
-    text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
-    return tok(text, return_tensors="pt")["input_ids"]
+def render(info, template: str, system: str, messages: list[dict]) -> str:
+    """The prompt text for the next assistant turn: the whole conversation in the template, as the trainer renders
+    it (engine.data.templates), ending with the assistant header."""
+    for m in messages:
+        if m.get("role") not in ("user", "assistant") or not isinstance(m.get("content"), str):
+            raise ValueError("each message needs a role (user or assistant) and text content")
+    return prompt_text(template, info, system or "", messages)
 
 
-def generate(tok, model, device: str, req: dict) -> None:
+def held_back(text: str, stops: list[str]) -> int:
+    """How many characters at the end of ``text`` could be the start of a stop string (not shown yet)."""
+    keep = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), keep, -1):
+            if text.endswith(s[:k]):
+                keep = k
+                break
+    return keep
+
+
+def generate(tok, model, device: str, template: str, req: dict) -> None:
     import torch
-    from transformers import TextIteratorStreamer
+    from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
 
-    ids = prompt_ids(tok, req.get("messages") or []).to(device)
+    rid = req.get("id")
+    text_in = render(tokenizer_info(tok), template, req.get("system", ""), req.get("messages") or [])
+    ids = tok(text_in, add_special_tokens=False, return_tensors="pt")["input_ids"].to(device)
     streamer = TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)
-    temp = float(req.get("temperature", 0.0))
+    stops = [s for s in req.get("stop") or [] if isinstance(s, str) and s]
+    stopped = threading.Event()
+
+    class _Stop(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return stopped.is_set()
+
+    temp = float(req.get("temperature", 0.0) or 0.0)
     kwargs = {
         "input_ids": ids,
         "attention_mask": torch.ones_like(ids),
@@ -60,32 +88,58 @@ def generate(tok, model, device: str, req: dict) -> None:
         "max_new_tokens": int(req.get("max_new_tokens", 128)),
         "do_sample": temp > 0,
         "pad_token_id": tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+        "stopping_criteria": StoppingCriteriaList([_Stop()]),
     }
     if temp > 0:
         kwargs["temperature"] = temp
-    worker = threading.Thread(target=lambda: model.generate(**kwargs), daemon=True)
+        kwargs["top_p"] = min(max(float(req.get("top_p", 1.0) or 1.0), 0.01), 1.0)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with torch.no_grad():
+                model.generate(**kwargs)
+        except BaseException as exc:  # reported below; the streamer must end or the loop would wait forever
+            failure.append(exc)
+            streamer.end()
+
+    worker = threading.Thread(target=run, daemon=True)
     worker.start()
-    text = ""
+    text, shown = "", 0
     for piece in streamer:
-        if piece:
-            text += piece
-            emit({"type": "token", "text": piece})
+        if not piece or stopped.is_set():
+            continue
+        text += piece
+        cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+        if cut >= 0:
+            text = text[:cut]
+            stopped.set()
+        upto = len(text) if stopped.is_set() else len(text) - held_back(text, stops)
+        if upto > shown:
+            emit({"type": "token", "id": rid, "text": text[shown:upto]})
+            shown = upto
     worker.join()
-    emit({"type": "done", "text": text})
+    if failure:
+        raise failure[0]
+    if len(text) > shown:
+        emit({"type": "token", "id": rid, "text": text[shown:]})
+    emit({"type": "done", "id": rid, "text": text})
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.trainer.chat_worker")
     p.add_argument("model")
     p.add_argument("--adapter", default=None)
+    p.add_argument("--template", default="auto", help="chat template name (engine.data.templates), as in training")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = p.parse_args(argv)
     try:
         tok, model = load(args.model, args.adapter, args.device)
+        render(tokenizer_info(tok), args.template, "", [{"role": "user", "content": "hi"}])  # an unknown template
     except Exception as exc:  # any load problem goes back to the page as a message, not a hang
         emit({"type": "error", "error": f"{type(exc).__name__}: {exc}"})
         return 1
-    emit({"type": "ready", "model": args.model, "adapter": args.adapter})
+    emit({"type": "ready", "model": args.model, "adapter": args.adapter, "template": args.template})
     for line in sys.stdin:
         try:
             req = json.loads(line)
@@ -96,9 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             break
         if req.get("type") == "generate":
             try:
-                generate(tok, model, args.device, req)
+                generate(tok, model, args.device, args.template, req)
             except Exception as exc:
-                emit({"type": "error", "error": f"{type(exc).__name__}: {exc}"})
+                emit({"type": "error", "id": req.get("id"), "error": f"{type(exc).__name__}: {exc}"})
     return 0
 
 

@@ -159,9 +159,221 @@ def test_chat_refuses_adapter_outside_workspace(studio_home):
     from studio.tabs import chat
 
     with pytest.raises(ValueError):
-        chat.adapter_for("/etc")
-    assert chat.adapter_for("") is None
+        chat.tuned_target("/etc")
+    assert chat.tuned_target("") is None
     assert Path(chat.ROOT, "engine", "trainer", "chat_worker.py").is_file()
+
+
+class _FakeWorker:
+    """Stands in for a chat_worker process: records what each Send passes, answers 'reply N'."""
+
+    def __init__(self, model, adapter=None, template="auto", source=""):
+        self.model, self.adapter, self.template, self.source = model, adapter, template, source or model
+        self.requests: list[tuple[list, dict]] = []
+        self.dead = False
+
+    def wait_ready(self, timeout=180, lang="en"):
+        return ""
+
+    def alive(self):
+        return not self.dead
+
+    def generate(self, messages, options, lang="en"):
+        self.requests.append((messages, options))
+        n = len(self.requests)
+        yield f"reply {n}"[:3]
+        yield f"reply {n}"
+
+    def close(self):
+        pass
+
+
+def _browser_round_trip(hist):
+    """What gradio 6 hands the next event after the Chatbot showed ``hist``: its messages with content as a list of
+    parts ({"type": "text", "text": ...}) plus metadata/options keys, as the browser sends them back."""
+    import gradio as gr
+
+    box = gr.Chatbot()
+    return box.preprocess(box.data_model.model_validate(box.postprocess(hist).model_dump()))
+
+
+def test_chat_send_passes_the_whole_conversation_to_each_worker(monkeypatch):
+    from studio.tabs import chat
+
+    base, tuned = _FakeWorker("m"), _FakeWorker("m", "a")
+    monkeypatch.setattr(chat, "WORKERS", {"base": base, "tuned": tuned})
+    hists = ([], [])
+    for turn, prompt in enumerate(["first", "second", "third"], start=1):
+        *_, (b, tu, box) = chat.send(prompt, *hists, "be brief", 0.5, 0.8, 32, "###, \\n\\n", "en")
+        assert box == ""
+        assert [m["content"] for m in b] == [m["content"] for m in tu]
+        assert [m["role"] for m in b] == ["user", "assistant"] * turn
+        assert b[-1]["content"] == f"reply {turn}" and b[-2]["content"] == prompt
+        hists = (_browser_round_trip(b), _browser_round_trip(tu))
+        assert isinstance(hists[0][0]["content"], list)  # gradio 6: a list of parts, not a str
+    for worker in (base, tuned):
+        messages, options = worker.requests[-1]
+        assert messages == [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "reply 1"},
+            {"role": "user", "content": "second"},
+            {"role": "assistant", "content": "reply 2"},
+            {"role": "user", "content": "third"},
+        ]
+        assert options == {
+            "system": "be brief",
+            "max_new_tokens": 32,
+            "temperature": 0.5,
+            "top_p": 0.8,
+            "stop": ["###", "\n\n"],
+        }
+
+
+def test_chat_conversation_from_gradio_content_forms():
+    from studio.tabs import chat
+
+    hist = [
+        {"role": "user", "content": "plain str"},
+        {"role": "assistant", "content": [{"type": "text", "text": "parts"}, {"type": "text", "text": " joined"}]},
+        {"role": "user", "content": {"type": "text", "text": "one part"}},
+        {"role": "assistant", "content": chat.t("chat_empty", "zh")},  # the empty-reply note is an empty reply
+        {"role": "user", "content": [{"type": "text", "text": "failed"}]},
+        {"role": "assistant", "content": f"half\n\n{chat.ERROR_MARK}worker exited"},  # left out with its prompt
+        {"role": "user", "content": [{"type": "file", "file": {"path": "/x.png"}}, {"type": "text", "text": "pic"}]},
+        {"role": "assistant", "content": "ok", "metadata": None, "options": None},
+    ]
+    assert chat.conversation(hist) == [
+        {"role": "user", "content": "plain str"},
+        {"role": "assistant", "content": "parts joined"},
+        {"role": "user", "content": "one part"},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "pic"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    assert chat.parse_stop(" a , b,,\\n") == ["a", "b", "\n"] and chat.parse_stop("") == []
+
+
+def _chat_workspace(home: Path) -> dict:
+    """A workspace with a base model, finished / failed / unsaved training runs and finished / failed merges, as
+    registry rows (merges are command runs tagged 'merge', engine.export.jobs)."""
+    import sys
+    import time
+
+    import yaml
+
+    from engine.runs import store
+
+    base = home / "models" / "base"
+    base.mkdir(parents=True)
+    (base / "config.json").write_text("{}")
+    made: dict = {"base": base}
+    for i, (name, status, saved) in enumerate(
+        [("good", "completed", True), ("bad", "failed", False), ("gone", "completed", False)]
+    ):
+        rdir = home / "runs" / name
+        (rdir / "adapter").mkdir(parents=True)
+        spec = {"model": {"name_or_path": str(base)}, "data": {"template": "chatml"}}
+        (rdir / "spec.yaml").write_text(yaml.safe_dump(spec))
+        if saved:
+            (rdir / "adapter" / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base)}))
+            (rdir / "adapter" / "adapter_model.safetensors").write_bytes(b"")
+        store._insert(
+            store.RunRecord(
+                id=name,
+                name=name,
+                status=status,
+                created=time.time() + i,
+                run_dir=str(rdir),
+                output_dir=str(rdir),
+                spec=yaml.safe_dump(spec),
+            )
+        )
+        made[name] = rdir
+    exports = home / "exports"
+    for i, (name, status) in enumerate([("good-merged", "completed"), ("bad-merged", "failed")]):
+        rdir = home / "runs" / f"merge-{name}"
+        rdir.mkdir(parents=True)
+        out = exports / name
+        argv = [
+            sys.executable,
+            "-m",
+            "engine.trainer.merge",
+            str(made["good"]),
+            "--out",
+            str(out),
+            "--tmp-dir",
+            str(exports / f".{name}.tmp-1"),
+            "--events",
+            str(rdir / "events.jsonl"),
+        ]
+        if status == "completed":
+            out.mkdir(parents=True)
+            (out / "config.json").write_text("{}")
+        store._insert(
+            store.RunRecord(
+                id=f"m-{name}",
+                name=f"merge {name}",
+                status=status,
+                created=time.time() + 5 + i,
+                run_dir=str(rdir),
+                output_dir=str(rdir),
+                kind="command",
+                command=argv,
+                tags=["merge"],
+            )
+        )
+        made[name] = out
+    hidden = exports / ".good-merged.tmp-2"  # a merge's temp folder: never offered
+    hidden.mkdir()
+    (hidden / "config.json").write_text("{}")
+    return made
+
+
+def test_chat_tuned_list_is_finished_runs_and_exports(run_registry):
+    from studio.tabs import chat
+
+    made = _chat_workspace(run_registry)
+    choices = chat.tuned_choices()
+    assert [v for _, v in choices] == [str(made["good"]), str(made["good-merged"])], choices
+    assert [label.split(":")[0] for label, _ in choices] == ["run", "export"]
+    assert not any("merge" in v for _, v in choices[:1]) and all("runs/merge-" not in v for _, v in choices)
+    assert [label.split("：")[0] for label, _ in chat.tuned_choices("zh")] == ["运行", "导出"]
+    # what each loads: the run's adapter on the base it was trained from; the merged export as a model
+    assert chat.tuned_target(str(made["good"])) == (str(made["base"]), str(made["good"] / "adapter"))
+    assert chat.tuned_target(str(made["good-merged"])) == (str(made["good-merged"]), None)
+    with pytest.raises(ValueError, match="adapter"):
+        chat.tuned_target(str(made["gone"]))
+    # the template it was trained with, for the export too (read from the run it was merged from)
+    assert chat.template_for(str(made["good"])) == chat.template_for(str(made["good-merged"])) == "chatml"
+    assert chat.template_for("") == "auto"
+    assert str(made["good-merged"]) in chat.model_choices() and str(made["base"]) in chat.model_choices()
+
+
+def test_chat_reload_shows_what_is_loaded(run_registry, monkeypatch):
+    from studio.tabs import chat
+
+    made = _chat_workspace(run_registry)
+    monkeypatch.setattr(chat, "WORKERS", {})
+    monkeypatch.setattr(chat, "Worker", _FakeWorker)
+    # a fresh page: nothing loaded, the pickers keep their defaults
+    model_u, tuned_u, template_u, status = chat.restore("en")
+    assert "value" not in model_u and "value" not in tuned_u and status == ""
+    shown = chat.load(str(made["good-merged"]), str(made["good"]), "en", template="chatml")
+    assert (
+        shown.startswith("✅ loaded base, tuned") and "exports/good-merged" in shown and "runs/good/adapter" in shown
+    )
+    # a reload: the page shows the merged model the base worker runs, not the default (demo) model
+    model_u, tuned_u, template_u, status = chat.restore("en")
+    assert model_u["value"] == str(made["good-merged"]) and str(made["good-merged"]) in model_u["choices"]
+    assert tuned_u["value"] == str(made["good"]) and template_u["value"] == "chatml"
+    assert status == shown
+    assert "已加载" in chat.restore("zh")[3]
+    # a worker that died is dropped, and the page says what is left
+    chat.WORKERS["tuned"].dead = True
+    model_u, tuned_u, _, status = chat.restore("en")
+    assert tuned_u["value"] is None and "tuned" not in status and "loaded base" in status
+    assert chat.unload() == "unloaded 1 worker(s)"
+    assert chat.restore("en")[3] == "" and chat.loaded_text() == "no model loaded"
 
 
 def test_packing_efficiency():

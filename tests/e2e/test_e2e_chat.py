@@ -1,0 +1,112 @@
+"""The Chat tab in a browser (issue 13): a three-turn conversation in both panes, the base model beside a run trained
+for a few steps; a reload shows what is loaded; Unload ends it. The demo model's answers are gibberish: the test
+checks the conversation's shape (turns, non-empty replies, no error), not its words."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # a real server, a training run and a browser
+
+PANES = ("#chat-base", "#chat-tuned")
+ERRORS = ("TypeError", "Error", "⚠️", "worker exited", "timed out")
+
+
+def _train_short_run(home: Path) -> str:
+    """A LoRA run of the demo, a few steps, trained to the end through `studio train` in the server's workspace."""
+    spec = yaml.safe_load((home / "demo_spec.yaml").read_text(encoding="utf-8"))
+    spec["train"].update(max_steps=2, save_steps=2, logging_steps=1)
+    spec["data"]["max_samples"] = 16
+    path = home / "chat-e2e.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    env = {**os.environ, "STUDIO_HOME": str(home)}
+    out = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "train", str(path), "--name", "chat-e2e"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0 and "completed" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    return out.stdout.split()[1].rstrip(":")  # "run <id>: queued in <folder>"
+
+
+def _messages(page, pane: str) -> list[dict]:
+    """The bubbles a person sees in a pane, in order: who said it and the text."""
+    return page.evaluate(
+        """(pane) => [...document.querySelectorAll(pane + ' .message-row')].map(r => ({
+            role: r.classList.contains('user-row') ? 'user' : 'assistant',
+            text: (r.querySelector('.message') || r).innerText.trim()}))""",
+        pane,
+    )
+
+
+def _wait_turn(page, turn: int) -> None:
+    """Both panes show `turn` exchanges and Send is open again (the replies streamed to their end)."""
+    page.wait_for_function(
+        """(n) => ['#chat-base', '#chat-tuned'].every(p =>
+                document.querySelectorAll(p + ' .message-row').length === 2 * n)
+            && !document.querySelector('#chat-send').disabled
+            && !document.querySelector('#chat-prompt textarea').disabled""",
+        arg=turn,
+        timeout=240_000,
+    )
+
+
+def test_three_turns_in_both_panes_then_reload_and_unload(page, server, shots, fits_width):
+    run_id = _train_short_run(server.home)
+    page.get_by_role("tab", name="Chat").click()
+    page.click("#chat-adapter input")
+    page.get_by_role("option", name=run_id).first.click()
+    page.click("#chat-generation >> text=Generation settings")
+    page.fill("#chat-system textarea", "You are a helpful assistant.")
+    max_new = page.locator("#chat-max-new input")
+    max_new.fill("16")
+    max_new.press("Tab")
+    page.click("#chat-load")
+    page.wait_for_function(
+        "document.querySelector('#chat-status').innerText.includes('loaded base, tuned')", timeout=180_000
+    )
+    assert "demo-tiny-llama" in page.inner_text("#chat-status") and run_id in page.inner_text("#chat-status")
+
+    prompts = ["Hello, who are you?", "Tell me more.", "Thanks, one last thing?"]
+    for turn, prompt in enumerate(prompts, start=1):
+        page.fill("#chat-prompt textarea", prompt)
+        if turn == 2:
+            page.press("#chat-prompt textarea", "Enter")  # the issue: every second message failed (Send or Enter)
+        else:
+            page.click("#chat-send")
+        _wait_turn(page, turn)
+        for pane in PANES:
+            shown = _messages(page, pane)
+            assert [m["role"] for m in shown] == ["user", "assistant"] * turn, shown
+            assert [m["text"] for m in shown[0::2]] == prompts[:turn], shown
+            assert all(m["text"] for m in shown[1::2]), shown  # every reply has text
+            assert not any(e in m["text"] for m in shown for e in ERRORS), shown
+    page.screenshot(path=str(shots / "chat-three-turns.png"), full_page=True)
+    assert fits_width(page)
+
+    # A reload: the pickers and the status show the models the workers run, not the page's defaults.
+    page.reload()
+    page.wait_for_selector("#start-btn", timeout=60_000)
+    page.get_by_role("tab", name="Chat").click()
+    page.wait_for_function(
+        "document.querySelector('#chat-status').innerText.includes('loaded base, tuned')", timeout=30_000
+    )
+    page.wait_for_function(
+        "(id) => document.querySelector('#chat-adapter input').value.includes(id)", arg=run_id, timeout=30_000
+    )
+    assert "demo-tiny-llama" in page.input_value("#chat-model input")
+    page.click("#chat-unload")
+    page.wait_for_function(
+        "document.querySelector('#chat-status').innerText.includes('unloaded 2 worker(s)')", timeout=30_000
+    )
