@@ -299,7 +299,13 @@ def test_queued_runs_of_a_dead_studio_start_on_the_next_schedule(home):
     ids = [runs.submit_command(sleeper(0.2), start=False) for _ in range(2)]
     assert [runs.get(i).status for i in ids] == ["queued", "queued"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([PY, "-c", "from engine.runs import registry as runs; runs.schedule()"], env=env, cwd=ROOT, check=True, timeout=60)
+    subprocess.run(
+        [PY, "-c", "from engine.runs import registry as runs; runs.schedule()"],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
     wait_for(lambda: all(runs.get(i).status == "completed" for i in ids), timeout=60)
 
 
