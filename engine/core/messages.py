@@ -64,3 +64,32 @@ def payload_message(payload: dict | None, name: str) -> Any:
     payload = payload or {}
     stored = from_json(payload.get(f"{name}_msg"))
     return stored if isinstance(stored, Message) else payload.get(name)
+
+
+# ----------------------------------------------------------------------------------------------- core's own catalog
+# The workspace's folder rules (engine.core.folders): where outputs may go and who owns a folder. The owner labels
+# ("workspace.owner_*") are parameters of the other messages, translated with them.
+MESSAGES: dict[str, str] = {
+    "workspace.outside": "{path} is outside the workspace ({home}) and every folder STUDIO_OUTPUT_ROOTS allows "
+    "({roots}): choose a folder inside the workspace, or allow its root with STUDIO_OUTPUT_ROOTS",
+    "workspace.root_refused": "{path} is inside {root}, which STUDIO_OUTPUT_ROOTS names but which is never allowed "
+    "(a system folder, / or the home folder itself): choose a folder inside the workspace",
+    "workspace.is_root": "{path} is an output root itself (STUDIO_OUTPUT_ROOTS): choose a folder inside it",
+    "workspace.owned": "{path} belongs to {owner}: choose another folder",
+    "workspace.holds": "{path} holds {owner}: choose a folder that holds no run's, dataset's or model's files",
+    "workspace.roots_none": "none",
+    "workspace.owner_workspace": "the workspace {path}",
+    "workspace.owner_data": "the dataset folder {path}",
+    "workspace.owner_models": "the models folder {path}",
+    "workspace.owner_model": "the base model {path}",
+    "workspace.owner_runs": "the runs folder {path}",
+    "workspace.owner_run": "run {id} ({path})",
+    "workspace.owner_exports": "the exports folder {path}",
+    "workspace.owner_uploads": "the uploads folder {path}",
+    "workspace.owner_presets": "the presets folder {path}",
+    "workspace.owner_registry": "the run registry {path}",
+}
+
+
+def message(key: str, /, **params: Any) -> Message:
+    return make(MESSAGES, key, **params)

@@ -7,7 +7,8 @@ engine/export/jobs.py, which follows and cancels it.
 Sources are run folders (``spec.yaml`` + ``<out>/adapter`` or ``<out>/model``) or PEFT adapter folders. Every input
 problem is found here, before any weights load: missing ``adapter_config.json``, a run with no adapter yet, an
 adapter whose module shapes do not fit the base (read from the safetensors headers, no torch), an existing target,
-too little disk, too little memory (``estimate_memory`` against ``available_memory``; ``force`` skips that one).
+too little disk, too little memory (``estimate_memory`` against ``available_memory``; ``force`` skips that one), a
+target outside the workspace or owned by a run, the workspace or the base (``engine.runs.registry.folder_problem``).
 ``plan_export`` raises ``ExportError`` with the message the UI / CLI shows.
 """
 
@@ -28,8 +29,10 @@ import yaml
 from engine.core import events as ev
 from engine.core import workspace
 from engine.core.messages import Message
+from engine.core.messages import message as core_message
 from engine.export.messages import message
 from engine.machine import hardware
+from engine.runs import registry as runs
 from engine.runs import store
 
 DTYPES = {"bf16": ("bfloat16", 2), "fp16": ("float16", 2), "fp32": ("float32", 4)}
@@ -356,7 +359,11 @@ def plan_export(
     for s in srcs:
         if s.kind == "adapter":
             check_fits(s, base)
-    out = Path(out_dir).expanduser().resolve()
+    out = Path(out_dir).expanduser().resolve()  # a relative --out is taken from where the command runs
+    owners = [(Path(base), core_message("workspace.owner_model", path=Path(base)), True)]
+    problem = runs.folder_problem(out, owners)  # the workspace's rule: inside it or an allowed root, owned by nobody
+    if problem is not None:
+        raise ExportError(problem)
     protected = [Path(s.weights_dir).resolve() for s in srcs] + [Path(base).resolve()]
     protected += [Path(s.run_dir).resolve() for s in srcs if s.run_dir]
     for p in protected:

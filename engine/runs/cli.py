@@ -116,7 +116,7 @@ def _parser(name: str) -> argparse.ArgumentParser:
         st = sub.add_parser("stop", help="SIGTERM (checkpoint and exit), SIGKILL after the grace period")
         st.add_argument("id")
         st.add_argument("--grace", type=float, default=20.0)
-        de = sub.add_parser("delete", help="forget a run and delete its files")
+        de = sub.add_parser("delete", help="forget a run and delete the files it owns (says what it removed and kept)")
         de.add_argument("id")
         de.add_argument("--yes", action="store_true", help="do not ask")
         de.add_argument("--keep-files", action="store_true")
@@ -126,7 +126,8 @@ def _parser(name: str) -> argparse.ArgumentParser:
         tg = sub.add_parser("tag", help="set tags (comma-separated; empty clears)")
         tg.add_argument("id")
         tg.add_argument("tags")
-        sub.add_parser("resume", help="new run continuing from the newest checkpoint").add_argument("id")
+        rs = sub.add_parser("resume", help="a new run (own folder) continuing from the newest checkpoint")
+        rs.add_argument("id")
     else:
         add = sub.add_parser("add", help="validate a spec and queue it")
         add.add_argument("spec")
@@ -180,14 +181,16 @@ def _runs(args) -> int:
             if answer.strip().lower() not in ("y", "yes"):
                 print("kept")
                 return 1
-        runs.delete(args.id, remove_files=not args.keep_files)
-        print(f"deleted {args.id}")
+        report = runs.delete(args.id, remove_files=not args.keep_files)
+        print("\n".join(report.lines()))
     elif args.action == "rename":
         runs.rename(args.id, args.name)
     elif args.action == "tag":
         runs.set_tags(args.id, args.tags.split(","))
     elif args.action == "resume":
-        print(runs.resume(args.id))
+        new_id = runs.resume(args.id)
+        print(new_id)  # alone on the first line, for scripts
+        print(runs.resume_report(new_id))
     return 0
 
 

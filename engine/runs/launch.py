@@ -39,6 +39,7 @@ PASSTHROUGH_ENV = (
     "PYTHONPATH",
     "VIRTUAL_ENV",
     "STUDIO_HOME",
+    "STUDIO_OUTPUT_ROOTS",  # the trainer re-checks output.output_dir (engine.core.folders) with the same roots
     "HF_HOME",
     "HF_HUB_OFFLINE",
     "HF_DATASETS_OFFLINE",

@@ -23,6 +23,20 @@ MESSAGES: dict[str, str] = {
     "runs.spec_invalid": "invalid",
     "runs.no_adapter": "{source}: no adapter_config.json there (is the run finished?)",
     "runs.wrapper_failed": "the run wrapper failed to start: {error}",
+    # delete: what was removed and what was kept, and why
+    "runs.deleted": "deleted run {id}",
+    "runs.removed": "removed {path}",
+    "runs.kept_owned": "kept {path}: it belongs to {owner}",
+    "runs.kept_holds": "kept {path}: it holds {owner}",
+    "runs.kept_outside": "kept {path}: it is outside the workspace (Studio removes only folders inside it)",
+    "runs.remove_failed": "could not remove {path}: {error}",
+    # resume: the checkpoint a resumed run starts from
+    "runs.checkpoint_skipped": "checkpoint {path} is incomplete or corrupt; falling back to an older one",
+    "runs.no_loadable_checkpoint": "run {id} has no complete checkpoint to resume from (all in {path} and the one "
+    "it started from are incomplete): duplicate it and start again",
+    "runs.resumed": "resumed run {parent} as run {id} from {checkpoint}; its checkpoints go to {out} and its final "
+    "weights to {weights}",
+    "runs.from_scratch": "no checkpoint yet (it starts from scratch)",
     "runs.not_queued": "run {id} is {status}, not queued (use `studio runs stop`)",
     # why a run ended, written by the runner into events.jsonl and by the registry into its reason column
     "runs.user_stop_early": "stopped by the user (process ended before it reported; {how})",

@@ -15,14 +15,17 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from engine.core import workspace
+from engine.core import folders, workspace
+from engine.core.messages import Message
+from engine.core.messages import message as core_message
 from engine.models.resolve import looks_local, model_path
-from engine.runs import scheduler
+from engine.runs import checkpoints, scheduler
 from engine.runs.messages import message as run_message
 from engine.runs.store import (  # noqa: F401 - re-exported: the registry's reading API
     ACTIVE,
@@ -157,10 +160,15 @@ def _data_problems(spec: RunSpec) -> list[tuple[str, str]]:
 
 
 def _output_problems(spec: RunSpec) -> list[tuple[str, str]]:
-    """An output folder that cannot be created or written is refused here, not found out by the trainer."""
+    """An output folder that another run owns (its folder, its output folder, or one holding them), or that cannot be
+    created or written, is refused here, not found out by the trainer. (Its place and the workspace's own folders are
+    spec rules: engine.spec.rules, engine.core.folders.)"""
     if not spec.output.output_dir:
         return []
     out = _output_dir(spec, workspace.runs_dir())
+    owner = folders.owner_of(out, run_owners())
+    if owner is not None:
+        return [("output.output_dir", owner)]
     probe = out
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
@@ -178,6 +186,23 @@ def _output_dir(spec: RunSpec, rdir: Path) -> Path:
     return out if out.is_absolute() else (workspace.home() / out)
 
 
+def run_owners(exclude: str | None = None) -> list[folders.Owner]:
+    """Every registered run's folder and output folder (owned whole by the run), for engine.core.folders.owner_of."""
+    owners: list[folders.Owner] = []
+    for rec in list_runs(refresh_status=False):
+        if rec.id == exclude:
+            continue
+        for folder in {rec.run_dir, rec.output_dir}:
+            owners.append((Path(folder), core_message("workspace.owner_run", id=rec.id, path=folder), True))
+    return owners
+
+
+def folder_problem(path: str | Path, extra: list[folders.Owner] | None = None) -> Message | None:
+    """Why ``path`` may not be written by a new run, merge or export: its place (engine.core.folders), the
+    workspace's folders, ``extra`` owners (a base model), or a registered run's folders. None when it is free."""
+    return folders.output_problem(path, [*(extra or []), *run_owners()])
+
+
 # ----------------------------------------------------------------------------------------------- actions
 def schedule() -> list[str]:
     """Start queued runs whose GPUs (or CPU slot) are free; returns the ids started. See engine.runs.scheduler."""
@@ -190,19 +215,64 @@ def stop(run_id: str, grace_s: float | None = None) -> bool:
     return scheduler.stop_run(run_id, grace_s)
 
 
-def delete(run_id: str, remove_files: bool = True) -> None:
-    """Forget a run and (by default) delete its folder and an output folder inside the workspace."""
+@dataclass
+class Deleted:
+    """What ``delete`` did: the run forgotten, the folders removed, the folders kept and why (catalog messages)."""
+
+    id: str
+    removed: list[str] = field(default_factory=list)
+    kept: list[Message] = field(default_factory=list)
+
+    def lines(self) -> list[Message]:
+        return [
+            run_message("runs.deleted", id=self.id),
+            *[run_message("runs.removed", path=p) for p in self.removed],
+            *self.kept,
+        ]
+
+
+def delete(run_id: str, remove_files: bool = True) -> Deleted:
+    """Forget a run and (by default) delete what it owns: its run folder, and its output folder when that is inside
+    the workspace. Nothing another run, the workspace or a model owns is removed, nor any folder holding one (a
+    resumed run of old whose output folder is its parent's folder keeps the parent's files). Says what it removed and
+    what it kept, and why."""
     rec = get(run_id)
     if rec.status == "running":
         raise RunsError(run_message("runs.delete_running", id=run_id))
     with transaction() as conn:
         conn.execute("DELETE FROM runs WHERE id = ? AND status != 'running'", (run_id,))
-    if remove_files:
-        shutil.rmtree(rec.run_dir, ignore_errors=True)
-        out = Path(rec.output_dir)
-        # Never delete a user's folder outside the workspace: only outputs Studio placed under runs/.
-        if out.exists() and out.resolve().is_relative_to(workspace.runs_dir().resolve()):
-            shutil.rmtree(out, ignore_errors=True)
+    report = Deleted(run_id)
+    if not remove_files:
+        return report
+    others = run_owners(exclude=run_id)
+    own = Path(rec.run_dir).resolve()
+    targets = [own]
+    out = Path(rec.output_dir).expanduser().resolve()
+    if out != own and not out.is_relative_to(own):
+        targets.append(out)
+    for folder in targets:
+        if not folder.exists():
+            continue
+        found = folders.find_owner(folder, others, own=own)
+        if found is not None:
+            report.kept.append(run_message(f"runs.kept_{found[0]}", path=folder, owner=found[1]))
+            continue
+        if not folder.is_relative_to(workspace.home()):  # a user's folder: Studio removes only what it placed
+            report.kept.append(run_message("runs.kept_outside", path=folder))
+            continue
+        errors = _remove_tree(folder)
+        if folder.exists():
+            report.kept.append(run_message("runs.remove_failed", path=folder, error="; ".join(errors[:3])))
+        else:
+            report.removed.append(str(folder))
+    return report
+
+
+def _remove_tree(folder: Path) -> list[str]:
+    """rmtree that carries on past what it cannot remove and returns those failures."""
+    errors: list[str] = []
+    shutil.rmtree(folder, onerror=lambda _f, p, info: errors.append(f"{p}: {info[1]}"))
+    return errors
 
 
 def rename(run_id: str, name: str) -> None:
@@ -227,12 +297,67 @@ def duplicate(run_id: str) -> RunSpec:
     return rec.load_spec()
 
 
+def weights_dir(rec: RunRecord) -> Path:
+    """Where a training run's final weights go: ``<output>/adapter`` (LoRA) or ``<output>/model``."""
+    try:
+        lora = rec.load_spec().method.finetuning == "lora"
+    except (SpecError, ValueError):
+        lora = True
+    return Path(rec.output_dir) / ("adapter" if lora else "model")
+
+
+def resume_point(rec: RunRecord) -> tuple[Path | None, list[Message]]:
+    """The checkpoint a run resumed from ``rec`` starts at: its newest complete checkpoint; when it has none, the one
+    it started from itself and the older ones beside it. (None, notes) when it has no checkpoint at all (the resumed
+    run starts from scratch and says so); RunsError when every checkpoint it has is incomplete."""
+    candidates = checkpoints.newest_first(Path(rec.output_dir) / "checkpoints")
+    start = rec.load_spec().train.resume_from
+    if start and start != "last":
+        began = Path(start).expanduser()
+        older = [c for c in checkpoints.newest_first(began.parent) if checkpoints.step(c) <= checkpoints.step(began)]
+        candidates += older if began.name.startswith("checkpoint-") else [began]
+    notes: list[Message] = []
+    for ckpt in candidates:
+        if checkpoints.complete(ckpt):
+            return ckpt, notes
+        notes.append(run_message("runs.checkpoint_skipped", path=ckpt))
+    if candidates:
+        where = Path(rec.output_dir) / "checkpoints"
+        raise RunsError(run_message("runs.no_loadable_checkpoint", id=rec.id, path=where))
+    return None, notes
+
+
 def resume(run_id: str) -> str:
-    """A new run that continues this one from its newest checkpoint (train.resume_from='last' in its output)."""
+    """A new run (its own id and folder, tagged ``resume-of:<run_id>``) that continues this one: train.resume_from is
+    the parent's newest complete checkpoint (``resume_point``), its outputs go to its own folder, so deleting either
+    run never touches the other's files. What was skipped on the way is written at the top of its train.log."""
     rec = get(run_id)
     if rec.status == "running":
         raise RunsError(run_message("runs.still_running", id=run_id))
     data = spec_to_dict(duplicate(run_id))
-    data["train"]["resume_from"] = "last"
-    data["output"]["output_dir"] = rec.output_dir
-    return submit(data, name=f"{rec.name} (resumed)", tags=[*rec.tags, f"resume-of:{run_id}"])
+    ckpt, notes = resume_point(rec)
+    data["train"]["resume_from"] = str(ckpt) if ckpt else "last"  # 'last' in its own empty folder: from scratch
+    data["output"]["output_dir"] = ""
+    tags = [t for t in rec.tags if not t.startswith("resume-of:")] + [f"resume-of:{run_id}"]
+    new_id = submit(data, name=f"{rec.name} (resumed)", tags=tags, start=False)
+    lines = [f"[studio] resumed from run {run_id}: {ckpt or 'no checkpoint yet'}", *[f"[studio] {n}" for n in notes]]
+    with open(Path(get(new_id, refresh_status=False).run_dir) / "train.log", "a", encoding="utf-8") as log:
+        log.write("\n".join(lines) + "\n")
+    schedule()
+    return new_id
+
+
+def resume_report(run_id: str) -> Message:
+    """What ``resume`` made: the parent, the checkpoint it starts from, where its checkpoints and final weights go."""
+    rec = get(run_id, refresh_status=False)
+    parent = next((t.split(":", 1)[1] for t in rec.tags if t.startswith("resume-of:")), "?")
+    start = rec.load_spec().train.resume_from
+    checkpoint = start if start and start != "last" else run_message("runs.from_scratch")
+    return run_message(
+        "runs.resumed",
+        parent=parent,
+        id=run_id,
+        checkpoint=checkpoint,
+        out=Path(rec.output_dir) / "checkpoints",
+        weights=weights_dir(rec),
+    )

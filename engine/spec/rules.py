@@ -221,7 +221,26 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
     if want and want != "last" and not (_user_path(want) / "trainer_state.json").is_file():
         errors.append(("train.resume_from", message("resume_no_checkpoint", path=want)))
     errors += _check_datasets(spec)
+    errors += _check_output_dir(spec)
     return errors
+
+
+def _check_output_dir(spec: RunSpec) -> list[tuple[str, Message]]:
+    """The output folder: inside the workspace (or an allowed root), owned by no workspace folder, nor the spec's base
+    model or dataset folder (engine.core.folders). Other runs' folders are the registry's check, at submit."""
+    if not spec.output.output_dir:
+        return []
+    from engine.core import folders
+    from engine.core.messages import message as core_message
+
+    extra = []
+    model = _user_path(spec.model.name_or_path)
+    if model.is_dir():
+        extra.append((model.resolve(), core_message("workspace.owner_model", path=model.resolve()), True))
+    ddir = resolve_dataset_dir(spec).resolve()
+    extra.append((ddir, core_message("workspace.owner_data", path=ddir), True))
+    problem = folders.output_problem(spec.output.output_dir, extra)
+    return [("output.output_dir", problem)] if problem else []
 
 
 _LAYER_PARTS = ["self_attn", "mlp", "input_layernorm", "post_attention_layernorm"]

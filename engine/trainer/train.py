@@ -314,24 +314,19 @@ def resolve_resume(spec: RunSpec, out: Path) -> str | None:
 
 
 def checkpoint_ok(ckpt: Path) -> bool:
-    """A checkpoint is loadable when its trainer state parses and its weights/optimizer files are readable."""
+    """A checkpoint is loadable when it is complete (engine.runs.checkpoints: trainer state, weights as long as their
+    headers say, optimizer) and its safetensors files open."""
+    from engine.runs.checkpoints import complete
+
+    if not complete(ckpt):
+        return False
     try:
-        json.loads((ckpt / "trainer_state.json").read_text())
-        # training_args.bin is in every checkpoint: it is not weights, so it must not make a weightless one pass.
-        weights = list(ckpt.glob("*.safetensors")) + [b for b in ckpt.glob("*.bin") if b.name != "training_args.bin"]
-        for index in ckpt.glob("*.index.json"):  # sharded weights: every shard the index names must be there
-            shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
-            if any(not (ckpt / s).is_file() for s in shards):
-                return False
-        if not weights and not any(ckpt.glob("global_step*")):
-            return False
         from safetensors import safe_open
 
-        for w in weights:
-            if w.suffix == ".safetensors":
-                with safe_open(str(w), "pt") as fh:
-                    list(fh.keys())
-        return (ckpt / "optimizer.pt").exists() or any(ckpt.glob("global_step*"))
+        for w in ckpt.glob("*.safetensors"):
+            with safe_open(str(w), "pt") as fh:
+                list(fh.keys())
+        return True
     except Exception:  # any unreadable part makes the checkpoint unusable
         return False
 

@@ -1,7 +1,7 @@
 """``localize``: any engine message in the page's language. A message keeps its catalog key
 (``engine.core.messages.Message``); its Chinese template is looked up in the tables of this package, one module
-per engine part (``spec``, ``models``, ``data``, ``plan``, ``machine``, ``runs``, ``export``), and pydantic's field
-errors by error type. Light: stdlib only.
+per engine part (``spec``, ``models``, ``data``, ``plan``, ``machine``, ``runs``, ``export``; ``workspace`` for
+``engine.core``), and pydantic's field errors by error type. Light: stdlib only.
 
 The engine and the CLI keep English; a test checks that every catalog key has a Chinese template with the same
 placeholders, and that every error the form can produce comes out in Chinese.
@@ -20,8 +20,18 @@ from studio.i18n.models import MODELS_ZH
 from studio.i18n.plan import PLAN_ZH
 from studio.i18n.runs import RUNS_ZH
 from studio.i18n.spec import PYDANTIC_ZH, RULES_ZH
+from studio.i18n.workspace import WORKSPACE_ZH
 
-CATALOG_ZH: dict[str, str] = {**RULES_ZH, **DATA_ZH, **PLAN_ZH, **DOCTOR_ZH, **RUNS_ZH, **EXPORT_ZH, **MODELS_ZH}
+CATALOG_ZH: dict[str, str] = {
+    **RULES_ZH,
+    **DATA_ZH,
+    **PLAN_ZH,
+    **DOCTOR_ZH,
+    **RUNS_ZH,
+    **EXPORT_ZH,
+    **MODELS_ZH,
+    **WORKSPACE_ZH,
+}
 
 _FALLBACK_ZH = "取值无效：{english}"  # a pydantic type this table does not know yet: Chinese head, English detail
 _OR = re.compile(r" or (?=[^ ]+$)")

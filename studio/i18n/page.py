@@ -246,9 +246,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "rc_peak_MiB": ("peak MiB", "峰值 MiB"),
     "rc_field": ("field", "字段"),
     "select_run_first": ("select a run first", "请先选择一个运行"),
-    "resumed_as": ("resumed as {id}", "已作为 {id} 继续训练"),
     "run_stopping": ("stopping {id}", "正在停止 {id}"),
-    "run_deleted": ("deleted {id}", "已删除 {id}"),
     "copied_to_form": ("{id} copied into the Train form", "已把 {id} 复制到训练表单"),
     "tb_folder": ("folder:", "目录："),
     # Chat tab

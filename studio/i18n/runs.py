@@ -17,6 +17,18 @@ RUNS_ZH: dict[str, str] = {
     "runs.spec_invalid": "无效",
     "runs.no_adapter": "{source}：那里没有 adapter_config.json（运行完成了吗？）",
     "runs.wrapper_failed": "运行包装进程启动失败：{error}",
+    "runs.deleted": "已删除运行 {id}",
+    "runs.removed": "已删除 {path}",
+    "runs.kept_owned": "保留了 {path}：它属于{owner}",
+    "runs.kept_holds": "保留了 {path}：其中包含{owner}",
+    "runs.kept_outside": "保留了 {path}：它在工作区之外（Studio 只删除工作区内的目录）",
+    "runs.remove_failed": "无法删除 {path}：{error}",
+    "runs.checkpoint_skipped": "检查点 {path} 不完整或已损坏；改用更早的检查点",
+    "runs.no_loadable_checkpoint": "运行 {id} 没有可用于继续训练的完整检查点（{path} 中的检查点以及它起始的"
+    "检查点都不完整）：请复制它并重新开始",
+    "runs.resumed": "已将运行 {parent} 作为运行 {id} 从 {checkpoint} 继续训练；其检查点写入 {out}，"
+    "最终权重写入 {weights}",
+    "runs.from_scratch": "尚无检查点（从头开始）",
     "runs.not_queued": "运行 {id} 当前状态为 {status}，不在队列中（请用 `studio runs stop`）",
     "runs.user_stop_early": "由用户停止：进程在报告之前已结束；{how}",
     "runs.how_signal": "信号 {signal}",

@@ -3,7 +3,8 @@
 Light: gradio + engine.export.checks / merge_jobs. A merge is a run of the registry (engine.export.jobs), so the page
 keeps only its run id: a reload or a restarted studio attaches to the merge in progress (or shows the newest one),
 and Cancel works on it from any page. The memory and disk the merge needs are shown before the click; a merge that
-will not fit is refused unless "merge anyway" is ticked. Paths typed here must stay inside the workspace.
+will not fit is refused unless "merge anyway" is ticked. Sources typed here must be inside the workspace; the target
+follows the workspace's rule for output folders (engine.core.folders).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from engine.core import workspace
+from engine.core import folders, workspace
 from engine.export.messages import message
 from studio import backend
 from studio.i18n.localize import localize, localize_error
@@ -24,10 +25,10 @@ def dtype_choices(lang: str = "en") -> list[tuple[str, str]]:
 
 
 def inside_workspace(path: str | Path) -> Path:
-    """Resolve ``path`` (relative paths are taken from the workspace) and refuse anything outside the workspace."""
+    """A source typed here: resolved like every path (engine.core.folders.resolve: relative ones from the workspace)
+    and refused outside the workspace."""
     root = workspace.home().resolve()
-    p = Path(path).expanduser()
-    p = (p if p.is_absolute() else root / p).resolve()
+    p = folders.resolve(path)
     if p != root and not p.is_relative_to(root):
         raise ValueError(message("export.outside_workspace", path=path, root=root))
     return p
@@ -52,10 +53,11 @@ def default_out(source: str) -> str:
 
 
 def _paths(source: str, out_dir: str) -> tuple[Path, Path]:
-    """(source, target) inside the workspace; an existing default target gets a fresh suffix."""
+    """(source inside the workspace, target where the workspace's rule allows: engine.core.folders, the same rule as
+    the Train form's output folder and ``studio merge --out``); an existing default target gets a fresh suffix."""
     src = inside_workspace(source)
     default = Path(default_out(str(src)))
-    out = inside_workspace(out_dir) if out_dir else default
+    out = folders.output_path(out_dir) if out_dir else default
     if out.exists() and out == default.resolve():  # a second merge of the same run gets its own folder
         out = out.with_name(f"{out.name}-{secrets.token_hex(2)}")
     return src, out

@@ -17,7 +17,7 @@ import yaml
 
 from engine.core import events as events_mod
 from studio import backend, forms, monitor
-from studio.i18n.localize import localize_error, localize_problems
+from studio.i18n.localize import localize, localize_error, localize_problems
 from studio.i18n.page import STRINGS, t
 
 COLUMNS = ["id", "name", "status", "method", "model", "dataset", "started", "duration", "final loss", "peak MiB"]
@@ -104,13 +104,14 @@ def act(action: str, run_id: str | None, lang: str = "en") -> str:
     runs = backend.engine_module("runs.registry")
     try:
         if action == "resume":
-            return "✅ " + t("resumed_as", lang, id=runs.resume(run_id))
+            new_id = runs.resume(run_id)
+            return "✅ " + localize(runs.resume_report(new_id), lang)
         if action == "stop":
             runs.stop(run_id)
             return t("run_stopping", lang, id=run_id)
         if action == "delete":
-            runs.delete(run_id)
-            return t("run_deleted", lang, id=run_id)
+            report = runs.delete(run_id)
+            return "  \n".join(localize(line, lang) for line in report.lines())
     except Exception as exc:  # RunsError: running run, unknown id, ...; SpecError of a resumed run
         problems = getattr(exc, "problems", None)
         if problems and lang == "zh":  # a resumed run that no longer validates: each problem in Chinese

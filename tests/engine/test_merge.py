@@ -75,6 +75,13 @@ def make_run(root: Path, name: str, base: str, *, bits: int = 0, adapter_from: P
     return run
 
 
+@pytest.fixture(autouse=True)
+def outputs_in_tmp(tmp_path, monkeypatch):
+    """Merge targets here are test folders outside the session workspace: allowed as an output root, as a user
+    would (STUDIO_OUTPUT_ROOTS; engine.core.folders)."""
+    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(tmp_path))
+
+
 @pytest.fixture(scope="module")
 def base(demo_paths) -> str:
     return demo_paths["model_dir"]
@@ -359,9 +366,12 @@ class TestBadInput:
             xp.plan_export([str(adapters["lora"])], str(out))
         assert xp.plan_export([str(adapters["lora"])], str(out), overwrite=True).out_dir == str(out.resolve())
 
-    def test_output_onto_the_base_refused(self, base, adapters):
-        with pytest.raises(xp.ExportError, match="would replace"):
+    def test_output_onto_the_base_refused(self, base, adapters, monkeypatch):
+        with pytest.raises(xp.ExportError, match="belongs to the base model"):  # the owner is named
             xp.plan_export([str(adapters["lora"])], base, overwrite=True)
+        monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(adapters["lora"].parents[1]))
+        with pytest.raises(xp.ExportError, match="would replace"):  # a folder holding the adapter source
+            xp.plan_export([str(adapters["lora"])], str(adapters["lora"].parent), overwrite=True)
 
     def test_run_without_adapter_yet(self, base, tmp_path):
         run = make_run(tmp_path, "unfinished", base)

@@ -90,22 +90,30 @@ def assert_killed(tally, point: str, rec: runs.RunRecord) -> None:
 def test_sigkill_at_five_points_then_resume_each_time(home, demo_paths, tally):
     """A -> kill before data_ready; B (resumed) -> kill at run_started; C -> kill mid-step; D -> kill while a
     checkpoint is being written; E -> kill right after a checkpoint event; F -> newest checkpoint corrupted,
-    resume falls back to the previous good one, says so in train.log and completes."""
+    resume falls back to the previous good one, says so in train.log and completes. Each resumed run is its own run
+    (own folder) that starts from its parent's newest complete checkpoint, or the one its parent started from."""
     max_steps, every = 10, 2
     rid = runs.submit(spec_data(demo_paths, max_steps, every), name="victim")
-    out = Path(runs.get(rid, refresh_status=False).output_dir)
+
+    def out() -> Path:  # the current run's output folder: its own
+        return Path(runs.get(rid, refresh_status=False).output_dir)
 
     # A: as soon as the trainer process exists, before data_ready (start-up / data preparation).
     proc = wait_for(lambda: trainer_proc(rid), timeout=60, every=0.02)
     assert "data_ready" not in [e["type"] for e in run_events(rid)]
     assert_killed(tally, "data-prep", kill_trainer(rid, proc))
-    assert ckpts(out) == []
+    assert ckpts(out()) == []
 
     # B: the resumed run, killed the moment it reports run_started (model loaded, no step taken).
-    rid = runs.resume(rid)
+    parent, rid = rid, runs.resume(rid)
+    tally.check(
+        "faults::resumed run has its own folder",
+        out() == Path(runs.get(rid).run_dir) != Path(runs.get(parent).run_dir),
+        f"{out()}",
+    )
     wait_for(lambda: "run_started" in [e["type"] for e in run_events(rid)], every=0.02)
     assert_killed(tally, "run-started", kill_trainer(rid, trainer_proc(rid)))
-    assert ckpts(out) == []
+    assert ckpts(out()) == []
 
     # C: mid-step: one step after a checkpoint was written.
     rid = runs.resume(rid)
@@ -117,9 +125,11 @@ def test_sigkill_at_five_points_then_resume_each_time(home, demo_paths, tally):
     )
     proc = trainer_proc(rid)
     assert_killed(tally, "mid-step", kill_trainer(rid, proc))
-    good = [c for c in ckpts(out) if checkpoint_ok(c)]
+    good = [c for c in ckpts(out()) if checkpoint_ok(c)]
     tally.check(
-        "faults::kill@mid-step -> last checkpoint loadable", bool(good) and good[-1] == ckpts(out)[-1], f"{ckpts(out)}"
+        "faults::kill@mid-step -> last checkpoint loadable",
+        bool(good) and good[-1] == ckpts(out())[-1],
+        f"{ckpts(out())}",
     )
     resume_from = int(good[-1].name.split("-")[-1])
 
@@ -130,7 +140,7 @@ def test_sigkill_at_five_points_then_resume_each_time(home, demo_paths, tally):
         wait_for(lambda: first_logged_step(rid)) == resume_from + 1,
         f"first step {first_logged_step(rid)}",
     )
-    target = out / "checkpoints" / f"checkpoint-{resume_from + every}"
+    target = out() / "checkpoints" / f"checkpoint-{resume_from + every}"
     proc = wait_for(lambda: trainer_proc(rid), every=0.02)
     wait_for(lambda: target.exists(), every=0.002)
     rec = kill_trainer(rid, proc)
@@ -140,8 +150,8 @@ def test_sigkill_at_five_points_then_resume_each_time(home, demo_paths, tally):
         "faults::kill@checkpoint-save -> failed with reason",
         "kill landed mid-save (partial folder)" if torn else "the save completed before the kill landed",
     )
-    good = [c for c in ckpts(out) if checkpoint_ok(c)]
-    resume_from = int(good[-1].name.split("-")[-1])
+    good = [c for c in ckpts(out()) if checkpoint_ok(c)]  # none when the save was torn: D's start point stays
+    resume_from = int(good[-1].name.split("-")[-1]) if good else resume_from
 
     # E: right after a checkpoint event of the resumed run.
     rid = runs.resume(rid)
@@ -167,9 +177,11 @@ def test_sigkill_at_five_points_then_resume_each_time(home, demo_paths, tally):
     saved = Path(ev["payload"]["path"])
     tally.check("faults::kill@after-save -> that checkpoint loadable", checkpoint_ok(saved), str(saved))
 
-    # F: corrupt the newest checkpoint (truncated weights) -> fall back to the previous good one, loudly.
-    newest = ckpts(out)[-1]
-    previous = [c for c in ckpts(out)[:-1] if checkpoint_ok(c)][-1]
+    # F: corrupt the newest checkpoint (truncated weights) -> fall back to the previous good one, loudly: an older
+    # one of E's, else the one E started from.
+    newest = ckpts(out())[-1]
+    started = runs.get(rid).load_spec().train.resume_from
+    previous = [c for c in [*ckpts(out())[:-1], Path(started)] if checkpoint_ok(c)][-1]
     weights = next(newest.glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes()[:100])
     rid = runs.resume(rid)
@@ -187,19 +199,21 @@ def test_sigkill_at_five_points_then_resume_each_time(home, demo_paths, tally):
     )
     tally.check(
         "faults::resumed run completes after five kills",
-        rec.status == "completed" and (out / "adapter").is_dir(),
+        rec.status == "completed" and (out() / "adapter").is_dir(),
         rec.reason[-2000:],
     )
     last = events.last_event(Path(rec.run_dir) / "events.jsonl")
     assert last["type"] == "finished" and last["step"] == max_steps
-    check_damages(tally, out, spec_data(demo_paths, max_steps, every))
+    check_damages(tally, out(), spec_data(demo_paths, max_steps, every))
 
 
 def check_damages(tally, out: Path, spec_dict: dict) -> None:
     """Truncated / missing trainer_state.json, truncated / missing weights, missing optimizer: each makes a copy of
-    the newest checkpoint unloadable, and resume_from='last' falls back past it."""
+    the newest checkpoint unloadable (for the trainer and for the registry's light check that picks a resumed run's
+    checkpoint), and resume_from='last' falls back past it."""
     import shutil
 
+    from engine.runs.checkpoints import complete
     from engine.spec.schema import parse_spec
     from engine.trainer.train import resolve_resume
 
@@ -218,7 +232,7 @@ def check_damages(tally, out: Path, spec_dict: dict) -> None:
         copy = out / "checkpoints" / f"checkpoint-{int(newest.name.split('-')[-1]) + 1000}"
         shutil.copytree(newest, copy)
         damage(copy)
-        ok = not checkpoint_ok(copy) and resolve_resume(spec, out) == str(newest)
+        ok = not checkpoint_ok(copy) and not complete(copy) and resolve_resume(spec, out) == str(newest)
         tally.check(f"faults::checkpoint damage: {what} -> fallback", ok, what)
         shutil.rmtree(copy)
 
@@ -260,10 +274,14 @@ def test_torn_last_event_line_is_tolerated(tmp_path, tally):
         )
 
 
-def test_output_folder_that_cannot_be_written(home, demo_paths, tally, tmp_path):
+def test_output_folder_that_cannot_be_written(home, demo_paths, tally, tmp_path_factory, monkeypatch):
     """output_dir under a regular file, or in a folder without write permission: submit refuses with a problem naming
-    output.output_dir and the path; nothing is queued. (Root ignores permission bits, so that case needs non-root.)"""
+    output.output_dir and the path; nothing is queued. (Root ignores permission bits, so that case needs non-root.)
+    The folders are outside the workspace, in a root the test allows (STUDIO_OUTPUT_ROOTS)."""
     from engine.spec.schema import SpecError
+
+    tmp_path = tmp_path_factory.mktemp("outside")
+    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(tmp_path))
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
@@ -292,10 +310,12 @@ def _tmpfs(path: Path, size: str) -> bool:
     )
 
 
-def test_disk_fills_during_training(home, demo_paths, tally, tmp_path):
+def test_disk_fills_during_training(home, demo_paths, tally, tmp_path_factory, monkeypatch):
     """Output on a 3 MiB tmpfs: the first checkpoint (adapter + optimizer) does not fit -> failed with a clear
-    'No space left' cause; the run folder (on the real disk) keeps spec, log, events and record."""
-    mnt = tmp_path / "small-disk"
+    'No space left' cause; the run folder (on the real disk) keeps spec, log, events and record. The tmpfs is outside
+    the workspace, in a root the test allows (STUDIO_OUTPUT_ROOTS)."""
+    mnt = tmp_path_factory.mktemp("outside") / "small-disk"
+    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(mnt.parent))
     if not _tmpfs(mnt, "3m"):
         pytest.skip("cannot mount a size-limited tmpfs here (not root, or no mount permission)")
     try:

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from engine.core import messages as core_messages
 from engine.core import workspace
 from engine.data import messages as data_messages
 from engine.export import messages as export_messages
@@ -31,6 +32,7 @@ from studio.i18n.models import MODELS_ZH
 from studio.i18n.page import STRINGS
 from studio.i18n.plan import PLAN_ZH
 from studio.i18n.runs import RUNS_ZH
+from studio.i18n.workspace import WORKSPACE_ZH
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,10 +43,13 @@ CATALOGS = [
     (run_messages.MESSAGES, RUNS_ZH),
     (export_messages.MESSAGES, EXPORT_ZH),
     (model_messages.MESSAGES, MODELS_ZH),
+    (core_messages.MESSAGES, WORKSPACE_ZH),
 ]
 
 
-@pytest.mark.parametrize(("english", "chinese"), CATALOGS, ids=["data", "plan", "doctor", "runs", "export", "models"])
+@pytest.mark.parametrize(
+    ("english", "chinese"), CATALOGS, ids=["data", "plan", "doctor", "runs", "export", "models", "workspace"]
+)
 def test_every_catalog_key_has_chinese_with_the_same_placeholders(english, chinese):
     assert set(chinese) == set(english), "keys without Chinese / Chinese without a key"
     for key, text in english.items():
@@ -77,6 +82,7 @@ _TEXT_CALLS = [
     ("engine/trainer/merge.py", "Cancelled", None),
     ("engine/trainer/merge.py", "stage", [3]),  # a progress event's detail, shown on the Export tab
     ("studio/tabs/export.py", "ValueError", None),
+    ("engine/core/folders.py", "FolderError", None),
     ("engine/machine/doctor.py", "Check", [0, 2, 3]),
     ("engine/plan/planner.py", "append", None),
     ("engine/plan/model_shape.py", "append", None),
@@ -490,9 +496,15 @@ def test_export_tab_in_chinese(run_registry, demo_paths, monkeypatch):
     job, shown = export.start(str(adapter), "exports/x", "", "cpu", False, "zh")
     assert job is None and "内存不足" in shown and "not enough" not in shown
     with pytest.raises(xp.ExportError) as exc:  # the CLI's English is unchanged
-        xp.plan_export([str(adapter)], str(runs_dir / "x"))
+        xp.plan_export([str(adapter)], str(workspace.exports_dir() / "x"))
     assert str(exc.value).startswith("not enough memory for this merge: it needs about")
     monkeypatch.delenv("STUDIO_MEM_AVAILABLE")
+
+    # a target someone owns, or outside the workspace: the workspace's folder rule (engine.core.folders), in Chinese
+    job, shown = export.start(str(adapter), "data", "", "cpu", False, "zh")
+    assert job is None and "属于数据集目录" in shown and "belongs" not in shown, shown
+    job, shown = export.start(str(adapter), "/etc", "", "cpu", False, "zh")
+    assert job is None and "在工作区" in shown and "STUDIO_OUTPUT_ROOTS" in shown and "outside" not in shown, shown
 
     # progress as the merge subprocess writes it, read back as the page reads it
     path = runs_dir / "progress.jsonl"

@@ -155,6 +155,19 @@ def test_runs_table_and_diff_are_empty_safe(studio_home):
     assert runs.act("delete", None) == "select a run first"
 
 
+def test_runs_tab_delete_says_what_it_removed(run_registry):
+    """The Runs tab's Delete shows the registry's report (what was removed), in the page's language."""
+    import sys
+
+    from engine.runs import registry
+    from tests.helpers import wait_for
+
+    rid = registry.submit_command([sys.executable, "-c", "print('ok')"], name="quick")
+    rdir = Path(wait_for(lambda: registry.get(rid).status == "completed" and registry.get(rid).run_dir, timeout=60))
+    shown = runs.act("delete", rid, "zh")
+    assert f"已删除运行 {rid}" in shown and f"已删除 {rdir}" in shown and not rdir.exists(), shown
+
+
 def test_chat_refuses_adapter_outside_workspace(studio_home):
     from studio.tabs import chat
 
