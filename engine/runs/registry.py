@@ -168,7 +168,7 @@ def _output_problems(spec: RunSpec) -> list[tuple[str, str]]:
     out = _output_dir(spec, workspace.runs_dir())
     owner = folders.owner_of(out, run_owners())
     if owner is not None:
-        return [("output.output_dir", owner)]
+        return [("output.output_dir", message("output_refused", reason=owner))]
     probe = out
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent

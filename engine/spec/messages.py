@@ -100,6 +100,7 @@ MESSAGES: dict[str, str] = {
     "spec_not_mapping": "expected a mapping of spec groups, got {type}",
     "spec_unreadable": "cannot read {path}: {reason}",
     "spec_bad_yaml": "{path} is not valid YAML: {error}",
+    "output_refused": "not here: {reason}",
     "output_is_file": "cannot create {path}: {probe} is a file, not a folder",
     "output_not_writable": "cannot write to {probe} (permission denied): choose another folder",
 }

@@ -234,13 +234,13 @@ def _check_output_dir(spec: RunSpec) -> list[tuple[str, Message]]:
     from engine.core.messages import message as core_message
 
     extra = []
-    model = _user_path(spec.model.name_or_path)
+    model = model_path(spec.model.name_or_path)
     if model.is_dir():
         extra.append((model.resolve(), core_message("workspace.owner_model", path=model.resolve()), True))
     ddir = resolve_dataset_dir(spec).resolve()
     extra.append((ddir, core_message("workspace.owner_data", path=ddir), True))
     problem = folders.output_problem(spec.output.output_dir, extra)
-    return [("output.output_dir", problem)] if problem else []
+    return [("output.output_dir", message("output_refused", reason=problem))] if problem else []
 
 
 _LAYER_PARTS = ["self_attn", "mlp", "input_layernorm", "post_attention_layernorm"]

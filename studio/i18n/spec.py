@@ -74,6 +74,7 @@ RULES_ZH: dict[str, str] = {
     "spec_not_mapping": "配置应是按分组的映射，实际是 {type}",
     "spec_unreadable": "无法读取 {path}：{reason}",
     "spec_bad_yaml": "{path} 不是有效的 YAML：{error}",
+    "output_refused": "不能写到这里：{reason}",
     "output_is_file": "无法创建 {path}：{probe} 是文件而不是目录",
     "output_not_writable": "无法写入 {probe}（权限不足）：请换一个目录",
 }
