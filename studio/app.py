@@ -172,6 +172,23 @@ def ensure_demo(timeout: float = 300.0) -> str:
     return "demo workspace built"
 
 
+def start_background() -> None:
+    """Before the page is served: the run registry is checked (a damaged or missing one is kept aside and rebuilt
+    from the run folders; the notice is printed here and shown in the Runs tab), and the watchdog thread starts:
+    it reaps runs whose wrapper died, finishes overdue stops and moves the queue every few seconds whether or not a
+    browser is open (a page timer only ticks while one is)."""
+    from engine.runs import store, watchdog
+
+    try:
+        notice = store.ensure_registry()
+    except Exception as exc:  # noqa: BLE001 - the page still serves; the Runs tab says what the registry says
+        print(f"studio: the run registry could not be checked: {exc}", flush=True)
+    else:
+        if notice:
+            print(f"studio: {notice}", flush=True)
+    watchdog.start()
+
+
 def launch_kwargs(conf: settings_mod.Settings) -> dict:
     """``Blocks.launch`` arguments. With a login, ``studio.guard.LoginGuard`` wraps gradio's app: the login page
     carries no API description (paths, run ids, dataset names) and wrong logins are throttled per address."""
@@ -208,6 +225,7 @@ def cli(argv: list[str] | None = None) -> int:
         os.environ["STUDIO_HOME"] = conf.home
     if conf.build_demo:
         print(ensure_demo(), flush=True)
+    start_background()
     app = build_app()
     print(
         f"studio: serving on http://{conf.host}:{conf.port}" + (" (login required)" if conf.auth else ""), flush=True

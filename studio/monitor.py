@@ -386,7 +386,7 @@ def stop_reason(payload: dict | str, lang: str = "en") -> str:
 
 
 def cause_text(cause: str, lang: str = "en") -> str:
-    """engine.trainer.train.classify's cause (oom, communication, data, config, killed, other) in the page's
+    """engine.trainer.train.classify's cause (oom, communication, data, config, killed, disk, other) in the page's
     language."""
     return t(f"cause_{cause}", lang) if f"cause_{cause}" in STRINGS else str(cause)
 

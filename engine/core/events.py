@@ -17,7 +17,7 @@ Types and their payload keys:
 - ``checkpoint``: path.
 - ``stopped``: reason, checkpoint (a graceful stop after SIGTERM).
 - ``finished``: train_loss, runtime_seconds, adapter_dir / model_dir, memory (peak per rank).
-- ``failed``: cause (oom | communication | data | config | killed | other), error, traceback (tail).
+- ``failed``: cause (oom | communication | data | config | killed | disk | other), error, traceback (tail).
 - ``merge_progress`` / ``merge_finished`` / ``merge_failed``: stage, i, n, out_dir, report.
 - ``warning``: field, message.
 

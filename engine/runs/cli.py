@@ -17,6 +17,7 @@ import yaml
 from engine.core import events
 from engine.runs import record as fingerprints
 from engine.runs import registry as runs
+from engine.runs import watchdog
 from engine.runs.messages import message as run_message
 from engine.spec.schema import SpecError, parse_spec
 
@@ -37,7 +38,7 @@ def _table(recs: list[runs.RunRecord]) -> str:
     rows += [
         (
             r.id,
-            r.status,
+            str(watchdog.status_text(r)),
             r.name[:40],
             ",".join(map(str, r.gpus)) or "cpu" if r.started else "-",
             _fmt_time(r.started),
@@ -158,9 +159,14 @@ def cli(argv: list[str]) -> int:
 
 def _runs(args) -> int:
     if args.action == "list":
+        watchdog.check()  # a run whose wrapper died is recorded as ended, and the queue moves on
         recs = runs.list_runs(args.status)
         if args.json:
-            print(json.dumps([{**r.__dict__, "spec": None} for r in recs], indent=2))
+            print(
+                json.dumps(
+                    [{**r.__dict__, "spec": None, "stalled_s": watchdog.stalled_for(r)} for r in recs], indent=2
+                )
+            )
         else:
             print(_table(recs) if recs else "no runs yet (`studio queue add SPEC` or the web page)")
     elif args.action == "show":
@@ -200,6 +206,7 @@ def _queue(args) -> int:
         run_id = runs.submit(Path(args.spec), name=args.name, tags=tags)
         print(f"{run_id}: {runs.get(run_id).status}")
     elif args.action == "list":
+        watchdog.check()
         recs = sorted(runs.list_runs(("running", "queued")), key=lambda r: (r.status != "running", r.id))
         print(_table(recs) if recs else "the queue is empty")
     elif args.action == "remove":

@@ -50,6 +50,17 @@ MESSAGES: dict[str, str] = {
     "runs.exit0_unfinished": "the trainer exited with code 0 without reporting that it finished",
     "runs.command_exit": "the command exited with code {code}",
     "runs.trainer_exit": "the trainer exited with code {code}",
+    # the registry healing itself (engine.runs.store.ensure_registry): printed at start, shown in the Runs tab
+    "runs.registry_rebuilt_corrupt": (
+        "the run registry was damaged ({error}): it is kept aside as {aside} and was rebuilt from {count} "
+        "run folder(s)"
+    ),
+    "runs.registry_rebuilt_missing": "the run registry was missing: it was rebuilt from {count} run folder(s)",
+    # a run whose trainer stopped writing (engine.runs.watchdog)
+    "runs.stalled": "stalled (no progress for {duration})",
+    # a write that failed for want of space or with an I/O error (the run, its wrapper or the registry)
+    "runs.disk_full": "disk full: no space left on device under {path}",
+    "runs.io_error": "I/O error writing under {path}: {error}",
 }
 
 

@@ -209,10 +209,11 @@ def schedule() -> list[str]:
     return scheduler.schedule()
 
 
-def stop(run_id: str, grace_s: float | None = None) -> bool:
+def stop(run_id: str, grace_s: float | None = None, *, wait: bool = True) -> bool:
     """Stop a run: a queued one leaves the queue; a running one gets SIGTERM (the trainer saves a checkpoint and
-    exits), SIGKILL after ``grace_s`` (default STUDIO_STOP_GRACE, 120 s). True when no process of the run remains."""
-    return scheduler.stop_run(run_id, grace_s)
+    exits), SIGKILL after ``grace_s`` (default STUDIO_STOP_GRACE, 120 s). True when no process of the run remains.
+    ``wait=False`` returns once the signals are sent; the stop finishes in the background (the page's Stop)."""
+    return scheduler.stop_run(run_id, grace_s, wait=wait)
 
 
 @dataclass

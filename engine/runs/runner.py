@@ -25,13 +25,17 @@ import threading
 import time
 from pathlib import Path
 
-from engine.core import events
+from engine.core import events, workspace
 from engine.core.messages import to_json
-from engine.runs import metrics, scheduler
+from engine.runs import metrics, scheduler, store
 from engine.runs import registry as runs
 from engine.runs.messages import message as run_message
 
 PR_SET_CHILD_SUBREAPER = 36
+# Room kept in the run folder while the trainer runs and freed when it ends, so that the end can still be written
+# (the failed event, exit.json, the registry) when the trainer has filled the disk.
+RESERVE = ".space-reserve"
+RESERVE_BYTES = 1 << 20
 
 
 def _detach() -> None:
@@ -64,6 +68,40 @@ def _reap() -> None:
             return
         if pid == 0:
             return
+
+
+def _say(text: str) -> None:
+    """A line in train.log; a full disk must not end the wrapper over its own log line."""
+    try:
+        print(f"[studio runner] {text}", flush=True)
+    except OSError:
+        pass
+
+
+def _reserve(rdir: Path) -> None:
+    try:
+        with open(rdir / RESERVE, "wb") as fh:
+            fh.write(b"\0" * RESERVE_BYTES)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError:
+        (rdir / RESERVE).unlink(missing_ok=True)
+
+
+def _write_or_cause(rdir: Path, write) -> str | None:
+    """Run one write of the run's end; if it fails, try once more, and return the named cause (disk full, I/O
+    error) to record wherever something can still be written."""
+    try:
+        write()
+        return None
+    except (OSError, store.sqlite3.Error) as exc:
+        problem = store.write_problem(exc, rdir) or run_message("runs.io_error", path=str(rdir), error=str(exc))
+    (rdir / RESERVE).unlink(missing_ok=True)
+    try:
+        write()
+    except (OSError, store.sqlite3.Error):
+        pass
+    return problem
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -109,13 +147,18 @@ def supervise(rdir: Path, launch: dict) -> int:
     except OSError as exc:
         events.append_event(ev_path, "failed", None, cause="config", error=f"cannot start {launch['argv'][0]}: {exc}")
         return _finish(rdir, run_id, 127, None)
-    _write_json(
-        rdir / "runner.json", {"runner_pid": os.getpid(), "pid": proc.pid, "pgid": proc.pid, "started": time.time()}
-    )
+    try:
+        _write_json(
+            rdir / "runner.json",
+            {"runner_pid": os.getpid(), "pid": proc.pid, "pgid": proc.pid, "started": time.time()},
+        )
+    except OSError as exc:  # a full disk: the registry row below still has the pids
+        _say(f"runner.json not written: {exc}")
+    _reserve(rdir)
     try:
         runs.update(run_id, only_if_status=("running",), pid=proc.pid, pgid=proc.pid, runner_pid=os.getpid())
     except Exception as exc:  # noqa: BLE001 - a locked or missing registry must not kill the run
-        print(f"[studio runner] registry update failed: {exc}", flush=True)
+        _say(f"registry update failed: {exc}")
 
     def forward(signum, _frame):  # someone stopped the wrapper: stop the run the same way
         scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signum, proc.pid)
@@ -136,18 +179,21 @@ def supervise(rdir: Path, launch: dict) -> int:
             break
         except InterruptedError:
             continue
+    free = store.disk_free(rdir)
+    disk_full = free is not None and free < store.LOW_SPACE_BYTES
+    (rdir / RESERVE).unlink(missing_ok=True)  # the trainer is gone: its room is ours to record the end
     _end_stragglers(run_id, proc.pid)
     stop_sampling.set()
     sampler.join(timeout=5)
     sig = signal.Signals(-rc).name if rc < 0 else None
-    return _finish(rdir, run_id, rc, sig)
+    return _finish(rdir, run_id, rc, sig, disk_full=disk_full)
 
 
 def _end_stragglers(run_id: str, pgid: int) -> None:
     """The launcher is gone; ranks it started (own sessions) or orphans of its group must not train on alone."""
     left = scheduler.run_processes(run_id, {os.getpid()})
     if left:
-        print(f"[studio runner] launcher exited; ending {len(left)} remaining process(es) of the run", flush=True)
+        _say(f"launcher exited; ending {len(left)} remaining process(es) of the run")
         scheduler.signal_all(left, signal.SIGTERM, pgid)
         # accelerate's launcher dies on SIGTERM at once while the trainer under it is still saving its checkpoint:
         # give it the same grace as a user's stop before ending it.
@@ -160,8 +206,11 @@ def _end_stragglers(run_id: str, pgid: int) -> None:
     _reap()
 
 
-def _finish(rdir: Path, run_id: str, rc: int, sig: str | None) -> int:
+def _finish(rdir: Path, run_id: str, rc: int, sig: str | None, *, disk_full: bool = False) -> int:
+    """Record the end: a failed / stopped event when the trainer left none, exit.json, the registry, then the
+    queue. A full disk (the trainer filled it) is named as the cause, in exit.json and the registry's reason."""
     ev_path = rdir / "events.jsonl"
+    problem = None
     try:
         rec = runs.get(run_id, refresh_status=False)
         kind, stop_requested = rec.kind, rec.stop_requested
@@ -172,34 +221,41 @@ def _finish(rdir: Path, run_id: str, rc: int, sig: str | None) -> int:
         how = run_message("runs.how_signal", signal=sig) if sig else run_message("runs.how_exit", code=rc)
         if stop_requested is not None:
             reason = run_message("runs.user_stop_early", how=how)
-            events.append_event(ev_path, "stopped", None, reason=reason, reason_msg=to_json(reason), checkpoint=None)
+            ev = {"reason": reason, "reason_msg": to_json(reason), "checkpoint": None}
+            problem = _write_or_cause(rdir, lambda: events.append_event(ev_path, "stopped", None, **ev))
         else:
             # accelerate reports a rank killed under it (the OOM killer, kill -9) only in its log
             m = re.search(r"died with <Signals\.(\w+): \d+>", tail)
             killed_by = sig or (m.group(1) if m else None)
-            error = (
-                run_message("runs.killed_by_signal", signal=killed_by)
-                if killed_by
-                else run_message("runs.no_terminal_event", code=rc)
-            )
-            events.append_event(
-                ev_path,
-                "failed",
-                None,
-                cause="killed" if killed_by else "other",
-                error=error,
-                error_msg=to_json(error),
-                traceback=tail,
-            )
-    _write_json(rdir / "exit.json", {"returncode": rc, "ts": time.time(), "signal": sig})
+            if killed_by:
+                cause, error = "killed", run_message("runs.killed_by_signal", signal=killed_by)
+            elif disk_full or "No space left on device" in tail:
+                # the trainer could not even write its own failed event
+                cause, error = "disk", run_message("runs.disk_full", path=str(rdir))
+                problem = error
+            else:
+                cause, error = "other", run_message("runs.no_terminal_event", code=rc)
+            ev = {"cause": cause, "error": error, "error_msg": to_json(error), "traceback": tail}
+            problem = _write_or_cause(rdir, lambda: events.append_event(ev_path, "failed", None, **ev)) or problem
+    elif kind == "train" and rc != 0 and disk_full:
+        problem = run_message("runs.disk_full", path=str(rdir))
+    record = {"returncode": rc, "ts": time.time(), "signal": sig}
+
+    def write_exit() -> None:
+        extra = {"problem": str(problem), "problem_msg": to_json(problem)} if problem else {}
+        _write_json(rdir / "exit.json", {**record, **extra})
+
+    problem = _write_or_cause(rdir, write_exit) or problem
+    if problem and not (rdir / "exit.json").is_file():
+        _say(f"exit.json not written: {problem}")
     try:
-        runs.finalize(run_id, rc, sig)
+        runs.finalize(run_id, rc, sig, problem=str(problem) if problem else None)
     except Exception as exc:  # noqa: BLE001
-        print(f"[studio runner] registry update failed: {exc}", flush=True)
+        _say(f"registry update failed: {store.write_problem(exc, workspace.home()) or exc}")
     try:
         scheduler.schedule()  # the queue moves on even when no studio is open
     except Exception as exc:  # noqa: BLE001
-        print(f"[studio runner] scheduling the queue failed: {exc}", flush=True)
+        _say(f"scheduling the queue failed: {exc}")
     _reap()
     return 0
 

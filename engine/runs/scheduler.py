@@ -142,6 +142,7 @@ def schedule() -> list[str]:
                     "UPDATE runs SET status='failed', reason=?, ended=? WHERE id=? AND status='queued'",
                     (reason, now, run_id),
                 )
+                _note_final(next(r for r in recs if r.id == run_id), "failed", reason, now)
             for run_id, gpus in starts:
                 conn.execute(
                     "UPDATE runs SET status='running', started=?, gpus=?, runner_pid=NULL, pid=NULL, "
@@ -156,13 +157,15 @@ def schedule() -> list[str]:
                 started.append(run_id)
             except Exception as exc:  # noqa: BLE001
                 # a run that cannot launch fails with the reason and frees its claim; the queue moves on
-                runs.update(
-                    run_id,
-                    only_if_status=("running",),
-                    status="failed",
-                    ended=time.time(),
-                    reason=f"could not start: {type(exc).__name__}: {exc}",
-                )
+                reason = f"could not start: {type(exc).__name__}: {exc}"
+                rec = runs.get(run_id, refresh_status=False)
+                if runs.update(run_id, only_if_status=("running",), status="failed", ended=time.time(), reason=reason):
+                    _note_final(rec, "failed", reason, time.time())
+
+
+def _note_final(rec: runs.RunRecord, status: str, reason: str, ended: float) -> None:
+    """An end that no wrapper records in the folder (exit.json): kept in run.json for a registry rebuild."""
+    runs.note(rec.run_dir, final={"status": status, "reason": str(reason), "ended": ended})
 
 
 def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
@@ -220,35 +223,78 @@ def stop_grace_s() -> float:
         return 120.0
 
 
-def stop_run(run_id: str, grace_s: float | None = None) -> bool:
-    """SIGTERM to the run's process group and every marked process (DDP ranks live in their own sessions),
-    SIGKILL after the grace period, then wait until none remains and the wrapper has recorded the end."""
+def stop_run(run_id: str, grace_s: float | None = None, *, wait: bool = True) -> bool:
+    """SIGTERM to the run's process group and every marked process (DDP ranks live in their own sessions), SIGCONT
+    so a frozen (SIGSTOPped) one acts on it, SIGKILL after the grace period, then wait until none remains and the
+    wrapper has recorded the end. ``wait=False`` (the page): signal and return at once; a background thread
+    finishes the stop (and the studio's watchdog finishes it if this process goes away, see ``overdue_stops``)."""
+    now = time.time()
     if runs.update(
         run_id,
         only_if_status=("queued",),
         status="stopped",
-        ended=time.time(),
+        ended=now,
         reason="removed from the queue",
-        stop_requested=time.time(),
+        stop_requested=now,
     ):
+        _note_final(runs.get(run_id, refresh_status=False), "stopped", "removed from the queue", now)
         return True
     rec = runs.get(run_id)
     if rec.status != "running":
         return not run_processes(run_id)
-    runs.update(run_id, stop_requested=time.time())
+    runs.update(run_id, stop_requested=now)
+    runs.note(rec.run_dir, stop_requested=now)
     procs = run_processes(run_id)
     signal_all(procs, signal.SIGTERM, rec.pgid)
-    deadline = time.time() + (stop_grace_s() if grace_s is None else grace_s)
+    signal_all(procs, signal.SIGCONT, rec.pgid)
+    grace = stop_grace_s() if grace_s is None else grace_s
+    if not wait:
+        import threading
+
+        def finish() -> None:
+            try:
+                _finish_stop(run_id, rec.pgid, now + grace)
+            except Exception as exc:  # noqa: BLE001 - the watchdog's overdue_stops finishes what this could not
+                print(f"studio: stopping {run_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+        threading.Thread(target=finish, name=f"stop-{run_id}", daemon=True).start()
+        return not procs
+    return _finish_stop(run_id, rec.pgid, now + grace)
+
+
+def _finish_stop(run_id: str, pgid: int | None, deadline: float) -> bool:
+    """The rest of a stop: SIGKILL what is left at ``deadline``, end a wrapper that hangs, record the end."""
     while time.time() < deadline and run_processes(run_id):
         time.sleep(0.2)
     left = run_processes(run_id)
     if left:
-        signal_all(left, signal.SIGKILL, rec.pgid)
-    deadline = time.time() + 10.0
-    while time.time() < deadline and (run_processes(run_id) or runner_alive(runs.get(run_id, refresh_status=False))):
+        signal_all(left, signal.SIGKILL, pgid)
+    until = time.time() + 10.0
+    while time.time() < until and (run_processes(run_id) or runner_alive(runs.get(run_id, refresh_status=False))):
         time.sleep(0.1)
     rec = runs.get(run_id, refresh_status=False)
     if runner_alive(rec):  # the wrapper hangs after its trainer is gone: end it too
         signal_all([psutil.Process(rec.runner_pid)], signal.SIGKILL)
     runs.refresh(run_id)
     return not run_processes(run_id) and not runner_alive(rec)
+
+
+def overdue_stops(grace_s: float | None = None) -> list[str]:
+    """Running runs whose stop was asked for longer ago than the grace period (and 10 s for the wrapper) but
+    whose processes live on: SIGKILL them. The studio's watchdog calls this, so a stop finishes even when the
+    process that asked for it (a page request, a CLI) is gone."""
+    grace = stop_grace_s() if grace_s is None else grace_s
+    killed = []
+    for rec in runs.list_runs("running", refresh_status=False):
+        if rec.stop_requested is None or time.time() - rec.stop_requested < grace + 10.0:
+            continue
+        left = run_processes(rec.id)
+        if runner_alive(rec):
+            try:
+                left.append(psutil.Process(rec.runner_pid))
+            except psutil.Error:
+                pass
+        if left:
+            signal_all(left, signal.SIGKILL, rec.pgid)
+            killed.append(rec.id)
+    return killed

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import sqlite3
@@ -113,16 +114,38 @@ class RunRecord:
 
 
 # ----------------------------------------------------------------------------------------------- database
-def _connect() -> sqlite3.Connection:
+def _open() -> sqlite3.Connection:
     conn = sqlite3.connect(str(workspace.registry_path()), timeout=30.0, isolation_level=None)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA busy_timeout=30000")
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    # FULL: a committed write (a run's end, its pids) survives a power loss too, not only a crash of the process.
+    conn.execute("PRAGMA synchronous=FULL")
     cols = ", ".join(f"{k} {v}" for k, v in _COLUMNS.items())
     conn.execute(f"CREATE TABLE IF NOT EXISTS runs ({cols})")
     conn.execute("CREATE INDEX IF NOT EXISTS runs_status ON runs(status)")
     return conn
+
+
+def _connect() -> sqlite3.Connection:
+    """A connection to a registry checked once per process (``ensure_registry``); a registry found damaged later
+    (``database disk image is malformed``) is healed the same way and opened again."""
+    if str(workspace.registry_path()) not in _CHECKED:
+        ensure_registry()
+    try:
+        return _open()
+    except sqlite3.DatabaseError as exc:
+        if is_corrupt(exc):
+            heal(exc)
+            return _open()
+        if write_problem(exc, workspace.home()) is None:
+            raise
+        # A full disk: opening in WAL mode must create the -wal and -shm files. Reading still works from the main
+        # file (current whenever no connection is open: the WAL is checkpointed into it on the last close); any
+        # write on this connection fails with "attempt to write a readonly database".
+        conn = sqlite3.connect(f"file:{workspace.registry_path()}?immutable=1", uri=True, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        return conn
 
 
 @contextmanager
@@ -169,7 +192,11 @@ def update(run_id: str, *, only_if_status: tuple[str, ...] | None = None, **valu
         sql += f" AND status IN ({', '.join('?' * len(only_if_status))})"
         args += list(only_if_status)
     with transaction() as conn:
-        return conn.execute(sql, args).rowcount == 1
+        changed = conn.execute(sql, args).rowcount == 1
+        rdir = conn.execute("SELECT run_dir FROM runs WHERE id = ?", (run_id,)).fetchone() if changed else None
+    if rdir is not None and ("name" in values or "tags" in values):  # kept in the folder too (see ``note``)
+        note(rdir[0], **{k: json.loads(v) if k == "tags" else v for k, v in values.items() if k in ("name", "tags")})
+    return changed
 
 
 def new_run_id() -> str:
@@ -180,6 +207,7 @@ def new_run_id() -> str:
 def _claim_run_dir() -> tuple[str, Path]:
     """A fresh run id and its folder, created atomically: creating the folder is what claims the id, so two
     processes submitting in the same second can never share one (mkdir fails for the second; it draws again)."""
+    _connect().close()  # the registry exists before the first run folder: a missing one with folders is a lost one
     for _ in range(100):
         run_id = new_run_id()
         rdir = workspace.runs_dir() / run_id
@@ -191,13 +219,23 @@ def _claim_run_dir() -> tuple[str, Path]:
     raise RunsError(run_message("runs.no_free_id"))
 
 
-def _insert(rec: RunRecord) -> str:
+def _row_values(rec: RunRecord) -> dict[str, Any]:
     d = {k: getattr(rec, k) for k in _COLUMNS}
     d.update(
         gpus=json.dumps(rec.gpus),
         tags=json.dumps(rec.tags),
         share_gpus=int(rec.share_gpus),
         command=json.dumps(rec.command) if rec.command else None,
+    )
+    return d
+
+
+def _insert(rec: RunRecord) -> str:
+    d = _row_values(rec)
+    note(
+        rec.run_dir,
+        **{k: getattr(rec, k) for k in ("name", "kind", "created", "tags", "command", "gpu_count", "share_gpus")},
+        output_dir=rec.output_dir,
     )
     try:
         with transaction() as conn:
@@ -262,8 +300,11 @@ def tail_text(path: Path, n: int = 50, max_bytes: int = 256 * 1024) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- status
-def derive_final(rec: RunRecord, returncode: int | None, signal_name: str | None) -> tuple[str, str]:
-    """(status, reason) of a run whose process tree has ended, from its terminal event and exit code."""
+def derive_final(
+    rec: RunRecord, returncode: int | None, signal_name: str | None, problem: str | None = None
+) -> tuple[str, str]:
+    """(status, reason) of a run whose process tree has ended, from its terminal event and exit code. ``problem``:
+    what the wrapper could not write (exit.json's ``problem``: a full disk), the cause when no event says more."""
     last = events.last_event(rec.events_path, events.TERMINAL_TYPES) if rec.kind == "train" else None
     stopped_by_user = rec.stop_requested is not None
     if last is not None and last["type"] == "finished":
@@ -272,7 +313,11 @@ def derive_final(rec: RunRecord, returncode: int | None, signal_name: str | None
         return "stopped", str(last["payload"].get("reason") or "stopped")
     if last is not None and last["type"] == "failed":
         p = last["payload"]
-        return "failed", f"{p.get('cause', 'other')}: {p.get('error', '')}".strip()
+        error = str(p.get("error", ""))
+        if p.get("cause") == "disk" and "disk full" not in error and _NO_SPACE.search(error):
+            # the trainer's own words ("SafetensorError: ... os error 28") under the cause the user acts on
+            error = f"{run_message('runs.disk_full', path=rec.output_dir)} ({error})"
+        return "failed", f"{p.get('cause', 'other')}: {error}".strip()
     if stopped_by_user:
         how = (
             run_message("runs.killed_by", signal=signal_name)
@@ -282,6 +327,12 @@ def derive_final(rec: RunRecord, returncode: int | None, signal_name: str | None
         return "stopped", run_message("runs.user_stop", how=how)
     if rec.kind == "command" and returncode == 0:
         return "completed", ""
+    if problem:
+        return "failed", problem
+    if returncode is None and signal_name is None:
+        free = disk_free(rec.run_dir)  # no exit record at all: a full disk is why more often than a kill
+        if free is not None and free < LOW_SPACE_BYTES:
+            return "failed", run_message("runs.disk_full", path=rec.run_dir)
     if signal_name:
         return "failed", run_message("runs.killed_by_signal", signal=signal_name)
     if returncode is None:
@@ -300,14 +351,29 @@ def read_exit(rdir: str | Path) -> dict | None:
         return None
 
 
-def finalize(run_id: str, returncode: int | None, signal_name: str | None, *, log_lines: int = 30) -> RunRecord:
+def finalize(
+    run_id: str,
+    returncode: int | None,
+    signal_name: str | None,
+    *,
+    log_lines: int = 30,
+    problem: str | None = None,
+    ended: float | None = None,
+) -> RunRecord:
     """Record the end of a run (idempotent: only a running run changes)."""
     rec = get(run_id, refresh_status=False)
-    status, reason = derive_final(rec, returncode, signal_name)
+    status, reason = derive_final(rec, returncode, signal_name, problem)
     if status == "failed":
         tail = tail_text(rec.log_path, log_lines)
         reason = f"{reason}\n--- last lines of train.log ---\n{tail}" if tail else reason
-    update(run_id, only_if_status=("running",), status=status, reason=reason, exit_code=returncode, ended=time.time())
+    update(
+        run_id,
+        only_if_status=("running",),
+        status=status,
+        reason=reason,
+        exit_code=returncode,
+        ended=ended or time.time(),
+    )
     return get(run_id, refresh_status=False)
 
 
@@ -323,23 +389,30 @@ def refresh(run_id: str | None = None) -> list[RunRecord]:
         conn.close()
     changed = []
     for rec in map(_row_to_record, rows):
-        ex = read_exit(rec.run_dir)
-        if ex is not None:
-            changed.append(finalize(rec.id, ex.get("returncode"), ex.get("signal")))
+        try:
+            found = _refresh_one(rec)
+        except sqlite3.OperationalError:  # the registry cannot be written now (a full disk): the next look will
             continue
-        if rec.runner_pid is None:
-            if rec.started and time.time() - rec.started > CLAIM_TIMEOUT_S:
-                # claimed by a scheduler that died before starting it: nothing ran, so queue it again
-                update(rec.id, only_if_status=("running",), status="queued", started=None, gpus=[])
-                changed.append(get(rec.id, refresh_status=False))
-            continue
-        if runner_alive(rec) or run_processes(rec.id):
-            continue
-        # Look once more: the wrapper may have written exit.json between our two reads.
-        ex = read_exit(rec.run_dir)
-        rc, sig = (ex.get("returncode"), ex.get("signal")) if ex else (None, None)
-        changed.append(finalize(rec.id, rc, sig))
+        if found is not None:
+            changed.append(found)
     return changed
+
+
+def _refresh_one(rec: RunRecord) -> RunRecord | None:
+    ex = read_exit(rec.run_dir)
+    if ex is not None:
+        return finalize(rec.id, ex.get("returncode"), ex.get("signal"), problem=ex.get("problem"))
+    if rec.runner_pid is None:
+        if rec.started and time.time() - rec.started > CLAIM_TIMEOUT_S:
+            # claimed by a scheduler that died before starting it: nothing ran, so queue it again
+            update(rec.id, only_if_status=("running",), status="queued", started=None, gpus=[])
+            return get(rec.id, refresh_status=False)
+        return None
+    if runner_alive(rec) or run_processes(rec.id):
+        return None
+    # Look once more: the wrapper may have written exit.json between our two reads.
+    ex = read_exit(rec.run_dir) or {}
+    return finalize(rec.id, ex.get("returncode"), ex.get("signal"), problem=ex.get("problem"))
 
 
 # ----------------------------------------------------------------------------------------------- processes
@@ -354,10 +427,13 @@ def _is_run_process(proc: psutil.Process, run_id: str) -> bool:
 
 def run_processes(run_id: str, exclude: set[int] | None = None) -> list[psutil.Process]:
     """Live (non-zombie) processes carrying the run's marker, except the wrapper and ``exclude``."""
-    rec = get(run_id, refresh_status=False)
+    try:
+        runner_pid = get(run_id, refresh_status=False).runner_pid
+    except (RunsError, sqlite3.Error):  # an unreadable registry (a full disk): the caller excludes its own pid
+        runner_pid = None
     skip = {os.getpid(), *(exclude or set())}
-    if rec.runner_pid:
-        skip.add(rec.runner_pid)
+    if runner_pid:
+        skip.add(runner_pid)
     found = []
     for proc in psutil.process_iter():
         if proc.pid not in skip and _is_run_process(proc, run_id):
@@ -394,3 +470,277 @@ def _pgid_of(proc: psutil.Process) -> int | None:
         return os.getpgid(proc.pid)
     except OSError:
         return None
+
+
+# ----------------------------------------------------------------------------------------------- run folder notes
+# What the registry knows of a run and its folder does not tell (name, tags, a command's argv, a queued run taken off
+# the queue) is also kept in the folder's ``run.json``, so a lost registry can be rebuilt from the folders.
+RUN_NOTES = "run.json"
+
+
+def note(rdir: str | Path, **values: Any) -> None:
+    """Merge ``values`` into the run folder's ``run.json`` (best effort: the registry row stays the record)."""
+    path = Path(rdir) / RUN_NOTES
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        data.update(values)
+        tmp = path.with_name(RUN_NOTES + ".tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        tmp.replace(path)
+    except (OSError, ValueError):
+        pass
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# ----------------------------------------------------------------------------------------------- disk full
+_NO_SPACE = re.compile(r"no space left on device|errno 28|os error 28|disk quota exceeded", re.IGNORECASE)
+# Free space under this many bytes counts as a full disk when a write failed without saying why (SQLite's
+# "disk I/O error") or when a run ended without any record.
+LOW_SPACE_BYTES = 1 << 20
+
+
+def disk_free(path: str | Path) -> int | None:
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free
+    except OSError:
+        return None
+
+
+def write_problem(exc: BaseException, path: str | Path):
+    """The named cause of a failed write under ``path`` (a Message), or None when ``exc`` is no disk problem:
+    ``disk full: no space left on device under <path>`` for ENOSPC / EDQUOT / SQLite's full disk, and for an
+    I/O error on a disk with (almost) no space left; ``I/O error writing under <path>: ...`` otherwise."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return run_message("runs.disk_full", path=str(path))
+    text = str(exc).lower()
+    io_error = (isinstance(exc, OSError) and exc.errno == errno.EIO) or (
+        isinstance(exc, sqlite3.OperationalError) and ("disk i/o error" in text or "disk is full" in text)
+    )
+    if not io_error:
+        return None
+    free = disk_free(path)
+    if "disk is full" in text or (free is not None and free < LOW_SPACE_BYTES):
+        return run_message("runs.disk_full", path=str(path))
+    return run_message("runs.io_error", path=str(path), error=str(exc))
+
+
+# ----------------------------------------------------------------------------------------------- healing
+_CHECKED: set[str] = set()  # registry paths this process has checked
+NOTICE_FILE = "registry-notice.json"
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """SQLITE_CORRUPT / SQLITE_NOTADB: the file is damaged (not: locked, read-only, disk full - OperationalError)."""
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+
+
+@contextmanager
+def _heal_lock() -> Iterator[None]:
+    import fcntl
+
+    with open(workspace.home() / "registry.lock", "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _damage(path: Path) -> str | None:
+    """What is wrong with the registry file, or None when it reads back whole."""
+    try:
+        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+        try:
+            conn.execute("PRAGMA busy_timeout=30000")
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return str(exc) if is_corrupt(exc) else None
+    if rows and rows[0][0] != "ok":
+        return "; ".join(str(r[0]) for r in rows[:3])[:300]
+    return None
+
+
+def ensure_registry():
+    """Check the registry once per process, before its first use: a damaged ``registry.db`` is kept aside
+    (``registry.db.corrupt-<time>``, with its -wal and -shm) and rebuilt from the run folders; a missing one is
+    rebuilt when run folders exist. Returns the notice (a Message) when it healed something, else None. Safe from
+    several processes at once (a lock file; the second finds the registry healed)."""
+    path = workspace.registry_path()
+    key = str(path)
+    with _heal_lock():
+        if key in _CHECKED:
+            return None
+        _CHECKED.add(key)
+        if path.exists() and path.stat().st_size > 0:
+            problem = _damage(path)
+            if problem is None:
+                return None
+            return _rebuild(problem)
+        folders = _run_folders()
+        if not folders:
+            _open().close()
+            return None
+        return _rebuild(None)
+
+
+def heal(exc: BaseException):
+    """A registry found damaged while in use: keep it aside and rebuild it (once, whoever sees it first)."""
+    path = workspace.registry_path()
+    with _heal_lock():
+        problem = _damage(path) if path.exists() else None
+        if problem is None and path.exists():
+            return None  # another process healed it meanwhile
+        _CHECKED.add(str(path))
+        return _rebuild(problem or str(exc))
+
+
+def _rebuild(problem: str | None):
+    """Called under the lock: set the damaged file aside (``problem``; None: it was missing), rebuild, notify."""
+    import sys
+
+    path = workspace.registry_path()
+    aside = None
+    if problem is not None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+        path.replace(aside)
+        for suffix in ("-wal", "-shm"):
+            side = path.with_name(path.name + suffix)
+            if side.exists():
+                side.replace(aside.with_name(aside.name + suffix))
+    _open().close()
+    count = 0
+    for rdir in _run_folders():
+        try:
+            count += _rebuild_run(rdir)
+        except Exception as exc:  # noqa: BLE001 - one unreadable folder must not cost the others
+            print(f"studio: run folder {rdir} could not be read back: {exc}", file=sys.stderr, flush=True)
+    if problem is None:
+        notice = run_message("runs.registry_rebuilt_missing", count=count)
+    else:
+        notice = run_message("runs.registry_rebuilt_corrupt", error=problem, aside=str(aside), count=count)
+    print(f"studio: {notice}", file=sys.stderr, flush=True)
+    from engine.core.messages import to_json
+
+    try:
+        tmp = workspace.home() / (NOTICE_FILE + ".tmp")
+        tmp.write_text(json.dumps({"ts": time.time(), "text": str(notice), "msg": to_json(notice)}), encoding="utf-8")
+        tmp.replace(workspace.home() / NOTICE_FILE)
+    except OSError:
+        pass
+    return notice
+
+
+def registry_notice() -> tuple[float, Any] | None:
+    """(when, Message) of the last time the registry was rebuilt, for the page; None when it never was."""
+    from engine.core.messages import from_json
+
+    data = _read_json(workspace.home() / NOTICE_FILE)
+    if not data:
+        return None
+    try:
+        return float(data.get("ts") or 0), (from_json(data["msg"]) if data.get("msg") else data.get("text", ""))
+    except Exception:  # noqa: BLE001 - a notice written by another version: its English text
+        return float(data.get("ts") or 0), str(data.get("text", ""))
+
+
+def _run_folders() -> list[Path]:
+    root = workspace.runs_dir()
+    return sorted(
+        p
+        for p in root.iterdir()
+        if p.is_dir() and any((p / f).is_file() for f in ("spec.yaml", "launch.json", RUN_NOTES))
+    )
+
+
+def _time_of_id(run_id: str) -> float | None:
+    try:
+        return time.mktime(time.strptime(run_id[:15], "%Y%m%d-%H%M%S"))
+    except ValueError:
+        return None
+
+
+def _rebuild_run(rdir: Path) -> int:
+    """One registry row from a run folder: run.json (name, tags, command), spec.yaml, launch.json (argv, GPUs),
+    runner.json (pids, start), exit.json and events.jsonl (how it ended), then the status as ``refresh`` would
+    derive it; a run still alive stays running. Returns 1 when a row was added."""
+    notes = _read_json(rdir / RUN_NOTES) or {}
+    launched = _read_json(rdir / "launch.json")
+    runner = _read_json(rdir / "runner.json") or {}
+    spec_text = (rdir / "spec.yaml").read_text(encoding="utf-8") if (rdir / "spec.yaml").is_file() else ""
+    kind = notes.get("kind") or ("train" if spec_text else "command")
+    command = notes.get("command") or ((launched or {}).get("argv") if kind == "command" else None)
+    if kind == "command" and not command:
+        return 0
+    spec = {}
+    if spec_text:
+        try:
+            spec = yaml.safe_load(spec_text) or {}
+        except yaml.YAMLError:
+            spec = {}
+    method, model, output = (spec.get(k) or {} for k in ("method", "model", "output"))
+    if kind == "train":
+        default = f"{method.get('stage')}-{method.get('finetuning')}-{Path(str(model.get('name_or_path'))).name}"
+        name = notes.get("name") or output.get("run_name") or default
+        output_dir = notes.get("output_dir") or output.get("output_dir") or str(rdir)
+    else:
+        name = notes.get("name") or Path(command[0]).name
+        output_dir = notes.get("output_dir") or str(rdir)
+    tags = notes.get("tags")
+    if tags is None:  # a folder from before run.json: a merge still says what it is by its argv
+        tags = ["merge"] if kind == "command" and command[1:3] == ["-m", "engine.trainer.merge"] else []
+    rec = RunRecord(
+        id=rdir.name,
+        name=str(name),
+        status="queued",
+        created=float(notes.get("created") or _time_of_id(rdir.name) or rdir.stat().st_mtime),
+        run_dir=str(rdir),
+        output_dir=str(output_dir),
+        kind=kind,
+        spec=spec_text,
+        command=list(command) if command else None,
+        gpu_count=int(notes.get("gpu_count") or 0),
+        share_gpus=bool(notes.get("share_gpus") or (spec.get("launch") or {}).get("share_gpus")),
+        tags=list(tags),
+        stop_requested=notes.get("stop_requested"),
+    )
+    final = notes.get("final") if isinstance(notes.get("final"), dict) else None
+    ex = read_exit(rdir)
+    if final and ex is None:  # ended without a wrapper: taken off the queue, could never start, failed to launch
+        rec.status, rec.reason, rec.ended = final.get("status", "failed"), final.get("reason", ""), final.get("ended")
+    elif launched is not None:
+        rec.status = "running"
+        rec.gpus = list(launched.get("gpus") or [])
+        rec.started = runner.get("started") or (rdir / "launch.json").stat().st_mtime
+        rec.pid, rec.pgid = runner.get("pid"), runner.get("pgid")
+        rec.runner_pid = runner.get("runner_pid") or 0  # 0, not None: None means "claimed, never launched"
+    d = _row_values(rec)
+    with transaction() as conn:
+        added = conn.execute(
+            f"INSERT OR IGNORE INTO runs ({', '.join(d)}) VALUES ({', '.join('?' * len(d))})", list(d.values())
+        ).rowcount
+    if added and rec.status == "running":
+        if ex is not None:
+            finalize(rec.id, ex.get("returncode"), ex.get("signal"), problem=ex.get("problem"), ended=ex.get("ts"))
+        elif not (runner_alive(rec) or run_processes(rec.id)):
+            finalize(rec.id, None, None)
+    return int(bool(added))

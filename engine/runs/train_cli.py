@@ -8,11 +8,15 @@ only when the run completed. Ctrl-C stops the run gracefully (SIGTERM, checkpoin
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from engine.core import workspace
 from engine.lf.compat import load_any_spec
+from engine.runs import store
 from engine.runs.launch import add_target_arguments, build_command, target_from_arguments
 from engine.spec.schema import RunSpec, SpecError, spec_warnings
 
@@ -61,13 +65,21 @@ def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = F
         return 0
     events_path = Path(record.run_dir) / "events.jsonl"
     offset = 0
+    warned = False
     try:
         while True:
             new, offset = read_events(events_path, offset)
             for event in new:
                 print(format_event(event), flush=True)
-            runs.schedule()
-            record = runs.get(run_id)
+            try:
+                runs.schedule()
+                record = runs.get(run_id)
+            except sqlite3.Error as exc:  # a full disk: the registry cannot be written; the run folder still tells
+                if not warned:
+                    why = store.write_problem(exc, workspace.home()) or exc
+                    print(f"warning: the run registry: {why}", flush=True)
+                    warned = True
+                record = _from_folder(record)
             if record.status in ("completed", "failed", "stopped"):
                 new, offset = read_events(events_path, offset)
                 for event in new:
@@ -82,6 +94,15 @@ def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = F
     if record.status == "failed":
         print(runs.log_tail(run_id, 30), file=sys.stderr)
     return 0 if record.status == "completed" else 1
+
+
+def _from_folder(record):
+    """The run's end as its folder tells it (exit.json, the last event) while the registry cannot be updated."""
+    ex = store.read_exit(record.run_dir)
+    if ex is None:
+        return record
+    status, reason = store.derive_final(record, ex.get("returncode"), ex.get("signal"), ex.get("problem"))
+    return replace(record, status=status, reason=str(reason))
 
 
 def format_event(event: dict) -> str:

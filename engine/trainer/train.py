@@ -9,6 +9,7 @@ and exits 0 with a ``stopped`` event.
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import json
 import os
@@ -53,8 +54,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def classify(exc: BaseException) -> str:
-    """Name the cause a user acts on: out of memory, communication, data, config, or other."""
+    """Name the cause a user acts on: out of memory, communication, data, config, disk (full, I/O error), or other."""
     text = f"{type(exc).__name__}: {exc}".lower()
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+        return "disk"
+    if "no space left on device" in text:  # wrapped by a library (safetensors, torch.save)
+        return "disk"
     if isinstance(exc, SpecError) or "spec" in type(exc).__name__.lower():
         return "config"
     if "out of memory" in text or "outofmemory" in text or isinstance(exc, MemoryError):

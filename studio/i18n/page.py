@@ -306,6 +306,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "cause_config": ("config", "配置问题（config）"),
     "cause_killed": ("killed", "进程被终止（killed）"),
     "cause_other": ("other", "其他错误（other）"),
+    "cause_disk": ("disk", "磁盘已满或写入出错（disk）"),
 }
 
 

@@ -41,4 +41,11 @@ RUNS_ZH: dict[str, str] = {
     "runs.exit0_unfinished": "训练进程以退出码 0 结束，但没有报告已完成",
     "runs.command_exit": "命令以退出码 {code} 结束",
     "runs.trainer_exit": "训练进程以退出码 {code} 结束",
+    "runs.registry_rebuilt_corrupt": (
+        "运行注册表已损坏（{error}）：原文件已另存为 {aside}，并已根据 {count} 个运行文件夹重建"
+    ),
+    "runs.registry_rebuilt_missing": "运行注册表缺失：已根据 {count} 个运行文件夹重建",
+    "runs.stalled": "停滞（已 {duration} 没有进展）",
+    "runs.disk_full": "磁盘已满：{path} 所在磁盘没有剩余空间",
+    "runs.io_error": "写入 {path} 下的文件时发生 I/O 错误：{error}",
 }

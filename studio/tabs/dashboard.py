@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from studio import backend, monitor
+from studio.i18n.localize import localize
 from studio.i18n.page import t
 
 PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util")
@@ -22,12 +23,15 @@ def select_run(run_id: str | None) -> dict:
     return monitor.new_view(run_id, backend.run_dir(run_id))
 
 
-def run_status(run_id: str | None) -> str:
+def run_status(run_id: str | None, lang: str = "en") -> str:
+    """The run's status; "stalled (no progress for ...)" in the page's language for a running run whose trainer
+    stopped writing (engine.runs.watchdog)."""
     if not run_id:
         return ""
     try:
         record = backend.engine_module("runs.registry").get(run_id)
-        return str(getattr(record, "status", "") or "")
+        status = backend.engine_module("runs.watchdog").status_text(record)
+        return localize(status, lang) if getattr(status, "key", "") else str(status or "")
     except Exception:  # registry missing or the id unknown: the events still tell the story
         return ""
 
@@ -45,7 +49,7 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
     x_title = t(f"ax_{axis}", lang)
     loss = monitor.loss_frame(view, axis, float(smoothing or 0), bool(log_scale), lang)
     mem, util, note = monitor.gpu_frames(view, lang)
-    status = monitor.status_line(view, view.get("status_seen") or run_status(view.get("run_id")), lang)
+    status = monitor.status_line(view, view.get("status_seen") or run_status(view.get("run_id"), lang), lang)
     if note:
         status += f"  \n<small>{note}</small>"
     failure = monitor.failure_text(view, lang)
@@ -79,7 +83,7 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     if fresh:
         view = select_run(run_id)
     changed = monitor.read_new(view) or fresh
-    status = run_status(run_id)
+    status = run_status(run_id, lang)
     if status != view.get("status_seen"):
         view["status_seen"] = status
         changed = True

@@ -20,10 +20,11 @@ from studio import backend, forms, monitor
 from studio.i18n.localize import localize, localize_error, localize_problems
 from studio.i18n.page import STRINGS, t
 
+NOTICE_DAYS = 7  # a rebuilt registry is said at the top of the tab for this long
 COLUMNS = ["id", "name", "status", "method", "model", "dataset", "started", "duration", "final loss", "peak MiB"]
 
 
-def summarize(rec: Any) -> dict:
+def summarize(rec: Any, lang: str = "en") -> dict:
     """One table row from a RunRecord: spec fields, timing, last loss and peak memory from the events."""
     try:
         spec = yaml.safe_load(rec.spec or "") or {}
@@ -40,10 +41,15 @@ def summarize(rec: Any) -> dict:
             if value is not None:
                 peak = max(peak or 0, value)
     started, ended = rec.started, rec.ended or (time.time() if rec.status == "running" else None)
+    try:  # "stalled (no progress for 5m)" for a running run whose trainer stopped writing
+        status = backend.engine_module("runs.watchdog").status_text(rec)
+        status = localize(status, lang) if getattr(status, "key", "") else str(status)
+    except Exception:  # noqa: BLE001 - the plain status still tells
+        status = rec.status
     return {
         "id": rec.id,
         "name": rec.name,
-        "status": rec.status,
+        "status": status,
         "method": f"{method.get('stage', '')}/{method.get('finetuning', '')}".strip("/"),
         "model": Path(str(spec.get("model", {}).get("name_or_path", ""))).name,
         "dataset": ", ".join(spec.get("data", {}).get("datasets", []) or []),
@@ -56,11 +62,23 @@ def summarize(rec: Any) -> dict:
 
 def table(lang: str = "en") -> pd.DataFrame:
     """The run history; headers and statuses in the page's language (the frame's columns are COLUMNS in English)."""
-    frame = pd.DataFrame([summarize(r) for r in backend.list_runs()], columns=COLUMNS)
+    frame = pd.DataFrame([summarize(r, lang) for r in backend.list_runs()], columns=COLUMNS)
     if lang == "en":
         return frame
     frame["status"] = [t(f"st_{s}", lang) if f"st_{s}" in STRINGS else s for s in frame["status"]]
     return frame.rename(columns={c: t("rc_" + c.replace(" ", "_"), lang) for c in COLUMNS})
+
+
+def registry_notice(lang: str = "en") -> str:
+    """The last rebuild of the run registry (damaged or missing at start), for the top of the tab."""
+    try:
+        found = backend.engine_module("runs.store").registry_notice()
+    except Exception:  # noqa: BLE001
+        return ""
+    if not found or time.time() - found[0] > NOTICE_DAYS * 86400:
+        return ""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(found[0]))
+    return f"⚠️ {when} · {localize(found[1], lang)}"
 
 
 def overlay(run_ids: list[str], axis: str = "step") -> pd.DataFrame:
@@ -107,7 +125,7 @@ def act(action: str, run_id: str | None, lang: str = "en") -> str:
             new_id = runs.resume(run_id)
             return "✅ " + localize(runs.resume_report(new_id), lang)
         if action == "stop":
-            runs.stop(run_id)
+            runs.stop(run_id, wait=False)  # returns at once; a frozen run is ended in the background
             return t("run_stopping", lang, id=run_id)
         if action == "delete":
             report = runs.delete(run_id)
@@ -150,6 +168,7 @@ def build(ctx: Any) -> None:
     import gradio as gr
 
     texts, lang = ctx.texts, ctx.lang_value
+    notice = gr.Markdown(registry_notice(lang), elem_id="runs-notice")
     with gr.Row():
         refresh = texts.add(
             gr.Button(t("refresh", lang), size="sm", scale=0, min_width=100, elem_id="runs-refresh"),
@@ -202,9 +221,9 @@ def build(ctx: Any) -> None:
 
     def _refresh(lang_):
         ids_ = [r.id for r in backend.list_runs()]
-        return table(lang_), gr.update(choices=ids_), gr.update(choices=ids_)
+        return table(lang_), gr.update(choices=ids_), gr.update(choices=ids_), registry_notice(lang_)
 
-    lang_in, after = [ctx.lang], [history, chosen, one]
+    lang_in, after = [ctx.lang], [history, chosen, one, notice]
     gr.on([refresh.click, ctx.tab.select, ctx.lang.change], _refresh, lang_in, after)
 
     def _compare(run_ids, lang_):

@@ -117,7 +117,7 @@ def stop_run(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return t("no_run", lang)
     try:
-        backend.engine_module("runs.registry").stop(run_id)
+        backend.engine_module("runs.registry").stop(run_id, wait=False)  # a frozen run must not hold the page
     except backend.Unavailable as exc:
         return t("unavailable", lang, what=str(exc))
     except Exception as exc:

@@ -1,0 +1,156 @@
+"""The queue's watchdog: a queue that always moves, stops that always finish, runs that stall said so.
+
+Light: stdlib, engine.runs.store / scheduler. ``check()`` is one look: runs whose wrapper died are reaped (their end
+recorded from the folder, ``store.refresh``), stops overdue past their grace period are finished (SIGKILL,
+``scheduler.overdue_stops``) and the queue is scheduled. The studio runs it on a background thread every
+``STUDIO_WATCHDOG_S`` seconds (``start``: not a page timer, which only ticks while a browser is open); ``studio runs
+list`` and ``studio queue list`` run it once. Without it a second run stays queued with a free slot when the first
+run's wrapper is SIGKILLed (the wrapper is what schedules the next run).
+
+Stalls: a running training run whose trainer has written nothing (events.jsonl, train.log) for longer than
+``STUDIO_STALL_FACTOR`` (10) times the longest gap between its events so far, and at least ``STUDIO_STALL_FLOOR``
+(120) seconds, reads "stalled (no progress for ...)" (``stalled_for``, ``status_text``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+
+from engine.runs import scheduler, store
+from engine.runs.messages import message as run_message
+
+TAIL_BYTES = 64 * 1024  # the stall threshold is measured on the events in this much of the file's end
+
+
+def _env_float(name: str, default: float, low: float) -> float:
+    try:
+        return max(low, float(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+def interval_s() -> float:
+    return _env_float("STUDIO_WATCHDOG_S", 5.0, 0.2)
+
+
+def stall_floor_s() -> float:
+    return _env_float("STUDIO_STALL_FLOOR", 120.0, 1.0)
+
+
+def stall_factor() -> float:
+    return _env_float("STUDIO_STALL_FACTOR", 10.0, 1.0)
+
+
+# ----------------------------------------------------------------------------------------------- one look
+def check() -> list[str]:
+    """Reap dead runners, finish overdue stops, schedule the queue; returns the runs started. Never raises (a
+    damaged registry is healed and the look is tried on the next tick)."""
+    try:
+        scheduler.overdue_stops()
+        return scheduler.schedule()  # refresh() first: a run whose wrapper died is recorded as ended
+    except sqlite3.DatabaseError as exc:
+        if store.is_corrupt(exc):
+            store.heal(exc)
+        else:
+            print(f"studio watchdog: {store.write_problem(exc, store.workspace.home()) or exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - the watchdog outlives any one bad look
+        print(f"studio watchdog: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return []
+
+
+class Watchdog:
+    """``check()`` every ``interval`` seconds on a daemon thread until ``stop()``."""
+
+    def __init__(self, interval: float | None = None):
+        self.interval = interval if interval is not None else interval_s()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="studio-watchdog", daemon=True)
+        self.ticks = 0
+
+    def start(self) -> Watchdog:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            check()
+            self.ticks += 1
+            self._stop.wait(self.interval)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+_RUNNING: Watchdog | None = None
+_LOCK = threading.Lock()
+
+
+def start(interval: float | None = None) -> Watchdog:
+    """The process's one watchdog (started on the first call; later calls return it)."""
+    global _RUNNING
+    with _LOCK:
+        if _RUNNING is None or not _RUNNING.alive:
+            _RUNNING = Watchdog(interval).start()
+        return _RUNNING
+
+
+# ----------------------------------------------------------------------------------------------- stalls
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _event_times(path: Path) -> list[float]:
+    from engine.core import events
+
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return []
+    objs, _ = events.read_jsonl(path, max(0, size - TAIL_BYTES))  # a torn first line is skipped as corrupt
+    return [float(o["ts"]) for o in objs if isinstance(o.get("ts"), (int, float))]
+
+
+def stall_limit_s(rec: store.RunRecord) -> float:
+    """How long this run may stay silent: N x the longest gap between its events so far, at least the floor."""
+    times = _event_times(rec.events_path)
+    gaps = [b - a for a, b in zip(times, times[1:]) if b >= a]
+    return max(stall_floor_s(), stall_factor() * max(gaps, default=0.0))
+
+
+def stalled_for(rec: store.RunRecord, now: float | None = None) -> float | None:
+    """Seconds since a running training run last wrote anything, when that is past its limit; else None."""
+    if rec.status != "running" or rec.kind != "train" or not rec.started:
+        return None
+    last = max(rec.started, _mtime(rec.events_path), _mtime(rec.log_path))
+    idle = (now or time.time()) - last
+    return idle if idle > stall_limit_s(rec) else None
+
+
+def format_idle(seconds: float) -> str:
+    """Coarse on purpose (10 s, then minutes), so a page redraws a stalled status seldom."""
+    s = int(seconds)
+    if s < 120:
+        return f"{s // 10 * 10}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    return f"{s // 3600}h{s // 60 % 60:02d}m"
+
+
+def status_text(rec: store.RunRecord):
+    """The status to show: the Message "stalled (no progress for ...)" for a stalled run, else the status."""
+    idle = stalled_for(rec)
+    return run_message("runs.stalled", duration=format_idle(idle)) if idle is not None else rec.status
