@@ -276,6 +276,7 @@ def _chat_workspace(home: Path) -> dict:
 
     from engine.runs import store
 
+    store.list_runs(refresh_status=False)  # the registry exists first: a missing one is rebuilt from the folders
     base = home / "models" / "base"
     base.mkdir(parents=True)
     (base / "config.json").write_text("{}")
