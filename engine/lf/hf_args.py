@@ -226,3 +226,71 @@ def type_problem(name: str, value: Any) -> str | None:
     if choices and isinstance(value, str) and value not in choices:
         return f"{value!r} is not one of: {', '.join(choices)}"
     return None
+
+
+# TrainingArguments that Studio sets from a spec field (name -> that field) or itself (name -> ""): never taken from
+# train.extra_args, where they would contradict the spec.
+STUDIO_SETS: dict[str, str] = {
+    "output_dir": "output.output_dir",
+    "per_device_train_batch_size": "train.per_device_batch_size",
+    "per_device_eval_batch_size": "train.per_device_eval_batch_size",
+    "num_train_epochs": "train.num_epochs",
+    "max_steps": "train.max_steps",
+    "learning_rate": "train.learning_rate",
+    "lr_scheduler_type": "train.lr_scheduler",
+    "warmup_steps": "train.warmup_steps",
+    "optim": "train.optimizer",
+    "weight_decay": "train.weight_decay",
+    "gradient_accumulation_steps": "train.gradient_accumulation",
+    "max_grad_norm": "train.max_grad_norm",
+    "bf16": "train.precision",
+    "fp16": "train.precision",
+    "gradient_checkpointing": "train.gradient_checkpointing",
+    "gradient_checkpointing_kwargs": "",
+    "seed": "train.seed",
+    "logging_steps": "train.logging_steps",
+    "save_strategy": "train.save_strategy",
+    "save_steps": "train.save_steps",
+    "save_only_model": "train.save_only_model",
+    "save_total_limit": "train.save_total_limit",
+    "eval_strategy": "train.eval_strategy",
+    "eval_steps": "train.eval_steps",
+    "neftune_noise_alpha": "train.neftune_noise_alpha",
+    "include_num_input_tokens_seen": "train.count_input_tokens",
+    "resume_from_checkpoint": "train.resume_from",
+    "dataloader_num_workers": "data.dataloader_workers",
+    "train_sampling_strategy": "data.group_by_length",
+    "ddp_timeout": "launch.ddp_timeout",
+    "use_cpu": "launch.device",
+    "deepspeed": "launch.backend",
+    "fsdp": "launch.backend",
+    "fsdp_config": "launch.fsdp",
+    "accelerator_config": "launch",
+    "parallelism_config": "launch",
+    "ddp_backend": "",
+    "ddp_find_unused_parameters": "",
+    "local_rank": "",
+    "report_to": "output.report_to",
+    "run_name": "output.run_name",
+    "remove_unused_columns": "",
+    "label_names": "",
+    "length_column_name": "",
+    "disable_tqdm": "",
+    "do_train": "",
+    "do_eval": "",
+    "do_predict": "",
+}
+
+
+def extra_arg_problem(name: str, value: Any) -> tuple[str, dict] | None:
+    """(catalog key, parameters) of why ``name: value`` cannot be in train.extra_args; None when it can."""
+    if name in STUDIO_SETS:
+        if STUDIO_SETS[name]:
+            return "extra_arg_has_field", {"name": name, "field": STUDIO_SETS[name]}
+        return "extra_arg_studio", {"name": name}
+    problem = type_problem(name, value)
+    if problem is None:
+        return None
+    if name not in HF_TRAINING_ARGS:
+        return "extra_arg_unknown", {"name": name, "version": TRANSFORMERS_VERSION}
+    return "extra_arg_value", {"name": name, "problem": problem}
