@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from engine import cli as studio_cli
-from engine.lf.compat import load_any
+from engine.lf.compat import lf_to_spec, load_any
 from engine.spec.schema import SpecError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lf"
@@ -154,3 +154,16 @@ def test_lf_example_trains_through_studio_train(lf_root, run_registry, capsys):
     assert "step 2/2" in out
     adapter = lf_root / "saves" / "llama3-8b" / "lora" / "sft" / "adapter"
     assert (adapter / "adapter_config.json").is_file(), "the adapter is where LF would write it (output_dir)"
+
+
+def test_every_key_lf_accepts_is_handled():
+    """Each of the keys LLaMA-Factory 0.9.5's `train` accepts (its dataclasses + the transformers 4.57
+    TrainingArguments it passed through; tests/fixtures/lf/lf_0.9.5_train_keys.json: key -> LF's default) imports at
+    its default: mapped, noted or off. Only do_train false is refused (Studio trains)."""
+    keys = json.loads((FIXTURE / "lf_0.9.5_train_keys.json").read_text())
+    assert len(keys) == 371  # 376 in its dataclasses, less the 5 it refuses (init=False)
+    refused = {}
+    for key, default in keys.items():
+        data, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", key: default})
+        refused |= dict.fromkeys(unsupported, default)
+    assert refused == {"do_train": False}
