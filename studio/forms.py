@@ -116,6 +116,8 @@ def _kind(ann: Any) -> tuple[str, list]:
     origin = typing.get_origin(ann)
     if origin is typing.Literal:
         return "choice", list(typing.get_args(ann))
+    if origin is dict or ann is dict:
+        return "dict", []
     if origin is list:
         (inner,) = typing.get_args(ann) or (str,)
         if typing.get_origin(inner) is typing.Literal:
@@ -221,6 +223,12 @@ def to_widget_value(info: FieldInfo, value: Any) -> Any:
         return [str(v) if info.kind == "list_int" else v for v in (value or [])]
     if info.kind in ("str",) and value is None:
         return ""
+    if info.kind == "dict":  # one YAML flow mapping per line of text: {adam_beta2: 0.95, tf32: true}
+        if not value:
+            return ""
+        import yaml
+
+        return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10**6).strip()
     return value
 
 
@@ -252,6 +260,16 @@ def from_widget_value(info: FieldInfo, value: Any) -> Any:
         return list(value or [])
     if info.kind == "str" and info.optional and (value is None or str(value).strip() == ""):
         return None
+    if info.kind == "dict" and isinstance(value, str):
+        if not value.strip():
+            return {}
+        import yaml
+
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value  # the spec reports it on this field
+        return parsed if isinstance(parsed, dict) else value
     return value
 
 
@@ -364,6 +382,8 @@ def make_widget(info: FieldInfo, value: Any, lang: str = "en", choices: list | N
         return gr.Dropdown(choices=options, value=value, multiselect=True, allow_custom_value=True, **common)
     if info.path in PICKERS:
         return gr.Dropdown(choices=list(choices or []), value=value, allow_custom_value=True, **common)
+    if info.kind == "dict":
+        return gr.Textbox(value=value or "", lines=2, max_lines=8, placeholder="{adam_beta2: 0.95}", **common)
     return gr.Textbox(value="" if value is None else value, max_lines=1, **common)
 
 

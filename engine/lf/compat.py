@@ -21,17 +21,23 @@ from typing import Any
 
 import yaml
 
+from engine.lf.hf_args import HF_TRAINING_ARGS, TRANSFORMERS_VERSION, type_problem
 from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here (tests/engine/test_lf_compat.py)
     _CONVERTED,
     _DIRECT,
+    _FEATURES,
     _FLASH_IN,
     _FLASH_OUT,
+    _HF4_REMOVED,
     _LF_DEFAULTS,
     _LF_MARKERS,
+    _NOTED,
     _NULLABLE,
+    _OPTIONS_OF_OFF_FEATURES,
     _csv,
     _Import,
-    _resolve,
+    _lf_path,
+    _looked,
     _truthy,
 )
 from engine.lf.launch import _accelerate_out, _from_accelerate, _from_ds_json
@@ -57,24 +63,136 @@ def lf_to_spec(
     return imp.data, list(imp.unsupported)
 
 
+def _off(value: Any, default: Any) -> bool:
+    """A feature key at LF's default (or null, or false / empty where the default is null): the feature is off."""
+    return value is None or value == default or (default is None and value in (False, "", [], {}))
+
+
 def _lf_import(args: dict, acc: dict | None, base_dir: Path | None) -> _Import:
     imp = _Import()
+    written = set(args)
     args = {**{k: v for k, v in _LF_DEFAULTS.items() if k not in args}, **args}
+    extra: dict[str, Any] = {}
     for key, value in args.items():
         if key in _DIRECT and (value is not None or key in _NULLABLE):  # LF writes null for "not set"
             imp.put(_DIRECT[key], value)
-        elif key in _DIRECT:
+        elif key in _DIRECT or key in _CONVERTED or key in _OPTIONS_OF_OFF_FEATURES:
             continue
-        elif key not in _CONVERTED:
-            imp.bad(key)
+        elif key in _NOTED:
+            imp.notes.append(f"{key}: accepted, ignored ({_NOTED[key]})")
+        elif key in _FEATURES:
+            if not _off(value, _FEATURES[key][0]):
+                imp.bad(key, _FEATURES[key][1])
+        elif key in _HF4_REMOVED:
+            default, instead = _HF4_REMOVED[key]
+            if _off(value, default):
+                imp.notes.append(f"{key}: accepted, ignored (removed in transformers 5)")
+            else:
+                imp.bad(key, f"removed in transformers 5 (installed: {TRANSFORMERS_VERSION}): {instead}")
+        elif key in HF_TRAINING_ARGS:  # a TrainingArguments field LF passes through: so does Studio, checked
+            problem = type_problem(key, value)
+            if problem:
+                imp.bad(key, problem)
+            else:
+                extra[key] = value
+        else:
+            imp.bad(key, "not a LLaMA-Factory training key (LLaMA-Factory refuses it too)")
+    if extra:
+        imp.put("train.extra_args", extra)
     imp.put("schema_version", 1)
     if "lora_alpha" not in args or args["lora_alpha"] is None:  # LF: alpha defaults to 2 x rank
         rank = args.get("lora_rank")
         imp.put("method.lora.alpha", rank * 2 if isinstance(rank, int) and not isinstance(rank, bool) else 16)
     _convert(args, imp, base_dir)
+    _paths(args, imp, base_dir)
+    if "cutoff_len" not in written and not args.get("rope_scaling"):
+        _fit_default_cutoff(args, imp)
     if acc:
         _from_accelerate(acc, args, imp, base_dir)
     return imp
+
+
+_STAGES_OUT = {
+    "rm": "reward-model training (stage rm) is not supported: Studio trains sft, pt and dpo",
+    "ppo": "PPO (stage ppo) is not supported: use stage dpo with preference pairs",
+    "kto": "KTO (stage kto) is not supported: use stage dpo with preference pairs",
+}
+
+
+def _fit_default_cutoff(args: dict, imp: _Import) -> None:
+    """LF's default cutoff_len (2048, not written in the YAML) on a model with fewer positions: what the model
+    takes, with a note. A cutoff_len the user wrote is never changed (the spec's context rule refuses it)."""
+    cfg = read_model_config(str(args.get("model_name_or_path", "")), args.get("model_revision") or None)
+    max_pos = cfg.get("max_position_embeddings") if cfg else None
+    default = _LF_DEFAULTS["cutoff_len"]
+    if isinstance(max_pos, int) and not isinstance(max_pos, bool) and 8 <= max_pos < default:
+        imp.put("data.cutoff_len", max_pos)
+        imp.notes.append(
+            f"cutoff_len: not set; LLaMA-Factory's default {default} is above the model's {max_pos} positions, "
+            f"so {max_pos} is used"
+        )
+
+
+def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
+    """Paths as LF resolves them: the working directory first, then the YAML's folder (``_lf_path``)."""
+    if "dataset_dir" in args:
+        ddir = str(args["dataset_dir"])
+        if ddir.upper() == "ONLINE" or ddir.startswith("REMOTE:"):
+            imp.bad(
+                "dataset_dir",
+                f"{ddir}: hub datasets are not supported: download them and register them in a dataset_info.json",
+            )
+        else:
+            found, looked = _lf_path(ddir, base_dir)
+            if found is None:
+                imp.missing["dataset_dir"] = f"no folder {ddir} ({_looked(looked)})"
+            imp.put("data.dataset_dir", str(found or looked[0]))
+    else:  # LF's default dataset_dir is ./data
+        found, looked = _lf_path("data/dataset_info.json", base_dir)
+        if found is not None:
+            imp.put("data.dataset_dir", str(found.parent))
+        else:
+            imp.notes.append(
+                f"dataset_dir not set and no data/dataset_info.json ({_looked(looked)}): datasets resolve in the "
+                "Studio workspace's data folder"
+            )
+    if args.get("output_dir"):
+        found, _ = _lf_path(args["output_dir"], base_dir, must_exist=False)
+        imp.put("output.output_dir", str(found))
+    if args.get("deepspeed"):
+        ds = args["deepspeed"]
+        if isinstance(ds, dict):
+            _from_ds_json(ds, imp)
+        else:
+            found, looked = _lf_path(ds, base_dir)
+            if found is None:
+                imp.bad("deepspeed", f"DeepSpeed config {ds} not found ({_looked(looked)})")
+            else:
+                _from_ds_json(str(found), imp)
+        imp.put("launch.backend", "deepspeed")
+        imp.notes.append("deepspeed without an accelerate config: one process; set launch.num_processes for more")
+    if args.get("adapter_name_or_path"):
+        value = args["adapter_name_or_path"]
+        found, looked = _lf_path(str(value).split(",")[0].strip(), base_dir)
+        where = f"{found}" if found is not None else f"not found: {_looked(looked)}"
+        imp.bad(
+            "adapter_name_or_path",
+            f"training on top of an existing adapter ({where}) is not supported: merge it into the base model "
+            "(studio merge) and train the merged model",
+        )
+    if args.get("tokenized_path"):
+        found, looked = _lf_path(args["tokenized_path"], base_dir, must_exist=False)
+        if found.is_dir() and any(found.iterdir()):
+            imp.bad(
+                "tokenized_path",
+                f"{found} holds a dataset LLaMA-Factory tokenized, which Studio cannot load: remove tokenized_path "
+                "(Studio tokenizes dataset itself and caches it)",
+            )
+        else:
+            imp.notes.append(
+                f"tokenized_path: accepted, ignored (Studio caches tokenized data itself; nothing is written to "
+                f"{found})"
+            )
 
 
 def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
@@ -89,6 +207,25 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         else:
             imp.notes.append(f"rope_scaling: factor {factor:g} (LF derives it from the local config.json)")
         imp.put("model.rope_scaling", {"type": args["rope_scaling"], "factor": factor})
+    stage = args.get("stage", "sft")
+    if isinstance(stage, str) and stage in _STAGES_OUT:
+        imp.bad("stage", _STAGES_OUT[stage])
+    else:
+        imp.put("method.stage", stage)
+    finetuning = args.get("finetuning_type", "lora")
+    if finetuning == "oft":
+        imp.bad("finetuning_type", "OFT (finetuning_type oft) is not supported: use lora")
+    else:
+        imp.put("method.finetuning", finetuning)
+    if "include_num_input_tokens_seen" in args:
+        seen = args["include_num_input_tokens_seen"]
+        imp.put(
+            "train.count_input_tokens", {True: "all", False: "no"}.get(seen, seen) if isinstance(seen, bool) else seen
+        )
+    if _truthy(args.get("use_cpu")) or _truthy(args.get("no_cuda")):
+        imp.put("launch.device", "cpu")
+    if _truthy(args.get("adafactor")):
+        imp.put("train.optimizer", "adafactor")
     if not _truthy(args.get("do_train", True)):
         imp.bad("do_train", "only training runs are supported (do_train: true)")
     if str(args.get("quantization_method", "bnb")).lower() not in ("bnb", "bitsandbytes"):
@@ -103,14 +240,6 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         imp.bad("freeze_trainable_layers", "negative values (train the first layers) are not supported")
     if "dataset" in args:
         imp.put("data.datasets", _csv(args["dataset"]))
-    if "dataset_dir" in args:
-        if str(args["dataset_dir"]).upper() == "ONLINE":
-            imp.bad("dataset_dir", "ONLINE datasets are not supported: register them in a dataset_info.json")
-        imp.put("data.dataset_dir", _resolve(args["dataset_dir"], base_dir))
-    elif base_dir is not None and (base_dir / "data" / "dataset_info.json").is_file():
-        imp.put("data.dataset_dir", str((base_dir / "data").resolve()))  # LF's default dataset_dir is ./data
-    else:
-        imp.notes.append("dataset_dir not set: datasets resolve in the Studio workspace's data folder")
     if args.get("interleave_probs") is not None:
         try:
             imp.put("data.mix_probs", [float(p) for p in _csv(args["interleave_probs"])])
@@ -152,22 +281,19 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     if "all" in report:
         imp.bad("report_to", "'all' is not supported: name the trackers (tensorboard, wandb) or none")
     imp.put("output.report_to", report)
-    for key, note in (
-        ("overwrite_cache", "no cache is reused across runs"),
-        ("logging_dir", "TensorBoard logs go to <output>/tensorboard"),
-        ("overwrite_output_dir", "removed in transformers 5"),
-        ("plot_loss", "the studio plots loss live"),
-    ):
-        if key in args:
-            imp.notes.append(f"{key}: accepted, ignored ({note})")
-    if args.get("deepspeed"):
-        ds = args["deepspeed"]
-        _from_ds_json(ds if isinstance(ds, dict) else _resolve(ds, base_dir), imp)
-        imp.put("launch.backend", "deepspeed")
-        imp.notes.append("deepspeed without an accelerate config: one process; set launch.num_processes for more")
 
 
 # ----------------------------------------------------------------------------------------------- export
+def workspace_path(path: str) -> Path:
+    """A spec path as Studio reads it: absolute as written, relative from the workspace ($STUDIO_HOME)."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return p
+    from engine.core import workspace
+
+    return workspace.home() / p
+
+
 def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     """A spec as LLaMA-Factory training args + an accelerate config in the shape of the seed's examples.
 
@@ -233,8 +359,9 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     )
     if d.group_by_length:
         args["group_by_length"] = True
-    if o.output_dir:
-        args["output_dir"] = o.output_dir
+    args["dataloader_num_workers"] = d.dataloader_workers
+    if o.output_dir:  # absolute: Studio reads a relative one from the workspace, LF from the working directory
+        args["output_dir"] = str(workspace_path(o.output_dir))
     if o.run_name:
         args["run_name"] = o.run_name
     args.update(
@@ -254,8 +381,17 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
             "weight_decay": t.weight_decay,
             "optim": t.optimizer,
             "max_grad_norm": t.max_grad_norm,
+            "save_strategy": t.save_strategy,
+            "save_only_model": t.save_only_model,
+            "eval_strategy": t.eval_strategy,
+            "include_num_input_tokens_seen": t.count_input_tokens,
+            "ddp_timeout": spec.launch.ddp_timeout,
         }
     )
+    if t.per_device_eval_batch_size is not None:
+        args["per_device_eval_batch_size"] = t.per_device_eval_batch_size
+    if t.neftune_noise_alpha is not None:
+        args["neftune_noise_alpha"] = t.neftune_noise_alpha
     if t.precision in ("bf16", "auto") and spec.model.dtype == "bfloat16":
         args["pure_bf16"] = True
     elif t.precision in ("bf16", "auto"):
@@ -272,6 +408,7 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     )
     if t.resume_from:
         args["resume_from_checkpoint"] = t.resume_from
+    args.update(t.extra_args)  # LF passes TrainingArguments through, as Studio does
     return args, _accelerate_out(spec)
 
 
@@ -318,8 +455,11 @@ def load_any(
     imp = _lf_import(data, acc, path.resolve().parent)
     if notes is not None:
         notes.extend(imp.notes)
-    if imp.unsupported:
-        raise SpecError([(k, why) for k, why in imp.unsupported.items()], f"{path} (LLaMA-Factory)")
+    problems = dict(imp.unsupported)
+    if context:
+        problems.update({k: why for k, why in imp.missing.items() if k not in problems})
+    if problems:
+        raise SpecError(list(problems.items()), f"{path} (LLaMA-Factory)")
     try:
         return parse_spec(imp.data, source=f"{path} (LLaMA-Factory)", context=context)
     except SpecError as exc:  # name the LF key the user wrote next to our field path

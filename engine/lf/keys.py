@@ -14,8 +14,6 @@ _DIRECT: dict[str, str] = {
     "model_name_or_path": "model.name_or_path",
     "model_revision": "model.revision",
     "trust_remote_code": "model.trust_remote_code",
-    "stage": "method.stage",
-    "finetuning_type": "method.finetuning",
     "quantization_bit": "method.quantization.bits",
     "quantization_type": "method.quantization.quant_type",
     "double_quantization": "method.quantization.double_quant",
@@ -54,6 +52,14 @@ _DIRECT: dict[str, str] = {
     "max_grad_norm": "train.max_grad_norm",
     "seed": "train.seed",
     "resume_from_checkpoint": "train.resume_from",
+    # TrainingArguments LF passes through that have spec fields
+    "save_strategy": "train.save_strategy",
+    "save_only_model": "train.save_only_model",
+    "eval_strategy": "train.eval_strategy",
+    "per_device_eval_batch_size": "train.per_device_eval_batch_size",
+    "neftune_noise_alpha": "train.neftune_noise_alpha",
+    "dataloader_num_workers": "data.dataloader_workers",
+    "ddp_timeout": "launch.ddp_timeout",
 }
 # Keys handled by code below (conversions), with the spec path used to name them in errors.
 _CONVERTED: dict[str, str] = {
@@ -74,12 +80,21 @@ _CONVERTED: dict[str, str] = {
     "gradient_checkpointing": "train.gradient_checkpointing",
     "report_to": "output.report_to",
     "deepspeed": "launch",
+    "include_num_input_tokens_seen": "train.count_input_tokens",
+    "use_cpu": "launch.device",
+    "no_cuda": "launch.device",
+    "adafactor": "train.optimizer",
+    "stage": "method.stage",
+    "finetuning_type": "method.finetuning",
+    "adapter_name_or_path": "",
+    "adapter_folder": "",
+    "tokenized_path": "",
+    "fsdp": "",
+    "fsdp_config": "",
+    "accelerator_config": "",
+    "parallelism_config": "",
     "do_train": "",
     "quantization_method": "",
-    "overwrite_cache": "",
-    "logging_dir": "",
-    "overwrite_output_dir": "",
-    "plot_loss": "",
 }
 # Defaults of LLaMA-Factory / transformers that differ from ours: applied when the key is absent.
 _LF_DEFAULTS: dict[str, Any] = {
@@ -92,6 +107,356 @@ _LF_DEFAULTS: dict[str, Any] = {
     "save_total_limit": None,
     "lora_rank": 8,
     "template": "auto",
+    "eval_strategy": "no",
+}
+# LF keys accepted with a note: they change nothing in a Studio training run. key -> why.
+_INFERENCE = "an inference setting, not used in training"
+_GENERATION = "a generation setting (chat, predict), not used in training"
+_EXPORT = "an export setting (llamafactory-cli export); Studio merges with studio merge"
+_DERIVED = "LF derives it; Studio derives its own"
+_STUDIO_SETS = "Studio sets it"
+_NOTED: dict[str, str] = {
+    "overwrite_cache": "no cache is reused across runs",
+    "logging_dir": "TensorBoard logs go to <output>/tensorboard",
+    "overwrite_output_dir": "removed in transformers 5",
+    "plot_loss": "the studio plots loss live",
+    "disable_tqdm": "Studio logs progress to train.log and the page",
+    "use_fast_tokenizer": "Studio loads the fast tokenizer",
+    "low_cpu_mem_usage": "transformers 5 loads weights lazily",
+    "print_param_status": "the run's events give trainable and total parameters",
+    "cache_dir": "models come from the Hugging Face cache (HF_HOME)",
+    "hf_hub_token": "set HF_TOKEN in the environment",
+    "ms_hub_token": "Studio downloads from the Hugging Face hub",
+    "om_hub_token": "Studio downloads from the Hugging Face hub",
+    "preprocessing_batch_size": "Studio tokenizes in its own batches",
+    "data_shared_file_system": "Studio tokenizes once per run",
+    "include_effective_tokens_per_second": "the studio reports tokens/s",
+    "include_tokens_per_second": "the studio reports tokens/s",
+    "use_reentrant_gc": "Studio checkpoints without re-entrant autograd",
+    "do_eval": "evaluation follows eval_strategy and val_size",
+    **dict.fromkeys(
+        "offload_folder use_kv_cache infer_backend infer_dtype vllm_maxlen vllm_gpu_util vllm_enforce_eager "
+        "vllm_max_lora_rank vllm_config sglang_maxlen sglang_mem_fraction sglang_tp_size sglang_config "
+        "sglang_lora_backend".split(),
+        _INFERENCE,
+    ),
+    **dict.fromkeys(
+        "do_sample temperature top_p top_k num_beams max_length max_new_tokens repetition_penalty length_penalty "
+        "skip_special_tokens eval_num_beams sortish_sampler generation_max_length generation_num_beams "
+        "generation_config".split(),
+        _GENERATION,
+    ),
+    **dict.fromkeys(
+        "export_dir export_size export_device export_quantization_bit export_quantization_dataset "
+        "export_quantization_nsamples export_quantization_maxlen export_legacy_format export_hub_model_id".split(),
+        _EXPORT,
+    ),
+    **dict.fromkeys("compute_dtype device_map model_max_length block_diag_attn".split(), _DERIVED),
+    **dict.fromkeys(
+        "remove_unused_columns label_names length_column_name local_rank ddp_backend ddp_find_unused_parameters "
+        "gradient_checkpointing_kwargs".split(),
+        _STUDIO_SETS,
+    ),
+}
+# Options of a feature LF switches on with another key (use_galore, use_swanlab, fp8, ...): no effect while it is
+# off, and refused through that key when it is on. Accepted silently.
+_OPTIONS_OF_OFF_FEATURES = set(
+    "galore_target galore_rank galore_update_interval galore_scale galore_proj_type galore_layerwise apollo_target "
+    "apollo_rank apollo_update_interval apollo_scale apollo_proj apollo_proj_type apollo_scale_type apollo_layerwise "
+    "apollo_scale_front badam_mode badam_start_block badam_switch_mode badam_switch_interval badam_update_ratio "
+    "badam_mask_mode badam_verbose swanlab_project swanlab_workspace swanlab_run_name swanlab_mode swanlab_api_key "
+    "swanlab_logdir swanlab_lark_webhook_url swanlab_lark_secret asft_alpha eaft_alpha buffer_size fp8_backend "
+    "fp8_enable_fsdp_float8_all_gather profiler_output_dir profiler_wait_steps profiler_warmup_steps "
+    "profiler_active_steps profiler_repeat profiler_record_shapes profiler_profile_memory profiler_with_stack".split()
+)
+_OPTIM = "use optim (adamw_torch, adamw_8bit, paged_adamw_8bit, adafactor)"
+# LF features Studio does not have: key -> (LF's default, one line naming the feature and what to use instead).
+# At its default (or null) the feature is off and the key is accepted; any other value is refused with the line.
+_FEATURES: dict[str, tuple[Any, str]] = {
+    "image_max_pixels": (
+        589824,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "image_min_pixels": (
+        1024,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "image_do_pan_and_scan": (
+        False,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "crop_to_patches": (
+        False,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "video_max_pixels": (
+        65536,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "video_min_pixels": (
+        256,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "video_fps": (2.0, "multimodal (image, video, audio) training is not supported: Studio trains text-only models"),
+    "video_maxlen": (
+        128,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "use_audio_in_video": (
+        False,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "audio_sampling_rate": (
+        16000,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "freeze_vision_tower": (
+        True,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "freeze_multi_modal_projector": (
+        True,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "freeze_language_model": (
+        False,
+        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
+    ),
+    "media_dir": (None, "multimodal (image, video, audio) training is not supported: Studio trains text-only models"),
+    "create_new_adapter": (
+        False,
+        "a new adapter on top of adapter_name_or_path is not supported: merge the adapter first (studio merge)",
+    ),
+    "additional_target": (
+        None,
+        "modules trained beside LoRA (additional_target) are not supported: use finetuning_type freeze or full",
+    ),
+    "module_dropout": (0.0, "OFT is not supported: use finetuning_type lora"),
+    "oft_rank": (0, "OFT is not supported: use finetuning_type lora"),
+    "oft_block_size": (32, "OFT is not supported: use finetuning_type lora"),
+    "oft_target": ("all", "OFT is not supported: use finetuning_type lora"),
+    "loraplus_lr_ratio": (None, "LoRA+ (loraplus_lr_ratio) is not supported: use plain LoRA with learning_rate"),
+    "loraplus_lr_embedding": (1e-06, "LoRA+ (loraplus_lr_ratio) is not supported: use plain LoRA with learning_rate"),
+    "pissa_init": (False, "PiSSA initialisation is not supported: use plain LoRA"),
+    "pissa_iter": (16, "PiSSA initialisation is not supported: use plain LoRA"),
+    "pissa_convert": (False, "PiSSA initialisation is not supported: use plain LoRA"),
+    "pref_ftx": (
+        0.0,
+        "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
+    ),
+    "pref_bco_weight": (
+        0.0,
+        "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
+    ),
+    "dpo_label_smoothing": (
+        0.0,
+        "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
+    ),
+    "simpo_gamma": (
+        0.5,
+        "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
+    ),
+    "ld_alpha": (
+        None,
+        "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
+    ),
+    "kto_chosen_weight": (1.0, "KTO is not supported: use stage dpo with paired data"),
+    "kto_rejected_weight": (1.0, "KTO is not supported: use stage dpo with paired data"),
+    "ppo_buffer_size": (1, "PPO and reward models are not supported: use stage dpo"),
+    "ppo_epochs": (4, "PPO and reward models are not supported: use stage dpo"),
+    "ppo_score_norm": (False, "PPO and reward models are not supported: use stage dpo"),
+    "ppo_target": (6.0, "PPO and reward models are not supported: use stage dpo"),
+    "ppo_whiten_rewards": (False, "PPO and reward models are not supported: use stage dpo"),
+    "reward_model": (None, "PPO and reward models are not supported: use stage dpo"),
+    "reward_model_adapters": (None, "PPO and reward models are not supported: use stage dpo"),
+    "reward_model_quantization_bit": (None, "PPO and reward models are not supported: use stage dpo"),
+    "reward_model_type": ("lora", "PPO and reward models are not supported: use stage dpo"),
+    "ref_model": (
+        None,
+        "a separate reference model is not supported: DPO's reference is the model being trained (LoRA: its base)",
+    ),
+    "ref_model_adapters": (
+        None,
+        "a separate reference model is not supported: DPO's reference is the model being trained (LoRA: its base)",
+    ),
+    "ref_model_quantization_bit": (
+        None,
+        "a separate reference model is not supported: DPO's reference is the model being trained (LoRA: its base)",
+    ),
+    "use_galore": (
+        False,
+        "the GaLore optimizer is not supported: " + _OPTIM,
+    ),
+    "use_apollo": (
+        False,
+        "the APOLLO optimizer is not supported: " + _OPTIM,
+    ),
+    "use_badam": (
+        False,
+        "the BAdam optimizer is not supported: " + _OPTIM,
+    ),
+    "use_adam_mini": (
+        False,
+        "the Adam-mini optimizer is not supported: " + _OPTIM,
+    ),
+    "use_muon": (
+        False,
+        "the Muon optimizer is not supported: " + _OPTIM,
+    ),
+    "use_swanlab": (False, "SwanLab tracking is not supported: use report_to tensorboard or wandb"),
+    "use_llama_pro": (False, "LLaMA Pro (use_llama_pro) is not supported: use finetuning_type freeze"),
+    "use_mca": (
+        False,
+        "Megatron-Core (use_mca) training is not supported: use deepspeed or an accelerate FSDP config",
+    ),
+    "use_hyper_parallel": (
+        False,
+        "HyperParallel training is not supported: use deepspeed or an accelerate FSDP config",
+    ),
+    "hyper_parallel_args": (
+        None,
+        "HyperParallel training is not supported: use deepspeed or an accelerate FSDP config",
+    ),
+    "use_dft_loss": (False, "the DFT loss is not supported: Studio trains with cross-entropy"),
+    "use_asft_loss": (False, "the ASFT loss is not supported: Studio trains with cross-entropy"),
+    "use_eaft_loss": (False, "the EAFT loss is not supported: Studio trains with cross-entropy"),
+    "compute_accuracy": (False, "token accuracy at evaluation is not computed: Studio reports the evaluation loss"),
+    "disable_shuffling": (
+        False,
+        "a fixed data order (disable_shuffling) is not supported: Studio shuffles with the seed",
+    ),
+    "early_stopping_steps": (None, "early stopping is not supported: set num_train_epochs or max_steps"),
+    "shift_attn": (False, "S^2-Attn (shift_attn) is not supported: use rope_scaling for long contexts"),
+    "mixture_of_depths": (None, "mixture-of-depths is not supported: train the model as it is"),
+    "use_unsloth": (False, "Unsloth is not supported: Studio trains with transformers and PEFT"),
+    "use_unsloth_gc": (False, "Unsloth is not supported: Studio trains with transformers and PEFT"),
+    "enable_liger_kernel": (False, "Liger kernels are not supported: Studio trains with transformers' own kernels"),
+    "use_v1_kernels": (False, "LLaMA-Factory's v1 kernels are not supported"),
+    "use_kt": (False, "KTransformers is not supported: Studio trains with transformers and PEFT"),
+    "kt_weight_path": (None, "KTransformers is not supported: Studio trains with transformers and PEFT"),
+    "kt_expert_checkpoint_path": (None, "KTransformers is not supported: Studio trains with transformers and PEFT"),
+    "kt_use_lora_experts": (None, "KTransformers is not supported: Studio trains with transformers and PEFT"),
+    "kt_lora_expert_num": (None, "KTransformers is not supported: Studio trains with transformers and PEFT"),
+    "kt_lora_expert_intermediate_size": (
+        None,
+        "KTransformers is not supported: Studio trains with transformers and PEFT",
+    ),
+    "moe_aux_loss_coef": (None, "the MoE router loss coefficient is not supported: Studio keeps the model's own"),
+    "upcast_layernorm": (
+        False,
+        "upcasting layer norms or the LM head to fp32 is not supported: set model.dtype float32 for a full fp32 model",
+    ),
+    "upcast_lmhead_output": (
+        False,
+        "upcasting layer norms or the LM head to fp32 is not supported: set model.dtype float32 for a full fp32 model",
+    ),
+    "train_from_scratch": (
+        False,
+        "training from random weights is not supported: Studio fine-tunes a pretrained model",
+    ),
+    "resize_vocab": (
+        False,
+        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
+    ),
+    "split_special_tokens": (
+        False,
+        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
+    ),
+    "add_tokens": (
+        None,
+        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
+    ),
+    "add_special_tokens": (
+        None,
+        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
+    ),
+    "new_special_tokens_config": (
+        None,
+        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
+    ),
+    "init_special_tokens": (
+        "noise_init",
+        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
+    ),
+    "quantization_device_map": (None, "a quantization device map is for inference: remove it"),
+    "eval_dataset": (None, "a separate evaluation dataset is not supported: use val_size to hold out part of dataset"),
+    "eval_on_each_dataset": (
+        False,
+        "evaluating each dataset separately is not supported: Studio evaluates the mixed validation split",
+    ),
+    "mask_history": (
+        False,
+        "masking the history (train on the last turn only) is not supported: use train_on_prompt false",
+    ),
+    "streaming": (False, "streaming datasets is not supported: Studio reads the dataset files"),
+    "ignore_pad_token_for_loss": (
+        True,
+        "ignore_pad_token_for_loss false is not supported: padding never counts in Studio's loss",
+    ),
+    "tool_format": (None, "tool_format is not supported: tools are rendered by the template"),
+    "default_system": (None, "default_system is not supported: put the system prompt in the data's system column"),
+    "enable_thinking": (True, "enable_thinking / preserve_thinking are not supported: choose a template"),
+    "preserve_thinking": (False, "enable_thinking / preserve_thinking are not supported: choose a template"),
+    "ray_num_workers": (1, "Ray is not supported: use --accelerate-config for several GPUs or machines"),
+    "ray_init_kwargs": (None, "Ray is not supported: use --accelerate-config for several GPUs or machines"),
+    "master_addr": (None, "Ray is not supported: use --accelerate-config for several GPUs or machines"),
+    "master_port": (None, "Ray is not supported: use --accelerate-config for several GPUs or machines"),
+    "fp8": (False, "FP8 training is not supported: use bf16"),
+    "enable_torch_profiler": (
+        False,
+        "the torch profiler is not supported: the studio's metrics show throughput and memory",
+    ),
+    "profile_modules": (None, "the torch profiler is not supported: the studio's metrics show throughput and memory"),
+    "do_predict": (
+        False,
+        "prediction (do_predict, predict_with_generate) is not supported: try the trained model in the Chat tab",
+    ),
+    "predict_with_generate": (
+        False,
+        "prediction (do_predict, predict_with_generate) is not supported: try the trained model in the Chat tab",
+    ),
+}
+_ACCELERATE = "pass an accelerate config (--accelerate-config)"
+_FSDP_ARGS = "FSDP through training arguments is not supported: pass an accelerate FSDP config (--accelerate-config)"
+_FEATURES.update(
+    {
+        "fsdp": (None, _FSDP_ARGS),
+        "fsdp_config": (None, _FSDP_ARGS),
+        "accelerator_config": (
+            None,
+            "accelerator_config is not supported: pass an accelerate config (--accelerate-config)",
+        ),
+        "parallelism_config": (
+            None,
+            "parallelism_config is not supported: pass an accelerate config (--accelerate-config)",
+        ),
+        "adapter_folder": (None, "loading adapters from a folder is not supported: merge them first (studio merge)"),
+    }
+)
+# TrainingArguments of transformers 4 that LF passed through and transformers 5 removed: key -> (transformers 4's
+# default, what to use instead). At the default: a note; otherwise refused.
+_HF4_REMOVED: dict[str, tuple[Any, str]] = {
+    "per_gpu_train_batch_size": (None, "use per_device_train_batch_size"),
+    "per_gpu_eval_batch_size": (None, "use per_device_eval_batch_size"),
+    "save_safetensors": (True, "transformers 5 always saves safetensors"),
+    "use_mps_device": (False, "Studio trains on CUDA GPUs or the CPU"),
+    "jit_mode_eval": (False, "remove it"),
+    "fp16_opt_level": ("O1", "apex is gone: fp16 uses torch AMP"),
+    "half_precision_backend": ("auto", "apex is gone: fp16 uses torch AMP"),
+    "fp16_backend": ("auto", "apex is gone: fp16 uses torch AMP"),
+    "tpu_num_cores": (None, "Studio trains on CUDA GPUs or the CPU"),
+    "tpu_metrics_debug": (False, "Studio trains on CUDA GPUs or the CPU"),
+    "past_index": (-1, "remove it"),
+    "fsdp_min_num_params": (0, "pass an accelerate FSDP config (--accelerate-config)"),
+    "fsdp_transformer_layer_cls_to_wrap": (None, "pass an accelerate FSDP config (--accelerate-config)"),
+    "use_legacy_prediction_loop": (False, "remove it"),
+    "include_inputs_for_metrics": (False, "use include_for_metrics"),
+    "push_to_hub_model_id": (None, "use hub_model_id"),
+    "push_to_hub_organization": (None, "use hub_model_id"),
+    "push_to_hub_token": (None, "use hub_token"),
+    "mp_parameters": ("", "remove it"),
+    "torchdynamo": (None, "use torch_compile_backend"),
+    "ray_scope": ("last", "remove it"),
 }
 _NULLABLE = {"max_samples", "save_total_limit", "resume_from_checkpoint"}
 _FLASH_IN = {"auto": "sdpa", "sdpa": "sdpa", "fa2": "flash_attention_2", "disabled": "eager"}
@@ -106,6 +471,7 @@ class _Import:
         self.data: dict[str, Any] = {}
         self.unsupported: dict[str, str] = {}
         self.notes: list[str] = []
+        self.missing: dict[str, str] = {}  # paths found nowhere: refused when the spec's files are checked
 
     def put(self, path: str, value: Any) -> None:
         node = self.data
@@ -126,6 +492,26 @@ def _csv(value: Any) -> list[str]:
 
 def _truthy(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes"))
+
+
+def _lf_path(value: Any, base_dir: Path | None, *, must_exist: bool = True) -> tuple[Path | None, list[Path]]:
+    """A relative path as LLaMA-Factory reads it: from the working directory (LF's README runs every example from
+    the repository root), then from the YAML's folder. Returns (the first that exists, or None; where it looked).
+    With ``must_exist=False`` a path found nowhere is the working directory's, where LF would create it."""
+    try:
+        p = Path(str(value)).expanduser()
+    except RuntimeError:  # ~user that does not exist: keep it literal
+        p = Path(str(value))
+    looked = [p] if p.is_absolute() else [Path.cwd() / p] + ([base_dir / p] if base_dir is not None else [])
+    looked = list(dict.fromkeys(q.resolve() for q in looked))
+    for q in looked:
+        if q.exists():
+            return q, looked
+    return (None if must_exist else looked[0]), looked
+
+
+def _looked(paths: list[Path]) -> str:
+    return "looked in " + ", ".join(str(p) for p in paths)
 
 
 def _resolve(path: str, base_dir: Path | None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from engine.lf.compat import load_any
 from engine.machine import hardware
@@ -24,7 +25,10 @@ def cli(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     try:
         # context=False: planning needs the model's config.json, not the dataset registry
-        spec = load_any(args.spec, context=False)
+        notes: list[str] = []
+        spec = load_any(args.spec, context=False, notes=notes)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
         gib = parse_mem(args.gpu_mem) if args.gpu_mem else None
         hw = None
         if gib is None:

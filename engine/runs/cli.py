@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from engine.core import events
+from engine.lf.compat import load_any_spec
 from engine.runs import record as fingerprints
 from engine.runs import registry as runs
 from engine.runs import watchdog
@@ -130,8 +131,9 @@ def _parser(name: str) -> argparse.ArgumentParser:
         rs = sub.add_parser("resume", help="a new run (own folder) continuing from the newest checkpoint")
         rs.add_argument("id")
     else:
-        add = sub.add_parser("add", help="validate a spec and queue it")
+        add = sub.add_parser("add", help="validate a spec (ours or a LLaMA-Factory training YAML) and queue it")
         add.add_argument("spec")
+        add.add_argument("--accelerate-config", help="a LLaMA-Factory user's accelerate config YAML")
         add.add_argument("--name")
         add.add_argument("--tags", default="")
         sub.add_parser("list", help="queued and running runs, in queue order")
@@ -203,7 +205,8 @@ def _runs(args) -> int:
 def _queue(args) -> int:
     if args.action == "add":
         tags = [t for t in args.tags.split(",") if t.strip()]
-        run_id = runs.submit(Path(args.spec), name=args.name, tags=tags)
+        spec = load_any_spec(args.spec, args.accelerate_config)  # as studio train / validate / preview take it
+        run_id = runs.submit(spec, name=args.name, tags=tags)
         print(f"{run_id}: {runs.get(run_id).status}")
     elif args.action == "list":
         watchdog.check()

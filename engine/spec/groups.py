@@ -262,6 +262,13 @@ class DataSpec(_Spec):
         description="Processes for tokenisation",
         json_schema_extra=_meta("Preprocessing workers", advanced=True, label_zh="预处理进程数"),
     )
+    dataloader_workers: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="Worker processes that load batches during training (0: in the training process)",
+        json_schema_extra=_meta("Data loader workers", advanced=True, label_zh="数据加载进程数"),
+    )
 
 
 # ----------------------------------------------------------------------------------------------- train
@@ -396,4 +403,47 @@ class TrainSpec(_Spec):
         None,
         description="Resume from a checkpoint folder, or 'last' for the newest in the output folder",
         json_schema_extra=_meta("Resume from", advanced=True, label_zh="断点续训"),
+    )
+    save_strategy: Literal["steps", "epoch", "best", "no"] = Field(
+        "steps",
+        description="When to save checkpoints: every save steps, every epoch, when the evaluation loss improves "
+        "(best; needs a validation split), or never (the final model is saved anyway)",
+        json_schema_extra=_meta("Save strategy", advanced=True, label_zh="保存策略"),
+    )
+    save_only_model: bool = Field(
+        False,
+        description="Checkpoints hold the weights only (no optimizer or scheduler state): smaller, but a run cannot "
+        "resume from them",
+        json_schema_extra=_meta("Save only the model", advanced=True, label_zh="仅保存模型"),
+    )
+    eval_strategy: Literal["steps", "epoch", "no"] = Field(
+        "steps",
+        description="When to evaluate on the validation split: every eval steps, every epoch, or never",
+        json_schema_extra=_meta("Eval strategy", advanced=True, label_zh="评估策略"),
+    )
+    per_device_eval_batch_size: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="Samples per device per evaluation step (empty: the training batch size)",
+        json_schema_extra=_meta("Eval batch size per device", advanced=True, label_zh="每卡评估批大小"),
+    )
+    neftune_noise_alpha: float | None = Field(
+        None,
+        gt=0,
+        le=100,
+        description="NEFTune: add noise of this scale to the input embeddings while training (empty: off; typical 5)",
+        json_schema_extra=_meta("NEFTune noise alpha", advanced=True, label_zh="NEFTune 噪声系数"),
+    )
+    count_input_tokens: Literal["non_padding", "all", "no"] = Field(
+        "non_padding",
+        description="Count the input tokens seen (for tokens/s and the token total): non_padding, all (padding "
+        "too), or no",
+        json_schema_extra=_meta("Count input tokens", advanced=True, label_zh="统计输入 token"),
+    )
+    extra_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="More Hugging Face TrainingArguments, passed to the Trainer as given (YAML or JSON mapping, "
+        "e.g. {adam_beta2: 0.95}); only fields of the installed transformers that no other setting covers",
+        json_schema_extra=_meta("Extra training arguments", advanced=True, label_zh="其他训练参数"),
     )

@@ -157,6 +157,13 @@ class LaunchSpec(_Spec):
         description="Rendezvous port",
         json_schema_extra=_meta("Main port", advanced=True, label_zh="主节点端口"),
     )
+    ddp_timeout: int = Field(
+        1800,
+        ge=1,
+        le=2**31 - 1,
+        description="Seconds the processes wait for each other in a collective before the run fails",
+        json_schema_extra=_meta("Communication timeout (s)", advanced=True, label_zh="通信超时（秒）"),
+    )
     deepspeed: DeepSpeedSpec = Field(default_factory=DeepSpeedSpec)
     fsdp: FsdpSpec = Field(default_factory=FsdpSpec)
 

@@ -61,6 +61,12 @@ MESSAGES: dict[str, str] = {
     "group_by_length_dpo": "grouping by length applies to sft and pt, not dpo: turn data.group_by_length off",
     "report_to_none": "'none' cannot be combined with other trackers",
     "lora_all_alone": "'all' already covers every linear layer: give 'all' alone or a list of names",
+    "save_best_needs_eval": "save strategy 'best' keeps the checkpoint with the best evaluation loss: set "
+    "data.val_size above 0 and an eval strategy, or save by steps",
+    "extra_arg_has_field": "{name} is a Studio setting: set {field} instead of train.extra_args",
+    "extra_arg_studio": "{name} is set by Studio and cannot be given in train.extra_args",
+    "extra_arg_unknown": "{name} is not a TrainingArguments field of transformers {version}",
+    "extra_arg_value": "{name}: {problem}",
     # warnings
     "offload_param_slow": "parameter offload slows training a lot; try optimizer offload first",
     "backend_one_process": "{backend} with one process gains nothing over single",

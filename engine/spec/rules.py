@@ -101,6 +101,15 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("output.report_to", message("report_to_none")))
     if m.lora.targets and "all" in m.lora.targets and len(m.lora.targets) > 1:
         errors.append(("method.lora.targets", message("lora_all_alone")))
+    if t.save_strategy == "best" and (d.val_size == 0 or t.eval_strategy == "no"):
+        errors.append(("train.save_strategy", message("save_best_needs_eval")))
+    if t.extra_args:
+        from engine.lf.hf_args import extra_arg_problem  # the installed transformers' TrainingArguments, light
+
+        for name, value in t.extra_args.items():
+            problem = extra_arg_problem(str(name), value)
+            if problem is not None:
+                errors.append((f"train.extra_args.{name}", message(problem[0], **problem[1])))
     return errors
 
 

@@ -220,7 +220,7 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         weight_decay=t.weight_decay,
         optim=optimizer_name(spec),
         per_device_train_batch_size=t.per_device_batch_size,
-        per_device_eval_batch_size=t.per_device_batch_size,
+        per_device_eval_batch_size=t.per_device_eval_batch_size or t.per_device_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation,
         max_grad_norm=t.max_grad_norm if t.max_grad_norm > 0 else None,
         bf16=precision == "bf16",
@@ -230,24 +230,30 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         seed=t.seed,
         data_seed=t.seed,
         logging_steps=t.logging_steps,
-        save_strategy="steps",
+        save_strategy=t.save_strategy,
         save_steps=t.save_steps,
-        eval_strategy="steps" if has_eval else "no",
+        save_only_model=t.save_only_model,
+        eval_strategy=t.eval_strategy if has_eval else "no",
         eval_steps=t.eval_steps if has_eval else None,
         save_total_limit=t.save_total_limit,
         report_to=report or "none",
         use_cpu=device == "cpu",
-        include_num_input_tokens_seen="non_padding",
+        include_num_input_tokens_seen=t.count_input_tokens,
+        neftune_noise_alpha=t.neftune_noise_alpha,
+        ddp_timeout=spec.launch.ddp_timeout,
         remove_unused_columns=False,
         disable_tqdm=True,
         ddp_find_unused_parameters=False if spec.launch.backend == "ddp" else None,
-        dataloader_num_workers=0,
+        dataloader_num_workers=spec.data.dataloader_workers,
         # transformers 5 replaced group_by_length=True with this; the rows carry a "length" column
         # (engine.trainer.dataset)
         train_sampling_strategy="group_by_length" if spec.data.group_by_length else "random",
         label_names=["labels"] if spec.method.stage != "dpo" else None,
         run_name=spec.output.run_name or run_dir.name,
     )
+    # More TrainingArguments as the user gave them (validated against the installed transformers' fields by the
+    # spec, never one a field above sets: engine.lf.hf_args.STUDIO_SETS)
+    kwargs.update(t.extra_args)
     if spec.launch.backend == "deepspeed":
         kwargs["deepspeed"] = str(run_dir / "ds_config.json")
     if spec.launch.backend == "ddp" and device == "cpu":

@@ -47,6 +47,7 @@ HELP_ZH: dict[str, str] = {
     "data.group_by_length": "把长度相近的样本放进同一批：填充更少，顺序随机性较低（sft、pt；不能与打包同用）",
     "data.train_on_prompt": "提示词部分也计算损失",
     "data.preprocessing_workers": "分词预处理的进程数",
+    "data.dataloader_workers": "训练时加载批次的工作进程数（0：在训练进程内加载）",
     "train.num_epochs": "训练轮数（最大步数 > 0 时忽略）",
     "train.max_steps": "达到此优化步数后停止（-1：按轮数）",
     "train.learning_rate": "峰值学习率",
@@ -67,6 +68,18 @@ HELP_ZH: dict[str, str] = {
     "train.eval_steps": "每 N 步评估一次（需有验证集）",
     "train.save_total_limit": "最多保留的检查点数（留空：全部）",
     "train.resume_from": "从检查点目录继续，或 last 表示输出目录中最新的检查点",
+    "train.save_strategy": (
+        "何时保存检查点：每隔保存间隔步、每轮、评估损失改善时（best，需有验证集），或不保存（最终模型照常保存）"
+    ),
+    "train.save_only_model": "检查点只含权重（不含优化器和调度器状态）：更小，但不能从中续训",
+    "train.eval_strategy": "何时在验证集上评估：每隔评估间隔步、每轮，或不评估",
+    "train.per_device_eval_batch_size": "评估时每个设备每步的样本数（留空：同训练批大小）",
+    "train.neftune_noise_alpha": "NEFTune：训练时给输入嵌入加上此尺度的噪声（留空：关闭；常用 5）",
+    "train.count_input_tokens": "统计已见输入 token（用于 token/s 和总数）：non_padding、all（含填充）或 no",
+    "train.extra_args": (
+        "其他 Hugging Face TrainingArguments，原样传给 Trainer（YAML 或 JSON 映射，如 {adam_beta2: 0.95}）；"
+        "仅限已安装 transformers 的字段且没有其他设置覆盖"
+    ),
     "launch.backend": "单进程、DDP（数据并行）、FSDP（分片）或 DeepSpeed ZeRO",
     "launch.device": "auto：有 GPU 用 GPU，否则用 CPU",
     "launch.gpus": "指定 GPU 编号（留空：任意空闲 GPU，数量与进程数相同）",
@@ -76,6 +89,7 @@ HELP_ZH: dict[str, str] = {
     "launch.machine_rank": "本机序号（0 = 主节点）",
     "launch.main_process_ip": "0 号机器的地址（多机时）",
     "launch.main_process_port": "集合通信端口",
+    "launch.ddp_timeout": "进程在集合通信中互相等待的秒数，超时则运行失败",
     "launch.deepspeed.zero_stage": "ZeRO 阶段：1 切分优化器状态，2 再切分梯度，3 再切分参数",
     "launch.deepspeed.offload_optimizer": "优化器状态存放位置（需 ZeRO 阶段 ≥ 1）",
     "launch.deepspeed.offload_param": "参数存放位置（仅 ZeRO-3；明显变慢）",

@@ -36,6 +36,13 @@ RULES_ZH: dict[str, str] = {
     "group_by_length_dpo": "按长度分组只适用于 sft 和 pt，不适用于 dpo：请关闭 data.group_by_length",
     "report_to_none": "'none' 不能与其他记录工具同时选择",
     "lora_all_alone": "'all' 已包含所有线性层：请单独填写 'all'，或填写模块名列表",
+    "save_best_needs_eval": (
+        "保存策略 best 保留评估损失最好的检查点：请把 data.val_size 设为大于 0 并选择评估策略，或按步保存"
+    ),
+    "extra_arg_has_field": "{name} 是 Studio 的设置：请设置 {field}，而不是写在 train.extra_args 中",
+    "extra_arg_studio": "{name} 由 Studio 设置，不能写在 train.extra_args 中",
+    "extra_arg_unknown": "{name} 不是 transformers {version} 的 TrainingArguments 字段",
+    "extra_arg_value": "{name} 的取值不可用：{problem}",
     # warnings
     "offload_param_slow": "参数卸载会大幅拖慢训练；请先尝试优化器卸载",
     "backend_one_process": "只有一个进程时，{backend} 比 single 没有任何好处",

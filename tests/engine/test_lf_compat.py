@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import cli as studio_cli
-from engine.lf.compat import _CONVERTED, _DIRECT, is_lf_args, lf_to_spec, load_any, spec_to_lf
+from engine.lf.compat import _CONVERTED, _DIRECT, is_lf_args, lf_to_spec, load_any, spec_to_lf, workspace_path
 from engine.spec.schema import SpecError, load_spec, parse_spec, spec_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,9 @@ class TestSeedExample:
         assert (m.lora.rank, m.lora.alpha, m.lora.dropout, m.lora.targets) == (64, 128, 0.05, ["all"])
         assert d.datasets == ["alpaca_zh", "self_cognition"] and d.template == "llama3"
         assert (d.cutoff_len, d.max_samples, d.preprocessing_workers) == (4096, 50000, 16)
-        assert spec.output.output_dir == "./output/llama3-qlora" and spec.output.report_to == ["tensorboard"]
+        # relative to the working directory, as LLaMA-Factory writes it
+        assert spec.output.output_dir == str(Path.cwd() / "output" / "llama3-qlora")
+        assert spec.output.report_to == ["tensorboard"]
         assert (t.logging_steps, t.save_steps, t.num_epochs) == (10, 500, 3)
         assert (t.per_device_batch_size, t.gradient_accumulation, t.lr_scheduler) == (2, 8, "cosine")
         assert (t.learning_rate, t.warmup_ratio, t.precision, t.max_grad_norm) == (1e-4, 0.05, "bf16", 1.0)
@@ -98,7 +100,7 @@ class TestUnsupportedKeysByName:
 
     def test_unsupported_value_names_the_lf_key(self, tmp_path):
         path = tmp_path / "args.yaml"
-        path.write_text(yaml.safe_dump(read(SEED_ARGS) | {"stage": "ppo", "lora_rank": 0}), encoding="utf-8")
+        path.write_text(yaml.safe_dump(read(SEED_ARGS) | {"stage": "bogus", "lora_rank": 0}), encoding="utf-8")
         with pytest.raises(SpecError) as info:
             load_any(path, context=False)
         named = {p for p, _ in info.value.problems}
@@ -343,8 +345,9 @@ class TestRoundTrips:
         spec = convert(args, acc)
         out_args, out_acc = spec_to_lf(spec)
         ignored = {"logging_dir"}  # accepted with a note, not a setting of ours
+        assert out_args["output_dir"] == str(Path.cwd() / args["output_dir"])  # where LF writes it: absolute
         for key, value in args.items():
-            if key not in ignored:
+            if key not in ignored | {"output_dir"}:
                 assert _lf_value(out_args[key]) == _lf_value(value), key
         for key, value in acc.items():
             if isinstance(value, dict):
@@ -382,6 +385,8 @@ class TestRoundTrips:
                 want["method"].pop(sub), got["method"].pop(sub)
         if not spec.method.quantization.bits:
             want["method"].pop("quantization"), got["method"].pop("quantization")
+        if want["output"]["output_dir"]:  # a relative one is the workspace's; LF gets it absolute
+            assert got["output"].pop("output_dir") == str(workspace_path(want["output"].pop("output_dir")))
         assert got == want
 
 

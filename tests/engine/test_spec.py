@@ -84,6 +84,18 @@ class TestVersions:
         dumped = spec_to_dict(spec)
         # Fields added to version 1 since the fixture was written, with defaults that change nothing for it.
         assert dumped["data"].pop("group_by_length") is False
+        assert dumped["data"].pop("dataloader_workers") == 0
+        assert dumped["launch"].pop("ddp_timeout") == 1800
+        added = {
+            "save_strategy": "steps",
+            "save_only_model": False,
+            "eval_strategy": "steps",
+            "per_device_eval_batch_size": None,
+            "neftune_noise_alpha": None,
+            "count_input_tokens": "non_padding",
+            "extra_args": {},
+        }
+        assert {k: dumped["train"].pop(k) for k in added} == added
         want = yaml.safe_load(path.read_text(encoding="utf-8"))
         # gradient_checkpointing became on / off / auto; the fixture's boolean true reads as on
         assert want["train"]["gradient_checkpointing"] is True and dumped["train"]["gradient_checkpointing"] == "on"

@@ -244,3 +244,33 @@ def test_pt_blocks_grouped_by_length_train(demo_paths, tmp_path):
     assert ready["tail_dropped"] == 0 and ready["total_tokens"] == ready["trainable_tokens"]
     logs = [e["payload"]["loss"] for e in events if e["type"] == "log"]
     assert events[-1]["type"] == "finished" and len(logs) == 3 and all(math.isfinite(v) for v in logs)
+
+
+def test_trainer_arguments_from_the_spec_and_extra_args(demo_paths, tmp_path):
+    """The spec's save / eval / loader / NEFTune / timeout fields and train.extra_args reach TrainingArguments."""
+    from engine.trainer.train import training_arguments
+
+    spec = demo_spec(
+        demo_paths,
+        data={"dataloader_workers": 2, "val_size": 0.2},
+        train={
+            "save_strategy": "epoch",
+            "save_only_model": True,
+            "eval_strategy": "epoch",
+            "per_device_eval_batch_size": 3,
+            "neftune_noise_alpha": 5.0,
+            "count_input_tokens": "all",
+            "extra_args": {"adam_beta2": 0.95, "logging_first_step": True, "lr_scheduler_kwargs": {"power": 2.0}},
+        },
+        launch={"ddp_timeout": 180000000},
+    )
+    targs = training_arguments(spec, tmp_path / "out", tmp_path, "cpu", "fp32", has_eval=True)
+    assert (targs.save_strategy, targs.save_only_model, targs.eval_strategy) == ("epoch", True, "epoch")
+    assert (targs.per_device_eval_batch_size, targs.dataloader_num_workers, targs.ddp_timeout) == (3, 2, 180000000)
+    assert (targs.neftune_noise_alpha, targs.include_num_input_tokens_seen) == (5.0, "all")
+    assert (targs.adam_beta2, targs.logging_first_step, targs.lr_scheduler_kwargs) == (0.95, True, {"power": 2.0})
+    demo = demo_spec(demo_paths)
+    plain = training_arguments(demo, tmp_path / "out", tmp_path, "cpu", "fp32", has_eval=False)
+    batch = demo.train.per_device_batch_size
+    assert (plain.eval_strategy, plain.per_device_eval_batch_size, plain.ddp_timeout) == ("no", batch, 1800)
+    assert plain.include_num_input_tokens_seen == "non_padding" and plain.adam_beta2 == 0.999

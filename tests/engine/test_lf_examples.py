@@ -1,0 +1,169 @@
+"""LLaMA-Factory's example training YAMLs, run as LF's README runs them: from the root of an LF checkout (its
+examples/ and data/ folders), through every command that takes a spec. tests/fixtures/lf is that root in miniature:
+YAMLs shaped like LF's examples (same keys and values, model swapped for the demo model here), its ds_z3 DeepSpeed
+config and a data/dataset_info.json with small demo datasets in LF's formats. Each either imports and validates (and
+one trains) or is refused in one line naming the feature."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engine import cli as studio_cli
+from engine.lf.compat import lf_to_spec, load_any
+from engine.spec.schema import SpecError
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lf"
+ACCEPTED = [
+    "train_lora/qwen3_lora_sft.yaml",
+    "train_lora/llama3_lora_sft.yaml",
+    "train_lora/llama3_lora_sft_ds3.yaml",
+    "train_lora/qwen3_lora_pretrain.yaml",
+    "train_lora/qwen3_lora_dpo.yaml",
+    "train_lora/qwen3_preprocess.yaml",
+    "train_qlora/qwen3_lora_sft_otfq.yaml",
+    "train_full/qwen3_full_sft.yaml",
+]
+REFUSED = {  # file -> (the key named, words of its one line)
+    "train_lora/qwen3_lora_kto.yaml": ("stage", "KTO"),
+    "extras/badam/llama3_full_sft.yaml": ("use_badam", "BAdam"),
+    "extras/mod/llama3_full_sft.yaml": ("mixture_of_depths", "mixture-of-depths"),
+}
+
+
+@pytest.fixture
+def lf_root(tmp_path, demo_paths, monkeypatch) -> Path:
+    """A copy of the LF-shaped root with every model swapped for the demo model; the working directory is the root,
+    as in LF's README (`llamafactory-cli train examples/...`)."""
+    root = tmp_path / "LLaMA-Factory"
+    shutil.copytree(FIXTURE, root)
+    for path in (root / "examples").rglob("*.yaml"):
+        args = yaml.safe_load(path.read_text(encoding="utf-8"))
+        args["model_name_or_path"] = demo_paths["model_dir"]
+        path.write_text(yaml.safe_dump(args, sort_keys=False), encoding="utf-8")
+    monkeypatch.chdir(root)
+    return root
+
+
+def studio(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = studio_cli.main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_example_validates_previews_and_plans_from_the_lf_root(name, lf_root, capsys):
+    path = f"examples/{name}"
+    rc, out, err = studio(capsys, "validate", path, "--gpus", "1")
+    assert rc == 0 and out.startswith("OK"), out + err
+    assert "plot_loss: accepted, ignored" in err or "plot_loss" not in Path(path).read_text()
+    rc, out, err = studio(capsys, "preview", path, "--gpus", "1")
+    assert rc == 0 and "accelerate.commands.launch" in out, out + err
+    rc, out, err = studio(capsys, "plan", path, "--gpu-mem", "80GiB")
+    assert rc in (0, 1) and "per GPU" in out, out + err  # 1: does not fit
+
+
+def test_flagship_example_maps_every_key(lf_root):
+    notes: list[str] = []
+    spec = load_any("examples/train_lora/qwen3_lora_sft.yaml", notes=notes)
+    t, d = spec.train, spec.data
+    assert (spec.launch.ddp_timeout, t.save_only_model, d.dataloader_workers) == (180000000, False, 4)
+    assert d.dataset_dir == str(lf_root / "data")  # LF's default ./data, from the working directory
+    assert spec.output.output_dir == str(lf_root / "saves" / "qwen3-4b" / "lora" / "sft")
+    assert (t.eval_strategy, t.save_strategy, spec.output.report_to) == ("no", "steps", ["none"])
+    assert {n.split(":")[0] for n in notes} >= {"plot_loss", "overwrite_output_dir"}
+
+
+def test_passed_through_training_arguments(lf_root):
+    spec = load_any("examples/train_lora/llama3_lora_sft.yaml")
+    assert spec.train.count_input_tokens == "all"  # include_num_input_tokens_seen: true, as transformers 5 reads it
+    assert spec.train.extra_args == {"adam_beta2": 0.95}  # a TrainingArguments field with no spec field
+    args = yaml.safe_load(Path("examples/train_lora/llama3_lora_sft.yaml").read_text())
+    for bad, named in (({"adam_beta2": "high"}, "adam_beta2"), ({"per_gpu_train_batch_size": 2}, "per_gpu")):
+        Path("bad.yaml").write_text(yaml.safe_dump(args | bad))
+        with pytest.raises(SpecError) as info:
+            load_any("bad.yaml")
+        assert [p for p, _ in info.value.problems] == [next(iter(bad))], info.value
+        assert named in str(info.value)
+
+
+def test_deepspeed_resolves_from_the_working_directory_first(lf_root, monkeypatch, tmp_path):
+    spec = load_any("examples/train_lora/llama3_lora_sft_ds3.yaml")
+    assert spec.launch.backend == "deepspeed" and spec.launch.deepspeed.zero_stage == 3
+    assert (spec.data.val_size, spec.train.eval_strategy, spec.train.per_device_eval_batch_size) == (0.1, "steps", 1)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(SpecError) as info:
+        load_any(lf_root / "examples" / "train_lora" / "llama3_lora_sft_ds3.yaml")
+    (key, msg), *_ = info.value.problems
+    assert key == "deepspeed" and str(elsewhere / "examples" / "deepspeed") in msg
+    assert str(lf_root / "examples" / "train_lora" / "examples" / "deepspeed") in msg, "both places are listed"
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_unsupported_feature_is_refused_in_one_line(name, lf_root, capsys):
+    key, words = REFUSED[name]
+    rc, out, err = studio(capsys, "validate", f"examples/{name}", "--gpus", "1")
+    problems = [line.strip() for line in err.splitlines() if line.startswith("  ")]
+    assert rc == 1 and len(problems) == 1, err
+    assert problems[0].startswith(f"{key}: ") and words in problems[0], problems
+
+
+def test_default_cutoff_is_lowered_to_what_the_model_takes(lf_root, demo_paths):
+    """LF's default cutoff_len (2048) on a model with 256 positions: 256, with a note; written by the user: refused."""
+    model = lf_root / "short-model"
+    shutil.copytree(demo_paths["model_dir"], model)
+    cfg = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(cfg | {"max_position_embeddings": 256}))
+    args = yaml.safe_load(Path("examples/train_lora/qwen3_lora_sft.yaml").read_text())
+    args["model_name_or_path"] = str(model)
+    Path("default.yaml").write_text(yaml.safe_dump({k: v for k, v in args.items() if k != "cutoff_len"}))
+    notes: list[str] = []
+    assert load_any("default.yaml", notes=notes).data.cutoff_len == 256
+    assert any(n.startswith("cutoff_len:") and "256" in n for n in notes)
+    Path("written.yaml").write_text(yaml.safe_dump(args))
+    with pytest.raises(SpecError, match="cutoff_len"):
+        load_any("written.yaml")
+
+
+def test_queue_add_takes_an_lf_yaml(lf_root, run_registry, capsys):
+    from engine.runs import registry as runs
+
+    rc, out, err = studio(capsys, "queue", "add", "examples/train_lora/qwen3_lora_dpo.yaml", "--name", "lf-dpo")
+    assert rc == 0, out + err
+    rec = runs.get(out.split(":")[0])
+    spec = rec.load_spec()
+    assert (rec.name, spec.method.stage, spec.launch.ddp_timeout) == ("lf-dpo", "dpo", 180000000)
+    assert rec.output_dir == str(lf_root / "saves" / "qwen3-4b" / "lora" / "dpo")
+    runs.stop(rec.id, grace_s=1)
+
+
+@pytest.mark.slow
+def test_lf_example_trains_through_studio_train(lf_root, run_registry, capsys):
+    """The llama3 LoRA SFT example as LF ships it, with the demo model and 2 steps (max_samples kept small)."""
+    path = Path("examples/train_lora/llama3_lora_sft.yaml")
+    args = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump(args | {"max_steps": 2, "save_steps": 1000, "logging_steps": 1}))
+    rc, out, err = studio(capsys, "train", str(path))
+    assert rc == 0 and "completed" in out, out + err
+    assert "step 2/2" in out
+    adapter = lf_root / "saves" / "llama3-8b" / "lora" / "sft" / "adapter"
+    assert (adapter / "adapter_config.json").is_file(), "the adapter is where LF would write it (output_dir)"
+
+
+def test_every_key_lf_accepts_is_handled():
+    """Each of the keys LLaMA-Factory 0.9.5's `train` accepts (its dataclasses + the transformers 4.57
+    TrainingArguments it passed through; tests/fixtures/lf/lf_0.9.5_train_keys.json: key -> LF's default) imports at
+    its default: mapped, noted or off. Only do_train false is refused (Studio trains)."""
+    keys = json.loads((FIXTURE / "lf_0.9.5_train_keys.json").read_text())
+    assert len(keys) == 371  # 376 in its dataclasses, less the 5 it refuses (init=False)
+    refused = {}
+    for key, default in keys.items():
+        data, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", key: default})
+        refused |= dict.fromkeys(unsupported, default)
+    assert refused == {"do_train": False}
