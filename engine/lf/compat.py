@@ -21,7 +21,6 @@ from typing import Any
 
 import yaml
 
-from engine.lf.hf_args import HF_TRAINING_ARGS, TRANSFORMERS_VERSION, type_problem
 from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here (tests/engine/test_lf_compat.py)
     _CONVERTED,
     _DIRECT,
@@ -41,6 +40,7 @@ from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here 
     _truthy,
 )
 from engine.lf.launch import _accelerate_out, _from_accelerate, _from_ds_json
+from engine.spec.hf_args import HF_TRAINING_ARGS, TRANSFORMERS_VERSION, type_problem
 from engine.spec.schema import RunSpec, SpecError, load_spec, parse_spec, read_model_config, save_spec
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from engine.core.messages import Message
 from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config
+from engine.spec.hf_args import extra_arg_problem
 from engine.spec.messages import message
 
 if TYPE_CHECKING:
@@ -104,8 +105,6 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
     if t.save_strategy == "best" and (d.val_size == 0 or t.eval_strategy == "no"):
         errors.append(("train.save_strategy", message("save_best_needs_eval")))
     if t.extra_args:
-        from engine.lf.hf_args import extra_arg_problem  # the installed transformers' TrainingArguments, light
-
         for name, value in t.extra_args.items():
             problem = extra_arg_problem(str(name), value)
             if problem is not None:

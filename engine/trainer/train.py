@@ -252,7 +252,7 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         run_name=spec.output.run_name or run_dir.name,
     )
     # More TrainingArguments as the user gave them (validated against the installed transformers' fields by the
-    # spec, never one a field above sets: engine.lf.hf_args.STUDIO_SETS)
+    # spec, never one a field above sets: engine.spec.hf_args.STUDIO_SETS)
     kwargs.update(t.extra_args)
     if spec.launch.backend == "deepspeed":
         kwargs["deepspeed"] = str(run_dir / "ds_config.json")

@@ -1,4 +1,4 @@
-"""engine/lf/hf_args.py, the light table of TrainingArguments fields, is the installed transformers' dataclass."""
+"""engine/spec/hf_args.py, the light table of TrainingArguments fields, is the installed transformers' dataclass."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typing
 
 import pytest
 
-from engine.lf.hf_args import HF_TRAINING_ARGS, TRANSFORMERS_VERSION, type_problem
+from engine.spec.hf_args import HF_TRAINING_ARGS, TRANSFORMERS_VERSION, type_problem
 
 
 def _kinds(ann) -> tuple[str, tuple | None]:
@@ -35,7 +35,7 @@ def _kinds(ann) -> tuple[str, tuple | None]:
 
 
 def live_table() -> dict[str, tuple]:
-    """The table as generated from the installed transformers (what engine/lf/hf_args.py must hold)."""
+    """The table as generated from the installed transformers (what engine/spec/hf_args.py must hold)."""
     from transformers import TrainingArguments
 
     table = {}
@@ -57,7 +57,7 @@ def test_the_table_is_the_installed_transformers():
 
     live = live_table()
     rendered = "\n".join(f"    {k!r}: {v!r}," for k, v in live.items())
-    assert HF_TRAINING_ARGS == live, f"regenerate engine/lf/hf_args.py's table from:\n{rendered}"
+    assert HF_TRAINING_ARGS == live, f"regenerate engine/spec/hf_args.py's table from:\n{rendered}"
     assert TRANSFORMERS_VERSION == transformers.__version__
 
 
