@@ -244,6 +244,13 @@ class DataSpec(_Spec):
         "block is dropped); off, each text is cut into blocks on its own",
         json_schema_extra=_meta("Packing", label_zh="序列打包"),
     )
+    padding_free: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Padding-free batches: a step's samples joined in one row with positions restarting per sample "
+        "and no attention across them (the same samples and loss as padded batches, no compute on pad tokens). auto: "
+        "on for sft and pt without packing; dpo only with flash_attention_2",
+        json_schema_extra=_meta("Padding-free batches", advanced=True, label_zh="无填充批次"),
+    )
     group_by_length: bool = Field(
         False,
         description="Batch samples of similar length together: less padding, a less random order (sft, pt; "

@@ -58,6 +58,11 @@ MESSAGES: dict[str, str] = {
     "packing_dpo": "packing applies to sft and pt, not dpo: turn data.packing off",
     "group_by_length_packing": "grouping by length and packing exclude each other (packed rows are already full): "
     "turn off data.group_by_length or data.packing",
+    "padding_free_packing": "packing already fills rows without padding: set data.padding_free to auto or off, or "
+    "turn packing off",
+    "padding_free_dpo": "padding-free dpo batches need flash_attention_2 (TRL's padding_free); {attn} attention "
+    "cannot keep the pairs apart: set data.padding_free to auto or off, or model.attn_implementation to "
+    "flash_attention_2",
     "group_by_length_dpo": "grouping by length applies to sft and pt, not dpo: turn data.group_by_length off",
     "report_to_none": "'none' cannot be combined with other trackers",
     "lora_all_alone": "'all' already covers every linear layer: give 'all' alone or a list of names",

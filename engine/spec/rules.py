@@ -102,6 +102,10 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("output.report_to", message("report_to_none")))
     if m.lora.targets and "all" in m.lora.targets and len(m.lora.targets) > 1:
         errors.append(("method.lora.targets", message("lora_all_alone")))
+    if d.padding_free == "on" and d.packing:
+        errors.append(("data.padding_free", message("padding_free_packing")))
+    if d.padding_free == "on" and m.stage == "dpo" and spec.model.attn_implementation != "flash_attention_2":
+        errors.append(("data.padding_free", message("padding_free_dpo", attn=spec.model.attn_implementation)))
     if t.save_strategy == "best" and (d.val_size == 0 or t.eval_strategy == "no"):
         errors.append(("train.save_strategy", message("save_best_needs_eval")))
     if t.extra_args:

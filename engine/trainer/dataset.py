@@ -10,6 +10,10 @@ each text ends with EOS; texts are cut into blocks of the cutoff length instead 
 ``split_into_blocks``), dpo (string prompt/chosen/rejected columns for TRL's DPOTrainer, which tokenises them
 itself; collator None).
 
+Padding-free batches (``data.padding_free``, on by default for sft and pt without packing) join each batch's
+samples into one row with per-sample position_ids (``FlatteningCollator``): the same samples per step and the same
+loss as padded batches, with no compute on pad tokens.
+
 Packing (sft) puts several samples into each row, up to the cutoff length (best-fit decreasing), so a step carries
 many short samples instead of a few padded ones. Rows keep position_ids that restart per sample and the first
 label of every sample is -100 (never predicted from the previous sample's last token). The collator stacks a
@@ -263,6 +267,9 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
     if stage != "dpo":
         stats["total_tokens"], stats["trainable_tokens"] = _count_tokens(dataset)
         collator = PadCollator(_pad_id(tokenizer))
+        stats["padding_free"] = padding_free(spec)
+        if stats["padding_free"]:
+            collator = FlatteningCollator()
         if d.packing and stage == "sft":
             collator = packing_collator(_pad_id(tokenizer))
             stats["num_samples"] = len(dataset)
@@ -414,6 +421,42 @@ class PackingCollator:
 
 def packing_collator(pad_id: int = 0) -> PackingCollator:
     return PackingCollator(pad_id)
+
+
+def padding_free(spec) -> bool:
+    """Whether this run's batches are padding-free (``data.padding_free``; auto: sft and pt without packing; dpo only
+    on flash_attention_2, through TRL, not this collator)."""
+    d = spec.data
+    if spec.method.stage == "dpo" or d.packing:
+        return False
+    return d.padding_free in ("auto", "on")
+
+
+class FlatteningCollator:
+    """Padding-free batches (what transformers' DataCollatorWithFlattening does): the batch's samples joined into one
+    row, position_ids restarting at every sample, the first label of every sample -100, no attention mask and no pad
+    token. transformers builds the block-diagonal mask from the position_ids (sdpa / eager: masking_utils'
+    packed-sequence detection; flash_attention_2: variable-length kernels), so no token attends across samples and
+    each step sees the same samples and the same loss as a padded batch (tests/engine/test_train.py checks 20 steps
+    agree) without computing on pad tokens. ``use_cache=False`` for the reason PackingCollator gives."""
+
+    def __call__(self, features: list[dict]) -> dict:
+        import torch
+
+        ids: list[int] = []
+        labels: list[int] = []
+        pos: list[int] = []
+        for f in features:
+            n = len(f["input_ids"])
+            ids += list(f["input_ids"])
+            labels += [IGNORE] + list(f["labels"][1:n])
+            pos += range(n)
+        return {
+            "input_ids": torch.tensor([ids], dtype=torch.long),
+            "labels": torch.tensor([labels], dtype=torch.long),
+            "position_ids": torch.tensor([pos], dtype=torch.long),
+            "use_cache": False,
+        }
 
 
 def _pad_id(tokenizer) -> int:

@@ -262,8 +262,14 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         from trl import DPOConfig
 
         kwargs.pop("label_names")
+        # TRL's padding-free DPO flattens the pairs and relies on flash_attention_2's variable-length kernels
+        flat = spec.data.padding_free != "off" and spec.model.attn_implementation == "flash_attention_2"
         return DPOConfig(
-            beta=spec.method.dpo.beta, loss_type=[spec.method.dpo.loss_type], max_length=spec.data.cutoff_len, **kwargs
+            beta=spec.method.dpo.beta,
+            loss_type=[spec.method.dpo.loss_type],
+            max_length=spec.data.cutoff_len,
+            padding_free=flat,
+            **kwargs,
         )
     return TrainingArguments(**kwargs)
 

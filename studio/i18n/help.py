@@ -44,6 +44,9 @@ HELP_ZH: dict[str, str] = {
         "把多个样本打包进一行且互不注意（短数据更快）。pt 阶段：文本首尾相接后切成整块（块内文本之间可相互注意，"
         "以 EOS 分隔；最后不满一块的部分丢弃）；关闭时每条文本各自切块"
     ),
+    "data.padding_free": "无填充批次：一步的样本拼成一行，位置编号按样本重新开始，样本之间互不注意"
+    "（与填充批次的样本和损失相同，不在填充 token 上计算）。"
+    "auto：sft 和 pt 且未打包时开启；dpo 仅在 flash_attention_2 下",
     "data.group_by_length": "把长度相近的样本放进同一批：填充更少，顺序随机性较低（sft、pt；不能与打包同用）",
     "data.train_on_prompt": "提示词部分也计算损失",
     "data.preprocessing_workers": "分词预处理的进程数",

@@ -33,6 +33,10 @@ RULES_ZH: dict[str, str] = {
     "packing_dpo": "打包只适用于 sft 和 pt，不适用于 dpo：请关闭 data.packing",
     "group_by_length_packing": "按长度分组与打包互斥（打包后的行已经填满）："
     "请关闭 data.group_by_length 或 data.packing",
+    "padding_free_packing": "打包已经把样本无填充地排进行中：请把 data.padding_free 设为 auto 或 off，或关闭打包",
+    "padding_free_dpo": "dpo 的无填充批次需要 flash_attention_2（TRL 的 padding_free）；"
+    "{attn} 注意力无法隔开各对样本：请把 data.padding_free 设为 auto 或 off，"
+    "或把 model.attn_implementation 设为 flash_attention_2",
     "group_by_length_dpo": "按长度分组只适用于 sft 和 pt，不适用于 dpo：请关闭 data.group_by_length",
     "report_to_none": "'none' 不能与其他记录工具同时选择",
     "lora_all_alone": "'all' 已包含所有线性层：请单独填写 'all'，或填写模块名列表",

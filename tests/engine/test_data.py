@@ -93,7 +93,7 @@ def test_bad_data_raises_before_model(demo_paths, tok, tmp_path):
 
 
 def test_pad_collator_pads_labels_with_ignore(demo_paths, tok):
-    data = build(make_spec(demo_paths, max_samples=4), tok)
+    data = build(make_spec(demo_paths, max_samples=4, padding_free="off"), tok)
     batch = data.data_collator([data.train_dataset[i] for i in range(4)])
     lens = [len(data.train_dataset[i]["input_ids"]) for i in range(4)]
     assert batch["input_ids"].shape == (4, max(lens)) and batch["attention_mask"].sum().item() == sum(lens)
@@ -252,7 +252,7 @@ def test_group_by_length_rows_carry_their_length(demo_paths, tok):
     for part in (data.train_dataset, data.eval_dataset):
         assert part["length"] == [len(x) for x in part["input_ids"]]
     batch = data.data_collator([data.train_dataset[i] for i in range(3)])
-    assert set(batch) == {"input_ids", "labels", "attention_mask"}
+    assert set(batch) == {"input_ids", "labels", "position_ids", "use_cache"}  # padding-free by default; no length
 
 
 def test_page_and_trainer_pack_alike():

@@ -85,6 +85,7 @@ class TestVersions:
         # Fields added to version 1 since the fixture was written, with defaults that change nothing for it.
         assert dumped["data"].pop("group_by_length") is False
         assert dumped["data"].pop("dataloader_workers") == 0
+        assert dumped["data"].pop("padding_free") == "auto"
         assert dumped["launch"].pop("ddp_timeout") == 1800
         added = {
             "save_strategy": "steps",
