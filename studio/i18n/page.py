@@ -154,6 +154,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "w_saved": ("saved to", "保存到"),
     "w_cause": ("cause", "原因"),
     "w_eta": ("ETA", "预计剩余"),
+    "w_downloading": ("downloading the model", "正在下载模型"),
     "stopping": ("Stopping {id}…", "正在停止 {id}…"),
     # Train tab: action messages, template hint, plan panel, auto-fit
     "spec_invalid": ("Invalid run spec:", "运行配置无效："),
@@ -306,6 +307,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "cause_config": ("config", "配置问题（config）"),
     "cause_killed": ("killed", "进程被终止（killed）"),
     "cause_other": ("other", "其他错误（other）"),
+    "cause_download": ("download", "模型下载失败（download）"),
 }
 
 
