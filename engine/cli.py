@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "queue": ("engine.runs.cli", "add / list / remove queued runs"),
     "replay": ("engine.runs.cli", "start a new run from a run's record, warning about what changed"),
     "data": ("engine.data.registry", "inspect datasets: `studio data check NAME`"),
+    "download": ("engine.runs.downloads", "download a hub model or dataset into the cache, as a run (resumable)"),
+    "models": ("engine.runs.downloads", "list local models (workspace and cache) with sizes; delete one"),
 }
 
 

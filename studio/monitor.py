@@ -61,6 +61,7 @@ def new_view(run_id: str | None, run_dir: str | Path | None) -> dict:
         "ranks": {},  # rank -> {"t", "MiB"}: the trainer's own memory per rank (shown without metric samples)
         "metrics": {"n": 0, "t0": None, "has_gpu": False, "note": "", "series": {}},  # see _add_sample
         "started": None,
+        "download": None,  # the newest download_progress payload while the run's model downloads (its first phase)
         "last": None,
         "terminal": None,
         "version": 0,
@@ -127,6 +128,8 @@ def read_new(view: dict) -> bool:
         view["last"] = ev
         if kind == "run_started":
             view["started"] = ev
+        elif kind == "download_progress":
+            view["download"] = payload
         elif kind == "log" and payload.get("loss") is not None:
             row = {**payload, "step": ev.get("step"), "ts": ev.get("ts")}
             view["last_log"] = row
@@ -305,7 +308,32 @@ def _first(d: dict, *keys: str) -> float | None:
 
 
 # ----------------------------------------------------------------------------------------------- text
+def _downloading(view: dict) -> dict | None:
+    """The download phase's progress while it is the run's current phase (before the trainer started)."""
+    if view.get("started") or view.get("terminal"):
+        return None
+    return view.get("download")
+
+
+def _download_text(dl: dict, lang: str) -> str:
+    from engine.models.download import human
+
+    frac = float(dl.get("progress") or 0.0)
+    eta = dl.get("eta_seconds")
+    speed = f" · {human(dl['speed'])}/s" if isinstance(dl.get("speed"), (int, float)) else ""
+    eta_text = f" · {t('w_eta', lang)} {format_duration(eta)}" if eta is not None and frac < 1 else ""
+    size = f" · {human(dl.get('done') or 0)}/{human(dl.get('total') or 0)}"
+    return f"{t('w_downloading', lang)} {frac * 100:.0f}%{size}{speed}{eta_text}"
+
+
 def progress_html(view: dict, lang: str = "en") -> str:
+    dl = _downloading(view)
+    if dl is not None:
+        frac = max(0.0, min(1.0, float(dl.get("progress") or 0.0)))
+        return (
+            f'<div class="studio-progress"><div class="bar" style="width:{frac * 100:.1f}%"></div></div>'
+            f'<div class="studio-progress-text">{_download_text(dl, lang)}</div>'
+        )
     last_log = view.get("last_log") or {}
     frac = last_log.get("progress")
     started = view.get("started") or {}
@@ -341,6 +369,9 @@ def status_line(view: dict, status: str = "", lang: str = "en") -> str:
     last_log = view.get("last_log") or {}
     status = status or term.get("type") or ("running" if view.get("started") else "waiting")
     parts = [f"**{view.get('run_id') or '–'}**", t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status]
+    dl = _downloading(view)
+    if dl is not None:
+        parts.append(_download_text(dl, lang))
     if last_log:
         parts.append(f"{t('w_step', lang)} {last_log.get('step')}")
         if isinstance(last_log.get("loss"), (int, float)):

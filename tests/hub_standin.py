@@ -1,69 +1,161 @@
 """A local stand-in for the Hugging Face hub's file API, served on 127.0.0.1 for the real ``huggingface_hub`` client
-(pointed at it with ``HF_ENDPOINT``). It answers what ``hf_hub_download`` asks: ``HEAD`` and ``GET`` of
-``/{repo}/resolve/{revision}/{file}`` with the hub's headers (``X-Repo-Commit``, ``ETag``, ``Content-Length``),
-byte ranges, and the hub's error codes (``X-Error-Code: RepoNotFound`` / ``GatedRepo`` / ``EntryNotFound`` /
-``RevisionNotFound``) so the client raises its own exceptions. Requests are recorded so a test can see what was
-fetched. Nothing inside the project is mocked: the project talks to this server through the real client.
+(pointed at it with ``HF_ENDPOINT``). It answers what ``hf_hub_download``, ``HfApi.model_info`` /
+``dataset_info`` and ``get_hf_file_metadata`` ask:
+
+- ``GET /api/{models|datasets}/{repo}[/revision/{revision}]``: the repo's info, with ``sha`` and, per file, its size,
+  git blob id and (``*.safetensors`` / ``*.bin`` / ``*.parquet``, the hub's LFS files) ``lfs.sha256``;
+- ``HEAD`` and ``GET`` of ``/[datasets/]{repo}/resolve/{revision}/{file}`` with the hub's headers (``X-Repo-Commit``,
+  ``ETag``, ``Content-Length``) and byte ranges (``Range: bytes=N-``, answered 206 with ``Content-Range``);
+- the hub's error codes (``X-Error-Code: RepoNotFound`` / ``GatedRepo`` / ``EntryNotFound`` / ``RevisionNotFound``)
+  so the client raises its own exceptions. A gated repo answers 401 without a token and 403 with a token that is not
+  in ``tokens`` (when ``tokens`` is set; any token passes otherwise).
+
+Faults a test can switch on: ``throttle`` (bytes per second of every body), ``stall`` (file names whose body stops
+after the file's first ``stall_after`` bytes until the server shuts down), ``corrupt`` (file names served with other
+bytes than the ones their metadata and ETag describe), ``sizes`` (file sizes the repo info claims instead).
+Requests are recorded (method, path, Range header) so a test can see what was fetched. Nothing inside the project
+is mocked: the project talks to this server through the real client.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-_RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+|[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+_RESOLVE = re.compile(r"^/(?:(?P<type>datasets)/)?(?P<repo>[^/]+/[^/]+|[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+_INFO = re.compile(r"^/api/(?P<type>models|datasets)/(?P<repo>[^/]+/[^/]+|[^/]+?)(?:/revision/(?P<rev>[^/]+))?$")
+LFS_SUFFIXES = (".safetensors", ".bin", ".parquet", ".pt", ".gguf")
+
+
+def git_blob_id(data: bytes) -> str:
+    """The git object id of a file's content: what the hub reports as ``blobId`` (the ETag of a non-LFS file)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 class HubStandin:
     def __init__(self) -> None:
         self.repos: dict[str, dict[str, bytes]] = {}
+        self.datasets: dict[str, dict[str, bytes]] = {}
         self.gated: set[str] = set()
+        self.tokens: set[str] = set()  # when set, a gated repo's files need ``Authorization: Bearer <one of them>``
+        self.throttle: int | None = None  # bytes per second of a body
+        self.stall: set[str] = set()  # file names whose body stalls after ``stall_after`` bytes
+        self.stall_after = 1024
+        self.corrupt: set[str] = set()  # file names served with bytes that do not match their checksum
+        self.sizes: dict[str, int] = {}  # file name -> the size the repo info claims (a repo too large for the disk)
         self.requests: list[tuple[str, str]] = []
+        self.ranges: list[tuple[str, str]] = []  # (path, Range header) of every ranged GET
+        self._closing = threading.Event()
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args) -> None:  # quiet
                 pass
 
+            def _auth(self) -> str | None:
+                value = self.headers.get("Authorization") or ""
+                return value.split(" ", 1)[1] if value.lower().startswith("bearer ") else (value or None)
+
             def _answer(self, body: bool) -> None:
                 standin.requests.append((self.command, self.path))
-                m = _RESOLVE.match(self.path.split("?", 1)[0])
+                path = self.path.split("?", 1)[0]
+                info = _INFO.match(path)
+                if info:
+                    return self._info(info.group("type"), info.group("repo"), info.group("rev") or "main", body)
+                m = _RESOLVE.match(path)
                 if not m:
                     return self._error(404, "EntryNotFound", "no such route", body)
+                table = standin.datasets if m.group("type") == "datasets" else standin.repos
                 repo, rev, name = m.group("repo"), m.group("rev"), m.group("file")
-                if repo not in standin.repos:
+                if repo not in table:
                     return self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}", body)
-                if repo in standin.gated and "authorization" not in {k.lower() for k in self.headers}:
-                    return self._error(401, "GatedRepo", f"Access to model {repo} is restricted.", body)
+                if repo in standin.gated:
+                    token = self._auth()
+                    if token is None:
+                        return self._error(401, "GatedRepo", f"Access to model {repo} is restricted.", body)
+                    if standin.tokens and token not in standin.tokens:
+                        text = f"Access to model {repo} is restricted and you are not in the authorized list."
+                        return self._error(403, "GatedRepo", text, body)
                 if rev not in ("main", COMMIT):
                     return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", body)
-                files = standin.repos[repo]
+                files = table[repo]
                 if name not in files:
                     return self._error(404, "EntryNotFound", f"{name} does not exist", body)
                 data = files[name]
+                etag = hashlib.sha256(data).hexdigest()
+                if name in standin.corrupt:  # same length, other bytes: only a checksum tells
+                    data = bytes(b ^ 0xFF for b in data)
                 start, end = 0, len(data) - 1
                 rng = self.headers.get("Range")
                 if rng and rng.startswith("bytes="):
+                    standin.ranges.append((path, rng))
                     a, _, b = rng[6:].partition("-")
                     start = int(a or 0)
                     end = int(b) if b else end
                 chunk = data[start : end + 1]
                 self.send_response(206 if rng else 200)
                 self.send_header("X-Repo-Commit", COMMIT)
-                self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+                self.send_header("ETag", f'"{etag}"')
                 self.send_header("Content-Length", str(len(chunk)))
                 if rng:
                     self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
                 self.end_headers()
                 if body:
-                    self.wfile.write(chunk)
+                    self._send_body(name, chunk, start)
+
+            def _send_body(self, name: str, chunk: bytes, start: int) -> None:
+                try:
+                    if name in standin.stall:  # the file's first ``stall_after`` bytes, then nothing, on every try
+                        self.wfile.write(chunk[: max(0, standin.stall_after - start)])
+                        self.wfile.flush()
+                        standin._closing.wait()  # a server that stops sending: the client's timeout must fire
+                        return
+                    if not standin.throttle:
+                        self.wfile.write(chunk)
+                        return
+                    step = max(1, standin.throttle // 20)
+                    for i in range(0, len(chunk), step):
+                        if standin._closing.is_set():
+                            return
+                        self.wfile.write(chunk[i : i + step])
+                        self.wfile.flush()
+                        time.sleep(step / standin.throttle)
+                except (BrokenPipeError, ConnectionResetError):  # the client went away (cancelled)
+                    self.close_connection = True
+
+            def _info(self, kind: str, repo: str, rev: str, body: bool) -> None:
+                table = standin.datasets if kind == "datasets" else standin.repos
+                if repo not in table:
+                    return self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}", body)
+                if rev not in ("main", COMMIT):
+                    return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", body)
+                siblings = []
+                for name, data in sorted(table[repo].items()):
+                    size = standin.sizes.get(name, len(data))
+                    entry = {"rfilename": name, "size": size, "blobId": git_blob_id(data)}
+                    if name.endswith(LFS_SUFFIXES):
+                        entry["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": size}
+                        entry["lfs"]["pointerSize"] = 134
+                    siblings.append(entry)
+                gated = "manual" if repo in standin.gated else False
+                info = {"id": repo, "_id": repo, "sha": COMMIT, "private": False, "gated": gated}
+                info["siblings"] = siblings
+                payload = json.dumps(info).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(payload)
 
             def _error(self, status: int, code: str, text: str, body: bool) -> None:
-                payload = f'{{"error": "{text}"}}'.encode()
+                payload = json.dumps({"error": text}).encode()
                 self.send_response(status)
                 self.send_header("X-Error-Code", code)
                 self.send_header("X-Error-Message", text)
@@ -80,6 +172,7 @@ class HubStandin:
                 self._answer(body=True)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -96,6 +189,7 @@ class HubStandin:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._closing.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=10)

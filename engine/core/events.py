@@ -19,6 +19,9 @@ Types and their payload keys:
 - ``finished``: train_loss, runtime_seconds, adapter_dir / model_dir, memory (peak per rank).
 - ``failed``: cause (oom | communication | data | config | killed | disk | other), error, traceback (tail).
 - ``merge_progress`` / ``merge_finished`` / ``merge_failed``: stage, i, n, out_dir, report.
+- ``download_progress`` / ``download_finished`` / ``download_failed`` (engine.models.download; a download run, or
+  the first phase of a training run whose model is not local yet): repo, file, i, n, done, total, speed (bytes/s),
+  eta_seconds, progress (0..1); finished: where, files, bytes; failed: cause, error.
 - ``warning``: field, message.
 
 Readers keep a byte offset and call ``read_events(path, offset)``: a torn last line (a writer mid-append or a crash)
@@ -46,6 +49,9 @@ EVENT_TYPES = (
     "merge_progress",
     "merge_finished",
     "merge_failed",
+    "download_progress",
+    "download_finished",
+    "download_failed",
     "warning",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")

@@ -29,6 +29,29 @@ MESSAGES: dict[str, str] = {
     "models.hub_error": "the hub answered an error for {name}: {error}",
     "models.offline_unknown": "{name} is not a local folder, not in the Hugging Face cache and not in Studio's table "
     "of known models, and the hub is not asked (HF_HUB_OFFLINE is set): download it or give a local folder",
+    # downloads (engine.models.download): progress, the end, and why one could not finish
+    "models.download_listing": "asking the hub for the files of {name}",
+    "models.download_progress": "downloading {name}: {done} of {total} ({percent}%), {speed}/s, {eta} left",
+    "models.download_verifying": "checking {file} of {name}",
+    "models.download_finished": "{name} downloaded: {files} files, {size}, in {where}",
+    "models.download_nothing": "{name} is already complete in the Hugging Face cache ({where})",
+    "models.download_gated_token": "the token in HF_TOKEN has no access to {name}, which is gated on the hub: "
+    "accept its licence there with that account",
+    "models.download_unreachable": "the hub ({url}) cannot be reached to download {name}: check the network or "
+    "HF_ENDPOINT",
+    "models.download_offline": "{name} cannot be downloaded while HF_HUB_OFFLINE is set: unset it, or copy the "
+    "model into the Hugging Face cache",
+    "models.download_no_space": "not enough disk space for {name}: {need} to download, {free} free in {path}",
+    "models.download_checksum": "{file} of {name} does not match the hub's checksum ({algo} {got}, expected "
+    "{expected}): the download was thrown away, start it again",
+    "models.download_stalled": "the hub stopped sending {file} of {name} (nothing for {timeout} s, after retries): "
+    "start the download again to resume where it stopped",
+    "models.download_incomplete": "{file} of {name} arrived incomplete: {error}",
+    "models.download_cancelled": "the download of {name} was cancelled; {done} kept for a resume",
+    "models.download_not_download": "run {id} is not a download",
+    "models.local_in_use": "{path} is the model of run {run}, which is {status}: stop it first",
+    "models.local_unknown": "no local model {name}",
+    "models.local_deleted": "{name} deleted: {size} freed ({path})",
 }
 
 

@@ -41,6 +41,9 @@ PASSTHROUGH_ENV = (
     "STUDIO_HOME",
     "STUDIO_OUTPUT_ROOTS",  # the trainer re-checks output.output_dir (engine.core.folders) with the same roots
     "HF_HOME",
+    "HF_ENDPOINT",  # a mirror or a private hub: downloads and the trainer ask the same one
+    "HF_HUB_DOWNLOAD_TIMEOUT",
+    "HF_HUB_ETAG_TIMEOUT",
     "HF_HUB_OFFLINE",
     "HF_DATASETS_OFFLINE",
     "TRANSFORMERS_OFFLINE",

@@ -172,11 +172,14 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
     """Write the run's launch files and start its detached wrapper; returns the wrapper's pid."""
     rdir = Path(rec.run_dir)
     if rec.kind == "train":
+        from engine.models.download import download_first
         from engine.runs.launch import build_command, launch_record, write_config_files
 
-        plan = build_command(rec.load_spec(), rdir, hw, gpu_ids=gpus or None)
+        spec = rec.load_spec()
+        plan = build_command(spec, rdir, hw, gpu_ids=gpus or None)
         write_config_files(plan, rdir)
-        argv, env = list(plan.argv), dict(plan.env)
+        # A hub model not complete in the cache is downloaded first, by the same run (engine.models.download).
+        argv, env = download_first(spec, plan.argv, rdir), dict(plan.env)
         extra = launch_record(plan)
     else:
         from engine.machine.hardware import detect
@@ -192,7 +195,7 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
     env[MARKER] = rec.id
     env["STUDIO_HOME"] = str(workspace.home())
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    info = {"run_id": rec.id, "argv": argv, "env_keys": sorted(env), "gpus": gpus, **extra}
+    info = {"run_id": rec.id, "env_keys": sorted(env), "gpus": gpus, **extra, "argv": argv}  # argv: what runs
     tmp = rdir / "launch.json.tmp"
     tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
     tmp.replace(rdir / "launch.json")

@@ -107,6 +107,10 @@ def _from_folder(record):
 
 def format_event(event: dict) -> str:
     p, step, kind = event.get("payload", {}), event.get("step"), event.get("type")
+    if str(kind).startswith("download_"):  # the run's first phase: its model downloads (engine.models.download)
+        from engine.models.download import describe_event
+
+        return describe_event(event)
     if kind == "log":
         eta = p.get("eta_seconds")
         tps = p.get("tokens_per_second")

@@ -20,4 +20,25 @@ MODELS_ZH: dict[str, str] = {
     "models.hub_error": "Hub 对 {name} 返回了错误：{error}",
     "models.offline_unknown": "{name} 不是本地目录，不在 Hugging Face 缓存中，也不在 Studio 的已知模型表中，"
     "且未询问 Hub（已设置 HF_HUB_OFFLINE）：请先下载，或填写本地目录",
+    "models.download_listing": "正在向 Hub 查询 {name} 的文件",
+    "models.download_progress": "正在下载 {name}：{done} / {total}（{percent}%），{speed}/s，剩余 {eta}",
+    "models.download_verifying": "正在校验 {name} 的 {file}",
+    "models.download_finished": "{name} 已下载：{files} 个文件，{size}，位于 {where}",
+    "models.download_nothing": "{name} 已完整存在于 Hugging Face 缓存中（{where}）",
+    "models.download_gated_token": "HF_TOKEN 中的令牌无权访问 {name}（该模型在 Hub 上需要授权）："
+    "请用该账号在 Hub 上接受其许可",
+    "models.download_unreachable": "无法连接 Hub（{url}）来下载 {name}：请检查网络或 HF_ENDPOINT",
+    "models.download_offline": "已设置 HF_HUB_OFFLINE，无法下载 {name}："
+    "请取消该设置，或把模型复制到 Hugging Face 缓存中",
+    "models.download_no_space": "磁盘空间不足，无法下载 {name}：需要 {need}，{path} 仅剩 {free}",
+    "models.download_checksum": "{name} 的 {file} 与 Hub 上的校验和不符（{algo} 为 {got}，应为 {expected}）："
+    "已丢弃该下载，请重新开始",
+    "models.download_stalled": "Hub 停止发送 {name} 的 {file}（{timeout} 秒无数据，已重试）："
+    "重新开始下载即可从中断处继续",
+    "models.download_incomplete": "{name} 的 {file} 下载不完整：{error}",
+    "models.download_cancelled": "{name} 的下载已取消；已下载的 {done} 保留，可继续下载",
+    "models.download_not_download": "运行 {id} 不是下载任务",
+    "models.local_in_use": "{path} 是运行 {run} 的模型，该运行状态为 {status}：请先停止它",
+    "models.local_unknown": "没有本地模型 {name}",
+    "models.local_deleted": "已删除 {name}：释放 {size}（{path}）",
 }

@@ -19,6 +19,25 @@ STRINGS: dict[str, tuple[str, str]] = {
     "tab_export": ("Export", "导出"),
     "tab_chat": ("Chat", "对话"),
     "tab_doctor": ("Doctor", "环境检查"),
+    "tab_models": ("Models", "模型"),
+    # Models tab (studio.tabs.models)
+    "m_refresh": ("Refresh", "刷新"),
+    "m_repo": ("Hub model or dataset (org/name, datasets/org/name)", "Hub 模型或数据集（组织/名称）"),
+    "m_download": ("Download", "下载"),
+    "m_cancel": ("Cancel downloads", "取消下载"),
+    "m_target": ("Local model to delete (name as listed)", "要删除的本地模型（列表中的名称）"),
+    "m_delete": ("Delete", "删除"),
+    "m_name": ("name", "名称"),
+    "m_source": ("where", "位置"),
+    "m_size": ("size", "大小"),
+    "m_state": ("state", "状态"),
+    "m_path": ("path", "路径"),
+    "m_complete": ("complete", "完整"),
+    "m_incomplete": ("incomplete", "不完整"),
+    "m_none": ("no local models", "没有本地模型"),
+    "m_no_downloads": ("no downloads", "没有下载任务"),
+    "m_queued_as": ("download queued as run {id}", "下载已排队，运行 {id}"),
+    "m_cancelled": ("{n} download(s) cancelled", "已取消 {n} 个下载"),
     "advanced": ("Advanced", "高级"),
     "start": ("Start", "开始训练"),
     "stop": ("Stop", "停止"),
@@ -154,6 +173,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "w_saved": ("saved to", "保存到"),
     "w_cause": ("cause", "原因"),
     "w_eta": ("ETA", "预计剩余"),
+    "w_downloading": ("downloading the model", "正在下载模型"),
     "stopping": ("Stopping {id}…", "正在停止 {id}…"),
     # Train tab: action messages, template hint, plan panel, auto-fit
     "spec_invalid": ("Invalid run spec:", "运行配置无效："),
@@ -307,6 +327,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "cause_killed": ("killed", "进程被终止（killed）"),
     "cause_other": ("other", "其他错误（other）"),
     "cause_disk": ("disk", "磁盘已满或写入出错（disk）"),
+    "cause_download": ("download", "模型下载失败（download）"),
 }
 
 

@@ -1,0 +1,136 @@
+"""The models (and hub datasets) on this machine: the workspace's ``models/`` folder and the Hugging Face cache, with
+their sizes; and deleting one. Light: stdlib (the cache's layout is read directly: ``models--org--name/`` with
+``blobs/``, ``snapshots/<commit>/``, ``refs/``; a ``blobs/*.incomplete`` is a download that has not finished).
+
+Used by the Models tab and ``studio models``. Whether a model is in use by a run is the caller's question
+(``engine.runs.downloads``): this module knows files, not runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.core import workspace
+from engine.core.messages import Message
+from engine.models.messages import message
+
+WORKSPACE, CACHE = "workspace", "cache"
+
+
+@dataclass
+class LocalModel:
+    name: str  # workspace: models/<folder>; cache: org/name, or datasets/org/name for a dataset
+    source: str  # workspace | cache
+    path: str
+    size: int  # bytes on disk, partial downloads included
+    kind: str = "model"  # model | dataset
+    revisions: list[str] = field(default_factory=list)  # cached commits
+    partial: int = 0  # bytes of unfinished downloads (.incomplete)
+    complete: bool = True  # a cached model with config.json and its weights
+    modified: float = 0.0
+
+
+def folder_size(path: Path) -> tuple[int, int]:
+    """(bytes of the files under ``path``, bytes of those named *.incomplete); links are not followed."""
+    total = partial = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            p = os.path.join(root, name)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if os.path.islink(p):
+                continue
+            total += st.st_size
+            if name.endswith(".incomplete"):
+                partial += st.st_size
+    return total, partial
+
+
+def workspace_models() -> list[LocalModel]:
+    root = workspace.home() / "models"
+    found = []
+    for p in sorted(root.iterdir()) if root.is_dir() else []:
+        if p.is_dir():
+            size, _ = folder_size(p)
+            found.append(
+                LocalModel(
+                    f"models/{p.name}",
+                    WORKSPACE,
+                    str(p),
+                    size,
+                    complete=(p / "config.json").is_file(),
+                    modified=p.stat().st_mtime,
+                )
+            )
+    return found
+
+
+def cache_root() -> Path:
+    from engine.models.download import cache_root as root
+
+    return root()
+
+
+def cached_models() -> list[LocalModel]:
+    from engine.models.download import Target, cached_complete
+
+    root = cache_root()
+    found = []
+    for p in sorted(root.iterdir()) if root.is_dir() else []:
+        kind, _, rest = p.name.partition("--")
+        if kind not in ("models", "datasets") or not rest or not p.is_dir():
+            continue
+        repo = rest.replace("--", "/")
+        snaps = p / "snapshots"
+        revisions = sorted(s.name for s in snaps.iterdir()) if snaps.is_dir() else []
+        size, partial = folder_size(p)
+        complete = True
+        if kind == "models":
+            try:
+                complete = cached_complete(Target(repo))
+            except (OSError, ImportError):
+                complete = False
+        found.append(
+            LocalModel(
+                repo if kind == "models" else f"datasets/{repo}",
+                CACHE,
+                str(p),
+                size,
+                kind="model" if kind == "models" else "dataset",
+                revisions=revisions,
+                partial=partial,
+                complete=complete and not partial,
+                modified=p.stat().st_mtime,
+            )
+        )
+    return found
+
+
+def list_local() -> list[LocalModel]:
+    """Everything local: the workspace's models, then the cache's models and datasets."""
+    return workspace_models() + cached_models()
+
+
+def find(name: str, source: str | None = None) -> LocalModel | None:
+    for m in list_local():
+        if m.name == name and source in (None, m.source):
+            return m
+    return None
+
+
+def delete(model: LocalModel) -> Message:
+    """Remove the model's folder (a cache entry goes whole: blobs, snapshots, refs, partial downloads); the
+    freed size as a message. Only folders under the workspace's models/ or the cache are ever removed."""
+    path = Path(model.path).resolve()
+    allowed = (workspace.home() / "models").resolve() if model.source == WORKSPACE else cache_root().resolve()
+    if allowed not in path.parents:
+        return message("models.local_unknown", name=model.name)
+    shutil.rmtree(path, ignore_errors=True)
+    from engine.models.download import human
+
+    return message("models.local_deleted", name=model.name, size=human(model.size), path=path)

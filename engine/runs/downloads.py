@@ -1,0 +1,218 @@
+"""Downloads as registry runs, and ``studio download`` / ``studio models``. Light: stdlib, the registry,
+engine.models.download / local; never torch.
+
+A download is a command run of the registry (``submit_command``, tag ``download``) running the worker
+``python -m engine.models.download`` (see that module): its own folder and ``events.jsonl`` (download_progress with
+bytes, speed and ETA; download_finished / download_failed with a catalog message), the detached wrapper, stop
+(SIGTERM: the worker keeps its partial files; downloading the same repo again resumes them), the queue (a CPU slot)
+and the Runs tab, like a merge (``engine.export.jobs``). ``DownloadJob(run_id)`` is rebuilt from the registry row, so
+a reloaded page follows and cancels it. A training run downloads its own model first (``engine.runs.scheduler`` puts
+the worker in front of the trainer), so it needs no download run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from engine.core import events as ev
+from engine.core.messages import Message, payload_message
+from engine.models import local
+from engine.models.download import DOWNLOAD_TAG, DownloadError, describe_event, parse_target, worker_argv
+from engine.models.messages import message
+from engine.runs import registry as runs
+
+STATES = {"queued": "queued", "running": "running", "completed": "finished", "failed": "failed"}
+STATES["stopped"] = "cancelled"
+
+
+def submit_download(name: str, *, revision: str | None = None, repo_type: str | None = None) -> str:
+    """Queue the download of a hub model or dataset as a registry run (tag ``download``); its run id."""
+
+    target = parse_target(name, revision, repo_type)
+    argv = worker_argv(target, "{run_dir}/events.jsonl")
+    return runs.submit_command(argv, name=f"download {target.label}", tags=[DOWNLOAD_TAG])
+
+
+class DownloadJob:
+    """One download, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer."""
+
+    def __init__(self, run_id: str):
+
+        try:
+            rec = runs.get(run_id, refresh_status=False)
+        except runs.RunsError as exc:
+            raise DownloadError(message("models.download_not_download", id=run_id), "input") from exc
+        argv = rec.command or []
+        if rec.kind != "command" or argv[1:3] != ["-m", "engine.models.download"]:
+            raise DownloadError(message("models.download_not_download", id=run_id), "input")
+        self.run_id, self.run_dir, self.repo = rec.id, Path(rec.run_dir), argv[3]
+        self.events_path = Path(rec.run_dir) / "events.jsonl"
+        self.events: list[dict] = []
+        self._offset = 0
+
+    def poll(self) -> dict:
+
+        rec = runs.get(self.run_id)
+        new, self._offset = ev.read_events(self.events_path, self._offset)
+        self.events += new
+        state = STATES.get(rec.status, "failed")
+        progress = next((e["payload"] for e in reversed(self.events) if e["type"] == "download_progress"), None)
+        end = next((e for e in reversed(self.events) if e["type"] in ("download_finished", "download_failed")), None)
+        result = error = None
+        if state == "finished":
+            if end and end["type"] == "download_finished":
+                result = end["payload"]
+            else:
+                state = "failed"
+        if state in ("failed", "cancelled"):
+            error = (payload_message(end["payload"], "error") if end else None) or rec.reason or state
+        return {
+            "run_id": self.run_id,
+            "repo": self.repo,
+            "state": state,
+            "progress": progress,
+            "detail": (payload_message(progress, "detail") or "") if progress else "",
+            "result": result,
+            "error": error,
+            "events": list(self.events),
+            "created": rec.created,
+        }
+
+    def wait(self, timeout: float | None = None, interval: float = 0.3) -> dict:
+        deadline = None if timeout is None else time.time() + timeout
+        while True:
+            status = self.poll()
+            if status["state"] not in ("queued", "running"):
+                return status
+            if deadline is not None and time.time() > deadline:
+                raise TimeoutError(f"download {self.run_id} still {status['state']} after {timeout} s")
+            time.sleep(interval)
+
+    def cancel(self, grace: float = 10.0) -> dict:
+        """SIGTERM: the worker keeps its partial files for a resume and exits."""
+
+        runs.stop(self.run_id, grace_s=grace)
+        return self.poll()
+
+
+def list_downloads(limit: int = 20) -> list[DownloadJob]:
+
+    found = []
+    for rec in runs.list_runs():
+        if rec.kind == "command" and DOWNLOAD_TAG in rec.tags:
+            try:
+                found.append(DownloadJob(rec.id))
+            except DownloadError:
+                continue
+            if len(found) >= limit:
+                break
+    return found
+
+
+def in_use(model: local.LocalModel) -> Message | None:
+    """Why ``model`` must not be deleted now: a queued or running run trains on it."""
+    path = str(Path(model.path).resolve())
+    for rec in runs.list_runs():
+        if not rec.active or rec.kind != "train":
+            continue
+        try:
+            name = rec.load_spec().model.name_or_path
+        except Exception:  # noqa: BLE001 - a spec that no longer parses uses nothing
+            continue
+        if name == model.name or name.split("@", 1)[0] == model.name or str(Path(name).resolve()) == path:
+            return message("models.local_in_use", path=model.name, run=rec.id, status=rec.status)
+    return None
+
+
+def delete_local(name: str, source: str | None = None) -> Message:
+    """Delete a local model (workspace or cache) unless an active run uses it; DownloadError otherwise."""
+    model = local.find(name, source)
+    if model is None:
+        raise DownloadError(message("models.local_unknown", name=name), "input")
+    busy = in_use(model)
+    if busy is not None:
+        raise DownloadError(busy, "input")
+    return local.delete(model)
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+def download_and_follow(name: str, *, revision: str | None = None, repo_type: str | None = None) -> dict:
+    """Blocking download for a terminal: queue, print each event, return the final ``poll()``; Ctrl-C cancels."""
+    job = DownloadJob(submit_download(name, revision=revision, repo_type=repo_type))
+    seen, said_queued = 0, False
+    try:
+        while True:
+            status = job.poll()
+            if status["state"] == "queued" and not said_queued:
+                print(f"[download] queued as run {job.run_id}: waiting for a free slot (`studio queue list`)")
+                said_queued = True
+            for e in status["events"][seen:]:
+                if e["type"].startswith("download_"):
+                    print(describe_event(e), flush=True)
+            seen = len(status["events"])
+            if status["state"] not in ("queued", "running"):
+                return status
+            time.sleep(0.3)
+    except KeyboardInterrupt:
+        return job.cancel()
+
+
+def cli(argv: list[str]) -> int:
+    command, rest = argv[0], argv[1:]
+    if command == "models":
+        return models_cli(rest)
+    ap = argparse.ArgumentParser(
+        prog="studio download",
+        description="Download a hub model (org/name[@revision]) or dataset (datasets/org/name) into the Hugging Face "
+        "cache as a run: progress, cancel with Ctrl-C, run it again to resume. HF_TOKEN is used for gated models.",
+    )
+    ap.add_argument("name", metavar="MODEL_OR_DATASET")
+    ap.add_argument("--revision", default=None, help="branch, tag or commit (default main)")
+    ap.add_argument("--dataset", action="store_true", help="a dataset repo (same as datasets/org/name)")
+    ap.add_argument("--detach", action="store_true", help="queue the download and return at once")
+    args = ap.parse_args(rest)
+    repo_type = "dataset" if args.dataset else None
+    try:
+        if args.detach:
+            run_id = submit_download(args.name, revision=args.revision, repo_type=repo_type)
+            print(f"download queued as run {run_id} (`studio runs show {run_id}`)")
+            return 0
+        status = download_and_follow(args.name, revision=args.revision, repo_type=repo_type)
+    except DownloadError as exc:
+        print(f"studio download: {exc}", file=sys.stderr)
+        return 2
+    if status["state"] == "finished":
+        return 0
+    print(f"studio download: {status['state']}: {status['error']}", file=sys.stderr)
+    return 130 if status["state"] == "cancelled" else 1
+
+
+def models_cli(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="studio models", description="Local models: the workspace's and the cache's.")
+    sub = ap.add_subparsers(dest="action")
+    sub.add_parser("list", help="list local models with their sizes (the default)")
+    rm = sub.add_parser("delete", help="delete a local model (not while a run uses it)")
+    rm.add_argument("name", help="as listed: models/<folder>, org/name or datasets/org/name")
+    rm.add_argument("--source", choices=[local.WORKSPACE, local.CACHE], default=None)
+    args = ap.parse_args(argv)
+    if args.action == "delete":
+        try:
+            print(delete_local(args.name, args.source))
+        except DownloadError as exc:
+            print(f"studio models: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    from engine.models.download import human
+
+    rows = local.list_local()
+    if not rows:
+        print("no local models")
+        return 0
+    width = max(len(m.name) for m in rows)
+    for m in rows:
+        state = "" if m.complete else f"  (incomplete{', ' + human(m.partial) + ' partial' if m.partial else ''})"
+        print(f"{m.name.ljust(width)}  {m.source:9}  {human(m.size):>9}  {m.path}{state}")
+    return 0

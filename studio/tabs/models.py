@@ -1,0 +1,94 @@
+"""Models tab: what is local (the workspace's models/ and the Hugging Face cache) with sizes, downloads from the hub
+as registry runs (progress, cancel; a new download of the same repo resumes), and delete.
+
+Light: gradio + pandas; the downloads run in their own processes (engine.runs.downloads, engine.models.download).
+Handlers are plain functions of the page's language.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from engine.core.messages import payload_message
+from studio import backend
+from studio.i18n.localize import localize, localize_error
+from studio.i18n.page import t
+
+COLUMNS = ["name", "source", "size", "state", "path"]
+
+
+def models_frame(lang: str = "en") -> pd.DataFrame:
+    local = backend.engine_module("models.local")
+    human = backend.engine_module("models.download").human
+    rows = [
+        (m.name, m.source, human(m.size), t("m_complete" if m.complete else "m_incomplete", lang), m.path)
+        for m in local.list_local()
+    ]
+    return pd.DataFrame(rows, columns=[t(f"m_{c}", lang) for c in COLUMNS])
+
+
+def downloads_text(lang: str = "en") -> str:
+    """The recent downloads, newest first: state and progress (or the result / the error) in the page's language."""
+    jobs = backend.engine_module("runs.downloads").list_downloads(limit=8)
+    lines = []
+    for job in jobs:
+        status = job.poll()
+        state = t(f"st_{status['state']}", lang) if status["state"] in ("queued", "running") else status["state"]
+        if status["state"] == "finished":
+            res = status["result"] or {}
+            detail = localize(payload_message(res, "summary") or "", lang)
+        elif status["error"]:
+            detail = localize(status["error"], lang)
+        else:
+            detail = localize(status["detail"], lang)
+        lines.append(f"- `{status['run_id']}` **{status['repo']}** · {state} · {detail}")
+    return "\n".join(lines) or t("m_no_downloads", lang)
+
+
+def start_download(name: str, lang: str = "en") -> str:
+    try:
+        run_id = backend.engine_module("runs.downloads").submit_download((name or "").strip())
+    except Exception as exc:  # noqa: BLE001 - a bad id: its message, in the page's language
+        return localize_error(exc, lang)
+    return t("m_queued_as", lang, id=run_id)
+
+
+def cancel_downloads(lang: str = "en") -> str:
+    jobs = backend.engine_module("runs.downloads").list_downloads(limit=50)
+    active = [j for j in jobs if j.poll()["state"] in ("queued", "running")]
+    for job in active:
+        job.cancel()
+    return t("m_cancelled", lang, n=len(active))
+
+
+def delete_model(name: str, lang: str = "en") -> str:
+    try:
+        return localize(backend.engine_module("runs.downloads").delete_local((name or "").strip()), lang)
+    except Exception as exc:  # noqa: BLE001 - unknown, or in use by a run: its message
+        return localize_error(exc, lang)
+
+
+def build(ctx: Any) -> None:
+    import gradio as gr
+
+    lang = ctx.lang_value
+    table = gr.Dataframe(interactive=False, wrap=True, elem_id="models-table")
+    refresh = ctx.texts.add(gr.Button(t("m_refresh", lang), elem_id="models-refresh"), "m_refresh", "value")
+    with gr.Row():
+        repo = ctx.texts.add(gr.Textbox(label=t("m_repo", lang), elem_id="models-repo", scale=3), "m_repo")
+        download = ctx.texts.add(gr.Button(t("m_download", lang), elem_id="models-download"), "m_download", "value")
+        cancel = ctx.texts.add(gr.Button(t("m_cancel", lang), elem_id="models-cancel"), "m_cancel", "value")
+    note = gr.Markdown(elem_id="models-note")
+    progress = gr.Markdown(elem_id="models-downloads")
+    with gr.Row():
+        target = ctx.texts.add(gr.Textbox(label=t("m_target", lang), elem_id="models-target", scale=3), "m_target")
+        delete = ctx.texts.add(gr.Button(t("m_delete", lang), elem_id="models-delete"), "m_delete", "value")
+    refresh.click(models_frame, [ctx.lang], [table])
+    download.click(start_download, [repo, ctx.lang], [note]).then(downloads_text, [ctx.lang], [progress])
+    cancel.click(cancel_downloads, [ctx.lang], [note]).then(downloads_text, [ctx.lang], [progress])
+    delete.click(delete_model, [target, ctx.lang], [note]).then(models_frame, [ctx.lang], [table])
+    timer = gr.Timer(1.0)
+    timer.tick(downloads_text, [ctx.lang], [progress], queue=False)
+    ctx.tab.select(models_frame, [ctx.lang], [table])

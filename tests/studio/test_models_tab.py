@@ -1,0 +1,28 @@
+"""The Models tab's handlers: local models with sizes, delete (refused while a run trains on the model), a bad hub id
+answered in the page's language. Downloads themselves are tested against the hub stand-in (tests/engine/
+test_download.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from studio.tabs import models as tab
+
+
+def test_lists_deletes_and_refuses(run_registry, demo_paths):
+    folder = run_registry / "models" / "my-copy"
+    shutil.copytree(demo_paths["model_dir"], folder)
+    frame = tab.models_frame("en")
+    row = frame[frame["name"] == "models/my-copy"].iloc[0]
+    assert row["where"] == "workspace" and row["size"] == "4.1 MB" and row["state"] == "complete"
+    assert tab.models_frame("zh").columns[0] == "名称"
+
+    assert "没有本地模型" in tab.delete_model("models/nothing-here", "zh")
+    assert tab.downloads_text("en") == "no downloads"
+    assert "neither a local folder nor a hub id" in tab.start_download("not a valid id!", "en")
+
+    out = tab.delete_model("models/my-copy", "en")
+    assert "freed" in out and not folder.exists()
+    assert "models/my-copy" not in set(tab.models_frame("en")["name"])
+    assert Path(demo_paths["model_dir"]).is_dir(), "only the named folder goes"
