@@ -84,6 +84,7 @@ class TestVersions:
         dumped = spec_to_dict(spec)
         # Fields added to version 1 since the fixture was written, with defaults that change nothing for it.
         assert dumped["data"].pop("group_by_length") is False
+        assert dumped["launch"].pop("target") == "local" and dumped["launch"].pop("slurm")["extra_sbatch"] == []
         want = yaml.safe_load(path.read_text(encoding="utf-8"))
         # gradient_checkpointing became on / off / auto; the fixture's boolean true reads as on
         assert want["train"]["gradient_checkpointing"] is True and dumped["train"]["gradient_checkpointing"] == "on"
