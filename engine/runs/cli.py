@@ -17,6 +17,7 @@ import yaml
 from engine.core import events
 from engine.runs import record as fingerprints
 from engine.runs import registry as runs
+from engine.runs import slurm
 from engine.runs.messages import message as run_message
 from engine.spec.schema import SpecError, parse_spec
 
@@ -32,12 +33,20 @@ def _duration(rec: runs.RunRecord) -> str:
     return f"{secs // 3600}:{secs // 60 % 60:02d}:{secs % 60:02d}"
 
 
+def _status(rec: runs.RunRecord) -> str:
+    """The registry's status; a cluster run's also says its Slurm job and state (slurm 12 pending)."""
+    if rec.kind != "slurm":
+        return rec.status
+    seen = slurm.read_state(rec)
+    return f"{rec.status} (slurm {seen.get('job_id') or '-'} {seen.get('state', '?')})"
+
+
 def _table(recs: list[runs.RunRecord]) -> str:
     rows = [("ID", "STATUS", "NAME", "GPUS", "STARTED", "TIME", "TAGS")]
     rows += [
         (
             r.id,
-            r.status,
+            _status(r),
             r.name[:40],
             ",".join(map(str, r.gpus)) or "cpu" if r.started else "-",
             _fmt_time(r.started),

@@ -125,7 +125,8 @@ def schedule() -> list[str]:
                 "SELECT * FROM runs WHERE status IN ('running', 'queued') ORDER BY created, id"
             ).fetchall()
             recs = [runs._row_to_record(r) for r in rows]
-            running = [(not r.gpus, r.gpus) for r in recs if r.status == "running"]
+            # a run elsewhere (a Slurm job: kind "slurm") takes no slot of this machine
+            running = [(not r.gpus, r.gpus) for r in recs if r.status == "running" and r.kind in ("train", "command")]
             queued, impossible = [], {}
             for r in recs:
                 if r.status != "queued":
