@@ -18,7 +18,7 @@ from engine.core import events
 from engine.lf.compat import load_any_spec
 from engine.runs import record as fingerprints
 from engine.runs import registry as runs
-from engine.runs import watchdog
+from engine.runs import slurm, watchdog
 from engine.runs.messages import message as run_message
 from engine.spec.schema import SpecError, parse_spec
 
@@ -34,12 +34,21 @@ def _duration(rec: runs.RunRecord) -> str:
     return f"{secs // 3600}:{secs // 60 % 60:02d}:{secs % 60:02d}"
 
 
+def _status(rec: runs.RunRecord) -> str:
+    """The registry's status ("stalled (no progress for ...)" for a stalled run); a cluster run's also says its Slurm
+    job and state (slurm 12 pending)."""
+    if rec.kind != "slurm":
+        return str(watchdog.status_text(rec))
+    seen = slurm.read_state(rec)
+    return f"{rec.status} (slurm {seen.get('job_id') or '-'} {seen.get('state', '?')})"
+
+
 def _table(recs: list[runs.RunRecord]) -> str:
     rows = [("ID", "STATUS", "NAME", "GPUS", "STARTED", "TIME", "TAGS")]
     rows += [
         (
             r.id,
-            str(watchdog.status_text(r)),
+            str(_status(r)),
             r.name[:40],
             ",".join(map(str, r.gpus)) or "cpu" if r.started else "-",
             _fmt_time(r.started),

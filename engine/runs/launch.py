@@ -349,7 +349,7 @@ def build_command(
     argv = launcher + flags + ["-m", "engine.trainer.train", str(spec_path), "--run-dir", str(run_dir)]
     plan = LaunchPlan(argv=argv, env=env, files=files, device=device, precision=precision, gpu_ids=gpus)
     plan.node_commands = node_commands(spec, argv)
-    if ln.num_machines > 1:
+    if ln.num_machines > 1 or ln.target == "slurm":
         plan.slurm_script = slurm_script(spec, argv, env)
     if ln.num_machines > 1:
         plan.warnings.append(f"every machine must see {run_dir} (spec and configs) at the same path")
@@ -369,25 +369,56 @@ def node_commands(spec: RunSpec, argv: list[str]) -> list[str]:
     return out
 
 
-def slurm_script(spec: RunSpec, argv: list[str], env: dict[str, str]) -> str:
-    """An sbatch script running the launch on N nodes: rank from SLURM_NODEID, main address from the first node.
-    The run folder (spec, configs) must be on a filesystem every node sees."""
-    ln = spec.launch
+def slurm_script(
+    spec: RunSpec, argv: list[str], env: dict[str, str], *, run_dir: Path | None = None, partition: str = ""
+) -> str:
+    """An sbatch script running the launch on ``launch.num_machines`` nodes, one task per node: rank from
+    SLURM_NODEID, main address from the first node of the allocation, the ``launch.slurm`` options. With ``run_dir``
+    the job's output goes to its train.log. The run folder (spec, configs), the model, the data and this code must be
+    on a filesystem every node sees, at the same paths.
+
+    SIGTERM (``scancel --signal=TERM``, the time limit) reaches every process of the step: the launcher ignores it
+    (``trap "" TERM``, inherited) and waits, the trainer (its own handler) saves a checkpoint and stops; otherwise
+    the launcher would die at once and Slurm would kill the trainer with it, mid-save."""
+    ln, sl = spec.launch, spec.launch.slurm
     words = [shlex.quote(x) for x in argv]
-    words[argv.index("--machine_rank") + 1] = '"$SLURM_NODEID"'
-    words[argv.index("--main_process_ip") + 1] = '"$MAIN_ADDR"'
-    cmd = " ".join(words).replace("'", "'\\''")
+    if "--machine_rank" in argv:
+        words[argv.index("--machine_rank") + 1] = '"$SLURM_NODEID"'
+    if "--main_process_ip" in argv:
+        words[argv.index("--main_process_ip") + 1] = '"$MAIN_ADDR"'
+    cmd = ('trap "" TERM; ' + " ".join(words)).replace("'", "'\\''")
     exports = "\n".join(
         f"export {k}={shlex.quote(v)}"
         for k, v in sorted(env.items())
-        if k.startswith(("OMP_", "MKL_", "NCCL_", "TENSORBOARD", "PYTHON", "ACCELERATE", "TOKENIZERS"))
+        if k.startswith(("OMP_", "MKL_", "NCCL_", "TENSORBOARD", "PYTHON", "ACCELERATE", "TOKENIZERS", "STUDIO_"))
+        and k not in SECRET_ENV
     )
+    on_gpu = env.get("STUDIO_DEVICE", ln.device) == "cuda"  # the device build_command resolved for the nodes
+    gpus = sl.gpus_per_node if sl.gpus_per_node is not None else (ln.num_processes if on_gpu else 0)
+    options = [
+        f"--job-name={shlex.quote(spec.output.run_name or 'studio-run')}",
+        f"--nodes={ln.num_machines}",
+        "--ntasks-per-node=1",
+    ]
+    options += [f"--gpus-per-node={gpus}"] if gpus else []
+    options += [f"--cpus-per-task={sl.cpus_per_node}"] if sl.cpus_per_node else []
+    for flag_name, value in (
+        ("mem", sl.memory),
+        ("time", sl.time_limit),
+        ("partition", sl.partition or partition),
+        ("account", sl.account),
+        ("qos", sl.qos),
+        ("constraint", sl.constraint),
+    ):
+        if value:
+            options.append(f"--{flag_name}={value}")
+    if run_dir is not None:
+        options += [f"--output={run_dir / 'train.log'}", "--open-mode=append"]
+    options.append(f"--chdir={Path(__file__).resolve().parents[2]}")  # the trainer runs from the code's folder
+    options += [line.strip().removeprefix("#SBATCH").strip() for line in sl.extra_sbatch if line.strip()]
+    head = "\n".join(f"#SBATCH {o}" for o in options)
     return f"""#!/bin/bash
-#SBATCH --job-name={shlex.quote(spec.output.run_name or "studio-run")}
-#SBATCH --nodes={ln.num_machines}
-#SBATCH --ntasks-per-node=1
-#SBATCH --gpus-per-node={ln.num_processes}
-#SBATCH --exclusive
+{head}
 set -euo pipefail
 {exports}
 MAIN_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)

@@ -61,6 +61,17 @@ MESSAGES: dict[str, str] = {
     # a write that failed for want of space or with an I/O error (the run, its wrapper or the registry)
     "runs.disk_full": "disk full: no space left on device under {path}",
     "runs.io_error": "I/O error writing under {path}: {error}",
+    "runs.slurm_missing": "Slurm's commands are missing ({tools} not found in {where}): install the Slurm client "
+    "or set where sbatch lives (STUDIO_SLURM_BIN)",
+    "runs.slurm_no_shared": "no shared run folder is set: Slurm runs need a folder every node sees at the same "
+    "path (STUDIO_SLURM_SHARED)",
+    "runs.slurm_shared_unusable": "the shared run folder {path} does not exist or cannot be written",
+    "runs.slurm_not_shared": "the run folder {path} is on a local filesystem ({fs}) but the cluster has other "
+    "nodes: set STUDIO_SLURM_SHARED to a folder on a shared filesystem (NFS, Lustre, ...)",
+    "runs.slurm_submit_failed": "sbatch refused the job: {error}",
+    "runs.slurm_active": "Slurm job {job}: {state}{reason}",
+    "runs.slurm_cancelled": "cancelled (Slurm job {job})",
+    "runs.slurm_ended": "Slurm job {job} ended: {state} ({slurm})",
 }
 
 

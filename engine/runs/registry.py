@@ -25,7 +25,7 @@ from engine.core import folders, workspace
 from engine.core.messages import Message
 from engine.core.messages import message as core_message
 from engine.models.resolve import looks_local, model_path
-from engine.runs import checkpoints, scheduler
+from engine.runs import checkpoints, scheduler, slurm
 from engine.runs.messages import message as run_message
 from engine.runs.store import (  # noqa: F401 - re-exported: the registry's reading API
     ACTIVE,
@@ -78,9 +78,12 @@ def submit(
     if errors or valid is None:
         raise SpecError(errors or [("spec", run_message("runs.spec_invalid"))])
     errors = _output_problems(valid) + _data_problems(valid)
+    on_slurm = valid.launch.target == "slurm"  # a batch job on the cluster, its folder in the shared run folder
+    if on_slurm:
+        errors += slurm.problems()
     if errors:
         raise SpecError(errors)
-    run_id, rdir = _claim_run_dir()
+    run_id, rdir = _claim_run_dir(slurm.runs_root() if on_slurm else None)
     if looks_local(valid.model.name_or_path):  # absolute (models/... is the workspace's), so the trainer, whose
         valid.model.name_or_path = str(model_path(valid.model.name_or_path).resolve())  # cwd is the repo, loads it
     if valid.output.output_dir:  # absolute, so the trainer (cwd: the repo) and the registry agree on it
@@ -98,8 +101,12 @@ def submit(
         share_gpus=valid.launch.share_gpus,
         tags=list(tags or []),
     )
+    if on_slurm:  # running (in the registry's words) from submission: engine.runs.slurm follows the job
+        rec.kind, rec.status, rec.started = slurm.KIND, "running", time.time()
     run_id = _insert(rec)
-    if start:
+    if on_slurm:
+        slurm.submit_job(run_id)
+    elif start:
         schedule()
     return run_id
 
@@ -212,7 +219,10 @@ def schedule() -> list[str]:
 def stop(run_id: str, grace_s: float | None = None, *, wait: bool = True) -> bool:
     """Stop a run: a queued one leaves the queue; a running one gets SIGTERM (the trainer saves a checkpoint and
     exits), SIGKILL after ``grace_s`` (default STUDIO_STOP_GRACE, 120 s). True when no process of the run remains.
-    ``wait=False`` returns once the signals are sent; the stop finishes in the background (the page's Stop)."""
+    ``wait=False`` returns once the signals are sent; the stop finishes in the background (the page's Stop).
+    A Slurm run: the same through scancel (``engine.runs.slurm.cancel``)."""
+    if get(run_id, refresh_status=False).kind == slurm.KIND:
+        return slurm.cancel(run_id, grace_s)
     return scheduler.stop_run(run_id, grace_s, wait=wait)
 
 

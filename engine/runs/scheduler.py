@@ -125,7 +125,8 @@ def schedule() -> list[str]:
                 "SELECT * FROM runs WHERE status IN ('running', 'queued') ORDER BY created, id"
             ).fetchall()
             recs = [runs._row_to_record(r) for r in rows]
-            running = [(not r.gpus, r.gpus) for r in recs if r.status == "running"]
+            # a run elsewhere (a Slurm job: kind "slurm") takes no slot of this machine
+            running = [(not r.gpus, r.gpus) for r in recs if r.status == "running" and r.kind in ("train", "command")]
             queued, impossible = [], {}
             for r in recs:
                 if r.status != "queued":
@@ -290,6 +291,8 @@ def overdue_stops(grace_s: float | None = None) -> list[str]:
     killed = []
     for rec in runs.list_runs("running", refresh_status=False):
         if rec.stop_requested is None or time.time() - rec.stop_requested < grace + 10.0:
+            continue
+        if rec.kind not in ("train", "command"):  # a Slurm job is stopped by scancel (engine.runs.slurm.cancel)
             continue
         left = run_processes(rec.id)
         if runner_alive(rec):

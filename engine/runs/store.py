@@ -20,7 +20,7 @@ import secrets
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +39,10 @@ STATUSES = ("queued", "running", "completed", "failed", "stopped")
 ACTIVE = ("queued", "running")
 # A run claimed by schedule() whose wrapper never reported back within this many seconds goes back to the queue.
 CLAIM_TIMEOUT_S = 30.0
+# Runs whose state comes from elsewhere than a local process, by kind: kind -> follow(record), True when the run ended
+# (``engine.runs.slurm`` registers "slurm"; engine.runs.registry imports it). ``refresh`` leaves any kind other than
+# train / command to its follower, and alone when none is registered: never to the local liveness checks.
+FOLLOWERS: dict[str, Callable[[RunRecord], bool]] = {}
 
 _COLUMNS = {
     "id": "TEXT PRIMARY KEY",
@@ -204,13 +208,14 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-def _claim_run_dir() -> tuple[str, Path]:
-    """A fresh run id and its folder, created atomically: creating the folder is what claims the id, so two
-    processes submitting in the same second can never share one (mkdir fails for the second; it draws again)."""
+def _claim_run_dir(base: Path | None = None) -> tuple[str, Path]:
+    """A fresh run id and its folder (in ``base``, default the workspace's runs folder), created atomically: creating
+    the folder is what claims the id, so two processes submitting in the same second can never share one (mkdir
+    fails for the second; it draws again)."""
     _connect().close()  # the registry exists before the first run folder: a missing one with folders is a lost one
     for _ in range(100):
         run_id = new_run_id()
-        rdir = workspace.runs_dir() / run_id
+        rdir = (base or workspace.runs_dir()) / run_id
         try:
             rdir.mkdir(parents=True, exist_ok=False)
         except FileExistsError:
@@ -389,6 +394,11 @@ def refresh(run_id: str | None = None) -> list[RunRecord]:
         conn.close()
     changed = []
     for rec in map(_row_to_record, rows):
+        if rec.kind not in ("train", "command"):  # e.g. a Slurm job: FOLLOWERS above
+            follow = FOLLOWERS.get(rec.kind)
+            if follow is not None and follow(rec):
+                changed.append(get(rec.id, refresh_status=False))
+            continue
         try:
             found = _refresh_one(rec)
         except sqlite3.OperationalError:  # the registry cannot be written now (a full disk): the next look will

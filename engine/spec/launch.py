@@ -106,7 +106,73 @@ class FsdpSpec(_Spec):
     )
 
 
+class SlurmSpec(_Spec):
+    """Where and how a ``launch.target: slurm`` run asks the cluster for its nodes (``launch.num_machines`` of them,
+    one task per node). Empty values leave Slurm's (or the site's) defaults."""
+
+    partition: str = Field(
+        "",
+        pattern=r"^[A-Za-z0-9_.,\-]*$",
+        description="Slurm partition (empty: the studio setting, else the cluster's default)",
+        json_schema_extra=_meta("Partition", advanced=True, label_zh="分区"),
+    )
+    account: str = Field(
+        "",
+        pattern=r"^[A-Za-z0-9_.\-]*$",
+        description="Slurm account charged for the job (empty: your default)",
+        json_schema_extra=_meta("Account", advanced=True, label_zh="账户"),
+    )
+    qos: str = Field(
+        "",
+        pattern=r"^[A-Za-z0-9_.\-]*$",
+        description="Quality of service (empty: the default)",
+        json_schema_extra=_meta("QOS", advanced=True, label_zh="服务质量"),
+    )
+    gpus_per_node: int | None = Field(
+        None,
+        ge=0,
+        le=64,
+        description="GPUs per node (empty: processes per machine on GPUs, none on CPU)",
+        json_schema_extra=_meta("GPUs per node", advanced=True, label_zh="每节点 GPU 数"),
+    )
+    cpus_per_node: int = Field(
+        0,
+        ge=0,
+        le=4096,
+        description="CPUs per node for the job (0: Slurm's default)",
+        json_schema_extra=_meta("CPUs per node", advanced=True, label_zh="每节点 CPU 数"),
+    )
+    memory: str = Field(
+        "",
+        pattern=r"^(\d+[KMGT]?)?$",
+        description="Memory per node, e.g. 64G (empty: the default; 0: all of it)",
+        json_schema_extra=_meta("Memory per node", advanced=True, label_zh="每节点内存"),
+    )
+    time_limit: str = Field(
+        "",
+        pattern=r"^((\d+-)?\d{1,2}(:\d{2}){0,2}|\d+|\d+-\d+)?$",
+        description="Time limit: minutes, HH:MM:SS or D-HH:MM:SS (empty: the partition's)",
+        json_schema_extra=_meta("Time limit", advanced=True, label_zh="时间限制"),
+    )
+    constraint: str = Field(
+        "",
+        pattern=r"^[A-Za-z0-9_.&|,*\[\]()\-]*$",
+        description="Node features required, e.g. a100 (sbatch --constraint)",
+        json_schema_extra=_meta("Constraint", advanced=True, label_zh="节点约束"),
+    )
+    extra_sbatch: list[str] = Field(
+        default_factory=list,
+        description="More sbatch options, one per line, e.g. --exclusive or #SBATCH --mail-type=END",
+        json_schema_extra=_meta("Extra sbatch lines", advanced=True, label_zh="其他 sbatch 选项"),
+    )
+
+
 class LaunchSpec(_Spec):
+    target: Literal["local", "slurm"] = Field(
+        "local",
+        description="local: this machine's queue; slurm: a batch job on the cluster (settings: sbatch, shared folder)",
+        json_schema_extra=_meta("Launch target", label_zh="运行位置"),
+    )
     backend: Literal["single", "ddp", "fsdp", "deepspeed"] = Field(
         "single",
         description="single process, DDP (data parallel), FSDP (sharded), or DeepSpeed ZeRO",
@@ -166,6 +232,7 @@ class LaunchSpec(_Spec):
     )
     deepspeed: DeepSpeedSpec = Field(default_factory=DeepSpeedSpec)
     fsdp: FsdpSpec = Field(default_factory=FsdpSpec)
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
 
 
 # ----------------------------------------------------------------------------------------------- output

@@ -47,6 +47,10 @@ MESSAGES: dict[str, str] = {
     "GPUs or fewer processes",
     "gpus_on_cpu": "GPUs chosen but launch.device is cpu: clear launch.gpus or use auto/cuda",
     "main_ip_missing": "{n} machines need the rank-0 machine's address in launch.main_process_ip",
+    "slurm_extra_line": "line {line} is not an sbatch option: write one option per line, e.g. --exclusive or "
+    "#SBATCH --mail-type=END",
+    "slurm_machine_rank": "on Slurm every node takes its rank from the allocation: leave launch.machine_rank at 0",
+    "slurm_gpus_on_cpu": "{gpus} GPUs per node asked of Slurm but launch.device is cpu: set it to 0 or use auto/cuda",
     "machine_rank_range": "machine rank {rank} must be below launch.num_machines ({n})",
     "fsdp_on_cpu": "FSDP needs GPUs: on CPU use ddp or deepspeed",
     "fp16_on_cpu": "fp16 mixed precision needs a GPU: use bf16 or fp32 on CPU",

@@ -9,6 +9,7 @@ whose message says what to do; ``engine.spec.schema`` turns them into errors. Me
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,11 +73,13 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
             )
         if ln.device == "cpu" and ln.gpus:
             errors.append(("launch.gpus", message("gpus_on_cpu")))
-    if ln.num_machines > 1:
+    if ln.num_machines > 1 and ln.target == "local":  # on Slurm the main address is the allocation's first node
         if not ln.main_process_ip.strip():
             errors.append(("launch.main_process_ip", message("main_ip_missing", n=ln.num_machines)))
     if ln.machine_rank >= ln.num_machines:
         errors.append(("launch.machine_rank", message("machine_rank_range", rank=ln.machine_rank, n=ln.num_machines)))
+    if ln.target == "slurm":
+        errors += slurm_problems(ln)
     if ln.backend == "fsdp" and ln.device == "cpu":
         errors.append(("launch.backend", message("fsdp_on_cpu")))
     if t.precision == "fp16" and ln.device == "cpu":
@@ -292,3 +295,19 @@ def _check_datasets(spec: RunSpec) -> list[tuple[str, Message]]:
         if spec.method.stage != "dpo" and ranking:
             errors.append(("data.datasets", message("pairs_need_dpo", name=name)))
     return errors
+
+
+SBATCH_OPTION = re.compile(r"^(#SBATCH\s+)?--?[A-Za-z][A-Za-z0-9_-]*(=\S.*|\s+\S.*)?$")
+
+
+def slurm_problems(ln) -> list[tuple[str, Message]]:
+    """A Slurm launch's own rules: sbatch lines that are options, no fixed machine rank, no GPUs asked on CPU."""
+    out: list[tuple[str, Message]] = []
+    for i, line in enumerate(ln.slurm.extra_sbatch, 1):
+        if "\n" in line or "\r" in line or not SBATCH_OPTION.match(line.strip()):
+            out.append(("launch.slurm.extra_sbatch", message("slurm_extra_line", line=i)))
+    if ln.machine_rank != 0:
+        out.append(("launch.machine_rank", message("slurm_machine_rank")))
+    if ln.device == "cpu" and ln.slurm.gpus_per_node:
+        out.append(("launch.slurm.gpus_per_node", message("slurm_gpus_on_cpu", gpus=ln.slurm.gpus_per_node)))
+    return out

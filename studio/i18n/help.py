@@ -83,6 +83,7 @@ HELP_ZH: dict[str, str] = {
         "其他 Hugging Face TrainingArguments，原样传给 Trainer（YAML 或 JSON 映射，如 {adam_beta2: 0.95}）；"
         "仅限已安装 transformers 的字段且没有其他设置覆盖"
     ),
+    "launch.target": "local：本机队列；slurm：集群上的批处理作业（设置：sbatch 位置、共享目录）",
     "launch.backend": "单进程、DDP（数据并行）、FSDP（分片）或 DeepSpeed ZeRO",
     "launch.device": "auto：有 GPU 用 GPU，否则用 CPU",
     "launch.gpus": "指定 GPU 编号（留空：任意空闲 GPU，数量与进程数相同）",
@@ -110,6 +111,15 @@ HELP_ZH: dict[str, str] = {
     "launch.fsdp.offload_params": "把参数卸载到 CPU",
     "launch.fsdp.state_dict_type": "检查点的保存方式",
     "launch.fsdp.cpu_ram_efficient_loading": "只在 0 号进程加载权重",
+    "launch.slurm.partition": "Slurm 分区（留空：设置中的默认分区，否则集群默认）",
+    "launch.slurm.account": "作业计费的 Slurm 账户（留空：你的默认账户）",
+    "launch.slurm.qos": "服务质量（留空：默认）",
+    "launch.slurm.gpus_per_node": "每节点 GPU 数（留空：GPU 上等于每机进程数，CPU 上为 0）",
+    "launch.slurm.cpus_per_node": "每节点 CPU 数（0：Slurm 默认）",
+    "launch.slurm.memory": "每节点内存，如 64G（留空：默认；0：全部）",
+    "launch.slurm.time_limit": "时间限制：分钟数、HH:MM:SS 或 D-HH:MM:SS（留空：分区的限制）",
+    "launch.slurm.constraint": "所需节点特性，如 a100（sbatch --constraint）",
+    "launch.slurm.extra_sbatch": "更多 sbatch 选项，每行一个，如 --exclusive 或 #SBATCH --mail-type=END",
     "output.run_name": "运行名称（字母、数字、. _ - 和空格）",
     "output.output_dir": "检查点和适配器的保存位置（留空：运行目录）",
     "output.report_to": "实验记录工具（tensorboard 可离线使用）",

@@ -48,4 +48,15 @@ RUNS_ZH: dict[str, str] = {
     "runs.stalled": "停滞（已 {duration} 没有进展）",
     "runs.disk_full": "磁盘已满：{path} 所在磁盘没有剩余空间",
     "runs.io_error": "写入 {path} 下的文件时发生 I/O 错误：{error}",
+    "runs.slurm_missing": "缺少 Slurm 命令（在 {where} 中找不到 {tools}）：请安装 Slurm 客户端，"
+    "或设置 sbatch 所在位置（STUDIO_SLURM_BIN）",
+    "runs.slurm_no_shared": "未设置共享运行目录：Slurm 运行需要一个所有节点都能以相同路径访问的目录"
+    "（STUDIO_SLURM_SHARED）",
+    "runs.slurm_shared_unusable": "共享运行目录 {path} 不存在或不可写",
+    "runs.slurm_not_shared": "运行目录 {path} 位于本地文件系统（{fs}），但集群还有其他节点："
+    "请把 STUDIO_SLURM_SHARED 设为共享文件系统（NFS、Lustre 等）上的目录",
+    "runs.slurm_submit_failed": "sbatch 拒绝了作业：{error}",
+    "runs.slurm_active": "Slurm 作业 {job}：{state}{reason}",
+    "runs.slurm_cancelled": "已取消（Slurm 作业 {job}）",
+    "runs.slurm_ended": "Slurm 作业 {job} 已结束：{state}（{slurm}）",
 }

@@ -97,6 +97,7 @@ class TestVersions:
             "extra_args": {},
         }
         assert {k: dumped["train"].pop(k) for k in added} == added
+        assert dumped["launch"].pop("target") == "local" and dumped["launch"].pop("slurm")["extra_sbatch"] == []
         want = yaml.safe_load(path.read_text(encoding="utf-8"))
         # gradient_checkpointing became on / off / auto; the fixture's boolean true reads as on
         assert want["train"]["gradient_checkpointing"] is True and dumped["train"]["gradient_checkpointing"] == "on"

@@ -1,0 +1,257 @@
+"""Slurm as a launch target: the spec's fields and rules, the batch script, the refusals, and real jobs on a one-host
+cluster that the test starts (tests/engine/slurm_cluster.py): a CPU run of the demo submitted through the registry
+completes with its loss curve and is re-attached by a studio started after the one that submitted it; a cancelled
+job reads "cancelled" with a checkpoint; a held job shows its pending reason, and fails with its cause once
+released; a job over its time limit reads "timeout".
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.machine.hardware import cpu_only
+from engine.runs import slurm
+from engine.runs.launch import build_command
+from engine.spec.schema import SpecError, validate_spec
+from tests.engine import slurm_cluster
+from tests.helpers import demo_spec, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def slurm_spec(demo_paths, *, steps=4, slurm_opts=None, save_steps=1000, **groups):
+    return demo_spec(
+        demo_paths,
+        launch={"target": "slurm", "device": "cpu", "slurm": slurm_opts or {}},
+        train={"max_steps": steps, "logging_steps": 1, "save_steps": save_steps, "per_device_batch_size": 2},
+        data={"max_samples": 32},
+        output={"report_to": ["none"]},
+        **groups,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- no cluster needed
+def problems_of(data) -> dict:
+    _valid, errors, _warnings = validate_spec(data)
+    return {path: str(msg) for path, msg in errors}
+
+
+def test_slurm_fields_are_validated_with_their_names(demo_paths):
+    data = slurm_spec(demo_paths).model_dump(mode="json")
+    data["launch"]["slurm"] = {
+        "time_limit": "ten minutes",
+        "memory": "lots",
+        "partition": "gpu; rm -rf /",
+        "gpus_per_node": -1,
+        "extra_sbatch": ["--exclusive", "echo hi"],
+    }
+    errors = problems_of(data)
+    for field in ("time_limit", "memory", "partition", "gpus_per_node"):
+        assert f"launch.slurm.{field}" in errors, errors
+    data["launch"]["slurm"] = {"extra_sbatch": ["--exclusive", "echo hi"], "gpus_per_node": 2}
+    data["launch"]["machine_rank"] = 1
+    data["launch"]["num_machines"] = 2
+    data["launch"]["backend"] = "ddp"
+    errors = problems_of(data)
+    assert "line 2" in errors["launch.slurm.extra_sbatch"]
+    assert "launch.machine_rank" in errors and "launch.slurm.gpus_per_node" in errors
+    assert "launch.main_process_ip" not in errors  # on Slurm the allocation's first node is the main address
+
+
+def test_batch_script_has_the_options_one_task_per_node_and_a_graceful_launcher(demo_paths, tmp_path):
+    spec = slurm_spec(
+        demo_paths,
+        slurm_opts={
+            "partition": "big",
+            "account": "lab",
+            "qos": "high",
+            "cpus_per_node": 8,
+            "memory": "64G",
+            "time_limit": "1-02:00:00",
+            "constraint": "a100",
+            "extra_sbatch": ["#SBATCH --mail-type=END", "--exclusive"],
+        },
+    )
+    spec.launch.backend, spec.launch.num_machines = "ddp", 2
+    plan = build_command(spec, tmp_path, cpu_only())
+    script = plan.slurm_script
+    for line in (
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--partition=big",
+        "--account=lab",
+        "--qos=high",
+        "--cpus-per-task=8",
+        "--mem=64G",
+        "--time=1-02:00:00",
+        "--constraint=a100",
+        "--mail-type=END",
+        "--exclusive",
+    ):
+        assert f"#SBATCH {line}\n" in script, line
+    assert "--gpus-per-node" not in script  # CPU: no GPUs asked
+    assert '--machine_rank "$SLURM_NODEID"' in script and '--main_process_ip "$MAIN_ADDR"' in script
+    assert 'trap "" TERM; ' in script and "srun --kill-on-bad-exit=1" in script
+
+
+def test_refused_without_slurm_commands_or_a_shared_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDIO_SLURM_BIN", str(tmp_path / "nowhere"))
+    (msg,) = slurm.problems()
+    assert msg[0] == "launch.target" and "sbatch" in str(msg[1]) and "STUDIO_SLURM_BIN" in str(msg[1])
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("sbatch", "squeue", "scancel", "scontrol", "sinfo"):
+        (fake / name).write_text("#!/bin/sh\necho other-node\n")
+        (fake / name).chmod(0o755)
+    monkeypatch.setenv("STUDIO_SLURM_BIN", str(fake))
+    monkeypatch.delenv("STUDIO_SLURM_SHARED", raising=False)
+    assert "STUDIO_SLURM_SHARED" in str(slurm.problems()[0][1])
+    monkeypatch.setenv("STUDIO_SLURM_SHARED", str(tmp_path / "missing"))
+    assert "does not exist" in str(slurm.problems()[0][1])
+    monkeypatch.setenv("STUDIO_SLURM_SHARED", str(tmp_path))
+    if slurm.filesystem_type(tmp_path) in slurm.LOCAL_FS:  # the fake sinfo names a node that is not this machine
+        assert "local filesystem" in str(slurm.problems()[0][1])
+
+
+def test_submit_is_refused_with_the_field_named(run_registry, demo_paths, monkeypatch, tmp_path):
+    from engine.runs import registry
+
+    monkeypatch.setenv("STUDIO_SLURM_BIN", str(tmp_path / "nowhere"))
+    with pytest.raises(SpecError) as exc:
+        registry.submit(slurm_spec(demo_paths))
+    assert any(path == "launch.target" for path, _ in exc.value.problems)
+    assert registry.list_runs() == []
+
+
+# ----------------------------------------------------------------------------------------------- a real cluster
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = slurm_cluster.unavailable()
+    if reason:
+        pytest.skip(reason)
+    folder = tmp_path_factory.mktemp("slurm")
+    try:
+        c = slurm_cluster.start(folder, kill_wait=15)
+    except RuntimeError as exc:
+        pytest.skip(f"a one-host Slurm cluster does not start on this machine: {exc}")
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(c.conf)
+    yield c
+    jobs = c.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
+    if jobs:
+        c.run("scancel", *jobs, check=False)
+        wait_for(lambda: not c.run("squeue", "-h", "-o", "%i", check=False).stdout.strip(), timeout=60)
+    c.stop()
+    if old is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = old
+
+
+@pytest.fixture
+def on_cluster(cluster, run_registry, monkeypatch, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setenv("STUDIO_SLURM_SHARED", str(shared))
+    monkeypatch.setenv("STUDIO_SLURM_PARTITION", "debug")
+    monkeypatch.delenv("STUDIO_SLURM_BIN", raising=False)
+    return cluster
+
+
+def wait_status(run_id, statuses, timeout=240):
+    from engine.runs import registry
+
+    return wait_for(lambda: (r := registry.get(run_id)).status in statuses and r, timeout=timeout, every=0.5)
+
+
+def wait_logged(run_id, timeout=180):
+    from engine.core import events
+    from engine.runs import registry
+
+    rec = registry.get(run_id, refresh_status=False)
+    return wait_for(lambda: [e for e in events.read_all(rec.events_path) if e["type"] == "log"], timeout, 0.5)
+
+
+@pytest.mark.slow
+def test_a_submitted_run_completes_and_a_restarted_studio_reattaches(on_cluster, demo_paths, tmp_path):
+    from engine.core import events
+    from engine.runs import registry
+    from engine.spec.schema import save_spec
+
+    spec_path = tmp_path / "spec.yaml"
+    save_spec(slurm_spec(demo_paths, steps=6), spec_path)
+    # Studio A submits and exits while the job is pending or running; this test process is the studio started after.
+    code = (
+        "import sys; from engine.runs import registry; "
+        f"rid = registry.submit({str(spec_path)!r}); print(rid); "
+        "print(registry.get(rid).reason, file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    run_id = out.stdout.split()[-1]
+    assert "Slurm job" in out.stderr
+    rec = registry.get(run_id)
+    assert rec.kind == "slurm" and slurm.job_id(rec) and rec.run_dir.startswith(os.environ["STUDIO_SLURM_SHARED"])
+    assert (Path(rec.run_dir) / "run.slurm").exists()
+    rec = wait_status(run_id, ("completed", "failed", "stopped"))
+    assert rec.status == "completed", rec.reason + "\n" + on_cluster.log("slurmd")
+    assert slurm.read_state(rec)["state"] == "completed"
+    losses = [e["payload"]["loss"] for e in events.read_all(rec.events_path) if "loss" in e.get("payload", {})]
+    assert len(losses) == 6, losses  # the loss curve, read from the shared run folder
+    assert (Path(rec.output_dir) / "adapter").is_dir()
+    listing = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "runs", "list"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert run_id in listing.stdout and "slurm" in listing.stdout, listing.stdout + listing.stderr
+
+
+@pytest.mark.slow
+def test_cancel_saves_a_checkpoint_and_reads_cancelled(on_cluster, demo_paths):
+    from engine.runs import registry
+
+    run_id = registry.submit(slurm_spec(demo_paths, steps=100000, save_steps=100000))
+    wait_logged(run_id)
+    assert "running" in registry.get(run_id).reason
+    assert registry.stop(run_id, grace_s=90)
+    rec = wait_status(run_id, ("stopped", "failed", "completed"))
+    assert rec.status == "stopped", rec.reason
+    assert slurm.read_state(rec)["state"] == "cancelled" and "cancelled" in rec.reason
+    ckpts = list((Path(rec.output_dir) / "checkpoints").glob("checkpoint-*"))
+    assert ckpts, f"no checkpoint saved on cancel:\n{registry.log_tail(run_id)}"
+
+
+@pytest.mark.slow
+def test_a_held_job_shows_its_reason_then_fails_with_its_cause(on_cluster, demo_paths, tmp_path):
+    import shutil
+
+    from engine.runs import registry
+
+    model = tmp_path / "model"
+    shutil.copytree(demo_paths["model_dir"], model)
+    spec = slurm_spec(demo_paths, slurm_opts={"extra_sbatch": ["--hold"]}, model={"name_or_path": str(model)})
+    run_id = registry.submit(spec)
+    rec = wait_for(lambda: (r := registry.get(run_id)).reason.endswith("(JobHeldUser)") and r, timeout=60)
+    assert rec.status == "running" and slurm.read_state(rec)["state"] == "pending"
+    assert "pending" in rec.reason
+    (model / "config.json").write_text("{ not json", encoding="utf-8")  # the job will find a broken model
+    on_cluster.run("scontrol", "release", slurm.job_id(rec))
+    rec = wait_status(run_id, ("failed", "completed", "stopped"))
+    assert rec.status == "failed" and slurm.read_state(rec)["state"] == "failed", rec.reason
+    assert "Slurm job" in rec.reason and "config.json" in rec.reason, rec.reason
+
+
+@pytest.mark.slow
+def test_a_job_over_its_time_limit_reads_timeout(on_cluster, demo_paths):
+    from engine.runs import registry
+
+    run_id = registry.submit(slurm_spec(demo_paths, steps=100000, slurm_opts={"time_limit": "1"}))
+    started = time.time()
+    rec = wait_status(run_id, ("failed", "completed", "stopped"), timeout=300)
+    assert rec.status == "failed" and slurm.read_state(rec)["state"] == "timeout", rec.reason
+    assert "timeout" in rec.reason and time.time() - started >= 55
