@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from engine.core import folders, workspace
 from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here (tests/engine/test_lf_compat.py)
     _CONVERTED,
     _DIRECT,
@@ -158,6 +159,16 @@ def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
             )
     if args.get("output_dir"):
         found, _ = _lf_path(args["output_dir"], base_dir, must_exist=False)
+        raw = Path(str(args["output_dir"])).expanduser()
+        if not raw.is_absolute() and found is not None and folders.place_problem(found) is not None:
+            # LF writes a relative output_dir under the working directory; Studio writes outside the workspace only
+            # under a root STUDIO_OUTPUT_ROOTS allows, so the same relative path goes inside the workspace
+            inside = workspace.home() / raw
+            imp.notes.append(
+                f"output_dir: {raw} is written inside the workspace, at {inside} (LLaMA-Factory would write {found}; "
+                "allow that folder's root with STUDIO_OUTPUT_ROOTS to write there)"
+            )
+            found = inside
         imp.put("output.output_dir", str(found))
     if args.get("deepspeed"):
         ds = args["deepspeed"]
@@ -267,6 +278,9 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         imp.put("train.precision", "bf16" if _truthy(args.get("bf16")) else "fp16")
     else:
         imp.put("train.precision", "fp32")  # neither flag: transformers trains in fp32
+    for key in ("enable_liger_kernel", "use_liger_kernel"):  # LF's name, and transformers' passed through
+        if key in args:
+            imp.put("train.liger_kernel", "on" if _truthy(args[key]) else "off")
     if "gradient_checkpointing" in args:
         imp.put("train.gradient_checkpointing", "on" if _truthy(args["gradient_checkpointing"]) else "off")
     elif "disable_gradient_checkpointing" in args:
@@ -400,6 +414,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
         args["fp16"] = True
     if t.gradient_checkpointing != "auto":  # auto has no LF key: LF would checkpoint, Studio decides at launch
         args["disable_gradient_checkpointing"] = t.gradient_checkpointing == "off"
+    if t.liger_kernel != "auto":  # auto has no LF key (LF's default is off; Studio decides per run)
+        args["enable_liger_kernel"] = t.liger_kernel == "on"
     args.update(
         {
             "seed": t.seed,

@@ -165,11 +165,16 @@ def activation_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict, batch: in
     return int(tokens * (sum(per_layer) + final))
 
 
-def logits_bytes(spec, shape: ModelShape, dt: dict, batch: int, seq: int) -> int:
+def logits_bytes(spec, shape: ModelShape, dt: dict, batch: int, seq: int, *, fused: bool = False) -> int:
     """Loss buffers at the start of backward: fp32 log-softmax output (saved), its grad and the logits' grad.
 
     transformers upcasts logits to fp32 for the loss; forward holds 16-bit logits + fp32 copy + log-softmax
-    (a + 8 bytes per vocab entry), backward 12: the larger one is the peak.
+    (a + 8 bytes per vocab entry), backward 12: the larger one is the peak. With Liger's fused linear cross-entropy
+    (``fused``) the logits never exist whole: it works through the tokens in chunks of about tokens x hidden / vocab,
+    so its buffers are about one chunk of fp32 logits (tokens x hidden x 4) plus the fp32 gradient of the hidden
+    states (tokens x hidden x 4).
     """
     tokens = batch * seq * (2 if spec.method.stage == "dpo" else 1)
+    if fused:
+        return int(tokens * shape.hidden * 8)
     return int(tokens * shape.vocab * max(dt["compute"] + 8, 12))

@@ -20,6 +20,7 @@ MESSAGES: dict[str, str] = {
     "plan.offload_params": "parameters offloaded to CPU RAM: large slowdown",
     "plan.eager": "eager attention materialises batch x heads x seq^2 scores: use sdpa or flash_attention_2",
     "plan.cpu": "device is cpu: the numbers are host memory for one process",
+    "plan.liger": "Liger's fused linear cross-entropy: the logits are computed in chunks and never held whole",
     # gradient checkpointing, as planned
     "plan.ckpt_on": "set on in the spec",
     "plan.ckpt_off": "set off in the spec",

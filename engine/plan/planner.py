@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.machine.kernels import liger_decision
 from engine.models.resolve import resolve_config, source_text
 from engine.plan.memory import activation_bytes, logits_bytes, optimizer_bytes, weight_bytes
 from engine.plan.messages import message
@@ -241,7 +242,13 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     # ---- activations and the loss buffers
     batch, seq = t.per_device_batch_size, spec.data.cutoff_len
     acts = activation_bytes(spec, shape, tr, dt, batch, seq)
-    loss = logits_bytes(spec, shape, dt, batch, seq)
+    device = spec.launch.device
+    if device == "auto":
+        device = "cuda" if (hardware is not None and hardware.gpus) or gpu_mem_gib else "cpu"
+    fused, _why = liger_decision(t.liger_kernel, device, shape.model_type)
+    loss = logits_bytes(spec, shape, dt, batch, seq, fused=fused)
+    if fused:
+        notes.append(message("plan.liger"))
     if spec.model.attn_implementation == "eager":
         notes.append(message("plan.eager"))
 

@@ -353,6 +353,13 @@ class TrainSpec(_Spec):
         description="Clip gradients to this norm (0: off)",
         json_schema_extra=_meta("Max grad norm", advanced=True, label_zh="梯度裁剪"),
     )
+    liger_kernel: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Liger kernels on CUDA (fused linear cross-entropy: the logits are never materialised; RMSNorm, "
+        "RoPE, SwiGLU): auto uses them where the liger-kernel package is installed and the architecture is "
+        "supported; refused on CPU",
+        json_schema_extra=_meta("Liger kernels", advanced=True, label_zh="Liger 融合算子"),
+    )
     precision: Literal["auto", "bf16", "fp16", "fp32"] = Field(
         "auto",
         description="Mixed precision: auto picks bf16 where the GPU has it, else fp16; fp32 on CPU",

@@ -231,6 +231,7 @@ def type_problem(name: str, value: Any) -> str | None:
 # TrainingArguments that Studio sets from a spec field (name -> that field) or itself (name -> ""): never taken from
 # train.extra_args, where they would contradict the spec.
 STUDIO_SETS: dict[str, str] = {
+    "use_liger_kernel": "train.liger_kernel",
     "output_dir": "output.output_dir",
     "per_device_train_batch_size": "train.per_device_batch_size",
     "per_device_eval_batch_size": "train.per_device_eval_batch_size",

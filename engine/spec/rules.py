@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.core.messages import Message
+from engine.machine.kernels import liger_installed
 from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config
 from engine.spec.hf_args import extra_arg_problem
@@ -105,6 +106,10 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("output.report_to", message("report_to_none")))
     if m.lora.targets and "all" in m.lora.targets and len(m.lora.targets) > 1:
         errors.append(("method.lora.targets", message("lora_all_alone")))
+    if t.liger_kernel == "on" and spec.launch.device == "cpu":
+        errors.append(("train.liger_kernel", message("liger_cpu")))
+    elif t.liger_kernel == "on" and not liger_installed():
+        errors.append(("train.liger_kernel", message("liger_missing")))
     if d.padding_free == "on" and d.packing:
         errors.append(("data.padding_free", message("padding_free_packing")))
     if d.padding_free == "on" and m.stage == "dpo" and spec.model.attn_implementation != "flash_attention_2":

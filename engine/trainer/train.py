@@ -20,7 +20,8 @@ import traceback
 from pathlib import Path
 
 from engine.core.events import append_event
-from engine.spec.schema import RunSpec, SpecError, load_spec
+from engine.machine.kernels import liger_decision
+from engine.spec.schema import RunSpec, SpecError, load_spec, read_model_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,6 +227,7 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         gradient_checkpointing=t.gradient_checkpointing == "on",  # resolved from auto in train()
+        use_liger_kernel=liger_decision(t.liger_kernel, device, _model_type(spec))[0],
         gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing == "on" else None,
         seed=t.seed,
         data_seed=t.seed,
@@ -394,6 +396,11 @@ def _planned_steps(spec: RunSpec, n: int, world: int) -> int:
         return spec.train.max_steps
     per_step = spec.train.per_device_batch_size * spec.train.gradient_accumulation * world
     return max(1, int(spec.train.num_epochs * max(1, -(-n // per_step))))
+
+
+def _model_type(spec: RunSpec) -> str | None:
+    cfg = read_model_config(spec.model.name_or_path, spec.model.revision) or {}
+    return cfg.get("model_type") or (cfg.get("text_config") or {}).get("model_type")
 
 
 def resolve_checkpointing(spec: RunSpec, device: str) -> tuple[str, str]:

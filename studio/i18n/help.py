@@ -63,6 +63,8 @@ HELP_ZH: dict[str, str] = {
     "train.gradient_accumulation": "每个优化步累积的微步数",
     "train.max_grad_norm": "梯度裁剪到此范数（0：关闭）",
     "train.precision": "混合精度：auto 在支持的 GPU 上选 bf16，否则 fp16；CPU 上为 fp32",
+    "train.liger_kernel": "CUDA 上的 Liger 融合算子（融合线性层与交叉熵，不生成完整 logits；RMSNorm、RoPE、SwiGLU）："
+    "auto 在已安装 liger-kernel 且架构受支持时使用；CPU 上不可用",
     "train.gradient_checkpointing": "反向时重算激活：省显存，约慢 30%。auto：规划在 GPU 内存（留 10% 余量）内"
     "放得下时关闭，否则开启（true / false 即 on / off）",
     "train.seed": "随机种子",

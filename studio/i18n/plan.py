@@ -14,6 +14,7 @@ PLAN_ZH: dict[str, str] = {
     "plan.offload_params": "参数卸载到 CPU 内存：会大幅变慢",
     "plan.eager": "eager 注意力会生成 批大小 x 头数 x 序列长度² 的分数矩阵：请使用 sdpa 或 flash_attention_2",
     "plan.cpu": "设备是 cpu：这些数字是单个进程占用的主机内存",
+    "plan.liger": "Liger 融合线性层与交叉熵：logits 分块计算，从不完整保存",
     "plan.ckpt_on": "配置中设为开启",
     "plan.ckpt_off": "配置中设为关闭",
     "plan.ckpt_auto_off": "自动：不开启时需要 {need}，在 {limit} 以内（{where} 内存减去 10% 的规划误差余量），"

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import cli as studio_cli
+from engine.core import workspace
 from engine.lf.compat import _CONVERTED, _DIRECT, is_lf_args, lf_to_spec, load_any, spec_to_lf, workspace_path
 from engine.spec.schema import SpecError, load_spec, parse_spec, spec_to_dict
 
@@ -43,8 +44,8 @@ class TestSeedExample:
         assert (m.lora.rank, m.lora.alpha, m.lora.dropout, m.lora.targets) == (64, 128, 0.05, ["all"])
         assert d.datasets == ["alpaca_zh", "self_cognition"] and d.template == "llama3"
         assert (d.cutoff_len, d.max_samples, d.preprocessing_workers) == (4096, 50000, 16)
-        # relative to the working directory, as LLaMA-Factory writes it
-        assert spec.output.output_dir == str(Path.cwd() / "output" / "llama3-qlora")
+        # LF writes it under the working directory; outside the workspace, Studio keeps it inside (issue 18)
+        assert spec.output.output_dir == str(workspace.home() / "output" / "llama3-qlora")
         assert spec.output.report_to == ["tensorboard"]
         assert (t.logging_steps, t.save_steps, t.num_epochs) == (10, 500, 3)
         assert (t.per_device_batch_size, t.gradient_accumulation, t.lr_scheduler) == (2, 8, "cosine")
@@ -345,7 +346,7 @@ class TestRoundTrips:
         spec = convert(args, acc)
         out_args, out_acc = spec_to_lf(spec)
         ignored = {"logging_dir"}  # accepted with a note, not a setting of ours
-        assert out_args["output_dir"] == str(Path.cwd() / args["output_dir"])  # where LF writes it: absolute
+        assert out_args["output_dir"] == str(workspace.home() / args["output_dir"])  # inside the workspace: absolute
         for key, value in args.items():
             if key not in ignored | {"output_dir"}:
                 assert _lf_value(out_args[key]) == _lf_value(value), key

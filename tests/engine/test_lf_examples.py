@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from engine import cli as studio_cli
+from engine.core import workspace
 from engine.lf.compat import lf_to_spec, load_any
 from engine.spec.schema import SpecError
 
@@ -73,7 +74,10 @@ def test_flagship_example_maps_every_key(lf_root):
     t, d = spec.train, spec.data
     assert (spec.launch.ddp_timeout, t.save_only_model, d.dataloader_workers) == (180000000, False, 4)
     assert d.dataset_dir == str(lf_root / "data")  # LF's default ./data, from the working directory
-    assert spec.output.output_dir == str(lf_root / "saves" / "qwen3-4b" / "lora" / "sft")
+    # LF would write saves/... under the working directory; Studio keeps outputs in the workspace (issue 18) unless
+    # STUDIO_OUTPUT_ROOTS allows that root (test_lf_example_trains_through_studio_train)
+    assert spec.output.output_dir == str(workspace.home() / "saves" / "qwen3-4b" / "lora" / "sft")
+    assert any(n.startswith("output_dir:") and "inside the workspace" in n for n in notes)
     assert (t.eval_strategy, t.save_strategy, spec.output.report_to) == ("no", "steps", ["none"])
     assert {n.split(":")[0] for n in notes} >= {"plot_loss", "overwrite_output_dir"}
 
@@ -139,13 +143,16 @@ def test_queue_add_takes_an_lf_yaml(lf_root, run_registry, capsys):
     rec = runs.get(out.split(":")[0])
     spec = rec.load_spec()
     assert (rec.name, spec.method.stage, spec.launch.ddp_timeout) == ("lf-dpo", "dpo", 180000000)
+    # this LF checkout lies inside the workspace, so LF's place is kept
     assert rec.output_dir == str(lf_root / "saves" / "qwen3-4b" / "lora" / "dpo")
     runs.stop(rec.id, grace_s=1)
 
 
 @pytest.mark.slow
-def test_lf_example_trains_through_studio_train(lf_root, run_registry, capsys):
-    """The llama3 LoRA SFT example as LF ships it, with the demo model and 2 steps (max_samples kept small)."""
+def test_lf_example_trains_through_studio_train(lf_root, run_registry, capsys, monkeypatch):
+    """The llama3 LoRA SFT example as LF ships it, with the demo model and 2 steps (max_samples kept small); the
+    user allows LF's folder as an output root, so the adapter lands where LF would write it."""
+    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(lf_root))
     path = Path("examples/train_lora/llama3_lora_sft.yaml")
     args = yaml.safe_load(path.read_text())
     path.write_text(yaml.safe_dump(args | {"max_steps": 2, "save_steps": 1000, "logging_steps": 1}))

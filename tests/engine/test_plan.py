@@ -14,7 +14,7 @@ from engine.plan import cli as plan_cli
 from engine.plan import planner as planmod
 from engine.plan.fit import fit
 from engine.plan.model_shape import param_counts, trainable_param_count
-from engine.spec.schema import parse_spec
+from engine.spec.schema import SpecError, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -388,3 +388,34 @@ def test_gradient_checkpointing_auto_is_decided_by_the_plan():
         parse_spec({**spec.model_dump(), "train": {"gradient_checkpointing": True}}).train.gradient_checkpointing
         == "on"
     )
+
+
+def test_liger_kernels_follow_the_device_and_the_package(monkeypatch):
+    """train.liger_kernel: refused on CPU and when the package is missing (this machine has none); where it applies,
+    the plan's logits/loss term is Liger's chunked one: for Llama-3.1-8B (128k vocabulary) at 4k tokens, QLoRA, the
+    largest part of the plan becomes small."""
+    from engine.machine import kernels
+
+    base = {
+        "model": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct"},
+        "data": {"datasets": ["d"], "cutoff_len": 4096},
+        "method": {"finetuning": "lora", "quantization": {"bits": 4}},
+        "train": {"per_device_batch_size": 2, "precision": "bf16", "gradient_checkpointing": "on"},
+        "launch": {"device": "cuda"},
+    }
+    with pytest.raises(SpecError, match="train.liger_kernel: Liger kernels run on CUDA GPUs only"):
+        parse_spec({**base, "train": {**base["train"], "liger_kernel": "on"}, "launch": {"device": "cpu"}})
+    if not kernels.liger_installed():
+        with pytest.raises(SpecError, match="train.liger_kernel: the liger-kernel package is not installed"):
+            parse_spec({**base, "train": {**base["train"], "liger_kernel": "on"}})
+    spec = parse_spec(base)
+    plain = planmod.plan(spec, gpu_mem_gib=80)
+    monkeypatch.setattr(kernels, "liger_installed", lambda: True)  # as on a GPU machine with liger-kernel
+    fused = planmod.plan(spec, gpu_mem_gib=80)
+    assert plain.components["logits_loss"] == max(plain.components.values())  # the largest term without Liger
+    assert fused.components["logits_loss"] * 10 < plain.components["logits_loss"]
+    assert any("Liger" in n for n in fused.notes) and not any("Liger" in n for n in plain.notes)
+    off = parse_spec({**base, "train": {**base["train"], "liger_kernel": "off"}})
+    assert planmod.plan(off, gpu_mem_gib=80).components["logits_loss"] == plain.components["logits_loss"]
+    assert kernels.liger_decision("auto", "cpu", "llama")[0] is False
+    assert kernels.liger_decision("auto", "cuda", "gpt2") == (False, "Liger kernels do not support model_type 'gpt2'")

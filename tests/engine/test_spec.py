@@ -95,6 +95,7 @@ class TestVersions:
             "neftune_noise_alpha": None,
             "count_input_tokens": "non_padding",
             "extra_args": {},
+            "liger_kernel": "auto",
         }
         assert {k: dumped["train"].pop(k) for k in added} == added
         assert dumped["launch"].pop("target") == "local" and dumped["launch"].pop("slurm")["extra_sbatch"] == []
