@@ -90,6 +90,13 @@ MESSAGES: dict[str, str] = {
     # chat templates (engine.data.templates)
     "template.refused": "the model's chat template refused this conversation: {message}",
     "template.unknown": "unknown template {name!r}: choose one of {names}",
+    "template.role": "a turn with role {role!r}: a template renders user, assistant, function and observation turns",
+    "template.no_tool_support": "this row has tools, but the model's chat template has no tool support: choose a "
+    "named template that writes tools (e.g. qwen, default)",
+    "template.bad_tools": "the tools column is not a JSON list of function schemas",
+    "template.bad_call": 'a function_call turn is not JSON of the form {{"name": ..., "arguments": {{...}}}} '
+    "(or a list of them)",
+    "template.parallel_calls": "template {name} cannot write several tool calls in one turn",
     "template.not_prefix_stable": "the model's chat template rewrites earlier turns (it is not prefix-stable), so "
     "prompts cannot be masked turn by turn: choose a named template (e.g. chatml)",
 }

@@ -78,6 +78,12 @@ DATA_ZH: dict[str, str] = {
     # chat templates
     "template.refused": "模型的对话模板拒绝了这段对话：{message}",
     "template.unknown": "未知模板 {name!r}：请从 {names} 中选择",
+    "template.role": "角色为 {role!r} 的轮次：模板只渲染 user、assistant、function 和 observation 轮次",
+    "template.no_tool_support": "这一行带有工具，但模型自带的对话模板不支持工具："
+    "请选择能写出工具的命名模板（如 qwen、default）",
+    "template.bad_tools": "tools 列不是函数描述的 JSON 列表",
+    "template.bad_call": 'function_call 轮次不是 {{"name": ..., "arguments": {{...}}}} 形式的 JSON（或它们的列表）',
+    "template.parallel_calls": "模板 {name} 无法在一轮中写出多个工具调用",
     "template.not_prefix_stable": "模型的对话模板会改写之前的轮次（不是前缀稳定的），无法逐轮遮盖提示："
     "请选择一个命名模板（例如 chatml）",
 }
