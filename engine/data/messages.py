@@ -47,8 +47,10 @@ MESSAGES: dict[str, str] = {
     "data.not_list": "expected a JSON list of records",
     "data.bad_csv": "not valid CSV (line {line}): {error}",
     "data.bad_parquet": "not a readable Parquet file (truncated or not Parquet): {error}",
-    "data.bad_type": "unsupported file type '{suffix}' (use .json, .jsonl, .csv, .parquet, or a folder saved with "
-    "datasets' save_to_disk)",
+    "data.multimodal": "dataset '{name}' has a {kind} column ('{column}'): image, video and audio data is not "
+    "supported yet; Studio trains on text only (use a dataset without the {kind} column)",
+    "data.bad_type": "unsupported file type '{suffix}' (use .json, .jsonl, .csv, .parquet, .txt, or a folder saved "
+    "with datasets' save_to_disk)",
     "data.not_utf8_column": "not UTF-8 text (byte 0x{byte:02x} at column {col}): save the file as UTF-8",
     "data.not_utf8_line": "not UTF-8 text (byte 0x{byte:02x} on line {line}): save the file as UTF-8",
     "data.bad_json_line": "malformed JSON line (column {col}: {error})",

@@ -103,10 +103,11 @@ class DatasetEntry:
         is_text = (
             fmt == "alpaca"
             and not ranking
-            and bool(given)
             and "response" not in given
-            and ("prompt" in given or "text" in given)
+            and (("prompt" in given or "text" in given) or str(raw.get("file_name", "")).lower().endswith(".txt"))
         )
+        if is_text and not given:  # a .txt file: its lines are the rows' "text" (LF maps columns prompt -> text)
+            given = {"text": "text"}
         base = SHAREGPT_COLUMNS if fmt == "sharegpt" else ({} if is_text else ALPACA_COLUMNS)
         if ranking and fmt == "alpaca":
             base = {k: v for k, v in ALPACA_COLUMNS.items() if k != "response"} | {
@@ -134,6 +135,14 @@ def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
                 message("data.entry_formatting", name=name, formatting=raw.get("formatting")),
             )
         )
+    for kind in ("images", "videos", "audios"):  # LF's multimodal columns: refused here, not found out in training
+        column = (raw.get("columns") or {}).get(kind)
+        if column:
+            out.append(
+                DataProblem(
+                    str(info_path), None, "columns", message("data.multimodal", name=name, kind=kind, column=column)
+                )
+            )
     bad = sorted(set(raw.get("columns") or {}) - COLUMN_KEYS)
     if bad:
         out.append(

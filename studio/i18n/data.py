@@ -37,7 +37,9 @@ DATA_ZH: dict[str, str] = {
     "data.not_list": "应是由记录组成的 JSON 列表",
     "data.bad_csv": "不是有效的 CSV（第 {line} 行）：{error}",
     "data.bad_parquet": "不是可读取的 Parquet 文件（文件被截断或不是 Parquet）：{error}",
-    "data.bad_type": "不支持的文件类型 '{suffix}'（请使用 .json、.jsonl、.csv、.parquet，"
+    "data.multimodal": "数据集 '{name}' 带有 {kind} 列（'{column}'）：暂不支持图像、视频和音频数据；"
+    "Studio 只训练文本（请使用不含 {kind} 列的数据集）",
+    "data.bad_type": "不支持的文件类型 '{suffix}'（请使用 .json、.jsonl、.csv、.parquet、.txt，"
     "或用 datasets 的 save_to_disk 保存的目录）",
     "data.not_utf8_column": "不是 UTF-8 文本（第 {col} 列的字节 0x{byte:02x}）：请把文件另存为 UTF-8",
     "data.not_utf8_line": "不是 UTF-8 文本（第 {line} 行的字节 0x{byte:02x}）：请把文件另存为 UTF-8",

@@ -158,3 +158,31 @@ def test_studio_data_check_cli(tmp_path, demo_paths):
         check=False,
     )
     assert good.returncode == 0 and "demo_alpaca: OK (360 rows" in good.stdout, good.stdout + good.stderr
+
+
+def test_txt_file_is_one_pretraining_text_per_non_empty_line(tmp_path):
+    # LF's wiki_demo: {"file_name": "wiki_demo.txt", "columns": {"prompt": "text"}}; a .txt entry without columns too
+    text = "Anarchism is a philosophy.\n\nAutism is a condition.\r\n   \nLast line"
+    make(tmp_path, "wiki.txt", text, {"columns": {"prompt": "text"}})
+    info = R.read_dataset_info(tmp_path)
+    info["bare"] = {"file_name": "wiki.txt"}
+    R.save_dataset_info(tmp_path, info)
+    assert R.check_datasets(["d", "bare"], tmp_path, "pt") == []
+    want = ["Anarchism is a philosophy.", "Autism is a condition.", "Last line"]
+    assert [r["text"] for r in R.load_rows("d", tmp_path, "pt")] == want
+    assert [r["text"] for r in R.load_rows("bare", tmp_path, "pt")] == want
+    assert [r["text"] for r in R.preview_rows("d", tmp_path, n=2, stage="pt")] == want[:2]
+
+
+@pytest.mark.parametrize("kind", ["images", "videos", "audios"])
+def test_multimodal_columns_are_refused_at_check_time_naming_the_column(tmp_path, kind):
+    row = {"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}]}
+    tags = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
+    make(
+        tmp_path,
+        "mllm.json",
+        json.dumps([{**row, "media": ["a.jpg"]}]),
+        {"formatting": "sharegpt", "columns": {"messages": "messages", kind: "media"}, "tags": tags},
+    )
+    problem = one_problem(tmp_path)
+    assert f"{kind} column ('media')" in problem and "not supported yet" in problem
