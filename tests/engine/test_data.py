@@ -304,3 +304,34 @@ def test_efficient_eos_teaches_the_end_of_each_answer_at_the_next_prompt(tok):
     assert labels[start] == tok.eos_token_id and ids[start] != tok.eos_token_id
     assert labels[start + 1] == IGNORE
     assert ids[-1] == labels[-1] == tok.eos_token_id
+
+
+def test_tool_calls_are_rendered_in_the_template_format_and_trained(tok):
+    # a glaive-style row (function_call / observation turns and tools) in LF's qwen tool format: the call is trained
+    from engine.data.templates import tokenizer_info
+    from engine.trainer.dataset import IGNORE, _encode_batch
+
+    tools = json.dumps([{"name": "get_weather", "description": "Weather", "parameters": {"type": "object"}}])
+    call = json.dumps({"name": "get_weather", "arguments": {"city": "Paris"}})
+    row = {
+        "system": "",
+        "tools": tools,
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "function", "content": call},
+            {"role": "observation", "content": '{"temp": 21}'},
+            {"role": "assistant", "content": "It is 21."},
+        ],
+    }
+    kw = dict(tokenizer=tok, info=tokenizer_info(tok), stage="sft", train_on_prompt=False, cutoff=2048)
+    out = _encode_batch({"row": [json.dumps(row)]}, template="qwen", **kw)
+    ids, labels = out["input_ids"][0], out["labels"][0]
+    text = tok.decode(ids)
+    trained = tok.decode([t for t in labels if t != IGNORE])
+    assert '<tools>\n{"type": "function", "function": {"name": "get_weather"' in text
+    assert '<tool_response>\n{"temp": 21}\n</tool_response>' in text
+    want_call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n'
+    assert trained == want_call + "It is 21.<|im_end|>\n"
+    default = _encode_batch({"row": [json.dumps(row)]}, template="default", **kw)
+    trained = tok.decode([t for t in default["labels"][0] if t != IGNORE])
+    assert trained.startswith('Action: get_weather\nAction Input: {"city": "Paris"}')

@@ -186,3 +186,52 @@ def test_multimodal_columns_are_refused_at_check_time_naming_the_column(tmp_path
     )
     problem = one_problem(tmp_path)
     assert f"{kind} column ('media')" in problem and "not supported yet" in problem
+
+
+GLAIVE_TOOLS = json.dumps(
+    [
+        {
+            "name": "search_recipes",
+            "description": "Search for recipes based on ingredients",
+            "parameters": {
+                "type": "object",
+                "properties": {"ingredients": {"type": "array", "items": {"type": "string"}, "description": "To use"}},
+                "required": ["ingredients"],
+            },
+        }
+    ]
+)
+GLAIVE_CALL = json.dumps({"name": "search_recipes", "arguments": {"ingredients": ["chicken", "rice"]}})
+GLAIVE_ROW = {  # LF's glaive_toolcall demo shape: sharegpt, function_call / observation turns, tools as JSON text
+    "conversations": [
+        {"from": "human", "value": "I have chicken and rice."},
+        {"from": "function_call", "value": GLAIVE_CALL},
+        {"from": "observation", "value": '{"recipes": ["Chicken fried rice"]}'},
+        {"from": "gpt", "value": "Try chicken fried rice."},
+    ],
+    "tools": GLAIVE_TOOLS,
+}
+GLAIVE_ENTRY = {"formatting": "sharegpt", "columns": {"messages": "conversations", "tools": "tools"}}
+
+
+def test_tool_call_rows_keep_their_roles_and_tools(tmp_path):
+    make(tmp_path, "glaive.json", json.dumps([GLAIVE_ROW]), GLAIVE_ENTRY)
+    assert R.check_datasets(["d"], tmp_path) == []
+    (row,) = R.load_rows("d", tmp_path)
+    assert [m["role"] for m in row["messages"]] == ["user", "function", "observation", "assistant"]
+    assert row["tools"] == GLAIVE_TOOLS and row["messages"][1]["content"] == GLAIVE_CALL
+
+
+@pytest.mark.parametrize(
+    ("change", "expect"),
+    [
+        ({"tools": "[not json"}, "not a JSON list"),
+        (
+            {"conversations": [{"from": "human", "value": "q"}, {"from": "function_call", "value": "call it"}]},
+            "not JSON",
+        ),
+    ],
+)
+def test_bad_tool_rows_are_named_at_check_time(tmp_path, change, expect):
+    make(tmp_path, "glaive.json", json.dumps([{**GLAIVE_ROW, **change}]), GLAIVE_ENTRY)
+    assert expect in one_problem(tmp_path)
