@@ -27,6 +27,9 @@ from engine.data.rows import DataProblem
 csv.field_size_limit(64 << 20)
 
 
+DATA_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet", ".txt")  # the files a dataset folder is read from
+
+
 def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
     """[(row number, record)] and the problems met; JSON arrays count records, JSONL counts lines."""
     suffix = path.suffix.lower()
@@ -81,6 +84,8 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
                     message("data.bad_parquet", error=str(exc).splitlines()[0][:200]),
                 )
             ]
+    if suffix == ".txt":
+        return _read_text(path)
     if suffix == ".arrow":
         import pyarrow as pa
 
@@ -136,6 +141,22 @@ def _jsonl_line(path: Path, lineno: int, raw: bytes, rows: list, problems: list)
     return True
 
 
+def _read_text(path: Path, max_rows: int | None = None, max_bytes: int | None = None):
+    """A .txt file as LLaMA-Factory reads it (the ``text`` builder): one {"text": line} row per non-empty line,
+    numbered by line. With limits: (rows, problems, whether the whole file was read)."""
+    with path.open("rb") as fh:
+        raw = fh.read(max_bytes + 1 if max_bytes is not None else -1)
+    whole = max_bytes is None or len(raw) <= max_bytes
+    if not whole:
+        raw = raw[: raw.rfind(b"\n") + 1]  # only complete lines
+    text, problem = _decode(raw, path)
+    rows = [(n, {"text": line}) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if max_rows is not None and len(rows) > max_rows:
+        rows, whole = rows[:max_rows], False
+    out = (rows if problem is None else [], [problem] if problem else [])
+    return out if max_rows is None and max_bytes is None else (*out, whole)
+
+
 def _decode(raw: bytes, path: Path) -> tuple[str, DataProblem | None]:
     """UTF-8 text (a byte order mark is dropped), or a problem naming the line of the first undecodable byte."""
     try:
@@ -158,7 +179,7 @@ def _read_folder(path: Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
         state = json.loads((path / "state.json").read_text(encoding="utf-8"))
         files = [path / f["filename"] for f in state.get("_data_files", [])]
     else:
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".json", ".jsonl", ".csv", ".parquet"))
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in DATA_SUFFIXES)
     rows, problems = [], []
     for f in files:
         got, probs = _read_file(f)
@@ -214,6 +235,8 @@ def read_head(
         return _csv_head(path, max_rows, max_bytes, max_record_bytes)
     if suffix in (".parquet", ".arrow"):
         return _columnar_head(path, max_rows, max_record_bytes)
+    if suffix == ".txt":
+        return _read_text(path, max_rows, max_bytes)
     rows, problems = _read_file(path)  # an unsupported type: the problem, nothing read
     return rows, problems, True
 
@@ -411,7 +434,7 @@ def _folder_head(path: Path, max_rows: int, max_bytes: int, max_record: int):
         state = json.loads((path / "state.json").read_text(encoding="utf-8"))
         files = [path / f["filename"] for f in state.get("_data_files", [])]
     else:
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".json", ".jsonl", ".csv", ".parquet"))
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in DATA_SUFFIXES)
     rows: list[tuple[int, Any]] = []
     problems: list[DataProblem] = []
     for i, f in enumerate(files):

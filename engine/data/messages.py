@@ -47,8 +47,10 @@ MESSAGES: dict[str, str] = {
     "data.not_list": "expected a JSON list of records",
     "data.bad_csv": "not valid CSV (line {line}): {error}",
     "data.bad_parquet": "not a readable Parquet file (truncated or not Parquet): {error}",
-    "data.bad_type": "unsupported file type '{suffix}' (use .json, .jsonl, .csv, .parquet, or a folder saved with "
-    "datasets' save_to_disk)",
+    "data.multimodal": "dataset '{name}' has a {kind} column ('{column}'): image, video and audio data is not "
+    "supported yet; Studio trains on text only (use a dataset without the {kind} column)",
+    "data.bad_type": "unsupported file type '{suffix}' (use .json, .jsonl, .csv, .parquet, .txt, or a folder saved "
+    "with datasets' save_to_disk)",
     "data.not_utf8_column": "not UTF-8 text (byte 0x{byte:02x} at column {col}): save the file as UTF-8",
     "data.not_utf8_line": "not UTF-8 text (byte 0x{byte:02x} on line {line}): save the file as UTF-8",
     "data.bad_json_line": "malformed JSON line (column {col}: {error})",
@@ -90,6 +92,13 @@ MESSAGES: dict[str, str] = {
     # chat templates (engine.data.templates)
     "template.refused": "the model's chat template refused this conversation: {message}",
     "template.unknown": "unknown template {name!r}: choose one of {names}",
+    "template.role": "a turn with role {role!r}: a template renders user, assistant, function and observation turns",
+    "template.no_tool_support": "this row has tools, but the model's chat template has no tool support: choose a "
+    "named template that writes tools (e.g. qwen, default)",
+    "template.bad_tools": "the tools column is not a JSON list of function schemas",
+    "template.bad_call": 'a function_call turn is not JSON of the form {{"name": ..., "arguments": {{...}}}} '
+    "(or a list of them)",
+    "template.parallel_calls": "template {name} cannot write several tool calls in one turn",
     "template.not_prefix_stable": "the model's chat template rewrites earlier turns (it is not prefix-stable), so "
     "prompts cannot be masked turn by turn: choose a named template (e.g. chatml)",
 }

@@ -6,6 +6,7 @@ Light: stdlib only. Never torch, transformers or datasets. ``engine.data.registr
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,10 +104,11 @@ class DatasetEntry:
         is_text = (
             fmt == "alpaca"
             and not ranking
-            and bool(given)
             and "response" not in given
-            and ("prompt" in given or "text" in given)
+            and (("prompt" in given or "text" in given) or str(raw.get("file_name", "")).lower().endswith(".txt"))
         )
+        if is_text and not given:  # a .txt file: its lines are the rows' "text" (LF maps columns prompt -> text)
+            given = {"text": "text"}
         base = SHAREGPT_COLUMNS if fmt == "sharegpt" else ({} if is_text else ALPACA_COLUMNS)
         if ranking and fmt == "alpaca":
             base = {k: v for k, v in ALPACA_COLUMNS.items() if k != "response"} | {
@@ -134,6 +136,14 @@ def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
                 message("data.entry_formatting", name=name, formatting=raw.get("formatting")),
             )
         )
+    for kind in ("images", "videos", "audios"):  # LF's multimodal columns: refused here, not found out in training
+        column = (raw.get("columns") or {}).get(kind)
+        if column:
+            out.append(
+                DataProblem(
+                    str(info_path), None, "columns", message("data.multimodal", name=name, kind=kind, column=column)
+                )
+            )
     bad = sorted(set(raw.get("columns") or {}) - COLUMN_KEYS)
     if bad:
         out.append(
@@ -188,6 +198,11 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
         if not entry.ranking:
             messages.append({"role": "assistant", "content": str(get("response", True))})
     out = {"system": system, "messages": messages}
+    tools = get("tools", False)
+    if tools:
+        text = _tools_text(tools, cols.get("tools"))
+        if text:
+            out["tools"] = text
     if entry.ranking:
         for key in ("chosen", "rejected"):
             val = get(key, True)
@@ -196,14 +211,14 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
             if not str(val).strip():
                 raise _RowError(cols[key], message("data.empty_answer", key=key), kind=f"empty-{key}")
             out[key] = str(val)
-        if messages and messages[-1]["role"] != "user":
+        if messages and _SIDE[messages[-1]["role"]] != "user":
             raise _RowError(cols.get("messages"), message("data.pair_end_user"))
     else:
         last = messages[-1] if messages else None
-        if stage != "pt" and (last is None or last["role"] != "assistant"):
+        if stage != "pt" and (last is None or _SIDE[last["role"]] != "assistant"):
             raise _RowError(cols.get("messages"), message("data.end_assistant"), kind="end")
         for i, m in enumerate(messages):
-            if m["role"] == "assistant" and not m["content"].strip():
+            if m["role"] in ("assistant", "function") and not m["content"].strip():
                 col = cols.get("response") if entry.formatting == "alpaca" else cols.get("messages")
                 raise _RowError(col, message("data.empty_response", turn=i + 1), kind="empty")
     return out
@@ -216,9 +231,9 @@ def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[st
         raise _RowError(col, message("data.turns_not_list", type=type(turns).__name__))
     roles = {
         t["user_tag"]: "user",
-        t["observation_tag"]: "user",
-        t["assistant_tag"]: "assistant",
-        t["function_tag"]: "assistant",
+        t["observation_tag"]: "observation",  # a tool result: on the user's side, rendered by the template's
+        t["assistant_tag"]: "assistant",  # observation format
+        t["function_tag"]: "function",  # a tool call (JSON): on the answer side, trained
         t["system_tag"]: "system",
     }
     messages: list[dict] = []
@@ -240,7 +255,7 @@ def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[st
             system = content
             continue
         want = "user" if len(messages) % 2 == 0 else "assistant"
-        if role != want:
+        if _SIDE[role] != want:
             tag_want = t["user_tag"] if want == "user" else t["assistant_tag"]
             raise _RowError(
                 col,
@@ -249,5 +264,35 @@ def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[st
                 ),
                 kind="order",
             )
+        if role == "function" and not _is_call(content):
+            raise _RowError(col, message("template.bad_call"), kind="call")
         messages.append({"role": role, "content": content})
     return system, messages
+
+
+_SIDE = {"user": "user", "observation": "user", "assistant": "assistant", "function": "assistant"}
+
+
+def _is_call(content: str) -> bool:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return False
+    items = data if isinstance(data, list) else [data]
+    return bool(items) and all(isinstance(c, dict) and "name" in c and "arguments" in c for c in items)
+
+
+def _tools_text(tools: Any, column: str | None) -> str:
+    """The tools column as JSON text (LF takes a JSON string; a list or object from JSON files is dumped)."""
+    if isinstance(tools, str):
+        try:
+            parsed = json.loads(tools) if tools.strip() else []
+        except ValueError:
+            parsed = None
+    else:
+        parsed, tools = tools, json.dumps(tools, ensure_ascii=False)
+    if isinstance(parsed, dict):
+        parsed = [parsed]
+    if not isinstance(parsed, list) or not all(isinstance(t, dict) for t in parsed):
+        raise _RowError(column, message("template.bad_tools"), kind="tools")
+    return tools if parsed else ""

@@ -212,8 +212,9 @@ class DataSpec(_Spec):
     template: str = Field(
         "auto",
         min_length=1,
-        description="Chat template: auto (the tokenizer's own, else default), llama3, chatml, qwen, mistral, gemma, "
-        "alpaca, default, empty",
+        description="Chat template: auto (the tokenizer's own, else default), or a LLaMA-Factory template name "
+        "rendered as LLaMA-Factory does (llama3, llama2, qwen, qwen3, qwen3_nothink, gemma, mistral, glm4, chatml, "
+        "alpaca, default, empty, ...)",
         json_schema_extra=_meta("Template", label_zh="对话模板"),
     )
     cutoff_len: int = Field(

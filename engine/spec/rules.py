@@ -116,6 +116,10 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("data.padding_free", message("padding_free_dpo", attn=spec.model.attn_implementation)))
     if t.save_strategy == "best" and (d.val_size == 0 or t.eval_strategy == "no"):
         errors.append(("train.save_strategy", message("save_best_needs_eval")))
+    from engine.data.templates import template_problem  # the names live with the templates (light, stdlib + jinja2)
+
+    if (problem := template_problem(d.template)) is not None:
+        errors.append(("data.template", problem))
     if t.extra_args:
         for name, value in t.extra_args.items():
             problem = extra_arg_problem(str(name), value)

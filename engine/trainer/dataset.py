@@ -37,15 +37,17 @@ from typing import Any
 
 from engine.data.registry import DataError, check_datasets, load_rows
 from engine.data.templates import (
+    Template,
     assistant_text,
     conversation_segments,
     pretrain_text,
     prompt_text,
+    resolve,
     template_warning,
     tokenizer_info,
 )
 
-CACHE_VERSION = 2  # bump when tokenisation changes, so old caches are not reused
+CACHE_VERSION = 3  # bump when tokenisation changes, so old caches are not reused
 IGNORE = -100
 
 
@@ -91,8 +93,12 @@ def _encode_batch(
         if stage == "pt":
             pieces.append([(pretrain_text(row, info), True)])
         else:
-            segs = conversation_segments(template, info, row.get("system", ""), row["messages"])
+            segs = conversation_segments(template, info, row.get("system", ""), row["messages"], row.get("tools"))
             pieces.append([p for prompt, resp in segs for p in ((prompt, train_on_prompt), (resp, True))])
+    # LF's efficient_eos (glm4, gemma2, fewshot): answers carry no EOS; each later prompt's first label is the EOS,
+    # teaching the model to end the answer before it (the last answer has its EOS written by the template).
+    tmpl = resolve(template, info) if stage != "pt" else None
+    eos_label = tokenizer.eos_token_id if isinstance(tmpl, Template) and tmpl.efficient_eos else None
     flat = [text for sample in pieces for text, _ in sample]
     encoded = tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
     out: dict[str, list] = {"input_ids": [], "labels": [], "truncated": []}
@@ -100,11 +106,13 @@ def _encode_batch(
     for sample in pieces:
         ids: list[int] = []
         labels: list[int] = []
-        for _, trained in sample:
+        for j, (_, trained) in enumerate(sample):
             part = list(encoded[k])
             k += 1
             ids += part
             labels += part if trained else [IGNORE] * len(part)
+            if eos_label is not None and j > 0 and j % 2 == 0 and part and not trained:
+                labels[len(ids) - len(part)] = eos_label
         keep = len(ids) if stage == "pt" else cutoff
         out["truncated"].append(len(ids) > keep)
         out["input_ids"].append(ids[:keep])

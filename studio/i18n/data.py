@@ -37,7 +37,9 @@ DATA_ZH: dict[str, str] = {
     "data.not_list": "应是由记录组成的 JSON 列表",
     "data.bad_csv": "不是有效的 CSV（第 {line} 行）：{error}",
     "data.bad_parquet": "不是可读取的 Parquet 文件（文件被截断或不是 Parquet）：{error}",
-    "data.bad_type": "不支持的文件类型 '{suffix}'（请使用 .json、.jsonl、.csv、.parquet，"
+    "data.multimodal": "数据集 '{name}' 带有 {kind} 列（'{column}'）：暂不支持图像、视频和音频数据；"
+    "Studio 只训练文本（请使用不含 {kind} 列的数据集）",
+    "data.bad_type": "不支持的文件类型 '{suffix}'（请使用 .json、.jsonl、.csv、.parquet、.txt，"
     "或用 datasets 的 save_to_disk 保存的目录）",
     "data.not_utf8_column": "不是 UTF-8 文本（第 {col} 列的字节 0x{byte:02x}）：请把文件另存为 UTF-8",
     "data.not_utf8_line": "不是 UTF-8 文本（第 {line} 行的字节 0x{byte:02x}）：请把文件另存为 UTF-8",
@@ -78,6 +80,12 @@ DATA_ZH: dict[str, str] = {
     # chat templates
     "template.refused": "模型的对话模板拒绝了这段对话：{message}",
     "template.unknown": "未知模板 {name!r}：请从 {names} 中选择",
+    "template.role": "角色为 {role!r} 的轮次：模板只渲染 user、assistant、function 和 observation 轮次",
+    "template.no_tool_support": "这一行带有工具，但模型自带的对话模板不支持工具："
+    "请选择能写出工具的命名模板（如 qwen、default）",
+    "template.bad_tools": "tools 列不是函数描述的 JSON 列表",
+    "template.bad_call": 'function_call 轮次不是 {{"name": ..., "arguments": {{...}}}} 形式的 JSON（或它们的列表）',
+    "template.parallel_calls": "模板 {name} 无法在一轮中写出多个工具调用",
     "template.not_prefix_stable": "模型的对话模板会改写之前的轮次（不是前缀稳定的），无法逐轮遮盖提示："
     "请选择一个命名模板（例如 chatml）",
 }

@@ -70,6 +70,15 @@ class TestValidate:
         out = studio("validate", str(path))
         assert out.returncode == 1 and "data.datasets" in out.stderr and "no_such_dataset" in out.stderr
 
+    def test_an_unknown_template_is_refused_with_the_names(self, demo_paths, tmp_path):
+        data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text())
+        data["data"]["template"] = "qwen4"
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(data))
+        out = studio("validate", str(path))
+        assert out.returncode == 1 and "data.template" in out.stderr and "'qwen4'" in out.stderr
+        assert "qwen3_nothink" in out.stderr and "llama3" in out.stderr
+
     def test_hardware_rules_are_checked_before_launch(self, demo_paths, tmp_path):
         spec = demo_spec(demo_paths, train={"precision": "fp16"})
         path = tmp_path / "s.yaml"

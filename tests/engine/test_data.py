@@ -269,3 +269,69 @@ def test_page_and_trainer_pack_alike():
     assert all(len(r) <= 10 for r in rows["input_ids"])
     assert sum(len(r) for r in rows["input_ids"]) == sum(lengths)
     assert packing_efficiency(lengths, 10) == sum(lengths) / (len(rows) * 10)
+
+
+def test_efficient_eos_teaches_the_end_of_each_answer_at_the_next_prompt(tok):
+    # LF's efficient_eos (glm4): answers carry no EOS in the text; one EOS ends the sample, and the first label of
+    # every later prompt is the EOS (the model learns to stop after each answer); the rest of a prompt is masked
+    from engine.data.templates import tokenizer_info
+    from engine.trainer.dataset import IGNORE, _encode_batch
+
+    row = {
+        "system": "",
+        "messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4"},
+        ],
+    }
+    out = _encode_batch(
+        {"row": [json.dumps(row)]},
+        tokenizer=tok,
+        template="glm4",
+        info=tokenizer_info(tok),
+        stage="sft",
+        train_on_prompt=False,
+        cutoff=512,
+    )
+    ids, labels = out["input_ids"][0], out["labels"][0]
+    first_prompt = tok("[gMASK]<sop><|user|>\nHi<|assistant|>", add_special_tokens=False)["input_ids"]
+    answer = tok("\nHello!", add_special_tokens=False)["input_ids"]
+    start = len(first_prompt) + len(answer)  # where the second prompt begins
+    assert labels[: len(first_prompt)] == [IGNORE] * len(first_prompt)
+    assert labels[len(first_prompt) : start] == answer
+    assert labels[start] == tok.eos_token_id and ids[start] != tok.eos_token_id
+    assert labels[start + 1] == IGNORE
+    assert ids[-1] == labels[-1] == tok.eos_token_id
+
+
+def test_tool_calls_are_rendered_in_the_template_format_and_trained(tok):
+    # a glaive-style row (function_call / observation turns and tools) in LF's qwen tool format: the call is trained
+    from engine.data.templates import tokenizer_info
+    from engine.trainer.dataset import IGNORE, _encode_batch
+
+    tools = json.dumps([{"name": "get_weather", "description": "Weather", "parameters": {"type": "object"}}])
+    call = json.dumps({"name": "get_weather", "arguments": {"city": "Paris"}})
+    row = {
+        "system": "",
+        "tools": tools,
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "function", "content": call},
+            {"role": "observation", "content": '{"temp": 21}'},
+            {"role": "assistant", "content": "It is 21."},
+        ],
+    }
+    kw = dict(tokenizer=tok, info=tokenizer_info(tok), stage="sft", train_on_prompt=False, cutoff=2048)
+    out = _encode_batch({"row": [json.dumps(row)]}, template="qwen", **kw)
+    ids, labels = out["input_ids"][0], out["labels"][0]
+    text = tok.decode(ids)
+    trained = tok.decode([t for t in labels if t != IGNORE])
+    assert '<tools>\n{"type": "function", "function": {"name": "get_weather"' in text
+    assert '<tool_response>\n{"temp": 21}\n</tool_response>' in text
+    want_call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n'
+    assert trained == want_call + "It is 21.<|im_end|>\n"
+    default = _encode_batch({"row": [json.dumps(row)]}, template="default", **kw)
+    trained = tok.decode([t for t in default["labels"][0] if t != IGNORE])
+    assert trained.startswith('Action: get_weather\nAction Input: {"city": "Paris"}')

@@ -158,3 +158,80 @@ def test_studio_data_check_cli(tmp_path, demo_paths):
         check=False,
     )
     assert good.returncode == 0 and "demo_alpaca: OK (360 rows" in good.stdout, good.stdout + good.stderr
+
+
+def test_txt_file_is_one_pretraining_text_per_non_empty_line(tmp_path):
+    # LF's wiki_demo: {"file_name": "wiki_demo.txt", "columns": {"prompt": "text"}}; a .txt entry without columns too
+    text = "Anarchism is a philosophy.\n\nAutism is a condition.\r\n   \nLast line"
+    make(tmp_path, "wiki.txt", text, {"columns": {"prompt": "text"}})
+    info = R.read_dataset_info(tmp_path)
+    info["bare"] = {"file_name": "wiki.txt"}
+    R.save_dataset_info(tmp_path, info)
+    assert R.check_datasets(["d", "bare"], tmp_path, "pt") == []
+    want = ["Anarchism is a philosophy.", "Autism is a condition.", "Last line"]
+    assert [r["text"] for r in R.load_rows("d", tmp_path, "pt")] == want
+    assert [r["text"] for r in R.load_rows("bare", tmp_path, "pt")] == want
+    assert [r["text"] for r in R.preview_rows("d", tmp_path, n=2, stage="pt")] == want[:2]
+
+
+@pytest.mark.parametrize("kind", ["images", "videos", "audios"])
+def test_multimodal_columns_are_refused_at_check_time_naming_the_column(tmp_path, kind):
+    row = {"messages": [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Kane."}]}
+    tags = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
+    make(
+        tmp_path,
+        "mllm.json",
+        json.dumps([{**row, "media": ["a.jpg"]}]),
+        {"formatting": "sharegpt", "columns": {"messages": "messages", kind: "media"}, "tags": tags},
+    )
+    problem = one_problem(tmp_path)
+    assert f"{kind} column ('media')" in problem and "not supported yet" in problem
+
+
+GLAIVE_TOOLS = json.dumps(
+    [
+        {
+            "name": "search_recipes",
+            "description": "Search for recipes based on ingredients",
+            "parameters": {
+                "type": "object",
+                "properties": {"ingredients": {"type": "array", "items": {"type": "string"}, "description": "To use"}},
+                "required": ["ingredients"],
+            },
+        }
+    ]
+)
+GLAIVE_CALL = json.dumps({"name": "search_recipes", "arguments": {"ingredients": ["chicken", "rice"]}})
+GLAIVE_ROW = {  # LF's glaive_toolcall demo shape: sharegpt, function_call / observation turns, tools as JSON text
+    "conversations": [
+        {"from": "human", "value": "I have chicken and rice."},
+        {"from": "function_call", "value": GLAIVE_CALL},
+        {"from": "observation", "value": '{"recipes": ["Chicken fried rice"]}'},
+        {"from": "gpt", "value": "Try chicken fried rice."},
+    ],
+    "tools": GLAIVE_TOOLS,
+}
+GLAIVE_ENTRY = {"formatting": "sharegpt", "columns": {"messages": "conversations", "tools": "tools"}}
+
+
+def test_tool_call_rows_keep_their_roles_and_tools(tmp_path):
+    make(tmp_path, "glaive.json", json.dumps([GLAIVE_ROW]), GLAIVE_ENTRY)
+    assert R.check_datasets(["d"], tmp_path) == []
+    (row,) = R.load_rows("d", tmp_path)
+    assert [m["role"] for m in row["messages"]] == ["user", "function", "observation", "assistant"]
+    assert row["tools"] == GLAIVE_TOOLS and row["messages"][1]["content"] == GLAIVE_CALL
+
+
+@pytest.mark.parametrize(
+    ("change", "expect"),
+    [
+        ({"tools": "[not json"}, "not a JSON list"),
+        (
+            {"conversations": [{"from": "human", "value": "q"}, {"from": "function_call", "value": "call it"}]},
+            "not JSON",
+        ),
+    ],
+)
+def test_bad_tool_rows_are_named_at_check_time(tmp_path, change, expect):
+    make(tmp_path, "glaive.json", json.dumps([{**GLAIVE_ROW, **change}]), GLAIVE_ENTRY)
+    assert expect in one_problem(tmp_path)

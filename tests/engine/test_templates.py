@@ -27,7 +27,7 @@ def test_every_template_renders_each_turn(name, demo_paths):
     info = T.tokenizer_info(demo_paths["model_dir"])
     segs = T.conversation_segments(name, info, CONV["system"], CONV["messages"])
     assert len(segs) == 2
-    assert segs[0][1].startswith("A1") and segs[1][1].startswith("A2")
+    assert "A1" in segs[0][1] and "A2" in segs[1][1]  # after mistral's space, qwen3's empty thought
     assert "Q1" in segs[0][0] and "Q2" in segs[1][0] and "Be brief." in segs[0][0]
     assert "A1" not in segs[1][0]  # the second prompt holds only the new turn
 
@@ -45,8 +45,10 @@ def test_auto_matches_transformers_apply_chat_template(demo_paths):
 
 
 def test_auto_without_chat_template_is_default():
+    # LF's `default`: every turn, the user's too, ends with EOS (Studio's own had none after the user turn)
     info = T.TokenizerInfo(chat_template=None, special={"eos_token": "</s>"})
-    assert T.conversation_segments("auto", info, "", CONV["messages"][:2]) == [("Human: Q1\nAssistant: ", "A1</s>\n")]
+    segs = T.conversation_segments("auto", info, "", CONV["messages"][:2])
+    assert segs == [("Human: Q1</s>\nAssistant:", "A1</s>\n")]
 
 
 def test_llama3_on_chatml_tokenizer_warns(demo_paths):
@@ -58,7 +60,7 @@ def test_llama3_on_chatml_tokenizer_warns(demo_paths):
 
 def test_unknown_template_names_the_choices():
     with pytest.raises(T.TemplateError, match="llama3"):
-        T.conversation_segments("llama2", T.TokenizerInfo(), "", CONV["messages"])
+        T.conversation_segments("llama2-chat", T.TokenizerInfo(), "", CONV["messages"])
 
 
 def test_suggest_template(tmp_path, demo_paths):
