@@ -150,6 +150,26 @@ def test_no_import_circles():
     )
 
 
+# engine's packages from the bottom up: each imports only packages before it in this list (and itself).
+LAYERS = ["core", "models", "data", "machine", "spec", "lf", "plan", "runs", "export", "trainer"]
+
+
+def test_packages_depend_only_on_the_layers_below():
+    def package(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if parts[0] == "engine" and len(parts) > 2 else None
+
+    known = {package(n) for n in MODULES} - {None}
+    assert known == set(LAYERS), f"packages missing from LAYERS (or gone): {known ^ set(LAYERS)}"
+    upward = sorted(
+        f"{source} -> {target}"
+        for source, targets in GRAPH.items()
+        for target in targets
+        if package(source) and package(target) and LAYERS.index(package(target)) > LAYERS.index(package(source))
+    )
+    assert not upward, "imports that reach up the layers (" + " < ".join(LAYERS) + "):\n" + "\n".join(upward)
+
+
 def test_engine_has_only_packages_at_top():
     loose = sorted(p.name for p in (ROOT / "engine").glob("*.py") if p.name not in ("__init__.py", "cli.py"))
     assert not loose, f"engine/ holds loose modules {loose}: put each in the package of its part"

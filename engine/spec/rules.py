@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.core.messages import Message
+from engine.data.templates import template_problem
 from engine.machine.kernels import liger_installed
 from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config
@@ -116,7 +117,6 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("data.padding_free", message("padding_free_dpo", attn=spec.model.attn_implementation)))
     if t.save_strategy == "best" and (d.val_size == 0 or t.eval_strategy == "no"):
         errors.append(("train.save_strategy", message("save_best_needs_eval")))
-    from engine.data.templates import template_problem  # the names live with the templates (light, stdlib + jinja2)
 
     if (problem := template_problem(d.template)) is not None:
         errors.append(("data.template", problem))
