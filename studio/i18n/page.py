@@ -154,7 +154,36 @@ STRINGS: dict[str, tuple[str, str]] = {
     "w_saved": ("saved to", "保存到"),
     "w_cause": ("cause", "原因"),
     "w_eta": ("ETA", "预计剩余"),
-    "stopping": ("Stopping {id}…", "正在停止 {id}…"),
+    "stopping": (
+        "Stopping run {id}: it finishes the current step and saves a checkpoint…",
+        "正在停止运行 {id}：完成当前这一步并保存检查点…",
+    ),
+    "stopping_queued": ("Removing run {id} from the queue…", "正在把运行 {id} 移出队列…"),
+    "stop_ended": (
+        "Run {id} has already ended ({status}): nothing to stop.",
+        "运行 {id} 已经结束（{status}）：无需停止。",
+    ),
+    "stopped_saved": (
+        "Run {id} stopped at step {step}; checkpoint saved at `{path}` (Resume in the Runs tab continues from it).",
+        "运行 {id} 已在第 {step} 步停止；检查点已保存到 `{path}`（可在“运行记录”页继续训练）。",
+    ),
+    "stopped_unsaved": (
+        "Run {id} stopped at step {step}; no checkpoint was saved.",
+        "运行 {id} 已在第 {step} 步停止；没有保存检查点。",
+    ),
+    "stopped_early": (
+        "Run {id} stopped before its first step; no checkpoint was saved.",
+        "运行 {id} 在第一步之前已停止；没有保存检查点。",
+    ),
+    "stopped_dequeued": ("Run {id} was removed from the queue.", "运行 {id} 已移出队列。"),
+    "queued_run": (
+        "Queued run {id}: position {pos} in the queue; it starts when a GPU (or CPU slot) is free.",
+        "运行 {id} 已排队：队列第 {pos} 位；有空闲 GPU（或 CPU 槽位）时开始。",
+    ),
+    "start_twin": (
+        "Run {id} with this very spec is already {status}. Click Start again to start another one anyway.",
+        "配置完全相同的运行 {id} 已在{status}。如仍要再启动一个，请再次点击“开始训练”。",
+    ),
     # Train tab: action messages, template hint, plan panel, auto-fit
     "spec_invalid": ("Invalid run spec:", "运行配置无效："),
     "preset_saved": ("saved {path}", "已保存 {path}"),
@@ -246,7 +275,6 @@ STRINGS: dict[str, tuple[str, str]] = {
     "rc_peak_MiB": ("peak MiB", "峰值 MiB"),
     "rc_field": ("field", "字段"),
     "select_run_first": ("select a run first", "请先选择一个运行"),
-    "run_stopping": ("stopping {id}", "正在停止 {id}"),
     "copied_to_form": ("{id} copied into the Train form", "已把 {id} 复制到训练表单"),
     "tb_folder": ("folder:", "目录："),
     # Chat tab

@@ -339,6 +339,9 @@ def build(ctx: Any) -> None:
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
             return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", gr.skip(), ""
 
+    # The list is read again on page load and when opened (uploads from another tab or the CLI appear).
+    pick.focus(lambda: gr.update(choices=backend.registered_datasets()), None, [pick], queue=False)
+    ctx.on_load.append((lambda: gr.update(choices=backend.registered_datasets()), None, [pick]))
     gr.on(
         [pick.change, ctx.tab.select],
         _show,

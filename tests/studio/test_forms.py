@@ -127,10 +127,11 @@ def test_train_actions_and_plan_in_chinese(demo_paths, monkeypatch):
     def refuse(spec, name=None):
         raise refusal
 
-    monkeypatch.setattr(train.backend, "engine_module", lambda name: SimpleNamespace(submit=refuse))
-    msg, run_id = train.start_run(values, "zh")
+    registry = SimpleNamespace(submit=refuse, list_runs=lambda *a, **k: [], ACTIVE=("queued", "running"))
+    monkeypatch.setattr(train.backend, "engine_module", lambda name: registry)
+    msg, run_id, _ = train.start_run(values, "zh")
     assert run_id is None and "运行配置无效" in msg and "无法写入 /x（权限不足）" in msg and "输出目录" in msg
-    msg, _ = train.start_run(values, "en")
+    msg, _, _ = train.start_run(values, "en")
     assert "cannot write to /x (permission denied)" in msg
     assert train.save_preset("../evil", values, "zh").startswith("❌ 预设名称")
     plan = {

@@ -226,10 +226,10 @@ def test_start_refused_for_bad_data_in_chinese(run_registry, demo_paths):
     data.register(str(uploads / "half.jsonl"), "half", "alpaca", {}, "zh")
     values = forms.spec_to_values(yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8")))
     values |= {"data.datasets": ["half"], "data.dataset_dir": str(workspace.data_dir())}
-    shown, run_id = train.start_run(values, "zh")
+    shown, run_id, _ = train.start_run(values, "zh")
     assert run_id is None and shown.startswith("❌ 运行配置无效："), shown
     assert "回复为空（第 2 轮）" in shown and "第 1 行" in shown and "empty response" not in shown
-    english, _ = train.start_run(values, "en")
+    english, _, _ = train.start_run(values, "en")
     assert "half.jsonl, line 1, column 'output': empty response (turn 2)" in english
 
 
