@@ -220,6 +220,23 @@ STRINGS: dict[str, tuple[str, str]] = {
     "role_messages": ("messages", "messages（对话轮次）"),
     "registered": ("registered **{name}**", "已注册 **{name}**"),
     "registered_but": ("registered, but:", "已注册，但发现问题："),
+    "not_registered": ("Not registered: ", "未注册："),
+    "fix_mapping": (
+        "Choose the columns above (Column mapping) or another format, then Register again.",
+        "请在上方“列映射”中选择列或换一种格式，然后重新注册。",
+    ),
+    "rows_shown": (
+        "the first {shown} rows as the file has them",
+        "按文件原样显示前 {shown} 行",
+    ),
+    "figures_all": (
+        "the sample and the token lengths come from all {rows} rows of the file",
+        "样本和 token 长度来自文件的全部 {rows} 行",
+    ),
+    "figures_head": (
+        "the sample and the token lengths come from the file's first {rows} rows (not the whole file)",
+        "样本和 token 长度来自文件的前 {rows} 行（不是整个文件）",
+    ),
     "checked_head": (
         "checked the first {rows} rows (the page reads at most {mib} MiB of a file); a run checks every row before "
         "training",

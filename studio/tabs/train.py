@@ -31,6 +31,52 @@ def check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, list]:
     return spec_mod.validate_spec(forms.values_to_dict(values))
 
 
+_DATA_CHECKS: dict[tuple, list] = {}  # the data check of a form state, by its datasets' files as they are now
+
+
+def form_check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, list]:
+    """``check`` plus the dataset checks Start runs (engine.runs.registry.data_problems): the form says what Start
+    would refuse. The rows are read again only when a dataset, the stage or a file changes."""
+    spec, errors, warnings = check(values)
+    if spec is None:
+        return spec, errors, warnings
+    try:
+        runs = backend.engine_module("runs.registry")
+        key = _data_key(spec)
+        if key not in _DATA_CHECKS:
+            if len(_DATA_CHECKS) > 64:
+                _DATA_CHECKS.clear()
+            _DATA_CHECKS[key] = runs.data_problems(spec)
+        problems = _DATA_CHECKS[key]
+    except Exception:  # noqa: BLE001 - the check is advice here; Start runs it again and names any failure
+        problems = []
+    return (None, problems, warnings) if problems else (spec, errors, warnings)
+
+
+def _data_key(spec: spec_mod.RunSpec) -> tuple:
+    """The datasets, stage and folder of a spec with the size and time of the registry and of each dataset file."""
+    import json
+
+    ddir = spec_mod.resolve_dataset_dir(spec)
+
+    def stamp(path: Path) -> tuple:
+        try:
+            st = path.stat()
+            return (str(path), st.st_size, st.st_mtime_ns)
+        except OSError:
+            return (str(path), None, None)
+
+    files = [stamp(ddir / "dataset_info.json")]
+    try:
+        info = json.loads((ddir / "dataset_info.json").read_text(encoding="utf-8"))
+        for name in spec.data.datasets:
+            path = Path(str((info.get(name) or {}).get("file_name", ""))).expanduser()
+            files.append(stamp(path if path.is_absolute() else ddir / path))
+    except (OSError, ValueError, AttributeError):
+        pass
+    return (tuple(spec.data.datasets), spec.method.stage, str(ddir), tuple(files))
+
+
 def problems_markdown(errors: list, warnings: list, lang: str = "en") -> str:
     """The list beside Start: every error and warning with the field it names, in the page's language."""
     lines = [f"✅ {t('spec_ok', lang)}"] if not errors else [f"❌ {t('spec_bad', lang)}"]
@@ -90,7 +136,7 @@ def validate_form(*args: Any) -> list[Any]:
     import gradio as gr
 
     *field_args, flagged, lang = args
-    spec, errors, warnings = check(to_values(field_args))
+    spec, errors, warnings = form_check(to_values(field_args))
     updates, now = field_updates(errors, warnings, flagged or {}, lang)
     return [*updates, problems_markdown(errors, warnings, lang), gr.update(interactive=spec is not None), now]
 
