@@ -208,8 +208,31 @@ STRINGS: dict[str, tuple[str, str]] = {
     "pc_step_temporaries": ("step temporaries", "更新临时量"),
     "pc_framework": ("framework", "框架开销"),
     "fit_no_gpu": ("no GPU detected: enter the GPU memory (GiB) to fit for", "未检测到 GPU：请输入要适配的显存 (GiB)"),
-    "fit_still": ("still does not fit", "仍然放不下"),
-    "fit_after": (" after: {steps}", "，调整：{steps}"),
+    "fit_none": (
+        "No configuration fits {gib} GiB per GPU: the form is unchanged.",
+        "没有能放进每个 GPU {gib} GiB 的配置：表单未改动。",
+    ),
+    "fit_tried": ("Tried, in order:", "依次尝试了："),
+    "fit_already": (
+        "Fits {gib} GiB per GPU as it is: nothing changed.",
+        "按现有配置已能放进每个 GPU {gib} GiB：未作改动。",
+    ),
+    "fit_found": ("Fits {gib} GiB per GPU after these changes to the form:", "按以下改动后能放进每个 GPU {gib} GiB："),
+    "plan_assumes": (
+        "Planned for precision {precision} ({why}), batch {batch} per GPU, sequence length {seq}, {world} process(es)",
+        "规划假设：精度 {precision}（{why}），每个 GPU 批大小 {batch}，序列长度 {seq}，{world} 个进程",
+    ),
+    "prec_set": ("as set in the form", "表单中设定"),
+    "prec_auto_cpu": ("auto: training on the CPU is fp32", "auto：CPU 训练使用 fp32"),
+    "prec_auto_detected": ("auto: what the detected GPU supports", "auto：按检测到的 GPU 支持的精度"),
+    "prec_auto_typed": (
+        "auto: bf16 assumed for a GPU of the size entered above",
+        "auto：按上方输入的 GPU 显存假设为 bf16",
+    ),
+    "prec_auto_none": (
+        "auto: no GPU detected or entered, so fp32; enter a GPU size to plan for bf16",
+        "auto：未检测到也未输入 GPU，因此按 fp32；输入 GPU 显存即按 bf16 规划",
+    ),
     # Datasets tab
     "upload_first": ("upload a file first", "请先上传文件"),
     "role_prompt": ("prompt", "prompt（提示词）"),

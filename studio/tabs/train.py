@@ -361,17 +361,57 @@ def plan_html(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -
     spec, _errors, _ = check(values)
     if spec is None:
         return f"<p>{html.escape(t('spec_bad', lang))}</p>"
-    try:
-        plan = backend.engine_module("plan.planner").plan(spec, gpu_mem_gib=gpu_mem or None)
+    hw = _hardware()
+    try:  # the detected GPUs decide auto precision as they do for the trainer
+        plan = backend.engine_module("plan.planner").plan(spec, gpu_mem_gib=gpu_mem or None, hardware=hw)
     except backend.Unavailable as exc:
         return f"<p>{html.escape(str(exc))}</p>"
     except Exception as exc:
         return f"<p>❌ {html.escape(localize_error(exc, lang))}</p>"
-    return render_plan(plan.to_dict() if hasattr(plan, "to_dict") else dict(plan), lang)
+    d = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
+    return render_plan(d, lang, assumptions(spec, d, gpu_mem, lang, bool(hw and hw.gpus)))
 
 
-def render_plan(d: dict, lang: str = "en") -> str:
-    """The verdict, a bar per GPU of this machine (predicted peak vs its memory) and the breakdown."""
+def _hardware() -> Any:
+    try:
+        from engine.machine import hardware
+
+        return hardware.detect()
+    except Exception:  # noqa: BLE001 - detection must never break the page
+        return None
+
+
+def assumptions(
+    spec: spec_mod.RunSpec, d: dict, gpu_mem: float | None, lang: str = "en", detected: bool = False
+) -> str:
+    """What the plan assumed, in words: the precision (and why, when the spec leaves it to auto), the batch, the
+    sequence length and the processes. A GPU size typed above changes auto's precision, so the page says so."""
+    details = d.get("details") or {}
+    precision = str(details.get("precision") or spec.train.precision)
+    if spec.train.precision != "auto":
+        why = t("prec_set", lang)
+    elif spec.launch.device == "cpu":
+        why = t("prec_auto_cpu", lang)
+    elif detected:
+        why = t("prec_auto_detected", lang)
+    elif gpu_mem:
+        why = t("prec_auto_typed", lang)
+    else:
+        why = t("prec_auto_none", lang)
+    return t(
+        "plan_assumes",
+        lang,
+        precision=precision,
+        why=why,
+        batch=details.get("batch", spec.train.per_device_batch_size),
+        seq=details.get("seq_len", spec.data.cutoff_len),
+        world=details.get("world_size", 1),
+    )
+
+
+def render_plan(d: dict, lang: str = "en", assumed: str = "") -> str:
+    """The verdict, a bar per GPU of this machine (predicted peak vs its memory), the breakdown and what the plan
+    assumed (``assumed``: precision, batch, sequence length, processes)."""
     fits = d.get("fits")
     total, avail = d.get("total_gib") or 0.0, d.get("gpu_mem_gib")
     verdict = (t("fits", lang) if fits else t("no_fit", lang)) if fits is not None else t("plan_no_gpu", lang)
@@ -385,6 +425,8 @@ def render_plan(d: dict, lang: str = "en") -> str:
         for i in range(min(n_gpus, 8))
     ]
     parts = [f'<div class="plan" id="plan-verdict"><b class="{cls}">{html.escape(verdict)}</b>', *rows]
+    if assumed:
+        parts.append(f'<small id="plan-assumes">{html.escape(assumed)}</small>')
     comps = d.get("components") or {}
     if comps:
         items = ("，" if lang == "zh" else ", ").join(
@@ -428,10 +470,14 @@ def autofit(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -> 
         result = fit(spec, gpu_mem or 80.0)
     except backend.Unavailable as exc:
         return None, str(exc)
-    steps = ("；" if lang == "zh" else "; ").join(localize(s, lang) for s in getattr(result, "steps", []) or [])
-    fits = getattr(result, "fits", False)
-    note = t("fits" if fits else "fit_still", lang) + (t("fit_after", lang, steps=steps) if steps else "")
-    return forms.spec_to_values(spec_mod.spec_to_dict(result.spec)), note
+    steps = [localize(s, lang) for s in getattr(result, "steps", []) or []]
+    listed = "".join(f"\n{i}. {s}" for i, s in enumerate(steps, 1))
+    gib = f"{gpu_mem:g}"
+    if not getattr(result, "fits", False):  # the form stays as the user left it
+        return None, "❌ " + t("fit_none", lang, gib=gib) + (f"\n\n{t('fit_tried', lang)}{listed}" if steps else "")
+    if not steps:
+        return None, "✅ " + t("fit_already", lang, gib=gib)
+    return forms.spec_to_values(spec_mod.spec_to_dict(result.spec)), "✅ " + t("fit_found", lang, gib=gib) + listed
 
 
 # ----------------------------------------------------------------------------------------------- layout

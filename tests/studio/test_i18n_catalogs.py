@@ -314,9 +314,9 @@ def test_plan_notes_and_autofit_steps_in_chinese(demo_paths):
     assert "eager attention materialises" in english and "device is cpu" in english
 
     values |= {"launch.device": "auto", "train.per_device_batch_size": 8, "data.cutoff_len": 1024}
-    _, note = train.autofit(values, 0.05, "zh")
-    steps = note.split("调整：", 1)[-1].split("；")
-    assert "调整：" in note and all(CJK.search(s) for s in steps), note
+    new, note = train.autofit(values, 0.05, "zh")
+    steps = note.split("依次尝试了：", 1)[-1].strip().splitlines()
+    assert new is None and "表单未改动" in note and steps and all(CJK.search(s) for s in steps), note
     _, english = train.autofit(values, 0.05, "en")
     assert "per-device batch 8 -> 4" in english and not CJK.search(english)
 
