@@ -123,14 +123,25 @@ def build_app(lang: str = "en") -> gr.Blocks:
                     ctx.tab = tab
                     module.build(ctx)
         comps = ctx.texts.components()
+        # The language the user chose is kept in the browser (localStorage; not a secret, so a fixed key: it
+        # survives a restart of the studio too) and set first on load; the switch relabels the page as usual.
+        saved_lang = gr.BrowserState(lang, storage_key="studio-lang", secret="studio-lang")
         ctx.lang.change(
-            lambda code: [f"## {t('title', code)}", *ctx.texts.updates(code)], [ctx.lang], [title, *comps], queue=False
+            lambda code: [f"## {t('title', code)}", *ctx.texts.updates(code), code],
+            [ctx.lang],
+            [title, *comps, saved_lang],
+            queue=False,
         )
+        loaded = app.load(
+            lambda code: gr.update(value=code) if code in LANGS else gr.skip(), [saved_lang], [ctx.lang], queue=False
+        )
+        # Every list (models, datasets, presets, runs, chat models, merges) is read again on load: the page was
+        # built when the studio started. These run after the language is set, so they answer in it.
         for fn, inputs, outputs in ctx.on_load:
-            app.load(fn, inputs, outputs, queue=False)
+            loaded.then(fn, inputs, outputs, queue=False)
         # A reload or a second tab re-attaches to the run that is going on (or the newest), and opening the picker
         # lists runs started meanwhile by the CLI or another tab.
-        app.load(lambda lang_: ctx.refresh_run_picker(None, lang_), [ctx.lang], [ctx.run_picker], queue=False)
+        loaded.then(lambda lang_: ctx.refresh_run_picker(None, lang_), [ctx.lang], [ctx.run_picker], queue=False)
         # Choices only: setting the value here would race with what the user is typing.
         gr.on(
             [ctx.run_picker.focus, ctx.lang.change],

@@ -345,7 +345,8 @@ def progress_html(view: dict, lang: str = "en") -> str:
         frac = 1.0
     frac = max(0.0, min(1.0, float(frac or 0.0)))
     eta = last_log.get("eta_seconds")
-    eta_text = f" · {t('w_eta', lang)} {format_duration(eta)}" if eta is not None and frac < 1 else ""
+    ended = bool(view.get("terminal"))  # a stopped or failed run has no time left to estimate
+    eta_text = f" · {t('w_eta', lang)} {format_duration(eta)}" if eta is not None and frac < 1 and not ended else ""
     steps = f" · {t('w_step', lang)} {step}/{total}" if step is not None and total else ""
     return (
         f'<div class="studio-progress"><div class="bar" style="width:{frac * 100:.1f}%"></div></div>'

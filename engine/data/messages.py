@@ -59,10 +59,13 @@ MESSAGES: dict[str, str] = {
     "here (a run reads it whole)",
     # one row
     "data.row_not_object": "expected an object with columns, got {type}",
-    "data.missing_column": "missing column '{column}' ({key}); the row has: {have}. Fix columns.{key} in "
-    "dataset_info.json or rename the column",
-    "data.missing_column_empty": "missing column '{column}' ({key}); the row has: none. Fix columns.{key} in "
-    "dataset_info.json or rename the column",
+    "data.missing_column": "missing column '{column}' ({key}); the row has: {have}. Choose the column for {key} "
+    "in the Datasets tab's column mapping (or the format) and register it again",
+    "data.missing_column_empty": "missing column '{column}' ({key}); the row has no columns. Choose the column "
+    "for {key} in the Datasets tab's column mapping (or the format) and register it again",
+    # the Datasets tab refuses a file none of whose rows can be trained on as mapped
+    "data.untrainable": "none of the {rows} rows read from {file} can be trained on as {formatting} with this "
+    "column mapping; its columns: {columns}",
     "data.empty_text": "empty text",
     "data.bad_history": "history must be a list of [prompt, response] pairs",
     "data.empty_answer": "empty {key} answer",

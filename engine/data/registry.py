@@ -103,6 +103,12 @@ def _load_head(name: str, dataset_dir: Path, stage: str, limit: int | None = Non
     entry, problems = _resolve(name, dataset_dir)
     if entry is None:
         return None, [], problems, True
+    return _load_entry(entry, dataset_dir, stage, limit, head)
+
+
+def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int | None = None, head: bool = False):
+    """``_load_head`` of an entry that may not be registered yet (the page checks one before it registers it)."""
+    name = entry.name
     path = _locate(entry, dataset_dir)
     info_file = str(dataset_dir / INFO_NAME)
     if stage == "dpo" and not entry.ranking:
@@ -187,6 +193,20 @@ def load_rows(name: str, dataset_dir: str | Path, stage: str = "sft") -> list[di
     return [r for _, r in rows]
 
 
+def raw_head(name: str, dataset_dir: str | Path, n: int = 5) -> list[dict]:
+    """The first ``n`` rows as the file has them (its own columns, before any mapping): the page's preview. Bounded
+    like ``head_rows``; rows that are not objects are left out."""
+    entry, _ = _resolve(name, Path(dataset_dir))
+    if entry is None:
+        return []
+    path = _locate(entry, Path(dataset_dir))
+    try:
+        rows, _, _ = read_head(path, n)
+    except (OSError, ValueError, KeyError, TypeError):  # head_rows names the problem
+        return []
+    return [rec for _, rec in rows if isinstance(rec, dict)][:n]
+
+
 def preview_rows(name: str, dataset_dir: str | Path, n: int = 5, stage: str | None = None) -> list[dict]:
     """The first ``n`` canonical rows (bad rows skipped) for the page's preview; reads only the file's head."""
     return head_rows(name, dataset_dir, n, stage)[0]
@@ -197,11 +217,18 @@ def head_rows(
 ) -> tuple[list[dict], list[DataProblem]]:
     """(the first ``n`` canonical rows, the problems met reading them): what the page shows. Bounded: the file's
     first rows within ``PAGE_READ_BYTES``; a row longer than ``PAGE_RECORD_BYTES`` is a problem naming its line."""
+    return head_rows_counted(name, dataset_dir, n, stage)[:2]
+
+
+def head_rows_counted(
+    name: str, dataset_dir: str | Path, n: int = 5, stage: str | None = None
+) -> tuple[list[dict], list[DataProblem], bool]:
+    """``head_rows`` plus whether those rows are the whole file (the page says which its figures come from)."""
     entry, _ = _resolve(name, Path(dataset_dir))
     if stage is None:
-        stage = "dpo" if entry and entry.ranking else "pt" if entry and entry.is_text else "sft"
-    _, rows, problems, _ = _load_head(name, Path(dataset_dir), stage, limit=max(n * 4, n), head=True)
-    return [r for _, r in rows][:n], problems
+        stage = entry_stage(entry)
+    _, rows, problems, complete = _load_head(name, Path(dataset_dir), stage, limit=max(n * 4, n), head=True)
+    return [r for _, r in rows][:n], problems, complete and len(rows) <= n
 
 
 def check_head(
@@ -211,6 +238,47 @@ def check_head(
     (``max_rows`` rows, ``PAGE_READ_BYTES`` of the file); a run checks every row before training."""
     _, rows, problems, complete = _load_head(name, Path(dataset_dir), stage, limit=max_rows, head=True)
     return problems, len(rows), complete
+
+
+def entry_stage(entry: DatasetEntry | None) -> str:
+    """The stage an entry's rows are read for when none is given: dpo for pairs, pt for plain text, else sft."""
+    return "dpo" if entry and entry.ranking else "pt" if entry and entry.is_text else "sft"
+
+
+def check_entry(
+    dataset_dir: str | Path,
+    name: str,
+    file_name: str,
+    formatting: str = "alpaca",
+    columns: dict | None = None,
+    ranking: bool = False,
+    max_rows: int = HEAD_CHECK_ROWS,
+) -> tuple[list[DataProblem], int, int, bool]:
+    """(problems, trainable rows, rows read, whether that was the whole file) of an entry before it is registered,
+    bounded like ``check_head``: the page refuses a file none of whose rows can be trained on as mapped."""
+    raw: dict = {"file_name": str(file_name), "formatting": formatting}
+    if ranking:
+        raw["ranking"] = True
+    if columns:
+        raw["columns"] = dict(columns)
+    ddir = Path(dataset_dir)
+    problems = _entry_problems(name, raw, ddir / INFO_NAME)
+    if problems:
+        return problems, 0, 0, True
+    entry = DatasetEntry.from_info(name, raw)
+    _, rows, problems, complete = _load_entry(entry, ddir, entry_stage(entry), limit=max_rows, head=True)
+    return problems, len(rows), len(rows) + _failed_rows(problems), complete
+
+
+def _failed_rows(problems: list[DataProblem]) -> int:
+    """Rows the problems stand for (a problem of one kind counts the rows it collapsed: ``data.more_rows``)."""
+    count = 0
+    for p in problems:
+        if p.row is None:
+            continue
+        params = getattr(p.message, "params", {}) or {}
+        count += 1 + int(params.get("more", 0) if getattr(p.message, "key", "").startswith("data.more_rows") else 0)
+    return count
 
 
 def register_dataset(

@@ -77,7 +77,7 @@ def submit(
     valid, errors, _warnings = validate_spec(_as_spec_data(spec))
     if errors or valid is None:
         raise SpecError(errors or [("spec", run_message("runs.spec_invalid"))])
-    errors = _output_problems(valid) + _data_problems(valid)
+    errors = _output_problems(valid) + data_problems(valid)
     on_slurm = valid.launch.target == "slurm"  # a batch job on the cluster, its folder in the shared run folder
     if on_slurm:
         errors += slurm.problems()
@@ -145,7 +145,9 @@ def submit_command(
 SUBMIT_DATA_CHECK_BYTES = 64 << 20
 
 
-def _data_problems(spec: RunSpec) -> list[tuple[str, str]]:
+def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """The rows of the spec's datasets checked for its stage (datasets up to ``SUBMIT_DATA_CHECK_BYTES``), as
+    (field, message): what submit refuses, and what the page's form shows before Start."""
     from engine.data import registry as reg
     from engine.spec.schema import resolve_dataset_dir
 

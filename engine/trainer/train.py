@@ -20,7 +20,9 @@ import traceback
 from pathlib import Path
 
 from engine.core.events import append_event
+from engine.core.messages import to_json
 from engine.machine.kernels import liger_decision
+from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec, read_model_config
 
 
@@ -170,13 +172,23 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     final_dir = save_final(spec, trainer, tokenizer, out)
     if rank == 0:
         if stopper.requested:
-            ckpt = out / "checkpoints" / f"checkpoint-{trainer.state.global_step}"
+            step = trainer.state.global_step
+            ckpt = out / "checkpoints" / f"checkpoint-{step}"
+            saved = str(ckpt) if ckpt.exists() else None
+            # The page and the CLI say why it stopped and where the checkpoint is, not the signal's name.
+            reason = (
+                run_message("runs.user_stop_saved", step=step, checkpoint=saved)
+                if saved
+                else run_message("runs.user_stop_unsaved", step=step)
+            )
             append_event(
                 events,
                 "stopped",
-                trainer.state.global_step,
-                reason="SIGTERM",
-                checkpoint=str(ckpt) if ckpt.exists() else None,
+                step,
+                reason=str(reason),
+                reason_msg=to_json(reason),
+                signal="SIGTERM",
+                checkpoint=saved,
             )
         else:
             append_event(

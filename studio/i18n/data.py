@@ -48,10 +48,12 @@ DATA_ZH: dict[str, str] = {
     "data.record_too_long": "超过 {limit} MiB，即页面读取单行的上限：此处不显示也不检查（训练时会完整读取）",
     # one row
     "data.row_not_object": "应是包含各列的对象，实际是 {type}",
-    "data.missing_column": "缺少列 '{column}'（{key}）；该行有：{have}。请修改 dataset_info.json 中的 "
-    "columns.{key}，或重命名该列",
-    "data.missing_column_empty": "缺少列 '{column}'（{key}）；该行没有任何列。请修改 dataset_info.json 中的 "
-    "columns.{key}，或重命名该列",
+    "data.missing_column": "缺少列 '{column}'（{key}）；该行有：{have}。请在“数据集”页的列映射中为 {key} "
+    "选择列（或改变格式）后重新注册",
+    "data.missing_column_empty": "缺少列 '{column}'（{key}）；该行没有任何列。请在“数据集”页的列映射中为 {key} "
+    "选择列（或改变格式）后重新注册",
+    "data.untrainable": "从 {file} 读取的 {rows} 行中，按 {formatting} 格式和当前列映射没有一行可以训练；"
+    "文件的列：{columns}",
     "data.empty_text": "文本为空",
     "data.bad_history": "history 必须是由 [提示, 回复] 对组成的列表",
     "data.empty_answer": "{key} 回答为空",

@@ -174,7 +174,36 @@ STRINGS: dict[str, tuple[str, str]] = {
     "w_cause": ("cause", "原因"),
     "w_eta": ("ETA", "预计剩余"),
     "w_downloading": ("downloading the model", "正在下载模型"),
-    "stopping": ("Stopping {id}…", "正在停止 {id}…"),
+    "stopping": (
+        "Stopping run {id}: it finishes the current step and saves a checkpoint…",
+        "正在停止运行 {id}：完成当前这一步并保存检查点…",
+    ),
+    "stopping_queued": ("Removing run {id} from the queue…", "正在把运行 {id} 移出队列…"),
+    "stop_ended": (
+        "Run {id} has already ended ({status}): nothing to stop.",
+        "运行 {id} 已经结束（{status}）：无需停止。",
+    ),
+    "stopped_saved": (
+        "Run {id} stopped at step {step}; checkpoint saved at `{path}` (Resume in the Runs tab continues from it).",
+        "运行 {id} 已在第 {step} 步停止；检查点已保存到 `{path}`（可在“运行记录”页继续训练）。",
+    ),
+    "stopped_unsaved": (
+        "Run {id} stopped at step {step}; no checkpoint was saved.",
+        "运行 {id} 已在第 {step} 步停止；没有保存检查点。",
+    ),
+    "stopped_early": (
+        "Run {id} stopped before its first step; no checkpoint was saved.",
+        "运行 {id} 在第一步之前已停止；没有保存检查点。",
+    ),
+    "stopped_dequeued": ("Run {id} was removed from the queue.", "运行 {id} 已移出队列。"),
+    "queued_run": (
+        "Queued run {id}: position {pos} in the queue; it starts when a GPU (or CPU slot) is free.",
+        "运行 {id} 已排队：队列第 {pos} 位；有空闲 GPU（或 CPU 槽位）时开始。",
+    ),
+    "start_twin": (
+        "Run {id} with this very spec is already {status}. Click Start again to start another one anyway.",
+        "配置完全相同的运行 {id} 已在{status}。如仍要再启动一个，请再次点击“开始训练”。",
+    ),
     # Train tab: action messages, template hint, plan panel, auto-fit
     "spec_invalid": ("Invalid run spec:", "运行配置无效："),
     "preset_saved": ("saved {path}", "已保存 {path}"),
@@ -199,8 +228,31 @@ STRINGS: dict[str, tuple[str, str]] = {
     "pc_step_temporaries": ("step temporaries", "更新临时量"),
     "pc_framework": ("framework", "框架开销"),
     "fit_no_gpu": ("no GPU detected: enter the GPU memory (GiB) to fit for", "未检测到 GPU：请输入要适配的显存 (GiB)"),
-    "fit_still": ("still does not fit", "仍然放不下"),
-    "fit_after": (" after: {steps}", "，调整：{steps}"),
+    "fit_none": (
+        "No configuration fits {gib} GiB per GPU: the form is unchanged.",
+        "没有能放进每个 GPU {gib} GiB 的配置：表单未改动。",
+    ),
+    "fit_tried": ("Tried, in order:", "依次尝试了："),
+    "fit_already": (
+        "Fits {gib} GiB per GPU as it is: nothing changed.",
+        "按现有配置已能放进每个 GPU {gib} GiB：未作改动。",
+    ),
+    "fit_found": ("Fits {gib} GiB per GPU after these changes to the form:", "按以下改动后能放进每个 GPU {gib} GiB："),
+    "plan_assumes": (
+        "Planned for precision {precision} ({why}), batch {batch} per GPU, sequence length {seq}, {world} process(es)",
+        "规划假设：精度 {precision}（{why}），每个 GPU 批大小 {batch}，序列长度 {seq}，{world} 个进程",
+    ),
+    "prec_set": ("as set in the form", "表单中设定"),
+    "prec_auto_cpu": ("auto: training on the CPU is fp32", "auto：CPU 训练使用 fp32"),
+    "prec_auto_detected": ("auto: what the detected GPU supports", "auto：按检测到的 GPU 支持的精度"),
+    "prec_auto_typed": (
+        "auto: bf16 assumed for a GPU of the size entered above",
+        "auto：按上方输入的 GPU 显存假设为 bf16",
+    ),
+    "prec_auto_none": (
+        "auto: no GPU detected or entered, so fp32; enter a GPU size to plan for bf16",
+        "auto：未检测到也未输入 GPU，因此按 fp32；输入 GPU 显存即按 bf16 规划",
+    ),
     # Datasets tab
     "upload_first": ("upload a file first", "请先上传文件"),
     "role_prompt": ("prompt", "prompt（提示词）"),
@@ -211,6 +263,23 @@ STRINGS: dict[str, tuple[str, str]] = {
     "role_messages": ("messages", "messages（对话轮次）"),
     "registered": ("registered **{name}**", "已注册 **{name}**"),
     "registered_but": ("registered, but:", "已注册，但发现问题："),
+    "not_registered": ("Not registered: ", "未注册："),
+    "fix_mapping": (
+        "Choose the columns above (Column mapping) or another format, then Register again.",
+        "请在上方“列映射”中选择列或换一种格式，然后重新注册。",
+    ),
+    "rows_shown": (
+        "the first {shown} rows as the file has them",
+        "按文件原样显示前 {shown} 行",
+    ),
+    "figures_all": (
+        "the sample and the token lengths come from all {rows} rows of the file",
+        "样本和 token 长度来自文件的全部 {rows} 行",
+    ),
+    "figures_head": (
+        "the sample and the token lengths come from the file's first {rows} rows (not the whole file)",
+        "样本和 token 长度来自文件的前 {rows} 行（不是整个文件）",
+    ),
     "checked_head": (
         "checked the first {rows} rows (the page reads at most {mib} MiB of a file); a run checks every row before "
         "training",
@@ -266,7 +335,6 @@ STRINGS: dict[str, tuple[str, str]] = {
     "rc_peak_MiB": ("peak MiB", "峰值 MiB"),
     "rc_field": ("field", "字段"),
     "select_run_first": ("select a run first", "请先选择一个运行"),
-    "run_stopping": ("stopping {id}", "正在停止 {id}"),
     "copied_to_form": ("{id} copied into the Train form", "已把 {id} 复制到训练表单"),
     "tb_folder": ("folder:", "目录："),
     # Chat tab

@@ -287,8 +287,8 @@ def restore(lang: str = "en") -> tuple[Any, Any, Any, str]:
     for slot, w in list(WORKERS.items()):
         if not w.alive():
             WORKERS.pop(slot).close()
-    if not WORKERS:
-        return gr.update(), gr.update(), gr.update(), ""
+    if not WORKERS:  # the lists as they are now (a merge finished since the studio started), the choice the user's
+        return gr.update(choices=model_choices()), gr.update(choices=tuned_choices(lang)), gr.update(), ""
     base, tuned = WORKERS.get("base"), WORKERS.get("tuned")
     return (
         gr.update(choices=model_choices(), value=base.model if base else None),

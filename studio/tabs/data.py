@@ -118,17 +118,53 @@ def problem_text(problem: Any, lang: str = "en") -> str:
     return localize(problem.located(), lang) if hasattr(problem, "located") else localize(problem, lang)
 
 
-def register(path: str, name: str, formatting: str, mapping: dict[str, str | None], lang: str = "en") -> str:
+def _registrable(path: str) -> Path:
+    """A file the page may register: an upload, or a file in the workspace's data folder (a registered dataset whose
+    mapping is being fixed)."""
+    src = Path(path).resolve()
+    roots = (workspace.uploads_dir().resolve(), workspace.data_dir().resolve())
+    if not any(src.is_relative_to(root) for root in roots):
+        raise ValueError(message("upload.not_uploaded", path=path))
+    return src
+
+
+def trainability(path: str, name: str, formatting: str, mapping: dict[str, str | None], lang: str = "en") -> str:
+    """ "" when some of the file's first rows can be trained on as mapped; else the refusal, naming the rows and
+    columns at fault, the file's columns and what to change (the mapping or the format, on this page)."""
+    reg = backend.engine_module("data.registry")
+    columns = {k: v for k, v in mapping.items() if v}
+    problems, good, read, _ = reg.check_entry(workspace.data_dir(), name or "upload", path, formatting, columns)
+    if good:
+        return ""
+    try:
+        have = ", ".join(file_columns(path)) or "–"
+    except (ValueError, OSError):
+        have = "–"
+    head = localize(
+        message("data.untrainable", rows=read, file=Path(path).name, formatting=formatting, columns=have), lang
+    )
+    listed = "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
+    return f"❌ {t('not_registered', lang)}{head}\n{listed}\n\n{t('fix_mapping', lang)}"
+
+
+def register(
+    path: str, name: str, formatting: str, mapping: dict[str, str | None], lang: str = "en", replace: bool = False
+) -> str:
+    """Register an uploaded file (``replace``: the entry of the same name and file, its mapping fixed). A file none
+    of whose first rows can be trained on as mapped is refused, with the rows and columns at fault."""
     if not path:
         return "❌ " + t("upload_first", lang)
     try:
-        src = Path(path).resolve()
-        if not src.is_relative_to(workspace.uploads_dir().resolve()):
-            raise ValueError(message("upload.not_uploaded", path=path))
+        src = _registrable(path)
+        refusal = trainability(str(src), name, formatting, mapping, lang)
+        if refusal:
+            return refusal
         columns = {k: v for k, v in mapping.items() if v}
         reg = backend.engine_module("data.registry")
-        reg.register_dataset(workspace.data_dir(), name, str(src), formatting, columns=columns or None)
-        problems, checked, complete = reg.check_head(name, workspace.data_dir())
+        reg.register_dataset(
+            workspace.data_dir(), name, str(src), formatting, columns=columns or None, overwrite=replace
+        )
+        problems, checked, complete = reg.check_head(name, workspace.data_dir(), reg.entry_stage(_entry(name)))
     except (ValueError, backend.Unavailable) as exc:
         return f"❌ {localize_error(exc, lang)}"
     head = "" if complete else "\n\n" + t("checked_head", lang, rows=checked, mib=reg.PAGE_READ_BYTES >> 20)
@@ -138,10 +174,45 @@ def register(path: str, name: str, formatting: str, mapping: dict[str, str | Non
     return "✅ " + t("registered", lang, name=name) + head
 
 
-def head(name: str, n: int = LENGTHS_ROWS) -> tuple[list[dict], list]:
-    """(the dataset's first rows, problems met reading them): one bounded read the preview, sample and histogram
-    share."""
-    return backend.engine_module("data.registry").head_rows(name, workspace.data_dir(), n=n)
+def _entry(name: str) -> Any:
+    reg = backend.engine_module("data.registry")
+    info = reg.read_dataset_info(workspace.data_dir())
+    return reg.DatasetEntry.from_info(name, info[name]) if isinstance(info.get(name), dict) else None
+
+
+def registered_entry(name: str) -> dict | None:
+    """The registry's entry of ``name`` as the page edits it: (file path, format, {role: column}), or None."""
+    if not name:
+        return None
+    try:
+        reg = backend.engine_module("data.registry")
+        raw = reg.read_dataset_info(workspace.data_dir()).get(name)
+    except (ValueError, OSError, backend.Unavailable):
+        return None
+    if not isinstance(raw, dict) or not raw.get("file_name"):
+        return None
+    entry = reg.DatasetEntry.from_info(name, raw)
+    path = Path(entry.file_name).expanduser()
+    path = path if path.is_absolute() else workspace.data_dir() / path
+    return {
+        "path": str(path),
+        "formatting": entry.formatting,
+        "columns": dict(entry.columns),
+        "ranking": entry.ranking,
+    }
+
+
+def head(name: str, n: int = LENGTHS_ROWS) -> tuple[list[dict], list, bool]:
+    """(the dataset's first rows, problems met reading them, whether they are the whole file): one bounded read the
+    sample and histogram share."""
+    return backend.engine_module("data.registry").head_rows_counted(name, workspace.data_dir(), n=n)
+
+
+def rows_note(figures: int, whole: bool, shown: int, lang: str = "en") -> str:
+    """What the preview and the figures are read from: the file's own rows, and how many rows the sample and the
+    histogram use (all of them, or the first ones)."""
+    key = "figures_all" if whole else "figures_head"
+    return t("rows_shown", lang, shown=shown) + " · " + t(key, lang, rows=figures)
 
 
 def _cell(value: Any) -> str:
@@ -153,11 +224,12 @@ def _cell(value: Any) -> str:
     )
 
 
-def preview(name: str, n: int = PREVIEW_ROWS, rows: list[dict] | None = None) -> pd.DataFrame:
-    """The first ``n`` rows as a table, each cell cut to ``PREVIEW_CELL_CHARS``; ``rows`` from ``head`` if read."""
-    if rows is None:
-        rows = backend.engine_module("data.registry").preview_rows(name, workspace.data_dir(), n=n)
-    return pd.DataFrame([{k: _cell(v) for k, v in r.items()} for r in rows[:n]])
+def preview(name: str, n: int = PREVIEW_ROWS) -> pd.DataFrame:
+    """The first ``n`` rows as the file has them (its own columns: an alpaca file's instruction / input / output),
+    each cell cut to ``PREVIEW_CELL_CHARS``."""
+    rows = backend.engine_module("data.registry").raw_head(name, workspace.data_dir(), n=n)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    return pd.DataFrame([{k: _cell(r.get(k, "")) for k in columns} for r in rows[:n]], columns=columns)
 
 
 def sample_html(
@@ -283,7 +355,8 @@ def build(ctx: Any) -> None:
             up_msg = gr.Markdown(elem_id="ds-upload-msg")
             ds_name = texts.add(gr.Textbox(label=t("ds_name", lang), max_lines=1, elem_id="ds-name"), "ds_name")
             fmt = texts.add(
-                gr.Radio(["alpaca", "sharegpt"], value="alpaca", label=t("formatting", lang)), "formatting"
+                gr.Radio(["alpaca", "sharegpt"], value="alpaca", label=t("formatting", lang), elem_id="ds-format"),
+                "formatting",
             )
             roles = sorted({r for rs in COLUMN_ROLES.values() for r in rs}, key=lambda r: (r != "prompt", r))
             with gr.Accordion(t("columns", lang), open=True) as col_acc:
@@ -304,6 +377,7 @@ def build(ctx: Any) -> None:
                 gr.Dataframe(label=t("preview_rows", lang), max_height=260, wrap=True, elem_id="ds-rows"),
                 "preview_rows",
             )
+            rows_md = gr.Markdown(elem_id="ds-rows-note")
             texts.add(gr.Markdown(t("sample_legend", lang)), "sample_legend", "value")
             sample = gr.HTML(elem_id="ds-sample")
             hist = texts.add(
@@ -320,9 +394,9 @@ def build(ctx: Any) -> None:
 
     def _show(name, model_, template_, cutoff_, packing_, stage_, lang_):
         if not name:
-            return gr.skip(), "", gr.skip(), ""
+            return gr.skip(), "", gr.skip(), "", ""
         try:
-            got, problems = head(name)  # one bounded read of the file's head for all three
+            got, problems, whole = head(name)  # one bounded read of the file's head for the sample and histogram
             frame, note = lengths(
                 name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_, stage=stage_ or "sft", rows=got
             )
@@ -335,43 +409,81 @@ def build(ctx: Any) -> None:
             if problems:  # a row too long for the page, a torn line...: named above the sample
                 listed = "".join(f"<li>{html.escape(problem_text(p, lang_))}</li>" for p in problems[:5])
                 shown = f'<ul class="ds-problems" id="ds-problems">{listed}</ul>' + shown
-            return preview(name, rows=got), shown, gr.update(value=frame, **titles), note
+            table = preview(name)
+            used = len(_within_text_budget(got[:LENGTHS_ROWS]))
+            about = rows_note(used, whole and used == len(got), len(table), lang_)
+            return table, shown, gr.update(value=frame, **titles), note, about
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
-            return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", gr.skip(), ""
+            return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", gr.skip(), "", ""
 
+    # The list is read again on page load and when opened (uploads from another tab or the CLI appear).
+    pick.focus(lambda: gr.update(choices=backend.registered_datasets()), None, [pick], queue=False)
+    ctx.on_load.append((lambda: gr.update(choices=backend.registered_datasets()), None, [pick]))
     gr.on(
         [pick.change, ctx.tab.select],
         _show,
         [pick, model, template, cutoff, packing, stage, ctx.lang],
-        [rows, sample, hist, hist_note],
+        [rows, sample, hist, hist_note, rows_md],
     )
+    editing = gr.State("")  # the registered dataset whose mapping the left column shows (Register replaces it)
+
+    def _edit(name):
+        """A registered dataset picked: its file, name, format and column mapping, to fix in place."""
+        found = registered_entry(name)
+        if found is None:
+            return gr.skip(), gr.skip(), gr.skip(), "", *[gr.skip() for _ in roles]
+        try:
+            cols = file_columns(found["path"])
+        except (ValueError, OSError):
+            cols = []
+        updates = [gr.update(choices=cols, value=found["columns"].get(r)) for r in roles]
+        return found["path"], name, found["formatting"], name, *updates
+
+    pick.input(_edit, [pick], [stored, ds_name, fmt, editing, *role_boxes.values()], queue=False)
 
     def _upload(path, lang_):
         if not path:
-            return "", "", gr.update(), *[gr.update() for _ in roles]
+            return "", "", gr.update(), gr.update(), gr.update(), *[gr.update() for _ in roles]
         try:
             dest = store_upload(path)
         except (ValueError, OSError) as exc:
-            return "", f"❌ {localize_error(exc, lang_)}", gr.update(), *[gr.update() for _ in roles]
+            return (
+                "",
+                f"❌ {localize_error(exc, lang_)}",
+                gr.update(),
+                gr.update(),
+                gr.update(),
+                *[gr.update() for _ in roles],
+            )
         try:
             cols = file_columns(dest)
         except (ValueError, OSError) as exc:  # not JSON / not UTF-8 / not Parquet: Python's own words as the detail
             msg = localize(message("upload.unreadable", name=dest.name, error=exc), lang_)
-            return "", f"❌ {msg}", gr.update(), *[gr.update() for _ in roles]
-        guess = guess_mapping(cols, "sharegpt" if "conversations" in cols or "messages" in cols else "alpaca")
+            return "", f"❌ {msg}", gr.update(), gr.update(), gr.update(), *[gr.update() for _ in roles]
+        formatting = "sharegpt" if "conversations" in cols or "messages" in cols else "alpaca"
+        guess = guess_mapping(cols, formatting)
         updates = [gr.update(choices=cols, value=guess.get(r)) for r in roles]
         msg = t("stored", lang_, name=dest.name, columns=", ".join(cols))
-        return str(dest), msg, dest.stem.replace("-", "_"), *updates
+        name = dest.stem.replace("-", "_")
+        # Checked at once with the proposed mapping: a file that cannot train says so here, with the rows and
+        # columns at fault, while the mapping and the format below can still be changed.
+        refusal = trainability(str(dest), name, formatting, guess, lang_)
+        msg = f"{msg}\n\n{refusal}" if refusal else msg
+        return str(dest), msg, name, formatting, "", *updates
 
-    upload.upload(_upload, [upload, ctx.lang], [stored, up_msg, ds_name, *role_boxes.values()])
+    upload.upload(_upload, [upload, ctx.lang], [stored, up_msg, ds_name, fmt, editing, *role_boxes.values()])
 
-    def _register(path, name, formatting, lang_, *cols):
+    def _register(path, name, formatting, editing_, lang_, *cols):
         mapping = {r: v for r, v in zip(role_boxes, cols) if r in COLUMN_ROLES[formatting]}
-        msg = register(path, name, formatting, mapping, lang_)
+        found = registered_entry(editing_) if editing_ and editing_ == name else None
+        same_file = bool(found and path and Path(found["path"]).resolve() == Path(path).resolve())
+        msg = register(path, name, formatting, mapping, lang_, replace=same_file)
         names_ = backend.registered_datasets()
         ok = msg.startswith(("✅", "⚠"))
         return msg, gr.update(choices=names_, value=name) if ok else gr.update(), gr.update(choices=names_)
 
     reg_btn.click(
-        _register, [stored, ds_name, fmt, ctx.lang, *role_boxes.values()], [reg_msg, pick, form["data.datasets"]]
+        _register,
+        [stored, ds_name, fmt, editing, ctx.lang, *role_boxes.values()],
+        [reg_msg, pick, form["data.datasets"]],
     )

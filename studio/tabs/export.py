@@ -251,6 +251,7 @@ def build(ctx: Any) -> None:
     timer = gr.Timer(1.0)
     refresh.click(lambda: gr.update(choices=source_choices()), None, [source])
     ctx.tab.select(lambda: gr.update(choices=source_choices()), None, [source], queue=False)
+    ctx.on_load.append((lambda: gr.update(choices=source_choices()), None, [source]))
     source.change(default_out, [source], [out_dir], queue=False)
     for comp in (out_dir, dtype, device):
         comp.change(estimate, [source, out_dir, dtype, device, ctx.lang], [needs], queue=False, show_progress="hidden")

@@ -124,9 +124,13 @@ def act(action: str, run_id: str | None, lang: str = "en") -> str:
         if action == "resume":
             new_id = runs.resume(run_id)
             return "✅ " + localize(runs.resume_report(new_id), lang)
-        if action == "stop":
-            runs.stop(run_id, wait=False)  # returns at once; a frozen run is ended in the background
-            return t("run_stopping", lang, id=run_id)
+        if action == "stop":  # the Train tab's words; returns at once (a frozen run is ended in the background)
+            from studio.tabs import train
+
+            msg, target = train.stop_begin(run_id, lang)
+            if target:
+                runs.stop(target, wait=False)
+            return msg
         if action == "delete":
             report = runs.delete(run_id)
             return "  \n".join(localize(line, lang) for line in report.lines())
@@ -225,6 +229,7 @@ def build(ctx: Any) -> None:
 
     lang_in, after = [ctx.lang], [history, chosen, one, notice]
     gr.on([refresh.click, ctx.tab.select, ctx.lang.change], _refresh, lang_in, after)
+    ctx.on_load.append((_refresh, lang_in, after))
 
     def _compare(run_ids, lang_):
         titles = {"x_title": t("ax_step", lang_), "y_title": t("w_loss", lang_), "color_title": t("run", lang_)}

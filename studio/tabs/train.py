@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,52 @@ def to_values(args: list[Any]) -> dict[str, Any]:
 
 def check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, list]:
     return spec_mod.validate_spec(forms.values_to_dict(values))
+
+
+_DATA_CHECKS: dict[tuple, list] = {}  # the data check of a form state, by its datasets' files as they are now
+
+
+def form_check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, list]:
+    """``check`` plus the dataset checks Start runs (engine.runs.registry.data_problems): the form says what Start
+    would refuse. The rows are read again only when a dataset, the stage or a file changes."""
+    spec, errors, warnings = check(values)
+    if spec is None:
+        return spec, errors, warnings
+    try:
+        runs = backend.engine_module("runs.registry")
+        key = _data_key(spec)
+        if key not in _DATA_CHECKS:
+            if len(_DATA_CHECKS) > 64:
+                _DATA_CHECKS.clear()
+            _DATA_CHECKS[key] = runs.data_problems(spec)
+        problems = _DATA_CHECKS[key]
+    except Exception:  # noqa: BLE001 - the check is advice here; Start runs it again and names any failure
+        problems = []
+    return (None, problems, warnings) if problems else (spec, errors, warnings)
+
+
+def _data_key(spec: spec_mod.RunSpec) -> tuple:
+    """The datasets, stage and folder of a spec with the size and time of the registry and of each dataset file."""
+    import json
+
+    ddir = spec_mod.resolve_dataset_dir(spec)
+
+    def stamp(path: Path) -> tuple:
+        try:
+            st = path.stat()
+            return (str(path), st.st_size, st.st_mtime_ns)
+        except OSError:
+            return (str(path), None, None)
+
+    files = [stamp(ddir / "dataset_info.json")]
+    try:
+        info = json.loads((ddir / "dataset_info.json").read_text(encoding="utf-8"))
+        for name in spec.data.datasets:
+            path = Path(str((info.get(name) or {}).get("file_name", ""))).expanduser()
+            files.append(stamp(path if path.is_absolute() else ddir / path))
+    except (OSError, ValueError, AttributeError):
+        pass
+    return (tuple(spec.data.datasets), spec.method.stage, str(ddir), tuple(files))
 
 
 def problems_markdown(errors: list, warnings: list, lang: str = "en") -> str:
@@ -90,39 +137,160 @@ def validate_form(*args: Any) -> list[Any]:
     import gradio as gr
 
     *field_args, flagged, lang = args
-    spec, errors, warnings = check(to_values(field_args))
+    spec, errors, warnings = form_check(to_values(field_args))
     updates, now = field_updates(errors, warnings, flagged or {}, lang)
     return [*updates, problems_markdown(errors, warnings, lang), gr.update(interactive=spec is not None), now]
 
 
-def start_run(values: dict[str, Any], lang: str = "en") -> tuple[str, str | None]:
-    """Validate and submit; (message, run id or None)."""
+def fingerprint(spec: spec_mod.RunSpec) -> str:
+    """A short hash of a valid spec: a second Start of the same form state confirms a duplicate run."""
+    import hashlib
+    import json
+
+    text = json.dumps(_comparable(spec_mod.spec_to_dict(spec)), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _comparable(data: dict) -> dict:
+    """A spec as a dict with what submit changes made the same: the model's local folder resolved (submit stores it
+    absolute) and the run name left out (it does not change what is trained)."""
+    import copy
+
+    from engine.models.resolve import looks_local, model_path
+
+    data = copy.deepcopy(data)
+    model = data.get("model") or {}
+    name = str(model.get("name_or_path") or "")
+    if name and looks_local(name):
+        model["name_or_path"] = str(model_path(name).resolve())
+    (data.get("output") or {}).pop("run_name", None)
+    return data
+
+
+def identical_active_run(spec: spec_mod.RunSpec) -> Any:
+    """A queued or running training run whose spec is this one (a double click, a second tab), or None."""
+    runs = backend.engine_module("runs.registry")
+    mine = _comparable(spec_mod.spec_to_dict(spec))
+    for rec in runs.list_runs(runs.ACTIVE):
+        if getattr(rec, "kind", "train") != "train" or not rec.spec:
+            continue
+        try:
+            theirs = spec_mod.spec_to_dict(spec_mod.parse_spec(yaml.safe_load(rec.spec)))
+        except Exception:  # a spec from an older schema: not the same as this one
+            continue
+        if _comparable(theirs) == mine:
+            return rec
+    return None
+
+
+def queue_position(run_id: str) -> int:
+    """1 for the next queued run to start (submission order, as the scheduler takes them)."""
+    runs = backend.engine_module("runs.registry")
+    queued = sorted(runs.list_runs("queued", refresh_status=False), key=lambda r: (r.created, r.id))
+    ids = [str(r.id) for r in queued]
+    return ids.index(str(run_id)) + 1 if str(run_id) in ids else 0
+
+
+def _status_word(status: str, lang: str) -> str:
+    from studio.i18n.page import STRINGS
+
+    return t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
+
+
+def start_run(values: dict[str, Any], lang: str = "en", confirm: str = "") -> tuple[str, str | None, str]:
+    """Validate and submit; (message, run id or None, the fingerprint a second click confirms or "").
+
+    A queued or running run with this very spec is reported first; the next Start of the same form state
+    (``confirm`` = the fingerprint returned) submits it anyway."""
     spec, errors, _ = check(values)
     if spec is None:
-        return problems_markdown(errors, [], lang), None
+        return problems_markdown(errors, [], lang), None, ""
     try:
         runs = backend.engine_module("runs.registry")
+        fp = fingerprint(spec)
+        if confirm != fp:
+            twin = identical_active_run(spec)
+            if twin is not None:
+                return "⚠ " + t("start_twin", lang, id=twin.id, status=_status_word(twin.status, lang)), None, fp
         run_id = runs.submit(spec, name=spec.output.run_name or None)
+        status = str(getattr(runs.get(run_id), "status", ""))
     except backend.Unavailable as exc:
-        return t("unavailable", lang, what=str(exc)), None
+        return t("unavailable", lang, what=str(exc)), None, ""
     except spec_mod.SpecError as exc:  # submit's own checks: the output folder, the rows of the data
         lines = [f"- {_where(p, lang)}{_colon(lang)}{m}" for p, m in localize_problems(exc.problems, lang)]
-        return "\n".join([f"❌ {t('spec_invalid', lang)}", *lines]), None
+        return "\n".join([f"❌ {t('spec_invalid', lang)}", *lines]), None, ""
     except Exception as exc:  # the registry refuses (queue full, GPUs busy): show its message
+        return f"❌ {localize_error(exc, lang)}", None, ""
+    if status == "queued":
+        return t("queued_run", lang, id=run_id, pos=queue_position(run_id)), str(run_id), ""
+    return t("started", lang, id=run_id), str(run_id), ""
+
+
+def stop_begin(run_id: str | None, lang: str = "en") -> tuple[str, str | None]:
+    """What Stop says at once: (message, the run to stop or None). A run that has ended is not stopped again."""
+    if not run_id:
+        return t("no_run", lang), None
+    try:
+        rec = backend.engine_module("runs.registry").get(run_id)
+    except backend.Unavailable as exc:
+        return t("unavailable", lang, what=str(exc)), None
+    except Exception as exc:  # an unknown id
         return f"❌ {localize_error(exc, lang)}", None
-    return t("started", lang, id=run_id), str(run_id)
+    status = str(getattr(rec, "status", ""))
+    if status == "queued":
+        return t("stopping_queued", lang, id=run_id), str(run_id)
+    if status != "running":
+        return t("stop_ended", lang, id=run_id, status=_status_word(status, lang)), None
+    return t("stopping", lang, id=run_id), str(run_id)
+
+
+def stop_finish(run_id: str | None, lang: str = "en") -> str:
+    """Stop the run and say how it ended: the step it stopped at and where its checkpoint is. The stop itself never
+    holds the page: signals go out at once and a run that does not end within the grace period is killed in the
+    background (engine.runs.scheduler); this waits for the end, at most the grace period and a little more."""
+    if not run_id:
+        return gr_skip()
+    runs = backend.engine_module("runs.registry")
+    try:
+        runs.stop(run_id, wait=False)
+        deadline = time.time() + backend.engine_module("runs.scheduler").stop_grace_s() + 15.0
+        rec = runs.get(run_id)
+        while str(getattr(rec, "status", "")) in ("running", "queued") and time.time() < deadline:
+            time.sleep(0.5)
+            rec = runs.get(run_id)
+    except Exception as exc:
+        return f"❌ {localize_error(exc, lang)}"
+    return stop_report(rec, lang)
+
+
+def stop_report(rec: Any, lang: str = "en") -> str:
+    """How a stopped (or meanwhile ended) run ended, from its terminal event."""
+    from engine.core import events as events_mod
+
+    status = str(getattr(rec, "status", ""))
+    term = events_mod.last_event(Path(rec.run_dir) / "events.jsonl", events_mod.TERMINAL_TYPES) or {}
+    if status != "stopped" or term.get("type") not in (None, "stopped"):
+        return t("stop_ended", lang, id=rec.id, status=_status_word(status, lang))
+    if term.get("type") is None and not getattr(rec, "started", None):
+        return t("stopped_dequeued", lang, id=rec.id)
+    if term.get("type") is None or term.get("step") is None:  # ended before it reported a step
+        return t("stopped_early", lang, id=rec.id)
+    checkpoint = (term.get("payload") or {}).get("checkpoint")
+    if checkpoint:
+        return "✅ " + t("stopped_saved", lang, id=rec.id, step=term["step"], path=checkpoint)
+    return "⚠ " + t("stopped_unsaved", lang, id=rec.id, step=term["step"])
+
+
+def gr_skip() -> Any:
+    import gradio as gr
+
+    return gr.skip()
 
 
 def stop_run(run_id: str | None, lang: str = "en") -> str:
-    if not run_id:
-        return t("no_run", lang)
-    try:
-        backend.engine_module("runs.registry").stop(run_id, wait=False)  # a frozen run must not hold the page
-    except backend.Unavailable as exc:
-        return t("unavailable", lang, what=str(exc))
-    except Exception as exc:
-        return f"❌ {localize_error(exc, lang)}"
-    return t("stopping", lang, id=run_id)
+    """Stop in one call (tests, scripts): the final report, or why nothing was stopped."""
+    msg, target = stop_begin(run_id, lang)
+    return stop_finish(target, lang) if target else msg
 
 
 def preview(values: dict[str, Any], lang: str = "en") -> str:
@@ -199,17 +367,57 @@ def plan_html(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -
     spec, _errors, _ = check(values)
     if spec is None:
         return f"<p>{html.escape(t('spec_bad', lang))}</p>"
-    try:
-        plan = backend.engine_module("plan.planner").plan(spec, gpu_mem_gib=gpu_mem or None)
+    hw = _hardware()
+    try:  # the detected GPUs decide auto precision as they do for the trainer
+        plan = backend.engine_module("plan.planner").plan(spec, gpu_mem_gib=gpu_mem or None, hardware=hw)
     except backend.Unavailable as exc:
         return f"<p>{html.escape(str(exc))}</p>"
     except Exception as exc:
         return f"<p>❌ {html.escape(localize_error(exc, lang))}</p>"
-    return render_plan(plan.to_dict() if hasattr(plan, "to_dict") else dict(plan), lang)
+    d = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
+    return render_plan(d, lang, assumptions(spec, d, gpu_mem, lang, bool(hw and hw.gpus)))
 
 
-def render_plan(d: dict, lang: str = "en") -> str:
-    """The verdict, a bar per GPU of this machine (predicted peak vs its memory) and the breakdown."""
+def _hardware() -> Any:
+    try:
+        from engine.machine import hardware
+
+        return hardware.detect()
+    except Exception:  # noqa: BLE001 - detection must never break the page
+        return None
+
+
+def assumptions(
+    spec: spec_mod.RunSpec, d: dict, gpu_mem: float | None, lang: str = "en", detected: bool = False
+) -> str:
+    """What the plan assumed, in words: the precision (and why, when the spec leaves it to auto), the batch, the
+    sequence length and the processes. A GPU size typed above changes auto's precision, so the page says so."""
+    details = d.get("details") or {}
+    precision = str(details.get("precision") or spec.train.precision)
+    if spec.train.precision != "auto":
+        why = t("prec_set", lang)
+    elif spec.launch.device == "cpu":
+        why = t("prec_auto_cpu", lang)
+    elif detected:
+        why = t("prec_auto_detected", lang)
+    elif gpu_mem:
+        why = t("prec_auto_typed", lang)
+    else:
+        why = t("prec_auto_none", lang)
+    return t(
+        "plan_assumes",
+        lang,
+        precision=precision,
+        why=why,
+        batch=details.get("batch", spec.train.per_device_batch_size),
+        seq=details.get("seq_len", spec.data.cutoff_len),
+        world=details.get("world_size", 1),
+    )
+
+
+def render_plan(d: dict, lang: str = "en", assumed: str = "") -> str:
+    """The verdict, a bar per GPU of this machine (predicted peak vs its memory), the breakdown and what the plan
+    assumed (``assumed``: precision, batch, sequence length, processes)."""
     fits = d.get("fits")
     total, avail = d.get("total_gib") or 0.0, d.get("gpu_mem_gib")
     verdict = (t("fits", lang) if fits else t("no_fit", lang)) if fits is not None else t("plan_no_gpu", lang)
@@ -223,6 +431,8 @@ def render_plan(d: dict, lang: str = "en") -> str:
         for i in range(min(n_gpus, 8))
     ]
     parts = [f'<div class="plan" id="plan-verdict"><b class="{cls}">{html.escape(verdict)}</b>', *rows]
+    if assumed:
+        parts.append(f'<small id="plan-assumes">{html.escape(assumed)}</small>')
     comps = d.get("components") or {}
     if comps:
         items = ("，" if lang == "zh" else ", ").join(
@@ -266,15 +476,26 @@ def autofit(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -> 
         result = fit(spec, gpu_mem or 80.0)
     except backend.Unavailable as exc:
         return None, str(exc)
-    steps = ("；" if lang == "zh" else "; ").join(localize(s, lang) for s in getattr(result, "steps", []) or [])
-    fits = getattr(result, "fits", False)
-    note = t("fits" if fits else "fit_still", lang) + (t("fit_after", lang, steps=steps) if steps else "")
-    return forms.spec_to_values(spec_mod.spec_to_dict(result.spec)), note
+    steps = [localize(s, lang) for s in getattr(result, "steps", []) or []]
+    listed = "".join(f"\n{i}. {s}" for i, s in enumerate(steps, 1))
+    gib = f"{gpu_mem:g}"
+    if not getattr(result, "fits", False):  # the form stays as the user left it
+        return None, "❌ " + t("fit_none", lang, gib=gib) + (f"\n\n{t('fit_tried', lang)}{listed}" if steps else "")
+    if not steps:
+        return None, "✅ " + t("fit_already", lang, gib=gib)
+    return forms.spec_to_values(spec_mod.spec_to_dict(result.spec)), "✅ " + t("fit_found", lang, gib=gib) + listed
 
 
 # ----------------------------------------------------------------------------------------------- layout
 def initial_values() -> dict[str, Any]:
     return forms.spec_to_values(backend.demo_defaults())
+
+
+def model_choices() -> list[str]:
+    """The workspace's models, then merged exports (full models): the Chat tab's list of base models."""
+    from studio.tabs import chat
+
+    return chat.model_choices()
 
 
 def picker_choices() -> dict[str, list]:
@@ -286,7 +507,7 @@ def picker_choices() -> dict[str, list]:
     except Exception:  # detection must never break the page
         gpus = []
     return {
-        "model.name_or_path": backend.local_models(),
+        "model.name_or_path": model_choices(),
         "data.datasets": backend.registered_datasets(),
         "data.template": forms.TEMPLATES,
         "launch.gpus": gpus,
@@ -332,16 +553,25 @@ def build(ctx: Any) -> None:
                     gr.Button(t("autofit", lang), size="sm", elem_id="autofit-btn"), "autofit", "value"
                 )
                 fit_msg = gr.Markdown()
-            with gr.Accordion(t("presets", lang), open=False) as preset_acc:
+            with gr.Accordion(t("presets", lang), open=False, elem_id="presets") as preset_acc:
                 texts.add(preset_acc, "presets")
-                preset_name = texts.add(gr.Textbox(label=t("preset_name", lang), max_lines=1), "preset_name")
+                preset_name = texts.add(
+                    gr.Textbox(label=t("preset_name", lang), max_lines=1, elem_id="preset-name"), "preset_name"
+                )
                 with gr.Row():
-                    save_btn = texts.add(gr.Button(t("preset_save", lang), size="sm"), "preset_save", "value")
+                    save_btn = texts.add(
+                        gr.Button(t("preset_save", lang), size="sm", elem_id="preset-save"), "preset_save", "value"
+                    )
                     preset_pick = texts.add(
-                        gr.Dropdown(choices=list_presets(), label=t("preset_load", lang), allow_custom_value=False),
+                        gr.Dropdown(
+                            choices=list_presets(),
+                            label=t("preset_load", lang),
+                            allow_custom_value=False,
+                            elem_id="preset-pick",
+                        ),
                         "preset_load",
                     )
-                preset_msg = gr.Markdown()
+                preset_msg = gr.Markdown(elem_id="preset-msg")
             with gr.Accordion(t("preview", lang), open=False) as prev_acc:
                 texts.add(prev_acc, "preview")
                 prev_btn = texts.add(
@@ -365,15 +595,50 @@ def build(ctx: Any) -> None:
     )
     ctx.on_load.append((validate_form, [*fields, flagged, ctx.lang], validate_outputs))
 
-    def _start(*args):
-        *field_args, lang_ = args
-        msg, run_id = start_run(to_values(field_args), lang_)
-        if run_id is None:
-            return msg, gr.update()
-        return msg, gr.update(choices=ctx.run_choices(lang_), value=run_id)
+    confirm = gr.State("")  # the fingerprint of a spec whose identical run was reported: the next Start confirms
 
-    start.click(_start, [*fields, ctx.lang], [action_msg, ctx.run_picker])
-    stop.click(stop_run, [ctx.run_picker, ctx.lang], [action_msg])
+    def _start(*args):
+        *field_args, confirm_, lang_ = args
+        msg, run_id, pending = start_run(to_values(field_args), lang_, confirm_)
+        if run_id is None:
+            return msg, gr.update(), pending
+        return msg, gr.update(choices=ctx.run_choices(lang_), value=run_id), pending
+
+    start.click(_start, [*fields, confirm, ctx.lang], [action_msg, ctx.run_picker, confirm])
+    # Stop answers at once, then waits while the trainer saves its checkpoint and says where it went.
+    stopping = gr.State(None)
+    stop.click(stop_begin, [ctx.run_picker, ctx.lang], [action_msg, stopping], queue=False).then(
+        stop_finish, [stopping, ctx.lang], [action_msg]
+    ).then(lambda lang_: gr.update(choices=ctx.run_choices(lang_)), [ctx.lang], [ctx.run_picker], queue=False)
+
+    # The run picker's labels carry each run's status: they follow the runs (checked every few seconds, sent only
+    # when a label changed, so an open list is not redrawn for nothing).
+    labels = gr.State([])
+    watch = gr.Timer(3.0)
+
+    def _follow(shown, lang_):
+        now = [list(c) for c in ctx.run_choices(lang_)]
+        if now == shown:
+            return gr.skip(), shown
+        return gr.update(choices=[tuple(c) for c in now]), now
+
+    watch.tick(_follow, [labels, ctx.lang], [ctx.run_picker, labels], show_progress="hidden", queue=False)
+
+    # Lists that change outside this form (an upload, a merge, a preset saved in another tab): fresh on page load
+    # and whenever the list is opened. Choices only: the value is the user's.
+    model_box, data_box = widgets["model.name_or_path"], widgets["data.datasets"]
+    model_box.focus(lambda: gr.update(choices=model_choices()), None, [model_box], queue=False)
+    data_box.focus(lambda: gr.update(choices=backend.registered_datasets()), None, [data_box], queue=False)
+    preset_pick.focus(lambda: gr.update(choices=list_presets()), None, [preset_pick], queue=False)
+
+    def _lists():
+        return (
+            gr.update(choices=model_choices()),
+            gr.update(choices=backend.registered_datasets()),
+            gr.update(choices=list_presets()),
+        )
+
+    ctx.on_load.append((_lists, None, [model_box, data_box, preset_pick]))
 
     widgets["model.name_or_path"].change(
         _on_model,

@@ -91,11 +91,33 @@ def test_autofit_applies_the_planner_ladder(demo_paths):
     values["data.cutoff_len"] = 2048
     new, note = train.autofit(values, 0.55)
     assert new is not None, note
-    assert "fit" in note
     changed = [p for p in new if new[p] != values[p]]
     assert changed, note  # the ladder changed at least one field (batch, checkpointing, ...)
+    assert note.startswith("✅ Fits 0.55 GiB per GPU after these changes to the form:\n1. "), note
     none, msg = train.autofit(values, None)
     assert none is None and "GPU memory" in msg
+
+
+def test_autofit_without_a_fit_leaves_the_form_and_lists_what_it_tried(demo_paths):
+    values = _demo_values(demo_paths) | {"train.per_device_batch_size": 8, "data.cutoff_len": 1024}
+    new, note = train.autofit(values, 0.05)
+    assert new is None, "the form must not change when nothing fits"
+    assert note.startswith("❌ No configuration fits 0.05 GiB per GPU: the form is unchanged."), note
+    assert "Tried, in order:\n1. " in note and "per-device batch 8 -> 4" in note
+    as_is, note = train.autofit(_demo_values(demo_paths), 80)
+    assert as_is is None and "as it is: nothing changed" in note
+
+
+def test_plan_panel_states_the_precision_it_planned_for(demo_paths, monkeypatch):
+    monkeypatch.setattr(train, "_hardware", lambda: None)  # a machine without GPUs
+    values = _demo_values(demo_paths) | {"train.precision": "auto", "launch.device": "auto"}
+    bare = train.plan_html(values, None)
+    typed = train.plan_html(values, 24.0)
+    assert "Planned for precision fp32 (auto: no GPU detected or entered, so fp32" in bare, bare
+    assert "Planned for precision bf16 (auto: bf16 assumed for a GPU of the size entered above)" in typed, typed
+    fixed = train.plan_html(values | {"train.precision": "bf16"}, None)
+    assert "precision bf16 (as set in the form)" in fixed and "sequence length" in fixed
+    assert "规划假设：精度 fp32" in train.plan_html(values, None, "zh")
 
 
 def test_chinese_labels_and_help_cover_every_field():
@@ -127,10 +149,11 @@ def test_train_actions_and_plan_in_chinese(demo_paths, monkeypatch):
     def refuse(spec, name=None):
         raise refusal
 
-    monkeypatch.setattr(train.backend, "engine_module", lambda name: SimpleNamespace(submit=refuse))
-    msg, run_id = train.start_run(values, "zh")
+    registry = SimpleNamespace(submit=refuse, list_runs=lambda *a, **k: [], ACTIVE=("queued", "running"))
+    monkeypatch.setattr(train.backend, "engine_module", lambda name: registry)
+    msg, run_id, _ = train.start_run(values, "zh")
     assert run_id is None and "运行配置无效" in msg and "无法写入 /x（权限不足）" in msg and "输出目录" in msg
-    msg, _ = train.start_run(values, "en")
+    msg, _, _ = train.start_run(values, "en")
     assert "cannot write to /x (permission denied)" in msg
     assert train.save_preset("../evil", values, "zh").startswith("❌ 预设名称")
     plan = {

@@ -181,14 +181,16 @@ def test_bad_datasets_through_the_datasets_tab_come_out_in_chinese(run_registry)
     seen: set[str] = set()
     for name, (file, fmt, cols) in _bad_files(uploads).items():
         shown = data.register(str(uploads / file), name, fmt, cols, "zh")
-        assert shown.startswith("⚠ 已注册，但发现问题："), shown
+        # a file with a trainable row is registered with its problems; one without is refused (not registered)
+        assert shown.startswith(("⚠ 已注册，但发现问题：", "❌ 未注册：")), shown
         lines = [line for line in shown.splitlines()[1:] if line.startswith("- ")]
         assert lines, shown
         for line in lines:
             assert CJK.search(line.split("：", 1)[-1]), f"English left on the Chinese page: {line!r}"
+        assert not re.search(r"[A-Za-z]{5,} [a-z]{3,} [a-z]{3,}", shown.splitlines()[0]), shown  # no English head
         english = data.register(str(uploads / file), name + "_en", fmt, cols, "en")
-        assert not CJK.search(english) and english.startswith("⚠ registered, but:")
-        for problem in reg.check_datasets([name], workspace.data_dir()):
+        assert not CJK.search(english) and english.startswith(("⚠ registered, but:", "❌ Not registered: "))
+        for problem in reg.check_entry(workspace.data_dir(), name, str(uploads / file), fmt, cols)[0]:
             seen |= _keys(problem.located())
     for stage, name in (("dpo", "rows"), ("sft", "nope")):
         for problem in reg.check_datasets([name], workspace.data_dir(), stage):
@@ -222,15 +224,16 @@ def test_start_refused_for_bad_data_in_chinese(run_registry, demo_paths):
 
     uploads = workspace.uploads_dir()
     uploads.mkdir(parents=True, exist_ok=True)
-    (uploads / "half.jsonl").write_text(json.dumps({"instruction": "a", "output": ""}) + "\n")
+    rows = [{"instruction": "fine", "output": "ok"}, {"instruction": "a", "output": ""}]
+    (uploads / "half.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     data.register(str(uploads / "half.jsonl"), "half", "alpaca", {}, "zh")
     values = forms.spec_to_values(yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8")))
     values |= {"data.datasets": ["half"], "data.dataset_dir": str(workspace.data_dir())}
-    shown, run_id = train.start_run(values, "zh")
+    shown, run_id, _ = train.start_run(values, "zh")
     assert run_id is None and shown.startswith("❌ 运行配置无效："), shown
-    assert "回复为空（第 2 轮）" in shown and "第 1 行" in shown and "empty response" not in shown
-    english, _ = train.start_run(values, "en")
-    assert "half.jsonl, line 1, column 'output': empty response (turn 2)" in english
+    assert "回复为空（第 2 轮）" in shown and "第 2 行" in shown and "empty response" not in shown
+    english, _, _ = train.start_run(values, "en")
+    assert "half.jsonl, line 2, column 'output': empty response (turn 2)" in english
 
 
 def test_template_refusal_in_the_sample_box_in_chinese(run_registry, demo_paths):
@@ -311,9 +314,9 @@ def test_plan_notes_and_autofit_steps_in_chinese(demo_paths):
     assert "eager attention materialises" in english and "device is cpu" in english
 
     values |= {"launch.device": "auto", "train.per_device_batch_size": 8, "data.cutoff_len": 1024}
-    _, note = train.autofit(values, 0.05, "zh")
-    steps = note.split("调整：", 1)[-1].split("；")
-    assert "调整：" in note and all(CJK.search(s) for s in steps), note
+    new, note = train.autofit(values, 0.05, "zh")
+    steps = note.split("依次尝试了：", 1)[-1].strip().splitlines()
+    assert new is None and "表单未改动" in note and steps and all(CJK.search(s) for s in steps), note
     _, english = train.autofit(values, 0.05, "en")
     assert "per-device batch 8 -> 4" in english and not CJK.search(english)
 

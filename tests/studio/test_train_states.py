@@ -1,0 +1,136 @@
+"""What the Train tab says about runs as they move: Start of a spec already queued or running, a queued run's place,
+Stop of a running or an ended run, the final stop report, the ETA of an ended run. No browser, no trainer: records
+and events written by hand."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.core import events as events_mod
+from engine.runs import store
+from engine.spec import schema as spec_mod
+from studio import monitor
+from studio.tabs import runs as runs_tab
+from studio.tabs import train
+
+SPEC = {"model": {"name_or_path": "Qwen/Qwen2.5-0.5B"}, "data": {"datasets": ["x"]}}
+
+
+def _record(home: Path, rid: str, status: str, spec: dict | None = None, started: float | None = None) -> Path:
+    rdir = home / "runs" / rid
+    rdir.mkdir(parents=True)
+    text = spec_mod.dump_spec(spec_mod.parse_spec(spec or SPEC))
+    store._insert(
+        store.RunRecord(
+            id=rid,
+            name=rid,
+            status=status,
+            created=time.time(),
+            started=started,
+            run_dir=str(rdir),
+            output_dir=str(rdir),
+            spec=text,
+        )
+    )
+    return rdir
+
+
+@pytest.fixture
+def fake_submit(run_registry, monkeypatch):
+    """``train.check`` answers with SPEC and submit queues a record without starting anything."""
+    from engine.runs import registry
+
+    valid = spec_mod.parse_spec(SPEC)
+    monkeypatch.setattr(train, "check", lambda values: (valid, [], []))
+    made: list[str] = []
+
+    def submit(spec, name=None):
+        rid = f"r{len(made) + 1}"
+        _record(run_registry, rid, "queued", spec_mod.spec_to_dict(spec))
+        made.append(rid)
+        return rid
+
+    monkeypatch.setattr(registry, "submit", submit)
+    return made
+
+
+def test_second_start_of_the_same_spec_asks_first(fake_submit):
+    msg, rid, pending = train.start_run({}, "en")
+    assert rid == "r1" and pending == "" and "Queued run r1: position 1 in the queue" in msg, msg
+    assert "Started" not in msg
+    msg, rid, pending = train.start_run({}, "en")
+    assert rid is None and pending and "Run r1 with this very spec is already queued" in msg, msg
+    assert fake_submit == ["r1"]
+    zh, _, _ = train.start_run({}, "zh")
+    assert "配置完全相同的运行 r1 已在排队中" in zh, zh
+    # the second click on the same form state confirms
+    msg, rid, pending = train.start_run({}, "en", pending)
+    assert rid == "r2" and "position 2" in msg and fake_submit == ["r1", "r2"], msg
+    # a stale confirmation (another form state) asks again
+    msg, rid, _ = train.start_run({}, "en", "0123456789abcdef")
+    assert rid is None and "already queued" in msg
+
+
+def test_stop_of_an_ended_run_says_so(run_registry):
+    _record(run_registry, "done", "completed")
+    msg, target = train.stop_begin("done", "en")
+    assert target is None and msg == "Run done has already ended (completed): nothing to stop.", msg
+    assert "已经结束（已完成）" in train.stop_begin("done", "zh")[0]
+    assert "already ended" in runs_tab.act("stop", "done", "en")
+
+
+def test_stop_of_a_running_run_says_it_saves_then_where(run_registry, monkeypatch):
+    from engine.runs import registry
+
+    rdir = _record(run_registry, "live", "running", started=time.time())
+    msg, target = train.stop_begin("live", "en")
+    assert target == "live" and "saves a checkpoint" in msg and "Stopping run live" in msg, msg
+
+    ckpt = rdir / "checkpoints" / "checkpoint-12"
+
+    def stop(run_id, grace_s=None):  # what the trainer and the wrapper do on SIGTERM
+        reason = registry.run_message("runs.user_stop_saved", step=12, checkpoint=ckpt)
+        events_mod.append_event(rdir / "events.jsonl", "log", 12, loss=1.5, eta_seconds=300, progress=0.1)
+        events_mod.append_event(
+            rdir / "events.jsonl", "stopped", 12, reason=str(reason), signal="SIGTERM", checkpoint=str(ckpt)
+        )
+        store.update(run_id, status="stopped", ended=time.time())
+        return True
+
+    monkeypatch.setattr(registry, "stop", stop)
+    final = train.stop_finish(target, "en")
+    assert final.startswith("✅ Run live stopped at step 12; checkpoint saved at ") and str(ckpt) in final, final
+    assert "SIGTERM" not in final and "Stopping" not in final
+    zh = train.stop_report(registry.get("live"), "zh")
+    assert "已在第 12 步停止；检查点已保存到" in zh, zh
+    # the dashboard's progress line of the ended run has no ETA any more
+    view = monitor.new_view("live", rdir)
+    monitor.read_new(view)
+    assert "ETA" not in monitor.progress_html(view) and "10%" in monitor.progress_html(view)
+    view["terminal"] = None  # the same log line while the run was going had one
+    assert "ETA 5m00s" in monitor.progress_html(view)
+
+
+def test_stop_report_without_checkpoint_and_from_the_queue(run_registry):
+    from engine.runs import registry
+
+    rdir = _record(run_registry, "early", "stopped", started=time.time())
+    events_mod.append_event(rdir / "events.jsonl", "stopped", 3, reason="x", checkpoint=None)
+    assert train.stop_report(registry.get("early")) == "⚠ Run early stopped at step 3; no checkpoint was saved."
+    _record(run_registry, "waiting", "queued")
+    msg, target = train.stop_begin("waiting", "en")
+    assert target == "waiting" and "from the queue" in msg
+    assert train.stop_finish("waiting", "en") == "Run waiting was removed from the queue."
+
+
+def test_run_picker_labels_follow_the_status(run_registry):
+    from studio.app import Ctx
+
+    _record(run_registry, "one", "running", started=time.time())
+    before = Ctx.run_choices("en")
+    store.update("one", status="stopped", ended=time.time())
+    after = Ctx.run_choices("en")
+    assert before != after and after[0][0].endswith("· stopped") and before[0][0].endswith("· running")
