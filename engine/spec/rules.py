@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.core.messages import Message
-from engine.data.templates import template_problem
+from engine.data.templates import TEMPLATE_NAMES
 from engine.machine.kernels import liger_installed
 from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config
@@ -118,8 +118,8 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
     if t.save_strategy == "best" and (d.val_size == 0 or t.eval_strategy == "no"):
         errors.append(("train.save_strategy", message("save_best_needs_eval")))
 
-    if (problem := template_problem(d.template)) is not None:
-        errors.append(("data.template", problem))
+    if d.template not in TEMPLATE_NAMES:
+        errors.append(("data.template", message("template_unknown", name=d.template, names=", ".join(TEMPLATE_NAMES))))
     if t.extra_args:
         for name, value in t.extra_args.items():
             problem = extra_arg_problem(str(name), value)

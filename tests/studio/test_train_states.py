@@ -20,6 +20,7 @@ SPEC = {"model": {"name_or_path": "Qwen/Qwen2.5-0.5B"}, "data": {"datasets": ["x
 
 
 def _record(home: Path, rid: str, status: str, spec: dict | None = None, started: float | None = None) -> Path:
+    store.list_runs(refresh_status=False)  # the registry exists first: a missing one is rebuilt from the folders
     rdir = home / "runs" / rid
     rdir.mkdir(parents=True)
     text = spec_mod.dump_spec(spec_mod.parse_spec(spec or SPEC))
@@ -91,7 +92,7 @@ def test_stop_of_a_running_run_says_it_saves_then_where(run_registry, monkeypatc
 
     ckpt = rdir / "checkpoints" / "checkpoint-12"
 
-    def stop(run_id, grace_s=None):  # what the trainer and the wrapper do on SIGTERM
+    def stop(run_id, grace_s=None, *, wait=True):  # what the trainer and the wrapper do on SIGTERM
         reason = registry.run_message("runs.user_stop_saved", step=12, checkpoint=ckpt)
         events_mod.append_event(rdir / "events.jsonl", "log", 12, loss=1.5, eta_seconds=300, progress=0.1)
         events_mod.append_event(
