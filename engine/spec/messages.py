@@ -62,6 +62,7 @@ MESSAGES: dict[str, str] = {
     "packing_dpo": "packing applies to sft and pt, not dpo: turn data.packing off",
     "group_by_length_packing": "grouping by length and packing exclude each other (packed rows are already full): "
     "turn off data.group_by_length or data.packing",
+    "report_to_missing": "{target} is not installed here: pip install {target}, or choose tensorboard or none",
     "template_unknown": "unknown template {name!r}: choose one of {names}",
     "liger_cpu": "Liger kernels run on CUDA GPUs only: set train.liger_kernel to auto or off on CPU",
     "liger_missing": "the liger-kernel package is not installed: pip install liger-kernel, or set train.liger_kernel "

@@ -8,6 +8,7 @@ whose message says what to do; ``engine.spec.schema`` turns them into errors. Me
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -244,6 +245,9 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
     want = spec.train.resume_from
     if want and want != "last" and not (_user_path(want) / "trainer_state.json").is_file():
         errors.append(("train.resume_from", message("resume_no_checkpoint", path=want)))
+    for target in spec.output.report_to:  # found out after the data loads otherwise; checked without importing it
+        if target != "none" and importlib.util.find_spec(target) is None:
+            errors.append(("output.report_to", message("report_to_missing", target=target)))
     errors += _check_datasets(spec)
     errors += _check_output_dir(spec)
     return errors

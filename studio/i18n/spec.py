@@ -36,6 +36,7 @@ RULES_ZH: dict[str, str] = {
     "packing_dpo": "打包只适用于 sft 和 pt，不适用于 dpo：请关闭 data.packing",
     "group_by_length_packing": "按长度分组与打包互斥（打包后的行已经填满）："
     "请关闭 data.group_by_length 或 data.packing",
+    "report_to_missing": "本机未安装 {target}：请 pip install {target}，或改选 tensorboard 或 none",
     "template_unknown": "未知模板 {name!r}：请从 {names} 中选择",
     "liger_cpu": "Liger 融合算子只能在 CUDA GPU 上运行：CPU 上请把 train.liger_kernel 设为 auto 或 off",
     "liger_missing": "未安装 liger-kernel：请 pip install liger-kernel，或把 train.liger_kernel 设为 auto 或 off",

@@ -505,3 +505,17 @@ def test_warning(groups, path):
     spec = accepts(make(**groups))
     assert path in [p for p, _ in spec_warnings(spec)]
     assert path not in [p for p, _ in spec_warnings(accepts(make()))]
+
+
+class TestReportTargetsInstalled:
+    def test_a_target_that_is_not_installed_is_refused_before_launch(self, model_dir, data_dir):
+        import importlib.util
+
+        if importlib.util.find_spec("wandb") is not None:
+            pytest.skip("wandb is installed here")
+        err = ctx_rejects(ctx(model_dir, data_dir, data={"cutoff_len": 256}, output={"report_to": ["wandb"]}),
+                          "output.report_to")  # fmt: skip
+        assert "wandb is not installed here" in str(err)
+        parse_spec(
+            ctx(model_dir, data_dir, data={"cutoff_len": 256}, output={"report_to": ["tensorboard"]}), context=True
+        )
