@@ -64,6 +64,8 @@ class MergeJob:
         terminal = next((e for e in reversed(self.events) if e["type"] in ("merge_finished", "merge_failed")), None)
         result = error = None
         cleaned = ""
+        if state in ("failed", "cancelled") and terminal and terminal["type"] == "merge_finished":
+            state = "finished"  # a stop that came after the model was published: what happened is a finished merge
         if state in ("finished", "failed", "cancelled"):
             if state == "finished" and not (terminal and terminal["type"] == "merge_finished"):
                 state = "failed"

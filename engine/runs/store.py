@@ -323,6 +323,8 @@ def derive_final(
             # the trainer's own words ("SafetensorError: ... os error 28") under the cause the user acts on
             error = f"{run_message('runs.disk_full', path=rec.output_dir)} ({error})"
         return "failed", f"{p.get('cause', 'other')}: {error}".strip()
+    if rec.kind == "command" and returncode == 0:  # done, even if a stop came too late to change it (a merge that
+        return "completed", ""  # had published its model ignores SIGTERM and exits 0)
     if stopped_by_user:
         how = (
             run_message("runs.killed_by", signal=signal_name)
@@ -330,8 +332,6 @@ def derive_final(
             else run_message("runs.how_exit", code=returncode)
         )
         return "stopped", run_message("runs.user_stop", how=how)
-    if rec.kind == "command" and returncode == 0:
-        return "completed", ""
     if problem:
         return "failed", problem
     if returncode is None and signal_name is None:

@@ -359,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
         }
         write_card(plan, tmp / "README.md", settings, report)
         publish(tmp, out, args.overwrite)
+        # The verified model is published: a cancel from now on comes too late to undo it, and must not make the
+        # merge read "cancelled" over a complete model (the Export tab and the Runs tab would both lie).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        late = float(os.environ.get("STUDIO_MERGE_AFTER_PUBLISH_DELAY", "0") or 0)  # tests: a cancel lands here
+        if late:
+            time.sleep(late)
         push = push_to_hub(out, args.push_to_hub) if args.push_to_hub else None
         if push and not push["pushed"]:
             rep.emit("warning", field="push_to_hub", message=push["message"])

@@ -529,3 +529,18 @@ def test_merge_takes_a_run_id_like_studio_runs_does(adapters, base, tmp_path, ca
     assert (out / "config.json").is_file()
     assert mj.cli(["no-such-run", "--out", str(tmp_path / "x")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_a_cancel_after_the_model_is_published_reads_finished(adapters, tmp_path, run_registry, monkeypatch):
+    """The merge-cancel race (issue 18): a cancel that lands after the verified model was published cannot undo it,
+    so the merge, the Export tab and the Runs tab say finished / completed, not cancelled over a complete model."""
+    monkeypatch.setenv("STUDIO_MERGE_AFTER_PUBLISH_DELAY", "4")
+    out = tmp_path / "published"
+    job = mj.start_merge([str(adapters["lora"])], str(out), dtype="fp32")
+    deadline = time.time() + 180
+    while not (out / "config.json").is_file():  # published: the temp folder was renamed onto the target
+        assert time.time() < deadline and job.poll()["state"] in ("queued", "running"), job.poll()
+        time.sleep(0.2)
+    status = job.cancel()
+    assert status["state"] == "finished", status
+    assert runs.get(job.run_id).status == "completed" and (out / "config.json").is_file()
