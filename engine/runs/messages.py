@@ -60,6 +60,7 @@ MESSAGES: dict[str, str] = {
     ),
     "runs.registry_rebuilt_missing": "the run registry was missing: it was rebuilt from {count} run folder(s)",
     # a run whose trainer stopped writing (engine.runs.watchdog)
+    "runs.stopped_before_start": "stopped before it started",
     "runs.stalled": "stalled (no progress for {duration})",
     # a write that failed for want of space or with an I/O error (the run, its wrapper or the registry)
     "runs.disk_full": "disk full: no space left on device under {path}",

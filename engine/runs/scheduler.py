@@ -157,11 +157,14 @@ def schedule() -> list[str]:
                 launch(runs.get(run_id, refresh_status=False), gpus, hw)
                 started.append(run_id)
             except Exception as exc:  # noqa: BLE001
-                # a run that cannot launch fails with the reason and frees its claim; the queue moves on
-                reason = f"could not start: {type(exc).__name__}: {exc}"
+                # a run that cannot launch fails with the reason and frees its claim; the queue moves on. A stop
+                # that landed while it was being launched (its signal may be why the launch failed) is a stop.
                 rec = runs.get(run_id, refresh_status=False)
-                if runs.update(run_id, only_if_status=("running",), status="failed", ended=time.time(), reason=reason):
-                    _note_final(rec, "failed", reason, time.time())
+                status, reason = "failed", f"could not start: {type(exc).__name__}: {exc}"
+                if rec.stop_requested is not None:
+                    status, reason = "stopped", run_message("runs.stopped_before_start")
+                if runs.update(run_id, only_if_status=("running",), status=status, ended=time.time(), reason=reason):
+                    _note_final(rec, status, reason, time.time())
 
 
 def _note_final(rec: runs.RunRecord, status: str, reason: str, ended: float) -> None:
@@ -212,7 +215,8 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
     )
     out, err = proc.communicate(timeout=60)  # the intermediate prints the wrapper's pid and exits at once
     if proc.returncode != 0:
-        raise RuntimeError(run_message("runs.wrapper_failed", error=err.decode(errors="replace")[-2000:]))
+        detail = err.decode(errors="replace")[-2000:].strip() or run_message("runs.how_exit", code=proc.returncode)
+        raise RuntimeError(run_message("runs.wrapper_failed", error=detail))
     pid = int(out.split()[0])
     runs.update(rec.id, only_if_status=("running",), runner_pid=pid)
     return pid
