@@ -5,8 +5,17 @@ Heavy (torch, transformers, peft, datasets); run as a subprocess. Alpaca rows (i
 history) -> chat messages -> the tokenizer's chat template; prompt tokens masked with -100 (only the final answer
 is trained, as most tutorials do); DataCollatorForSeq2Seq pads each batch; Trainer + LoraConfig. No packing.
 
-The one addition a user would not write is ``--timing-file``: a callback that appends (step, time, tokens seen) at
-every log, so the benchmark measures the training steps only, exactly as it does from the engine's events.
+The one addition a user would not write is ``--timing-file``: a callback that appends (step, time, tokens seen,
+loss) at every log, so the benchmark measures the training steps only, exactly as it does from the engine's events;
+it also records when the data is ready.
+
+Options for bench/lf_defaults.py (off by default, so bench/throughput.py's baseline is unchanged):
+``--train-all-turns`` trains every assistant turn and tokenises each prompt / answer segment on its own (what
+LLaMA-Factory and the engine do); ``--gradient-checkpointing`` (reentrant, LLaMA-Factory's use_reentrant_gc default);
+``--pad-to-multiple-of`` (LLaMA-Factory pads sft batches to a multiple of 8); ``--collator flatten`` (transformers'
+DataCollatorWithFlattening: padding-free batches); ``--no-cache`` (model.config.use_cache = False, as LLaMA-Factory
+sets for training; without it a flattened batch's samples would attend to each other, see
+engine/trainer/dataset.py PackingCollator); ``--warmup-ratio``; ``--data-seed``.
 """
 
 from __future__ import annotations
@@ -39,7 +48,19 @@ def main() -> int:
     p.add_argument("--save-steps", type=int, default=500)
     p.add_argument("--report-to", default="none")
     p.add_argument("--timing-file", default="")
+    p.add_argument("--warmup-ratio", type=float, default=0.0, help="used when --warmup-steps is 0")
+    p.add_argument("--data-seed", type=int, default=None)
+    p.add_argument("--train-all-turns", action="store_true")
+    p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--collator", choices=["pad", "flatten"], default="pad")
+    p.add_argument("--pad-to-multiple-of", type=int, default=None)
+    p.add_argument("--no-cache", action="store_true")
     args = p.parse_args()
+
+    def mark(record: dict) -> None:
+        if args.timing_file:
+            with open(args.timing_file, "a") as fh:
+                fh.write(json.dumps({**record, "ts": time.time()}) + "\n")
 
     from datasets import Dataset
     from peft import LoraConfig, get_peft_model
@@ -47,10 +68,14 @@ def main() -> int:
         AutoModelForCausalLM,
         AutoTokenizer,
         DataCollatorForSeq2Seq,
+        DataCollatorWithFlattening,
         Trainer,
         TrainerCallback,
         TrainingArguments,
+        set_seed,
     )
+
+    set_seed(args.seed)
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     if tokenizer.pad_token is None:
@@ -77,9 +102,36 @@ def main() -> int:
         labels = [-100] * min(len(prompt_ids), len(input_ids)) + input_ids[len(prompt_ids) :]
         return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}
 
-    dataset = Dataset.from_list(rows).map(tokenize, remove_columns=list(rows[0].keys()))
+    def render(messages: list[dict], **kwargs) -> str:
+        return tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+
+    def tokenize_all_turns(row: dict) -> dict:
+        """Every assistant turn trained; each prompt / answer segment tokenised on its own."""
+        messages = to_messages(row)
+        input_ids: list[int] = []
+        labels: list[int] = []
+        done = ""
+        for k, message in enumerate(messages):
+            if message["role"] != "assistant":
+                continue
+            prompt = render(messages[:k], add_generation_prompt=True)
+            full = render(messages[: k + 1])
+            for text, trained in ((prompt[len(done) :], False), (full[len(prompt) :], True)):
+                ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+                input_ids += ids
+                labels += ids if trained else [-100] * len(ids)
+            done = full
+        input_ids, labels = input_ids[: args.cutoff_len], labels[: args.cutoff_len]
+        return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}
+
+    dataset = Dataset.from_list(rows).map(
+        tokenize_all_turns if args.train_all_turns else tokenize, remove_columns=list(rows[0].keys())
+    )
+    mark({"event": "data_ready", "samples": len(dataset)})
 
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype="float32")
+    if args.no_cache:
+        model.config.use_cache = False
     model = get_peft_model(
         model,
         LoraConfig(
@@ -93,14 +145,8 @@ def main() -> int:
 
     class Timing(TrainerCallback):
         def on_log(self, _args, state, control, logs=None, **kwargs):
-            if args.timing_file and logs and "loss" in logs:
-                with open(args.timing_file, "a") as fh:
-                    fh.write(
-                        json.dumps(
-                            {"step": state.global_step, "ts": time.time(), "tokens_seen": state.num_input_tokens_seen}
-                        )
-                        + "\n"
-                    )
+            if logs and "loss" in logs:
+                mark({"step": state.global_step, "tokens_seen": state.num_input_tokens_seen, "loss": logs["loss"]})
 
     training_args = TrainingArguments(
         output_dir=args.output_dir,
@@ -109,12 +155,15 @@ def main() -> int:
         gradient_accumulation_steps=args.grad_accum,
         learning_rate=args.lr,
         lr_scheduler_type=args.lr_scheduler,
-        warmup_steps=args.warmup_steps,
+        warmup_steps=args.warmup_steps if args.warmup_steps > 0 else args.warmup_ratio,
         weight_decay=args.weight_decay,
         max_grad_norm=args.max_grad_norm,
         logging_steps=args.logging_steps,
         save_steps=args.save_steps,
         seed=args.seed,
+        data_seed=args.data_seed,
+        gradient_checkpointing=args.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": True} if args.gradient_checkpointing else None,
         report_to=args.report_to,
         use_cpu=True,
         include_num_input_tokens_seen="non_padding",
@@ -124,7 +173,11 @@ def main() -> int:
         model=model,
         args=training_args,
         train_dataset=dataset,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True),
+        data_collator=(
+            DataCollatorWithFlattening()
+            if args.collator == "flatten"
+            else DataCollatorForSeq2Seq(tokenizer, padding=True, pad_to_multiple_of=args.pad_to_multiple_of)
+        ),
         processing_class=tokenizer,
         callbacks=[Timing()],
     )

@@ -212,7 +212,8 @@ def run_plain(spec: RunSpec, run_dir: Path, threads: int, warmup: int, timeout: 
     if report:
         env["TENSORBOARD_LOGGING_DIR"] = str(run_dir / "out" / "tensorboard")
     run(argv, env, run_dir / "train.log", timeout)
-    points = [(r["step"], r["ts"], r["tokens_seen"]) for r in map(json.loads, timing.read_text().splitlines())]
+    records = [json.loads(line) for line in timing.read_text().splitlines()]
+    points = [(r["step"], r["ts"], r["tokens_seen"]) for r in records if "step" in r]
     return rate(points, warmup)
 
 
