@@ -118,7 +118,8 @@ _EXPORT = "an export setting (llamafactory-cli export); Studio merges with studi
 _DERIVED = "LF derives it; Studio derives its own"
 _STUDIO_SETS = "Studio sets it"
 _NOTED: dict[str, str] = {
-    "overwrite_cache": "no cache is reused across runs",
+    "overwrite_cache": "Studio's tokenisation cache is keyed by the data, the tokenizer and the settings, so a stale "
+    "one is never reused",
     "logging_dir": "TensorBoard logs go to <output>/tensorboard",
     "overwrite_output_dir": "removed in transformers 5",
     "plot_loss": "the studio plots loss live",

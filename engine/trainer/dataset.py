@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,7 +200,7 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
             batched=True,
             batch_size=256,
             remove_columns=["row"],
-            num_proc=d.preprocessing_workers if d.preprocessing_workers > 1 and len(rows) > 256 else None,
+            num_proc=_workers(d.preprocessing_workers, len(rows)),
             cache_file_name=str(cache_dir() / f"{name}-{key}.arrow"),
             load_from_cache_file=True,
             fn_kwargs={
@@ -311,6 +312,13 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
         )
     log(f"data: {summary}" + (", grouped by length" if d.group_by_length else ""))
     return TrainData(dataset, eval_dataset, collator, stats)
+
+
+def _workers(wanted: int, rows: int) -> int | None:
+    """Tokenising processes: at most ``data.preprocessing_workers``, the CPUs there are, and one per 1000 rows (a
+    process costs about a second to start: LF's usual 16 on a small set or a 2-core machine only slows it down)."""
+    n = min(wanted, os.cpu_count() or 1, rows // 1000)
+    return n if n > 1 else None
 
 
 def split_into_blocks(dataset, block: int, *, concatenate: bool):
