@@ -12,7 +12,7 @@ import importlib.util
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from engine.core.messages import Message
 from engine.data.templates import TEMPLATE_NAMES
@@ -22,8 +22,9 @@ from engine.models.resolve import model_path, resolve_config
 from engine.spec.hf_args import extra_arg_problem
 from engine.spec.messages import message
 
-if TYPE_CHECKING:
-    from engine.spec.schema import RunSpec
+# The rules take a RunSpec (engine.spec.schema), whose validator calls them: named here without importing it, so
+# the two modules do not import each other even for type checking.
+RunSpec = Any
 
 # Module names of common decoder architectures, for LoRA targets and freeze checks without loading a model.
 ARCH_LINEAR_MODULES: dict[str, list[str]] = {
