@@ -458,6 +458,7 @@ def build(ctx: Any) -> None:
         try:
             cols = file_columns(dest)
         except (ValueError, OSError) as exc:  # not JSON / not UTF-8 / not Parquet: Python's own words as the detail
+            dest.unlink(missing_ok=True)  # a refused upload leaves nothing behind in uploads/
             msg = localize(message("upload.unreadable", name=dest.name, error=exc), lang_)
             return "", f"❌ {msg}", gr.update(), gr.update(), gr.update(), *[gr.update() for _ in roles]
         formatting = "sharegpt" if "conversations" in cols or "messages" in cols else "alpaca"
