@@ -19,7 +19,7 @@ from studio.i18n.machine import DOCTOR_ZH
 from studio.i18n.models import MODELS_ZH
 from studio.i18n.plan import PLAN_ZH
 from studio.i18n.runs import RUNS_ZH
-from studio.i18n.spec import PYDANTIC_ZH, RULES_ZH
+from studio.i18n.spec import PYDANTIC_EN, PYDANTIC_ZH, RULES_ZH
 from studio.i18n.workspace import WORKSPACE_ZH
 
 CATALOG_ZH: dict[str, str] = {
@@ -42,12 +42,13 @@ def placeholders(template: str) -> set[str]:
 
 
 def localize(msg: Any, lang: str) -> str:
-    """``msg`` (an ``engine.core.messages.Message`` or any text) in ``lang``; text without a key stays as it is."""
-    if lang != "zh":
+    """``msg`` (an ``engine.core.messages.Message`` or any text) in ``lang``; text without a key stays as it is.
+    pydantic's field errors are put in plain words on the English page too."""
+    key = getattr(msg, "key", "")
+    if lang != "zh" and not (key.startswith("pydantic.") and key[len("pydantic.") :] in PYDANTIC_EN):
         return str(msg)
     from studio.forms import number_text
 
-    key = getattr(msg, "key", "")
     params = {
         k: localize(v, lang) if getattr(v, "key", "") else v for k, v in (getattr(msg, "params", {}) or {}).items()
     }
@@ -58,6 +59,9 @@ def localize(msg: Any, lang: str) -> str:
         for bound in ("ge", "gt", "le", "lt", "multiple_of"):
             if bound in params:
                 params[bound] = number_text(params[bound])
+        if lang != "zh":  # plain English; the expected choices as pydantic listed them
+            return _format(PYDANTIC_EN[kind], {**params, "expected": (getattr(msg, "params", {}) or {}).get(
+                "expected", params.get("expected"))}, msg)  # fmt: skip
         template = PYDANTIC_ZH.get(kind)
         if template is None:
             return _FALLBACK_ZH.format(english=str(msg))

@@ -98,6 +98,37 @@ RULES_ZH: dict[str, str] = {
 }
 
 # pydantic's field errors by type; placeholders are the error's ctx. Every type the form can produce is here.
+# pydantic's field errors in plain words for the English page (pydantic's own text is "Input should be ...")
+PYDANTIC_EN: dict[str, str] = {
+    "missing": "required: fill it in",
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be more than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "multiple_of": "must be a multiple of {multiple_of}",
+    "finite_number": "must be a finite number",
+    "literal_error": "must be one of {expected}",
+    "enum": "must be one of {expected}",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number, without decimals",
+    "int_type": "must be a whole number",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_type": "must be text",
+    "string_too_short": "needs at least {min_length} character(s)",
+    "string_too_long": "takes at most {max_length} characters",
+    "string_pattern_mismatch": "does not have the required form ({pattern})",
+    "list_type": "must be a list",
+    "too_short": "needs at least {min_length} item(s); it has {actual_length}",
+    "too_long": "takes at most {max_length} items; it has {actual_length}",
+    "dict_type": "must be a set of fields (a mapping)",
+    "model_type": "must be a set of fields (a mapping)",
+    "model_attributes_type": "must be a set of fields (a mapping)",
+    "none_required": "must be empty",
+}
+
 PYDANTIC_ZH: dict[str, str] = {
     "missing": "必须填写",
     "greater_than_equal": "应 ≥ {ge}",

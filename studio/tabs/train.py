@@ -89,9 +89,9 @@ def problems_markdown(errors: list, warnings: list, lang: str = "en") -> str:
 
 
 def _where(path: str, lang: str) -> str:
-    """`path`, with the field's label first on the Chinese page (the path alone is English)."""
+    """The field's label as the form shows it, then its `path` (for the YAML and the CLI)."""
     field = forms.field_for_error(path)
-    if lang == "zh" and field:
+    if field:
         return f"**{forms.BY_PATH[field].label_for(lang)}** `{path}`"
     return f"`{path}`"
 

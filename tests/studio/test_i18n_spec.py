@@ -16,7 +16,7 @@ from engine.spec import messages as spec_messages
 from engine.spec.schema import RunSpec, parse_spec, validate_spec
 from studio import forms
 from studio.i18n.localize import localize, placeholders
-from studio.i18n.spec import PYDANTIC_ZH, RULES_ZH
+from studio.i18n.spec import PYDANTIC_EN, PYDANTIC_ZH, RULES_ZH
 from studio.tabs import train
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -174,7 +174,7 @@ def test_out_of_range_numbers_reach_the_spec_and_show_their_range(demo_paths):
     out = train.validate_form(*[values[f.path] for f in forms.FIELDS], {}, "en")
     idx = [f.path for f in forms.FIELDS].index("method.lora.rank")
     assert "field-error" in out[idx]["elem_classes"] and out[-2]["interactive"] is False
-    assert out[idx]["info"].startswith("❌ Input should be greater than or equal to 1")
+    assert out[idx]["info"].startswith("❌ must be at least 1")  # plain words, not pydantic's "Input should be"
     assert "range 1 – 1024" in out[idx]["info"]
     zh = train.validate_form(*[values[f.path] for f in forms.FIELDS], {}, "zh")
     assert zh[idx]["info"].startswith("❌ 应 ≥ 1") and "范围 1 – 1024" in zh[idx]["info"]
@@ -182,3 +182,17 @@ def test_out_of_range_numbers_reach_the_spec_and_show_their_range(demo_paths):
     assert widget.minimum is None and widget.maximum is None  # gradio must not refuse it before the spec sees it
     assert forms.BY_PATH["train.learning_rate"].range_for("en") == "range > 0, ≤ 1"
     assert forms.BY_PATH["data.cutoff_len"].range_for("zh").startswith("范围 ")
+
+
+def test_field_errors_read_in_plain_words_under_the_field_label(demo_paths):
+    """The English page says "Datasets `data.datasets`: needs at least 1 item(s); it has 0", not pydantic's "List
+    should have at least 1 item after validation, not 0"; every pydantic error type we translate has plain English."""
+    assert set(PYDANTIC_EN) == set(PYDANTIC_ZH)
+    for kind, text in PYDANTIC_EN.items():
+        assert placeholders(text) == placeholders(PYDANTIC_ZH[kind]), kind
+    values = _demo_values(demo_paths)
+    values["data.datasets"] = []
+    _spec, errors, warnings = train.check(values)
+    text = train.problems_markdown(errors, warnings, "en")
+    assert "**Datasets** `data.datasets`: needs at least 1 item(s); it has 0" in text, text
+    assert "should have" not in text and "Input should" not in text
