@@ -98,7 +98,10 @@ def train_overrides(launch: dict, batch: int) -> dict:
             "learning_rate": 1e-3,
             "warmup_steps": 0,
         },
-        data={"max_samples": 32},
+        # Padded batches on both sides: a flattened row of 4 samples (padding-free) and 2 ranks x 2 samples round
+        # differently, and Adam turns the rounding of near-zero gradients into weight differences above the
+        # tolerance below; what this test checks is the two-host DDP path, not the batch layout.
+        data={"max_samples": 32, "padding_free": "off"},
         output={"report_to": ["none"]},
     )
 
