@@ -24,14 +24,48 @@ from engine.core.messages import payload_message
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 
+# The plots' colour columns: their name is the tooltip's word for a series (the legend's title is set apart, in the
+# page's language): a curve of the dashboard, a run of the Runs overlay, a bar's side of the cutoff.
+LABEL_COLUMNS = ("curve", "run", "cutoff")
 
-def plot_frame(rows: list[dict] | dict, columns: list[str], text: tuple[str, ...] = ("series",)) -> pd.DataFrame:
+
+def plot_frame(rows: list[dict] | dict, columns: list[str], text: tuple[str, ...] = LABEL_COLUMNS) -> pd.DataFrame:
     """A frame for gr.LinePlot / gr.BarPlot with explicit dtypes: numbers float64, labels str. An empty frame
     built from a column list is all object dtype, which gradio sends as a *nominal* axis; the browser keeps that
     axis type for later updates, so every curve drawn after an empty first tick would come out categorical.
     ``rows``: a list of row dicts, or a dict of equal-length columns."""
     frame = pd.DataFrame(rows, columns=columns)
     return frame.astype({c: ("str" if c in text else "float64") for c in columns})
+
+
+# Tableau's ten colours (Vega's category10): distinct on the light and the dark theme.
+PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+
+
+def color_map(frame: pd.DataFrame, column: str, fixed: dict[str, str] | None = None) -> dict[str, str]:
+    """A colour for every series in ``frame[column]``, in the order they appear (``fixed`` names keep theirs).
+
+    gradio's plot fixes its colour scale's domain to the series of the value it held when it was last drawn anew,
+    and draws any other series without a stroke or fill (all of them, with an empty legend, when that value was
+    empty, as a live run's first tick is); it draws itself anew when its ``color_map`` changes, with the value it
+    held before that update. So a plot gets the map of exactly its series, once it holds them (one update after
+    the value: dashboard.lagged_colors, the Runs and Datasets tabs' follow-up events); the map changes when a series
+    comes or goes, and only then (an unchanged map costs no redraw)."""
+    fixed = fixed or {}
+    names = list(dict.fromkeys(frame[column])) if column in frame else []
+    free = iter(c for c in PALETTE * (1 + len(names) // len(PALETTE)) if c not in fixed.values())
+    return {name: fixed.get(name) or next(free) for name in names}
 
 
 # Points kept per series (older points are thinned, every other one dropped) and so the most a plot draws: it bounds
@@ -184,7 +218,7 @@ def smooth(values: list[float], weight: float) -> list[float]:
 def loss_frame(
     view: dict, axis: str = "step", smoothing: float = 0.6, log_scale: bool = False, lang: str = "en"
 ) -> pd.DataFrame:
-    """Train (raw and smoothed) and eval loss; the series names are the legend, in the page's language."""
+    """Train (raw and smoothed) and eval loss; the curve names are the legend, in the page's language."""
     train, smoothed, evals = t("se_train", lang), t("se_smoothed", lang), t("se_eval", lang)
     logs = view["logs"]
     x, y = _x(logs, axis), _floats(logs["loss"])
@@ -203,12 +237,17 @@ def loss_frame(
     ys.append(ey[keep])
     names.append(np.full(int(keep.sum()), evals, dtype=object))
     frame = plot_frame(
-        {"x": np.concatenate(xs), "value": np.concatenate(ys), "series": np.concatenate(names)},
-        ["x", "value", "series"],
+        {"x": np.concatenate(xs), "value": np.concatenate(ys), "curve": np.concatenate(names)},
+        ["x", "value", "curve"],
     )
     if log_scale and not frame.empty:
         frame = frame[frame["value"] > 0].assign(value=lambda f: f["value"].map(math.log10))
     return frame
+
+
+def loss_colors(lang: str = "en") -> dict[str, str]:
+    """The loss curves' colours, the same in every run and language: train blue, smoothed orange, eval green."""
+    return {t(key, lang): color for key, color in zip(("se_train", "se_smoothed", "se_eval"), PALETTE)}
 
 
 def _nearest_x(view: dict, step: float, axis: str) -> float:
@@ -229,7 +268,7 @@ def _points(series: dict, label: str, t0: float, ycol: str) -> dict:
     return {
         "t": _floats(series["t"]) - t0,
         ycol: _floats(series["v"]),
-        "series": np.full(len(series["t"]), label, dtype=object),
+        "curve": np.full(len(series["t"]), label, dtype=object),
     }
 
 
@@ -268,7 +307,14 @@ def gpu_frames(view: dict, lang: str = "en") -> tuple[pd.DataFrame, pd.DataFrame
             note = t("gpu_note_ranks", lang)
     elif not metrics["has_gpu"]:
         note = (note or t("gpu_note_none", lang)) + t("gpu_note_cpu", lang)
-    return _stack(mem, ["t", "MiB", "series"]), _stack(util, ["t", "percent", "series"]), note
+    return _stack(mem, ["t", "MiB", "curve"]), _stack(util, ["t", "percent", "curve"]), note
+
+
+def shows_gpu(view: dict) -> bool | None:
+    """Whether the resource plots show GPUs (True) or the run's RAM and CPU load (False), by the run's metric
+    samples; None before the first sample (the machine's GPUs decide then)."""
+    metrics = view["metrics"]
+    return bool(metrics["has_gpu"]) if metrics["n"] else None
 
 
 # engine.runs.metrics writes why GPU metrics are missing into metrics.jsonl in English (files stay English); the page

@@ -36,38 +36,84 @@ def run_status(run_id: str | None, lang: str = "en") -> str:
         return ""
 
 
+def machine_has_gpu() -> bool:
+    """Whether this machine has GPUs (engine.machine.hardware, detected once per process)."""
+    try:
+        return bool(backend.engine_module("machine.hardware").detect().has_gpu)
+    except Exception:  # no driver tools, a broken library: the page says CPU rather than fail
+        return False
+
+
+def resource_titles(gpu: bool, lang: str = "en") -> dict[str, dict[str, Any]]:
+    """The resource plots' labels and y ranges by what they show: GPU memory and utilisation (0-100 %) when the run
+    has GPU samples (or, before its first sample, when the machine has GPUs); else the run's RAM and CPU load, whose
+    percent is per core (a run on four cores reads up to 400 %), so no upper limit."""
+    if gpu:
+        return {"mem": {"label": t("gpu_mem", lang)}, "util": {"label": t("gpu_util", lang), "y_lim": [0, 100]}}
+    return {"mem": {"label": t("ram_mem", lang)}, "util": {"label": t("cpu_load", lang), "y_lim": [0, None]}}
+
+
 def axis_choices(lang: str) -> list[tuple[str, str]]:
     """The x-axis radio's (label, value) pairs: the label in the page's language, the value what the frames read."""
     return [(t(f"ax_{a}", lang), a) for a in ("step", "epoch", "tokens")]
 
 
+def lagged_colors(view: dict, plot: str, frame: Any, fixed: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The colour map to send with ``frame``: the map of the frame this plot was sent before (None the first time),
+    and the frame's own map remembered for the next send.
+
+    gradio's plot draws itself anew when its ``color_map`` changes, but with the value it held before this update
+    (it applies the new value after the other properties): a map sent with the frame whose series it names drew the
+    previous frame's series, and the new ones without a stroke. Sent one update later, the map names the series of
+    the value the plot holds when it redraws. A changed map asks for SETTLE_TICKS more sends (see ``tick``)."""
+    shown = view.setdefault("colors_shown", {})
+    before, now = shown.get(plot), monitor.color_map(frame, "curve", fixed)
+    shown[plot] = now
+    if now != before:
+        view["settle"] = SETTLE_TICKS
+    return before
+
+
 def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str = "en") -> list[Any]:
-    """Everything the dashboard shows, from the view: plots, progress, status, log tail, failure."""
+    """Everything the dashboard shows, from the view: plots, progress, status, log tail, failure. Remembers in the
+    view the colours it sent (``lagged_colors``)."""
     import gradio as gr
 
     axis = axis or "step"
     x_title = t(f"ax_{axis}", lang)
     loss = monitor.loss_frame(view, axis, float(smoothing or 0), bool(log_scale), lang)
     mem, util, note = monitor.gpu_frames(view, lang)
+    gpu = monitor.shows_gpu(view)
+    res = resource_titles(machine_has_gpu() if gpu is None else gpu, lang)
     status = monitor.status_line(view, view.get("status_seen") or run_status(view.get("run_id"), lang), lang)
     if note:
         status += f"  \n<small>{note}</small>"
     failure = monitor.failure_text(view, lang)
-    seconds = t("ax_seconds", lang)
+    seconds, curve = t("ax_seconds", lang), t("ax_curve", lang)
     return [
         gr.update(
             value=loss,
             x_title=x_title,
             y_title=t("ax_log_loss" if log_scale else "w_loss", lang),
-            color_title=t("ax_series", lang),
+            color_title=curve,
+            color_map=lagged_colors(view, "loss", loss, monitor.loss_colors(lang)),
         ),
         gr.update(value=monitor.series_frame(view, "learning_rate", axis), x_title=x_title, y_title=t("lr", lang)),
         gr.update(value=monitor.series_frame(view, "grad_norm", axis), x_title=x_title, y_title=t("grad_norm", lang)),
         gr.update(
             value=monitor.series_frame(view, "tokens_per_second", axis), x_title=x_title, y_title=t("tps", lang)
         ),
-        gr.update(value=mem, x_title=seconds, color_title=t("ax_series", lang)),
-        gr.update(value=util, x_title=seconds, y_title=t("ax_percent", lang), color_title=t("ax_series", lang)),
+        gr.update(
+            value=mem, x_title=seconds, color_title=curve, color_map=lagged_colors(view, "mem", mem), **res["mem"]
+        ),
+        gr.update(
+            value=util,
+            x_title=seconds,
+            y_title=t("ax_percent", lang),
+            color_title=curve,
+            color_map=lagged_colors(view, "util", util),
+            **res["util"],
+        ),
         monitor.progress_html(view, lang),
         status if view.get("run_id") else t("no_run", lang),
         monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",
@@ -75,31 +121,47 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
     ]
 
 
+# Ticks that send the whole dashboard again after a plot's series changed or the run ended: the colours that name
+# the new series go out with the next send (``lagged_colors``), and a plot drawn anew in the browser draws
+# asynchronously: a value that arrives meanwhile goes to the plot being replaced. At the end of a run no later value
+# would come to replace a lost one, and the curves stayed empty or short of their last points until a reload.
+SETTLE_TICKS = 2
+
+
 def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale: bool, lang: str) -> list[Any]:
-    """Timer handler: re-select on a new run id, read new lines, redraw only when something changed."""
+    """Timer handler: re-select on a new run id, read new lines, redraw only when something changed (and on the
+    SETTLE_TICKS ticks after a plot's series changed or the run ended)."""
     import gradio as gr
 
     fresh = not view or view.get("run_id") != run_id
     if fresh:
+        shown = (view or {}).get("colors_shown", {})  # what the page's plots hold: the new run's frames replace it
         view = select_run(run_id)
+        view["colors_shown"] = shown
     changed = monitor.read_new(view) or fresh
     status = run_status(run_id, lang)
     if status != view.get("status_seen"):
         view["status_seen"] = status
+        changed = True
+    ended = bool(view.get("terminal"))
+    if ended != view.get("ended_seen", False):
+        view["ended_seen"], view["settle"] = ended, SETTLE_TICKS
+    elif view.get("settle"):
+        view["settle"] -= 1
         changed = True
     log = monitor.log_tail(view["run_dir"]) if view.get("run_dir") else ""
     log_changed = log != view.get("log_seen")
     if not changed and not log_changed:
         return [view, *[gr.skip() for _ in range(10)]]
     view["log_seen"] = log
-    outputs = render(view, axis, smoothing, log_scale, lang)
     if not changed:  # only the log moved
-        outputs = [gr.skip()] * 8 + [log, gr.skip()]
-    return [view, *outputs]
+        return [view, *[gr.skip()] * 8, log, gr.skip()]
+    return [view, *render(view, axis, smoothing, log_scale, lang)]
 
 
 def redraw(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str) -> list[Any]:
-    return render(view or monitor.new_view(None, None), axis, smoothing, log_scale, lang)
+    view = view or monitor.new_view(None, None)
+    return [view, *render(view, axis, smoothing, log_scale, lang)]
 
 
 SCROLL_JS = """(text) => { const el = document.querySelector('#run-log textarea');
@@ -126,7 +188,15 @@ def build(ctx: Any) -> None:
         )
         with gr.Row():
             loss = texts.add(
-                gr.LinePlot(x="x", y="value", color="series", label=t("loss", lang), height=260, elem_id="plot-loss"),
+                gr.LinePlot(
+                    x="x",
+                    y="value",
+                    color="curve",
+                    label=t("loss", lang),
+                    height=260,
+                    elem_id="plot-loss",
+                    elem_classes="studio-plot",
+                ),
                 "loss",
             )
             lr = texts.add(gr.LinePlot(x="x", y="value", label=t("lr", lang), height=260, elem_id="plot-lr"), "lr")
@@ -136,31 +206,29 @@ def build(ctx: Any) -> None:
                 "grad_norm",
             )
             tps = texts.add(gr.LinePlot(x="x", y="value", label=t("tps", lang), height=220, elem_id="plot-tps"), "tps")
+        # GPU plots on a machine with GPUs, RAM and CPU load without: render() relabels them by the run's samples
+        # (and in the page's language: they are not in ``texts``, whose switch would put the GPU titles back).
+        res = resource_titles(machine_has_gpu(), lang)
         with gr.Row():
-            mem = texts.add(
-                gr.LinePlot(
-                    x="t",
-                    y="MiB",
-                    color="series",
-                    label=t("gpu_mem", lang),
-                    height=220,
-                    x_title=t("ax_seconds", lang),
-                    elem_id="plot-gpu-mem",
-                ),
-                "gpu_mem",
+            mem = gr.LinePlot(
+                x="t",
+                y="MiB",
+                color="curve",
+                height=220,
+                x_title=t("ax_seconds", lang),
+                elem_id="plot-gpu-mem",
+                elem_classes="studio-plot",
+                **res["mem"],
             )
-            util = texts.add(
-                gr.LinePlot(
-                    x="t",
-                    y="percent",
-                    color="series",
-                    label=t("gpu_util", lang),
-                    height=220,
-                    x_title=t("ax_seconds", lang),
-                    y_lim=[0, 100],
-                    elem_id="plot-gpu-util",
-                ),
-                "gpu_util",
+            util = gr.LinePlot(
+                x="t",
+                y="percent",
+                color="curve",
+                height=220,
+                x_title=t("ax_seconds", lang),
+                elem_id="plot-gpu-util",
+                elem_classes="studio-plot",
+                **res["util"],
             )
         log = texts.add(
             gr.Textbox(label=t("log_tail", lang), lines=12, max_lines=12, elem_id="run-log", buttons=["copy"]),
@@ -184,7 +252,7 @@ def build(ctx: Any) -> None:
         [axis.change, smoothing.release, log_scale.change, ctx.lang.change],
         redraw,
         [view, axis, smoothing, log_scale, ctx.lang],
-        outs,
+        [view, *outs],
         show_progress="hidden",
         queue=False,
     )

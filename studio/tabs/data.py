@@ -266,6 +266,22 @@ def _within_text_budget(rows: list[dict]) -> list[dict]:
     return rows
 
 
+# The bars' colours by what the stage does to them: kept whole blue, truncated (or split) red, joined teal.
+SIDE_COLORS = {
+    "kept": "#1f77b4",
+    "over_cutoff": "#d62728",
+    "pt_one_block": "#1f77b4",
+    "pt_split": "#d62728",
+    "pt_joined": "#17becf",
+}
+
+
+def hist_colors(frame: pd.DataFrame, lang: str = "en") -> dict[str, str]:
+    """The histogram's colours of exactly the sides its bars show, sent once the plot holds those bars (see
+    monitor.color_map: a plot drawn with only bars within the cutoff drew later over-cutoff bars without a fill)."""
+    return monitor.color_map(frame, "cutoff", {t(key, lang): color for key, color in SIDE_COLORS.items()})
+
+
 def _side(stage: str, packing: bool, over: bool) -> str:
     """The histogram's colour of a bar: what the stage does to texts of that length."""
     if stage != "pt":
@@ -295,7 +311,7 @@ def lengths(
     rows = _within_text_budget(rows[:limit])
     if not rows or not model or not (Path(model) / "tokenizer.json").is_file():
         note = t("no_rows", lang) if not rows else t("needs_tokenizer", lang)
-        return monitor.plot_frame([], ["tokens", "rows", "side"], text=("side",)), note
+        return monitor.plot_frame([], ["tokens", "rows", "cutoff"]), note
     stage = stage or "sft"
     packing = bool(packing) and stage != "dpo"  # the spec refuses packing with dpo
     counts = tpl.token_lengths(template or "auto", model, rows, stage)
@@ -307,11 +323,10 @@ def lengths(
         bins[(c // width) * width] = bins.get((c // width) * width, 0) + 1
     frame = monitor.plot_frame(
         [
-            {"tokens": k, "rows": v, "side": t(_side(stage, packing, k + width > cutoff), lang)}
+            {"tokens": k, "rows": v, "cutoff": t(_side(stage, packing, k + width > cutoff), lang)}
             for k, v in sorted(bins.items())
         ],
-        ["tokens", "rows", "side"],
-        text=("side",),
+        ["tokens", "rows", "cutoff"],
     )
     if stage == "pt" and cutoff:
         cut = pt_blocks(counts, cutoff, packing)
@@ -382,7 +397,13 @@ def build(ctx: Any) -> None:
             sample = gr.HTML(elem_id="ds-sample")
             hist = texts.add(
                 gr.BarPlot(
-                    x="tokens", y="rows", color="side", label=t("lengths", lang), height=220, elem_id="ds-hist"
+                    x="tokens",
+                    y="rows",
+                    color="cutoff",
+                    label=t("lengths", lang),
+                    height=220,
+                    elem_id="ds-hist",
+                    elem_classes="studio-plot",
                 ),
                 "lengths",
             )
@@ -394,7 +415,7 @@ def build(ctx: Any) -> None:
 
     def _show(name, model_, template_, cutoff_, packing_, stage_, lang_):
         if not name:
-            return gr.skip(), "", gr.skip(), "", ""
+            return gr.skip(), "", gr.skip(), "", "", gr.skip()
         try:
             got, problems, whole = head(name)  # one bounded read of the file's head for the sample and histogram
             frame, note = lengths(
@@ -412,19 +433,24 @@ def build(ctx: Any) -> None:
             table = preview(name)
             used = len(_within_text_budget(got[:LENGTHS_ROWS]))
             about = rows_note(used, whole and used == len(got), len(table), lang_)
-            return table, shown, gr.update(value=frame, **titles), note, about
+            colors = hist_colors(frame, lang_)
+            return table, shown, gr.update(value=frame, **titles), note, about, colors
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
-            return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", gr.skip(), "", ""
+            return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", gr.skip(), "", "", gr.skip()
 
     # The list is read again on page load and when opened (uploads from another tab or the CLI appear).
     pick.focus(lambda: gr.update(choices=backend.registered_datasets()), None, [pick], queue=False)
     ctx.on_load.append((lambda: gr.update(choices=backend.registered_datasets()), None, [pick]))
+
+    # The bars' colours go out once the plot holds the bars they name: a changed map draws the plot anew with the
+    # value it holds (see hist_colors and dashboard.lagged_colors).
+    hist_colors_state = gr.State({})
     gr.on(
         [pick.change, ctx.tab.select],
         _show,
         [pick, model, template, cutoff, packing, stage, ctx.lang],
-        [rows, sample, hist, hist_note, rows_md],
-    )
+        [rows, sample, hist, hist_note, rows_md, hist_colors_state],
+    ).then(lambda colors: gr.update(color_map=colors), [hist_colors_state], [hist])
     editing = gr.State("")  # the registered dataset whose mapping the left column shows (Register replaces it)
 
     def _edit(name):

@@ -33,9 +33,24 @@ def checks_frame(lang: str = "en") -> pd.DataFrame:
     )
 
 
+def show_checks(lang: str = "en") -> Any:
+    """The table with the checks' results, shown from now on."""
+    import gradio as gr
+
+    return gr.update(value=checks_frame(lang), visible=True)
+
+
+# check · verdict · detail · fix, as shares of the table's width: the long texts wrap inside their column instead of
+# widening the table past the page (the fix column was cut off at the right).
+COLUMN_WIDTHS = ["20%", "10%", "38%", "32%"]
+
+
 def build(ctx: Any) -> None:
     import gradio as gr
 
     run = ctx.texts.add(gr.Button(t("doctor_run", ctx.lang_value), elem_id="doctor-run"), "doctor_run", "value")
-    out = gr.Dataframe(interactive=False, wrap=True, elem_id="doctor-table")
-    run.click(checks_frame, [ctx.lang], [out])
+    # Hidden until it has results: an empty table shows placeholder headers ("1 2 3").
+    out = gr.Dataframe(
+        interactive=False, wrap=True, visible=False, column_widths=COLUMN_WIDTHS, elem_id="doctor-table"
+    )
+    run.click(show_checks, [ctx.lang], [out])

@@ -60,12 +60,14 @@ def summarize(rec: Any, lang: str = "en") -> dict:
     }
 
 
-def table(lang: str = "en") -> pd.DataFrame:
-    """The run history; headers and statuses in the page's language (the frame's columns are COLUMNS in English)."""
-    frame = pd.DataFrame([summarize(r, lang) for r in backend.list_runs()], columns=COLUMNS)
+def table(lang: str = "en", rows: list[dict] | None = None) -> pd.DataFrame:
+    """The run history; headers and statuses in the page's language (the frame's columns are COLUMNS in English).
+    ``rows``: the runs' summaries when the caller has them already."""
+    rows = [summarize(r, lang) for r in backend.list_runs()] if rows is None else rows
+    frame = pd.DataFrame(rows, columns=COLUMNS)
     if lang == "en":
         return frame
-    frame["status"] = [t(f"st_{s}", lang) if f"st_{s}" in STRINGS else s for s in frame["status"]]
+    frame["status"] = [_status(s, lang) for s in frame["status"]]
     return frame.rename(columns={c: t("rc_" + c.replace(" ", "_"), lang) for c in COLUMNS})
 
 
@@ -81,18 +83,52 @@ def registry_notice(lang: str = "en") -> str:
     return f"⚠️ {when} · {localize(found[1], lang)}"
 
 
-def overlay(run_ids: list[str], axis: str = "step") -> pd.DataFrame:
-    """Loss curves of several runs in one frame (series = run id)."""
+def _status(status: str, lang: str) -> str:
+    return t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
+
+
+def compare_choices(rows: list[dict], lang: str = "en") -> list[tuple[str, str]]:
+    """The compare picker's (label, run id) pairs: what tells runs apart at a glance, name, status, start and final
+    loss, then the id (a name alone may repeat)."""
+    out = []
+    for row in rows:
+        loss = f"{t('w_loss', lang)} {row['final loss']}" if row.get("final loss") is not None else ""
+        parts = [row.get("name") or "", _status(row["status"], lang), row.get("started") or "", loss, row["id"]]
+        out.append((" · ".join(p for p in parts if p), row["id"]))
+    return out
+
+
+def run_names(run_ids: list[str]) -> dict[str, str]:
+    """The overlay's legend: each run by its name; its id where it has none or shares the name with another."""
+    names = {}
+    for rid in run_ids:
+        try:
+            names[rid] = str(backend.engine_module("runs.registry").get(rid).name or "")
+        except Exception:  # an unknown or deleted run: its id
+            names[rid] = ""
+    taken = [n for n in names.values() if n]
+    return {rid: (n if n and taken.count(n) == 1 else f"{n} ({rid})" if n else rid) for rid, n in names.items()}
+
+
+def overlay(
+    run_ids: list[str], axis: str = "step", lang: str = "en", names: dict[str, str] | None = None
+) -> pd.DataFrame:
+    """Loss curves of several runs in one frame, one curve per run named as the legend shows it (``run_names``),
+    and its eval loss beside it where it has one."""
+    names = names if names is not None else run_names(run_ids or [])
+    train, evals = t("se_train", lang), t("se_eval", lang)
     frames = []
     for rid in run_ids or []:
         view = monitor.new_view(rid, backend.run_dir(rid))
         monitor.read_new(view)
-        f = monitor.loss_frame(view, axis, smoothing=0)
-        frames.append(f[f["series"] == "train"].assign(series=rid))
-        ev = f[f["series"] == "eval"]
+        f = monitor.loss_frame(view, axis, smoothing=0, lang=lang)
+        name = names.get(rid, rid)
+        frames.append(f[f["curve"] == train].drop(columns="curve").assign(run=name))
+        ev = f[f["curve"] == evals]
         if not ev.empty:
-            frames.append(ev.assign(series=f"{rid} eval"))
-    return pd.concat(frames) if frames else monitor.plot_frame([], ["x", "value", "series"])
+            frames.append(ev.drop(columns="curve").assign(run=t("se_run_eval", lang, run=name)))
+    columns = ["x", "value", "run"]
+    return monitor.plot_frame(pd.concat(frames)[columns] if frames else [], columns)
 
 
 def spec_diff(run_ids: list[str], lang: str = "en") -> pd.DataFrame:
@@ -189,11 +225,23 @@ def build(ctx: Any) -> None:
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=360):
             chosen = texts.add(
-                gr.Dropdown(ids, multiselect=True, label=t("select_runs", lang), elem_id="runs-compare"), "select_runs"
+                gr.Dropdown(
+                    compare_choices([summarize(r) for r in backend.list_runs()], lang),
+                    multiselect=True,
+                    label=t("select_runs", lang),
+                    elem_id="runs-compare",
+                ),
+                "select_runs",
             )
             curves = texts.add(
                 gr.LinePlot(
-                    x="x", y="value", color="series", label=t("loss", lang), height=260, elem_id="runs-overlay"
+                    x="x",
+                    y="value",
+                    color="run",
+                    label=t("loss", lang),
+                    height=260,
+                    elem_id="runs-overlay",
+                    elem_classes="studio-plot",
                 ),
                 "loss",
             )
@@ -224,18 +272,31 @@ def build(ctx: Any) -> None:
             tb = gr.Markdown(elem_id="runs-tb")
 
     def _refresh(lang_):
-        ids_ = [r.id for r in backend.list_runs()]
-        return table(lang_), gr.update(choices=ids_), gr.update(choices=ids_), registry_notice(lang_)
+        rows = [summarize(r, lang_) for r in backend.list_runs()]
+        ids_ = [row["id"] for row in rows]
+        return (
+            table(lang_, rows),
+            gr.update(choices=compare_choices(rows, lang_)),
+            gr.update(choices=ids_),
+            registry_notice(lang_),
+        )
 
     lang_in, after = [ctx.lang], [history, chosen, one, notice]
     gr.on([refresh.click, ctx.tab.select, ctx.lang.change], _refresh, lang_in, after)
     ctx.on_load.append((_refresh, lang_in, after))
 
+    colors = gr.State({})
+
     def _compare(run_ids, lang_):
         titles = {"x_title": t("ax_step", lang_), "y_title": t("w_loss", lang_), "color_title": t("run", lang_)}
-        return gr.update(value=overlay(run_ids), **titles), spec_diff(run_ids, lang_)
+        frame = overlay(run_ids, lang=lang_)
+        return gr.update(value=frame, **titles), spec_diff(run_ids, lang_), monitor.color_map(frame, "run")
 
-    gr.on([chosen.change, ctx.lang.change], _compare, [chosen, ctx.lang], [curves, diff])
+    # The colours of exactly these runs go out once the plot holds their curves: a changed map draws the plot anew
+    # with the value it holds (see monitor.color_map and dashboard.lagged_colors).
+    gr.on([chosen.change, ctx.lang.change], _compare, [chosen, ctx.lang], [curves, diff, colors]).then(
+        lambda colors_: gr.update(color_map=colors_), [colors], [curves]
+    )
     gr.on([one.change, ctx.lang.change], tensorboard_info, [one, ctx.lang], [tb])
     resume_btn.click(lambda r, l_: act("resume", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)
     stop_btn.click(lambda r, l_: act("stop", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)

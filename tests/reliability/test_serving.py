@@ -605,8 +605,8 @@ def test_twenty_clients_poll_a_live_run(server, live_run, tally):
                 polls[i] += 1
                 rows, headers = plot_rows(out[0])
                 if rows and headers:
-                    ix, iv, iser = headers.index("x"), headers.index("value"), headers.index("series")
-                    curves[i].update({r[ix]: r[iv] for r in rows if r[iser] == "train"})
+                    ix, iv, iser = headers.index("x"), headers.index("value"), headers.index("curve")
+                    curves[i].update({r[ix]: r[iv] for r in rows if r[iser] == "train loss"})
                 time.sleep(0.5)
         except Exception as exc:  # noqa: BLE001 - every client error is a failure of the case
             errors.append(f"client {i}: {type(exc).__name__}: {exc}")

@@ -408,8 +408,8 @@ def test_stopped_and_running_dashboard_in_chinese(tmp_path):
     out = dashboard.render(view, "tokens", 0.6, True, "zh")
     loss, mem, util, progress, status = out[0], out[4], out[5], out[6], out[7]
     assert loss["x_title"] == "已见 token 数" and loss["y_title"] == "log10 损失" and mem["x_title"] == "秒"
-    assert set(loss["value"]["series"]) <= {"训练", "训练（平滑）", "验证"}
-    assert set(mem["value"]["series"]) == {"CPU 内存（本运行）"} and set(util["value"]["series"]) == {"CPU"}
+    assert set(loss["value"]["curve"]) <= {"训练损失", "训练损失（平滑）", "验证损失"}
+    assert set(mem["value"]["curve"]) == {"CPU 内存（本运行）"} and set(util["value"]["curve"]) == {"CPU"}
     assert "已停止（SIGTERM）" in status and "GPU 指标已关闭" in status and "显示本运行的 CPU 内存" in status
     assert "预计剩余" not in progress or "步" in progress
     english = dashboard.render(view, "step", 0, False, "en")

@@ -52,8 +52,8 @@ def test_frames_by_axis_smoothing_and_log_scale(tmp_path):
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
     f = monitor.loss_frame(view, "tokens", 0.5)
-    assert set(f["series"]) == {"train", "train (smoothed)", "eval"}
-    assert list(f[f["series"] == "train"]["x"]) == [100, 200, 300]
+    assert set(f["curve"]) == {"train loss", "train loss (smoothed)", "eval loss"}
+    assert list(f[f["curve"] == "train loss"]["x"]) == [100, 200, 300]
     logf = monitor.loss_frame(view, "step", 0, log_scale=True)
     assert abs(logf.iloc[0]["value"] - 0.47712) < 1e-4
     mem, _util, note = monitor.gpu_frames(view)
@@ -74,7 +74,7 @@ def test_gpu_samples_from_metrics(tmp_path):
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
     mem, util, _ = monitor.gpu_frames(view)
-    assert set(mem["series"]) == {"GPU 0 used", "GPU 0 total"} and list(util["percent"]) == [40]
+    assert set(mem["curve"]) == {"GPU 0 used", "GPU 0 total"} and list(util["percent"]) == [40]
 
 
 def test_failed_run_shows_cause_and_tick_skips_when_idle(tmp_path):
@@ -86,11 +86,14 @@ def test_failed_run_shows_cause_and_tick_skips_when_idle(tmp_path):
     assert "oom" in monitor.status_line(view) and "out of memory" in monitor.failure_text(view)
     assert monitor.log_tail(tmp_path).endswith("boom\n")
     view = {**view, "run_dir": str(tmp_path)}
-    out = dashboard.tick(view, "r1", "step", 0.6, False, "en")
-    out2 = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
     import gradio as gr
 
-    assert all(isinstance(o, type(gr.skip())) for o in out2[1:])
+    out = dashboard.tick(view, "r1", "step", 0.6, False, "en")
+    for _ in range(dashboard.SETTLE_TICKS):  # the ticks that send the plots again after their series changed
+        out = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
+        assert out[1] != gr.skip() and out[1]["color_map"] == {"train loss": monitor.PALETTE[0]}
+    out2 = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
+    assert all(o == gr.skip() for o in out2[1:])
     assert "100%" not in monitor.progress_html(view) or True
 
 
@@ -117,7 +120,7 @@ def test_plot_frames_are_numeric_even_when_empty():
     frames = [monitor.loss_frame(view), monitor.series_frame(view, "learning_rate"), *monitor.gpu_frames(view)[:2]]
     for frame in frames:
         assert frame.empty
-        numeric = [c for c in frame.columns if c != "series"]
+        numeric = [c for c in frame.columns if c not in monitor.LABEL_COLUMNS]
         assert all(str(frame[c].dtype) == "float64" for c in numeric), frame.dtypes
 
 
@@ -180,3 +183,73 @@ def test_a_view_holds_numbers_not_events_and_stays_bounded(tmp_path):
     # most MAX_POINTS values of 8 bytes, and room for the rest; the events themselves would take ~5x that.
     size = len(pickle.dumps(view))
     assert size < 16 * 8 * monitor.MAX_POINTS, size
+
+
+def test_each_plot_gets_the_colours_of_its_series_one_send_after_them(tmp_path):
+    """gradio draws a plot anew when its color_map changes, with the value it held before: the map of a frame's
+    series goes out with the next send (then SETTLE_TICKS sends follow), so the redraw knows every series."""
+    import gradio as gr
+
+    path = _write_run(tmp_path, 1)
+    view = monitor.new_view("r1", tmp_path)
+    first = dashboard.tick(view, "r1", "step", 0.6, False, "en")
+    assert first[1]["color_map"] is None  # nothing sent before: no map yet
+    second = dashboard.tick(first[0], "r1", "step", 0.6, False, "en")
+    assert second[1]["color_map"] == {"train loss": monitor.PALETTE[0]}  # the series the plot now holds
+    events.append_event(path, "log", 2, loss=1.0)
+    events.append_event(path, "eval", 2, eval_loss=1.2)
+    out = dashboard.tick(second[0], "r1", "step", 0.6, False, "en")
+    assert set(out[1]["value"]["curve"]) == {"train loss", "train loss (smoothed)", "eval loss"}
+    assert out[1]["color_map"] == {"train loss": monitor.PALETTE[0]}  # still the map of what the plot held
+    out = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")  # no new line: sent again, with the new map
+    assert out[1]["color_map"] == monitor.loss_colors("en") and out[1] != gr.skip()
+    for _ in range(dashboard.SETTLE_TICKS):
+        out = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
+    assert out[1] == gr.skip()  # settled
+    # A language switch renames every series: the Chinese map follows one send later, from the view it outputs.
+    view, loss = dashboard.redraw(out[0], "step", 0.6, False, "zh")[:2]
+    assert loss["color_map"] == monitor.loss_colors("en") and set(loss["value"]["curve"]) == {
+        "训练损失",
+        "训练损失（平滑）",
+        "验证损失",
+    }
+    out = dashboard.tick(view, "r1", "step", 0.6, False, "zh")
+    assert out[1]["color_map"] == monitor.loss_colors("zh")
+
+
+def test_resource_plots_are_titled_by_what_they_show(tmp_path, monkeypatch):
+    """CPU-only samples: RAM and CPU load (per core, no 100 % cap); GPU samples: GPU memory and utilisation; before
+    any sample, the machine's GPUs decide."""
+    _write_run(tmp_path, 1)
+    cpu = {"ts": 1.0, "gpus": [], "rss_mib": 120.0, "cpu_pct": 180.0}
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(cpu) + "\n")
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    out = dashboard.render(view, "step", 0, False, "en")
+    assert out[4]["label"] == "RAM (MiB)" and out[5]["label"].startswith("CPU load") and out[5]["y_lim"] == [0, None]
+    zh = dashboard.render(view, "step", 0, False, "zh")
+    assert zh[4]["label"] == "内存 (MiB)" and zh[5]["label"].startswith("CPU 负载")
+    gpu = {"ts": 1.0, "gpus": [{"index": 0, "memory_used_mib": 500, "memory_total_mib": 8000, "utilization_pct": 40}]}
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(gpu) + "\n")
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    out = dashboard.render(view, "step", 0, False, "en")
+    assert out[4]["label"] == "GPU memory (MiB)" and out[5]["label"] == "GPU utilisation (%)"
+    assert out[5]["y_lim"] == [0, 100]
+    (tmp_path / "metrics.jsonl").unlink()
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    monkeypatch.setattr(dashboard, "machine_has_gpu", lambda: True)
+    assert dashboard.render(view, "step", 0, False, "en")[4]["label"] == "GPU memory (MiB)"
+    monkeypatch.setattr(dashboard, "machine_has_gpu", lambda: False)
+    assert dashboard.render(view, "step", 0, False, "en")[4]["label"] == "RAM (MiB)"
+
+
+def test_color_map_keeps_fixed_colours_and_gives_others_distinct_ones():
+    frame = monitor.plot_frame({"x": [1, 2, 3], "value": [1, 1, 1], "run": ["b", "a", "b"]}, ["x", "value", "run"])
+    assert monitor.color_map(frame, "run") == {"b": monitor.PALETTE[0], "a": monitor.PALETTE[1]}
+    assert monitor.color_map(frame, "run", {"a": monitor.PALETTE[0]}) == {
+        "b": monitor.PALETTE[1],
+        "a": monitor.PALETTE[0],
+    }
+    assert monitor.color_map(monitor.plot_frame([], ["x", "value", "run"]), "run") == {}

@@ -49,7 +49,7 @@ def test_masked_sample_and_histogram(demo_paths):
     html_ = data.sample_html(demo_paths["datasets"][0], demo_paths["model_dir"], "auto")
     assert "tok-prompt" in html_ and "tok-train" in html_
     frame, note = data.lengths(demo_paths["datasets"][0], demo_paths["model_dir"], "auto", 16)
-    assert frame["rows"].sum() > 0 and "truncated" in note and "over cutoff" in set(frame["side"])
+    assert frame["rows"].sum() > 0 and "truncated" in note and "over cutoff" in set(frame["cutoff"])
 
 
 @pytest.mark.parametrize("packing", [False, True])
@@ -76,12 +76,12 @@ def test_length_histogram_follows_the_stage(demo_paths):
     packing, the tail tokens dropped (pt) or the packing efficiency (sft)."""
     name, model = "demo_pretrain", demo_paths["model_dir"]
     frame, note = data.lengths(name, model, "auto", 16, stage="sft")
-    assert "truncated" in note and set(frame["side"]) <= {"kept", "over cutoff"}
+    assert "truncated" in note and set(frame["cutoff"]) <= {"within cutoff", "over cutoff"}
     _, packed = data.lengths(name, model, "auto", 16, packing=True, stage="sft")
     assert "truncated" in packed and "packing efficiency" in packed
     frame, note = data.lengths(name, model, "auto", 16, stage="pt")
     assert "nothing truncated" in note and "% truncated" not in note and "packing" not in note
-    assert set(frame["side"]) == {"one block", "several blocks"}, set(frame["side"])
+    assert set(frame["cutoff"]) == {"one block", "several blocks"}, set(frame["cutoff"])
     rows = data.backend.engine_module("data.registry").preview_rows(name, workspace.data_dir(), n=400)
     counts = data.backend.engine_module("data.templates").token_lengths("auto", model, rows, "pt")
     cut = data.pt_blocks(counts, 16, False)
@@ -89,11 +89,11 @@ def test_length_histogram_follows_the_stage(demo_paths):
     frame, note = data.lengths(name, model, "auto", 16, packing=True, stage="pt")
     cut = data.pt_blocks(counts, 16, True)
     assert f"**{cut['blocks']} full blocks** of 16" in note and f"**{cut['tail']} tail tokens dropped**" in note
-    assert set(frame["side"]) == {"joined into blocks"} and "truncated" not in note
+    assert set(frame["cutoff"]) == {"joined into blocks"} and "truncated" not in note
     _, short = data.lengths(name, model, "auto", sum(counts) + 8, packing=True, stage="pt")
     assert "fewer tokens than one block" in short
     zh_frame, zh = data.lengths(name, model, "auto", 16, packing=True, stage="pt", lang="zh")
-    assert "丢弃末尾" in zh and set(zh_frame["side"]) == {"拼接后分块"}
+    assert "丢弃末尾" in zh and set(zh_frame["cutoff"]) == {"拼接后分块"}
     # pt trains the whole text (with its EOS): longer than the sft rendering of the same row, all of it trained
     sft_counts = data.backend.engine_module("data.templates").token_lengths("auto", model, rows)
     assert counts != sft_counts
@@ -409,10 +409,53 @@ def test_overlay_and_diff_of_two_runs(studio_home, monkeypatch):
             events.append_event(rdir / "events.jsonl", "log", s, loss=2.0 / s)
         specs[rid] = f"model: {{name_or_path: m}}\ndata: {{datasets: [d]}}\ntrain: {{learning_rate: {lr}}}\n"
     frame = runs.overlay(["run-a", "run-b"])
-    assert set(frame["series"]) == {"run-a", "run-b"} and len(frame) == 4
+    assert set(frame["run"]) == {"run-a", "run-b"} and len(frame) == 4  # unregistered: named by id
 
     fake = SimpleNamespace(get=lambda rid: SimpleNamespace(spec=specs[rid]))
     monkeypatch.setattr(runs.backend, "engine_module", lambda name: fake)
     diff = runs.spec_diff(["run-a", "run-b"])
     assert list(diff["field"]) == ["train.learning_rate"]
     assert list(diff.iloc[0][["run-a", "run-b"]]) == ["0.001", "0.0005"]
+
+
+def test_overlay_names_runs_and_the_picker_tells_them_apart(studio_home, monkeypatch):
+    """The overlay's legend is the runs' names (the id added where a name repeats or is empty); the compare picker
+    shows name, status, start and final loss before the id."""
+    from types import SimpleNamespace
+
+    from engine.core import events
+
+    records = {"r1": "lr-high", "r2": "lr-low", "r3": "lr-low", "r4": ""}
+    for rid in records:
+        rdir = workspace.runs_dir() / rid
+        rdir.mkdir(parents=True, exist_ok=True)
+        events.append_event(rdir / "events.jsonl", "log", 1, loss=1.5)
+        events.append_event(rdir / "events.jsonl", "eval", 1, eval_loss=1.7)
+    fake = SimpleNamespace(get=lambda rid: SimpleNamespace(name=records[rid]))
+    monkeypatch.setattr(runs.backend, "engine_module", lambda name: fake)
+    assert runs.run_names(list(records)) == {"r1": "lr-high", "r2": "lr-low (r2)", "r3": "lr-low (r3)", "r4": "r4"}
+    frame = runs.overlay(["r1", "r4"])
+    assert list(frame.columns) == ["x", "value", "run"]
+    assert set(frame["run"]) == {"lr-high", "lr-high (eval)", "r4", "r4 (eval)"}
+    assert set(runs.overlay(["r1"], lang="zh")["run"]) == {"lr-high", "lr-high（验证）"}
+    rows = [
+        {"id": "r1", "name": "lr-high", "status": "completed", "started": "11-30 10:00", "final loss": 1.5},
+        {"id": "r4", "name": "", "status": "running", "started": "", "final loss": None},
+    ]
+    assert runs.compare_choices(rows) == [
+        ("lr-high · completed · 11-30 10:00 · loss 1.5 · r1", "r1"),
+        ("running · r4", "r4"),
+    ]
+    assert runs.compare_choices(rows, "zh")[0][0].startswith("lr-high · 已完成 · 11-30 10:00 · 损失 1.5")
+
+
+def test_doctor_table_is_hidden_until_it_has_results(monkeypatch):
+    from types import SimpleNamespace
+
+    from studio.tabs import doctor
+
+    check = SimpleNamespace(name="gpus", status="WARN", detail="no GPU", fix="install a driver")
+    monkeypatch.setattr(doctor.backend, "engine_module", lambda name: SimpleNamespace(run_checks=lambda: [check]))
+    shown = doctor.show_checks("en")
+    assert shown["visible"] is True and list(shown["value"].columns) == ["check", "status", "detail", "fix"]
+    assert len(doctor.COLUMN_WIDTHS) == len(doctor.COLUMNS)

@@ -1,0 +1,258 @@
+"""The charts as the user sees them (issue 13): every series of every chart is drawn in a visible colour under a
+named legend entry, read from the Vega SVG in Chromium: the live Loss chart at the end of a run (every logged point),
+the Runs overlay of two runs (one line per run, named by the run), the length histogram's over-cutoff bars, the
+resource charts titled by what this machine has (RAM / CPU load here), and the Doctor table (hidden until it has
+results, within the page). Screenshots go to test-artifacts/.
+
+Vega draws asynchronously after a handler's text output changes: every check waits for the condition it asserts."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+
+import pytest
+from playwright.sync_api import expect
+
+from studio import monitor
+from studio.tabs import data
+
+pytestmark = pytest.mark.slow  # a real server, runs and browser
+
+# What a Vega SVG plot shows: its lines (points, stroke), bars (fill) and legend (the labels not cut off, title).
+SVG_JS = """(sel) => {
+  const root = document.querySelector(sel);
+  if (!root) return null;
+  const paint = (el, attr, css) => {
+    const cs = getComputedStyle(el), value = el.getAttribute(attr);
+    const visible = value && !['none', 'transparent'].includes(value) && cs[css] !== 'none'
+      && !/rgba\\(.*,\\s*0\\)$/.test(cs[css]) && parseFloat(cs[css + 'Opacity'] || '1') > 0;
+    return {color: (value || '').toLowerCase(), visible: !!visible};
+  };
+  const lines = [...root.querySelectorAll('g.mark-line path')].map(p => ({
+    points: ((p.getAttribute('d') || '').match(/[ML]/g) || []).length, ...paint(p, 'stroke', 'stroke')}));
+  const bars = [...root.querySelectorAll('g.mark-rect path')].map(p => paint(p, 'fill', 'fill'));
+  const bottom = root.getBoundingClientRect().bottom + 1;  // the block clips what lies below it
+  const legend = [...root.querySelectorAll('g.role-legend-label text')]
+    .filter(t => t.getBoundingClientRect().bottom <= bottom).map(t => t.textContent);
+  const title = [...root.querySelectorAll('g.role-legend-title text')].map(t => t.textContent).join(' ');
+  return {lines, bars, legend, title};
+}"""
+
+
+def svg(page, selector: str) -> dict | None:
+    return page.evaluate(SVG_JS, selector)
+
+
+def wait_svg(page, selector: str, check: str, timeout_ms: int = 60_000) -> dict | None:
+    """Wait until ``check`` (a JS expression of ``s``, the SVG_JS reading) holds; return the last reading either way
+    (the caller's asserts then say what was drawn)."""
+    try:
+        page.wait_for_function(
+            f"(sel) => {{ const s = ({SVG_JS})(sel); return !!s && ({check}); }}", arg=selector, timeout=timeout_ms
+        )
+    except Exception:  # noqa: BLE001 - the assertions below report what the plot drew
+        pass
+    return svg(page, selector)
+
+
+def lines_match(expected: dict[str, int]) -> str:
+    """JS check: one visible line per legend entry, of the given colour and number of points; legend = the keys."""
+    return (
+        f"(() => {{ const want = {json.dumps(expected)};"
+        " const drawn = s.lines.filter(l => l.visible).map(l => l.color + ':' + l.points).sort();"
+        " const wanted = Object.entries(want).map(([c, n]) => c + ':' + n).sort();"
+        " return JSON.stringify(drawn) === JSON.stringify(wanted) && s.lines.length === wanted.length"
+        " && s.legend.length === wanted.length; })()"
+    )
+
+
+def _tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def _fill(page, widget: str, value: str) -> None:
+    box = page.locator(f"#{widget} input").first
+    box.fill(value)
+    box.press("Tab")
+
+
+def start_run(page, name: str, steps: int, val_size: str = "0", eval_steps: str = "500", lr: str = "0.0002") -> str:
+    """Start a named run of ``steps`` steps from the Train form; its id."""
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
+    if not page.locator("#f-output-run-name input").is_visible():
+        page.click("#sec-output >> text=Output")
+    _fill(page, "f-output-run-name", name)
+    _fill(page, "f-train-max-steps", str(steps))
+    _fill(page, "f-train-learning-rate", lr)
+    _fill(page, "f-data-val-size", val_size)
+    if not page.locator("#f-train-eval-steps input").is_visible():
+        page.locator("#sec-train").get_by_text("Advanced", exact=True).first.click()
+    _fill(page, "f-train-eval-steps", eval_steps)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=30_000)
+    id_re = r"\d{8}-\d{6}-[0-9a-f]+"
+    before = re.findall(id_re, page.inner_text("#action-msg"))  # a second run's page still names the first one
+    page.click("#start-btn")
+    page.wait_for_function(
+        "([re, before]) => { const s = document.querySelector('#action-msg').innerText;"
+        " const m = s.match(new RegExp('Started run (' + re + ')'));"
+        " return !!m && !before.includes(m[1]); }",
+        arg=[id_re, before],
+        timeout=30_000,
+    )
+    return re.search(f"Started run ({id_re})", page.inner_text("#action-msg")).group(1)
+
+
+def wait_finished(page, run_id: str, timeout_ms: int = 300_000) -> None:
+    page.wait_for_function(
+        f"(() => {{ const s = document.querySelector('#run-status').innerText;"
+        f" return s.includes('{run_id}') && (s.includes('completed') || s.includes('failed')); }})",
+        timeout=timeout_ms,
+    )
+    assert "completed" in page.inner_text("#run-status"), page.inner_text("#run-status")
+
+
+def logged(server, run_id: str) -> tuple[int, int]:
+    """(loss points, eval points) the run wrote to its events file."""
+    evs = [json.loads(line) for line in (server.home / "runs" / run_id / "events.jsonl").read_text().splitlines()]
+    losses = sum(1 for e in evs if e["type"] == "log" and (e.get("payload") or {}).get("loss") is not None)
+    return losses, sum(1 for e in evs if e["type"] == "eval")
+
+
+def test_live_loss_chart_draws_every_point_and_resource_charts_say_cpu(page, server, shots, fits_width):
+    """Watched live from its start (the plot is first drawn before any loss exists, and the eval curve joins
+    midway), the run's Loss chart ends with one coloured line per legend entry holding every logged point."""
+    run_id = start_run(page, f"live-{uuid.uuid4().hex[:6]}", steps=16, val_size="0.2", eval_steps="5")
+    wait_finished(page, run_id)
+    steps, evals = logged(server, run_id)
+    assert steps >= 10 and evals >= 2, (steps, evals)
+    colors = monitor.loss_colors("en")
+    want = {colors["train loss"]: steps, colors["train loss (smoothed)"]: steps, colors["eval loss"]: evals}
+    drawn = wait_svg(page, "#plot-loss", lines_match(want))
+    page.screenshot(path=str(shots / "charts-live-loss.png"), full_page=True)
+    assert drawn and sorted(drawn["legend"]) == ["eval loss", "train loss", "train loss (smoothed)"], drawn
+    assert all(line["visible"] for line in drawn["lines"]), drawn["lines"]
+    assert sorted(f"{line['color']}:{line['points']}" for line in drawn["lines"]) == sorted(
+        f"{c}:{n}" for c, n in want.items()
+    ), drawn["lines"]
+    assert drawn["title"] == "curve"
+
+    # This machine has no GPU: the resource charts say what they show, and draw it.
+    expect(page.locator("#plot-gpu-mem")).to_contain_text("RAM (MiB)", timeout=30_000)
+    expect(page.locator("#plot-gpu-util")).to_contain_text("CPU load", timeout=30_000)
+    assert "GPU" not in page.inner_text("#plot-gpu-mem") + page.inner_text("#plot-gpu-util")
+    for plot, label in (("#plot-gpu-mem", "CPU RAM (run)"), ("#plot-gpu-util", "CPU")):
+        drawn = wait_svg(page, plot, f"s.legend.includes({json.dumps(label)}) && s.lines.some(l => l.visible)")
+        assert drawn and label in drawn["legend"] and all(line["visible"] for line in drawn["lines"]), drawn
+    page.locator("#plot-gpu-mem").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "charts-resources-cpu.png"))
+    assert fits_width(page)
+
+    # The same chart in Chinese: the legend's names follow the language, the lines stay.
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="中文").click()
+    zh = {monitor.loss_colors("zh")[k]: n for k, n in zip(("训练损失", "训练损失（平滑）", "验证损失"), want.values())}
+    drawn = wait_svg(page, "#plot-loss", lines_match(zh) + " && s.legend.includes('训练损失')")
+    assert drawn and sorted(drawn["legend"]) == sorted(["训练损失", "训练损失（平滑）", "验证损失"]), drawn
+    assert all(line["visible"] for line in drawn["lines"]) and len(drawn["lines"]) == 3, drawn
+    expect(page.locator("#plot-gpu-mem")).to_contain_text("内存 (MiB)", timeout=30_000)
+    page.locator("#plot-loss").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "charts-live-loss-zh.png"))
+
+
+def test_runs_overlay_names_and_colours_each_run(page, server, shots, fits_width):
+    """Two runs picked by name (the picker shows name, status, start and final loss) draw two coloured lines whose
+    legend entries are the runs' names."""
+    tag = uuid.uuid4().hex[:6]
+    names = [f"overlay-a-{tag}", f"overlay-b-{tag}"]
+    ids = []
+    for name, lr in zip(names, ("0.0002", "0.002")):  # two learning rates: two curves apart
+        ids.append(start_run(page, name, steps=6, lr=lr))
+        wait_finished(page, ids[-1])
+    _tab(page, "Runs")
+    # The registry calls a run completed once its wrapper has exited, a moment after the dashboard saw it finish.
+    deadline = time.time() + 120
+    while True:
+        page.click("#runs-refresh")
+        page.wait_for_timeout(1_500)  # between polls of the condition below
+        rows = page.locator("#runs-table").get_by_role("row").all_inner_texts()
+        if all(any(n in r and "completed" in r for r in rows) for n in names):
+            break
+        assert time.time() < deadline, rows
+    compare = page.locator("#runs-compare input")
+    compare.click()
+    for name, rid in zip(names, ids):
+        compare.fill(name)  # the picker filters its labels by what is typed (Escape would empty its list)
+        option = page.locator("[role=option]", has_text=name)
+        expect(option).to_have_count(1, timeout=30_000)
+        label = option.inner_text()
+        assert "completed" in label and re.search(r"loss \d", label) and rid in label, label
+        assert re.search(r"\d\d-\d\d \d\d:\d\d", label), label  # when it started
+        option.click()
+    page.click("#runs-diff")  # closes the picker
+    steps = [logged(server, rid)[0] for rid in ids]
+    drawn = wait_svg(
+        page,
+        "#runs-overlay",
+        "s.legend.length === 2 && s.lines.length === 2 && s.lines.every(l => l.visible)"
+        f" && s.lines.map(l => l.points).sort((a, b) => a - b).join() === '{','.join(map(str, sorted(steps)))}'",
+    )
+    page.locator("#runs-overlay").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "charts-runs-overlay.png"))
+    assert drawn and sorted(drawn["legend"]) == sorted(names), drawn
+    assert all(line["visible"] for line in drawn["lines"]) and len(drawn["lines"]) == 2, drawn
+    assert len({line["color"] for line in drawn["lines"]}) == 2, drawn  # told apart by colour
+    assert sorted(line["points"] for line in drawn["lines"]) == sorted(steps), (drawn, steps)
+    assert drawn["title"] == "Run"
+    assert fits_width(page)
+
+
+def test_length_histogram_fills_the_over_cutoff_bars(page, shots):
+    """The histogram is first drawn with every row within the cutoff; at a cutoff most rows pass, its over-cutoff
+    bars are drawn in their own colour, named in the legend."""
+    _tab(page, "Datasets")
+    first = wait_svg(page, "#ds-hist", "s.bars.length > 0 && s.bars.every(b => b.visible)")
+    assert first and first["bars"] and "over cutoff" not in first["legend"], first
+    _tab(page, "Train")
+    _fill(page, "f-data-cutoff-len", "16")
+    expect(page.locator("#f-data-cutoff-len input").first).to_have_value("16")
+    _tab(page, "Datasets")
+    over, within = data.SIDE_COLORS["over_cutoff"], data.SIDE_COLORS["kept"]
+    drawn = wait_svg(
+        page,
+        "#ds-hist",
+        f"s.legend.includes('over cutoff') && s.bars.some(b => b.color === '{over}') && s.bars.every(b => b.visible)",
+    )
+    page.locator("#ds-hist").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "charts-length-histogram.png"))
+    assert drawn and sorted(drawn["legend"]) == ["over cutoff", "within cutoff"], drawn
+    assert drawn["title"] == "length"
+    assert {b["color"] for b in drawn["bars"]} == {over, within}, drawn["bars"]
+    assert all(b["visible"] for b in drawn["bars"]), drawn["bars"]
+    assert "truncated" in page.inner_text("#ds-hist-note")
+
+
+def test_doctor_table_hidden_until_run_then_fits(page, shots, fits_width):
+    _tab(page, "Doctor")
+    expect(page.locator("#doctor-run")).to_be_visible(timeout=30_000)
+    expect(page.locator("#doctor-table")).to_be_hidden()
+    page.screenshot(path=str(shots / "doctor-before.png"))
+    page.click("#doctor-run")
+    table = page.locator("#doctor-table")
+    expect(table).to_be_visible(timeout=120_000)
+    expect(table.get_by_role("gridcell", name="PASS").first).to_be_visible(timeout=120_000)
+    assert table.get_by_role("row").count() >= 4  # the header and a row per check
+    expect(table.get_by_role("columnheader", name="fix")).to_be_visible()
+    page.screenshot(path=str(shots / "doctor.png"), full_page=True)
+    # Every column, the fix column last, lies within the table and the page: nothing is cut off at the right.
+    edges = page.evaluate(
+        """() => { const t = document.querySelector('#doctor-table');
+        const box = t.getBoundingClientRect();
+        const cells = [...t.querySelectorAll('[role=columnheader], [role=gridcell]')]
+          .map(c => c.getBoundingClientRect().right);
+        return {right: box.right, cells: Math.max(...cells), width: window.innerWidth}; }"""
+    )
+    assert edges["cells"] <= edges["right"] + 1 and edges["right"] <= edges["width"], edges
+    assert fits_width(page)
