@@ -237,8 +237,9 @@ def from_widget_value(info: FieldInfo, value: Any) -> Any:
     if info.kind in ("int", "float"):
         if value is None or value == "":
             return None
-        if info.optional and value == 0 and info.minimum is not None and info.minimum > 0:
-            return None  # gradio sends an emptied optional number as 0: below the field's range means "none"
+        below = info.minimum is not None and (info.minimum > 0 or (info.minimum == 0 and info.exclusive[0]))
+        if info.optional and value == 0 and below:
+            return None  # gradio sends an emptied optional number as 0: outside the field's range means "none"
         if info.kind == "int" and isinstance(value, float) and value.is_integer():
             return int(value)
         return value

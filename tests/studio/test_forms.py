@@ -165,3 +165,10 @@ def test_train_actions_and_plan_in_chinese(demo_paths, monkeypatch):
     html_ = train.render_plan({**plan, "peak_phase": "optimizer_step"}, "zh")
     assert "权重 1 MiB" in html_ and "激活值 2 MiB" in html_ and "优化器更新" in html_ and "可以放下" in html_
     assert "weights 1 MiB" in train.render_plan({**plan, "peak_phase": "optimizer_step"})
+
+
+def test_an_emptied_optional_number_above_zero_reads_as_none():
+    """gradio sends an untouched or emptied optional number as 0; for a field that must be > 0 (NEFTune's alpha)
+    that means "off", not an error that blocks Start."""
+    info = forms.BY_PATH["train.neftune_noise_alpha"]
+    assert forms.from_widget_value(info, 0) is None and forms.from_widget_value(info, 5) == 5
