@@ -28,6 +28,7 @@ from engine.export import checks as xp
 from engine.export.checks import ExportError
 from engine.export.messages import message, payload_message
 from engine.runs import registry as runs
+from engine.runs.command_job import CommandJob
 
 MERGE_TAG = "merge"
 # registry status -> merge state
@@ -35,8 +36,11 @@ STATES = {"queued": "queued", "running": "running", "completed": "finished", "fa
 STATES["stopped"] = "cancelled"
 
 
-class MergeJob:
-    """One merge, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer."""
+class MergeJob(CommandJob):
+    """One merge, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer.
+    ``cancel()``: the merge removes its temp folder and exits."""
+
+    what = "merge"
 
     def __init__(self, run_id: str):
         try:
@@ -94,21 +98,6 @@ class MergeJob:
             "events_path": str(self.events_path),
             "log_path": str(self.log_path),
         }
-
-    def wait(self, timeout: float | None = None, interval: float = 0.3) -> dict:
-        deadline = None if timeout is None else time.time() + timeout
-        while True:
-            status = self.poll()
-            if status["state"] not in ("queued", "running"):
-                return status
-            if deadline is not None and time.time() > deadline:
-                raise TimeoutError(f"merge {self.run_id} still {status['state']} after {timeout} s")
-            time.sleep(interval)
-
-    def cancel(self, grace: float = 10.0) -> dict:
-        """SIGTERM the merge's process group (it removes its temp folder and exits), SIGKILL after ``grace``."""
-        runs.stop(self.run_id, grace_s=grace)
-        return self.poll()
 
 
 def _with_detail(payload: dict) -> dict:

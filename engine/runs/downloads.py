@@ -23,6 +23,7 @@ from engine.models import local
 from engine.models.download import DOWNLOAD_TAG, DownloadError, describe_event, parse_target, worker_argv
 from engine.models.messages import message
 from engine.runs import registry as runs
+from engine.runs.command_job import CommandJob
 
 STATES = {"queued": "queued", "running": "running", "completed": "finished", "failed": "failed"}
 STATES["stopped"] = "cancelled"
@@ -36,8 +37,11 @@ def submit_download(name: str, *, revision: str | None = None, repo_type: str | 
     return runs.submit_command(argv, name=f"download {target.label}", tags=[DOWNLOAD_TAG])
 
 
-class DownloadJob:
-    """One download, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer."""
+class DownloadJob(CommandJob):
+    """One download, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer.
+    ``cancel()``: the worker keeps its partial files for a resume and exits."""
+
+    what = "download"
 
     def __init__(self, run_id: str):
 
@@ -80,22 +84,6 @@ class DownloadJob:
             "events": list(self.events),
             "created": rec.created,
         }
-
-    def wait(self, timeout: float | None = None, interval: float = 0.3) -> dict:
-        deadline = None if timeout is None else time.time() + timeout
-        while True:
-            status = self.poll()
-            if status["state"] not in ("queued", "running"):
-                return status
-            if deadline is not None and time.time() > deadline:
-                raise TimeoutError(f"download {self.run_id} still {status['state']} after {timeout} s")
-            time.sleep(interval)
-
-    def cancel(self, grace: float = 10.0) -> dict:
-        """SIGTERM: the worker keeps its partial files for a resume and exits."""
-
-        runs.stop(self.run_id, grace_s=grace)
-        return self.poll()
 
 
 def list_downloads(limit: int = 20) -> list[DownloadJob]:

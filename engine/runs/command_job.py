@@ -1,0 +1,32 @@
+"""What every job over a command run of the registry shares (merges: ``engine.export.jobs.MergeJob``; downloads:
+``engine.runs.downloads.DownloadJob``): waiting for its end and cancelling it. A subclass says what it is (``what``)
+and how to read its state (``poll``, a dict with ``state`` among queued / running / ... ). Light: stdlib."""
+
+from __future__ import annotations
+
+import time
+
+from engine.runs import registry as runs
+
+
+class CommandJob:
+    what = "job"  # for the time-out message
+    run_id: str
+
+    def poll(self) -> dict:
+        raise NotImplementedError
+
+    def wait(self, timeout: float | None = None, interval: float = 0.3) -> dict:
+        deadline = None if timeout is None else time.time() + timeout
+        while True:
+            status = self.poll()
+            if status["state"] not in ("queued", "running"):
+                return status
+            if deadline is not None and time.time() > deadline:
+                raise TimeoutError(f"{self.what} {self.run_id} still {status['state']} after {timeout} s")
+            time.sleep(interval)
+
+    def cancel(self, grace: float = 10.0) -> dict:
+        """SIGTERM the run's process group (the command cleans up and exits), SIGKILL after ``grace``."""
+        runs.stop(self.run_id, grace_s=grace)
+        return self.poll()
