@@ -361,6 +361,13 @@ class TrainSpec(_Spec):
         "supported; refused on CPU",
         json_schema_extra=_meta("Liger kernels", advanced=True, label_zh="Liger 融合算子"),
     )
+    trained_logits_only: bool = Field(
+        True,
+        description="Compute the output layer and the loss only at the positions whose next token is trained "
+        "(prompt and pad positions skipped): the same loss with less time and memory. Used for sft where the "
+        "model's forward supports it (transformers' logits_to_keep) and Liger kernels are off",
+        json_schema_extra=_meta("Logits on trained tokens only", advanced=True, label_zh="仅对训练词元计算 logits"),
+    )
     precision: Literal["auto", "bf16", "fp16", "fp32"] = Field(
         "auto",
         description="Mixed precision: auto picks bf16 where the GPU has it, else fp16; fp32 on CPU",

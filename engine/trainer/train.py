@@ -141,6 +141,11 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     trainable, total = model_lib.count_parameters(model)
 
     targs = training_arguments(spec, out, run_dir, device, precision, has_eval=data.eval_dataset is not None)
+    trained_logits, trained_logits_reason = use_trained_logits(spec, model, targs)
+    if trained_logits:
+        from engine.trainer.dataset import TrainedLogitsCollator
+
+        data.data_collator = TrainedLogitsCollator(data.data_collator)
     callback = EventsCallback(events)
     trainer = build_trainer(spec, model, tokenizer, data, targs, [callback, stopper])
     total_steps = trainer.state.max_steps or _planned_steps(spec, len(data.train_dataset), world)
@@ -163,6 +168,8 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
             gradient_checkpointing=spec.train.gradient_checkpointing == "on",
             gradient_checkpointing_mode=ckpt_mode,
             gradient_checkpointing_reason=ckpt_reason,
+            trained_logits_only=trained_logits,
+            trained_logits_reason=trained_logits_reason,
         )
         _write_plan(spec, run_dir)
     resume = resolve_resume(spec, out)
@@ -286,6 +293,21 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
             **kwargs,
         )
     return TrainingArguments(**kwargs)
+
+
+def use_trained_logits(spec: RunSpec, model, targs) -> tuple[bool, str]:
+    """(compute logits only at trained positions, why) for this run: sft with train.trained_logits_only, a model
+    whose forward takes a position mask, and no Liger kernels (their fused linear cross-entropy already never
+    materialises the logits, and takes no mask)."""
+    from engine.trainer.dataset import trained_logits_supported
+
+    if not spec.train.trained_logits_only:
+        return False, "train.trained_logits_only is off"
+    if spec.method.stage != "sft":
+        return False, f"stage {spec.method.stage} computes its own loss"
+    if getattr(targs, "use_liger_kernel", False):
+        return False, "Liger kernels fuse the output layer and the loss"
+    return trained_logits_supported(model)
 
 
 def optimizer_name(spec: RunSpec) -> str:

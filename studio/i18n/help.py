@@ -65,6 +65,8 @@ HELP_ZH: dict[str, str] = {
     "train.precision": "混合精度：auto 在支持的 GPU 上选 bf16，否则 fp16；CPU 上为 fp32",
     "train.liger_kernel": "CUDA 上的 Liger 融合算子（融合线性层与交叉熵，不生成完整 logits；RMSNorm、RoPE、SwiGLU）："
     "auto 在已安装 liger-kernel 且架构受支持时使用；CPU 上不可用",
+    "train.trained_logits_only": "只在下一个词元参与训练的位置计算输出层与损失（跳过提示词与填充位置）：损失不变，"
+    "更省时间和内存。用于 sft，且模型的 forward 支持（transformers 的 logits_to_keep）、Liger 融合算子关闭时",
     "train.gradient_checkpointing": "反向时重算激活：省显存，约慢 30%。auto：规划在 GPU 内存（留 10% 余量）内"
     "放得下时关闭，否则开启（true / false 即 on / off）",
     "train.seed": "随机种子",

@@ -96,6 +96,7 @@ class TestVersions:
             "count_input_tokens": "non_padding",
             "extra_args": {},
             "liger_kernel": "auto",
+            "trained_logits_only": True,
         }
         assert {k: dumped["train"].pop(k) for k in added} == added
         assert dumped["launch"].pop("target") == "local" and dumped["launch"].pop("slurm")["extra_sbatch"] == []

@@ -276,24 +276,90 @@ def test_trainer_arguments_from_the_spec_and_extra_args(demo_paths, tmp_path):
     assert plain.include_num_input_tokens_seen == "non_padding" and plain.adam_beta2 == 0.999
 
 
-def test_padding_free_batches_train_like_padded_ones(demo_paths, tmp_path):
+def test_padding_free_batches_and_trained_logits_train_like_padded_ones(demo_paths, tmp_path):
     """20 steps of the demo LoRA SFT with padded batches and with padding-free ones (the batch's samples in one row,
-    positions restarting, no attention across samples): the same samples per step, the same loss per step (fp32)."""
+    positions restarting, no attention across samples), each with the logits computed only at trained positions
+    (the default), and padding-free with logits at every position: the same samples per step, the same loss per
+    step (fp32)."""
     runs = {}
-    for mode in ("off", "on"):
+    for mode, trained_only in (("off", True), ("on", True), ("on", False)):
         spec = demo_spec(
             demo_paths,
             data={"padding_free": mode, "max_samples": 160},
-            train={"max_steps": 20, "per_device_batch_size": 4, "logging_steps": 1, "save_steps": 1000},
+            train={
+                "max_steps": 20,
+                "per_device_batch_size": 4,
+                "logging_steps": 1,
+                "save_steps": 1000,
+                "trained_logits_only": trained_only,
+            },
             launch={"device": "cpu"},
         )
-        events = run_in_process(spec, tmp_path / mode)
+        events = run_in_process(spec, tmp_path / f"{mode}-{trained_only}")
         ready = next(e for e in events if e["type"] == "data_ready")["payload"]
         assert ready["padding_free"] is (mode == "on")
-        runs[mode] = losses(events)
-    assert sorted(runs["on"]) == sorted(runs["off"]) == list(range(1, 21))
-    worst = max(abs(runs["on"][s] - runs["off"][s]) for s in runs["off"])
-    assert worst < 1e-4, f"padding-free and padded losses differ by {worst:.2e}"
+        started = next(e for e in events if e["type"] == "run_started")["payload"]
+        assert started["trained_logits_only"] is trained_only, started["trained_logits_reason"]
+        runs[(mode, trained_only)] = losses(events)
+    reference = runs[("on", False)]
+    assert sorted(reference) == list(range(1, 21))
+    for key, run in runs.items():
+        assert sorted(run) == sorted(reference)
+        worst = max(abs(run[s] - reference[s]) for s in reference)
+        assert worst < 1e-4, f"{key}: losses differ from padding-free, all logits by {worst:.2e}"
+
+
+def test_trained_logits_collator_same_loss_and_gradients():
+    """The wrapped batch gives the model's own loss the same value and the same gradients, padded or flattened,
+    while the logits it returns are only the trained positions'."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from engine.trainer.dataset import (
+        IGNORE,
+        FlatteningCollator,
+        PadCollator,
+        TrainedLogitsCollator,
+        trained_logits_supported,
+    )
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
+    model = get_peft_model(
+        LlamaForCausalLM(config), LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False)
+    )
+    assert trained_logits_supported(model)[0]
+    features = []
+    for n in (9, 17, 5):
+        ids = torch.randint(3, 300, (n,)).tolist()
+        features.append({"input_ids": ids, "labels": [IGNORE] * (n // 2) + ids[n // 2 :]})
+    trained = sum(n - n // 2 for n in (9, 17, 5))  # every trained label has a position before it that predicts it
+    for inner in (FlatteningCollator(), PadCollator(0)):
+        plain, wrapped = inner(features), TrainedLogitsCollator(inner)(features)
+        assert int(wrapped["logits_to_keep"].sum()) == len(wrapped["shift_labels"]) == trained
+        results = []
+        for batch, count in (
+            (plain, (plain["labels"][:, 1:] != IGNORE).sum()),
+            (wrapped, len(wrapped["shift_labels"])),
+        ):
+            model.zero_grad()
+            out = model(**batch, num_items_in_batch=count)
+            out.loss.backward()
+            grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
+            results.append((out.loss.item(), grads, out.logits.shape))
+        (loss_a, grads_a, shape_a), (loss_b, grads_b, shape_b) = results
+        assert abs(loss_a - loss_b) < 1e-6
+        assert max((a - b).abs().max().item() for a, b in zip(grads_a, grads_b)) < 1e-6
+        assert shape_b == (len(wrapped["shift_labels"]), 300) and shape_b[0] < shape_a[0] * shape_a[1]
 
 
 def test_flattening_collator_keeps_samples_apart():
