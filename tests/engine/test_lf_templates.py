@@ -646,3 +646,15 @@ def test_auto_passes_tools_and_calls_to_the_models_template():
     assert segs[1] == ('<tool>{"temp": 21}</tool>\n<assistant>', "It is 21°C.</assistant>\n")
     with pytest.raises(T.TemplateError, match="no tool support"):
         T.conversation_segments("auto", T.TokenizerInfo(chat_template=CHATML_JINJA), "", TOOL_TURNS, TOOLS)
+
+
+def test_tool_format_replaces_the_templates_own():
+    """LF's tool_format: template `chatml` with tool_format `qwen` writes tools and calls as template `qwen` does
+    (the turns themselves stay chatml's, which qwen shares)."""
+    ours = T.conversation_segments("chatml", INFO, "", TOOL_TURNS, TOOLS, tool_format="qwen")
+    qwen = T.conversation_segments("qwen", INFO, "", TOOL_TURNS, TOOLS)
+    plain = T.conversation_segments("chatml", INFO, "", TOOL_TURNS, TOOLS)
+    assert ours != plain and "<tools>" in ours[0][0] and "<tool_call>" in ours[0][1]
+    assert [r for _, r in ours] == [r for _, r in qwen]
+    with pytest.raises(T.TemplateError, match="unknown tool format"):
+        T.conversation_segments("chatml", INFO, "", TOOL_TURNS, TOOLS, tool_format="nope")
