@@ -118,6 +118,7 @@ MESSAGES: dict[str, str] = {
     "template.refused": "the model's chat template refused this conversation: {message}",
     "template.unknown": "unknown template {name!r}: choose one of {names}",
     "template.role": "a turn with role {role!r}: a template renders user, assistant, function and observation turns",
+    "template.tool_format": "unknown tool format {name!r}: choose one of {names}",
     "template.no_tool_support": "this row has tools, but the model's chat template has no tool support: choose a "
     "named template that writes tools (e.g. qwen, default)",
     "template.bad_tools": "the tools column is not a JSON list of function schemas",

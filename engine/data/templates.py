@@ -399,7 +399,7 @@ def _with_tool_format(tmpl: Template | str, tool_format: str | None) -> Template
     if not tool_format or isinstance(tmpl, str):
         return tmpl
     if tool_format not in _TOOL_FORMATS:
-        raise TemplateError(f"unknown tool format {tool_format!r}: choose one of {', '.join(TOOL_FORMATS)}")
+        raise TemplateError(data_message("template.tool_format", name=tool_format, names=", ".join(TOOL_FORMATS)))
     return replace(tmpl, tool_format=tool_format)
 
 

@@ -299,9 +299,8 @@ def _check_datasets(spec: RunSpec) -> list[tuple[str, Message]]:
     if not isinstance(info, dict):
         return [("data.dataset_dir", message("registry_not_mapping", path=info_path, type=type(info).__name__))]
     errors: list[tuple[str, Message]] = []
-    for field, name in [("data.datasets", n) for n in spec.data.datasets] + [
-        ("data.eval_datasets", n) for n in spec.data.eval_datasets
-    ]:
+    lists = {"data.datasets": spec.data.datasets, "data.eval_datasets": spec.data.eval_datasets}
+    for field, name in [(f, n) for f, names in lists.items() for n in names]:
         entry = info.get(name)
         if entry is None:
             known = ", ".join(sorted(info))

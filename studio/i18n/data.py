@@ -104,6 +104,7 @@ DATA_ZH: dict[str, str] = {
     "template.refused": "模型的对话模板拒绝了这段对话：{message}",
     "template.unknown": "未知模板 {name!r}：请从 {names} 中选择",
     "template.role": "角色为 {role!r} 的轮次：模板只渲染 user、assistant、function 和 observation 轮次",
+    "template.tool_format": "未知的工具格式 {name!r}：请从 {names} 中选择",
     "template.no_tool_support": "这一行带有工具，但模型自带的对话模板不支持工具："
     "请选择能写出工具的命名模板（如 qwen、default）",
     "template.bad_tools": "tools 列不是函数描述的 JSON 列表",
