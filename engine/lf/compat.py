@@ -141,7 +141,8 @@ def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
         if ddir.upper() == "ONLINE" or ddir.startswith("REMOTE:"):
             imp.bad(
                 "dataset_dir",
-                f"{ddir}: hub datasets are not supported: download them and register them in a dataset_info.json",
+                f"{ddir}: datasets named by hub id without a dataset_info.json are not supported: register them in "
+                "a dataset_info.json with hf_hub_url (Studio reads it from the hub)",
             )
         else:
             found, looked = _lf_path(ddir, base_dir)

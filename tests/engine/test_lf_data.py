@@ -205,3 +205,22 @@ def test_hub_entries_through_the_standin(tmp_path, monkeypatch):
     assert out["after_pending"] == [] and out["rows"] == ["en good 0", "en good 1", "en good 2"]
     assert out["zh"] == [] and "no subset 'fr' (subsets there: en, zh)" in out["bad_subset"][0]
     assert pending.returncode == 0 and "pairs_zh: OK (3 rows, stage dpo)" in pending.stdout, pending.stdout
+
+
+def test_eval_datasets_are_checked_before_launch_by_name():
+    """A spec's evaluation datasets go through the same registry rules as its datasets, each problem under
+    data.eval_datasets."""
+    from engine.spec.schema import validate_spec
+
+    spec = {
+        "model": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct"},
+        "data": {
+            "datasets": ["alpaca_en_demo"],
+            "dataset_dir": str(LF_DATA),
+            "eval_datasets": ["nope", "dpo_en_demo"],
+        },
+    }
+    _, errors, _ = validate_spec(spec)
+    on_eval = [str(m) for path, m in errors if path == "data.eval_datasets"]
+    assert any("'nope'" in m for m in on_eval) and any("'dpo_en_demo' holds preference pairs" in m for m in on_eval)
+    assert not [m for path, m in errors if path == "data.datasets"]
