@@ -20,7 +20,14 @@ from pydantic import BaseModel
 from engine.spec import schema as spec_mod
 
 # Fields whose value is picked from a list the page fills at run time (models, datasets, templates, GPUs).
-PICKERS = {"model.name_or_path", "data.datasets", "data.template", "launch.gpus", "method.lora.targets"}
+PICKERS = {
+    "model.name_or_path",
+    "data.datasets",
+    "data.eval_datasets",
+    "data.template",
+    "launch.gpus",
+    "method.lora.targets",
+}
 TEMPLATES = ["auto", "llama3", "chatml", "qwen", "mistral", "gemma", "alpaca", "default", "empty"]
 SECTION_TITLES = {
     "model": ("Model", "模型"),

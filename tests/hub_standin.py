@@ -4,6 +4,8 @@
 
 - ``GET /api/{models|datasets}/{repo}[/revision/{revision}]``: the repo's info, with ``sha`` and, per file, its size,
   git blob id and (``*.safetensors`` / ``*.bin`` / ``*.parquet``, the hub's LFS files) ``lfs.sha256``;
+- ``GET /api/{models|datasets}/{repo}/tree/{revision}``: its files and folders, recursively, in one page (what
+  ``snapshot_download`` lists);
 - ``HEAD`` and ``GET`` of ``/[datasets/]{repo}/resolve/{revision}/{file}`` with the hub's headers (``X-Repo-Commit``,
   ``ETag``, ``Content-Length``) and byte ranges (``Range: bytes=N-``, answered 206 with ``Content-Range``);
 - the hub's error codes (``X-Error-Code: RepoNotFound`` / ``GatedRepo`` / ``EntryNotFound`` / ``RevisionNotFound``)
@@ -29,6 +31,9 @@ from pathlib import Path
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 _RESOLVE = re.compile(r"^/(?:(?P<type>datasets)/)?(?P<repo>[^/]+/[^/]+|[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+_TREE = re.compile(
+    r"^/api/(?P<type>models|datasets)/(?P<repo>[^/]+/[^/]+|[^/]+?)/tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?$"
+)
 _INFO = re.compile(r"^/api/(?P<type>models|datasets)/(?P<repo>[^/]+/[^/]+|[^/]+?)(?:/revision/(?P<rev>[^/]+))?$")
 LFS_SUFFIXES = (".safetensors", ".bin", ".parquet", ".pt", ".gguf")
 
@@ -65,6 +70,9 @@ class HubStandin:
             def _answer(self, body: bool) -> None:
                 standin.requests.append((self.command, self.path))
                 path = self.path.split("?", 1)[0]
+                tree = _TREE.match(path)
+                if tree:
+                    return self._tree(tree.group("type"), tree.group("repo"), tree.group("rev"), body)
                 info = _INFO.match(path)
                 if info:
                     return self._info(info.group("type"), info.group("repo"), info.group("rev") or "main", body)
@@ -147,6 +155,30 @@ class HubStandin:
                 info = {"id": repo, "_id": repo, "sha": COMMIT, "private": False, "gated": gated}
                 info["siblings"] = siblings
                 payload = json.dumps(info).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(payload)
+
+            def _tree(self, kind: str, repo: str, rev: str, body: bool) -> None:
+                """The repo's files, recursively, in one page (what ``snapshot_download`` lists)."""
+                table = standin.datasets if kind == "datasets" else standin.repos
+                if repo not in table:
+                    return self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}", body)
+                if rev not in ("main", COMMIT):
+                    return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", body)
+                entries, folders = [], set()
+                for name, data in sorted(table[repo].items()):
+                    parts = name.split("/")
+                    folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+                    entry = {"type": "file", "oid": git_blob_id(data), "size": len(data), "path": name}
+                    if name.endswith(LFS_SUFFIXES):
+                        entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                    entries.append(entry)
+                entries += [{"type": "directory", "oid": "0" * 40, "size": 0, "path": f} for f in sorted(folders)]
+                payload = json.dumps(entries).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))

@@ -29,8 +29,30 @@ MESSAGES: dict[str, str] = {
     "data.not_registered": "dataset '{name}' is not registered (known: {known})",
     "data.not_registered_none": "dataset '{name}' is not registered (known: none)",
     "data.entry_not_object": "entry '{name}' must be an object",
-    "data.entry_hub": "entry '{name}' points to a hub dataset ({hub}); Studio reads local files only: download it "
-    "and set file_name",
+    "data.entry_modelscope": "entry '{name}' is on ModelScope only (ms_hub_url {hub}): ModelScope is not supported; "
+    "give it an hf_hub_url or a file_name",
+    "data.entry_num_samples": "entry '{name}': num_samples {value!r} is not a whole number of rows above 0",
+    "data.entry_option": "entry '{name}': {key} {value!r} is not a non-empty text",
+    "data.entry_files": "dataset '{name}': {problem}",
+    "data.option_needs_folder": "entry '{name}': {key} applies to a folder or a hub dataset, and file_name is one "
+    "file",
+    "data.folder_missing": "no folder '{folder}' in {path}",
+    "data.split_missing": "no split '{split}' (splits there: {have})",
+    "data.subset_missing": "no subset '{subset}' (subsets there: {known})",
+    "data.script_missing": "entry '{name}': script_url folder {path} not found",
+    "data.script_unsupported": "entry '{name}' is a dataset loading script ({script}), which datasets {version} no "
+    "longer runs: convert the data to JSON / Parquet files and set file_name",
+    "data.hub_offline": "dataset '{name}' is on the hub ({hub}) and not in the Hugging Face cache, and the hub is "
+    "offline (HF_HUB_OFFLINE): download it first (studio download {hub} --dataset) or unset HF_HUB_OFFLINE",
+    "data.hub_not_found": "dataset '{name}': {hub} is not a dataset on the hub ({url})",
+    "data.hub_gated": "dataset '{name}': {hub} is gated on the hub: accept its terms there and set HF_TOKEN",
+    "data.hub_no_revision": "dataset '{name}': {hub} has no revision '{revision}' on the hub",
+    "data.hub_unreachable": "dataset '{name}': the hub ({url}) cannot be reached to get {hub}: {error}",
+    "data.val_size_no_train": "data.val_size {val_size} holds out {held} of the {total} samples of {names}: no "
+    "training rows are left; lower data.val_size",
+    "data.eval_empty": "the evaluation datasets {names} hold no sample with a trainable answer within data.cutoff_len "
+    "({cutoff})",
+    "data.hub_later": "on the hub ({hub}), not downloaded yet: a run downloads it and checks its rows before training",
     "data.entry_no_file": "entry '{name}' has no file_name",
     "data.entry_formatting": "entry '{name}': formatting {formatting!r} is not alpaca or sharegpt",
     "data.entry_columns": "entry '{name}': unknown column keys {bad} (known: {known})",
@@ -96,6 +118,7 @@ MESSAGES: dict[str, str] = {
     "template.refused": "the model's chat template refused this conversation: {message}",
     "template.unknown": "unknown template {name!r}: choose one of {names}",
     "template.role": "a turn with role {role!r}: a template renders user, assistant, function and observation turns",
+    "template.tool_format": "unknown tool format {name!r}: choose one of {names}",
     "template.no_tool_support": "this row has tools, but the model's chat template has no tool support: choose a "
     "named template that writes tools (e.g. qwen, default)",
     "template.bad_tools": "the tools column is not a JSON list of function schemas",

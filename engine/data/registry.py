@@ -15,12 +15,14 @@ import tempfile
 from pathlib import Path
 
 from engine.core.messages import from_exception
+from engine.data import hub
 from engine.data.files import (  # the budgets are re-exported: the page names them
     PAGE_READ_BYTES,  # noqa: F401
     PAGE_RECORD_BYTES,  # noqa: F401
     _read_file,
     _read_folder,
     read_head,
+    select_files,
 )
 from engine.data.messages import message
 from engine.data.rows import (  # re-exported: callers import these from here
@@ -106,10 +108,82 @@ def _load_head(name: str, dataset_dir: Path, stage: str, limit: int | None = Non
     return _load_entry(entry, dataset_dir, stage, limit, head)
 
 
+def _where(entry: DatasetEntry, dataset_dir: Path) -> tuple[Path, list[Path] | None, DataProblem | None]:
+    """(the file or folder the entry's rows are read from, the folder's files of its subset / split / folder or
+    None for all, a problem). A hub dataset not in the Hugging Face cache but on the reachable hub is the problem
+    with message None: nothing wrong, its rows are checked when the run has downloaded it (``hub_pending``)."""
+    info_file = str(dataset_dir / INFO_NAME)
+    name = entry.name
+    if entry.source == "hf_hub":
+        path = hub.cached_snapshot(entry.hub_id, entry.revision, entry.folder)
+        if path is None:
+            why = hub.availability(entry.hub_id, entry.revision, name)
+            return dataset_dir, None, DataProblem(info_file, None, "hf_hub_url", why)
+    elif entry.source == "script":
+        path = dataset_dir / entry.hub_id
+        if not path.is_dir():
+            return (
+                path,
+                None,
+                DataProblem(info_file, None, "script_url", message("data.script_missing", name=name, path=path)),
+            )
+        scripts = sorted(p.name for p in path.glob("*.py"))
+        if scripts:
+            import importlib.metadata
+
+            version = importlib.metadata.version("datasets")
+            msg = message("data.script_unsupported", name=name, script=scripts[0], version=version)
+            return path, None, DataProblem(str(path / scripts[0]), None, None, msg)
+    else:
+        path = _locate(entry, dataset_dir)
+        if not path.exists():
+            return (
+                path,
+                None,
+                DataProblem(str(path), None, None, message("data.file_not_found", name=name, info=info_file)),
+            )
+        if not path.is_dir():
+            for key, value in (("subset", entry.subset), ("folder", entry.folder)):
+                if value:
+                    return (
+                        path,
+                        None,
+                        DataProblem(info_file, None, key, message("data.option_needs_folder", name=name, key=key)),
+                    )
+            if entry.split != "train":  # datasets reads a data file as its one split, train
+                return (
+                    path,
+                    None,
+                    DataProblem(
+                        info_file, None, "split", message("data.split_missing", split=entry.split, have="train")
+                    ),
+                )
+            return path, None, None
+    if not (entry.subset or entry.folder or entry.split != "train" or entry.source != "file"):
+        return path, None, None
+    files, why = select_files(path, subset=entry.subset, split=entry.split, folder=entry.folder)
+    if why is not None:
+        return path, None, DataProblem(str(path), None, None, message("data.entry_files", name=name, problem=why))
+    return path, files, None
+
+
+def hub_pending(names: list[str], dataset_dir: str | Path) -> list[DatasetEntry]:
+    """The hub entries among ``names`` whose snapshot is not in the Hugging Face cache yet (a run downloads them)."""
+    out = []
+    for name in names:
+        entry, _ = _resolve(name, Path(dataset_dir))
+        if (
+            entry is not None
+            and entry.source == "hf_hub"
+            and hub.cached_snapshot(entry.hub_id, entry.revision, entry.folder) is None
+        ):
+            out.append(entry)
+    return out
+
+
 def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int | None = None, head: bool = False):
     """``_load_head`` of an entry that may not be registered yet (the page checks one before it registers it)."""
     name = entry.name
-    path = _locate(entry, dataset_dir)
     info_file = str(dataset_dir / INFO_NAME)
     if stage == "dpo" and not entry.ranking:
         return (
@@ -141,19 +215,15 @@ def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int |
             ],
             True,
         )
-    if not path.exists():
-        return (
-            entry,
-            [],
-            [DataProblem(str(path), None, None, message("data.file_not_found", name=name, info=info_file))],
-            True,
-        )
+    path, files, problem = _where(entry, dataset_dir)
+    if problem is not None:
+        return entry, [], [problem] if problem.message is not None else [], True
     complete = True
     try:
         if head:
-            raw, problems, complete = read_head(path, limit or HEAD_CHECK_ROWS)
+            raw, problems, complete = read_head(path, limit or HEAD_CHECK_ROWS, files=files)
         else:
-            raw, problems = _read_folder(path) if path.is_dir() else _read_file(path)
+            raw, problems = _read_folder(path, files) if path.is_dir() else _read_file(path)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # unreadable file or folder: name it, never a traceback
         error = f"{type(exc).__name__}: {exc}"[:387]  # the whole message stays within 400 characters
         raw, problems = [], [DataProblem(str(path), None, None, message("data.cannot_read", error=error))]
@@ -199,9 +269,11 @@ def raw_head(name: str, dataset_dir: str | Path, n: int = 5) -> list[dict]:
     entry, _ = _resolve(name, Path(dataset_dir))
     if entry is None:
         return []
-    path = _locate(entry, Path(dataset_dir))
+    path, files, problem = _where(entry, Path(dataset_dir))
+    if problem is not None:
+        return []
     try:
-        rows, _, _ = read_head(path, n)
+        rows, _, _ = read_head(path, n, files=files)
     except (OSError, ValueError, KeyError, TypeError):  # head_rows names the problem
         return []
     return [rec for _, rec in rows if isinstance(rec, dict)][:n]
@@ -349,7 +421,9 @@ def cli(argv: list[str]) -> int:
         entry, _ = _resolve(name, ddir)
         stage = args.stage or ("dpo" if entry and entry.ranking else "pt" if entry and entry.is_text else "sft")
         _, rows, problems = _load(name, ddir, stage)
-        if problems:
+        if not problems and entry is not None and hub_pending([name], ddir):
+            print(f"{name}: {message('data.hub_later', hub=entry.hub_id)}")
+        elif problems:
             failed = True
             print(f"{name}: {len(problems)} problem(s)")
             for p in problems:

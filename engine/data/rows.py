@@ -88,6 +88,11 @@ class _RowError(Exception):
 
 @dataclass
 class DatasetEntry:
+    """One entry of ``dataset_info.json`` on LLaMA-Factory's semantics (its ``parser.py``): where the rows come from
+    (``source``: a local ``file`` or folder, an ``hf_hub`` dataset, or a ``script`` folder under the dataset folder),
+    the ``datasets.load_dataset`` options ``subset`` (config name), ``split``, ``folder`` (data_dir) and ``revision``,
+    ``num_samples`` (LF's sampling, applied by the trainer) and the column mapping."""
+
     name: str
     file_name: str
     formatting: str = "alpaca"
@@ -95,6 +100,13 @@ class DatasetEntry:
     columns: dict = field(default_factory=dict)
     tags: dict = field(default_factory=dict)
     is_text: bool = False  # pretraining text: one prompt/text column and no response
+    source: str = "file"  # file | hf_hub | script (LF's load_from; ms_hub is refused by _entry_problems)
+    hub_id: str = ""  # hf_hub_url, or script_url for source script
+    subset: str | None = None
+    split: str = "train"
+    folder: str | None = None
+    num_samples: int | None = None
+    revision: str | None = None
 
     @classmethod
     def from_info(cls, name: str, raw: dict) -> DatasetEntry:
@@ -116,17 +128,51 @@ class DatasetEntry:
                 "rejected": "rejected",
             }
         tags = {**SHAREGPT_TAGS, **(raw.get("tags") or {})} if fmt == "sharegpt" else {}
-        return cls(name, str(raw.get("file_name", "")), fmt, ranking, {**base, **given}, tags, is_text)
+        # LF: hf_hub_url wins over script_url, which wins over file_name (ms_hub_url alone is refused)
+        source, hub_id = ("hf_hub", str(raw["hf_hub_url"])) if raw.get("hf_hub_url") else ("file", "")
+        if source == "file" and raw.get("script_url"):
+            source, hub_id = "script", str(raw["script_url"])
+        num = raw.get("num_samples")
+        return cls(
+            name,
+            str(raw.get("file_name", "")),
+            fmt,
+            ranking,
+            {**base, **given},
+            tags,
+            is_text,
+            source,
+            hub_id,
+            str(raw["subset"]) if raw.get("subset") else None,
+            str(raw.get("split") or "train"),
+            str(raw["folder"]) if raw.get("folder") else None,
+            num if isinstance(num, int) and not isinstance(num, bool) and num > 0 else None,
+            str(raw["revision"]) if raw.get("revision") else None,
+        )
 
 
 def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
     if not isinstance(raw, dict):
         return [DataProblem(str(info_path), None, None, message("data.entry_not_object", name=name))]
     out = []
-    if not raw.get("file_name"):
-        hub = raw.get("hf_hub_url") or raw.get("ms_hub_url") or raw.get("script_url")
-        msg = message("data.entry_hub", name=name, hub=hub) if hub else message("data.entry_no_file", name=name)
+    if not (raw.get("file_name") or raw.get("hf_hub_url") or raw.get("script_url")):
+        msg = (
+            message("data.entry_modelscope", name=name, hub=raw["ms_hub_url"])
+            if raw.get("ms_hub_url")
+            else message("data.entry_no_file", name=name)
+        )
         out.append(DataProblem(str(info_path), None, "file_name", msg))
+    num = raw.get("num_samples")
+    if num is not None and (not isinstance(num, int) or isinstance(num, bool) or num < 1):
+        out.append(
+            DataProblem(str(info_path), None, "num_samples", message("data.entry_num_samples", name=name, value=num))
+        )
+    for key in ("subset", "split", "folder", "revision"):
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            out.append(
+                DataProblem(str(info_path), None, key, message("data.entry_option", name=name, key=key, value=value))
+            )
     if raw.get("formatting", "alpaca") not in ("alpaca", "sharegpt"):
         out.append(
             DataProblem(

@@ -8,8 +8,9 @@ Templates: ``auto`` is the tokenizer's own chat template (rendered with jinja2 c
 sandboxed, trim_blocks, lstrip_blocks; tools and tool calls passed as transformers does), or ``default`` when it has
 none. Named ones are LLaMA-Factory's, rendered as LF 0.9.5 renders them: {bos}/{eos} where LF writes the tokenizer's
 tokens, LF's Llama2Template folding of the system into the first user turn, reasoning templates (qwen3, deepseekr1:
-an empty thought before answers without one, trained, as LF's default enable_thinking=True; a data.enable_thinking
-option is still to come), efficient_eos (glm4), stop words, and LF's tool formats for function/observation turns.
+an empty thought before answers without one, trained, as LF's default enable_thinking=True; data.enable_thinking
+false removes thoughts and puts the empty one in the prompt), efficient_eos (glm4), stop words, and LF's tool formats
+for function/observation turns (data.tool_format replaces the template's own, as LF's tool_format does).
 Segments of ``auto`` come from rendering prefixes of the conversation, so labels can mask every prompt and train
 every answer.
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -377,6 +378,7 @@ def conversation_segments(
     tools: Any = None,
     *,
     enable_thinking: bool = True,
+    tool_format: str | None = None,
 ) -> list[tuple[str, str]]:
     """[(prompt text, response text)] per answer turn; the concatenation is the whole rendered conversation.
 
@@ -384,11 +386,21 @@ def conversation_segments(
     answer (checked by the dataset registry). ``tools``: the row's tools column (a JSON list, or its text).
     ``enable_thinking`` is LF's data argument of the same name for reasoning templates (True: an answer without a
     thought gets an empty one, trained; False: thoughts are removed and the empty one goes into the prompt).
+    ``tool_format`` (LF's data argument) replaces the named template's own tool format (default, qwen, llama3,
+    glm4, mistral); None keeps it.
     """
-    tmpl = resolve(name, info)
+    tmpl = _with_tool_format(resolve(name, info), tool_format)
     if isinstance(tmpl, str):
         return _chat_template_segments(tmpl, info, system, messages, tools)
     return _lf_segments(tmpl, info, system, messages, tools, enable_thinking=enable_thinking)
+
+
+def _with_tool_format(tmpl: Template | str, tool_format: str | None) -> Template | str:
+    if not tool_format or isinstance(tmpl, str):
+        return tmpl
+    if tool_format not in _TOOL_FORMATS:
+        raise TemplateError(data_message("template.tool_format", name=tool_format, names=", ".join(TOOL_FORMATS)))
+    return replace(tmpl, tool_format=tool_format)
 
 
 def _tokens(tmpl: Template, info: TokenizerInfo) -> dict[str, str]:
@@ -494,9 +506,16 @@ def _chat_template_segments(source: str, info: TokenizerInfo, system: str, messa
     return segs
 
 
-def prompt_text(name: str, info: TokenizerInfo, system: str, messages: list[dict], tools: Any = None) -> str:
+def prompt_text(
+    name: str,
+    info: TokenizerInfo,
+    system: str,
+    messages: list[dict],
+    tools: Any = None,
+    tool_format: str | None = None,
+) -> str:
     """The prompt up to and including the assistant header for the next turn (DPO prompts, generation)."""
-    tmpl = resolve(name, info)
+    tmpl = _with_tool_format(resolve(name, info), tool_format)
     if isinstance(tmpl, str):
         wrapped = [_wrap_tool(t) for t in _tool_list(tools)] if tools else None
         return _jinja_render(tmpl, _as_messages(system, messages), True, info.special, wrapped)
@@ -690,6 +709,9 @@ _TOOL_FORMATS = {
 }
 
 
+TOOL_FORMATS = list(_TOOL_FORMATS)  # the names data.tool_format takes
+
+
 def _tools_text(tool_format: str, tools: list[dict]) -> str:
     return _TOOL_FORMATS[tool_format][0](tools) if tools else ""
 
@@ -771,11 +793,18 @@ def suggest_template(model_dir: str | Path) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- preview
-def _settings(spec_or_template: Any) -> tuple[str, bool, str]:
+def _settings(spec_or_template: Any) -> tuple[str, bool, str, dict]:
+    """(template, train_on_prompt, stage, the data options that change rendering: enable_thinking, tool_format,
+    mask_history)."""
     if isinstance(spec_or_template, str):
-        return spec_or_template, False, "sft"
+        return spec_or_template, False, "sft", {}
     d = spec_or_template.data
-    return d.template, d.train_on_prompt, spec_or_template.method.stage
+    options = {
+        "enable_thinking": d.enable_thinking,
+        "tool_format": None if d.tool_format == "template" else d.tool_format,
+        "mask_history": d.mask_history,
+    }
+    return d.template, d.train_on_prompt, spec_or_template.method.stage, options
 
 
 def render_sample(
@@ -783,19 +812,28 @@ def render_sample(
 ) -> list[tuple[str, bool]]:
     """A canonical row as [(text, trained)] pieces, for the page's coloured masked-sample view. ``stage`` (sft, pt,
     dpo) replaces the spec's, or the default sft when only a template name is given."""
-    name, train_on_prompt, spec_stage = _settings(spec_or_template)
+    name, train_on_prompt, spec_stage, options = _settings(spec_or_template)
     stage = stage or spec_stage
     info = tokenizer if isinstance(tokenizer, TokenizerInfo) else tokenizer_info(tokenizer)
     if stage == "pt":
         return [(pretrain_text(row, info), True)]
+    tool_format = options.get("tool_format")
     if stage == "dpo" or "chosen" in row:
-        prompt = prompt_text(name, info, row.get("system", ""), row["messages"], row.get("tools"))
+        prompt = prompt_text(name, info, row.get("system", ""), row["messages"], row.get("tools"), tool_format)
         return [(prompt, False), (assistant_text(name, info, row.get("chosen", "")), True)]
     pieces: list[tuple[str, bool]] = []
-    for prompt, response in conversation_segments(
-        name, info, row.get("system", ""), row["messages"], row.get("tools")
-    ):
-        pieces += [(prompt, train_on_prompt), (response, True)]
+    segs = conversation_segments(
+        name,
+        info,
+        row.get("system", ""),
+        row["messages"],
+        row.get("tools"),
+        enable_thinking=options.get("enable_thinking", True),
+        tool_format=tool_format,
+    )
+    for i, (prompt, response) in enumerate(segs):
+        # mask_history (LF): only the last answer is trained
+        pieces += [(prompt, train_on_prompt), (response, not options.get("mask_history") or i == len(segs) - 1)]
     return pieces
 
 

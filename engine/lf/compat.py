@@ -141,7 +141,8 @@ def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
         if ddir.upper() == "ONLINE" or ddir.startswith("REMOTE:"):
             imp.bad(
                 "dataset_dir",
-                f"{ddir}: hub datasets are not supported: download them and register them in a dataset_info.json",
+                f"{ddir}: datasets named by hub id without a dataset_info.json are not supported: register them in "
+                "a dataset_info.json with hf_hub_url (Studio reads it from the hub)",
             )
         else:
             found, looked = _lf_path(ddir, base_dir)
@@ -251,6 +252,10 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         imp.bad("freeze_trainable_layers", "negative values (train the first layers) are not supported")
     if "dataset" in args:
         imp.put("data.datasets", _csv(args["dataset"]))
+    if args.get("eval_dataset"):
+        imp.put("data.eval_datasets", _csv(args["eval_dataset"]))
+    if args.get("tool_format") is not None:
+        imp.put("data.tool_format", args["tool_format"])
     if args.get("interleave_probs") is not None:
         try:
             imp.put("data.mix_probs", [float(p) for p in _csv(args["interleave_probs"])])
@@ -362,7 +367,15 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     if d.max_samples is not None:
         args["max_samples"] = d.max_samples
     if d.val_size:
-        args["val_size"] = d.val_size
+        args["val_size"] = int(d.val_size) if d.val_size >= 1 else d.val_size  # LF: a whole number is rows
+    if d.eval_datasets:
+        args["eval_dataset"] = ",".join(d.eval_datasets)
+    if d.mask_history:
+        args["mask_history"] = True
+    if not d.enable_thinking:
+        args["enable_thinking"] = False
+    if d.tool_format != "template":
+        args["tool_format"] = d.tool_format
     args.update(
         {
             "packing": d.packing,

@@ -155,7 +155,7 @@ def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
     try:
         info = reg.read_dataset_info(ddir)
         size = 0
-        for name in spec.data.datasets:
+        for name in [*spec.data.datasets, *spec.data.eval_datasets]:
             path = Path(str(info[name]["file_name"])).expanduser()
             path = path if path.is_absolute() else ddir / path
             size += (
@@ -165,7 +165,10 @@ def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
         size = 0  # validate_spec's context rules name a broken registry; the row check below names a missing file
     if size > SUBMIT_DATA_CHECK_BYTES:
         return []
-    return [("data.datasets", p.located()) for p in reg.check_datasets(spec.data.datasets, ddir, spec.method.stage)]
+    stage = spec.method.stage
+    return [("data.datasets", p.located()) for p in reg.check_datasets(spec.data.datasets, ddir, stage)] + [
+        ("data.eval_datasets", p.located()) for p in reg.check_datasets(spec.data.eval_datasets, ddir, stage)
+    ]
 
 
 def _output_problems(spec: RunSpec) -> list[tuple[str, str]]:

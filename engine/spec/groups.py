@@ -234,9 +234,16 @@ class DataSpec(_Spec):
     val_size: float = Field(
         0.0,
         ge=0.0,
-        lt=1.0,
-        description="Fraction (<1) of rows held out for evaluation (0: no evaluation)",
-        json_schema_extra=_meta("Validation size", label_zh="验证集比例"),
+        le=10_000_000,
+        description="Rows held out for evaluation, as LLaMA-Factory reads val_size: a fraction below 1 (0.1: a "
+        "tenth), or a whole number of rows from 1 up (0: no evaluation)",
+        json_schema_extra=_meta("Validation size", label_zh="验证集大小"),
+    )
+    eval_datasets: list[str] = Field(
+        default_factory=list,
+        description="Separate evaluation datasets from the registry (LLaMA-Factory's eval_dataset), evaluated at "
+        "the eval strategy instead of a split of the training data (empty: none)",
+        json_schema_extra=_meta("Evaluation datasets", advanced=True, label_zh="评估数据集"),
     )
     packing: bool = Field(
         False,
@@ -262,6 +269,24 @@ class DataSpec(_Spec):
         False,
         description="Also compute the loss on prompt tokens",
         json_schema_extra=_meta("Train on prompt", advanced=True, label_zh="训练提示词"),
+    )
+    mask_history: bool = Field(
+        False,
+        description="Train only the last assistant turn of each conversation; earlier answers are context (sft; "
+        "a sample over the cutoff keeps its last turns)",
+        json_schema_extra=_meta("Mask history", advanced=True, label_zh="屏蔽历史轮次"),
+    )
+    enable_thinking: bool = Field(
+        True,
+        description="Reasoning templates (qwen3, deepseekr1, ...): on, an answer without a thought gets an empty "
+        "<think> block, trained; off, thoughts are removed and the empty block goes into the prompt",
+        json_schema_extra=_meta("Enable thinking", advanced=True, label_zh="启用思考"),
+    )
+    tool_format: Literal["template", "default", "qwen", "llama3", "glm4", "mistral"] = Field(
+        "template",
+        description="How tools and tool calls are written: the named template's own format, or another one "
+        "(LLaMA-Factory's tool_format)",
+        json_schema_extra=_meta("Tool format", advanced=True, label_zh="工具格式"),
     )
     preprocessing_workers: int = Field(
         1,

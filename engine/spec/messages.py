@@ -76,7 +76,16 @@ MESSAGES: dict[str, str] = {
     "report_to_none": "'none' cannot be combined with other trackers",
     "lora_all_alone": "'all' already covers every linear layer: give 'all' alone or a list of names",
     "save_best_needs_eval": "save strategy 'best' keeps the checkpoint with the best evaluation loss: set "
-    "data.val_size above 0 and an eval strategy, or save by steps",
+    "data.val_size above 0 (or data.eval_datasets) and an eval strategy, or save by steps",
+    "val_size_rows_whole": "data.val_size {value:g}: from 1 up it is a number of rows, so it must be whole (or "
+    "below 1 for a fraction)",
+    "eval_datasets_and_val_size": "data.eval_datasets and data.val_size both choose the evaluation rows: keep one "
+    "(set data.val_size to 0, or clear data.eval_datasets)",
+    "mask_history_train_on_prompt": "mask_history trains only the last answer and train_on_prompt trains the "
+    "prompts too: turn one off",
+    "mask_history_stage": "mask_history applies to stage sft (multi-turn answers), not {stage}: turn it off",
+    "tool_format_auto": "tool_format {tool_format} replaces a named template's tool format; template auto renders "
+    "with the model's own chat template: choose a named template or set tool_format to template",
     "extra_arg_has_field": "{name} is a Studio setting: set {field} instead of train.extra_args",
     "extra_arg_studio": "{name} is set by Studio and cannot be given in train.extra_args",
     "extra_arg_unknown": "{name} is not a TrainingArguments field of transformers {version}",

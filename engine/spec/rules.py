@@ -117,8 +117,20 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("data.padding_free", message("padding_free_packing")))
     if d.padding_free == "on" and m.stage == "dpo" and spec.model.attn_implementation != "flash_attention_2":
         errors.append(("data.padding_free", message("padding_free_dpo", attn=spec.model.attn_implementation)))
-    if t.save_strategy == "best" and (d.val_size == 0 or t.eval_strategy == "no"):
+    if t.save_strategy == "best" and ((d.val_size == 0 and not d.eval_datasets) or t.eval_strategy == "no"):
         errors.append(("train.save_strategy", message("save_best_needs_eval")))
+    if d.val_size >= 1 and not float(d.val_size).is_integer():
+        errors.append(("data.val_size", message("val_size_rows_whole", value=d.val_size)))
+    if d.eval_datasets and d.val_size > 0:
+        errors.append(("data.eval_datasets", message("eval_datasets_and_val_size")))
+    if len(set(d.eval_datasets)) != len(d.eval_datasets):
+        errors.append(("data.eval_datasets", message("dataset_twice")))
+    if d.mask_history and d.train_on_prompt:
+        errors.append(("data.mask_history", message("mask_history_train_on_prompt")))
+    if d.mask_history and m.stage != "sft":
+        errors.append(("data.mask_history", message("mask_history_stage", stage=m.stage)))
+    if d.tool_format != "template" and d.template == "auto":
+        errors.append(("data.tool_format", message("tool_format_auto", tool_format=d.tool_format)))
 
     if d.template not in TEMPLATE_NAMES:
         errors.append(("data.template", message("template_unknown", name=d.template, names=", ".join(TEMPLATE_NAMES))))
@@ -153,7 +165,7 @@ def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
         warns.append(("method.lora.alpha", message("alpha_rank_high")))
     if ln.backend == "single" and ln.device != "cpu" and ln.gpus and len(ln.gpus) > 1:
         warns.append(("launch.gpus", message("single_many_gpus")))
-    if d.val_size == 0 and t.eval_steps != 500:
+    if d.val_size == 0 and not d.eval_datasets and t.eval_steps != 500:
         warns.append(("train.eval_steps", message("eval_without_split")))
     if ln.backend == "deepspeed" and t.optimizer in ("adamw_8bit", "paged_adamw_8bit"):
         warns.append(("train.optimizer", message("deepspeed_8bit_optimizer")))
@@ -287,13 +299,14 @@ def _check_datasets(spec: RunSpec) -> list[tuple[str, Message]]:
     if not isinstance(info, dict):
         return [("data.dataset_dir", message("registry_not_mapping", path=info_path, type=type(info).__name__))]
     errors: list[tuple[str, Message]] = []
-    for name in spec.data.datasets:
+    lists = {"data.datasets": spec.data.datasets, "data.eval_datasets": spec.data.eval_datasets}
+    for field, name in [(f, n) for f, names in lists.items() for n in names]:
         entry = info.get(name)
         if entry is None:
             known = ", ".join(sorted(info))
             errors.append(
                 (
-                    "data.datasets",
+                    field,
                     message("dataset_unknown", name=name, path=info_path, known=known)
                     if known
                     else message("dataset_unknown_empty", name=name, path=info_path),
@@ -301,13 +314,13 @@ def _check_datasets(spec: RunSpec) -> list[tuple[str, Message]]:
             )
             continue
         if not isinstance(entry, dict):
-            errors.append(("data.datasets", message("dataset_not_entry", name=name, path=info_path)))
+            errors.append((field, message("dataset_not_entry", name=name, path=info_path)))
             continue
         ranking = bool(entry.get("ranking"))
         if spec.method.stage == "dpo" and not ranking:
-            errors.append(("data.datasets", message("dpo_needs_pairs", name=name)))
+            errors.append((field, message("dpo_needs_pairs", name=name)))
         if spec.method.stage != "dpo" and ranking:
-            errors.append(("data.datasets", message("pairs_need_dpo", name=name)))
+            errors.append((field, message("pairs_need_dpo", name=name)))
     return errors
 
 

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.data.messages import message as data_message
 from engine.data.registry import DataError, check_datasets, load_rows
 from engine.data.templates import (
     Template,
@@ -84,18 +86,44 @@ class PadCollator:
 
 
 def _encode_batch(
-    batch: dict, *, tokenizer, template: str, info, stage: str, train_on_prompt: bool, cutoff: int
+    batch: dict,
+    *,
+    tokenizer,
+    template: str,
+    info,
+    stage: str,
+    train_on_prompt: bool,
+    cutoff: int,
+    mask_history: bool = False,
+    enable_thinking: bool = True,
+    tool_format: str | None = None,
 ) -> dict:
     """Batched datasets.map function: canonical rows (JSON strings) -> input_ids, labels, truncated. Stage pt keeps
-    whole texts (cut into blocks after mixing), so its result does not depend on ``cutoff``."""
+    whole texts (cut into blocks after mixing), so its result does not depend on ``cutoff``. ``mask_history`` (LF's):
+    only the last answer is trained, and a sample over the cutoff keeps its end (the last turns), not its start."""
     rows = [json.loads(r) for r in batch["row"]]
     pieces: list[list[tuple[str, bool]]] = []
     for row in rows:
         if stage == "pt":
             pieces.append([(pretrain_text(row, info), True)])
         else:
-            segs = conversation_segments(template, info, row.get("system", ""), row["messages"], row.get("tools"))
-            pieces.append([p for prompt, resp in segs for p in ((prompt, train_on_prompt), (resp, True))])
+            segs = conversation_segments(
+                template,
+                info,
+                row.get("system", ""),
+                row["messages"],
+                row.get("tools"),
+                enable_thinking=enable_thinking,
+                tool_format=tool_format,
+            )
+            last = len(segs) - 1
+            pieces.append(
+                [
+                    p
+                    for i, (prompt, resp) in enumerate(segs)
+                    for p in ((prompt, train_on_prompt), (resp, not mask_history or i == last))
+                ]
+            )
     # LF's efficient_eos (glm4, gemma2, fewshot): answers carry no EOS; each later prompt's first label is the EOS,
     # teaching the model to end the answer before it (the last answer has its EOS written by the template).
     tmpl = resolve(template, info) if stage != "pt" else None
@@ -112,12 +140,13 @@ def _encode_batch(
             k += 1
             ids += part
             labels += part if trained else [IGNORE] * len(part)
-            if eos_label is not None and j > 0 and j % 2 == 0 and part and not trained:
+            if eos_label is not None and j > 0 and j % 2 == 0 and part and not trained and not mask_history:
                 labels[len(ids) - len(part)] = eos_label
         keep = len(ids) if stage == "pt" else cutoff
         out["truncated"].append(len(ids) > keep)
-        out["input_ids"].append(ids[:keep])
-        out["labels"].append(labels[:keep])
+        start = max(0, len(ids) - keep) if mask_history else 0
+        out["input_ids"].append(ids[start : start + keep])
+        out["labels"].append(labels[start : start + keep])
     return out
 
 
@@ -138,12 +167,13 @@ def _tokenizer_digest(tokenizer) -> str:
 
 
 def _data_digest(name: str, dataset_dir: Path) -> str:
-    from engine.data.registry import DatasetEntry, _locate, read_dataset_info
+    from engine.data.files import _folder_files
+    from engine.data.registry import DatasetEntry, _where, read_dataset_info
 
     raw = read_dataset_info(dataset_dir)[name]
-    path = _locate(DatasetEntry.from_info(name, raw), dataset_dir)
+    path, files, _ = _where(DatasetEntry.from_info(name, raw), dataset_dir)
     h = hashlib.sha256(json.dumps(raw, sort_keys=True).encode())
-    for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+    for f in _folder_files(path, files) if path.is_dir() else [path]:
         if f.is_file():
             h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()
@@ -158,14 +188,18 @@ def cache_dir() -> Path:
 
 
 def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> TrainData:
-    """Check, load, render, tokenise, mix and split the spec's datasets; raise DataError on bad data."""
-    from datasets import Dataset, concatenate_datasets, interleave_datasets
-
+    """Check, load, render, tokenise, mix and split the spec's datasets (and its evaluation datasets); raise
+    DataError on bad data. Hub datasets not in the Hugging Face cache are downloaded first."""
+    from engine.data import hub
+    from engine.data.registry import hub_pending
     from engine.spec.schema import resolve_dataset_dir
 
-    d, stage, seed = spec.data, spec.method.stage, spec.train.seed
+    d, stage = spec.data, spec.method.stage
     ddir = resolve_dataset_dir(spec)
-    problems = check_datasets(d.datasets, ddir, stage)
+    for entry in hub_pending([*d.datasets, *d.eval_datasets], ddir):
+        log(f"data: downloading dataset '{entry.name}' ({entry.hub_id}) from the hub")
+        hub.download(entry.hub_id, entry.revision, entry.folder)
+    problems = check_datasets(d.datasets, ddir, stage) + check_datasets(d.eval_datasets, ddir, stage)
     if problems:
         raise DataError(problems)
     info = tokenizer_info(tokenizer)
@@ -173,79 +207,30 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
     if warning and stage != "pt":
         log(f"warning: {warning}")
 
-    parts = []
-    tok_digest = _tokenizer_digest(tokenizer) if stage != "dpo" else ""
-    for name in d.datasets:
-        rows = load_rows(name, ddir, stage)[: d.max_samples or None]
-        if stage == "dpo":
-            parts.append(Dataset.from_list([_dpo_row(r, d.template, info) for r in rows]))
-            continue
-        key = hashlib.sha256(
-            json.dumps(
-                [
-                    CACHE_VERSION,
-                    _data_digest(name, ddir),
-                    tok_digest,
-                    d.template,
-                    stage,
-                    d.cutoff_len if stage != "pt" else None,  # pt keeps whole texts: blocks are cut later
-                    d.train_on_prompt,
-                    d.max_samples,
-                ]
-            ).encode()
-        ).hexdigest()[:24]
-        raw = Dataset.from_dict({"row": [json.dumps(r, ensure_ascii=False) for r in rows]})
-        encoded = raw.map(
-            _encode_batch,
-            batched=True,
-            batch_size=256,
-            remove_columns=["row"],
-            num_proc=_workers(d.preprocessing_workers, len(rows)),
-            cache_file_name=str(cache_dir() / f"{name}-{key}.arrow"),
-            load_from_cache_file=True,
-            fn_kwargs={
-                "tokenizer": tokenizer,
-                "template": d.template,
-                "info": info,
-                "stage": stage,
-                "train_on_prompt": d.train_on_prompt,
-                "cutoff": d.cutoff_len,
-            },
-            desc=f"tokenising {name}",
-        )
-        parts.append(encoded)
-
-    if len(parts) == 1:
-        dataset = parts[0]
-    elif d.mix == "concat":
-        dataset = concatenate_datasets(parts)
-    else:
-        dataset = interleave_datasets(
-            parts,
-            probabilities=d.mix_probs,
-            seed=seed,
-            stopping_strategy=("first_exhausted" if d.mix == "interleave_under" else "all_exhausted"),
-        )
-
     stats: dict[str, Any] = {"packed": bool(d.packing), "truncated": 0, "dropped": 0}
-    if stage != "dpo":
-        stats["truncated"] = int(sum(dataset["truncated"]))
-        before = len(dataset)
-        # A sample whose answer was cut away entirely has nothing to learn from and would give a NaN loss.
-        dataset = dataset.filter(lambda ex: any(x != IGNORE for x in ex["labels"]), desc="dropping empty samples")
-        stats["dropped"] = before - len(dataset)
-        dataset = dataset.select_columns(["input_ids", "labels"])
+    dataset = _mixed(spec, d.datasets, ddir, tokenizer, info, stats)
     if len(dataset) == 0:
         raise DataError([_problem(ddir, "no trainable samples left (every answer was cut off at data.cutoff_len)")])
 
     eval_dataset = None
-    if d.val_size > 0:
-        n_eval = max(1, round(len(dataset) * d.val_size))
+    if d.eval_datasets:
+        eval_dataset = _mixed(spec, d.eval_datasets, ddir, tokenizer, info, {})
+        if len(eval_dataset) == 0:
+            names = ", ".join(d.eval_datasets)
+            raise DataError([_problem(ddir, data_message("data.eval_empty", names=names, cutoff=d.cutoff_len))])
+    elif d.val_size > 0:
+        # LF's split_dataset: a whole number from 1 up is a row count, a fraction below 1 rounds up (datasets)
+        n_eval = int(d.val_size) if d.val_size >= 1 else math.ceil(len(dataset) * d.val_size)
         if n_eval >= len(dataset):
-            raise DataError(
-                [_problem(ddir, f"data.val_size {d.val_size} leaves no training rows out of {len(dataset)}")]
+            msg = data_message(
+                "data.val_size_no_train",
+                val_size=f"{d.val_size:g}",
+                held=n_eval,
+                total=len(dataset),
+                names=", ".join(d.datasets),
             )
-        split = dataset.train_test_split(test_size=n_eval, seed=seed, shuffle=True)
+            raise DataError([_problem(ddir, msg)])
+        split = dataset.train_test_split(test_size=n_eval, seed=spec.train.seed, shuffle=True)
         dataset, eval_dataset = split["train"], split["test"]
 
     stats |= {"num_train": len(dataset), "num_eval": len(eval_dataset) if eval_dataset is not None else 0}
@@ -312,6 +297,101 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
         )
     log(f"data: {summary}" + (", grouped by length" if d.group_by_length else ""))
     return TrainData(dataset, eval_dataset, collator, stats)
+
+
+def _mixed(spec, names: list[str], ddir: Path, tokenizer, info, stats: dict):
+    """The named datasets loaded (LF's num_samples, then max_samples), rendered and tokenised (cached per dataset),
+    mixed by data.mix; for sft / pt samples with nothing to train are dropped (counted in ``stats``)."""
+    from datasets import Dataset, concatenate_datasets, interleave_datasets
+
+    from engine.data.registry import _resolve
+
+    d, stage, seed = spec.data, spec.method.stage, spec.train.seed
+    tool_format = None if d.tool_format == "template" else d.tool_format
+    parts = []
+    tok_digest = _tokenizer_digest(tokenizer) if stage != "dpo" else ""
+    for name in names:
+        entry, _ = _resolve(name, ddir)
+        rows = load_rows(name, ddir, stage)
+        if entry is not None and entry.num_samples:
+            rows = sample_rows(rows, entry.num_samples, seed)
+        rows = rows[: d.max_samples or None]
+        if stage == "dpo":
+            parts.append(Dataset.from_list([_dpo_row(r, d.template, info, tool_format) for r in rows]))
+            continue
+        key = hashlib.sha256(
+            json.dumps(
+                [
+                    CACHE_VERSION,
+                    _data_digest(name, ddir),
+                    tok_digest,
+                    d.template,
+                    stage,
+                    d.cutoff_len if stage != "pt" else None,  # pt keeps whole texts: blocks are cut later
+                    d.train_on_prompt,
+                    d.max_samples,
+                    seed if entry is not None and entry.num_samples else None,
+                    d.mask_history,
+                    d.enable_thinking,
+                    tool_format,
+                ]
+            ).encode()
+        ).hexdigest()[:24]
+        raw = Dataset.from_dict({"row": [json.dumps(r, ensure_ascii=False) for r in rows]})
+        encoded = raw.map(
+            _encode_batch,
+            batched=True,
+            batch_size=256,
+            remove_columns=["row"],
+            num_proc=_workers(d.preprocessing_workers, len(rows)),
+            cache_file_name=str(cache_dir() / f"{name}-{key}.arrow"),
+            load_from_cache_file=True,
+            fn_kwargs={
+                "tokenizer": tokenizer,
+                "template": d.template,
+                "info": info,
+                "stage": stage,
+                "train_on_prompt": d.train_on_prompt,
+                "cutoff": d.cutoff_len,
+                "mask_history": d.mask_history,
+                "enable_thinking": d.enable_thinking,
+                "tool_format": tool_format,
+            },
+            desc=f"tokenising {name}",
+        )
+        parts.append(encoded)
+
+    if len(parts) == 1:
+        dataset = parts[0]
+    elif d.mix == "concat":
+        dataset = concatenate_datasets(parts)
+    else:
+        dataset = interleave_datasets(
+            parts,
+            probabilities=d.mix_probs if len(d.mix_probs or []) == len(parts) else None,
+            seed=seed,
+            stopping_strategy=("first_exhausted" if d.mix == "interleave_under" else "all_exhausted"),
+        )
+    if stage != "dpo":
+        stats["truncated"] = stats.get("truncated", 0) + int(sum(dataset["truncated"]))
+        before = len(dataset)
+        # A sample whose answer was cut away entirely has nothing to learn from and would give a NaN loss.
+        dataset = dataset.filter(lambda ex: any(x != IGNORE for x in ex["labels"]), desc="dropping empty samples")
+        stats["dropped"] = stats.get("dropped", 0) + before - len(dataset)
+        dataset = dataset.select_columns(["input_ids", "labels"])
+    return dataset
+
+
+def sample_rows(rows: list, num_samples: int, seed: int) -> list:
+    """LLaMA-Factory's ``num_samples`` (its loader.py): a random permutation of the rows cut to ``num_samples``; when
+    that asks for more rows than there are, the rest are drawn at random with replacement. Seeded by train.seed."""
+    import numpy as np
+
+    rng = np.random.RandomState(seed)
+    indexes = rng.permutation(len(rows))[:num_samples]
+    if num_samples > len(indexes):
+        indexes = np.concatenate((indexes, rng.choice(len(rows), num_samples - len(indexes))))
+    return [rows[int(i)] for i in indexes]
 
 
 def _workers(wanted: int, rows: int) -> int | None:
@@ -519,9 +599,9 @@ def _pad_id(tokenizer) -> int:
     return int(pad if pad is not None else tokenizer.eos_token_id or 0)
 
 
-def _dpo_row(row: dict, template: str, info) -> dict:
+def _dpo_row(row: dict, template: str, info, tool_format: str | None = None) -> dict:
     return {
-        "prompt": prompt_text(template, info, row.get("system", ""), row["messages"]),
+        "prompt": prompt_text(template, info, row.get("system", ""), row["messages"], tool_format=tool_format),
         "chosen": assistant_text(template, info, row["chosen"]),
         "rejected": assistant_text(template, info, row["rejected"]),
     }

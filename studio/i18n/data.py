@@ -20,7 +20,28 @@ DATA_ZH: dict[str, str] = {
     "data.not_registered": "数据集 '{name}' 未注册（已注册：{known}）",
     "data.not_registered_none": "数据集 '{name}' 未注册（还没有注册任何数据集）",
     "data.entry_not_object": "条目 '{name}' 必须是一个对象",
-    "data.entry_hub": "条目 '{name}' 指向 Hub 上的数据集（{hub}）；Studio 只读取本地文件：请下载后设置 file_name",
+    "data.entry_modelscope": "条目 '{name}' 只在 ModelScope 上（ms_hub_url {hub}）：不支持 ModelScope；"
+    "请给它 hf_hub_url 或 file_name",
+    "data.entry_num_samples": "条目 '{name}'：num_samples {value!r} 不是大于 0 的整数行数",
+    "data.entry_option": "条目 '{name}'：{key} {value!r} 不是非空文本",
+    "data.entry_files": "数据集 '{name}'：{problem}",
+    "data.option_needs_folder": "条目 '{name}'：{key} 只适用于文件夹或 Hub 数据集，而 file_name 是单个文件",
+    "data.folder_missing": "{path} 中没有文件夹 '{folder}'",
+    "data.split_missing": "没有划分 '{split}'（现有划分：{have}）",
+    "data.subset_missing": "没有子集 '{subset}'（现有子集：{known}）",
+    "data.script_missing": "条目 '{name}'：找不到 script_url 文件夹 {path}",
+    "data.script_unsupported": "条目 '{name}' 是数据集加载脚本（{script}），datasets {version} 已不再运行脚本："
+    "请把数据转换为 JSON / Parquet 文件并设置 file_name",
+    "data.hub_offline": "数据集 '{name}' 在 Hub 上（{hub}），不在 Hugging Face 缓存中，且 Hub 处于离线模式"
+    "（HF_HUB_OFFLINE）：请先下载（studio download {hub} --dataset）或取消 HF_HUB_OFFLINE",
+    "data.hub_not_found": "数据集 '{name}'：{hub} 不是 Hub（{url}）上的数据集",
+    "data.hub_gated": "数据集 '{name}'：{hub} 在 Hub 上受限访问：请在 Hub 上接受其条款并设置 HF_TOKEN",
+    "data.hub_no_revision": "数据集 '{name}'：{hub} 在 Hub 上没有版本 '{revision}'",
+    "data.hub_unreachable": "数据集 '{name}'：无法连接 Hub（{url}）获取 {hub}：{error}",
+    "data.val_size_no_train": "data.val_size {val_size} 从 {names} 的 {total} 个样本中留出 {held} 个："
+    "没有剩下训练数据；请调小 data.val_size",
+    "data.eval_empty": "评估数据集 {names} 在 data.cutoff_len（{cutoff}）之内没有任何带可训练回答的样本",
+    "data.hub_later": "在 Hub 上（{hub}），尚未下载：训练运行会先下载它并在训练前检查每一行",
     "data.entry_no_file": "条目 '{name}' 没有 file_name",
     "data.entry_formatting": "条目 '{name}'：格式 {formatting!r} 既不是 alpaca 也不是 sharegpt",
     "data.entry_columns": "条目 '{name}'：未知的列键 {bad}（可用：{known}）",
@@ -83,6 +104,7 @@ DATA_ZH: dict[str, str] = {
     "template.refused": "模型的对话模板拒绝了这段对话：{message}",
     "template.unknown": "未知模板 {name!r}：请从 {names} 中选择",
     "template.role": "角色为 {role!r} 的轮次：模板只渲染 user、assistant、function 和 observation 轮次",
+    "template.tool_format": "未知的工具格式 {name!r}：请从 {names} 中选择",
     "template.no_tool_support": "这一行带有工具，但模型自带的对话模板不支持工具："
     "请选择能写出工具的命名模板（如 qwen、default）",
     "template.bad_tools": "tools 列不是函数描述的 JSON 列表",

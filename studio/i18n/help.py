@@ -39,7 +39,14 @@ HELP_ZH: dict[str, str] = {
     ),
     "data.cutoff_len": "每个样本的最大 token 数；更长的样本会被截断（pt 阶段：文本按此长度切块，不丢 token）",
     "data.max_samples": "每个数据集最多使用的行数（留空或 0：全部）",
-    "data.val_size": "留作评估的行比例（<1；0：不评估）",
+    "data.val_size": "留作评估的行数，按 LLaMA-Factory 的 val_size 解读：小于 1 是比例（0.1：十分之一），"
+    "从 1 起是整数行数（0：不评估）",
+    "data.eval_datasets": "注册表中单独的评估数据集（LLaMA-Factory 的 eval_dataset），按评估策略评估，"
+    "不再从训练数据中切分（留空：无）",
+    "data.mask_history": "每段对话只训练最后一轮助手回答；之前的回答只作上下文（sft；超出截断长度的样本保留最后几轮）",
+    "data.enable_thinking": "推理模板（qwen3、deepseekr1 等）：开启时没有思考的回答会得到一个空的 <think> 块"
+    "并参与训练；关闭时去掉思考内容，空块放进提示词",
+    "data.tool_format": "工具和工具调用的写法：所选模板自己的格式，或另一种格式（LLaMA-Factory 的 tool_format）",
     "data.packing": (
         "把多个样本打包进一行且互不注意（短数据更快）。pt 阶段：文本首尾相接后切成整块（块内文本之间可相互注意，"
         "以 EOS 分隔；最后不满一块的部分丢弃）；关闭时每条文本各自切块"

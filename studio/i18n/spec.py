@@ -48,8 +48,16 @@ RULES_ZH: dict[str, str] = {
     "report_to_none": "'none' 不能与其他记录工具同时选择",
     "lora_all_alone": "'all' 已包含所有线性层：请单独填写 'all'，或填写模块名列表",
     "save_best_needs_eval": (
-        "保存策略 best 保留评估损失最好的检查点：请把 data.val_size 设为大于 0 并选择评估策略，或按步保存"
+        "保存策略 best 保留评估损失最好的检查点：请把 data.val_size 设为大于 0（或设置 data.eval_datasets）"
+        "并选择评估策略，或按步保存"
     ),
+    "val_size_rows_whole": "data.val_size {value:g}：从 1 起表示行数，必须是整数（小于 1 时表示比例）",
+    "eval_datasets_and_val_size": "data.eval_datasets 和 data.val_size 都在指定评估数据：只保留一个"
+    "（把 data.val_size 设为 0，或清空 data.eval_datasets）",
+    "mask_history_train_on_prompt": "mask_history 只训练最后一轮回答，train_on_prompt 还训练提示词：请关闭其中一个",
+    "mask_history_stage": "mask_history 只适用于 sft 阶段（多轮回答），不适用于 {stage}：请关闭它",
+    "tool_format_auto": "tool_format {tool_format} 替换具名模板的工具格式；模板 auto 使用模型自带的对话模板："
+    "请选择具名模板，或把 tool_format 设为 template",
     "extra_arg_has_field": "{name} 是 Studio 的设置：请设置 {field}，而不是写在 train.extra_args 中",
     "extra_arg_studio": "{name} 由 Studio 设置，不能写在 train.extra_args 中",
     "extra_arg_unknown": "{name} 不是 transformers {version} 的 TrainingArguments 字段",

@@ -509,6 +509,7 @@ def picker_choices() -> dict[str, list]:
     return {
         "model.name_or_path": model_choices(),
         "data.datasets": backend.registered_datasets(),
+        "data.eval_datasets": backend.registered_datasets(),
         "data.template": forms.TEMPLATES,
         "launch.gpus": gpus,
         "method.lora.targets": ["all", *arch],

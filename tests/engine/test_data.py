@@ -335,3 +335,26 @@ def test_tool_calls_are_rendered_in_the_template_format_and_trained(tok):
     default = _encode_batch({"row": [json.dumps(row)]}, template="default", **kw)
     trained = tok.decode([t for t in default["labels"][0] if t != IGNORE])
     assert trained.startswith('Action: get_weather\nAction Input: {"city": "Paris"}')
+
+
+def test_mask_history_trains_only_the_last_answer(demo_paths, tok):
+    """LF's mask_history: earlier answers are context; only the last assistant turn has labels."""
+    ex = build(make_spec(demo_paths, max_samples=3, mask_history=True), tok).train_dataset[0]
+    row = json.loads((Path(demo_paths["data_dir"]) / "demo_sharegpt.json").read_text(encoding="utf-8"))[0]
+    answers = [t["value"] for t in row["conversations"] if t["from"] == "gpt"]
+    assert len(answers) > 1, "the demo's first conversation must have several answers for this test"
+    assert tok.decode([t for t in ex["labels"] if t != -100]) == answers[-1] + "<|im_end|>\n"
+    assert all(a in tok.decode(ex["input_ids"]) for a in answers)  # earlier answers stay in the input
+
+
+def test_val_size_whole_number_is_rows_and_eval_datasets_evaluate_apart(demo_paths, tok):
+    """val_size from 1 up is a row count (LF); one that leaves nothing to train on is refused naming the dataset and
+    the counts; eval_datasets give the evaluation set instead of a split."""
+    from engine.data.registry import DataError
+
+    data = build(make_spec(demo_paths, max_samples=10, val_size=3), tok)
+    assert (len(data.train_dataset), len(data.eval_dataset)) == (7, 3)
+    with pytest.raises(DataError, match=r"data.val_size 10 holds out 10 of the 10 samples of demo_sharegpt"):
+        build(make_spec(demo_paths, max_samples=10, val_size=10), tok)
+    data = build(make_spec(demo_paths, max_samples=4, eval_datasets=["demo_alpaca"]), tok)
+    assert len(data.train_dataset) == 4 and data.stats["num_eval"] == len(data.eval_dataset) > 0

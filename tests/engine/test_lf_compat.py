@@ -495,3 +495,33 @@ def test_arbitrary_lf_values_give_a_spec_or_named_errors(args, acc, tmp_path):
         parse_spec(data)
     except SpecError as exc:
         assert all(p and m for p, m in exc.problems)
+
+
+def test_lf_data_keys_map_to_spec_fields_and_back():
+    """eval_dataset, mask_history, enable_thinking, tool_format and a row-count val_size are data options, not
+    refusals; export writes them back under LF's keys."""
+    args = read(SEED_ARGS) | {
+        "eval_dataset": "alpaca_en_demo, identity",
+        "mask_history": True,
+        "enable_thinking": False,
+        "tool_format": "qwen",
+        "template": "chatml",
+    }
+    d = convert(args).data
+    assert d.eval_datasets == ["alpaca_en_demo", "identity"] and d.val_size == 0
+    assert (d.mask_history, d.enable_thinking, d.tool_format) == (True, False, "qwen")
+    back, _ = spec_to_lf(convert(args))
+    assert (back["eval_dataset"], back["mask_history"], back["enable_thinking"], back["tool_format"]) == (
+        "alpaca_en_demo,identity",
+        True,
+        False,
+        "qwen",
+    )
+    rows = convert(read(SEED_ARGS) | {"val_size": 200})
+    assert rows.data.val_size == 200 and spec_to_lf(rows)[0]["val_size"] == 200
+    with pytest.raises(SpecError, match="val_size.*must be whole"):
+        convert(read(SEED_ARGS) | {"val_size": 2.5})
+    with pytest.raises(SpecError, match="eval_datasets and data.val_size both"):
+        convert(args | {"val_size": 0.1})
+    with pytest.raises(SpecError, match="mask_history trains only the last answer"):
+        convert(args | {"train_on_prompt": True})

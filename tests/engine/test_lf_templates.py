@@ -646,3 +646,40 @@ def test_auto_passes_tools_and_calls_to_the_models_template():
     assert segs[1] == ('<tool>{"temp": 21}</tool>\n<assistant>', "It is 21°C.</assistant>\n")
     with pytest.raises(T.TemplateError, match="no tool support"):
         T.conversation_segments("auto", T.TokenizerInfo(chat_template=CHATML_JINJA), "", TOOL_TURNS, TOOLS)
+
+
+def test_tool_format_replaces_the_templates_own():
+    """LF's tool_format: template `chatml` with tool_format `qwen` writes tools and calls as template `qwen` does
+    (the turns themselves stay chatml's, which qwen shares)."""
+    ours = T.conversation_segments("chatml", INFO, "", TOOL_TURNS, TOOLS, tool_format="qwen")
+    qwen = T.conversation_segments("qwen", INFO, "", TOOL_TURNS, TOOLS)
+    plain = T.conversation_segments("chatml", INFO, "", TOOL_TURNS, TOOLS)
+    assert ours != plain and "<tools>" in ours[0][0] and "<tool_call>" in ours[0][1]
+    assert [r for _, r in ours] == [r for _, r in qwen]
+    with pytest.raises(T.TemplateError, match="unknown tool format"):
+        T.conversation_segments("chatml", INFO, "", TOOL_TURNS, TOOLS, tool_format="nope")
+
+
+def test_spec_data_options_reach_the_rendering():
+    """data.enable_thinking, data.tool_format and data.mask_history of a spec change what the masked sample (and the
+    trainer, which renders through the same functions) trains."""
+    from engine.spec.schema import RunSpec
+
+    def spec(**data):
+        return RunSpec.model_validate(
+            {"model": {"name_or_path": "m"}, "data": {"datasets": ["d"], "template": "qwen3", **data}}
+        )
+
+    _, messages = CONVERSATIONS["B"]
+    row = {"system": "", "messages": messages}
+    thinking = T.render_sample(spec(), INFO, row)
+    assert all(t.startswith("<think>\n\n</think>\n\n") for t, trained in thinking if trained)
+    nothink = T.render_sample(spec(enable_thinking=False), INFO, row)
+    assert all("<think>" not in t for t, trained in nothink if trained)
+    assert all("<think>" in t for t, trained in nothink if not trained)
+    masked = T.render_sample(spec(mask_history=True), INFO, row)
+    assert [trained for _, trained in masked] == [False, False, False, True]
+    tools = T.render_sample(spec(tool_format="default"), INFO, {"system": "", "messages": TOOL_TURNS, "tools": TOOLS})
+    assert "<tools>" not in tools[0][0] and tools != T.render_sample(
+        spec(), INFO, {"system": "", "messages": TOOL_TURNS, "tools": TOOLS}
+    )

@@ -86,6 +86,8 @@ class TestVersions:
         assert dumped["data"].pop("group_by_length") is False
         assert dumped["data"].pop("dataloader_workers") == 0
         assert dumped["data"].pop("padding_free") == "auto"
+        data_added = {"eval_datasets": [], "mask_history": False, "enable_thinking": True, "tool_format": "template"}
+        assert {k: dumped["data"].pop(k) for k in data_added} == data_added
         assert dumped["launch"].pop("ddp_timeout") == 1800
         added = {
             "save_strategy": "steps",

@@ -161,6 +161,21 @@ def test_evaluation_writes_eval_events(demo_paths, tmp_path):
     assert all(math.isfinite(e["payload"]["eval_loss"]) for e in evals)
 
 
+def test_eval_datasets_are_evaluated_at_the_eval_strategy(demo_paths, tmp_path):
+    """LF's eval_dataset: a separate registered dataset is the evaluation set (no split of the training data)."""
+    spec = demo_spec(
+        demo_paths,
+        data={"max_samples": 8, "eval_datasets": ["demo_sharegpt"]},
+        train={"max_steps": 2, "eval_steps": 2, "save_steps": 1000},
+        output={"report_to": ["none"]},
+    )
+    events = run_in_process(spec, tmp_path)
+    ready = next(e for e in events if e["type"] == "data_ready")["payload"]
+    assert ready["num_train"] == 8 and ready["num_eval"] > 0
+    (ev,) = [e for e in events if e["type"] == "eval"]
+    assert ev["step"] == 2 and math.isfinite(ev["payload"]["eval_loss"])
+
+
 class TestFailureClassification:
     def test_causes(self):
         import torch
