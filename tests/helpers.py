@@ -75,6 +75,13 @@ def log_tail(run_dir: Path, n: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
 
 
+def deepspeed_shards(run_dir: Path) -> list[str]:
+    """The ranks whose DeepSpeed ZeRO optimizer states the run's checkpoints hold (``zero_pp_rank_<i>``): proof that
+    DeepSpeed itself trained, not a fallback to plain DDP that would reach the same losses."""
+    files = run_dir.glob("checkpoints/checkpoint-*/global_step*/*optim_states.pt")
+    return sorted({f.name.split("_mp_rank")[0] for f in files})
+
+
 def losses(events: list[dict]) -> dict[int, float]:
     return {e["step"]: e["payload"]["loss"] for e in events if e["type"] == "log"}
 

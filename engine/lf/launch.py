@@ -228,6 +228,8 @@ def _accelerate_out(spec: RunSpec) -> dict:
         for name in ("pin_memory", "sub_group_size", "reduce_bucket_size", "steps_per_print"):
             if getattr(ds, name) != getattr(dflt, name):  # beyond the seed's shape only when changed
                 out[name] = getattr(ds, name)
+        if ln.num_machines > 1:  # started on every node (accelerate's default, pdsh, starts them all over ssh)
+            out["deepspeed_multinode_launcher"] = "standard"
         acc["deepspeed_config"] = out
     if ln.backend == "fsdp":
         acc["fsdp_config"] = {k: getattr(ln.fsdp, v) for k, v in _FSDP_ACC.items()}

@@ -8,7 +8,11 @@ The trainer always starts through ``accelerate launch``:
   combination that gives real DDP over gloo (STACK-NOTES: ``--cpu --num_processes 2`` and MULTI_CPU configs start ONE
   process);
 - deepspeed: accelerate config DEEPSPEED pointing at a generated ``ds_config.json`` (the seed's shape, with
-  ``auto`` values that the Trainer fills), the same file also passed to the Trainer;
+  ``auto`` values that the Trainer fills), the same file also passed to the Trainer. Several machines: accelerate's
+  ``standard`` multi-node launcher (torchrun on every node, the per-node commands below); its default, pdsh, would
+  start every node from the main one over ssh with a hostfile. On CPU: ``DS_ACCELERATOR=cpu`` and never
+  ``ACCELERATE_USE_CPU`` (with it accelerate keeps the state MULTI_CPU and the Trainer silently trains plain DDP);
+  the trainer asks for gloo (``engine.trainer.train``);
 - fsdp: accelerate config FSDP in the seed's shape (GPUs only).
 """
 
@@ -225,6 +229,8 @@ def accelerate_config(spec: RunSpec, precision: str, device: str, gpu_ids: list[
             "deepspeed_config_file": ds_path,
             "zero3_init_flag": ds.zero_stage == 3,
         }
+        if ln.num_machines > 1:  # one launcher per node (torchrun), as the node commands and Slurm start them
+            base["deepspeed_config"]["deepspeed_multinode_launcher"] = "standard"
         base.pop("mixed_precision")  # lives in ds_config.json when a config file is given
         return base
     if ln.backend == "fsdp":
@@ -307,7 +313,11 @@ def build_command(
     if acc is not None:
         files["accelerate.yaml"] = yaml.safe_dump(acc, sort_keys=False)
         flags += ["--config_file", str(acc_path)]
-        if device == "cpu":
+        if device == "cpu" and ln.backend == "deepspeed":
+            # DeepSpeed's CPU accelerator whatever the node has (GPUs, an XPU or NPU stack it would pick first).
+            # Not ACCELERATE_USE_CPU: accelerate then leaves the state MULTI_CPU and the Trainer skips DeepSpeed.
+            env["DS_ACCELERATOR"] = "cpu"
+        elif device == "cpu":
             env["ACCELERATE_USE_CPU"] = "true"
     elif ln.backend == "ddp":  # CPU DDP: see the module docstring
         env["ACCELERATE_USE_CPU"] = "true"
@@ -390,7 +400,9 @@ def slurm_script(
     exports = "\n".join(
         f"export {k}={shlex.quote(v)}"
         for k, v in sorted(env.items())
-        if k.startswith(("OMP_", "MKL_", "NCCL_", "TENSORBOARD", "PYTHON", "ACCELERATE", "TOKENIZERS", "STUDIO_"))
+        if k.startswith(
+            ("OMP_", "MKL_", "NCCL_", "TENSORBOARD", "PYTHON", "ACCELERATE", "DS_", "TOKENIZERS", "STUDIO_")
+        )
         and k not in SECRET_ENV
     )
     on_gpu = env.get("STUDIO_DEVICE", ln.device) == "cuda"  # the device build_command resolved for the nodes
@@ -467,7 +479,9 @@ def preview_text(spec: RunSpec, run_dir: Path | None = None, hardware: Hardware 
         label = f"machine {i}" if len(plan.node_commands) > 1 else "command"
         parts.append(f"# {label}\n{cmd}")
     keys = [
-        k for k in sorted(plan.env) if k.startswith(("CUDA_", "HIP_", "ROCR_", "OMP_", "ACCELERATE_", "TENSORBOARD"))
+        k
+        for k in sorted(plan.env)
+        if k.startswith(("CUDA_", "HIP_", "ROCR_", "OMP_", "ACCELERATE_", "DS_", "TENSORBOARD"))
     ]
     parts.append("# environment\n" + "\n".join(f"{k}={plan.public_env()[k]}" for k in keys))
     for name, content in plan.files.items():

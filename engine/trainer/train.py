@@ -277,7 +277,9 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
     kwargs.update(t.extra_args)
     if spec.launch.backend == "deepspeed":
         kwargs["deepspeed"] = str(run_dir / "ds_config.json")
-    if spec.launch.backend == "ddp" and device == "cpu":
+    if spec.launch.backend in ("ddp", "deepspeed") and device == "cpu":
+        # gloo on CPU, also under DeepSpeed (which takes over this process group): its CPU accelerator would pick
+        # oneCCL where oneccl_bindings_for_pytorch is installed, and accelerate MPI where torch has it
         kwargs["ddp_backend"] = "gloo"
     if spec.method.stage == "dpo":
         from trl import DPOConfig

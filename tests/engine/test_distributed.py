@@ -5,13 +5,15 @@ transformers averages the loss over the tokens of the whole global batch (averag
 runs compute the same gradients up to floating-point reduction order: the per-step losses agree to ~1e-5 relative.
 We allow 1e-3 relative, which float32 reduction order cannot reach on a model this size but any real divergence
 (a rank training on other data, gradients not averaged, one rank's update missing) exceeds within a step or two.
+The ZeRO runs must also leave DeepSpeed's optimizer states in one shard per rank: accelerate can quietly train plain
+DDP instead (it did while the launch set ACCELERATE_USE_CPU), which reaches the same losses.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.helpers import demo_spec, log_tail, losses, run_trainer
+from tests.helpers import deepspeed_shards, demo_spec, log_tail, losses, run_trainer
 
 STEPS = 6
 pytestmark = pytest.mark.slow
@@ -63,3 +65,5 @@ def test_two_processes_match_single(name, single, demo_paths, tmp_path):
         assert got[step] == pytest.approx(want, rel=1e-3), f"{name} step {step}: {got[step]} vs single {want}"
     memory = next(e for e in events if e["type"] == "log")["payload"]["memory"]
     assert [m["rank"] for m in memory] == [0, 1]  # every rank reports its memory
+    if LAUNCHES[name]["backend"] == "deepspeed":  # DeepSpeed itself trained, each rank its own shard
+        assert deepspeed_shards(tmp_path) == ["zero_pp_rank_0", "zero_pp_rank_1"], log_tail(tmp_path, 80)

@@ -107,6 +107,15 @@ class TestDistributed:
         assert "--multi_gpu" in plan.argv and flag(plan.argv, "--num_processes") == "2"
         assert plan.env["ACCELERATE_USE_CPU"] == "true" and "--cpu" not in plan.argv
 
+    def test_cpu_deepspeed_uses_deepspeeds_cpu_accelerator(self, tmp_path):
+        plan = build_command(make_spec(launch={"backend": "deepspeed", "num_processes": 2}), tmp_path, cpu_only())
+        assert yaml.safe_load(plan.files["accelerate.yaml"])["distributed_type"] == "DEEPSPEED"
+        # ACCELERATE_USE_CPU would keep accelerate's state MULTI_CPU: the Trainer would train plain DDP
+        assert plan.env["DS_ACCELERATOR"] == "cpu" and "ACCELERATE_USE_CPU" not in plan.env
+        assert "DS_ACCELERATOR=cpu" in preview_text(
+            make_spec(launch={"backend": "deepspeed", "num_processes": 2}), tmp_path, cpu_only()
+        )
+
     def test_gpu_ddp_config_file(self, tmp_path):
         plan = build_command(make_spec(launch={"backend": "ddp", "num_processes": 4}), tmp_path, gpus(8))
         cfg = yaml.safe_load(plan.files["accelerate.yaml"])
@@ -188,6 +197,8 @@ class TestSeveralMachines:
             assert flag(argv, "--machine_rank") == str(rank) and flag(argv, "--main_process_ip") == "10.0.0.1"
         acc = yaml.safe_load(plan.files["accelerate.yaml"])
         assert acc["num_processes"] == 16 and acc["num_machines"] == 2
+        # one launcher per node, not accelerate's default (pdsh: every node started from the main one over ssh)
+        assert acc["deepspeed_config"]["deepspeed_multinode_launcher"] == "standard"
 
     def test_slurm_script(self, tmp_path):
         script = build_command(self.spec(), tmp_path, gpus(8)).slurm_script
