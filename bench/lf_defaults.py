@@ -8,7 +8,7 @@ Three contenders, alternating in one invocation (the order rotates each repeat, 
                 stage sft, lora rank 8 target all, dataset / template / cutoff_len / max_samples / overwrite_cache /
                 preprocessing_num_workers, output_dir, logging / save steps, batch, lr, max_steps, cosine,
                 warmup_ratio, bf16 false). Studio imports it with its own defaults: gradient checkpointing auto
-                (off when the memory plan fits) and padding-free batches.
+                (off when the memory plan fits), padding-free batches, logits at trained positions only.
   (b) plain-lf  bench/plain_lora_sft.py configured with LLaMA-Factory's defaults: gradient checkpointing on
                 (reentrant, LF's use_reentrant_gc), padded batches (to a multiple of 8, as LF's sft collator).
   (c) plain-best the same script at its best: no checkpointing, transformers' DataCollatorWithFlattening.
@@ -369,7 +369,8 @@ def header(args, argv: list[str] | None, started: float) -> str:
         f"steps, lr 1e-4 cosine, warmup_ratio 0.1, seed 42, demo_alpaca (360 rows, chatml, cutoff 256); tok/s "
         f"over the steps after {args.warmup} warm-up steps\n"
         "- contenders: (a) `studio train` on the LF-style YAML (Studio's defaults: checkpointing auto, "
-        "padding-free); (b) bench/plain_lora_sft.py with LF's defaults (gradient checkpointing on, reentrant; "
+        "padding-free, logits at trained positions only); (b) bench/plain_lora_sft.py with LF's defaults "
+        "(gradient checkpointing on, reentrant; "
         "padded to a multiple of 8); (c) the same script at its best (no checkpointing, "
         "DataCollatorWithFlattening); alternating, the order rotating each repeat\n"
         f"- targets: (a) >= {TARGET_B}x (b) and >= {TARGET_C}x (c) in median tok/s; (a)'s loss per step equal to "
