@@ -7,8 +7,9 @@ is engine.data.templates, the same code the page's masked-sample preview uses.
 Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained; samples longer
 than the cutoff are truncated and counted), pt (all tokens trained; conversation rows become their joined text,
 each text ends with EOS; texts are cut into blocks of the cutoff length instead of truncated, see
-``split_into_blocks``), dpo (string prompt/chosen/rejected columns for TRL's DPOTrainer, which tokenises them
-itself; collator None).
+``split_into_blocks``), dpo and rm (string prompt/chosen/rejected columns for TRL's DPOTrainer / RewardTrainer,
+which tokenise them themselves; collator None), kto (string prompt/completion columns and a boolean label for TRL's
+KTOTrainer; rows without a kto tag are left out and counted, as LLaMA-Factory drops them).
 
 Padding-free batches (``data.padding_free``, on by default for sft and pt without packing) join each batch's
 samples into one row with per-sample position_ids (``FlatteningCollator``): the same samples per step and the same
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.data.registry import DataError, check_datasets, load_rows
+from engine.data.rows import PREFERENCE_STAGES
 from engine.data.templates import (
     Template,
     assistant_text,
@@ -174,10 +176,17 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
         log(f"warning: {warning}")
 
     parts = []
-    tok_digest = _tokenizer_digest(tokenizer) if stage != "dpo" else ""
+    preference = stage in PREFERENCE_STAGES
+    tok_digest = _tokenizer_digest(tokenizer) if not preference else ""
+    untagged = 0
     for name in d.datasets:
         rows = load_rows(name, ddir, stage)[: d.max_samples or None]
-        if stage == "dpo":
+        if stage == "kto":
+            tagged = [r for r in rows if r.get("kto_tag") is not None]
+            untagged += len(rows) - len(tagged)
+            parts.append(Dataset.from_list([_kto_row(r, d.template, info) for r in tagged]))
+            continue
+        if preference:
             parts.append(Dataset.from_list([_dpo_row(r, d.template, info) for r in rows]))
             continue
         key = hashlib.sha256(
@@ -228,7 +237,10 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
         )
 
     stats: dict[str, Any] = {"packed": bool(d.packing), "truncated": 0, "dropped": 0}
-    if stage != "dpo":
+    if stage == "kto":
+        labels = dataset["label"]
+        stats |= {"desirable": int(sum(labels)), "undesirable": len(labels) - int(sum(labels)), "untagged": untagged}
+    if not preference:
         stats["truncated"] = int(sum(dataset["truncated"]))
         before = len(dataset)
         # A sample whose answer was cut away entirely has nothing to learn from and would give a NaN loss.
@@ -273,7 +285,7 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
                 ]
             )
         stats |= {"num_train": len(dataset), "num_eval": len(eval_dataset) if eval_dataset is not None else 0}
-    if stage != "dpo":
+    if not preference:
         stats["total_tokens"], stats["trainable_tokens"] = _count_tokens(dataset)
         collator = PadCollator(_pad_id(tokenizer))
         stats["padding_free"] = padding_free(spec)
@@ -298,6 +310,11 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
         summary = (
             f"{stats['num_train']} train / {stats['num_eval']} eval blocks of up to {d.cutoff_len} tokens "
             f"from {stats['num_samples']} texts ({how}), {stats['tail_dropped']} tail tokens dropped"
+        )
+    elif stage == "kto":
+        summary = (
+            f"{stats['num_train']} train / {stats['num_eval']} eval answers ({stats['desirable']} desirable, "
+            f"{stats['undesirable']} undesirable; {stats['untagged']} rows without a kto tag left out)"
         )
     else:
         summary = (
@@ -441,9 +458,9 @@ def packing_collator(pad_id: int = 0) -> PackingCollator:
 
 def padding_free(spec) -> bool:
     """Whether this run's batches are padding-free (``data.padding_free``; auto: sft and pt without packing; dpo only
-    on flash_attention_2, through TRL, not this collator)."""
+    on flash_attention_2, through TRL, not this collator; never kto or rm)."""
     d = spec.data
-    if spec.method.stage == "dpo" or d.packing:
+    if spec.method.stage in PREFERENCE_STAGES or d.packing:
         return False
     return d.padding_free in ("auto", "on")
 
@@ -485,6 +502,17 @@ def _dpo_row(row: dict, template: str, info) -> dict:
         "prompt": prompt_text(template, info, row.get("system", ""), row["messages"]),
         "chosen": assistant_text(template, info, row["chosen"]),
         "rejected": assistant_text(template, info, row["rejected"]),
+    }
+
+
+def _kto_row(row: dict, template: str, info) -> dict:
+    """An unpaired kto row: the conversation up to its last answer as the prompt, that answer as the completion
+    (LLaMA-Factory's kto_tag reading), and whether it is desirable."""
+    *history, answer = row["messages"]
+    return {
+        "prompt": prompt_text(template, info, row.get("system", ""), history),
+        "completion": assistant_text(template, info, answer["content"]),
+        "label": bool(row["kto_tag"]),
     }
 
 
