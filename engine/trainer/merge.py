@@ -176,7 +176,7 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     model.config.dtype = torch_dtype
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.config.architectures = [type(model).__name__]  # a reward model says it is one (LlamaForSequenceClassification)
+    model.config.architectures = [type(model).__name__]  # a reward model says so (LlamaForSequenceClassification)
     save_sharded(model, tmp, rep, max_shard)
     del model
     gc.collect()
