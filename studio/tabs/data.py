@@ -313,7 +313,7 @@ def lengths(
         note = t("no_rows", lang) if not rows else t("needs_tokenizer", lang)
         return monitor.plot_frame([], ["tokens", "rows", "cutoff"]), note
     stage = stage or "sft"
-    packing = bool(packing) and stage != "dpo"  # the spec refuses packing with dpo
+    packing = bool(packing) and stage in ("sft", "pt")  # the spec refuses packing with dpo, kto and rm
     counts = tpl.token_lengths(template or "auto", model, rows, stage)
     cutoff = int(cutoff or 0)
     top = max(max(counts), cutoff)
