@@ -88,7 +88,11 @@ def load_model(spec: RunSpec, *, device: str, precision: str):
 
             kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", 0))}
     if spec.method.stage == "rm":
-        model = AutoModelForSequenceClassification.from_pretrained(model_location(spec), num_labels=1, **kwargs)
+        if "config" in kwargs:  # an explicit config takes no config keywords beside it
+            kwargs["config"].num_labels = 1
+        else:
+            kwargs["num_labels"] = 1
+        model = AutoModelForSequenceClassification.from_pretrained(model_location(spec), **kwargs)
     else:
         model = AutoModelForCausalLM.from_pretrained(model_location(spec), **kwargs)
     model.config.use_cache = False
