@@ -264,6 +264,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "role_system": ("system", "system（系统提示）"),
     "role_history": ("history", "history（历史对话）"),
     "role_messages": ("messages", "messages（对话轮次）"),
+    "role_kto_tag": ("kto_tag (true/false per answer: kto data)", "kto_tag（每个回答 true/false：kto 数据）"),
     "registered": ("registered **{name}**", "已注册 **{name}**"),
     "registered_but": ("registered, but:", "已注册，但发现问题："),
     "not_registered": ("Not registered: ", "未注册："),
