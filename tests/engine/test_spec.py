@@ -87,6 +87,7 @@ class TestVersions:
         assert dumped["data"].pop("dataloader_workers") == 0
         assert dumped["data"].pop("padding_free") == "auto"
         assert dumped["launch"].pop("ddp_timeout") == 1800
+        assert dumped["method"].pop("kto") == {"beta": 0.1, "desirable_weight": 1.0, "undesirable_weight": 1.0}
         added = {
             "save_strategy": "steps",
             "save_only_model": False,
