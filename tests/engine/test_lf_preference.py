@@ -110,7 +110,7 @@ def test_merged_reward_model_loads_as_a_sequence_classifier_and_scores_like_the_
     rc, out, merged = lf_runs["merge"]
     assert rc == 0 and "merged model written to" in out, out[-3000:]
     config = json.loads((merged / "config.json").read_text(encoding="utf-8"))
-    assert config["architectures"] == ["LlamaForSequenceClassification"] and config["num_labels"] == 1
+    assert config["architectures"] == ["LlamaForSequenceClassification"] and len(config["id2label"]) == 1
     assert config["pad_token_id"] is not None
     assert json.loads((merged / "verify.json").read_text(encoding="utf-8"))["passed"] is True
 
