@@ -93,6 +93,8 @@ def test_rm_adapter_keeps_its_score_head(lf_runs):
     from safetensors.torch import load_file
 
     _, _, _, events = lf_runs["rm"]
+    metrics = [e["payload"]["metrics"] for e in events if e["type"] == "log"]
+    assert all(0 <= m["accuracy"] <= 1 and math.isfinite(m["margin"]) for m in metrics), metrics
     adapter = Path(next(e for e in events if e["type"] == "finished")["payload"]["adapter_dir"])
     config = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))
     assert config["task_type"] == "SEQ_CLS" and "score" in config["modules_to_save"]
