@@ -36,6 +36,7 @@ SECTION_TITLES = {
     "method.freeze": ("Freeze", "冻结训练"),
     "method.quantization": ("Quantization", "量化"),
     "method.dpo": ("DPO", "DPO"),
+    "method.kto": ("KTO", "KTO"),
     "data": ("Data", "数据"),
     "train": ("Training", "训练参数"),
     "launch": ("Launch: devices and backend", "启动：设备与后端"),

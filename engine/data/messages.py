@@ -57,9 +57,18 @@ MESSAGES: dict[str, str] = {
     "data.entry_formatting": "entry '{name}': formatting {formatting!r} is not alpaca or sharegpt",
     "data.entry_columns": "entry '{name}': unknown column keys {bad} (known: {known})",
     # the dataset against the stage
-    "data.dpo_needs_pairs": "stage dpo needs preference pairs, but '{name}' has no chosen/rejected columns: set "
+    "data.pairs_needed": "stage {stage} needs preference pairs, but '{name}' has no chosen/rejected columns: set "
     '"ranking": true with columns chosen and rejected, or use stage sft',
-    "data.pairs_need_dpo": "'{name}' holds preference pairs: use stage dpo",
+    "data.pairs_need_pair_stage": "'{name}' holds preference pairs, which stage {stage} cannot train on: use stage "
+    "dpo or rm",
+    "data.kto_needs_tag": "stage kto needs answers tagged desirable or not, but '{name}' maps no kto_tag column: set "
+    "columns.kto_tag to the column holding true/false",
+    "data.kto_not_pairs": "'{name}' holds preference pairs (ranking), not answers tagged for kto: use stage dpo or rm",
+    "data.tags_need_kto": "'{name}' holds kto data (column '{column}' tags each answer desirable or not), which stage "
+    "{stage} would train as if every answer were good: use stage kto",
+    "data.kto_no_tags": "no row of '{name}' has a kto tag (column '{column}' true or false): nothing to train on",
+    "data.kto_ok": "{name}: OK ({rows} rows, stage kto: {desirable} desirable, {undesirable} undesirable, "
+    "{untagged} without a tag, left out)",
     "data.text_needs_pt": "'{name}' is plain text with no response column: use stage pt, or map columns.response",
     # reading the file
     "data.file_not_found": "file not found (file_name of '{name}' in {info})",
@@ -80,6 +89,8 @@ MESSAGES: dict[str, str] = {
     "data.record_too_long": "longer than {limit} MiB, the most the page reads of one row: not shown or checked "
     "here (a run reads it whole)",
     # one row
+    "data.kto_tag_not_bool": "the kto tag is {value}, not true or false (a JSON boolean; leave it out or null for "
+    "no tag)",
     "data.row_not_object": "expected an object with columns, got {type}",
     "data.missing_column": "missing column '{column}' ({key}); the row has: {have}. Choose the column for {key} "
     "in the Datasets tab's column mapping (or the format) and register it again",

@@ -32,11 +32,13 @@ from engine.data.rows import (  # re-exported: callers import these from here
     DatasetEntry,
     _entry_problems,
     _RowError,
+    kto_counts,
     normalize_row,
+    stage_data_problem,
 )
 
 INFO_NAME = "dataset_info.json"
-STAGES = ("sft", "pt", "dpo")
+STAGES = ("sft", "pt", "dpo", "kto", "rm")
 HEAD_CHECK_ROWS = 10_000  # the page's check after registering: at most this many rows (and PAGE_READ_BYTES)
 
 
@@ -185,22 +187,9 @@ def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int |
     """``_load_head`` of an entry that may not be registered yet (the page checks one before it registers it)."""
     name = entry.name
     info_file = str(dataset_dir / INFO_NAME)
-    if stage == "dpo" and not entry.ranking:
-        return (
-            entry,
-            [],
-            [
-                DataProblem(
-                    info_file,
-                    None,
-                    None,
-                    message("data.dpo_needs_pairs", name=name),
-                )
-            ],
-            True,
-        )
-    if stage != "dpo" and entry.ranking:
-        return entry, [], [DataProblem(info_file, None, None, message("data.pairs_need_dpo", name=name))], True
+    kind = stage_data_problem(stage, name, entry.ranking, entry.kto_tag)
+    if kind is not None:
+        return entry, [], [DataProblem(info_file, None, None, message("data." + kind[0], **kind[1]))], True
     if stage == "sft" and entry.is_text:
         return (
             entry,
@@ -251,8 +240,21 @@ def check_datasets(names: list[str], dataset_dir: str | Path, stage: str = "sft"
     """Every problem in the named datasets for this stage; empty when they can be trained on."""
     problems: list[DataProblem] = []
     for name in names:
-        problems += _load(name, Path(dataset_dir), stage)[2]
+        _, rows, found = _load(name, Path(dataset_dir), stage)
+        if stage == "kto" and rows and not found:
+            found = _kto_problems(name, Path(dataset_dir), [r for _, r in rows])
+        problems += found
     return problems
+
+
+def _kto_problems(name: str, dataset_dir: Path, rows: list[dict]) -> list[DataProblem]:
+    """A kto dataset none of whose rows carries a tag has nothing to train on (untagged rows are left out)."""
+    if kto_counts(rows)["untagged"] < len(rows):
+        return []
+    entry, _ = _resolve(name, dataset_dir)
+    column = entry.kto_tag if entry else "kto_tag"
+    msg = message("data.kto_no_tags", name=name, column=column)
+    return [DataProblem(str(dataset_dir / INFO_NAME), None, None, msg)]
 
 
 def load_rows(name: str, dataset_dir: str | Path, stage: str = "sft") -> list[dict]:
@@ -313,8 +315,11 @@ def check_head(
 
 
 def entry_stage(entry: DatasetEntry | None) -> str:
-    """The stage an entry's rows are read for when none is given: dpo for pairs, pt for plain text, else sft."""
-    return "dpo" if entry and entry.ranking else "pt" if entry and entry.is_text else "sft"
+    """The stage an entry's rows are read for when none is given: dpo for pairs, kto for answers with a kto tag,
+    pt for plain text, else sft."""
+    if entry is None:
+        return "sft"
+    return "dpo" if entry.ranking else "kto" if entry.kto_tag else "pt" if entry.is_text else "sft"
 
 
 def check_entry(
@@ -403,7 +408,9 @@ def cli(argv: list[str]) -> int:
         p = sub.add_parser(action)
         p.add_argument("names", nargs="+", metavar="NAME")
         p.add_argument("--dataset-dir", default="", help="folder with dataset_info.json (default: the workspace's)")
-        p.add_argument("--stage", choices=STAGES, default=None, help="sft, pt or dpo (default: from the entry)")
+        p.add_argument(
+            "--stage", choices=STAGES, default=None, help="sft, pt, dpo, kto or rm (default: from the entry)"
+        )
         p.add_argument("-n", type=int, default=3, help="rows to preview")
     args = parser.parse_args(argv)
     if args.dataset_dir:
@@ -419,8 +426,10 @@ def cli(argv: list[str]) -> int:
     failed = False
     for name in args.names:
         entry, _ = _resolve(name, ddir)
-        stage = args.stage or ("dpo" if entry and entry.ranking else "pt" if entry and entry.is_text else "sft")
+        stage = args.stage or entry_stage(entry)
         _, rows, problems = _load(name, ddir, stage)
+        if stage == "kto" and rows and not problems:
+            problems = _kto_problems(name, ddir, [r for _, r in rows])
         if not problems and entry is not None and hub_pending([name], ddir):
             print(f"{name}: {message('data.hub_later', hub=entry.hub_id)}")
         elif problems:
@@ -428,6 +437,8 @@ def cli(argv: list[str]) -> int:
             print(f"{name}: {len(problems)} problem(s)")
             for p in problems:
                 print(f"  {p}")
+        elif stage == "kto":
+            print(str(message("data.kto_ok", name=name, rows=len(rows), **kto_counts([r for _, r in rows]))))
         else:
             print(f"{name}: OK ({len(rows)} rows, stage {stage})")
     return 1 if failed else 0

@@ -50,6 +50,30 @@ COLUMN_KEYS = {
 }
 
 
+# Stages whose data are preference pairs (a ``ranking: true`` entry with chosen / rejected columns).
+PAIR_STAGES = ("dpo", "rm")
+# Stages whose rows TRL tokenises itself (prompt / answer strings): no packing, length grouping or Studio collator.
+PREFERENCE_STAGES = ("dpo", "kto", "rm")
+
+
+def stage_data_problem(stage: str, name: str, ranking: bool, kto_tag: str | None) -> tuple[str, dict] | None:
+    """Does an entry hold the kind of data ``stage`` trains on? dpo and rm: preference pairs (``ranking``); kto:
+    answers tagged desirable or not (``columns.kto_tag``, LLaMA-Factory's); sft and pt: neither (they would train a
+    rejected answer as a good one). None, or the refusal's catalog key (the same key, prefixed ``data.``, in
+    engine.data.messages) and its parameters; the spec's rules and the registry both ask here."""
+    if stage in PAIR_STAGES:
+        return None if ranking else ("pairs_needed", {"stage": stage, "name": name})
+    if stage == "kto":
+        if ranking:
+            return "kto_not_pairs", {"name": name}
+        return None if kto_tag else ("kto_needs_tag", {"name": name})
+    if ranking:
+        return "pairs_need_pair_stage", {"name": name, "stage": stage}
+    if kto_tag:
+        return "tags_need_kto", {"name": name, "stage": stage, "column": kto_tag}
+    return None
+
+
 @dataclass
 class DataProblem:
     """One thing wrong with a dataset. ``row`` is 1-based (the line number for JSONL files), or None."""
@@ -107,6 +131,11 @@ class DatasetEntry:
     folder: str | None = None
     num_samples: int | None = None
     revision: str | None = None
+
+    @property
+    def kto_tag(self) -> str | None:
+        """The column tagging each answer desirable (true) or not (false) for kto, as LLaMA-Factory maps it."""
+        return self.columns.get("kto_tag") or None
 
     @classmethod
     def from_info(cls, name: str, raw: dict) -> DatasetEntry:
@@ -205,7 +234,8 @@ def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
 
 # ----------------------------------------------------------------------------------------------- normalising
 def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
-    """Any supported row -> {system, messages:[{role, content}], chosen?, rejected?, text?}; raises _RowError."""
+    """Any supported row -> {system, messages:[{role, content}], chosen?, rejected?, text?, kto_tag?}; raises
+    _RowError. Stage kto reads the row's kto tag (true, false, or None when it has none)."""
     if not isinstance(row, dict):
         raise _RowError(None, message("data.row_not_object", type=type(row).__name__))
     cols = entry.columns
@@ -260,6 +290,8 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
         if messages and _SIDE[messages[-1]["role"]] != "user":
             raise _RowError(cols.get("messages"), message("data.pair_end_user"))
     else:
+        if stage == "kto" and entry.kto_tag:
+            out["kto_tag"] = _kto_tag(get("kto_tag", False), entry.kto_tag)
         last = messages[-1] if messages else None
         if stage != "pt" and (last is None or _SIDE[last["role"]] != "assistant"):
             raise _RowError(cols.get("messages"), message("data.end_assistant"), kind="end")
@@ -268,6 +300,26 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
                 col = cols.get("response") if entry.formatting == "alpaca" else cols.get("messages")
                 raise _RowError(col, message("data.empty_response", turn=i + 1), kind="empty")
     return out
+
+
+def _kto_tag(value: Any, column: str) -> bool | None:
+    """A row's kto tag: true (a desirable answer), false (undesirable) or None (no tag: the row is left out of kto
+    training, as LLaMA-Factory drops it). JSON booleans only: "yes", 1 or "false" are refused, naming the row."""
+    if value is None or isinstance(value, bool):
+        return value
+    plain = isinstance(value, (str, int, float))
+    shown = json.dumps(value, ensure_ascii=False)[:40] if plain else type(value).__name__
+    raise _RowError(column, message("data.kto_tag_not_bool", value=shown), kind="kto_tag")
+
+
+def kto_counts(rows: list[dict]) -> dict[str, int]:
+    """Canonical kto rows counted: desirable (tag true), undesirable (false) and untagged (left out of training)."""
+    tags = [r.get("kto_tag") for r in rows]
+    return {
+        "desirable": sum(1 for t in tags if t is True),
+        "undesirable": sum(1 for t in tags if t is False),
+        "untagged": sum(1 for t in tags if t is None),
+    }
 
 
 def _sharegpt_messages(turns: Any, entry: DatasetEntry, system: str) -> tuple[str, list[dict]]:

@@ -811,16 +811,21 @@ def render_sample(
     spec_or_template: Any, tokenizer: Any, row: dict, stage: str | None = None
 ) -> list[tuple[str, bool]]:
     """A canonical row as [(text, trained)] pieces, for the page's coloured masked-sample view. ``stage`` (sft, pt,
-    dpo) replaces the spec's, or the default sft when only a template name is given."""
+    dpo, kto, rm) replaces the spec's, or the default sft when only a template name is given. dpo and rm show the
+    prompt and the chosen answer, kto the prompt and its last answer (the one its tag judges)."""
     name, train_on_prompt, spec_stage, options = _settings(spec_or_template)
     stage = stage or spec_stage
     info = tokenizer if isinstance(tokenizer, TokenizerInfo) else tokenizer_info(tokenizer)
     if stage == "pt":
         return [(pretrain_text(row, info), True)]
     tool_format = options.get("tool_format")
-    if stage == "dpo" or "chosen" in row:
+    if stage in ("dpo", "rm") or "chosen" in row:
         prompt = prompt_text(name, info, row.get("system", ""), row["messages"], row.get("tools"), tool_format)
         return [(prompt, False), (assistant_text(name, info, row.get("chosen", "")), True)]
+    if stage == "kto" and row["messages"]:
+        *history, answer = row["messages"]
+        prompt = prompt_text(name, info, row.get("system", ""), history, row.get("tools"), tool_format)
+        return [(prompt, False), (assistant_text(name, info, answer["content"]), True)]
     pieces: list[tuple[str, bool]] = []
     segs = conversation_segments(
         name,

@@ -88,6 +88,7 @@ class ExportPlan:
     ram_needed: int = 0
     ram_available: int = 0
     ram_source: str = ""  # where ram_available was read (MemAvailable, a cgroup limit, STUDIO_MEM_AVAILABLE)
+    head: str = "causal_lm"  # "causal_lm", or "seq_cls" for a reward model (stage rm): the auto class the merge uses
 
 
 # ----------------------------------------------------------------------------------------------- inputs
@@ -180,6 +181,15 @@ def model_tensors(model_dir: str | Path) -> dict[str, dict]:
     for f in sorted(Path(model_dir).glob("*.safetensors")):
         out.update(safetensors_header(f))
     return out
+
+
+def source_head(src: Source) -> str:
+    """What the source's weights are: "seq_cls" for a reward model (stage rm: an adapter of peft task type SEQ_CLS,
+    or weights saved as a ...ForSequenceClassification), else "causal_lm"."""
+    if src.kind == "adapter":
+        return "seq_cls" if str(src.adapter_config.get("task_type") or "").upper() == "SEQ_CLS" else "causal_lm"
+    archs = _read_json(Path(src.weights_dir) / "config.json").get("architectures") or []
+    return "seq_cls" if any(str(a).endswith("ForSequenceClassification") for a in archs) else "causal_lm"
 
 
 def check_fits(src: Source, base_dir: str) -> None:
@@ -356,6 +366,9 @@ def plan_export(
                     other_base=s.base,
                 )
             )
+    heads = [source_head(s) for s in srcs]
+    if "seq_cls" in heads and len(srcs) > 1:
+        raise ExportError(message("export.reward_alone", first=srcs[heads.index("seq_cls")].weights_dir))
     for s in srcs:
         if s.kind == "adapter":
             check_fits(s, base)
@@ -375,7 +388,7 @@ def plan_export(
     need, free = estimate_bytes(srcs, base, dtype, adapter_only), free_bytes(out.parent)
     if need > free:
         raise ExportError(message("export.no_disk", out=out, need=_gb(need), dtype=dtype, free=_gb(free)))
-    plan = ExportPlan(srcs, base, str(out), dtype, adapter_only, need, free, device)
+    plan = ExportPlan(srcs, base, str(out), dtype, adapter_only, need, free, device, head=heads[0])
     plan.ram_needed = estimate_memory(srcs, base, dtype, device, adapter_only, max_shard)
     plan.ram_available, plan.ram_source = available_memory()
     problem = memory_problem(plan, srcs, max_shard)

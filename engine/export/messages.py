@@ -47,6 +47,8 @@ MESSAGES: dict[str, str] = {
     "export.bad_dtype": "--dtype {dtype!r}: choose one of {choices}",
     "export.bad_device": "--device {device!r}: choose cpu or cuda",
     "export.model_alone": "a full fine-tune's model cannot be combined with other sources: export it alone",
+    "export.reward_alone": "{first} is a reward model (stage rm, a score head): merge it alone, not with other "
+    "sources",
     "export.adapter_only_one": "--adapter-only exports exactly one adapter (a LoRA run or an adapter folder)",
     "export.different_bases": "adapters have different bases: {first} is on {base} but {other} is on "
     "{other_base}: merge adapters of one base only",

@@ -34,6 +34,7 @@ from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here 
     _NOTED,
     _NULLABLE,
     _OPTIONS_OF_OFF_FEATURES,
+    _STAGE_DIRECT,
     _csv,
     _Import,
     _lf_path,
@@ -74,9 +75,10 @@ def _lf_import(args: dict, acc: dict | None, base_dir: Path | None) -> _Import:
     written = set(args)
     args = {**{k: v for k, v in _LF_DEFAULTS.items() if k not in args}, **args}
     extra: dict[str, Any] = {}
+    by_stage = _STAGE_DIRECT.get(str(args.get("stage", "sft")), {})
     for key, value in args.items():
         if key in _DIRECT and (value is not None or key in _NULLABLE):  # LF writes null for "not set"
-            imp.put(_DIRECT[key], value)
+            imp.put(by_stage.get(key, _DIRECT[key]), value)
         elif key in _DIRECT or key in _CONVERTED or key in _OPTIONS_OF_OFF_FEATURES:
             continue
         elif key in _NOTED:
@@ -114,9 +116,8 @@ def _lf_import(args: dict, acc: dict | None, base_dir: Path | None) -> _Import:
 
 
 _STAGES_OUT = {
-    "rm": "reward-model training (stage rm) is not supported: Studio trains sft, pt and dpo",
-    "ppo": "PPO (stage ppo) is not supported: use stage dpo with preference pairs",
-    "kto": "KTO (stage kto) is not supported: use stage dpo with preference pairs",
+    "ppo": "PPO (stage ppo) is not supported: use stage dpo with preference pairs or kto with tagged answers "
+    "(stage rm trains a reward model)",
 }
 
 
@@ -229,6 +230,8 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         imp.bad("finetuning_type", "OFT (finetuning_type oft) is not supported: use lora")
     else:
         imp.put("method.finetuning", finetuning)
+    if stage == "kto":
+        _kto_batch(args, imp)
     if "include_num_input_tokens_seen" in args:
         seen = args["include_num_input_tokens_seen"]
         imp.put(
@@ -302,6 +305,21 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     imp.put("output.report_to", report)
 
 
+def _kto_batch(args: dict, imp: _Import) -> None:
+    """LF's KTO examples train 1 sample per device x 8 accumulation steps: LF builds the KL pairs itself, TRL's
+    KTOTrainer pairs answers within a device batch and needs 2 or more. An even accumulation is halved and the batch
+    doubled (the same effective batch, with a note); otherwise the spec's rule refuses the batch, naming it."""
+    batch, accum = args.get("per_device_train_batch_size"), args.get("gradient_accumulation_steps")
+    plain = all(isinstance(v, int) and not isinstance(v, bool) for v in (batch, accum))
+    if plain and batch == 1 and accum >= 2 and accum % 2 == 0:
+        imp.put("train.per_device_batch_size", 2)
+        imp.put("train.gradient_accumulation", accum // 2)
+        imp.notes.append(
+            f"per_device_train_batch_size: 1 x gradient_accumulation_steps {accum} becomes 2 x {accum // 2} (the "
+            "same effective batch): TRL's KTO estimates its KL term from answers of the same device batch"
+        )
+
+
 # ----------------------------------------------------------------------------------------------- export
 def workspace_path(path: str) -> Path:
     """A spec path as Studio reads it: absolute as written, relative from the workspace ($STUDIO_HOME)."""
@@ -356,6 +374,14 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
             args["freeze_extra_modules"] = ",".join(m.freeze.extra_modules)
     if m.stage == "dpo":
         args.update({"pref_beta": m.dpo.beta, "pref_loss": m.dpo.loss_type})
+    if m.stage == "kto":
+        args.update(
+            {
+                "pref_beta": m.kto.beta,
+                "kto_chosen_weight": m.kto.desirable_weight,
+                "kto_rejected_weight": m.kto.undesirable_weight,
+            }
+        )
     args["dataset"] = ",".join(d.datasets)
     if d.dataset_dir:
         args["dataset_dir"] = d.dataset_dir
@@ -442,7 +468,9 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
 
 
 # ----------------------------------------------------------------------------------------------- loading
-_REVERSE = {path: key for key, path in {**_DIRECT, **_CONVERTED}.items() if path}
+_REVERSE = {path: key for key, path in {**_DIRECT, **_CONVERTED}.items() if path} | {
+    path: key for keys in _STAGE_DIRECT.values() for key, path in keys.items()
+}
 
 
 def _read_yaml(path: Path, what: str) -> Any:

@@ -25,6 +25,8 @@ _DIRECT: dict[str, str] = {
     "freeze_trainable_layers": "method.freeze.trainable_layers",
     "pref_beta": "method.dpo.beta",
     "pref_loss": "method.dpo.loss_type",
+    "kto_chosen_weight": "method.kto.desirable_weight",
+    "kto_rejected_weight": "method.kto.undesirable_weight",
     "mix_strategy": "data.mix",
     "template": "data.template",
     "cutoff_len": "data.cutoff_len",
@@ -63,6 +65,8 @@ _DIRECT: dict[str, str] = {
     "dataloader_num_workers": "data.dataloader_workers",
     "ddp_timeout": "launch.ddp_timeout",
 }
+# Keys whose spec field depends on the stage: stage -> {LF key -> spec path}, taking the place of _DIRECT's.
+_STAGE_DIRECT: dict[str, dict[str, str]] = {"kto": {"pref_beta": "method.kto.beta"}}
 # Keys handled by code below (conversions), with the spec path used to name them in errors.
 _CONVERTED: dict[str, str] = {
     "flash_attn": "model.attn_implementation",
@@ -177,6 +181,11 @@ _OPTIONS_OF_OFF_FEATURES = set(
     "profiler_active_steps profiler_repeat profiler_record_shapes profiler_profile_memory profiler_with_stack".split()
 )
 _OPTIM = "use optim (adamw_torch, adamw_8bit, paged_adamw_8bit, adafactor)"
+_PPO = "PPO and its reward_model are not supported: use stage dpo or kto (stage rm trains a reward model)"
+_REF = (
+    "a separate reference model is not supported: the reference of DPO and KTO is the model being trained "
+    "(LoRA: its base)"
+)
 # LF features Studio does not have: key -> (LF's default, one line naming the feature and what to use instead).
 # At its default (or null) the feature is off and the key is accepted; any other value is refused with the line.
 _FEATURES: dict[str, tuple[Any, str]] = {
@@ -267,28 +276,26 @@ _FEATURES: dict[str, tuple[Any, str]] = {
         None,
         "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
     ),
-    "kto_chosen_weight": (1.0, "KTO is not supported: use stage dpo with paired data"),
-    "kto_rejected_weight": (1.0, "KTO is not supported: use stage dpo with paired data"),
-    "ppo_buffer_size": (1, "PPO and reward models are not supported: use stage dpo"),
-    "ppo_epochs": (4, "PPO and reward models are not supported: use stage dpo"),
-    "ppo_score_norm": (False, "PPO and reward models are not supported: use stage dpo"),
-    "ppo_target": (6.0, "PPO and reward models are not supported: use stage dpo"),
-    "ppo_whiten_rewards": (False, "PPO and reward models are not supported: use stage dpo"),
-    "reward_model": (None, "PPO and reward models are not supported: use stage dpo"),
-    "reward_model_adapters": (None, "PPO and reward models are not supported: use stage dpo"),
-    "reward_model_quantization_bit": (None, "PPO and reward models are not supported: use stage dpo"),
-    "reward_model_type": ("lora", "PPO and reward models are not supported: use stage dpo"),
+    "ppo_buffer_size": (1, _PPO),
+    "ppo_epochs": (4, _PPO),
+    "ppo_score_norm": (False, _PPO),
+    "ppo_target": (6.0, _PPO),
+    "ppo_whiten_rewards": (False, _PPO),
+    "reward_model": (None, _PPO),
+    "reward_model_adapters": (None, _PPO),
+    "reward_model_quantization_bit": (None, _PPO),
+    "reward_model_type": ("lora", _PPO),
     "ref_model": (
         None,
-        "a separate reference model is not supported: DPO's reference is the model being trained (LoRA: its base)",
+        _REF,
     ),
     "ref_model_adapters": (
         None,
-        "a separate reference model is not supported: DPO's reference is the model being trained (LoRA: its base)",
+        _REF,
     ),
     "ref_model_quantization_bit": (
         None,
-        "a separate reference model is not supported: DPO's reference is the model being trained (LoRA: its base)",
+        _REF,
     ),
     "use_galore": (
         False,

@@ -57,6 +57,6 @@ def advise(spec, metrics_rows: list[dict], events: list[dict]) -> list[str]:
         tps = [e["payload"]["tokens_per_second"] for e in logs]
         if min(tps[-3:]) < 0.5 * max(tps):
             tips.append(message("advice.throughput_drop", peak=max(tps), now=tps[-1]))
-    if not spec.data.packing and spec.method.stage != "dpo":
+    if not spec.data.packing and spec.method.stage in ("sft", "pt"):  # the stages that can pack
         tips.append(message("advice.packing_off"))
     return tips

@@ -153,8 +153,22 @@ def layer_saved_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict, layer: i
     return n_norms * norm + attn + mlp
 
 
+def sequences_per_sample(spec) -> int:
+    """Sequences one sample puts through the model with gradients: a pair's chosen and rejected answer (dpo, rm),
+    else one (kto's KL pass and every reference pass run without gradients, keeping no activations)."""
+    return 2 if spec.method.stage in ("dpo", "rm") else 1
+
+
+def reference_bytes(spec, shape: ModelShape, dt: dict) -> int:
+    """TRL's frozen reference model (dpo, kto): a copy of the base in the policy's dtype, unless LoRA (whose
+    reference is the base with the adapter off, so no copy)."""
+    if spec.method.stage not in ("dpo", "kto") or spec.method.finetuning == "lora":
+        return 0
+    return shape.total * dt["base"]
+
+
 def activation_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict, batch: int, seq: int) -> int:
-    tokens = batch * seq * (2 if spec.method.stage == "dpo" else 1)
+    tokens = batch * seq * sequences_per_sample(spec)
     per_layer = [layer_saved_bytes(spec, shape, tr, dt, k, seq) for k in range(shape.layers)]
     final = 4 * shape.hidden + dt["residual"] * shape.hidden  # final norm + lm_head input
     if spec.train.gradient_checkpointing == "on":  # the planner resolves auto before it gets here
@@ -174,7 +188,9 @@ def logits_bytes(spec, shape: ModelShape, dt: dict, batch: int, seq: int, *, fus
     so its buffers are about one chunk of fp32 logits (tokens x hidden x 4) plus the fp32 gradient of the hidden
     states (tokens x hidden x 4).
     """
-    tokens = batch * seq * (2 if spec.method.stage == "dpo" else 1)
+    tokens = batch * seq * sequences_per_sample(spec)
+    if spec.method.stage == "rm":  # one fp32 score per token from the score head (the last one is the reward)
+        return int(tokens * 3 * 4)
     if fused:
         return int(tokens * shape.hidden * 8)
     return int(tokens * shape.vocab * max(dt["compute"] + 8, 12))

@@ -21,6 +21,10 @@ MESSAGES: dict[str, str] = {
     "plan.eager": "eager attention materialises batch x heads x seq^2 scores: use sdpa or flash_attention_2",
     "plan.cpu": "device is cpu: the numbers are host memory for one process",
     "plan.liger": "Liger's fused linear cross-entropy: the logits are computed in chunks and never held whole",
+    "plan.reference_model": "stage {stage} without LoRA keeps a frozen reference copy of the model (TRL's ref_model); "
+    "LoRA needs none (its reference is the base with the adapter off)",
+    "plan.reward_head": "stage rm: a one-output score head replaces the LM head, so there are no vocabulary-sized "
+    "logits; chosen and rejected answers run in one batch",
     # gradient checkpointing, as planned
     "plan.ckpt_on": "set on in the spec",
     "plan.ckpt_off": "set off in the spec",

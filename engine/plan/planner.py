@@ -24,7 +24,7 @@ from typing import Any
 
 from engine.machine.kernels import liger_decision
 from engine.models.resolve import resolve_config, source_text
-from engine.plan.memory import activation_bytes, logits_bytes, optimizer_bytes, weight_bytes
+from engine.plan.memory import activation_bytes, logits_bytes, optimizer_bytes, reference_bytes, weight_bytes
 from engine.plan.messages import message
 from engine.plan.model_shape import ModelShape, model_shape, param_counts, trainable, trainable_param_count  # noqa: F401
 
@@ -36,6 +36,7 @@ ALLOCATOR_SLACK = 0.05  # caching-allocator fragmentation between allocated and 
 COMPONENTS = (
     "weights",
     "trainable_weights",
+    "reference_model",
     "gradients",
     "optimizer_states",
     "activations",
@@ -209,6 +210,14 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
             weights_gpu = weights_gpu / shard_n + gathered
         notes.append(message("plan.sharded", n=shard_n))
 
+    # ---- TRL's reference model (dpo, kto without LoRA): frozen, sharded like the policy under ZeRO-3 / FSDP
+    ref = reference_bytes(spec, shape, dt)
+    if ref:
+        ref = ref / shard_n if full_shard else ref
+        notes.append(message("plan.reference_model", stage=spec.method.stage))
+    if spec.method.stage == "rm":
+        notes.append(message("plan.reward_head"))
+
     # ---- gradients (dtype of the trainable params; DeepSpeed reduces 16-bit grads)
     grad_bytes = train_numel * train_bytes_each
     comm = 0
@@ -258,6 +267,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     framework = CUDA_CONTEXT_BYTES
     fwd_bwd = {
         "weights": weights_gpu,
+        "reference_model": ref,
         "gradients": fb_grads,
         "optimizer_states": opt_gpu,
         "activations": acts,
@@ -266,6 +276,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     }
     step = {
         "weights": fwd_bwd["weights"],
+        "reference_model": ref,
         "gradients": grad_bytes,
         "optimizer_states": opt_gpu,
         "step_temporaries": step_tmp,

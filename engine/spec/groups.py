@@ -168,10 +168,36 @@ class DpoSpec(_Spec):
     )
 
 
+class KtoSpec(_Spec):
+    beta: float = Field(
+        0.1,
+        gt=0,
+        le=10,
+        description="KTO beta: how far the model may move from its reference (higher: less)",
+        json_schema_extra=_meta("KTO beta", label_zh="KTO beta"),
+    )
+    desirable_weight: float = Field(
+        1.0,
+        gt=0,
+        le=100,
+        description="Weight of the loss on desirable answers (kto_tag true); raise it when they are the fewer",
+        json_schema_extra=_meta("Desirable weight", advanced=True, label_zh="正样本权重"),
+    )
+    undesirable_weight: float = Field(
+        1.0,
+        gt=0,
+        le=100,
+        description="Weight of the loss on undesirable answers (kto_tag false); raise it when they are the fewer",
+        json_schema_extra=_meta("Undesirable weight", advanced=True, label_zh="负样本权重"),
+    )
+
+
 class MethodSpec(_Spec):
-    stage: Literal["sft", "pt", "dpo"] = Field(
+    stage: Literal["sft", "pt", "dpo", "kto", "rm"] = Field(
         "sft",
-        description="sft: supervised fine-tuning; pt: continued pre-training on text; dpo: preference pairs",
+        description="sft: supervised fine-tuning; pt: continued pre-training on text; dpo: preference pairs; kto: "
+        "answers each tagged desirable or not (kto_tag); rm: a reward model (a score head) trained on preference "
+        "pairs",
         json_schema_extra=_meta("Stage", label_zh="训练阶段"),
     )
     finetuning: Literal["lora", "full", "freeze"] = Field(
@@ -183,6 +209,7 @@ class MethodSpec(_Spec):
     freeze: FreezeSpec = Field(default_factory=FreezeSpec)
     quantization: QuantSpec = Field(default_factory=QuantSpec)
     dpo: DpoSpec = Field(default_factory=DpoSpec)
+    kto: KtoSpec = Field(default_factory=KtoSpec)
 
 
 # ----------------------------------------------------------------------------------------------- data
@@ -256,13 +283,13 @@ class DataSpec(_Spec):
         "auto",
         description="Padding-free batches: a step's samples joined in one row with positions restarting per sample "
         "and no attention across them (the same samples and loss as padded batches, no compute on pad tokens). auto: "
-        "on for sft and pt without packing; dpo only with flash_attention_2",
+        "on for sft and pt without packing; dpo only with flash_attention_2; never for kto and rm",
         json_schema_extra=_meta("Padding-free batches", advanced=True, label_zh="无填充批次"),
     )
     group_by_length: bool = Field(
         False,
         description="Batch samples of similar length together: less padding, a less random order (sft, pt; "
-        "not with packing)",
+        "not with packing; not dpo, kto or rm)",
         json_schema_extra=_meta("Group by length", advanced=True, label_zh="按长度分组"),
     )
     train_on_prompt: bool = Field(

@@ -59,7 +59,10 @@ MESSAGES: dict[str, str] = {
     "mix_probs_concat": "probabilities apply to interleaving: set data.mix to interleave_under or interleave_over, "
     "or clear data.mix_probs",
     "dataset_twice": "a dataset is listed twice",
-    "packing_dpo": "packing applies to sft and pt, not dpo: turn data.packing off",
+    "packing_preference": "packing applies to sft and pt, not {stage}: turn data.packing off",
+    "kto_batch": "kto needs at least 2 samples per device batch (TRL estimates its KL term from each prompt paired "
+    "with another answer of the same batch), not {n}: raise train.per_device_batch_size (lower "
+    "train.gradient_accumulation to keep the effective batch)",
     "group_by_length_packing": "grouping by length and packing exclude each other (packed rows are already full): "
     "turn off data.group_by_length or data.packing",
     "report_to_missing": "{target} is not installed here: pip install {target}, or choose tensorboard or none",
@@ -72,7 +75,10 @@ MESSAGES: dict[str, str] = {
     "padding_free_dpo": "padding-free dpo batches need flash_attention_2 (TRL's padding_free); {attn} attention "
     "cannot keep the pairs apart: set data.padding_free to auto or off, or model.attn_implementation to "
     "flash_attention_2",
-    "group_by_length_dpo": "grouping by length applies to sft and pt, not dpo: turn data.group_by_length off",
+    "group_by_length_preference": "grouping by length applies to sft and pt, not {stage}: turn "
+    "data.group_by_length off",
+    "padding_free_stage": "padding-free batches apply to sft, pt and dpo, not {stage}: set data.padding_free to "
+    "auto or off",
     "report_to_none": "'none' cannot be combined with other trackers",
     "lora_all_alone": "'all' already covers every linear layer: give 'all' alone or a list of names",
     "save_best_needs_eval": "save strategy 'best' keeps the checkpoint with the best evaluation loss: set "
@@ -118,9 +124,16 @@ MESSAGES: dict[str, str] = {
     "dataset_unknown": "'{name}' is not in {path} (known: {known})",
     "dataset_unknown_empty": "'{name}' is not in {path} (known: none)",
     "dataset_not_entry": "'{name}' in {path} is not an entry (a JSON object)",
-    "dpo_needs_pairs": "dpo needs preference pairs, but '{name}' has no chosen/rejected columns "
+    "pairs_needed": "{stage} needs preference pairs, but '{name}' has no chosen/rejected columns "
     '(set "ranking": true with chosen/rejected in dataset_info.json, or pick another dataset)',
-    "pairs_need_dpo": "'{name}' holds preference pairs: use stage dpo, or another dataset",
+    "pairs_need_pair_stage": "'{name}' holds preference pairs, which stage {stage} cannot train on: use stage dpo "
+    "or rm, or another dataset",
+    "kto_needs_tag": "kto needs answers tagged desirable or not, but '{name}' maps no kto_tag column (in "
+    "dataset_info.json set its columns.kto_tag to the column holding true/false, or pick another dataset)",
+    "kto_not_pairs": "'{name}' holds preference pairs (ranking), not answers tagged for kto: use stage dpo or rm, "
+    "or a dataset with a kto_tag column",
+    "tags_need_kto": "'{name}' holds kto data (column '{column}' tags each answer desirable or not), which stage "
+    "{stage} would train as if every answer were good: use stage kto, or another dataset",
     # the spec as a whole (engine.spec.schema) and the checks at submit (engine.runs.registry)
     "unknown_field": "unknown field (not part of the run spec)",
     "schema_newer": "schema version {version} was written by a newer Studio (this one reads up to {supported}): "

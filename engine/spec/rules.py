@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.messages import Message
+from engine.data.rows import PREFERENCE_STAGES, stage_data_problem
 from engine.data.templates import TEMPLATE_NAMES
 from engine.machine.kernels import liger_installed
 from engine.models.resolve import looks_local as _looks_local
@@ -99,12 +100,15 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
             errors.append(("data.mix_probs", message("mix_probs_concat")))
     if len(set(d.datasets)) != len(d.datasets):
         errors.append(("data.datasets", message("dataset_twice")))
-    if d.packing and m.stage == "dpo":
-        errors.append(("data.packing", message("packing_dpo")))
+    if d.packing and m.stage in PREFERENCE_STAGES:
+        errors.append(("data.packing", message("packing_preference", stage=m.stage)))
     if d.group_by_length and d.packing:
         errors.append(("data.group_by_length", message("group_by_length_packing")))
-    if d.group_by_length and m.stage == "dpo":
-        errors.append(("data.group_by_length", message("group_by_length_dpo")))
+    if d.group_by_length and m.stage in PREFERENCE_STAGES:
+        errors.append(("data.group_by_length", message("group_by_length_preference", stage=m.stage)))
+    if m.stage == "kto" and t.per_device_batch_size < 2:
+        # TRL estimates KTO's KL term from each prompt paired with another row's answer of the same batch
+        errors.append(("train.per_device_batch_size", message("kto_batch", n=t.per_device_batch_size)))
     if "none" in spec.output.report_to and len(spec.output.report_to) > 1:
         errors.append(("output.report_to", message("report_to_none")))
     if m.lora.targets and "all" in m.lora.targets and len(m.lora.targets) > 1:
@@ -117,6 +121,8 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("data.padding_free", message("padding_free_packing")))
     if d.padding_free == "on" and m.stage == "dpo" and spec.model.attn_implementation != "flash_attention_2":
         errors.append(("data.padding_free", message("padding_free_dpo", attn=spec.model.attn_implementation)))
+    if d.padding_free == "on" and m.stage in ("kto", "rm"):
+        errors.append(("data.padding_free", message("padding_free_stage", stage=m.stage)))
     if t.save_strategy == "best" and ((d.val_size == 0 and not d.eval_datasets) or t.eval_strategy == "no"):
         errors.append(("train.save_strategy", message("save_best_needs_eval")))
     if d.val_size >= 1 and not float(d.val_size).is_integer():
@@ -316,11 +322,11 @@ def _check_datasets(spec: RunSpec) -> list[tuple[str, Message]]:
         if not isinstance(entry, dict):
             errors.append((field, message("dataset_not_entry", name=name, path=info_path)))
             continue
-        ranking = bool(entry.get("ranking"))
-        if spec.method.stage == "dpo" and not ranking:
-            errors.append((field, message("dpo_needs_pairs", name=name)))
-        if spec.method.stage != "dpo" and ranking:
-            errors.append((field, message("pairs_need_dpo", name=name)))
+        columns = entry.get("columns")
+        tag = columns.get("kto_tag") if isinstance(columns, dict) else None
+        kind = stage_data_problem(spec.method.stage, name, bool(entry.get("ranking")), tag)
+        if kind is not None:
+            errors.append((field, message(kind[0], **kind[1])))
     return errors
 
 

@@ -30,6 +30,7 @@ from engine.spec.groups import (  # noqa: F401 - re-exported: the spec's public 
     DataSpec,
     DpoSpec,
     FreezeSpec,
+    KtoSpec,
     LoraSpec,
     MethodSpec,
     ModelSpec,

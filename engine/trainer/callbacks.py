@@ -77,6 +77,10 @@ class GracefulStop(TrainerCallback):
         return control
 
 
+# Keys of the Trainer's logs that the log event carries under its own names (the rest go under ``metrics``).
+_LOG_KEYS = {"loss", "learning_rate", "grad_norm", "epoch", "num_input_tokens_seen", "num_tokens"}
+
+
 class EventsCallback(TrainerCallback):
     """Writes log / eval / checkpoint events (rank 0) with throughput, memory per rank and ETA."""
 
@@ -137,6 +141,9 @@ class EventsCallback(TrainerCallback):
             progress=round(state.global_step / state.max_steps, 4) if state.max_steps else None,
             max_steps=state.max_steps,
             elapsed_seconds=round(elapsed, 2),
+            # the trainer's own figures beside the loss: TRL's rewards and margins (dpo, kto), a reward model's
+            # accuracy on its pairs (rm: chosen scored above rejected)
+            metrics={k: v for k, v in logs.items() if k not in _LOG_KEYS and isinstance(v, (int, float))} or None,
         )
         self.last_log_t, self.last_tokens, self.last_step = now, tokens, state.global_step
 

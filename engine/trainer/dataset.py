@@ -7,8 +7,9 @@ is engine.data.templates, the same code the page's masked-sample preview uses.
 Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained; samples longer
 than the cutoff are truncated and counted), pt (all tokens trained; conversation rows become their joined text,
 each text ends with EOS; texts are cut into blocks of the cutoff length instead of truncated, see
-``split_into_blocks``), dpo (string prompt/chosen/rejected columns for TRL's DPOTrainer, which tokenises them
-itself; collator None).
+``split_into_blocks``), dpo and rm (string prompt/chosen/rejected columns for TRL's DPOTrainer / RewardTrainer,
+which tokenise them themselves; collator None), kto (string prompt/completion columns and a boolean label for TRL's
+KTOTrainer; rows without a kto tag are left out and counted, as LLaMA-Factory drops them).
 
 Padding-free batches (``data.padding_free``, on by default for sft and pt without packing) join each batch's
 samples into one row with per-sample position_ids (``FlatteningCollator``): the same samples per step and the same
@@ -39,6 +40,7 @@ from typing import Any
 
 from engine.data.messages import message as data_message
 from engine.data.registry import DataError, check_datasets, load_rows
+from engine.data.rows import PREFERENCE_STAGES
 from engine.data.templates import (
     Template,
     assistant_text,
@@ -207,6 +209,7 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
     if warning and stage != "pt":
         log(f"warning: {warning}")
 
+    preference = stage in PREFERENCE_STAGES
     stats: dict[str, Any] = {"packed": bool(d.packing), "truncated": 0, "dropped": 0}
     dataset = _mixed(spec, d.datasets, ddir, tokenizer, info, stats)
     if len(dataset) == 0:
@@ -258,7 +261,7 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
                 ]
             )
         stats |= {"num_train": len(dataset), "num_eval": len(eval_dataset) if eval_dataset is not None else 0}
-    if stage != "dpo":
+    if not preference:
         stats["total_tokens"], stats["trainable_tokens"] = _count_tokens(dataset)
         collator = PadCollator(_pad_id(tokenizer))
         stats["padding_free"] = padding_free(spec)
@@ -283,6 +286,11 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
         summary = (
             f"{stats['num_train']} train / {stats['num_eval']} eval blocks of up to {d.cutoff_len} tokens "
             f"from {stats['num_samples']} texts ({how}), {stats['tail_dropped']} tail tokens dropped"
+        )
+    elif stage == "kto":
+        summary = (
+            f"{stats['num_train']} train / {stats['num_eval']} eval answers ({stats['desirable']} desirable, "
+            f"{stats['undesirable']} undesirable; {stats['untagged']} rows without a kto tag left out)"
         )
     else:
         summary = (
@@ -309,14 +317,20 @@ def _mixed(spec, names: list[str], ddir: Path, tokenizer, info, stats: dict):
     d, stage, seed = spec.data, spec.method.stage, spec.train.seed
     tool_format = None if d.tool_format == "template" else d.tool_format
     parts = []
-    tok_digest = _tokenizer_digest(tokenizer) if stage != "dpo" else ""
+    preference = stage in PREFERENCE_STAGES
+    tok_digest = _tokenizer_digest(tokenizer) if not preference else ""
     for name in names:
         entry, _ = _resolve(name, ddir)
         rows = load_rows(name, ddir, stage)
         if entry is not None and entry.num_samples:
             rows = sample_rows(rows, entry.num_samples, seed)
         rows = rows[: d.max_samples or None]
-        if stage == "dpo":
+        if stage == "kto":
+            tagged = [r for r in rows if r.get("kto_tag") is not None]
+            stats["untagged"] = stats.get("untagged", 0) + len(rows) - len(tagged)
+            parts.append(Dataset.from_list([_kto_row(r, d.template, info, tool_format) for r in tagged]))
+            continue
+        if preference:
             parts.append(Dataset.from_list([_dpo_row(r, d.template, info, tool_format) for r in rows]))
             continue
         key = hashlib.sha256(
@@ -372,7 +386,12 @@ def _mixed(spec, names: list[str], ddir: Path, tokenizer, info, stats: dict):
             seed=seed,
             stopping_strategy=("first_exhausted" if d.mix == "interleave_under" else "all_exhausted"),
         )
-    if stage != "dpo":
+    if stage == "kto":
+        labels = dataset["label"]
+        stats["desirable"] = stats.get("desirable", 0) + int(sum(labels))
+        stats["undesirable"] = stats.get("undesirable", 0) + len(labels) - int(sum(labels))
+        stats.setdefault("untagged", 0)
+    if not preference:
         stats["truncated"] = stats.get("truncated", 0) + int(sum(dataset["truncated"]))
         before = len(dataset)
         # A sample whose answer was cut away entirely has nothing to learn from and would give a NaN loss.
@@ -521,9 +540,9 @@ def packing_collator(pad_id: int = 0) -> PackingCollator:
 
 def padding_free(spec) -> bool:
     """Whether this run's batches are padding-free (``data.padding_free``; auto: sft and pt without packing; dpo only
-    on flash_attention_2, through TRL, not this collator)."""
+    on flash_attention_2, through TRL, not this collator; never kto or rm)."""
     d = spec.data
-    if spec.method.stage == "dpo" or d.packing:
+    if spec.method.stage in PREFERENCE_STAGES or d.packing:
         return False
     return d.padding_free in ("auto", "on")
 
@@ -604,6 +623,17 @@ def _dpo_row(row: dict, template: str, info, tool_format: str | None = None) -> 
         "prompt": prompt_text(template, info, row.get("system", ""), row["messages"], tool_format=tool_format),
         "chosen": assistant_text(template, info, row["chosen"]),
         "rejected": assistant_text(template, info, row["rejected"]),
+    }
+
+
+def _kto_row(row: dict, template: str, info, tool_format: str | None = None) -> dict:
+    """An unpaired kto row: the conversation up to its last answer as the prompt, that answer as the completion
+    (LLaMA-Factory's kto_tag reading), and whether it is desirable."""
+    *history, answer = row["messages"]
+    return {
+        "prompt": prompt_text(template, info, row.get("system", ""), history, tool_format=tool_format),
+        "completion": assistant_text(template, info, answer["content"]),
+        "label": bool(row["kto_tag"]),
     }
 
 

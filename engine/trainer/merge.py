@@ -8,7 +8,10 @@ What it does: loads the base in float32 (never quantized: a QLoRA adapter is mer
 applies the adapters unmerged to get reference logits on fixed prompts, merges them (in order) with
 ``merge_and_unload``, checks the float32 merge against the reference, casts to the chosen dtype, writes sharded
 safetensors into TMP, then reloads TMP with ``AutoModelForCausalLM.from_pretrained`` and checks its logits against
-the reference within a tolerance that fits the dtype (``tolerance``). Only a verified TMP is renamed to the target;
+the reference within a tolerance that fits the dtype (``tolerance``). A reward model (stage rm: ``plan.head`` is
+``seq_cls``) goes the same way with ``AutoModelForSequenceClassification`` (one label): its logits are the scores,
+its trained score head comes with the adapter (peft's modules_to_save), and the merged config keeps the pad token id
+the scores need to find each sequence's last token. Only a verified TMP is renamed to the target;
 SIGTERM, an error or a failed check removes TMP and leaves the target untouched. Progress goes to FILE as
 merge_progress / merge_finished / merge_failed events (engine/core/events.py) and to stdout.
 """
@@ -95,9 +98,28 @@ def logits_of(model, ids):
         return model(input_ids=ids.to(model.device)).logits.float().cpu()
 
 
+def auto_class(plan: ExportPlan):
+    """The transformers auto class of the merged model: a reward model's sequence classifier, else a causal LM."""
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    return AutoModelForSequenceClassification if plan.head == "seq_cls" else AutoModelForCausalLM
+
+
+def pad_token_id(plan: ExportPlan) -> int | None:
+    """A reward model scores each sequence at its last non-pad token, so its config needs the pad token id: the
+    tokenizer's (the adapter's copy first, then the base's), or its end-of-sequence token."""
+    from transformers import AutoTokenizer
+
+    dirs = [s.weights_dir for s in plan.sources if s.kind == "adapter"] + [plan.base]
+    for d in dirs:
+        if any((Path(d) / n).is_file() for n in xp.TOKENIZER_FILES):
+            tok = AutoTokenizer.from_pretrained(d)
+            return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    return None
+
+
 def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_shard: int) -> dict:
     import torch
-    from transformers import AutoModelForCausalLM
 
     adapters = [s for s in plan.sources if s.kind == "adapter"]
     if device == "cuda" and not torch.cuda.is_available():
@@ -106,7 +128,11 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     # On a GPU the weights load straight into its memory: the host never holds the float32 model (see
     # exporting.estimate_memory, which the memory check before the merge relies on).
     load = {"device_map": device} if device == "cuda" else {}
-    model = AutoModelForCausalLM.from_pretrained(plan.base, dtype=torch.float32, **load)
+    auto = auto_class(plan)
+    extra = {"num_labels": 1} if plan.head == "seq_cls" else {}
+    model = auto.from_pretrained(plan.base, dtype=torch.float32, **load, **extra)
+    if plan.head == "seq_cls" and model.config.pad_token_id is None:
+        model.config.pad_token_id = pad_token_id(plan)
     if getattr(model.config, "quantization_config", None):
         model = model.dequantize()  # a pre-quantized base: merge onto dequantized weights, never packed ones
     model.eval()
@@ -117,6 +143,7 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
         "dtype": plan.dtype,
         "device": device,
         "base": plan.base,
+        "head": plan.head,
         "adapters": [s.weights_dir for s in adapters],
         # QLoRA adapters are merged onto this float32 base, never onto quantized weights.
         "quantized_training_bits": [s.quant_bits for s in adapters],
@@ -149,11 +176,12 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     model.config.dtype = torch_dtype
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    model.config.architectures = [type(model).__name__]  # a reward model says so (LlamaForSequenceClassification)
     save_sharded(model, tmp, rep, max_shard)
     del model
     gc.collect()
     rep.stage("verifying", 1, 1, message("export.detail_verifying"))
-    loaded = AutoModelForCausalLM.from_pretrained(str(tmp), dtype=torch_dtype, **load).eval()
+    loaded = auto.from_pretrained(str(tmp), dtype=torch_dtype, **load).eval()
     diff = float((logits_of(loaded, ids) - ref).abs().max())
     ref_max = float(ref.abs().max())
     tol = tolerance(plan.dtype, ref_max)

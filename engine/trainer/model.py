@@ -1,5 +1,9 @@
 """Load the tokenizer and model a spec asks for, quantised if asked, with the fine-tuning method applied.
 
+Stage rm loads the base as a sequence-classification model with one label (transformers adds a freshly initialised
+``score`` head over the last token's hidden state: the reward); the head is always trained: LoRA keeps it whole
+beside the adapters (peft's task type SEQ_CLS puts it in ``modules_to_save``), freeze trains it with the last layers.
+
 Heavy: imports torch, transformers, peft (and bitsandbytes through transformers) — trainer/worker processes only.
 """
 
@@ -8,7 +12,13 @@ from __future__ import annotations
 import re
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BitsAndBytesConfig,
+)
 
 from engine.models.resolve import looks_local, model_path
 from engine.spec.schema import RunSpec
@@ -77,7 +87,14 @@ def load_model(spec: RunSpec, *, device: str, precision: str):
             import os
 
             kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", 0))}
-    model = AutoModelForCausalLM.from_pretrained(model_location(spec), **kwargs)
+    if spec.method.stage == "rm":
+        if "config" in kwargs:  # an explicit config takes no config keywords beside it
+            kwargs["config"].num_labels = 1
+        else:
+            kwargs["num_labels"] = 1
+        model = AutoModelForSequenceClassification.from_pretrained(model_location(spec), **kwargs)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(model_location(spec), **kwargs)
     model.config.use_cache = False
     if q.bits:
         _avoid_cpu_bf16_repack(model)
@@ -90,6 +107,10 @@ def load_model(spec: RunSpec, *, device: str, precision: str):
         model = apply_lora(spec, model)
     elif spec.method.finetuning == "freeze":
         apply_freeze(spec, model)
+    if spec.method.stage == "rm":
+        head = [n for n, p in model.named_parameters() if ".score." in f".{n}" and p.requires_grad]
+        if not head:
+            raise ValueError(f"stage rm: the score head of {type(model).__name__} is not trained; nothing would learn")
     if spec.train.gradient_checkpointing == "on" and spec.method.finetuning != "full":
         # Frozen embeddings give inputs without grad; checkpointed blocks then see no grad path.
         model.enable_input_require_grads()
@@ -109,7 +130,8 @@ def apply_lora(spec: RunSpec, model):
         use_rslora=lora.use_rslora,
         use_dora=lora.use_dora,
         bias="none",
-        task_type="CAUSAL_LM",
+        # SEQ_CLS: peft keeps the new score head trainable and saves it with the adapter (modules_to_save)
+        task_type="SEQ_CLS" if spec.method.stage == "rm" else "CAUSAL_LM",
     )
     return get_peft_model(model, config)
 
@@ -127,6 +149,8 @@ def apply_freeze(spec: RunSpec, model) -> None:
             train = not fz.trainable_modules or any(f".{m}." in f".{name}" for m in fz.trainable_modules)
         if any(f".{m}." in f".{name}" for m in fz.extra_modules):
             train = True
+        if spec.method.stage == "rm" and name.startswith("score."):
+            train = True  # the reward head is new: it always learns
         param.requires_grad_(train)
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("method.freeze: no parameter is trainable with these settings")

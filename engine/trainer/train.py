@@ -1,9 +1,10 @@
 """The trainer subprocess: ``accelerate launch ... -m engine.trainer.train SPEC.yaml --run-dir RUN_DIR``.
 
 Heavy: torch, transformers, peft, trl, datasets. Validates the spec (with its files) again, prepares the data before
-any model is loaded, trains with transformers Trainer (sft, pt) or TRL's DPOTrainer (dpo), saves the adapter or
-model, and turns any exception into a classified ``failed`` event and a non-zero exit. SIGTERM saves a checkpoint
-and exits 0 with a ``stopped`` event.
+any model is loaded, trains with transformers Trainer (sft, pt) or TRL's DPOTrainer (dpo), KTOTrainer (kto) or
+RewardTrainer (rm: a sequence-classification model, one score per sequence), saves the adapter or model, and
+turns any exception into a classified ``failed`` event and a non-zero exit. SIGTERM saves a checkpoint and exits 0
+with a ``stopped`` event.
 """
 
 from __future__ import annotations
@@ -269,7 +270,7 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         # transformers 5 replaced group_by_length=True with this; the rows carry a "length" column
         # (engine.trainer.dataset)
         train_sampling_strategy="group_by_length" if spec.data.group_by_length else "random",
-        label_names=["labels"] if spec.method.stage != "dpo" else None,
+        label_names=["labels"],
         run_name=spec.output.run_name or run_dir.name,
     )
     # More TrainingArguments as the user gave them (validated against the installed transformers' fields by the
@@ -281,10 +282,12 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         # gloo on CPU, also under DeepSpeed (which takes over this process group): its CPU accelerator would pick
         # oneCCL where oneccl_bindings_for_pytorch is installed, and accelerate MPI where torch has it
         kwargs["ddp_backend"] = "gloo"
-    if spec.method.stage == "dpo":
+    stage = spec.method.stage
+    if stage in ("dpo", "kto", "rm"):
+        kwargs.pop("label_names")  # TRL's trainers read their own columns
+    if stage == "dpo":
         from trl import DPOConfig
 
-        kwargs.pop("label_names")
         # TRL's padding-free DPO flattens the pairs and relies on flash_attention_2's variable-length kernels
         flat = spec.data.padding_free != "off" and spec.model.attn_implementation == "flash_attention_2"
         return DPOConfig(
@@ -294,6 +297,24 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
             padding_free=flat,
             **kwargs,
         )
+    if stage == "kto":
+        from trl import KTOConfig
+
+        # KTO's KL term pairs each prompt with the next row's answer within a device batch: the batches must keep
+        # the dataset's order (TRL refuses any other sampler); the rows were shuffled when the data was split
+        kwargs["train_sampling_strategy"] = "sequential"
+        k = spec.method.kto
+        return KTOConfig(
+            beta=k.beta,
+            desirable_weight=k.desirable_weight,
+            undesirable_weight=k.undesirable_weight,
+            max_length=spec.data.cutoff_len,
+            **kwargs,
+        )
+    if stage == "rm":
+        from trl import RewardConfig
+
+        return RewardConfig(max_length=spec.data.cutoff_len, **kwargs)
     return TrainingArguments(**kwargs)
 
 
@@ -326,10 +347,12 @@ def optimizer_name(spec: RunSpec) -> str:
 
 
 def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
-    if spec.method.stage == "dpo":
-        from trl import DPOTrainer
+    stage = spec.method.stage
+    if stage in ("dpo", "kto", "rm"):
+        import trl
 
-        return DPOTrainer(
+        trainer_class = {"dpo": trl.DPOTrainer, "kto": trl.KTOTrainer, "rm": trl.RewardTrainer}[stage]
+        trainer = trainer_class(
             model=model,
             args=targs,
             train_dataset=data.train_dataset,
@@ -337,6 +360,8 @@ def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
             processing_class=tokenizer,
             callbacks=callbacks,
         )
+        _count_filtered(spec, trainer, data)
+        return trainer
     from transformers import Trainer
 
     return Trainer(
@@ -348,6 +373,22 @@ def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
         processing_class=tokenizer,
         callbacks=callbacks,
     )
+
+
+def _count_filtered(spec: RunSpec, trainer, data) -> None:
+    """TRL drops rows it cannot train within ``max_length`` (rm: a pair longer than the cutoff; kto: a prompt that
+    fills it): say how many, and refuse a run that has none left, naming the cutoff."""
+    left, given = len(trainer.train_dataset), len(data.train_dataset)
+    if left == given:
+        return
+    print(
+        f"data: {given - left} of {given} training rows dropped by TRL, longer than data.cutoff_len "
+        f"({spec.data.cutoff_len} tokens)",
+        flush=True,
+    )
+    if left == 0:
+        why = f"every training row is longer than data.cutoff_len ({spec.data.cutoff_len} tokens): raise it"
+        raise SpecError([("data.cutoff_len", why)])
 
 
 def resolve_resume(spec: RunSpec, out: Path) -> str | None:

@@ -46,9 +46,17 @@ DATA_ZH: dict[str, str] = {
     "data.entry_formatting": "条目 '{name}'：格式 {formatting!r} 既不是 alpaca 也不是 sharegpt",
     "data.entry_columns": "条目 '{name}'：未知的列键 {bad}（可用：{known}）",
     # the dataset against the stage
-    "data.dpo_needs_pairs": "dpo 阶段需要偏好对，但 '{name}' 没有 chosen/rejected 列："
+    "data.pairs_needed": "{stage} 阶段需要偏好对，但 '{name}' 没有 chosen/rejected 列："
     '请设置 "ranking": true 并给出 chosen 和 rejected 列，或使用 sft 阶段',
-    "data.pairs_need_dpo": "'{name}' 是偏好对数据：请使用 dpo 阶段",
+    "data.pairs_need_pair_stage": "'{name}' 是偏好对数据，{stage} 阶段无法用它训练：请使用 dpo 或 rm 阶段",
+    "data.kto_needs_tag": "kto 阶段需要标注了好坏的回答，但 '{name}' 没有映射 kto_tag 列："
+    "请把 columns.kto_tag 设为存放 true/false 的列",
+    "data.kto_not_pairs": "'{name}' 是偏好对数据（ranking），不是为 kto 标注的回答：请使用 dpo 或 rm 阶段",
+    "data.tags_need_kto": "'{name}' 是 kto 数据（列 '{column}' 标注每个回答是否可取），"
+    "{stage} 阶段会把每个回答都当作好回答来训练：请使用 kto 阶段",
+    "data.kto_no_tags": "'{name}' 没有一行带 kto 标签（列 '{column}' 为 true 或 false）：没有可训练的数据",
+    "data.kto_ok": "{name}：正常（{rows} 行，kto 阶段：{desirable} 行可取，{undesirable} 行不可取，"
+    "{untagged} 行没有标签，不参与训练）",
     "data.text_needs_pt": "'{name}' 是纯文本，没有回复列：请使用 pt 阶段，或映射 columns.response",
     # reading the file
     "data.file_not_found": "找不到文件（{info} 中 '{name}' 的 file_name）",
@@ -68,6 +76,7 @@ DATA_ZH: dict[str, str] = {
     "data.not_utf8_near": "不是 UTF-8 文本（第 {offset} 字节附近）：请把文件另存为 UTF-8",
     "data.record_too_long": "超过 {limit} MiB，即页面读取单行的上限：此处不显示也不检查（训练时会完整读取）",
     # one row
+    "data.kto_tag_not_bool": "kto 标签是 {value}，不是 true 或 false（须为 JSON 布尔值；没有标签时省略或设为 null）",
     "data.row_not_object": "应是包含各列的对象，实际是 {type}",
     "data.missing_column": "缺少列 '{column}'（{key}）；该行有：{have}。请在“数据集”页的列映射中为 {key} "
     "选择列（或改变格式）后重新注册",

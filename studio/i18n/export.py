@@ -32,6 +32,7 @@ EXPORT_ZH: dict[str, str] = {
     "export.bad_dtype": "--dtype {dtype!r}：请从 {choices} 中选择",
     "export.bad_device": "--device {device!r}：请选择 cpu 或 cuda",
     "export.model_alone": "全参数微调得到的模型不能与其他来源一起合并：请单独导出它",
+    "export.reward_alone": "{first} 是奖励模型（rm 阶段，带打分头）：请单独合并它，不要与其他来源一起",
     "export.adapter_only_one": "--adapter-only 只导出一个适配器（一个 LoRA 运行或一个适配器目录）",
     "export.different_bases": "适配器的基座不同：{first} 基于 {base}，而 {other} 基于 {other_base}："
     "只能合并同一基座的适配器",

@@ -13,7 +13,8 @@ HELP_ZH: dict[str, str] = {
     "model.rope_scaling": "用 RoPE 缩放扩展上下文长度（不勾选：关闭）",
     "model.rope_scaling.type": "RoPE 缩放方法",
     "model.rope_scaling.factor": "上下文长度倍数",
-    "method.stage": "sft：监督微调；pt：文本继续预训练；dpo：偏好对训练",
+    "method.stage": "sft：监督微调；pt：文本继续预训练；dpo：偏好对训练；kto：每个回答标注可取与否（kto_tag）；"
+    "rm：在偏好对上训练奖励模型（打分头）",
     "method.finetuning": "lora：训练适配器（配合量化即 QLoRA）；full：训练全部权重；freeze：只训练最后几层",
     "method.lora.rank": "LoRA 秩 r",
     "method.lora.alpha": "LoRA alpha（缩放 = alpha / 秩；rsLoRA 时为 alpha / sqrt(秩)）",
@@ -30,6 +31,9 @@ HELP_ZH: dict[str, str] = {
     "method.quantization.compute_dtype": "反量化权重上矩阵乘的精度（auto：随计算精度）",
     "method.dpo.beta": "DPO 温度系数 beta",
     "method.dpo.loss_type": "DPO 损失函数",
+    "method.kto.beta": "KTO beta：模型可偏离参考模型的程度（越大偏离越少）",
+    "method.kto.desirable_weight": "可取回答（kto_tag 为 true）损失的权重；它们较少时调高",
+    "method.kto.undesirable_weight": "不可取回答（kto_tag 为 false）损失的权重；它们较少时调高",
     "data.datasets": "注册表（dataset_info.json）中的数据集名；多个会混合",
     "data.dataset_dir": "dataset_info.json 所在目录（留空：工作区的 data 目录）",
     "data.mix": "多个数据集的组合方式：拼接，或交错（到最短者停止 / 过采样到最长者）",
@@ -53,8 +57,9 @@ HELP_ZH: dict[str, str] = {
     ),
     "data.padding_free": "无填充批次：一步的样本拼成一行，位置编号按样本重新开始，样本之间互不注意"
     "（与填充批次的样本和损失相同，不在填充 token 上计算）。"
-    "auto：sft 和 pt 且未打包时开启；dpo 仅在 flash_attention_2 下",
-    "data.group_by_length": "把长度相近的样本放进同一批：填充更少，顺序随机性较低（sft、pt；不能与打包同用）",
+    "auto：sft 和 pt 且未打包时开启；dpo 仅在 flash_attention_2 下；kto 和 rm 从不开启",
+    "data.group_by_length": "把长度相近的样本放进同一批：填充更少，顺序随机性较低"
+    "（sft、pt；不能与打包同用；不适用于 dpo、kto、rm）",
     "data.train_on_prompt": "提示词部分也计算损失",
     "data.preprocessing_workers": "分词预处理的进程数",
     "data.dataloader_workers": "训练时加载批次的工作进程数（0：在训练进程内加载）",

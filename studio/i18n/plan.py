@@ -15,6 +15,10 @@ PLAN_ZH: dict[str, str] = {
     "plan.eager": "eager 注意力会生成 批大小 x 头数 x 序列长度² 的分数矩阵：请使用 sdpa 或 flash_attention_2",
     "plan.cpu": "设备是 cpu：这些数字是单个进程占用的主机内存",
     "plan.liger": "Liger 融合线性层与交叉熵：logits 分块计算，从不完整保存",
+    "plan.reference_model": "不用 LoRA 的 {stage} 阶段会保留一份冻结的参考模型副本（TRL 的 ref_model）；"
+    "LoRA 不需要（其参考模型是关闭适配器后的基座）",
+    "plan.reward_head": "rm 阶段：单输出的打分头取代语言模型头，没有词表大小的 logits；"
+    "chosen 与 rejected 回答在同一批次中计算",
     "plan.ckpt_on": "配置中设为开启",
     "plan.ckpt_off": "配置中设为关闭",
     "plan.ckpt_auto_off": "自动：不开启时需要 {need}，在 {limit} 以内（{where} 内存减去 10% 的规划误差余量），"

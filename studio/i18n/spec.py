@@ -33,7 +33,9 @@ RULES_ZH: dict[str, str] = {
     "mix_probs_concat": "概率只用于交错混合：把 data.mix 设为 interleave_under 或 interleave_over，"
     "或清空 data.mix_probs",
     "dataset_twice": "有数据集被列了两次",
-    "packing_dpo": "打包只适用于 sft 和 pt，不适用于 dpo：请关闭 data.packing",
+    "packing_preference": "打包只适用于 sft 和 pt，不适用于 {stage}：请关闭 data.packing",
+    "kto_batch": "kto 每个设备批次至少需要 2 个样本（TRL 用同一批次中别的回答与每个提示配对来估计 KL 项），"
+    "而不是 {n}：请提高 train.per_device_batch_size（可降低 train.gradient_accumulation 以保持等效批次）",
     "group_by_length_packing": "按长度分组与打包互斥（打包后的行已经填满）："
     "请关闭 data.group_by_length 或 data.packing",
     "report_to_missing": "本机未安装 {target}：请 pip install {target}，或改选 tensorboard 或 none",
@@ -44,7 +46,9 @@ RULES_ZH: dict[str, str] = {
     "padding_free_dpo": "dpo 的无填充批次需要 flash_attention_2（TRL 的 padding_free）；"
     "{attn} 注意力无法隔开各对样本：请把 data.padding_free 设为 auto 或 off，"
     "或把 model.attn_implementation 设为 flash_attention_2",
-    "group_by_length_dpo": "按长度分组只适用于 sft 和 pt，不适用于 dpo：请关闭 data.group_by_length",
+    "group_by_length_preference": "按长度分组只适用于 sft 和 pt，不适用于 {stage}：请关闭 data.group_by_length",
+    "padding_free_stage": "无填充批次只适用于 sft、pt 和 dpo，不适用于 {stage}："
+    "请把 data.padding_free 设为 auto 或 off",
     "report_to_none": "'none' 不能与其他记录工具同时选择",
     "lora_all_alone": "'all' 已包含所有线性层：请单独填写 'all'，或填写模块名列表",
     "save_best_needs_eval": (
@@ -90,9 +94,15 @@ RULES_ZH: dict[str, str] = {
     "dataset_unknown": "{path} 中没有 '{name}'（已注册：{known}）",
     "dataset_unknown_empty": "{path} 中没有 '{name}'（还没有注册任何数据集）",
     "dataset_not_entry": "{path} 中的 '{name}' 不是一个条目（JSON 对象）",
-    "dpo_needs_pairs": "dpo 需要偏好对，但 '{name}' 没有 chosen/rejected 列"
+    "pairs_needed": "{stage} 需要偏好对，但 '{name}' 没有 chosen/rejected 列"
     '（在 dataset_info.json 中设置 "ranking": true 并给出 chosen/rejected，或换一个数据集）',
-    "pairs_need_dpo": "'{name}' 是偏好对数据：请使用 dpo 阶段，或换一个数据集",
+    "pairs_need_pair_stage": "'{name}' 是偏好对数据，{stage} 阶段无法用它训练：请使用 dpo 或 rm 阶段，或换一个数据集",
+    "kto_needs_tag": "kto 需要标注了好坏的回答，但 '{name}' 没有映射 kto_tag 列"
+    "（在 dataset_info.json 中把它的 columns.kto_tag 设为存放 true/false 的列，或换一个数据集）",
+    "kto_not_pairs": "'{name}' 是偏好对数据（ranking），不是为 kto 标注的回答：请使用 dpo 或 rm 阶段，"
+    "或换一个带 kto_tag 列的数据集",
+    "tags_need_kto": "'{name}' 是 kto 数据（列 '{column}' 标注每个回答是否可取），"
+    "{stage} 阶段会把每个回答都当作好回答来训练：请使用 kto 阶段，或换一个数据集",
     # the spec as a whole and the checks at submit
     "unknown_field": "未知字段（不属于运行配置）",
     "schema_newer": "配置版本 {version} 由更新的 Studio 写出（本版本最多读取 {supported}）：请升级 Studio 后再加载",

@@ -146,6 +146,21 @@ def _is_model(p: Path) -> bool:
     return (p / "config.json").is_file() and not (p / "adapter_config.json").is_file()
 
 
+def _is_reward_model(p: Path) -> bool:
+    """A merged reward model (stage rm: ...ForSequenceClassification) or a reward adapter (peft SEQ_CLS)."""
+    import json
+
+    for name, key in (("config.json", "architectures"), ("adapter_config.json", "task_type")):
+        try:
+            value = json.loads((p / name).read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        values = value if isinstance(value, list) else [value]
+        if any(str(v).endswith("ForSequenceClassification") or str(v) == "SEQ_CLS" for v in values):
+            return True
+    return False
+
+
 def _finished_merges() -> list[tuple[Path, list[str]]]:
     """(target folder, sources) of the merges that finished, newest first, read from their registry rows."""
     out = []
@@ -174,6 +189,8 @@ def exported_models() -> list[Path]:
         p = p.resolve()
         if p.name.startswith(".") or p in found:
             continue
+        if _is_reward_model(p):  # scores answers, writes none
+            continue
         if (p / "config.json").is_file() or (p / "adapter_config.json").is_file():
             found.append(p)
     return found
@@ -187,8 +204,10 @@ def tuned_choices(lang: str = "en") -> list[tuple[str, str]]:
         if getattr(r, "kind", "train") != "train" or getattr(r, "status", "") != "completed":
             continue
         try:
-            xp.resolve_source(r.run_dir)
+            src = xp.resolve_source(r.run_dir)
         except xp.ExportError:  # its adapter or weights are gone
+            continue
+        if xp.source_head(src) == "seq_cls":  # a reward model scores answers; it does not write them
             continue
         name = f"{r.id} · {r.name}" if r.name and r.name != r.id else r.id
         out.append((f"{t('chat_kind_run', lang)}{_colon(lang)}{name}", str(r.run_dir)))

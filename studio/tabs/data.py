@@ -34,7 +34,11 @@ from studio.i18n.page import t
 
 MAX_UPLOAD_BYTES = settings.max_upload_bytes()  # STUDIO_MAX_UPLOAD_MB
 UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".parquet")
-COLUMN_ROLES = {"alpaca": ["prompt", "query", "response", "system", "history"], "sharegpt": ["messages", "system"]}
+# kto_tag (optional, never guessed): a column of true / false per row makes the dataset kto data (LLaMA-Factory's key)
+COLUMN_ROLES = {
+    "alpaca": ["prompt", "query", "response", "system", "history", "kto_tag"],
+    "sharegpt": ["messages", "system", "kto_tag"],
+}
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 PREVIEW_ROWS = 8
 LENGTHS_ROWS = 400
@@ -313,7 +317,7 @@ def lengths(
         note = t("no_rows", lang) if not rows else t("needs_tokenizer", lang)
         return monitor.plot_frame([], ["tokens", "rows", "cutoff"]), note
     stage = stage or "sft"
-    packing = bool(packing) and stage != "dpo"  # the spec refuses packing with dpo
+    packing = bool(packing) and stage in ("sft", "pt")  # the spec refuses packing with dpo, kto and rm
     counts = tpl.token_lengths(template or "auto", model, rows, stage)
     cutoff = int(cutoff or 0)
     top = max(max(counts), cutoff)

@@ -235,3 +235,54 @@ def test_tool_call_rows_keep_their_roles_and_tools(tmp_path):
 def test_bad_tool_rows_are_named_at_check_time(tmp_path, change, expect):
     make(tmp_path, "glaive.json", json.dumps([{**GLAIVE_ROW, **change}]), GLAIVE_ENTRY)
     assert expect in one_problem(tmp_path)
+
+
+KTO_ROWS = [
+    {"instruction": "Add 1 and 1.", "output": "2.", "label": True},
+    {"instruction": "Add 2 and 2.", "output": "5.", "label": False},
+    {"instruction": "Add 3 and 3.", "output": "6."},  # no tag: left out of kto training, as LLaMA-Factory drops it
+    {"instruction": "Add 4 and 4.", "output": "8.", "label": None},
+]
+KTO_ENTRY = {"columns": {"prompt": "instruction", "response": "output", "kto_tag": "label"}}
+
+
+def test_kto_data_check_counts_the_tags_and_names_a_tag_that_is_not_a_boolean(tmp_path, capsys):
+    make(tmp_path, "k.json", json.dumps(KTO_ROWS), KTO_ENTRY)
+    assert R.entry_stage(R._resolve("d", tmp_path)[0]) == "kto"
+    assert R.cli(["check", "d", "--dataset-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "d: OK (4 rows, stage kto: 1 desirable, 1 undesirable, 2 without a tag, left out)" in out, out
+
+    bad = KTO_ROWS + [
+        {"instruction": "q", "output": "a", "label": "yes"},
+        {"instruction": "q", "output": "a", "label": 1},
+    ]
+    make(tmp_path, "k.json", json.dumps(bad), KTO_ENTRY)
+    assert R.cli(["check", "d", "--dataset-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "k.json, row 5, column 'label'" in out and '"yes", not true or false' in out and "1 more row" in out, out
+
+
+def test_kto_data_is_refused_for_other_stages_and_without_any_tag(tmp_path, capsys):
+    make(tmp_path, "k.json", json.dumps(KTO_ROWS), KTO_ENTRY)
+    assert R.cli(["check", "d", "--dataset-dir", str(tmp_path), "--stage", "sft"]) == 1
+    out = capsys.readouterr().out
+    assert "'d' holds kto data (column 'label'" in out and "use stage kto" in out, out
+    make(tmp_path, "k.json", json.dumps([KTO_ROWS[2]]), KTO_ENTRY)
+    assert "no row of 'd' has a kto tag (column 'label'" in one_problem(tmp_path, "kto")
+    make(tmp_path, "x.json", json.dumps([GOOD]))
+    assert "maps no kto_tag column" in one_problem(tmp_path, "kto")
+    make(tmp_path, "y.json", json.dumps([{"instruction": "q", "chosen": "a", "rejected": "b"}]), {"ranking": True})
+    assert "holds preference pairs (ranking)" in one_problem(tmp_path, "kto")
+    assert R.check_datasets(["d"], tmp_path, "rm") == []  # pairs: what a reward model trains on
+
+
+def test_lf_sharegpt_kto_rows_judge_their_last_answer():
+    """LLaMA-Factory's kto_en_demo shape: sharegpt messages and a boolean label column (columns.kto_tag)."""
+    data = ROOT / "tests" / "fixtures" / "lf" / "data"
+    rows = R.load_rows("kto_en_demo", data, "kto")
+    assert len(rows) == 8 and [r["kto_tag"] for r in rows[:2]] == [True, False]
+    assert rows[1]["messages"] == [
+        {"role": "user", "content": "Add 1 and 1."},
+        {"role": "assistant", "content": "2."},
+    ]

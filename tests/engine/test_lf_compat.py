@@ -141,6 +141,54 @@ class TestDefaultsAreLlamaFactorys:
         spec = convert({"model_name_or_path": "m", "stage": "pt", "dataset": "d", "packing": False}, notes=notes)
         assert not spec.data.packing and any("cuts each text into blocks" in n for n in notes)
 
+    def test_kto_keys_map_to_the_kto_settings_and_back(self):
+        args = {
+            "model_name_or_path": "m",
+            "dataset": "d",
+            "stage": "kto",
+            "pref_beta": 0.3,
+            "kto_chosen_weight": 1.5,
+            "kto_rejected_weight": 0.7,
+            "per_device_train_batch_size": 4,
+        }
+        spec = convert(args)
+        k = spec.method.kto
+        assert (spec.method.stage, k.beta, k.desirable_weight, k.undesirable_weight) == ("kto", 0.3, 1.5, 0.7)
+        assert spec.method.dpo.beta == 0.1  # pref_beta is kto's beta here, not dpo's
+        out, _ = spec_to_lf(spec)
+        assert (out["stage"], out["pref_beta"], out["kto_chosen_weight"], out["kto_rejected_weight"]) == (
+            "kto",
+            0.3,
+            1.5,
+            0.7,
+        )
+        assert convert(out) == spec, "kto: LF -> spec -> LF -> spec is stable"
+
+    def test_kto_one_sample_per_device(self, tmp_path):
+        """LF's KTO examples use 1 x 8: the same effective batch as 2 x 4, with a note; 1 x 3 is refused, naming the
+        LF key (TRL's KTO pairs answers within a device batch)."""
+        notes: list[str] = []
+        base = {"model_name_or_path": "m", "dataset": "d", "stage": "kto", "per_device_train_batch_size": 1}
+        spec = convert(base | {"gradient_accumulation_steps": 8}, notes=notes)
+        assert (spec.train.per_device_batch_size, spec.train.gradient_accumulation) == (2, 4)
+        assert any(
+            n.startswith("per_device_train_batch_size: 1 x gradient_accumulation_steps 8 becomes 2 x 4") for n in notes
+        )
+        path = tmp_path / "kto.yaml"
+        path.write_text(yaml.safe_dump(base | {"gradient_accumulation_steps": 3}), encoding="utf-8")
+        with pytest.raises(SpecError) as info:
+            load_any(path, context=False)
+        (key, msg), *_ = info.value.problems
+        assert key == "per_device_train_batch_size (train.per_device_batch_size)" and "KL" in str(msg)
+
+    def test_rm_imports_and_ppo_is_refused_in_one_line(self):
+        spec = convert({"model_name_or_path": "m", "dataset": "d", "stage": "rm", "per_device_train_batch_size": 1})
+        assert spec.method.stage == "rm" and spec_to_lf(spec)[0]["stage"] == "rm"
+        _, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "stage": "ppo"})
+        assert unsupported == ["stage"]
+        _, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "reward_model": "saves/rm"})
+        assert unsupported == ["reward_model"]
+
     def test_group_by_length(self, tmp_path):
         spec = convert({"model_name_or_path": "m", "dataset": "d", "group_by_length": True})
         assert spec.data.group_by_length

@@ -25,12 +25,13 @@ ACCEPTED = [
     "train_lora/llama3_lora_sft_ds3.yaml",
     "train_lora/qwen3_lora_pretrain.yaml",
     "train_lora/qwen3_lora_dpo.yaml",
+    "train_lora/qwen3_lora_kto.yaml",
+    "train_lora/qwen3_lora_reward.yaml",
     "train_lora/qwen3_preprocess.yaml",
     "train_qlora/qwen3_lora_sft_otfq.yaml",
     "train_full/qwen3_full_sft.yaml",
 ]
 REFUSED = {  # file -> (the key named, words of its one line)
-    "train_lora/qwen3_lora_kto.yaml": ("stage", "KTO"),
     "extras/badam/llama3_full_sft.yaml": ("use_badam", "BAdam"),
     "extras/mod/llama3_full_sft.yaml": ("mixture_of_depths", "mixture-of-depths"),
 }
@@ -80,6 +81,16 @@ def test_flagship_example_maps_every_key(lf_root):
     assert any(n.startswith("output_dir:") and "inside the workspace" in n for n in notes)
     assert (t.eval_strategy, t.save_strategy, spec.output.report_to) == ("no", "steps", ["none"])
     assert {n.split(":")[0] for n in notes} >= {"plot_loss", "overwrite_output_dir"}
+
+
+def test_kto_and_reward_examples_import_with_their_stage(lf_root):
+    notes: list[str] = []
+    kto = load_any("examples/train_lora/qwen3_lora_kto.yaml", notes=notes)
+    assert (kto.method.stage, kto.method.kto.beta, kto.data.datasets) == ("kto", 0.1, ["kto_en_demo"])
+    assert (kto.train.per_device_batch_size, kto.train.gradient_accumulation) == (2, 4)  # LF's 1 x 8, for TRL
+    assert any(n.startswith("per_device_train_batch_size:") for n in notes)
+    rm = load_any("examples/train_lora/qwen3_lora_reward.yaml")
+    assert (rm.method.stage, rm.data.datasets, rm.train.learning_rate) == ("rm", ["dpo_en_demo"], 1e-4)
 
 
 def test_passed_through_training_arguments(lf_root):

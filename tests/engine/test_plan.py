@@ -419,3 +419,25 @@ def test_liger_kernels_follow_the_device_and_the_package(monkeypatch):
     assert planmod.plan(off, gpu_mem_gib=80).components["logits_loss"] == plain.components["logits_loss"]
     assert kernels.liger_decision("auto", "cpu", "llama")[0] is False
     assert kernels.liger_decision("auto", "cuda", "gpt2") == (False, "Liger kernels do not support model_type 'gpt2'")
+
+
+def test_preference_stages_hold_what_trl_holds():
+    """dpo and kto without LoRA keep TRL's frozen reference copy of the model (LoRA's reference is the base with the
+    adapter off: no copy); rm runs chosen and rejected together and has a score head, no vocabulary logits."""
+    gpu = {"train": {"per_device_batch_size": 2, "precision": "bf16"}, "launch": {"device": "cuda"}}
+
+    def plan(stage: str, finetuning: str):
+        spec = make_spec(method={"stage": stage, "finetuning": finetuning}, **gpu)
+        return planmod.plan(spec, gpu_mem_gib=80, model_config=QWEN_05B)
+
+    for stage in ("dpo", "kto"):
+        full, lora = plan(stage, "full"), plan(stage, "lora")
+        ref = full.components["reference_model"]
+        assert ref == full.components["trainable_weights"] > 0, "a frozen copy of the fp32 weights"
+        assert lora.components["reference_model"] == 0
+        assert any("reference" in n for n in full.notes) and not any("reference" in n for n in lora.notes)
+    assert plan("sft", "full").components["reference_model"] == 0
+    sft, rm = plan("sft", "lora"), plan("rm", "lora")
+    assert rm.components["logits_loss"] * 100 < sft.components["logits_loss"]
+    assert rm.components["activations"] > 1.5 * sft.components["activations"]  # two sequences per pair
+    assert plan("kto", "lora").components["activations"] == sft.components["activations"]

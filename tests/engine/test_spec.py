@@ -30,7 +30,7 @@ DEMO_EXAMPLES = ["lora_sft_demo.yaml", "ddp_2proc_cpu.yaml"]
 def test_examples_cover_every_method_and_backend():
     specs = [load_spec(p, context=False) for p in EXAMPLES]
     assert len(specs) >= 9
-    assert {s.method.stage for s in specs} == {"sft", "pt", "dpo"}
+    assert {s.method.stage for s in specs} == {"sft", "pt", "dpo", "rm"}  # kto: no demo data with a kto_tag
     assert {s.method.finetuning for s in specs} == {"lora", "full", "freeze"}
     assert {s.launch.backend for s in specs} == {"single", "ddp", "fsdp", "deepspeed"}
     assert any(s.method.quantization.bits == 4 and s.launch.deepspeed.zero_stage == 3 for s in specs)
@@ -89,6 +89,7 @@ class TestVersions:
         data_added = {"eval_datasets": [], "mask_history": False, "enable_thinking": True, "tool_format": "template"}
         assert {k: dumped["data"].pop(k) for k in data_added} == data_added
         assert dumped["launch"].pop("ddp_timeout") == 1800
+        assert dumped["method"].pop("kto") == {"beta": 0.1, "desirable_weight": 1.0, "undesirable_weight": 1.0}
         added = {
             "save_strategy": "steps",
             "save_only_model": False,

@@ -33,12 +33,14 @@ def _merge(node: dict, values: dict) -> None:
             node[k] = copy.deepcopy(v)
 
 
-def rejects(data: dict, path: str) -> None:
+def rejects(data: dict, path: str) -> str:
+    """The spec is refused naming ``path``; returns the messages given for that path."""
     with pytest.raises(ValidationError, match=re.escape(path) + ":"):
         RunSpec.model_validate(data)
     with pytest.raises(SpecError) as info:
         parse_spec(data)
     assert path in [p for p, _ in info.value.problems]
+    return " ".join(str(m) for p, m in info.value.problems if p == path)
 
 
 def accepts(data: dict) -> RunSpec:
@@ -259,6 +261,32 @@ class TestPackingNotForDpo:
         accepts(make(method={"stage": "pt"}, data={"packing": True}))
 
 
+class TestPreferenceStagesTakeWholeAnswers:
+    """kto and rm, like dpo, hand whole answers to TRL: no packing, no length grouping, no padding-free collator."""
+
+    @pytest.mark.parametrize("stage", ["kto", "rm"])
+    def test_packing_and_grouping_refused(self, stage):
+        batch = {"per_device_batch_size": 2}
+        err = rejects(make(method={"stage": stage}, data={"packing": True}, train=batch), "data.packing")
+        assert f"not {stage}" in err
+        rejects(make(method={"stage": stage}, data={"group_by_length": True}, train=batch), "data.group_by_length")
+        rejects(make(method={"stage": stage}, data={"padding_free": "on"}, train=batch), "data.padding_free")
+        accepts(make(method={"stage": stage}, data={"padding_free": "auto"}, train=batch))
+
+
+class TestKtoBatch:
+    def test_one_sample_per_device_refused(self):
+        err = rejects(make(method={"stage": "kto"}, train={"per_device_batch_size": 1}), "train.per_device_batch_size")
+        assert "KL" in err and "gradient_accumulation" in err
+
+    def test_two_ok(self):
+        spec = accepts(make(method={"stage": "kto", "kto": {"beta": 0.2}}, train={"per_device_batch_size": 2}))
+        assert (spec.method.kto.beta, spec.method.kto.desirable_weight) == (0.2, 1.0)
+
+    def test_rm_takes_one(self):
+        accepts(make(method={"stage": "rm"}, train={"per_device_batch_size": 1}))
+
+
 class TestGroupByLength:
     def test_not_with_packing(self):
         for stage in ("sft", "pt"):
@@ -312,6 +340,7 @@ def data_dir(tmp_path):
                     "ranking": True,
                     "columns": {"prompt": "instruction", "chosen": "chosen", "rejected": "rejected"},
                 },
+                "tagged": {"file_name": "tagged.json", "columns": {"kto_tag": "label"}},
             }
         ),
         encoding="utf-8",
@@ -468,6 +497,38 @@ class TestDpoNeedsRanking:
             ctx(model_dir, data_dir, method={"stage": "dpo"}, data={"datasets": ["pairs"], "cutoff_len": 256}),
             context=True,
         )
+
+
+class TestStageDataKind:
+    """rm trains on pairs like dpo; kto on answers a kto_tag column marks; sft and pt on neither. Each refusal names
+    the dataset and what it lacks."""
+
+    def spec(self, model_dir, data_dir, stage: str, dataset: str) -> dict:
+        groups = {"method": {"stage": stage}, "data": {"datasets": [dataset], "cutoff_len": 256}}
+        return ctx(model_dir, data_dir, **groups, train={"per_device_batch_size": 2})
+
+    def test_rm_needs_pairs(self, model_dir, data_dir):
+        err = ctx_rejects(self.spec(model_dir, data_dir, "rm", "sft_set"), "data.datasets")
+        assert "rm needs preference pairs" in str(err) and "'sft_set'" in str(err) and "chosen/rejected" in str(err)
+        parse_spec(self.spec(model_dir, data_dir, "rm", "pairs"), context=True)
+
+    def test_kto_needs_a_kto_tag(self, model_dir, data_dir):
+        err = ctx_rejects(self.spec(model_dir, data_dir, "kto", "sft_set"), "data.datasets")
+        assert "'sft_set'" in str(err) and "kto_tag" in str(err)
+        err = ctx_rejects(self.spec(model_dir, data_dir, "kto", "pairs"), "data.datasets")
+        assert "'pairs'" in str(err) and "preference pairs" in str(err)
+        spec = parse_spec(self.spec(model_dir, data_dir, "kto", "tagged"), context=True)
+        assert spec.method.stage == "kto"
+
+    @pytest.mark.parametrize("stage", ["sft", "pt", "dpo", "rm"])
+    def test_kto_data_only_for_kto(self, model_dir, data_dir, stage):
+        err = ctx_rejects(self.spec(model_dir, data_dir, stage, "tagged"), "data.datasets")
+        if stage in ("sft", "pt"):
+            assert "use stage kto" in str(err) and "'label'" in str(err)
+
+    def test_pairs_name_both_pair_stages(self, model_dir, data_dir):
+        err = ctx_rejects(self.spec(model_dir, data_dir, "sft", "pairs"), "data.datasets")
+        assert "stage dpo or rm" in str(err)
 
 
 # ----------------------------------------------------------------------------------------------- warnings

@@ -146,6 +146,40 @@ def test_method_by_stage_trains(demo_paths, tmp_path, method, stage):
         assert changed and all(".layers.3." in k for k in changed), sorted(changed)
 
 
+LF_DATA = Path(__file__).resolve().parents[1] / "fixtures" / "lf" / "data"
+
+
+@pytest.mark.parametrize(
+    ("stage", "method", "dataset"),
+    [("kto", "full", "kto_en_demo"), ("rm", "freeze", "dpo_en_demo")],
+    ids=["kto-full", "rm-freeze"],
+)
+def test_preference_stage_without_lora_trains(demo_paths, tmp_path, stage, method, dataset):
+    """The paths LoRA does not take (the LF-YAML runs of tests/engine/test_lf_preference.py train LoRA): kto with
+    every weight trained keeps TRL's reference copy; rm with frozen layers still trains its new score head."""
+    from safetensors.torch import load_file
+
+    spec = demo_spec(
+        demo_paths,
+        method={"stage": stage, **METHODS[method]},
+        data={"dataset_dir": str(LF_DATA), "datasets": [dataset], "cutoff_len": 128},
+        train={"max_steps": 2, "per_device_batch_size": 2, "save_steps": 1000, "learning_rate": 5e-3},
+        output={"report_to": ["none"]},
+    )
+    events = run_in_process(spec, tmp_path)
+    assert events[-1]["type"] == "finished", events[-1]
+    logs = [e["payload"]["loss"] for e in events if e["type"] == "log"]
+    assert len(logs) == 2 and all(math.isfinite(v) for v in logs)
+    tuned = load_file(str(tmp_path / "model" / "model.safetensors"))
+    base = load_file(str(Path(demo_paths["model_dir"]) / "model.safetensors"))
+    changed = {k for k in base if k in tuned and not base[k].equal(tuned[k].to(base[k].dtype))}
+    if stage == "rm":
+        assert "score.weight" in tuned and "lm_head.weight" not in tuned
+        assert changed and all(".layers.3." in k for k in changed), sorted(changed)
+    else:
+        assert any(".layers.0." in k for k in changed) and any(".layers.3." in k for k in changed)
+
+
 def test_evaluation_writes_eval_events(demo_paths, tmp_path):
     spec = demo_spec(
         demo_paths,

@@ -89,3 +89,15 @@ def test_preview_is_the_files_own_row_and_the_figures_say_their_rows(run_registr
     _, _, whole = data.head("own", n=2)
     assert not whole
     assert "前 2 行（不是整个文件）" in data.rows_note(2, False, 2, "zh")
+
+
+def test_a_kto_tag_column_registers_kto_data_and_a_bad_tag_is_named(run_registry):
+    rows = [{"q": "Add 1 and 1.", "a": "2.", "ok": True}, {"q": "Add 2 and 2.", "a": "5.", "ok": "no"}]
+    rows += [{"q": "Add 3 and 3.", "a": "7.", "ok": False}]
+    path = _upload("tagged.jsonl", rows)
+    assert data.guess_mapping(["q", "a", "ok", "label"], "alpaca")["kto_tag"] is None, "never guessed"
+    shown = data.register(str(path), "tagged", "alpaca", {"prompt": "q", "response": "a", "kto_tag": "ok"})
+    assert shown.startswith("⚠ registered, but:"), shown
+    assert "tagged.jsonl, line 2, column 'ok'" in shown and '"no", not true or false' in shown, shown
+    assert _info()["tagged"]["columns"] == {"prompt": "q", "response": "a", "kto_tag": "ok"}
+    assert data.registered_entry("tagged")["columns"]["kto_tag"] == "ok"

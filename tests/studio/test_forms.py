@@ -172,3 +172,15 @@ def test_an_emptied_optional_number_above_zero_reads_as_none():
     that means "off", not an error that blocks Start."""
     info = forms.BY_PATH["train.neftune_noise_alpha"]
     assert forms.from_widget_value(info, 0) is None and forms.from_widget_value(info, 5) == 5
+
+
+def test_stage_dropdown_offers_kto_and_rm_and_their_rules_name_the_fields(demo_paths):
+    assert forms.BY_PATH["method.stage"].choices == ["sft", "pt", "dpo", "kto", "rm"]
+    assert forms.BY_PATH["method.kto.beta"].section == "method.kto" and "method.kto" in forms.SECTION_TITLES
+    values = _demo_values(demo_paths) | {"method.stage": "kto", "train.per_device_batch_size": 1}
+    spec, errors, _ = train.check(values)
+    assert spec is None and "train.per_device_batch_size" in [p for p, _ in errors]
+    spec, errors, _ = train.check(values | {"train.per_device_batch_size": 2})  # the demo's sft data has no kto_tag
+    assert spec is None and [p for p, _ in errors] == ["data.datasets"] and "kto_tag" in str(errors[0][1])
+    spec, errors, _ = train.check(values | {"method.stage": "rm", "data.datasets": ["demo_dpo"]})
+    assert errors == [] and spec.method.stage == "rm"

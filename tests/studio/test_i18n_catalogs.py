@@ -201,7 +201,7 @@ def test_bad_datasets_through_the_datasets_tab_come_out_in_chinese(run_registry)
     turn_keys = {"data.turn_order", "data.turn_role", "data.turns_not_list", "data.turn_keys", "data.system_first"}
     more = {"data.bad_history", "data.not_utf8_column", "data.more_rows", "data.end_assistant"}
     places = {"data.at", "data.at_line_column", "data.at_row_column", "data.at_line"}
-    stage_keys = {"data.dpo_needs_pairs", "data.not_registered"}
+    stage_keys = {"data.pairs_needed", "data.not_registered"}
     assert row_keys | file_keys | turn_keys | more | places | stage_keys <= seen, sorted(
         (row_keys | file_keys | turn_keys | more | places | stage_keys) - seen
     )
