@@ -20,17 +20,28 @@ from pydantic import BaseModel
 from engine.spec import schema as spec_mod
 
 # Fields whose value is picked from a list the page fills at run time (models, datasets, templates, GPUs).
-PICKERS = {"model.name_or_path", "data.datasets", "data.template", "launch.gpus", "method.lora.targets"}
+PICKERS = {
+    "model.name_or_path",
+    "data.datasets",
+    "data.template",
+    "launch.gpus",
+    "method.lora.targets",
+    "method.oft.targets",
+    "train.low_rank.targets",
+}
 TEMPLATES = ["auto", "llama3", "chatml", "qwen", "mistral", "gemma", "alpaca", "default", "empty"]
 SECTION_TITLES = {
     "model": ("Model", "模型"),
     "method": ("Method", "方法"),
     "method.lora": ("LoRA", "LoRA"),
+    "method.oft": ("OFT", "OFT"),
     "method.freeze": ("Freeze", "冻结训练"),
     "method.quantization": ("Quantization", "量化"),
     "method.dpo": ("DPO", "DPO"),
     "data": ("Data", "数据"),
     "train": ("Training", "训练参数"),
+    "train.low_rank": ("GaLore / APOLLO", "GaLore / APOLLO"),
+    "train.badam": ("BAdam", "BAdam"),
     "launch": ("Launch: devices and backend", "启动：设备与后端"),
     "launch.deepspeed": ("DeepSpeed", "DeepSpeed"),
     "launch.fsdp": ("FSDP", "FSDP"),

@@ -28,11 +28,14 @@ from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here 
     _FEATURES,
     _FLASH_IN,
     _FLASH_OUT,
+    _GALORE_BY_OPTIM,
     _HF4_REMOVED,
     _LF_DEFAULTS,
     _LF_MARKERS,
+    _LOW_RANK_KEYS,
     _NOTED,
     _NULLABLE,
+    _OPTIMIZER_SWITCHES,
     _OPTIONS_OF_OFF_FEATURES,
     _csv,
     _Import,
@@ -223,11 +226,10 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         imp.bad("stage", _STAGES_OUT[stage])
     else:
         imp.put("method.stage", stage)
-    finetuning = args.get("finetuning_type", "lora")
-    if finetuning == "oft":
-        imp.bad("finetuning_type", "OFT (finetuning_type oft) is not supported: use lora")
-    else:
-        imp.put("method.finetuning", finetuning)
+    imp.put("method.finetuning", args.get("finetuning_type", "lora"))
+    if "oft_target" in args:
+        imp.put("method.oft.targets", _csv(args["oft_target"]))
+    _optimizer_switches(args, imp)
     if "include_num_input_tokens_seen" in args:
         seen = args["include_num_input_tokens_seen"]
         imp.put(
@@ -297,6 +299,47 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     imp.put("output.report_to", report)
 
 
+def _optimizer_switches(args: dict, imp: _Import) -> None:
+    """LF's use_galore / use_apollo / use_badam / use_adam_mini / use_muon -> train.optimizer, and the options of
+    GaLore or APOLLO (whichever is on) -> train.low_rank. Options of one that is off are accepted and unused."""
+    on = [k for k in _OPTIMIZER_SWITCHES if _truthy(args.get(k))]
+    if len(on) > 1:
+        imp.bad(on[1], f"{on[0]} and {on[1]} are both true: LLaMA-Factory takes one optimizer; keep one")
+        return
+    if not on:
+        return
+    optimizer = _OPTIMIZER_SWITCHES[on[0]]
+    if on[0] == "use_galore":
+        optim = str(args.get("optim") or "adamw_torch")
+        if optim not in _GALORE_BY_OPTIM:
+            imp.bad(
+                "optim",
+                f"GaLore comes as AdamW, 8-bit AdamW or Adafactor, not {optim}: set optim to "
+                "adamw_torch, adamw_8bit or adafactor",
+            )
+            return
+        optimizer = _GALORE_BY_OPTIM[optim]
+    imp.put("train.optimizer", optimizer)
+    prefix = {"use_galore": "galore_", "use_apollo": "apollo_"}.get(on[0])
+    if prefix is None:
+        return
+    for key, field in _LOW_RANK_KEYS.items():
+        value = args.get(prefix + key)
+        if value is None:
+            continue
+        imp.put(f"train.low_rank.{field}", _csv(value) if key == "target" else value)
+    if prefix == "apollo_":
+        for key in ("proj", "scale_type"):
+            if args.get(f"apollo_{key}") is not None:
+                imp.put(f"train.low_rank.apollo_{key}", args[f"apollo_{key}"])
+        if _truthy(args.get("apollo_scale_front")):
+            imp.bad(
+                "apollo_scale_front",
+                "the norm-growth limiter before scaling (apollo_scale_front) is not an option of transformers' "
+                "APOLLO: remove it",
+            )
+
+
 # ----------------------------------------------------------------------------------------------- export
 def workspace_path(path: str) -> Path:
     """A spec path as Studio reads it: absolute as written, relative from the workspace ($STUDIO_HOME)."""
@@ -342,6 +385,20 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
                 "lora_target": ",".join(m.lora.targets),
                 "use_rslora": m.lora.use_rslora,
                 "use_dora": m.lora.use_dora,
+            }
+        )
+        if m.lora.loraplus_lr_ratio is not None:
+            args["loraplus_lr_ratio"] = m.lora.loraplus_lr_ratio
+            args["loraplus_lr_embedding"] = m.lora.loraplus_lr_embedding
+        if m.lora.pissa_init:
+            args.update(pissa_init=True, pissa_iter=m.lora.pissa_iter, pissa_convert=m.lora.pissa_convert)
+    elif m.finetuning == "oft":
+        args.update(
+            {
+                "oft_rank": m.oft.rank,
+                "oft_block_size": m.oft.block_size,
+                "oft_target": ",".join(m.oft.targets),
+                "module_dropout": m.oft.dropout,
             }
         )
     elif m.finetuning == "freeze":
@@ -402,6 +459,7 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
             "ddp_timeout": spec.launch.ddp_timeout,
         }
     )
+    args.update(_optimizer_out(t))
     if t.per_device_eval_batch_size is not None:
         args["per_device_eval_batch_size"] = t.per_device_eval_batch_size
     if t.neftune_noise_alpha is not None:
@@ -426,6 +484,42 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
         args["resume_from_checkpoint"] = t.resume_from
     args.update(t.extra_args)  # LF passes TrainingArguments through, as Studio does
     return args, _accelerate_out(spec)
+
+
+def _optimizer_out(t) -> dict[str, Any]:
+    """train.optimizer as LF writes it: its use_* switch (GaLore's flavour in optim), GaLore / APOLLO options."""
+    switch = {v: k for k, v in _OPTIMIZER_SWITCHES.items()}
+    galore = {v: k for k, v in _GALORE_BY_OPTIM.items() if k in ("adamw_torch", "adamw_8bit", "adafactor")}
+    if t.optimizer in galore:
+        out: dict[str, Any] = {"use_galore": True, "optim": galore[t.optimizer]}
+        prefix = "galore_"
+    elif t.optimizer in switch:
+        out = {switch[t.optimizer]: True, "optim": "adamw_torch"}
+        prefix = "apollo_" if t.optimizer == "apollo_adamw" else ""
+    else:
+        return {}
+    if prefix:
+        lr = t.low_rank
+        for key, field in _LOW_RANK_KEYS.items():
+            value = getattr(lr, field)
+            out[prefix + key] = ",".join(value) if key == "target" else value
+        if out[prefix + "scale"] is None:
+            del out[prefix + "scale"]  # LF's default (2 for GaLore, 32 for APOLLO) is Studio's empty scale
+        if prefix == "apollo_":
+            out.update(apollo_proj=lr.apollo_proj, apollo_scale_type=lr.apollo_scale_type)
+    if t.optimizer == "badam":
+        b = t.badam
+        out.update(
+            badam_mode=b.mode,
+            badam_switch_mode=b.switch_mode,
+            badam_switch_interval=b.switch_interval,
+            badam_update_ratio=b.update_ratio,
+            badam_mask_mode=b.mask_mode,
+            badam_verbose=b.verbose,
+        )
+        if b.start_block is not None:
+            out["badam_start_block"] = b.start_block
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- loading

@@ -77,6 +77,30 @@ MESSAGES: dict[str, str] = {
     "lora_all_alone": "'all' already covers every linear layer: give 'all' alone or a list of names",
     "save_best_needs_eval": "save strategy 'best' keeps the checkpoint with the best evaluation loss: set "
     "data.val_size above 0 and an eval strategy, or save by steps",
+    "loraplus_needs_lora": "LoRA+ sets the learning rate of LoRA's B matrices: it needs method.finetuning lora "
+    "(not {method}); clear loraplus_lr_ratio",
+    "pissa_needs_lora": "PiSSA initialises LoRA adapters: it needs method.finetuning lora (not {method}); turn "
+    "pissa_init off",
+    "pissa_dpo": "PiSSA moves the principal weights into the adapter, so DPO's reference (the base with the adapter "
+    "off) would not be the model you started from: turn pissa_init off for dpo",
+    "pissa_quant_cpu": "PiSSA on {bits}-bit weights (the base re-quantized after the SVD) is supported on GPUs only: "
+    "turn pissa_init off, or quantization bits to 0 on CPU",
+    "pissa_convert_needs_init": "pissa_convert converts a PiSSA adapter: turn method.lora.pissa_init on, or "
+    "pissa_convert off",
+    "oft_rank_or_block": "OFT takes its rank or its block size, exactly one of them non-zero (rank {rank}, block "
+    "size {size}): set the other to 0",
+    "optimizer_needs_full": "{optimizer} updates the full weights of the model: set method.finetuning to full or "
+    "freeze (not {method}), or choose another optimizer",
+    "optimizer_backend": "{optimizer} builds its own optimizer, which {backend} does not take: use launch.backend "
+    "single or ddp, or another optimizer",
+    "apollo_proj_type": "APOLLO projects std, right or left, not {proj_type}: set train.low_rank.proj_type",
+    "layerwise_one_process": "layer-wise GaLore / APOLLO runs in one process (this run has {n}): turn "
+    "train.low_rank.layerwise off or use one process",
+    "layerwise_accumulation": "layer-wise GaLore / APOLLO steps during backward, so it cannot accumulate "
+    "{n} micro-steps: set gradient_accumulation to 1 or turn layerwise off",
+    "badam_one_process": "BAdam is set up for one process here (this run has {n}): use one process or another "
+    "optimizer",
+    "optimizer_missing": "the {optimizer} optimizer needs a package that is not installed: pip install {package}",
     "extra_arg_has_field": "{name} is a Studio setting: set {field} instead of train.extra_args",
     "extra_arg_studio": "{name} is set by Studio and cannot be given in train.extra_args",
     "extra_arg_unknown": "{name} is not a TrainingArguments field of transformers {version}",
