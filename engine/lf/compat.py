@@ -320,10 +320,12 @@ def _optimizer_switches(args: dict, imp: _Import) -> None:
             return
         optimizer = _GALORE_BY_OPTIM[optim]
     imp.put("train.optimizer", optimizer)
+    imp.names["train.optimizer"] = on[0]
     prefix = {"use_galore": "galore_", "use_apollo": "apollo_"}.get(on[0])
     if prefix is None:
         return
     for key, field in _LOW_RANK_KEYS.items():
+        imp.names[f"train.low_rank.{field}"] = prefix + key
         value = args.get(prefix + key)
         if value is None:
             continue
@@ -573,7 +575,7 @@ def load_any(
     try:
         return parse_spec(imp.data, source=f"{path} (LLaMA-Factory)", context=context)
     except SpecError as exc:  # name the LF key the user wrote next to our field path
-        raise SpecError([(_lf_name(p), msg) for p, msg in exc.problems], exc.source) from None
+        raise SpecError([(_lf_name(p, imp.names), msg) for p, msg in exc.problems], exc.source) from None
 
 
 def load_any_spec(path: str | Path, accelerate_config: str | Path | None = None) -> RunSpec:
@@ -586,10 +588,13 @@ def load_any_spec(path: str | Path, accelerate_config: str | Path | None = None)
     return spec
 
 
-def _lf_name(path: str) -> str:
-    for prefix in sorted(_REVERSE, key=len, reverse=True):
+def _lf_name(path: str, names: dict[str, str] | None = None) -> str:
+    """The LF key the user wrote for a spec path: ``names`` (the keys this import read, e.g. use_badam for
+    train.optimizer), else the key tables."""
+    reverse = {**_REVERSE, **(names or {})}
+    for prefix in sorted(reverse, key=len, reverse=True):
         if path == prefix or path.startswith(prefix + "."):
-            return f"{_REVERSE[prefix]} ({path})"
+            return f"{reverse[prefix]} ({path})"
     return path
 
 

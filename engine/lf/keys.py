@@ -489,6 +489,7 @@ class _Import:
         self.unsupported: dict[str, str] = {}
         self.notes: list[str] = []
         self.missing: dict[str, str] = {}  # paths found nowhere: refused when the spec's files are checked
+        self.names: dict[str, str] = {}  # spec path -> the LF key that set it, where several keys can (use_badam)
 
     def put(self, path: str, value: Any) -> None:
         node = self.data

@@ -109,19 +109,19 @@ class LoraSpec(_Spec):
     use_rslora: bool = Field(
         False,
         description="Rank-stabilised LoRA scaling",
-        json_schema_extra=_meta("rsLoRA", advanced=True, label_zh="rsLoRA"),
+        json_schema_extra=_meta("rsLoRA", label_zh="rsLoRA"),
     )
     use_dora: bool = Field(
         False,
         description="Weight-decomposed LoRA (DoRA)",
-        json_schema_extra=_meta("DoRA", advanced=True, label_zh="DoRA"),
+        json_schema_extra=_meta("DoRA", label_zh="DoRA"),
     )
     loraplus_lr_ratio: float | None = Field(
         None,
         gt=0,
         le=1000,
         description="LoRA+: the B matrices learn at learning rate x this ratio (empty: off; the LoRA+ paper uses 16)",
-        json_schema_extra=_meta("LoRA+ LR ratio", advanced=True, label_zh="LoRA+ 学习率倍数"),
+        json_schema_extra=_meta("LoRA+ LR ratio", label_zh="LoRA+ 学习率倍数"),
     )
     loraplus_lr_embedding: float = Field(
         1e-6,
@@ -134,7 +134,7 @@ class LoraSpec(_Spec):
         False,
         description="PiSSA: start the adapter from the principal singular vectors of each weight (the base keeps the "
         "rest) instead of B = 0; converges faster than plain LoRA",
-        json_schema_extra=_meta("PiSSA initialisation", advanced=True, label_zh="PiSSA 初始化"),
+        json_schema_extra=_meta("PiSSA initialisation", label_zh="PiSSA 初始化"),
     )
     pissa_iter: int = Field(
         16,
@@ -365,21 +365,21 @@ class LowRankOptimSpec(_Spec):
         min_length=1,
         description="GaLore / APOLLO: linear modules whose gradients are projected (e.g. q_proj, v_proj), or 'all' "
         "for every linear layer of the decoder",
-        json_schema_extra=_meta("Projected modules", advanced=True, label_zh="投影模块"),
+        json_schema_extra=_meta("Projected modules", label_zh="投影模块"),
     )
     rank: int = Field(
         16,
         ge=1,
         le=65536,
         description="GaLore / APOLLO: rank of the projected gradients",
-        json_schema_extra=_meta("Projection rank", advanced=True, label_zh="投影秩"),
+        json_schema_extra=_meta("Projection rank", label_zh="投影秩"),
     )
     update_interval: int = Field(
         200,
         ge=1,
         le=10_000_000,
         description="GaLore / APOLLO: steps between updates of the projection",
-        json_schema_extra=_meta("Projection update interval", advanced=True, label_zh="投影更新间隔"),
+        json_schema_extra=_meta("Projection update interval", label_zh="投影更新间隔"),
     )
     scale: float | None = Field(
         None,
@@ -387,28 +387,28 @@ class LowRankOptimSpec(_Spec):
         le=1e4,
         description="GaLore / APOLLO: scale of the projected update (empty: 2 for GaLore, 32 for APOLLO, "
         "LLaMA-Factory's defaults)",
-        json_schema_extra=_meta("Projection scale", advanced=True, label_zh="投影缩放"),
+        json_schema_extra=_meta("Projection scale", label_zh="投影缩放"),
     )
     proj_type: Literal["std", "reverse_std", "right", "left", "full"] = Field(
         "std",
         description="GaLore / APOLLO: which side is projected (APOLLO takes std, right or left)",
-        json_schema_extra=_meta("Projection type", advanced=True, label_zh="投影类型"),
+        json_schema_extra=_meta("Projection type", label_zh="投影类型"),
     )
     apollo_proj: Literal["random", "svd"] = Field(
         "random",
         description="APOLLO: random or SVD projection",
-        json_schema_extra=_meta("APOLLO projection", advanced=True, label_zh="APOLLO 投影"),
+        json_schema_extra=_meta("APOLLO projection", label_zh="APOLLO 投影"),
     )
     apollo_scale_type: Literal["channel", "tensor"] = Field(
         "channel",
         description="APOLLO: scale per channel or per tensor",
-        json_schema_extra=_meta("APOLLO scale type", advanced=True, label_zh="APOLLO 缩放类型"),
+        json_schema_extra=_meta("APOLLO scale type", label_zh="APOLLO 缩放类型"),
     )
     layerwise: bool = Field(
         False,
         description="GaLore / APOLLO: update layer by layer during backward (less memory; one process only, no "
         "gradient accumulation)",
-        json_schema_extra=_meta("Layer-wise update", advanced=True, label_zh="逐层更新"),
+        json_schema_extra=_meta("Layer-wise update", label_zh="逐层更新"),
     )
 
 
@@ -416,45 +416,45 @@ class BadamSpec(_Spec):
     mode: Literal["layer", "ratio"] = Field(
         "layer",
         description="BAdam: update one block of layers at a time (layer) or a fraction of every weight (ratio)",
-        json_schema_extra=_meta("BAdam mode", advanced=True, label_zh="BAdam 模式"),
+        json_schema_extra=_meta("BAdam mode", label_zh="BAdam 模式"),
     )
     start_block: int | None = Field(
         None,
         ge=0,
         le=100_000,
         description="BAdam layer mode: the block trained first (empty: the first)",
-        json_schema_extra=_meta("BAdam start block", advanced=True, label_zh="BAdam 起始块"),
+        json_schema_extra=_meta("BAdam start block", label_zh="BAdam 起始块"),
     )
     switch_mode: Literal["ascending", "descending", "random", "fixed"] = Field(
         "ascending",
         description="BAdam layer mode: the order in which blocks take turns",
-        json_schema_extra=_meta("BAdam switch mode", advanced=True, label_zh="BAdam 切换方式"),
+        json_schema_extra=_meta("BAdam switch mode", label_zh="BAdam 切换方式"),
     )
     switch_interval: int = Field(
         50,
         ge=-1,
         le=10_000_000,
         description="BAdam layer mode: steps before the next block (-1: never switch)",
-        json_schema_extra=_meta("BAdam switch interval", advanced=True, label_zh="BAdam 切换间隔"),
+        json_schema_extra=_meta("BAdam switch interval", label_zh="BAdam 切换间隔"),
     )
     update_ratio: float = Field(
         0.05,
         gt=0,
         le=1.0,
         description="BAdam ratio mode: fraction of each weight updated",
-        json_schema_extra=_meta("BAdam update ratio", advanced=True, label_zh="BAdam 更新比例"),
+        json_schema_extra=_meta("BAdam update ratio", label_zh="BAdam 更新比例"),
     )
     mask_mode: Literal["adjacent", "scatter"] = Field(
         "adjacent",
         description="BAdam ratio mode: the updated entries are adjacent or scattered",
-        json_schema_extra=_meta("BAdam mask mode", advanced=True, label_zh="BAdam 掩码方式"),
+        json_schema_extra=_meta("BAdam mask mode", label_zh="BAdam 掩码方式"),
     )
     verbose: int = Field(
         0,
         ge=0,
         le=2,
         description="BAdam: 0 quiet, 1 print the block, 2 print the trainable parameters",
-        json_schema_extra=_meta("BAdam verbosity", advanced=True, label_zh="BAdam 输出级别"),
+        json_schema_extra=_meta("BAdam verbosity", label_zh="BAdam 输出级别"),
     )
 
 

@@ -27,6 +27,23 @@ def test_every_leaf_field_has_metadata_and_a_path():
     assert forms.BY_PATH["model.revision"].advanced and not forms.BY_PATH["method.lora.rank"].advanced
 
 
+def test_lora_variants_and_oft_are_on_the_form():
+    """LoRA+, PiSSA, rsLoRA and DoRA in the LoRA section (not hidden under advanced), OFT as a method with its own
+    section, GaLore / APOLLO and BAdam settings under Training; each with Chinese help."""
+    from studio.i18n.help import HELP_ZH
+
+    for path in ("loraplus_lr_ratio", "pissa_init", "use_rslora", "use_dora"):
+        f = forms.BY_PATH[f"method.lora.{path}"]
+        assert f.section == "method.lora" and not f.advanced and HELP_ZH[f.path], path
+    assert "oft" in forms.BY_PATH["method.finetuning"].choices
+    assert {"method.oft.rank", "method.oft.block_size", "method.oft.targets"} <= set(forms.BY_PATH)
+    assert {"method.oft", "train.low_rank", "train.badam"} <= set(forms.SECTION_TITLES)
+    assert {"galore_adamw", "apollo_adamw", "adam_mini", "muon", "badam"} <= set(
+        forms.BY_PATH["train.optimizer"].choices
+    )
+    assert forms.BY_PATH["method.lora.loraplus_lr_ratio"].help_for("zh").startswith("LoRA+")
+
+
 def test_demo_spec_round_trips_through_widget_values(demo_paths):
     data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8"))
     values = forms.spec_to_values(data)
