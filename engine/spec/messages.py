@@ -83,8 +83,8 @@ MESSAGES: dict[str, str] = {
     "pissa_init off",
     "pissa_dpo": "PiSSA moves the principal weights into the adapter, so DPO's reference (the base with the adapter "
     "off) would not be the model you started from: turn pissa_init off for dpo",
-    "pissa_quant_cpu": "PiSSA on {bits}-bit weights (the base re-quantized after the SVD) is supported on GPUs only: "
-    "turn pissa_init off, or quantization bits to 0 on CPU",
+    "pissa_quantized": "PiSSA decomposes the base's float weights, not {bits}-bit ones (peft refuses them): turn "
+    "pissa_init off, or quantization bits to 0",
     "pissa_convert_needs_init": "pissa_convert converts a PiSSA adapter: turn method.lora.pissa_init on, or "
     "pissa_convert off",
     "oft_rank_or_block": "OFT takes its rank or its block size, exactly one of them non-zero (rank {rank}, block "

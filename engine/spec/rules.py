@@ -163,8 +163,8 @@ def method_problems(spec: RunSpec) -> list[tuple[str, Message]]:
     if lora.pissa_init and m.finetuning == "lora":
         if m.stage == "dpo":
             out.append(("method.lora.pissa_init", message("pissa_dpo")))
-        if m.quantization.bits and ln.device == "cpu":
-            out.append(("method.lora.pissa_init", message("pissa_quant_cpu", bits=m.quantization.bits)))
+        if m.quantization.bits:  # peft's PiSSA decomposes float weights only, on any device
+            out.append(("method.lora.pissa_init", message("pissa_quantized", bits=m.quantization.bits)))
     if lora.pissa_convert and not lora.pissa_init:
         out.append(("method.lora.pissa_convert", message("pissa_convert_needs_init")))
     if m.finetuning == "oft" and (m.oft.rank == 0) == (m.oft.block_size == 0):

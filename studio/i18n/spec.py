@@ -53,8 +53,8 @@ RULES_ZH: dict[str, str] = {
     "sa_init",
     "pissa_dpo": "PiSSA 把主成分权重移入适配器，DPO 的参考模型（关闭适配器的基座）就不再是起始模型：dpo 请关闭 pissa"
     "_init",
-    "pissa_quant_cpu": "在 {bits} 位权重上使用 PiSSA（SVD 后重新量化基座）仅支持 GPU：请关闭 pissa_init，或在 CPU 上"
-    "把量化位数设为 0",
+    "pissa_quantized": "PiSSA 分解的是基座的浮点权重，而不是 {bits} 位权重（peft 不接受）：请关闭 pissa_init，"
+    "或把量化位数设为 0",
     "pissa_convert_needs_init": "pissa_convert 用于转换 PiSSA 适配器：请打开 method.lora.pissa_init，或关闭 pissa_co"
     "nvert",
     "oft_rank_or_block": "OFT 的秩与块大小必须恰好一个非零（秩 {rank}，块大小 {size}）：请把另一个设为 0",

@@ -298,7 +298,7 @@ class TestPeftAndOptimizerMethods:
             ({"method": {"finetuning": "oft", "lora": {"pissa_init": True}}}, "method.lora.pissa_init"),
             ({"method": {"stage": "dpo", "lora": {"pissa_init": True}}}, "method.lora.pissa_init"),
             (
-                {"method": {"lora": {"pissa_init": True}, "quantization": {"bits": 4}}, "launch": {"device": "cpu"}},
+                {"method": {"lora": {"pissa_init": True}, "quantization": {"bits": 4}}, "launch": {"device": "cuda"}},
                 "method.lora.pissa_init",
             ),
             ({"method": {"lora": {"pissa_convert": True}}}, "method.lora.pissa_convert"),
@@ -340,7 +340,7 @@ class TestPeftAndOptimizerMethods:
 
     def test_fixes_pass(self):
         accepts(make(method={"lora": {"loraplus_lr_ratio": 16, "pissa_init": True, "pissa_convert": True}}))
-        accepts(make(method={"lora": {"pissa_init": True}, "quantization": {"bits": 4}}, launch={"device": "cuda"}))
+        accepts(make(method={"lora": {"pissa_init": True, "use_dora": True}}, launch={"device": "cpu"}))
         accepts(make(method={"finetuning": "oft", "oft": {"rank": 4, "block_size": 0}}))
         accepts(make(method={"finetuning": "full"}, train={"optimizer": "galore_adamw"}))
         low_rank = {"layerwise": True}
