@@ -358,6 +358,42 @@ class TestRoundTrips:
                 assert out_acc[key] == value, key
         assert convert(out_args, out_acc) == spec, "LF -> spec -> LF -> spec is stable"
 
+    @pytest.mark.parametrize(
+        "method, train",
+        [
+            ({"lora": {"loraplus_lr_ratio": 16.0, "loraplus_lr_embedding": 1e-5, "use_rslora": True}}, {}),
+            ({"lora": {"pissa_init": True, "pissa_iter": -1, "pissa_convert": True, "use_dora": True}}, {}),
+            ({"finetuning": "oft", "oft": {"rank": 4, "block_size": 0, "targets": ["q_proj", "v_proj"]}}, {}),
+            (
+                {"finetuning": "full"},
+                {
+                    "optimizer": "galore_adamw_8bit",
+                    "gradient_accumulation": 1,
+                    "low_rank": {"rank": 64, "targets": ["mlp", "self_attn"], "scale": 0.25, "layerwise": True},
+                },
+            ),
+            ({"finetuning": "freeze"}, {"optimizer": "apollo_adamw", "low_rank": {"apollo_proj": "svd"}}),
+            ({"finetuning": "full"}, {"optimizer": "badam", "badam": {"mode": "ratio", "start_block": 2}}),
+            ({}, {"optimizer": "muon"}),
+            ({"finetuning": "full"}, {"optimizer": "adam_mini"}),
+        ],
+    )
+    def test_peft_and_optimizer_methods_export_and_import_back(self, method, train):
+        spec = parse_spec(
+            {"model": {"name_or_path": "m"}, "data": {"datasets": ["d"]}, "method": method, "train": train}
+        )
+        back = convert(spec_to_lf(spec)[0])
+        assert (back.method.finetuning, back.method.lora, back.method.oft) == (
+            spec.method.finetuning,
+            spec.method.lora,
+            spec.method.oft,
+        )
+        assert (back.train.optimizer, back.train.low_rank, back.train.badam) == (
+            spec.train.optimizer,
+            spec.train.low_rank,
+            spec.train.badam,
+        )
+
     def test_seed_accelerate_config_shape(self):
         _, out_acc = spec_to_lf(load_any(SEED_ARGS, ZERO3, context=False))
         assert out_acc == read(ZERO3), "the exported accelerate config has exactly the seed's shape"
