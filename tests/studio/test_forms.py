@@ -44,6 +44,18 @@ def test_lora_variants_and_oft_are_on_the_form():
     assert forms.BY_PATH["method.lora.loraplus_lr_ratio"].help_for("zh").startswith("LoRA+")
 
 
+def test_oft_from_the_form_validates_and_plans_saying_how(demo_paths):
+    values = _demo_values(demo_paths)
+    values["method.finetuning"] = "oft"
+    spec, errors, _ = train.check(values)
+    assert errors == [] and spec is not None and spec.method.oft.block_size == 32
+    assert "OFT is planned like LoRA" in train.plan_html(values, None, "en")
+    assert "OFT 按 LoRA 的方式估算" in train.plan_html(values, None, "zh")
+    values["method.oft.rank"] = 4  # and block size 32: one of the two
+    _, errors, _ = train.check(values)
+    assert [p for p, _ in errors] == ["method.oft.block_size"]
+
+
 def test_demo_spec_round_trips_through_widget_values(demo_paths):
     data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8"))
     values = forms.spec_to_values(data)
