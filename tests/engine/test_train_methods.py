@@ -99,13 +99,17 @@ def test_loraplus_trains_with_b_matrices_at_lr_times_ratio(loraplus):
 def pissa(demo_paths, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("pissa")
     spec = method_spec(demo_paths, {"lora": {"rank": 4, "pissa_init": True, "pissa_iter": 4, "pissa_convert": True}})
-    return run_dir, run_in_process(spec, run_dir)
+    events, trainer = train_keeping_trainer(spec, run_dir)
+    return run_dir, events, trainer
 
 
-def test_pissa_starts_from_the_weights_and_saves_plain_lora_that_merges(pissa, tmp_path, monkeypatch):
+def test_pissa_starts_from_the_weights_and_saves_plain_lora_that_merges(pissa, demo_paths, tmp_path, monkeypatch):
+    import torch
+    from peft import PeftModel
     from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
 
-    run_dir, events = pissa
+    run_dir, events, trainer = pissa
     finished_with_finite_losses(events)
     init = load_file(str(run_dir / "pissa_init" / "adapter_model.safetensors"))
     init_b = [t for k, t in init.items() if "lora_B" in k]
@@ -113,6 +117,14 @@ def test_pissa_starts_from_the_weights_and_saves_plain_lora_that_merges(pissa, t
     config = json.loads((run_dir / "adapter" / "adapter_config.json").read_text())
     # converted (A B - A0 B0 as one LoRA of twice the rank) onto the original base: a plain LoRA adapter
     assert config["init_lora_weights"] is True and config["r"] == 8
+    # the converted adapter on the original base is the model the run trained (residual base + PiSSA adapter)
+    ids = torch.randint(0, trainer.model.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        trained = trainer.model.eval()(input_ids=ids).logits
+        base = AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"], dtype=torch.float32)
+        plain = base(input_ids=ids).logits
+        converted = PeftModel.from_pretrained(base, str(run_dir / "adapter")).eval()(input_ids=ids).logits
+    assert (converted - trained).abs().max() < 1e-4 < (converted - plain).abs().max()
     report = merge(run_dir, tmp_path / "pissa-merged", monkeypatch)
     assert report["adapter_effect_max_abs"] > report["tolerance"]
 
