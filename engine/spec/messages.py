@@ -79,6 +79,8 @@ MESSAGES: dict[str, str] = {
     "data.val_size above 0 and an eval strategy, or save by steps",
     "loraplus_needs_lora": "LoRA+ sets the learning rate of LoRA's B matrices: it needs method.finetuning lora "
     "(not {method}); clear loraplus_lr_ratio",
+    "loraplus_optimizer": "LoRA+ builds its optimizer from the class train.optimizer names, and {optimizer} builds "
+    "its own: choose adamw_torch, adamw_8bit, paged_adamw_8bit, adafactor or sgd, or clear loraplus_lr_ratio",
     "pissa_needs_lora": "PiSSA initialises LoRA adapters: it needs method.finetuning lora (not {method}); turn "
     "pissa_init off",
     "pissa_dpo": "PiSSA moves the principal weights into the adapter, so DPO's reference (the base with the adapter "

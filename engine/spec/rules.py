@@ -158,6 +158,8 @@ def method_problems(spec: RunSpec) -> list[tuple[str, Message]]:
     lora, out = m.lora, []
     if lora.loraplus_lr_ratio is not None and m.finetuning != "lora":
         out.append(("method.lora.loraplus_lr_ratio", message("loraplus_needs_lora", method=m.finetuning)))
+    if lora.loraplus_lr_ratio is not None and t.optimizer in OPTIONAL_OPTIMIZERS:
+        out.append(("method.lora.loraplus_lr_ratio", message("loraplus_optimizer", optimizer=t.optimizer)))
     if lora.pissa_init and m.finetuning != "lora":
         out.append(("method.lora.pissa_init", message("pissa_needs_lora", method=m.finetuning)))
     if lora.pissa_init and m.finetuning == "lora":

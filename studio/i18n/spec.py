@@ -49,6 +49,8 @@ RULES_ZH: dict[str, str] = {
     "lora_all_alone": "'all' 已包含所有线性层：请单独填写 'all'，或填写模块名列表",
     "loraplus_needs_lora": "LoRA+ 设置 LoRA B 矩阵的学习率：需要 method.finetuning 为 lora（而不是 {method}）；请清空 "
     "loraplus_lr_ratio",
+    "loraplus_optimizer": "LoRA+ 用 train.optimizer 指定的优化器类构建优化器，而 {optimizer} 自建优化器："
+    "请选择 adamw_torch、adamw_8bit、paged_adamw_8bit、adafactor 或 sgd，或清空 loraplus_lr_ratio",
     "pissa_needs_lora": "PiSSA 用于初始化 LoRA 适配器：需要 method.finetuning 为 lora（而不是 {method}）；请关闭 pis"
     "sa_init",
     "pissa_dpo": "PiSSA 把主成分权重移入适配器，DPO 的参考模型（关闭适配器的基座）就不再是起始模型：dpo 请关闭 pissa"

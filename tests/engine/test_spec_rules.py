@@ -295,6 +295,10 @@ class TestPeftAndOptimizerMethods:
         "groups, path",
         [
             ({"method": {"finetuning": "full", "lora": {"loraplus_lr_ratio": 16}}}, "method.lora.loraplus_lr_ratio"),
+            (
+                {"method": {"lora": {"loraplus_lr_ratio": 16}}, "train": {"optimizer": "muon"}},
+                "method.lora.loraplus_lr_ratio",
+            ),
             ({"method": {"finetuning": "oft", "lora": {"pissa_init": True}}}, "method.lora.pissa_init"),
             ({"method": {"stage": "dpo", "lora": {"pissa_init": True}}}, "method.lora.pissa_init"),
             (
