@@ -27,18 +27,23 @@ PICKERS = {
     "data.template",
     "launch.gpus",
     "method.lora.targets",
+    "method.oft.targets",
+    "train.low_rank.targets",
 }
 TEMPLATES = ["auto", "llama3", "chatml", "qwen", "mistral", "gemma", "alpaca", "default", "empty"]
 SECTION_TITLES = {
     "model": ("Model", "模型"),
     "method": ("Method", "方法"),
     "method.lora": ("LoRA", "LoRA"),
+    "method.oft": ("OFT", "OFT"),
     "method.freeze": ("Freeze", "冻结训练"),
     "method.quantization": ("Quantization", "量化"),
     "method.dpo": ("DPO", "DPO"),
     "method.kto": ("KTO", "KTO"),
     "data": ("Data", "数据"),
     "train": ("Training", "训练参数"),
+    "train.low_rank": ("GaLore / APOLLO", "GaLore / APOLLO"),
+    "train.badam": ("BAdam", "BAdam"),
     "launch": ("Launch: devices and backend", "启动：设备与后端"),
     "launch.deepspeed": ("DeepSpeed", "DeepSpeed"),
     "launch.fsdp": ("FSDP", "FSDP"),

@@ -137,7 +137,7 @@ def _run_source(given: str, run_dir: Path) -> Source:
         return Source(given, "model", str(out / "model"), str(run_dir), spec, base=str(out / "model"))
     last = ev.last_event(run_dir / "events.jsonl", ev.TERMINAL_TYPES)
     state = message(f"export.run_{last['type']}" if last else "export.run_unfinished")
-    what = "adapter" if (spec.get("method") or {}).get("finetuning", "lora") == "lora" else "model"
+    what = "adapter" if (spec.get("method") or {}).get("finetuning", "lora") in ("lora", "oft") else "model"
     raise ExportError(message(f"export.run_no_{what}", run=run_dir, wanted=out / what, state=state))
 
 

@@ -28,11 +28,14 @@ from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here 
     _FEATURES,
     _FLASH_IN,
     _FLASH_OUT,
+    _GALORE_BY_OPTIM,
     _HF4_REMOVED,
     _LF_DEFAULTS,
     _LF_MARKERS,
+    _LOW_RANK_KEYS,
     _NOTED,
     _NULLABLE,
+    _OPTIMIZER_SWITCHES,
     _OPTIONS_OF_OFF_FEATURES,
     _STAGE_DIRECT,
     _csv,
@@ -225,11 +228,10 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         imp.bad("stage", _STAGES_OUT[stage])
     else:
         imp.put("method.stage", stage)
-    finetuning = args.get("finetuning_type", "lora")
-    if finetuning == "oft":
-        imp.bad("finetuning_type", "OFT (finetuning_type oft) is not supported: use lora")
-    else:
-        imp.put("method.finetuning", finetuning)
+    imp.put("method.finetuning", args.get("finetuning_type", "lora"))
+    if "oft_target" in args:
+        imp.put("method.oft.targets", _csv(args["oft_target"]))
+    _optimizer_switches(args, imp)
     if stage == "kto":
         _kto_batch(args, imp)
     if "include_num_input_tokens_seen" in args:
@@ -320,6 +322,49 @@ def _kto_batch(args: dict, imp: _Import) -> None:
         )
 
 
+def _optimizer_switches(args: dict, imp: _Import) -> None:
+    """LF's use_galore / use_apollo / use_badam / use_adam_mini / use_muon -> train.optimizer, and the options of
+    GaLore or APOLLO (whichever is on) -> train.low_rank. Options of one that is off are accepted and unused."""
+    on = [k for k in _OPTIMIZER_SWITCHES if _truthy(args.get(k))]
+    if len(on) > 1:
+        imp.bad(on[1], f"{on[0]} and {on[1]} are both true: LLaMA-Factory takes one optimizer; keep one")
+        return
+    if not on:
+        return
+    optimizer = _OPTIMIZER_SWITCHES[on[0]]
+    if on[0] == "use_galore":
+        optim = str(args.get("optim") or "adamw_torch")
+        if optim not in _GALORE_BY_OPTIM:
+            imp.bad(
+                "optim",
+                f"GaLore comes as AdamW, 8-bit AdamW or Adafactor, not {optim}: set optim to "
+                "adamw_torch, adamw_8bit or adafactor",
+            )
+            return
+        optimizer = _GALORE_BY_OPTIM[optim]
+    imp.put("train.optimizer", optimizer)
+    imp.names["train.optimizer"] = on[0]
+    prefix = {"use_galore": "galore_", "use_apollo": "apollo_"}.get(on[0])
+    if prefix is None:
+        return
+    for key, field in _LOW_RANK_KEYS.items():
+        imp.names[f"train.low_rank.{field}"] = prefix + key
+        value = args.get(prefix + key)
+        if value is None:
+            continue
+        imp.put(f"train.low_rank.{field}", _csv(value) if key == "target" else value)
+    if prefix == "apollo_":
+        for key in ("proj", "scale_type"):
+            if args.get(f"apollo_{key}") is not None:
+                imp.put(f"train.low_rank.apollo_{key}", args[f"apollo_{key}"])
+        if _truthy(args.get("apollo_scale_front")):
+            imp.bad(
+                "apollo_scale_front",
+                "the norm-growth limiter before scaling (apollo_scale_front) is not an option of transformers' "
+                "APOLLO: remove it",
+            )
+
+
 # ----------------------------------------------------------------------------------------------- export
 def workspace_path(path: str) -> Path:
     """A spec path as Studio reads it: absolute as written, relative from the workspace ($STUDIO_HOME)."""
@@ -365,6 +410,20 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
                 "lora_target": ",".join(m.lora.targets),
                 "use_rslora": m.lora.use_rslora,
                 "use_dora": m.lora.use_dora,
+            }
+        )
+        if m.lora.loraplus_lr_ratio is not None:
+            args["loraplus_lr_ratio"] = m.lora.loraplus_lr_ratio
+            args["loraplus_lr_embedding"] = m.lora.loraplus_lr_embedding
+        if m.lora.pissa_init:
+            args.update(pissa_init=True, pissa_iter=m.lora.pissa_iter, pissa_convert=m.lora.pissa_convert)
+    elif m.finetuning == "oft":
+        args.update(
+            {
+                "oft_rank": m.oft.rank,
+                "oft_block_size": m.oft.block_size,
+                "oft_target": ",".join(m.oft.targets),
+                "module_dropout": m.oft.dropout,
             }
         )
     elif m.finetuning == "freeze":
@@ -441,6 +500,7 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
             "ddp_timeout": spec.launch.ddp_timeout,
         }
     )
+    args.update(_optimizer_out(t))
     if t.per_device_eval_batch_size is not None:
         args["per_device_eval_batch_size"] = t.per_device_eval_batch_size
     if t.neftune_noise_alpha is not None:
@@ -465,6 +525,42 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
         args["resume_from_checkpoint"] = t.resume_from
     args.update(t.extra_args)  # LF passes TrainingArguments through, as Studio does
     return args, _accelerate_out(spec)
+
+
+def _optimizer_out(t) -> dict[str, Any]:
+    """train.optimizer as LF writes it: its use_* switch (GaLore's flavour in optim), GaLore / APOLLO options."""
+    switch = {v: k for k, v in _OPTIMIZER_SWITCHES.items()}
+    galore = {v: k for k, v in _GALORE_BY_OPTIM.items() if k in ("adamw_torch", "adamw_8bit", "adafactor")}
+    if t.optimizer in galore:
+        out: dict[str, Any] = {"use_galore": True, "optim": galore[t.optimizer]}
+        prefix = "galore_"
+    elif t.optimizer in switch:
+        out = {switch[t.optimizer]: True, "optim": "adamw_torch"}
+        prefix = "apollo_" if t.optimizer == "apollo_adamw" else ""
+    else:
+        return {}
+    if prefix:
+        lr = t.low_rank
+        for key, field in _LOW_RANK_KEYS.items():
+            value = getattr(lr, field)
+            out[prefix + key] = ",".join(value) if key == "target" else value
+        if out[prefix + "scale"] is None:
+            del out[prefix + "scale"]  # LF's default (2 for GaLore, 32 for APOLLO) is Studio's empty scale
+        if prefix == "apollo_":
+            out.update(apollo_proj=lr.apollo_proj, apollo_scale_type=lr.apollo_scale_type)
+    if t.optimizer == "badam":
+        b = t.badam
+        out.update(
+            badam_mode=b.mode,
+            badam_switch_mode=b.switch_mode,
+            badam_switch_interval=b.switch_interval,
+            badam_update_ratio=b.update_ratio,
+            badam_mask_mode=b.mask_mode,
+            badam_verbose=b.verbose,
+        )
+        if b.start_block is not None:
+            out["badam_start_block"] = b.start_block
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- loading
@@ -520,7 +616,7 @@ def load_any(
     try:
         return parse_spec(imp.data, source=f"{path} (LLaMA-Factory)", context=context)
     except SpecError as exc:  # name the LF key the user wrote next to our field path
-        raise SpecError([(_lf_name(p), msg) for p, msg in exc.problems], exc.source) from None
+        raise SpecError([(_lf_name(p, imp.names), msg) for p, msg in exc.problems], exc.source) from None
 
 
 def load_any_spec(path: str | Path, accelerate_config: str | Path | None = None) -> RunSpec:
@@ -533,10 +629,13 @@ def load_any_spec(path: str | Path, accelerate_config: str | Path | None = None)
     return spec
 
 
-def _lf_name(path: str) -> str:
-    for prefix in sorted(_REVERSE, key=len, reverse=True):
+def _lf_name(path: str, names: dict[str, str] | None = None) -> str:
+    """The LF key the user wrote for a spec path: ``names`` (the keys this import read, e.g. use_badam for
+    train.optimizer), else the key tables."""
+    reverse = {**_REVERSE, **(names or {})}
+    for prefix in sorted(reverse, key=len, reverse=True):
         if path == prefix or path.startswith(prefix + "."):
-            return f"{_REVERSE[prefix]} ({path})"
+            return f"{reverse[prefix]} ({path})"
     return path
 
 

@@ -22,6 +22,21 @@ _DIRECT: dict[str, str] = {
     "lora_dropout": "method.lora.dropout",
     "use_rslora": "method.lora.use_rslora",
     "use_dora": "method.lora.use_dora",
+    "loraplus_lr_ratio": "method.lora.loraplus_lr_ratio",
+    "loraplus_lr_embedding": "method.lora.loraplus_lr_embedding",
+    "pissa_init": "method.lora.pissa_init",
+    "pissa_iter": "method.lora.pissa_iter",
+    "pissa_convert": "method.lora.pissa_convert",
+    "oft_rank": "method.oft.rank",
+    "oft_block_size": "method.oft.block_size",
+    "module_dropout": "method.oft.dropout",
+    "badam_mode": "train.badam.mode",
+    "badam_start_block": "train.badam.start_block",
+    "badam_switch_mode": "train.badam.switch_mode",
+    "badam_switch_interval": "train.badam.switch_interval",
+    "badam_update_ratio": "train.badam.update_ratio",
+    "badam_mask_mode": "train.badam.mask_mode",
+    "badam_verbose": "train.badam.verbose",
     "freeze_trainable_layers": "method.freeze.trainable_layers",
     "pref_beta": "method.dpo.beta",
     "pref_loss": "method.dpo.loss_type",
@@ -67,11 +82,44 @@ _DIRECT: dict[str, str] = {
 }
 # Keys whose spec field depends on the stage: stage -> {LF key -> spec path}, taking the place of _DIRECT's.
 _STAGE_DIRECT: dict[str, dict[str, str]] = {"kto": {"pref_beta": "method.kto.beta"}}
+# GaLore's and APOLLO's options (galore_<key>, apollo_<key>) -> train.low_rank.<field>: read from the one in use
+_LOW_RANK_KEYS = {
+    "target": "targets",
+    "rank": "rank",
+    "update_interval": "update_interval",
+    "scale": "scale",
+    "proj_type": "proj_type",
+    "layerwise": "layerwise",
+}
+# LF's use_* optimizer switches -> train.optimizer (GaLore's follows LF's optim: adamw / 8-bit / adafactor)
+_OPTIMIZER_SWITCHES = {
+    "use_galore": "galore_adamw",
+    "use_apollo": "apollo_adamw",
+    "use_badam": "badam",
+    "use_adam_mini": "adam_mini",
+    "use_muon": "muon",
+}
+_GALORE_BY_OPTIM = {
+    "adamw_torch": "galore_adamw",
+    "adamw_torch_fused": "galore_adamw",
+    "adamw_8bit": "galore_adamw_8bit",
+    "adamw_bnb_8bit": "galore_adamw_8bit",
+    "paged_adamw_8bit": "galore_adamw_8bit",
+    "adafactor": "galore_adafactor",
+}
 # Keys handled by code below (conversions), with the spec path used to name them in errors.
 _CONVERTED: dict[str, str] = {
     "flash_attn": "model.attn_implementation",
     "rope_scaling": "model.rope_scaling",
     "lora_target": "method.lora.targets",
+    "oft_target": "method.oft.targets",
+    # "": not used to name spec paths in errors (optim names train.optimizer, galore_* train.low_rank)
+    **dict.fromkeys(_OPTIMIZER_SWITCHES, ""),
+    **{f"galore_{k}": f"train.low_rank.{v}" for k, v in _LOW_RANK_KEYS.items()},
+    **{f"apollo_{k}": "" for k in _LOW_RANK_KEYS},
+    "apollo_proj": "train.low_rank.apollo_proj",
+    "apollo_scale_type": "train.low_rank.apollo_scale_type",
+    "apollo_scale_front": "",
     "freeze_trainable_modules": "method.freeze.trainable_modules",
     "freeze_extra_modules": "method.freeze.extra_modules",
     "dataset": "data.datasets",
@@ -172,10 +220,7 @@ _NOTED: dict[str, str] = {
 # Options of a feature LF switches on with another key (use_galore, use_swanlab, fp8, ...): no effect while it is
 # off, and refused through that key when it is on. Accepted silently.
 _OPTIONS_OF_OFF_FEATURES = set(
-    "galore_target galore_rank galore_update_interval galore_scale galore_proj_type galore_layerwise apollo_target "
-    "apollo_rank apollo_update_interval apollo_scale apollo_proj apollo_proj_type apollo_scale_type apollo_layerwise "
-    "apollo_scale_front badam_mode badam_start_block badam_switch_mode badam_switch_interval badam_update_ratio "
-    "badam_mask_mode badam_verbose swanlab_project swanlab_workspace swanlab_run_name swanlab_mode swanlab_api_key "
+    "swanlab_project swanlab_workspace swanlab_run_name swanlab_mode swanlab_api_key "
     "swanlab_logdir swanlab_lark_webhook_url swanlab_lark_secret asft_alpha eaft_alpha buffer_size fp8_backend "
     "fp8_enable_fsdp_float8_all_gather profiler_output_dir profiler_wait_steps profiler_warmup_steps "
     "profiler_active_steps profiler_repeat profiler_record_shapes profiler_profile_memory profiler_with_stack".split()
@@ -247,15 +292,6 @@ _FEATURES: dict[str, tuple[Any, str]] = {
         None,
         "modules trained beside LoRA (additional_target) are not supported: use finetuning_type freeze or full",
     ),
-    "module_dropout": (0.0, "OFT is not supported: use finetuning_type lora"),
-    "oft_rank": (0, "OFT is not supported: use finetuning_type lora"),
-    "oft_block_size": (32, "OFT is not supported: use finetuning_type lora"),
-    "oft_target": ("all", "OFT is not supported: use finetuning_type lora"),
-    "loraplus_lr_ratio": (None, "LoRA+ (loraplus_lr_ratio) is not supported: use plain LoRA with learning_rate"),
-    "loraplus_lr_embedding": (1e-06, "LoRA+ (loraplus_lr_ratio) is not supported: use plain LoRA with learning_rate"),
-    "pissa_init": (False, "PiSSA initialisation is not supported: use plain LoRA"),
-    "pissa_iter": (16, "PiSSA initialisation is not supported: use plain LoRA"),
-    "pissa_convert": (False, "PiSSA initialisation is not supported: use plain LoRA"),
     "pref_ftx": (
         0.0,
         "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
@@ -296,26 +332,6 @@ _FEATURES: dict[str, tuple[Any, str]] = {
     "ref_model_quantization_bit": (
         None,
         _REF,
-    ),
-    "use_galore": (
-        False,
-        "the GaLore optimizer is not supported: " + _OPTIM,
-    ),
-    "use_apollo": (
-        False,
-        "the APOLLO optimizer is not supported: " + _OPTIM,
-    ),
-    "use_badam": (
-        False,
-        "the BAdam optimizer is not supported: " + _OPTIM,
-    ),
-    "use_adam_mini": (
-        False,
-        "the Adam-mini optimizer is not supported: " + _OPTIM,
-    ),
-    "use_muon": (
-        False,
-        "the Muon optimizer is not supported: " + _OPTIM,
     ),
     "use_swanlab": (False, "SwanLab tracking is not supported: use report_to tensorboard or wandb"),
     "use_llama_pro": (False, "LLaMA Pro (use_llama_pro) is not supported: use finetuning_type freeze"),
@@ -481,6 +497,7 @@ class _Import:
         self.unsupported: dict[str, str] = {}
         self.notes: list[str] = []
         self.missing: dict[str, str] = {}  # paths found nowhere: refused when the spec's files are checked
+        self.names: dict[str, str] = {}  # spec path -> the LF key that set it, where several keys can (use_badam)
 
     def put(self, path: str, value: Any) -> None:
         node = self.data

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from engine.plan.model_shape import ModelShape, Shape, Trainable
+from engine.plan.model_shape import ModelShape, Shape, Trainable, oft_blocks
 
 NF4_BLOCK = 64  # bitsandbytes 4-bit blocksize: one absmax per 64 weights
 DQ_BLOCK = 256  # double quantization: absmax quantized to uint8 in blocks of 256, fp32 second-level absmax
@@ -51,6 +51,9 @@ def weight_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict) -> tuple[int,
 def trainable_shapes(spec, shape: ModelShape, tr: Trainable) -> list[tuple[int, ...]]:
     """Shapes of the trainable tensors (needed by factored / size-thresholded optimizers)."""
     m = spec.method
+    if m.finetuning == "oft":
+        blocks = [oft_blocks(m.oft, p.shape[1]) for p in tr.lora_targets]
+        return [(r, b * (b - 1) // 2) for r, b in blocks]
     if m.finetuning == "lora":
         out: list[tuple[int, ...]] = []
         for p in tr.lora_targets:
@@ -91,6 +94,21 @@ def optimizer_bytes(spec, shape: ModelShape, tr: Trainable, param_bytes: int, pr
         # HF Adafactor upcasts a 16-bit parameter and its grad to fp32 during its update (one tensor at a time)
         biggest = max((math.prod(s) for s in trainable_shapes(spec, shape, tr)), default=0)
         return total, 0, 3 * 4 * biggest
+    shapes = trainable_shapes(spec, shape, tr)
+    if opt in ("galore_adamw", "galore_adamw_8bit", "galore_adafactor", "apollo_adamw"):
+        # Adam's two moments of each projected 2-D gradient (rank x the longer side) and its projector (the shorter
+        # side x rank); other tensors keep full moments. An estimate: the projected modules are taken to be all 2-D.
+        rank = spec.train.low_rank.rank
+        total = sum(
+            (2 * rank * max(s) + rank * min(s)) if len(s) == 2 and min(s) > rank else 2 * math.prod(s) for s in shapes
+        )
+        return total * param_bytes, 0, 0
+    if opt == "adam_mini":  # first moment per element, one second moment per block
+        return n * param_bytes, 0, 0
+    if opt == "muon":  # momentum for 2-D weights (Muon), both Adam moments for the rest
+        return sum(math.prod(s) * (1 if len(s) == 2 else 2) for s in shapes) * param_bytes, 0, n * param_bytes // 8
+    if opt == "badam":  # Adam's moments for the active block only: about one decoder layer's share
+        return 2 * n * param_bytes // max(shape.layers, 1), 0, 0
     return 0, 0, 0  # sgd without momentum keeps no state
 
 
@@ -99,7 +117,7 @@ def _saves_input(spec, tr: Trainable, p: Shape, first_trainable: int) -> bool:
     m = spec.method
     if m.finetuning == "full":
         return True
-    if m.finetuning == "lora":
+    if m.adapter:
         return any(t is p for t in tr.lora_targets)
     mods = m.freeze.trainable_modules
     return p.layer is not None and p.layer >= first_trainable and (not mods or any(f".{x}." in p.name for x in mods))
@@ -116,7 +134,8 @@ def layer_saved_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict, layer: i
         return 0.0  # nothing below the first trainable layer needs a gradient
     lin = {p.linear: p for p in shape.params if p.layer == layer and p.linear and "experts" not in p.name}
     norm_trainable = m.finetuning == "full" or (m.finetuning == "freeze" and not m.freeze.trainable_modules)
-    lora = m.finetuning == "lora"
+    lora = m.adapter  # OFT: counted like LoRA, its rotated input in place of LoRA's rank-sized A output
+    oft = m.finetuning == "oft"
     # A 16-bit compute copy of the input is made per call when the stream or the adapter is fp32 under autocast;
     # otherwise all linears reading one tensor share it.
     per_call_copy = (r != a) or (lora and dt["adapter"] != a)
@@ -128,6 +147,8 @@ def layer_saved_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict, layer: i
             return 0.0
         own_copy = per_call_copy or (lora and m.lora.dropout > 0)  # dropout output is a new tensor per target
         total = (len(saving) if own_copy else 1) * a * lin[saving[0]].shape[1]
+        if oft:
+            return total + sum(a * lin[n].shape[1] for n in saving)  # the rotated input, kept by the base Linear
         if lora:
             for n in saving:
                 fan_out, fan_in = lin[n].shape

@@ -20,6 +20,13 @@ MESSAGES: dict[str, str] = {
     "plan.offload_params": "parameters offloaded to CPU RAM: large slowdown",
     "plan.eager": "eager attention materialises batch x heads x seq^2 scores: use sdpa or flash_attention_2",
     "plan.cpu": "device is cpu: the numbers are host memory for one process",
+    "plan.oft": "OFT is planned like LoRA: r x b(b-1)/2 rotation parameters per targeted layer (r blocks of size b) "
+    "and one rotated copy of each targeted layer's input kept for backward; the temporaries of building the rotation "
+    "(Cayley transform) are not counted",
+    "plan.optimizer_estimate": "{optimizer}: its optimizer state is an estimate (low-rank projections of every 2-D "
+    "weight for GaLore / APOLLO, one moment per element for Adam-mini and Muon), not a calibrated figure",
+    "plan.badam": "BAdam: Adam's state for one block of layers at a time (about one layer's share); the gradients of "
+    "the whole model are still counted",
     "plan.liger": "Liger's fused linear cross-entropy: the logits are computed in chunks and never held whole",
     "plan.reference_model": "stage {stage} without LoRA keeps a frozen reference copy of the model (TRL's ref_model); "
     "LoRA needs none (its reference is the base with the adapter off)",

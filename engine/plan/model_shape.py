@@ -193,9 +193,18 @@ class Trainable:
         return self.base_tensors + self.adapter_tensors
 
 
-def lora_target_shapes(spec, shape: ModelShape) -> list[Shape]:
-    """Linear weights PEFT wraps: 'all' = every Linear in the decoder layers (PEFT's all-linear, lm_head excluded)."""
-    targets = spec.method.lora.targets
+def oft_blocks(oft, fan_in: int) -> tuple[int, int]:
+    """(blocks, block size) of an OFT layer with ``fan_in`` inputs: one of rank / block size is given (the spec's
+    rule), the other follows from r x b = fan_in."""
+    if oft.block_size:
+        return max(1, fan_in // oft.block_size), oft.block_size
+    return oft.rank, max(1, fan_in // max(oft.rank, 1))
+
+
+def lora_target_shapes(spec, shape: ModelShape, targets: list[str] | None = None) -> list[Shape]:
+    """Linear weights PEFT wraps: 'all' = every Linear in the decoder layers (PEFT's all-linear, lm_head excluded).
+    ``targets``: another adapter's list (OFT's); LoRA's by default."""
+    targets = spec.method.lora.targets if targets is None else targets
     linears = [p for p in shape.params if p.linear and p.linear != "lm_head"]
     if "all" in targets:
         return linears
@@ -223,6 +232,15 @@ def trainable(spec, shape: ModelShape) -> Trainable:
             if in_layer or any(f".{x}." in f".{p.name}" for x in extra):
                 out.base_numel += p.numel
                 out.base_tensors += 1
+        return out
+    if m.finetuning == "oft":
+        # peft's OFT: per targeted Linear, in_features / b blocks of b x b skew-symmetric generators stored as their
+        # b (b - 1) / 2 free entries (b the block size, or in_features / r); counted like LoRA's A/B otherwise
+        out.lora_targets = lora_target_shapes(spec, shape, m.oft.targets)
+        for p in out.lora_targets:
+            blocks, size = oft_blocks(m.oft, p.shape[1])
+            out.adapter_numel += blocks * size * (size - 1) // 2
+            out.adapter_tensors += 1
         return out
     r = m.lora.rank
     out.lora_targets = lora_target_shapes(spec, shape)

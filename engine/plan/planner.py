@@ -91,7 +91,7 @@ def resolve_dtypes(spec, precision: str) -> dict[str, int]:
     """Bytes per element: base (frozen/loaded) weights, trainable base weights, adapters, compute, residual stream."""
     compute = 2 if precision in ("bf16", "fp16") else 4
     explicit = {"bfloat16": 2, "float16": 2, "float32": 4}.get(spec.model.dtype)
-    if spec.method.finetuning == "lora":
+    if spec.method.adapter:
         base = explicit or compute
         if spec.method.quantization.bits and spec.method.quantization.compute_dtype != "auto":
             base = {"bfloat16": 2, "float16": 2, "float32": 4}[spec.method.quantization.compute_dtype]
@@ -192,7 +192,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     # ---- weights (frozen + trainable base), by dtype / quantization
     w_frozen, w_train = weight_bytes(spec, shape, tr, dt)
     train_numel = tr.numel
-    train_bytes_each = dt["adapter"] if spec.method.finetuning == "lora" else dt["trainable"]
+    train_bytes_each = dt["adapter"] if spec.method.adapter else dt["trainable"]
     adapter_bytes = tr.adapter_numel * dt["adapter"]
     w_train_total = w_train + adapter_bytes
     if ds and ds.zero_stage >= 1 and precision in ("bf16", "fp16"):
@@ -260,6 +260,12 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         notes.append(message("plan.liger"))
     if spec.model.attn_implementation == "eager":
         notes.append(message("plan.eager"))
+    if spec.method.finetuning == "oft":
+        notes.append(message("plan.oft"))
+    if t.optimizer in ("galore_adamw", "galore_adamw_8bit", "galore_adafactor", "apollo_adamw", "adam_mini", "muon"):
+        notes.append(message("plan.optimizer_estimate", optimizer=t.optimizer))
+    elif t.optimizer == "badam":
+        notes.append(message("plan.badam"))
 
     # grads alive at the start of backward without accumulation: trainable tensors outside the layer stack
     outside = sum(p.numel for p in shape.params if p.layer is None) if spec.method.finetuning == "full" else 0

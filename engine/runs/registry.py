@@ -314,12 +314,12 @@ def duplicate(run_id: str) -> RunSpec:
 
 
 def weights_dir(rec: RunRecord) -> Path:
-    """Where a training run's final weights go: ``<output>/adapter`` (LoRA) or ``<output>/model``."""
+    """Where a training run's final weights go: ``<output>/adapter`` (LoRA, OFT) or ``<output>/model``."""
     try:
-        lora = rec.load_spec().method.finetuning == "lora"
+        adapter = rec.load_spec().method.adapter
     except (SpecError, ValueError):
-        lora = True
-    return Path(rec.output_dir) / ("adapter" if lora else "model")
+        adapter = True
+    return Path(rec.output_dir) / ("adapter" if adapter else "model")
 
 
 def resume_point(rec: RunRecord) -> tuple[Path | None, list[Message]]:

@@ -109,12 +109,76 @@ class LoraSpec(_Spec):
     use_rslora: bool = Field(
         False,
         description="Rank-stabilised LoRA scaling",
-        json_schema_extra=_meta("rsLoRA", advanced=True, label_zh="rsLoRA"),
+        json_schema_extra=_meta("rsLoRA", label_zh="rsLoRA"),
     )
     use_dora: bool = Field(
         False,
         description="Weight-decomposed LoRA (DoRA)",
-        json_schema_extra=_meta("DoRA", advanced=True, label_zh="DoRA"),
+        json_schema_extra=_meta("DoRA", label_zh="DoRA"),
+    )
+    loraplus_lr_ratio: float | None = Field(
+        None,
+        gt=0,
+        le=1000,
+        description="LoRA+: the B matrices learn at learning rate x this ratio (empty: off; the LoRA+ paper uses 16)",
+        json_schema_extra=_meta("LoRA+ LR ratio", label_zh="LoRA+ 学习率倍数"),
+    )
+    loraplus_lr_embedding: float = Field(
+        1e-6,
+        gt=0,
+        le=1.0,
+        description="LoRA+: learning rate of LoRA layers on embeddings",
+        json_schema_extra=_meta("LoRA+ embedding LR", advanced=True, label_zh="LoRA+ 嵌入层学习率", step=1e-7),
+    )
+    pissa_init: bool = Field(
+        False,
+        description="PiSSA: start the adapter from the principal singular vectors of each weight (the base keeps the "
+        "rest) instead of B = 0; converges faster than plain LoRA",
+        json_schema_extra=_meta("PiSSA initialisation", label_zh="PiSSA 初始化"),
+    )
+    pissa_iter: int = Field(
+        16,
+        ge=-1,
+        le=1024,
+        description="PiSSA: iterations of the fast SVD (-1: exact SVD, slower)",
+        json_schema_extra=_meta("PiSSA SVD iterations", advanced=True, label_zh="PiSSA SVD 迭代次数"),
+    )
+    pissa_convert: bool = Field(
+        False,
+        description="PiSSA: save the trained adapter converted to a plain LoRA adapter that applies to the original "
+        "base model (the PiSSA adapter needs the modified base otherwise)",
+        json_schema_extra=_meta("Save PiSSA as LoRA", advanced=True, label_zh="PiSSA 转为 LoRA 保存"),
+    )
+
+
+class OftSpec(_Spec):
+    rank: int = Field(
+        0,
+        ge=0,
+        le=4096,
+        description="OFT rank: orthogonal blocks per layer (0: set by the block size; give one of the two)",
+        json_schema_extra=_meta("OFT rank", label_zh="OFT 秩"),
+    )
+    block_size: int = Field(
+        32,
+        ge=0,
+        le=4096,
+        description="OFT block size: each layer's input dimension is split into orthogonal blocks of this size "
+        "(0: set by the rank; it must divide the layers' input sizes)",
+        json_schema_extra=_meta("OFT block size", label_zh="OFT 块大小"),
+    )
+    targets: list[str] = Field(
+        default_factory=lambda: ["all"],
+        min_length=1,
+        description="Module names to adapt (e.g. q_proj, v_proj), or 'all' for every linear layer",
+        json_schema_extra=_meta("OFT targets", label_zh="OFT 作用模块"),
+    )
+    dropout: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="OFT module dropout (drops whole blocks while training)",
+        json_schema_extra=_meta("OFT dropout", advanced=True, label_zh="OFT 丢弃率"),
     )
 
 
@@ -200,16 +264,26 @@ class MethodSpec(_Spec):
         "pairs",
         json_schema_extra=_meta("Stage", label_zh="训练阶段"),
     )
-    finetuning: Literal["lora", "full", "freeze"] = Field(
+    finetuning: Literal["lora", "oft", "full", "freeze"] = Field(
         "lora",
-        description="lora: train adapters (QLoRA with quantization); full: every weight; freeze: last layers",
+        description="lora: train adapters (QLoRA with quantization); oft: orthogonal fine-tuning adapters; full: "
+        "every weight; freeze: last layers",
         json_schema_extra=_meta("Method", label_zh="微调方法"),
     )
     lora: LoraSpec = Field(default_factory=LoraSpec)
+    oft: OftSpec = Field(default_factory=OftSpec)
     freeze: FreezeSpec = Field(default_factory=FreezeSpec)
     quantization: QuantSpec = Field(default_factory=QuantSpec)
     dpo: DpoSpec = Field(default_factory=DpoSpec)
     kto: KtoSpec = Field(default_factory=KtoSpec)
+
+    @property
+    def adapter(self) -> bool:
+        """lora and oft train a PEFT adapter (saved as adapter/); full and freeze train the model's own weights."""
+        return self.finetuning in ADAPTER_METHODS
+
+
+ADAPTER_METHODS = ("lora", "oft")
 
 
 # ----------------------------------------------------------------------------------------------- data
@@ -332,6 +406,110 @@ class DataSpec(_Spec):
 
 
 # ----------------------------------------------------------------------------------------------- train
+LOW_RANK_OPTIMIZERS = ("galore_adamw", "galore_adamw_8bit", "galore_adafactor", "apollo_adamw")
+
+
+class LowRankOptimSpec(_Spec):
+    """GaLore / APOLLO: settings of transformers' low-rank optimizers (``optim_target_modules``, ``optim_args``)."""
+
+    targets: list[str] = Field(
+        default_factory=lambda: ["all"],
+        min_length=1,
+        description="GaLore / APOLLO: linear modules whose gradients are projected (e.g. q_proj, v_proj), or 'all' "
+        "for every linear layer of the decoder",
+        json_schema_extra=_meta("Projected modules", label_zh="投影模块"),
+    )
+    rank: int = Field(
+        16,
+        ge=1,
+        le=65536,
+        description="GaLore / APOLLO: rank of the projected gradients",
+        json_schema_extra=_meta("Projection rank", label_zh="投影秩"),
+    )
+    update_interval: int = Field(
+        200,
+        ge=1,
+        le=10_000_000,
+        description="GaLore / APOLLO: steps between updates of the projection",
+        json_schema_extra=_meta("Projection update interval", label_zh="投影更新间隔"),
+    )
+    scale: float | None = Field(
+        None,
+        gt=0,
+        le=1e4,
+        description="GaLore / APOLLO: scale of the projected update (empty: 2 for GaLore, 32 for APOLLO, "
+        "LLaMA-Factory's defaults)",
+        json_schema_extra=_meta("Projection scale", label_zh="投影缩放"),
+    )
+    proj_type: Literal["std", "reverse_std", "right", "left", "full"] = Field(
+        "std",
+        description="GaLore / APOLLO: which side is projected (APOLLO takes std, right or left)",
+        json_schema_extra=_meta("Projection type", label_zh="投影类型"),
+    )
+    apollo_proj: Literal["random", "svd"] = Field(
+        "random",
+        description="APOLLO: random or SVD projection",
+        json_schema_extra=_meta("APOLLO projection", label_zh="APOLLO 投影"),
+    )
+    apollo_scale_type: Literal["channel", "tensor"] = Field(
+        "channel",
+        description="APOLLO: scale per channel or per tensor",
+        json_schema_extra=_meta("APOLLO scale type", label_zh="APOLLO 缩放类型"),
+    )
+    layerwise: bool = Field(
+        False,
+        description="GaLore / APOLLO: update layer by layer during backward (less memory; one process only, no "
+        "gradient accumulation)",
+        json_schema_extra=_meta("Layer-wise update", label_zh="逐层更新"),
+    )
+
+
+class BadamSpec(_Spec):
+    mode: Literal["layer", "ratio"] = Field(
+        "layer",
+        description="BAdam: update one block of layers at a time (layer) or a fraction of every weight (ratio)",
+        json_schema_extra=_meta("BAdam mode", label_zh="BAdam 模式"),
+    )
+    start_block: int | None = Field(
+        None,
+        ge=0,
+        le=100_000,
+        description="BAdam layer mode: the block trained first (empty: the first)",
+        json_schema_extra=_meta("BAdam start block", label_zh="BAdam 起始块"),
+    )
+    switch_mode: Literal["ascending", "descending", "random", "fixed"] = Field(
+        "ascending",
+        description="BAdam layer mode: the order in which blocks take turns",
+        json_schema_extra=_meta("BAdam switch mode", label_zh="BAdam 切换方式"),
+    )
+    switch_interval: int = Field(
+        50,
+        ge=-1,
+        le=10_000_000,
+        description="BAdam layer mode: steps before the next block (-1: never switch)",
+        json_schema_extra=_meta("BAdam switch interval", label_zh="BAdam 切换间隔"),
+    )
+    update_ratio: float = Field(
+        0.05,
+        gt=0,
+        le=1.0,
+        description="BAdam ratio mode: fraction of each weight updated",
+        json_schema_extra=_meta("BAdam update ratio", label_zh="BAdam 更新比例"),
+    )
+    mask_mode: Literal["adjacent", "scatter"] = Field(
+        "adjacent",
+        description="BAdam ratio mode: the updated entries are adjacent or scattered",
+        json_schema_extra=_meta("BAdam mask mode", label_zh="BAdam 掩码方式"),
+    )
+    verbose: int = Field(
+        0,
+        ge=0,
+        le=2,
+        description="BAdam: 0 quiet, 1 print the block, 2 print the trainable parameters",
+        json_schema_extra=_meta("BAdam verbosity", label_zh="BAdam 输出级别"),
+    )
+
+
 class TrainSpec(_Spec):
     num_epochs: float = Field(
         3.0,
@@ -380,11 +558,29 @@ class TrainSpec(_Spec):
         description="AdamW weight decay",
         json_schema_extra=_meta("Weight decay", advanced=True, label_zh="权重衰减"),
     )
-    optimizer: Literal["adamw_torch", "adamw_8bit", "paged_adamw_8bit", "adafactor", "sgd"] = Field(
+    optimizer: Literal[
         "adamw_torch",
-        description="Optimizer (8-bit variants through bitsandbytes)",
+        "adamw_8bit",
+        "paged_adamw_8bit",
+        "adafactor",
+        "sgd",
+        "galore_adamw",
+        "galore_adamw_8bit",
+        "galore_adafactor",
+        "apollo_adamw",
+        "adam_mini",
+        "muon",
+        "badam",
+    ] = Field(
+        "adamw_torch",
+        description="Optimizer (8-bit variants through bitsandbytes). Full / freeze only: galore_* and apollo_adamw "
+        "project the gradients of linear layers to low rank (train.low_rank; packages galore-torch / apollo-torch), "
+        "badam updates one block of layers at a time (train.badam; package badam). adam_mini (package adam-mini) and "
+        "muon (package muon) also train adapters",
         json_schema_extra=_meta("Optimizer", advanced=True, label_zh="优化器"),
     )
+    low_rank: LowRankOptimSpec = Field(default_factory=lambda: LowRankOptimSpec())
+    badam: BadamSpec = Field(default_factory=lambda: BadamSpec())
     per_device_batch_size: int = Field(
         2,
         ge=1,

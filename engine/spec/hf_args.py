@@ -241,6 +241,8 @@ STUDIO_SETS: dict[str, str] = {
     "lr_scheduler_type": "train.lr_scheduler",
     "warmup_steps": "train.warmup_steps",
     "optim": "train.optimizer",
+    "optim_target_modules": "train.low_rank.targets",  # GaLore / APOLLO (engine.trainer.optim.low_rank_settings)
+    "optim_args": "train.low_rank",
     "weight_decay": "train.weight_decay",
     "gradient_accumulation_steps": "train.gradient_accumulation",
     "max_grad_norm": "train.max_grad_norm",

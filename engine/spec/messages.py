@@ -92,6 +92,32 @@ MESSAGES: dict[str, str] = {
     "mask_history_stage": "mask_history applies to stage sft (multi-turn answers), not {stage}: turn it off",
     "tool_format_auto": "tool_format {tool_format} replaces a named template's tool format; template auto renders "
     "with the model's own chat template: choose a named template or set tool_format to template",
+    "loraplus_needs_lora": "LoRA+ sets the learning rate of LoRA's B matrices: it needs method.finetuning lora "
+    "(not {method}); clear loraplus_lr_ratio",
+    "loraplus_optimizer": "LoRA+ builds its optimizer from the class train.optimizer names, and {optimizer} builds "
+    "its own: choose adamw_torch, adamw_8bit, paged_adamw_8bit, adafactor or sgd, or clear loraplus_lr_ratio",
+    "pissa_needs_lora": "PiSSA initialises LoRA adapters: it needs method.finetuning lora (not {method}); turn "
+    "pissa_init off",
+    "pissa_dpo": "PiSSA moves the principal weights into the adapter, so DPO's reference (the base with the adapter "
+    "off) would not be the model you started from: turn pissa_init off for dpo",
+    "pissa_quantized": "PiSSA decomposes the base's float weights, not {bits}-bit ones (peft refuses them): turn "
+    "pissa_init off, or quantization bits to 0",
+    "pissa_convert_needs_init": "pissa_convert converts a PiSSA adapter: turn method.lora.pissa_init on, or "
+    "pissa_convert off",
+    "oft_rank_or_block": "OFT takes its rank or its block size, exactly one of them non-zero (rank {rank}, block "
+    "size {size}): set the other to 0",
+    "optimizer_needs_full": "{optimizer} updates the full weights of the model: set method.finetuning to full or "
+    "freeze (not {method}), or choose another optimizer",
+    "optimizer_backend": "{optimizer} builds its own optimizer, which {backend} does not take: use launch.backend "
+    "single or ddp, or another optimizer",
+    "apollo_proj_type": "APOLLO projects std, right or left, not {proj_type}: set train.low_rank.proj_type",
+    "layerwise_one_process": "layer-wise GaLore / APOLLO runs in one process (this run has {n}): turn "
+    "train.low_rank.layerwise off or use one process",
+    "layerwise_accumulation": "layer-wise GaLore / APOLLO steps during backward, so it cannot accumulate "
+    "{n} micro-steps: set gradient_accumulation to 1 or turn layerwise off",
+    "badam_one_process": "BAdam is set up for one process here (this run has {n}): use one process or another "
+    "optimizer",
+    "optimizer_missing": "the {optimizer} optimizer needs a package that is not installed: pip install {package}",
     "extra_arg_has_field": "{name} is a Studio setting: set {field} instead of train.extra_args",
     "extra_arg_studio": "{name} is set by Studio and cannot be given in train.extra_args",
     "extra_arg_unknown": "{name} is not a TrainingArguments field of transformers {version}",

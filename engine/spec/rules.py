@@ -20,6 +20,7 @@ from engine.data.templates import TEMPLATE_NAMES
 from engine.machine.kernels import liger_installed
 from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config
+from engine.spec.groups import LOW_RANK_OPTIMIZERS
 from engine.spec.hf_args import extra_arg_problem
 from engine.spec.messages import message
 
@@ -138,6 +139,7 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
     if d.tool_format != "template" and d.template == "auto":
         errors.append(("data.tool_format", message("tool_format_auto", tool_format=d.tool_format)))
 
+    errors += method_problems(spec)
     if d.template not in TEMPLATE_NAMES:
         errors.append(("data.template", message("template_unknown", name=d.template, names=", ".join(TEMPLATE_NAMES))))
     if t.extra_args:
@@ -146,6 +148,66 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
             if problem is not None:
                 errors.append((f"train.extra_args.{name}", message(problem[0], **problem[1])))
     return errors
+
+
+# Optimizers from packages Studio does not install: spec value -> (module to import, what to pip install).
+OPTIONAL_OPTIMIZERS: dict[str, tuple[str, str]] = {
+    "galore_adamw": ("galore_torch", "galore-torch"),
+    "galore_adamw_8bit": ("galore_torch", "galore-torch"),
+    "galore_adafactor": ("galore_torch", "galore-torch"),
+    "apollo_adamw": ("apollo_torch", "apollo-torch"),
+    "adam_mini": ("adam_mini", "adam-mini"),
+    "muon": ("muon", "git+https://github.com/KellerJordan/Muon"),
+    "badam": ("badam", "badam"),
+}
+# Optimizers that need the full weights (LLaMA-Factory refuses them with LoRA too)
+_FULL_WEIGHT_OPTIMIZERS = ("galore_adamw", "galore_adamw_8bit", "galore_adafactor", "apollo_adamw", "badam")
+
+
+def optimizer_package(name: str) -> tuple[str, str] | None:
+    """(module, pip name) of the optional package ``train.optimizer`` needs when it is not installed, else None."""
+    need = OPTIONAL_OPTIMIZERS.get(name)
+    return need if need is not None and importlib.util.find_spec(need[0]) is None else None
+
+
+def method_problems(spec: RunSpec) -> list[tuple[str, Message]]:
+    """LoRA+, PiSSA, OFT and the optimizers beyond AdamW: what each needs of the rest of the spec."""
+    m, t, ln = spec.method, spec.train, spec.launch
+    lora, out = m.lora, []
+    if lora.loraplus_lr_ratio is not None and m.finetuning != "lora":
+        out.append(("method.lora.loraplus_lr_ratio", message("loraplus_needs_lora", method=m.finetuning)))
+    if lora.loraplus_lr_ratio is not None and t.optimizer in OPTIONAL_OPTIMIZERS:
+        out.append(("method.lora.loraplus_lr_ratio", message("loraplus_optimizer", optimizer=t.optimizer)))
+    if lora.pissa_init and m.finetuning != "lora":
+        out.append(("method.lora.pissa_init", message("pissa_needs_lora", method=m.finetuning)))
+    if lora.pissa_init and m.finetuning == "lora":
+        if m.stage == "dpo":
+            out.append(("method.lora.pissa_init", message("pissa_dpo")))
+        if m.quantization.bits:  # peft's PiSSA decomposes float weights only, on any device
+            out.append(("method.lora.pissa_init", message("pissa_quantized", bits=m.quantization.bits)))
+    if lora.pissa_convert and not lora.pissa_init:
+        out.append(("method.lora.pissa_convert", message("pissa_convert_needs_init")))
+    if m.finetuning == "oft" and (m.oft.rank == 0) == (m.oft.block_size == 0):
+        out.append(("method.oft.block_size", message("oft_rank_or_block", rank=m.oft.rank, size=m.oft.block_size)))
+    if m.oft.targets and "all" in m.oft.targets and len(m.oft.targets) > 1:
+        out.append(("method.oft.targets", message("lora_all_alone")))
+    if t.low_rank.targets and "all" in t.low_rank.targets and len(t.low_rank.targets) > 1:
+        out.append(("train.low_rank.targets", message("lora_all_alone")))
+    opt = t.optimizer
+    if opt in _FULL_WEIGHT_OPTIMIZERS and m.adapter:
+        out.append(("train.optimizer", message("optimizer_needs_full", optimizer=opt, method=m.finetuning)))
+    if opt in OPTIONAL_OPTIMIZERS and ln.backend in ("deepspeed", "fsdp"):
+        out.append(("train.optimizer", message("optimizer_backend", optimizer=opt, backend=ln.backend)))
+    if opt == "apollo_adamw" and t.low_rank.proj_type not in ("std", "right", "left"):
+        out.append(("train.low_rank.proj_type", message("apollo_proj_type", proj_type=t.low_rank.proj_type)))
+    if t.low_rank.layerwise and opt in LOW_RANK_OPTIMIZERS:
+        if spec.world_size > 1:
+            out.append(("train.low_rank.layerwise", message("layerwise_one_process", n=spec.world_size)))
+        if t.gradient_accumulation > 1:
+            out.append(("train.low_rank.layerwise", message("layerwise_accumulation", n=t.gradient_accumulation)))
+    if opt == "badam" and spec.world_size > 1:
+        out.append(("train.optimizer", message("badam_one_process", n=spec.world_size)))
+    return out
 
 
 def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
@@ -228,12 +290,13 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
             )
         model_type = cfg.get("model_type")
         known = ARCH_LINEAR_MODULES.get(str(model_type or ""))
-        if known and spec.method.finetuning == "lora":
-            bad = [t for t in spec.method.lora.targets if t != "all" and t not in known]
+        if known and spec.method.adapter:
+            group = spec.method.finetuning  # lora or oft: their targets name modules the same way
+            bad = [t for t in getattr(spec.method, group).targets if t != "all" and t not in known]
             if bad:
                 errors.append(
                     (
-                        "method.lora.targets",
+                        f"method.{group}.targets",
                         message(
                             "lora_targets_unknown", bad=", ".join(bad), model_type=model_type, known=", ".join(known)
                         ),
@@ -264,6 +327,11 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
     want = spec.train.resume_from
     if want and want != "last" and not (_user_path(want) / "trainer_state.json").is_file():
         errors.append(("train.resume_from", message("resume_no_checkpoint", path=want)))
+    missing = optimizer_package(spec.train.optimizer)  # checked without importing it, like the trackers below
+    if missing is not None:
+        errors.append(
+            ("train.optimizer", message("optimizer_missing", optimizer=spec.train.optimizer, package=missing[1]))
+        )
     for target in spec.output.report_to:  # found out after the data loads otherwise; checked without importing it
         if target != "none" and importlib.util.find_spec(target) is None:
             errors.append(("output.report_to", message("report_to_missing", target=target)))

@@ -300,12 +300,16 @@ def write_card(plan: ExportPlan, path: Path, settings: dict, report: dict) -> No
         ]
         if src.kind == "adapter":
             cfg = src.adapter_config
-            rows += [
-                ("LoRA rank / alpha", f"{cfg.get('r')} / {cfg.get('lora_alpha')}"),
-                ("LoRA targets", ", ".join(sorted(cfg.get("target_modules") or [])) or None),
-                ("DoRA", cfg.get("use_dora")),
-                ("adapter", src.weights_dir),
-            ]
+            if cfg.get("peft_type") == "OFT":
+                rows += [("OFT rank / block size", f"{cfg.get('r')} / {cfg.get('oft_block_size')}")]
+            else:
+                rows += [
+                    ("LoRA rank / alpha", f"{cfg.get('r')} / {cfg.get('lora_alpha')}"),
+                    ("DoRA", cfg.get("use_dora")),
+                ]
+            targets = cfg.get("target_modules") or []
+            targets = [targets] if isinstance(targets, str) else targets
+            rows += [("targets", ", ".join(sorted(targets)) or None), ("adapter", src.weights_dir)]
         lines += ["| setting | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows if v not in (None, "")]
         finished = ev.last_event(Path(src.run_dir) / "events.jsonl", ("finished",)) if src.run_dir else None
         if finished:

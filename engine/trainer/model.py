@@ -31,7 +31,7 @@ def resolve_weights_dtype(spec: RunSpec, device: str, precision: str) -> torch.d
     the compute dtype for LoRA-family methods on GPU (the frozen base needs no fp32 copy)."""
     if spec.model.dtype != "auto":
         return DTYPES[spec.model.dtype]
-    if device == "cpu" or spec.method.finetuning != "lora" or precision == "fp32":
+    if device == "cpu" or not spec.method.adapter or precision == "fp32":
         return torch.float32
     return torch.bfloat16 if precision == "bf16" else torch.float16
 
@@ -105,6 +105,8 @@ def load_model(spec: RunSpec, *, device: str, precision: str):
         )
     if spec.method.finetuning == "lora":
         model = apply_lora(spec, model)
+    elif spec.method.finetuning == "oft":
+        model = apply_oft(spec, model)
     elif spec.method.finetuning == "freeze":
         apply_freeze(spec, model)
     if spec.method.stage == "rm":
@@ -129,6 +131,48 @@ def apply_lora(spec: RunSpec, model):
         target_modules=targets,
         use_rslora=lora.use_rslora,
         use_dora=lora.use_dora,
+        init_lora_weights=pissa_init_name(lora.pissa_iter) if lora.pissa_init else True,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
+
+
+def pissa_init_name(iterations: int) -> str:
+    """peft's ``init_lora_weights`` for PiSSA: exact SVD ("pissa") or fast SVD with N iterations ("pissa_niter_N"),
+    as LLaMA-Factory maps its pissa_iter (-1: exact)."""
+    return "pissa" if iterations == -1 else f"pissa_niter_{iterations}"
+
+
+PISSA_INIT = "pissa_init"  # <output>/pissa_init: the PiSSA adapter before training, for the conversion to LoRA
+
+
+def save_pissa_init(model, out) -> None:
+    """The PiSSA adapter as initialised (before any step), which ``save_pissa_as_lora`` subtracts."""
+    model.save_pretrained(str(out / PISSA_INIT))
+
+
+def save_pissa_as_lora(trainer, target, out) -> None:
+    """Save the trained PiSSA adapter converted to a plain LoRA adapter on the original base (peft's
+    ``path_initial_model_for_weight_conversion``: the update A B - A0 B0 as a LoRA of twice the rank), so it merges
+    onto, and loads with, the model the run started from. peft rewrites the init folder's config to plain LoRA."""
+    if trainer.is_world_process_zero():
+        trainer.model.save_pretrained(str(target), path_initial_model_for_weight_conversion=str(out / PISSA_INIT))
+    if trainer.args.world_size > 1:
+        trainer.accelerator.wait_for_everyone()
+
+
+def apply_oft(spec: RunSpec, model):
+    """Orthogonal fine-tuning (peft's OFT): each targeted linear layer's input is rotated by a trained block-diagonal
+    orthogonal matrix; r blocks per layer, or blocks of ``block_size`` (exactly one of them is non-zero)."""
+    from peft import OFTConfig, get_peft_model
+
+    oft = spec.method.oft
+    config = OFTConfig(
+        r=oft.rank,
+        oft_block_size=oft.block_size,
+        target_modules="all-linear" if oft.targets == ["all"] else list(oft.targets),
+        module_dropout=oft.dropout,
         bias="none",
         # SEQ_CLS: peft keeps the new score head trainable and saves it with the adapter (modules_to_save)
         task_type="SEQ_CLS" if spec.method.stage == "rm" else "CAUSAL_LM",

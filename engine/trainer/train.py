@@ -141,7 +141,11 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     model = model_lib.load_model(spec, device=device, precision=precision)
     trainable, total = model_lib.count_parameters(model)
 
-    targs = training_arguments(spec, out, run_dir, device, precision, has_eval=data.eval_dataset is not None)
+    if spec.method.finetuning == "lora" and spec.method.lora.pissa_convert and rank == 0:
+        model_lib.save_pissa_init(model, out)  # before any step: the conversion subtracts this start
+    targs = training_arguments(
+        spec, out, run_dir, device, precision, has_eval=data.eval_dataset is not None, model=model
+    )
     trained_logits, trained_logits_reason = use_trained_logits(spec, model, targs)
     if trained_logits:
         from engine.trainer.dataset import TrainedLogitsCollator
@@ -207,7 +211,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
                 runtime_seconds=round(runtime, 2),
                 memory=callback.peak_memory or None,
                 metrics=result.metrics,
-                **{("adapter_dir" if spec.method.finetuning == "lora" else "model_dir"): str(final_dir)},
+                **{("adapter_dir" if spec.method.adapter else "model_dir"): str(final_dir)},
             )
     close_process_group()
     return 0
@@ -224,8 +228,15 @@ def close_process_group() -> None:
         dist.destroy_process_group()
 
 
-def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, precision: str, *, has_eval: bool):
+def training_arguments(
+    spec: RunSpec, out: Path, run_dir: Path, device: str, precision: str, *, has_eval: bool, model=None
+):
+    """The Trainer's arguments for the spec; ``model`` (when loaded) names the linear layers GaLore / APOLLO's 'all'
+    targets."""
     from transformers import TrainingArguments
+
+    from engine.spec.groups import LOW_RANK_OPTIMIZERS
+    from engine.trainer.optim import low_rank_settings
 
     t = spec.train
     report = [r for r in spec.output.report_to if r != "none"]
@@ -273,6 +284,8 @@ def training_arguments(spec: RunSpec, out: Path, run_dir: Path, device: str, pre
         label_names=["labels"],
         run_name=spec.output.run_name or run_dir.name,
     )
+    if t.optimizer in LOW_RANK_OPTIMIZERS:  # GaLore / APOLLO: transformers' own optimizers, set by these three
+        kwargs.update(low_rank_settings(spec, model))
     # More TrainingArguments as the user gave them (validated against the installed transformers' fields by the
     # spec, never one a field above sets: engine.spec.hf_args.STUDIO_SETS)
     kwargs.update(t.extra_args)
@@ -340,6 +353,8 @@ def optimizer_name(spec: RunSpec) -> str:
     import torch
 
     name = spec.train.optimizer
+    if name in ("adam_mini", "muon", "badam"):  # built by engine.trainer.optim; the Trainer's optim is then unused
+        name = "adamw_torch"
     fused_ok = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 8)
     if name == "adamw_torch" and fused_ok and spec.launch.backend != "deepspeed":
         return "adamw_torch_fused"
@@ -347,6 +362,26 @@ def optimizer_name(spec: RunSpec) -> str:
 
 
 def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
+    """The Trainer (sft, pt) or TRL's DPOTrainer / KTOTrainer / RewardTrainer, with the optimizer
+    engine.trainer.optim builds when the spec asks for one the Trainer has no ``optim`` name for (LoRA+, Adam-mini,
+    Muon, BAdam)."""
+    from engine.trainer.optim import optimizer_factory
+
+    trainer = _make_trainer(spec, model, tokenizer, data, targs, callbacks)
+    factory = optimizer_factory(spec, targs)
+    if factory is not None:
+        trainer.optimizer_cls_and_kwargs = factory  # read by Trainer.create_optimizer
+    if spec.train.optimizer == "badam":  # as BAdam's authors and LLaMA-Factory wire it into the Trainer
+        from types import MethodType
+
+        from badam import BAdamCallback, clip_grad_norm_old_version
+
+        trainer.accelerator.clip_grad_norm_ = MethodType(clip_grad_norm_old_version, trainer.accelerator)
+        trainer.add_callback(BAdamCallback)
+    return trainer
+
+
+def _make_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
     stage = spec.method.stage
     if stage in ("dpo", "kto", "rm"):
         import trl
@@ -428,8 +463,13 @@ def checkpoint_ok(ckpt: Path) -> bool:
 
 
 def save_final(spec: RunSpec, trainer, tokenizer, out: Path) -> Path:
-    target = out / ("adapter" if spec.method.finetuning == "lora" else "model")
-    trainer.save_model(str(target))
+    target = out / ("adapter" if spec.method.adapter else "model")
+    if spec.method.finetuning == "lora" and spec.method.lora.pissa_convert:
+        from engine.trainer.model import save_pissa_as_lora
+
+        save_pissa_as_lora(trainer, target, out)
+    else:
+        trainer.save_model(str(target))
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(target))
     return target

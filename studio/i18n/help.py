@@ -15,13 +15,25 @@ HELP_ZH: dict[str, str] = {
     "model.rope_scaling.factor": "上下文长度倍数",
     "method.stage": "sft：监督微调；pt：文本继续预训练；dpo：偏好对训练；kto：每个回答标注可取与否（kto_tag）；"
     "rm：在偏好对上训练奖励模型（打分头）",
-    "method.finetuning": "lora：训练适配器（配合量化即 QLoRA）；full：训练全部权重；freeze：只训练最后几层",
+    "method.finetuning": "lora：训练适配器（配合量化即 QLoRA）；oft：正交微调适配器；full：训练全部权重；freeze：只"
+    "训练最后几层",
     "method.lora.rank": "LoRA 秩 r",
     "method.lora.alpha": "LoRA alpha（缩放 = alpha / 秩；rsLoRA 时为 alpha / sqrt(秩)）",
     "method.lora.dropout": "LoRA 输入上的丢弃率",
     "method.lora.targets": "要适配的模块名（如 q_proj、v_proj），或 all 表示所有线性层",
     "method.lora.use_rslora": "秩稳定的 LoRA 缩放",
     "method.lora.use_dora": "权重分解 LoRA（DoRA）",
+    "method.lora.loraplus_lr_ratio": "LoRA+：B 矩阵以 学习率 × 此倍数 学习（留空：关闭；LoRA+ 论文用 16）",
+    "method.lora.loraplus_lr_embedding": "LoRA+：嵌入层上 LoRA 的学习率",
+    "method.lora.pissa_init": "PiSSA：用每个权重的主奇异向量初始化适配器（基座保留其余部分），而不是 B = 0；比普通 L"
+    "oRA 收敛更快",
+    "method.lora.pissa_iter": "PiSSA：快速 SVD 的迭代次数（-1：精确 SVD，较慢）",
+    "method.lora.pissa_convert": "PiSSA：把训练好的适配器转换为作用于原始基座的普通 LoRA 适配器保存（否则 PiSSA 适配"
+    "器需要修改后的基座）",
+    "method.oft.rank": "OFT 秩：每层的正交块数（0：由块大小决定；两者只填一个）",
+    "method.oft.block_size": "OFT 块大小：每层输入维度按此大小切成正交块（0：由秩决定；必须整除各层的输入维度）",
+    "method.oft.targets": "要适配的模块名（如 q_proj、v_proj），或 all 表示所有线性层",
+    "method.oft.dropout": "OFT 模块丢弃率（训练时整块丢弃）",
     "method.freeze.trainable_layers": "训练最后 N 个解码层（其余冻结）",
     "method.freeze.trainable_modules": "仅训练可训练层中的这些模块（留空：这些层的全部模块）",
     "method.freeze.extra_modules": "层之外额外训练的模块，如 lm_head、embed_tokens",
@@ -70,7 +82,28 @@ HELP_ZH: dict[str, str] = {
     "train.warmup_ratio": "预热占总步数的比例（预热步数为 0 时使用）",
     "train.warmup_steps": "预热步数（> 0 时覆盖比例）",
     "train.weight_decay": "AdamW 权重衰减",
-    "train.optimizer": "优化器（8 位版本来自 bitsandbytes）",
+    "train.optimizer": "优化器（8 位版本来自 bitsandbytes）。仅 full / freeze：galore_* 与 apollo_adamw 把线性层的梯"
+    "度投影到低秩"
+    "（train.low_rank；需 galore-torch / apollo-torch 包），badam 每次只更新一组层（train.badam；需 badam 包）。adam"
+    "_mini（需 "
+    "adam-mini 包）和 muon（需 muon 包）也可训练适配器",
+    "train.low_rank.targets": "GaLore / APOLLO：梯度被投影的线性模块（如 q_proj、v_proj），或 all 表示解码器的所有线"
+    "性层",
+    "train.low_rank.rank": "GaLore / APOLLO：投影梯度的秩",
+    "train.low_rank.update_interval": "GaLore / APOLLO：投影矩阵的更新间隔步数",
+    "train.low_rank.scale": "GaLore / APOLLO：投影更新的缩放（留空：GaLore 为 2，APOLLO 为 32，与 LLaMA-Factory 默认"
+    "一致）",
+    "train.low_rank.proj_type": "GaLore / APOLLO：投影哪一侧（APOLLO 支持 std、right、left）",
+    "train.low_rank.apollo_proj": "APOLLO：随机投影或 SVD 投影",
+    "train.low_rank.apollo_scale_type": "APOLLO：按通道或按张量缩放",
+    "train.low_rank.layerwise": "GaLore / APOLLO：反向传播时逐层更新（更省内存；仅单进程，不能梯度累积）",
+    "train.badam.mode": "BAdam：每次更新一组层（layer）或每个权重的一部分（ratio）",
+    "train.badam.start_block": "BAdam layer 模式：最先训练的块（留空：第一个）",
+    "train.badam.switch_mode": "BAdam layer 模式：各块轮换的顺序",
+    "train.badam.switch_interval": "BAdam layer 模式：切换到下一块前的步数（-1：不切换）",
+    "train.badam.update_ratio": "BAdam ratio 模式：每个权重被更新的比例",
+    "train.badam.mask_mode": "BAdam ratio 模式：被更新的元素相邻或分散",
+    "train.badam.verbose": "BAdam：0 不输出，1 输出当前块，2 输出可训练参数",
     "train.per_device_batch_size": "每个设备每个微步的样本数",
     "train.gradient_accumulation": "每个优化步累积的微步数",
     "train.max_grad_norm": "梯度裁剪到此范数（0：关闭）",

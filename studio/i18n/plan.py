@@ -14,6 +14,13 @@ PLAN_ZH: dict[str, str] = {
     "plan.offload_params": "参数卸载到 CPU 内存：会大幅变慢",
     "plan.eager": "eager 注意力会生成 批大小 x 头数 x 序列长度² 的分数矩阵：请使用 sdpa 或 flash_attention_2",
     "plan.cpu": "设备是 cpu：这些数字是单个进程占用的主机内存",
+    "plan.oft": "OFT 按 LoRA 的方式估算：每个目标层 r × b(b-1)/2 个旋转参数（r 个大小为 b 的块），并为反向传播保留每"
+    "个目标层输入的一份旋转副本；"
+    "构造旋转矩阵（Cayley 变换）的临时内存未计入",
+    "plan.optimizer_estimate": "{optimizer}：其优化器状态为估算值（GaLore / APOLLO 按每个二维权重的低秩投影，Adam-mi"
+    "ni 与 Muon "
+    "按每个元素一个动量），不是校准过的数字",
+    "plan.badam": "BAdam：每次只为一组层保存 Adam 状态（约一层的份额）；整个模型的梯度仍被计入",
     "plan.liger": "Liger 融合线性层与交叉熵：logits 分块计算，从不完整保存",
     "plan.reference_model": "不用 LoRA 的 {stage} 阶段会保留一份冻结的参考模型副本（TRL 的 ref_model）；"
     "LoRA 不需要（其参考模型是关闭适配器后的基座）",

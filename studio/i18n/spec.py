@@ -51,6 +51,32 @@ RULES_ZH: dict[str, str] = {
     "请把 data.padding_free 设为 auto 或 off",
     "report_to_none": "'none' 不能与其他记录工具同时选择",
     "lora_all_alone": "'all' 已包含所有线性层：请单独填写 'all'，或填写模块名列表",
+    "loraplus_needs_lora": "LoRA+ 设置 LoRA B 矩阵的学习率：需要 method.finetuning 为 lora（而不是 {method}）；请清空 "
+    "loraplus_lr_ratio",
+    "loraplus_optimizer": "LoRA+ 用 train.optimizer 指定的优化器类构建优化器，而 {optimizer} 自建优化器："
+    "请选择 adamw_torch、adamw_8bit、paged_adamw_8bit、adafactor 或 sgd，或清空 loraplus_lr_ratio",
+    "pissa_needs_lora": "PiSSA 用于初始化 LoRA 适配器：需要 method.finetuning 为 lora（而不是 {method}）；请关闭 pis"
+    "sa_init",
+    "pissa_dpo": "PiSSA 把主成分权重移入适配器，DPO 的参考模型（关闭适配器的基座）就不再是起始模型：dpo 请关闭 pissa"
+    "_init",
+    "pissa_quantized": "PiSSA 分解的是基座的浮点权重，而不是 {bits} 位权重（peft 不接受）：请关闭 pissa_init，"
+    "或把量化位数设为 0",
+    "pissa_convert_needs_init": "pissa_convert 用于转换 PiSSA 适配器：请打开 method.lora.pissa_init，或关闭 pissa_co"
+    "nvert",
+    "oft_rank_or_block": "OFT 的秩与块大小必须恰好一个非零（秩 {rank}，块大小 {size}）：请把另一个设为 0",
+    "optimizer_needs_full": "{optimizer} 更新模型的全部权重：请把 method.finetuning 设为 full 或 freeze（而不是 {met"
+    "hod}），"
+    "或换一个优化器",
+    "optimizer_backend": "{optimizer} 自建优化器，{backend} 不接受：请把 launch.backend 设为 single 或 ddp，或换一个"
+    "优化器",
+    "apollo_proj_type": "APOLLO 只支持 std、right 或 left 投影，不支持 {proj_type}：请设置 train.low_rank.proj_type",
+    "layerwise_one_process": "逐层 GaLore / APOLLO 只能单进程运行（本次有 {n} 个）：请关闭 train.low_rank.layerwise "
+    "或只用一个进程",
+    "layerwise_accumulation": "逐层 GaLore / APOLLO 在反向传播中直接更新，无法累积 {n} 个微步：请把 gradient_accumul"
+    "ation 设为 1 "
+    "或关闭逐层更新",
+    "badam_one_process": "这里 BAdam 只支持单进程（本次有 {n} 个）：请只用一个进程或换一个优化器",
+    "optimizer_missing": "{optimizer} 优化器需要的包未安装：请 pip install {package}",
     "save_best_needs_eval": (
         "保存策略 best 保留评估损失最好的检查点：请把 data.val_size 设为大于 0（或设置 data.eval_datasets）"
         "并选择评估策略，或按步保存"

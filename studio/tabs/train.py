@@ -513,6 +513,8 @@ def picker_choices() -> dict[str, list]:
         "data.template": forms.TEMPLATES,
         "launch.gpus": gpus,
         "method.lora.targets": ["all", *arch],
+        "method.oft.targets": ["all", *arch],
+        "train.low_rank.targets": ["all", *arch],
     }
 
 
@@ -674,6 +676,8 @@ _PLAN_PATHS = [
     "model.name_or_path",
     "method.finetuning",
     "method.lora.rank",
+    "method.oft.rank",
+    "method.oft.block_size",
     "method.quantization.bits",
     "data.cutoff_len",
     "train.per_device_batch_size",

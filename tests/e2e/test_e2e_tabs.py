@@ -50,6 +50,18 @@ def test_train_form_validation_blocks_start(page, shots, fits_width):
     lr.press("Tab")
     page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
     assert page.locator(".field-error").count() == 0
+    # LoRA+, PiSSA, rsLoRA and DoRA sit in the (open) LoRA section; the LoRA+ ratio is checked like any number
+    for field in ("pissa-init", "use-rslora", "use-dora"):
+        assert page.is_visible(f"#f-method-lora-{field}"), field
+    ratio = page.locator("#f-method-lora-loraplus-lr-ratio input")
+    ratio.fill("5000")  # above its range (an emptied optional number, sent as 0, reads as none: LoRA+ off)
+    ratio.press("Tab")
+    page.wait_for_selector("#f-method-lora-loraplus-lr-ratio.field-error", timeout=15_000)
+    assert page.is_disabled("#start-btn") and "method.lora.loraplus_lr_ratio" in page.inner_text("#spec-problems")
+    ratio.fill("16")
+    ratio.press("Tab")
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
+    assert page.locator(".field-error").count() == 0
 
 
 def test_validation_messages_in_chinese(page, shots):

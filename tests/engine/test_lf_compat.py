@@ -75,14 +75,14 @@ class TestSeedExample:
 
 class TestUnsupportedKeysByName:
     def test_training_args(self, tmp_path):
-        args = read(SEED_ARGS) | {"use_galore": True, "booster": "unsloth", "do_train": False}
+        args = read(SEED_ARGS) | {"use_llama_pro": True, "booster": "unsloth", "do_train": False}
         path = tmp_path / "args.yaml"
         path.write_text(yaml.safe_dump(args), encoding="utf-8")
         with pytest.raises(SpecError) as info:
             load_any(path, context=False)
         named = {p for p, _ in info.value.problems}
-        assert {"use_galore", "booster", "do_train"} <= named
-        assert "use_galore" in str(info.value) and "booster" in str(info.value)
+        assert {"use_llama_pro", "booster", "do_train"} <= named
+        assert "use_llama_pro" in str(info.value) and "booster" in str(info.value)
 
     def test_accelerate_keys(self, tmp_path):
         acc = read(FSDP)
@@ -406,6 +406,42 @@ class TestRoundTrips:
                 assert out_acc[key] == value, key
         assert convert(out_args, out_acc) == spec, "LF -> spec -> LF -> spec is stable"
 
+    @pytest.mark.parametrize(
+        "method, train",
+        [
+            ({"lora": {"loraplus_lr_ratio": 16.0, "loraplus_lr_embedding": 1e-5, "use_rslora": True}}, {}),
+            ({"lora": {"pissa_init": True, "pissa_iter": -1, "pissa_convert": True, "use_dora": True}}, {}),
+            ({"finetuning": "oft", "oft": {"rank": 4, "block_size": 0, "targets": ["q_proj", "v_proj"]}}, {}),
+            (
+                {"finetuning": "full"},
+                {
+                    "optimizer": "galore_adamw_8bit",
+                    "gradient_accumulation": 1,
+                    "low_rank": {"rank": 64, "targets": ["mlp", "self_attn"], "scale": 0.25, "layerwise": True},
+                },
+            ),
+            ({"finetuning": "freeze"}, {"optimizer": "apollo_adamw", "low_rank": {"apollo_proj": "svd"}}),
+            ({"finetuning": "full"}, {"optimizer": "badam", "badam": {"mode": "ratio", "start_block": 2}}),
+            ({}, {"optimizer": "muon"}),
+            ({"finetuning": "full"}, {"optimizer": "adam_mini"}),
+        ],
+    )
+    def test_peft_and_optimizer_methods_export_and_import_back(self, method, train):
+        spec = parse_spec(
+            {"model": {"name_or_path": "m"}, "data": {"datasets": ["d"]}, "method": method, "train": train}
+        )
+        back = convert(spec_to_lf(spec)[0])
+        assert (back.method.finetuning, back.method.lora, back.method.oft) == (
+            spec.method.finetuning,
+            spec.method.lora,
+            spec.method.oft,
+        )
+        assert (back.train.optimizer, back.train.low_rank, back.train.badam) == (
+            spec.train.optimizer,
+            spec.train.low_rank,
+            spec.train.badam,
+        )
+
     def test_seed_accelerate_config_shape(self):
         _, out_acc = spec_to_lf(load_any(SEED_ARGS, ZERO3, context=False))
         assert out_acc == read(ZERO3), "the exported accelerate config has exactly the seed's shape"
@@ -472,9 +508,9 @@ class TestDetectionAndCli:
 
     def test_import_reports_unsupported(self, tmp_path, capsys):
         bad = tmp_path / "bad.yaml"
-        bad.write_text(yaml.safe_dump(read(SEED_ARGS) | {"use_badam": True}), encoding="utf-8")
+        bad.write_text(yaml.safe_dump(read(SEED_ARGS) | {"use_llama_pro": True}), encoding="utf-8")
         assert studio_cli.main(["import-lf", str(bad), "-o", str(tmp_path / "out.yaml")]) == 1
-        assert "use_badam" in capsys.readouterr().err
+        assert "use_llama_pro" in capsys.readouterr().err
         assert not (tmp_path / "out.yaml").exists()
 
 

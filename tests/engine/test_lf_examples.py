@@ -30,10 +30,20 @@ ACCEPTED = [
     "train_lora/qwen3_preprocess.yaml",
     "train_qlora/qwen3_lora_sft_otfq.yaml",
     "train_full/qwen3_full_sft.yaml",
+    "extras/loraplus/llama3_lora_sft.yaml",
+    "extras/pissa/llama3_lora_sft.yaml",
+    "extras/oft/llama3_oft_sft.yaml",
 ]
 REFUSED = {  # file -> (the key named, words of its one line)
-    "extras/badam/llama3_full_sft.yaml": ("use_badam", "BAdam"),
     "extras/mod/llama3_full_sft.yaml": ("mixture_of_depths", "mixture-of-depths"),
+}
+# Optimizers from packages Studio does not install: file -> (the key named, module, what its line says to install)
+NEEDS_PACKAGE = {
+    "extras/galore/llama3_full_sft.yaml": ("use_galore", "galore_torch", "pip install galore-torch"),
+    "extras/apollo/llama3_full_sft.yaml": ("use_apollo", "apollo_torch", "pip install apollo-torch"),
+    "extras/badam/llama3_full_sft.yaml": ("use_badam", "badam", "pip install badam"),
+    "extras/adam_mini/qwen2_full_sft.yaml": ("use_adam_mini", "adam_mini", "pip install adam-mini"),
+    "extras/muon/qwen2_full_sft.yaml": ("use_muon", "muon", "KellerJordan/Muon"),
 }
 
 
@@ -91,6 +101,57 @@ def test_kto_and_reward_examples_import_with_their_stage(lf_root):
     assert any(n.startswith("per_device_train_batch_size:") for n in notes)
     rm = load_any("examples/train_lora/qwen3_lora_reward.yaml")
     assert (rm.method.stage, rm.data.datasets, rm.train.learning_rate) == ("rm", ["dpo_en_demo"], 1e-4)
+
+
+def test_peft_and_optimizer_examples_map_to_their_fields(lf_root):
+    """LoRA+, PiSSA, OFT, GaLore, APOLLO, BAdam, Adam-mini and Muon as LF's examples write them."""
+    lora = load_any("examples/extras/loraplus/llama3_lora_sft.yaml").method.lora
+    assert (lora.loraplus_lr_ratio, lora.loraplus_lr_embedding, lora.use_rslora) == (16.0, 1e-6, True)
+    lora = load_any("examples/extras/pissa/llama3_lora_sft.yaml").method.lora
+    assert (lora.pissa_init, lora.pissa_iter, lora.pissa_convert) == (True, 16, True)
+    method = load_any("examples/extras/oft/llama3_oft_sft.yaml").method
+    assert (method.finetuning, method.oft.rank, method.oft.block_size, method.oft.targets) == ("oft", 0, 32, ["all"])
+    imported = {name: lf_to_spec(yaml.safe_load(Path(f"examples/{name}").read_text()))[0] for name in NEEDS_PACKAGE}
+    galore = imported["extras/galore/llama3_full_sft.yaml"]["train"]
+    assert galore["optimizer"] == "galore_adamw" and galore["low_rank"] == {
+        "targets": ["mlp", "self_attn"],
+        "rank": 128,
+        "scale": 2.0,
+        "layerwise": True,
+    }
+    apollo = imported["extras/apollo/llama3_full_sft.yaml"]["train"]
+    assert apollo["optimizer"] == "apollo_adamw" and apollo["low_rank"] == {
+        "targets": ["all"],
+        "rank": 128,
+        "scale": 32.0,
+        "layerwise": True,
+        "apollo_scale_type": "channel",
+    }
+    badam = imported["extras/badam/llama3_full_sft.yaml"]["train"]
+    assert badam["optimizer"] == "badam"
+    assert badam["badam"] == {"mode": "layer", "switch_mode": "ascending", "switch_interval": 50, "verbose": 2}
+    assert imported["extras/adam_mini/qwen2_full_sft.yaml"]["train"]["optimizer"] == "adam_mini"
+    assert imported["extras/muon/qwen2_full_sft.yaml"]["train"]["optimizer"] == "muon"
+    # the flavour of GaLore follows optim, as in LF; rsLoRA / DoRA keys are the spec's own fields
+    data, _ = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "use_galore": True, "optim": "adafactor"})
+    assert data["train"]["optimizer"] == "galore_adafactor"
+    data, _ = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "use_dora": True, "use_rslora": True})
+    assert data["method"]["lora"]["use_dora"] is True and data["method"]["lora"]["use_rslora"] is True
+    _, bad = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "use_galore": True, "use_badam": True})
+    assert bad == ["use_badam"]
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS_PACKAGE))
+def test_optimizer_example_without_its_package_is_refused_naming_it(name, lf_root, capsys):
+    import importlib.util
+
+    key, module, words = NEEDS_PACKAGE[name]
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} is installed here")
+    rc, out, err = studio(capsys, "validate", f"examples/{name}", "--gpus", "1")
+    problems = [line.strip() for line in err.splitlines() if line.startswith("  ")]
+    assert rc == 1 and len(problems) == 1, err
+    assert problems[0].startswith(f"{key} (train.optimizer): ") and words in problems[0], problems
 
 
 def test_passed_through_training_arguments(lf_root):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from pydantic import BaseModel
 
 from engine.spec.schema import (
     SCHEMA_VERSION,
+    MethodSpec,
     RunSpec,
     SpecError,
     dump_spec,
@@ -31,7 +33,8 @@ def test_examples_cover_every_method_and_backend():
     specs = [load_spec(p, context=False) for p in EXAMPLES]
     assert len(specs) >= 9
     assert {s.method.stage for s in specs} == {"sft", "pt", "dpo", "rm"}  # kto: no demo data with a kto_tag
-    assert {s.method.finetuning for s in specs} == {"lora", "full", "freeze"}
+    methods = set(typing.get_args(MethodSpec.model_fields["finetuning"].annotation))
+    assert {s.method.finetuning for s in specs} == methods == {"lora", "oft", "full", "freeze"}
     assert {s.launch.backend for s in specs} == {"single", "ddp", "fsdp", "deepspeed"}
     assert any(s.method.quantization.bits == 4 and s.launch.deepspeed.zero_stage == 3 for s in specs)
     assert any(s.launch.num_machines > 1 for s in specs)
@@ -102,6 +105,17 @@ class TestVersions:
             "trained_logits_only": True,
         }
         assert {k: dumped["train"].pop(k) for k in added} == added
+        # LoRA+, PiSSA, OFT and the optimizers' settings: off, at their defaults
+        lora_added = ("loraplus_lr_ratio", "loraplus_lr_embedding", "pissa_init", "pissa_iter", "pissa_convert")
+        assert {k: dumped["method"]["lora"].pop(k) for k in lora_added} == {
+            "loraplus_lr_ratio": None,
+            "loraplus_lr_embedding": 1e-6,
+            "pissa_init": False,
+            "pissa_iter": 16,
+            "pissa_convert": False,
+        }
+        assert dumped["method"].pop("oft") == {"rank": 0, "block_size": 32, "targets": ["all"], "dropout": 0.0}
+        assert dumped["train"].pop("low_rank")["rank"] == 16 and dumped["train"].pop("badam")["mode"] == "layer"
         assert dumped["launch"].pop("target") == "local" and dumped["launch"].pop("slurm")["extra_sbatch"] == []
         want = yaml.safe_load(path.read_text(encoding="utf-8"))
         # gradient_checkpointing became on / off / auto; the fixture's boolean true reads as on

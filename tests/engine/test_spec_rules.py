@@ -316,6 +316,75 @@ class TestLoraTargetsAll:
         accepts(make(method={"lora": {"targets": ["q_proj", "v_proj"]}}))
 
 
+class TestPeftAndOptimizerMethods:
+    """LoRA+, PiSSA, OFT and the optimizers beyond AdamW: each refused combination names its field; the fix passes."""
+
+    @pytest.mark.parametrize(
+        "groups, path",
+        [
+            ({"method": {"finetuning": "full", "lora": {"loraplus_lr_ratio": 16}}}, "method.lora.loraplus_lr_ratio"),
+            (
+                {"method": {"lora": {"loraplus_lr_ratio": 16}}, "train": {"optimizer": "muon"}},
+                "method.lora.loraplus_lr_ratio",
+            ),
+            ({"method": {"finetuning": "oft", "lora": {"pissa_init": True}}}, "method.lora.pissa_init"),
+            ({"method": {"stage": "dpo", "lora": {"pissa_init": True}}}, "method.lora.pissa_init"),
+            (
+                {"method": {"lora": {"pissa_init": True}, "quantization": {"bits": 4}}, "launch": {"device": "cuda"}},
+                "method.lora.pissa_init",
+            ),
+            ({"method": {"lora": {"pissa_convert": True}}}, "method.lora.pissa_convert"),
+            ({"method": {"finetuning": "oft", "oft": {"rank": 4}}}, "method.oft.block_size"),
+            ({"method": {"finetuning": "oft", "oft": {"rank": 0, "block_size": 0}}}, "method.oft.block_size"),
+            ({"method": {"finetuning": "oft", "oft": {"targets": ["all", "q_proj"]}}}, "method.oft.targets"),
+            ({"train": {"optimizer": "galore_adamw"}}, "train.optimizer"),  # with LoRA, as LF refuses
+            ({"method": {"finetuning": "oft"}, "train": {"optimizer": "badam"}}, "train.optimizer"),
+            (
+                {"method": {"finetuning": "full"}, "train": {"optimizer": "muon"}, "launch": {"backend": "deepspeed"}},
+                "train.optimizer",
+            ),
+            (
+                {
+                    "method": {"finetuning": "full"},
+                    "train": {"optimizer": "apollo_adamw", "low_rank": {"proj_type": "reverse_std"}},
+                },
+                "train.low_rank.proj_type",
+            ),
+            (
+                {
+                    "method": {"finetuning": "full"},
+                    "train": {"optimizer": "galore_adamw", "low_rank": {"layerwise": True}},
+                },
+                "train.low_rank.layerwise",
+            ),
+            (
+                {
+                    "method": {"finetuning": "full"},
+                    "train": {"optimizer": "badam", "gradient_accumulation": 1},
+                    "launch": {"backend": "ddp", "num_processes": 2},
+                },
+                "train.optimizer",
+            ),
+        ],
+    )
+    def test_refused_naming_the_field(self, groups, path):
+        rejects(make(**groups), path)
+
+    def test_fixes_pass(self):
+        accepts(make(method={"lora": {"loraplus_lr_ratio": 16, "pissa_init": True, "pissa_convert": True}}))
+        accepts(make(method={"lora": {"pissa_init": True, "use_dora": True}}, launch={"device": "cpu"}))
+        accepts(make(method={"finetuning": "oft", "oft": {"rank": 4, "block_size": 0}}))
+        accepts(make(method={"finetuning": "full"}, train={"optimizer": "galore_adamw"}))
+        low_rank = {"layerwise": True}
+        accepts(
+            make(
+                method={"finetuning": "freeze"},
+                train={"optimizer": "apollo_adamw", "gradient_accumulation": 1, "low_rank": low_rank},
+            )
+        )
+        accepts(make(train={"optimizer": "muon"}))  # Muon and Adam-mini also train adapters
+
+
 # ----------------------------------------------------------------------------------------------- context rules
 @pytest.fixture
 def model_dir(tmp_path):

@@ -27,6 +27,35 @@ def test_every_leaf_field_has_metadata_and_a_path():
     assert forms.BY_PATH["model.revision"].advanced and not forms.BY_PATH["method.lora.rank"].advanced
 
 
+def test_lora_variants_and_oft_are_on_the_form():
+    """LoRA+, PiSSA, rsLoRA and DoRA in the LoRA section (not hidden under advanced), OFT as a method with its own
+    section, GaLore / APOLLO and BAdam settings under Training; each with Chinese help."""
+    from studio.i18n.help import HELP_ZH
+
+    for path in ("loraplus_lr_ratio", "pissa_init", "use_rslora", "use_dora"):
+        f = forms.BY_PATH[f"method.lora.{path}"]
+        assert f.section == "method.lora" and not f.advanced and HELP_ZH[f.path], path
+    assert "oft" in forms.BY_PATH["method.finetuning"].choices
+    assert {"method.oft.rank", "method.oft.block_size", "method.oft.targets"} <= set(forms.BY_PATH)
+    assert {"method.oft", "train.low_rank", "train.badam"} <= set(forms.SECTION_TITLES)
+    assert {"galore_adamw", "apollo_adamw", "adam_mini", "muon", "badam"} <= set(
+        forms.BY_PATH["train.optimizer"].choices
+    )
+    assert forms.BY_PATH["method.lora.loraplus_lr_ratio"].help_for("zh").startswith("LoRA+")
+
+
+def test_oft_from_the_form_validates_and_plans_saying_how(demo_paths):
+    values = _demo_values(demo_paths)
+    values["method.finetuning"] = "oft"
+    spec, errors, _ = train.check(values)
+    assert errors == [] and spec is not None and spec.method.oft.block_size == 32
+    assert "OFT is planned like LoRA" in train.plan_html(values, None, "en")
+    assert "OFT 按 LoRA 的方式估算" in train.plan_html(values, None, "zh")
+    values["method.oft.rank"] = 4  # and block size 32: one of the two
+    _, errors, _ = train.check(values)
+    assert [p for p, _ in errors] == ["method.oft.block_size"]
+
+
 def test_demo_spec_round_trips_through_widget_values(demo_paths):
     data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8"))
     values = forms.spec_to_values(data)
