@@ -98,8 +98,8 @@ MESSAGES: dict[str, str] = {
     "its own: choose adamw_torch, adamw_8bit, paged_adamw_8bit, adafactor or sgd, or clear loraplus_lr_ratio",
     "pissa_needs_lora": "PiSSA initialises LoRA adapters: it needs method.finetuning lora (not {method}); turn "
     "pissa_init off",
-    "pissa_dpo": "PiSSA moves the principal weights into the adapter, so DPO's reference (the base with the adapter "
-    "off) would not be the model you started from: turn pissa_init off for dpo",
+    "pissa_dpo": "PiSSA moves the principal weights into the adapter, so {stage}'s reference (the base with the "
+    "adapter off) would not be the model you started from: turn pissa_init off for {stage}",
     "pissa_quantized": "PiSSA decomposes the base's float weights, not {bits}-bit ones (peft refuses them): turn "
     "pissa_init off, or quantization bits to 0",
     "pissa_convert_needs_init": "pissa_convert converts a PiSSA adapter: turn method.lora.pissa_init on, or "

@@ -181,8 +181,8 @@ def method_problems(spec: RunSpec) -> list[tuple[str, Message]]:
     if lora.pissa_init and m.finetuning != "lora":
         out.append(("method.lora.pissa_init", message("pissa_needs_lora", method=m.finetuning)))
     if lora.pissa_init and m.finetuning == "lora":
-        if m.stage == "dpo":
-            out.append(("method.lora.pissa_init", message("pissa_dpo")))
+        if m.stage in ("dpo", "kto"):
+            out.append(("method.lora.pissa_init", message("pissa_dpo", stage=m.stage)))
         if m.quantization.bits:  # peft's PiSSA decomposes float weights only, on any device
             out.append(("method.lora.pissa_init", message("pissa_quantized", bits=m.quantization.bits)))
     if lora.pissa_convert and not lora.pissa_init:
