@@ -633,16 +633,24 @@ def build(ctx: Any) -> None:
                     gr.Textbox(label=t("lf_acc_text", lang), lines=3, max_lines=20, elem_id="lf-acc-text"),
                     "lf_acc_text",
                 )
-                with gr.Row():
+                with gr.Row():  # gr.File, not UploadButton: a language switch cannot relabel an UploadButton
                     lf_upload = texts.add(
-                        gr.UploadButton(
-                            t("lf_upload", lang), file_types=[".yaml", ".yml"], size="sm", elem_id="lf-upload"
+                        gr.File(
+                            label=t("lf_upload", lang),
+                            file_types=[".yaml", ".yml"],
+                            type="filepath",
+                            height=90,
+                            elem_id="lf-upload",
                         ),
                         "lf_upload",
                     )
                     lf_acc_upload = texts.add(
-                        gr.UploadButton(
-                            t("lf_acc_upload", lang), file_types=[".yaml", ".yml"], size="sm", elem_id="lf-acc-upload"
+                        gr.File(
+                            label=t("lf_acc_upload", lang),
+                            file_types=[".yaml", ".yml"],
+                            type="filepath",
+                            height=90,
+                            elem_id="lf-acc-upload",
                         ),
                         "lf_acc_upload",
                     )

@@ -11,7 +11,7 @@ import yaml
 pytestmark = pytest.mark.slow  # a real server and browser
 
 
-def test_paste_lf_yaml_fills_the_form_and_save_downloads_it(page, server, shots):
+def test_paste_lf_yaml_fills_the_form_and_save_downloads_it(page, server, shots, tmp_path):
     model = str(server.home / "models" / "demo-tiny-llama")
     text = (
         f"model_name_or_path: {model}\nstage: sft\ndo_train: true\nfinetuning_type: lora\nlora_rank: 24\n"
@@ -45,3 +45,10 @@ def test_paste_lf_yaml_fills_the_form_and_save_downloads_it(page, server, shots)
     assert args["model_name_or_path"] == model and args["dataset"] == "demo_alpaca"
     assert args["lora_rank"] == 24 and args["learning_rate"] == pytest.approx(0.00042)
     assert "LLaMA-Factory training YAML written by Studio" in saved
+
+    # an uploaded file fills the text box and the form at once
+    upload = tmp_path / "other.yaml"
+    upload.write_text(text.replace("lora_rank: 24", "lora_rank: 40"), encoding="utf-8")
+    page.set_input_files("#lf-upload input[type=file]", str(upload))
+    page.wait_for_function("document.querySelector('#f-method-lora-rank input').value === '40'", timeout=30_000)
+    assert "lora_rank: 40" in page.input_value("#lf-text textarea")

@@ -144,3 +144,11 @@ def test_the_writer_follows_the_key_table(model, monkeypatch):
     text = Path(files[0]).read_text(encoding="utf-8")
     assert yaml.safe_load(text)["some_new_lf_key"] == "off"
     assert "#   data.padding_free" not in text  # it has a key now: no longer listed as missing
+
+
+def test_an_uploaded_file_is_read_as_text(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text("stage: sft\n", encoding="utf-8")
+    assert train.read_upload(str(path)) == "stage: sft\n"
+    assert train.read_upload(None) == ""
+    assert train.read_upload(str(tmp_path / "gone.yaml")).startswith("# cannot read gone.yaml")
