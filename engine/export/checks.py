@@ -92,21 +92,21 @@ class ExportPlan:
 
 
 # ----------------------------------------------------------------------------------------------- inputs
-def resolve_source(path: str | Path) -> Source:
+def resolve_source(path: str | Path, base: str | None = None) -> Source:
     """Classify one source folder (or a run id, as ``studio runs`` lists them), or raise ExportError saying what is
-    missing."""
+    missing. ``base``: the model folder an adapter is merged into, in place of the one it names."""
     p = Path(path).expanduser().resolve()
     if not p.exists() and (run_folder := run_id_folder(str(path))) is not None:
-        return _run_source(str(path), run_folder)
+        return _run_source(str(path), run_folder, base)
     if not p.exists():
         raise ExportError(message("export.no_source", path=path))
     if not p.is_dir():
         raise ExportError(message("export.is_file", path=path))
     if (p / "spec.yaml").is_file():
-        return _run_source(str(path), p)
+        return _run_source(str(path), p, base)
     for cand in (p, p / "adapter"):
         if (cand / "adapter_config.json").is_file():
-            return _adapter_source(str(path), cand, None, None)
+            return _adapter_source(str(path), cand, None, None, base)
     if (p / "config.json").is_file():
         raise ExportError(message("export.full_model_folder", path=p))
     raise ExportError(message("export.not_adapter", path=p))
@@ -125,14 +125,14 @@ def run_id_folder(given: str) -> Path | None:
     return folder if (folder / "spec.yaml").is_file() else None
 
 
-def _run_source(given: str, run_dir: Path) -> Source:
+def _run_source(given: str, run_dir: Path, base: str | None = None) -> Source:
     try:
         spec = yaml.safe_load((run_dir / "spec.yaml").read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ExportError(message("export.spec_unreadable", path=run_dir / "spec.yaml", error=exc)) from None
     out = Path(str((spec.get("output") or {}).get("output_dir") or run_dir)).expanduser()
     if (out / "adapter" / "adapter_config.json").is_file():
-        return _adapter_source(given, out / "adapter", run_dir, spec)
+        return _adapter_source(given, out / "adapter", run_dir, spec, base)
     if (out / "model" / "config.json").is_file():
         return Source(given, "model", str(out / "model"), str(run_dir), spec, base=str(out / "model"))
     last = ev.last_event(run_dir / "events.jsonl", ev.TERMINAL_TYPES)
@@ -141,7 +141,9 @@ def _run_source(given: str, run_dir: Path) -> Source:
     raise ExportError(message(f"export.run_no_{what}", run=run_dir, wanted=out / what, state=state))
 
 
-def _adapter_source(given: str, adir: Path, run_dir: Path | None, spec: dict | None) -> Source:
+def _adapter_source(
+    given: str, adir: Path, run_dir: Path | None, spec: dict | None, base_override: str | None = None
+) -> Source:
     try:
         cfg = json.loads((adir / "adapter_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -150,7 +152,7 @@ def _adapter_source(given: str, adir: Path, run_dir: Path | None, spec: dict | N
         ) from None
     if not any((adir / n).is_file() for n in ("adapter_model.safetensors", "adapter_model.bin")):
         raise ExportError(message("export.adapter_not_saved", path=adir))
-    base = cfg.get("base_model_name_or_path") or ((spec or {}).get("model") or {}).get("name_or_path")
+    base = base_override or cfg.get("base_model_name_or_path") or ((spec or {}).get("model") or {}).get("name_or_path")
     if not base:
         raise ExportError(message("export.no_base_name", path=adir / "adapter_config.json"))
     bpath = Path(base).expanduser()
@@ -339,17 +341,27 @@ def plan_export(
     device: str = "cpu",
     max_shard_size: str | int = "2GB",
     force: bool = False,
+    base: str | None = None,
 ) -> ExportPlan:
     """Check every input without loading weights; raise ExportError with the first problem. With ``force`` a merge
-    that the memory estimate says will not fit is let through (the estimate is still in the plan)."""
-    if not sources:
+    that the memory estimate says will not fit is let through (the estimate is still in the plan).
+
+    ``base`` (a model folder; LLaMA-Factory's model_name_or_path) is the model the adapters are merged into, in place
+    of the base each adapter names; with no sources it is the model re-exported (sharded, cast, verified)."""
+    if not sources and base:
+        bdir = Path(base).expanduser().resolve()
+        if not (bdir / "config.json").is_file():
+            raise ExportError(message("export.no_source", path=base))
+        srcs = [Source(base, "model", str(bdir), None, None, base=str(bdir))]
+    elif not sources:
         raise ExportError(message("export.no_sources"))
+    else:
+        srcs = [resolve_source(s, str(Path(base).expanduser().resolve()) if base else None) for s in sources]
     if dtype is not None and dtype not in DTYPES:
         raise ExportError(message("export.bad_dtype", dtype=dtype, choices=", ".join(DTYPES)))
     if device not in ("cpu", "cuda"):
         raise ExportError(message("export.bad_device", device=device))
     max_shard = parse_size(max_shard_size)
-    srcs = [resolve_source(s) for s in sources]
     if any(s.kind == "model" for s in srcs) and len(srcs) > 1:
         raise ExportError(message("export.model_alone"))
     if adapter_only and (len(srcs) > 1 or srcs[0].kind != "adapter"):
@@ -448,7 +460,9 @@ def _gb(n: int) -> str:
 def merge_arg_parser() -> argparse.ArgumentParser:
     """Arguments of ``python -m engine.trainer.merge``; engine.export.jobs reads a merge's folders back from them."""
     ap = argparse.ArgumentParser(prog="python -m engine.trainer.merge")
-    ap.add_argument("sources", nargs="+")
+    ap.add_argument("sources", nargs="*")
+    ap.add_argument("--base", default=None, help="merge into this model folder (no sources: re-export it)")
+    ap.add_argument("--legacy-format", action="store_true", help="write .bin files instead of safetensors")
     ap.add_argument("--out", required=True)
     ap.add_argument("--dtype", choices=list(DTYPES), default=None)
     ap.add_argument("--max-shard-size", default="2GB")
@@ -471,12 +485,14 @@ def merge_argv(
     overwrite: bool,
     force: bool,
     push_to_hub: str | None,
+    base: str | None = None,
+    legacy_format: bool = False,
 ) -> list[str]:
     argv = [
         sys.executable,
         "-m",
         "engine.trainer.merge",
-        *[s.given for s in plan.sources],
+        *[s.given for s in plan.sources if not (base and s.kind == "model" and s.run_dir is None)],
         "--out",
         plan.out_dir,
         "--dtype",
@@ -494,4 +510,6 @@ def merge_argv(
     argv += ["--adapter-only"] if plan.adapter_only else []
     argv += ["--force"] if force else []
     argv += ["--push-to-hub", push_to_hub] if push_to_hub else []
+    argv += ["--base", base] if base else []
+    argv += ["--legacy-format"] if legacy_format else []
     return argv

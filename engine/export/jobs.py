@@ -123,8 +123,11 @@ def start_merge(
     adapter_only: bool = False,
     force: bool = False,
     push_to_hub: str | None = None,
+    base: str | None = None,
+    legacy_format: bool = False,
 ) -> MergeJob:
-    """Check the inputs (ExportError on any problem, memory included unless ``force``) and queue the merge."""
+    """Check the inputs (ExportError on any problem, memory included unless ``force``) and queue the merge.
+    ``base``: merge into this model folder (no sources: re-export it); ``legacy_format``: .bin files."""
     plan = xp.plan_export(
         sources,
         out_dir,
@@ -134,6 +137,7 @@ def start_merge(
         device=device,
         max_shard_size=max_shard_size,
         force=force,
+        base=base,
     )
     argv = xp.merge_argv(
         plan,
@@ -143,6 +147,8 @@ def start_merge(
         overwrite=overwrite,
         force=force,
         push_to_hub=push_to_hub,
+        base=base,
+        legacy_format=legacy_format,
     )
     name = f"merge {Path(plan.sources[0].run_dir or plan.sources[0].weights_dir).name} → {Path(plan.out_dir).name}"
     run_id = runs.submit_command(argv, name=name, tags=[MERGE_TAG], gpus=1 if device == "cuda" else 0)
@@ -197,6 +203,60 @@ def describe_event(event: dict) -> str:
     return f"[merge] {event['type']}: {p.get('message', p)}"
 
 
+# ----------------------------------------------------------------------------------------------- LF export YAML
+def lf_yaml_options(path: str | Path) -> tuple[dict, list[str]]:
+    """``start_merge`` keyword arguments (``sources`` among them) from a LLaMA-Factory export YAML, and the notes
+    (keys accepted that change nothing, a push that will not happen). Raises ExportError naming every key refused,
+    one line each, before any work."""
+    import yaml
+
+    from engine.lf.compat import lf_export_to_merge
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ExportError(message("export.lf_yaml_unreadable", path=path, error=exc)) from None
+    imp = lf_export_to_merge(data, path.resolve().parent)
+    problems = dict(imp.unsupported)
+    for key, why in imp.missing.items():  # an adapter that is no folder may still be a Studio run id
+        i = int(key.rsplit("[", 1)[1].rstrip("]"))
+        if xp.run_id_folder(imp.data["adapters"][i]) is None:
+            problems[key] = why
+    if problems:
+        lines = "\n".join(f"  {key}: {why}" for key, why in problems.items())
+        raise ExportError(message("export.lf_yaml_refused", path=path, problems=lines))
+    d = imp.data
+    notes = list(imp.notes)
+    repo = d["push_to_hub"]
+    if repo:
+        import os
+
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+            notes.append(str(message("export.push_offline", repo=repo, out=d["out_dir"])))
+        elif not (os.environ.get("HF_TOKEN") or _saved_token()):
+            notes.append(str(message("export.push_no_token", repo=repo, out=d["out_dir"])))
+    options = {
+        "sources": list(d["adapters"]),
+        "out_dir": d["out_dir"],
+        "base": d["base"],
+        "max_shard_size": d["max_shard_size"],
+        "device": d["device"],
+        "legacy_format": d["legacy_format"],
+        "push_to_hub": repo,
+    }
+    return options, notes
+
+
+def _saved_token() -> str | None:
+    try:
+        from huggingface_hub import get_token
+
+        return get_token()
+    except Exception:  # noqa: BLE001 - no token store: no token
+        return None
+
+
 # ----------------------------------------------------------------------------------------------- CLI
 def cli(argv: list[str]) -> int:
     """``studio merge``: 0 merged and verified, 1 merge or verification failed, 2 bad input, 130 cancelled."""
@@ -207,14 +267,21 @@ def cli(argv: list[str]) -> int:
     )
     ap.add_argument(
         "sources",
-        nargs="+",
+        nargs="*",
         metavar="RUN_OR_ADAPTER",
         help="run ids, run folders or PEFT adapter folders, applied in order",
     )
-    ap.add_argument("--out", required=True, help="output folder (must not exist unless --overwrite)")
+    ap.add_argument(
+        "--lf-yaml",
+        metavar="FILE",
+        default=None,
+        help="a LLaMA-Factory export YAML (model_name_or_path, adapter_name_or_path, export_dir, export_size, "
+        "export_device, export_legacy_format, export_hub_model_id); options given here win over its keys",
+    )
+    ap.add_argument("--out", default=None, help="output folder (must not exist unless --overwrite)")
     ap.add_argument("--dtype", choices=list(xp.DTYPES), default=None, help="saved dtype (default: the base's)")
-    ap.add_argument("--max-shard-size", default="2GB", help="largest safetensors shard (default 2GB)")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to merge (default cpu)")
+    ap.add_argument("--max-shard-size", default=None, help="largest safetensors shard (default 2GB)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default=None, help="where to merge (default cpu)")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     ap.add_argument("--adapter-only", action="store_true", help="export the PEFT adapter, tokenizer and card only")
     ap.add_argument(
@@ -227,18 +294,28 @@ def cli(argv: list[str]) -> int:
         help="also upload to this Hub repo (needs a token and network; skipped offline)",
     )
     args = ap.parse_args(argv)
+    options: dict = {"sources": args.sources, "out_dir": args.out, "max_shard_size": "2GB", "device": "cpu"}
     try:
+        if args.lf_yaml:
+            if args.sources:
+                raise ExportError(message("export.lf_yaml_with_sources"))
+            options, notes = lf_yaml_options(args.lf_yaml)
+            for note in notes:
+                print(f"note: {note}", file=sys.stderr)
+        given = {"out_dir": args.out, "max_shard_size": args.max_shard_size, "device": args.device}
+        given["push_to_hub"] = args.push_to_hub
+        options.update({k: v for k, v in given.items() if v is not None})
+        if not options.get("out_dir"):
+            raise ExportError(message("export.no_out"))
         status = merge(
-            args.sources,
-            args.out,
+            options.pop("sources"),
+            options.pop("out_dir"),
             echo=True,
             dtype=args.dtype,
-            max_shard_size=args.max_shard_size,
-            device=args.device,
             overwrite=args.overwrite,
             adapter_only=args.adapter_only,
             force=args.force,
-            push_to_hub=args.push_to_hub,
+            **options,
         )
     except ExportError as exc:
         print(f"studio merge: {exc}", file=sys.stderr)

@@ -70,6 +70,16 @@ MESSAGES: dict[str, str] = {
     "export.mem_given": "STUDIO_MEM_AVAILABLE",
     # the Export and Chat tabs (studio.tabs.export.inside_workspace)
     "export.outside_workspace": "{path}: only folders inside the workspace ({root}) can be used here",
+    # studio merge --lf-yaml (a LLaMA-Factory export YAML, engine.lf.compat.lf_export_to_merge)
+    "export.lf_yaml_unreadable": "cannot read the LLaMA-Factory export YAML {path}: {error}",
+    "export.lf_yaml_refused": "{path} (LLaMA-Factory export YAML) cannot be merged:\n{problems}",
+    "export.lf_yaml_with_sources": "--lf-yaml names the model and the adapters itself (model_name_or_path, "
+    "adapter_name_or_path): give no RUN_OR_ADAPTER beside it",
+    "export.no_out": "--out is required (or --lf-yaml FILE with export_dir)",
+    "export.push_offline": "export_hub_model_id {repo}: the hub cannot be reached (HF_HUB_OFFLINE is set): the model "
+    "is merged into {out} but not pushed; push it later with `hf upload {repo} {out}`",
+    "export.push_no_token": "export_hub_model_id {repo}: no Hugging Face token (set HF_TOKEN or run `hf auth "
+    "login`): the model is merged into {out} but not pushed",
     # following a merge (engine.export.jobs)
     "export.not_merge": "run {id} is not a merge",
     "export.cleaned": "removed the partial output {path}",

@@ -9,11 +9,14 @@ transformers' defaults (not ours), so a converted run is the run LLaMA-Factory w
 Commands (argv[0] is the command name):
   studio import-lf FILE [--accelerate-config F] -o SPEC
   studio export-lf SPEC -o FILE [--accelerate-config-out F]
+LLaMA-Factory's export YAML (``llamafactory-cli export``) is read by ``lf_export_to_merge`` for ``studio merge
+--lf-yaml`` (engine.export.jobs).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -25,6 +28,8 @@ from engine.core import folders, workspace
 from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here (tests/engine/test_lf_compat.py)
     _CONVERTED,
     _DIRECT,
+    _EXPORT_KEYS,
+    _EXPORT_QUANT_OPTIONS,
     _FEATURES,
     _FLASH_IN,
     _FLASH_OUT,
@@ -46,7 +51,15 @@ from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here 
 )
 from engine.lf.launch import _accelerate_out, _from_accelerate, _from_ds_json
 from engine.spec.hf_args import HF_TRAINING_ARGS, TRANSFORMERS_VERSION, type_problem
-from engine.spec.schema import RunSpec, SpecError, load_spec, parse_spec, read_model_config, save_spec
+from engine.spec.schema import (
+    RunSpec,
+    SpecError,
+    load_spec,
+    parse_spec,
+    read_model_config,
+    save_spec,
+    spec_to_dict,
+)
 
 
 def lf_to_spec(
@@ -365,6 +378,125 @@ def _optimizer_switches(args: dict, imp: _Import) -> None:
             )
 
 
+# ----------------------------------------------------------------------------------------------- export YAML
+_GPTQ = (
+    "GPTQ quantization of the exported model is not supported: export without export_quantization_bit, then "
+    "quantize the merged folder with a GPTQ tool (e.g. gptqmodel)"
+)
+
+
+def lf_export_to_merge(args: Any, base_dir: str | Path | None = None) -> _Import:
+    """A LLaMA-Factory export YAML (``llamafactory-cli export``) as the options of a Studio merge.
+
+    ``imp.data``: ``base`` (the model folder), ``adapters`` (folders, in order; may be empty: a full model is
+    re-exported), ``out_dir``, ``max_shard_size`` (export_size GB), ``device`` (cpu / cuda), ``legacy_format``
+    (.bin instead of safetensors) and ``push_to_hub`` (export_hub_model_id or None). ``imp.unsupported`` names each
+    key refused, with why; ``imp.notes`` one line per key accepted that changes nothing; ``imp.missing`` the
+    adapters found nowhere (by key ``adapter_name_or_path[i]``: a Studio run id is looked up by the caller). Paths
+    resolve as LF resolves them: the working directory first, then the YAML's folder (``base_dir``).
+    """
+    imp = _Import()
+    base = Path(base_dir) if base_dir is not None else None
+    if not isinstance(args, dict):
+        imp.bad("export_yaml", "not a mapping of LLaMA-Factory keys (key: value lines)")
+        return imp
+    a = {**_EXPORT_KEYS, **args}
+    for key in args:
+        if key in _EXPORT_KEYS or key in _EXPORT_QUANT_OPTIONS:
+            continue
+        known = (_DIRECT, _CONVERTED, _NOTED, _FEATURES, _HF4_REMOVED, _OPTIONS_OF_OFF_FEATURES, HF_TRAINING_ARGS)
+        if any(key in table for table in known):
+            imp.notes.append(f"{key}: accepted, ignored (a training or inference setting, not used by a merge)")
+        else:
+            imp.bad(key, "not a LLaMA-Factory key (LLaMA-Factory refuses it too)")
+    if a["export_quantization_bit"] is not None:
+        imp.bad("export_quantization_bit", _GPTQ)
+    if a["quantization_bit"] is not None:
+        imp.bad(
+            "quantization_bit",
+            "merging into a quantized model is not supported (LLaMA-Factory refuses it too): remove quantization_bit; "
+            "Studio merges onto the full-precision base",
+        )
+    finetuning = str(a["finetuning_type"] or "lora")
+    adapters = _csv(a["adapter_name_or_path"]) if a["adapter_name_or_path"] else []
+    if finetuning not in ("lora", "full", "freeze"):
+        why = f"{finetuning}: Studio merges LoRA adapters (lora) or re-exports full / freeze models"
+        imp.bad("finetuning_type", why)
+    elif adapters and finetuning != "lora":
+        imp.bad("adapter_name_or_path", f"adapters need finetuning_type lora (not {finetuning})")
+    if _truthy(a["trust_remote_code"]):
+        imp.notes.append(
+            "trust_remote_code: accepted; the merge loads the model with transformers' own classes and runs no code "
+            "from the model folder"
+        )
+    if a["template"]:
+        imp.notes.append(
+            f"template: {a['template']} accepted, ignored (the merged folder keeps the chat template of the "
+            "adapter's tokenizer, else the base's)"
+        )
+    model = a["model_name_or_path"]
+    if not model:
+        imp.bad("model_name_or_path", "missing: name the base model (a folder, or a hub id in the Hugging Face cache)")
+    else:
+        imp.data["base"] = _export_model(str(model), base, imp)
+    imp.data["adapters"] = []
+    for i, name in enumerate(adapters):
+        found, looked = _lf_path(name, base)
+        if found is None:
+            imp.missing[f"adapter_name_or_path[{i}]"] = f"{name}: not found ({_looked(looked)})"
+        imp.data["adapters"].append(str(found) if found is not None else name)
+    if not a["export_dir"]:
+        imp.bad("export_dir", "missing: name the folder to write the merged model to")
+    else:
+        out, _ = _lf_path(a["export_dir"], None, must_exist=False)  # LF writes under the working directory
+        imp.data["out_dir"] = str(out)
+    size = a["export_size"]
+    if isinstance(size, bool) or not isinstance(size, (int, float)) or not size > 0:
+        imp.bad("export_size", f"{size!r}: give the shard size in GB, a number above 0 (e.g. 2)")
+    else:
+        imp.data["max_shard_size"] = f"{size:g}GB"
+    device = str(a["export_device"]).lower()
+    if device not in ("cpu", "auto"):
+        imp.bad("export_device", f"{a['export_device']!r}: choose cpu or auto")
+    elif device == "auto":
+        from engine.machine import hardware
+
+        gpus = hardware.detect().gpus
+        imp.data["device"] = "cuda" if gpus else "cpu"
+        if not gpus:
+            imp.notes.append("export_device: auto, and no GPU is visible: the merge runs on the CPU")
+    else:
+        imp.data["device"] = "cpu"
+    legacy = a["export_legacy_format"]
+    if not isinstance(legacy, bool):
+        imp.bad("export_legacy_format", f"{legacy!r}: true (.bin files) or false (safetensors)")
+    imp.data["legacy_format"] = legacy is True
+    imp.data["push_to_hub"] = str(a["export_hub_model_id"]) if a["export_hub_model_id"] else None
+    return imp
+
+
+def _export_model(name: str, base_dir: Path | None, imp: _Import) -> str:
+    """The base model's folder: a path as LF resolves it, else a hub id's snapshot in the Hugging Face cache."""
+    found, looked = _lf_path(name, base_dir)
+    if found is not None:
+        if not (found / "config.json").is_file():
+            imp.bad("model_name_or_path", f"{found} has no config.json: not a model folder")
+        return str(found)
+    from engine.models.resolve import from_cache, is_hub_id, split_revision
+
+    repo, rev = split_revision(name)
+    if is_hub_id(repo):
+        _, hit = from_cache(repo, rev)
+        if hit:
+            return str(Path(hit).parent)
+    imp.bad(
+        "model_name_or_path",
+        f"{name}: not a local model folder ({_looked(looked)}) nor a model in the Hugging Face cache: download it "
+        "first (studio download)",
+    )
+    return name
+
+
 # ----------------------------------------------------------------------------------------------- export
 def workspace_path(path: str) -> Path:
     """A spec path as Studio reads it: absolute as written, relative from the workspace ($STUDIO_HOME)."""
@@ -523,6 +655,7 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     )
     if t.resume_from:
         args["resume_from_checkpoint"] = t.resume_from
+    _direct_out(spec, args)
     args.update(t.extra_args)  # LF passes TrainingArguments through, as Studio does
     return args, _accelerate_out(spec)
 
@@ -561,6 +694,88 @@ def _optimizer_out(t) -> dict[str, Any]:
         if b.start_block is not None:
             out["badam_start_block"] = b.start_block
     return out
+
+
+def _direct_out(spec: RunSpec, args: dict) -> None:
+    """Every other pass-through key of the table (``_DIRECT``) whose field differs from Studio's default: a mapping
+    added to engine.lf.keys is written without a change here."""
+    data, default = spec_to_dict(spec), _default_dict(spec)
+    for key, path in _DIRECT.items():
+        if key in args:
+            continue
+        value, base = _at(data, path), _at(default, path)
+        if value is not _NONE and value is not None and value != base:
+            args[key] = value
+
+
+_NONE = object()
+
+
+def _at(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return _NONE
+        data = data[part]
+    return data
+
+
+def _default_dict(spec: RunSpec) -> dict:
+    """Studio's defaults for a spec on this model and these datasets (the fields every spec must name)."""
+    try:
+        return spec_to_dict(
+            RunSpec.model_validate(
+                {"model": {"name_or_path": spec.model.name_or_path}, "data": {"datasets": list(spec.data.datasets)}}
+            )
+        )
+    except Exception:  # noqa: BLE001 - no defaults: every field counts as set
+        return {}
+
+
+def _leaves(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict) and data:
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: data}
+
+
+def lf_lost_fields(spec: RunSpec, args: dict, acc: dict | None) -> dict[str, Any]:
+    """The spec's fields that LLaMA-Factory YAML (+ ``acc``) cannot carry: read back, they come out different.
+    {path: the spec's value}. A relative output folder written absolute is the same folder, not a loss."""
+    imp = _lf_import(args, acc, None)
+    try:
+        back = spec_to_dict(RunSpec.model_validate(imp.data))
+    except Exception:  # noqa: BLE001 - compare with what was read, as far as it goes
+        back = imp.data
+    want, got = _leaves(spec_to_dict(spec)), _leaves(back)
+    lost = {p: v for p, v in want.items() if got.get(p, _NONE) != v}
+    out_dir = spec.output.output_dir
+    if out_dir and got.get("output.output_dir") == str(workspace_path(out_dir)):
+        lost.pop("output.output_dir", None)
+    lost.pop("schema_version", None)
+    return lost
+
+
+def needs_accelerate_config(spec: RunSpec) -> bool:
+    """A launch LLaMA-Factory starts with an accelerate config (several processes or machines, DeepSpeed, FSDP,
+    chosen GPUs): anything but the default launch."""
+    return spec_to_dict(spec).get("launch") != _default_dict(spec).get("launch")
+
+
+def spec_to_lf_text(spec: RunSpec) -> tuple[str, str | None]:
+    """The LLaMA-Factory training YAML of a spec, with the fields it has no key for listed as comments at the end,
+    and its accelerate config YAML (None when the launch is the default one)."""
+    args, acc = spec_to_lf(spec)
+    with_acc = needs_accelerate_config(spec)
+    lost = lf_lost_fields(spec, args, acc if with_acc else None)
+    text = "# LLaMA-Factory training YAML written by Studio\n"
+    text += yaml.safe_dump(args, sort_keys=False, allow_unicode=True)
+    if lost:
+        text += "\n# Studio settings LLaMA-Factory has no key for (a run of this file does without them):\n" + "".join(
+            f"#   {path}: {json.dumps(value, ensure_ascii=False)}\n" for path, value in lost.items()
+        )
+    return text, (yaml.safe_dump(acc, sort_keys=False, allow_unicode=True) if with_acc else None)
 
 
 # ----------------------------------------------------------------------------------------------- loading
@@ -605,18 +820,47 @@ def load_any(
         acc = _read_yaml(Path(accelerate_config_path), "accelerate_config")
         if not isinstance(acc, dict):
             raise SpecError([("accelerate_config", f"{accelerate_config_path} is not a mapping")], str(path))
-    imp = _lf_import(data, acc, path.resolve().parent)
+    return _lf_spec(data, acc, path.resolve().parent, f"{path} (LLaMA-Factory)", context, notes)
+
+
+def _lf_spec(
+    data: dict, acc: dict | None, base_dir: Path | None, source: str, context: bool, notes: list[str] | None
+) -> RunSpec:
+    imp = _lf_import(data, acc, base_dir)
     if notes is not None:
         notes.extend(imp.notes)
     problems = dict(imp.unsupported)
     if context:
         problems.update({k: why for k, why in imp.missing.items() if k not in problems})
     if problems:
-        raise SpecError(list(problems.items()), f"{path} (LLaMA-Factory)")
+        raise SpecError(list(problems.items()), source)
     try:
-        return parse_spec(imp.data, source=f"{path} (LLaMA-Factory)", context=context)
+        return parse_spec(imp.data, source=source, context=context)
     except SpecError as exc:  # name the LF key the user wrote next to our field path
         raise SpecError([(_lf_name(p, imp.names), msg) for p, msg in exc.problems], exc.source) from None
+
+
+def lf_text_to_spec(text: str, accelerate_text: str | None = None, *, notes: list[str] | None = None) -> RunSpec:
+    """A LLaMA-Factory training YAML (+ accelerate config) given as text (pasted or uploaded in the page): the spec,
+    its files not checked (the form checks them), or SpecError naming each key refused. Relative paths resolve from
+    the working directory, as LF's would with no YAML folder."""
+    source = "LLaMA-Factory YAML"
+    try:
+        data = yaml.safe_load(text or "")
+    except yaml.YAMLError as exc:
+        raise SpecError([("lf_yaml", f"not valid YAML: {exc}")], source) from None
+    if not is_lf_args(data):
+        why = "not a LLaMA-Factory training YAML (no model_name_or_path, stage, dataset, template, ... keys)"
+        raise SpecError([("lf_yaml", why)], source)
+    acc = None
+    if accelerate_text and accelerate_text.strip():
+        try:
+            acc = yaml.safe_load(accelerate_text)
+        except yaml.YAMLError as exc:
+            raise SpecError([("accelerate_config", f"not valid YAML: {exc}")], source) from None
+        if not isinstance(acc, dict):
+            raise SpecError([("accelerate_config", "not a mapping of accelerate keys")], source)
+    return _lf_spec(data, acc, None, source, False, notes)
 
 
 def load_any_spec(path: str | Path, accelerate_config: str | Path | None = None) -> RunSpec:

@@ -170,7 +170,7 @@ _LF_DEFAULTS: dict[str, Any] = {
 # LF keys accepted with a note: they change nothing in a Studio training run. key -> why.
 _INFERENCE = "an inference setting, not used in training"
 _GENERATION = "a generation setting (chat, predict), not used in training"
-_EXPORT = "an export setting (llamafactory-cli export); Studio merges with studio merge"
+_EXPORT = "an export setting (llamafactory-cli export): give the export YAML to studio merge --lf-yaml"
 _DERIVED = "LF derives it; Studio derives its own"
 _STUDIO_SETS = "Studio sets it"
 _NOTED: dict[str, str] = {
@@ -483,6 +483,25 @@ _HF4_REMOVED: dict[str, tuple[Any, str]] = {
     "torchdynamo": (None, "use torch_compile_backend"),
     "ray_scope": ("last", "remove it"),
 }
+# LLaMA-Factory's export YAML (``llamafactory-cli export``, ExportArguments + the model keys it reads) as
+# ``studio merge --lf-yaml`` takes it: key -> LF's default. engine.lf.compat.lf_export_to_merge converts them; any
+# other LF key is noted (a training setting the merge does not use) and a key LF does not have is refused.
+_EXPORT_KEYS: dict[str, Any] = {
+    "model_name_or_path": None,
+    "adapter_name_or_path": None,
+    "template": None,
+    "finetuning_type": "lora",
+    "trust_remote_code": False,
+    "export_dir": None,
+    "export_size": 5,
+    "export_device": "cpu",
+    "export_legacy_format": False,
+    "export_hub_model_id": None,
+    "export_quantization_bit": None,
+    "quantization_bit": None,
+}
+# Options of GPTQ export: no effect while export_quantization_bit is off, which is refused when on.
+_EXPORT_QUANT_OPTIONS = {"export_quantization_dataset", "export_quantization_nsamples", "export_quantization_maxlen"}
 _NULLABLE = {"max_samples", "save_total_limit", "resume_from_checkpoint"}
 _FLASH_IN = {"auto": "sdpa", "sdpa": "sdpa", "fa2": "flash_attention_2", "disabled": "eager"}
 _FLASH_OUT = {"sdpa": "sdpa", "flash_attention_2": "fa2", "eager": "disabled"}

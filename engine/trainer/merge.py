@@ -118,7 +118,9 @@ def pad_token_id(plan: ExportPlan) -> int | None:
     return None
 
 
-def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_shard: int) -> dict:
+def merge_weights(
+    plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_shard: int, *, legacy_format: bool = False
+) -> dict:
     import torch
 
     adapters = [s for s in plan.sources if s.kind == "adapter"]
@@ -177,7 +179,7 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.config.architectures = [type(model).__name__]  # a reward model says so (LlamaForSequenceClassification)
-    save_sharded(model, tmp, rep, max_shard)
+    save_sharded(model, tmp, rep, max_shard, legacy_format=legacy_format)
     del model
     gc.collect()
     rep.stage("verifying", 1, 1, message("export.detail_verifying"))
@@ -200,8 +202,11 @@ def merge_weights(plan: ExportPlan, tmp: Path, rep: Reporter, device: str, max_s
     return report
 
 
-def save_sharded(model, tmp: Path, rep: Reporter, max_shard: int) -> None:
-    """Sharded safetensors with one progress event per shard; tied tensors are stored once (the first name)."""
+def save_sharded(model, tmp: Path, rep: Reporter, max_shard: int, *, legacy_format: bool = False) -> None:
+    """Sharded safetensors with one progress event per shard; tied tensors are stored once (the first name).
+    ``legacy_format`` (LLaMA-Factory's export_legacy_format): PyTorch ``.bin`` files (``pytorch_model*.bin`` and
+    their index), the names transformers reads them by."""
+    import torch
     from huggingface_hub import split_torch_state_dict_into_shards
     from safetensors.torch import save_file
 
@@ -212,15 +217,18 @@ def save_sharded(model, tmp: Path, rep: Reporter, max_shard: int) -> None:
             continue  # e.g. lm_head tied to embed_tokens: transformers re-ties it from the config on load
         seen.add(key)
         state[name] = tensor.detach()
-    split = split_torch_state_dict_into_shards(
-        state, max_shard_size=max_shard, filename_pattern="model{suffix}.safetensors"
-    )
+    pattern = "pytorch_model{suffix}.bin" if legacy_format else "model{suffix}.safetensors"
+    split = split_torch_state_dict_into_shards(state, max_shard_size=max_shard, filename_pattern=pattern)
     delay = float(os.environ.get("STUDIO_MERGE_SHARD_DELAY", "0") or 0)  # tests use it to cancel mid-write
     n = len(split.filename_to_tensors)
     for i, (fname, names) in enumerate(split.filename_to_tensors.items(), start=1):
         rep.stage("saving", i, n, fname)
         # one shard at a time on the host: a GPU merge never copies the whole model into RAM
-        save_file({k: state[k].contiguous().cpu() for k in names}, str(tmp / fname), metadata={"format": "pt"})
+        shard = {k: state[k].contiguous().cpu() for k in names}
+        if legacy_format:
+            torch.save(shard, str(tmp / fname))
+        else:
+            save_file(shard, str(tmp / fname), metadata={"format": "pt"})
         if delay:
             time.sleep(delay)
     if split.is_sharded:
@@ -228,7 +236,8 @@ def save_sharded(model, tmp: Path, rep: Reporter, max_shard: int) -> None:
             "metadata": {"total_size": sum(t.numel() * t.element_size() for t in state.values())},
             "weight_map": split.tensor_to_filename,
         }
-        (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=2), encoding="utf-8")
+        index_name = "pytorch_model.bin.index.json" if legacy_format else "model.safetensors.index.json"
+        (tmp / index_name).write_text(json.dumps(index, indent=2), encoding="utf-8")
     model.config.save_pretrained(str(tmp))
     gen = getattr(model, "generation_config", None)
     if gen is not None and not (tmp / "generation_config.json").exists():
@@ -373,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             max_shard_size=args.max_shard_size,
             force=args.force,
+            base=args.base,
         )
         max_shard = xp.parse_size(args.max_shard_size)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -380,13 +390,14 @@ def main(argv: list[str] | None = None) -> int:
         if plan.adapter_only:
             report = export_adapter(plan, tmp, rep)
         else:
-            report = merge_weights(plan, tmp, rep, args.device, max_shard)
+            report = merge_weights(plan, tmp, rep, args.device, max_shard, legacy_format=args.legacy_format)
         copied = copy_support_files(plan, tmp)
         settings = {
             "dtype": plan.dtype,
             "max_shard_size": args.max_shard_size,
             "device": args.device,
             "adapter_only": plan.adapter_only,
+            "format": "bin (legacy)" if args.legacy_format else "safetensors",
             "sources": [s.weights_dir for s in plan.sources],
         }
         write_card(plan, tmp / "README.md", settings, report)

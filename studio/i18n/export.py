@@ -53,6 +53,15 @@ EXPORT_ZH: dict[str, str] = {
     # the Export and Chat tabs
     "export.outside_workspace": "{path}：这里只能使用工作区（{root}）内的目录",
     # following a merge
+    "export.lf_yaml_unreadable": "无法读取 LLaMA-Factory 导出 YAML {path}：{error}",
+    "export.lf_yaml_refused": "{path}（LLaMA-Factory 导出 YAML）无法合并：\n{problems}",
+    "export.lf_yaml_with_sources": "--lf-yaml 自己指定模型和适配器（model_name_or_path、adapter_name_or_path）："
+    "不要再同时给出 RUN_OR_ADAPTER",
+    "export.no_out": "需要 --out（或带 export_dir 的 --lf-yaml FILE）",
+    "export.push_offline": "export_hub_model_id {repo}：无法连接模型中心（已设置 HF_HUB_OFFLINE）："
+    "模型会合并到 {out}，但不会上传；之后可用 `hf upload {repo} {out}` 上传",
+    "export.push_no_token": "export_hub_model_id {repo}：没有 Hugging Face 令牌（请设置 HF_TOKEN 或运行 `hf auth "
+    "login`）：模型会合并到 {out}，但不会上传",
     "export.not_merge": "运行 {id} 不是合并任务",
     "export.cleaned": "已删除未完成的输出 {path}",
     # the merge subprocess

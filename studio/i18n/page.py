@@ -215,6 +215,32 @@ STRINGS: dict[str, tuple[str, str]] = {
         "预设名称 {name}：请使用字母、数字、空格和 . _ -（1-80 个字符）",
     ),
     "no_template": ("no template proposal: {error}", "无法建议模板：{error}"),
+    # Train tab: LLaMA-Factory YAML in and out (studio.tabs.train.import_lf / save_lf_yaml)
+    "lf_section": ("LLaMA-Factory YAML", "LLaMA-Factory YAML 导入与导出"),
+    "lf_text": (
+        "LLaMA-Factory training YAML (paste it here, or upload the file)",
+        "LLaMA-Factory 训练 YAML（粘贴到这里，或上传文件）",
+    ),
+    "lf_acc_text": ("accelerate config YAML (optional)", "accelerate 配置 YAML（可选）"),
+    "lf_upload": ("Upload training YAML", "上传训练 YAML"),
+    "lf_acc_upload": ("Upload accelerate config", "上传 accelerate 配置"),
+    "lf_import": ("Fill the form from this YAML", "用此 YAML 填写表单"),
+    "lf_save": ("Save as LF YAML", "另存为 LF YAML"),
+    "lf_file": ("LLaMA-Factory YAML of this form", "此表单的 LLaMA-Factory YAML"),
+    "lf_empty": ("Paste or upload a LLaMA-Factory training YAML first.", "请先粘贴或上传 LLaMA-Factory 训练 YAML。"),
+    "lf_refused": (
+        "The form was not changed: this YAML has settings Studio cannot run.",
+        "表单未改动：此 YAML 含有 Studio 无法运行的设置。",
+    ),
+    "lf_filled": ("The form is filled from the LLaMA-Factory YAML.", "已根据 LLaMA-Factory YAML 填写表单。"),
+    "lf_notes": (
+        "Notes (keys accepted that change nothing in Studio, or where Studio differs):",
+        "说明（已接受但在 Studio 中不起作用的键，或 Studio 行为不同之处）：",
+    ),
+    "lf_saved": (
+        "Wrote {files}: download below. Settings LLaMA-Factory has no key for are listed as comments at the end.",
+        "已写出 {files}：请在下方下载。LLaMA-Factory 没有对应键的设置以注释形式列在文件末尾。",
+    ),
     "plan_peak": ("peak in {phase}", "峰值阶段：{phase}"),
     "plan_ckpt_on": ("Gradient checkpointing on", "梯度检查点：开启"),
     "plan_ckpt_off": ("Gradient checkpointing off", "梯度检查点：关闭"),

@@ -57,8 +57,8 @@ RULES_ZH: dict[str, str] = {
     "请选择 adamw_torch、adamw_8bit、paged_adamw_8bit、adafactor 或 sgd，或清空 loraplus_lr_ratio",
     "pissa_needs_lora": "PiSSA 用于初始化 LoRA 适配器：需要 method.finetuning 为 lora（而不是 {method}）；请关闭 pis"
     "sa_init",
-    "pissa_dpo": "PiSSA 把主成分权重移入适配器，{stage} 的参考模型（关闭适配器的基座）就不再是起始模型：{stage} 请关闭 "
-    "pissa_init",
+    "pissa_dpo": "PiSSA 把主成分权重移入适配器，{stage} 的参考模型（关闭适配器的基座）就不再是起始模型："
+    "{stage} 请关闭 pissa_init",
     "pissa_quantized": "PiSSA 分解的是基座的浮点权重，而不是 {bits} 位权重（peft 不接受）：请关闭 pissa_init，"
     "或把量化位数设为 0",
     "pissa_convert_needs_init": "pissa_convert 用于转换 PiSSA 适配器：请打开 method.lora.pissa_init，或关闭 pissa_co"

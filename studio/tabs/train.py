@@ -349,6 +349,58 @@ def load_preset(name: str, lang: str = "en") -> tuple[dict[str, Any] | None, str
     return forms.spec_to_values(data), "✅ " + t("preset_loaded", lang, name=path.name)
 
 
+def import_lf(text: str, acc_text: str = "", lang: str = "en") -> tuple[dict[str, Any] | None, str]:
+    """A LLaMA-Factory training YAML (+ its accelerate config) as form values, with the import's notes; or None and
+    every key refused, one line each (the form is left as it was). engine.lf.compat converts."""
+    if not (text or "").strip():
+        return None, t("lf_empty", lang)
+    notes: list[str] = []
+    try:
+        compat = backend.engine_module("lf.compat")
+        spec = compat.lf_text_to_spec(text, acc_text or None, notes=notes)
+    except backend.Unavailable as exc:
+        return None, t("unavailable", lang, what=str(exc))
+    except spec_mod.SpecError as exc:
+        lines = [f"- `{p}`{_colon(lang)}{m}" for p, m in localize_problems(exc.problems, lang)]
+        return None, "\n".join([f"❌ {t('lf_refused', lang)}", *lines])
+    msg = [f"✅ {t('lf_filled', lang)}"]
+    if notes:
+        msg += ["", t("lf_notes", lang), *(f"- {n}" for n in notes)]
+    return forms.spec_to_values(spec_mod.spec_to_dict(spec)), "\n".join(msg)
+
+
+def read_upload(path: Any) -> str:
+    """The text of an uploaded YAML file (gradio gives its temporary path)."""
+    if not path:
+        return ""
+    name = path if isinstance(path, str) else getattr(path, "name", "")
+    try:
+        return Path(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"# cannot read {Path(name).name}: {exc}"
+
+
+def save_lf_yaml(values: dict[str, Any], lang: str = "en") -> tuple[list[str] | None, str]:
+    """The form as LLaMA-Factory YAML files to download: the training args (fields LF has no key for as comments
+    at the end) and, for a launch other than the default, the accelerate config."""
+    import tempfile
+
+    spec, errors, _ = check(values)
+    if spec is None:
+        return None, problems_markdown(errors, [], lang)
+    try:
+        text, acc = backend.engine_module("lf.compat").spec_to_lf_text(spec)
+    except backend.Unavailable as exc:
+        return None, t("unavailable", lang, what=str(exc))
+    folder = Path(tempfile.mkdtemp(prefix="studio-lf-"))
+    files = [folder / "lf_train.yaml"]
+    files[0].write_text(text, encoding="utf-8")
+    if acc is not None:
+        files.append(folder / "accelerate_config.yaml")
+        files[1].write_text(acc, encoding="utf-8")
+    return [str(f) for f in files], "✅ " + t("lf_saved", lang, files=", ".join(f.name for f in files))
+
+
 def propose_template(model: str, lang: str = "en") -> tuple[str | None, str]:
     """(template name or None, hint) from the model folder's tokenizer / config."""
     if not model:
@@ -575,10 +627,55 @@ def build(ctx: Any) -> None:
                         "preset_load",
                     )
                 preset_msg = gr.Markdown(elem_id="preset-msg")
+            with gr.Accordion(t("lf_section", lang), open=False, elem_id="lf-yaml") as lf_acc:
+                texts.add(lf_acc, "lf_section")
+                lf_text = texts.add(
+                    gr.Textbox(label=t("lf_text", lang), lines=8, max_lines=30, elem_id="lf-text"), "lf_text"
+                )
+                lf_acc_text = texts.add(
+                    gr.Textbox(label=t("lf_acc_text", lang), lines=3, max_lines=20, elem_id="lf-acc-text"),
+                    "lf_acc_text",
+                )
+                with gr.Row():  # gr.File, not UploadButton: a language switch cannot relabel an UploadButton
+                    lf_upload = texts.add(
+                        gr.File(
+                            label=t("lf_upload", lang),
+                            file_types=[".yaml", ".yml"],
+                            type="filepath",
+                            height=90,
+                            elem_id="lf-upload",
+                        ),
+                        "lf_upload",
+                    )
+                    lf_acc_upload = texts.add(
+                        gr.File(
+                            label=t("lf_acc_upload", lang),
+                            file_types=[".yaml", ".yml"],
+                            type="filepath",
+                            height=90,
+                            elem_id="lf-acc-upload",
+                        ),
+                        "lf_acc_upload",
+                    )
+                lf_import = texts.add(
+                    gr.Button(t("lf_import", lang), size="sm", variant="secondary", elem_id="lf-import"),
+                    "lf_import",
+                    "value",
+                )
+                lf_msg = gr.Markdown(elem_id="lf-msg")
             with gr.Accordion(t("preview", lang), open=False) as prev_acc:
                 texts.add(prev_acc, "preview")
-                prev_btn = texts.add(
-                    gr.Button(t("preview", lang), size="sm", elem_id="preview-btn"), "preview", "value"
+                with gr.Row():
+                    prev_btn = texts.add(
+                        gr.Button(t("preview", lang), size="sm", elem_id="preview-btn"), "preview", "value"
+                    )
+                    lf_save = texts.add(
+                        gr.Button(t("lf_save", lang), size="sm", elem_id="lf-save"), "lf_save", "value"
+                    )
+                lf_save_msg = gr.Markdown(elem_id="lf-save-msg")
+                lf_file = texts.add(
+                    gr.File(label=t("lf_file", lang), file_count="multiple", interactive=False, elem_id="lf-file"),
+                    "lf_file",
                 )
                 prev_out = gr.Code(label=t("preview_out", lang), language="shell", elem_id="preview-out")
 
@@ -662,6 +759,15 @@ def build(ctx: Any) -> None:
         lambda *a: _apply(autofit(to_values(a[:-2]), a[-2], a[-1])), [*fields, gpu_mem, ctx.lang], [*fields, fit_msg]
     )
     prev_btn.click(lambda *a: preview(to_values(a[:-1]), a[-1]), [*fields, ctx.lang], [prev_out])
+    lf_save.click(lambda *a: save_lf_yaml(to_values(a[:-1]), a[-1]), [*fields, ctx.lang], [lf_file, lf_save_msg])
+
+    def _import(text, acc, lang_):
+        return _apply(import_lf(text, acc, lang_))
+
+    lf_inputs = [lf_text, lf_acc_text, ctx.lang]
+    lf_upload.upload(read_upload, [lf_upload], [lf_text], queue=False).then(_import, lf_inputs, [*fields, lf_msg])
+    lf_acc_upload.upload(read_upload, [lf_acc_upload], [lf_acc_text], queue=False)
+    lf_import.click(_import, lf_inputs, [*fields, lf_msg])
     save_btn.click(
         lambda name, lang_, *a: (save_preset(name, to_values(a), lang_), gr.update(choices=list_presets())),
         [preset_name, ctx.lang, *fields],

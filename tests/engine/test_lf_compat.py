@@ -14,7 +14,17 @@ from hypothesis import strategies as st
 
 from engine import cli as studio_cli
 from engine.core import workspace
-from engine.lf.compat import _CONVERTED, _DIRECT, is_lf_args, lf_to_spec, load_any, spec_to_lf, workspace_path
+from engine.lf.compat import (
+    _CONVERTED,
+    _DIRECT,
+    is_lf_args,
+    lf_text_to_spec,
+    lf_to_spec,
+    load_any,
+    spec_to_lf,
+    spec_to_lf_text,
+    workspace_path,
+)
 from engine.spec.schema import SpecError, load_spec, parse_spec, spec_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -473,6 +483,46 @@ class TestRoundTrips:
         if want["output"]["output_dir"]:  # a relative one is the workspace's; LF gets it absolute
             assert got["output"].pop("output_dir") == str(workspace_path(want["output"].pop("output_dir")))
         assert got == want
+
+    @pytest.mark.parametrize("path", sorted((ROOT / "assets" / "examples").glob("*.yaml")), ids=lambda p: p.name)
+    def test_lf_yaml_text_reads_back_but_for_the_fields_it_lists(self, path):
+        """The page's "Save as LF YAML": every field LF has comes back equal; those it has not are the comments."""
+        spec = load_spec(path, context=False)
+        text, acc = spec_to_lf_text(spec)
+        assert (acc is not None) == (
+            spec_to_dict(spec)["launch"] != spec_to_dict(parse_spec(_minimal(spec)))["launch"]
+        )
+        listed = {
+            ln[4:].split(": ", 1)[0]: ln[4:].split(": ", 1)[1] for ln in text.splitlines() if ln.startswith("#   ")
+        }
+        want, got = _leaves(spec_to_dict(spec)), _leaves(spec_to_dict(lf_text_to_spec(text, acc)))
+        for field, value in want.items():
+            if field in listed:
+                assert json.loads(listed[field]) == value and got.get(field) != value, field
+            elif field != "output.output_dir":
+                assert got.get(field) == value, field
+
+    def test_fields_lf_lacks_are_listed_as_comments(self):
+        spec = load_spec(ROOT / "assets" / "examples" / "lora_sft_demo.yaml", context=False)
+        data = spec_to_dict(spec)
+        data["data"]["padding_free"] = "off"
+        data["method"]["quantization"]["compute_dtype"] = "float32"
+        text, _ = spec_to_lf_text(parse_spec(data))
+        assert '#   data.padding_free: "off"' in text.splitlines()
+        assert "padding_free" not in yaml.safe_load(text)
+
+
+def _minimal(spec) -> dict:
+    return {"model": {"name_or_path": spec.model.name_or_path}, "data": {"datasets": list(spec.data.datasets)}}
+
+
+def _leaves(data, prefix=""):
+    if isinstance(data, dict) and data:
+        out = {}
+        for k, v in data.items():
+            out.update(_leaves(v, f"{prefix}.{k}" if prefix else k))
+        return out
+    return {prefix: data}
 
 
 class TestDetectionAndCli:
