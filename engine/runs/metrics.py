@@ -66,8 +66,8 @@ class GpuSampler:
             return "nvidia-ml-py not installed"
         except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
             return f"NVML: {type(exc).__name__}"
-        ids = self.gpu_ids or list(range(count))
-        self._handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in ids if 0 <= i < count}
+        ids = _visible(self.gpu_ids, count)
+        self._handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in ids}
         self._nvml, self.backend = pynvml, "nvml"
         return ""
 
@@ -83,8 +83,8 @@ class GpuSampler:
             return "amdsmi not installed"
         except Exception as exc:  # noqa: BLE001
             return f"amdsmi: {type(exc).__name__}"
-        ids = self.gpu_ids or list(range(len(handles)))
-        self._handles = {i: handles[i] for i in ids if 0 <= i < len(handles)}
+        ids = _visible(self.gpu_ids, len(handles))
+        self._handles = {i: handles[i] for i in ids}
         self._amd, self.backend = amdsmi, "amdsmi"
         return ""
 
@@ -176,6 +176,15 @@ class GpuSampler:
                 }
             )
         return out
+
+
+def _visible(gpu_ids: list[int], count: int) -> list[int]:
+    """The GPUs to sample among the ``count`` the library sees: ``gpu_ids``, or all of them when none are named or
+    the names are not in the library's numbering (a Slurm node that shows a job only its own GPUs, renumbered from 0,
+    while SLURM_JOB_GPUS names them by their place in the machine)."""
+    if not gpu_ids or any(not 0 <= i < count for i in gpu_ids):
+        return list(range(count))
+    return list(gpu_ids)
 
 
 def _first(d: dict, *keys: str):
