@@ -237,6 +237,14 @@ def test_a_submitted_run_completes_and_a_restarted_studio_reattaches(on_cluster,
         [sys.executable, "-m", "engine.cli", "runs", "list"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert run_id in listing.stdout and f"completed · Slurm job {jid}: completed" in listing.stdout, listing.stdout
+    shown = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "runs", "show", run_id],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert f"slurm        Slurm job {jid}: completed" in shown.stdout, shown.stdout + shown.stderr
     # The page's views of it: the Runs tab's cluster column and the dashboard's status, in English and Chinese.
     from studio.tabs import dashboard
     from studio.tabs import runs as runs_tab
@@ -283,6 +291,9 @@ def test_a_held_job_shows_its_reason_then_fails_with_its_cause(on_cluster, demo_
     assert f"running · Slurm job {jid}: pending (JobHeldUser)" in capsys.readouterr().out
     assert runs_tab.cluster_text(rec) == f"Slurm job {jid}: pending (JobHeldUser)"
     assert runs_tab.cluster_text(rec, "zh") == f"Slurm 作业 {jid}：排队等待中 (JobHeldUser)"
+    from studio.tabs import train
+
+    assert train.identical_active_run(rec.load_spec()).id == run_id  # a second Start of this form asks first
     (model / "config.json").write_text("{ not json", encoding="utf-8")  # the job will find a broken model
     on_cluster.run("scontrol", "release", slurm.job_id(rec))
     rec = wait_status(run_id, ("failed", "completed", "stopped"))
