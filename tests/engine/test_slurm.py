@@ -310,3 +310,17 @@ def test_a_job_over_its_time_limit_reads_timeout(on_cluster, demo_paths):
     rec = wait_status(run_id, ("failed", "completed", "stopped"), timeout=300)
     assert rec.status == "failed" and slurm.read_state(rec)["state"] == "timeout", rec.reason
     assert "timeout" in rec.reason and time.time() - started >= 55
+
+
+@pytest.mark.slow
+def test_a_stop_past_its_grace_period_is_finished_by_the_follower(on_cluster, demo_paths):
+    """The page's Stop sends only SIGTERM and returns; when the grace period is over and the job still holds on,
+    whoever looks at the run next (a page, the watchdog, `studio runs list`) cancels it. A held job stands in for
+    one that ignored the SIGTERM: its stop was asked longer ago than STUDIO_STOP_GRACE."""
+    from engine.runs import registry, store
+
+    run_id = registry.submit(slurm_spec(demo_paths, slurm_opts={"extra_sbatch": ["--hold"]}))
+    wait_for(lambda: slurm.read_state(registry.get(run_id))["state"] == "pending", timeout=60)
+    store.update(run_id, stop_requested=time.time() - 300)  # STUDIO_STOP_GRACE is 120 s
+    rec = wait_status(run_id, ("stopped", "failed", "completed"), timeout=60)
+    assert rec.status == "stopped" and slurm.read_state(rec)["state"] == "cancelled", rec.reason
