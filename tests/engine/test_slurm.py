@@ -2,8 +2,9 @@
 cluster that the test session starts (tests/slurm_cluster.py): a CPU run of the demo submitted through the registry
 completes with its loss curve and its node's system metrics, and is re-attached by a studio started after the one
 that submitted it; `studio runs list`, the Runs tab and the dashboard show its job and state; a cancelled job reads
-"cancelled" with a checkpoint; a held job shows its pending reason, and fails with its cause once released; a job
-over its time limit reads "timeout".
+"cancelled" with a checkpoint; a stop past its grace period is finished by the next look at the run; a held job shows
+its pending reason, and fails with its cause once released; a job over its time limit reads "timeout". Without a
+cluster: every node's task samples its own metrics.
 """
 
 from __future__ import annotations
