@@ -46,7 +46,7 @@ if [ "$want_test" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-# A one-host Slurm cluster (tests/engine/slurm_cluster.py starts munged, slurmctld and slurmd itself) and iproute2
+# A one-host Slurm cluster (tests/slurm_cluster.py starts munged, slurmctld and slurmd itself) and iproute2
 # for the two-host test's network namespaces; best effort: the tests skip, saying why, without them.
 if [ "$want_test" = 1 ] && { ! command -v slurmctld >/dev/null && [ ! -x /usr/sbin/slurmctld ] || ! command -v ip >/dev/null; }; then
   echo "[setup] installing Debian's slurm-wlm, munge and iproute2 for the cluster tests"

@@ -30,6 +30,7 @@ PICKERS = {
     "method.oft.targets",
     "train.low_rank.targets",
 }
+LINE_LISTS = {"launch.slurm.extra_sbatch"}  # text lists of one item per line (an sbatch option may hold a comma)
 TEMPLATES = ["auto", "llama3", "chatml", "qwen", "mistral", "gemma", "alpaca", "default", "empty"]
 SECTION_TITLES = {
     "model": ("Model", "模型"),
@@ -232,6 +233,8 @@ def to_widget_value(info: FieldInfo, value: Any) -> Any:
         return value is not None
     if info.kind in ("list_float", "list_int") and info.path not in PICKERS:
         return ", ".join(str(v) for v in value) if value else ""
+    if info.kind == "list_str" and info.path not in PICKERS:  # a textbox: an empty list is empty text, not "[]"
+        return ("\n" if info.path in LINE_LISTS else ", ").join(str(v) for v in value or [])
     if info.kind in ("list_str", "list_choice", "list_int"):
         return [str(v) if info.kind == "list_int" else v for v in (value or [])]
     if info.kind in ("str",) and value is None:
@@ -270,7 +273,8 @@ def from_widget_value(info: FieldInfo, value: Any) -> Any:
             return items
     if info.kind in ("list_str", "list_choice"):
         if isinstance(value, str):
-            value = [p.strip() for p in value.split(",") if p.strip()]
+            parts = value.splitlines() if info.path in LINE_LISTS else value.split(",")
+            value = [p.strip() for p in parts if p.strip()]
         return list(value or [])
     if info.kind == "str" and info.optional and (value is None or str(value).strip() == ""):
         return None
@@ -398,6 +402,8 @@ def make_widget(info: FieldInfo, value: Any, lang: str = "en", choices: list | N
         return gr.Dropdown(choices=list(choices or []), value=value, allow_custom_value=True, **common)
     if info.kind == "dict":
         return gr.Textbox(value=value or "", lines=2, max_lines=8, placeholder="{adam_beta2: 0.95}", **common)
+    if info.path in LINE_LISTS:
+        return gr.Textbox(value=value or "", lines=2, max_lines=8, **common)
     return gr.Textbox(value="" if value is None else value, max_lines=1, **common)
 
 

@@ -28,6 +28,14 @@ if str(ROOT) not in sys.path:
 
 
 @pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A real one-host Slurm cluster for the session (tests/slurm_cluster.py); skipped where it cannot start."""
+    from tests import slurm_cluster as cluster
+
+    yield from cluster.session_cluster(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def studio_home(tmp_path_factory) -> Path:
     """A workspace for the whole session with the demo model and datasets built in it."""
     home = tmp_path_factory.mktemp("studio-home")

@@ -36,11 +36,10 @@ def _duration(rec: runs.RunRecord) -> str:
 
 def _status(rec: runs.RunRecord) -> str:
     """The registry's status ("stalled (no progress for ...)" for a stalled run); a cluster run's also says its Slurm
-    job and state (slurm 12 pending)."""
-    if rec.kind != "slurm":
-        return str(watchdog.status_text(rec))
-    seen = slurm.read_state(rec)
-    return f"{rec.status} (slurm {seen.get('job_id') or '-'} {seen.get('state', '?')})"
+    job, its state and why it waits (running · Slurm job 12: pending (Resources))."""
+    job = slurm.describe(rec)
+    status = str(watchdog.status_text(rec))
+    return f"{status} · {job}" if job is not None else status
 
 
 def _table(recs: list[runs.RunRecord]) -> str:
@@ -69,6 +68,7 @@ def _show(rec: runs.RunRecord) -> str:
             ("name", rec.name),
             ("status", rec.status),
             ("kind", rec.kind),
+            ("slurm", slurm.describe(rec) or "-"),
             ("created", _fmt_time(rec.created)),
             ("started", _fmt_time(rec.started)),
             ("ended", _fmt_time(rec.ended)),
@@ -175,7 +175,16 @@ def _runs(args) -> int:
         if args.json:
             print(
                 json.dumps(
-                    [{**r.__dict__, "spec": None, "stalled_s": watchdog.stalled_for(r)} for r in recs], indent=2
+                    [
+                        {
+                            **r.__dict__,
+                            "spec": None,
+                            "stalled_s": watchdog.stalled_for(r),
+                            "slurm": slurm.read_state(r) if r.kind == slurm.KIND else None,
+                        }
+                        for r in recs
+                    ],
+                    indent=2,
                 )
             )
         else:

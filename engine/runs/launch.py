@@ -389,14 +389,22 @@ def slurm_script(
 
     SIGTERM (``scancel --signal=TERM``, the time limit) reaches every process of the step: the launcher ignores it
     (``trap "" TERM``, inherited) and waits, the trainer (its own handler) saves a checkpoint and stops; otherwise
-    the launcher would die at once and Slurm would kill the trainer with it, mid-save."""
+    the launcher would die at once and Slurm would kill the trainer with it, mid-save. With ``run_dir`` every node's
+    task also starts the metrics sampler in its background (``python -m engine.runs.metrics``: the GPU / RAM / CPU
+    samples a local run's runner writes), which ignores that SIGTERM too and ends with the task."""
     ln, sl = spec.launch, spec.launch.slurm
     words = [shlex.quote(x) for x in argv]
     if "--machine_rank" in argv:
         words[argv.index("--machine_rank") + 1] = '"$SLURM_NODEID"'
     if "--main_process_ip" in argv:
         words[argv.index("--main_process_ip") + 1] = '"$MAIN_ADDR"'
-    cmd = ('trap "" TERM; ' + " ".join(words)).replace("'", "'\\''")
+    sampler = ""
+    if run_dir is not None:  # system metrics of every node (engine.runs.metrics.node_main), as a local run's runner
+        sampler = (
+            f"{shlex.quote(sys.executable)} -m engine.runs.metrics {shlex.quote(str(run_dir))} --root-pid $$ "
+            f'--node "$SLURM_NODEID" >>{shlex.quote(str(run_dir / "train.log"))} 2>&1 & '
+        )
+    cmd = ('trap "" TERM; ' + sampler + " ".join(words)).replace("'", "'\\''")
     exports = "\n".join(
         f"export {k}={shlex.quote(v)}"
         for k, v in sorted(env.items())

@@ -76,6 +76,16 @@ MESSAGES: dict[str, str] = {
     "runs.slurm_active": "Slurm job {job}: {state}{reason}",
     "runs.slurm_cancelled": "cancelled (Slurm job {job})",
     "runs.slurm_ended": "Slurm job {job} ended: {state} ({slurm})",
+    # a Slurm job's state in Studio's words (engine.runs.slurm.STATES), shown in runs.slurm_active
+    "runs.slurm_state_pending": "pending",
+    "runs.slurm_state_running": "running",
+    "runs.slurm_state_completed": "completed",
+    "runs.slurm_state_failed": "failed",
+    "runs.slurm_state_cancelled": "cancelled",
+    "runs.slurm_state_timeout": "timeout",
+    "runs.slurm_state_node_failure": "node failure",
+    "runs.slurm_state_out_of_memory": "out of memory",
+    "runs.slurm_state_unknown": "state unknown",
 }
 
 

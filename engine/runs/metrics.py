@@ -1,4 +1,6 @@
-"""System metrics of a live run, sampled by the run's wrapper (a thread in ``engine.runs.runner``, never the trainer).
+"""System metrics of a live run, sampled by the run's wrapper (a thread in ``engine.runs.runner``, never the trainer),
+or on a Slurm job's nodes by ``python -m engine.runs.metrics`` (``node_main``), which the batch script starts beside
+the launcher on every node.
 
 Light: stdlib, psutil, and the vendor libraries when present (nvidia-ml-py, amdsmi; rocm-smi as a command).
 One JSON object per line in ``runs/<id>/metrics.jsonl`` every ``STUDIO_METRICS_INTERVAL`` seconds (default 1)::
@@ -9,7 +11,9 @@ One JSON object per line in ``runs/<id>/metrics.jsonl`` every ``STUDIO_METRICS_I
      "processes": [{"pid": 123, "name": "python", "cpu_pct": 98.0, "rss_mib": 512.3}],
      "cpu_pct": 98.0, "rss_mib": 512.3}
 
-``cpu_pct``/``rss_mib`` sum the run's processes (the wrapper excluded). With no GPU library the ``gpus`` list is
+``cpu_pct``/``rss_mib`` sum the run's processes (the wrapper excluded). On Slurm the first node writes
+``metrics.jsonl`` and node N ``metrics-node<N>.jsonl``, each sampling the processes of its own task; the dashboard
+shows the first node's, as it shows a local run's. With no GPU library the ``gpus`` list is
 empty, the first line carries ``"gpu_note": "<why>"``, and one ``warning`` event says the same, once.
 Cost: one NVML query per GPU and one /proc read per process per interval, in the wrapper process.
 """
@@ -62,8 +66,8 @@ class GpuSampler:
             return "nvidia-ml-py not installed"
         except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
             return f"NVML: {type(exc).__name__}"
-        ids = self.gpu_ids or list(range(count))
-        self._handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in ids if 0 <= i < count}
+        ids = _visible(self.gpu_ids, count)
+        self._handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in ids}
         self._nvml, self.backend = pynvml, "nvml"
         return ""
 
@@ -79,8 +83,8 @@ class GpuSampler:
             return "amdsmi not installed"
         except Exception as exc:  # noqa: BLE001
             return f"amdsmi: {type(exc).__name__}"
-        ids = self.gpu_ids or list(range(len(handles)))
-        self._handles = {i: handles[i] for i in ids if 0 <= i < len(handles)}
+        ids = _visible(self.gpu_ids, len(handles))
+        self._handles = {i: handles[i] for i in ids}
         self._amd, self.backend = amdsmi, "amdsmi"
         return ""
 
@@ -174,6 +178,15 @@ class GpuSampler:
         return out
 
 
+def _visible(gpu_ids: list[int], count: int) -> list[int]:
+    """The GPUs to sample among the ``count`` the library sees: ``gpu_ids``, or all of them when none are named or
+    the names are not in the library's numbering (a Slurm node that shows a job only its own GPUs, renumbered from 0,
+    while SLURM_JOB_GPUS names them by their place in the machine)."""
+    if not gpu_ids or any(not 0 <= i < count for i in gpu_ids):
+        return list(range(count))
+    return list(gpu_ids)
+
+
 def _first(d: dict, *keys: str):
     for k in keys:
         if d.get(k) not in (None, "N/A"):
@@ -192,18 +205,22 @@ class ProcessSampler:
     """CPU% and RSS of every descendant of ``root_pid`` (the wrapper), which includes DDP ranks in their own
     sessions and, thanks to the wrapper being a subreaper, orphans of a dead launcher."""
 
-    def __init__(self, root_pid: int):
+    def __init__(self, root_pid: int, exclude: set[int] | None = None, *, with_root: bool = False):
         self.root = psutil.Process(root_pid)
+        self.exclude = set(exclude or ())
+        self.with_root = with_root  # the root is part of the run (a Slurm task's shell, or the launcher it became)
         self._known: dict[int, psutil.Process] = {}
 
     def sample(self) -> tuple[list[dict], float, float]:
         procs, cpu, rss = [], 0.0, 0.0
         try:
-            children = self.root.children(recursive=True)
+            children = ([self.root] if self.with_root else []) + self.root.children(recursive=True)
         except psutil.Error:
             children = []
         alive = {}
         for child in children:
+            if child.pid in self.exclude:
+                continue
             # keep the same Process object so cpu_percent measures since the previous sample
             p = self._known.get(child.pid, child)
             try:
@@ -222,20 +239,31 @@ class ProcessSampler:
 
 
 def sample_loop(
-    rdir: Path, root_pid: int, gpu_ids: list[int], stop: threading.Event, interval: float | None = None
+    rdir: Path,
+    root_pid: int,
+    gpu_ids: list[int],
+    stop: threading.Event,
+    interval: float | None = None,
+    *,
+    name: str = "metrics.jsonl",
+    warn: bool = True,
+    exclude: set[int] | None = None,
+    with_root: bool = False,
 ) -> None:
-    """Append one sample per interval to ``rdir/metrics.jsonl`` until ``stop`` is set."""
+    """Append one sample per interval to ``rdir/<name>`` until ``stop`` is set. ``warn``: say in the run's events
+    when GPU metrics are missing (once per run: only one sampler of a run does)."""
     interval = interval or interval_s()
-    path = Path(rdir) / "metrics.jsonl"
+    path = Path(rdir) / name
     try:
         gpus = GpuSampler(gpu_ids)
-        procs = ProcessSampler(root_pid)
+        procs = ProcessSampler(root_pid, exclude, with_root=with_root)
     except Exception as exc:  # noqa: BLE001
-        events.append_event(
-            Path(rdir) / "events.jsonl", "warning", None, field="metrics", message=f"system metrics off: {exc}"
-        )
+        if warn:
+            events.append_event(
+                Path(rdir) / "events.jsonl", "warning", None, field="metrics", message=f"system metrics off: {exc}"
+            )
         return
-    if gpus.reason:
+    if gpus.reason and warn:
         events.append_event(Path(rdir) / "events.jsonl", "warning", None, field="metrics", message=gpus.reason)
     note = gpus.reason
     while not stop.is_set():
@@ -249,6 +277,65 @@ def sample_loop(
         stop.wait(max(0.0, interval - (time.time() - t0)))
 
 
+def node_file(node: int) -> str:
+    """The samples file of a Slurm job's node: the first node's is the run's ``metrics.jsonl``."""
+    return "metrics.jsonl" if node == 0 else f"metrics-node{node}.jsonl"
+
+
+def slurm_gpu_ids(env: dict[str, str] | None = None) -> list[int]:
+    """The GPUs Slurm gave this node's task (physical indices, as NVML counts them); empty: none named (all)."""
+    env = os.environ if env is None else env
+    for key in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        ids = [x.strip() for x in env.get(key, "").split(",") if x.strip()]
+        if ids and all(x.isdigit() for x in ids):
+            return [int(x) for x in ids]
+    return []
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def node_main(argv: list[str] | None = None) -> int:
+    """``python -m engine.runs.metrics RUN_DIR --root-pid PID [--node N]``: sample PID and the processes under it
+    (the job's task on this node: the shell that runs the launcher, or the launcher itself, which bash execs in
+    its place; this sampler excluded) and this node's GPUs into the run folder until PID ends. The batch script
+    starts it in the background of every node's task, after the task ignored SIGTERM, so a stop (``scancel
+    --signal=TERM``) leaves it sampling while the trainer saves."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m engine.runs.metrics")
+    p.add_argument("run_dir")
+    p.add_argument("--root-pid", type=int, required=True)
+    p.add_argument("--node", type=int, default=0)
+    args = p.parse_args(argv)
+    try:
+        root = psutil.Process(args.root_pid)
+    except psutil.Error:
+        return 0  # the task has ended already: nothing to sample
+    stop = threading.Event()
+    sampler = threading.Thread(
+        target=sample_loop,
+        name="metrics",
+        daemon=True,
+        args=(Path(args.run_dir), args.root_pid, slurm_gpu_ids(), stop),
+        kwargs={"name": node_file(args.node), "warn": args.node == 0, "exclude": {os.getpid()}, "with_root": True},
+    )
+    sampler.start()
+    while _alive(root) and sampler.is_alive():
+        time.sleep(min(0.5, interval_s()))
+    stop.set()
+    sampler.join(timeout=5)
+    return 0
+
+
 def read_metrics(path: str | Path, offset: int = 0) -> tuple[list[dict], int]:
     """Samples after byte ``offset`` and the new offset (a torn last line waits for the next read)."""
     return events.read_jsonl(path, offset)
+
+
+if __name__ == "__main__":
+    raise SystemExit(node_main())

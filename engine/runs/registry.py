@@ -227,7 +227,7 @@ def stop(run_id: str, grace_s: float | None = None, *, wait: bool = True) -> boo
     ``wait=False`` returns once the signals are sent; the stop finishes in the background (the page's Stop).
     A Slurm run: the same through scancel (``engine.runs.slurm.cancel``)."""
     if get(run_id, refresh_status=False).kind == slurm.KIND:
-        return slurm.cancel(run_id, grace_s)
+        return slurm.cancel(run_id, grace_s, wait=wait)
     return scheduler.stop_run(run_id, grace_s, wait=wait)
 
 

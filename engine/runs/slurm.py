@@ -10,10 +10,13 @@ registry like any run (kind ``slurm``, tag ``slurm-job:<id>``), its folder on th
   (pending with its reason, running), then ``sacct``, then ``scontrol show job`` (clusters without accounting
   storage, where sacct has nothing: it keeps finished jobs for MinJobAge), then the run folder's events (a job Slurm
   has forgotten). The state is written to ``slurm.json`` in the run folder; events, metrics and logs are read from
-  the folder like a local run's.
+  the folder like a local run's (the batch script samples every node's metrics: ``engine.runs.metrics.node_main``).
+  Slurm is asked at most every ``FOLLOW_S`` seconds per run, however many pages poll it. ``describe`` is the job as
+  every view shows it (the Runs tab, the dashboard, ``studio runs``): "Slurm job 12: pending (Resources)".
 - Stop (``cancel``): ``scancel --signal=TERM`` first (the trainer saves a checkpoint and stops; the batch script
-  keeps the launcher alive meanwhile), ``scancel`` after the grace period. A run stopped this way reads
-  ``cancelled`` whether Slurm ended it or it ended itself after saving.
+  keeps the launcher alive meanwhile), ``scancel`` after the grace period: ``cancel`` waits for it, or with
+  ``wait=False`` (the page's Stop) returns at once and the follower sends it once the grace period is over. A run
+  stopped this way reads ``cancelled`` whether Slurm ended it or it ended itself after saving.
 
 Settings (environment, like the studio's others): ``STUDIO_SLURM_BIN`` (the folder holding sbatch, squeue, scancel,
 scontrol, sacct; empty: PATH), ``STUDIO_SLURM_SHARED`` (the shared run folder: Slurm runs' folders are made there,
@@ -36,6 +39,7 @@ from engine.core import events, workspace
 from engine.machine.hardware import Hardware, cpu_only, target_machine
 from engine.runs import store
 from engine.runs.launch import build_command, launch_record, slurm_script, write_config_files
+from engine.runs.messages import MESSAGES
 from engine.runs.messages import message as run_message
 from engine.runs.store import MARKER, RunRecord
 from engine.spec.schema import RunSpec
@@ -67,6 +71,7 @@ STATES = {
     "REVOKED": "cancelled",
 }
 WAITING = ("pending", "running")
+FOLLOW_S = 2.0  # the shortest time between two looks at one job (every page's timer and the watchdog follow it)
 # Local network filesystems count as shared; these are certainly not (checked only when the cluster has other nodes).
 LOCAL_FS = ("ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay", "zfs", "f2fs", "vfat", "ramfs")
 
@@ -268,21 +273,55 @@ def read_state(rec: RunRecord) -> dict:
         return {"job_id": job_id(rec), "state": "unknown", "reason": ""}
 
 
+def state_message(state: str):
+    """Studio's word for a job state as a catalog message (the page translates it); an unknown word as it is."""
+    key = "runs.slurm_state_" + state.replace(" ", "_")
+    return run_message(key) if key in MESSAGES else state
+
+
+def describe(rec: RunRecord):
+    """The run's Slurm job as the Runs tab, the dashboard and ``studio runs`` show it: "Slurm job 12: pending
+    (Resources)", "Slurm job 12: completed" (a catalog message). None for a run that is not a Slurm job, or whose
+    submission failed (its reason says why)."""
+    if rec.kind != KIND:
+        return None
+    seen = read_state(rec)
+    jid = seen.get("job_id") or job_id(rec)
+    if not jid:
+        return None
+    reason = str(seen.get("reason") or "")
+    state = str(seen.get("state") or "unknown")
+    return _job_message(jid, state, reason)
+
+
+def _job_message(jid: str, state: str, reason: str):
+    return run_message(
+        "runs.slurm_active", job=jid, state=state_message(state), reason=f" ({reason})" if reason else ""
+    )
+
+
 def _set_active_reason(rec: RunRecord, jid: str, state: str, reason: str) -> None:
     """While the job waits or runs, the registry's reason says so (Slurm job 12: pending (Resources)): every view of
     the registry (the page, ``studio runs``) shows it without knowing about Slurm."""
-    text = str(run_message("runs.slurm_active", job=jid, state=state, reason=f" ({reason})" if reason else ""))
+    text = str(_job_message(jid, state, reason))
     if text != rec.reason:
         store.update(rec.id, only_if_status=("running",), reason=text)
 
 
-def follow(rec: RunRecord) -> bool:
-    """Bring a Slurm run's record in line with its job; True when the run ended now (registered with the store)."""
+def follow(rec: RunRecord, *, force: bool = False) -> bool:
+    """Bring a Slurm run's record in line with its job; True when the run ended now (registered with the store).
+    Slurm is asked again only ``FOLLOW_S`` after the last look (``force``: now). A stop whose grace period is over
+    while the job still runs is finished here with ``scancel`` (``cancel(wait=False)`` left it to this)."""
     jid = job_id(rec)
     if jid is None:
         return False
     rdir = Path(rec.run_dir)
+    seen = read_state(rec)
+    if not force and time.time() - float(seen.get("checked") or 0) < FOLLOW_S and seen.get("state") in WAITING:
+        return False
     js = query(jid)
+    if rec.stop_requested is not None and js.state in WAITING and time.time() - rec.stop_requested > _grace():
+        _slurm(["scancel", jid])
     last = events.last_event(rec.events_path, events.TERMINAL_TYPES)
     if js.state == "unknown":  # Slurm forgot the job (no accounting, MinJobAge passed): the folder says how it ended
         if last is None:
@@ -335,11 +374,16 @@ store.FOLLOWERS[KIND] = follow
 
 
 # ----------------------------------------------------------------------------------------------- stop
-def cancel(run_id: str, grace_s: float | None = None) -> bool:
-    """Stop a Slurm run: SIGTERM to the job's steps (the trainer saves a checkpoint), scancel after ``grace_s``
-    (default STUDIO_STOP_GRACE), then wait for Slurm to end it. True when the job has ended."""
+def _grace() -> float:
     from engine.runs.scheduler import stop_grace_s
 
+    return stop_grace_s()
+
+
+def cancel(run_id: str, grace_s: float | None = None, *, wait: bool = True) -> bool:
+    """Stop a Slurm run: SIGTERM to the job's steps (the trainer saves a checkpoint), scancel after ``grace_s``
+    (default STUDIO_STOP_GRACE), then wait for Slurm to end it. True when the job has ended. ``wait=False``: the
+    SIGTERM (a pending job: the scancel) and return; ``follow`` sends the scancel once STUDIO_STOP_GRACE is over."""
     rec = store.get(run_id)
     jid = job_id(rec)
     if rec.status != "running" or jid is None:
@@ -348,13 +392,17 @@ def cancel(run_id: str, grace_s: float | None = None) -> bool:
     state = query(jid).state
     if state == "running":
         _slurm(["scancel", "--signal=TERM", jid])
-        deadline = time.time() + (stop_grace_s() if grace_s is None else grace_s)
+        if not wait:
+            return False
+        deadline = time.time() + (_grace() if grace_s is None else grace_s)
         while time.time() < deadline and query(jid).state == "running":
             time.sleep(0.5)
     if query(jid).state in WAITING:
         _slurm(["scancel", jid])
+    if not wait:
+        return False
     deadline = time.time() + 120
     while time.time() < deadline and query(jid).state in WAITING:
         time.sleep(0.5)
-    store.refresh(run_id)
+    follow(store.get(run_id, refresh_status=False), force=True)
     return query(jid).state not in WAITING

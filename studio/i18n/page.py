@@ -356,6 +356,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "rc_id": ("id", "ID"),
     "rc_name": ("name", "名称"),
     "rc_status": ("status", "状态"),
+    "rc_cluster": ("cluster", "集群"),
     "rc_method": ("method", "方法"),
     "rc_model": ("model", "模型"),
     "rc_dataset": ("dataset", "数据集"),

@@ -62,4 +62,13 @@ RUNS_ZH: dict[str, str] = {
     "runs.slurm_active": "Slurm 作业 {job}：{state}{reason}",
     "runs.slurm_cancelled": "已取消（Slurm 作业 {job}）",
     "runs.slurm_ended": "Slurm 作业 {job} 已结束：{state}（{slurm}）",
+    "runs.slurm_state_pending": "排队等待中",
+    "runs.slurm_state_running": "运行中",
+    "runs.slurm_state_completed": "已完成",
+    "runs.slurm_state_failed": "失败",
+    "runs.slurm_state_cancelled": "已取消",
+    "runs.slurm_state_timeout": "超时",
+    "runs.slurm_state_node_failure": "节点故障",
+    "runs.slurm_state_out_of_memory": "内存不足",
+    "runs.slurm_state_unknown": "状态未知",
 }

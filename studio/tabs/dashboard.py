@@ -10,7 +10,8 @@ from typing import Any
 
 from studio import backend, monitor
 from studio.i18n.localize import localize
-from studio.i18n.page import t
+from studio.i18n.page import STRINGS, t
+from studio.tabs import runs as runs_tab
 
 PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util")
 VIEW_TTL_S = 300  # longer than a hidden tab's slowest timer (browsers throttle it to about once a minute)
@@ -25,15 +26,21 @@ def select_run(run_id: str | None) -> dict:
 
 def run_status(run_id: str | None, lang: str = "en") -> str:
     """The run's status; "stalled (no progress for ...)" in the page's language for a running run whose trainer
-    stopped writing (engine.runs.watchdog)."""
+    stopped writing (engine.runs.watchdog); a cluster run's says its Slurm job beside it ("running · Slurm job 12:
+    pending (Resources)")."""
     if not run_id:
         return ""
     try:
         record = backend.engine_module("runs.registry").get(run_id)
         status = backend.engine_module("runs.watchdog").status_text(record)
-        return localize(status, lang) if getattr(status, "key", "") else str(status or "")
+        text = localize(status, lang) if getattr(status, "key", "") else str(status or "")
     except Exception:  # registry missing or the id unknown: the events still tell the story
         return ""
+    job = runs_tab.cluster_text(record, lang)
+    if job:  # a compound status is shown as it is (monitor.status_line translates only a bare status word)
+        word = t(f"st_{text}", lang) if f"st_{text}" in STRINGS else text
+        return f"{word} · {job}"
+    return text
 
 
 def machine_has_gpu() -> bool:

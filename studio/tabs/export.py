@@ -34,13 +34,29 @@ def inside_workspace(path: str | Path) -> Path:
     return p
 
 
+TRAINED_KINDS = ("train", "slurm")  # runs that train (here, or as a Slurm job in the shared run folder)
+
+
 def source_choices() -> list[tuple[str, str]]:
-    """Completed runs (newest first) as (label, run folder)."""
+    """Completed training runs (newest first) as (label, run folder)."""
     out = []
     for r in backend.list_runs():
-        if getattr(r, "status", "") == "completed" and getattr(r, "kind", "train") == "train":
+        if getattr(r, "status", "") == "completed" and getattr(r, "kind", "train") in TRAINED_KINDS:
             out.append((f"{r.id} · {r.name}" if r.name and r.name != r.id else r.id, r.run_dir))
     return out
+
+
+def _run_folder(source: str) -> Path | None:
+    """``source`` when it is a registered training run's folder: a Slurm run's lives in the shared run folder
+    (STUDIO_SLURM_SHARED), outside the workspace, and the registry vouches for it."""
+    try:
+        wanted = Path(source).expanduser().resolve()
+        for r in backend.list_runs():
+            if getattr(r, "kind", "train") in TRAINED_KINDS and Path(r.run_dir).resolve() == wanted:
+                return wanted
+    except Exception:  # noqa: BLE001 - an unreadable registry: the workspace rule decides
+        return None
+    return None
 
 
 def default_out(source: str) -> str:
@@ -55,7 +71,7 @@ def default_out(source: str) -> str:
 def _paths(source: str, out_dir: str) -> tuple[Path, Path]:
     """(source inside the workspace, target where the workspace's rule allows: engine.core.folders, the same rule as
     the Train form's output folder and ``studio merge --out``); an existing default target gets a fresh suffix."""
-    src = inside_workspace(source)
+    src = _run_folder(source) or inside_workspace(source)
     default = Path(default_out(str(src)))
     out = folders.output_path(out_dir) if out_dir else default
     if out.exists() and out == default.resolve():  # a second merge of the same run gets its own folder

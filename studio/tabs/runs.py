@@ -1,5 +1,5 @@
-"""Runs tab: history table, overlay of several runs' loss curves, spec diff, resume / duplicate / stop / delete,
-TensorBoard folder and command.
+"""Runs tab: history table (a cluster run's Slurm job and state in its own column), overlay of several runs' loss
+curves, spec diff, resume / duplicate / stop / delete, the chosen run's Slurm job, TensorBoard folder and command.
 
 Light: gradio, pandas, yaml, engine.runs.registry / events. Everything shown is rebuilt from the registry and run
 folders.
@@ -21,7 +21,19 @@ from studio.i18n.localize import localize, localize_error, localize_problems
 from studio.i18n.page import STRINGS, t
 
 NOTICE_DAYS = 7  # a rebuilt registry is said at the top of the tab for this long
-COLUMNS = ["id", "name", "status", "method", "model", "dataset", "started", "duration", "final loss", "peak MiB"]
+COLUMNS = [
+    "id",
+    "name",
+    "status",
+    "cluster",
+    "method",
+    "model",
+    "dataset",
+    "started",
+    "duration",
+    "final loss",
+    "peak MiB",
+]
 
 
 def summarize(rec: Any, lang: str = "en") -> dict:
@@ -50,6 +62,7 @@ def summarize(rec: Any, lang: str = "en") -> dict:
         "id": rec.id,
         "name": rec.name,
         "status": status,
+        "cluster": cluster_text(rec, lang),
         "method": f"{method.get('stage', '')}/{method.get('finetuning', '')}".strip("/"),
         "model": Path(str(spec.get("model", {}).get("name_or_path", ""))).name,
         "dataset": ", ".join(spec.get("data", {}).get("datasets", []) or []),
@@ -58,6 +71,18 @@ def summarize(rec: Any, lang: str = "en") -> dict:
         "final loss": round(final_loss, 4) if final_loss is not None else None,
         "peak MiB": round(peak) if peak is not None else None,
     }
+
+
+def cluster_text(rec: Any, lang: str = "en") -> str:
+    """A cluster run's Slurm job, its state and why it waits ("Slurm job 12: pending (Resources)", as
+    engine.runs.slurm.describe says it) in the page's language; empty for a run on this machine."""
+    if getattr(rec, "kind", "train") != "slurm":
+        return ""
+    try:
+        job = backend.engine_module("runs.slurm").describe(rec)
+    except Exception:  # noqa: BLE001 - an unreadable slurm.json: the status column still tells
+        return ""
+    return localize(job, lang) if job is not None else ""
 
 
 def table(lang: str = "en", rows: list[dict] | None = None) -> pd.DataFrame:
@@ -192,6 +217,18 @@ def tensorboard_info(run_id: str | None, lang: str = "en") -> str:
     return f"{t('tb_folder', lang)} `{folder}`\n\n```\n{command}\n```"
 
 
+def details(run_id: str | None, lang: str = "en") -> str:
+    """The chosen run's panel: its Slurm job and state for a cluster run, then its TensorBoard folder and command."""
+    if not run_id:
+        return ""
+    try:
+        job = cluster_text(backend.engine_module("runs.registry").get(run_id), lang)
+    except Exception:  # noqa: BLE001 - an unknown or deleted run
+        job = ""
+    tb = tensorboard_info(run_id, lang)
+    return f"**{job}**\n\n{tb}" if job else tb
+
+
 def duplicate_values(run_id: str | None) -> dict | None:
     if not run_id:
         return None
@@ -297,9 +334,11 @@ def build(ctx: Any) -> None:
     gr.on([chosen.change, ctx.lang.change], _compare, [chosen, ctx.lang], [curves, diff, colors]).then(
         lambda colors_: gr.update(color_map=colors_), [colors], [curves]
     )
-    gr.on([one.change, ctx.lang.change], tensorboard_info, [one, ctx.lang], [tb])
+    gr.on([one.change, ctx.lang.change, refresh.click], details, [one, ctx.lang], [tb])
     resume_btn.click(lambda r, l_: act("resume", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)
-    stop_btn.click(lambda r, l_: act("stop", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)
+    stop_btn.click(lambda r, l_: act("stop", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after).then(
+        details, [one, ctx.lang], [tb]
+    )
     del_btn.click(lambda: gr.update(visible=True), None, [confirm])
     confirm.click(
         lambda r, l_: (act("delete", r, l_), gr.update(visible=False)), [one, ctx.lang], [msg, confirm]

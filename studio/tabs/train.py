@@ -168,11 +168,12 @@ def _comparable(data: dict) -> dict:
 
 
 def identical_active_run(spec: spec_mod.RunSpec) -> Any:
-    """A queued or running training run whose spec is this one (a double click, a second tab), or None."""
+    """A queued or running training run (here or a Slurm job) whose spec is this one (a double click, a second
+    tab), or None."""
     runs = backend.engine_module("runs.registry")
     mine = _comparable(spec_mod.spec_to_dict(spec))
     for rec in runs.list_runs(runs.ACTIVE):
-        if getattr(rec, "kind", "train") != "train" or not rec.spec:
+        if getattr(rec, "kind", "train") not in ("train", "slurm") or not rec.spec:
             continue
         try:
             theirs = spec_mod.spec_to_dict(spec_mod.parse_spec(yaml.safe_load(rec.spec)))

@@ -91,3 +91,14 @@ def test_nvml_reports_every_gpu_field(monkeypatch):
     for _ in range(20):
         sampler.sample()
     assert (time.perf_counter() - t0) / 20 < 0.05  # negligible next to a 1 s interval
+
+
+def test_slurm_gpus_are_sampled_in_the_librarys_numbering():
+    """A Slurm node's sampler samples the job's GPUs (SLURM_STEP_GPUS / SLURM_JOB_GPUS, by their place in the
+    machine); where the node shows the job only its own GPUs, renumbered from 0, it samples those it sees."""
+    assert metrics.slurm_gpu_ids({"SLURM_JOB_GPUS": "2,3"}) == [2, 3]
+    assert metrics.slurm_gpu_ids({"SLURM_STEP_GPUS": "1", "SLURM_JOB_GPUS": "0,1"}) == [1]
+    assert metrics.slurm_gpu_ids({}) == [] and metrics.slurm_gpu_ids({"SLURM_JOB_GPUS": "(null)"}) == []
+    assert metrics._visible([2, 3], 4) == [2, 3]
+    assert metrics._visible([2, 3], 2) == [0, 1]
+    assert metrics._visible([], 3) == [0, 1, 2]

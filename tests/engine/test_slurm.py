@@ -1,12 +1,15 @@
 """Slurm as a launch target: the spec's fields and rules, the batch script, the refusals, and real jobs on a one-host
-cluster that the test starts (tests/engine/slurm_cluster.py): a CPU run of the demo submitted through the registry
-completes with its loss curve and is re-attached by a studio started after the one that submitted it; a cancelled
-job reads "cancelled" with a checkpoint; a held job shows its pending reason, and fails with its cause once
-released; a job over its time limit reads "timeout".
+cluster that the test session starts (tests/slurm_cluster.py): a CPU run of the demo submitted through the registry
+completes with its loss curve and its node's system metrics, and is re-attached by a studio started after the one
+that submitted it; `studio runs list`, the Runs tab and the dashboard show its job and state; a cancelled job reads
+"cancelled" with a checkpoint; a stop past its grace period is finished by the next look at the run; a held job shows
+its pending reason, and fails with its cause once released; a job over its time limit reads "timeout". Without a
+cluster: every node's task samples its own metrics.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.events import read_all
 from engine.machine.hardware import cpu_only
 from engine.runs import slurm
-from engine.runs.launch import build_command
+from engine.runs.launch import build_command, slurm_script
 from engine.spec.schema import SpecError, validate_spec
-from tests.engine import slurm_cluster
 from tests.helpers import demo_spec, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,6 +103,50 @@ def test_batch_script_has_the_options_one_task_per_node_and_a_graceful_launcher(
     assert 'trap "" TERM; ' in script and "srun --kill-on-bad-exit=1" in script
 
 
+def _sampler_processes(run_dir: Path) -> list:
+    import psutil
+
+    out = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "engine.runs.metrics" in cmd and str(run_dir) in cmd:
+            out.append(proc)
+    return out
+
+
+def test_every_nodes_task_samples_its_metrics_until_it_ends(demo_paths, tmp_path):
+    """The srun line of the batch script, run as Slurm runs it on node 0 and node 1 (SLURM_NODEID), around a busy
+    process standing in for the launcher: each node writes its own samples file with the task's processes (the
+    sampler itself left out), only node 0 says in the events that GPU metrics are off, and the sampler ends with the
+    task."""
+    code = (
+        'import os, sys, time; open(sys.argv[1] + os.environ["SLURM_NODEID"], "w").write(str(os.getpid())); '
+        'd = time.time() + 2.5; exec("while time.time() < d: pass")'
+    )
+    busy = [sys.executable, "-c", code, str(tmp_path / "busy-pid-")]
+    script = slurm_script(slurm_spec(demo_paths), busy, {}, run_dir=tmp_path)
+    (srun,) = [line for line in script.splitlines() if line.startswith("srun ")]
+    task = srun.removeprefix("srun --kill-on-bad-exit=1 ")
+    env = {**os.environ, "STUDIO_METRICS_INTERVAL": "0.2", "PYTHONPATH": str(ROOT)}
+    nodes = [
+        subprocess.Popen(["bash", "-c", task], env={**env, "SLURM_NODEID": str(n)}, cwd=ROOT, start_new_session=True)
+        for n in (0, 1)
+    ]
+    assert [p.wait(timeout=60) for p in nodes] == [0, 0]
+    assert wait_for(lambda: not _sampler_processes(tmp_path), timeout=20), "the sampler outlived its task"
+    for node, name in enumerate(("metrics.jsonl", "metrics-node1.jsonl")):
+        busy_pid = int((tmp_path / f"busy-pid-{node}").read_text())
+        samples = [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
+        assert len(samples) >= 3, (name, samples)
+        procs = [p for s in samples for p in s["processes"]]
+        mine = [p for p in procs if p["pid"] == busy_pid]
+        assert mine and max(p["rss_mib"] for p in mine) > 1 and max(p["cpu_pct"] for p in mine) > 0, procs
+        # besides it, at most the task's shell (bash may exec the launcher instead): never the sampler itself
+        assert {p["name"] for p in procs if p["pid"] != busy_pid} <= {"bash"}, procs
+    warnings = [e for e in read_all(tmp_path / "events.jsonl") if e["type"] == "warning"]
+    assert len(warnings) == 1 and "GPU metrics" in warnings[0]["payload"]["message"], warnings
+
+
 def test_refused_without_slurm_commands_or_a_shared_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("STUDIO_SLURM_BIN", str(tmp_path / "nowhere"))
     (msg,) = slurm.problems()
@@ -130,38 +177,14 @@ def test_submit_is_refused_with_the_field_named(run_registry, demo_paths, monkey
 
 
 # ----------------------------------------------------------------------------------------------- a real cluster
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    reason = slurm_cluster.unavailable()
-    if reason:
-        pytest.skip(reason)
-    folder = tmp_path_factory.mktemp("slurm")
-    try:
-        c = slurm_cluster.start(folder, kill_wait=15)
-    except RuntimeError as exc:
-        pytest.skip(f"a one-host Slurm cluster does not start on this machine: {exc}")
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(c.conf)
-    yield c
-    jobs = c.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
-    if jobs:
-        c.run("scancel", *jobs, check=False)
-        wait_for(lambda: not c.run("squeue", "-h", "-o", "%i", check=False).stdout.strip(), timeout=60)
-    c.stop()
-    if old is None:
-        os.environ.pop("SLURM_CONF", None)
-    else:
-        os.environ["SLURM_CONF"] = old
-
-
 @pytest.fixture
-def on_cluster(cluster, run_registry, monkeypatch, tmp_path):
+def on_cluster(slurm_cluster, run_registry, monkeypatch, tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     monkeypatch.setenv("STUDIO_SLURM_SHARED", str(shared))
     monkeypatch.setenv("STUDIO_SLURM_PARTITION", "debug")
     monkeypatch.delenv("STUDIO_SLURM_BIN", raising=False)
-    return cluster
+    return slurm_cluster
 
 
 def wait_status(run_id, statuses, timeout=240):
@@ -205,10 +228,32 @@ def test_a_submitted_run_completes_and_a_restarted_studio_reattaches(on_cluster,
     losses = [e["payload"]["loss"] for e in events.read_all(rec.events_path) if "loss" in e.get("payload", {})]
     assert len(losses) == 6, losses  # the loss curve, read from the shared run folder
     assert (Path(rec.output_dir) / "adapter").is_dir()
+    # The job sampled its node's system metrics (the dashboard's RAM / CPU charts): the launcher and the trainer.
+    samples = [json.loads(line) for line in (Path(rec.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    procs = [p for sample in samples for p in sample["processes"]]
+    assert len({p["pid"] for p in procs}) >= 2 and max(sample["rss_mib"] for sample in samples) > 50, samples[-3:]
+    assert wait_for(lambda: not _sampler_processes(Path(rec.run_dir)), timeout=30), "the sampler outlived the job"
+    jid = slurm.job_id(rec)
     listing = subprocess.run(
         [sys.executable, "-m", "engine.cli", "runs", "list"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
-    assert run_id in listing.stdout and "slurm" in listing.stdout, listing.stdout + listing.stderr
+    assert run_id in listing.stdout and f"completed · Slurm job {jid}: completed" in listing.stdout, listing.stdout
+    shown = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "runs", "show", run_id],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert f"slurm        Slurm job {jid}: completed" in shown.stdout, shown.stdout + shown.stderr
+    # The page's views of it: the Runs tab's cluster column and the dashboard's status, in English and Chinese.
+    from studio.tabs import dashboard
+    from studio.tabs import runs as runs_tab
+
+    rows = runs_tab.table().to_dict("records")
+    assert [r["cluster"] for r in rows if r["id"] == run_id] == [f"Slurm job {jid}: completed"], rows
+    assert dict(zip(runs_tab.table("zh")["ID"], runs_tab.table("zh")["集群"]))[run_id] == f"Slurm 作业 {jid}：已完成"
+    assert dashboard.run_status(run_id) == f"completed · Slurm job {jid}: completed"
 
 
 @pytest.mark.slow
@@ -227,7 +272,7 @@ def test_cancel_saves_a_checkpoint_and_reads_cancelled(on_cluster, demo_paths):
 
 
 @pytest.mark.slow
-def test_a_held_job_shows_its_reason_then_fails_with_its_cause(on_cluster, demo_paths, tmp_path):
+def test_a_held_job_shows_its_reason_then_fails_with_its_cause(on_cluster, demo_paths, tmp_path, capsys):
     import shutil
 
     from engine.runs import registry
@@ -239,6 +284,17 @@ def test_a_held_job_shows_its_reason_then_fails_with_its_cause(on_cluster, demo_
     rec = wait_for(lambda: (r := registry.get(run_id)).reason.endswith("(JobHeldUser)") and r, timeout=60)
     assert rec.status == "running" and slurm.read_state(rec)["state"] == "pending"
     assert "pending" in rec.reason
+    jid = slurm.job_id(rec)
+    from engine.runs import cli
+    from studio.tabs import runs as runs_tab
+
+    assert cli.cli(["runs", "list"]) == 0
+    assert f"running · Slurm job {jid}: pending (JobHeldUser)" in capsys.readouterr().out
+    assert runs_tab.cluster_text(rec) == f"Slurm job {jid}: pending (JobHeldUser)"
+    assert runs_tab.cluster_text(rec, "zh") == f"Slurm 作业 {jid}：排队等待中 (JobHeldUser)"
+    from studio.tabs import train
+
+    assert train.identical_active_run(rec.load_spec()).id == run_id  # a second Start of this form asks first
     (model / "config.json").write_text("{ not json", encoding="utf-8")  # the job will find a broken model
     on_cluster.run("scontrol", "release", slurm.job_id(rec))
     rec = wait_status(run_id, ("failed", "completed", "stopped"))
@@ -255,3 +311,17 @@ def test_a_job_over_its_time_limit_reads_timeout(on_cluster, demo_paths):
     rec = wait_status(run_id, ("failed", "completed", "stopped"), timeout=300)
     assert rec.status == "failed" and slurm.read_state(rec)["state"] == "timeout", rec.reason
     assert "timeout" in rec.reason and time.time() - started >= 55
+
+
+@pytest.mark.slow
+def test_a_stop_past_its_grace_period_is_finished_by_the_follower(on_cluster, demo_paths):
+    """The page's Stop sends only SIGTERM and returns; when the grace period is over and the job still holds on,
+    whoever looks at the run next (a page, the watchdog, `studio runs list`) cancels it. A held job stands in for
+    one that ignored the SIGTERM: its stop was asked longer ago than STUDIO_STOP_GRACE."""
+    from engine.runs import registry, store
+
+    run_id = registry.submit(slurm_spec(demo_paths, slurm_opts={"extra_sbatch": ["--hold"]}))
+    wait_for(lambda: slurm.read_state(registry.get(run_id))["state"] == "pending", timeout=60)
+    store.update(run_id, stop_requested=time.time() - 300)  # STUDIO_STOP_GRACE is 120 s
+    rec = wait_status(run_id, ("stopped", "failed", "completed"), timeout=60)
+    assert rec.status == "stopped" and slurm.read_state(rec)["state"] == "cancelled", rec.reason

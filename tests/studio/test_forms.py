@@ -91,6 +91,22 @@ def test_optional_values_and_lists_convert():
     assert forms.field_for_error("spec") is None
 
 
+def test_text_lists_show_empty_as_empty_and_sbatch_lines_one_per_line():
+    """A list typed in a textbox: an empty one is empty text (a "[]" came back as the sbatch line "[]" and blocked
+    Start on every Slurm run), sbatch options one per line (an option may hold a comma)."""
+    from studio import gradio_setup  # noqa: F401 - gradio without its stub regeneration
+
+    sbatch, modules = forms.BY_PATH["launch.slurm.extra_sbatch"], forms.BY_PATH["method.freeze.trainable_modules"]
+    for info in (sbatch, modules):
+        assert forms.to_widget_value(info, []) == ""
+        assert forms.from_widget_value(info, forms.make_widget(info, forms.to_widget_value(info, [])).value) == []
+    lines = ["--exclusive", "--mail-type=END,FAIL"]
+    assert forms.to_widget_value(sbatch, lines) == "--exclusive\n--mail-type=END,FAIL"
+    assert forms.from_widget_value(sbatch, forms.to_widget_value(sbatch, lines)) == lines
+    names = ["mlp", "self_attn"]
+    assert forms.from_widget_value(modules, forms.to_widget_value(modules, names)) == names
+
+
 def test_presets_save_load_and_refuse_traversal(demo_paths):
     values = _demo_values(demo_paths)
     values["method.lora.rank"] = 16

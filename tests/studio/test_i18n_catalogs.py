@@ -354,6 +354,7 @@ def test_runs_tab_in_chinese(run_registry, monkeypatch):
         "ID",
         "名称",
         "状态",
+        "集群",
         "方法",
         "模型",
         "数据集",

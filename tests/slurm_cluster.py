@@ -5,6 +5,10 @@ root (slurmd starts jobs as their users); ``unavailable()`` says why not where i
 
 The configuration is the smallest that runs jobs without cgroups or a database: proctrack/linuxproc, task/none,
 select/cons_tres, no accounting (so ``sacct`` has nothing; Studio falls back to ``scontrol show job``).
+
+``session_cluster`` is the session's one cluster (the ``slurm_cluster`` fixture of tests/conftest.py, shared by the
+engine's Slurm tests and the browser test): it exports SLURM_CONF for the session, so the studio servers the tests
+start find it too; at the end it cancels any job left and stops the daemons.
 """
 
 from __future__ import annotations
@@ -154,6 +158,35 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
         cluster.stop()
         raise
     return cluster
+
+
+def session_cluster(tmp_path_factory):
+    """Generator behind the ``slurm_cluster`` fixture: skips (saying why) where a cluster cannot start."""
+    import pytest
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    try:
+        c = start(tmp_path_factory.mktemp("slurm"), kill_wait=15)
+    except RuntimeError as exc:
+        pytest.skip(f"a one-host Slurm cluster does not start on this machine: {exc}")
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(c.conf)
+    try:
+        yield c
+    finally:
+        jobs = c.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
+        if jobs:
+            c.run("scancel", *jobs, check=False)
+            deadline = time.time() + 60
+            while time.time() < deadline and c.run("squeue", "-h", "-o", "%i", check=False).stdout.strip():
+                time.sleep(0.5)
+        c.stop()
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
 
 
 def _wait(cond, timeout: float, cluster: Cluster, name: str) -> None:
