@@ -133,7 +133,8 @@ def apply_lora(spec: RunSpec, model):
         use_dora=lora.use_dora,
         init_lora_weights=pissa_init_name(lora.pissa_iter) if lora.pissa_init else True,
         bias="none",
-        task_type="CAUSAL_LM",
+        # SEQ_CLS: peft keeps the new score head trainable and saves it with the adapter (modules_to_save)
+        task_type=task_type(spec),
     )
     return get_peft_model(model, config)
 
@@ -162,6 +163,12 @@ def save_pissa_as_lora(trainer, target, out) -> None:
         trainer.accelerator.wait_for_everyone()
 
 
+def task_type(spec: RunSpec) -> str:
+    """peft's task type: SEQ_CLS for a reward model (peft keeps the new score head trainable and saves it with the
+    adapter, modules_to_save), else CAUSAL_LM."""
+    return "SEQ_CLS" if spec.method.stage == "rm" else "CAUSAL_LM"
+
+
 def apply_oft(spec: RunSpec, model):
     """Orthogonal fine-tuning (peft's OFT): each targeted linear layer's input is rotated by a trained block-diagonal
     orthogonal matrix; r blocks per layer, or blocks of ``block_size`` (exactly one of them is non-zero)."""
@@ -174,8 +181,7 @@ def apply_oft(spec: RunSpec, model):
         target_modules="all-linear" if oft.targets == ["all"] else list(oft.targets),
         module_dropout=oft.dropout,
         bias="none",
-        # SEQ_CLS: peft keeps the new score head trainable and saves it with the adapter (modules_to_save)
-        task_type="SEQ_CLS" if spec.method.stage == "rm" else "CAUSAL_LM",
+        task_type=task_type(spec),
     )
     return get_peft_model(model, config)
 
