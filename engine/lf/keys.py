@@ -225,7 +225,6 @@ _OPTIONS_OF_OFF_FEATURES = set(
     "fp8_enable_fsdp_float8_all_gather profiler_output_dir profiler_wait_steps profiler_warmup_steps "
     "profiler_active_steps profiler_repeat profiler_record_shapes profiler_profile_memory profiler_with_stack".split()
 )
-_OPTIM = "use optim (adamw_torch, adamw_8bit, paged_adamw_8bit, adafactor)"
 _PPO = "PPO and its reward_model are not supported: use stage dpo or kto (stage rm trains a reward model)"
 _REF = (
     "a separate reference model is not supported: the reference of DPO and KTO is the model being trained "
