@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.e2e.conftest import Server
-from tests.e2e.test_walking_skeleton import _wait_loss_points
+from tests.e2e.test_walking_skeleton import _wait_loss_points, merge_in_export_tab
 
 pytestmark = pytest.mark.slow  # a real cluster, server and browser
 
@@ -119,14 +119,7 @@ def test_a_cluster_run_from_the_page_runs_completes_and_merges(cluster_page, sho
             break
         assert time.time() < deadline, rows
 
-    page.get_by_role("tab", name="Export").click()
-    page.wait_for_selector("#export-source", timeout=10_000)
-    page.click("#export-source input")
-    page.get_by_role("option", name=run_id).first.click()
-    page.wait_for_function("document.querySelector('#export-out input').value.length > 0", timeout=10_000)
-    page.click("#merge-btn")
-    page.wait_for_selector("#merged-path", timeout=240_000)
-    merged = page.inner_text("#merged-path")
+    merged = merge_in_export_tab(page, run_id, timeout=240_000)
     page.wait_for_function(  # the merged model is listed among the recent merges
         "(path) => document.querySelector('#export-recent').innerText.includes(path)", arg=merged, timeout=30_000
     )

@@ -23,6 +23,18 @@ def _loss_points(page) -> int:
     return page.evaluate(_POINTS_JS)
 
 
+def merge_in_export_tab(page, run_id: str, timeout: int) -> str:
+    """Merge ``run_id`` with the Export tab's button, as a person does; the merged folder the page names."""
+    page.get_by_role("tab", name="Export").click()
+    page.wait_for_selector("#export-source", timeout=10_000)
+    page.click("#export-source input")
+    page.get_by_role("option", name=run_id).first.click()
+    page.wait_for_function("document.querySelector('#export-out input').value.length > 0", timeout=10_000)
+    page.click("#merge-btn")
+    page.wait_for_selector("#merged-path", timeout=timeout)
+    return page.inner_text("#merged-path")
+
+
 def _wait_loss_points(page, n: int, timeout_ms: int = 30_000) -> int:
     """Vega draws the plot asynchronously after the status text updates: wait for the curve, then count it."""
     try:
@@ -65,14 +77,7 @@ def test_train_watch_merge(page, shots, fits_width):
     assert _wait_loss_points(other, 2) >= 2
     other.close()
 
-    page.get_by_role("tab", name="Export").click()
-    page.wait_for_selector("#export-source", timeout=10_000)
-    page.click("#export-source input")
-    page.get_by_role("option", name=run_id).first.click()
-    page.wait_for_function("document.querySelector('#export-out input').value.length > 0", timeout=10_000)
-    page.click("#merge-btn")
-    page.wait_for_selector("#merged-path", timeout=180_000)
-    merged = page.inner_text("#merged-path")
+    merged = merge_in_export_tab(page, run_id, timeout=180_000)
     page.screenshot(path=str(shots / "export-merged.png"))
     assert Path(merged, "config.json").is_file(), merged
     assert "verification" in page.inner_text("#export-result")
