@@ -86,6 +86,32 @@ MESSAGES: dict[str, str] = {
     "runs.slurm_state_node_failure": "node failure",
     "runs.slurm_state_out_of_memory": "out of memory",
     "runs.slurm_state_unknown": "state unknown",
+    # why a pending job waits: Slurm's reason code (squeue(1), JOB REASON CODES) kept as Slurm writes it (people
+    # search for it), with a short explanation on the page in its language (engine.runs.slurm.reason_message).
+    # English keeps the code alone, as squeue prints it.
+    "runs.slurm_reason_resources": " ({reason})",
+    "runs.slurm_reason_priority": " ({reason})",
+    "runs.slurm_reason_node_not_avail": " ({reason})",
+    "runs.slurm_reason_begin_time": " ({reason})",
+    "runs.slurm_reason_dependency": " ({reason})",
+    "runs.slurm_reason_dependency_never": " ({reason})",
+    "runs.slurm_reason_held_user": " ({reason})",
+    "runs.slurm_reason_held_admin": " ({reason})",
+    "runs.slurm_reason_partition_time_limit": " ({reason})",
+    "runs.slurm_reason_partition_node_limit": " ({reason})",
+    "runs.slurm_reason_partition_down": " ({reason})",
+    "runs.slurm_reason_node_down": " ({reason})",
+    "runs.slurm_reason_reservation": " ({reason})",
+    "runs.slurm_reason_licenses": " ({reason})",
+    "runs.slurm_reason_invalid_account": " ({reason})",
+    "runs.slurm_reason_invalid_qos": " ({reason})",
+    "runs.slurm_reason_bad_constraints": " ({reason})",
+    "runs.slurm_reason_qos_limit": " ({reason})",
+    "runs.slurm_reason_assoc_limit": " ({reason})",
+    "runs.slurm_reason_prolog": " ({reason})",
+    "runs.slurm_reason_cleaning": " ({reason})",
+    "runs.slurm_reason_scheduling": " ({reason})",
+    "runs.slurm_reason_launch_failed": " ({reason})",
 }
 
 

@@ -12,7 +12,8 @@ registry like any run (kind ``slurm``, tag ``slurm-job:<id>``), its folder on th
   has forgotten). The state is written to ``slurm.json`` in the run folder; events, metrics and logs are read from
   the folder like a local run's (the batch script samples every node's metrics: ``engine.runs.metrics.node_main``).
   Slurm is asked at most every ``FOLLOW_S`` seconds per run, however many pages poll it. ``describe`` is the job as
-  every view shows it (the Runs tab, the dashboard, ``studio runs``): "Slurm job 12: pending (Resources)".
+  every view shows it (the Runs tab, the dashboard, ``studio runs``): "Slurm job 12: pending (Resources)"; the page
+  explains the common reason codes in its language (``reason_message``), keeping Slurm's code.
 - Stop (``cancel``): ``scancel --signal=TERM`` first (the trainer saves a checkpoint and stops; the batch script
   keeps the launcher alive meanwhile), ``scancel`` after the grace period: ``cancel`` waits for it, or with
   ``wait=False`` (the page's Stop) returns at once and the follower sends it once the grace period is over. A run
@@ -295,9 +296,48 @@ def describe(rec: RunRecord):
 
 
 def _job_message(jid: str, state: str, reason: str):
-    return run_message(
-        "runs.slurm_active", job=jid, state=state_message(state), reason=f" ({reason})" if reason else ""
-    )
+    return run_message("runs.slurm_active", job=jid, state=state_message(state), reason=reason_message(reason))
+
+
+# Slurm's reason codes (squeue(1), JOB REASON CODES) the page explains: code -> catalog key "runs.slurm_reason_<x>".
+# The QOS* and Assoc* limit families (QOSMaxJobsPerUserLimit, AssocGrpGRES, ...) by prefix, in reason_message.
+REASONS: dict[str, str] = {
+    "Resources": "resources",
+    "Priority": "priority",
+    "ReqNodeNotAvail": "node_not_avail",
+    "BeginTime": "begin_time",
+    "Dependency": "dependency",
+    "DependencyNeverSatisfied": "dependency_never",
+    "JobHeldUser": "held_user",
+    "JobHeldAdmin": "held_admin",
+    "PartitionTimeLimit": "partition_time_limit",
+    "PartitionNodeLimit": "partition_node_limit",
+    "PartitionDown": "partition_down",
+    "PartitionInactive": "partition_down",
+    "NodeDown": "node_down",
+    "Reservation": "reservation",
+    "Licenses": "licenses",
+    "InvalidAccount": "invalid_account",
+    "InvalidQOS": "invalid_qos",
+    "BadConstraints": "bad_constraints",
+    "Prolog": "prolog",
+    "Cleaning": "cleaning",
+    "WaitingForScheduling": "scheduling",
+    "launch failed requeued held": "launch_failed",
+}
+
+
+def reason_message(reason: str):
+    """Why the job waits as shown after its state: Slurm's code as Slurm wrote it (" (Resources)"), a catalog
+    message for the codes the page explains in its language, plain text for others; "" for none."""
+    if reason.strip() in ("", "None", "(null)"):
+        return ""
+    code = reason.split(",")[0].split("(")[0].strip()  # "ReqNodeNotAvail, UnavailableNodes:n1" -> ReqNodeNotAvail
+    name = REASONS.get(code)
+    limit = code.endswith("Limit") or code.startswith(("QOSGrp", "QOSMax", "AssocGrp", "AssocMax"))
+    if name is None and limit and code.startswith(("QOS", "Assoc")):
+        name = "qos_limit" if code.startswith("QOS") else "assoc_limit"
+    return run_message(f"runs.slurm_reason_{name}", reason=reason) if name else f" ({reason})"
 
 
 def _set_active_reason(rec: RunRecord, jid: str, state: str, reason: str) -> None:

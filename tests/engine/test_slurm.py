@@ -147,6 +147,39 @@ def test_every_nodes_task_samples_its_metrics_until_it_ends(demo_paths, tmp_path
     assert len(warnings) == 1 and "GPU metrics" in warnings[0]["payload"]["message"], warnings
 
 
+# Slurm's reason code as the Runs tab's cluster column and the dashboard's status line show it (both through
+# runs_tab.cluster_text): the code as Slurm wrote it in both languages, explained in Chinese on the Chinese page.
+_REASONS_ZH = {
+    "Resources": "等待资源 (Resources)",
+    "Priority": "等待优先级更高的作业先运行 (Priority)",
+    "ReqNodeNotAvail, UnavailableNodes:n1": "指定的节点暂不可用 (ReqNodeNotAvail, UnavailableNodes:n1)",
+    "BeginTime": "未到指定的开始时间 (BeginTime)",
+    "Dependency": "等待所依赖的作业结束 (Dependency)",
+    "QOSMaxJobsPerUserLimit": "已达 QOS 限额 (QOSMaxJobsPerUserLimit)",
+    "AssocGrpGRES": "已达账户（关联）限额 (AssocGrpGRES)",
+    "PartitionTimeLimit": "作业的时间限制超过分区上限 (PartitionTimeLimit)",
+    "JobHeldUser": "被用户挂起 (JobHeldUser)",
+}
+
+
+@pytest.mark.parametrize("code", [*_REASONS_ZH, "SomethingNew", "None", ""])
+def test_pending_reason_keeps_slurms_code_and_is_explained_on_the_chinese_page(tmp_path, code):
+    from types import SimpleNamespace
+
+    from studio.tabs import runs as runs_tab
+
+    (tmp_path / "slurm.json").write_text(json.dumps({"job_id": "12", "state": "pending", "reason": code}))
+    rec = SimpleNamespace(kind=slurm.KIND, run_dir=str(tmp_path), tags=["slurm-job:12"])
+    shown = f" ({code})" if code not in ("", "None") else ""
+    assert str(slurm.describe(rec)) == f"Slurm job 12: pending{shown}"  # the CLI and the English page
+    assert runs_tab.cluster_text(rec) == f"Slurm job 12: pending{shown}"
+    zh = runs_tab.cluster_text(rec, "zh")
+    if code in _REASONS_ZH:
+        assert zh == f"Slurm 作业 12：排队等待中，{_REASONS_ZH[code]}"
+    else:  # a code the page does not know is shown as Slurm wrote it
+        assert zh == f"Slurm 作业 12：排队等待中{shown}"
+
+
 def test_refused_without_slurm_commands_or_a_shared_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("STUDIO_SLURM_BIN", str(tmp_path / "nowhere"))
     (msg,) = slurm.problems()
@@ -291,7 +324,7 @@ def test_a_held_job_shows_its_reason_then_fails_with_its_cause(on_cluster, demo_
     assert cli.cli(["runs", "list"]) == 0
     assert f"running · Slurm job {jid}: pending (JobHeldUser)" in capsys.readouterr().out
     assert runs_tab.cluster_text(rec) == f"Slurm job {jid}: pending (JobHeldUser)"
-    assert runs_tab.cluster_text(rec, "zh") == f"Slurm 作业 {jid}：排队等待中 (JobHeldUser)"
+    assert runs_tab.cluster_text(rec, "zh") == f"Slurm 作业 {jid}：排队等待中，被用户挂起 (JobHeldUser)"
     from studio.tabs import train
 
     assert train.identical_active_run(rec.load_spec()).id == run_id  # a second Start of this form asks first
