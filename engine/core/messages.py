@@ -3,9 +3,9 @@
 Light: stdlib only. A ``Message`` is a plain ``str`` holding the English text the CLI prints and tests match, that
 also remembers its catalog key and parameters, so the page can show the same message in another language
 (``studio.i18n`` holds the Chinese, keyed the same). Each part keeps its own catalog beside it
-(``engine.spec.messages``, ``engine.data.messages``, ``engine.plan.messages``, ``engine.machine.messages``,
-``engine.runs.messages``, ``engine.export.messages``) and makes its messages with ``make``; keys carry the part's
-prefix so one Chinese table serves them all.
+(``engine.spec.messages``, ``engine.lf.messages``, ``engine.data.messages``, ``engine.plan.messages``,
+``engine.machine.messages``, ``engine.runs.messages``, ``engine.export.messages``) and makes its messages with
+``make``; keys carry the part's prefix so one Chinese table serves them all.
 """
 
 from __future__ import annotations

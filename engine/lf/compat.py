@@ -50,6 +50,7 @@ from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here 
     _truthy,
 )
 from engine.lf.launch import _accelerate_out, _from_accelerate, _from_ds_json
+from engine.lf.messages import message
 from engine.spec.hf_args import HF_TRAINING_ARGS, TRANSFORMERS_VERSION, type_problem
 from engine.spec.schema import (
     RunSpec,
@@ -98,24 +99,24 @@ def _lf_import(args: dict, acc: dict | None, base_dir: Path | None) -> _Import:
         elif key in _DIRECT or key in _CONVERTED or key in _OPTIONS_OF_OFF_FEATURES:
             continue
         elif key in _NOTED:
-            imp.notes.append(f"{key}: accepted, ignored ({_NOTED[key]})")
+            imp.notes.append(message("lf.noted", key=key, why=message(_NOTED[key])))
         elif key in _FEATURES:
             if not _off(value, _FEATURES[key][0]):
-                imp.bad(key, _FEATURES[key][1])
+                imp.bad(key, message(_FEATURES[key][1]))
         elif key in _HF4_REMOVED:
             default, instead = _HF4_REMOVED[key]
             if _off(value, default):
-                imp.notes.append(f"{key}: accepted, ignored (removed in transformers 5)")
+                imp.notes.append(message("lf.hf4_noted", key=key))
             else:
-                imp.bad(key, f"removed in transformers 5 (installed: {TRANSFORMERS_VERSION}): {instead}")
+                imp.bad(key, message("lf.hf4_removed", version=TRANSFORMERS_VERSION, instead=message(instead)))
         elif key in HF_TRAINING_ARGS:  # a TrainingArguments field LF passes through: so does Studio, checked
             problem = type_problem(key, value)
             if problem:
-                imp.bad(key, problem)
+                imp.bad(key, message("lf.value_problem", problem=problem))
             else:
                 extra[key] = value
         else:
-            imp.bad(key, "not a LLaMA-Factory training key (LLaMA-Factory refuses it too)")
+            imp.bad(key, message("lf.unknown_key"))
     if extra:
         imp.put("train.extra_args", extra)
     imp.put("schema_version", 1)
@@ -131,10 +132,7 @@ def _lf_import(args: dict, acc: dict | None, base_dir: Path | None) -> _Import:
     return imp
 
 
-_STAGES_OUT = {
-    "ppo": "PPO (stage ppo) is not supported: use stage dpo with preference pairs or kto with tagged answers "
-    "(stage rm trains a reward model)",
-}
+_STAGES_OUT = {"ppo": "lf.stage_ppo"}  # stage -> the catalog key of why it is refused
 
 
 def _fit_default_cutoff(args: dict, imp: _Import) -> None:
@@ -145,10 +143,7 @@ def _fit_default_cutoff(args: dict, imp: _Import) -> None:
     default = _LF_DEFAULTS["cutoff_len"]
     if isinstance(max_pos, int) and not isinstance(max_pos, bool) and 8 <= max_pos < default:
         imp.put("data.cutoff_len", max_pos)
-        imp.notes.append(
-            f"cutoff_len: not set; LLaMA-Factory's default {default} is above the model's {max_pos} positions, "
-            f"so {max_pos} is used"
-        )
+        imp.notes.append(message("lf.cutoff_default", default=default, max_pos=max_pos))
 
 
 def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
@@ -156,25 +151,18 @@ def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
     if "dataset_dir" in args:
         ddir = str(args["dataset_dir"])
         if ddir.upper() == "ONLINE" or ddir.startswith("REMOTE:"):
-            imp.bad(
-                "dataset_dir",
-                f"{ddir}: datasets named by hub id without a dataset_info.json are not supported: register them in "
-                "a dataset_info.json with hf_hub_url (Studio reads it from the hub)",
-            )
+            imp.bad("dataset_dir", message("lf.dataset_dir_online", ddir=ddir))
         else:
             found, looked = _lf_path(ddir, base_dir)
             if found is None:
-                imp.missing["dataset_dir"] = f"no folder {ddir} ({_looked(looked)})"
+                imp.missing["dataset_dir"] = message("lf.no_folder", ddir=ddir, looked=_looked(looked))
             imp.put("data.dataset_dir", str(found or looked[0]))
     else:  # LF's default dataset_dir is ./data
         found, looked = _lf_path("data/dataset_info.json", base_dir)
         if found is not None:
             imp.put("data.dataset_dir", str(found.parent))
         else:
-            imp.notes.append(
-                f"dataset_dir not set and no data/dataset_info.json ({_looked(looked)}): datasets resolve in the "
-                "Studio workspace's data folder"
-            )
+            imp.notes.append(message("lf.no_dataset_dir", looked=_looked(looked)))
     if args.get("output_dir"):
         found, _ = _lf_path(args["output_dir"], base_dir, must_exist=False)
         raw = Path(str(args["output_dir"])).expanduser()
@@ -182,10 +170,7 @@ def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
             # LF writes a relative output_dir under the working directory; Studio writes outside the workspace only
             # under a root STUDIO_OUTPUT_ROOTS allows, so the same relative path goes inside the workspace
             inside = workspace.home() / raw
-            imp.notes.append(
-                f"output_dir: {raw} is written inside the workspace, at {inside} (LLaMA-Factory would write {found}; "
-                "allow that folder's root with STUDIO_OUTPUT_ROOTS to write there)"
-            )
+            imp.notes.append(message("lf.output_inside", raw=raw, inside=inside, found=found))
             found = inside
         imp.put("output.output_dir", str(found))
     if args.get("deepspeed"):
@@ -195,33 +180,22 @@ def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
         else:
             found, looked = _lf_path(ds, base_dir)
             if found is None:
-                imp.bad("deepspeed", f"DeepSpeed config {ds} not found ({_looked(looked)})")
+                imp.bad("deepspeed", message("lf.deepspeed_not_found", path=ds, looked=_looked(looked)))
             else:
                 _from_ds_json(str(found), imp)
         imp.put("launch.backend", "deepspeed")
-        imp.notes.append("deepspeed without an accelerate config: one process; set launch.num_processes for more")
+        imp.notes.append(message("lf.deepspeed_one_process"))
     if args.get("adapter_name_or_path"):
         value = args["adapter_name_or_path"]
         found, looked = _lf_path(str(value).split(",")[0].strip(), base_dir)
-        where = f"{found}" if found is not None else f"not found: {_looked(looked)}"
-        imp.bad(
-            "adapter_name_or_path",
-            f"training on top of an existing adapter ({where}) is not supported: merge it into the base model "
-            "(studio merge) and train the merged model",
-        )
+        where = str(found) if found is not None else message("lf.not_found", looked=_looked(looked))
+        imp.bad("adapter_name_or_path", message("lf.adapter_refused", where=where))
     if args.get("tokenized_path"):
         found, looked = _lf_path(args["tokenized_path"], base_dir, must_exist=False)
         if found.is_dir() and any(found.iterdir()):
-            imp.bad(
-                "tokenized_path",
-                f"{found} holds a dataset LLaMA-Factory tokenized, which Studio cannot load: remove tokenized_path "
-                "(Studio tokenizes dataset itself and caches it)",
-            )
+            imp.bad("tokenized_path", message("lf.tokenized_refused", path=found))
         else:
-            imp.notes.append(
-                f"tokenized_path: accepted, ignored (Studio caches tokenized data itself; nothing is written to "
-                f"{found})"
-            )
+            imp.notes.append(message("lf.tokenized_ignored", path=found))
 
 
 def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
@@ -234,11 +208,11 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         if isinstance(max_pos, int) and max_pos > 0 and isinstance(args.get("cutoff_len"), int):
             factor = float(max(1, math.ceil(args["cutoff_len"] / max_pos)))  # as LF does
         else:
-            imp.notes.append(f"rope_scaling: factor {factor:g} (LF derives it from the local config.json)")
+            imp.notes.append(message("lf.rope_factor", factor=f"{factor:g}"))
         imp.put("model.rope_scaling", {"type": args["rope_scaling"], "factor": factor})
     stage = args.get("stage", "sft")
     if isinstance(stage, str) and stage in _STAGES_OUT:
-        imp.bad("stage", _STAGES_OUT[stage])
+        imp.bad("stage", message(_STAGES_OUT[stage]))
     else:
         imp.put("method.stage", stage)
     imp.put("method.finetuning", args.get("finetuning_type", "lora"))
@@ -257,9 +231,9 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     if _truthy(args.get("adafactor")):
         imp.put("train.optimizer", "adafactor")
     if not _truthy(args.get("do_train", True)):
-        imp.bad("do_train", "only training runs are supported (do_train: true)")
+        imp.bad("do_train", message("lf.do_train"))
     if str(args.get("quantization_method", "bnb")).lower() not in ("bnb", "bitsandbytes"):
-        imp.bad("quantization_method", "only bitsandbytes (bnb) quantization is supported")
+        imp.bad("quantization_method", message("lf.quantization_method"))
     if "lora_target" in args:
         imp.put("method.lora.targets", _csv(args["lora_target"]))
     mods = _csv(args.get("freeze_trainable_modules", "all"))
@@ -267,7 +241,7 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     if args.get("freeze_extra_modules"):
         imp.put("method.freeze.extra_modules", _csv(args["freeze_extra_modules"]))
     if isinstance(args.get("freeze_trainable_layers"), int) and args["freeze_trainable_layers"] < 0:
-        imp.bad("freeze_trainable_layers", "negative values (train the first layers) are not supported")
+        imp.bad("freeze_trainable_layers", message("lf.freeze_negative"))
     if "dataset" in args:
         imp.put("data.datasets", _csv(args["dataset"]))
     if args.get("eval_dataset"):
@@ -278,7 +252,7 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         try:
             imp.put("data.mix_probs", [float(p) for p in _csv(args["interleave_probs"])])
         except ValueError:
-            imp.bad("interleave_probs", f"{args['interleave_probs']!r} is not a comma list of numbers")
+            imp.bad("interleave_probs", message("lf.interleave_probs", value=args["interleave_probs"]))
     # LF packs by default for pt. Its pt packing (concatenated blocks) is ours; its plain sft packing lets samples
     # attend to each other, ours never does.
     packing = args.get("packing")
@@ -287,16 +261,14 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         packing = pretrain
     imp.put("data.packing", _truthy(packing) or _truthy(args.get("neat_packing", False)))
     if _truthy(packing) and not _truthy(args.get("neat_packing", False)) and not pretrain:
-        imp.notes.append("packing: Studio packs without attention across samples (LF's neat_packing)")
+        imp.notes.append(message("lf.packing_neat"))
     if pretrain and not (_truthy(packing) or _truthy(args.get("neat_packing", False))):
-        imp.notes.append(
-            "packing: false with stage pt: Studio cuts each text into blocks of cutoff_len (LF truncates it)"
-        )
+        imp.notes.append(message("lf.packing_pt"))
     if _truthy(args.get("pure_bf16")):
         imp.put("train.precision", "bf16")
         imp.put("model.dtype", "bfloat16")
     elif _truthy(args.get("bf16")) and _truthy(args.get("fp16")):
-        imp.bad("fp16", "bf16 and fp16 are both true: keep one")
+        imp.bad("fp16", message("lf.bf16_and_fp16"))
     elif _truthy(args.get("bf16")) or _truthy(args.get("fp16")):
         imp.put("train.precision", "bf16" if _truthy(args.get("bf16")) else "fp16")
     else:
@@ -309,14 +281,11 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     elif "disable_gradient_checkpointing" in args:
         imp.put("train.gradient_checkpointing", "off" if _truthy(args["disable_gradient_checkpointing"]) else "on")
     else:  # LF checkpoints by default; Studio decides from the memory plan (auto) unless the YAML says
-        imp.notes.append(
-            "gradient_checkpointing: LLaMA-Factory turns it on by default; Studio uses auto (off when the memory plan "
-            "fits the GPUs with a 10% margin, which trains faster): set disable_gradient_checkpointing to choose"
-        )
+        imp.notes.append(message("lf.checkpointing"))
     report = args.get("report_to", "none")
     report = ["none"] if report is None else _csv(report)
     if "all" in report:
-        imp.bad("report_to", "'all' is not supported: name the trackers (tensorboard, wandb) or none")
+        imp.bad("report_to", message("lf.report_to_all"))
     imp.put("output.report_to", report)
 
 
@@ -329,10 +298,7 @@ def _kto_batch(args: dict, imp: _Import) -> None:
     if plain and batch == 1 and accum >= 2 and accum % 2 == 0:
         imp.put("train.per_device_batch_size", 2)
         imp.put("train.gradient_accumulation", accum // 2)
-        imp.notes.append(
-            f"per_device_train_batch_size: 1 x gradient_accumulation_steps {accum} becomes 2 x {accum // 2} (the "
-            "same effective batch): TRL's KTO estimates its KL term from answers of the same device batch"
-        )
+        imp.notes.append(message("lf.kto_batch", accum=accum, half=accum // 2))
 
 
 def _optimizer_switches(args: dict, imp: _Import) -> None:
@@ -340,7 +306,7 @@ def _optimizer_switches(args: dict, imp: _Import) -> None:
     GaLore or APOLLO (whichever is on) -> train.low_rank. Options of one that is off are accepted and unused."""
     on = [k for k in _OPTIMIZER_SWITCHES if _truthy(args.get(k))]
     if len(on) > 1:
-        imp.bad(on[1], f"{on[0]} and {on[1]} are both true: LLaMA-Factory takes one optimizer; keep one")
+        imp.bad(on[1], message("lf.two_optimizers", first=on[0], second=on[1]))
         return
     if not on:
         return
@@ -348,11 +314,7 @@ def _optimizer_switches(args: dict, imp: _Import) -> None:
     if on[0] == "use_galore":
         optim = str(args.get("optim") or "adamw_torch")
         if optim not in _GALORE_BY_OPTIM:
-            imp.bad(
-                "optim",
-                f"GaLore comes as AdamW, 8-bit AdamW or Adafactor, not {optim}: set optim to "
-                "adamw_torch, adamw_8bit or adafactor",
-            )
+            imp.bad("optim", message("lf.galore_optim", optim=optim))
             return
         optimizer = _GALORE_BY_OPTIM[optim]
     imp.put("train.optimizer", optimizer)
@@ -371,20 +333,10 @@ def _optimizer_switches(args: dict, imp: _Import) -> None:
             if args.get(f"apollo_{key}") is not None:
                 imp.put(f"train.low_rank.apollo_{key}", args[f"apollo_{key}"])
         if _truthy(args.get("apollo_scale_front")):
-            imp.bad(
-                "apollo_scale_front",
-                "the norm-growth limiter before scaling (apollo_scale_front) is not an option of transformers' "
-                "APOLLO: remove it",
-            )
+            imp.bad("apollo_scale_front", message("lf.apollo_scale_front"))
 
 
 # ----------------------------------------------------------------------------------------------- export YAML
-_GPTQ = (
-    "GPTQ quantization of the exported model is not supported: export without export_quantization_bit, then "
-    "quantize the merged folder with a GPTQ tool (e.g. gptqmodel)"
-)
-
-
 def lf_export_to_merge(args: Any, base_dir: str | Path | None = None) -> _Import:
     """A LLaMA-Factory export YAML (``llamafactory-cli export``) as the options of a Studio merge.
 
@@ -398,7 +350,7 @@ def lf_export_to_merge(args: Any, base_dir: str | Path | None = None) -> _Import
     imp = _Import()
     base = Path(base_dir) if base_dir is not None else None
     if not isinstance(args, dict):
-        imp.bad("export_yaml", "not a mapping of LLaMA-Factory keys (key: value lines)")
+        imp.bad("export_yaml", message("lf.export_not_mapping"))
         return imp
     a = {**_EXPORT_KEYS, **args}
     for key in args:
@@ -406,70 +358,61 @@ def lf_export_to_merge(args: Any, base_dir: str | Path | None = None) -> _Import
             continue
         known = (_DIRECT, _CONVERTED, _NOTED, _FEATURES, _HF4_REMOVED, _OPTIONS_OF_OFF_FEATURES, HF_TRAINING_ARGS)
         if any(key in table for table in known):
-            imp.notes.append(f"{key}: accepted, ignored (a training or inference setting, not used by a merge)")
+            imp.notes.append(message("lf.export_training_key", key=key))
         else:
-            imp.bad(key, "not a LLaMA-Factory key (LLaMA-Factory refuses it too)")
+            imp.bad(key, message("lf.export_unknown_key"))
     if a["export_quantization_bit"] is not None:
-        imp.bad("export_quantization_bit", _GPTQ)
+        imp.bad("export_quantization_bit", message("lf.export_gptq"))
     if a["quantization_bit"] is not None:
-        imp.bad(
-            "quantization_bit",
-            "merging into a quantized model is not supported (LLaMA-Factory refuses it too): remove quantization_bit; "
-            "Studio merges onto the full-precision base",
-        )
+        imp.bad("quantization_bit", message("lf.export_quantized"))
     finetuning = str(a["finetuning_type"] or "lora")
     adapters = _csv(a["adapter_name_or_path"]) if a["adapter_name_or_path"] else []
     if finetuning not in ("lora", "full", "freeze"):
-        why = f"{finetuning}: Studio merges LoRA adapters (lora) or re-exports full / freeze models"
-        imp.bad("finetuning_type", why)
+        imp.bad("finetuning_type", message("lf.export_finetuning", finetuning=finetuning))
     elif adapters and finetuning != "lora":
-        imp.bad("adapter_name_or_path", f"adapters need finetuning_type lora (not {finetuning})")
+        imp.bad("adapter_name_or_path", message("lf.export_adapters_need_lora", finetuning=finetuning))
     if _truthy(a["trust_remote_code"]):
-        imp.notes.append(
-            "trust_remote_code: accepted; the merge loads the model with transformers' own classes and runs no code "
-            "from the model folder"
-        )
+        imp.notes.append(message("lf.export_trust_remote_code"))
     if a["template"]:
-        imp.notes.append(
-            f"template: {a['template']} accepted, ignored (the merged folder keeps the chat template of the "
-            "adapter's tokenizer, else the base's)"
-        )
+        imp.notes.append(message("lf.export_template", template=a["template"]))
     model = a["model_name_or_path"]
     if not model:
-        imp.bad("model_name_or_path", "missing: name the base model (a folder, or a hub id in the Hugging Face cache)")
+        imp.bad("model_name_or_path", message("lf.export_no_model"))
     else:
         imp.data["base"] = _export_model(str(model), base, imp)
     imp.data["adapters"] = []
     for i, name in enumerate(adapters):
         found, looked = _lf_path(name, base)
         if found is None:
-            imp.missing[f"adapter_name_or_path[{i}]"] = f"{name}: not found ({_looked(looked)})"
+            imp.missing[f"adapter_name_or_path[{i}]"] = message(
+                "lf.export_adapter_missing", name=name, looked=_looked(looked)
+            )
         imp.data["adapters"].append(str(found) if found is not None else name)
     if not a["export_dir"]:
-        imp.bad("export_dir", "missing: name the folder to write the merged model to")
+        imp.bad("export_dir", message("lf.export_no_dir"))
     else:
         out, _ = _lf_path(a["export_dir"], None, must_exist=False)  # LF writes under the working directory
         imp.data["out_dir"] = str(out)
     size = a["export_size"]
     if isinstance(size, bool) or not isinstance(size, (int, float)) or not size > 0:
-        imp.bad("export_size", f"{size!r}: give the shard size in GB, a number above 0 (e.g. 2)")
+        imp.bad("export_size", message("lf.export_size", value=size))
     else:
         imp.data["max_shard_size"] = f"{size:g}GB"
     device = str(a["export_device"]).lower()
     if device not in ("cpu", "auto"):
-        imp.bad("export_device", f"{a['export_device']!r}: choose cpu or auto")
+        imp.bad("export_device", message("lf.export_device", value=a["export_device"]))
     elif device == "auto":
         from engine.machine import hardware
 
         gpus = hardware.detect().gpus
         imp.data["device"] = "cuda" if gpus else "cpu"
         if not gpus:
-            imp.notes.append("export_device: auto, and no GPU is visible: the merge runs on the CPU")
+            imp.notes.append(message("lf.export_device_cpu"))
     else:
         imp.data["device"] = "cpu"
     legacy = a["export_legacy_format"]
     if not isinstance(legacy, bool):
-        imp.bad("export_legacy_format", f"{legacy!r}: true (.bin files) or false (safetensors)")
+        imp.bad("export_legacy_format", message("lf.export_legacy", value=legacy))
     imp.data["legacy_format"] = legacy is True
     imp.data["push_to_hub"] = str(a["export_hub_model_id"]) if a["export_hub_model_id"] else None
     return imp
@@ -480,7 +423,7 @@ def _export_model(name: str, base_dir: Path | None, imp: _Import) -> str:
     found, looked = _lf_path(name, base_dir)
     if found is not None:
         if not (found / "config.json").is_file():
-            imp.bad("model_name_or_path", f"{found} has no config.json: not a model folder")
+            imp.bad("model_name_or_path", message("lf.export_no_config", path=found))
         return str(found)
     from engine.models.resolve import from_cache, is_hub_id, split_revision
 
@@ -489,11 +432,7 @@ def _export_model(name: str, base_dir: Path | None, imp: _Import) -> str:
         _, hit = from_cache(repo, rev)
         if hit:
             return str(Path(hit).parent)
-    imp.bad(
-        "model_name_or_path",
-        f"{name}: not a local model folder ({_looked(looked)}) nor a model in the Hugging Face cache: download it "
-        "first (studio download)",
-    )
+    imp.bad("model_name_or_path", message("lf.export_model_missing", name=name, looked=_looked(looked)))
     return name
 
 
@@ -788,9 +727,9 @@ def _read_yaml(path: Path, what: str) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise SpecError([(what, f"cannot read {path}: {exc.strerror or exc}")], str(path)) from None
+        raise SpecError([(what, message("lf.cannot_read", path=path, error=exc.strerror or exc))], str(path)) from None
     except yaml.YAMLError as exc:
-        raise SpecError([(what, f"{path} is not valid YAML: {exc}")], str(path)) from None
+        raise SpecError([(what, message("lf.bad_yaml_file", path=path, error=exc))], str(path)) from None
 
 
 def is_lf_args(data: Any) -> bool:
@@ -812,14 +751,14 @@ def load_any(
     data = _read_yaml(path, "spec")
     if not is_lf_args(data):
         if accelerate_config_path is not None:
-            msg = "--accelerate-config is for LLaMA-Factory YAML; a Studio spec carries launch settings under launch:"
-            raise SpecError([("accelerate_config", msg)], str(path))
+            raise SpecError([("accelerate_config", message("lf.accelerate_for_lf"))], str(path))
         return load_spec(path, context=context)
     acc = None
     if accelerate_config_path is not None:
         acc = _read_yaml(Path(accelerate_config_path), "accelerate_config")
         if not isinstance(acc, dict):
-            raise SpecError([("accelerate_config", f"{accelerate_config_path} is not a mapping")], str(path))
+            problem = ("accelerate_config", message("lf.not_mapping_file", path=accelerate_config_path))
+            raise SpecError([problem], str(path))
     return _lf_spec(data, acc, path.resolve().parent, f"{path} (LLaMA-Factory)", context, notes)
 
 
@@ -848,18 +787,17 @@ def lf_text_to_spec(text: str, accelerate_text: str | None = None, *, notes: lis
     try:
         data = yaml.safe_load(text or "")
     except yaml.YAMLError as exc:
-        raise SpecError([("lf_yaml", f"not valid YAML: {exc}")], source) from None
+        raise SpecError([("lf_yaml", message("lf.bad_yaml", error=exc))], source) from None
     if not is_lf_args(data):
-        why = "not a LLaMA-Factory training YAML (no model_name_or_path, stage, dataset, template, ... keys)"
-        raise SpecError([("lf_yaml", why)], source)
+        raise SpecError([("lf_yaml", message("lf.not_lf_yaml"))], source)
     acc = None
     if accelerate_text and accelerate_text.strip():
         try:
             acc = yaml.safe_load(accelerate_text)
         except yaml.YAMLError as exc:
-            raise SpecError([("accelerate_config", f"not valid YAML: {exc}")], source) from None
+            raise SpecError([("accelerate_config", message("lf.bad_yaml", error=exc))], source) from None
         if not isinstance(acc, dict):
-            raise SpecError([("accelerate_config", "not a mapping of accelerate keys")], source)
+            raise SpecError([("accelerate_config", message("lf.accelerate_not_mapping"))], source)
     return _lf_spec(data, acc, None, source, False, notes)
 
 

@@ -1,5 +1,6 @@
 """LLaMA-Factory training-args keys: which pass through to a RunSpec field, which are converted, LF's defaults, and
-the collector that gathers the spec dict, unsupported keys and notes while engine.lf.compat converts.
+the collector that gathers the spec dict, unsupported keys and notes while engine.lf.compat converts. The tables'
+reasons are catalog keys of engine.lf.messages (the Train tab shows them in the page's language).
 
 Light: stdlib only (never torch).
 """
@@ -8,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from engine.core.messages import Message
+from engine.lf.messages import message
 
 # LF key -> spec path for values that pass through unchanged (pydantic checks them; errors name the LF key).
 _DIRECT: dict[str, str] = {
@@ -167,54 +171,49 @@ _LF_DEFAULTS: dict[str, Any] = {
     "template": "auto",
     "eval_strategy": "no",
 }
-# LF keys accepted with a note: they change nothing in a Studio training run. key -> why.
-_INFERENCE = "an inference setting, not used in training"
-_GENERATION = "a generation setting (chat, predict), not used in training"
-_EXPORT = "an export setting (llamafactory-cli export): give the export YAML to studio merge --lf-yaml"
-_DERIVED = "LF derives it; Studio derives its own"
-_STUDIO_SETS = "Studio sets it"
+# LF keys accepted with a note: they change nothing in a Studio training run. key -> why (a catalog key of
+# engine.lf.messages: the note is lf.noted with it).
 _NOTED: dict[str, str] = {
-    "overwrite_cache": "Studio's tokenisation cache is keyed by the data, the tokenizer and the settings, so a stale "
-    "one is never reused",
-    "logging_dir": "TensorBoard logs go to <output>/tensorboard",
-    "overwrite_output_dir": "removed in transformers 5",
-    "plot_loss": "the studio plots loss live",
-    "disable_tqdm": "Studio logs progress to train.log and the page",
-    "use_fast_tokenizer": "Studio loads the fast tokenizer",
-    "low_cpu_mem_usage": "transformers 5 loads weights lazily",
-    "print_param_status": "the run's events give trainable and total parameters",
-    "cache_dir": "models come from the Hugging Face cache (HF_HOME)",
-    "hf_hub_token": "set HF_TOKEN in the environment",
-    "ms_hub_token": "Studio downloads from the Hugging Face hub",
-    "om_hub_token": "Studio downloads from the Hugging Face hub",
-    "preprocessing_batch_size": "Studio tokenizes in its own batches",
-    "data_shared_file_system": "Studio tokenizes once per run",
-    "include_effective_tokens_per_second": "the studio reports tokens/s",
-    "include_tokens_per_second": "the studio reports tokens/s",
-    "use_reentrant_gc": "Studio checkpoints without re-entrant autograd",
-    "do_eval": "evaluation follows eval_strategy and val_size",
+    "overwrite_cache": "lf.noted_overwrite_cache",
+    "logging_dir": "lf.noted_logging_dir",
+    "overwrite_output_dir": "lf.noted_overwrite_output_dir",
+    "plot_loss": "lf.noted_plot_loss",
+    "disable_tqdm": "lf.noted_disable_tqdm",
+    "use_fast_tokenizer": "lf.noted_use_fast_tokenizer",
+    "low_cpu_mem_usage": "lf.noted_low_cpu_mem_usage",
+    "print_param_status": "lf.noted_print_param_status",
+    "cache_dir": "lf.noted_cache_dir",
+    "hf_hub_token": "lf.noted_hf_hub_token",
+    "ms_hub_token": "lf.noted_other_hub",
+    "om_hub_token": "lf.noted_other_hub",
+    "preprocessing_batch_size": "lf.noted_preprocessing_batch_size",
+    "data_shared_file_system": "lf.noted_data_shared_file_system",
+    "include_effective_tokens_per_second": "lf.noted_tokens_per_second",
+    "include_tokens_per_second": "lf.noted_tokens_per_second",
+    "use_reentrant_gc": "lf.noted_use_reentrant_gc",
+    "do_eval": "lf.noted_do_eval",
     **dict.fromkeys(
         "offload_folder use_kv_cache infer_backend infer_dtype vllm_maxlen vllm_gpu_util vllm_enforce_eager "
         "vllm_max_lora_rank vllm_config sglang_maxlen sglang_mem_fraction sglang_tp_size sglang_config "
         "sglang_lora_backend".split(),
-        _INFERENCE,
+        "lf.noted_inference",
     ),
     **dict.fromkeys(
-        "do_sample temperature top_p top_k num_beams max_length max_new_tokens repetition_penalty length_penalty "
-        "skip_special_tokens eval_num_beams sortish_sampler generation_max_length generation_num_beams "
-        "generation_config".split(),
-        _GENERATION,
+        "do_sample temperature top_p top_k num_beams max_length max_new_tokens repetition_penalty "
+        "length_penalty skip_special_tokens eval_num_beams sortish_sampler generation_max_length "
+        "generation_num_beams generation_config".split(),
+        "lf.noted_generation",
     ),
     **dict.fromkeys(
         "export_dir export_size export_device export_quantization_bit export_quantization_dataset "
         "export_quantization_nsamples export_quantization_maxlen export_legacy_format export_hub_model_id".split(),
-        _EXPORT,
+        "lf.noted_export",
     ),
-    **dict.fromkeys("compute_dtype device_map model_max_length block_diag_attn".split(), _DERIVED),
+    **dict.fromkeys("compute_dtype device_map model_max_length block_diag_attn".split(), "lf.noted_derived"),
     **dict.fromkeys(
-        "remove_unused_columns label_names length_column_name local_rank ddp_backend ddp_find_unused_parameters "
-        "gradient_checkpointing_kwargs".split(),
-        _STUDIO_SETS,
+        "remove_unused_columns label_names length_column_name local_rank ddp_backend "
+        "ddp_find_unused_parameters gradient_checkpointing_kwargs".split(),
+        "lf.noted_studio_sets",
     ),
 }
 # Options of a feature LF switches on with another key (use_galore, use_swanlab, fp8, ...): no effect while it is
@@ -225,262 +224,120 @@ _OPTIONS_OF_OFF_FEATURES = set(
     "fp8_enable_fsdp_float8_all_gather profiler_output_dir profiler_wait_steps profiler_warmup_steps "
     "profiler_active_steps profiler_repeat profiler_record_shapes profiler_profile_memory profiler_with_stack".split()
 )
-_PPO = "PPO and its reward_model are not supported: use stage dpo or kto (stage rm trains a reward model)"
-_REF = (
-    "a separate reference model is not supported: the reference of DPO and KTO is the model being trained "
-    "(LoRA: its base)"
-)
-# LF features Studio does not have: key -> (LF's default, one line naming the feature and what to use instead).
-# At its default (or null) the feature is off and the key is accepted; any other value is refused with the line.
+# LF features Studio does not have: key -> (LF's default, the catalog key of one line naming the feature and what
+# to use instead, engine.lf.messages). At its default (or null) the feature is off and the key is accepted; any
+# other value is refused with the line.
 _FEATURES: dict[str, tuple[Any, str]] = {
-    "image_max_pixels": (
-        589824,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "image_min_pixels": (
-        1024,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "image_do_pan_and_scan": (
-        False,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "crop_to_patches": (
-        False,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "video_max_pixels": (
-        65536,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "video_min_pixels": (
-        256,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "video_fps": (2.0, "multimodal (image, video, audio) training is not supported: Studio trains text-only models"),
-    "video_maxlen": (
-        128,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "use_audio_in_video": (
-        False,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "audio_sampling_rate": (
-        16000,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "freeze_vision_tower": (
-        True,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "freeze_multi_modal_projector": (
-        True,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "freeze_language_model": (
-        False,
-        "multimodal (image, video, audio) training is not supported: Studio trains text-only models",
-    ),
-    "media_dir": (None, "multimodal (image, video, audio) training is not supported: Studio trains text-only models"),
-    "create_new_adapter": (
-        False,
-        "a new adapter on top of adapter_name_or_path is not supported: merge the adapter first (studio merge)",
-    ),
-    "additional_target": (
-        None,
-        "modules trained beside LoRA (additional_target) are not supported: use finetuning_type freeze or full",
-    ),
-    "pref_ftx": (
-        0.0,
-        "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
-    ),
-    "pref_bco_weight": (
-        0.0,
-        "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
-    ),
-    "dpo_label_smoothing": (
-        0.0,
-        "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
-    ),
-    "simpo_gamma": (
-        0.5,
-        "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
-    ),
-    "ld_alpha": (
-        None,
-        "this preference-loss option is not supported: Studio's DPO takes pref_beta and pref_loss (sigmoid/hinge/ipo)",
-    ),
-    "ppo_buffer_size": (1, _PPO),
-    "ppo_epochs": (4, _PPO),
-    "ppo_score_norm": (False, _PPO),
-    "ppo_target": (6.0, _PPO),
-    "ppo_whiten_rewards": (False, _PPO),
-    "reward_model": (None, _PPO),
-    "reward_model_adapters": (None, _PPO),
-    "reward_model_quantization_bit": (None, _PPO),
-    "reward_model_type": ("lora", _PPO),
-    "ref_model": (
-        None,
-        _REF,
-    ),
-    "ref_model_adapters": (
-        None,
-        _REF,
-    ),
-    "ref_model_quantization_bit": (
-        None,
-        _REF,
-    ),
-    "use_swanlab": (False, "SwanLab tracking is not supported: use report_to tensorboard or wandb"),
-    "use_llama_pro": (False, "LLaMA Pro (use_llama_pro) is not supported: use finetuning_type freeze"),
-    "use_mca": (
-        False,
-        "Megatron-Core (use_mca) training is not supported: use deepspeed or an accelerate FSDP config",
-    ),
-    "use_hyper_parallel": (
-        False,
-        "HyperParallel training is not supported: use deepspeed or an accelerate FSDP config",
-    ),
-    "hyper_parallel_args": (
-        None,
-        "HyperParallel training is not supported: use deepspeed or an accelerate FSDP config",
-    ),
-    "use_dft_loss": (False, "the DFT loss is not supported: Studio trains with cross-entropy"),
-    "use_asft_loss": (False, "the ASFT loss is not supported: Studio trains with cross-entropy"),
-    "use_eaft_loss": (False, "the EAFT loss is not supported: Studio trains with cross-entropy"),
-    "compute_accuracy": (False, "token accuracy at evaluation is not computed: Studio reports the evaluation loss"),
-    "disable_shuffling": (
-        False,
-        "a fixed data order (disable_shuffling) is not supported: Studio shuffles with the seed",
-    ),
-    "early_stopping_steps": (None, "early stopping is not supported: set num_train_epochs or max_steps"),
-    "shift_attn": (False, "S^2-Attn (shift_attn) is not supported: use rope_scaling for long contexts"),
-    "mixture_of_depths": (None, "mixture-of-depths is not supported: train the model as it is"),
-    "use_unsloth": (False, "Unsloth is not supported: Studio trains with transformers and PEFT"),
-    "use_unsloth_gc": (False, "Unsloth is not supported: Studio trains with transformers and PEFT"),
-    "use_v1_kernels": (False, "LLaMA-Factory's v1 kernels are not supported"),
-    "use_kt": (False, "KTransformers is not supported: Studio trains with transformers and PEFT"),
-    "kt_weight_path": (None, "KTransformers is not supported: Studio trains with transformers and PEFT"),
-    "kt_expert_checkpoint_path": (None, "KTransformers is not supported: Studio trains with transformers and PEFT"),
-    "kt_use_lora_experts": (None, "KTransformers is not supported: Studio trains with transformers and PEFT"),
-    "kt_lora_expert_num": (None, "KTransformers is not supported: Studio trains with transformers and PEFT"),
-    "kt_lora_expert_intermediate_size": (
-        None,
-        "KTransformers is not supported: Studio trains with transformers and PEFT",
-    ),
-    "moe_aux_loss_coef": (None, "the MoE router loss coefficient is not supported: Studio keeps the model's own"),
-    "upcast_layernorm": (
-        False,
-        "upcasting layer norms or the LM head to fp32 is not supported: set model.dtype float32 for a full fp32 model",
-    ),
-    "upcast_lmhead_output": (
-        False,
-        "upcasting layer norms or the LM head to fp32 is not supported: set model.dtype float32 for a full fp32 model",
-    ),
-    "train_from_scratch": (
-        False,
-        "training from random weights is not supported: Studio fine-tunes a pretrained model",
-    ),
-    "resize_vocab": (
-        False,
-        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
-    ),
-    "split_special_tokens": (
-        False,
-        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
-    ),
-    "add_tokens": (
-        None,
-        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
-    ),
-    "add_special_tokens": (
-        None,
-        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
-    ),
-    "new_special_tokens_config": (
-        None,
-        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
-    ),
-    "init_special_tokens": (
-        "noise_init",
-        "adding or resizing tokens is not supported: Studio trains with the model's tokenizer as it is",
-    ),
-    "quantization_device_map": (None, "a quantization device map is for inference: remove it"),
-    "eval_on_each_dataset": (
-        False,
-        "evaluating each dataset separately is not supported: Studio evaluates the mixed validation split",
-    ),
-    "streaming": (False, "streaming datasets is not supported: Studio reads the dataset files"),
-    "ignore_pad_token_for_loss": (
-        True,
-        "ignore_pad_token_for_loss false is not supported: padding never counts in Studio's loss",
-    ),
-    "default_system": (None, "default_system is not supported: put the system prompt in the data's system column"),
-    "preserve_thinking": (
-        False,
-        "preserve_thinking (keep earlier turns' thoughts) is not supported: use enable_thinking",
-    ),
-    "ray_num_workers": (1, "Ray is not supported: use --accelerate-config for several GPUs or machines"),
-    "ray_init_kwargs": (None, "Ray is not supported: use --accelerate-config for several GPUs or machines"),
-    "master_addr": (None, "Ray is not supported: use --accelerate-config for several GPUs or machines"),
-    "master_port": (None, "Ray is not supported: use --accelerate-config for several GPUs or machines"),
-    "fp8": (False, "FP8 training is not supported: use bf16"),
-    "enable_torch_profiler": (
-        False,
-        "the torch profiler is not supported: the studio's metrics show throughput and memory",
-    ),
-    "profile_modules": (None, "the torch profiler is not supported: the studio's metrics show throughput and memory"),
-    "do_predict": (
-        False,
-        "prediction (do_predict, predict_with_generate) is not supported: try the trained model in the Chat tab",
-    ),
-    "predict_with_generate": (
-        False,
-        "prediction (do_predict, predict_with_generate) is not supported: try the trained model in the Chat tab",
-    ),
+    "image_max_pixels": (589824, "lf.refused_multimodal"),
+    "image_min_pixels": (1024, "lf.refused_multimodal"),
+    "image_do_pan_and_scan": (False, "lf.refused_multimodal"),
+    "crop_to_patches": (False, "lf.refused_multimodal"),
+    "video_max_pixels": (65536, "lf.refused_multimodal"),
+    "video_min_pixels": (256, "lf.refused_multimodal"),
+    "video_fps": (2.0, "lf.refused_multimodal"),
+    "video_maxlen": (128, "lf.refused_multimodal"),
+    "use_audio_in_video": (False, "lf.refused_multimodal"),
+    "audio_sampling_rate": (16000, "lf.refused_multimodal"),
+    "freeze_vision_tower": (True, "lf.refused_multimodal"),
+    "freeze_multi_modal_projector": (True, "lf.refused_multimodal"),
+    "freeze_language_model": (False, "lf.refused_multimodal"),
+    "media_dir": (None, "lf.refused_multimodal"),
+    "create_new_adapter": (False, "lf.refused_new_adapter"),
+    "additional_target": (None, "lf.refused_additional_target"),
+    "pref_ftx": (0.0, "lf.refused_pref_option"),
+    "pref_bco_weight": (0.0, "lf.refused_pref_option"),
+    "dpo_label_smoothing": (0.0, "lf.refused_pref_option"),
+    "simpo_gamma": (0.5, "lf.refused_pref_option"),
+    "ld_alpha": (None, "lf.refused_pref_option"),
+    "ppo_buffer_size": (1, "lf.refused_ppo"),
+    "ppo_epochs": (4, "lf.refused_ppo"),
+    "ppo_score_norm": (False, "lf.refused_ppo"),
+    "ppo_target": (6.0, "lf.refused_ppo"),
+    "ppo_whiten_rewards": (False, "lf.refused_ppo"),
+    "reward_model": (None, "lf.refused_ppo"),
+    "reward_model_adapters": (None, "lf.refused_ppo"),
+    "reward_model_quantization_bit": (None, "lf.refused_ppo"),
+    "reward_model_type": ("lora", "lf.refused_ppo"),
+    "ref_model": (None, "lf.refused_ref_model"),
+    "ref_model_adapters": (None, "lf.refused_ref_model"),
+    "ref_model_quantization_bit": (None, "lf.refused_ref_model"),
+    "use_swanlab": (False, "lf.refused_swanlab"),
+    "use_llama_pro": (False, "lf.refused_llama_pro"),
+    "use_mca": (False, "lf.refused_mca"),
+    "use_hyper_parallel": (False, "lf.refused_hyper_parallel"),
+    "hyper_parallel_args": (None, "lf.refused_hyper_parallel"),
+    "use_dft_loss": (False, "lf.refused_dft_loss"),
+    "use_asft_loss": (False, "lf.refused_asft_loss"),
+    "use_eaft_loss": (False, "lf.refused_eaft_loss"),
+    "compute_accuracy": (False, "lf.refused_compute_accuracy"),
+    "disable_shuffling": (False, "lf.refused_disable_shuffling"),
+    "early_stopping_steps": (None, "lf.refused_early_stopping"),
+    "shift_attn": (False, "lf.refused_shift_attn"),
+    "mixture_of_depths": (None, "lf.refused_mixture_of_depths"),
+    "use_unsloth": (False, "lf.refused_unsloth"),
+    "use_unsloth_gc": (False, "lf.refused_unsloth"),
+    "use_v1_kernels": (False, "lf.refused_v1_kernels"),
+    "use_kt": (False, "lf.refused_kt"),
+    "kt_weight_path": (None, "lf.refused_kt"),
+    "kt_expert_checkpoint_path": (None, "lf.refused_kt"),
+    "kt_use_lora_experts": (None, "lf.refused_kt"),
+    "kt_lora_expert_num": (None, "lf.refused_kt"),
+    "kt_lora_expert_intermediate_size": (None, "lf.refused_kt"),
+    "moe_aux_loss_coef": (None, "lf.refused_moe_aux_loss"),
+    "upcast_layernorm": (False, "lf.refused_upcast"),
+    "upcast_lmhead_output": (False, "lf.refused_upcast"),
+    "train_from_scratch": (False, "lf.refused_from_scratch"),
+    "resize_vocab": (False, "lf.refused_tokens"),
+    "split_special_tokens": (False, "lf.refused_tokens"),
+    "add_tokens": (None, "lf.refused_tokens"),
+    "add_special_tokens": (None, "lf.refused_tokens"),
+    "new_special_tokens_config": (None, "lf.refused_tokens"),
+    "init_special_tokens": ("noise_init", "lf.refused_tokens"),
+    "quantization_device_map": (None, "lf.refused_quantization_device_map"),
+    "eval_on_each_dataset": (False, "lf.refused_eval_each_dataset"),
+    "streaming": (False, "lf.refused_streaming"),
+    "ignore_pad_token_for_loss": (True, "lf.refused_ignore_pad"),
+    "default_system": (None, "lf.refused_default_system"),
+    "preserve_thinking": (False, "lf.refused_preserve_thinking"),
+    "ray_num_workers": (1, "lf.refused_ray"),
+    "ray_init_kwargs": (None, "lf.refused_ray"),
+    "master_addr": (None, "lf.refused_ray"),
+    "master_port": (None, "lf.refused_ray"),
+    "fp8": (False, "lf.refused_fp8"),
+    "enable_torch_profiler": (False, "lf.refused_profiler"),
+    "profile_modules": (None, "lf.refused_profiler"),
+    "do_predict": (False, "lf.refused_predict"),
+    "predict_with_generate": (False, "lf.refused_predict"),
+    "fsdp": (None, "lf.refused_fsdp_args"),
+    "fsdp_config": (None, "lf.refused_fsdp_args"),
+    "accelerator_config": (None, "lf.refused_accelerator_config"),
+    "parallelism_config": (None, "lf.refused_parallelism_config"),
+    "adapter_folder": (None, "lf.refused_adapter_folder"),
 }
-_ACCELERATE = "pass an accelerate config (--accelerate-config)"
-_FSDP_ARGS = "FSDP through training arguments is not supported: pass an accelerate FSDP config (--accelerate-config)"
-_FEATURES.update(
-    {
-        "fsdp": (None, _FSDP_ARGS),
-        "fsdp_config": (None, _FSDP_ARGS),
-        "accelerator_config": (
-            None,
-            "accelerator_config is not supported: pass an accelerate config (--accelerate-config)",
-        ),
-        "parallelism_config": (
-            None,
-            "parallelism_config is not supported: pass an accelerate config (--accelerate-config)",
-        ),
-        "adapter_folder": (None, "loading adapters from a folder is not supported: merge them first (studio merge)"),
-    }
-)
 # TrainingArguments of transformers 4 that LF passed through and transformers 5 removed: key -> (transformers 4's
-# default, what to use instead). At the default: a note; otherwise refused.
+# default, the catalog key of what to use instead). At the default: a note; otherwise refused.
 _HF4_REMOVED: dict[str, tuple[Any, str]] = {
-    "per_gpu_train_batch_size": (None, "use per_device_train_batch_size"),
-    "per_gpu_eval_batch_size": (None, "use per_device_eval_batch_size"),
-    "save_safetensors": (True, "transformers 5 always saves safetensors"),
-    "use_mps_device": (False, "Studio trains on CUDA GPUs or the CPU"),
-    "jit_mode_eval": (False, "remove it"),
-    "fp16_opt_level": ("O1", "apex is gone: fp16 uses torch AMP"),
-    "half_precision_backend": ("auto", "apex is gone: fp16 uses torch AMP"),
-    "fp16_backend": ("auto", "apex is gone: fp16 uses torch AMP"),
-    "tpu_num_cores": (None, "Studio trains on CUDA GPUs or the CPU"),
-    "tpu_metrics_debug": (False, "Studio trains on CUDA GPUs or the CPU"),
-    "past_index": (-1, "remove it"),
-    "fsdp_min_num_params": (0, "pass an accelerate FSDP config (--accelerate-config)"),
-    "fsdp_transformer_layer_cls_to_wrap": (None, "pass an accelerate FSDP config (--accelerate-config)"),
-    "use_legacy_prediction_loop": (False, "remove it"),
-    "include_inputs_for_metrics": (False, "use include_for_metrics"),
-    "push_to_hub_model_id": (None, "use hub_model_id"),
-    "push_to_hub_organization": (None, "use hub_model_id"),
-    "push_to_hub_token": (None, "use hub_token"),
-    "mp_parameters": ("", "remove it"),
-    "torchdynamo": (None, "use torch_compile_backend"),
-    "ray_scope": ("last", "remove it"),
+    "per_gpu_train_batch_size": (None, "lf.hf4_per_device_train"),
+    "per_gpu_eval_batch_size": (None, "lf.hf4_per_device_eval"),
+    "save_safetensors": (True, "lf.hf4_safetensors"),
+    "use_mps_device": (False, "lf.hf4_device"),
+    "jit_mode_eval": (False, "lf.hf4_remove"),
+    "fp16_opt_level": ("O1", "lf.hf4_apex"),
+    "half_precision_backend": ("auto", "lf.hf4_apex"),
+    "fp16_backend": ("auto", "lf.hf4_apex"),
+    "tpu_num_cores": (None, "lf.hf4_device"),
+    "tpu_metrics_debug": (False, "lf.hf4_device"),
+    "past_index": (-1, "lf.hf4_remove"),
+    "fsdp_min_num_params": (0, "lf.hf4_fsdp"),
+    "fsdp_transformer_layer_cls_to_wrap": (None, "lf.hf4_fsdp"),
+    "use_legacy_prediction_loop": (False, "lf.hf4_remove"),
+    "include_inputs_for_metrics": (False, "lf.hf4_include_for_metrics"),
+    "push_to_hub_model_id": (None, "lf.hf4_hub_model_id"),
+    "push_to_hub_organization": (None, "lf.hf4_hub_model_id"),
+    "push_to_hub_token": (None, "lf.hf4_hub_token"),
+    "mp_parameters": ("", "lf.hf4_remove"),
+    "torchdynamo": (None, "lf.hf4_torch_compile"),
+    "ray_scope": ("last", "lf.hf4_remove"),
 }
 # LLaMA-Factory's export YAML (``llamafactory-cli export``, ExportArguments + the model keys it reads) as
 # ``studio merge --lf-yaml`` takes it: key -> LF's default. engine.lf.compat.lf_export_to_merge converts them; any
@@ -508,13 +365,14 @@ _LF_MARKERS = {"model_name_or_path", "stage", "finetuning_type", "dataset", "do_
 
 
 class _Import:
-    """Collects the spec dict, unsupported keys (with why) and notes while converting."""
+    """Collects the spec dict, unsupported keys (with why) and notes while converting; every why and note is a
+    catalog message (engine.lf.messages), so the page can translate it."""
 
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
-        self.unsupported: dict[str, str] = {}
-        self.notes: list[str] = []
-        self.missing: dict[str, str] = {}  # paths found nowhere: refused when the spec's files are checked
+        self.unsupported: dict[str, Message] = {}
+        self.notes: list[Message] = []
+        self.missing: dict[str, Message] = {}  # paths found nowhere: refused when the spec's files are checked
         self.names: dict[str, str] = {}  # spec path -> the LF key that set it, where several keys can (use_badam)
 
     def put(self, path: str, value: Any) -> None:
@@ -524,8 +382,8 @@ class _Import:
             node = node.setdefault(p, {})
         node[leaf] = value
 
-    def bad(self, key: str, why: str = "not supported by Studio") -> None:
-        self.unsupported[key] = why
+    def bad(self, key: str, why: Message | None = None) -> None:
+        self.unsupported[key] = why if why is not None else message("lf.not_supported")
 
 
 def _csv(value: Any) -> list[str]:
@@ -554,8 +412,8 @@ def _lf_path(value: Any, base_dir: Path | None, *, must_exist: bool = True) -> t
     return (None if must_exist else looked[0]), looked
 
 
-def _looked(paths: list[Path]) -> str:
-    return "looked in " + ", ".join(str(p) for p in paths)
+def _looked(paths: list[Path]) -> Message:
+    return message("lf.looked", paths=", ".join(str(p) for p in paths))
 
 
 def _resolve(path: str, base_dir: Path | None) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.lf.keys import _csv, _Import, _resolve, _truthy
+from engine.lf.messages import message
 from engine.spec.schema import RunSpec
 
 _BACKEND_IN = {"NO": "single", "MULTI_GPU": "ddp", "MULTI_CPU": "ddp", "DEEPSPEED": "deepspeed", "FSDP": "fsdp"}
@@ -74,10 +75,10 @@ def _from_ds_json(path: str | dict, imp: _Import) -> None:
     try:
         ds = path if isinstance(path, dict) else json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        imp.bad("deepspeed", f"cannot read DeepSpeed config {path}: {exc}")
+        imp.bad("deepspeed", message("lf.ds_unreadable", path=path, error=exc))
         return
     if not isinstance(ds, dict):
-        imp.bad("deepspeed", f"{path} is not a JSON object")
+        imp.bad("deepspeed", message("lf.ds_not_object", path=path))
         return
     auto = {"train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"}
     for key, value in ds.items():
@@ -97,12 +98,10 @@ def _from_ds_json(path: str | dict, imp: _Import) -> None:
                     integral = isinstance(zv, float) and zv.is_integer()  # JSON writes 1e9 as a float
                     imp.put(f"launch.deepspeed.{zk}", int(zv) if zk.endswith("_size") and integral else zv)
                 else:
-                    imp.bad(
-                        f"deepspeed.zero_optimization.{zk}", f"{zv!r} is not supported (only 'auto' or the default)"
-                    )
+                    imp.bad(f"deepspeed.zero_optimization.{zk}", message("lf.ds_zero_value", value=zv))
         elif key in ("bf16", "fp16") and isinstance(value, dict):
             if value.get("enabled") not in ("auto", False):
-                imp.notes.append(f"deepspeed.{key}: precision comes from bf16/fp16 in the training args")
+                imp.notes.append(message("lf.ds_precision", key=key))
         elif key == "gradient_clipping":
             if value != "auto":
                 imp.put("train.max_grad_norm", value)
@@ -110,7 +109,7 @@ def _from_ds_json(path: str | dict, imp: _Import) -> None:
             imp.put("launch.deepspeed.steps_per_print", value)
         elif key in auto or key in ("zero_allow_untested_optimizer", "wall_clock_breakdown"):
             if value != "auto" and key in auto:
-                imp.notes.append(f"deepspeed.{key}: the batch comes from the training args")
+                imp.notes.append(message("lf.ds_batch", key=key))
         else:
             imp.bad(f"deepspeed.{key}")
 
@@ -119,7 +118,7 @@ def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None)
     pre = "accelerate_config."
     dtype = str(acc.get("distributed_type", "NO")).upper()
     if dtype not in _BACKEND_IN:
-        imp.bad(pre + "distributed_type", f"{dtype} is not supported (NO, MULTI_GPU, MULTI_CPU, FSDP, DEEPSPEED)")
+        imp.bad(pre + "distributed_type", message("lf.acc_distributed_type", value=dtype))
     else:
         imp.put("launch.backend", _BACKEND_IN[dtype])
     if dtype == "MULTI_CPU" or _truthy(acc.get("use_cpu")):
@@ -128,7 +127,7 @@ def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None)
     total = acc.get("num_processes", 1)
     if isinstance(machines, int) and isinstance(total, int) and machines >= 1 and total >= 1:
         if total % machines:  # accelerate counts processes over all machines; we count per machine
-            imp.bad(pre + "num_processes", f"{total} processes do not divide over {machines} machines")
+            imp.bad(pre + "num_processes", message("lf.acc_processes", total=total, machines=machines))
         imp.put("launch.num_processes", max(1, total // machines))
     else:
         imp.put("launch.num_processes", total)
@@ -141,15 +140,15 @@ def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None)
         try:
             imp.put("launch.gpus", [int(g) for g in _csv(gpu_ids)])
         except ValueError:
-            imp.bad(pre + "gpu_ids", f"{gpu_ids!r} is not 'all' or a comma list of GPU ids")
+            imp.bad(pre + "gpu_ids", message("lf.acc_gpu_ids", value=gpu_ids))
     mp = str(acc.get("mixed_precision", "no")).lower()
     lf_flags = any(_truthy(args.get(k)) for k in ("bf16", "fp16", "pure_bf16"))
     if mp not in ("no", "bf16", "fp16"):
-        imp.bad(pre + "mixed_precision", f"{mp} is not supported (no, bf16, fp16)")
+        imp.bad(pre + "mixed_precision", message("lf.acc_mixed_precision", value=mp))
     elif not lf_flags and mp != "no":
         imp.put("train.precision", mp)  # the launcher's setting applies when the training args name none
     elif lf_flags and mp != "no" and imp.data["train"]["precision"] != mp:
-        imp.notes.append(f"accelerate mixed_precision {mp} differs from the training args: the training args win")
+        imp.notes.append(message("lf.acc_precision_differs", value=mp))
     handled = {
         "distributed_type",
         "use_cpu",
@@ -173,7 +172,7 @@ def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None)
         imp.bad(pre + key)
     for section in ("deepspeed_config", "fsdp_config"):
         if not isinstance(acc.get(section) or {}, dict):
-            imp.bad(pre + section, "must be a mapping")
+            imp.bad(pre + section, message("lf.acc_not_mapping"))
             acc = {**acc, section: {}}
     for key, value in (acc.get("deepspeed_config") or {}).items():
         if key in _DS_ACC:
@@ -189,7 +188,7 @@ def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None)
         elif key == "deepspeed_config_file":
             _from_ds_json(_resolve(value, base_dir), imp)
         elif key in ("zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher"):
-            imp.notes.append(f"{pre}deepspeed_config.{key}: accepted, Studio sets it")
+            imp.notes.append(message("lf.acc_studio_sets", key=f"{pre}deepspeed_config.{key}"))
         else:
             imp.bad(f"{pre}deepspeed_config.{key}")
     for key, value in (acc.get("fsdp_config") or {}).items():
@@ -202,7 +201,7 @@ def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None)
         elif key in _FSDP_FIXED and value == _FSDP_FIXED[key]:
             continue
         elif key in _FSDP_FIXED:
-            imp.bad(f"{pre}fsdp_config.{key}", f"{value!r} is not supported (Studio uses {_FSDP_FIXED[key]!r})")
+            imp.bad(f"{pre}fsdp_config.{key}", message("lf.acc_fsdp_fixed", value=value, fixed=_FSDP_FIXED[key]))
         else:
             imp.bad(f"{pre}fsdp_config.{key}")
 

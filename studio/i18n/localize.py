@@ -1,6 +1,6 @@
 """``localize``: any engine message in the page's language. A message keeps its catalog key
 (``engine.core.messages.Message``); its Chinese template is looked up in the tables of this package, one module
-per engine part (``spec``, ``models``, ``data``, ``plan``, ``machine``, ``runs``, ``export``; ``workspace`` for
+per engine part (``spec``, ``lf``, ``models``, ``data``, ``plan``, ``machine``, ``runs``, ``export``; ``workspace`` for
 ``engine.core``), and pydantic's field errors by error type. Light: stdlib only.
 
 The engine and the CLI keep English; a test checks that every catalog key has a Chinese template with the same
@@ -15,6 +15,7 @@ from typing import Any
 
 from studio.i18n.data import DATA_ZH
 from studio.i18n.export import EXPORT_ZH
+from studio.i18n.lf import LF_ZH
 from studio.i18n.machine import DOCTOR_ZH
 from studio.i18n.models import MODELS_ZH
 from studio.i18n.plan import PLAN_ZH
@@ -31,6 +32,7 @@ CATALOG_ZH: dict[str, str] = {
     **EXPORT_ZH,
     **MODELS_ZH,
     **WORKSPACE_ZH,
+    **LF_ZH,
 }
 
 _FALLBACK_ZH = "取值无效：{english}"  # a pydantic type this table does not know yet: Chinese head, English detail

@@ -1,7 +1,7 @@
 """The engine's own messages on the Chinese page (the spec's: test_i18n_spec.py): every key of the dataset, plan,
-doctor, run and export catalogs has its Chinese; the engine modules make their user-visible texts from the
-catalogs; real bad datasets, doctor results, plans, run refusals, run states and the Export tab's refusals,
-progress and results come out in Chinese on the page's handlers."""
+doctor, run, export and LLaMA-Factory catalogs has its Chinese (the LF import's notes in use: test_lf_i18n.py); the
+engine modules make their user-visible texts from the catalogs; real bad datasets, doctor results, plans, run
+refusals, run states and the Export tab's refusals, progress and results come out in Chinese on the page's handlers."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from engine.core import messages as core_messages
 from engine.core import workspace
 from engine.data import messages as data_messages
 from engine.export import messages as export_messages
+from engine.lf import messages as lf_messages
 from engine.machine import messages as doctor_messages
 from engine.models import messages as model_messages
 from engine.plan import messages as plan_messages
@@ -26,6 +27,7 @@ from engine.runs import messages as run_messages
 from studio import forms, monitor
 from studio.i18n.data import DATA_ZH
 from studio.i18n.export import EXPORT_ZH
+from studio.i18n.lf import LF_ZH
 from studio.i18n.localize import localize, localize_error, placeholders
 from studio.i18n.machine import DOCTOR_ZH
 from studio.i18n.models import MODELS_ZH
@@ -44,11 +46,12 @@ CATALOGS = [
     (export_messages.MESSAGES, EXPORT_ZH),
     (model_messages.MESSAGES, MODELS_ZH),
     (core_messages.MESSAGES, WORKSPACE_ZH),
+    (lf_messages.MESSAGES, LF_ZH),
 ]
 
 
 @pytest.mark.parametrize(
-    ("english", "chinese"), CATALOGS, ids=["data", "plan", "doctor", "runs", "export", "models", "workspace"]
+    ("english", "chinese"), CATALOGS, ids=["data", "plan", "doctor", "runs", "export", "models", "workspace", "lf"]
 )
 def test_every_catalog_key_has_chinese_with_the_same_placeholders(english, chinese):
     assert set(chinese) == set(english), "keys without Chinese / Chinese without a key"
