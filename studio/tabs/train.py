@@ -366,7 +366,7 @@ def import_lf(text: str, acc_text: str = "", lang: str = "en") -> tuple[dict[str
         return None, "\n".join([f"❌ {t('lf_refused', lang)}", *lines])
     msg = [f"✅ {t('lf_filled', lang)}"]
     if notes:
-        msg += ["", t("lf_notes", lang), *(f"- {n}" for n in notes)]
+        msg += ["", t("lf_notes", lang), *(f"- {localize(n, lang)}" for n in notes)]
     return forms.spec_to_values(spec_mod.spec_to_dict(spec)), "\n".join(msg)
 
 

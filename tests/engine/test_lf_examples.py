@@ -190,6 +190,40 @@ def test_unsupported_feature_is_refused_in_one_line(name, lf_root, capsys):
     assert problems[0].startswith(f"{key}: ") and words in problems[0], problems
 
 
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_example_pasted_in_the_chinese_page_shows_its_notes_in_chinese(name, lf_root):
+    """The Train tab's LLaMA-Factory YAML section on the Chinese page: the import's notes (plot_loss accepted and
+    ignored, the deepspeed launch, the kto batch, pt packing, ...) in Chinese, LF's key names as written."""
+    import re
+
+    from studio.tabs import train
+
+    text = (lf_root / "examples" / name).read_text(encoding="utf-8")
+    values, msg = train.import_lf(text, "", "zh")
+    assert values is not None, msg
+    lines = msg.split("\n")
+    assert lines[0] == "✅ " + train.t("lf_filled", "zh")
+    notes = [line[2:] for line in lines[lines.index(train.t("lf_notes", "zh")) + 1 :]]
+    assert notes, msg
+    assert all(re.search(r"[\u4e00-\u9fff]", n) for n in notes), notes
+    english = train.import_lf(text, "", "en")[1]
+    assert not any(n in english for n in notes)  # no note left in English
+    if "plot_loss" in text:
+        assert "plot_loss：已接受，但不起作用（Studio 实时绘制 loss 曲线）" in notes
+    if "deepspeed:" in text:
+        assert "有 deepspeed 但没有 accelerate 配置：只用一个进程；需要更多进程请设置 launch.num_processes" in notes
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_unsupported_feature_is_refused_in_chinese_on_the_chinese_page(name, lf_root):
+    from studio.tabs import train
+
+    key, _ = REFUSED[name]
+    values, msg = train.import_lf((lf_root / "examples" / name).read_text(encoding="utf-8"), "", "zh")
+    assert values is None
+    assert msg.split("\n")[1:] == [f"- `{key}`：不支持 mixture-of-depths：请按模型原样训练"]
+
+
 def test_default_cutoff_is_lowered_to_what_the_model_takes(lf_root, demo_paths):
     """LF's default cutoff_len (2048) on a model with 256 positions: 256, with a note; written by the user: refused."""
     model = lf_root / "short-model"
