@@ -62,6 +62,14 @@ class ModelSpec(_Spec):
         description="Attention kernel: sdpa (PyTorch), eager, or flash_attention_2 (CUDA, fp16/bf16)",
         json_schema_extra=_meta("Attention", advanced=True, label_zh="注意力实现"),
     )
+    packed_attention: Literal["auto", "per_sample", "mask"] = Field(
+        "auto",
+        description="How sdpa attends inside rows that hold several samples (padding-free or packed batches): "
+        "per_sample runs attention on each sample's own tokens; mask computes the whole row under a block-diagonal "
+        "mask. The same results; per_sample skips the work across samples. auto: per_sample on the CPU, mask on "
+        "GPUs (per_sample not yet measured there). flash_attention_2 attends per sample by itself",
+        json_schema_extra=_meta("Attention in packed rows", advanced=True, label_zh="多样本行的注意力"),
+    )
     rope_scaling: RopeScalingSpec | None = Field(
         None,
         description="Extend the context with RoPE scaling (empty: off)",

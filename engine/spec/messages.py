@@ -72,6 +72,9 @@ MESSAGES: dict[str, str] = {
     "to auto or off",
     "padding_free_packing": "packing already fills rows without padding: set data.padding_free to auto or off, or "
     "turn packing off",
+    "packed_attention_sdpa": "per_sample attention is an sdpa path; {attn} attention cannot take it "
+    "(flash_attention_2 attends per sample by itself): set model.packed_attention to auto or mask, or "
+    "model.attn_implementation to sdpa",
     "padding_free_dpo": "padding-free dpo batches need flash_attention_2 (TRL's padding_free); {attn} attention "
     "cannot keep the pairs apart: set data.padding_free to auto or off, or model.attn_implementation to "
     "flash_attention_2",

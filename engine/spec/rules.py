@@ -122,6 +122,9 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("data.padding_free", message("padding_free_packing")))
     if d.padding_free == "on" and m.stage == "dpo" and spec.model.attn_implementation != "flash_attention_2":
         errors.append(("data.padding_free", message("padding_free_dpo", attn=spec.model.attn_implementation)))
+    if spec.model.packed_attention == "per_sample" and spec.model.attn_implementation != "sdpa":
+        attn = spec.model.attn_implementation
+        errors.append(("model.packed_attention", message("packed_attention_sdpa", attn=attn)))
     if d.padding_free == "on" and m.stage in ("kto", "rm"):
         errors.append(("data.padding_free", message("padding_free_stage", stage=m.stage)))
     if t.save_strategy == "best" and ((d.val_size == 0 and not d.eval_datasets) or t.eval_strategy == "no"):

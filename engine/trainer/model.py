@@ -51,14 +51,15 @@ def load_tokenizer(spec: RunSpec):
     return tok
 
 
-def load_model(spec: RunSpec, *, device: str, precision: str):
-    """The model with the spec's method applied (PEFT adapters, frozen layers) and ready to train."""
+def load_model(spec: RunSpec, *, device: str, precision: str, attn_implementation: str | None = None):
+    """The model with the spec's method applied (PEFT adapters, frozen layers) and ready to train.
+    ``attn_implementation`` overrides the spec's (engine.trainer.attention's per-sample sdpa)."""
     dtype = resolve_weights_dtype(spec, device, precision)
     kwargs: dict = {
         "revision": spec.model.revision,
         "trust_remote_code": spec.model.trust_remote_code,
         "dtype": dtype,
-        "attn_implementation": spec.model.attn_implementation,
+        "attn_implementation": attn_implementation or spec.model.attn_implementation,
     }
     if spec.model.rope_scaling is not None:
         config = AutoConfig.from_pretrained(

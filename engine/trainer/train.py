@@ -25,6 +25,7 @@ from engine.core.messages import to_json
 from engine.machine.kernels import liger_decision
 from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec, read_model_config
+from engine.trainer import attention
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,7 +139,11 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     if rank == 0:
         append_event(events, "data_ready", 0, **data.stats)
         write_record(spec, run_dir, tokenizer, device, precision)
-    model = model_lib.load_model(spec, device=device, precision=precision)
+    rows_hold_samples = bool(data.stats.get("padding_free") or spec.data.packing)
+    per_sample, attention_reason = choose_attention(spec, device, rows_hold_samples)
+    model = model_lib.load_model(
+        spec, device=device, precision=precision, attn_implementation=attention.NAME if per_sample else None
+    )
     trainable, total = model_lib.count_parameters(model)
 
     if spec.method.finetuning == "lora" and spec.method.lora.pissa_convert and rank == 0:
@@ -175,6 +180,8 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
             gradient_checkpointing_reason=ckpt_reason,
             trained_logits_only=trained_logits,
             trained_logits_reason=trained_logits_reason,
+            per_sample_attention=per_sample,
+            per_sample_attention_reason=attention_reason,
         )
         _write_plan(spec, run_dir)
     resume = resolve_resume(spec, out)
@@ -513,6 +520,18 @@ def _planned_steps(spec: RunSpec, n: int, world: int) -> int:
         return spec.train.max_steps
     per_step = spec.train.per_device_batch_size * spec.train.gradient_accumulation * world
     return max(1, int(spec.train.num_epochs * max(1, -(-n // per_step))))
+
+
+def choose_attention(spec: RunSpec, device: str, rows_hold_samples: bool) -> tuple[bool, str]:
+    """Per-sample sdpa for rows that hold several samples (engine.trainer.attention.choose), registered when
+    chosen. Returns (per sample, why)."""
+    config = read_model_config(spec.model.name_or_path, spec.model.revision) or {}
+    per_sample, reason = attention.choose(
+        spec.model.packed_attention, spec.model.attn_implementation, config, device, rows_hold_samples
+    )
+    if per_sample:
+        attention.register()
+    return per_sample, reason
 
 
 def _model_type(spec: RunSpec) -> str | None:

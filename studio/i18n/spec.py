@@ -43,6 +43,9 @@ RULES_ZH: dict[str, str] = {
     "liger_cpu": "Liger 融合算子只能在 CUDA GPU 上运行：CPU 上请把 train.liger_kernel 设为 auto 或 off",
     "liger_missing": "未安装 liger-kernel：请 pip install liger-kernel，或把 train.liger_kernel 设为 auto 或 off",
     "padding_free_packing": "打包已经把样本无填充地排进行中：请把 data.padding_free 设为 auto 或 off，或关闭打包",
+    "packed_attention_sdpa": "per_sample 注意力只用于 sdpa；{attn} 注意力无法使用"
+    "（flash_attention_2 本身就按样本计算）："
+    "请把 model.packed_attention 设为 auto 或 mask，或把 model.attn_implementation 设为 sdpa",
     "padding_free_dpo": "dpo 的无填充批次需要 flash_attention_2（TRL 的 padding_free）；"
     "{attn} 注意力无法隔开各对样本：请把 data.padding_free 设为 auto 或 off，"
     "或把 model.attn_implementation 设为 flash_attention_2",

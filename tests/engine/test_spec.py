@@ -91,6 +91,7 @@ class TestVersions:
         assert dumped["data"].pop("padding_free") == "auto"
         data_added = {"eval_datasets": [], "mask_history": False, "enable_thinking": True, "tool_format": "template"}
         assert {k: dumped["data"].pop(k) for k in data_added} == data_added
+        assert dumped["model"].pop("packed_attention") == "auto"
         assert dumped["launch"].pop("ddp_timeout") == 1800
         assert dumped["method"].pop("kto") == {"beta": 0.1, "desirable_weight": 1.0, "undesirable_weight": 1.0}
         added = {

@@ -274,6 +274,18 @@ class TestPreferenceStagesTakeWholeAnswers:
         accepts(make(method={"stage": stage}, data={"padding_free": "auto"}, train=batch))
 
 
+class TestPackedAttention:
+    """Per-sample attention is an sdpa path (engine.trainer.attention)."""
+
+    @pytest.mark.parametrize("attn", ["eager", "flash_attention_2"])
+    def test_per_sample_needs_sdpa(self, attn):
+        err = rejects(make(model={"attn_implementation": attn, "packed_attention": "per_sample"}),
+                      "model.packed_attention")  # fmt: skip
+        assert attn in err and "model.attn_implementation to sdpa" in err
+        accepts(make(model={"attn_implementation": attn, "packed_attention": "auto"}))
+        accepts(make(model={"attn_implementation": "sdpa", "packed_attention": "per_sample"}))
+
+
 class TestKtoBatch:
     def test_one_sample_per_device_refused(self):
         err = rejects(make(method={"stage": "kto"}, train={"per_device_batch_size": 1}), "train.per_device_batch_size")

@@ -328,12 +328,18 @@ def test_trainer_arguments_from_the_spec_and_extra_args(demo_paths, tmp_path):
 def test_padding_free_batches_and_trained_logits_train_like_padded_ones(demo_paths, tmp_path):
     """20 steps of the demo LoRA SFT with padded batches and with padding-free ones (the batch's samples in one row,
     positions restarting, no attention across samples), each with the logits computed only at trained positions
-    (the default), and padding-free with logits at every position: the same samples per step, the same loss per
-    step (fp32)."""
+    (the default), padding-free with logits at every position, and padding-free attending under transformers'
+    block-diagonal mask instead of per sample: the same samples per step, the same loss per step (fp32)."""
     runs = {}
-    for mode, trained_only in (("off", True), ("on", True), ("on", False)):
+    for mode, trained_only, attention in (
+        ("off", True, "auto"),
+        ("on", True, "auto"),
+        ("on", False, "auto"),
+        ("on", True, "mask"),
+    ):
         spec = demo_spec(
             demo_paths,
+            model={"packed_attention": attention},
             data={"padding_free": mode, "max_samples": 160},
             train={
                 "max_steps": 20,
@@ -344,13 +350,16 @@ def test_padding_free_batches_and_trained_logits_train_like_padded_ones(demo_pat
             },
             launch={"device": "cpu"},
         )
-        events = run_in_process(spec, tmp_path / f"{mode}-{trained_only}")
+        events = run_in_process(spec, tmp_path / f"{mode}-{trained_only}-{attention}")
         ready = next(e for e in events if e["type"] == "data_ready")["payload"]
         assert ready["padding_free"] is (mode == "on")
         started = next(e for e in events if e["type"] == "run_started")["payload"]
         assert started["trained_logits_only"] is trained_only, started["trained_logits_reason"]
-        runs[(mode, trained_only)] = losses(events)
-    reference = runs[("on", False)]
+        # per-sample sdpa on the CPU by default, for padding-free rows only; the block-diagonal mask when asked
+        per_sample = mode == "on" and attention == "auto"
+        assert started["per_sample_attention"] is per_sample, started["per_sample_attention_reason"]
+        runs[(mode, trained_only, attention)] = losses(events)
+    reference = runs[("on", False, "auto")]
     assert sorted(reference) == list(range(1, 21))
     for key, run in runs.items():
         assert sorted(run) == sorted(reference)

@@ -1,0 +1,135 @@
+"""Per-sample sdpa (engine.trainer.attention): the same logits and gradients as transformers' block-diagonal mask
+for rows holding several samples, on tiny models of every supported architecture; plain sdpa where a batch has a
+padding mask; and when a run takes it (the choice and its reason)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.trainer import attention
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+TINY = dict(
+    vocab_size=211,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,  # grouped-query attention, as real checkpoints have
+    max_position_embeddings=256,
+    sliding_window=None,  # Mistral v0.2 on and Qwen's full-attention layers; a window is refused (test_choose)
+)
+
+
+def _tiny(model_type: str, impl: str, seed: int = 0):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    attention.register()
+    config = AutoConfig.for_model(model_type, **TINY)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=impl, dtype=torch.float32)
+    model.config.use_cache = False
+    return model
+
+
+def _grads(model, batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    model.zero_grad()
+    out = model(**batch)
+    out.loss.backward()
+    return out.logits.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+def _features(lengths, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    feats = []
+    for n in lengths:
+        ids = torch.randint(3, TINY["vocab_size"], (n,), generator=g).tolist()
+        feats.append({"input_ids": ids, "labels": [-100] * (n // 3) + ids[n // 3 :]})
+    return feats
+
+
+@pytest.mark.parametrize("model_type", attention.SUPPORTED)
+def test_per_sample_equals_the_block_diagonal_mask(model_type):
+    """A padding-free row (one row, five samples of uneven length) and packed rows (two rows, a pad block at the
+    end of the shorter): every logit and every gradient agrees with transformers' masked sdpa, and each sample's
+    logits equal the sample run alone (no attention across samples)."""
+    from engine.trainer.dataset import FlatteningCollator, PackingCollator
+
+    masked, per_sample = _tiny(model_type, "sdpa"), _tiny(model_type, attention.NAME)
+    assert per_sample.config._attn_implementation == attention.NAME
+    feats = _features((7, 19, 1, 12, 30))
+    packed_rows = [
+        {"input_ids": feats[0]["input_ids"] + feats[1]["input_ids"], "labels": feats[0]["labels"] + feats[1]["labels"],
+         "position_ids": list(range(7)) + list(range(19))},
+        {"input_ids": feats[3]["input_ids"], "labels": feats[3]["labels"]},
+    ]  # fmt: skip
+    for batch in (FlatteningCollator()(feats), PackingCollator(0)(packed_rows)):
+        logits_m, grads_m = _grads(masked, batch)
+        logits_p, grads_p = _grads(per_sample, batch)
+        assert (logits_m - logits_p).abs().max().item() < 1e-5
+        assert len(grads_m) == len(grads_p) > 0
+        assert max((a - b).abs().max().item() for a, b in zip(grads_m, grads_p)) < 1e-5
+    flat = FlatteningCollator()(feats)
+    with torch.no_grad():
+        row = per_sample(input_ids=flat["input_ids"], position_ids=flat["position_ids"], use_cache=False).logits[0]
+        alone = torch.cat([per_sample(input_ids=torch.tensor([f["input_ids"]])).logits[0] for f in feats])
+    assert (row - alone).abs().max().item() < 1e-5
+
+
+def test_a_padded_batch_keeps_its_padding_mask():
+    """Padded batches (an attention_mask with zeros) go to plain sdpa with transformers' mask: the same logits."""
+    from engine.trainer.dataset import PadCollator
+
+    masked, per_sample = _tiny("llama", "sdpa"), _tiny("llama", attention.NAME)
+    batch = PadCollator(0)(_features((9, 4, 15)))
+    assert (batch["attention_mask"] == 0).any()
+    logits_m, grads_m = _grads(masked, batch)
+    logits_p, grads_p = _grads(per_sample, batch)
+    keep = batch["attention_mask"].bool()
+    assert (logits_m[keep] - logits_p[keep]).abs().max().item() < 1e-5
+    assert max((a - b).abs().max().item() for a, b in zip(grads_m, grads_p)) < 1e-5
+
+
+def test_spans_follow_transformers_packed_sequence_rule():
+    from transformers.masking_utils import find_packed_sequence_indices
+
+    pos = torch.tensor([[0, 1, 2, 0, 1, 0, 0, 1, 2, 3], [0, 1, 2, 3, 4, 5, 0, 1, 0, 1]])
+    spans = attention.spans(pos, 2)
+    assert spans == [[(0, 3), (3, 5), (5, 6), (6, 10)], [(0, 6), (6, 8), (8, 10)]]
+    ids = find_packed_sequence_indices(pos)
+    for row, row_spans in zip(ids.tolist(), spans):
+        assert [row[s] for s, _ in row_spans] == sorted(set(row))  # one transformers sequence id per span
+        assert all(len(set(row[s:e])) == 1 for s, e in row_spans)
+    assert attention.spans(pos, 2) is spans  # one computation per forward, shared by the layers
+
+
+LLAMA = {"model_type": "llama"}
+
+
+@pytest.mark.parametrize(
+    ("mode", "attn", "config", "device", "rows", "expected", "why"),
+    [
+        ("auto", "sdpa", LLAMA, "cpu", True, True, "per sample"),
+        ("auto", "sdpa", LLAMA, "cuda", True, False, "measured on the CPU only"),
+        ("per_sample", "sdpa", LLAMA, "cuda", True, True, "per sample"),
+        ("mask", "sdpa", LLAMA, "cpu", True, False, "packed_attention: mask"),
+        ("auto", "sdpa", LLAMA, "cpu", False, False, "one sample per row"),
+        ("auto", "flash_attention_2", LLAMA, "cuda", True, False, "flash_attention_2"),
+        ("auto", "sdpa", {"model_type": "gemma2"}, "cpu", True, False, "model type gemma2"),
+        ("auto", "sdpa", {"model_type": "mistral", "sliding_window": 4096}, "cpu", True, False, "sliding-window"),
+        ("auto", "sdpa", {"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": False}, "cpu", True,
+         True, "per sample"),
+        ("auto", "sdpa", {"model_type": "qwen3", "layer_types": ["full_attention", "sliding_attention"]}, "cpu",
+         True, False, "sliding-window"),
+    ],
+)  # fmt: skip
+def test_choose(mode, attn, config, device, rows, expected, why):
+    chosen, reason = attention.choose(mode, attn, config, device, rows)
+    assert chosen is expected and why in reason
+
+
+def test_an_explicit_per_sample_that_cannot_be_honoured_is_refused():
+    with pytest.raises(ValueError, match="model.packed_attention: per_sample cannot be used with model type gemma2"):
+        attention.choose("per_sample", "sdpa", {"model_type": "gemma2"}, "cpu", True)
