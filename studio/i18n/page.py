@@ -79,6 +79,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "gpu_util": ("GPU utilisation (%)", "GPU 利用率 (%)"),
     "ram_mem": ("RAM (MiB)", "内存 (MiB)"),
     "cpu_load": ("CPU load (%, 100 = one core)", "CPU 负载（%，100 = 一个核）"),
+    "stage_figs": ("Preference figures (dpo / kto / rm)", "偏好训练指标（dpo / kto / rm）"),
     "log_tail": ("Log", "日志"),
     "failure": ("Why it failed", "失败原因"),
     "no_run": ("No run selected.", "未选择运行。"),
@@ -398,6 +399,15 @@ STRINGS: dict[str, tuple[str, str]] = {
     "se_used": ("{name} used", "{name} 已用"),
     "se_total": ("{name} total", "{name} 总量"),
     "se_rank": ("rank {rank}", "进程 {rank}"),
+    "se_node": ("node {node} · {name}", "节点 {node} · {name}"),
+    "ax_value": ("value", "数值"),
+    # the trainers' own figures of dpo / kto / rm (TRL's rewards/chosen, rewards/accuracies, accuracy, margin, ...)
+    "sf_chosen": ("reward of chosen answers", "被选回答的奖励"),
+    "sf_rejected": ("reward of rejected answers", "被拒回答的奖励"),
+    "sf_margin": ("reward margin (chosen − rejected)", "奖励差（被选 − 被拒）"),
+    "sf_accuracy": ("accuracy (chosen scored higher)", "准确率（被选回答得分更高）"),
+    "sf_mean_reward": ("mean reward", "平均奖励"),
+    "sf_eval": ("{name} (eval)", "{name}（验证）"),
     "gpu_note_ranks": (
         "GPU metrics unavailable: showing the trainer's per-rank memory",
         "GPU 指标不可用：显示训练器报告的各进程显存",

@@ -13,7 +13,7 @@ from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 from studio.tabs import runs as runs_tab
 
-PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util")
+PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util", "stage")
 VIEW_TTL_S = 300  # longer than a hidden tab's slowest timer (browsers throttle it to about once a minute)
 
 
@@ -89,6 +89,7 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
     axis = axis or "step"
     x_title = t(f"ax_{axis}", lang)
     loss = monitor.loss_frame(view, axis, float(smoothing or 0), bool(log_scale), lang)
+    stage = monitor.stage_frame(view, axis, lang)
     mem, util, note = monitor.gpu_frames(view, lang)
     gpu = monitor.shows_gpu(view)
     res = resource_titles(machine_has_gpu() if gpu is None else gpu, lang)
@@ -125,6 +126,15 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
         status if view.get("run_id") else t("no_run", lang),
         monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",
         gr.update(value=failure, visible=bool(failure)),
+        # dpo / kto / rm runs: the trainer's rewards, margins and accuracy; hidden for runs without them
+        gr.update(
+            value=stage,
+            visible=not stage.empty,
+            x_title=x_title,
+            y_title=t("ax_value", lang),
+            color_title=curve,
+            color_map=lagged_colors(view, "stage", stage, monitor.stage_colors(lang)),
+        ),
     ]
 
 
@@ -159,10 +169,10 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     log = monitor.log_tail(view["run_dir"]) if view.get("run_dir") else ""
     log_changed = log != view.get("log_seen")
     if not changed and not log_changed:
-        return [view, *[gr.skip() for _ in range(10)]]
+        return [view, *[gr.skip() for _ in range(11)]]
     view["log_seen"] = log
     if not changed:  # only the log moved
-        return [view, *[gr.skip()] * 8, log, gr.skip()]
+        return [view, *[gr.skip()] * 8, log, gr.skip(), gr.skip()]
     return [view, *render(view, axis, smoothing, log_scale, lang)]
 
 
@@ -213,6 +223,20 @@ def build(ctx: Any) -> None:
                 "grad_norm",
             )
             tps = texts.add(gr.LinePlot(x="x", y="value", label=t("tps", lang), height=220, elem_id="plot-tps"), "tps")
+        with gr.Row():  # shown by render() when the run logs a preference stage's figures (dpo, kto, rm)
+            stage = texts.add(
+                gr.LinePlot(
+                    x="x",
+                    y="value",
+                    color="curve",
+                    label=t("stage_figs", lang),
+                    height=260,
+                    visible=False,
+                    elem_id="plot-stage",
+                    elem_classes="studio-plot",
+                ),
+                "stage_figs",
+            )
         # GPU plots on a machine with GPUs, RAM and CPU load without: render() relabels them by the run's samples
         # (and in the page's language: they are not in ``texts``, whose switch would put the GPU titles back).
         res = resource_titles(machine_has_gpu(), lang)
@@ -247,7 +271,7 @@ def build(ctx: Any) -> None:
     view = gr.State(monitor.new_view(None, None), time_to_live=VIEW_TTL_S)
     # 0.5 s: an event lands on the page within ~1 s at p95 (ticks that find nothing new cost one small read).
     timer = gr.Timer(0.5)
-    outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure]
+    outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure, stage]
     timer.tick(
         tick,
         [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang],
