@@ -92,6 +92,8 @@ STAGE_KEYS = {
     "mean_reward": "mean_reward",
 }
 STAGE_FIGURES = ("chosen", "rejected", "margin", "accuracy", "mean_reward")
+# The figures of each stage plot: rewards (any scale) apart from the accuracy (a share, 0 to 1).
+STAGE_PLOTS = {"rewards": ("chosen", "rejected", "margin", "mean_reward"), "accuracy": ("accuracy",)}
 STAGE_COLUMNS = ("step", "epoch", "tokens_seen", *STAGE_FIGURES)
 # A Slurm job's node N > 0 samples into this file of the run folder (engine.runs.metrics.node_file).
 NODE_FILE = re.compile(r"^metrics-node(\d+)\.jsonl$")
@@ -298,15 +300,16 @@ def loss_frame(
     return frame
 
 
-def stage_frame(view: dict, axis: str = "step", lang: str = "en") -> pd.DataFrame:
-    """A preference stage's figures (dpo / kto / rm: rewards of the chosen and rejected answers, their margin, the
-    accuracy, rm's mean reward) over ``axis``, the eval ones beside them; empty for other runs (the plot hides)."""
+def stage_frame(view: dict, plot: str = "rewards", axis: str = "step", lang: str = "en") -> pd.DataFrame:
+    """A preference stage's figures (dpo / kto / rm) of one ``plot`` over ``axis``, the eval ones beside them:
+    "rewards" (the chosen and rejected answers' rewards and their margin; rm's margin and mean reward), "accuracy"
+    (the share of pairs whose chosen answer scored higher: dpo, rm). Empty for runs without them (the plot hides)."""
     logs, evals = view.get("stage") or _columns(STAGE_COLUMNS), view.get("stage_evals") or _columns(("step",))
     x = _x(logs, axis)
     ex = _x(evals, "step") if axis == "step" else np.asarray([_nearest_x(view, s, axis) for s in evals["step"]])
     xs, ys, names = [], [], []
     for columns, cx, eval_ in ((logs, x, False), (evals, ex, True)):
-        for fig in STAGE_FIGURES:
+        for fig in STAGE_PLOTS[plot]:
             if fig not in columns:
                 continue
             y = _floats(columns[fig])

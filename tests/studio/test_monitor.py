@@ -340,36 +340,51 @@ def test_dpo_rewards_margins_and_accuracy_are_drawn_with_names_in_both_languages
     )
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
-    f = monitor.stage_frame(view, "step", "en")
-    chosen, rejected, margin, accuracy = (
-        "reward of chosen answers",
-        "reward of rejected answers",
-        "reward margin (chosen − rejected)",
-        "accuracy (chosen scored higher)",
-    )
-    train = [chosen, rejected, margin, accuracy]
-    assert list(dict.fromkeys(f["curve"])) == [*train, *(f"{n} (eval)" for n in train)]
-    assert list(f[f["curve"] == margin]["value"]) == pytest.approx([0.2, 0.4, 0.6])
-    assert list(f[f["curve"] == chosen]["x"]) == [1, 2, 3] and list(f[f["curve"] == f"{chosen} (eval)"]["x"]) == [3]
-    assert list(monitor.stage_frame(view, "tokens")[lambda d: d["curve"] == rejected]["x"]) == [192, 384, 576]
-    zh = set(monitor.stage_frame(view, "step", "zh")["curve"])
-    assert {"被选回答的奖励", "被拒回答的奖励", "奖励差（被选 − 被拒）", "准确率（被选回答得分更高）"} < zh
-    assert "被选回答的奖励（验证）" in zh
+    rewards = monitor.stage_frame(view, "rewards", "step", "en")
+    assert list(dict.fromkeys(rewards["curve"])) == [
+        "chosen",
+        "rejected",
+        "margin",
+        "chosen (eval)",
+        "rejected (eval)",
+        "margin (eval)",
+    ]
+    assert list(rewards[rewards["curve"] == "margin"]["value"]) == pytest.approx([0.2, 0.4, 0.6])
+    assert list(rewards[rewards["curve"] == "chosen"]["x"]) == [1, 2, 3]
+    assert list(rewards[rewards["curve"] == "chosen (eval)"]["x"]) == [3]
+    tokens = monitor.stage_frame(view, "rewards", "tokens")
+    assert list(tokens[tokens["curve"] == "rejected"]["x"]) == [192, 384, 576]
+    assert list(tokens[tokens["curve"] == "rejected (eval)"]["x"]) == [576]  # an eval at the loss point before it
+    accuracy = monitor.stage_frame(view, "accuracy", "step", "en")
+    assert list(dict.fromkeys(accuracy["curve"])) == ["accuracy", "accuracy (eval)"]
+    assert set(monitor.stage_frame(view, "rewards", "step", "zh")["curve"]) == {
+        "被选",
+        "被拒",
+        "差值",
+        "被选（验证）",
+        "被拒（验证）",
+        "差值（验证）",
+    }
+    assert set(monitor.stage_frame(view, "accuracy", "step", "zh")["curve"]) == {"准确率", "准确率（验证）"}
     # every drawn name has its own colour, the same in both languages
     for lang in ("en", "zh"):
         colors = monitor.stage_colors(lang)
-        assert set(monitor.stage_frame(view, "step", lang)["curve"]) <= set(colors)
         assert len(set(colors.values())) == len(colors)
+        for plot in monitor.STAGE_PLOTS:
+            assert set(monitor.stage_frame(view, plot, "step", lang)["curve"]) <= set(colors)
     assert list(monitor.stage_colors("en").values()) == list(monitor.stage_colors("zh").values())
-    # the page: the plot is shown, titled in the page's language, its colours one send after its series
+    # the page: both plots shown, titled in the page's language, their colours one send after their series
     out = dashboard.render(view, "step", 0.6, False, "en")
-    assert out[10]["visible"] is True and out[10]["y_title"] == "value" and out[10]["color_map"] is None
+    assert [o["visible"] for o in out[10:12]] == [True, True] and out[10]["color_map"] is None
+    assert out[10]["y_title"] == "value"
     out = dashboard.render(view, "step", 0.6, False, "zh")
-    assert out[10]["color_map"] == {n: monitor.stage_colors("en")[n] for n in f["curve"].unique()}
+    assert out[10]["color_map"] == {n: monitor.stage_colors("en")[n] for n in rewards["curve"].unique()}
+    assert out[11]["color_map"] == {"accuracy": monitor.PALETTE[4], "accuracy (eval)": monitor.PALETTE[8]}
     assert out[10]["y_title"] == "数值" and out[10]["x_title"] == "步"
     from studio.i18n.page import t
 
-    assert t("stage_figs", "en").startswith("Preference figures") and t("stage_figs", "zh").startswith("偏好")
+    assert t("stage_rewards", "en") == "Rewards of chosen / rejected answers" and "奖励" in t("stage_rewards", "zh")
+    assert t("stage_accuracy", "en").startswith("Accuracy") and t("stage_accuracy", "zh").startswith("准确率")
 
 
 def test_kto_and_rm_draw_the_figures_their_trainers_log(tmp_path):
@@ -379,35 +394,26 @@ def test_kto_and_rm_draw_the_figures_their_trainers_log(tmp_path):
     _write_stage_run(rm, RM_METRICS, drift={"accuracy": 0.25})
     view = monitor.new_view("kto", kto)
     monitor.read_new(view)
-    assert list(dict.fromkeys(monitor.stage_frame(view)["curve"])) == [
-        "reward of chosen answers",
-        "reward of rejected answers",
-        "reward margin (chosen − rejected)",
-    ]  # KTOTrainer logs no accuracy
+    assert list(dict.fromkeys(monitor.stage_frame(view)["curve"])) == ["chosen", "rejected", "margin"]
+    assert monitor.stage_frame(view, "accuracy").empty  # KTOTrainer logs no accuracy: that plot stays hidden
+    out = dashboard.render(view, "step", 0.6, False, "en")
+    assert [o["visible"] for o in out[10:12]] == [True, False]
     view = monitor.new_view("rm", rm)
     monitor.read_new(view)
-    f = monitor.stage_frame(view, "epoch", "en")
-    assert list(dict.fromkeys(f["curve"])) == [
-        "reward margin (chosen − rejected)",
-        "accuracy (chosen scored higher)",
-        "mean reward",
-    ]
-    acc = f[f["curve"] == "accuracy (chosen scored higher)"]
+    assert list(dict.fromkeys(monitor.stage_frame(view)["curve"])) == ["margin", "mean reward"]
+    acc = monitor.stage_frame(view, "accuracy", "epoch", "en")
     assert list(acc["value"]) == [0.5, 0.75, 1.0] and list(acc["x"]) == [0.25, 0.5, 0.75]
-    assert set(monitor.stage_frame(view, "step", "zh")["curve"]) == {
-        "奖励差（被选 − 被拒）",
-        "准确率（被选回答得分更高）",
-        "平均奖励",
-    }
+    assert set(monitor.stage_frame(view, "rewards", "step", "zh")["curve"]) == {"差值", "平均奖励"}
 
 
 def test_runs_without_stage_figures_hide_the_plot_and_figures_stay_bounded(tmp_path):
     _write_run(tmp_path, 3)  # an sft run: no metrics in its log events
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
-    frame = monitor.stage_frame(view)
-    assert frame.empty and str(frame["value"].dtype) == "float64"
-    assert dashboard.render(view, "step", 0.6, False, "en")[10]["visible"] is False
+    for plot in monitor.STAGE_PLOTS:
+        frame = monitor.stage_frame(view, plot)
+        assert frame.empty and str(frame["value"].dtype) == "float64"
+    assert [o["visible"] for o in dashboard.render(view, "step", 0.6, False, "en")[10:12]] == [False, False]
     assert monitor.stage_frame(monitor.new_view(None, None)).empty
     # a long dpo run: the figures are thinned like the loss, read incrementally
     n = 2 * monitor.MAX_POINTS + 10
