@@ -81,7 +81,7 @@ EVAL_COLUMNS = ("step", "ts", "eval_loss")
 NAN = float("nan")
 # The trainer's own figures of a preference stage, from the ``metrics`` of its log events (the ``eval_`` ones of its
 # eval events): TRL's keys as its DPOTrainer / KTOTrainer / RewardTrainer log them -> the figure drawn. kto logs no
-# accuracy; rm logs a score per answer, so its chosen / rejected are its accuracy and margin.
+# accuracy; rm no reward per side, but the margin of its scores, its accuracy and mean reward.
 STAGE_KEYS = {
     "rewards/chosen": "chosen",
     "rewards/rejected": "rejected",
