@@ -1,7 +1,8 @@
 """Reads a run's folder incrementally for the live dashboard. Light: stdlib, pandas, engine.core.events.
 
 A ``RunView`` is a plain dict kept in the browser session's ``gr.State``: the run id, byte offsets into
-``events.jsonl`` / ``metrics.jsonl`` and the points read so far: only the numbers the plots draw, as float arrays
+``events.jsonl`` and each node's metrics file (``metrics.jsonl``; a Slurm job's other nodes write
+``metrics-node<N>.jsonl``) and the points read so far: only the numbers the plots draw, as float arrays
 (every open page holds its own view, so its size is what a page costs the studio). Each tick reads only the new lines.
 A reload or a second tab starts from a fresh state, so it re-reads from offset 0 and shows the same thing: the folder
 is the truth.
@@ -10,6 +11,7 @@ is the truth.
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 from array import array
@@ -77,6 +79,24 @@ MAX_POINTS = 2000
 LOG_COLUMNS = ("step", "ts", "epoch", "tokens_seen", "loss", "learning_rate", "grad_norm", "tokens_per_second")
 EVAL_COLUMNS = ("step", "ts", "eval_loss")
 NAN = float("nan")
+# The trainer's own figures of a preference stage, from the ``metrics`` of its log events (the ``eval_`` ones of its
+# eval events): TRL's keys as its DPOTrainer / KTOTrainer / RewardTrainer log them -> the figure drawn. kto logs no
+# accuracy; rm no reward per side, but the margin of its scores, its accuracy and mean reward.
+STAGE_KEYS = {
+    "rewards/chosen": "chosen",
+    "rewards/rejected": "rejected",
+    "rewards/margins": "margin",
+    "rewards/accuracies": "accuracy",
+    "accuracy": "accuracy",
+    "margin": "margin",
+    "mean_reward": "mean_reward",
+}
+STAGE_FIGURES = ("chosen", "rejected", "margin", "accuracy", "mean_reward")
+# The figures of each stage plot: rewards (any scale) apart from the accuracy (a share, 0 to 1).
+STAGE_PLOTS = {"rewards": ("chosen", "rejected", "margin", "mean_reward"), "accuracy": ("accuracy",)}
+STAGE_COLUMNS = ("step", "epoch", "tokens_seen", *STAGE_FIGURES)
+# A Slurm job's node N > 0 samples into this file of the run folder (engine.runs.metrics.node_file).
+NODE_FILE = re.compile(r"^metrics-node(\d+)\.jsonl$")
 
 
 def _columns(names: tuple[str, ...]) -> dict[str, array]:
@@ -88,10 +108,12 @@ def new_view(run_id: str | None, run_dir: str | Path | None) -> dict:
         "run_id": run_id,
         "run_dir": str(run_dir) if run_dir else "",
         "offset": 0,
-        "moffset": 0,
+        "moffsets": {0: 0},  # node -> byte offset into its metrics file
         "logs": _columns(LOG_COLUMNS),  # log events that carry a loss
         "last_log": {},  # the newest of them, whole: progress, ETA, status line
         "evals": _columns(EVAL_COLUMNS),
+        "stage": _columns(STAGE_COLUMNS),  # log events that carry a preference stage's figures
+        "stage_evals": _columns(("step", *STAGE_FIGURES)),
         "ranks": {},  # rank -> {"t", "MiB"}: the trainer's own memory per rank (shown without metric samples)
         "metrics": {"n": 0, "t0": None, "has_gpu": False, "note": "", "series": {}},  # see _add_sample
         "started": None,
@@ -122,18 +144,19 @@ def _append_point(series: dict, key: str, t: float, value: float) -> None:
         points["t"], points["v"] = points["t"][::2], points["v"][::2]
 
 
-def _add_sample(metrics: dict, sample: dict) -> None:
-    """One metrics.jsonl sample (engine.runs.metrics schema) into per-series points keyed "kind\tname": kind used /
-    total / util per GPU, cpu_ram / cpu for the run's processes. The first sample's time is the plots' zero."""
-    if metrics["n"] == 0:
+def _add_sample(metrics: dict, sample: dict, node: int = 0) -> None:
+    """One metrics sample (engine.runs.metrics schema) of ``node`` into per-series points keyed "kind\tname\tnode":
+    kind used / total / util per GPU, cpu_ram / cpu for the run's processes. The earliest first sample of any node is
+    the plots' zero."""
+    ts = _num(sample.get("ts") or 0)
+    if math.isfinite(ts) and (metrics["t0"] is None or (ts and ts < metrics["t0"])):
         metrics["t0"] = sample.get("ts")
     metrics["n"] += 1
     metrics["note"] = metrics["note"] or str(sample.get("gpu_note") or sample.get("gpu_error") or "")
-    ts = _num(sample.get("ts") or 0)
     series = metrics["series"]
     for key, kind in (("rss_mib", "cpu_ram"), ("cpu_pct", "cpu")):
         if _first(sample, key) is not None:
-            _append_point(series, f"{kind}\t", ts, sample[key])
+            _append_point(series, f"{kind}\t\t{node}", ts, sample[key])
     gpus = sample.get("gpus") or []
     metrics["has_gpu"] = metrics["has_gpu"] or bool(gpus)
     for i, gpu in enumerate(gpus if isinstance(gpus, list) else []):
@@ -146,7 +169,34 @@ def _add_sample(metrics: dict, sample: dict) -> None:
             ("util", _first(gpu, "utilization_pct", "utilization", "util")),
         ):
             if value is not None:
-                _append_point(series, f"{kind}\t{name}", ts, value)
+                _append_point(series, f"{kind}\t{name}\t{node}", ts, value)
+
+
+def _add_stage(view: dict, ev: dict, figures: dict, prefix: str = "") -> None:
+    """The preference stage's figures of one log (or, ``prefix`` "eval_", eval) event, when it carries any."""
+    keys = {k: k[len(prefix) :] for k in figures if k.startswith(prefix)}
+    row = {STAGE_KEYS[name]: figures[k] for k, name in keys.items() if name in STAGE_KEYS}
+    if any(math.isfinite(_num(v)) for v in row.values()):
+        payload = ev.get("payload") or {}
+        _append(view["stage_evals" if prefix else "stage"], {**payload, **row, "step": ev.get("step")})
+
+
+def _metric_files(run_dir: Path, offsets: dict) -> list[tuple[int, Path]]:
+    """(node, file) of every node's metrics: ``metrics.jsonl`` (a local run's, a Slurm job's first node) and the
+    ``metrics-node<N>.jsonl`` of a Slurm job's other nodes (a listing of the run folder per read: they start with
+    their node's task)."""
+    found = {0: run_dir / "metrics.jsonl"}
+    try:
+        with os.scandir(run_dir) as entries:
+            for entry in entries:
+                m = NODE_FILE.match(entry.name)
+                if m:
+                    found[int(m[1])] = Path(entry.path)
+    except OSError:
+        pass
+    for node in found:
+        offsets.setdefault(node, 0)
+    return sorted(found.items())
 
 
 def read_new(view: dict) -> bool:
@@ -172,14 +222,19 @@ def read_new(view: dict) -> bool:
                 used = _first(mem, "allocated_mib", "peak_mib", "rss_mib")
                 if used is not None:
                     _append_point(view["ranks"], rank, _num(ev.get("ts") or 0), used)
+            if isinstance(payload.get("metrics"), dict):
+                _add_stage(view, ev, payload["metrics"])
         elif kind == "eval":
             _append(view["evals"], {**payload, "step": ev.get("step"), "ts": ev.get("ts")})
+            _add_stage(view, ev, payload, "eval_")
         elif kind in events_mod.TERMINAL_TYPES:
             view["terminal"] = ev
-    samples, view["moffset"] = events_mod.read_jsonl(run_dir / "metrics.jsonl", view["moffset"])
-    for sample in samples:
-        changed = True
-        _add_sample(view["metrics"], sample)
+    offsets = view["moffsets"]
+    for node, path in _metric_files(run_dir, offsets):
+        samples, offsets[node] = events_mod.read_jsonl(path, offsets[node])
+        for sample in samples:
+            changed = True
+            _add_sample(view["metrics"], sample, node)
     if changed:
         view["version"] += 1
     return changed
@@ -245,6 +300,46 @@ def loss_frame(
     return frame
 
 
+def stage_frame(view: dict, plot: str = "rewards", axis: str = "step", lang: str = "en") -> pd.DataFrame:
+    """A preference stage's figures (dpo / kto / rm) of one ``plot`` over ``axis``, the eval ones beside them:
+    "rewards" (the chosen and rejected answers' rewards and their margin; rm's margin and mean reward), "accuracy"
+    (the share of pairs whose chosen answer scored higher: dpo, rm). Empty for runs without them (the plot hides)."""
+    logs, evals = view.get("stage") or _columns(STAGE_COLUMNS), view.get("stage_evals") or _columns(("step",))
+    x = _x(logs, axis)
+    ex = _x(evals, "step") if axis == "step" else np.asarray([_nearest_x(view, s, axis) for s in evals["step"]])
+    xs, ys, names = [], [], []
+    for columns, cx, eval_ in ((logs, x, False), (evals, ex, True)):
+        for fig in STAGE_PLOTS[plot]:
+            if fig not in columns:
+                continue
+            y = _floats(columns[fig])
+            keep = np.isfinite(cx) & np.isfinite(y)
+            if keep.any():
+                xs.append(cx[keep])
+                ys.append(y[keep])
+                names.append(np.full(int(keep.sum()), _stage_name(fig, eval_, lang), dtype=object))
+    if not xs:
+        return plot_frame([], ["x", "value", "curve"])
+    return plot_frame(
+        {"x": np.concatenate(xs), "value": np.concatenate(ys), "curve": np.concatenate(names)},
+        ["x", "value", "curve"],
+    )
+
+
+def _stage_name(fig: str, eval_: bool, lang: str) -> str:
+    name = t(f"sf_{fig}", lang)
+    return t("sf_eval", lang, name=name) if eval_ else name
+
+
+def stage_colors(lang: str = "en") -> dict[str, str]:
+    """The stage figures' colours, the same in every run and language: one of the ten for each train and eval
+    figure (chosen green, rejected red, margin blue, accuracy purple, mean reward orange)."""
+    train = dict(zip(("margin", "mean_reward", "chosen", "rejected", "accuracy"), PALETTE))
+    colors = {_stage_name(fig, False, lang): train[fig] for fig in STAGE_FIGURES}
+    colors.update({_stage_name(fig, True, lang): PALETTE[5 + i] for i, fig in enumerate(STAGE_FIGURES)})
+    return colors
+
+
 def loss_colors(lang: str = "en") -> dict[str, str]:
     """The loss curves' colours, the same in every run and language: train blue, smoothed orange, eval green."""
     return {t(key, lang): color for key, color in zip(("se_train", "se_smoothed", "se_eval"), PALETTE)}
@@ -281,16 +376,22 @@ def _stack(parts: list[dict], columns: list[str]) -> pd.DataFrame:
 def gpu_frames(view: dict, lang: str = "en") -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """(memory per GPU over time: used and total, utilisation per GPU over time, note).
 
-    Samples come from metrics.jsonl (engine.runs.metrics schema). With no GPU samples the plots show the run's CPU RAM
-    and CPU load instead, and the note says why GPU metrics are missing; with no samples at all, the trainer's own
-    per-rank memory from the log events."""
+    Samples come from metrics.jsonl (engine.runs.metrics schema), and on a Slurm job of several nodes from each node's
+    file too, every series then named by its node ("node 1 · GPU 0 used"). With no GPU samples the plots show the
+    run's CPU RAM and CPU load instead, and the note says why GPU metrics are missing; with no samples at all, the
+    trainer's own per-rank memory from the log events."""
     metrics = view["metrics"]
     # Seconds since the run's first sample: sampling starts with the process, before run_started (data, loading).
     t0 = metrics["t0"] or (view.get("started") or {}).get("ts") or 0
     mem, util = [], []
     note = _sampler_note(metrics["note"], lang)
-    for key, series in metrics["series"].items():
-        kind, name = key.split("\t")
+    keys = sorted(metrics["series"], key=lambda k: int(k.rsplit("\t", 1)[1]))  # node by node, each in its order
+    nodes = {k.rsplit("\t", 1)[1] for k in keys}
+    for key in keys:
+        series = metrics["series"][key]
+        kind, name, node = key.split("\t")
+        if len(nodes) > 1:  # one node (a local run) keeps the names it always had
+            name = t("se_node", lang, node=node, name=name or "CPU")
         if metrics["has_gpu"] and kind == "used":
             mem.append(_points(series, t("se_used", lang, name=name), t0, "MiB"))
         elif metrics["has_gpu"] and kind == "total":
@@ -298,9 +399,10 @@ def gpu_frames(view: dict, lang: str = "en") -> tuple[pd.DataFrame, pd.DataFrame
         elif metrics["has_gpu"] and kind == "util":
             util.append(_points(series, name, t0, "percent"))
         elif not metrics["has_gpu"] and kind == "cpu_ram":
-            mem.append(_points(series, t("se_cpu_ram", lang), t0, "MiB"))
+            ram = t("se_cpu_ram", lang)
+            mem.append(_points(series, t("se_node", lang, node=node, name=ram) if len(nodes) > 1 else ram, t0, "MiB"))
         elif not metrics["has_gpu"] and kind == "cpu":
-            util.append(_points(series, "CPU", t0, "percent"))
+            util.append(_points(series, name or "CPU", t0, "percent"))
     if not metrics["n"]:
         mem = [_points(series, t("se_rank", lang, rank=rank), t0, "MiB") for rank, series in view["ranks"].items()]
         if mem:

@@ -13,8 +13,9 @@ One JSON object per line in ``runs/<id>/metrics.jsonl`` every ``STUDIO_METRICS_I
 
 ``cpu_pct``/``rss_mib`` sum the run's processes (the wrapper excluded). On Slurm the first node writes
 ``metrics.jsonl`` and node N ``metrics-node<N>.jsonl``, each sampling the processes of its own task; the dashboard
-shows the first node's, as it shows a local run's. With no GPU library the ``gpus`` list is
-empty, the first line carries ``"gpu_note": "<why>"``, and one ``warning`` event says the same, once.
+draws every node's, each series named by its node (``studio.monitor.NODE_FILE`` matches these names). With no GPU
+library the ``gpus`` list is empty, the first line carries ``"gpu_note": "<why>"``, and one ``warning`` event says
+the same, once.
 Cost: one NVML query per GPU and one /proc read per process per interval, in the wrapper process.
 """
 

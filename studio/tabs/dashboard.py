@@ -13,7 +13,7 @@ from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 from studio.tabs import runs as runs_tab
 
-PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util")
+PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util", "stage_rewards", "stage_accuracy")
 VIEW_TTL_S = 300  # longer than a hidden tab's slowest timer (browsers throttle it to about once a minute)
 
 
@@ -125,7 +125,24 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
         status if view.get("run_id") else t("no_run", lang),
         monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",
         gr.update(value=failure, visible=bool(failure)),
+        *(stage_plot(view, plot, axis, lang) for plot in monitor.STAGE_PLOTS),
     ]
+
+
+def stage_plot(view: dict, plot: str, axis: str, lang: str) -> Any:
+    """The update of a preference stage's plot (dpo / kto / rm: the trainer's rewards and margin, its accuracy),
+    hidden for runs without its figures."""
+    import gradio as gr
+
+    frame = monitor.stage_frame(view, plot, axis, lang)
+    return gr.update(
+        value=frame,
+        visible=not frame.empty,
+        x_title=t(f"ax_{axis}", lang),
+        y_title=t("ax_value", lang),
+        color_title=t("ax_curve", lang),
+        color_map=lagged_colors(view, f"stage_{plot}", frame, monitor.stage_colors(lang)),
+    )
 
 
 # Ticks that send the whole dashboard again after a plot's series changed or the run ended: the colours that name
@@ -159,10 +176,10 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     log = monitor.log_tail(view["run_dir"]) if view.get("run_dir") else ""
     log_changed = log != view.get("log_seen")
     if not changed and not log_changed:
-        return [view, *[gr.skip() for _ in range(10)]]
+        return [view, *[gr.skip() for _ in range(12)]]
     view["log_seen"] = log
     if not changed:  # only the log moved
-        return [view, *[gr.skip()] * 8, log, gr.skip()]
+        return [view, *[gr.skip()] * 8, log, *[gr.skip()] * 3]
     return [view, *render(view, axis, smoothing, log_scale, lang)]
 
 
@@ -213,6 +230,24 @@ def build(ctx: Any) -> None:
                 "grad_norm",
             )
             tps = texts.add(gr.LinePlot(x="x", y="value", label=t("tps", lang), height=220, elem_id="plot-tps"), "tps")
+        with gr.Row():  # shown by render() when the run logs a preference stage's figures (dpo, kto, rm)
+            rewards, accuracy = (
+                texts.add(
+                    gr.LinePlot(
+                        x="x",
+                        y="value",
+                        color="curve",
+                        label=t(f"stage_{plot}", lang),
+                        height=240,
+                        visible=False,
+                        elem_id=f"plot-stage-{plot}",
+                        elem_classes="studio-plot",
+                        **({"y_lim": [0, 1]} if plot == "accuracy" else {}),
+                    ),
+                    f"stage_{plot}",
+                )
+                for plot in monitor.STAGE_PLOTS
+            )
         # GPU plots on a machine with GPUs, RAM and CPU load without: render() relabels them by the run's samples
         # (and in the page's language: they are not in ``texts``, whose switch would put the GPU titles back).
         res = resource_titles(machine_has_gpu(), lang)
@@ -247,7 +282,7 @@ def build(ctx: Any) -> None:
     view = gr.State(monitor.new_view(None, None), time_to_live=VIEW_TTL_S)
     # 0.5 s: an event lands on the page within ~1 s at p95 (ticks that find nothing new cost one small read).
     timer = gr.Timer(0.5)
-    outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure]
+    outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure, rewards, accuracy]
     timer.tick(
         tick,
         [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang],

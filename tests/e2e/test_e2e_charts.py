@@ -162,6 +162,63 @@ def test_live_loss_chart_draws_every_point_and_resource_charts_say_cpu(page, ser
     page.screenshot(path=str(shots / "charts-live-loss-zh.png"))
 
 
+def stage_counts(server, run_id: str) -> tuple[int, int]:
+    """(log events, eval events) of the run that carry TRL's rewards."""
+    evs = [json.loads(line) for line in (server.home / "runs" / run_id / "events.jsonl").read_text().splitlines()]
+    logs = sum(1 for e in evs if e["type"] == "log" and "rewards/margins" in (e["payload"].get("metrics") or {}))
+    return logs, sum(1 for e in evs if e["type"] == "eval" and "eval_rewards/margins" in e["payload"])
+
+
+def test_dpo_run_draws_its_rewards_margin_and_accuracy(page, server, shots, fits_width):
+    """A dpo run (from a pasted LLaMA-Factory YAML) shows its rewards and its accuracy, two charts hidden for runs
+    without them: one coloured line per figure TRL logs, train and eval, each named in the legend, in English and
+    Chinese."""
+    for plot in ("#plot-stage-rewards", "#plot-stage-accuracy"):
+        expect(page.locator(plot)).to_be_hidden()  # no run chosen yet
+    model = str(server.home / "models" / "demo-tiny-llama")
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
+    page.get_by_text("LLaMA-Factory YAML", exact=True).first.click()
+    page.locator("#lf-text textarea").fill(
+        f"model_name_or_path: {model}\nstage: dpo\nfinetuning_type: lora\nlora_target: all\ndataset: demo_dpo\n"
+        "template: default\ncutoff_len: 64\nlogging_steps: 1\nper_device_train_batch_size: 4\neval_strategy: steps\n"
+    )
+    page.click("#lf-import")
+    page.wait_for_function(
+        "document.querySelector('#lf-msg').innerText.includes('filled from the LLaMA-Factory YAML')", timeout=30_000
+    )
+    run_id = start_run(page, f"dpo-{uuid.uuid4().hex[:6]}", steps=4, val_size="0.1", eval_steps="2", lr="0.005")
+    logs, evals = 4, 2  # a log every step, an eval every 2: the charts hold them all once the run has ended
+    colors = monitor.stage_colors("en")
+    for plot, names in (
+        ("#plot-stage-rewards", ["chosen", "rejected", "margin"]),
+        ("#plot-stage-accuracy", ["accuracy"]),
+    ):
+        names = {**dict.fromkeys(names, logs), **{f"{n} (eval)": evals for n in names}}
+        want = {colors[n]: k for n, k in names.items()}
+        drawn = wait_svg(page, plot, lines_match(want), timeout_ms=180_000)
+        assert stage_counts(server, run_id) == (logs, evals), stage_counts(server, run_id)
+        assert drawn and sorted(drawn["legend"]) == sorted(names), drawn
+        assert sorted(f"{line['color']}:{line['points']}" for line in drawn["lines"]) == sorted(
+            f"{c}:{n}" for c, n in want.items()
+        ), drawn["lines"]
+        assert all(line["visible"] for line in drawn["lines"]), drawn["lines"]
+    expect(page.locator("#plot-stage-rewards")).to_contain_text("Rewards of chosen / rejected answers")
+    expect(page.locator("#plot-stage-accuracy")).to_contain_text("Accuracy: chosen scored above rejected")
+    page.locator("#plot-stage-rewards").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "charts-dpo-figures.png"))
+    assert fits_width(page)
+
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="中文").click()
+    drawn = wait_svg(page, "#plot-stage-rewards", "s.legend.includes('被选') && s.lines.every(l => l.visible)")
+    assert drawn and sorted(drawn["legend"]) == sorted(
+        ["被选", "被拒", "差值", "被选（验证）", "被拒（验证）", "差值（验证）"]
+    )
+    expect(page.locator("#plot-stage-accuracy")).to_contain_text("准确率：被选回答得分高于被拒回答")
+    page.locator("#plot-stage-rewards").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "charts-dpo-figures-zh.png"))
+
+
 def test_runs_overlay_names_and_colours_each_run(page, server, shots, fits_width):
     """Two runs picked by name (the picker shows name, status, start and final loss) draw two coloured lines whose
     legend entries are the runs' names."""

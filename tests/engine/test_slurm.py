@@ -145,6 +145,14 @@ def test_every_nodes_task_samples_its_metrics_until_it_ends(demo_paths, tmp_path
         assert {p["name"] for p in procs if p["pid"] != busy_pid} <= {"bash"}, procs
     warnings = [e for e in read_all(tmp_path / "events.jsonl") if e["type"] == "warning"]
     assert len(warnings) == 1 and "GPU metrics" in warnings[0]["payload"]["message"], warnings
+    # the dashboard draws both nodes' samples, each named by its node
+    from studio import monitor
+
+    view = monitor.new_view("r", tmp_path)
+    monitor.read_new(view)
+    mem, util, _ = monitor.gpu_frames(view)
+    assert list(dict.fromkeys(mem["curve"])) == ["node 0 · CPU RAM (run)", "node 1 · CPU RAM (run)"], mem
+    assert list(dict.fromkeys(util["curve"])) == ["node 0 · CPU", "node 1 · CPU"], util
 
 
 # Slurm's reason code as the Runs tab's cluster column and the dashboard's status line show it (both through

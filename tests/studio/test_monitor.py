@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from engine.core import events
 from studio import monitor
 from studio.tabs import dashboard
@@ -253,3 +255,233 @@ def test_color_map_keeps_fixed_colours_and_gives_others_distinct_ones():
         "a": monitor.PALETTE[0],
     }
     assert monitor.color_map(monitor.plot_frame([], ["x", "value", "run"]), "run") == {}
+
+
+# ------------------------------------------------------------------- preference stages: the trainer's own figures
+# The ``metrics`` of real log events (EventsCallback.on_log) as TRL 1.16's trainers fill them on the tiny test model.
+DPO_METRICS = {
+    "entropy": 7.327280521392822,
+    "logits/chosen": 0.001007041717703278,
+    "logits/rejected": 0.0010554241771633562,
+    "mean_token_accuracy": 0.0,
+    "rewards/chosen": 0.0,
+    "rewards/rejected": 0.0,
+    "rewards/accuracies": 0.0,
+    "rewards/margins": 0.0,
+    "logps/chosen": -68.05667114257812,
+    "logps/rejected": -68.16442108154297,
+    "train_runtime": 0.0652,
+    "train_tokens_per_second": 2945.826,
+}
+KTO_METRICS = {
+    "kl": 0.0,
+    "entropy": 7.3265745639801025,
+    "logits/chosen": -0.0006997849559411407,
+    "logits/rejected": -0.0023070566821843386,
+    "rewards/chosen": 0.0,
+    "logps/chosen": -36.73889923095703,
+    "rewards/rejected": 0.0,
+    "logps/rejected": -36.7569522857666,
+    "rewards/margins": 0.0,
+    "train_runtime": 0.3855,
+    "train_tokens_per_second": 435.844,
+}
+RM_METRICS = {
+    "min_reward": 0.3978271484375,
+    "mean_reward": 0.41461181640625,
+    "max_reward": 0.431396484375,
+    "accuracy": 0.25,
+    "margin": -0.0267333984375,
+    "train_runtime": 0.3257,
+    "train_tokens_per_second": 1498.305,
+}
+
+
+def _write_stage_run(run_dir, metrics, steps=3, drift=None):
+    """A run whose log events carry ``metrics`` as the trainer writes them; ``drift`` moves the listed figures by
+    step so the curves differ."""
+    path = run_dir / "events.jsonl"
+    events.append_event(path, "run_started", 0, total_steps=steps)
+    for s in range(1, steps + 1):
+        figures = {k: v + (drift or {}).get(k, 0) * s for k, v in metrics.items()}
+        events.append_event(
+            path,
+            "log",
+            s,
+            loss=0.69 - 0.1 * s,
+            learning_rate=0.005,
+            grad_norm=0.2,
+            epoch=s / 4,
+            tokens_per_second=2973.72,
+            samples_per_second=61.952,
+            tokens_seen=192 * s,
+            memory=[{"rss_mib": 806.5, "rank": 0}],
+            eta_seconds=0.1,
+            progress=s / steps,
+            max_steps=steps,
+            elapsed_seconds=0.06 * s,
+            metrics=figures,
+        )
+    return path
+
+
+def test_dpo_rewards_margins_and_accuracy_are_drawn_with_names_in_both_languages(tmp_path):
+    path = _write_stage_run(
+        tmp_path, DPO_METRICS, drift={"rewards/chosen": 0.1, "rewards/rejected": -0.1, "rewards/margins": 0.2}
+    )
+    # TRL's eval figures come in the eval event, prefixed eval_ as the Trainer logs them
+    events.append_event(
+        path,
+        "eval",
+        3,
+        eval_loss=0.6,
+        eval_runtime=0.05,
+        **{f"eval_{k}": v for k, v in DPO_METRICS.items() if not k.startswith("train_")},
+    )
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    rewards = monitor.stage_frame(view, "rewards", "step", "en")
+    assert list(dict.fromkeys(rewards["curve"])) == [
+        "chosen",
+        "rejected",
+        "margin",
+        "chosen (eval)",
+        "rejected (eval)",
+        "margin (eval)",
+    ]
+    assert list(rewards[rewards["curve"] == "margin"]["value"]) == pytest.approx([0.2, 0.4, 0.6])
+    assert list(rewards[rewards["curve"] == "chosen"]["x"]) == [1, 2, 3]
+    assert list(rewards[rewards["curve"] == "chosen (eval)"]["x"]) == [3]
+    tokens = monitor.stage_frame(view, "rewards", "tokens")
+    assert list(tokens[tokens["curve"] == "rejected"]["x"]) == [192, 384, 576]
+    assert list(tokens[tokens["curve"] == "rejected (eval)"]["x"]) == [576]  # an eval at the loss point before it
+    accuracy = monitor.stage_frame(view, "accuracy", "step", "en")
+    assert list(dict.fromkeys(accuracy["curve"])) == ["accuracy", "accuracy (eval)"]
+    assert set(monitor.stage_frame(view, "rewards", "step", "zh")["curve"]) == {
+        "被选",
+        "被拒",
+        "差值",
+        "被选（验证）",
+        "被拒（验证）",
+        "差值（验证）",
+    }
+    assert set(monitor.stage_frame(view, "accuracy", "step", "zh")["curve"]) == {"准确率", "准确率（验证）"}
+    # every drawn name has its own colour, the same in both languages
+    for lang in ("en", "zh"):
+        colors = monitor.stage_colors(lang)
+        assert len(set(colors.values())) == len(colors)
+        for plot in monitor.STAGE_PLOTS:
+            assert set(monitor.stage_frame(view, plot, "step", lang)["curve"]) <= set(colors)
+    assert list(monitor.stage_colors("en").values()) == list(monitor.stage_colors("zh").values())
+    # the page: both plots shown, titled in the page's language, their colours one send after their series
+    out = dashboard.render(view, "step", 0.6, False, "en")
+    assert [o["visible"] for o in out[10:12]] == [True, True] and out[10]["color_map"] is None
+    assert out[10]["y_title"] == "value"
+    out = dashboard.render(view, "step", 0.6, False, "zh")
+    assert out[10]["color_map"] == {n: monitor.stage_colors("en")[n] for n in rewards["curve"].unique()}
+    assert out[11]["color_map"] == {"accuracy": monitor.PALETTE[4], "accuracy (eval)": monitor.PALETTE[8]}
+    assert out[10]["y_title"] == "数值" and out[10]["x_title"] == "步"
+    from studio.i18n.page import t
+
+    assert t("stage_rewards", "en") == "Rewards of chosen / rejected answers" and "奖励" in t("stage_rewards", "zh")
+    assert t("stage_accuracy", "en").startswith("Accuracy") and t("stage_accuracy", "zh").startswith("准确率")
+
+
+def test_kto_and_rm_draw_the_figures_their_trainers_log(tmp_path):
+    kto, rm = tmp_path / "kto", tmp_path / "rm"
+    kto.mkdir(), rm.mkdir()
+    _write_stage_run(kto, KTO_METRICS)
+    _write_stage_run(rm, RM_METRICS, drift={"accuracy": 0.25})
+    view = monitor.new_view("kto", kto)
+    monitor.read_new(view)
+    assert list(dict.fromkeys(monitor.stage_frame(view)["curve"])) == ["chosen", "rejected", "margin"]
+    assert monitor.stage_frame(view, "accuracy").empty  # KTOTrainer logs no accuracy: that plot stays hidden
+    out = dashboard.render(view, "step", 0.6, False, "en")
+    assert [o["visible"] for o in out[10:12]] == [True, False]
+    view = monitor.new_view("rm", rm)
+    monitor.read_new(view)
+    assert list(dict.fromkeys(monitor.stage_frame(view)["curve"])) == ["margin", "mean reward"]
+    acc = monitor.stage_frame(view, "accuracy", "epoch", "en")
+    assert list(acc["value"]) == [0.5, 0.75, 1.0] and list(acc["x"]) == [0.25, 0.5, 0.75]
+    assert set(monitor.stage_frame(view, "rewards", "step", "zh")["curve"]) == {"差值", "平均奖励"}
+
+
+def test_runs_without_stage_figures_hide_the_plot_and_figures_stay_bounded(tmp_path):
+    _write_run(tmp_path, 3)  # an sft run: no metrics in its log events
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    for plot in monitor.STAGE_PLOTS:
+        frame = monitor.stage_frame(view, plot)
+        assert frame.empty and str(frame["value"].dtype) == "float64"
+    assert [o["visible"] for o in dashboard.render(view, "step", 0.6, False, "en")[10:12]] == [False, False]
+    assert monitor.stage_frame(monitor.new_view(None, None)).empty
+    # a long dpo run: the figures are thinned like the loss, read incrementally
+    n = 2 * monitor.MAX_POINTS + 10
+    line = json.dumps(events.make_event("log", 1, loss=0.5, tokens_seen=1, metrics=DPO_METRICS)) + "\n"
+    (tmp_path / "events.jsonl").write_text(line * n)
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    assert monitor.MAX_POINTS // 2 <= len(view["stage"]["step"]) <= monitor.MAX_POINTS
+    assert not monitor.read_new(view)
+
+
+# ------------------------------------------------------------------- Slurm runs of several nodes
+def _gpu_sample(ts, used, util):
+    return {
+        "ts": ts,
+        "gpus": [{"index": 0, "memory_used_mib": used, "memory_total_mib": 8000, "utilization_pct": util}],
+    }
+
+
+def _lines(*samples):
+    return "".join(json.dumps(s) + "\n" for s in samples)
+
+
+def test_every_node_of_a_slurm_run_is_drawn_under_its_name(tmp_path):
+    from engine.runs.metrics import node_file
+
+    assert node_file(0) == "metrics.jsonl" and monitor.NODE_FILE.match(node_file(3))[1] == "3"
+    _write_run(tmp_path, 1)
+    (tmp_path / node_file(0)).write_text(_lines(_gpu_sample(10.0, 500, 40), _gpu_sample(11.0, 600, 50)))
+    (tmp_path / node_file(1)).write_text(_lines(_gpu_sample(10.5, 700, 60)))
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    mem, util, _ = monitor.gpu_frames(view)
+    assert list(dict.fromkeys(mem["curve"])) == [
+        "node 0 · GPU 0 used",
+        "node 0 · GPU 0 total",
+        "node 1 · GPU 0 used",
+        "node 1 · GPU 0 total",
+    ]
+    assert list(dict.fromkeys(util["curve"])) == ["node 0 · GPU 0", "node 1 · GPU 0"]
+    assert list(util[util["curve"] == "node 1 · GPU 0"]["t"]) == [0.5]  # one time axis: the earliest sample is 0
+    zh, zu, _ = monitor.gpu_frames(view, "zh")
+    assert "节点 1 · GPU 0 已用" in set(zh["curve"]) and "节点 0 · GPU 0" in set(zu["curve"])
+    # incremental: new lines of a node's file, and a node whose file appears later
+    with open(tmp_path / node_file(1), "a") as fh:
+        fh.write(_lines(_gpu_sample(11.5, 710, 61)))
+    (tmp_path / node_file(2)).write_text(_lines(_gpu_sample(12.0, 800, 70)))
+    assert monitor.read_new(view) and not monitor.read_new(view)
+    _, util, _ = monitor.gpu_frames(view)
+    assert list(util[util["curve"] == "node 1 · GPU 0"]["percent"]) == [60, 61]
+    assert list(util[util["curve"] == "node 2 · GPU 0"]["percent"]) == [70]
+    again = monitor.new_view("r1", tmp_path)  # a reload reads the same
+    monitor.read_new(again)
+    assert monitor.gpu_frames(again)[1].equals(util)
+
+
+def test_nodes_without_gpus_show_each_nodes_ram_and_load_and_one_node_looks_as_before(tmp_path):
+    _write_run(tmp_path, 1)
+    cpu = [{"ts": 1.0, "gpus": [], "rss_mib": 120.0, "cpu_pct": 90.0, "gpu_note": "GPU metrics off: no NVML"}]
+    (tmp_path / "metrics.jsonl").write_text(_lines(*cpu))
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    one = monitor.gpu_frames(view)
+    assert set(one[0]["curve"]) == {"CPU RAM (run)"} and set(one[1]["curve"]) == {"CPU"}  # as a local run's
+    (tmp_path / "metrics-node1.jsonl").write_text(_lines({"ts": 1.2, "gpus": [], "rss_mib": 130.0, "cpu_pct": 80.0}))
+    monitor.read_new(view)
+    mem, util, note = monitor.gpu_frames(view)
+    assert list(dict.fromkeys(mem["curve"])) == ["node 0 · CPU RAM (run)", "node 1 · CPU RAM (run)"]
+    assert list(dict.fromkeys(util["curve"])) == ["node 0 · CPU", "node 1 · CPU"] and "no NVML" in note
+    zh_mem, zh_util, _ = monitor.gpu_frames(view, "zh")
+    assert "节点 1 · CPU 内存（本运行）" in set(zh_mem["curve"]) and "节点 1 · CPU" in set(zh_util["curve"])
