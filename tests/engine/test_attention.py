@@ -133,3 +133,19 @@ def test_choose(mode, attn, config, device, rows, expected, why):
 def test_an_explicit_per_sample_that_cannot_be_honoured_is_refused():
     with pytest.raises(ValueError, match="model.packed_attention: per_sample cannot be used with model type gemma2"):
         attention.choose("per_sample", "sdpa", {"model_type": "gemma2"}, "cpu", True)
+
+
+@pytest.mark.gpu
+def test_per_sample_equals_the_mask_on_cuda_in_bf16():
+    """The same check on a GPU in bf16 (where sdpa picks its flash kernel for the per-sample spans): logits agree to
+    bf16 precision."""
+    from engine.trainer.dataset import FlatteningCollator
+
+    masked = _tiny("llama", "sdpa").to("cuda", torch.bfloat16)
+    per_sample = _tiny("llama", attention.NAME).to("cuda", torch.bfloat16)
+    batch = {
+        k: v.to("cuda") if hasattr(v, "to") else v for k, v in FlatteningCollator()(_features((40, 7, 90, 3))).items()
+    }
+    logits_m, _ = _grads(masked, batch)
+    logits_p, _ = _grads(per_sample, batch)
+    assert (logits_m.float() - logits_p.float()).abs().max().item() < 5e-2
