@@ -8,7 +8,8 @@ Three contenders, alternating in one invocation (the order rotates each repeat, 
                 stage sft, lora rank 8 target all, dataset / template / cutoff_len / max_samples / overwrite_cache /
                 preprocessing_num_workers, output_dir, logging / save steps, batch, lr, max_steps, cosine,
                 warmup_ratio, bf16 false). Studio imports it with its own defaults: gradient checkpointing auto
-                (off when the memory plan fits), padding-free batches, logits at trained positions only.
+                (off when the memory plan fits), padding-free batches, logits at trained positions only,
+                attention per sample inside the padding-free rows (model.packed_attention auto on the CPU).
   (b) plain-lf  bench/plain_lora_sft.py configured with LLaMA-Factory's defaults: gradient checkpointing on
                 (reentrant, LF's use_reentrant_gc), padded batches (to a multiple of 8, as LF's sft collator).
   (c) plain-best the same script at its best: no checkpointing, transformers' DataCollatorWithFlattening.
@@ -146,6 +147,9 @@ def run_studio(spec_file: Path, log: Path, timeout: float) -> dict:
         "steps": steps,
         "checkpointing": started.get("gradient_checkpointing"),
         "padding_free": data["payload"].get("padding_free"),
+        "attention": "per sample"
+        if started.get("per_sample_attention")
+        else ("block-diagonal mask" if data["payload"].get("padding_free") else "padding mask"),
         "run_dir": str(run_dir),
     }
 
@@ -200,6 +204,7 @@ def run_plain(spec: RunSpec, mode: str, run_dir: Path, timeout: float) -> dict:
         "steps": [(r["step"], r["ts"], r["tokens_seen"], r["loss"]) for r in records if "step" in r],
         "checkpointing": mode == "b",
         "padding_free": mode == "c",
+        "attention": "block-diagonal mask" if mode == "c" else "padding mask",
         "run_dir": str(run_dir),
     }
 
@@ -296,8 +301,8 @@ def report(label: str, params: int, results: dict, args) -> str:
         f"## model: {label} (~{params / 1e6:.1f}M params)",
         "",
         "| contender | run | tok/s | tokens / s window | to data ready s | data ready to step 1 s | to step 1 s | "
-        "checkpointing | padding-free |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+        "checkpointing | padding-free | attention |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for side, rs in results.items():
         for i, r in enumerate(rs):
@@ -305,7 +310,7 @@ def report(label: str, params: int, results: dict, args) -> str:
             lines.append(
                 f"| {NAMES[side]} | {i + 1}{note} | {r['tps']:,.0f} | {r['tokens']:,} / {r['seconds']:.2f} | "
                 f"{r['to_data']:.1f} | {r['data_to_step1']:.1f} | {r['to_step1']:.1f} | {r['checkpointing']} | "
-                f"{r['padding_free']} |"
+                f"{r['padding_free']} | {r['attention']} |"
             )
     ok = lambda v, target: "met" if v >= target else "MISSED"  # noqa: E731
     med_start = {s: statistics.median(r["to_step1"] for r in rs) for s, rs in results.items()}
@@ -369,7 +374,8 @@ def header(args, argv: list[str] | None, started: float) -> str:
         f"steps, lr 1e-4 cosine, warmup_ratio 0.1, seed 42, demo_alpaca (360 rows, chatml, cutoff 256); tok/s "
         f"over the steps after {args.warmup} warm-up steps\n"
         "- contenders: (a) `studio train` on the LF-style YAML (Studio's defaults: checkpointing auto, "
-        "padding-free, logits at trained positions only); (b) bench/plain_lora_sft.py with LF's defaults "
+        "padding-free, logits at trained positions only, per-sample attention in padding-free rows); (b) "
+        "bench/plain_lora_sft.py with LF's defaults "
         "(gradient checkpointing on, reentrant; "
         "padded to a multiple of 8); (c) the same script at its best (no checkpointing, "
         "DataCollatorWithFlattening); alternating, the order rotating each repeat\n"

@@ -134,6 +134,8 @@ MESSAGES: dict[str, str] = {
     "alpha_rank_high": "alpha/rank above 8 scales updates strongly; typical is 1-2",
     "single_many_gpus": "single-process runs use one GPU; choose ddp, fsdp or deepspeed to use them all",
     "eval_without_split": "no validation split (data.val_size is 0): eval_steps has no effect",
+    "split_without_eval": "validation data is set (data.val_size or data.eval_datasets) but train.eval_strategy is "
+    "no: it is never evaluated (a val_size split is still held out of training); set eval_strategy to steps or epoch",
     "deepspeed_8bit_optimizer": "DeepSpeed uses its own optimizer; the 8-bit optimizer is ignored",
     "remote_code": "the model's own Python code will run: only for models you trust",
     # context rules

@@ -238,6 +238,8 @@ def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
         warns.append(("launch.gpus", message("single_many_gpus")))
     if d.val_size == 0 and not d.eval_datasets and t.eval_steps != 500:
         warns.append(("train.eval_steps", message("eval_without_split")))
+    if (d.val_size > 0 or d.eval_datasets) and t.eval_strategy == "no":
+        warns.append(("train.eval_strategy", message("split_without_eval")))
     if ln.backend == "deepspeed" and t.optimizer in ("adamw_8bit", "paged_adamw_8bit"):
         warns.append(("train.optimizer", message("deepspeed_8bit_optimizer")))
     if spec.model.trust_remote_code:

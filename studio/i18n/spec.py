@@ -104,6 +104,8 @@ RULES_ZH: dict[str, str] = {
     "alpha_rank_high": "alpha/秩 大于 8 会大幅放大更新；常用值为 1-2",
     "single_many_gpus": "单进程运行只用一个 GPU；要用上全部 GPU，请选择 ddp、fsdp 或 deepspeed",
     "eval_without_split": "没有验证集（data.val_size 为 0）：eval_steps 不起作用",
+    "split_without_eval": "已设置验证数据（data.val_size 或 data.eval_datasets），但 train.eval_strategy 为 no："
+    "它不会被评估（val_size 划出的部分仍不参与训练）；请把 eval_strategy 设为 steps 或 epoch",
     "deepspeed_8bit_optimizer": "DeepSpeed 使用自己的优化器；8 位优化器会被忽略",
     "remote_code": "将运行模型自带的 Python 代码：只用于你信任的模型",
     # context rules

@@ -636,6 +636,8 @@ class TestStageDataKind:
         ({"method": {"lora": {"rank": 2, "alpha": 64}}}, "method.lora.alpha"),
         ({"launch": {"gpus": [0, 1]}}, "launch.gpus"),
         ({"train": {"eval_steps": 100}}, "train.eval_steps"),
+        ({"data": {"val_size": 0.1}, "train": {"eval_strategy": "no"}}, "train.eval_strategy"),
+        ({"data": {"eval_datasets": ["b"]}, "train": {"eval_strategy": "no"}}, "train.eval_strategy"),
         (
             {"launch": {"backend": "deepspeed", "num_processes": 2}, "train": {"optimizer": "adamw_8bit"}},
             "train.optimizer",
