@@ -75,6 +75,10 @@ MESSAGES: dict[str, str] = {
     "packed_attention_sdpa": "per_sample attention is an sdpa path; {attn} attention cannot take it "
     "(flash_attention_2 attends per sample by itself): set model.packed_attention to auto or mask, or "
     "model.attn_implementation to sdpa",
+    "packed_attention_model": "per_sample attention covers the model types {known}, not {model_type}: set "
+    "model.packed_attention to auto or mask",
+    "packed_attention_sliding": "this {model_type} model uses sliding-window attention, which per_sample attention "
+    "does not compute: set model.packed_attention to auto or mask",
     "padding_free_dpo": "padding-free dpo batches need flash_attention_2 (TRL's padding_free); {attn} attention "
     "cannot keep the pairs apart: set data.padding_free to auto or off, or model.attn_implementation to "
     "flash_attention_2",

@@ -17,7 +17,7 @@ from typing import Any
 from engine.core.messages import Message
 from engine.data.rows import PREFERENCE_STAGES, stage_data_problem
 from engine.data.templates import TEMPLATE_NAMES
-from engine.machine.kernels import liger_installed
+from engine.machine.kernels import liger_installed, per_sample_refusal
 from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config
 from engine.spec.groups import LOW_RANK_OPTIMIZERS
@@ -293,6 +293,10 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
             errors.append(
                 ("data.cutoff_len", message("cutoff_over_positions", cutoff=spec.data.cutoff_len, limit=limit))
             )
+        if spec.model.packed_attention == "per_sample":
+            key, params = per_sample_refusal(spec.model.attn_implementation, cfg)
+            if key and key != "packed_attention_sdpa":  # a non-sdpa attention is the cross-field rule's
+                errors.append(("model.packed_attention", message(key, **params)))
         model_type = cfg.get("model_type")
         known = ARCH_LINEAR_MODULES.get(str(model_type or ""))
         if known and spec.method.adapter:

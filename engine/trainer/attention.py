@@ -12,52 +12,18 @@ what flash_attention_2's variable-length kernels do on a GPU. Samples are found 
 a new sample starts wherever a position id is not the previous one plus one.
 
 It is registered under ``NAME`` in transformers' attention registry (and the mask registry, so a batch with a
-real padding mask still gets its mask and goes to plain sdpa) and chosen by ``choose``: ``model.packed_attention``
-(auto: per sample on the CPU, where bench/lf_defaults.py measured it; the mask on GPUs until
-bench/gpu_check.sh measures it there), only for sdpa, for rows that hold several samples, and for the
-architectures whose attention is plain causal attention (no sliding window, no soft-capping, no sinks).
+real padding mask still gets its mask and goes to plain sdpa). engine.machine.kernels.packed_attention_decision
+chooses it: ``model.packed_attention`` (auto: per sample on the CPU, where bench/lf_defaults.py and
+bench/packed_attention.py measured it; the mask on GPUs until bench/gpu_check.sh measures it there), only for sdpa,
+for rows that hold several samples, and for the architectures whose attention is plain causal attention (no sliding
+window, no soft-capping, no sinks); the spec's rules refuse an explicit per_sample elsewhere before launch.
 """
 
 from __future__ import annotations
 
 NAME = "studio_sdpa_per_sample"
 
-# Model types whose decoder attention is plain causal sdpa over the whole context (checked with tiny models in
-# tests/engine/test_attention.py). Sliding-window variants of them are refused by ``choose``.
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
-
 _last: list = [None, None]  # (position_ids tensor, its rows' spans): every layer of one forward reuses them
-
-
-def _sliding(config: dict) -> bool:
-    if any(t != "full_attention" for t in config.get("layer_types") or []):
-        return True
-    window = config.get("sliding_window")
-    return window not in (None, 0) and config.get("use_sliding_window", True) is not False
-
-
-def choose(mode: str, attn: str, config: dict, device: str, rows_hold_samples: bool) -> tuple[bool, str]:
-    """Whether this run attends per sample, and why (the run_started event says both). ``mode`` is
-    spec.model.packed_attention; an explicit ``per_sample`` that cannot be honoured raises ValueError."""
-    model_type = config.get("model_type") or (config.get("text_config") or {}).get("model_type")
-    refusal = ""
-    if attn != "sdpa":
-        refusal = f"{attn} attention (per-sample attention is an sdpa path; flash_attention_2 does it by itself)"
-    elif model_type not in SUPPORTED:
-        refusal = f"model type {model_type or 'unknown'} (per-sample attention covers {', '.join(SUPPORTED)})"
-    elif _sliding(config):
-        refusal = "the model uses sliding-window attention"
-    if mode == "per_sample" and refusal:
-        raise ValueError(f"model.packed_attention: per_sample cannot be used with {refusal}; set auto or mask")
-    if not rows_hold_samples:
-        return False, "one sample per row (no padding-free or packed rows): plain sdpa"
-    if refusal:
-        return False, f"block-diagonal mask: {refusal}"
-    if mode == "mask":
-        return False, "block-diagonal mask (model.packed_attention: mask)"
-    if mode == "auto" and device != "cpu":
-        return False, "block-diagonal mask (auto: per-sample attention is measured on the CPU only so far)"
-    return True, "per sample: sdpa on each sample's own tokens, no mask across the row"
 
 
 def register() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from engine.core.events import append_event
 from engine.core.messages import to_json
-from engine.machine.kernels import liger_decision
+from engine.machine.kernels import liger_decision, packed_attention_decision
 from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec, read_model_config
 from engine.trainer import attention
@@ -523,10 +523,10 @@ def _planned_steps(spec: RunSpec, n: int, world: int) -> int:
 
 
 def choose_attention(spec: RunSpec, device: str, rows_hold_samples: bool) -> tuple[bool, str]:
-    """Per-sample sdpa for rows that hold several samples (engine.trainer.attention.choose), registered when
-    chosen. Returns (per sample, why)."""
+    """Per-sample sdpa for rows that hold several samples (engine.machine.kernels.packed_attention_decision),
+    registered when chosen. Returns (per sample, why)."""
     config = read_model_config(spec.model.name_or_path, spec.model.revision) or {}
-    per_sample, reason = attention.choose(
+    per_sample, reason = packed_attention_decision(
         spec.model.packed_attention, spec.model.attn_implementation, config, device, rows_hold_samples
     )
     if per_sample:

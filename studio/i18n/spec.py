@@ -46,6 +46,10 @@ RULES_ZH: dict[str, str] = {
     "packed_attention_sdpa": "per_sample 注意力只用于 sdpa；{attn} 注意力无法使用"
     "（flash_attention_2 本身就按样本计算）："
     "请把 model.packed_attention 设为 auto 或 mask，或把 model.attn_implementation 设为 sdpa",
+    "packed_attention_model": "per_sample 注意力支持的模型类型为 {known}，不包括 {model_type}："
+    "请把 model.packed_attention 设为 auto 或 mask",
+    "packed_attention_sliding": "这个 {model_type} 模型使用滑动窗口注意力，per_sample 注意力不计算它："
+    "请把 model.packed_attention 设为 auto 或 mask",
     "padding_free_dpo": "dpo 的无填充批次需要 flash_attention_2（TRL 的 padding_free）；"
     "{attn} 注意力无法隔开各对样本：请把 data.padding_free 设为 auto 或 off，"
     "或把 model.attn_implementation 设为 flash_attention_2",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine.machine.kernels import PER_SAMPLE_ARCHS, packed_attention_decision
 from engine.trainer import attention
 
 torch = pytest.importorskip("torch")
@@ -50,7 +51,7 @@ def _features(lengths, seed=1):
     return feats
 
 
-@pytest.mark.parametrize("model_type", attention.SUPPORTED)
+@pytest.mark.parametrize("model_type", PER_SAMPLE_ARCHS)
 def test_per_sample_equals_the_block_diagonal_mask(model_type):
     """A padding-free row (one row, five samples of uneven length) and packed rows (two rows, a pad block at the
     end of the shorter): every logit and every gradient agrees with transformers' masked sdpa, and each sample's
@@ -116,7 +117,7 @@ LLAMA = {"model_type": "llama"}
         ("per_sample", "sdpa", LLAMA, "cuda", True, True, "per sample"),
         ("mask", "sdpa", LLAMA, "cpu", True, False, "packed_attention: mask"),
         ("auto", "sdpa", LLAMA, "cpu", False, False, "one sample per row"),
-        ("auto", "flash_attention_2", LLAMA, "cuda", True, False, "flash_attention_2"),
+        ("auto", "flash_attention_2", LLAMA, "cuda", True, False, "flash_attention_2 attention"),
         ("auto", "sdpa", {"model_type": "gemma2"}, "cpu", True, False, "model type gemma2"),
         ("auto", "sdpa", {"model_type": "mistral", "sliding_window": 4096}, "cpu", True, False, "sliding-window"),
         ("auto", "sdpa", {"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": False}, "cpu", True,
@@ -125,14 +126,9 @@ LLAMA = {"model_type": "llama"}
          True, False, "sliding-window"),
     ],
 )  # fmt: skip
-def test_choose(mode, attn, config, device, rows, expected, why):
-    chosen, reason = attention.choose(mode, attn, config, device, rows)
+def test_decision(mode, attn, config, device, rows, expected, why):
+    chosen, reason = packed_attention_decision(mode, attn, config, device, rows)
     assert chosen is expected and why in reason
-
-
-def test_an_explicit_per_sample_that_cannot_be_honoured_is_refused():
-    with pytest.raises(ValueError, match="model.packed_attention: per_sample cannot be used with model type gemma2"):
-        attention.choose("per_sample", "sdpa", {"model_type": "gemma2"}, "cpu", True)
 
 
 @pytest.mark.gpu

@@ -285,6 +285,20 @@ class TestPackedAttention:
         accepts(make(model={"attn_implementation": attn, "packed_attention": "auto"}))
         accepts(make(model={"attn_implementation": "sdpa", "packed_attention": "per_sample"}))
 
+    def test_per_sample_needs_a_covered_architecture_before_launch(self, model_dir, data_dir):
+        """The model's config.json decides (engine.machine.kernels.per_sample_refusal): llama passes, another
+        architecture or a sliding window is refused naming the field; auto just keeps the mask there."""
+        per_sample = {"packed_attention": "per_sample"}
+        parse_spec(ctx(model_dir, data_dir, data={"cutoff_len": 256}, model=per_sample), context=True)
+        config = model_dir / "config.json"
+        for extra, said in (({"model_type": "gemma2"}, "not gemma2"), ({"model_type": "mistral", "sliding_window": 64},
+                            "sliding-window")):  # fmt: skip
+            config.write_text(json.dumps({"max_position_embeddings": 512, "num_hidden_layers": 4, **extra}))
+            err = ctx_rejects(ctx(model_dir, data_dir, data={"cutoff_len": 256}, model=per_sample),
+                              "model.packed_attention")  # fmt: skip
+            assert said in str(err) and "auto or mask" in str(err)
+            parse_spec(ctx(model_dir, data_dir, data={"cutoff_len": 256}), context=True)
+
 
 class TestKtoBatch:
     def test_one_sample_per_device_refused(self):
