@@ -7,7 +7,9 @@ One process, one model (a Llama built from config, LoRA r8 on every linear layer
 attention implementations loaded from the same weights: ``sdpa`` (transformers builds the row's block-diagonal mask
 from the position ids) and engine.trainer.attention's per-sample sdpa. Each step is one padding-free row of
 ``--samples`` samples of random lengths, forward + backward + AdamW, the two alternating on the same rows. Prints
-the time per step of each, the ratio, and the largest difference of the losses; writes a small table. This is the
+the time per step of each, the ratio, the largest difference of the losses, and the memory autograd keeps for
+backward after one forward of a row (each saved storage counted once: the mask path keeps a row-length-squared
+attention bias per layer); writes a small table. This is the
 measurement ``model.packed_attention: auto`` waits for on GPUs (bench/gpu_check.sh runs it with --device cuda).
 """
 
@@ -88,6 +90,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
 
+    def saved_mib(model, batch) -> float:
+        """MiB autograd keeps for backward after one forward (each storage once): the activation memory."""
+        seen: dict = {}
+
+        def pack(t):
+            storage = t.untyped_storage()
+            seen[(storage.data_ptr(), t.device)] = storage.nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = model(**batch, num_items_in_batch=len(batch["shift_labels"]))
+        del out
+        return sum(seen.values()) / 2**20
+
+    probe = row()
+    saved = {impl: saved_mib(m, probe) for impl, m in models.items()}
     times: dict[str, list[float]] = {k: [] for k in models}
     worst = 0.0
     for i in range(args.steps + args.warmup):
@@ -117,10 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         f"padding-free row of {args.samples} samples of {args.min_len}-{args.max_len} tokens per step (logits at "
         f"trained positions); forward + backward + AdamW; median over {args.steps} steps after {args.warmup}",
         "",
-        "| attention | ms / step |",
-        "|---|---:|",
-        f"| block-diagonal mask (transformers' sdpa) | {mask_ms:.1f} |",
-        f"| per sample | {per_ms:.1f} |",
+        "| attention | ms / step | activations kept for backward, MiB (one row) |",
+        "|---|---:|---:|",
+        f"| block-diagonal mask (transformers' sdpa) | {mask_ms:.1f} | {saved['sdpa']:,.0f} |",
+        f"| per sample | {per_ms:.1f} | {saved[attention.NAME]:,.0f} |",
         "",
         f"- per sample / mask speed: **{mask_ms / per_ms:.3f}x**; max |loss difference| per step {worst:.2e}",
     ]

@@ -77,14 +77,41 @@ def per_sample_refusal(attn: str, config: dict) -> tuple[str, dict]:
     return "", {}
 
 
-def packed_attention_decision(
-    mode: str, attn: str, config: dict, device: str, rows_hold_samples: bool
-) -> tuple[bool, str]:
-    """(attend per sample, why) for ``model.packed_attention`` ``mode`` (auto / per_sample / mask). An explicit
-    per_sample that cannot run is refused by the spec's rules before launch (``per_sample_refusal``); here it reads
-    as the mask with the reason."""
+# Under the block-diagonal mask, sdpa turns the row's boolean mask into an attention bias of row x row entries in the
+# compute dtype and keeps it for backward in every layer (bench/packed_attention.py measures what autograd keeps:
+# 512 MiB per layer in bf16 for a row of 16384 tokens); per-sample attention keeps none. auto still keeps the mask
+# on GPUs until bench/gpu_check.sh has measured per-sample speed there (many short samples mean many small kernels);
+# the plan counts the bias and, from this size, says how to drop it.
+MASK_BIAS_NOTE_BYTES = 64 * 2**20
+
+
+def packed_row_tokens(spec) -> int:
+    """The longest row of several samples a run's batches can hold: padding-free (sft / pt without packing) joins
+    a micro-batch into one row of up to batch x cutoff tokens, packing fills rows of the cutoff; 0 when every row
+    is one sample (padded batches; dpo / kto / rm, whose collators are TRL's)."""
+    from engine.data.rows import PREFERENCE_STAGES
+
+    d = spec.data
+    if spec.method.stage in PREFERENCE_STAGES:
+        return 0
+    if d.packing:
+        return d.cutoff_len
+    if d.padding_free in ("auto", "on"):
+        return spec.train.per_device_batch_size * d.cutoff_len
+    return 0
+
+
+def attention_bias_bytes(row_tokens: int, rows: int, layers: int, compute_bytes: int) -> int:
+    """What the mask path keeps for backward: a row x row bias per row and layer (see MASK_BIAS_NOTE_BYTES)."""
+    return rows * row_tokens * row_tokens * layers * compute_bytes
+
+
+def packed_attention_decision(mode: str, attn: str, config: dict, device: str, row_tokens: int) -> tuple[bool, str]:
+    """(attend per sample, why) for ``model.packed_attention`` ``mode`` (auto / per_sample / mask) on rows of up to
+    ``row_tokens`` tokens (``packed_row_tokens``; 0: one sample per row). An explicit per_sample that cannot run is
+    refused by the spec's rules before launch (``per_sample_refusal``); here it reads as the mask with the reason."""
     refusal, params = per_sample_refusal(attn, config)
-    if not rows_hold_samples:
+    if not row_tokens:
         return False, "one sample per row (no padding-free or packed rows): plain sdpa"
     if refusal:
         if refusal == "packed_attention_sdpa":
@@ -97,5 +124,5 @@ def packed_attention_decision(
     if mode == "mask":
         return False, "block-diagonal mask (model.packed_attention: mask)"
     if mode == "auto" and device != "cpu":
-        return False, "block-diagonal mask (auto: per-sample attention is measured on the CPU only so far)"
+        return False, "block-diagonal mask (auto on a GPU: per-sample speed is not measured on GPUs yet)"
     return True, "per sample: sdpa on each sample's own tokens, no mask across the row"

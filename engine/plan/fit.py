@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from engine.machine.kernels import packed_attention_decision, packed_row_tokens, per_sample_refusal
+from engine.models.resolve import resolve_config
 from engine.plan.messages import message
 from engine.plan.planner import MemoryPlan, fmt_bytes, plan
 from engine.spec.schema import RunSpec, SpecError, parse_spec, spec_to_dict
@@ -45,8 +47,22 @@ def _edit(spec: RunSpec, change: Callable[[dict], None]) -> RunSpec:
     return parse_spec(data)
 
 
-def _ladder(spec: RunSpec):
-    """Yield (description, change(dict)) in order; each change applies on top of the previous ones."""
+def _ladder(spec: RunSpec, config: dict | None = None):
+    """Yield (description, change(dict)) in order; each change applies on top of the previous ones. First what
+    changes no result: per-sample attention where the rows hold several samples under the block-diagonal mask
+    (its row x row bias per layer goes), then the batch, checkpointing, sharding, offload, a smaller LoRA rank."""
+    row = packed_row_tokens(spec)
+    m = spec.model
+    if config is None:
+        config = resolve_config(m.name_or_path, m.revision).config or {}
+    device = "cpu" if spec.launch.device == "cpu" else "cuda"
+    if (
+        row
+        and m.attn_implementation == "sdpa"
+        and not per_sample_refusal("sdpa", config)[0]
+        and not packed_attention_decision(m.packed_attention, "sdpa", config, device, row)[0]
+    ):
+        yield (message("fit.per_sample"), lambda d: d["model"].update(packed_attention="per_sample"))
     t = spec.train
     b, ga = t.per_device_batch_size, t.gradient_accumulation
     while b > 1:
@@ -114,7 +130,7 @@ def fit(spec: RunSpec, gpu_mem_gib: float, *, model_config: dict | None = None) 
         # walk the ladder in the seed's order (batch first, then checkpointing): the fitted spec says which it took
         spec = current = _edit(spec, lambda d: d["train"].update(gradient_checkpointing="off"))
     no_offload = spec  # the last candidate before any offload, for the QLoRA step
-    for desc, change in _ladder(spec):
+    for desc, change in _ladder(spec, model_config):
         try:
             cand = _edit(current, change)
         except SpecError as exc:

@@ -27,6 +27,8 @@ MESSAGES: dict[str, str] = {
     "weight for GaLore / APOLLO, one moment per element for Adam-mini and Muon), not a calibrated figure",
     "plan.badam": "BAdam: Adam's state for one block of layers at a time (about one layer's share); the gradients of "
     "the whole model are still counted",
+    "plan.mask_bias": "rows of several samples under the block-diagonal mask: sdpa keeps a row x row attention bias "
+    "per layer for backward ({size} counted in activations): model.packed_attention auto or per_sample keeps none",
     "plan.liger": "Liger's fused linear cross-entropy: the logits are computed in chunks and never held whole",
     "plan.reference_model": "stage {stage} without LoRA keeps a frozen reference copy of the model (TRL's ref_model); "
     "LoRA needs none (its reference is the base with the adapter off)",
@@ -43,6 +45,8 @@ MESSAGES: dict[str, str] = {
     # auto-fit steps
     "fit.batch": "per-device batch {b} -> {nb}, gradient accumulation {ga} -> {nga} (effective batch {effective} "
     "kept)",
+    "fit.per_sample": "attention per sample in the padding-free / packed rows (model.packed_attention per_sample: "
+    "the same results without the mask's row x row bias per layer)",
     "fit.checkpointing": "gradient checkpointing on (activations recomputed in backward, ~30% slower)",
     "fit.zero1": "DeepSpeed ZeRO-1 (shards optimizer states over {n} GPUs)",
     "fit.zero2": "DeepSpeed ZeRO-2 (shards + gradients over {n} GPUs)",

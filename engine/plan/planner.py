@@ -22,7 +22,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.machine.kernels import liger_decision
+from engine.machine.kernels import (
+    MASK_BIAS_NOTE_BYTES,
+    attention_bias_bytes,
+    liger_decision,
+    packed_attention_decision,
+    packed_row_tokens,
+)
 from engine.models.resolve import resolve_config, source_text
 from engine.plan.memory import activation_bytes, logits_bytes, optimizer_bytes, reference_bytes, weight_bytes
 from engine.plan.messages import message
@@ -256,6 +262,15 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         device = "cuda" if (hardware is not None and hardware.gpus) or gpu_mem_gib else "cpu"
     fused, _why = liger_decision(t.liger_kernel, device, shape.model_type)
     loss = logits_bytes(spec, shape, dt, batch, seq, fused=fused)
+    row = packed_row_tokens(spec)
+    impl = spec.model.attn_implementation
+    masked = row and not packed_attention_decision(spec.model.packed_attention, impl, config, device, row)[0]
+    if masked and impl == "sdpa":
+        # padding-free: one row of the micro-batch; packing: one row of the cutoff per sample slot
+        bias = attention_bias_bytes(row, batch if spec.data.packing else 1, shape.layers, dt["compute"])
+        acts += bias
+        if bias >= MASK_BIAS_NOTE_BYTES:
+            notes.append(message("plan.mask_bias", size=f"{bias / GiB:.2f} GiB"))
     if fused:
         notes.append(message("plan.liger"))
     if spec.model.attn_implementation == "eager":

@@ -66,8 +66,9 @@ class ModelSpec(_Spec):
         "auto",
         description="How sdpa attends inside rows that hold several samples (padding-free or packed batches): "
         "per_sample runs attention on each sample's own tokens; mask computes the whole row under a block-diagonal "
-        "mask. The same results; per_sample skips the work across samples. auto: per_sample on the CPU, mask on "
-        "GPUs (per_sample not yet measured there). flash_attention_2 attends per sample by itself",
+        "mask, keeping a row x row bias per layer. The same results. auto: per_sample on the CPU, mask on GPUs "
+        "(per-sample speed not yet measured there; the plan counts the bias). flash_attention_2 attends per sample "
+        "by itself",
         json_schema_extra=_meta("Attention in packed rows", advanced=True, label_zh="多样本行的注意力"),
     )
     rope_scaling: RopeScalingSpec | None = Field(

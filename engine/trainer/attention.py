@@ -14,7 +14,8 @@ a new sample starts wherever a position id is not the previous one plus one.
 It is registered under ``NAME`` in transformers' attention registry (and the mask registry, so a batch with a
 real padding mask still gets its mask and goes to plain sdpa). engine.machine.kernels.packed_attention_decision
 chooses it: ``model.packed_attention`` (auto: per sample on the CPU, where bench/lf_defaults.py and
-bench/packed_attention.py measured it; the mask on GPUs until bench/gpu_check.sh measures it there), only for sdpa,
+bench/packed_attention.py measured it; the mask on GPUs until bench/gpu_check.sh measures per-sample speed there,
+with its row x row bias per layer counted by the plan), only for sdpa,
 for rows that hold several samples, and for the architectures whose attention is plain causal attention (no sliding
 window, no soft-capping, no sinks); the spec's rules refuse an explicit per_sample elsewhere before launch.
 """

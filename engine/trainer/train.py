@@ -22,7 +22,7 @@ from pathlib import Path
 
 from engine.core.events import append_event
 from engine.core.messages import to_json
-from engine.machine.kernels import liger_decision, packed_attention_decision
+from engine.machine.kernels import liger_decision, packed_attention_decision, packed_row_tokens
 from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec, read_model_config
 from engine.trainer import attention
@@ -139,8 +139,8 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     if rank == 0:
         append_event(events, "data_ready", 0, **data.stats)
         write_record(spec, run_dir, tokenizer, device, precision)
-    rows_hold_samples = bool(data.stats.get("padding_free") or spec.data.packing)
-    per_sample, attention_reason = choose_attention(spec, device, rows_hold_samples)
+    row_tokens = packed_row_tokens(spec) if data.stats.get("padding_free") or spec.data.packing else 0
+    per_sample, attention_reason = choose_attention(spec, device, row_tokens)
     model = model_lib.load_model(
         spec, device=device, precision=precision, attn_implementation=attention.NAME if per_sample else None
     )
@@ -522,12 +522,12 @@ def _planned_steps(spec: RunSpec, n: int, world: int) -> int:
     return max(1, int(spec.train.num_epochs * max(1, -(-n // per_step))))
 
 
-def choose_attention(spec: RunSpec, device: str, rows_hold_samples: bool) -> tuple[bool, str]:
+def choose_attention(spec: RunSpec, device: str, row_tokens: int) -> tuple[bool, str]:
     """Per-sample sdpa for rows that hold several samples (engine.machine.kernels.packed_attention_decision),
     registered when chosen. Returns (per sample, why)."""
     config = read_model_config(spec.model.name_or_path, spec.model.revision) or {}
     per_sample, reason = packed_attention_decision(
-        spec.model.packed_attention, spec.model.attn_implementation, config, device, rows_hold_samples
+        spec.model.packed_attention, spec.model.attn_implementation, config, device, row_tokens
     )
     if per_sample:
         attention.register()

@@ -11,9 +11,9 @@ HELP_ZH: dict[str, str] = {
     "model.dtype": "基座权重的加载精度（auto：随计算精度）",
     "model.attn_implementation": "注意力实现：sdpa（PyTorch）、eager 或 flash_attention_2（CUDA，fp16/bf16）",
     "model.packed_attention": "含多个样本的行（无填充或打包批次）里 sdpa 如何计算注意力："
-    "per_sample 只在每个样本自己的 token 上计算；mask 在整行上按块对角掩码计算。"
-    "结果相同，per_sample 省去样本之间的计算。auto：CPU 上用 per_sample，GPU 上用 mask"
-    "（GPU 上尚未测量 per_sample）。flash_attention_2 本身就按样本计算",
+    "per_sample 只在每个样本自己的 token 上计算；mask 在整行上按块对角掩码计算，每层保留 行长 x 行长 的偏置。"
+    "结果相同。auto：CPU 上用 per_sample，GPU 上用 mask（GPU 上尚未测量 per_sample 的速度；内存计划会计入该偏置）。"
+    "flash_attention_2 本身就按样本计算",
     "model.rope_scaling": "用 RoPE 缩放扩展上下文长度（不勾选：关闭）",
     "model.rope_scaling.type": "RoPE 缩放方法",
     "model.rope_scaling.factor": "上下文长度倍数",

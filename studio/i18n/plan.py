@@ -21,6 +21,8 @@ PLAN_ZH: dict[str, str] = {
     "ni 与 Muon "
     "按每个元素一个动量），不是校准过的数字",
     "plan.badam": "BAdam：每次只为一组层保存 Adam 状态（约一层的份额）；整个模型的梯度仍被计入",
+    "plan.mask_bias": "多样本行使用块对角掩码：sdpa 在每一层为反向传播保留 行长 x 行长 的注意力偏置"
+    "（已计入激活，共 {size}）：把 model.packed_attention 设为 per_sample（或使用 flash_attention_2）则不保留",
     "plan.liger": "Liger 融合线性层与交叉熵：logits 分块计算，从不完整保存",
     "plan.reference_model": "不用 LoRA 的 {stage} 阶段会保留一份冻结的参考模型副本（TRL 的 ref_model）；"
     "LoRA 不需要（其参考模型是关闭适配器后的基座）",
@@ -35,6 +37,8 @@ PLAN_ZH: dict[str, str] = {
     "plan.ckpt_auto_unknown": "自动：目标 GPU 的内存未知（本机没有 GPU，也未指定），因此开启",
     # auto-fit steps
     "fit.batch": "每设备批大小 {b} -> {nb}，梯度累积 {ga} -> {nga}（有效批大小 {effective} 不变）",
+    "fit.per_sample": "在无填充 / 打包的行内按样本计算注意力（model.packed_attention 设为 per_sample："
+    "结果相同，不再保留掩码每层 行长 x 行长 的偏置）",
     "fit.checkpointing": "开启梯度检查点（反向传播时重算激活，约慢 30%）",
     "fit.zero1": "DeepSpeed ZeRO-1（把优化器状态切分到 {n} 个 GPU）",
     "fit.zero2": "DeepSpeed ZeRO-2（再切分梯度，共 {n} 个 GPU）",

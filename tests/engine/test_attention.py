@@ -110,25 +110,42 @@ LLAMA = {"model_type": "llama"}
 
 
 @pytest.mark.parametrize(
-    ("mode", "attn", "config", "device", "rows", "expected", "why"),
+    ("mode", "attn", "config", "device", "row", "expected", "why"),
     [
-        ("auto", "sdpa", LLAMA, "cpu", True, True, "per sample"),
-        ("auto", "sdpa", LLAMA, "cuda", True, False, "measured on the CPU only"),
-        ("per_sample", "sdpa", LLAMA, "cuda", True, True, "per sample"),
-        ("mask", "sdpa", LLAMA, "cpu", True, False, "packed_attention: mask"),
-        ("auto", "sdpa", LLAMA, "cpu", False, False, "one sample per row"),
-        ("auto", "flash_attention_2", LLAMA, "cuda", True, False, "flash_attention_2 attention"),
-        ("auto", "sdpa", {"model_type": "gemma2"}, "cpu", True, False, "model type gemma2"),
-        ("auto", "sdpa", {"model_type": "mistral", "sliding_window": 4096}, "cpu", True, False, "sliding-window"),
-        ("auto", "sdpa", {"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": False}, "cpu", True,
+        ("auto", "sdpa", LLAMA, "cpu", 512, True, "per sample"),
+        ("auto", "sdpa", LLAMA, "cuda", 16384, False, "not measured on GPUs"),
+        ("per_sample", "sdpa", LLAMA, "cuda", 512, True, "per sample"),
+        ("mask", "sdpa", LLAMA, "cpu", 512, False, "packed_attention: mask"),
+        ("auto", "sdpa", LLAMA, "cpu", 0, False, "one sample per row"),
+        ("auto", "flash_attention_2", LLAMA, "cuda", 16384, False, "flash_attention_2 attention"),
+        ("auto", "sdpa", {"model_type": "gemma2"}, "cpu", 512, False, "model type gemma2"),
+        ("auto", "sdpa", {"model_type": "mistral", "sliding_window": 4096}, "cpu", 512, False, "sliding-window"),
+        ("auto", "sdpa", {"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": False}, "cpu", 512,
          True, "per sample"),
         ("auto", "sdpa", {"model_type": "qwen3", "layer_types": ["full_attention", "sliding_attention"]}, "cpu",
-         True, False, "sliding-window"),
+         512, False, "sliding-window"),
     ],
 )  # fmt: skip
-def test_decision(mode, attn, config, device, rows, expected, why):
-    chosen, reason = packed_attention_decision(mode, attn, config, device, rows)
+def test_decision(mode, attn, config, device, row, expected, why):
+    chosen, reason = packed_attention_decision(mode, attn, config, device, row)
     assert chosen is expected and why in reason
+
+
+def test_row_tokens_by_batch_layout():
+    from engine.machine.kernels import packed_row_tokens
+    from engine.spec.schema import parse_spec
+
+    def spec(**groups):
+        base = {"model": {"name_or_path": "m"}, "data": {"datasets": ["d"], "cutoff_len": 1024}}
+        for k, v in groups.items():
+            base[k] = {**base.get(k, {}), **v}
+        return parse_spec(base, context=False)
+
+    batch = {"train": {"per_device_batch_size": 4}}
+    assert packed_row_tokens(spec(**batch)) == 4096  # padding-free: the micro-batch in one row
+    assert packed_row_tokens(spec(data={"datasets": ["d"], "cutoff_len": 1024, "packing": True}, **batch)) == 1024
+    assert packed_row_tokens(spec(data={"datasets": ["d"], "cutoff_len": 1024, "padding_free": "off"}, **batch)) == 0
+    assert packed_row_tokens(spec(method={"stage": "dpo"}, **batch)) == 0
 
 
 @pytest.mark.gpu
