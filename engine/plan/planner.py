@@ -267,7 +267,9 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     masked = row and not packed_attention_decision(spec.model.packed_attention, impl, config, device, row)[0]
     if masked and impl == "sdpa":
         # padding-free: one row of the micro-batch; packing: one row of the cutoff per sample slot
-        bias = attention_bias_bytes(row, batch if spec.data.packing else 1, shape.layers, dt["compute"])
+        # with checkpointing only the layer being recomputed holds its bias
+        layers = 1 if spec.train.gradient_checkpointing == "on" else shape.layers
+        bias = attention_bias_bytes(row, batch if spec.data.packing else 1, layers, dt["compute"])
         acts += bias
         if bias >= MASK_BIAS_NOTE_BYTES:
             notes.append(message("plan.mask_bias", size=f"{bias / GiB:.2f} GiB"))

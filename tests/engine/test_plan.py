@@ -464,6 +464,13 @@ def test_mask_path_counts_its_attention_bias():
     assert masked.components["activations"] - per_sample.components["activations"] == bias
     assert any(getattr(n, "key", "") == "plan.mask_bias" for n in masked.notes)
     assert not any(getattr(n, "key", "") == "plan.mask_bias" for n in per_sample.notes)
+    ckpt = {**groups, "train": {**groups["train"], "gradient_checkpointing": "on"}}
+    masked_ckpt = planmod.plan(make_spec(data=data, model={"packed_attention": "mask"}, **ckpt), gpu_mem_gib=80,
+                               model_config=QWEN_05B)  # fmt: skip
+    per_sample_ckpt = planmod.plan(make_spec(data=data, model={"packed_attention": "per_sample"}, **ckpt),
+                                   gpu_mem_gib=80, model_config=QWEN_05B)  # fmt: skip
+    one_layer = row * row * 2  # checkpointing: only the layer being recomputed holds its bias
+    assert masked_ckpt.components["activations"] - per_sample_ckpt.components["activations"] == one_layer
     padded_spec = make_spec(data={**data, "padding_free": "off"}, model={"packed_attention": "mask"}, **groups)
     padded = planmod.plan(padded_spec, gpu_mem_gib=80, model_config=QWEN_05B)
     assert padded.components["activations"] == per_sample.components["activations"]
