@@ -78,8 +78,9 @@ def per_sample_refusal(attn: str, config: dict) -> tuple[str, dict]:
 
 
 # Under the block-diagonal mask, sdpa turns the row's boolean mask into an attention bias of row x row entries in the
-# compute dtype and keeps it for backward in every layer (bench/packed_attention.py measures what autograd keeps:
-# 512 MiB per layer in bf16 for a row of 16384 tokens); per-sample attention keeps none. auto still keeps the mask
+# compute dtype and keeps it for backward in every layer: 512 MiB per layer in bf16 for a row of 16384 tokens
+# (bench/packed_attention.py measures what autograd keeps: on the CPU, 454 MiB more over 7 layers for rows of about
+# 4,600 tokens); per-sample attention keeps none. auto still keeps the mask
 # on GPUs until bench/gpu_check.sh has measured per-sample speed there (many short samples mean many small kernels);
 # the plan counts the bias and, from this size, says how to drop it.
 MASK_BIAS_NOTE_BYTES = 64 * 2**20
