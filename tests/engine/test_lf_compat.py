@@ -30,8 +30,8 @@ from engine.spec.schema import SpecError, load_spec, parse_spec, spec_to_dict
 ROOT = Path(__file__).resolve().parents[2]
 LF = ROOT / "assets" / "examples" / "lf"
 SEED_ARGS = LF / "train_args.yaml"
-ZERO3 = LF / "accelerate_config.yaml"
-FSDP = LF / "accelerate_config_fsdp.yaml"
+ZERO3 = LF / "accelerate" / "zero3_8gpu.yaml"
+FSDP = LF / "accelerate" / "fsdp_8gpu.yaml"
 
 
 def read(path: Path) -> dict:
@@ -52,7 +52,7 @@ class TestSeedExample:
         assert spec.model.name_or_path == "meta-llama/Llama-3.1-8B-Instruct"
         assert (m.stage, m.finetuning, m.quantization.bits) == ("sft", "lora", 4)
         assert (m.lora.rank, m.lora.alpha, m.lora.dropout, m.lora.targets) == (64, 128, 0.05, ["all"])
-        assert d.datasets == ["alpaca_zh", "self_cognition"] and d.template == "llama3"
+        assert d.datasets == ["demo_alpaca", "demo_sharegpt"] and d.template == "llama3"
         assert (d.cutoff_len, d.max_samples, d.preprocessing_workers) == (4096, 50000, 16)
         # LF writes it under the working directory; outside the workspace, Studio keeps it inside (issue 18)
         assert spec.output.output_dir == str(workspace.home() / "output" / "llama3-qlora")
