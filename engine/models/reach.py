@@ -2,9 +2,9 @@
 
 Without this, a machine that cannot reach the hub (no network, a firewall, a mirror that is down) waits for
 ``huggingface_hub``'s retries on every hub id (about 24 s and eleven retry lines) and then reads the failure as an
-answer. ``reachable()`` asks ``HF_ENDPOINT`` once (one ``HEAD`` of its root, ``PROBE_TIMEOUT_S``; any HTTP answer,
-even an error code, means a server is there); when nothing answers it prints one line saying so (stderr) and the
-process works offline from then on: ``engine.models.resolve`` reads the cache, then Studio's table of published
+answer. ``reachable()`` asks ``HF_ENDPOINT`` once (one ``HEAD`` of its root within ``STUDIO_HUB_TIMEOUT`` s,
+default 2; any HTTP answer, even an error code, means a server is there); when nothing answers it prints one line
+saying so (stderr) and the process works offline from then on: ``engine.models.resolve`` reads the cache, then Studio's table of published
 configs; ``engine.data.hub`` and the check before launch say the hub cannot be reached. ``HF_HUB_OFFLINE`` set
 means offline without asking. Nothing is written to the environment, so runs started later decide for themselves.
 
@@ -23,7 +23,14 @@ import urllib.request
 from engine.core.messages import Message
 from engine.models.messages import message
 
-PROBE_TIMEOUT_S = 2.0
+PROBE_TIMEOUT_S = 2.0  # the default; STUDIO_HUB_TIMEOUT (seconds) for a slow link or proxy
+
+
+def probe_timeout() -> float:
+    try:
+        return max(0.1, float(os.environ.get("STUDIO_HUB_TIMEOUT", PROBE_TIMEOUT_S)))
+    except ValueError:
+        return PROBE_TIMEOUT_S
 REASK_S = 300.0  # a long-running process (the page) asks again this long after "unreachable", without a new line
 
 _lock = threading.Lock()
@@ -50,7 +57,7 @@ def endpoint() -> str:
 def _probe(url: str) -> tuple[bool, str]:
     request = urllib.request.Request(url + "/", method="HEAD", headers={"User-Agent": "studio-hub-probe"})
     try:
-        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S):
+        with urllib.request.urlopen(request, timeout=probe_timeout()):
             return True, ""
     except urllib.error.HTTPError:  # the server answered (404, 401, ...): it is there
         return True, ""
@@ -83,7 +90,7 @@ def reason() -> str:
 
 def unreachable_line() -> Message:
     """The one line said when the hub does not answer."""
-    return message("models.hub_down", url=endpoint(), why=reason() or "no answer", timeout=PROBE_TIMEOUT_S)
+    return message("models.hub_down", url=endpoint(), why=reason() or "no answer", timeout=probe_timeout())
 
 
 def forget() -> None:

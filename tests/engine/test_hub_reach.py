@@ -152,3 +152,22 @@ def test_a_gated_hub_model_without_a_token_is_refused_before_launch(tmp_path, de
         assert "HF_TOKEN" in both and "cannot be reached" not in both
         with_token, _ = _studio(["validate", str(spec)], dict(env, HF_TOKEN="hf_test"))
         assert with_token.returncode == 0 and "OK" in with_token.stdout, with_token.stdout + with_token.stderr
+
+
+def test_the_probe_is_asked_once_and_its_timeout_is_a_setting(silent_port, monkeypatch, capsys):
+    from huggingface_hub import constants
+
+    from engine.models import reach
+
+    url = f"http://127.0.0.1:{silent_port}"
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    monkeypatch.setenv("STUDIO_HUB_TIMEOUT", "0.5")
+    reach.forget()
+    try:
+        assert reach.reachable() is False and reach.reachable() is False
+        lines = _hub_lines(capsys.readouterr().err)
+        assert len(lines) == 1 and url in lines[0] and "0.5 s" in lines[0] and "timed out" in lines[0], lines
+    finally:
+        reach.forget()
