@@ -4,9 +4,10 @@ Without this, a machine that cannot reach the hub (no network, a firewall, a mir
 ``huggingface_hub``'s retries on every hub id (about 24 s and eleven retry lines) and then reads the failure as an
 answer. ``reachable()`` asks ``HF_ENDPOINT`` once (one ``HEAD`` of its root within ``STUDIO_HUB_TIMEOUT`` s,
 default 2; any HTTP answer, even an error code, means a server is there); when nothing answers it prints one line
-saying so (stderr) and the process works offline from then on: ``engine.models.resolve`` reads the cache, then Studio's table of published
-configs; ``engine.data.hub`` and the check before launch say the hub cannot be reached. ``HF_HUB_OFFLINE`` set
-means offline without asking. Nothing is written to the environment, so runs started later decide for themselves.
+saying so (stderr) and the process works offline from then on: ``engine.models.resolve`` reads the cache, then
+Studio's table of published configs; ``engine.data.hub`` and the check before launch say the hub cannot be
+reached. ``HF_HUB_OFFLINE`` set means offline without asking. Nothing is written to the environment, so runs
+started later decide for themselves.
 
 Light: stdlib (``huggingface_hub.constants`` for the endpoint, imported inside the function).
 """
