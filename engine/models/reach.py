@@ -32,6 +32,8 @@ def probe_timeout() -> float:
         return max(0.1, float(os.environ.get("STUDIO_HUB_TIMEOUT", PROBE_TIMEOUT_S)))
     except ValueError:
         return PROBE_TIMEOUT_S
+
+
 REASK_S = 300.0  # a long-running process (the page) asks again this long after "unreachable", without a new line
 
 _lock = threading.Lock()
