@@ -38,7 +38,11 @@ MESSAGES: dict[str, str] = {
     "models.not_downloadable_unreachable": "{name} is not in the Hugging Face cache and cannot be downloaded: the hub "
     "({url}) cannot be reached; run `studio download {name}` where it can, or give a local folder",
     # downloads (engine.models.download): progress, the end, and why one could not finish
-    "models.download_listing": "asking the hub for the files of {name}",
+    "models.download_listing": "asking the hub ({url}) for the files of {name}",
+    # which hub this process talks to (engine.models.reach.where): the Models tab and `studio download` say it
+    "models.hub_where": "hub: {url}",
+    "models.hub_where_mirror": "hub: {url} (HF_ENDPOINT: a mirror or a private hub)",
+    "models.hub_where_offline": "hub: {url}, not asked (HF_HUB_OFFLINE is set): only the Hugging Face cache",
     "models.download_progress": "downloading {name}: {done} of {total} ({percent}%), {speed}/s, {eta} left",
     "models.download_verifying": "checking {file} of {name}",
     "models.download_finished": "{name} downloaded: {files} files, {size}, in {where}",

@@ -24,6 +24,7 @@ import urllib.request
 from engine.core.messages import Message
 from engine.models.messages import message
 
+DEFAULT_ENDPOINT = "https://huggingface.co"  # huggingface_hub's own, when HF_ENDPOINT is not set
 PROBE_TIMEOUT_S = 2.0  # the default; STUDIO_HUB_TIMEOUT (seconds) for a slow link or proxy
 
 
@@ -94,6 +95,17 @@ def reason() -> str:
 def unreachable_line() -> Message:
     """The one line said when the hub does not answer."""
     return message("models.hub_down", url=endpoint(), why=reason() or "no answer", timeout=probe_timeout())
+
+
+def where() -> Message:
+    """Which hub this process talks to, in one line: the default one, a mirror (``HF_ENDPOINT``), or none (offline).
+    Asks nothing."""
+    url = endpoint()
+    if offline_set():
+        return message("models.hub_where_offline", url=url)
+    if url != DEFAULT_ENDPOINT:
+        return message("models.hub_where_mirror", url=url)
+    return message("models.hub_where", url=url)
 
 
 def forget() -> None:
