@@ -27,9 +27,9 @@ MODELS_ZH: dict[str, str] = {
     "models.not_downloadable_unreachable": "{name} 不在 Hugging Face 缓存中，且无法连接 Hub（{url}），无法下载："
     "请在能连接 Hub 的机器上运行 `studio download {name}`，或填写本地目录",
     "models.download_listing": "正在向 Hub（{url}）查询 {name} 的文件",
-    "models.hub_where": "Hub：{url}",
-    "models.hub_where_mirror": "Hub：{url}（HF_ENDPOINT：镜像或私有 Hub）",
-    "models.hub_where_offline": "Hub：{url}，未询问（已设置 HF_HUB_OFFLINE）：只用 Hugging Face 缓存",
+    "models.hub_where": "模型来源 Hub：{url}",
+    "models.hub_where_mirror": "模型来源 Hub：{url}（HF_ENDPOINT：镜像或私有 Hub）",
+    "models.hub_where_offline": "模型来源 Hub：{url}，未询问（已设置 HF_HUB_OFFLINE）：只用 Hugging Face 缓存",
     "models.download_progress": "正在下载 {name}：{done} / {total}（{percent}%），{speed}/s，剩余 {eta}",
     "models.download_verifying": "正在校验 {name} 的 {file}",
     "models.download_finished": "{name} 已下载：{files} 个文件，{size}，位于 {where}",

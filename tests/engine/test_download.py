@@ -242,7 +242,7 @@ def test_the_hub_a_download_comes_from_is_said(hub, hub_env, monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", hub.url)
     assert tab.hub_text("en") == f"hub: {hub.url} (HF_ENDPOINT: a mirror or a private hub)"
-    assert tab.hub_text("zh") == f"Hub：{hub.url}（HF_ENDPOINT：镜像或私有 Hub）"
+    assert tab.hub_text("zh") == f"模型来源 Hub：{hub.url}（HF_ENDPOINT：镜像或私有 Hub）"
     monkeypatch.setattr(constants, "ENDPOINT", "https://huggingface.co")
     assert tab.hub_text("en") == "hub: https://huggingface.co"
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
