@@ -1,25 +1,48 @@
-# Studio on a CUDA machine. torch comes with the official PyTorch runtime image; the rest from PyPI.
-# docker build -t studio . && docker run --gpus all -p 7860:7860 -e STUDIO_AUTH=admin:change-me studio
-FROM pytorch/pytorch:2.7.1-cuda12.6-cudnn9-runtime
+# Studio on a CUDA machine, with the stack the project is tested on: Python 3.11, torch 2.13.0 (its CUDA 12.8
+# build), then the project installed by the same pip steps as scripts/bootstrap.sh (tests/test_setup_files.py checks
+# that the torch pin, the Python version and the install steps match). Runs as the non-root user `studio`.
+#   docker build -t studio .
+#   docker run --rm --gpus all studio studio doctor
+#   docker run --gpus all -p 7860:7860 -e STUDIO_AUTH=admin:change-me -v studio-data:/data/studio studio
+# The devel image carries nvcc and the CUDA headers: DeepSpeed builds its ops on first use (DS_BUILD_OPS=0 below).
+FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04
+
+ARG PYTHON_VERSION=3.11
+ARG TORCH_VERSION=2.13.0
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cu128
 
 ENV PYTHONUNBUFFERED=1 \
+    DEBIAN_FRONTEND=noninteractive \
     GRADIO_ANALYTICS_ENABLED=False \
     HF_HUB_DISABLE_TELEMETRY=1 \
-    DS_BUILD_OPS=0 \
     STUDIO_HOME=/data/studio \
-    STUDIO_PORT=7860
+    STUDIO_PORT=7860 \
+    TORCH_EXTENSIONS_DIR=/data/studio/torch_extensions \
+    PATH=/opt/studio/.venv/bin:$PATH
 
-RUN apt-get update && apt-get install -y --no-install-recommends curl git && rm -rf /var/lib/apt/lists/*
+# Python from deadsnakes (Ubuntu 22.04's own is 3.10), its headers for DeepSpeed's op builds, curl for the health check
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends software-properties-common gpg-agent ca-certificates curl git \
+    && add-apt-repository -y ppa:deadsnakes/ppa \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends \
+       "python${PYTHON_VERSION}" "python${PYTHON_VERSION}-venv" "python${PYTHON_VERSION}-dev" build-essential \
+    && rm -rf /var/lib/apt/lists/*
 
-WORKDIR /opt/studio
-COPY pyproject.toml README.md ./
-COPY engine ./engine
-COPY studio ./studio
-COPY assets ./assets
-RUN pip install --no-cache-dir -e .
-
-RUN useradd --create-home --uid 1000 studio && mkdir -p /data/studio && chown -R studio:studio /data /opt/studio
+RUN useradd --create-home --uid 1000 studio && mkdir -p /data/studio /opt/studio \
+    && chown -R studio:studio /data /opt/studio
 USER studio
+WORKDIR /opt/studio
+
+# scripts/bootstrap.sh's steps: a venv, pip upgraded, torch first and pinned, then the project with its test extras
+RUN "python${PYTHON_VERSION}" -m venv .venv && .venv/bin/python -m pip install -q --upgrade pip
+RUN .venv/bin/python -m pip install -q --no-cache-dir "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX}"
+COPY --chown=studio:studio pyproject.toml README.md ./
+COPY --chown=studio:studio engine ./engine
+COPY --chown=studio:studio studio ./studio
+COPY --chown=studio:studio assets ./assets
+RUN DS_BUILD_OPS=0 .venv/bin/python -m pip install -q --no-cache-dir -e ".[test]"
+
 VOLUME ["/data/studio"]
 EXPOSE 7860
 

@@ -176,6 +176,15 @@ def dpo_rows(rng: random.Random, n: int = 120) -> list[dict]:
     return rows
 
 
+def kto_rows(pairs: list[dict]) -> list[dict]:
+    """KTO's data from the preference pairs: each answer on its own, tagged desirable (the chosen one) or not."""
+    rows = []
+    for pair in pairs:
+        for answer, good in ((pair["chosen"], True), (pair["rejected"], False)):
+            rows.append({"instruction": pair["instruction"], "input": pair["input"], "output": answer, "label": good})
+    return rows
+
+
 def pretrain_rows(rng: random.Random, n: int = 200) -> list[dict]:
     rows = []
     for i in range(n):
@@ -234,6 +243,11 @@ DATASET_INFO = {
         "file_name": "demo_pretrain.jsonl",
         "columns": {"prompt": "text"},
     },
+    "demo_kto": {
+        "file_name": "demo_kto.json",
+        "formatting": "alpaca",
+        "columns": {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"},
+    },
 }
 
 
@@ -251,8 +265,10 @@ def main(out: Path = OUT) -> None:
     write_json(out / "demo_alpaca.json", alpaca_rows(rng))
     write_json(out / "demo_sharegpt.json", sharegpt_rows(rng))
     write_jsonl(out / "demo_messages.jsonl", messages_rows(rng))
-    write_json(out / "demo_dpo.json", dpo_rows(rng))
+    pairs = dpo_rows(rng)
+    write_json(out / "demo_dpo.json", pairs)
     write_jsonl(out / "demo_pretrain.jsonl", pretrain_rows(rng))
+    write_json(out / "demo_kto.json", kto_rows(pairs))
     (out / "dataset_info.json").write_text(
         json.dumps(DATASET_INFO, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
     )

@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Create .venv in the repo if missing and install the project with every dependency.
 # Idempotent: a second run with an unchanged pyproject.toml installs nothing.
-# Usage: scripts/bootstrap.sh [--test]   (--test also installs test tools and Debian's Chromium)
+# Usage: scripts/bootstrap.sh [--test]   (--test also installs Debian's Chromium and the cluster tests' packages)
+# The project is installed with its test extras whichever command runs first (demo.sh or test.sh), in one pip step,
+# so test.sh after demo.sh installs nothing more. The Dockerfile repeats these steps (tests/test_setup_files.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
 PY=${PYTHON:-python3}
+tested_python=3.11  # the Python the project is tested on (and the Dockerfile's)
 if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
 VPY=.venv/bin/python
-extras=""
-[ "$want_test" = 1 ] && extras="[test]"
-stamp=".venv/.studio-installed${extras:+-test}"
+have_python=$("$VPY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+[ "$have_python" = "$tested_python" ] || echo "[setup] note: Python $have_python (tested on $tested_python)"
+extras="[test]"
+stamp=".venv/.studio-installed"
 digest=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
 
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
@@ -36,7 +40,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
       "$VPY" -m pip install -q "$torch_spec"
     fi
   fi
-  echo "[setup] installing the project${extras} (first time: ~2 minutes)"
+  echo "[setup] installing the project${extras} (first time: pip downloads and installs ~1.7 GB; minutes, mostly network)"
   DS_BUILD_OPS=0 "$VPY" -m pip install -q -e ".${extras}"
   echo "$digest" > "$stamp"
 fi

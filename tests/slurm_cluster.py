@@ -6,6 +6,10 @@ root (slurmd starts jobs as their users); ``unavailable()`` says why not where i
 The configuration is the smallest that runs jobs without cgroups or a database: proctrack/linuxproc, task/none,
 select/cons_tres, no accounting (so ``sacct`` has nothing; Studio falls back to ``scontrol show job``).
 
+To try Studio's Slurm runs by hand on one machine, as root: ``python -m tests.slurm_cluster [FOLDER]`` starts the
+same cluster, prints the two variables to export in the shell that runs ``studio webui`` or ``studio train``
+(``SLURM_CONF``, and ``STUDIO_SLURM_SHARED``, a folder in FOLDER) and keeps it up until Ctrl-C.
+
 ``session_cluster`` is the session's one cluster (the ``slurm_cluster`` fixture of tests/conftest.py, shared by the
 engine's Slurm tests and the browser test): it exports SLURM_CONF for the session, so the studio servers the tests
 start find it too; at the end it cancels any job left and stops the daemons.
@@ -208,3 +212,38 @@ def _out(cluster: Cluster, name: str) -> str:
         if path.exists():
             texts.append("\n".join(path.read_text(errors="replace").splitlines()[-20:]))
     return "\n".join(texts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.slurm_cluster [FOLDER]``: a one-host cluster to try Slurm runs with, up until Ctrl-C."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m tests.slurm_cluster", description=main.__doc__)
+    ap.add_argument("folder", nargs="?", default="/tmp/studio-slurm", help="configuration, state, logs, shared runs")
+    ap.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="CPUs the node offers (default: all)")
+    args = ap.parse_args(argv)
+    reason = unavailable()
+    if reason:
+        print(f"cannot start a Slurm cluster here: {reason}", file=sys.stderr)
+        return 1
+    folder = Path(args.folder).resolve()
+    cluster = start(folder, cpus=args.cpus)
+    shared = folder / "shared"
+    shared.mkdir(exist_ok=True)
+    print(f"a one-host Slurm cluster is up (node {cluster.node}, partition debug); in the shell that runs studio:")
+    print(f"  export SLURM_CONF={cluster.conf}")
+    print(f"  export STUDIO_SLURM_SHARED={shared}")
+    print("then set launch.target: slurm in a spec (or the Train tab's Slurm section). Ctrl-C stops the cluster.")
+    sys.stdout.flush()
+    stop = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # the daemons already run: they keep their own signal masks
+    try:
+        signal.sigwait(stop)
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

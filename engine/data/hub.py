@@ -7,6 +7,8 @@ what the run trains on. A snapshot that is not in the cache is downloaded by the
 process); before launch ``availability`` asks the hub for the repository's info only (a few KB), and says in one
 line why it cannot be had: offline, not found, gated.
 
+A hub that does not answer is found once per process (``engine.models.reach``), not per entry.
+
 Light: huggingface_hub (imported inside the functions), never datasets or torch.
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from engine.core.messages import Message
 from engine.data.messages import message
+from engine.models import reach
 
 HUB_TIMEOUT_S = 10.0
 
@@ -59,6 +62,10 @@ def availability(repo_id: str, revision: str | None, name: str) -> Message | Non
     if offline():
         return message("data.hub_offline", name=name, hub=repo_id)
     from huggingface_hub import HfApi, constants
+
+    if not reach.reachable():  # asked once per process: no client retries per entry
+        why = reach.reason() or "no answer"
+        return message("data.hub_unreachable", name=name, hub=repo_id, url=constants.ENDPOINT, error=why)
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
     try:

@@ -52,6 +52,7 @@ from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here 
 from engine.lf.launch import _accelerate_out, _from_accelerate, _from_ds_json
 from engine.lf.messages import message
 from engine.spec.hf_args import HF_TRAINING_ARGS, TRANSFORMERS_VERSION, type_problem
+from engine.spec.rules import HERE_ONLY
 from engine.spec.schema import (
     RunSpec,
     SpecError,
@@ -771,7 +772,12 @@ def _lf_spec(
     problems = dict(imp.unsupported)
     if context:
         problems.update({k: why for k, why in imp.missing.items() if k not in problems})
-    if problems:
+    if problems:  # every key named at once: the spec's own rules on the keys it took, too (use_galore with LoRA)
+        try:
+            parse_spec(imp.data, source=source, context=False)
+        except SpecError as exc:
+            for p, msg in exc.problems:
+                problems.setdefault(_lf_name(p, imp.names), msg)
         raise SpecError(list(problems.items()), source)
     try:
         return parse_spec(imp.data, source=source, context=context)
@@ -801,11 +807,26 @@ def lf_text_to_spec(text: str, accelerate_text: str | None = None, *, notes: lis
     return _lf_spec(data, acc, None, source, False, notes)
 
 
-def load_any_spec(path: str | Path, accelerate_config: str | Path | None = None) -> RunSpec:
+def load_any_spec(
+    path: str | Path, accelerate_config: str | Path | None = None, *, elsewhere: bool = False
+) -> RunSpec:
     """What the CLI commands (train, validate, preview) load: our spec or a LLaMA-Factory training YAML (+ its
-    accelerate config), validated with its files; the import's notes go to stderr."""
+    accelerate config), validated with its files; the import's notes go to stderr. ``elsewhere``: checked for
+    another machine (``--gpus N``), so what only this machine's cache and network decide (``HERE_ONLY``: a hub model
+    it could not download) is a note, not a refusal."""
     notes: list[str] = []
-    spec = load_any(path, accelerate_config, notes=notes)
+    try:
+        spec = load_any(path, accelerate_config, notes=notes)
+    except SpecError as exc:
+        here = [(p, m) for p, m in exc.problems if getattr(m, "key", "") in HERE_ONLY]
+        if not elsewhere or not here:
+            raise
+        rest = [(p, m) for p, m in exc.problems if (p, m) not in here]
+        if rest:
+            raise SpecError(rest, exc.source) from None
+        notes = []
+        spec = load_any(path, accelerate_config, context=False, notes=notes)
+        notes += [f"{p}: {m} (on this machine; the target machine needs the model)" for p, m in here]
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return spec

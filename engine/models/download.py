@@ -472,8 +472,8 @@ def download(target: Target, *, events_path: str | Path | None = None, echo: boo
     events_path = Path(events_path) if events_path else None
     prog = Progress()
     reporter = _Reporter(target, prog, events_path, echo)
-    if echo:
-        print(f"[download] {message('models.download_listing', name=target.label)}", flush=True)
+    # always (the run's log too): which hub, a mirror named by HF_ENDPOINT or the default one
+    print(f"[download] {message('models.download_listing', name=target.label, url=constants.ENDPOINT)}", flush=True)
     commit, files = hub_files(target, token)
     storage = storage_folder(target)
     missing = [f for f in files if not _in_snapshot(storage, commit, f)]

@@ -29,8 +29,20 @@ MESSAGES: dict[str, str] = {
     "models.hub_error": "the hub answered an error for {name}: {error}",
     "models.offline_unknown": "{name} is not a local folder, not in the Hugging Face cache and not in Studio's table "
     "of known models, and the hub is not asked (HF_HUB_OFFLINE is set): download it or give a local folder",
+    # the hub does not answer (engine.models.reach), and a hub model a run could not download (the check before launch)
+    "models.hub_down": "the hub ({url}) cannot be reached ({why}; asked once, {timeout} s): working offline, from the "
+    "Hugging Face cache, then Studio's table of published configs",
+    "models.not_downloadable_offline": "{name} is not in the Hugging Face cache and cannot be downloaded while "
+    "HF_HUB_OFFLINE is set: unset it, run `studio download {name}` where the hub can be reached, or give a local "
+    "folder",
+    "models.not_downloadable_unreachable": "{name} is not in the Hugging Face cache and cannot be downloaded: the hub "
+    "({url}) cannot be reached; run `studio download {name}` where it can, or give a local folder",
     # downloads (engine.models.download): progress, the end, and why one could not finish
-    "models.download_listing": "asking the hub for the files of {name}",
+    "models.download_listing": "asking the hub ({url}) for the files of {name}",
+    # which hub this process talks to (engine.models.reach.where): the Models tab and `studio download` say it
+    "models.hub_where": "hub: {url}",
+    "models.hub_where_mirror": "hub: {url} (HF_ENDPOINT: a mirror or a private hub)",
+    "models.hub_where_offline": "hub: {url}, not asked (HF_HUB_OFFLINE is set): only the Hugging Face cache",
     "models.download_progress": "downloading {name}: {done} of {total} ({percent}%), {speed}/s, {eta} left",
     "models.download_verifying": "checking {file} of {name}",
     "models.download_finished": "{name} downloaded: {files} files, {size}, in {where}",

@@ -6,8 +6,9 @@ Face cache. ``resolve_config`` reads its ``config.json`` in this order:
 
 1. a local folder (``~`` expanded);
 2. the Hugging Face cache (``huggingface_hub.try_to_load_from_cache``: no network);
-3. the hub: ``config.json`` only (a few KB, into the cache), unless ``HF_HUB_OFFLINE`` is set; a short timeout so a
-   machine without internet answers quickly;
+3. the hub: ``config.json`` only (a few KB, into the cache), unless ``HF_HUB_OFFLINE`` is set or the hub did not
+   answer ``engine.models.reach``'s one quick probe of the process (one line says so, then the process works offline:
+   no retries, no waiting per hub id);
 4. ``engine.models.known``: the published figures of popular open models.
 
 The answer says which source it used (``Resolved.source`` / ``where``) and, when none had the model, why
@@ -18,14 +19,13 @@ The answer says which source it used (``Resolved.source`` / ``where``) and, when
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from engine.core import workspace
 from engine.core.messages import Message
-from engine.models import known
+from engine.models import known, reach
 from engine.models.messages import message
 
 LOCAL, CACHE, HUB, TABLE, NONE = "local", "cache", "hub", "table", "none"
@@ -94,10 +94,6 @@ def _read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def from_cache(repo_id: str, revision: str | None) -> tuple[dict | None, str]:
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -136,10 +132,10 @@ def _from_hub(repo_id: str, revision: str | None) -> tuple[str, str, Message | N
         return "", url, message("models.not_on_hub", name=repo_id, url=url)
     except RevisionNotFoundError:
         return "", url, message("models.no_revision", name=repo_id, revision=revision or "main")
+    except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: the hub did not answer, it said nothing
+        return "", url, message("models.unreachable", name=repo_id, url=constants.ENDPOINT)
     except EntryNotFoundError:
         return "", url, message("models.no_config_on_hub", name=repo_id)
-    except LocalEntryNotFoundError:
-        return "", url, message("models.unreachable", name=repo_id, url=constants.ENDPOINT)
     except HfHubHTTPError as exc:
         return "", url, message("models.hub_error", name=repo_id, error=str(exc).splitlines()[0][:200])
     except Exception as exc:  # connection errors of the HTTP client, a malformed id, ...
@@ -167,7 +163,9 @@ def resolve_config(name_or_path: str, revision: str | None = None, *, hub: bool 
         return Resolved(name, revision, cfg, CACHE, where)
     problem = None
     if hub is None:
-        hub = not _offline()
+        hub = reach.reachable()
+        if not hub and not reach.offline_set():
+            problem = message("models.unreachable", name=name, url=reach.endpoint())
     if hub:
         got, url, problem = _from_hub(name, revision)
         if got:

@@ -18,7 +18,13 @@ from engine.spec.schema import SpecError, dump_spec, save_spec
 def cli(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="studio plan", description="Predict per-GPU memory for a run spec.")
     ap.add_argument("spec", help="run spec YAML (ours, or a LLaMA-Factory training YAML)")
-    ap.add_argument("--gpu-mem", help="memory per GPU, e.g. 24GiB (default: the GPUs on this machine)")
+    ap.add_argument(
+        "--gpu-mem",
+        "--gpu-mem-gib",  # validate's and preview's old name for the same thing
+        dest="gpu_mem",
+        help="memory per GPU, e.g. 24GiB or 24 (GiB) (default: the GPUs on this machine)",
+    )
+    ap.add_argument("--accelerate-config", help="a LLaMA-Factory YAML's accelerate config (its processes, backend)")
     ap.add_argument("--fit", action="store_true", help="walk the out-of-memory ladder until it fits")
     ap.add_argument("-o", "--output", help="with --fit: write the fitted spec here")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -26,7 +32,7 @@ def cli(argv: list[str]) -> int:
     try:
         # context=False: planning needs the model's config.json, not the dataset registry
         notes: list[str] = []
-        spec = load_any(args.spec, context=False, notes=notes)
+        spec = load_any(args.spec, args.accelerate_config, context=False, notes=notes)
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         gib = parse_mem(args.gpu_mem) if args.gpu_mem else None

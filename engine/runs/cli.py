@@ -131,7 +131,7 @@ def _parser(name: str) -> argparse.ArgumentParser:
         de.add_argument("id")
         de.add_argument("--yes", action="store_true", help="do not ask")
         de.add_argument("--keep-files", action="store_true")
-        rn = sub.add_parser("rename")
+        rn = sub.add_parser("rename", help="set the name a run is shown by (page, runs list)")
         rn.add_argument("id")
         rn.add_argument("name")
         tg = sub.add_parser("tag", help="set tags (comma-separated; empty clears)")

@@ -163,6 +163,9 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--detach", action="store_true", help="queue the download and return at once")
     args = ap.parse_args(rest)
     repo_type = "dataset" if args.dataset else None
+    from engine.models import reach
+
+    print(f"[download] {reach.where()}", flush=True)  # a mirror (HF_ENDPOINT) or the default hub, before anything
     try:
         if args.detach:
             run_id = submit_download(args.name, revision=args.revision, repo_type=repo_type)

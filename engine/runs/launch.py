@@ -379,6 +379,21 @@ def node_commands(spec: RunSpec, argv: list[str]) -> list[str]:
     return out
 
 
+NODE_ENV_PREFIXES = ("OMP_", "MKL_", "NCCL_", "TENSORBOARD", "PYTHON", "ACCELERATE", "DS_", "TOKENIZERS", "STUDIO_")
+
+
+def node_environment(env: dict[str, str]) -> dict[str, str]:
+    """What every machine of a run must set, the same for the per-node commands (``studio preview``) and the Slurm
+    script's exports: threads, communication, the launcher's and DeepSpeed's settings, the interpreter's path and
+    Studio's own (``STUDIO_DEVICE`` / ``STUDIO_PRECISION`` the trainer uses instead of guessing, ``STUDIO_HOME``
+    always, so no node falls back to its own ``~/.studio``). Secrets are left out."""
+    from engine.core import workspace
+
+    out = {k: v for k, v in env.items() if k.startswith(NODE_ENV_PREFIXES) and k not in SECRET_ENV}
+    out.setdefault("STUDIO_HOME", str(workspace.home()))
+    return out
+
+
 def slurm_script(
     spec: RunSpec, argv: list[str], env: dict[str, str], *, run_dir: Path | None = None, partition: str = ""
 ) -> str:
@@ -405,14 +420,7 @@ def slurm_script(
             f'--node "$SLURM_NODEID" >>{shlex.quote(str(run_dir / "train.log"))} 2>&1 & '
         )
     cmd = ('trap "" TERM; ' + sampler + " ".join(words)).replace("'", "'\\''")
-    exports = "\n".join(
-        f"export {k}={shlex.quote(v)}"
-        for k, v in sorted(env.items())
-        if k.startswith(
-            ("OMP_", "MKL_", "NCCL_", "TENSORBOARD", "PYTHON", "ACCELERATE", "DS_", "TOKENIZERS", "STUDIO_")
-        )
-        and k not in SECRET_ENV
-    )
+    exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in sorted(node_environment(env).items()))
     on_gpu = env.get("STUDIO_DEVICE", ln.device) == "cuda"  # the device build_command resolved for the nodes
     gpus = sl.gpus_per_node if sl.gpus_per_node is not None else (ln.num_processes if on_gpu else 0)
     options = [
@@ -486,12 +494,9 @@ def preview_text(spec: RunSpec, run_dir: Path | None = None, hardware: Hardware 
     for i, cmd in enumerate(plan.node_commands):
         label = f"machine {i}" if len(plan.node_commands) > 1 else "command"
         parts.append(f"# {label}\n{cmd}")
-    keys = [
-        k
-        for k in sorted(plan.env)
-        if k.startswith(("CUDA_", "HIP_", "ROCR_", "OMP_", "ACCELERATE_", "DS_", "TENSORBOARD"))
-    ]
-    parts.append("# environment\n" + "\n".join(f"{k}={plan.public_env()[k]}" for k in keys))
+    shown = {k: v for k, v in plan.env.items() if k.startswith(("CUDA_", "HIP_", "ROCR_")) and k not in SECRET_ENV}
+    shown.update(node_environment(plan.env))  # as the Slurm script exports it
+    parts.append("# environment\n" + "\n".join(f"{k}={shown[k]}" for k in sorted(shown)))
     for name, content in plan.files.items():
         parts.append(f"# {run_dir / name}\n{content}")
     if plan.slurm_script:
@@ -508,7 +513,7 @@ def cli(argv: list[str]) -> int:
     add_target_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        spec = load_any_spec(args.spec, args.accelerate_config)
+        spec = load_any_spec(args.spec, args.accelerate_config, elsewhere=args.gpus is not None)
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -524,7 +529,25 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="for a machine with N GPUs instead of this one (0: CPU only), e.g. a cluster node seen from a laptop",
     )
-    parser.add_argument("--gpu-mem-gib", type=float, default=80.0, help="with --gpus: memory of each GPU (GiB)")
+    parser.add_argument(
+        "--gpu-mem",
+        "--gpu-mem-gib",  # the old name, kept: one flag for GPU memory across plan, validate and preview
+        dest="gpu_mem_gib",
+        type=gpu_mem_argument,
+        default=80.0,
+        metavar="SIZE",
+        help="with --gpus: memory of each GPU, e.g. 80GiB or 80 (GiB; default 80)",
+    )
+
+
+def gpu_mem_argument(text: str) -> float:
+    """``--gpu-mem``'s value in GiB: a size as ``studio plan`` reads it (24GiB, 80G, 40000MiB, or GiB alone)."""
+    from engine.plan.planner import parse_mem
+
+    try:
+        return parse_mem(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpu-mem: ")) from None
 
 
 def target_from_arguments(args: argparse.Namespace) -> Hardware | None:

@@ -33,7 +33,8 @@ def cli(argv: list[str]) -> int:
         parser.add_argument("--detach", action="store_true", help="start (or queue) and return at once")
     args = parser.parse_args(rest)
     try:
-        spec = load_any_spec(args.spec, args.accelerate_config)
+        elsewhere = command == "validate" and args.gpus is not None  # checked for another machine
+        spec = load_any_spec(args.spec, args.accelerate_config, elsewhere=elsewhere)
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -45,6 +46,15 @@ def cli(argv: list[str]) -> int:
         except SpecError as exc:
             print(exc, file=sys.stderr)
             return 1
+        if spec.launch.target == "slurm":  # what `studio train` would refuse here: no sbatch, no shared folder
+            from engine.runs import slurm
+
+            problems = slurm.problems()
+            if problems and not elsewhere:
+                print(SpecError(problems, args.spec), file=sys.stderr)
+                return 1
+            for field, msg in problems:
+                print(f"note: {field}: {msg} (on this machine)", file=sys.stderr)
         print("OK")
         return 0
     return train_and_follow(spec, name=args.name, detach=args.detach)

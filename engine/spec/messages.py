@@ -42,6 +42,8 @@ MESSAGES: dict[str, str] = {
     "processes_need_backend": "{n} processes need a distributed backend: set launch.backend to ddp, fsdp or "
     "deepspeed, or num_processes to 1",
     "machines_need_backend": "several machines need a distributed backend (ddp, fsdp, deepspeed)",
+    "ddp_one_process": "ddp needs at least 2 processes in all (launch.num_processes x launch.num_machines is 1; "
+    "accelerate refuses to start DDP with one): set launch.num_processes to 2 or more, or launch.backend to single",
     "gpu_ids_invalid": "GPU ids must be distinct and ≥ 0",
     "processes_exceed_gpus": "{n} processes per machine but only {gpus} GPU(s) chosen in launch.gpus: choose more "
     "GPUs or fewer processes",
@@ -146,6 +148,7 @@ MESSAGES: dict[str, str] = {
     "model_no_folder": "no model folder at {path}",
     "model_no_config": "{path} has no config.json: not a transformers model folder",
     "model_unresolved": "cannot read this model's config: {problem}",
+    "model_not_downloadable": "the run could not download its model: {problem}",
     "cutoff_over_positions": "{cutoff} exceeds the model's maximum positions ({limit}): lower data.cutoff_len or "
     "set model.rope_scaling",
     "lora_targets_unknown": "{bad} name no module of a {model_type} model; its linear modules are {known} (or 'all')",

@@ -18,6 +18,7 @@ from engine.core.messages import Message
 from engine.data.rows import PREFERENCE_STAGES, stage_data_problem
 from engine.data.templates import TEMPLATE_NAMES
 from engine.machine.kernels import liger_installed, per_sample_refusal
+from engine.models.access import launch_problem as download_launch_problem
 from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config
 from engine.spec.groups import LOW_RANK_OPTIMIZERS
@@ -70,6 +71,8 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("launch.num_processes", message("processes_need_backend", n=ln.num_processes)))
     if ln.backend == "single" and ln.num_machines > 1:
         errors.append(("launch.num_machines", message("machines_need_backend")))
+    if ln.backend == "ddp" and spec.world_size < 2:  # accelerate refuses --multi_gpu with one process, at launch
+        errors.append(("launch.num_processes", message("ddp_one_process")))
     if ln.gpus is not None:
         if len(set(ln.gpus)) != len(ln.gpus) or any(g < 0 for g in ln.gpus):
             errors.append(("launch.gpus", message("gpu_ids_invalid")))
@@ -219,7 +222,7 @@ def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
     warns: list[tuple[str, Message]] = []
     if ln.backend == "deepspeed" and ln.deepspeed.offload_param != "none":
         warns.append(("launch.deepspeed.offload_param", message("offload_param_slow")))
-    if ln.backend in ("ddp", "fsdp", "deepspeed") and spec.world_size == 1:
+    if ln.backend in ("fsdp", "deepspeed") and spec.world_size == 1:  # ddp with one process is an error
         warns.append(("launch.backend", message("backend_one_process", backend=ln.backend)))
     if (
         t.gradient_checkpointing == "on"
@@ -248,6 +251,11 @@ def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
 
 
 # ----------------------------------------------------------------------------------------------- context rules
+# Problems only this machine's cache and network decide (the message keys): a check for another machine
+# (``studio validate|preview --gpus N``) says them as notes instead of refusing.
+HERE_ONLY = frozenset({"model_not_downloadable"})
+
+
 def read_model_config(name_or_path: str, revision: str | None = None) -> dict | None:
     """The model's config.json: from a local folder, the Hugging Face cache, the hub (config only) or Studio's
     table of published configs (``engine.models.resolve``); None when none has it."""
@@ -284,6 +292,9 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
     elif not resolved.found and resolved.problem is not None:
         # a hub id that is nowhere: not found on the hub, gated, or unknown while the hub cannot be asked
         errors.append(("model.name_or_path", message("model_unresolved", problem=resolved.problem)))
+    elif not looks_local and (why := download_launch_problem(name, spec.model.revision, resolved.problem)):
+        # planned from the cache's config or Studio's table, but the run could not get the weights
+        errors.append(("model.name_or_path", message("model_not_downloadable", problem=why)))
     cfg = resolved.config
     if cfg:
         max_pos = cfg.get("max_position_embeddings")

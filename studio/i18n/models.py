@@ -20,7 +20,16 @@ MODELS_ZH: dict[str, str] = {
     "models.hub_error": "Hub 对 {name} 返回了错误：{error}",
     "models.offline_unknown": "{name} 不是本地目录，不在 Hugging Face 缓存中，也不在 Studio 的已知模型表中，"
     "且未询问 Hub（已设置 HF_HUB_OFFLINE）：请先下载，或填写本地目录",
-    "models.download_listing": "正在向 Hub 查询 {name} 的文件",
+    "models.hub_down": "无法连接 Hub（{url}）（{why}；只询问一次，{timeout} 秒）：改为离线工作，"
+    "先读 Hugging Face 缓存，再读 Studio 收录的官方配置表",
+    "models.not_downloadable_offline": "{name} 不在 Hugging Face 缓存中，且已设置 HF_HUB_OFFLINE，无法下载："
+    "请取消该设置，在能连接 Hub 的机器上运行 `studio download {name}`，或填写本地目录",
+    "models.not_downloadable_unreachable": "{name} 不在 Hugging Face 缓存中，且无法连接 Hub（{url}），无法下载："
+    "请在能连接 Hub 的机器上运行 `studio download {name}`，或填写本地目录",
+    "models.download_listing": "正在向 Hub（{url}）查询 {name} 的文件",
+    "models.hub_where": "模型来源 Hub：{url}",
+    "models.hub_where_mirror": "模型来源 Hub：{url}（HF_ENDPOINT：镜像或私有 Hub）",
+    "models.hub_where_offline": "模型来源 Hub：{url}，未询问（已设置 HF_HUB_OFFLINE）：只用 Hugging Face 缓存",
     "models.download_progress": "正在下载 {name}：{done} / {total}（{percent}%），{speed}/s，剩余 {eta}",
     "models.download_verifying": "正在校验 {name} 的 {file}",
     "models.download_finished": "{name} 已下载：{files} 个文件，{size}，位于 {where}",

@@ -18,6 +18,8 @@ RULES_ZH: dict[str, str] = {
     "processes_need_backend": "{n} 个进程需要分布式后端：把 launch.backend 设为 ddp、fsdp 或 deepspeed，"
     "或把进程数设为 1",
     "machines_need_backend": "多台机器需要分布式后端（ddp、fsdp、deepspeed）",
+    "ddp_one_process": "ddp 总共至少需要 2 个进程（launch.num_processes × launch.num_machines 为 1；"
+    "accelerate 拒绝以单进程启动 DDP）：请把 launch.num_processes 设为 2 或更多，或把 launch.backend 设为 single",
     "gpu_ids_invalid": "GPU 编号必须互不相同且 ≥ 0",
     "processes_exceed_gpus": "每台机器 {n} 个进程，但 launch.gpus 只选了 {gpus} 个 GPU：请多选 GPU 或减少进程数",
     "gpus_on_cpu": "选了 GPU，但 launch.device 是 cpu：请清空 launch.gpus，或改用 auto/cuda",
@@ -116,6 +118,7 @@ RULES_ZH: dict[str, str] = {
     "model_no_folder": "{path} 处没有模型目录",
     "model_no_config": "{path} 中没有 config.json：不是 transformers 模型目录",
     "model_unresolved": "无法读取该模型的配置：{problem}",
+    "model_not_downloadable": "训练无法下载其模型：{problem}",
     "cutoff_over_positions": "{cutoff} 超过了模型的最大位置数（{limit}）：请降低 data.cutoff_len "
     "或设置 model.rope_scaling",
     "lora_targets_unknown": "{bad} 不是 {model_type} 模型中的模块；它的线性模块有 {known}（或 'all'）",

@@ -47,6 +47,11 @@ def downloads_text(lang: str = "en") -> str:
     return "\n".join(lines) or t("m_no_downloads", lang)
 
 
+def hub_text(lang: str = "en") -> str:
+    """Which hub downloads come from: the default one, a mirror (HF_ENDPOINT), or none (HF_HUB_OFFLINE)."""
+    return localize(backend.engine_module("models.reach").where(), lang)
+
+
 def start_download(name: str, lang: str = "en") -> str:
     try:
         run_id = backend.engine_module("runs.downloads").submit_download((name or "").strip())
@@ -80,6 +85,7 @@ def build(ctx: Any) -> None:
         repo = ctx.texts.add(gr.Textbox(label=t("m_repo", lang), elem_id="models-repo", scale=3), "m_repo")
         download = ctx.texts.add(gr.Button(t("m_download", lang), elem_id="models-download"), "m_download", "value")
         cancel = ctx.texts.add(gr.Button(t("m_cancel", lang), elem_id="models-cancel"), "m_cancel", "value")
+    hub = gr.Markdown(hub_text(lang), elem_id="models-hub")
     note = gr.Markdown(elem_id="models-note")
     progress = gr.Markdown(elem_id="models-downloads")
     with gr.Row():
@@ -92,3 +98,5 @@ def build(ctx: Any) -> None:
     timer = gr.Timer(1.0)
     timer.tick(downloads_text, [ctx.lang], [progress], queue=False)
     ctx.tab.select(models_frame, [ctx.lang], [table])
+    ctx.tab.select(hub_text, [ctx.lang], [hub])
+    ctx.lang.change(hub_text, [ctx.lang], [hub])

@@ -223,3 +223,27 @@ def test_a_training_run_whose_download_fails_says_why(hub, hub_env, demo_paths, 
     assert last["type"] == "failed" and last["payload"]["cause"] == "download", last
     assert "does not match the hub's checksum" in last["payload"]["error"]
     assert "run_started" not in [e["type"] for e in events.read_all(rec.events_path)], "no trainer was started"
+
+
+def test_the_hub_a_download_comes_from_is_said(hub, hub_env, monkeypatch):
+    """Issue 27 item 4 (its HF_ENDPOINT part): `studio download`, the download run's log and the Models tab name the
+    hub they talk to, a mirror named by HF_ENDPOINT here (the stand-in), or say it is not asked when offline."""
+    out = studio(["download", REPO], hub_env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines()[0] == f"[download] hub: {hub.url} (HF_ENDPOINT: a mirror or a private hub)"
+    (rec,) = runs.list_runs()
+    log = (Path(rec.run_dir) / "train.log").read_text(encoding="utf-8")
+    assert f"asking the hub ({hub.url}) for the files of {REPO}" in log, log
+
+    from huggingface_hub import constants
+
+    from studio.tabs import models as tab
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+    assert tab.hub_text("en") == f"hub: {hub.url} (HF_ENDPOINT: a mirror or a private hub)"
+    assert tab.hub_text("zh") == f"模型来源 Hub：{hub.url}（HF_ENDPOINT：镜像或私有 Hub）"
+    monkeypatch.setattr(constants, "ENDPOINT", "https://huggingface.co")
+    assert tab.hub_text("en") == "hub: https://huggingface.co"
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert "not asked (HF_HUB_OFFLINE is set)" in tab.hub_text("en")

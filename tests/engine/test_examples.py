@@ -13,8 +13,21 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "assets" / "examples").glob("*.yaml"))
+EXAMPLES_DIR = ROOT / "assets" / "examples"
+ACCELERATE_DIR = EXAMPLES_DIR / "lf" / "accelerate"  # LF users' accelerate configs: not specs, kept apart
+EXAMPLES = sorted(p for p in EXAMPLES_DIR.rglob("*.yaml") if ACCELERATE_DIR not in p.parents)
 CPU_EXAMPLES = ["lora_sft_demo.yaml", "ddp_2proc_cpu.yaml"]
+CHECK = "# check: studio validate "
+
+
+def check_line(path: Path) -> list[str]:
+    """The arguments after the path of the example's own `# check: studio validate PATH [flags]` line: the machine
+    the example is written for (``--gpus N``), its accelerate config; what the README tells a user to type."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith(CHECK)]
+    assert len(lines) == 1, f"{path.name}: one '{CHECK}PATH [flags]' line says how it validates"
+    words = lines[0][len(CHECK) :].split()
+    assert words[0] == str(path.relative_to(ROOT)), f"{path.name}: the check line names the file itself"
+    return words[1:]
 
 
 @pytest.fixture(scope="module")
@@ -33,27 +46,53 @@ def studio(home: Path, *args: str, timeout: float = 300) -> subprocess.Completed
     )
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(EXAMPLES_DIR)))
 def test_example_validates_previews_and_plans_on_a_fresh_workspace(path, fresh_home):
+    """Exactly as its check line says (the README's promise): GPU examples for the machine they are written for
+    (``--gpus N``), the CPU ones for this machine, an LF YAML with its accelerate config."""
     spec = yaml.safe_load(path.read_text(encoding="utf-8"))
-    launch = spec.get("launch") or {}
-    # GPU examples are checked for the machine they are written for (8 GPUs), as a user previews a cluster run
-    target = [] if launch.get("device") == "cpu" else ["--gpus", str(max(8, launch.get("num_processes", 1)))]
-    validated = studio(fresh_home, "validate", str(path), *target)
+    flags = check_line(path)
+    model = str(spec["model"]["name_or_path"] if "model" in spec else spec["model_name_or_path"])
+    if "--gpus" in flags:
+        gpus = int(flags[flags.index("--gpus") + 1])
+        uses = (spec.get("launch") or {}).get("num_processes", 1)
+        assert gpus >= uses, f"{path.name}: checked for fewer GPUs than it uses"
+    else:  # checked for this machine: the demo model, which a fresh workspace has
+        assert model.startswith("models/"), f"{path.name}: a hub model is checked for the machine it targets"
+    validated = studio(fresh_home, "validate", str(path.relative_to(ROOT)), *flags)
     assert validated.returncode == 0 and validated.stdout.startswith("OK"), validated.stdout + validated.stderr
-    preview = studio(fresh_home, "preview", str(path), *target)
+    preview = studio(fresh_home, "preview", str(path.relative_to(ROOT)), *flags)
     assert preview.returncode == 0 and "accelerate.commands.launch" in preview.stdout, preview.stdout + preview.stderr
     assert "Cannot launch" not in preview.stdout, preview.stdout
-    plan = studio(fresh_home, "plan", str(path), "--gpu-mem", "80GiB")
+    acc = []
+    if "--accelerate-config" in flags:  # studio plan takes it too (issue 27 item 17)
+        acc = flags[flags.index("--accelerate-config") : flags.index("--accelerate-config") + 2]
+    plan = studio(fresh_home, "plan", str(path), *acc, "--gpu-mem", "80GiB")
     assert "per GPU" in plan.stdout and plan.returncode in (0, 1), plan.stdout + plan.stderr  # 1: does not fit
-    if not str(spec["model"]["name_or_path"]).startswith("models/"):
+    if acc:
+        assert "world size 8" in plan.stdout, plan.stdout
+    if not model.startswith("models/"):
         assert "Studio's table of published configs" in plan.stdout, "a hub model plans from the table offline"
+
+
+def test_examples_cover_every_method_and_keep_accelerate_configs_apart():
+    """KTO, DoRA, LoRA+ and PiSSA have examples; the LF accelerate configs are in their own folder, not specs."""
+    specs = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in EXAMPLES]
+    ours = [s for s in specs if "schema_version" in s]
+    lora = [s["method"].get("lora", {}) for s in ours]
+    assert any(s["method"].get("stage") == "kto" for s in ours)
+    assert any(x.get("use_dora") for x in lora) and any(x.get("loraplus_lr_ratio") for x in lora)
+    assert any(x.get("pissa_init") for x in lora)
+    configs = sorted(ACCELERATE_DIR.glob("*.yaml"))
+    assert configs and all("distributed_type" in yaml.safe_load(p.read_text(encoding="utf-8")) for p in configs)
+    assert not [p.name for p in EXAMPLES if "distributed_type" in yaml.safe_load(p.read_text(encoding="utf-8"))]
 
 
 def test_examples_name_no_home_folder():
     for path in EXAMPLES:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
-        assert not str(spec["model"]["name_or_path"]).startswith("~"), f"{path.name}: use a workspace-relative path"
+        model = spec["model"]["name_or_path"] if "model" in spec else spec["model_name_or_path"]
+        assert not str(model).startswith("~"), f"{path.name}: use a workspace-relative path"
 
 
 @pytest.mark.slow

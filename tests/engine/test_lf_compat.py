@@ -30,8 +30,8 @@ from engine.spec.schema import SpecError, load_spec, parse_spec, spec_to_dict
 ROOT = Path(__file__).resolve().parents[2]
 LF = ROOT / "assets" / "examples" / "lf"
 SEED_ARGS = LF / "train_args.yaml"
-ZERO3 = LF / "accelerate_config.yaml"
-FSDP = LF / "accelerate_config_fsdp.yaml"
+ZERO3 = LF / "accelerate" / "zero3_8gpu.yaml"
+FSDP = LF / "accelerate" / "fsdp_8gpu.yaml"
 
 
 def read(path: Path) -> dict:
@@ -52,7 +52,7 @@ class TestSeedExample:
         assert spec.model.name_or_path == "meta-llama/Llama-3.1-8B-Instruct"
         assert (m.stage, m.finetuning, m.quantization.bits) == ("sft", "lora", 4)
         assert (m.lora.rank, m.lora.alpha, m.lora.dropout, m.lora.targets) == (64, 128, 0.05, ["all"])
-        assert d.datasets == ["alpaca_zh", "self_cognition"] and d.template == "llama3"
+        assert d.datasets == ["demo_alpaca", "demo_sharegpt"] and d.template == "llama3"
         assert (d.cutoff_len, d.max_samples, d.preprocessing_workers) == (4096, 50000, 16)
         # LF writes it under the working directory; outside the workspace, Studio keeps it inside (issue 18)
         assert spec.output.output_dir == str(workspace.home() / "output" / "llama3-qlora")
@@ -659,3 +659,18 @@ def test_lf_data_keys_map_to_spec_fields_and_back():
         convert(args | {"val_size": 0.1})
     with pytest.raises(SpecError, match="mask_history trains only the last answer"):
         convert(args | {"train_on_prompt": True})
+
+
+def test_every_refused_key_is_named_at_once(tmp_path):
+    """Issue 27 item 13: an unknown key and a key the spec's rules refuse (GaLore with LoRA) are both named, in the
+    CLI (load_any) and in the page's import (lf_text_to_spec), so a user fixes them in one go."""
+    args = read(SEED_ARGS) | {"finetuning_type": "lora", "use_galore": True, "foo_bar": 1, "bogus_key": "x"}
+    path = tmp_path / "args.yaml"
+    path.write_text(yaml.safe_dump(args), encoding="utf-8")
+    for load in (lambda: load_any(path, context=False), lambda: lf_text_to_spec(path.read_text(encoding="utf-8"))):
+        with pytest.raises(SpecError) as info:
+            load()
+        named = {p.split(" ")[0]: str(msg) for p, msg in info.value.problems}
+        assert {"foo_bar", "bogus_key", "use_galore"} <= set(named), named
+        assert "not a LLaMA-Factory training key" in named["foo_bar"]
+        assert "lora" in named["use_galore"] and "full or freeze" in named["use_galore"]

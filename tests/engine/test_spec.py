@@ -32,7 +32,7 @@ DEMO_EXAMPLES = ["lora_sft_demo.yaml", "ddp_2proc_cpu.yaml"]
 def test_examples_cover_every_method_and_backend():
     specs = [load_spec(p, context=False) for p in EXAMPLES]
     assert len(specs) >= 9
-    assert {s.method.stage for s in specs} == {"sft", "pt", "dpo", "rm"}  # kto: no demo data with a kto_tag
+    assert {s.method.stage for s in specs} == {"sft", "pt", "dpo", "kto", "rm"}  # kto on the demo's demo_kto
     methods = set(typing.get_args(MethodSpec.model_fields["finetuning"].annotation))
     assert {s.method.finetuning for s in specs} == methods == {"lora", "oft", "full", "freeze"}
     assert {s.launch.backend for s in specs} == {"single", "ddp", "fsdp", "deepspeed"}

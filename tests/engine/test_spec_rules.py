@@ -154,6 +154,18 @@ class TestSingleBackendOneProcess:
         accepts(make(launch={"backend": "ddp", "num_processes": 2}))
 
 
+class TestDdpOneProcess:
+    """Issue 27 item 18: accelerate refuses DDP with one process at launch; the spec refuses it first, naming the
+    field, and DDP over two machines of one process each stays valid."""
+
+    def test_rejected_naming_the_field(self):
+        err = rejects(make(launch={"backend": "ddp", "num_processes": 1}), "launch.num_processes")
+        assert "at least 2 processes" in str(err) and "launch.backend to single" in str(err)
+
+    def test_two_machines_of_one_process_ok(self):
+        accepts(make(launch={"backend": "ddp", "num_machines": 2, "main_process_ip": "10.0.0.1"}))
+
+
 class TestSingleBackendOneMachine:
     def test_rejected(self):
         rejects(
@@ -640,7 +652,7 @@ class TestStageDataKind:
             },
             "launch.deepspeed.offload_param",
         ),
-        ({"launch": {"backend": "ddp"}}, "launch.backend"),
+        ({"launch": {"backend": "deepspeed"}}, "launch.backend"),
         (
             {"train": {"gradient_checkpointing": True, "per_device_batch_size": 1}, "data": {"cutoff_len": 256}},
             "train.gradient_checkpointing",

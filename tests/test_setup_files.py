@@ -1,0 +1,112 @@
+"""The set-up files agree (issue 27 items 20, 21): the Docker image holds the stack scripts/bootstrap.sh installs and
+the project is tested on (torch pin, Python, the same pip steps in the same order), on a CUDA base, as a non-root
+user; bootstrap.sh installs the test extras in the one install step whichever command runs first. Read from the
+files themselves: no Docker daemon, nothing run."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+BOOTSTRAP = (ROOT / "scripts" / "bootstrap.sh").read_text(encoding="utf-8")
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined, comments left out."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):
+            continue
+        pending += " " + line.removesuffix("\\")
+        if not line.endswith("\\"):
+            word, _, rest = pending.strip().partition(" ")
+            out.append((word.upper(), " ".join(rest.split())))
+            pending = ""
+    return out
+
+
+def args_of(steps: list[tuple[str, str]]) -> dict[str, str]:
+    found = {}
+    for kind, rest in steps:
+        if kind == "ARG" and "=" in rest:
+            name, _, value = rest.partition("=")
+            found[name] = value
+    return found
+
+
+def expand(text: str, values: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: values.get(m.group(1) or m.group(2), m.group(0)), text)
+
+
+def bootstrap_pin() -> tuple[str, str]:
+    torch = re.search(r"torch_spec=\$\{STUDIO_TORCH:-torch==([\d.]+)\}", BOOTSTRAP)
+    python = re.search(r"^tested_python=([\d.]+)", BOOTSTRAP, re.M)
+    assert torch and python, "bootstrap.sh names the torch pin and the tested Python"
+    return torch.group(1), python.group(1)
+
+
+def test_the_image_has_the_tested_torch_and_python_on_a_cuda_base():
+    steps = instructions(DOCKERFILE)
+    args = args_of(steps)
+    torch, python = bootstrap_pin()
+    base = next(rest for kind, rest in steps if kind == "FROM")
+    assert base.startswith("nvidia/cuda:") and "pytorch/pytorch" not in DOCKERFILE, base
+    assert args["TORCH_VERSION"] == torch, "the image's torch is the one bootstrap.sh pins and the tests run on"
+    assert args["PYTHON_VERSION"] == python
+    requires = re.search(r'^requires-python = ">=([\d.]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    low = tuple(int(x) for x in requires.group(1).split("."))
+    assert tuple(int(x) for x in python.split(".")) >= low, requires
+    assert tuple(int(x) for x in torch.split(".")[:2]) >= (2, 8), "the trainer needs torch 2.8 or later"
+    # the CUDA wheel index matches the base image's CUDA major.minor
+    cuda = re.search(r"nvidia/cuda:(\d+)\.(\d+)", base)
+    assert args["TORCH_INDEX"].endswith(f"/cu{cuda.group(1)}{cuda.group(2)}"), (args["TORCH_INDEX"], base)
+    runs = " ".join(expand(rest, args) for kind, rest in steps if kind == "RUN")
+    assert f"python{python}" in runs and f"python{python}-venv" in runs
+
+
+def _pip_steps(text: str, values: dict[str, str]) -> list[str]:
+    """The pip installs in order, as 'torch' (the pinned torch) or the project target ('.[test]')."""
+    out = []
+    for line in text.splitlines():
+        if "pip install" not in line or line.lstrip().startswith("#"):
+            continue
+        words = shlex.split(expand(line.replace('"${extras}"', "[test]").replace("${extras}", "[test]"), values))
+        if "--upgrade" in words and "pip" in words:
+            out.append("pip")
+        elif any(w.startswith("torch==") or w == "$torch_spec" for w in words):
+            out.append("torch")
+        elif "-e" in words:
+            flags = " DS_BUILD_OPS=0" if "DS_BUILD_OPS=0" in words else ""
+            out.append("project " + words[words.index("-e") + 1] + flags)
+    return out
+
+
+def test_the_image_installs_as_bootstrap_does_and_runs_as_a_non_root_user():
+    steps = instructions(DOCKERFILE)
+    args = args_of(steps)
+    torch, _ = bootstrap_pin()
+    ours = _pip_steps(BOOTSTRAP.replace("$torch_spec", f"torch=={torch}"), {})
+    image = _pip_steps("\n".join(rest for kind, rest in steps if kind == "RUN"), args)
+    dedup = list(dict.fromkeys(ours))  # bootstrap's torch branches (index, local wheel, CPU index) are one step
+    assert dedup == ["pip", "torch", "project .[test] DS_BUILD_OPS=0"], ours
+    assert image == dedup, f"the Dockerfile installs {image}, bootstrap.sh {dedup}"
+    users = [rest for kind, rest in steps if kind == "USER"]
+    assert users and users[-1] not in ("root", "0"), "the image runs as a non-root user"
+    order = [kind for kind, _ in steps]
+    assert order.index("USER") < max(i for i, k in enumerate(order) if k == "RUN" and "pip" in steps[i][1])
+    assert any(kind == "CMD" for kind, _ in steps) and order.index("USER") < order.index("CMD")
+
+
+def test_bootstrap_installs_the_test_extras_in_its_one_install_step():
+    """demo.sh then test.sh: one stamp, one install with [test]; --test adds only system packages."""
+    assert re.search(r'^extras="\[test\]"$', BOOTSTRAP, re.M), "the extras do not depend on --test"
+    assert re.search(r'^stamp="\.venv/\.studio-installed"$', BOOTSTRAP, re.M), "one stamp for demo.sh and test.sh"
+    install_block = BOOTSTRAP[: BOOTSTRAP.index('echo "$digest" > "$stamp"')]
+    assert "want_test" not in install_block.split("extras=", 1)[1], "nothing in the install step depends on --test"
