@@ -8,6 +8,7 @@ Each subcommand is owned by one module, which exposes ``cli(argv: list[str]) -> 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # name -> (module, one-line help)
@@ -43,6 +44,18 @@ def usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        result = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `studio runs list | head -1`: the reader left; end quietly as Unix tools do (stdout to /dev/null so the
+        # interpreter's last flush does not raise again).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool ended by it
+    return result
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())

@@ -202,11 +202,15 @@ def start_background() -> None:
 
 def launch_kwargs(conf: settings_mod.Settings) -> dict:
     """``Blocks.launch`` arguments. With a login, ``studio.guard.LoginGuard`` wraps gradio's app: the login page
-    carries no API description (paths, run ids, dataset names) and wrong logins are throttled per address."""
+    carries no API description (paths, run ids, dataset names), every other route but its assets answers 401 without
+    the login, and wrong logins are throttled per address (``STUDIO_TRUSTED_PROXIES``, see ``settings``)."""
     from starlette.middleware import Middleware
 
     from studio.guard import LoginGuard
 
+    # uvicorn (started by gradio, which passes no proxy settings) reads this when it starts: the client address the
+    # login throttle keys on is the socket's peer, unless that peer is a proxy the operator named.
+    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(conf.trusted_proxies)
     return {
         "server_name": conf.host,
         "server_port": conf.port,

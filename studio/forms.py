@@ -284,7 +284,7 @@ def from_widget_value(info: FieldInfo, value: Any) -> Any:
         import yaml
 
         try:
-            parsed = yaml.safe_load(value)
+            parsed = spec_mod.safe_load_yaml(value)
         except yaml.YAMLError:
             return value  # the spec reports it on this field
         return parsed if isinstance(parsed, dict) else value

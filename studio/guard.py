@@ -6,6 +6,11 @@ who can reach the port (``/gradio_api/info`` itself answers 401). And ``POST /lo
 ever. ``LoginGuard`` is an ASGI middleware given to gradio's FastAPI app (``launch(app_kwargs=...)``, see
 ``studio.app.launch_kwargs``) that, when the app has a login:
 
+- answers 401 to every request without a valid login cookie except what the login page itself loads (``/``, its
+  scripts, styles, fonts and icons: ``PUBLIC_PATHS``, ``PUBLIC_PREFIXES``) and ``POST /login``: gradio leaves
+  ``/gradio_api/cancel``, ``/reset``, ``/heartbeat/<any>``, ``/app_id``, ``/token``, ``/user``, ``/startup-events``
+  open, and a route a gradio upgrade adds is closed until listed here (``startup-events`` answers the one call
+  ``launch`` makes before its startup events have run);
 - blanks the API info in every HTML answer to a request without a valid login cookie (the page's client then asks
   ``/gradio_api/info``, which needs the login); if the info cannot be blanked (gradio's template changed), the page
   is refused rather than served with it;
@@ -15,7 +20,8 @@ ever. ``LoginGuard`` is an ASGI middleware given to gradio's FastAPI app (``laun
   count. Failures and refusals are logged (logger ``studio.login``, to stderr).
 
 Light: stdlib and starlette (gradio's web framework). The address is the TCP peer: ``X-Forwarded-For`` is not
-trusted (anyone can send it), so behind a reverse proxy every client shares the proxy's budget.
+trusted (anyone can send it; ``studio.app.launch_kwargs`` sets uvicorn's ``FORWARDED_ALLOW_IPS`` to the proxies named
+in ``STUDIO_TRUSTED_PROXIES``, none by default), so behind an unnamed reverse proxy every client shares its budget.
 """
 
 from __future__ import annotations
@@ -37,6 +43,14 @@ CAP_S = 600.0
 FORGET_S = 3600.0  # an address idle this long after its last failure starts again from zero
 MAX_ADDRESSES = 10_000  # the table's bound; the oldest unblocked addresses are forgotten first
 MAX_INFLIGHT = 32  # concurrent login attempts from one address (one once it has failed)
+
+# What a browser without the login fetches to show the login form (recorded from Chromium on gradio 6.31: ``/``,
+# ``/static/...``, ``/assets/...``, ``/theme.css``); GET / HEAD only. Everything else needs the cookie.
+PUBLIC_PATHS = frozenset(
+    {"/", "/favicon.ico", "/theme.css", "/gradio_api/theme.css", "/robots.txt", "/manifest.json", "/pwa_icon"}
+)
+PUBLIC_PREFIXES = ("/static/", "/assets/", "/svelte/", "/pwa_icon/")
+UNAUTHORIZED = {"detail": "Not authenticated: log in first."}
 
 log = logging.getLogger("studio.login")
 if not log.handlers:  # the server's log is its stderr; uvicorn configures only its own loggers
@@ -159,6 +173,22 @@ def _logged_in(scope, app) -> bool:
     return bool(token) and token in tokens
 
 
+def is_public(method: str, path: str) -> bool:
+    """A request the login page needs and that reveals nothing without the login."""
+    if method == "POST":
+        return path.rstrip("/") == "/login"
+    if method not in ("GET", "HEAD"):
+        return False
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
+def _launch_call(gradio_app, method: str, path: str) -> bool:
+    """``Blocks.launch`` itself asks ``/gradio_api/startup-events`` once, without a cookie, and refuses to serve if
+    that fails; once the startup events have run, the route answers 401 like any other."""
+    startup = method == "GET" and path.rstrip("/") == "/gradio_api/startup-events"
+    return startup and getattr(gradio_app, "startup_events_triggered", True) is False
+
+
 def _header(headers, name: bytes) -> bytes:
     return next((v for k, v in headers if k.lower() == name), b"")
 
@@ -188,13 +218,17 @@ class LoginGuard:
 
     async def __call__(self, scope, receive, send):
         gradio_app = scope.get("app")
-        if scope["type"] != "http" or getattr(gradio_app, "auth", None) is None:
+        if scope["type"] not in ("http", "websocket") or getattr(gradio_app, "auth", None) is None:
             return await self.app(scope, receive, send)
         method, path = scope.get("method", ""), scope.get("path", "")
-        if method == "POST" and path.rstrip("/") == "/login":
+        if scope["type"] == "http" and method == "POST" and path.rstrip("/") == "/login":
             return await self._login(scope, receive, send)
         if _logged_in(scope, gradio_app):
             return await self.app(scope, receive, send)
+        if scope["type"] == "websocket":  # closed before accept: the client gets 403
+            return await send({"type": "websocket.close", "code": 1008})
+        if not is_public(method, path) and not _launch_call(gradio_app, method, path):
+            return await _send_json(send, 401, UNAUTHORIZED, [(b"www-authenticate", b"Cookie")])
         return await self._public(scope, receive, send)
 
     async def _login(self, scope, receive, send):

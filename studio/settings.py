@@ -1,8 +1,9 @@
 """Where and how the studio is served: host, port, credentials, workspace. Light: stdlib only.
 
 Sources, later wins: defaults (127.0.0.1:7860, no auth), environment (``STUDIO_HOST``, ``STUDIO_PORT``,
-``STUDIO_AUTH=user:pass``, ``STUDIO_HOME``, ``STUDIO_MAX_UPLOAD_MB``), command-line flags. A non-loopback host
-without credentials is refused: anyone on the network could otherwise start processes on this machine.
+``STUDIO_AUTH=user:pass``, ``STUDIO_HOME``, ``STUDIO_MAX_UPLOAD_MB``, ``STUDIO_TRUSTED_PROXIES``), command-line
+flags. A non-loopback host without credentials is refused: anyone on the network could otherwise start processes on
+this machine.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Settings:
     home: str = ""
     build_demo: bool = True
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_MB * 2**20
+    trusted_proxies: tuple[str, ...] = ()  # addresses / networks whose X-Forwarded-For is believed
 
     @property
     def loopback(self) -> bool:
@@ -91,6 +93,7 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Se
         home=home,
         build_demo=not args.no_demo,
         max_upload_bytes=max_upload_bytes(env),
+        trusted_proxies=trusted_proxies(env),
     )
 
 
@@ -106,3 +109,24 @@ def max_upload_bytes(env: dict[str, str] | None = None) -> int:
     if not mb > 0:
         raise SettingsError(f"STUDIO_MAX_UPLOAD_MB must be a positive number of MiB (got {text!r})")
     return int(mb * 2**20)
+
+
+def trusted_proxies(env: dict[str, str] | None = None) -> tuple[str, ...]:
+    """``STUDIO_TRUSTED_PROXIES``: the reverse proxies (addresses or networks, separated by commas) whose
+    ``X-Forwarded-For`` names the client. Unset: nobody's, not even 127.0.0.1's (uvicorn would otherwise believe any
+    local process, and a header rotated per request would give each wrong login a fresh throttle budget). ``*`` is
+    refused: it would let every client choose its own address."""
+    env = os.environ if env is None else env
+    out = []
+    for item in str(env.get("STUDIO_TRUSTED_PROXIES") or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise SettingsError(
+                f"STUDIO_TRUSTED_PROXIES must list IP addresses or networks separated by commas (got {item!r:.60})"
+            ) from None
+        out.append(item)
+    return tuple(out)

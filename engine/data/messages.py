@@ -113,9 +113,19 @@ MESSAGES: dict[str, str] = {
     "starting with {user}",
     # registering a file
     "data.bad_name": "dataset name {name!r}: use letters, digits, _ - .",
+    "data.name_too_long": "dataset name: {length} characters, at most {limit}",
     "data.bad_formatting": "formatting {formatting!r}: use alpaca or sharegpt",
     "data.unknown_columns": "unknown column keys {bad} (known: {known})",
     "data.file_outside": "file_name {file!r} leaves the dataset folder {folder}",
+    "data.entry_outside": "entry '{name}': {key} {value!r} leads outside the dataset folder {folder}; only files "
+    "inside it are read",
+    "data.file_outside_entry": "entry '{name}': {path} leads outside {folder} (a link?); only files inside it are "
+    "read",
+    "data.not_regular": "entry '{name}': {path} is {kind}, not a regular file; it is not read",
+    "data.file_unreadable": "entry '{name}': {path} cannot be read ({error})",
+    "data.file_too_big": "entry '{name}': {path} brings the dataset to {size} MiB, over the {limit} MiB a dataset "
+    "may hold (STUDIO_MAX_DATASET_MB)",
+    "data.max_dataset_mb": "STUDIO_MAX_DATASET_MB must be a positive number of MiB (got {value!r})",
     "data.file_missing": "file not found: {path}",
     "data.already_registered": "dataset '{name}' is already registered in {path}",
     # uploads through the page (studio.tabs.data)

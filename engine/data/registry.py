@@ -15,10 +15,11 @@ import tempfile
 from pathlib import Path
 
 from engine.core.messages import from_exception
-from engine.data import hub
+from engine.data import admit, hub
 from engine.data.files import (  # the budgets are re-exported: the page names them
     PAGE_READ_BYTES,  # noqa: F401
     PAGE_RECORD_BYTES,  # noqa: F401
+    _folder_files,
     _read_file,
     _read_folder,
     read_head,
@@ -38,6 +39,7 @@ from engine.data.rows import (  # re-exported: callers import these from here
 )
 
 INFO_NAME = "dataset_info.json"
+MAX_DATASET_NAME = 100  # as engine.spec.groups.MAX_DATASET_NAME: a name the spec would refuse is not registered
 STAGES = ("sft", "pt", "dpo", "kto", "rm")
 HEAD_CHECK_ROWS = 10_000  # the page's check after registering: at most this many rows (and PAGE_READ_BYTES)
 
@@ -111,6 +113,32 @@ def _load_head(name: str, dataset_dir: Path, stage: str, limit: int | None = Non
 
 
 def _where(entry: DatasetEntry, dataset_dir: Path) -> tuple[Path, list[Path] | None, DataProblem | None]:
+    """``_where_unchecked`` behind ``engine.data.admit``: an entry leading out of the dataset folder is refused before
+    anything there is looked at, and the files it would read must be regular files inside it within the size bound."""
+    info_file = str(dataset_dir / INFO_NAME)
+    if entry.source in ("file", "script"):
+        key, value = ("script_url", entry.hub_id) if entry.source == "script" else ("file_name", entry.file_name)
+        target = dataset_dir / entry.hub_id if entry.source == "script" else _locate(entry, dataset_dir)
+        where = [dataset_dir] if entry.source == "script" else admit.roots(dataset_dir)
+        why = admit.outside_problem(entry.name, key, str(value), target, where)
+        if why is not None:
+            return target, None, DataProblem(info_file, None, key, why)
+    path, files, problem = _where_unchecked(entry, dataset_dir)
+    if problem is not None:
+        return path, files, problem
+    root = admit.hub_root(path) if entry.source == "hf_hub" else admit.roots(dataset_dir)
+    try:
+        chosen = _folder_files(path, files) if path.is_dir() else [path]
+    except (OSError, ValueError, KeyError, TypeError):
+        return path, files, None  # the reader names what is wrong with the folder
+    try:
+        why = admit.files_problem(entry.name, chosen, root)
+    except ValueError as exc:  # STUDIO_MAX_DATASET_MB itself
+        return path, files, DataProblem(info_file, None, None, from_exception(exc))
+    return path, files, None if why is None else DataProblem(info_file, None, None, why)
+
+
+def _where_unchecked(entry: DatasetEntry, dataset_dir: Path) -> tuple[Path, list[Path] | None, DataProblem | None]:
     """(the file or folder the entry's rows are read from, the folder's files of its subset / split / folder or
     None for all, a problem). A hub dataset not in the Hugging Face cache but on the reachable hub is the problem
     with message None: nothing wrong, its rows are checked when the run has downloaded it (``hub_pending``)."""
@@ -372,14 +400,16 @@ def register_dataset(
     ddir = Path(dataset_dir)
     if not name or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
         raise ValueError(message("data.bad_name", name=name))
+    if len(name) > MAX_DATASET_NAME:
+        raise ValueError(message("data.name_too_long", length=len(name), limit=MAX_DATASET_NAME))
     if formatting not in ("alpaca", "sharegpt"):
         raise ValueError(message("data.bad_formatting", formatting=formatting))
     bad = sorted(set(columns or {}) - COLUMN_KEYS)
     if bad:
         raise ValueError(message("data.unknown_columns", bad=", ".join(bad), known=", ".join(sorted(COLUMN_KEYS))))
     target = Path(file_name).expanduser()
-    # A relative name stays inside the dataset folder: "../.." must not reach other files through the page.
-    if not target.is_absolute() and not (ddir / target).resolve().is_relative_to(ddir.resolve()):
+    # The name stays inside the dataset folder (or the page's uploads): "../.." or "/" must not reach other files.
+    if not admit.inside(target if target.is_absolute() else ddir / target, admit.roots(ddir)):
         raise ValueError(message("data.file_outside", file=file_name, folder=ddir))
     if not (target if target.is_absolute() else ddir / target).exists():
         raise ValueError(message("data.file_missing", path=target if target.is_absolute() else ddir / target))
@@ -399,6 +429,20 @@ def register_dataset(
         info[name] = entry
         save_dataset_info(ddir, info)
     return entry
+
+
+def entry_bytes(raw: dict, dataset_dir: str | Path) -> int:
+    """What a registered file entry's file or folder holds, in bytes; 0 for an entry leading out of the dataset folder
+    or to anything but regular files (the row check then refuses it, naming the entry, without walking it)."""
+    ddir = Path(dataset_dir)
+    path = Path(str(raw["file_name"])).expanduser()
+    path = path if path.is_absolute() else ddir / path
+    where = admit.roots(ddir)
+    if not admit.inside(path, where):
+        return 0
+    if not path.is_dir():
+        return path.stat().st_size if path.is_file() else 0
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and admit.inside(f, where))
 
 
 def cli(argv: list[str]) -> int:

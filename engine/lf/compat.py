@@ -59,6 +59,7 @@ from engine.spec.schema import (
     load_spec,
     parse_spec,
     read_model_config,
+    safe_load_yaml,
     save_spec,
     spec_to_dict,
 )
@@ -726,7 +727,7 @@ _REVERSE = {path: key for key, path in {**_DIRECT, **_CONVERTED}.items() if path
 
 def _read_yaml(path: Path, what: str) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return safe_load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SpecError([(what, message("lf.cannot_read", path=path, error=exc.strerror or exc))], str(path)) from None
     except yaml.YAMLError as exc:
@@ -791,7 +792,7 @@ def lf_text_to_spec(text: str, accelerate_text: str | None = None, *, notes: lis
     the working directory, as LF's would with no YAML folder."""
     source = "LLaMA-Factory YAML"
     try:
-        data = yaml.safe_load(text or "")
+        data = safe_load_yaml(text or "")
     except yaml.YAMLError as exc:
         raise SpecError([("lf_yaml", message("lf.bad_yaml", error=exc))], source) from None
     if not is_lf_args(data):
@@ -799,7 +800,7 @@ def lf_text_to_spec(text: str, accelerate_text: str | None = None, *, notes: lis
     acc = None
     if accelerate_text and accelerate_text.strip():
         try:
-            acc = yaml.safe_load(accelerate_text)
+            acc = safe_load_yaml(accelerate_text)
         except yaml.YAMLError as exc:
             raise SpecError([("accelerate_config", message("lf.bad_yaml", error=exc))], source) from None
         if not isinstance(acc, dict):

@@ -238,7 +238,7 @@ def _hub_problem(exc: BaseException, target: Target, token: str | None, file: st
     if isinstance(exc, RevisionNotFoundError):
         return DownloadError(message("models.no_revision", name=name, revision=target.revision or "main"), "not_found")
     if isinstance(exc, OfflineModeIsEnabled):
-        return DownloadError(message("models.download_offline", name=name), "offline")
+        return DownloadError(message(_offline_key(target), name=name), "offline")
     if isinstance(exc, EntryNotFoundError):
         return DownloadError(message("models.hub_error", name=name, error=_first_line(exc)), "not_found")
     if "Timeout" in name_kind:
@@ -257,6 +257,11 @@ def _hub_problem(exc: BaseException, target: Target, token: str | None, file: st
     return DownloadError(message("models.hub_error", name=name, error=_first_line(exc)), "hub")
 
 
+def _offline_key(target: Target) -> str:
+    """The offline message speaks of what is downloaded: a model, or a dataset (``download --dataset``)."""
+    return "models.download_offline_dataset" if target.repo_type == "dataset" else "models.download_offline"
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
@@ -266,7 +271,7 @@ def hub_files(target: Target, token: str | None) -> tuple[str, list[HubFile]]:
     from huggingface_hub import HfApi, constants
 
     if constants.HF_HUB_OFFLINE:
-        raise DownloadError(message("models.download_offline", name=target.label), "offline")
+        raise DownloadError(message(_offline_key(target), name=target.label), "offline")
     try:
         info = HfApi().repo_info(
             target.repo_id,

@@ -53,6 +53,8 @@ MESSAGES: dict[str, str] = {
     "HF_ENDPOINT",
     "models.download_offline": "{name} cannot be downloaded while HF_HUB_OFFLINE is set: unset it, or copy the "
     "model into the Hugging Face cache",
+    "models.download_offline_dataset": "the dataset {name} cannot be downloaded while HF_HUB_OFFLINE is set: "
+    "unset it, or copy the dataset into the Hugging Face cache",
     "models.download_no_space": "not enough disk space for {name}: {need} to download, {free} free in {path}",
     "models.download_checksum": "{file} of {name} does not match the hub's checksum ({algo} {got}, expected "
     "{expected}): the download was thrown away, start it again",

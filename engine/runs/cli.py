@@ -66,7 +66,7 @@ def _show(rec: runs.RunRecord) -> str:
         for k, v in (
             ("id", rec.id),
             ("name", rec.name),
-            ("status", rec.status),
+            ("status", _status(rec)),  # as `runs list` and the page say it (stalled included)
             ("kind", rec.kind),
             ("slurm", slurm.describe(rec) or "-"),
             ("created", _fmt_time(rec.created)),
@@ -94,8 +94,18 @@ def _show(rec: runs.RunRecord) -> str:
     return "\n".join(lines)
 
 
-def _follow(rec: runs.RunRecord) -> int:
-    offset = 0
+def _follow(rec: runs.RunRecord, lines: int | None = None) -> int:
+    """Print the log's last ``lines`` lines (all with None), then what the run writes until it ends."""
+    try:
+        with open(rec.log_path, "rb") as fh:
+            head = fh.read()
+    except FileNotFoundError:
+        head = b""
+    offset = len(head)  # following goes on from here (a line being written is finished by what follows)
+    if lines is not None:
+        head = b"".join(head.splitlines(keepends=True)[-lines:]) if lines > 0 else b""
+    sys.stdout.write(head.decode("utf-8", "replace"))
+    sys.stdout.flush()
     while True:
         try:
             with open(rec.log_path, "rb") as fh:
@@ -190,11 +200,12 @@ def _runs(args) -> int:
         else:
             print(_table(recs) if recs else "no runs yet (`studio queue add SPEC` or the web page)")
     elif args.action == "show":
+        watchdog.check()  # as `runs list`: a run whose wrapper died reads ended here too
         print(_show(runs.get(args.id)))
     elif args.action == "logs":
         rec = runs.get(args.id)
         if args.follow:
-            return _follow(rec)
+            return _follow(rec, args.n)
         print(runs.log_tail(args.id, args.n))
     elif args.action == "stop":
         ok = runs.stop(args.id, grace_s=args.grace)

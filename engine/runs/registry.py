@@ -156,11 +156,7 @@ def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
         info = reg.read_dataset_info(ddir)
         size = 0
         for name in [*spec.data.datasets, *spec.data.eval_datasets]:
-            path = Path(str(info[name]["file_name"])).expanduser()
-            path = path if path.is_absolute() else ddir / path
-            size += (
-                sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
-            )
+            size += reg.entry_bytes(info[name], ddir)  # never walks outside the dataset folder (file_name "/")
     except (OSError, ValueError, KeyError, TypeError):
         size = 0  # validate_spec's context rules name a broken registry; the row check below names a missing file
     if size > SUBMIT_DATA_CHECK_BYTES:

@@ -6,7 +6,7 @@ advanced, step) from which the page builds its widgets. Assembled into ``RunSpec
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -296,8 +296,12 @@ ADAPTER_METHODS = ("lora", "oft")
 
 
 # ----------------------------------------------------------------------------------------------- data
+MAX_DATASET_NAME = 100  # characters of a dataset name (registry key): longer ones are refused, naming the field
+DatasetName = Annotated[str, Field(max_length=MAX_DATASET_NAME)]
+
+
 class DataSpec(_Spec):
-    datasets: list[str] = Field(
+    datasets: list[DatasetName] = Field(
         ...,
         min_length=1,
         description="Dataset names from the registry (dataset_info.json); several are mixed",
@@ -349,7 +353,7 @@ class DataSpec(_Spec):
         "tenth), or a whole number of rows from 1 up (0: no evaluation)",
         json_schema_extra=_meta("Validation size", label_zh="验证集大小"),
     )
-    eval_datasets: list[str] = Field(
+    eval_datasets: list[DatasetName] = Field(
         default_factory=list,
         description="Separate evaluation datasets from the registry (LLaMA-Factory's eval_dataset), evaluated at "
         "the eval strategy instead of a split of the training data (empty: none)",

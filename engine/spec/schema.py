@@ -148,10 +148,37 @@ def validate_spec(data: Any) -> tuple[RunSpec | None, list[tuple[str, str]], lis
     return (spec if not errors else None), errors, spec_warnings(spec)
 
 
+MAX_YAML_DEPTH = 64  # a spec is a few levels deep; PyYAML and pydantic recurse per level
+
+
+class YAMLTooDeep(yaml.YAMLError):
+    """A YAML document nested deeper than ``MAX_YAML_DEPTH``: one line, never a RecursionError."""
+
+
+def safe_load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` for every spec, LLaMA-Factory YAML or accelerate config the studio reads (CLI and page):
+    a document nested deeper than ``MAX_YAML_DEPTH`` raises ``YAMLTooDeep`` (a ``yaml.YAMLError``, so callers name
+    the file as for any bad YAML) instead of recursing in the parser or in validation."""
+    too_deep = YAMLTooDeep(f"nested deeper than {MAX_YAML_DEPTH} levels")
+    try:
+        data = yaml.safe_load(text)
+    except RecursionError:
+        raise too_deep from None
+    stack = [(data, 1)]
+    while stack:  # iterative: a deep document must not recurse here either
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth > MAX_YAML_DEPTH:
+                raise too_deep
+            items = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in items)
+    return data
+
+
 def load_spec(path: str | Path, *, context: bool = True) -> RunSpec:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SpecError(
             [("spec", message("spec_unreadable", path=path, reason=exc.strerror or exc))], str(path)

@@ -80,6 +80,23 @@ class Reporter:
         """A progress event; a catalog ``detail`` keeps its key beside the text (``detail_msg``) for the page."""
         keyed = {"detail_msg": to_json(detail)} if getattr(detail, "key", "") else {}
         self.emit("merge_progress", stage=stage, i=i, n=n, detail=str(detail), **keyed)
+        hold = _stage_holds().pop(stage, 0.0)  # tests: "verifying=3" keeps the merge in that stage so a cancel lands
+        if hold:
+            time.sleep(hold)
+
+
+def _stage_holds(cache: dict = {}) -> dict[str, float]:  # noqa: B006 - parsed once per process, each hold used once
+    """``STUDIO_MERGE_STAGE_DELAY`` (tests only, like ``STUDIO_MERGE_SHARD_DELAY``): ``stage=seconds`` pairs."""
+    if "holds" not in cache:
+        holds = {}
+        for item in os.environ.get("STUDIO_MERGE_STAGE_DELAY", "").split(","):
+            stage, _, seconds = item.partition("=")
+            try:
+                holds[stage.strip()] = float(seconds)
+            except ValueError:
+                continue
+        cache["holds"] = holds
+    return cache["holds"]
 
 
 # ----------------------------------------------------------------------------------------------- merge
@@ -447,5 +464,17 @@ def _fail(rep: Reporter, cause: str, error: str, tb: str = "", report: dict | No
         pass
 
 
+def exit_now(code: int) -> None:
+    """End the process with ``code`` once its end is written (events, temp folder removed), without the
+    interpreter's shutdown: after a cancel that shutdown sat in native code (torch / bitsandbytes teardown, no Python
+    frame) for seconds to minutes, so the run lived on after ``merge_failed: cancelled`` until the stop's SIGKILL."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -97,9 +97,17 @@ DATA_ZH: dict[str, str] = {
     "data.turn_order": "第 {turn} 轮是 '{tag}'，但应为 '{want}'：轮次必须按 {user}/{assistant} 交替，并以 {user} 开始",
     # registering a file
     "data.bad_name": "数据集名称 {name!r}：请使用字母、数字和 _ - .",
+    "data.name_too_long": "数据集名称：{length} 个字符，最多 {limit} 个",
     "data.bad_formatting": "格式 {formatting!r}：请使用 alpaca 或 sharegpt",
     "data.unknown_columns": "未知的列键 {bad}（可用：{known}）",
     "data.file_outside": "file_name {file!r} 超出了数据集目录 {folder}",
+    "data.entry_outside": "条目 '{name}'：{key} {value!r} 指向数据集目录 {folder} 之外；只读取目录内的文件",
+    "data.file_outside_entry": "条目 '{name}'：{path} 指向 {folder} 之外（链接？）；只读取目录内的文件",
+    "data.not_regular": "条目 '{name}'：{path} 是{kind}，不是普通文件；不会读取",
+    "data.file_unreadable": "条目 '{name}'：无法读取 {path}（{error}）",
+    "data.file_too_big": "条目 '{name}'：{path} 使数据集达到 {size} MiB，"
+    "超过数据集上限 {limit} MiB（STUDIO_MAX_DATASET_MB）",
+    "data.max_dataset_mb": "STUDIO_MAX_DATASET_MB 必须是正数（MiB），当前为 {value!r}",
     "data.file_missing": "找不到文件：{path}",
     "data.already_registered": "数据集 '{name}' 已在 {path} 中注册",
     # uploads through the page

@@ -39,6 +39,8 @@ MODELS_ZH: dict[str, str] = {
     "models.download_unreachable": "无法连接 Hub（{url}）来下载 {name}：请检查网络或 HF_ENDPOINT",
     "models.download_offline": "已设置 HF_HUB_OFFLINE，无法下载 {name}："
     "请取消该设置，或把模型复制到 Hugging Face 缓存中",
+    "models.download_offline_dataset": "已设置 HF_HUB_OFFLINE，无法下载数据集 {name}："
+    "请取消该设置，或把数据集复制到 Hugging Face 缓存中",
     "models.download_no_space": "磁盘空间不足，无法下载 {name}：需要 {need}，{path} 仅剩 {free}",
     "models.download_checksum": "{name} 的 {file} 与 Hub 上的校验和不符（{algo} 为 {got}，应为 {expected}）："
     "已丢弃该下载，请重新开始",

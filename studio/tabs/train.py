@@ -344,7 +344,7 @@ def load_preset(name: str, lang: str = "en") -> tuple[dict[str, Any] | None, str
     except ValueError:
         return None, "❌ " + t("preset_bad_name", lang, name=repr((name or "").strip()))
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = spec_mod.safe_load_yaml(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         return None, f"❌ {exc}"
     return forms.spec_to_values(data), "✅ " + t("preset_loaded", lang, name=path.name)

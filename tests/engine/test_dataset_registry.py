@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -286,3 +287,107 @@ def test_lf_sharegpt_kto_rows_judge_their_last_answer():
         {"role": "user", "content": "Add 1 and 1."},
         {"role": "assistant", "content": "2."},
     ]
+
+
+# ------------------------------------------------------------------ issue 30.6: only regular files inside the folder
+def _outside_entries(tmp_path: Path) -> Path:
+    """A dataset folder with one entry of each kind that must not be read: a FIFO, a link to /dev/zero, a link to a
+    file outside, ``../../``, ``/``, a script folder outside, and a folder holding a FIFO."""
+    ddir = tmp_path / "data"
+    (ddir / "withfifo").mkdir(parents=True)
+    os.mkfifo(ddir / "fifo.jsonl")
+    os.mkfifo(ddir / "withfifo" / "train.jsonl")
+    (ddir / "zero.jsonl").symlink_to("/dev/zero")
+    (tmp_path / "secret.jsonl").write_text(json.dumps({"instruction": "SECRET-KEY", "output": "x"}) + "\n")
+    (ddir / "leak.jsonl").symlink_to(tmp_path / "secret.jsonl")
+    (ddir / "ok.jsonl").write_text(json.dumps(GOOD) + "\n")
+    R.save_dataset_info(
+        ddir,
+        {
+            "fifo": {"file_name": "fifo.jsonl"},
+            "zero": {"file_name": "zero.jsonl"},
+            "leak": {"file_name": "leak.jsonl"},
+            "up": {"file_name": "../../"},
+            "root": {"file_name": "/"},
+            "etc": {"script_url": "../../../../etc"},
+            "folder": {"file_name": "withfifo"},
+            "ok": {"file_name": "ok.jsonl"},
+        },
+    )
+    return ddir
+
+
+REFUSED = {
+    "fifo": "is a FIFO, not a regular file",
+    "zero": "file_name 'zero.jsonl' leads outside the dataset folder",
+    "leak": "file_name 'leak.jsonl' leads outside the dataset folder",
+    "up": "file_name '../../' leads outside the dataset folder",
+    "root": "file_name '/' leads outside the dataset folder",
+    "etc": "script_url '../../../../etc' leads outside the dataset folder",
+    "folder": "train.jsonl is a FIFO, not a regular file",
+}
+
+
+def test_entries_leading_out_or_to_devices_are_refused_naming_the_entry(tmp_path):
+    """Issue 30.6: each is refused with the entry named and nothing of a foreign file quoted (the FIFO would block
+    the reader for ever, /dev/zero fill memory); every reader goes through the same check (full check, the page's
+    head check, preview)."""
+    ddir = _outside_entries(tmp_path)
+    for name, why in REFUSED.items():
+        for problems in (R.check_datasets([name], ddir), R.check_head(name, ddir)[0]):
+            assert len(problems) == 1, (name, problems)
+            text = str(problems[0])
+            assert f"entry '{name}'" in text and why in text, text
+            assert "SECRET-KEY" not in text and "root:" not in text
+        assert R.preview_rows(name, ddir) == [] and R.raw_head(name, ddir) == []
+    assert R.check_datasets(["ok"], ddir) == []
+
+
+def test_register_refuses_absolute_paths_outside_the_folder(tmp_path):
+    ddir = tmp_path / "data"
+    ddir.mkdir()
+    (tmp_path / "x.json").write_text(json.dumps([GOOD]))
+    for name in (str(tmp_path / "x.json"), "/", "../x.json"):
+        with pytest.raises(ValueError, match="leaves the dataset folder"):
+            R.register_dataset(ddir, "d", name)
+
+
+def test_dataset_size_bound_is_checked_before_reading(tmp_path, monkeypatch):
+    """``STUDIO_MAX_DATASET_MB``: a file over it is refused from its size alone (the file is sparse: reading it
+    would take its whole length); a bad value is refused naming the variable."""
+    ddir = tmp_path / "data"
+    ddir.mkdir()
+    with open(ddir / "big.jsonl", "wb") as fh:
+        fh.truncate(3 << 20)
+    R.save_dataset_info(ddir, {"big": {"file_name": "big.jsonl"}})
+    monkeypatch.setenv("STUDIO_MAX_DATASET_MB", "2")
+    problems = R.check_datasets(["big"], ddir)
+    assert len(problems) == 1 and "over the 2 MiB" in str(problems[0]) and "entry 'big'" in str(problems[0])
+    monkeypatch.setenv("STUDIO_MAX_DATASET_MB", "lots")
+    assert "STUDIO_MAX_DATASET_MB" in str(R.check_datasets(["big"], ddir)[0])
+
+
+def test_deeply_nested_yaml_is_one_line(tmp_path):
+    """Issue 30.6: a 5000-deep YAML (a list, a mapping) gives one line from ``studio validate``, not a
+    RecursionError, and the page's LLaMA-Factory import refuses it in one line too."""
+    deep_list = "a: " + "[" * 5000 + "]" * 5000 + "\n"
+    deep_map = "".join("  " * i + "k:\n" for i in range(5000)) + "  " * 5000 + "x: 1\n"
+    for i, text in enumerate((deep_list, deep_map)):
+        path = tmp_path / f"deep{i}.yaml"
+        path.write_text(text)
+        proc = subprocess.run(
+            [sys.executable, "-m", "engine.cli", "validate", str(path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "Traceback" not in out and "RecursionError" not in out, out[-800:]
+        assert "nested deeper than 64 levels" in out, out[-800:]
+    from engine.lf import compat
+    from engine.spec.schema import SpecError
+
+    with pytest.raises(SpecError, match="nested deeper than 64 levels"):
+        compat.lf_text_to_spec("stage: sft\nmodel_name_or_path: m\nfoo: " + "[" * 5000 + "]" * 5000)

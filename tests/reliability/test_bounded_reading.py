@@ -211,3 +211,105 @@ def test_head_reads_match_full_reads_within_small_budgets(tmp_path, tally):
         rows == full[: len(rows)] and 100 < len(rows) < 5000 and not problems and not complete,
         f"{len(rows)} {problems[:1]}",
     )
+
+
+# ------------------------------------------------------------------ issue 30.6: FIFOs, devices and paths outside
+PAGE_CHECK_CHILD = r"""
+import json, os, resource, sys
+import psutil
+resource.setrlimit(resource.RLIMIT_AS, (int(os.environ["LIMIT_AS"]), int(os.environ["LIMIT_AS"])))
+spec_path, names = sys.argv[1], sys.argv[2:]
+import yaml
+from engine.data import registry as reg
+from engine.runs import registry as runs
+from engine.spec import schema
+from studio.tabs import data as tab
+from engine.core import workspace
+ddir = workspace.data_dir()
+rss0 = psutil.Process().memory_info().rss
+out = {}
+for name in names:
+    data = yaml.safe_load(open(spec_path))
+    data["data"].update(datasets=[name], dataset_dir=str(ddir))
+    spec = schema.parse_spec(data, context=False)
+    rows, problems, _ = tab.head(name)
+    out[name] = {
+        "start": [str(m) for _, m in runs.data_problems(spec)],  # what the page's Start checks
+        "head": [tab.problem_text(p) for p in problems],  # the Datasets tab's preview / check
+        "check": [str(p) for p in reg.check_head(name, ddir)[0]],
+        "rows": len(rows),
+    }
+print(json.dumps({"rss_growth_mib": (psutil.Process().memory_info().rss - rss0) / 2**20, "names": out}))
+"""
+
+
+def _bad_dataset_folder(home: Path) -> Path:
+    ddir = home / "data"
+    ddir.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(ddir / "fifo.jsonl")
+    (ddir / "zero.jsonl").symlink_to("/dev/zero")
+    (ddir / "dataset_info.json").write_text(
+        json.dumps(
+            {
+                "fifo": {"file_name": "fifo.jsonl"},
+                "zero": {"file_name": "zero.jsonl"},
+                "up": {"file_name": "../../"},
+                "root": {"file_name": "/"},
+                "etc": {"script_url": "../../../../etc"},
+            }
+        )
+    )
+    return ddir
+
+
+def _bounded(args: list[str], home: Path, timeout: float) -> subprocess.CompletedProcess:
+    """A child under an address-space limit (so /dev/zero read whole fails fast, not by taking the machine); a child
+    blocked on a FIFO is killed at ``timeout`` and the test fails saying so."""
+    env = {**os.environ, "STUDIO_HOME": str(home), "PYTHONPATH": str(ROOT), "LIMIT_AS": str(4 << 30)}
+    try:
+        return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{args[2:]} still running after {timeout:.0f} s (blocked reading a FIFO?)")
+
+
+def test_fifo_and_dev_zero_refused_by_data_check(tmp_path, tally):
+    """Issue 30.6: ``studio data check`` on a FIFO entry ends (it blocked until the FIFO got EOF), a link to /dev/zero
+    is not read (the studio grew by GBs), ``../../``, ``/`` and a script folder outside are refused naming the
+    entry and the key, quoting nothing of what is there."""
+    home = tmp_path / "home"
+    _bad_dataset_folder(home)
+    limit = "import resource, os; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30)); "
+    for name, why in (
+        ("fifo", "is a FIFO, not a regular file"),
+        ("zero", "file_name 'zero.jsonl' leads outside"),
+        ("up", "file_name '../../' leads outside"),
+        ("root", "file_name '/' leads outside"),
+        ("etc", "script_url '../../../../etc' leads outside"),
+    ):
+        code = limit + f"import sys; from engine.cli import main; sys.exit(main(['data', 'check', {name!r}]))"
+        proc = _bounded([sys.executable, "-c", code], home, timeout=60)
+        out = proc.stdout + proc.stderr
+        ok = proc.returncode == 1 and f"entry '{name}'" in out and why in out and "Traceback" not in out
+        tally.check("bounded::dataset entry outside the folder / not a regular file refused (CLI)", ok, out[-600:])
+
+
+def test_fifo_and_dev_zero_refused_by_the_page(tmp_path, demo_paths, tally):
+    """Issue 30.6, the page: Start's data check, the Datasets tab's preview and its check refuse each entry within
+    the child's time limit, with the process's memory unchanged (within 64 MiB: no file read)."""
+    home = tmp_path / "home"
+    _bad_dataset_folder(home)
+    names = ["fifo", "zero", "up", "root", "etc"]
+    proc = _bounded([sys.executable, "-c", PAGE_CHECK_CHILD, str(demo_paths["example_spec"]), *names], home, 120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name in names:
+        got = out["names"][name]
+        ok = got["rows"] == 0 and all(
+            len(got[k]) == 1 and f"'{name}'" in got[k][0] for k in ("start", "head", "check")
+        )
+        tally.check("bounded::dataset entry outside the folder / not a regular file refused (page)", ok, str(got))
+    tally.check(
+        "bounded::refusing them leaves the page's memory unchanged",
+        out["rss_growth_mib"] < 64,
+        f"{out['rss_growth_mib']:.0f} MiB",
+    )

@@ -335,28 +335,21 @@ def test_unauthenticated_routes_show_only_the_login(live_run, server, studio_hom
         path = path.replace("{api_name}", "tick").replace("{url_path:path}", "http://127.0.0.1:9/")
         return re.sub(r"\{[^}]+\}", "x", path)
 
-    # Answers a client without the login may get: the login page and gradio's static, session-free routes.
+    # Answers a client without the login may get: what the login page loads (issue 30.5: nothing else, not even
+    # gradio's session routes -- cancel, reset, heartbeat, app_id, token, user, startup-events -- answers but 401).
     public = {
-        "/",
-        "/logout",  # a redirect to the login page
-        "/favicon.ico",
-        "/theme.css",
-        "/gradio_api/theme.css",
-        "/robots.txt",
-        "/manifest.json",
-        "/pwa_icon",
-        "/pwa_icon/{size}",
-        "/gradio_api/user",
-        "/gradio_api/user/",
-        "/gradio_api/token",
-        "/gradio_api/token/",
-        "/gradio_api/app_id",
-        "/gradio_api/app_id/",
-        "/gradio_api/startup-events",
-        "/gradio_api/heartbeat/{session_hash}",
-        "/static/{path:path}",
-        "/assets/{path:path}",
-        "/svelte/{path:path}",
+        ("GET", "/"),
+        ("HEAD", "/"),
+        ("GET", "/favicon.ico"),
+        ("GET", "/theme.css"),
+        ("GET", "/gradio_api/theme.css"),
+        ("GET", "/robots.txt"),
+        ("GET", "/manifest.json"),
+        ("GET", "/pwa_icon"),
+        ("GET", "/pwa_icon/{size}"),
+        ("GET", "/static/{path:path}"),
+        ("GET", "/assets/{path:path}"),
+        ("GET", "/svelte/{path:path}"),
     }
     checked = 0
     for method, path in routes:
@@ -364,10 +357,31 @@ def test_unauthenticated_routes_show_only_the_login(live_run, server, studio_hom
             continue  # the throttle test's subject
         code, body = fetch(server.url + concrete(path), method)
         hits = [m.decode() for m in marks if m in body]
-        ok = not hits and (code in (401, 403, 404, 405, 422) or path in public)
+        ok = not hits and (code == 401 or (method, path) in public)
         tally.record("serving::route without cookie leaks nothing (every gradio route)", ok)
         assert ok, f"{method} {path} without the cookie answered {code} with {hits}: {body[:300]!r}"
         checked += 1
+    # The requests gradio answered with success to anyone before issue 30.5, with the bodies that make them act.
+    for method, path, body in (
+        ("POST", "/gradio_api/cancel", b'{"session_hash": "s1", "fn_index": 0, "event_id": "e1"}'),
+        ("POST", "/gradio_api/reset", b'{"session_hash": "s1", "fn_index": 0, "event_id": "e1"}'),
+        ("GET", "/gradio_api/heartbeat/anything", None),
+        ("GET", "/gradio_api/app_id", None),
+        ("GET", "/gradio_api/token", None),
+        ("GET", "/gradio_api/user", None),
+        ("GET", "/gradio_api/startup-events", None),
+        ("GET", "/logout", None),
+    ):
+        req = urllib.request.Request(server.url + path, data=body, method=method)
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=20) as resp:
+                code = resp.status
+        except urllib.error.HTTPError as exc:
+            code = exc.code
+        tally.check(
+            "serving::gradio session route without cookie answers 401", code == 401, f"{method} {path}: {code}"
+        )
     code, body = fetch(server.url + "/")
     page = body.decode(errors="replace")
     tally.check(
@@ -441,6 +455,62 @@ def test_wrong_logins_are_throttled(server, tally):
     # a right login resets the count: the next wrong one is answered as usual
     assert login_status(server.url, "wrong-after-reset")[0] == 400
     assert login(server.url) is not None
+
+
+def test_spoofed_forwarded_for_does_not_lift_the_throttle(server, tally):
+    """Issue 30.5: uvicorn believes ``X-Forwarded-For`` from 127.0.0.1 unless told otherwise; a client there that
+    sends a new address with each wrong login must still be throttled on its own (the socket's) address, and the log
+    must name that address, not the one it claimed."""
+    wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
+    assert login(server.url) is not None  # a clean count for 127.0.0.1
+    log_start = len(server.log.read_bytes())
+    codes = []
+    for i in range(20):
+        form = urllib.parse.urlencode({"username": USER, "password": f"spoofed-{i}"}).encode()
+        req = urllib.request.Request(server.url + "/login", data=form, headers={"X-Forwarded-For": f"203.0.113.{i}"})
+        try:
+            with urllib.request.urlopen(req, timeout=20) as resp:
+                codes.append(resp.status)
+        except urllib.error.HTTPError as exc:
+            codes.append(exc.code)
+    tally.check(
+        "serving::rotated X-Forwarded-For: wrong logins still refused (429)",
+        codes.count(429) >= 15 and codes[0] == 400,
+        str(codes),
+    )
+    logged = server.log.read_bytes()[log_start:].decode(errors="replace")
+    tally.check(
+        "serving::throttle log names the socket's address, not the claimed one",
+        "failed login from 127.0.0.1" in logged and "203.0.113." not in logged,
+        logged[-800:],
+    )
+    wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
+    assert login(server.url) is not None
+
+
+def test_trusted_proxies_setting(tally):
+    """``STUDIO_TRUSTED_PROXIES``: none by default (uvicorn is told to believe nobody's X-Forwarded-For), a list of
+    addresses / networks when set, anything else refused naming the variable."""
+    from studio import app as studio_app
+    from studio import settings
+
+    saved = os.environ.get("FORWARDED_ALLOW_IPS")
+    try:
+        conf = settings.load([], env={})
+        studio_app.launch_kwargs(conf)
+        tally.check("serving::no trusted proxy by default", os.environ["FORWARDED_ALLOW_IPS"] == "", "")
+        conf = settings.load([], env={"STUDIO_TRUSTED_PROXIES": "10.0.0.5, 192.168.0.0/16"})
+        studio_app.launch_kwargs(conf)
+        assert conf.trusted_proxies == ("10.0.0.5", "192.168.0.0/16")
+        assert os.environ["FORWARDED_ALLOW_IPS"] == "10.0.0.5,192.168.0.0/16"
+    finally:
+        if saved is None:
+            os.environ.pop("FORWARDED_ALLOW_IPS", None)
+        else:
+            os.environ["FORWARDED_ALLOW_IPS"] = saved
+    for bad in ("*", "proxy.example", "10.0.0.300"):
+        with pytest.raises(settings.SettingsError, match="STUDIO_TRUSTED_PROXIES"):
+            settings.load([], env={"STUDIO_TRUSTED_PROXIES": bad})
 
 
 def test_login_throttle_bounds(tally):
