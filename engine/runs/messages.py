@@ -59,6 +59,8 @@ MESSAGES: dict[str, str] = {
         "run folder(s)"
     ),
     "runs.registry_rebuilt_missing": "the run registry was missing: it was rebuilt from {count} run folder(s)",
+    "runs.registry_resynced": "the run registry did not know {count} run folder(s): they were added back from their "
+    "folders",
     # a run whose trainer stopped writing (engine.runs.watchdog)
     "runs.stopped_before_start": "stopped before it started",
     "runs.stalled": "stalled (no progress for {duration})",

@@ -127,9 +127,14 @@ def schedule() -> list[str]:
             recs = [runs._row_to_record(r) for r in rows]
             # a run elsewhere (a Slurm job: kind "slurm") takes no slot of this machine
             running = [(not r.gpus, r.gpus) for r in recs if r.status == "running" and r.kind in ("train", "command")]
+            # ... and a run whose processes live on where the registry does not say "running" (a registry rebuilt
+            # while it was being launched, a row lost) still holds its slot: counted from the processes themselves
+            alive = _live_runs() if any(r.status == "queued" for r in recs) else {}
+            listed = {r.id for r in recs if r.status == "running"}
+            running += [(not gpus, gpus) for run_id, gpus in alive.items() if run_id not in listed]
             queued, impossible = [], {}
             for r in recs:
-                if r.status != "queued":
+                if r.status != "queued" or r.id in alive:
                     continue
                 try:
                     queued.append(_want(r, hw.has_gpu))
@@ -165,6 +170,25 @@ def schedule() -> list[str]:
                     status, reason = "stopped", run_message("runs.stopped_before_start")
                 if runs.update(run_id, only_if_status=("running",), status=status, ended=time.time(), reason=reason):
                     _note_final(rec, status, reason, time.time())
+
+
+def _live_runs() -> dict[str, list[int]]:
+    """{run id: its GPUs (launch.json)} of every run with a live process carrying the ``STUDIO_RUN_ID`` marker,
+    except this process (a wrapper scheduling the queue at its end)."""
+    found: dict[str, list[int]] = {}
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            run_id = proc.environ().get(MARKER)
+        except (psutil.Error, OSError):
+            continue
+        if run_id and run_id not in found:
+            launched = runs._read_json(workspace.runs_dir() / Path(run_id).name / "launch.json") or {}
+            found[run_id] = [int(g) for g in launched.get("gpus") or []]
+    return found
 
 
 def _note_final(rec: runs.RunRecord, status: str, reason: str, ended: float) -> None:
