@@ -345,6 +345,8 @@ def derive_final(
         )
         return "stopped", run_message("runs.user_stop", how=how)
     if problem:
+        if rec.kind == "command" and returncode and signal_name is None:  # its own failure, then what was not written
+            return "failed", f"{run_message('runs.command_exit', code=returncode)}; {problem}"
         return "failed", problem
     if returncode is None and signal_name is None:
         free = disk_free(rec.run_dir)  # no exit record at all: a full disk is why more often than a kill

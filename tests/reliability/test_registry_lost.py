@@ -76,7 +76,9 @@ def raw_rows() -> dict[str, tuple]:
 
 def cli(*args: str, home: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "STUDIO_HOME": str(home)}
-    return subprocess.run([PY, "-m", "engine.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [PY, "-m", "engine.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def ticks(dog: watchdog.Watchdog, n: int) -> None:
