@@ -88,7 +88,7 @@ def submit(
         raise SpecError(errors)
     base = slurm.runs_root() if on_slurm else None
     check_space(base or workspace.home() / "runs")
-    run_id, rdir = _claim_run_dir(base)
+    run_id, rdir = _claim(base)
     with _half_made(rdir):
         run_id = _submit_into(valid, run_id, rdir, name, tags, on_slurm)
     if on_slurm:
@@ -136,6 +136,16 @@ def _size(n: int) -> str:
     return f"{n} bytes" if n < 1024 else f"{n / 1024:.0f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
+def _claim(base: Path | None = None) -> tuple[str, Path]:
+    """``_claim_run_dir``, its failure to create the folder (no space, no inode left) said in one line."""
+    try:
+        return _claim_run_dir(base)
+    except (OSError, sqlite3.Error) as exc:
+        where = base or workspace.home() / "runs"
+        why = store.write_problem(exc, where) or run_message("runs.io_error", path=str(where), error=str(exc))
+        raise RunsError(run_message("runs.not_created", why=why)) from None
+
+
 @contextmanager
 def _half_made(rdir: Path) -> Iterator[None]:
     """A run folder whose creation fails (a full disk between the check and the writes) is removed again, and the
@@ -158,7 +168,7 @@ def submit_command(
     if not argv or not all(isinstance(a, str) for a in argv):
         raise RunsError(run_message("runs.bad_command"))
     check_space(workspace.home() / "runs")
-    run_id, rdir = _claim_run_dir()
+    run_id, rdir = _claim()
     argv = [a.replace("{run_dir}", str(rdir)) for a in argv]
     rec = RunRecord(
         id=run_id,
@@ -325,13 +335,13 @@ def _delete_files(rec: RunRecord, report: Deleted) -> None:
 
 
 def _delete_output(rec: RunRecord, out: Path, own: Path, others: list, report: Deleted) -> None:
-    made = outputs.read(own)
-    if made is None or Path(made["output_dir"]) != out:  # never started, or from before the record: not its folder
-        report.kept.append(run_message("runs.kept_not_created", path=out, id=rec.id))
-        return
     found = folders.find_owner(out, others, own=own)
     if found is not None:
         report.kept.append(run_message(f"runs.kept_{found[0]}", path=out, owner=found[1]))
+        return
+    made = outputs.read(own)
+    if made is None or Path(made["output_dir"]) != out:  # never started, or from before the record: not its folder
+        report.kept.append(run_message("runs.kept_not_created", path=out, id=rec.id))
         return
     if not outputs.created(made):
         count, errors = outputs.remove_written(made, rec.ended)

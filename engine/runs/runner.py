@@ -134,6 +134,9 @@ def _record_end(run_id: str, rc: int, sig: str | None, problem, ended: float) ->
     try:
         runs.finalize(run_id, rc, sig, problem=str(problem) if problem else None, ended=ended)
         return True
+    except runs.RunsError as exc:  # no row and no folder to read it back from: nothing to hold the end for
+        _say(f"registry update failed: {exc}")
+        return True
     except Exception as exc:  # noqa: BLE001 - a full disk, a locked registry: held and tried again
         _say(f"registry update failed: {store.write_problem(exc, workspace.home()) or exc}")
         return False

@@ -206,3 +206,38 @@ def test_delete_on_a_full_disk_frees_the_files_first(small_home, tally):
         not rdir.exists() and raw_row(small_home, rid) is None and after - before >= 2 << 20,
         f"{rdir.exists()} {raw_row(small_home, rid)} free {before} -> {after}",
     )
+
+
+def test_a_run_folder_half_made_by_a_failing_write_is_removed(tmp_path, demo_paths, monkeypatch, tally):
+    """Bytes to spare but one inode left (a tmpfs with nr_inodes): the check passes, the run folder is made, its
+    spec.yaml cannot be: submit says so in one line and the half-made folder is gone."""
+    mnt = tmp_path / "few-inodes"
+    mount_tmpfs(mnt, "8m,nr_inodes=64")
+    monkeypatch.setenv("STUDIO_HOME", str(mnt))
+    try:
+        assert runs.list_runs() == []  # the registry and the workspace's folders exist
+        (mnt / "runs").mkdir(exist_ok=True)
+        held = sqlite3.connect(str(mnt / "registry.db"))  # its -wal and -shm stay while a connection is open
+        held.execute("SELECT count(*) FROM runs").fetchone()
+        taken = []
+        while True:
+            try:
+                (mnt / f"inode-{len(taken)}").touch()
+            except OSError:
+                break
+            taken.append(mnt / f"inode-{len(taken)}")
+        taken.pop().unlink()  # exactly one inode left: the run folder takes it
+        data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text())
+        data["output"]["report_to"] = ["none"]
+        with pytest.raises(runs.RunsError) as info:
+            runs.submit(data, start=False)
+        said = str(info.value)
+        left = sorted(p.name for p in (mnt / "runs").iterdir())
+        tally.check(
+            "disk-full::a half-made run folder is removed, the cause said in one line",
+            left == [] and "the run was not created: disk full" in said and len(said.splitlines()) == 1,
+            f"{left} {said}",
+        )
+        held.close()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True)

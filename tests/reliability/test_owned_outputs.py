@@ -122,11 +122,21 @@ def test_delete_removes_only_what_the_run_made(home, demo_paths, tally, capsys):
     olds["exports/m2"] = legacy_run(spec_text, exports / "m2", status="queued")
     for out, rid in olds.items():
         text = delete(rid, capsys)
+        why = "it belongs to the tokenized-dataset cache" if out == "cache" else f"run {rid} did not create it"
         tally.check(
             f"owned::delete a run that named {out} -> kept, and said why",
-            f"kept {workspace.home() / out}: run {rid} did not create it" in text,
+            f"kept {workspace.home() / out}: {why}" in text,
             text,
         )
+    from studio.tabs import runs as runs_tab
+
+    page = legacy_run(spec_text, exports / "m1")  # the page's Delete says the same, in the page's language
+    shown = runs_tab.act("delete", page, "zh")
+    tally.check(
+        "owned::the Runs tab's Delete says what it kept and why",
+        f"保留了 {exports / 'm1'}：它不是运行 {page} 创建的" in shown,
+        shown,
+    )
     now = {p: snapshot(p) for p in kept}
     tally.check("owned::exports/m1, exports/m2, cache/ and mystuff/notes.txt intact", now == kept, "")
 
