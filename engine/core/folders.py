@@ -8,8 +8,10 @@ An output folder (``output.output_dir`` of a spec, the target of ``studio merge`
   (``/etc``, ``/usr``, ``/var``, ... or anything inside one), ``/`` or the home folder itself is never allowed;
 * owned by nobody else. The workspace owns its own folders: the workspace itself, ``data/`` (the datasets),
   ``models/`` and each base model in it, ``runs/`` and each run's folder in it, ``exports/``, ``uploads/``,
-  ``presets/`` and the registry. Callers add the owners they know: the spec's base model and dataset folder
-  (``engine.spec.rules``), the runs of the registry and their output folders (``engine.runs.registry``).
+  ``presets/``, ``cache/`` (tokenized datasets) and the registry. Callers add the owners they know: the spec's base
+  model and dataset folder (``engine.spec.rules``), the runs of the registry and their output folders
+  (``engine.runs.registry``). A new run's output folder is moreover never in ``exports/`` nor an existing folder
+  with files (``new_run_output_problem``).
 
 A folder is taken from its owner when it *is* the owner's folder, lies *inside* one that is owned whole (a run's
 folder, the dataset folder, a model), or *holds* an owner (writing or deleting it would take the owner with it).
@@ -84,6 +86,7 @@ def workspace_owners() -> list[Owner]:
         (home / "data", message("workspace.owner_data", path=home / "data"), True),
         (home / "uploads", message("workspace.owner_uploads", path=home / "uploads"), True),
         (home / "presets", message("workspace.owner_presets", path=home / "presets"), True),
+        (home / "cache", message("workspace.owner_cache", path=home / "cache"), True),
         (home / "exports", message("workspace.owner_exports", path=home / "exports"), False),
         (home, message("workspace.owner_workspace", path=home), False),
     ]
@@ -149,3 +152,22 @@ def output_path(path: str | Path, extra: Iterable[Owner] = ()) -> Path:
     if problem is not None:
         raise FolderError(problem)
     return resolve(path)
+
+
+def new_run_output_problem(path: str | Path) -> Message | None:
+    """What a *new run's* output folder may not be besides ``output_problem``: a folder in ``exports/`` (merged and
+    exported models live there), or an existing folder with files in it (the run would mix its files with files it
+    did not write, and could never tell them apart), naming what is there. None when the run may create or use it."""
+    p = resolve(path)
+    exports = workspace.home() / "exports"
+    if p.is_relative_to(exports):
+        return message("workspace.in_exports", path=p, exports=exports)
+    if p.is_dir():
+        try:
+            found = sorted(c.name + ("/" if c.is_dir() else "") for c in p.iterdir())
+        except OSError:
+            return None  # an unreadable folder: the writability check names it
+        if found:
+            shown = ", ".join(found[:5]) + (f", ... ({len(found)} entries)" if len(found) > 5 else "")
+            return message("workspace.not_empty", path=p, found=shown)
+    return None

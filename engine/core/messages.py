@@ -88,6 +88,10 @@ MESSAGES: dict[str, str] = {
     "workspace.owner_uploads": "the uploads folder {path}",
     "workspace.owner_presets": "the presets folder {path}",
     "workspace.owner_registry": "the run registry {path}",
+    "workspace.owner_cache": "the tokenized-dataset cache {path}",
+    "workspace.in_exports": "{path} is inside the exports folder {exports}, where merged and exported models live: "
+    "choose a folder of the run's own",
+    "workspace.not_empty": "{path} already holds files the run did not write ({found}): choose a new or empty folder",
 }
 
 

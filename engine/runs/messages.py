@@ -30,6 +30,10 @@ MESSAGES: dict[str, str] = {
     "runs.kept_holds": "kept {path}: it holds {owner}",
     "runs.kept_outside": "kept {path}: it is outside the workspace (Studio removes only folders inside it)",
     "runs.remove_failed": "could not remove {path}: {error}",
+    "runs.kept_not_created": "kept {path}: run {id} did not create it (it was there before the run started, or the "
+    "run never started); a run owns only what it made",
+    "runs.kept_existing": "kept {path}: it existed before run {id} started; removed only the {count} file(s) the run "
+    "wrote in it",
     # resume: the checkpoint a resumed run starts from
     "runs.checkpoint_skipped": "checkpoint {path} is incomplete or corrupt; falling back to an older one",
     "runs.no_loadable_checkpoint": "run {id} has no complete checkpoint to resume from (all in {path} and the one "
@@ -59,12 +63,16 @@ MESSAGES: dict[str, str] = {
         "run folder(s)"
     ),
     "runs.registry_rebuilt_missing": "the run registry was missing: it was rebuilt from {count} run folder(s)",
+    "runs.registry_resynced": "the run registry did not know {count} run folder(s): they were added back from their "
+    "folders",
     # a run whose trainer stopped writing (engine.runs.watchdog)
     "runs.stopped_before_start": "stopped before it started",
     "runs.stalled": "stalled (no progress for {duration})",
     # a write that failed for want of space or with an I/O error (the run, its wrapper or the registry)
     "runs.disk_full": "disk full: no space left on device under {path}",
     "runs.io_error": "I/O error writing under {path}: {error}",
+    "runs.no_space": "not started: {free} free under {path}, a run needs at least {need}; free some space first",
+    "runs.not_created": "the run was not created: {why}",
     "runs.slurm_missing": "Slurm's commands are missing ({tools} not found in {where}): install the Slurm client "
     "or set where sbatch lives (STUDIO_SLURM_BIN)",
     "runs.slurm_no_shared": "no shared run folder is set: Slurm runs need a folder every node sees at the same "

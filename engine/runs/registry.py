@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from engine.core import folders, workspace
 from engine.core.messages import Message
 from engine.core.messages import message as core_message
 from engine.models.resolve import looks_local, model_path
-from engine.runs import checkpoints, scheduler, slurm
+from engine.runs import checkpoints, outputs, scheduler, slurm, store
 from engine.runs.messages import message as run_message
 from engine.runs.store import (  # noqa: F401 - re-exported: the registry's reading API
     ACTIVE,
@@ -77,13 +80,25 @@ def submit(
     valid, errors, _warnings = validate_spec(_as_spec_data(spec))
     if errors or valid is None:
         raise SpecError(errors or [("spec", run_message("runs.spec_invalid"))])
-    errors = _output_problems(valid) + data_problems(valid)
+    errors = output_problems(valid) + data_problems(valid)
     on_slurm = valid.launch.target == "slurm"  # a batch job on the cluster, its folder in the shared run folder
     if on_slurm:
         errors += slurm.problems()
     if errors:
         raise SpecError(errors)
-    run_id, rdir = _claim_run_dir(slurm.runs_root() if on_slurm else None)
+    base = slurm.runs_root() if on_slurm else None
+    check_space(base or workspace.home() / "runs")
+    run_id, rdir = _claim(base)
+    with _half_made(rdir):
+        run_id = _submit_into(valid, run_id, rdir, name, tags, on_slurm)
+    if on_slurm:
+        slurm.submit_job(run_id)
+    elif start:
+        schedule()
+    return run_id
+
+
+def _submit_into(valid: RunSpec, run_id: str, rdir: Path, name: str | None, tags: list[str] | None, on_slurm: bool):
     if looks_local(valid.model.name_or_path):  # absolute (models/... is the workspace's), so the trainer, whose
         valid.model.name_or_path = str(model_path(valid.model.name_or_path).resolve())  # cwd is the repo, loads it
     if valid.output.output_dir:  # absolute, so the trainer (cwd: the repo) and the registry agree on it
@@ -103,12 +118,44 @@ def submit(
     )
     if on_slurm:  # running (in the registry's words) from submission: engine.runs.slurm follows the job
         rec.kind, rec.status, rec.started = slurm.KIND, "running", time.time()
-    run_id = _insert(rec)
-    if on_slurm:
-        slurm.submit_job(run_id)
-    elif start:
-        schedule()
-    return run_id
+    return _insert(rec)
+
+
+# A run is not created with less free space than this where its folder goes: its spec, its row and its end must fit.
+MIN_FREE_BYTES = store.LOW_SPACE_BYTES
+
+
+def check_space(where: Path) -> None:
+    """Refuse, in one line with the figure, to create a run where there is (almost) no space left."""
+    free = store.disk_free(where)
+    if free is not None and free < MIN_FREE_BYTES:
+        raise RunsError(run_message("runs.no_space", path=where, free=_size(free), need=_size(MIN_FREE_BYTES)))
+
+
+def _size(n: int) -> str:
+    return f"{n} bytes" if n < 1024 else f"{n / 1024:.0f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
+
+
+def _claim(base: Path | None = None) -> tuple[str, Path]:
+    """``_claim_run_dir``, its failure to create the folder (no space, no inode left) said in one line."""
+    try:
+        return _claim_run_dir(base)
+    except (OSError, sqlite3.Error) as exc:
+        where = base or workspace.home() / "runs"
+        why = store.write_problem(exc, where) or run_message("runs.io_error", path=str(where), error=str(exc))
+        raise RunsError(run_message("runs.not_created", why=why)) from None
+
+
+@contextmanager
+def _half_made(rdir: Path) -> Iterator[None]:
+    """A run folder whose creation fails (a full disk between the check and the writes) is removed again, and the
+    failure is said in one line naming the cause."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        shutil.rmtree(rdir, ignore_errors=True)
+        why = store.write_problem(exc, rdir.parent) or run_message("runs.io_error", path=str(rdir), error=str(exc))
+        raise RunsError(run_message("runs.not_created", why=why)) from None
 
 
 def submit_command(
@@ -120,7 +167,8 @@ def submit_command(
     run's folder, so a command can write its events there."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise RunsError(run_message("runs.bad_command"))
-    run_id, rdir = _claim_run_dir()
+    check_space(workspace.home() / "runs")
+    run_id, rdir = _claim()
     argv = [a.replace("{run_dir}", str(rdir)) for a in argv]
     rec = RunRecord(
         id=run_id,
@@ -134,7 +182,8 @@ def submit_command(
         gpu_count=max(0, int(gpus)),
         tags=list(tags or []),
     )
-    run_id = _insert(rec)
+    with _half_made(rdir):
+        run_id = _insert(rec)
     if start:
         schedule()
     return run_id
@@ -167,14 +216,16 @@ def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
     ]
 
 
-def _output_problems(spec: RunSpec) -> list[tuple[str, str]]:
-    """An output folder that another run owns (its folder, its output folder, or one holding them), or that cannot be
-    created or written, is refused here, not found out by the trainer. (Its place and the workspace's own folders are
-    spec rules: engine.spec.rules, engine.core.folders.)"""
+def output_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """The one check of a new run's output folder, run by submit, ``studio validate`` / ``studio train`` and the
+    Train tab's form: refused when another run owns it (its folder, its output folder, or one holding them), when it
+    is in ``exports/`` or an existing folder with files (``folders.new_run_output_problem``), or when it cannot be
+    created or written; not found out by the trainer. (Its place and the workspace's own folders are spec rules too:
+    engine.spec.rules, engine.core.folders.)"""
     if not spec.output.output_dir:
         return []
     out = _output_dir(spec, workspace.runs_dir())
-    owner = folders.owner_of(out, run_owners())
+    owner = folders.owner_of(out, run_owners()) or folders.new_run_output_problem(out)
     if owner is not None:
         return [("output.output_dir", message("output_refused", reason=owner))]
     probe = out
@@ -244,40 +295,71 @@ class Deleted:
 
 
 def delete(run_id: str, remove_files: bool = True) -> Deleted:
-    """Forget a run and (by default) delete what it owns: its run folder, and its output folder when that is inside
-    the workspace. Nothing another run, the workspace or a model owns is removed, nor any folder holding one (a
-    resumed run of old whose output folder is its parent's folder keeps the parent's files). Says what it removed and
-    what it kept, and why."""
+    """Forget a run and (by default) delete what it made: its run folder, and its output folder only if the run
+    created it (``engine.runs.outputs``); in an output folder that existed before the run, only the files the run
+    wrote. Nothing another run, the workspace or a model owns is removed, nor any folder holding one (a resumed run
+    of old whose output folder is its parent's folder keeps the parent's files). The files go first and the row last,
+    so a full disk still lets the run go. Says what it removed and what it kept, and why."""
     rec = get(run_id)
     if rec.status == "running":
         raise RunsError(run_message("runs.delete_running", id=run_id))
+    report = Deleted(run_id)
+    if remove_files:
+        _delete_files(rec, report)
+    else:  # the folder stays: a registry rebuilt from the folders must not list the run again
+        store.note(rec.run_dir, forgotten=True)
     with transaction() as conn:
         conn.execute("DELETE FROM runs WHERE id = ? AND status != 'running'", (run_id,))
-    report = Deleted(run_id)
-    if not remove_files:
-        return report
-    others = run_owners(exclude=run_id)
-    own = Path(rec.run_dir).resolve()
-    targets = [own]
-    out = Path(rec.output_dir).expanduser().resolve()
-    if out != own and not out.is_relative_to(own):
-        targets.append(out)
-    for folder in targets:
-        if not folder.exists():
-            continue
-        found = folders.find_owner(folder, others, own=own)
-        if found is not None:
-            report.kept.append(run_message(f"runs.kept_{found[0]}", path=folder, owner=found[1]))
-            continue
-        if not folder.is_relative_to(workspace.home()):  # a user's folder: Studio removes only what it placed
-            report.kept.append(run_message("runs.kept_outside", path=folder))
-            continue
-        errors = _remove_tree(folder)
-        if folder.exists():
-            report.kept.append(run_message("runs.remove_failed", path=folder, error="; ".join(errors[:3])))
-        else:
-            report.removed.append(str(folder))
     return report
+
+
+def _delete_files(rec: RunRecord, report: Deleted) -> None:
+    others = run_owners(exclude=rec.id)
+    own = Path(rec.run_dir).resolve()
+    out = Path(rec.output_dir).expanduser().resolve()
+    if out != own and not out.is_relative_to(own) and out.exists():
+        _delete_output(rec, out, own, others, report)  # first: its record is in the run folder
+    if not own.exists():
+        return
+    found = folders.find_owner(own, others, own=own)
+    if found is not None:
+        report.kept.append(run_message(f"runs.kept_{found[0]}", path=own, owner=found[1]))
+    elif not own.is_relative_to(workspace.home()):  # a user's folder: Studio removes only what it placed
+        report.kept.append(run_message("runs.kept_outside", path=own))
+    else:
+        _remove_reported(own, report)
+
+
+def _delete_output(rec: RunRecord, out: Path, own: Path, others: list, report: Deleted) -> None:
+    found = folders.find_owner(out, others, own=own)
+    if found is not None:
+        report.kept.append(run_message(f"runs.kept_{found[0]}", path=out, owner=found[1]))
+        return
+    made = outputs.read(own)
+    if made is None or Path(made["output_dir"]) != out:  # never started, or from before the record: not its folder
+        report.kept.append(run_message("runs.kept_not_created", path=out, id=rec.id))
+        return
+    if not outputs.created(made):
+        count, errors = outputs.remove_written(made, rec.ended)
+        report.kept.append(run_message("runs.kept_existing", path=out, id=rec.id, count=count))
+        if errors:
+            report.kept.append(run_message("runs.remove_failed", path=out, error="; ".join(errors[:3])))
+        return
+    _remove_reported(out, report)
+    for parent in reversed([Path(p) for p in made.get("created") or []]):
+        if parent != out and out.is_relative_to(parent):
+            try:
+                parent.rmdir()  # a folder the run created around its output, now empty
+            except OSError:
+                pass
+
+
+def _remove_reported(folder: Path, report: Deleted) -> None:
+    errors = _remove_tree(folder)
+    if folder.exists():
+        report.kept.append(run_message("runs.remove_failed", path=folder, error="; ".join(errors[:3])))
+    else:
+        report.removed.append(str(folder))
 
 
 def _remove_tree(folder: Path) -> list[str]:

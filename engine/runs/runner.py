@@ -105,9 +105,66 @@ def _write_or_cause(rdir: Path, write) -> str | None:
 
 
 def _write_json(path: Path, data: dict) -> None:
+    """Written whole or not at all: a write that fails (a full disk) leaves no half or empty file behind."""
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# While the end of a run cannot be written anywhere (a full disk), the wrapper keeps it in memory and tries again
+# every END_RETRY_S seconds, for STUDIO_END_WAIT_S (default a day); ``exit.pending`` (empty: it fits on a full disk)
+# says so meanwhile.
+PENDING = "exit.pending"
+END_RETRY_S = 0.5
+
+
+def end_wait_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get("STUDIO_END_WAIT_S", "86400")))
+    except ValueError:
+        return 86400.0
+
+
+def _record_end(run_id: str, rc: int, sig: str | None, problem, ended: float) -> bool:
+    """The registry row from this process's memory: True when it is written (or the run was ended by someone)."""
+    try:
+        runs.finalize(run_id, rc, sig, problem=str(problem) if problem else None, ended=ended)
+        return True
+    except runs.RunsError as exc:  # no row and no folder to read it back from: nothing to hold the end for
+        _say(f"registry update failed: {exc}")
+        return True
+    except Exception as exc:  # noqa: BLE001 - a full disk, a locked registry: held and tried again
+        _say(f"registry update failed: {store.write_problem(exc, workspace.home()) or exc}")
+        return False
+
+
+def _hold_end(rdir: Path, write_exit, record_end) -> None:
+    """Keep trying to write exit.json and the registry row until both are written (or STUDIO_END_WAIT_S ends)."""
+    pending = rdir / PENDING
+    try:
+        pending.touch()
+    except OSError:
+        pass
+    deadline = time.time() + end_wait_s()
+    exit_done = (rdir / "exit.json").is_file()
+    row_done = False
+    while True:
+        if not row_done:
+            row_done = record_end()
+        if not exit_done:
+            try:
+                write_exit()
+                exit_done = True
+            except OSError:
+                pass
+        if (exit_done and row_done) or time.time() >= deadline:
+            break
+        time.sleep(END_RETRY_S)
+    pending.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,14 +305,23 @@ def _finish(rdir: Path, run_id: str, rc: int, sig: str | None, *, disk_full: boo
     problem = _write_or_cause(rdir, write_exit) or problem
     if problem and not (rdir / "exit.json").is_file():
         _say(f"exit.json not written: {problem}")
-    try:
-        runs.finalize(run_id, rc, sig, problem=str(problem) if problem else None)
-    except Exception as exc:  # noqa: BLE001
-        _say(f"registry update failed: {store.write_problem(exc, workspace.home()) or exc}")
-    try:
-        scheduler.schedule()  # the queue moves on even when no studio is open
-    except Exception as exc:  # noqa: BLE001
-        _say(f"scheduling the queue failed: {exc}")
+
+    def record_end() -> bool:  # the end as it happened: its time, not when a later look finds it
+        return _record_end(run_id, rc, sig, problem, record["ts"])
+
+    recorded = record_end()
+    if recorded:
+        try:
+            scheduler.schedule()  # the queue moves on even when no studio is open
+        except Exception as exc:  # noqa: BLE001
+            _say(f"scheduling the queue failed: {exc}")
+    if not recorded or not (rdir / "exit.json").is_file():
+        _hold_end(rdir, write_exit, record_end)
+        if not recorded:
+            try:
+                scheduler.schedule()
+            except Exception as exc:  # noqa: BLE001
+                _say(f"scheduling the queue failed: {exc}")
     _reap()
     return 0
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 
 from engine.core import workspace
+from engine.runs import outputs
 from engine.runs import store as runs
 from engine.runs.messages import message as run_message
 from engine.runs.store import MARKER, run_processes, runner_alive, signal_all  # noqa: F401 - used here and by the runner
@@ -127,9 +128,19 @@ def schedule() -> list[str]:
             recs = [runs._row_to_record(r) for r in rows]
             # a run elsewhere (a Slurm job: kind "slurm") takes no slot of this machine
             running = [(not r.gpus, r.gpus) for r in recs if r.status == "running" and r.kind in ("train", "command")]
+            # ... and a run whose processes live on where the registry does not say "running" (a registry rebuilt
+            # while it was being launched, a row lost) still holds its slot: counted from the processes themselves
+            alive = _live_runs() if any(r.status == "queued" for r in recs) else {}
+            if alive:  # a run already ended (its wrapper still recording the end) holds nothing
+                ended = {
+                    row[0] for row in conn.execute("SELECT id FROM runs WHERE status NOT IN ('running', 'queued')")
+                }
+                alive = {k: v for k, v in alive.items() if k not in ended}
+            listed = {r.id for r in recs if r.status == "running"}
+            running += [(not gpus, gpus) for run_id, gpus in alive.items() if run_id not in listed]
             queued, impossible = [], {}
             for r in recs:
-                if r.status != "queued":
+                if r.status != "queued" or r.id in alive:
                     continue
                 try:
                     queued.append(_want(r, hw.has_gpu))
@@ -167,6 +178,28 @@ def schedule() -> list[str]:
                     _note_final(rec, status, reason, time.time())
 
 
+def _live_runs() -> dict[str, list[int]]:
+    """{run id: its GPUs (launch.json)} of every run of this workspace with a live process carrying the
+    ``STUDIO_RUN_ID`` marker (and this workspace's STUDIO_HOME), except this process (a wrapper scheduling the queue
+    at its end)."""
+    found: dict[str, list[int]] = {}
+    home = str(workspace.home())
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            env = proc.environ()
+        except (psutil.Error, OSError):
+            continue
+        run_id = env.get(MARKER)
+        if run_id and env.get("STUDIO_HOME") == home and run_id not in found:
+            launched = runs._read_json(workspace.runs_dir() / Path(run_id).name / "launch.json") or {}
+            found[run_id] = [int(g) for g in launched.get("gpus") or []]
+    return found
+
+
 def _note_final(rec: runs.RunRecord, status: str, reason: str, ended: float) -> None:
     """An end that no wrapper records in the folder (exit.json): kept in run.json for a registry rebuild."""
     runs.note(rec.run_dir, final={"status": status, "reason": str(reason), "ended": ended})
@@ -180,6 +213,7 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
         from engine.runs.launch import build_command, launch_record, write_config_files
 
         spec = rec.load_spec()
+        outputs.claim(rdir, rec.output_dir)  # the output folder is the run's only if it creates it here
         plan = build_command(spec, rdir, hw, gpu_ids=gpus or None)
         write_config_files(plan, rdir)
         # A hub model not complete in the cache is downloaded first, by the same run (engine.models.download).

@@ -19,6 +19,8 @@ import re
 import secrets
 import shutil
 import sqlite3
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -136,6 +138,8 @@ def _connect() -> sqlite3.Connection:
     (``database disk image is malformed``) is healed the same way and opened again."""
     if str(workspace.registry_path()) not in _CHECKED:
         ensure_registry()
+    elif not workspace.registry_path().exists():  # removed while this process uses it: rebuilt, not recreated empty
+        heal_missing()
     try:
         return _open()
     except sqlite3.DatabaseError as exc:
@@ -237,14 +241,17 @@ def _row_values(rec: RunRecord) -> dict[str, Any]:
 
 def _insert(rec: RunRecord) -> str:
     d = _row_values(rec)
-    note(
-        rec.run_dir,
-        **{k: getattr(rec, k) for k in ("name", "kind", "created", "tags", "command", "gpu_count", "share_gpus")},
-        output_dir=rec.output_dir,
-    )
     try:
-        with transaction() as conn:
-            conn.execute(f"INSERT INTO runs ({', '.join(d)}) VALUES ({', '.join('?' * len(d))})", list(d.values()))
+        with _heal_lock():  # run.json and the row together: a folder sync (``sync_folders``) sees both or neither
+            note(
+                rec.run_dir,
+                **{k: getattr(rec, k) for k in ("name", "kind", "created", "tags", "command", "gpu_count")},
+                share_gpus=rec.share_gpus,
+                output_dir=rec.output_dir,
+            )
+            with transaction() as conn:
+                cols, marks = ", ".join(d), ", ".join("?" * len(d))
+                conn.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", list(d.values()))
     except sqlite3.IntegrityError:  # a registry row whose folder was removed by hand: do not reuse its id
         shutil.rmtree(rec.run_dir, ignore_errors=True)
         raise RunsError(run_message("runs.id_taken", id=rec.id)) from None
@@ -255,11 +262,16 @@ def _insert(rec: RunRecord) -> str:
 def get(run_id: str, *, refresh_status: bool = True) -> RunRecord:
     if refresh_status:
         refresh(run_id)
-    conn = _connect()
-    try:
-        return _fetch(conn, run_id)
-    finally:
-        conn.close()
+    for attempt in (0, 1):
+        conn = _connect()
+        try:
+            return _fetch(conn, run_id)
+        except RunsError:
+            if attempt or not sync_folders():  # a run folder the registry lost (a wrapper reporting its end)
+                raise
+        finally:
+            conn.close()
+    raise AssertionError("unreachable")
 
 
 def list_runs(status: str | tuple[str, ...] | None = None, *, refresh_status: bool = True) -> list[RunRecord]:
@@ -333,6 +345,8 @@ def derive_final(
         )
         return "stopped", run_message("runs.user_stop", how=how)
     if problem:
+        if rec.kind == "command" and returncode and signal_name is None:  # its own failure, then what was not written
+            return "failed", f"{run_message('runs.command_exit', code=returncode)}; {problem}"
         return "failed", problem
     if returncode is None and signal_name is None:
         free = disk_free(rec.run_dir)  # no exit record at all: a full disk is why more often than a kill
@@ -383,7 +397,10 @@ def finalize(
 
 
 def refresh(run_id: str | None = None) -> list[RunRecord]:
-    """Bring the status of running runs in line with reality; returns the runs whose status changed."""
+    """Bring the status of running runs in line with reality (and the registry with the run folders: ``sync_folders``);
+    returns the runs whose status changed."""
+    if run_id is None:
+        sync_folders()
     conn = _connect()
     try:
         if run_id is None:
@@ -556,15 +573,27 @@ def is_corrupt(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
 
 
+_HELD = threading.local()  # how deep this thread is in _heal_lock (it is re-entrant within a thread)
+
+
 @contextmanager
 def _heal_lock() -> Iterator[None]:
     import fcntl
 
-    with open(workspace.home() / "registry.lock", "a+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    if getattr(_HELD, "depth", 0):
+        _HELD.depth += 1
         try:
             yield
         finally:
+            _HELD.depth -= 1
+        return
+    with open(workspace.home() / "registry.lock", "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        _HELD.depth = 1
+        try:
+            yield
+        finally:
+            _HELD.depth = 0
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
@@ -599,6 +628,7 @@ def ensure_registry():
         if path.exists() and path.stat().st_size > 0:
             problem = _damage(path)
             if problem is None:
+                sync_folders()  # a valid file may still have lost runs (recreated empty by a process of old)
                 return None
             return _rebuild(problem)
         folders = _run_folders()
@@ -606,6 +636,67 @@ def ensure_registry():
             _open().close()
             return None
         return _rebuild(None)
+
+
+def heal_missing():
+    """The registry file was removed while this process uses it (by hand, by a cleanup): rebuild it from the run
+    folders (once, whoever sees it first), never start over with an empty one. Stale -wal / -shm files of the removed
+    file are removed with it, so they cannot be replayed into the new one."""
+    path = workspace.registry_path()
+    with _heal_lock():
+        if path.exists():
+            return None  # another process rebuilt it meanwhile
+        for suffix in ("-wal", "-shm"):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+        return _rebuild(None)
+
+
+def sync_folders() -> int:
+    """Add back the runs whose folder the registry does not know (a registry recreated empty, a row lost): each run
+    folder is read back as a rebuild would (``_rebuild_run``). Called by every ``refresh`` of all runs (the watchdog,
+    the CLI, the scheduler in each wrapper) and when an id is unknown. Returns how many runs were added back."""
+    try:
+        candidates = {p.name: p for p in _run_folders()}
+    except OSError:
+        return 0
+    if not candidates:
+        return 0
+    conn = _connect()
+    try:
+        known = {r[0] for r in conn.execute("SELECT id FROM runs").fetchall()}
+    finally:
+        conn.close()
+    if not set(candidates) - known:
+        return 0
+    count = 0
+    with _heal_lock():  # a submit writes run.json and its row under the same lock
+        conn = _connect()
+        try:
+            known = {r[0] for r in conn.execute("SELECT id FROM runs").fetchall()}
+        finally:
+            conn.close()
+        for run_id in sorted(set(candidates) - known):
+            rdir = candidates[run_id]
+            if not _settled(rdir):
+                continue
+            try:
+                count += _rebuild_run(rdir)
+            except Exception as exc:  # noqa: BLE001 - one unreadable folder must not cost the others
+                print(f"studio: run folder {rdir} could not be read back: {exc}", file=sys.stderr, flush=True)
+        if count:
+            _notify(run_message("runs.registry_resynced", count=count))
+    return count
+
+
+def _settled(rdir: Path) -> bool:
+    """A folder a submit has finished with: its run.json is written with its row (under the lock), or it is older
+    than a submit takes (a folder of a version before run.json, or of a submit that died half-way)."""
+    if (rdir / RUN_NOTES).is_file():
+        return True
+    try:
+        return time.time() - rdir.stat().st_mtime > CLAIM_TIMEOUT_S
+    except OSError:
+        return False
 
 
 def heal(exc: BaseException):
@@ -621,8 +712,6 @@ def heal(exc: BaseException):
 
 def _rebuild(problem: str | None):
     """Called under the lock: set the damaged file aside (``problem``; None: it was missing), rebuild, notify."""
-    import sys
-
     path = workspace.registry_path()
     aside = None
     if problem is not None:
@@ -648,15 +737,20 @@ def _rebuild(problem: str | None):
         notice = run_message("runs.registry_rebuilt_missing", count=count)
     else:
         notice = run_message("runs.registry_rebuilt_corrupt", error=problem, aside=str(aside), count=count)
-    print(f"studio: {notice}", file=sys.stderr, flush=True)
+    return _notify(notice)
+
+
+def _notify(notice):
+    """Say on stderr and for the page (``registry_notice``) what the registry's healing did."""
     from engine.core.messages import to_json
 
+    print(f"studio: {notice}", file=sys.stderr, flush=True)
+    tmp = workspace.home() / (NOTICE_FILE + ".tmp")
     try:
-        tmp = workspace.home() / (NOTICE_FILE + ".tmp")
         tmp.write_text(json.dumps({"ts": time.time(), "text": str(notice), "msg": to_json(notice)}), encoding="utf-8")
         tmp.replace(workspace.home() / NOTICE_FILE)
     except OSError:
-        pass
+        tmp.unlink(missing_ok=True)
     return notice
 
 
@@ -694,6 +788,8 @@ def _rebuild_run(rdir: Path) -> int:
     runner.json (pids, start), exit.json and events.jsonl (how it ended), then the status as ``refresh`` would
     derive it; a run still alive stays running. Returns 1 when a row was added."""
     notes = _read_json(rdir / RUN_NOTES) or {}
+    if notes.get("forgotten"):  # deleted with --keep-files: its folder stays, the run is not listed again
+        return 0
     launched = _read_json(rdir / "launch.json")
     runner = _read_json(rdir / "runner.json") or {}
     spec_text = (rdir / "spec.yaml").read_text(encoding="utf-8") if (rdir / "spec.yaml").is_file() else ""

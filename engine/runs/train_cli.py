@@ -46,6 +46,12 @@ def cli(argv: list[str]) -> int:
         except SpecError as exc:
             print(exc, file=sys.stderr)
             return 1
+        from engine.runs import registry as runs
+
+        problems = runs.output_problems(spec)  # the same check as `studio train`, submit and the page's form
+        if problems:
+            print(SpecError(problems, str(args.spec)), file=sys.stderr)
+            return 1
         if spec.launch.target == "slurm":  # what `studio train` would refuse here: no sbatch, no shared folder
             from engine.runs import slurm
 
@@ -66,7 +72,7 @@ def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = F
 
     try:
         run_id = runs.submit(spec, name=name)
-    except SpecError as exc:
+    except (SpecError, runs.RunsError) as exc:  # a RunsError is one line: no space left, the folder not created
         print(exc, file=sys.stderr)
         return 1
     record = runs.get(run_id)

@@ -200,6 +200,10 @@ def save_spec(spec: RunSpec, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(dump_spec(spec), encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(dump_spec(spec), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:  # a full disk: no half-written spec.yaml.tmp left behind
+        tmp.unlink(missing_ok=True)
+        raise
     return path

@@ -22,6 +22,9 @@ RUNS_ZH: dict[str, str] = {
     "runs.kept_owned": "保留了 {path}：它属于{owner}",
     "runs.kept_holds": "保留了 {path}：其中包含{owner}",
     "runs.kept_outside": "保留了 {path}：它在工作区之外（Studio 只删除工作区内的目录）",
+    "runs.kept_not_created": "保留了 {path}：它不是运行 {id} 创建的（运行开始前它已存在，或运行从未开始）；"
+    "运行只拥有它自己创建的内容",
+    "runs.kept_existing": "保留了 {path}：它在运行 {id} 开始前已存在；只删除了运行在其中写入的 {count} 个文件",
     "runs.remove_failed": "无法删除 {path}：{error}",
     "runs.checkpoint_skipped": "检查点 {path} 不完整或已损坏；改用更早的检查点",
     "runs.no_loadable_checkpoint": "运行 {id} 没有可用于继续训练的完整检查点（{path} 中的检查点以及它起始的"
@@ -47,10 +50,13 @@ RUNS_ZH: dict[str, str] = {
         "运行注册表已损坏（{error}）：原文件已另存为 {aside}，并已根据 {count} 个运行文件夹重建"
     ),
     "runs.registry_rebuilt_missing": "运行注册表缺失：已根据 {count} 个运行文件夹重建",
+    "runs.registry_resynced": "运行注册表缺少 {count} 个运行文件夹的记录：已根据这些文件夹补回",
     "runs.stopped_before_start": "在开始之前已停止",
     "runs.stalled": "停滞（已 {duration} 没有进展）",
     "runs.disk_full": "磁盘已满：{path} 所在磁盘没有剩余空间",
     "runs.io_error": "写入 {path} 下的文件时发生 I/O 错误：{error}",
+    "runs.no_space": "未启动：{path} 下只剩 {free} 可用空间，一个运行至少需要 {need}；请先释放一些空间",
+    "runs.not_created": "运行未创建：{why}",
     "runs.slurm_missing": "缺少 Slurm 命令（在 {where} 中找不到 {tools}）：请安装 Slurm 客户端，"
     "或设置 sbatch 所在位置（STUDIO_SLURM_BIN）",
     "runs.slurm_no_shared": "未设置共享运行目录：Slurm 运行需要一个所有节点都能以相同路径访问的目录"

@@ -22,4 +22,7 @@ WORKSPACE_ZH: dict[str, str] = {
     "workspace.owner_uploads": "上传目录 {path}",
     "workspace.owner_presets": "预设目录 {path}",
     "workspace.owner_registry": "运行注册表 {path}",
+    "workspace.owner_cache": "分词数据缓存 {path}",
+    "workspace.in_exports": "{path} 位于导出目录 {exports} 内，那里存放合并和导出的模型：请为运行选择它自己的目录",
+    "workspace.not_empty": "{path} 已包含不是该运行写入的文件（{found}）：请选择新的或空的目录",
 }

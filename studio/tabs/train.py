@@ -36,13 +36,17 @@ _DATA_CHECKS: dict[tuple, list] = {}  # the data check of a form state, by its d
 
 
 def form_check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, list]:
-    """``check`` plus the dataset checks Start runs (engine.runs.registry.data_problems): the form says what Start
-    would refuse. The rows are read again only when a dataset, the stage or a file changes."""
+    """``check`` plus the output-folder and dataset checks Start runs (engine.runs.registry.output_problems,
+    data_problems): the form says what Start would refuse. The rows are read again only when a dataset, the stage
+    or a file changes."""
     spec, errors, warnings = check(values)
     if spec is None:
         return spec, errors, warnings
+    runs = backend.engine_module("runs.registry")
+    outs = runs.output_problems(spec)  # the one output-folder check (another run's folder, exports/, files there)
+    if outs:
+        return None, outs, warnings
     try:
-        runs = backend.engine_module("runs.registry")
         key = _data_key(spec)
         if key not in _DATA_CHECKS:
             if len(_DATA_CHECKS) > 64:
