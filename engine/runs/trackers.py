@@ -34,6 +34,9 @@ def tracker_env(report_to: list[str], out: str | Path, run_name: str = "") -> di
     if "mlflow" in report_to:
         env["MLFLOW_TRACKING_URI"] = (out / "mlruns").resolve().as_uri()
         env["MLFLOW_EXPERIMENT_NAME"] = run_name or "studio"
+        # MLflow 3 keeps the file store in maintenance mode and refuses it unless told: it is the store that keeps
+        # metrics, params and artifacts in one folder (a SQLite store puts artifacts under the working directory)
+        env["MLFLOW_ALLOW_FILE_STORE"] = "true"
     if "trackio" in report_to:
         env["TRACKIO_DIR"] = str(out / "trackio")
     if "wandb" in report_to:
