@@ -39,6 +39,8 @@ CALIBRATION = {
     "lora b16 x 30 steps": {"train": {"max_steps": 30, "per_device_batch_size": 16}},
     "lora b1 x 60 steps": {"train": {"max_steps": 60, "per_device_batch_size": 1}},
     "full b8 x 30 steps": {"method": {"finetuning": "full"}, "train": {"max_steps": 30, "per_device_batch_size": 8}},
+    "full b1 x 80 steps": {"method": {"finetuning": "full"}, "train": {"max_steps": 80, "per_device_batch_size": 1}},
+    "lora b8 x 60 steps": {"train": {"max_steps": 60, "per_device_batch_size": 8}},
 }
 CHECK = {
     "lora 2 epochs b4 (100 steps)": {"train": {"max_steps": -1, "num_epochs": 2}},
@@ -98,13 +100,22 @@ def run_once(spec, run_dir: Path, timeout: float = 900) -> dict:
 
 
 def fit(rows: list[dict]) -> tuple[float, float, float]:
-    """Least squares of measured = c0 + c1 x steps + c2 x FLOPs; returns (run seconds, step seconds, FLOP/s)."""
+    """Least squares of measured = c0 + c1 x steps + c2 x FLOPs, every constant kept at 0 or above (a negative one
+    is dropped and the rest fitted again: no time is negative); returns (run seconds, step seconds, FLOP/s)."""
     import numpy as np
 
-    a = np.array([[1.0, r["steps"], r["flops"]] for r in rows])
     y = np.array([r["measured"] for r in rows])
-    (c0, c1, c2), *_ = np.linalg.lstsq(a, y, rcond=None)
-    return float(c0), float(c1), float(1.0 / c2) if c2 > 0 else float("inf")
+    cols = [np.ones(len(rows)), np.array([float(r["steps"]) for r in rows]), np.array([r["flops"] for r in rows])]
+    keep = [0, 1, 2]
+    while True:
+        got, *_ = np.linalg.lstsq(np.stack([cols[i] for i in keep], axis=1), y, rcond=None)
+        if all(g >= 0 for g in got) or len(keep) == 1:
+            break
+        keep.pop(int(np.argmin(got)))
+    c = [0.0, 0.0, 0.0]
+    for i, g in zip(keep, got):
+        c[i] = max(0.0, float(g))
+    return c[0], c[1], 1.0 / c[2] if c[2] > 0 else float("inf")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,11 +57,12 @@ GPUS: list[tuple[str, str, float, float]] = [
 # GPU and writes bench/results/gpu_efficiency.md; copy its figure here.
 GPU_EFFICIENCY = 0.35
 FP32_SHARE = 0.5  # fp32 matmuls run as TF32 on Ampere and later: half the 16-bit tensor peak (A100 156 vs 312)
-# CPU, fitted by bench/estimate_error.py --calibrate on this machine (one thread per process, OMP_NUM_THREADS=1):
-# bench/results/estimate_calibration.md has the runs and the fit.
-CPU_FLOPS = 6.0e9  # FLOP/s one process reaches on the model's matmuls
-CPU_STEP_SECONDS = 0.03  # per optimizer step, besides the FLOPs: Python, the optimizer, the events callback
-CPU_RUN_SECONDS = 1.0  # per run: the first step's warm-up and the final checkpoint
+# CPU, fitted by ``bench/estimate_error.py --calibrate`` on this machine (2 cores, one thread per process) against
+# the training loop's process CPU time of 6 demo runs (2026-12-01; bench/results/estimate_calibration.md has the
+# runs and the fit): what one idle core takes. A busy machine stretches the wall time beyond it.
+CPU_FLOPS = 1.96e10  # FLOP/s one process reaches on the model's matmuls
+CPU_STEP_SECONDS = 0.0422  # per optimizer step, besides the FLOPs: Python, the optimizer, the events callback
+CPU_RUN_SECONDS = 0.443  # per run: the first step's warm-up and the final checkpoint
 
 
 def gpu_entry(name: str) -> tuple[str, float, float] | None:

@@ -86,8 +86,8 @@ MESSAGES: dict[str, str] = {
     "the token and step counts are approximate",
     "estimate.split": "{held} samples held out for evaluation (data.val_size): the training share is counted",
     "estimate.unknown_gpu": "GPU {gpu!r} is not in the throughput table ({known}): the duration is unknown",
-    "estimate.cpu": "CPU: duration from a per-step cost and a FLOP rate measured on this machine "
-    "(bench/results/estimate_calibration.md); another machine runs at its own speed",
+    "estimate.cpu": "CPU: the time one idle core takes, from a per-step cost and a FLOP rate measured on Studio's "
+    "build machine (bench/results/estimate_calibration.md); a busy machine or another CPU takes its own time",
 }
 
 

@@ -75,6 +75,6 @@ PLAN_ZH: dict[str, str] = {
     "estimate.approximate": "按均匀抽样的行统计，或混合 / 验证集划分按比例估算：token 数和步数为近似值",
     "estimate.split": "{held} 个样本留作评估（data.val_size）：只统计训练部分",
     "estimate.unknown_gpu": "GPU {gpu!r} 不在吞吐量表中（{known}）：时长未知",
-    "estimate.cpu": "CPU：时长来自本机测得的每步开销和 FLOP 速率（bench/results/estimate_calibration.md）；"
-    "其他机器速度不同",
+    "estimate.cpu": "CPU：一个空闲核心所需的时间，来自在 Studio 构建机上测得的每步开销和 FLOP 速率"
+    "（bench/results/estimate_calibration.md）；机器繁忙或换一种 CPU 时，用时会不同",
 }
