@@ -48,7 +48,11 @@ def cli(argv: list[str]) -> int:
             raise ValueError("--price-per-hour: give a price of 0 or more")
         timed = spec.model_copy(deep=True)
         timed.train.gradient_checkpointing = "on" if mp.checkpointing else "off"  # as the plan resolved auto
-        est = estimate(timed, hardware=hw, gpu=args.gpu, price_per_hour=args.price_per_hour)
+        try:
+            est = estimate(timed, hardware=hw, gpu=args.gpu, price_per_hour=args.price_per_hour)
+        except (ValueError, OSError) as exc:  # the time estimate is advisory: the memory plan still prints
+            est = None
+            print(f"note: time estimate unavailable: {exc}", file=sys.stderr)
     except (SpecError, ValueError) as exc:
         print(f"studio plan: {exc}")
         return 2
@@ -61,13 +65,14 @@ def cli(argv: list[str]) -> int:
         if args.output:
             save_spec(result.spec, args.output)
     if args.json:
-        out = {"plan": mp.to_dict(), "estimate": est.to_dict()}
+        out = {"plan": mp.to_dict(), "estimate": est.to_dict() if est else None}
         if result is not None:
             out["fit"] = result.to_dict()
         print(json.dumps(out, indent=2))
     else:
         print(render(mp))
-        print("\n" + render_estimate(est))
+        if est is not None:
+            print("\n" + render_estimate(est))
         if result is not None:
             print("\n--fit:")
             print("\n".join(f"  {i + 1}. {s}" for i, s in enumerate(result.steps)) or "  (already fits: no change)")

@@ -179,9 +179,13 @@ def estimate(
     shape = model_shape(model_config)
     notes: list = []
     if counts is None:
-        counts = count(spec)
-    if counts is None:
-        notes.append(message("estimate.no_tokenizer", path=spec.model.name_or_path))
+        try:
+            counts = count(spec)
+        except (ValueError, OSError) as exc:  # data not readable here (not registered, a hub dataset not fetched)
+            notes.append(message("estimate.no_data", why=" ".join(str(exc).split())[:300]))
+        else:
+            if counts is None:
+                notes.append(message("estimate.no_tokenizer", path=spec.model.name_or_path))
     elif not counts.exact:
         notes.append(message("estimate.approximate"))
     if counts is not None:

@@ -82,6 +82,7 @@ MESSAGES: dict[str, str] = {
     "advice.packing_off": "packing is off: with many short samples, data.packing avoids computing on padding.",
     # time and cost (engine.plan.estimate, engine.plan.counts)
     "estimate.no_tokenizer": "tokens and steps unknown: {path} has no local tokenizer.json to count the data with",
+    "estimate.no_data": "tokens and steps unknown: the data cannot be read here ({why})",
     "estimate.approximate": "counted on an even sample of the rows, or a mix / held-out split taken in proportion: "
     "the token and step counts are approximate",
     "estimate.split": "{held} samples held out for evaluation (data.val_size): the training share is counted",

@@ -72,6 +72,7 @@ PLAN_ZH: dict[str, str] = {
     "advice.packing_off": "打包未开启：样本多且短时，data.packing 可以避免在填充上浪费计算。",
     # time and cost
     "estimate.no_tokenizer": "token 数和步数未知：{path} 没有本地 tokenizer.json，无法统计数据",
+    "estimate.no_data": "token 数和步数未知：此处无法读取数据（{why}）",
     "estimate.approximate": "按均匀抽样的行统计，或混合 / 验证集划分按比例估算：token 数和步数为近似值",
     "estimate.split": "{held} 个样本留作评估（data.val_size）：只统计训练部分",
     "estimate.unknown_gpu": "GPU {gpu!r} 不在吞吐量表中（{known}）：时长未知",
