@@ -11,6 +11,8 @@ export OMP_NUM_THREADS=4 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 rc=0
 "$PY" -m pytest -q -m gpu tests 2>&1 | tail -5 | tee bench/results/gpu_tests.txt || rc=1
 "$PY" bench/plan_calibration.py || rc=1
+# the time estimate's GPU efficiency (engine.plan.estimate.GPU_EFFICIENCY): real runs, LoRA and full, 10 vs 40 steps
+"$PY" bench/gpu_efficiency.py || rc=1
 # per-sample sdpa vs the block-diagonal mask (model.packed_attention auto keeps the mask on GPUs until this has
 # measured per-sample speed there: long rows, then many short samples)
 "$PY" bench/packed_attention.py --device cuda --hidden 2048 --layers 8 --vocab 32000 --samples 8 --min-len 128 \

@@ -285,6 +285,18 @@ def _kto_problems(name: str, dataset_dir: Path, rows: list[dict]) -> list[DataPr
     return [DataProblem(str(dataset_dir / INFO_NAME), None, None, msg)]
 
 
+def sample_rows(rows: list, num_samples: int, seed: int) -> list:
+    """LLaMA-Factory's ``num_samples`` (its loader.py): a random permutation of the rows cut to ``num_samples``; when
+    that asks for more rows than there are, the rest are drawn at random with replacement. Seeded by train.seed."""
+    import numpy as np  # light: not part of the training stack
+
+    rng = np.random.RandomState(seed)
+    indexes = rng.permutation(len(rows))[:num_samples]
+    if num_samples > len(indexes):
+        indexes = np.concatenate((indexes, rng.choice(len(rows), num_samples - len(indexes))))
+    return [rows[int(i)] for i in indexes]
+
+
 def load_rows(name: str, dataset_dir: str | Path, stage: str = "sft") -> list[dict]:
     """Canonical rows of one dataset; raises DataError listing every problem."""
     _, rows, problems = _load(name, Path(dataset_dir), stage)

@@ -845,6 +845,14 @@ def render_sample(
 def token_lengths(spec_or_template: Any, tokenizer: Any, rows: list[dict], stage: str | None = None) -> list[int]:
     """Tokens per canonical row before truncation (for the length histogram): the text the stage trains on (pt:
     the whole text with its EOS). ``tokenizer``: object or folder; ``stage`` as in ``render_sample``."""
+    return [sum(n for n, _ in pieces) for pieces in piece_lengths(spec_or_template, tokenizer, rows, stage)]
+
+
+def piece_lengths(
+    spec_or_template: Any, tokenizer: Any, rows: list[dict], stage: str | None = None
+) -> list[list[tuple[int, bool]]]:
+    """Per canonical row, (tokens, trained) of each piece ``render_sample`` gives, each piece tokenised on its own
+    as the trainer's encoder does (engine.trainer.dataset), for the plan's token and step counts."""
     if isinstance(tokenizer, (str, Path)):
         from tokenizers import Tokenizer
 
@@ -859,4 +867,6 @@ def token_lengths(spec_or_template: Any, tokenizer: Any, rows: list[dict], stage
         def count(text: str) -> int:
             return len(tokenizer.encode(text, add_special_tokens=False))
 
-    return [sum(count(t) for t, _ in render_sample(spec_or_template, info, row, stage) if t) for row in rows]
+    return [
+        [(count(t), trained) for t, trained in render_sample(spec_or_template, info, row, stage) if t] for row in rows
+    ]

@@ -80,7 +80,8 @@ MESSAGES: dict[str, str] = {
     "lf.freeze_negative": "negative values (train the first layers) are not supported",
     "lf.interleave_probs": "{value!r} is not a comma list of numbers",
     "lf.bf16_and_fp16": "bf16 and fp16 are both true: keep one",
-    "lf.report_to_all": "'all' is not supported: name the trackers (tensorboard, wandb) or none",
+    "lf.report_to_all": "'all' is not supported: name the trackers (tensorboard, wandb, mlflow, trackio, "
+    "swanlab) or none",
     "lf.two_optimizers": "{first} and {second} are both true: LLaMA-Factory takes one optimizer; keep one",
     "lf.galore_optim": "GaLore comes as AdamW, 8-bit AdamW or Adafactor, not {optim}: set optim to adamw_torch, "
     "adamw_8bit or adafactor",
@@ -111,7 +112,7 @@ MESSAGES: dict[str, str] = {
     "model)",
     "lf.refused_ref_model": "a separate reference model is not supported: the reference of DPO and KTO is the model "
     "being trained (LoRA: its base)",
-    "lf.refused_swanlab": "SwanLab tracking is not supported: use report_to tensorboard or wandb",
+    "lf.refused_swanlab": "use_swanlab is not imported: add swanlab to report_to (Studio runs it in local mode)",
     "lf.refused_llama_pro": "LLaMA Pro (use_llama_pro) is not supported: use finetuning_type freeze",
     "lf.refused_mca": "Megatron-Core (use_mca) training is not supported: use deepspeed or an accelerate FSDP config",
     "lf.refused_hyper_parallel": "HyperParallel training is not supported: use deepspeed or an accelerate FSDP config",

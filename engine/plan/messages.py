@@ -80,6 +80,15 @@ MESSAGES: dict[str, str] = {
     "advice.throughput_drop": "throughput dropped from {peak:.0f} to {now:.0f} tokens/s: look for another process on "
     "the GPU, thermal throttling, or checkpoint saves in the middle of steps.",
     "advice.packing_off": "packing is off: with many short samples, data.packing avoids computing on padding.",
+    # time and cost (engine.plan.estimate, engine.plan.counts)
+    "estimate.no_tokenizer": "tokens and steps unknown: {path} has no local tokenizer.json to count the data with",
+    "estimate.no_data": "tokens and steps unknown: the data cannot be read here ({why})",
+    "estimate.approximate": "counted on an even sample of the rows, or a mix / held-out split taken in proportion: "
+    "the token and step counts are approximate",
+    "estimate.split": "{held} samples held out for evaluation (data.val_size): the training share is counted",
+    "estimate.unknown_gpu": "GPU {gpu!r} is not in the throughput table ({known}): the duration is unknown",
+    "estimate.cpu": "CPU: the time one idle core takes, from a per-step cost and a FLOP rate measured on Studio's "
+    "build machine (bench/results/estimate_calibration.md); a busy machine or another CPU takes its own time",
 }
 
 

@@ -30,6 +30,7 @@ import yaml
 
 from engine.lf.compat import load_any_spec
 from engine.machine.hardware import Hardware, detect, target_machine
+from engine.runs import trackers
 from engine.spec.schema import RunSpec, SpecError, read_model_config
 
 # Passed through to the trainer when set; everything else in its environment is explicit.
@@ -301,9 +302,8 @@ def build_command(
     env = subprocess_env(device, gpus, hw, processes=ln.num_processes)
     env["STUDIO_DEVICE"], env["STUDIO_PRECISION"] = device, precision  # the trainer uses these, not its own guess
     env["ACCELERATE_DISABLE_RICH"] = "1"
-    if "tensorboard" in spec.output.report_to:
-        out = Path(spec.output.output_dir).expanduser() if spec.output.output_dir else run_dir
-        env["TENSORBOARD_LOGGING_DIR"] = str(out / "tensorboard")
+    out = Path(spec.output.output_dir).expanduser() if spec.output.output_dir else run_dir
+    trackers.apply(env, trackers.tracker_env(spec.output.report_to, out, spec.output.run_name or run_dir.name))
 
     launcher = [sys.executable, "-m", "accelerate.commands.launch"]
     flags: list[str] = []

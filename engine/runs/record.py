@@ -1,6 +1,7 @@
 """Fingerprints of a run's inputs for its replayable record: package versions, dataset file hashes and the
 tokenizer's hash. The trainer writes them into ``record.json``; ``studio replay`` computes them again the same way
-and lists what changed. Light: stdlib only.
+and lists what changed. Also the time estimate made before launch (``engine.plan.estimate``) and, when the run ends,
+the measured duration beside it. Light: stdlib and engine's light modules.
 """
 
 from __future__ import annotations
@@ -81,3 +82,48 @@ def file_differences(record: dict, spec: RunSpec) -> list[str]:
     if record.get("tokenizer_hash") != tokenizer_hash(spec.model.name_or_path):
         out.append("the model's tokenizer files changed")
     return out
+
+
+def record_estimate(spec: RunSpec, run_dir: Path, device: str) -> None:
+    """The time estimate the plan panel showed before launch (engine.plan.estimate, for this run's device and
+    resolved checkpointing) into record.json, to set beside the measured duration when the run ends."""
+    try:
+        from engine.machine.hardware import cpu_only, detect
+        from engine.plan.estimate import estimate
+
+        planned = spec.model_copy(deep=True)
+        planned.launch.device = device
+        est = estimate(planned, hardware=detect() if device != "cpu" else cpu_only()).to_dict()
+    except Exception as exc:  # the estimate is advisory: never fail a run over it
+        print(f"[studio] time estimate unavailable: {exc}", flush=True)
+        return
+    path = run_dir / "record.json"
+    record = json.loads(path.read_text())
+    record["estimate"] = {k: est[k] for k in ("target", "devices", "steps", "seconds", "minutes", "cost", "counts")}
+    record["estimate"]["notes"] = [str(n) for n in est["notes"]]
+    path.write_text(json.dumps(record, indent=2))
+
+
+def record_duration(run_dir: Path, runtime: float, steps: int, cpu_seconds: float | None = None) -> None:
+    """The measured training-loop duration beside the estimate in record.json, and the estimate's error. On the CPU
+    the loop's process CPU time too: what one idle core would take, which the CPU estimate is calibrated against
+    (a shared machine stretches the wall time, not the CPU time)."""
+    path = run_dir / "record.json"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    estimate = record.get("estimate") or {}
+    est = estimate.get("seconds")
+    record["duration"] = {
+        "measured_seconds": round(runtime, 2),
+        "estimated_seconds": None if est is None else round(est, 2),
+        "error_pct": None if not est or runtime <= 0 else round(100.0 * (est - runtime) / runtime, 1),
+        "steps": steps,
+    }
+    if cpu_seconds is not None and estimate.get("target") == "cpu":
+        record["duration"]["cpu_seconds"] = round(cpu_seconds, 2)
+        record["duration"]["cpu_error_pct"] = (
+            None if not est or cpu_seconds <= 0 else round(100.0 * (est - cpu_seconds) / cpu_seconds, 1)
+        )
+    path.write_text(json.dumps(record, indent=2))

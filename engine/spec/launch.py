@@ -249,8 +249,9 @@ class OutputSpec(_Spec):
         description="Where checkpoints and the adapter go (empty: the run's folder)",
         json_schema_extra=_meta("Output folder", advanced=True, label_zh="输出目录"),
     )
-    report_to: list[Literal["tensorboard", "wandb", "none"]] = Field(
+    report_to: list[Literal["tensorboard", "wandb", "none", "mlflow", "trackio", "swanlab"]] = Field(
         default_factory=lambda: ["tensorboard"],
-        description="Experiment trackers (tensorboard works offline)",
+        description="Experiment trackers, kept in the run's folder (tensorboard; mlflow's file store; trackio's local "
+        "store; wandb offline; swanlab local)",
         json_schema_extra=_meta("Report to", advanced=True, label_zh="记录到"),
     )

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.data.messages import message as data_message
-from engine.data.registry import DataError, check_datasets, load_rows
+from engine.data.registry import DataError, check_datasets, load_rows, sample_rows
 from engine.data.rows import PREFERENCE_STAGES
 from engine.data.templates import (
     Template,
@@ -399,18 +399,6 @@ def _mixed(spec, names: list[str], ddir: Path, tokenizer, info, stats: dict):
         stats["dropped"] = stats.get("dropped", 0) + before - len(dataset)
         dataset = dataset.select_columns(["input_ids", "labels"])
     return dataset
-
-
-def sample_rows(rows: list, num_samples: int, seed: int) -> list:
-    """LLaMA-Factory's ``num_samples`` (its loader.py): a random permutation of the rows cut to ``num_samples``; when
-    that asks for more rows than there are, the rest are drawn at random with replacement. Seeded by train.seed."""
-    import numpy as np
-
-    rng = np.random.RandomState(seed)
-    indexes = rng.permutation(len(rows))[:num_samples]
-    if num_samples > len(indexes):
-        indexes = np.concatenate((indexes, rng.choice(len(rows), num_samples - len(indexes))))
-    return [rows[int(i)] for i in indexes]
 
 
 def _workers(wanted: int, rows: int) -> int | None:

@@ -23,6 +23,8 @@ from pathlib import Path
 from engine.core.events import append_event
 from engine.core.messages import to_json
 from engine.machine.kernels import liger_decision, packed_attention_decision, packed_row_tokens
+from engine.runs import record as fingerprints
+from engine.runs import trackers
 from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec, read_model_config
 from engine.trainer import attention
@@ -139,6 +141,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     if rank == 0:
         append_event(events, "data_ready", 0, **data.stats)
         write_record(spec, run_dir, tokenizer, device, precision)
+        fingerprints.record_estimate(spec, run_dir, device)
     row_tokens = packed_row_tokens(spec) if data.stats.get("padding_free") or spec.data.packing else 0
     per_sample, attention_reason = choose_attention(spec, device, row_tokens)
     model = model_lib.load_model(
@@ -158,6 +161,10 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
         data.data_collator = TrainedLogitsCollator(data.data_collator)
     callback = EventsCallback(events)
     trainer = build_trainer(spec, model, tokenizer, data, targs, [callback, stopper])
+    if any(r != "none" for r in spec.output.report_to):  # after the trackers' own callbacks, which start their runs
+        from engine.trainer.trackers import SpecToTrackers
+
+        trainer.add_callback(SpecToTrackers(spec, trainer))
     total_steps = trainer.state.max_steps or _planned_steps(spec, len(data.train_dataset), world)
     if rank == 0:
         append_event(
@@ -185,9 +192,9 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
         )
         _write_plan(spec, run_dir)
     resume = resolve_resume(spec, out)
-    t0 = time.time()
+    t0, cpu0 = time.time(), time.process_time()
     result = trainer.train(resume_from_checkpoint=resume)
-    runtime = time.time() - t0
+    runtime, cpu_time = time.time() - t0, time.process_time() - cpu0
     final_dir = save_final(spec, trainer, tokenizer, out)
     if rank == 0:
         if stopper.requested:
@@ -220,6 +227,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
                 metrics=result.metrics,
                 **{("adapter_dir" if spec.method.adapter else "model_dir"): str(final_dir)},
             )
+            fingerprints.record_duration(run_dir, runtime, trainer.state.global_step, cpu_time)
     close_process_group()
     return 0
 
@@ -247,8 +255,7 @@ def training_arguments(
 
     t = spec.train
     report = [r for r in spec.output.report_to if r != "none"]
-    if "tensorboard" in report:
-        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "tensorboard"))
+    trackers.apply(os.environ, trackers.tracker_env(report, out, spec.output.run_name or run_dir.name))
     kwargs = dict(
         output_dir=str(out / "checkpoints"),
         num_train_epochs=t.num_epochs,
@@ -485,8 +492,6 @@ def save_final(spec: RunSpec, trainer, tokenizer, out: Path) -> Path:
 def write_record(spec: RunSpec, run_dir: Path, tokenizer, device: str, precision: str) -> None:
     """The replayable record: versions, hardware, dataset and tokenizer hashes, seed, command."""
     import torch
-
-    from engine.runs import record as fingerprints
 
     record = {
         "spec_file": "spec.yaml",

@@ -175,5 +175,6 @@ HELP_ZH: dict[str, str] = {
     "launch.slurm.extra_sbatch": "更多 sbatch 选项，每行一个，如 --exclusive 或 #SBATCH --mail-type=END",
     "output.run_name": "运行名称（字母、数字、. _ - 和空格）",
     "output.output_dir": "检查点和适配器的保存位置（留空：运行目录）",
-    "output.report_to": "实验记录工具（tensorboard 可离线使用）",
+    "output.report_to": "实验记录工具，保存在运行目录中（tensorboard；mlflow 文件存储；trackio 本地存储；"
+    "wandb 离线；swanlab 本地）",
 }

@@ -67,7 +67,7 @@ LF_ZH: dict[str, str] = {
     "lf.freeze_negative": "不支持负数（训练最前面的层）",
     "lf.interleave_probs": "{value!r} 不是以逗号分隔的数字列表",
     "lf.bf16_and_fp16": "bf16 和 fp16 同时为 true：只保留一个",
-    "lf.report_to_all": "不支持 'all'：请写出具体的跟踪工具（tensorboard、wandb）或 none",
+    "lf.report_to_all": "不支持 'all'：请写出具体的跟踪工具（tensorboard、wandb、mlflow、trackio、swanlab）或 none",
     "lf.two_optimizers": "{first} 和 {second} 同时为 true：LLaMA-Factory 只使用一个优化器；只保留一个",
     "lf.galore_optim": "GaLore 只有 AdamW、8 位 AdamW 和 Adafactor 三种，没有 {optim}：请把 optim 设为 "
     "adamw_torch、adamw_8bit 或 adafactor",
@@ -90,7 +90,7 @@ LF_ZH: dict[str, str] = {
     "lf.refused_pref_option": "不支持这个偏好损失选项：Studio 的 DPO 使用 pref_beta 和 pref_loss（sigmoid/hinge/ipo）",
     "lf.refused_ppo": "不支持 PPO 及其 reward_model：请使用 stage dpo 或 kto（stage rm 训练奖励模型）",
     "lf.refused_ref_model": "不支持单独的参考模型：DPO 和 KTO 的参考模型就是正在训练的模型（LoRA：其基座）",
-    "lf.refused_swanlab": "不支持 SwanLab 跟踪：请使用 report_to tensorboard 或 wandb",
+    "lf.refused_swanlab": "不导入 use_swanlab：请在 report_to 中加入 swanlab（Studio 以本地模式运行它）",
     "lf.refused_llama_pro": "不支持 LLaMA Pro（use_llama_pro）：请使用 finetuning_type freeze",
     "lf.refused_mca": "不支持 Megatron-Core（use_mca）训练：请使用 deepspeed 或 accelerate 的 FSDP 配置",
     "lf.refused_hyper_parallel": "不支持 HyperParallel 训练：请使用 deepspeed 或 accelerate 的 FSDP 配置",

@@ -439,6 +439,26 @@ STRINGS: dict[str, tuple[str, str]] = {
     "cause_other": ("other", "其他错误（other）"),
     "cause_disk": ("disk", "磁盘已满或写入出错（disk）"),
     "cause_download": ("download", "模型下载失败（download）"),
+    # Train tab: time and cost in the plan panel (studio.tabs.train_estimate)
+    "est_gpu": ("Target GPU for time and cost (auto: this machine)", "时间和费用按此 GPU 估算（auto：本机）"),
+    "est_price": (
+        "Price per GPU-hour, USD (empty: the GPU's default)",
+        "每 GPU 小时价格，美元（留空：该 GPU 的默认价）",
+    ),
+    "est_title": ("Time and cost", "时间与费用"),
+    "est_tokens": (
+        "tokens after the template and cutoff: {tokens} ({trained} trained) in {samples} samples",
+        "经模板和截断后的 token：{tokens}（其中参与训练 {trained}），共 {samples} 个样本",
+    ),
+    "est_steps": ("optimizer steps: {steps}", "优化器步数：{steps}"),
+    "est_minutes": ("expected time on {where}: {minutes} min", "在 {where} 上的预计时间：{minutes} 分钟"),
+    "est_where_cpu": ("this CPU ({n} process(es))", "本机 CPU（{n} 个进程）"),
+    "est_cost": ("cost: {cost} at ${price} per GPU-hour", "费用：{cost}（每 GPU 小时 ${price}）"),
+    "est_cost_none": (
+        "cost: none on the CPU (type a price per hour to see one)",
+        "费用：CPU 上不计（填写每小时价格可计算）",
+    ),
+    "est_unknown": ("time and cost unknown: {why}", "时间和费用未知：{why}"),
 }
 
 

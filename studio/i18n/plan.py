@@ -70,4 +70,12 @@ PLAN_ZH: dict[str, str] = {
     "advice.throughput_drop": "吞吐量从 {peak:.0f} 降到 {now:.0f} tokens/s：请检查 GPU 上是否有其他进程、"
     "是否因过热降频，或是否在训练步中间保存检查点。",
     "advice.packing_off": "打包未开启：样本多且短时，data.packing 可以避免在填充上浪费计算。",
+    # time and cost
+    "estimate.no_tokenizer": "token 数和步数未知：{path} 没有本地 tokenizer.json，无法统计数据",
+    "estimate.no_data": "token 数和步数未知：此处无法读取数据（{why}）",
+    "estimate.approximate": "按均匀抽样的行统计，或混合 / 验证集划分按比例估算：token 数和步数为近似值",
+    "estimate.split": "{held} 个样本留作评估（data.val_size）：只统计训练部分",
+    "estimate.unknown_gpu": "GPU {gpu!r} 不在吞吐量表中（{known}）：时长未知",
+    "estimate.cpu": "CPU：一个空闲核心所需的时间，来自在 Studio 构建机上测得的每步开销和 FLOP 速率"
+    "（bench/results/estimate_calibration.md）；机器繁忙或换一种 CPU 时，用时会不同",
 }

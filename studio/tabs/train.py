@@ -19,6 +19,7 @@ from engine.spec import schema as spec_mod
 from studio import backend, forms
 from studio.i18n.localize import localize, localize_error, localize_problems
 from studio.i18n.page import t
+from studio.tabs import train_estimate
 
 PRESET_NAME = re.compile(r"^[A-Za-z0-9._\-\u4e00-\u9fff ]{1,80}$")
 
@@ -420,7 +421,10 @@ def propose_template(model: str, lang: str = "en") -> tuple[str | None, str]:
     return (str(name), f"{t('model_hint', lang)}{_colon(lang)}**{name}**") if name else (None, "")
 
 
-def plan_html(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -> str:
+def plan_html(
+    values: dict[str, Any], gpu_mem: float | None, lang: str = "en", gpu: str | None = None, price: float | None = None
+) -> str:
+    """The memory plan, then the time and cost estimate (studio.tabs.train_estimate) for ``gpu`` at ``price``."""
     spec, _errors, _ = check(values)
     if spec is None:
         return f"<p>{html.escape(t('spec_bad', lang))}</p>"
@@ -432,7 +436,8 @@ def plan_html(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -
     except Exception as exc:
         return f"<p>❌ {html.escape(localize_error(exc, lang))}</p>"
     d = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
-    return render_plan(d, lang, assumptions(spec, d, gpu_mem, lang, bool(hw and hw.gpus)))
+    memory = render_plan(d, lang, assumptions(spec, d, gpu_mem, lang, bool(hw and hw.gpus)))
+    return memory + train_estimate.estimate_html(spec, d, gpu, price, hw, lang)
 
 
 def _hardware() -> Any:
@@ -608,6 +613,19 @@ def build(ctx: Any) -> None:
                     ),
                     "plan_gpu_mem",
                 )
+                with gr.Row():
+                    est_gpu = texts.add(
+                        gr.Dropdown(
+                            choices=train_estimate.gpu_choices(),
+                            value=train_estimate.AUTO,
+                            label=t("est_gpu", lang),
+                            elem_id="est-gpu",
+                        ),
+                        "est_gpu",
+                    )
+                    est_price = texts.add(
+                        gr.Number(value=None, label=t("est_price", lang), minimum=0, elem_id="est-price"), "est_price"
+                    )
                 plan_out = gr.HTML(elem_id="plan-panel")
                 fit_btn = texts.add(
                     gr.Button(t("autofit", lang), size="sm", elem_id="autofit-btn"), "autofit", "value"
@@ -751,15 +769,27 @@ def build(ctx: Any) -> None:
         [widgets["data.template"], template_hint],
         queue=False,
     )
-    plan_inputs = [*fields, gpu_mem, ctx.lang]
+    plan_inputs = [*fields, gpu_mem, est_gpu, est_price, ctx.lang]
+
+    def _plan(*a):
+        return plan_html(to_values(a[:-4]), a[-4], a[-1], a[-3], a[-2])
+
     gr.on(
-        [start.click, gpu_mem.change, plan_acc.expand, ctx.lang.change, *(widgets[p].change for p in _PLAN_PATHS)],
-        lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]),
+        [
+            start.click,
+            gpu_mem.change,
+            est_gpu.change,
+            est_price.change,
+            plan_acc.expand,
+            ctx.lang.change,
+            *(widgets[p].change for p in _PLAN_PATHS + _ESTIMATE_PATHS if p in widgets),
+        ],
+        _plan,
         plan_inputs,
         [plan_out],
         show_progress="hidden",
     )
-    ctx.on_load.append((lambda *a: plan_html(to_values(a[:-2]), a[-2], a[-1]), plan_inputs, [plan_out]))
+    ctx.on_load.append((_plan, plan_inputs, [plan_out]))
     fit_btn.click(
         lambda *a: _apply(autofit(to_values(a[:-2]), a[-2], a[-1])), [*fields, gpu_mem, ctx.lang], [*fields, fit_msg]
     )
@@ -797,6 +827,19 @@ _PLAN_PATHS = [
     "launch.backend",
     "launch.num_processes",
     "launch.deepspeed.zero_stage",
+]
+
+# what the token and step counts and the time estimate also depend on (studio.tabs.train_estimate)
+_ESTIMATE_PATHS = [
+    "method.stage",
+    "data.datasets",
+    "data.template",
+    "data.max_samples",
+    "data.val_size",
+    "data.packing",
+    "train.num_epochs",
+    "train.max_steps",
+    "train.gradient_accumulation",
 ]
 
 

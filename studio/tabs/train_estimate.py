@@ -1,0 +1,78 @@
+"""The Train tab's plan panel, time and cost part: the run's tokens after the template and cutoff, its optimizer
+steps, the expected minutes on the target (a GPU picked here, this machine's GPUs, or this CPU) and the cost at the
+price per GPU-hour typed here (the GPU's default when empty). Numbers from ``engine.plan.estimate``; this module
+only words them in the page's language.
+
+Light: html and engine's light modules through studio.backend (never torch).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from studio import backend
+from studio.i18n.localize import localize, localize_error
+from studio.i18n.page import t
+
+AUTO = "auto"  # the GPU choice that means: this machine's GPUs (or its CPU)
+
+
+def gpu_choices() -> list[str]:
+    try:
+        return [AUTO, *backend.engine_module("plan.estimate").gpu_names()]
+    except backend.Unavailable:
+        return [AUTO]
+
+
+def _minutes(seconds: float) -> str:
+    minutes = seconds / 60
+    if minutes < 0.01:
+        return "< 0.01"
+    return f"{minutes:.2f}" if minutes < 1 else f"{minutes:.1f}" if minutes < 100 else f"{minutes:.0f}"
+
+
+def estimate_html(spec: Any, plan: dict, gpu: str | None, price: float | None, hw: Any, lang: str = "en") -> str:
+    """The estimate block under the memory plan. ``plan``: the memory plan's dict (its checkpointing decision
+    resolves ``auto``, which the FLOPs count depends on)."""
+    try:
+        mod = backend.engine_module("plan.estimate")
+        timed = spec.model_copy(deep=True)
+        target = None if not gpu or gpu == AUTO else gpu
+        checkpointing = plan.get("checkpointing")
+        if target is None and not (hw and getattr(hw, "gpus", None)) and spec.launch.device == "auto":
+            # the run will train on this CPU: checkpointing auto is decided against its memory, as the trainer does
+            timed.launch.device = "cpu"
+            checkpointing = backend.engine_module("plan.planner").plan(timed, hardware=hw).checkpointing
+        if checkpointing is not None:
+            timed.train.gradient_checkpointing = "on" if checkpointing else "off"
+        price = None if price is None or price == "" or float(price) < 0 else float(price)
+        est = mod.estimate(timed, hardware=hw, gpu=target, price_per_hour=price)
+    except backend.Unavailable as exc:
+        return f'<div class="plan" id="plan-estimate"><small>{html.escape(str(exc))}</small></div>'
+    except Exception as exc:  # an estimate never breaks the page: say why there is none
+        why = html.escape(localize_error(exc, lang))
+        return (
+            f'<div class="plan" id="plan-estimate"><small>{html.escape(t("est_unknown", lang, why=why))}</small></div>'
+        )
+    parts = [f"<b>{html.escape(t('est_title', lang))}</b>"]
+    c = est.counts
+    if c:
+        tokens = t(
+            "est_tokens", lang, tokens=f"{c['tokens']:,}", trained=f"{c['trained_tokens']:,}", samples=c["samples"]
+        )
+        parts.append(f'<span id="est-tokens">{html.escape(tokens)}</span>')
+    parts.append(f'<span id="est-steps">{html.escape(t("est_steps", lang, steps=est.steps))}</span>')
+    where = t("est_where_cpu", lang, n=est.devices) if est.target == "cpu" else f"{est.devices} × {est.target}"
+    if est.seconds is not None:
+        minutes = t("est_minutes", lang, where=where, minutes=_minutes(est.seconds))
+        parts.append(f'<span id="est-minutes">{html.escape(minutes)}</span>')
+    if est.cost is not None:
+        cost = "< $0.01" if est.cost < 0.01 else f"${est.cost:,.2f}"
+        text = t("est_cost", lang, cost=cost, price=f"{est.price_per_hour:g}")
+        parts.append(f'<span id="est-cost">{html.escape(text)}</span>')
+    elif est.seconds is not None:
+        parts.append(f'<span id="est-cost">{html.escape(t("est_cost_none", lang))}</span>')
+    for note in est.notes:
+        parts.append(f"<small>• {html.escape(localize(note, lang))}</small>")
+    return '<div class="plan" id="plan-estimate">' + "<br>".join(parts) + "</div>"

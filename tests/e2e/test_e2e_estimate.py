@@ -1,0 +1,49 @@
+"""The plan panel before Start: the demo run's tokens (counted here with the model's own tokenizer and chat
+template), its optimizer steps, the expected minutes and the cost, as a person reads them, in English and Chinese."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.engine.test_estimate import _tokenizer_counts
+
+pytestmark = pytest.mark.slow  # a real server and browser
+
+
+def _text(page, selector: str, needle: str, timeout: int = 60_000) -> str:
+    page.wait_for_function(
+        "([s, n]) => { const e = document.querySelector(s); return e && e.innerText.includes(n); }",
+        arg=[selector, needle],
+        timeout=timeout,
+    )
+    return page.inner_text(selector)
+
+
+def test_plan_panel_shows_tokens_steps_minutes_and_cost_before_start(page, server, shots):
+    home = server.home
+    tokens, samples, _ = _tokenizer_counts(
+        str(home / "models" / "demo-tiny-llama"), str(home / "data" / "demo_alpaca.json"), 256
+    )
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
+    # this machine has no GPU: the estimate is for its CPU, with no cost until a price is typed
+    text = _text(page, "#plan-estimate", "optimizer steps")
+    assert f"tokens after the template and cutoff: {tokens:,}" in text and f"in {samples} samples" in text
+    assert "optimizer steps: 30" in text  # the demo form: max_steps 30
+    assert re.search(r"expected time on this CPU \(1 process\(es\)\): [<\d.\s]+ min", text), text
+    # an H100 at $2 per GPU-hour
+    page.click("#est-gpu input")
+    page.get_by_role("option", name="H100", exact=True).click()
+    price = page.locator("#est-price input")
+    price.fill("2")
+    price.press("Tab")
+    text = _text(page, "#plan-estimate", "$2 per GPU-hour")
+    assert re.search(r"expected time on 1 × H100: [<\d.\s]+ min", text), text
+    assert re.search(r"cost: (< \$0\.01|\$[\d.,]+) at \$2 per GPU-hour", text), text
+    page.locator("#plan-estimate").screenshot(path=str(shots / "plan-estimate.png"))
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="中文").click()
+    text = _text(page, "#plan-estimate", "优化器步数")
+    assert f"经模板和截断后的 token：{tokens:,}" in text and "优化器步数：30" in text
+    assert "在 1 × H100 上的预计时间" in text and "每 GPU 小时 $2" in text

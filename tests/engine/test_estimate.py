@@ -1,0 +1,169 @@
+"""Time and cost before launch (engine.plan.counts / estimate): the token count against the model's own tokenizer and
+chat template, the step count against a formula written here and the Trainer's own count in a real run, the FLOPs
+model against shapes counted by hand, the GPU table and cost arithmetic, ``studio plan``'s output, and the CPU
+estimate against a real demo run's measured duration in record.json."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from engine.plan import cli as plan_cli
+from engine.plan import counts as counts_mod
+from engine.plan import estimate as est_mod
+from engine.plan.model_shape import model_shape
+from engine.spec.schema import save_spec
+from tests.helpers import demo_spec, run_trainer
+
+# A run's CPU time may be this many times above or below its estimate. Generous on purpose: the CPU constants are
+# fitted on this 2-core machine, shared by several engineers' test runs (load average 9-13 while they were fitted),
+# and even a process's CPU time grows when others evict its caches; what the test guards is the model's shape
+# (steps, tokens and FLOPs in the right proportion), not this machine's speed on a given minute.
+CPU_TIME_BOUND = 3.0
+
+
+def _tokenizer_counts(model_dir: str, data_file: str, cutoff: int, limit: int = 200) -> tuple[int, int, int]:
+    """(tokens kept at the cutoff, samples kept, samples truncated) of the demo alpaca rows, rendered by the
+    tokenizer's own chat template (transformers' apply_chat_template) and tokenised whole: nothing of engine.data."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    rows = json.loads(open(data_file, encoding="utf-8").read())[:limit]
+    total = truncated = kept = 0
+    for r in rows:
+        msgs = [{"role": "system", "content": r["system"]}] if r.get("system") else []
+        for q, a in r.get("history") or []:
+            msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+        user = r["instruction"] + ("\n" + r["input"] if r.get("input") else "")
+        msgs += [{"role": "user", "content": user}, {"role": "assistant", "content": r["output"]}]
+        ids = tok(tok.apply_chat_template(msgs, tokenize=False), add_special_tokens=False)["input_ids"]
+        truncated += len(ids) > cutoff
+        # the first answer starts after this prefix: a sample cut before it has nothing to train and is left out
+        first = next(i for i, m in enumerate(msgs) if m["role"] == "assistant")
+        prefix = tok.apply_chat_template(msgs[:first], tokenize=False, add_generation_prompt=True)
+        if len(tok(prefix, add_special_tokens=False)["input_ids"]) >= cutoff:
+            continue
+        total += min(len(ids), cutoff)
+        kept += 1
+    return total, kept, truncated
+
+
+@pytest.mark.parametrize("cutoff", [256, 24])
+def test_tokens_equal_the_tokenizers_own_count(demo_paths, cutoff):
+    spec = demo_spec(demo_paths, data={"cutoff_len": cutoff})
+    got = counts_mod.count(spec)
+    tokens, samples, truncated = _tokenizer_counts(
+        demo_paths["model_dir"], f"{demo_paths['data_dir']}/demo_alpaca.json", cutoff
+    )
+    assert (got.tokens, got.samples, got.truncated) == (tokens, samples, truncated)
+    assert got.exact and got.train_rows == samples
+    assert 0 < got.trained_tokens < got.tokens  # the answers only (train_on_prompt off)
+    if cutoff == 24:
+        assert truncated > 0 and samples < 200  # some prompts fill the cutoff: those samples are left out
+
+
+def test_steps_follow_epochs_batch_accumulation_and_processes(demo_paths):
+    def steps(**train):
+        spec = demo_spec(demo_paths, train={"max_steps": -1, **train})
+        return est_mod.estimate(spec).steps
+
+    # 200 samples: batches of 4 -> 50 per epoch; accumulation 2 -> 25 steps per epoch
+    assert steps(num_epochs=3, per_device_batch_size=4, gradient_accumulation=2) == 75
+    # 200 / 3 -> 67 batches; accumulation 4 -> 16 full steps + 1 partial = 17 per epoch; 1.5 epochs -> ceil(25.5)
+    assert steps(num_epochs=1.5, per_device_batch_size=3, gradient_accumulation=4) == 26
+    spec = demo_spec(demo_paths, train={"max_steps": -1, "num_epochs": 1, "per_device_batch_size": 4})
+    spec.launch.num_processes = 3  # 200 rows over 3 ranks -> 67 each -> 17 batches of 4
+    assert counts_mod.optimizer_steps(spec, 200) == 17
+    assert steps(max_steps=30) == 30
+
+
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 320,
+    "tie_word_embeddings": False,
+}
+
+
+def test_flops_per_token_from_shapes_counted_by_hand(demo_paths):
+    shape = model_shape(LLAMA)
+    # per layer: q and o 64x64, k and v 64x32 (2 heads x 16), gate / up / down 64x96; plus the 320x64 output layer
+    layer = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96
+    n = 3 * layer + 320 * 64
+    assert est_mod.matmul_params(shape) == n
+    span = 100.0
+    attn = 4 * 3 * (4 * 16) * span
+    full = demo_spec(demo_paths, method={"finetuning": "full"}, train={"gradient_checkpointing": "off"})
+    assert est_mod.flops_per_token(full, shape, span) == pytest.approx(3 * (2 * n + attn))
+    lora = demo_spec(demo_paths, train={"gradient_checkpointing": "off"})  # rank 8 on every Linear of the layers
+    adapter = 3 * 8 * ((64 + 64) * 2 + (64 + 32) * 2 + (64 + 96) * 2 + (96 + 64))
+    assert est_mod.flops_per_token(lora, shape, span) == pytest.approx(
+        (2 * n + attn) + (2 * n + 2 * attn) + 6 * adapter
+    )
+    on = demo_spec(demo_paths, train={"gradient_checkpointing": "on"})  # one more forward
+    assert est_mod.flops_per_token(on, shape, span) - est_mod.flops_per_token(lora, shape, span) == pytest.approx(
+        2 * n + attn
+    )
+
+
+def test_gpu_table_duration_and_cost(demo_paths):
+    assert est_mod.gpu_entry("NVIDIA H100 80GB HBM3")[0] == "H100"
+    assert est_mod.gpu_entry("NVIDIA A100-SXM4-80GB")[0] == "A100"  # not the A10
+    assert est_mod.gpu_entry("NVIDIA L40S")[0] == "L40S"  # not the L4
+    assert est_mod.gpu_entry("AMD Instinct MI300X")[0] == "MI300X"
+    spec = demo_spec(demo_paths, train={"max_steps": 400})
+    spec.launch.num_processes = 2
+    got = est_mod.estimate(spec, gpu="A100", price_per_hour=2.0)
+    assert got.target == "A100" and got.devices == 2 and got.steps == 400
+    assert got.seconds == pytest.approx(got.train_flops / (2 * 312e12 * est_mod.GPU_EFFICIENCY))
+    assert got.cost == pytest.approx(got.seconds / 3600 * 2 * 2.0)
+    default = est_mod.estimate(spec, gpu="A100")
+    assert default.price_per_hour == 1.80 and default.cost == pytest.approx(default.seconds / 3600 * 2 * 1.80)
+    unknown = est_mod.estimate(spec, gpu="Voodoo 5")
+    assert unknown.seconds is None and any("Voodoo 5" in n for n in unknown.notes)
+
+
+def test_studio_plan_prints_tokens_steps_time_and_cost(demo_paths, tmp_path, capsys):
+    spec = demo_spec(demo_paths)
+    path = tmp_path / "spec.yaml"
+    save_spec(spec, path)
+    tokens, _, _ = _tokenizer_counts(demo_paths["model_dir"], f"{demo_paths['data_dir']}/demo_alpaca.json", 256)
+    plan_cli.cli([str(path), "--gpu", "H100", "--price-per-hour", "2.5", "--json"])
+    out = json.loads(capsys.readouterr().out)["estimate"]
+    assert out["counts"]["tokens"] == tokens and out["steps"] == 30 and out["target"] == "H100"
+    assert out["price_per_hour"] == 2.5 and out["cost"] == pytest.approx(out["seconds"] / 3600 * 2.5)
+    plan_cli.cli([str(path)])
+    text = capsys.readouterr().out
+    assert f"{tokens:,} tokens after the template and cutoff" in text and "steps: 30" in text
+    assert "expected duration on CPU" in text
+
+
+def test_estimate_against_a_real_cpu_run(demo_paths, tmp_path):
+    """A real demo run on this CPU, epochs-based: the estimate record.json keeps from before training has the
+    Trainer's step count and the data's token count, and its duration is within CPU_TIME_BOUND of the loop's CPU
+    time (the wall time on a shared machine can be anything longer)."""
+    spec = demo_spec(
+        demo_paths,
+        train={"max_steps": -1, "num_epochs": 1, "per_device_batch_size": 4, "save_steps": 100000},
+        output={"report_to": ["none"]},
+    )
+    rc, events = run_trainer(spec, tmp_path, timeout=900)
+    assert rc == 0, (tmp_path / "train.log").read_text()[-3000:]
+    record = json.loads((tmp_path / "record.json").read_text())
+    est, duration = record["estimate"], record["duration"]
+    started = next(e for e in events if e["type"] == "run_started")["payload"]
+    ready = next(e for e in events if e["type"] == "data_ready")["payload"]
+    logs = [e for e in events if e["type"] == "log"]
+    assert est["steps"] == started["total_steps"] == duration["steps"] == len(logs) == math.ceil(200 / 4)
+    assert est["counts"]["tokens"] == ready["total_tokens"] and est["counts"]["train_rows"] == ready["num_train"]
+    assert est["counts"]["trained_tokens"] == ready["trainable_tokens"]
+    assert est["target"] == "cpu" and duration["estimated_seconds"] == pytest.approx(est["seconds"], abs=0.01)
+    ratio = est["seconds"] / duration["cpu_seconds"]
+    assert 1 / CPU_TIME_BOUND <= ratio <= CPU_TIME_BOUND, duration
+    assert duration["measured_seconds"] >= duration["cpu_seconds"] * 0.9  # one thread: CPU time within wall time
