@@ -439,6 +439,16 @@ STRINGS: dict[str, tuple[str, str]] = {
     "cause_other": ("other", "其他错误（other）"),
     "cause_disk": ("disk", "磁盘已满或写入出错（disk）"),
     "cause_download": ("download", "模型下载失败（download）"),
+    # health alerts (studio.alerts)
+    "al_title": ("Health alerts", "健康告警"),
+    "al_step": ("step", "步"),
+    "al_rule": ("rule", "规则"),
+    "al_action": ("action", "动作"),
+    "al_reason": ("reason", "原因"),
+    "al_note": ("note", "记录"),
+    "al_warn": ("warn", "警告"),
+    "al_stop": ("stop", "停止"),
+    "rc_alerts": ("alerts", "告警"),
 }
 
 
