@@ -233,3 +233,47 @@ class TestSpec:
         spec = NotifySpec(webhook_env="HOOK_URL")
         assert [p for p, _ in watch_warnings(spec, {})] == ["notify.webhook_env"]
         assert watch_warnings(spec, {"HOOK_URL": "http://127.0.0.1:1/"}) == []
+
+
+class TestSentinel:
+    """The wrapper's watch (engine.runs.sentinel) on a hand-made run folder: GPU samples and alerts."""
+
+    def _spec(self, **health_values):
+        from engine.spec.schema import RunSpec
+
+        return RunSpec.model_validate(
+            {"model": {"name_or_path": "m"}, "data": {"datasets": ["d"]}, "health": {"stall": "off", **health_values}}
+        )
+
+    def test_gpu_memory_stop_writes_the_alert_and_asks_for_the_stop(self, tmp_path):
+        import json
+
+        from engine.core.events import append_event, read_all
+        from engine.runs.sentinel import Sentinel
+
+        append_event(tmp_path / "events.jsonl", "log", 7, loss=1.0)
+        now = read_all(tmp_path / "events.jsonl")[0]["ts"] + 10
+        gpu = {"index": 0, "memory_used_mib": 79_900, "memory_total_mib": 80_000, "utilization_pct": 99}
+        (tmp_path / "metrics.jsonl").write_text(json.dumps({"ts": now, "gpus": [gpu]}) + "\n")
+        stops, said = [], []
+        watch = Sentinel(
+            tmp_path, "r1", self._spec(gpu_memory="stop"), stop_run=lambda: stops.append(1), say=said.append
+        )
+        watch.check(now)
+        watch.check(now + 1)  # still full: the same episode, no second alert
+        alerts = [e for e in read_all(tmp_path / "events.jsonl") if e["type"] == "alert"]
+        assert [(a["step"], a["payload"]["rule"], a["payload"]["action"]) for a in alerts] == [
+            (7, "gpu_memory", "stop")
+        ]
+        assert alerts[0]["payload"]["figures"]["pct"] == 99.9
+        assert stops == [1]
+        told = json.loads((tmp_path / health.STOP_FILE).read_text())
+        assert told["rule"] == "gpu_memory" and told["step"] == 7
+
+    def test_no_gpu_rules_before_training_or_without_samples(self, tmp_path):
+        from engine.core.events import read_all
+        from engine.runs.sentinel import Sentinel
+
+        watch = Sentinel(tmp_path, "r1", self._spec(gpu_memory="stop", gpu_idle="stop"), stop_run=None, say=print)
+        watch.check(1000.0)
+        assert not (tmp_path / "events.jsonl").exists() or read_all(tmp_path / "events.jsonl") == []
