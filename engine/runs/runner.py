@@ -7,7 +7,9 @@ re-parented to it and reaped here (no zombies).
 
 It reads ``argv`` from ``launch.json`` and gives the trainer its own environment, which it received in memory from
 the scheduler: no secret is written to the run folder. The trainer runs in its own session and process group,
-stdout+stderr appended to ``train.log``; a metrics sampler thread writes ``metrics.jsonl`` while it lives. When the
+stdout+stderr appended to ``train.log``; a metrics sampler thread writes ``metrics.jsonl`` while it lives, and a
+health thread (``engine.runs.sentinel``) notifies the run's alerts and judges what the trainer cannot (no progress,
+the GPUs); the run's end is notified once it is recorded. When the
 trainer ends, stragglers of the run are ended, a ``failed`` event is added if the trainer left no terminal event,
 ``exit.json`` is written, the registry is updated and the queue is scheduled again.
 """
