@@ -53,6 +53,23 @@ def test_learning_rate_one_is_stopped_at_the_first_non_finite_gradient(demo_path
     assert from_json(stopped["reason_msg"]).key == f"runs.health_stop_{how}"
 
 
+def test_two_ddp_ranks_stop_together(demo_paths, tmp_path):
+    """Rank 0 judges, every rank stops at the same step (an all-reduce in the callback): no rank trains on alone or
+    waits forever in a collective."""
+    spec = demo_spec(
+        demo_paths,
+        train={"learning_rate": 1.0, "max_steps": 60, "save_steps": 10},
+        launch={"backend": "ddp", "num_processes": 2, "device": "cpu", "main_process_port": 29633},
+        output={"report_to": ["none"]},
+    )
+    rc, evs = run_trainer(spec, tmp_path / "run", timeout=900)
+    assert rc == 0, log_tail(tmp_path / "run")
+    (alert,) = [e for e in evs if e["type"] == "alert"]
+    assert evs[-1]["type"] == "stopped" and evs[-1]["step"] == alert["step"]
+    assert [e for e in evs if e["type"] == "log"][-1]["step"] == alert["step"]
+    assert evs[-1]["payload"]["reason"].startswith(f"stopped by health rule: {alert['payload']['reason']} at step ")
+
+
 def test_health_stop_off_lets_the_run_go_on(demo_paths, tmp_path):
     spec = demo_spec(
         demo_paths,
