@@ -19,7 +19,7 @@ from engine.core import events as events_mod
 from engine.core.messages import payload_message
 from engine.spec.watch import HealthSpec
 from studio.i18n.localize import localize
-from studio.i18n.page import t
+from studio.i18n.page import STRINGS, t
 
 ALERT_COLOR = "#d62728"  # red: on the light and the dark theme, apart from the loss curves' blue, orange and green
 
@@ -48,8 +48,9 @@ def reason(alert: dict, lang: str = "en") -> str:
 
 
 def mark_name(alert: dict, lang: str = "en") -> str:
-    """The legend entry of an alert's mark: "⚠ Gradient norm blow-up · step 19"."""
-    return f"⚠ {rule_label(alert['rule'], lang)} · {t('w_step', lang)} {alert['step']}"
+    """The legend entry of an alert's mark, short enough for the legend's width: "⚠ grad norm @19"."""
+    key = f"alr_{alert['rule']}"
+    return f"⚠ {t(key, lang) if key in STRINGS else alert['rule']} @{alert['step']}"
 
 
 def marks(alerts: list[dict], frame: pd.DataFrame, x_at, lang: str = "en") -> pd.DataFrame:

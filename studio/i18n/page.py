@@ -449,6 +449,16 @@ STRINGS: dict[str, tuple[str, str]] = {
     "al_warn": ("warn", "警告"),
     "al_stop": ("stop", "停止"),
     "rc_alerts": ("alerts", "告警"),
+    "alr_loss_nan": ("loss NaN", "损失 NaN"),
+    "alr_loss_spike": ("loss spike", "损失突增"),
+    "alr_grad_norm": ("grad norm", "梯度范数"),
+    "alr_lr_zero": ("LR zero", "学习率为零"),
+    "alr_throughput": ("throughput", "吞吐量"),
+    "alr_stall": ("no progress", "无进展"),
+    "alr_gpu_idle": ("GPU idle", "GPU 空闲"),
+    "alr_gpu_memory": ("GPU memory", "GPU 显存"),
+    "alr_eval_overfit": ("overfitting", "过拟合"),
+    "alr_disk": ("disk", "磁盘"),
 }
 
 

@@ -35,11 +35,11 @@ def test_view_marks_and_list(tmp_path):
     ]
     frame = monitor.loss_frame(view, "step", 0.0)
     marked = alerts.marks(view["alerts"], frame, float)
-    rule = marked[marked["curve"] == "⚠ Gradient norm blow-up · step 5"]
+    rule = marked[marked["curve"] == "⚠ grad norm @5"]
     # a vertical rule at step 5 across the losses drawn (1.5 to 2.0, read from the events written above)
     assert rule["x"].tolist() == [5.0, 5.0] and sorted(rule["value"].tolist()) == [1.5, 2.0]
     assert len(marked) == len(frame) + 2 and str(marked["x"].dtype) == "float64"
-    assert alerts.mark_colors(view["alerts"]) == {"⚠ Gradient norm blow-up · step 5": alerts.ALERT_COLOR}
+    assert alerts.mark_colors(view["alerts"]) == {"⚠ grad norm @5": alerts.ALERT_COLOR}
 
     table = alerts.table_markdown(view["alerts"])
     assert table.splitlines()[0] == "**Health alerts**"
@@ -54,11 +54,11 @@ def test_dashboard_render_shows_them(tmp_path):
     monitor.read_new(view)
     out = dashboard.render(view, "step", 0.0, False, "en")
     loss_update, alert_update = out[0], out[-1]
-    assert "⚠ Gradient norm blow-up · step 5" in set(loss_update["value"]["curve"])
+    assert "⚠ grad norm @5" in set(loss_update["value"]["curve"])
     assert alert_update["visible"] is True and "gradient norm inf" in alert_update["value"]
     # on the epoch axis the mark sits where step 5's loss point is
     out = dashboard.render(view, "epoch", 0.0, False, "en")
-    assert "⚠ Gradient norm blow-up · step 5" in set(out[0]["value"]["curve"])
+    assert "⚠ grad norm @5" in set(out[0]["value"]["curve"])
 
 
 def test_runs_column_and_cli_show(tmp_path):
