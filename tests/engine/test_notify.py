@@ -117,8 +117,8 @@ class SmtpServer:
     def __init__(self) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            import asyncore
-            import smtpd
+            asyncore = pytest.importorskip("asyncore", reason="Python 3.12 removed asyncore and smtpd")
+            smtpd = pytest.importorskip("smtpd", reason="Python 3.12 removed asyncore and smtpd")
         self.messages: list[tuple[str, list[str], str]] = []
         received = self
 
