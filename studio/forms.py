@@ -50,6 +50,8 @@ SECTION_TITLES = {
     "launch.fsdp": ("FSDP", "FSDP"),
     "output": ("Output", "输出"),
     "model.rope_scaling": ("RoPE scaling", "RoPE 缩放"),
+    "health": ("Health rules", "健康规则"),
+    "notify": ("Notifications", "通知"),
 }
 
 

@@ -23,6 +23,7 @@ import pandas as pd
 
 from engine.core import events as events_mod
 from engine.core.messages import payload_message
+from studio import alerts
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 
@@ -118,6 +119,7 @@ def new_view(run_id: str | None, run_dir: str | Path | None) -> dict:
         "metrics": {"n": 0, "t0": None, "has_gpu": False, "note": "", "series": {}},  # see _add_sample
         "started": None,
         "download": None,  # the newest download_progress payload while the run's model downloads (its first phase)
+        "alerts": [],  # the health rules' alert events (studio.alerts)
         "last": None,
         "terminal": None,
         "version": 0,
@@ -229,6 +231,8 @@ def read_new(view: dict) -> bool:
             _add_stage(view, ev, payload, "eval_")
         elif kind in events_mod.TERMINAL_TYPES:
             view["terminal"] = ev
+        elif kind == "alert":
+            alerts.add_to_view(view, ev)
     offsets = view["moffsets"]
     for node, path in _metric_files(run_dir, offsets):
         samples, offsets[node] = events_mod.read_jsonl(path, offsets[node])

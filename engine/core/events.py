@@ -23,6 +23,8 @@ Types and their payload keys:
   the first phase of a training run whose model is not local yet): repo, file, i, n, done, total, speed (bytes/s),
   eta_seconds, progress (0..1); finished: where, files, bytes; failed: cause, error.
 - ``warning``: field, message.
+- ``alert``: rule, action (note | warn | stop), reason (reason_msg: its catalog form), figures: a health rule fired
+  (``engine.runs.health``).
 
 Readers keep a byte offset and call ``read_events(path, offset)``: a torn last line (a writer mid-append or a crash)
 is not consumed, so the next read picks it up whole or, if it never completes, ignores it.
@@ -53,6 +55,7 @@ EVENT_TYPES = (
     "download_finished",
     "download_failed",
     "warning",
+    "alert",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")
 

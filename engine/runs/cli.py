@@ -91,6 +91,12 @@ def _show(rec: runs.RunRecord) -> str:
         )
     if rec.reason:
         lines.append(f"{'reason':12} {rec.reason}")
+    alerts = [e for e in evs if e["type"] == "alert"]
+    if alerts:
+        lines.append(f"{'alerts':12} {len(alerts)}")
+        for a in alerts:
+            p = a["payload"]
+            lines.append(f"  step {a['step']}  {p.get('rule')} ({p.get('action')}): {p.get('reason')}")
     return "\n".join(lines)
 
 

@@ -7,7 +7,9 @@ re-parented to it and reaped here (no zombies).
 
 It reads ``argv`` from ``launch.json`` and gives the trainer its own environment, which it received in memory from
 the scheduler: no secret is written to the run folder. The trainer runs in its own session and process group,
-stdout+stderr appended to ``train.log``; a metrics sampler thread writes ``metrics.jsonl`` while it lives. When the
+stdout+stderr appended to ``train.log``; a metrics sampler thread writes ``metrics.jsonl`` while it lives, and a
+health thread (``engine.runs.sentinel``) notifies the run's alerts and judges what the trainer cannot (no progress,
+the GPUs); the run's end is notified once it is recorded. When the
 trainer ends, stragglers of the run are ended, a ``failed`` event is added if the trainer left no terminal event,
 ``exit.json`` is written, the registry is updated and the queue is scheduled again.
 """
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from engine.core import events, workspace
 from engine.core.messages import to_json
-from engine.runs import metrics, scheduler, store
+from engine.runs import health, metrics, scheduler, store
 from engine.runs import registry as runs
 from engine.runs.messages import message as run_message
 
@@ -129,10 +131,13 @@ def end_wait_s() -> float:
         return 86400.0
 
 
-def _record_end(run_id: str, rc: int, sig: str | None, problem, ended: float) -> bool:
-    """The registry row from this process's memory: True when it is written (or the run was ended by someone)."""
+def _record_end(run_id: str, rc: int, sig: str | None, problem, ended: float, written: list | None = None) -> bool:
+    """The registry row from this process's memory: True when it is written (or the run was ended by someone);
+    the record written is appended to ``written``."""
     try:
-        runs.finalize(run_id, rc, sig, problem=str(problem) if problem else None, ended=ended)
+        final = runs.finalize(run_id, rc, sig, problem=str(problem) if problem else None, ended=ended)
+        if written is not None:
+            written.append(final)
         return True
     except runs.RunsError as exc:  # no row and no folder to read it back from: nothing to hold the end for
         _say(f"registry update failed: {exc}")
@@ -230,6 +235,12 @@ def supervise(rdir: Path, launch: dict) -> int:
         args=(rdir, os.getpid(), launch.get("gpus") or [], stop_sampling),
     )
     sampler.start()
+    sentinel = _sentinel(rdir, run_id, proc.pid)
+    stop_watch = threading.Event()
+    watcher = None
+    if sentinel is not None:
+        watcher = threading.Thread(target=sentinel.loop, name="health", daemon=True, args=(stop_watch,))
+        watcher.start()
     while True:
         try:
             rc = proc.wait()
@@ -241,9 +252,50 @@ def supervise(rdir: Path, launch: dict) -> int:
     (rdir / RESERVE).unlink(missing_ok=True)  # the trainer is gone: its room is ours to record the end
     _end_stragglers(run_id, proc.pid)
     stop_sampling.set()
+    stop_watch.set()
     sampler.join(timeout=5)
+    if watcher is not None:
+        watcher.join(timeout=10)
     sig = signal.Signals(-rc).name if rc < 0 else None
-    return _finish(rdir, run_id, rc, sig, disk_full=disk_full)
+    return _finish(rdir, run_id, rc, sig, disk_full=disk_full, sentinel=sentinel)
+
+
+def _sentinel(rdir: Path, run_id: str, pgid: int):
+    """The health watch and notifications of a training run (engine.runs.sentinel); None for a command run or a spec
+    that cannot be read (the trainer reports that itself)."""
+    from engine.runs.sentinel import Sentinel
+    from engine.spec.schema import SpecError, load_spec
+
+    try:
+        if runs.get(run_id, refresh_status=False).kind != "train":
+            return None
+        spec = load_spec(rdir / "spec.yaml", context=False)
+    except (SpecError, OSError, KeyError, store.sqlite3.Error) as exc:
+        _say(f"health watch off: {exc}")
+        return None
+
+    def stop_run() -> None:  # a rule set to stop: like the user's Stop, from here (SIGTERM, SIGKILL after the grace)
+        scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signal.SIGTERM, pgid)
+        deadline = time.time() + scheduler.stop_grace_s()
+        while time.time() < deadline and scheduler.run_processes(run_id, {os.getpid()}):
+            time.sleep(0.5)
+        scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signal.SIGKILL, pgid)
+
+    return Sentinel(rdir, run_id, spec, stop_run=stop_run, say=_say)
+
+
+def _health_stop(rdir: Path):
+    """(reason, rule, step) a rule of the watch gave when it stopped the run (engine.runs.health.STOP_FILE), or
+    None."""
+    from engine.core.messages import Message, from_json
+
+    try:
+        told = json.loads((rdir / health.STOP_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    what = from_json(told.get("reason_msg")) or told.get("reason", "")
+    what = what if isinstance(what, Message) else Message(str(what))
+    return what, told.get("rule"), told.get("step")
 
 
 def _end_stragglers(run_id: str, pgid: int) -> None:
@@ -263,7 +315,7 @@ def _end_stragglers(run_id: str, pgid: int) -> None:
     _reap()
 
 
-def _finish(rdir: Path, run_id: str, rc: int, sig: str | None, *, disk_full: bool = False) -> int:
+def _finish(rdir: Path, run_id: str, rc: int, sig: str | None, *, disk_full: bool = False, sentinel=None) -> int:
     """Record the end: a failed / stopped event when the trainer left none, exit.json, the registry, then the
     queue. A full disk (the trainer filled it) is named as the cause, in exit.json and the registry's reason."""
     ev_path = rdir / "events.jsonl"
@@ -276,7 +328,13 @@ def _finish(rdir: Path, run_id: str, rc: int, sig: str | None, *, disk_full: boo
     if kind == "train" and events.last_event(ev_path, events.TERMINAL_TYPES) is None:
         tail = runs.tail_text(rdir / "train.log", 30)
         how = run_message("runs.how_signal", signal=sig) if sig else run_message("runs.how_exit", code=rc)
-        if stop_requested is not None:
+        told = _health_stop(rdir)
+        if told is not None:  # a health rule of the watch stopped it and the trainer could not say so itself
+            what, rule, step = told
+            reason = health.stop_reason(what, step, None, False)
+            ev = {"reason": reason, "reason_msg": to_json(reason), "checkpoint": None, "health_rule": rule}
+            problem = _write_or_cause(rdir, lambda: events.append_event(ev_path, "stopped", None, **ev))
+        elif stop_requested is not None:
             reason = run_message("runs.user_stop_early", how=how)
             ev = {"reason": reason, "reason_msg": to_json(reason), "checkpoint": None}
             problem = _write_or_cause(rdir, lambda: events.append_event(ev_path, "stopped", None, **ev))
@@ -305,11 +363,18 @@ def _finish(rdir: Path, run_id: str, rc: int, sig: str | None, *, disk_full: boo
     problem = _write_or_cause(rdir, write_exit) or problem
     if problem and not (rdir / "exit.json").is_file():
         _say(f"exit.json not written: {problem}")
+    ended: list = []  # the registry's record of the end, once written
 
     def record_end() -> bool:  # the end as it happened: its time, not when a later look finds it
-        return _record_end(run_id, rc, sig, problem, record["ts"])
+        return _record_end(run_id, rc, sig, problem, record["ts"], ended)
 
     recorded = record_end()
+    if sentinel is not None:
+        final = ended[-1] if ended else None
+        try:  # the end notice: never fails the run (engine.runs.notify logs what it could not deliver)
+            sentinel.finish(final.status if final else "failed", final.reason if final else str(problem or ""))
+        except Exception as exc:  # noqa: BLE001
+            _say(f"notification failed: {exc}")
     if recorded:
         try:
             scheduler.schedule()  # the queue moves on even when no studio is open

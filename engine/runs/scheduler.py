@@ -230,6 +230,10 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
     for key, value in os.environ.items():
         if key.startswith("STUDIO_") and key != "STUDIO_AUTH":
             env.setdefault(key, value)
+    if rec.kind == "train":  # the notifications' secrets (engine.runs.notify): in memory only, like every value here
+        for name in spec.notify.env_names():
+            if os.environ.get(name):
+                env.setdefault(name, os.environ[name])
     env[MARKER] = rec.id
     env["STUDIO_HOME"] = str(workspace.home())
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from engine.models.resolve import model_path, resolve_config
 from engine.spec.groups import LOW_RANK_OPTIMIZERS
 from engine.spec.hf_args import extra_arg_problem
 from engine.spec.messages import message
+from engine.spec.watch import watch_errors, watch_warnings
 
 # The rules take a RunSpec (engine.spec.schema), whose validator calls them: named here without importing it, so
 # the two modules do not import each other even for type checking.
@@ -153,6 +155,7 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
             problem = extra_arg_problem(str(name), value)
             if problem is not None:
                 errors.append((f"train.extra_args.{name}", message(problem[0], **problem[1])))
+    errors += watch_errors(spec.health, spec.notify)
     return errors
 
 
@@ -247,6 +250,7 @@ def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
         warns.append(("train.optimizer", message("deepspeed_8bit_optimizer")))
     if spec.model.trust_remote_code:
         warns.append(("model.trust_remote_code", message("remote_code")))
+    warns += watch_warnings(spec.notify, dict(os.environ))  # the run's wrapper gets these from this environment
     return warns
 
 

@@ -49,6 +49,7 @@ from engine.spec.rules import (  # noqa: F401
     resolve_dataset_dir,
     spec_warnings,
 )
+from engine.spec.watch import HealthSpec, NotifySpec
 
 SCHEMA_VERSION = 1
 
@@ -62,6 +63,8 @@ class RunSpec(_Spec):
     train: TrainSpec = Field(default_factory=TrainSpec)
     launch: LaunchSpec = Field(default_factory=LaunchSpec)
     output: OutputSpec = Field(default_factory=OutputSpec)
+    health: HealthSpec = Field(default_factory=HealthSpec)
+    notify: NotifySpec = Field(default_factory=NotifySpec)
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> RunSpec:

@@ -1,12 +1,16 @@
-"""Trainer callbacks: events from rank 0 and a graceful stop on SIGTERM.
+"""Trainer callbacks: events from rank 0, a graceful stop on SIGTERM, and the health rules on every logged step.
 
 Heavy: torch and transformers (trainer subprocess only). The per-step work is a flag check and, in multi-process
 runs, one all-reduce of that flag so every rank stops at the same step; everything else happens at log intervals.
+The health rules themselves are light (``engine.runs.health``); ``HealthCallback`` feeds them the logged figures on
+rank 0 and, when a rule set to stop fires, stops every rank at the same step, saving a checkpoint first unless the
+weights are no longer finite (a NaN checkpoint would replace the last good one as the one to resume from).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -16,6 +20,8 @@ import torch.distributed as dist
 from transformers import TrainerCallback
 
 from engine.core.events import append_event
+from engine.runs.health import Alert, HealthWatch
+from engine.spec.watch import HealthSpec
 
 
 def memory_snapshot() -> dict:
@@ -93,6 +99,7 @@ class EventsCallback(TrainerCallback):
         self.last_step = 0
         self.start_step = 0
         self.peak_memory: list[dict] = []
+        self.last_log: dict = {}  # the payload of the last log event (the health rules read its tokens/s)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.t0 = self.last_log_t = time.time()
@@ -125,7 +132,7 @@ class EventsCallback(TrainerCallback):
             * args.gradient_accumulation_steps
             * args.world_size
         )
-        append_event(
+        self.last_log = append_event(
             self.path,
             "log",
             state.global_step,
@@ -144,7 +151,7 @@ class EventsCallback(TrainerCallback):
             # the trainer's own figures beside the loss: TRL's rewards and margins (dpo, kto), a reward model's
             # accuracy on its pairs (rm: chosen scored above rejected)
             metrics={k: v for k, v in logs.items() if k not in _LOG_KEYS and isinstance(v, (int, float))} or None,
-        )
+        )["payload"]
         self.last_log_t, self.last_tokens, self.last_step = now, tokens, state.global_step
 
     def on_save(self, args, state, control, **kwargs):
@@ -160,6 +167,108 @@ class EventsCallback(TrainerCallback):
             for key, value in new.items():
                 if key != "rank" and isinstance(value, (int, float)):
                     old[key] = max(old.get(key, 0), value)
+
+
+def _any_rank(flag: bool) -> bool:
+    """True on every rank when ``flag`` is true on any (collective in multi-process runs)."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+        t = torch.tensor([1.0 if flag else 0.0], device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+    return flag
+
+
+def weights_finite(model) -> bool:
+    """Whether every trained parameter of this rank is finite."""
+    with torch.no_grad():
+        return all(bool(torch.isfinite(p).all()) for p in model.parameters() if p.requires_grad and p.numel())
+
+
+def folder_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total
+
+
+class HealthCallback(TrainerCallback):
+    """The health rules (``engine.runs.health``) on every logged step and evaluation (rank 0 judges, each alert is an
+    ``alert`` event); a rule set to stop ends the run at the same step on every rank."""
+
+    def __init__(
+        self, spec: HealthSpec, events_path: Path, events: EventsCallback, *, checkpoint_estimate: int = 0
+    ) -> None:
+        self.spec = spec
+        self.path = events_path
+        self.events = events
+        self.watch: HealthWatch | None = None
+        self.checkpoint_bytes = checkpoint_estimate  # the last checkpoint's size once there is one
+        self.stop_alert: Alert | None = None
+        self.stopping = False  # agreed by every rank
+        self.saved = False  # the stop saved a checkpoint (the weights were finite)
+        self.stop_step: int | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        warmup = args.get_warmup_steps(state.max_steps) if state.max_steps else 0
+        self.watch = HealthWatch(self.spec, warmup_steps=warmup, max_steps=state.max_steps)
+
+    def on_save(self, args, state, control, **kwargs):
+        if self.watch is not None:
+            self.watch.interrupted()
+        ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and ckpt.is_dir():
+            self.checkpoint_bytes = folder_bytes(ckpt) or self.checkpoint_bytes
+
+    def on_log(self, args, state, control, logs=None, model=None, **kwargs):
+        if self.stopping:
+            return control
+        if state.is_world_process_zero and self.watch is not None:
+            self._judge(args, state, dict(logs or {}))
+        if _any_rank(self.stop_alert is not None):  # collective: on_log runs on every rank at the same point
+            self.stopping = True
+            self.stop_step = state.global_step
+            self.saved = not _any_rank(model is not None and not weights_finite(model))
+            control.should_training_stop = True
+            control.should_save = self.saved
+        return control
+
+    def _judge(self, args, state, logs: dict) -> None:
+        step = state.global_step
+        if "eval_loss" in logs:
+            alerts = self.watch.observe_eval(step, logs["eval_loss"])
+        elif "loss" in logs:
+            alerts = self.watch.observe_log(
+                step,
+                loss=logs.get("loss"),
+                grad_norm=logs.get("grad_norm"),
+                learning_rate=logs.get("learning_rate"),
+                tokens_per_second=self.events.last_log.get("tokens_per_second"),
+                max_steps=state.max_steps,
+            )
+            if args.save_strategy != "no":
+                alerts += self.watch.observe_disk(step, _free_bytes(Path(args.output_dir)), self.checkpoint_bytes)
+        else:
+            return
+        for alert in alerts:
+            alert.write(self.path)
+            print(f"[studio health] step {step}: {alert.rule} ({alert.action}): {alert.reason}", flush=True)
+            if alert.action == "stop" and self.stop_alert is None:
+                self.stop_alert = alert
+
+
+def _free_bytes(path: Path) -> int | None:
+    for p in (path, *path.parents):
+        if p.exists():
+            try:
+                return shutil.disk_usage(p).free
+            except OSError:
+                return None
+    return None
 
 
 def rank() -> int:

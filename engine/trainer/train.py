@@ -23,8 +23,10 @@ from pathlib import Path
 from engine.core.events import append_event
 from engine.core.messages import to_json
 from engine.machine.kernels import liger_decision, packed_attention_decision, packed_row_tokens
+from engine.runs import checkpoints as checkpoint_folders
 from engine.runs import record as fingerprints
 from engine.runs import trackers
+from engine.runs.health import STOP_FILE, stop_reason
 from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec, read_model_config
 from engine.trainer import attention
@@ -117,7 +119,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     from transformers import set_seed
 
     from engine.trainer import model as model_lib
-    from engine.trainer.callbacks import EventsCallback, GracefulStop
+    from engine.trainer.callbacks import EventsCallback, GracefulStop, HealthCallback
     from engine.trainer.dataset import build_train_data
 
     rank = int(os.environ.get("RANK", "0"))
@@ -160,7 +162,11 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
 
         data.data_collator = TrainedLogitsCollator(data.data_collator)
     callback = EventsCallback(events)
-    trainer = build_trainer(spec, model, tokenizer, data, targs, [callback, stopper])
+    # before the first checkpoint, its size for the disk rule: trained weights and two Adam moments in fp32, plus the
+    # whole model when it is not an adapter
+    estimate = trainable * 12 + (0 if spec.method.adapter else total * 2)
+    health = HealthCallback(spec.health, events, callback, checkpoint_estimate=estimate)
+    trainer = build_trainer(spec, model, tokenizer, data, targs, [callback, health, stopper])
     if any(r != "none" for r in spec.output.report_to):  # after the trackers' own callbacks, which start their runs
         from engine.trainer.trackers import SpecToTrackers
 
@@ -195,9 +201,13 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     t0, cpu0 = time.time(), time.process_time()
     result = trainer.train(resume_from_checkpoint=resume)
     runtime, cpu_time = time.time() - t0, time.process_time() - cpu0
-    final_dir = save_final(spec, trainer, tokenizer, out)
+    # a run a rule stopped with weights no longer finite keeps its last good checkpoint and writes no final weights
+    broken = health.stopping and not health.saved
+    final_dir = None if broken else save_final(spec, trainer, tokenizer, out)
     if rank == 0:
-        if stopper.requested:
+        if health.stopping or (stopper.requested and (run_dir / STOP_FILE).is_file()):
+            append_event(events, "stopped", trainer.state.global_step, **health_stop(health, trainer, out, run_dir))
+        elif stopper.requested:
             step = trainer.state.global_step
             ckpt = out / "checkpoints" / f"checkpoint-{step}"
             saved = str(ckpt) if ckpt.exists() else None
@@ -230,6 +240,38 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
             fingerprints.record_duration(run_dir, runtime, trainer.state.global_step, cpu_time)
     close_process_group()
     return 0
+
+
+def health_stop(health, trainer, out: Path, run_dir: Path) -> dict:
+    """The stopped event of a run a health rule stopped: by the trainer's own rules (``health``), or by the wrapper's
+    (no progress, the GPUs), which wrote ``STOP_FILE`` before its SIGTERM."""
+    from engine.core.messages import from_json
+
+    step = trainer.state.global_step
+    if health.stopping:
+        alert = health.stop_alert
+        what, rule, at = (alert.reason, alert.rule, alert.step) if alert else ("", "", step)
+        saved = health.saved
+    else:
+        try:
+            told = json.loads((run_dir / STOP_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            told = {}
+        what, rule, at, saved = from_json(told.get("reason_msg", told.get("reason", ""))), told.get("rule"), step, True
+    kept = None
+    for ckpt in checkpoint_folders.newest_first(out / "checkpoints"):
+        if checkpoint_folders.complete(ckpt) and (saved or checkpoint_folders.step(ckpt) < step):
+            kept = ckpt
+            break
+    saved = saved and kept is not None and checkpoint_folders.step(kept) == step
+    reason = stop_reason(what, at, kept.name if kept else None, saved)
+    return {
+        "reason": str(reason),
+        "reason_msg": to_json(reason),
+        "health_rule": rule,
+        "checkpoint": str(kept) if kept else None,
+        "weights_finite": not (health.stopping and not health.saved),
+    }
 
 
 def close_process_group() -> None:

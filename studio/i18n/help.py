@@ -178,3 +178,41 @@ HELP_ZH: dict[str, str] = {
     "output.report_to": "实验记录工具，保存在运行目录中（tensorboard；mlflow 文件存储；trackio 本地存储；"
     "wandb 离线；swanlab 本地）",
 }
+
+# The health rules' actions, said once (engine.spec.watch).
+_ACTIONS_ZH = (
+    "：off 关闭，note 记录告警（仪表盘上显示），warn 告警并发送通知，"
+    "stop 告警、通知并像「停止」一样停止运行（先保存检查点，除非权重已不再是有限值）"
+)
+HELP_ZH.update(
+    {
+        "health.loss_nan": "损失为 NaN 或无穷" + _ACTIONS_ZH,
+        "health.loss_spike": "损失突然高于近期中位数的 k 倍" + _ACTIONS_ZH,
+        "health.loss_spike_factor": "损失突增规则的 k：损失高于近期记录损失中位数的 k 倍时触发",
+        "health.window": "损失突增与吞吐量规则取中位数时使用的近期记录步数",
+        "health.grad_norm": "梯度范数为 NaN / 无穷或超过上限" + _ACTIONS_ZH,
+        "health.grad_norm_max": "梯度范数上限（裁剪之前）；NaN 或无穷总会触发该规则",
+        "health.lr_zero": "预热结束后学习率为零而训练步数尚未用完" + _ACTIONS_ZH,
+        "health.throughput": "每秒 token 数降到近期中位数的一定比例以下" + _ACTIONS_ZH,
+        "health.throughput_fraction": "每秒 token 数低于近期中位数的这个比例时触发吞吐量规则",
+        "health.stall": "没有进展：训练进程长时间没有写出任何内容，远超平时的间隔（卡住检测）" + _ACTIONS_ZH,
+        "health.gpu_idle": "训练期间某块 GPU 一直空闲" + _ACTIONS_ZH,
+        "health.gpu_idle_minutes": "GPU 利用率持续低于 5% 多少分钟后触发空闲规则",
+        "health.gpu_memory": "某块 GPU 的显存接近用满" + _ACTIONS_ZH,
+        "health.gpu_memory_fraction": "已用显存达到 GPU 总显存的这个比例时触发显存规则",
+        "health.eval_overfit": "过拟合：验证损失连续 n 次上升而训练损失下降" + _ACTIONS_ZH,
+        "health.eval_rises": "过拟合规则的 n：验证损失连续上升的评估次数",
+        "health.disk": "运行目录所在磁盘的剩余空间不够保存下一个检查点" + _ACTIONS_ZH,
+        "health.disk_margin": "剩余空间低于检查点大小的这个倍数时触发磁盘规则",
+        "notify.webhook_env": "保存 Webhook URL 的环境变量名（URL 含令牌，因此从不写入配置）；留空：不发送 Webhook",
+        "notify.webhook_format": "Webhook 的消息格式：通用 JSON，或 Slack、飞书、钉钉、企业微信的机器人消息",
+        "notify.email_to": "接收通知的邮箱（逗号分隔）；留空：不发送邮件",
+        "notify.email_from": "邮件的发件人地址",
+        "notify.smtp_host": "发送邮件的 SMTP 服务器",
+        "notify.smtp_port": "SMTP 服务器端口（587 STARTTLS，465 SSL，25 明文）",
+        "notify.smtp_security": "与 SMTP 服务器连接的加密方式",
+        "notify.smtp_user": "SMTP 登录名（留空：不登录）",
+        "notify.smtp_password_env": "保存 SMTP 密码的环境变量名（从不写入配置）",
+        "notify.on": "何时通知：运行结束（完成、失败、停止）以及设为 warn 或 stop 的规则的告警",
+    }
+)

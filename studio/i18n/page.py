@@ -459,6 +459,26 @@ STRINGS: dict[str, tuple[str, str]] = {
         "费用：CPU 上不计（填写每小时价格可计算）",
     ),
     "est_unknown": ("time and cost unknown: {why}", "时间和费用未知：{why}"),
+    # health alerts (studio.alerts)
+    "al_title": ("Health alerts", "健康告警"),
+    "al_step": ("step", "步"),
+    "al_rule": ("rule", "规则"),
+    "al_action": ("action", "动作"),
+    "al_reason": ("reason", "原因"),
+    "al_note": ("note", "记录"),
+    "al_warn": ("warn", "警告"),
+    "al_stop": ("stop", "停止"),
+    "rc_alerts": ("alerts", "告警"),
+    "alr_loss_nan": ("loss NaN", "损失 NaN"),
+    "alr_loss_spike": ("loss spike", "损失突增"),
+    "alr_grad_norm": ("grad norm", "梯度范数"),
+    "alr_lr_zero": ("LR zero", "学习率为零"),
+    "alr_throughput": ("throughput", "吞吐量"),
+    "alr_stall": ("no progress", "无进展"),
+    "alr_gpu_idle": ("GPU idle", "GPU 空闲"),
+    "alr_gpu_memory": ("GPU memory", "GPU 显存"),
+    "alr_eval_overfit": ("overfitting", "过拟合"),
+    "alr_disk": ("disk", "磁盘"),
 }
 
 

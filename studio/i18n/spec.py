@@ -151,6 +151,9 @@ RULES_ZH: dict[str, str] = {
     "output_refused": "不能写到这里：{reason}",
     "output_is_file": "无法创建 {path}：{probe} 是文件而不是目录",
     "output_not_writable": "无法写入 {probe}（权限不足）：请换一个目录",
+    "notify_bad_address": "不是邮箱地址：{address!r}",
+    "notify_email_needs_smtp": "发送邮件需要 SMTP 服务器：请填写 notify.smtp_host（或清空 notify.email_to）",
+    "notify_env_missing": "此处没有设置环境变量 {name}：这条通知不会发送",
 }
 
 # pydantic's field errors by type; placeholders are the error's ctx. Every type the form can produce is here.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from studio import backend, monitor
+from studio import alerts, backend, monitor
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 from studio.tabs import runs as runs_tab
@@ -89,6 +89,8 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
     axis = axis or "step"
     x_title = t(f"ax_{axis}", lang)
     loss = monitor.loss_frame(view, axis, float(smoothing or 0), bool(log_scale), lang)
+    run_alerts = view.get("alerts") or []
+    loss = alerts.marks(run_alerts, loss, lambda step: _step_x(view, step, axis), lang)
     mem, util, note = monitor.gpu_frames(view, lang)
     gpu = monitor.shows_gpu(view)
     res = resource_titles(machine_has_gpu() if gpu is None else gpu, lang)
@@ -103,7 +105,9 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
             x_title=x_title,
             y_title=t("ax_log_loss" if log_scale else "w_loss", lang),
             color_title=curve,
-            color_map=lagged_colors(view, "loss", loss, monitor.loss_colors(lang)),
+            color_map=lagged_colors(
+                view, "loss", loss, {**monitor.loss_colors(lang), **alerts.mark_colors(run_alerts, lang)}
+            ),
         ),
         gr.update(value=monitor.series_frame(view, "learning_rate", axis), x_title=x_title, y_title=t("lr", lang)),
         gr.update(value=monitor.series_frame(view, "grad_norm", axis), x_title=x_title, y_title=t("grad_norm", lang)),
@@ -126,7 +130,13 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
         monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",
         gr.update(value=failure, visible=bool(failure)),
         *(stage_plot(view, plot, axis, lang) for plot in monitor.STAGE_PLOTS),
+        gr.update(value=alerts.table_markdown(run_alerts, lang), visible=bool(run_alerts)),
     ]
+
+
+def _step_x(view: dict, step: float, axis: str) -> float:
+    """Where a step lies on the chosen x axis (the alert marks)."""
+    return float(step) if axis == "step" else monitor._nearest_x(view, step, axis)
 
 
 def stage_plot(view: dict, plot: str, axis: str, lang: str) -> Any:
@@ -176,10 +186,10 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     log = monitor.log_tail(view["run_dir"]) if view.get("run_dir") else ""
     log_changed = log != view.get("log_seen")
     if not changed and not log_changed:
-        return [view, *[gr.skip() for _ in range(12)]]
+        return [view, *[gr.skip() for _ in range(13)]]
     view["log_seen"] = log
     if not changed:  # only the log moved
-        return [view, *[gr.skip()] * 8, log, *[gr.skip()] * 3]
+        return [view, *[gr.skip()] * 8, log, *[gr.skip()] * 4]
     return [view, *render(view, axis, smoothing, log_scale, lang)]
 
 
@@ -210,6 +220,7 @@ def build(ctx: Any) -> None:
         failure = texts.add(
             gr.Textbox(label=t("failure", lang), visible=False, lines=6, elem_id="run-failure"), "failure"
         )
+        alert_list = gr.Markdown("", visible=False, elem_id="run-alerts")
         with gr.Row():
             loss = texts.add(
                 gr.LinePlot(
@@ -282,7 +293,7 @@ def build(ctx: Any) -> None:
     view = gr.State(monitor.new_view(None, None), time_to_live=VIEW_TTL_S)
     # 0.5 s: an event lands on the page within ~1 s at p95 (ticks that find nothing new cost one small read).
     timer = gr.Timer(0.5)
-    outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure, rewards, accuracy]
+    outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure, rewards, accuracy, alert_list]
     timer.tick(
         tick,
         [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang],

@@ -16,7 +16,7 @@ import pandas as pd
 import yaml
 
 from engine.core import events as events_mod
-from studio import backend, forms, monitor
+from studio import alerts, backend, forms, monitor
 from studio.i18n.localize import localize, localize_error, localize_problems
 from studio.i18n.page import STRINGS, t
 
@@ -33,6 +33,7 @@ COLUMNS = [
     "duration",
     "final loss",
     "peak MiB",
+    "alerts",
 ]
 
 
@@ -44,8 +45,11 @@ def summarize(rec: Any, lang: str = "en") -> dict:
         spec = {}
     method = spec.get("method", {})
     final_loss = peak = None
+    run_alerts = []
     for ev in events_mod.read_all(Path(rec.run_dir) / "events.jsonl"):
         p = ev.get("payload") or {}
+        if ev["type"] == "alert":
+            run_alerts.append(alerts.from_event(ev))
         if ev["type"] == "log" and isinstance(p.get("loss"), (int, float)):
             final_loss = p["loss"]
         for _, mem in monitor._ranks(p.get("memory")):
@@ -70,6 +74,7 @@ def summarize(rec: Any, lang: str = "en") -> dict:
         "duration": monitor.format_duration(ended - started) if started and ended else "",
         "final loss": round(final_loss, 4) if final_loss is not None else None,
         "peak MiB": round(peak) if peak is not None else None,
+        "alerts": alerts.column_text(run_alerts, lang),
     }
 
 

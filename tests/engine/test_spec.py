@@ -21,6 +21,7 @@ from engine.spec.schema import (
     spec_to_dict,
     validate_spec,
 )
+from engine.spec.watch import NotifySpec
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "assets" / "examples").glob("*.yaml"))
@@ -118,6 +119,9 @@ class TestVersions:
         assert dumped["method"].pop("oft") == {"rank": 0, "block_size": 32, "targets": ["all"], "dropout": 0.0}
         assert dumped["train"].pop("low_rank")["rank"] == 16 and dumped["train"].pop("badam")["mode"] == "layer"
         assert dumped["launch"].pop("target") == "local" and dumped["launch"].pop("slurm")["extra_sbatch"] == []
+        # the health rules and notifications (engine.spec.watch): at their defaults, no webhook and no email
+        assert dumped.pop("health")["loss_nan"] == "stop"
+        assert dumped.pop("notify") == {**NotifySpec().model_dump(), "webhook_env": "", "email_to": []}
         want = yaml.safe_load(path.read_text(encoding="utf-8"))
         # gradient_checkpointing became on / off / auto; the fixture's boolean true reads as on
         assert want["train"]["gradient_checkpointing"] is True and dumped["train"]["gradient_checkpointing"] == "on"

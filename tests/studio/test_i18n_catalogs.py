@@ -365,6 +365,7 @@ def test_runs_tab_in_chinese(run_registry, monkeypatch):
         "用时",
         "最终损失",
         "峰值 MiB",
+        "告警",
     ]
     assert list(runs.table().columns) == runs.COLUMNS
     assert runs.tensorboard_info("no-such-run", "zh").startswith("目录：")

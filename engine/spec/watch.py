@@ -1,0 +1,212 @@
+"""The spec's groups that watch a run for its user: ``health`` (rules over the run's figures, and what each does when
+it fires) and ``notify`` (a webhook and / or an email on the run's end and its alerts). Light: pydantic only.
+
+The rules themselves are ``engine.runs.health`` (pure functions over the figures); the trainer evaluates them on every
+logged step (``engine.trainer.callbacks.HealthCallback``), the run's wrapper the ones the trainer cannot see (no
+progress, the GPUs). Notifications are sent by the engine (``engine.runs.notify``), never by the page. Secrets (a
+webhook URL holds its token; the SMTP password) are read from environment variables this group names, never from
+the spec, so they are never written to the run's folder.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from engine.core.messages import Message
+from engine.spec.groups import _meta, _Spec
+from engine.spec.messages import message
+
+Action = Literal["off", "note", "warn", "stop"]
+_ACTION = (
+    ": off, note (an alert on the dashboard), warn (an alert and a notification) or stop (an alert, a notification, "
+    "and the run stops like Stop: a checkpoint is saved first, unless the weights are no longer finite)"
+)
+_ENV_NAME = r"^([A-Za-z_][A-Za-z0-9_]*)?$"
+
+
+def _act(default: str, what: str, label: str, label_zh: str) -> object:
+    return Field(default, description=what + _ACTION, json_schema_extra=_meta(label, label_zh=label_zh))
+
+
+class HealthSpec(_Spec):
+    loss_nan: Action = _act("stop", "The loss is NaN or infinite", "Loss NaN / inf", "损失为 NaN / 无穷")
+    loss_spike: Action = _act("warn", "The loss jumps above k × its recent median", "Loss spike", "损失突增")
+    loss_spike_factor: float = Field(
+        5.0,
+        gt=1.0,
+        le=1000.0,
+        description="k of the loss-spike rule: a loss above k × the median of the recent logged losses fires it",
+        json_schema_extra=_meta("Loss spike factor k", advanced=True, label_zh="损失突增倍数 k"),
+    )
+    window: int = Field(
+        20,
+        ge=3,
+        le=10_000,
+        description="How many recent logged steps the loss-spike and throughput rules take their median over",
+        json_schema_extra=_meta("Recent window (logged steps)", advanced=True, label_zh="近期窗口（记录步数）"),
+    )
+    grad_norm: Action = _act(
+        "stop", "The gradient norm is NaN / infinite or above its limit", "Gradient norm blow-up", "梯度范数爆炸"
+    )
+    grad_norm_max: float = Field(
+        1e4,
+        gt=0,
+        description="The gradient-norm limit (before clipping); NaN or infinite always fires the rule",
+        json_schema_extra=_meta("Gradient norm limit", advanced=True, label_zh="梯度范数上限"),
+    )
+    lr_zero: Action = _act(
+        "warn",
+        "The learning rate is zero after the warm-up while steps remain",
+        "Learning rate zero",
+        "学习率为零",
+    )
+    throughput: Action = _act(
+        "note",
+        "Tokens per second fall below a fraction of their recent median",
+        "Throughput collapse",
+        "吞吐量骤降",
+    )
+    throughput_fraction: float = Field(
+        0.2,
+        gt=0,
+        lt=1.0,
+        description="The throughput rule fires when tokens/s fall below this fraction of their recent median",
+        json_schema_extra=_meta("Throughput fraction", advanced=True, label_zh="吞吐量比例"),
+    )
+    stall: Action = _act(
+        "warn",
+        "No progress: the trainer has written nothing for much longer than its usual gap (the stall detection)",
+        "No progress",
+        "没有进展",
+    )
+    gpu_idle: Action = _act("warn", "A GPU of the run stays idle while it trains", "GPU idle", "GPU 空闲")
+    gpu_idle_minutes: float = Field(
+        5.0,
+        gt=0,
+        le=1440,
+        description="Minutes a GPU's utilisation must stay under 5% before the idle rule fires",
+        json_schema_extra=_meta("GPU idle minutes", advanced=True, label_zh="GPU 空闲分钟数"),
+    )
+    gpu_memory: Action = _act("warn", "A GPU's memory is nearly full", "GPU memory near its limit", "GPU 显存接近上限")
+    gpu_memory_fraction: float = Field(
+        0.97,
+        gt=0.5,
+        le=1.0,
+        description="The GPU-memory rule fires when used memory reaches this fraction of the GPU's total",
+        json_schema_extra=_meta("GPU memory fraction", advanced=True, label_zh="GPU 显存比例"),
+    )
+    eval_overfit: Action = _act(
+        "warn",
+        "Overfitting: the eval loss rises for n evaluations in a row while the training loss falls",
+        "Eval loss rising (overfitting)",
+        "验证损失上升（过拟合）",
+    )
+    eval_rises: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="n of the overfitting rule: evaluations in a row whose eval loss rose",
+        json_schema_extra=_meta("Eval rises n", advanced=True, label_zh="验证损失连续上升次数 n"),
+    )
+    disk: Action = _act(
+        "warn",
+        "The run folder's disk has less room than the next checkpoint needs",
+        "Disk nearly full",
+        "磁盘将满",
+    )
+    disk_margin: float = Field(
+        1.5,
+        ge=1.0,
+        le=100.0,
+        description="The disk rule fires when the free space is under this many times the size of a checkpoint",
+        json_schema_extra=_meta("Disk margin", advanced=True, label_zh="磁盘余量倍数"),
+    )
+
+
+class NotifySpec(_Spec):
+    webhook_env: str = Field(
+        "",
+        pattern=_ENV_NAME,
+        description="Name of the environment variable that holds the webhook URL (it carries its token, so it is "
+        "never written to the spec); empty: no webhook",
+        json_schema_extra=_meta("Webhook URL variable", label_zh="Webhook URL 环境变量"),
+    )
+    webhook_format: Literal["json", "slack", "feishu", "dingtalk", "wecom"] = Field(
+        "json",
+        description="The webhook's payload: generic JSON, or the incoming-webhook message of Slack, Feishu, "
+        "DingTalk or WeCom",
+        json_schema_extra=_meta("Webhook format", label_zh="Webhook 格式"),
+    )
+    email_to: list[str] = Field(
+        default_factory=list,
+        description="Email addresses to notify (comma-separated); empty: no email",
+        json_schema_extra=_meta("Email to", label_zh="通知邮箱"),
+    )
+    email_from: str = Field(
+        "",
+        description="The sender address of the emails",
+        json_schema_extra=_meta("Email from", advanced=True, label_zh="发件人"),
+    )
+    smtp_host: str = Field(
+        "",
+        description="The SMTP server that sends the emails",
+        json_schema_extra=_meta("SMTP server", advanced=True, label_zh="SMTP 服务器"),
+    )
+    smtp_port: int = Field(
+        587,
+        ge=1,
+        le=65535,
+        description="The SMTP server's port (587 STARTTLS, 465 SSL, 25 plain)",
+        json_schema_extra=_meta("SMTP port", advanced=True, label_zh="SMTP 端口"),
+    )
+    smtp_security: Literal["starttls", "ssl", "none"] = Field(
+        "starttls",
+        description="How the connection to the SMTP server is secured",
+        json_schema_extra=_meta("SMTP security", advanced=True, label_zh="SMTP 加密方式"),
+    )
+    smtp_user: str = Field(
+        "",
+        description="The SMTP login (empty: no login)",
+        json_schema_extra=_meta("SMTP user", advanced=True, label_zh="SMTP 用户名"),
+    )
+    smtp_password_env: str = Field(
+        "",
+        pattern=_ENV_NAME,
+        description="Name of the environment variable that holds the SMTP password (never written to the spec)",
+        json_schema_extra=_meta("SMTP password variable", advanced=True, label_zh="SMTP 密码环境变量"),
+    )
+    on: list[Literal["completed", "failed", "stopped", "alert"]] = Field(
+        default_factory=lambda: ["completed", "failed", "stopped", "alert"],
+        description="When to notify: the run's end (completed, failed, stopped) and alerts of rules set to warn or "
+        "stop",
+        json_schema_extra=_meta("Notify on", label_zh="通知时机"),
+    )
+
+    def env_names(self) -> list[str]:
+        """The environment variables the run's wrapper needs for these notifications."""
+        return [n for n in (self.webhook_env, self.smtp_password_env) if n]
+
+
+def watch_errors(health: HealthSpec, notify: NotifySpec) -> list[tuple[str, Message]]:  # noqa: ARG001
+    """The cross-field rules of these groups (run by ``engine.spec.rules.cross_field_errors``)."""
+    errors: list[tuple[str, Message]] = []
+    for i, address in enumerate(notify.email_to):
+        if address.count("@") != 1 or any(c.isspace() for c in address) or address.startswith("@"):
+            errors.append((f"notify.email_to.{i}", message("notify_bad_address", address=address)))
+    if notify.email_to and not notify.smtp_host:
+        errors.append(("notify.smtp_host", message("notify_email_needs_smtp")))
+    if notify.email_from and notify.email_from.count("@") != 1:
+        errors.append(("notify.email_from", message("notify_bad_address", address=notify.email_from)))
+    return errors
+
+
+def watch_warnings(notify: NotifySpec, environ: dict[str, str]) -> list[tuple[str, Message]]:
+    """Legal but unwise: a notification whose secret is not in this environment is never sent."""
+    out: list[tuple[str, Message]] = []
+    named = (("notify.webhook_env", notify.webhook_env), ("notify.smtp_password_env", notify.smtp_password_env))
+    for path, name in named:
+        if name and not environ.get(name):
+            out.append((path, message("notify_env_missing", name=name)))
+    return out
