@@ -23,6 +23,8 @@ Types and their payload keys:
   the first phase of a training run whose model is not local yet): repo, file, i, n, done, total, speed (bytes/s),
   eta_seconds, progress (0..1); finished: where, files, bytes; failed: cause, error.
 - ``warning``: field, message.
+- ``eval_progress`` / ``eval_model_finished`` / ``eval_finished`` / ``eval_failed`` (engine.trainer.evaluate): i, n,
+  label, phase, done, total, progress, eta_seconds, detail; a model's metrics; the results; cause, error.
 
 Readers keep a byte offset and call ``read_events(path, offset)``: a torn last line (a writer mid-append or a crash)
 is not consumed, so the next read picks it up whole or, if it never completes, ignores it.
@@ -53,6 +55,10 @@ EVENT_TYPES = (
     "download_finished",
     "download_failed",
     "warning",
+    "eval_progress",
+    "eval_model_finished",
+    "eval_finished",
+    "eval_failed",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")
 
