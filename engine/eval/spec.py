@@ -57,6 +57,7 @@ class DataSpec(_Group):
     datasets: list[str] = Field(default_factory=list, description="registered dataset names")
     dataset_dir: str | None = Field(None, description="the dataset registry folder (default: the run's)")
     limit: int | None = Field(None, ge=1, description="evaluate the first rows only")
+    max_samples: int | None = Field(None, ge=1, description="rows per dataset (LLaMA-Factory's max_samples)")
     cutoff_len: int | None = Field(None, ge=8, description="tokens per row (default: the run's)")
 
 
@@ -64,6 +65,7 @@ class GenerationSpec(_Group):
     max_new_tokens: int = Field(64, ge=1, le=8192)
     temperature: float = Field(0.0, ge=0.0, le=5.0, description="0: greedy")
     top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0, description="sample from the k likeliest tokens (0: all)")
     batch_size: int = Field(8, ge=1, le=1024)
     seed: int = Field(42)
 
@@ -79,6 +81,7 @@ class EvalSpec(_Group):
     template: str | None = Field(None, description="chat template (default: the run's)")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     lf_output_dir: str | None = Field(None, description="also write LLaMA-Factory's prediction files here")
+    lf_prefix: Literal["predict", "eval"] = Field("predict", description="LLaMA-Factory's metric prefix")
 
 
 def columns(measures: list[str]) -> list[str]:

@@ -100,3 +100,36 @@ def cli(argv: list[str]) -> int:
         return 0
     print(f"studio eval: {status['state']}: {status['error']}", file=sys.stderr)
     return 130 if status["state"] == "cancelled" else 1
+
+
+def lf_prediction(path: str) -> int | None:
+    """``studio train FILE`` where FILE is a LLaMA-Factory YAML that predicts or evaluates (``do_predict`` /
+    ``do_eval`` without ``do_train``): run it as an evaluation that writes LF's files in its output_dir and print
+    the table; the exit status as ``cli``'s. None when FILE is not such a YAML (it is trained as usual)."""
+    import yaml
+
+    from engine.eval.lf_predict import is_prediction, to_eval_spec
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None  # the training path names the problem
+    if not is_prediction(data):
+        return None
+    try:
+        spec, notes = to_eval_spec(data, Path(path).resolve().parent)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        run_id = evals.submit_eval(spec)
+    except EvalError as exc:
+        print(f"studio train: {path} (LLaMA-Factory prediction): {exc}", file=sys.stderr)
+        return 2
+    print(f"[eval] {path}: LLaMA-Factory {spec['lf_prefix']} as evaluation run {run_id}")
+    status = follow(run_id)
+    if status["results"] and status["results"].get("rows"):
+        print(report.text_table(status["results"]))
+    if status["state"] == "finished":
+        print(f"[eval] wrote LLaMA-Factory's files in {spec['lf_output_dir']}")
+        return 0
+    print(f"studio train: {status['state']}: {status['error']}", file=sys.stderr)
+    return 130 if status["state"] == "cancelled" else 1

@@ -204,6 +204,7 @@ def resolve(spec: EvalSpec | dict | str | Path) -> dict:
         "run_id": rec.id if rec else None,
         "train_loss": train_loss,
         "lf_output_dir": str(Path(spec.lf_output_dir).expanduser().resolve()) if spec.lf_output_dir else None,
+        "lf_prefix": spec.lf_prefix,
     }
 
 
@@ -226,7 +227,7 @@ def _data_plan(spec: EvalSpec, run_spec, rec, problems: list) -> dict:
         "mask_history": rd.mask_history if rd else False,
         "enable_thinking": rd.enable_thinking if rd else True,
         "tool_format": (None if not rd or rd.tool_format == "template" else rd.tool_format),
-        "max_samples": None,
+        "max_samples": d.max_samples,
         "text": False,
     }
     if d.source == "held_out":

@@ -269,7 +269,7 @@ def prepare_rows(plan: dict, tok) -> list[dict]:
             entry, _ = _resolve(name, ddir)
             if entry is not None and entry.num_samples:
                 part = sample_rows(part, entry.num_samples, d["held_out"]["seed"])
-            part = part[: d["max_samples"] or None]
+        part = part[: d["max_samples"] or None]
         rows += part
     kwargs = {
         "tokenizer": tok,
@@ -378,7 +378,7 @@ def generate_batch(model, tok, prompts: list[list[int]], plan: dict) -> list[str
         "use_cache": True,
     }
     if g["temperature"] > 0:
-        kwargs |= {"temperature": g["temperature"], "top_p": g["top_p"]}
+        kwargs |= {"temperature": g["temperature"], "top_p": g["top_p"], "top_k": g.get("top_k") or 0}
     else:
         kwargs |= {"temperature": None, "top_p": None, "top_k": None}
     with torch.no_grad():
@@ -394,24 +394,35 @@ def generate_batch(model, tok, prompts: list[list[int]], plan: dict) -> list[str
 
 # ---------------------------------------------------------------------------------------------- LLaMA-Factory's files
 def write_lf_files(out: Path, preds: list[dict], metrics: dict, row: dict, plan: dict) -> None:
-    """What LLaMA-Factory's ``do_predict`` + ``predict_with_generate`` writes in its output_dir:
-    ``generated_predictions.jsonl`` (prompt, predict, label per row) and ``predict_results.json`` (predict_ metrics,
-    runtime and speed as transformers' ``save_metrics`` writes them: indent 4, keys sorted)."""
+    """What LLaMA-Factory writes in its output_dir: for ``do_predict`` with ``predict_with_generate``,
+    ``generated_predictions.jsonl`` (prompt, predict, label per row); ``predict_results.json`` (or
+    ``eval_results.json`` for ``do_eval``): the metrics under the prefix, runtime and speed, as transformers'
+    ``save_metrics`` writes them (indent 4, keys sorted), merged into ``all_results.json`` likewise."""
+    prefix = plan.get("lf_prefix") or "predict"
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "generated_predictions.jsonl", "w", encoding="utf-8") as fh:
-        for p in preds:
-            line = {"prompt": p["prompt"], "predict": p.get("prediction", ""), "label": p["reference"]}
-            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+    if prefix == "predict" and any("prediction" in p for p in preds):
+        with open(out / "generated_predictions.jsonl", "w", encoding="utf-8") as fh:
+            for p in preds:
+                line = {"prompt": p["prompt"], "predict": p.get("prediction", ""), "label": p["reference"]}
+                fh.write(json.dumps(line, ensure_ascii=False) + "\n")
     runtime = max(1e-9, row["seconds"] - row["load_seconds"])
     steps = math.ceil(len(preds) / plan["generation"]["batch_size"])
-    result = {f"predict_{k}": v for k, v in metrics.items() if k in ("bleu-4", "rouge-1", "rouge-2", "rouge-l")}
+    names = ("loss", "bleu-4", "rouge-1", "rouge-2", "rouge-l")
+    result = {f"{prefix}_{k}": v for k, v in metrics.items() if k in names and v is not None}
     result |= {
-        "predict_model_preparation_time": round(row["load_seconds"], 4),
-        "predict_runtime": round(runtime, 4),
-        "predict_samples_per_second": round(len(preds) / runtime, 3),
-        "predict_steps_per_second": round(steps / runtime, 3),
+        f"{prefix}_model_preparation_time": round(row["load_seconds"], 4),
+        f"{prefix}_runtime": round(runtime, 4),
+        f"{prefix}_samples_per_second": round(len(preds) / runtime, 3),
+        f"{prefix}_steps_per_second": round(steps / runtime, 3),
     }
-    (out / "predict_results.json").write_text(json.dumps(result, indent=4, sort_keys=True) + "\n", encoding="utf-8")
+    text = json.dumps(result, indent=4, sort_keys=True) + "\n"
+    (out / f"{prefix}_results.json").write_text(text, encoding="utf-8")
+    try:
+        combined = json.loads((out / "all_results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        combined = {}
+    combined.update(result)
+    (out / "all_results.json").write_text(json.dumps(combined, indent=4, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
