@@ -130,7 +130,12 @@ def report_view(results: dict | None, preds: list[dict], column: str | None, sho
             [x["prompt"], x["reference"], x["base"], x["tuned"]]
             for x in rep.side_by_side(preds, base, tuned, show, column)
         ]
-    return {"headers": header, "data": rows}, f'<div id="eval-chart-box">{charts}</div>', best_text, sbs
+    return (
+        {"headers": header, "data": rows},
+        f'<div id="eval-chart-box" style="display:flex;flex-wrap:wrap;gap:8px">{charts}</div>',
+        best_text,
+        sbs,
+    )
 
 
 def poll(job_id, column, show, lang="en"):

@@ -130,6 +130,9 @@ def test_cli_prints_the_table_of_base_checkpoints_and_final(evaluated):
     src = runs.get(job.plan["run_id"], refresh_status=False)
     linked = [json.loads(x)["eval_id"] for x in (Path(src.run_dir) / "evaluations.jsonl").read_text().splitlines()]
     assert job.run_id in linked
+    from studio.tabs.runs import details
+
+    assert job.run_id in details(src.id) and str(folder / "report.html") in details(src.id)  # the Runs tab's panel
 
 
 def test_loss_and_perplexity_match_a_plain_torch_loop(evaluated, trained):
