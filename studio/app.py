@@ -72,7 +72,7 @@ class Ctx:
         return gr.update(choices=self.run_choices(lang), value=current or self.default_run())
 
 
-OTHER_TABS = ("runs", "data", "export", "chat", "models", "doctor")
+OTHER_TABS = ("runs", "data", "export", "chat", "models", "doctor", "eval")
 
 
 def _tab_exists(name: str) -> bool:

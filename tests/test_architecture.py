@@ -151,7 +151,7 @@ def test_no_import_circles():
 
 
 # engine's packages from the bottom up: each imports only packages before it in this list (and itself).
-LAYERS = ["core", "models", "data", "machine", "spec", "lf", "plan", "runs", "export", "trainer"]
+LAYERS = ["core", "models", "data", "machine", "spec", "lf", "eval", "plan", "runs", "export", "trainer"]
 
 
 def test_packages_depend_only_on_the_layers_below():

@@ -25,6 +25,8 @@ Types and their payload keys:
 - ``warning``: field, message.
 - ``alert``: rule, action (note | warn | stop), reason (reason_msg: its catalog form), figures: a health rule fired
   (``engine.runs.health``).
+- ``eval_progress`` / ``eval_model_finished`` / ``eval_finished`` / ``eval_failed`` (engine.trainer.evaluate): i, n,
+  label, phase, done, total, progress, eta_seconds, detail; a model's metrics; the results; cause, error.
 
 Readers keep a byte offset and call ``read_events(path, offset)``: a torn last line (a writer mid-append or a crash)
 is not consumed, so the next read picks it up whole or, if it never completes, ignores it.
@@ -56,6 +58,10 @@ EVENT_TYPES = (
     "download_failed",
     "warning",
     "alert",
+    "eval_progress",
+    "eval_model_finished",
+    "eval_finished",
+    "eval_failed",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")
 

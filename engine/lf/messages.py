@@ -145,8 +145,8 @@ MESSAGES: dict[str, str] = {
     "lf.refused_ray": "Ray is not supported: use --accelerate-config for several GPUs or machines",
     "lf.refused_fp8": "FP8 training is not supported: use bf16",
     "lf.refused_profiler": "the torch profiler is not supported: the studio's metrics show throughput and memory",
-    "lf.refused_predict": "prediction (do_predict, predict_with_generate) is not supported: try the trained model in "
-    "the Chat tab",
+    "lf.refused_predict": "prediction (do_predict, predict_with_generate) does not train: run the YAML with "
+    "`studio train FILE` (an evaluation writing LLaMA-Factory's prediction files) or use the Evaluate tab",
     "lf.refused_fsdp_args": "FSDP through training arguments is not supported: pass an accelerate FSDP config "
     "(--accelerate-config)",
     "lf.refused_accelerator_config": "accelerator_config is not supported: pass an accelerate config "

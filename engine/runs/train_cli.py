@@ -32,6 +32,12 @@ def cli(argv: list[str]) -> int:
         parser.add_argument("--name", help="run name shown in the studio")
         parser.add_argument("--detach", action="store_true", help="start (or queue) and return at once")
     args = parser.parse_args(rest)
+    if command == "train":  # a LLaMA-Factory YAML that predicts (do_predict / do_eval) runs as an evaluation
+        from engine.runs.eval_cli import lf_prediction
+
+        code = lf_prediction(args.spec)
+        if code is not None:
+            return code
     try:
         elsewhere = command == "validate" and args.gpus is not None  # checked for another machine
         spec = load_any_spec(args.spec, args.accelerate_config, elsewhere=elsewhere)

@@ -118,7 +118,8 @@ LF_ZH: dict[str, str] = {
     "lf.refused_ray": "不支持 Ray：多 GPU 或多机请使用 --accelerate-config",
     "lf.refused_fp8": "不支持 FP8 训练：请使用 bf16",
     "lf.refused_profiler": "不支持 torch profiler：Studio 的指标会显示吞吐量和显存",
-    "lf.refused_predict": "不支持预测（do_predict、predict_with_generate）：请在对话页试用训练好的模型",
+    "lf.refused_predict": "预测（do_predict、predict_with_generate）不是训练：请用 `studio train FILE` 运行该 YAML"
+    "（作为评估运行，写出 LLaMA-Factory 的预测文件），或使用评估页",
     "lf.refused_fsdp_args": "不支持通过训练参数使用 FSDP：请提供 accelerate 的 FSDP 配置（--accelerate-config）",
     "lf.refused_accelerator_config": "不支持 accelerator_config：请提供 accelerate 配置（--accelerate-config）",
     "lf.refused_parallelism_config": "不支持 parallelism_config：请提供 accelerate 配置（--accelerate-config）",

@@ -14,6 +14,7 @@ import string
 from typing import Any
 
 from studio.i18n.data import DATA_ZH
+from studio.i18n.eval import EVAL_ZH
 from studio.i18n.export import EXPORT_ZH
 from studio.i18n.lf import LF_ZH
 from studio.i18n.machine import DOCTOR_ZH
@@ -33,6 +34,7 @@ CATALOG_ZH: dict[str, str] = {
     **MODELS_ZH,
     **WORKSPACE_ZH,
     **LF_ZH,
+    **EVAL_ZH,
 }
 
 _FALLBACK_ZH = "取值无效：{english}"  # a pydantic type this table does not know yet: Chinese head, English detail

@@ -231,6 +231,9 @@ def details(run_id: str | None, lang: str = "en") -> str:
     except Exception:  # noqa: BLE001 - an unknown or deleted run
         job = ""
     tb = tensorboard_info(run_id, lang)
+    from studio.tabs.eval import evaluations_text
+
+    tb += evaluations_text(run_id, lang)
     return f"**{job}**\n\n{tb}" if job else tb
 
 

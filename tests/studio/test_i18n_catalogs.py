@@ -18,6 +18,7 @@ import yaml
 from engine.core import messages as core_messages
 from engine.core import workspace
 from engine.data import messages as data_messages
+from engine.eval import messages as eval_messages
 from engine.export import messages as export_messages
 from engine.lf import messages as lf_messages
 from engine.machine import messages as doctor_messages
@@ -26,6 +27,7 @@ from engine.plan import messages as plan_messages
 from engine.runs import messages as run_messages
 from studio import forms, monitor
 from studio.i18n.data import DATA_ZH
+from studio.i18n.eval import EVAL_ZH
 from studio.i18n.export import EXPORT_ZH
 from studio.i18n.lf import LF_ZH
 from studio.i18n.localize import localize, localize_error, placeholders
@@ -47,11 +49,14 @@ CATALOGS = [
     (model_messages.MESSAGES, MODELS_ZH),
     (core_messages.MESSAGES, WORKSPACE_ZH),
     (lf_messages.MESSAGES, LF_ZH),
+    (eval_messages.MESSAGES, EVAL_ZH),
 ]
 
 
 @pytest.mark.parametrize(
-    ("english", "chinese"), CATALOGS, ids=["data", "plan", "doctor", "runs", "export", "models", "workspace", "lf"]
+    ("english", "chinese"),
+    CATALOGS,
+    ids=["data", "plan", "doctor", "runs", "export", "models", "workspace", "lf", "eval"],
 )
 def test_every_catalog_key_has_chinese_with_the_same_placeholders(english, chinese):
     assert set(chinese) == set(english), "keys without Chinese / Chinese without a key"

@@ -1,0 +1,63 @@
+"""The catalog of evaluation messages (``engine.eval``, ``engine.runs.evals``, ``engine.trainer.evaluate``): a stable
+key and an English template, made into ``engine.core.messages.Message`` by ``message``; the CLI and the tests read the
+English, the Evaluate tab shows them in its language (``studio.i18n.eval``). Light: stdlib only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.core.messages import Message, make
+
+MESSAGES: dict[str, str] = {
+    # the spec, before launch
+    "eval.spec_unreadable": "cannot read {path}: {error}",
+    "eval.field": "{error}",
+    "eval.unknown_field": "unknown field (not part of an evaluation spec)",
+    "eval.no_run": "no run {run} (see `studio runs list`)",
+    "eval.not_training_run": "run {run} is not a training run: give a training run's id",
+    "eval.run_spec_bad": "run {run}: its spec.yaml cannot be read: {error}",
+    "eval.no_models": "nothing to evaluate: ask for the base, the final weights, checkpoints or a model folder",
+    "eval.no_base": "no base model: give models.run or models.base_model",
+    "eval.no_checkpoints": "run {run} has no checkpoints in {path} (train.save_steps saves them)",
+    "eval.no_checkpoint": "run {run} has no checkpoint-{step} (it has: {have})",
+    "eval.checkpoint_incomplete": "{path} is incomplete: {why}",
+    "eval.no_final": "run {run} has no final weights yet ({path} is missing; the run is {status})",
+    "eval.not_model_folder": "{path} is not a model folder (no config.json)",
+    "eval.not_adapter_folder": "{path} is not a PEFT adapter folder (no adapter_config.json)",
+    "eval.full_run": "run {run} trained the full model: its checkpoints are model folders",
+    "eval.no_held_out": "run {run} kept no held-out rows (its data.val_size is 0 and it has no data.eval_datasets): "
+    "choose a dataset",
+    "eval.interleaved": "run {run} mixes its datasets by {mix}: its held-out rows cannot be rebuilt; choose a dataset",
+    "eval.no_dataset": "give a dataset when data.source is dataset",
+    "eval.data_problem": "{problem}",
+    "eval.no_references": "dataset {name} has no reference answers (text only): only loss applies; "
+    "{measures} cannot be computed: leave them out",
+    "eval.no_measures": "choose at least one measure",
+    "eval.no_cuda": "launch.device is cuda but this machine has no GPU",
+    "eval.not_eval": "run {id} is not an evaluation",
+    "eval.lf_refused": "{key}: {why}",
+    "eval.lf_no_dataset": "eval_dataset (or dataset) names no dataset to predict on",
+    "eval.lf_no_model": "model_name_or_path is missing",
+    # the evaluation subprocess
+    "eval.progress_loss": "{label}: loss, row {done} of {total}",
+    "eval.progress_generate": "{label}: answers, row {done} of {total}",
+    "eval.progress_load": "{label}: loading the model",
+    "eval.load_failed": "{label}: the model did not load: {error}",
+    "eval.data_failed": "the evaluation data could not be prepared: {error}",
+    "eval.failed": "{label}: {error}",
+    "eval.cancelled": "cancelled after {done} of {total} models (their results are kept)",
+    "eval.finished": "evaluated {n} models on {rows} rows",
+    "eval.no_short_rows": "no row has a short answer (one word or letter): accuracy does not apply",
+}
+
+
+def message(key: str, /, **params: Any) -> Message:
+    return make(MESSAGES, key, **params)
+
+
+class EvalError(Exception):
+    """An evaluation that cannot start. ``problems``: (field, Message) pairs, every one found."""
+
+    def __init__(self, problems: list[tuple[str, Any]]):
+        self.problems = problems
+        super().__init__("invalid evaluation:\n" + "\n".join(f"  {f}: {m}" for f, m in problems))

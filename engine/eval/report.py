@@ -1,0 +1,205 @@
+"""An evaluation's results as people read them: the table (rows base / checkpoint-N / final, columns the measures),
+the best row by a measure, the side-by-side answers (base vs tuned, filtered to rows that differ or got worse), an
+SVG chart of a measure over training steps beside the training loss, and the self-contained ``report.html``
+written into the evaluation's folder. The CLI, the Evaluate tab and the report all read these. Light: stdlib only.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from engine.eval.spec import LOWER_BETTER
+
+
+def read(folder: str | Path) -> tuple[dict | None, list[dict]]:
+    folder = Path(folder)
+    try:
+        results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        results = None
+    preds = []
+    try:
+        for line in (folder / "predictions.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                preds.append(json.loads(line))
+    except (OSError, ValueError):
+        pass
+    return results, preds
+
+
+def fmt(value) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.4f}" if abs(value) < 10 else f"{value:.2f}"
+
+
+def table(results: dict) -> tuple[list[str], list[list[str]]]:
+    """(header, rows of text): model, step, then each column."""
+    cols = results["columns"]
+    rows = [
+        [r["label"], "" if r.get("step") is None else str(r["step"]), *[fmt(r["metrics"].get(c)) for c in cols]]
+        for r in results["rows"]
+    ]
+    return ["model", "step", *cols], rows
+
+
+def text_table(results: dict) -> str:
+    header, rows = table(results)
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def best(results: dict, column: str, *, tuned_only: bool = True) -> str | None:
+    """The label of the best row by ``column`` (lowest loss / perplexity, highest of the rest); only checkpoints and
+    final weights when ``tuned_only``."""
+    rows = [
+        r
+        for r in results.get("rows", [])
+        if r["metrics"].get(column) is not None and (not tuned_only or r["kind"] in ("checkpoint", "final", "adapter"))
+    ]
+    if not rows:
+        return None
+    pick = min if column in LOWER_BETTER else max
+    return pick(rows, key=lambda r: r["metrics"][column])["label"]
+
+
+def side_by_side(preds: list[dict], base: str, tuned: str, show: str = "all", column: str = "rouge-l") -> list[dict]:
+    """Per row: prompt, reference, the base's answer, the tuned answer. ``show``: all | differ (the answers differ)
+    | worse (the tuned answer scores lower by ``column``, or its loss is higher for loss / perplexity)."""
+    by = {}
+    for p in preds:
+        by.setdefault(p["model"], {})[p["index"]] = p
+    a, b = by.get(base, {}), by.get(tuned, {})
+    out = []
+    for idx in sorted(set(a) & set(b)):
+        pa, pb = a[idx], b[idx]
+        ans_a, ans_b = pa.get("prediction", ""), pb.get("prediction", "")
+        if show == "differ" and ans_a == ans_b:
+            continue
+        if show == "worse":
+            if column in LOWER_BETTER:
+                la, lb = pa.get("loss"), pb.get("loss")
+                if la is None or lb is None or lb <= la:
+                    continue
+            else:
+                sa, sb = (pa.get("scores") or {}).get(column), (pb.get("scores") or {}).get(column)
+                if sa is None or sb is None or sb >= sa:
+                    continue
+        out.append({"index": idx, "prompt": pa["prompt"], "reference": pa["reference"], "base": ans_a, "tuned": ans_b})
+    return out
+
+
+def series(results: dict, column: str) -> list[tuple[int, float]]:
+    """(step, value) of ``column`` for the rows with a step (base at 0, checkpoints, final), by step."""
+    pts = [
+        (r["step"], r["metrics"][column])
+        for r in results.get("rows", [])
+        if r.get("step") is not None and r["metrics"].get(column) is not None
+    ]
+    return sorted(pts)
+
+
+def chart_svg(results: dict, column: str, width: int = 520, height: int = 220) -> str:
+    """An SVG line chart: ``column`` over training steps (left axis), the training loss (right axis, dashed)."""
+    pts = series(results, column)
+    loss = [(s, v) for s, v in results.get("train_loss") or []]
+    pad = 40
+    steps = [s for s, _ in pts] + [s for s, _ in loss]
+    if not steps:
+        return f'<svg class="eval-chart" width="{width}" height="{height}"></svg>'
+    x0, x1 = min(steps), max(steps) or 1
+
+    def scale(points):
+        if not points:
+            return ""
+        ys = [v for _, v in points]
+        lo, hi = min(ys), max(ys)
+        hi = hi if hi > lo else lo + 1
+        return " ".join(
+            f"{pad + (s - x0) / max(1, x1 - x0) * (width - 2 * pad):.1f},"
+            f"{height - pad - (v - lo) / (hi - lo) * (height - 2 * pad):.1f}"
+            for s, v in points
+        )
+
+    marks = "".join(
+        f'<circle cx="{p.split(",")[0]}" cy="{p.split(",")[1]}" r="3" fill="#2563eb"><title>{s}: {fmt(v)}</title>'
+        "</circle>"
+        for p, (s, v) in zip(scale(pts).split(), pts)
+    )
+    return (
+        f'<svg class="eval-chart" data-measure="{html.escape(column)}" width="{width}" height="{height}" '
+        f'xmlns="http://www.w3.org/2000/svg">'
+        f'<text x="{pad}" y="16" font-size="12">{html.escape(column)} by step (dashed: training loss)</text>'
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#999"/>'
+        f'<text x="{pad}" y="{height - 20}" font-size="10">{x0}</text>'
+        f'<text x="{width - pad}" y="{height - 20}" font-size="10" text-anchor="end">{x1}</text>'
+        f'<polyline class="series-train-loss" fill="none" stroke="#aaa" stroke-dasharray="4 3" '
+        f'points="{scale(loss)}"/>'
+        f'<polyline class="series-measure" data-points="{len(pts)}" fill="none" stroke="#2563eb" stroke-width="2" '
+        f'points="{scale(pts)}"/>{marks}</svg>'
+    )
+
+
+def pair(results: dict) -> tuple[str | None, str | None]:
+    """The base row and the tuned row to compare: base, and the final weights (else the last checkpoint)."""
+    rows = results.get("rows", [])
+    base = next((r["label"] for r in rows if r["kind"] == "base"), None)
+    tuned = [r for r in rows if r["kind"] in ("final", "checkpoint", "adapter", "model")]
+    final = next((r["label"] for r in tuned if r["kind"] == "final"), None)
+    return base, final or (tuned[-1]["label"] if tuned else None)
+
+
+_CSS = (
+    "body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:12px 0}"
+    "td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}"
+    "tr.best td{background:#ecfdf5;font-weight:600}pre{white-space:pre-wrap;margin:0;max-width:40em}"
+)
+
+
+def html_report(results: dict, preds: list[dict], column: str | None = None) -> str:
+    cols = results["columns"]
+    column = column or next((c for c in ("rouge-l", "bleu-4", "loss") if c in cols), cols[0] if cols else "loss")
+    top = best(results, column)
+    header, rows = table(results)
+    trs = "".join(
+        f'<tr class="{"best" if r[0] == top else ""}">' + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+        for r in rows
+    )
+    charts = "".join(chart_svg(results, c) for c in cols)
+    base, tuned = pair(results)
+    sbs = ""
+    if base and tuned:
+        items = side_by_side(preds, base, tuned)
+        sbs = (
+            f"<h2>Side by side: {html.escape(base)} vs {html.escape(tuned)}</h2><table><tr><th>#</th><th>prompt</th>"
+            "<th>reference</th><th>base</th><th>tuned</th></tr>"
+            + "".join(
+                f"<tr><td>{x['index']}</td>"
+                + "".join(f"<td><pre>{html.escape(x[k])}</pre></td>" for k in ("prompt", "reference", "base", "tuned"))
+                + "</tr>"
+                for x in items
+            )
+            + "</table>"
+        )
+    state = results.get("state", "")
+    note = f"<p>state: {html.escape(state)} {html.escape(results.get('error') or '')}</p>"
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Studio evaluation</title>"
+        f"<style>{_CSS}</style></head><body><h1>Evaluation</h1>{note}"
+        f"<p>{results.get('n_rows', 0)} rows; best by {html.escape(column)}: {html.escape(top or 'n/a')}</p>"
+        "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + f"</tr>{trs}</table>"
+        f"<div>{charts}</div>{sbs}</body></html>"
+    )
+
+
+def write_report(folder: str | Path) -> Path:
+    folder = Path(folder)
+    results, preds = read(folder)
+    out = folder / "report.html"
+    if results is not None:
+        out.write_text(html_report(results, preds), encoding="utf-8")
+    return out

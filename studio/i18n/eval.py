@@ -1,0 +1,42 @@
+"""Chinese text of the evaluation messages (``engine.eval.messages``), keyed like that catalog
+(``studio.i18n.localize`` looks them up). Light: stdlib only."""
+
+from __future__ import annotations
+
+EVAL_ZH: dict[str, str] = {
+    "eval.spec_unreadable": "无法读取 {path}：{error}",
+    "eval.field": "取值无效：{error}",
+    "eval.unknown_field": "未知字段（不属于评估配置）",
+    "eval.no_run": "没有运行 {run}（见 `studio runs list`）",
+    "eval.not_training_run": "运行 {run} 不是训练运行：请给出训练运行的 ID",
+    "eval.run_spec_bad": "运行 {run}：无法读取它的 spec.yaml：{error}",
+    "eval.no_models": "没有可评估的模型：请选择基座、最终权重、检查点或模型目录",
+    "eval.no_base": "没有基座模型：请给出 models.run 或 models.base_model",
+    "eval.no_checkpoints": "运行 {run} 在 {path} 中没有检查点（train.save_steps 会保存检查点）",
+    "eval.no_checkpoint": "运行 {run} 没有 checkpoint-{step}（已有：{have}）",
+    "eval.checkpoint_incomplete": "{path} 不完整：{why}",
+    "eval.no_final": "运行 {run} 还没有最终权重（缺少 {path}；运行状态：{status}）",
+    "eval.not_model_folder": "{path} 不是模型目录（没有 config.json）",
+    "eval.not_adapter_folder": "{path} 不是 PEFT 适配器目录（没有 adapter_config.json）",
+    "eval.full_run": "运行 {run} 训练的是完整模型：它的检查点是模型目录",
+    "eval.no_held_out": "运行 {run} 没有留出评估行（data.val_size 为 0 且没有 data.eval_datasets）：请选择数据集",
+    "eval.interleaved": "运行 {run} 以 {mix} 方式混合数据集：无法重建它的留出行；请选择数据集",
+    "eval.no_dataset": "data.source 为 dataset 时请给出数据集",
+    "eval.data_problem": "数据问题：{problem}",
+    "eval.no_references": "数据集 {name} 没有参考答案（只有文本）：只能计算损失；无法计算 {measures}：请去掉它们",
+    "eval.no_measures": "请至少选择一个指标",
+    "eval.no_cuda": "launch.device 为 cuda，但本机没有 GPU",
+    "eval.not_eval": "运行 {id} 不是评估",
+    "eval.lf_refused": "{key}：{why}",
+    "eval.lf_no_dataset": "eval_dataset（或 dataset）没有给出要预测的数据集",
+    "eval.lf_no_model": "缺少 model_name_or_path",
+    "eval.progress_loss": "{label}：计算损失，第 {done} 行，共 {total} 行",
+    "eval.progress_generate": "{label}：生成回答，第 {done} 行，共 {total} 行",
+    "eval.progress_load": "{label}：正在加载模型",
+    "eval.load_failed": "{label}：模型加载失败：{error}",
+    "eval.data_failed": "无法准备评估数据：{error}",
+    "eval.failed": "{label}：{error}",
+    "eval.cancelled": "已取消：{total} 个模型中完成了 {done} 个（它们的结果已保留）",
+    "eval.finished": "已在 {rows} 行上评估 {n} 个模型",
+    "eval.no_short_rows": "没有简短答案（一个词或字母）的行：准确率不适用",
+}

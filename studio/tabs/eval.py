@@ -1,0 +1,305 @@
+"""Evaluate tab: pick a finished run, its checkpoints, the base, the data and the measures; Start; follow the
+evaluation; read the report: the table (best row marked by a measure the user picks, with one click to merge it),
+a chart of each measure over training steps beside the training loss, and side-by-side answers (all rows, rows
+that differ, rows that got worse).
+
+Light: gradio + engine.runs.evals / engine.eval.report (through studio.backend) and studio/*. The evaluation is a
+run of the registry (engine.runs.evals), so the page keeps only its run id: a reload or a restarted studio attaches
+to the newest one. The merge of the best checkpoint is the Export tab's merge job (engine.export.jobs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from studio import backend
+from studio.i18n.localize import localize, localize_error
+from studio.i18n.page import t
+
+MEASURES = ["loss", "bleu", "rouge", "exact", "accuracy"]
+DEFAULT_MEASURES = ["loss", "bleu", "rouge", "exact"]
+SHOW = ("all", "differ", "worse")
+
+
+def _evals():
+    return backend.engine_module("runs.evals")
+
+
+def _report():
+    return backend.engine_module("eval.report")
+
+
+def run_choices() -> list[tuple[str, str]]:
+    """Completed training runs, newest first, as (label, run id)."""
+    return [
+        (f"{r.id} · {r.name}" if r.name and r.name != r.id else r.id, r.id)
+        for r in backend.list_runs()
+        if getattr(r, "status", "") == "completed" and getattr(r, "kind", "train") == "train"
+    ]
+
+
+def checkpoint_choices(run_id: str | None) -> list[str]:
+    if not run_id:
+        return []
+    try:
+        rec = backend.engine_module("runs.registry").get(run_id, refresh_status=False)
+        ckpts = backend.engine_module("runs.checkpoints").newest_first(Path(rec.output_dir) / "checkpoints")
+    except Exception:  # noqa: BLE001 - an unknown run has no checkpoints to show
+        return []
+    return [c.name for c in reversed(ckpts)]
+
+
+def data_choices(lang: str = "en") -> list[tuple[str, str]]:
+    try:
+        from engine.core import workspace
+
+        names = sorted(backend.engine_module("data.registry").read_dataset_info(workspace.data_dir()))
+    except Exception:  # noqa: BLE001 - no registry: only the held-out rows
+        names = []
+    return [(t("eval_held_out", lang), ""), *[(n, n) for n in names]]
+
+
+def on_run(run_id: str | None):
+    import gradio as gr
+
+    names = checkpoint_choices(run_id)
+    return gr.update(choices=names, value=names)
+
+
+def spec_from_form(run_id, ckpts, base, final, data, measures, limit, max_new, batch) -> dict:
+    steps = [int(c.rsplit("-", 1)[1]) for c in ckpts or []]
+    spec: dict = {
+        "models": {"run": run_id, "base": bool(base), "final": bool(final), "checkpoints": steps or "none"},
+        "data": {"source": "dataset", "datasets": [data]} if data else {"source": "held_out"},
+        "measures": list(measures or []),
+        "generation": {"max_new_tokens": int(max_new or 64), "batch_size": int(batch or 8)},
+    }
+    if limit:
+        spec["data"]["limit"] = int(limit)
+    return spec
+
+
+def start(run_id, ckpts, base, final, data, measures, limit, max_new, batch, lang="en") -> tuple[str | None, str]:
+    """(evaluation run id or None, message). Every problem named by its field, before anything runs."""
+    if not run_id:
+        return None, "❌ " + t("eval_pick_run", lang)
+    try:
+        rid = _evals().submit_eval(spec_from_form(run_id, ckpts, base, final, data, measures, limit, max_new, batch))
+    except Exception as exc:  # EvalError: (field, message) pairs
+        problems = getattr(exc, "problems", None)
+        if problems:
+            return None, "❌ " + "  \n".join(f"`{f}`: {localize(m, lang)}" for f, m in problems)
+        return None, f"❌ {localize_error(exc, lang)}"
+    return rid, t("eval_started", lang, id=rid)
+
+
+def status_text(status: dict, lang: str = "en") -> str:
+    state = status["state"]
+    line = (
+        t(f"eval_state_{state}", lang) if state in ("queued", "running", "finished", "failed", "cancelled") else state
+    )
+    prog = status.get("progress") or {}
+    if state == "running" and prog:
+        eta = prog.get("eta_seconds")
+        line += f" · {localize(status['detail'], lang)} · {prog.get('progress', 0):.0%}"
+        line += t("eval_eta", lang, s=int(eta)) if eta else ""
+    if status.get("error"):
+        line += f"  \n{localize(status['error'], lang)}"
+    if state == "finished":
+        line += "  \n" + t("eval_report_file", lang, path=status["report"])
+    return f"**{status['run_id']}** · {line}"
+
+
+def report_view(results: dict | None, preds: list[dict], column: str | None, show: str, lang: str = "en"):
+    """(table rows, charts HTML, best text, side-by-side rows) for the results so far."""
+    if not results or not results.get("rows"):
+        return {"headers": ["model"], "data": []}, "", "", []
+    rep = _report()
+    header, rows = rep.table(results)
+    cols = results["columns"]
+    column = column if column in cols else next((c for c in ("rouge-l", "bleu-4", "loss") if c in cols), cols[0])
+    best = rep.best(results, column)
+    rows = [[("★ " if r[0] == best else "") + r[0], *r[1:]] for r in rows]
+    charts = "".join(rep.chart_svg(results, c, width=420, height=200) for c in cols)
+    best_text = t("eval_best", lang, label=best, column=column) if best else ""
+    base, tuned = rep.pair(results)
+    sbs = []
+    if base and tuned:
+        sbs = [
+            [x["prompt"], x["reference"], x["base"], x["tuned"]]
+            for x in rep.side_by_side(preds, base, tuned, show, column)
+        ]
+    return (
+        {"headers": header, "data": rows},
+        f'<div id="eval-chart-box" style="display:flex;flex-wrap:wrap;gap:8px">{charts}</div>',
+        best_text,
+        sbs,
+    )
+
+
+def poll(job_id, column, show, lang="en"):
+    """(job id, status, table, charts, best, side by side, column choices) while an evaluation runs or shows."""
+    import gradio as gr
+
+    if not job_id:
+        return (None, *[gr.skip()] * 6)
+    try:
+        job = _evals().EvalJob(job_id)
+        status = job.poll()
+    except Exception as exc:  # noqa: BLE001 - a deleted run: say so once
+        return None, f"❌ {localize_error(exc, lang)}", *[gr.skip()] * 5
+    table, charts, best, sbs = report_view(status["results"], job.predictions(), column, show, lang)
+    cols = (status["results"] or {}).get("columns") or []
+    default = next((c for c in ("rouge-l", "bleu-4", "loss") if c in cols), cols[0] if cols else None)
+    choice = gr.update(choices=cols, value=column if column in cols else default) if cols else gr.skip()
+    keep = job_id if status["state"] in ("queued", "running") else None
+    return keep, status_text(status, lang), table, charts, best, sbs, choice
+
+
+def show_last(column, show, lang="en"):
+    """On load: the newest evaluation (attached when it still runs)."""
+    import gradio as gr
+
+    found = _evals().list_evals(limit=1)
+    if not found:
+        return None, "", gr.skip(), "", "", gr.skip(), gr.skip(), None
+    out = poll(found[0].run_id, column, show, lang)
+    return (found[0].run_id if out[0] else None, *out[1:], found[0].run_id)
+
+
+def refresh_view(shown, column, show, lang="en"):
+    out = poll(shown, column, show, lang)
+    return out[1:6]
+
+
+def cancel(job_id, lang="en") -> tuple[None, str]:
+    if not job_id:
+        return None, ""
+    return None, status_text(_evals().EvalJob(job_id).cancel(), lang)
+
+
+def merge_best(shown, column, lang="en") -> str:
+    """Merge the best checkpoint (or final weights) by ``column`` with the Export tab's merge job."""
+    if not shown:
+        return "❌ " + t("eval_nothing", lang)
+    try:
+        job = _evals().EvalJob(shown)
+        results = job.results() or {}
+        label = _report().best(results, column) if column else None
+        target = next((x for x in job.plan["targets"] if x["label"] == label), None)
+        if target is None or not target.get("adapter"):
+            return "❌ " + t("eval_nothing", lang)
+        from engine.core import workspace
+
+        out = workspace.exports_dir() / f"{job.plan['run_id']}-{label}"
+        merge = backend.engine_module("export.jobs").start_merge([target["adapter"]], str(out))
+    except Exception as exc:  # noqa: BLE001 - the exporter's own message
+        return f"❌ {localize_error(exc, lang)}"
+    return t("export_merging", lang, out=out, id=merge.run_id)
+
+
+def evaluations_text(run_id: str | None, lang: str = "en") -> str:
+    """The run's evaluations (its ``evaluations.jsonl``) for the Runs tab: id, models, report file."""
+    import json
+
+    if not run_id:
+        return ""
+    try:
+        folder = Path(backend.engine_module("runs.registry").get(run_id, refresh_status=False).run_dir)
+        lines = (folder / "evaluations.jsonl").read_text(encoding="utf-8").splitlines()
+        found = [json.loads(x) for x in lines if x.strip()]
+    except Exception:  # noqa: BLE001 - no evaluation yet
+        return ""
+    items = "; ".join(
+        f"`{e['eval_id']}` ({', '.join(e.get('targets', []))}) {Path(e['run_dir']) / 'report.html'}" for e in found
+    )
+    return "\n\n" + t("eval_of_run", lang, items=items) if items else ""
+
+
+def build(ctx: Any) -> None:
+    import gradio as gr
+
+    texts, lang = ctx.texts, ctx.lang_value
+    with gr.Row(equal_height=False):
+        run = texts.add(gr.Dropdown(run_choices(), label=t("eval_run", lang), scale=3, elem_id="eval-run"), "eval_run")
+        refresh = texts.add(gr.Button(t("refresh", lang), size="sm", scale=0, min_width=90), "refresh", "value")
+    ckpts = texts.add(
+        gr.CheckboxGroup([], label=t("eval_checkpoints", lang), elem_id="eval-ckpts"), "eval_checkpoints"
+    )
+    with gr.Row():
+        base = texts.add(gr.Checkbox(True, label=t("eval_base", lang), elem_id="eval-base"), "eval_base")
+        final = texts.add(gr.Checkbox(True, label=t("eval_final", lang), elem_id="eval-final"), "eval_final")
+    with gr.Row():
+        data = texts.add(
+            gr.Dropdown(data_choices(lang), value="", label=t("eval_data", lang), elem_id="eval-data"), "eval_data"
+        )
+        limit = texts.add(
+            gr.Number(0, precision=0, minimum=0, label=t("eval_limit", lang), elem_id="eval-limit"), "eval_limit"
+        )
+    measures = texts.add(
+        gr.CheckboxGroup(MEASURES, value=DEFAULT_MEASURES, label=t("eval_measures", lang), elem_id="eval-measures"),
+        "eval_measures",
+    )
+    with gr.Row():
+        max_new = texts.add(
+            gr.Number(64, precision=0, minimum=1, label=t("eval_max_new", lang), elem_id="eval-max-new"),
+            "eval_max_new",
+        )
+        batch = texts.add(
+            gr.Number(8, precision=0, minimum=1, label=t("eval_batch", lang), elem_id="eval-batch"), "eval_batch"
+        )
+    with gr.Row():
+        start_btn = texts.add(
+            gr.Button(t("eval_start", lang), variant="primary", elem_id="eval-start"), "eval_start", "value"
+        )
+        cancel_btn = texts.add(gr.Button(t("cancel", lang), variant="stop", elem_id="eval-cancel"), "cancel", "value")
+    status = gr.Markdown(elem_id="eval-status")
+    with gr.Row():
+        column = texts.add(
+            gr.Dropdown([], label=t("eval_best_by", lang), elem_id="eval-best-by", scale=1), "eval_best_by"
+        )
+        best = gr.Markdown(elem_id="eval-best")
+        merge_btn = texts.add(
+            gr.Button(t("eval_merge_best", lang), elem_id="eval-merge", scale=0), "eval_merge_best", "value"
+        )
+    merged = gr.Markdown(elem_id="eval-merged")
+    table = gr.Dataframe(interactive=False, wrap=True, elem_id="eval-table")
+    charts = gr.HTML(elem_id="eval-charts")
+    show = texts.add(
+        gr.Radio(
+            [(t(f"eval_show_{s}", lang), s) for s in SHOW],
+            value="all",
+            label=t("eval_show", lang),
+            elem_id="eval-show",
+        ),
+        "eval_show",
+    )
+    sbs = gr.Dataframe(
+        headers=["prompt", "reference", "base", "tuned"], interactive=False, wrap=True, elem_id="eval-sbs"
+    )
+    job, shown = gr.State(None), gr.State(None)
+    timer = gr.Timer(1.0)
+    refresh.click(lambda: gr.update(choices=run_choices()), None, [run])
+    ctx.tab.select(
+        lambda lang_: (gr.update(choices=run_choices()), gr.update(choices=data_choices(lang_))),
+        [ctx.lang],
+        [run, data],
+        queue=False,
+    )
+    run.change(on_run, [run], [ckpts], queue=False)
+    start_btn.click(
+        start, [run, ckpts, base, final, data, measures, limit, max_new, batch, ctx.lang], [job, status]
+    ).then(lambda j: j, [job], [shown])
+    cancel_btn.click(cancel, [job, ctx.lang], [job, status])
+    timer.tick(
+        poll,
+        [job, column, show, ctx.lang],
+        [job, status, table, charts, best, sbs, column],
+        show_progress="hidden",
+        queue=False,
+    )
+    for comp in (column, show):
+        comp.change(refresh_view, [shown, column, show, ctx.lang], [status, table, charts, best, sbs], queue=False)
+    merge_btn.click(merge_best, [shown, column, ctx.lang], [merged])
+    ctx.on_load.append((show_last, [column, show, ctx.lang], [job, status, table, charts, best, sbs, column, shown]))
