@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("engine.data.registry", "inspect datasets: `studio data check NAME`"),
     "download": ("engine.runs.downloads", "download a hub model or dataset into the cache, as a run (resumable)"),
     "models": ("engine.runs.downloads", "list local models (workspace and cache) with sizes; delete one"),
+    "export": ("engine.export.convert_jobs", "export a run or model as GGUF (+ Ollama Modelfile), verified"),
 }
 
 

@@ -23,6 +23,10 @@ Types and their payload keys:
   the first phase of a training run whose model is not local yet): repo, file, i, n, done, total, speed (bytes/s),
   eta_seconds, progress (0..1); finished: where, files, bytes; failed: cause, error.
 - ``warning``: field, message.
+- ``export_progress`` / ``export_finished`` / ``export_failed`` (engine.trainer.gguf_export): stage, i, n, out_dir;
+  finished: format, files [{name, bytes}], report (verification), summary; failed: cause, error.
+- ``serve_ready`` / ``serve_stopped`` (the OpenAI-compatible server): url, model; ``push_progress`` /
+  ``push_finished`` / ``push_failed`` (a push to the hub): repo, done, total; url; cause, error.
 
 Readers keep a byte offset and call ``read_events(path, offset)``: a torn last line (a writer mid-append or a crash)
 is not consumed, so the next read picks it up whole or, if it never completes, ignores it.
@@ -53,6 +57,14 @@ EVENT_TYPES = (
     "download_finished",
     "download_failed",
     "warning",
+    "export_progress",
+    "export_finished",
+    "export_failed",
+    "serve_ready",
+    "serve_stopped",
+    "push_progress",
+    "push_finished",
+    "push_failed",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")
 
