@@ -49,11 +49,10 @@ def is_model_folder(source: str) -> bool:
     )
 
 
-def tokenizer_dir(plan: ExportPlan | None, model_dir: str) -> Path:
+def tokenizer_dir(*dirs: str) -> Path:
     """Where the export's tokenizer comes from: an adapter's own copy first (as the merge copies it), then the
     model's."""
-    dirs = [Path(s.weights_dir) for s in (plan.sources if plan else []) if s.kind == "adapter"] + [Path(model_dir)]
-    return next((d for d in dirs if (d / "tokenizer.json").is_file()), Path(model_dir))
+    return next((Path(d) for d in dirs if (Path(d) / "tokenizer.json").is_file()), Path(dirs[-1]))
 
 
 def default_out(source: str, fmt: str) -> Path:
@@ -72,7 +71,7 @@ def plan_convert(
     if is_model_folder(source):
         model_dir = str(Path(source).expanduser().resolve())
         merge_plan = None
-        _check_model(model_dir, fmt, tokenizer_dir(None, model_dir))
+        _check_model(model_dir, fmt, tokenizer_dir(model_dir))
         owners = [(Path(model_dir), core_message("workspace.owner_model", path=Path(model_dir)), True)]
         problem = runs.folder_problem(out, owners)
         if problem is not None:
@@ -85,7 +84,7 @@ def plan_convert(
     else:
         src = xp.resolve_source(source)  # the architecture and the tokenizer first, before the merge's checks
         model_dir = src.base if src.kind == "adapter" else src.weights_dir
-        _check_model(str(model_dir), fmt, tokenizer_dir(None, src.weights_dir if src.kind == "adapter" else model_dir))
+        _check_model(str(model_dir), fmt, tokenizer_dir(src.weights_dir, model_dir))
         merge_plan = xp.plan_export([source], str(out), dtype="fp32", overwrite=overwrite, force=force)
         if merge_plan.sources[0].kind == "model":
             merge_plan, merge_bytes = None, 0  # a full fine-tune's model: converted as it is
