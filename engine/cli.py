@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "download": ("engine.runs.downloads", "download a hub model or dataset into the cache, as a run (resumable)"),
     "models": ("engine.runs.downloads", "list local models (workspace and cache) with sizes; delete one"),
     "export": ("engine.export.convert_jobs", "export a run or model as GGUF (+ Ollama Modelfile), verified"),
+    "serve": ("engine.export.serve_jobs", "serve a run or model with an OpenAI-compatible API on 127.0.0.1"),
 }
 
 

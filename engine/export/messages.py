@@ -121,9 +121,10 @@ MESSAGES: dict[str, str] = {
     "export.gguf_no_llama_cpp": "llama.cpp was not available here (pip install llama-cpp-python): the GGUF was read "
     "back with transformers' GGUF loader and the gguf package only",
     "export.not_export": "run {id} is not an export",
-    "export.export_source_dir": "{path} has config.json: exported as it is (no merge)",
-    "export.quantizing": "llama-quantize {fmt}",
+    "export.quantizing": "quantizing to {fmt} with llama-quantize",
     "export.quantize_failed": "llama-quantize failed ({code}): {tail}",
+    "export.not_serve": "run {id} is not a server",
+    "export.port_busy": "port {port} on 127.0.0.1 is in use: choose another --port (0: any free port)",
 }
 
 
