@@ -81,7 +81,8 @@ EXPORT_ZH: dict[str, str] = {
     "export.bad_format": "--format {fmt!r}：请选择 {choices} 之一",
     "export.gguf_arch": "架构 {arch!r} 在这里无法转换为 GGUF：Studio 可转换 {known}",
     "export.gguf_head": "{archs} 不是因果语言模型：只有 ...ForCausalLM 可以转换为 GGUF",
-    "export.gguf_rope": "带 rope 缩放 {rope!r} 的 {arch} 在这里无法转换为 GGUF（仅支持 default、linear 和 llama3 rope）",
+    "export.gguf_rope": "带 rope 缩放 {rope!r} 的 {arch} 在这里无法转换为 GGUF"
+    "（仅支持 default、linear 和 llama3 rope）",
     "export.gguf_no_tokenizer": "缺少 {path}：GGUF 需要携带分词器，只有快速分词器的 tokenizer.json 可以转换",
     "export.gguf_tokenizer": "分词器 {kind} 在这里无法转换为 GGUF：仅支持字节级 BPE（Llama 3、Qwen）和带字节回退的 "
     "SentencePiece BPE（Llama 2、Mistral）",
