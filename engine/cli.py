@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "models": ("engine.runs.downloads", "list local models (workspace and cache) with sizes; delete one"),
     "export": ("engine.export.convert_jobs", "export a run or model as GGUF (+ Ollama Modelfile), verified"),
     "serve": ("engine.export.serve_jobs", "serve a run or model with an OpenAI-compatible API on 127.0.0.1"),
+    "push": ("engine.export.push_jobs", "upload an export, a merge or a run's adapter to the Hugging Face hub"),
 }
 
 

@@ -184,9 +184,15 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--out", default=None, help="output folder (default: the workspace's exports/<source>-<format>)")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     ap.add_argument("--force", action="store_true", help="merge even when the memory estimate says it will not fit")
+    ap.add_argument("--push", metavar="REPO", default=None, help="then upload the result to this hub repo")
+    ap.add_argument("--private", action="store_true", help="with --push: create the repo private")
     args = ap.parse_args(argv)
+    from engine.export import push_jobs
+
     try:
         plan = cp.plan_convert(args.source, args.format, args.out, overwrite=args.overwrite, force=args.force)
+        if args.push:  # offline, tokenless or a bad repo id: said before any work
+            push_jobs.check_push(str(Path(plan.out_dir).parent), args.push)
         print(f"[export] {args.format} into {plan.out_dir}: about {cp.describe(plan)['estimated']}", flush=True)
         status = export(args.source, args.format, args.out, echo=True, overwrite=args.overwrite, force=args.force)
     except ExportError as exc:
@@ -195,6 +201,17 @@ def cli(argv: list[str]) -> int:
     if status["state"] == "finished":
         for line in result_lines(status["result"]):
             print(line)
+        if not args.push:
+            return 0
+        try:
+            pushed = push_jobs.follow(push_jobs.start_push(status["out_dir"], args.push, private=args.private))
+        except ExportError as exc:
+            print(f"studio export: {exc}", file=sys.stderr)
+            return 1
+        if pushed["state"] != "finished":
+            print(f"studio export: push {pushed['state']}: {pushed['error']}", file=sys.stderr)
+            return 1
+        print(f"pushed to {pushed['url']}")
         return 0
     print(f"studio export: {status['state']}: {status['error']}", file=sys.stderr)
     if status["state"] == "failed" and status["events"] and status["events"][-1]["payload"].get("cause") == "input":

@@ -125,6 +125,13 @@ MESSAGES: dict[str, str] = {
     "export.quantize_failed": "llama-quantize failed ({code}): {tail}",
     "export.not_serve": "run {id} is not a server",
     "export.port_busy": "port {port} on 127.0.0.1 is in use: choose another --port (0: any free port)",
+    "export.push_bad_repo": "--repo {repo!r}: give the hub repo as owner/name",
+    "export.push_no_output": "run {run} has no output folder {path} to push (it did not finish)",
+    "export.push_offline_refused": "cannot push to {repo}: the hub cannot be reached (HF_HUB_OFFLINE or "
+    "TRANSFORMERS_OFFLINE is set)",
+    "export.push_no_token_refused": "cannot push to {repo}: no Hugging Face token (set HF_TOKEN, type one in the "
+    "token field, or run `hf auth login`)",
+    "export.not_push": "run {id} is not a push",
 }
 
 

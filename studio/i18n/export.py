@@ -105,4 +105,10 @@ EXPORT_ZH: dict[str, str] = {
     "export.quantize_failed": "llama-quantize 失败（{code}）：{tail}",
     "export.not_serve": "运行 {id} 不是服务",
     "export.port_busy": "127.0.0.1 上的端口 {port} 已被占用：请换一个 --port（0：任意空闲端口）",
+    "export.push_bad_repo": "--repo {repo!r}：请以 owner/name 的形式给出 Hub 仓库",
+    "export.push_no_output": "运行 {run} 没有可推送的输出目录 {path}（它没有完成）",
+    "export.push_offline_refused": "无法推送到 {repo}：无法连接 Hub（设置了 HF_HUB_OFFLINE 或 TRANSFORMERS_OFFLINE）",
+    "export.push_no_token_refused": "无法推送到 {repo}：没有 Hugging Face 令牌（请设置 HF_TOKEN、在令牌栏中输入，"
+    "或运行 `hf auth login`）",
+    "export.not_push": "运行 {id} 不是推送任务",
 }
