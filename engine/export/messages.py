@@ -132,6 +132,9 @@ MESSAGES: dict[str, str] = {
     "export.push_no_token_refused": "cannot push to {repo}: no Hugging Face token (set HF_TOKEN, type one in the "
     "token field, or run `hf auth login`)",
     "export.not_push": "run {id} is not a push",
+    "export.detail_bnb": "quantizing to {fmt} with bitsandbytes, saving and reloading",
+    "export.bnb_summary": "the saved {fmt} folder reloads with max |logit diff| {diff:.3g} {op} {tol:.3g} against "
+    "the quantized model; quantizing moved the logits by up to {qerr:.3g} from float32",
 }
 
 

@@ -31,7 +31,7 @@ from engine.export import gguf_checks as gc
 from engine.export import modelfile as mf
 from engine.export.checks import ExportError
 from engine.export.messages import message
-from engine.trainer import gguf_verify, gguf_write
+from engine.trainer import bnb_export, gguf_verify, gguf_write
 from engine.trainer import merge as mg
 
 CHECK_CONVERSATIONS = [
@@ -130,6 +130,36 @@ def run(args, rep: Reporter, tmp: Path) -> dict:
         model_dir = merged
     else:
         model_dir = Path(plan.model_dir)
+    if plan.fmt in gc.BNB_FORMATS:
+        rep.stage("quantizing", 1, 1, message("export.detail_bnb", fmt=plan.fmt))
+        report = bnb_export.export(model_dir, tmp, plan.fmt)
+        op = "<=" if report["passed"] else ">"
+        report["summary"] = message(
+            "export.bnb_summary",
+            fmt=plan.fmt,
+            diff=report["max_abs_diff"],
+            op=op,
+            tol=report["tolerance"],
+            qerr=report["quantization_error_max_abs"],
+        )
+        report["llama_cpp_summary"] = ""
+    else:
+        report = gguf_part(plan, model_dir, tmp, rep)
+    if merge_report is not None:
+        report["merge"] = {k: merge_report[k] for k in ("max_abs_diff", "tolerance", "passed") if k in merge_report}
+    if not report["passed"]:
+        raise mg.VerificationError(message("export.verify_failed", summary=report["summary"]), report)
+    if plan.fmt in gc.GGUF_FORMATS:
+        report["modelfile"] = write_modelfile(model_dir, tmp, f"{file_stem(plan)}.gguf", plan.out_dir)
+    shutil.rmtree(tmp / "merged", ignore_errors=True)
+    saved = {**report, "summary": str(report["summary"]), "llama_cpp_summary": str(report["llama_cpp_summary"])}
+    (tmp / "verify.json").write_text(json.dumps(saved, indent=2, ensure_ascii=False), encoding="utf-8")
+    mg.publish(tmp, Path(plan.out_dir), args.overwrite)
+    return report
+
+
+def gguf_part(plan: cp.ConvertPlan, model_dir: Path, tmp: Path, rep: Reporter) -> dict:
+    """Write, (quantize,) read back and compare the GGUF; the verification report."""
     stem = file_stem(plan)
     gguf_name = f"{stem}.gguf"
     target = tmp / gguf_name
@@ -162,15 +192,6 @@ def run(args, rep: Reporter, tmp: Path) -> dict:
         if cpp
         else message("export.gguf_no_llama_cpp")
     )
-    if merge_report is not None:
-        report["merge"] = {k: merge_report[k] for k in ("max_abs_diff", "tolerance", "passed") if k in merge_report}
-    if not report["passed"]:
-        raise mg.VerificationError(message("export.verify_failed", summary=report["summary"]), report)
-    report["modelfile"] = write_modelfile(model_dir, tmp, gguf_name, plan.out_dir)
-    shutil.rmtree(tmp / "merged", ignore_errors=True)
-    saved = {**report, "summary": str(report["summary"]), "llama_cpp_summary": str(report["llama_cpp_summary"])}
-    (tmp / "verify.json").write_text(json.dumps(saved, indent=2, ensure_ascii=False), encoding="utf-8")
-    mg.publish(tmp, Path(plan.out_dir), args.overwrite)
     return report
 
 

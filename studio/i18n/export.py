@@ -111,4 +111,7 @@ EXPORT_ZH: dict[str, str] = {
     "export.push_no_token_refused": "无法推送到 {repo}：没有 Hugging Face 令牌（请设置 HF_TOKEN、在令牌栏中输入，"
     "或运行 `hf auth login`）",
     "export.not_push": "运行 {id} 不是推送任务",
+    "export.detail_bnb": "用 bitsandbytes 量化为 {fmt}，保存并重新加载",
+    "export.bnb_summary": "保存的 {fmt} 目录重新加载后，与内存中的量化模型相比最大 |logit 差| {diff:.3g} "
+    "{op} {tol:.3g}；量化使 logits 相对 float32 最多变化 {qerr:.3g}",
 }

@@ -243,3 +243,32 @@ def test_cancel_mid_conversion_leaves_nothing(base, tmp_path, run_registry, monk
     assert not out.exists() and not job.tmp_dir.exists()
     assert ev.last_event(job.events_path)["payload"]["cause"] == "cancelled"
     assert runs.get(job.run_id).status == "stopped"
+
+
+# ----------------------------------------------------------------------------------------------- bitsandbytes
+@pytest.mark.parametrize(("fmt", "bits"), [("bnb-4bit", 4), ("bnb-8bit", 8)])
+def test_bitsandbytes_export_loads_quantized(base, tmp_path, run_registry, fmt, bits):
+    """The saved folder loads in transformers as a bitsandbytes model; its logits move from the float32 model by
+    what the report says quantizing cost (the test's own reload against the test's own float32 forward)."""
+    import bitsandbytes as bnb
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from engine.trainer import gguf_export
+
+    out = tmp_path / fmt
+    plan = cp.plan_convert(base, fmt, str(out))
+    argv = cp.convert_argv(plan, tmp_path / f".{fmt}.tmp", str(tmp_path / "e.jsonl"), overwrite=False, force=False)
+    assert gguf_export.main(argv[3:]) == 0
+    report = json.loads((out / "verify.json").read_text())
+    assert report["passed"] and (out / "tokenizer.json").is_file()
+    loaded = AutoModelForCausalLM.from_pretrained(str(out), device_map="cpu").eval()
+    layer = {4: bnb.nn.Linear4bit, 8: bnb.nn.Linear8bitLt}[bits]
+    assert isinstance(loaded.model.layers[0].self_attn.q_proj, layer)
+    assert json.loads((out / "config.json").read_text())["quantization_config"][f"load_in_{bits}bit"] is True
+    ids = AutoTokenizer.from_pretrained(base)("The sea is calm tonight. 你好", return_tensors="pt").input_ids
+    ref = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).eval()
+    with torch.no_grad():
+        moved = float((loaded(input_ids=ids).logits.float() - ref(input_ids=ids).logits).abs().max())
+    assert moved > 0 and abs(moved - report["quantization_error_max_abs"]) <= report["tolerance"] + 1e-6
+    assert not (tmp_path / f".{fmt}.tmp").exists()
