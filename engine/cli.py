@@ -30,6 +30,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "download": ("engine.runs.downloads", "download a hub model or dataset into the cache, as a run (resumable)"),
     "models": ("engine.runs.downloads", "list local models (workspace and cache) with sizes; delete one"),
     "eval": ("engine.runs.eval_cli", "evaluate a run's base, checkpoints and final weights; prints the table"),
+    "export": ("engine.export.convert_jobs", "export a run or model as GGUF (+ Ollama Modelfile), verified"),
+    "serve": ("engine.export.serve_jobs", "serve a run or model with an OpenAI-compatible API on 127.0.0.1"),
+    "push": ("engine.export.push_jobs", "upload an export, a merge or a run's adapter to the Hugging Face hub"),
 }
 
 

@@ -12,6 +12,12 @@
   so the client raises its own exceptions. A gated repo answers 401 without a token and 403 with a token that is not
   in ``tokens`` (when ``tokens`` is set; any token passes otherwise).
 
+Uploads, as ``HfApi.create_repo`` / ``upload_file`` / ``create_commit`` make them: ``POST /api/repos/create``
+(recording the repo's visibility in ``private``), ``POST /api/models/{repo}/preupload/{revision}`` (every file
+"regular": its bytes travel inside the commit) and ``POST /api/models/{repo}/commit/{revision}`` (the NDJSON commit;
+its files land in ``repos``). Uploads need an ``Authorization`` header (401 without; with ``tokens`` set, one of them);
+the tokens seen are kept in ``auth_seen``.
+
 Faults a test can switch on: ``throttle`` (bytes per second of every body), ``stall`` (file names whose body stops
 after the file's first ``stall_after`` bytes until the server shuts down), ``corrupt`` (file names served with other
 bytes than the ones their metadata and ETag describe), ``sizes`` (file sizes the repo info claims instead).
@@ -21,6 +27,7 @@ is mocked: the project talks to this server through the real client.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -55,6 +62,9 @@ class HubStandin:
         self.corrupt: set[str] = set()  # file names served with bytes that do not match their checksum
         self.sizes: dict[str, int] = {}  # file name -> the size the repo info claims (a repo too large for the disk)
         self.requests: list[tuple[str, str]] = []
+        self.private: dict[str, bool] = {}  # repo -> private, as created
+        self.commits: list[tuple[str, list[str]]] = []  # (repo, paths) of every commit
+        self.auth_seen: set[str] = set()
         self.ranges: list[tuple[str, str]] = []  # (path, Range header) of every ranged GET
         self._closing = threading.Event()
         standin = self
@@ -196,6 +206,51 @@ class HubStandin:
                 self.end_headers()
                 if body:
                     self.wfile.write(payload)
+
+            def _send_json(self, status: int, obj) -> None:
+                payload = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_POST(self) -> None:  # noqa: N802
+                standin.requests.append((self.command, self.path))
+                data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                token = self._auth()
+                if token is None or (standin.tokens and token not in standin.tokens):
+                    return self._error(401, "Unauthorized", "Invalid credentials in Authorization header", True)
+                standin.auth_seen.add(token)
+                path = self.path.split("?", 1)[0]
+                if path == "/api/repos/create":
+                    req = json.loads(data)
+                    repo = f"{req['organization']}/{req['name']}" if req.get("organization") else req["name"]
+                    if repo in standin.repos:
+                        return self._error(409, "RepoExists", "You already created this model repo", True)
+                    standin.repos[repo] = {}
+                    standin.private[repo] = req.get("visibility", "private" if req.get("private") else "public") == (
+                        "private"
+                    )
+                    return self._send_json(200, {"url": f"{standin.url}/{repo}", "name": repo})
+                m = re.match(r"^/api/models/(?P<repo>.+)/(?P<op>preupload|commit)/(?P<rev>[^/]+)$", path)
+                if not m or m.group("repo") not in standin.repos:
+                    return self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}", True)
+                repo = m.group("repo")
+                if m.group("op") == "preupload":
+                    files = json.loads(data)["files"]
+                    answer = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]
+                    return self._send_json(200, {"files": answer, "commitOid": COMMIT})
+                paths = []
+                for line in data.splitlines():
+                    item = json.loads(line) if line.strip() else {}
+                    if item.get("key") == "file":
+                        value = item["value"]
+                        standin.repos[repo][value["path"]] = base64.b64decode(value["content"])
+                        paths.append(value["path"])
+                standin.commits.append((repo, paths))
+                url = f"{standin.url}/{repo}/commit/{COMMIT}"
+                return self._send_json(200, {"commitUrl": url, "commitOid": COMMIT, "success": True})
 
             def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
                 self._answer(body=False)

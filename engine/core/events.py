@@ -27,6 +27,10 @@ Types and their payload keys:
   (``engine.runs.health``).
 - ``eval_progress`` / ``eval_model_finished`` / ``eval_finished`` / ``eval_failed`` (engine.trainer.evaluate): i, n,
   label, phase, done, total, progress, eta_seconds, detail; a model's metrics; the results; cause, error.
+- ``export_progress`` / ``export_finished`` / ``export_failed`` (engine.trainer.gguf_export): stage, i, n, out_dir;
+  finished: format, files [{name, bytes}], report (verification), summary; failed: cause, error.
+- ``serve_ready`` / ``serve_stopped`` (the OpenAI-compatible server): url, model; ``push_progress`` /
+  ``push_finished`` / ``push_failed`` (a push to the hub): repo, done, total; url; cause, error.
 
 Readers keep a byte offset and call ``read_events(path, offset)``: a torn last line (a writer mid-append or a crash)
 is not consumed, so the next read picks it up whole or, if it never completes, ignores it.
@@ -62,6 +66,14 @@ EVENT_TYPES = (
     "eval_model_finished",
     "eval_finished",
     "eval_failed",
+    "export_progress",
+    "export_finished",
+    "export_failed",
+    "serve_ready",
+    "serve_stopped",
+    "push_progress",
+    "push_finished",
+    "push_failed",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")
 

@@ -96,6 +96,45 @@ MESSAGES: dict[str, str] = {
     "export.verify_summary": "max |logit diff| {diff:.3g} {op} {tol:.3g} ({dtype})",
     "export.verify_failed": "verification failed: {summary}",
     "export.adapter_copied": "adapter copied; its A/B shapes were checked against the base's safetensors headers",
+    # studio export: GGUF and quantized formats (engine.export.gguf_checks / convert_jobs, engine.trainer.gguf_export)
+    "export.bad_format": "--format {fmt!r}: choose one of {choices}",
+    "export.gguf_arch": "architecture {arch!r} cannot be converted to GGUF here: Studio converts {known}",
+    "export.gguf_head": "{archs} is not a causal language model: only a ...ForCausalLM converts to GGUF",
+    "export.gguf_rope": "{arch} with rope scaling {rope!r} cannot be converted to GGUF here (default, linear and "
+    "llama3 rope only)",
+    "export.gguf_no_tokenizer": "{path} is missing: a GGUF carries the tokenizer, and only a fast tokenizer's "
+    "tokenizer.json converts",
+    "export.gguf_tokenizer": "tokenizer {kind} cannot be converted to GGUF here: byte-level BPE (Llama 3, Qwen) and "
+    "SentencePiece BPE with byte fallback (Llama 2, Mistral) only",
+    "export.gguf_unmapped_tensor": "tensor {name} of this {arch} model has no GGUF name (gguf's tensor map)",
+    "export.no_quantizer": "--format {fmt} needs llama.cpp's llama-quantize: build llama.cpp "
+    "(https://github.com/ggml-org/llama.cpp, `cmake -B build && cmake --build build --target llama-quantize`) and put "
+    "it on PATH or set STUDIO_LLAMA_QUANTIZE=/path/to/llama-quantize; gguf-q8_0, gguf-f16 and gguf-bf16 need nothing",
+    "export.no_gguf_disk": "not enough disk space for {out}: the {fmt} export needs about {need} (the file {file}"
+    "{merge}) but only {free} is free there: free space or choose another --out",
+    "export.merge_part": " and a float32 merge of {merged} while it runs",
+    "export.detail_converting": "tensor {name}",
+    "export.detail_gguf_verify": "loading the GGUF back and comparing logits and greedy text",
+    "export.gguf_summary": "max |logit diff| {diff:.3g} {op} {tol:.3g} ({fmt}, transformers' GGUF reader vs the "
+    "merged model); greedy text same on {same}/{n} prompts",
+    "export.gguf_llama_cpp": "llama.cpp: max |logit diff| {diff:.3g}; greedy text same on {same}/{n} prompts",
+    "export.gguf_no_llama_cpp": "llama.cpp was not available here (pip install llama-cpp-python): the GGUF was read "
+    "back with transformers' GGUF loader and the gguf package only",
+    "export.not_export": "run {id} is not an export",
+    "export.quantizing": "quantizing to {fmt} with llama-quantize",
+    "export.quantize_failed": "llama-quantize failed ({code}): {tail}",
+    "export.not_serve": "run {id} is not a server",
+    "export.port_busy": "port {port} on 127.0.0.1 is in use: choose another --port (0: any free port)",
+    "export.push_bad_repo": "--repo {repo!r}: give the hub repo as owner/name",
+    "export.push_no_output": "run {run} has no output folder {path} to push (it did not finish)",
+    "export.push_offline_refused": "cannot push to {repo}: the hub cannot be reached (HF_HUB_OFFLINE or "
+    "TRANSFORMERS_OFFLINE is set)",
+    "export.push_no_token_refused": "cannot push to {repo}: no Hugging Face token (set HF_TOKEN, type one in the "
+    "token field, or run `hf auth login`)",
+    "export.not_push": "run {id} is not a push",
+    "export.detail_bnb": "quantizing to {fmt} with bitsandbytes, saving and reloading",
+    "export.bnb_summary": "the saved {fmt} folder reloads with max |logit diff| {diff:.3g} {op} {tol:.3g} against "
+    "the quantized model; quantizing moved the logits by up to {qerr:.3g} from float32",
 }
 
 

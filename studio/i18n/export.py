@@ -77,4 +77,41 @@ EXPORT_ZH: dict[str, str] = {
     "export.verify_summary": "最大 |logit 差| {diff:.3g} {op} {tol:.3g}（{dtype}）",
     "export.verify_failed": "校验失败：{summary}",
     "export.adapter_copied": "已复制适配器；其 A/B 形状已与基座的 safetensors 头信息核对",
+    # studio export：GGUF 与量化格式
+    "export.bad_format": "--format {fmt!r}：请选择 {choices} 之一",
+    "export.gguf_arch": "架构 {arch!r} 在这里无法转换为 GGUF：Studio 可转换 {known}",
+    "export.gguf_head": "{archs} 不是因果语言模型：只有 ...ForCausalLM 可以转换为 GGUF",
+    "export.gguf_rope": "带 rope 缩放 {rope!r} 的 {arch} 在这里无法转换为 GGUF"
+    "（仅支持 default、linear 和 llama3 rope）",
+    "export.gguf_no_tokenizer": "缺少 {path}：GGUF 需要携带分词器，只有快速分词器的 tokenizer.json 可以转换",
+    "export.gguf_tokenizer": "分词器 {kind} 在这里无法转换为 GGUF：仅支持字节级 BPE（Llama 3、Qwen）和带字节回退的 "
+    "SentencePiece BPE（Llama 2、Mistral）",
+    "export.gguf_unmapped_tensor": "该 {arch} 模型的张量 {name} 没有对应的 GGUF 名称（gguf 的张量映射）",
+    "export.no_quantizer": "--format {fmt} 需要 llama.cpp 的 llama-quantize：请编译 llama.cpp"
+    "（https://github.com/ggml-org/llama.cpp，`cmake -B build && cmake --build build --target llama-quantize`），"
+    "并把它放到 PATH 中或设置 STUDIO_LLAMA_QUANTIZE=/path/to/llama-quantize；gguf-q8_0、gguf-f16 和 gguf-bf16 无需它",
+    "export.no_gguf_disk": "{out} 的磁盘空间不足：{fmt} 导出约需 {need}（文件 {file}{merge}），但那里只有 {free} "
+    "可用：请释放空间或换一个 --out",
+    "export.merge_part": "，以及运行期间 {merged} 的 float32 合并结果",
+    "export.detail_converting": "张量 {name}",
+    "export.detail_gguf_verify": "重新加载 GGUF 并比较 logits 与贪心生成文本",
+    "export.gguf_summary": "最大 |logit 差| {diff:.3g} {op} {tol:.3g}（{fmt}，transformers 的 GGUF 读取器对比合并后的"
+    "模型）；贪心文本在 {same}/{n} 个提示上相同",
+    "export.gguf_llama_cpp": "llama.cpp：最大 |logit 差| {diff:.3g}；贪心文本在 {same}/{n} 个提示上相同",
+    "export.gguf_no_llama_cpp": "此机器上没有 llama.cpp（pip install llama-cpp-python）：GGUF 仅用 transformers 的 "
+    "GGUF 加载器和 gguf 包读回",
+    "export.not_export": "运行 {id} 不是导出任务",
+    "export.quantizing": "用 llama-quantize 量化为 {fmt}",
+    "export.quantize_failed": "llama-quantize 失败（{code}）：{tail}",
+    "export.not_serve": "运行 {id} 不是服务",
+    "export.port_busy": "127.0.0.1 上的端口 {port} 已被占用：请换一个 --port（0：任意空闲端口）",
+    "export.push_bad_repo": "--repo {repo!r}：请以 owner/name 的形式给出 Hub 仓库",
+    "export.push_no_output": "运行 {run} 没有可推送的输出目录 {path}（它没有完成）",
+    "export.push_offline_refused": "无法推送到 {repo}：无法连接 Hub（设置了 HF_HUB_OFFLINE 或 TRANSFORMERS_OFFLINE）",
+    "export.push_no_token_refused": "无法推送到 {repo}：没有 Hugging Face 令牌（请设置 HF_TOKEN、在令牌栏中输入，"
+    "或运行 `hf auth login`）",
+    "export.not_push": "运行 {id} 不是推送任务",
+    "export.detail_bnb": "用 bitsandbytes 量化为 {fmt}，保存并重新加载",
+    "export.bnb_summary": "保存的 {fmt} 目录重新加载后，与内存中的量化模型相比最大 |logit 差| {diff:.3g} "
+    "{op} {tol:.3g}；量化使 logits 相对 float32 最多变化 {qerr:.3g}",
 }

@@ -1,0 +1,219 @@
+"""Export jobs (GGUF, quantized formats): start, follow, cancel and list them, and ``studio export``. Light: stdlib,
+engine.export.convert_plan / jobs, engine.runs; never torch.
+
+An export is a command run of the registry (tag ``export``), like a merge (engine.export.jobs): its own run folder,
+a detached wrapper, status from the exit record and process liveness, stop by SIGTERM to its process group, a place in
+the queue and a row in the Runs tab. ``ExportJob(run_id)`` is rebuilt from the registry row's argv at any time. An
+export killed before it could clean up leaves its temp folder: the next look at the ended job removes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from engine.core import events as ev
+from engine.core.messages import from_exception
+from engine.export import checks as xp
+from engine.export import convert_plan as cp
+from engine.export import gguf_checks as gc
+from engine.export.checks import ExportError
+from engine.export.jobs import STATES, _with_detail
+from engine.export.messages import message, payload_message
+from engine.runs import registry as runs
+from engine.runs.command_job import CommandJob
+
+EXPORT_TAG = "export"
+MODULE = "engine.trainer.gguf_export"
+
+
+class ExportJob(CommandJob):
+    """One export, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer."""
+
+    what = "export"
+
+    def __init__(self, run_id: str):
+        try:
+            rec = runs.get(run_id, refresh_status=False)
+        except runs.RunsError as exc:
+            raise ExportError(from_exception(exc)) from None
+        argv = rec.command or []
+        if rec.kind != "command" or argv[1:3] != ["-m", MODULE]:
+            raise ExportError(message("export.not_export", id=run_id))
+        args = cp.convert_arg_parser().parse_args(argv[3:])
+        self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), argv
+        self.source, self.fmt, self.out_dir = args.source, args.format, args.out
+        self.tmp_dir, self.events_path, self.log_path = Path(args.tmp_dir), Path(args.events), rec.log_path
+        self.events: list[dict] = []
+        self._offset = 0
+
+    def poll(self) -> dict:
+        """{"state": queued|running|finished|failed|cancelled, "progress", "result", "error", "out_dir", ...}."""
+        rec = runs.get(self.run_id)
+        new, self._offset = ev.read_events(self.events_path, self._offset)
+        self.events += new
+        state = STATES.get(rec.status, "failed")
+        terminal = next((e for e in reversed(self.events) if e["type"] in ("export_finished", "export_failed")), None)
+        result = error = None
+        cleaned = ""
+        if state in ("failed", "cancelled") and terminal and terminal["type"] == "export_finished":
+            state = "finished"
+        if state in ("finished", "failed", "cancelled"):
+            if state == "finished" and not (terminal and terminal["type"] == "export_finished"):
+                state = "failed"
+            if state == "finished":
+                p = terminal["payload"]
+                result = {
+                    **p,
+                    "summary": payload_message(p, "summary") or p.get("summary", ""),
+                    "llama_cpp_summary": payload_message(p, "llama_cpp_summary") or p.get("llama_cpp_summary", ""),
+                }
+            else:
+                cancelled = terminal and terminal["payload"].get("cause") == "cancelled"
+                state = "cancelled" if cancelled else state
+                error = (payload_message(terminal["payload"], "error") if terminal else None) or rec.reason or "failed"
+            if self.tmp_dir.exists():
+                shutil.rmtree(self.tmp_dir, ignore_errors=True)
+                cleaned = message("export.cleaned", path=self.tmp_dir)
+        progress = [e for e in self.events if e["type"] == "export_progress"]
+        return {
+            "run_id": self.run_id,
+            "state": state,
+            "format": self.fmt,
+            "returncode": rec.exit_code,
+            "events": list(self.events),
+            "progress": _with_detail(progress[-1]["payload"]) if progress else None,
+            "result": result,
+            "error": error,
+            "cleaned": cleaned,
+            "out_dir": self.out_dir,
+            "source": self.source,
+            "created": rec.created,
+            "events_path": str(self.events_path),
+            "log_path": str(self.log_path),
+        }
+
+
+def start_export(
+    source: str, fmt: str, out_dir: str | None = None, *, overwrite: bool = False, force: bool = False
+) -> ExportJob:
+    """Check the source and the format (ExportError on any problem, before anything is queued) and queue the job."""
+    plan = cp.plan_convert(source, fmt, out_dir, overwrite=overwrite, force=force)
+    argv = cp.convert_argv(
+        plan, xp.temp_dir_for(plan.out_dir), "{run_dir}/events.jsonl", overwrite=overwrite, force=force
+    )
+    name = f"export {Path(str(source).rstrip('/')).name} → {Path(plan.out_dir).name}"
+    return ExportJob(runs.submit_command(argv, name=name, tags=[EXPORT_TAG]))
+
+
+def list_exports(limit: int = 10) -> list[ExportJob]:
+    found = []
+    for rec in runs.list_runs():
+        if rec.kind == "command" and EXPORT_TAG in rec.tags:
+            try:
+                found.append(ExportJob(rec.id))
+            except ExportError:
+                continue
+            if len(found) >= limit:
+                break
+    return found
+
+
+def describe_event(event: dict) -> str:
+    p = event.get("payload", {})
+    if event["type"] == "export_progress":
+        count = f" {p.get('i')}/{p.get('n')}" if p.get("n") else ""
+        return f"[export] {p.get('stage')}{count} {p.get('detail', '')}".rstrip()
+    if event["type"] == "export_finished":
+        return f"[export] finished: {p.get('out_dir')}"
+    if event["type"] == "export_failed":
+        return f"[export] failed ({p.get('cause')}): {p.get('error')}"
+    return f"[export] {event['type']}: {p.get('message', p)}"
+
+
+def export(source: str, fmt: str, out_dir: str | None = None, *, echo: bool = False, poll_interval: float = 0.3,
+           **kwargs) -> dict:  # fmt: skip
+    """Blocking export: start, follow to the end, return the final ``poll()`` dict (echo prints each event)."""
+    job = start_export(source, fmt, out_dir, **kwargs)
+    seen = 0
+    try:
+        while True:
+            status = job.poll()
+            if echo:
+                for e in status["events"][seen:]:
+                    print(describe_event(e), flush=True)
+                seen = len(status["events"])
+            if status["state"] not in ("queued", "running"):
+                return status
+            time.sleep(poll_interval)
+    except KeyboardInterrupt:
+        return job.cancel()
+
+
+def human_size(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
+
+
+def result_lines(result: dict) -> list[str]:
+    """What a person reads at the end: the files and their sizes, the verification, the Ollama command."""
+    lines = [f"exported to {result.get('out_dir')}"]
+    lines += [f"  {f['name']}  {human_size(f['bytes'])}" for f in result.get("files") or []]
+    lines += [f"verify: {result.get('summary')}", f"        {result.get('llama_cpp_summary')}"]
+    rep = result.get("report") or {}
+    for g in rep.get("greedy") or []:
+        lines.append(f"  greedy {g['prompt']!r}: {g['gguf']!r} ({'same' if g['same'] else 'differs'})")
+    mfile = rep.get("modelfile") or {}
+    if mfile.get("written"):
+        lines.append(f"Ollama: {mfile['command']}")
+    return lines
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+def cli(argv: list[str]) -> int:
+    """``studio export``: 0 exported and verified, 1 failed, 2 bad input, 130 cancelled."""
+    ap = argparse.ArgumentParser(
+        prog="studio export",
+        description="Export a run (merged first) or a model folder as GGUF (with an Ollama Modelfile) or a "
+        "quantized Hugging Face folder; the result is read back and compared with the model.",
+    )
+    ap.add_argument("source", metavar="RUN_ID|DIR", help="a run id or folder, a PEFT adapter folder or a model folder")
+    ap.add_argument("--format", required=True, choices=list(gc.FORMATS))
+    ap.add_argument("--out", default=None, help="output folder (default: the workspace's exports/<source>-<format>)")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    ap.add_argument("--force", action="store_true", help="merge even when the memory estimate says it will not fit")
+    ap.add_argument("--push", metavar="REPO", default=None, help="then upload the result to this hub repo")
+    ap.add_argument("--private", action="store_true", help="with --push: create the repo private")
+    args = ap.parse_args(argv)
+    from engine.export import push_jobs
+
+    try:
+        plan = cp.plan_convert(args.source, args.format, args.out, overwrite=args.overwrite, force=args.force)
+        if args.push:  # offline, tokenless or a bad repo id: said before any work
+            push_jobs.check_push(str(Path(plan.out_dir).parent), args.push)
+        print(f"[export] {args.format} into {plan.out_dir}: about {cp.describe(plan)['estimated']}", flush=True)
+        status = export(args.source, args.format, args.out, echo=True, overwrite=args.overwrite, force=args.force)
+    except ExportError as exc:
+        print(f"studio export: {exc}", file=sys.stderr)
+        return 2
+    if status["state"] == "finished":
+        for line in result_lines(status["result"]):
+            print(line)
+        if not args.push:
+            return 0
+        try:
+            pushed = push_jobs.follow(push_jobs.start_push(status["out_dir"], args.push, private=args.private))
+        except ExportError as exc:
+            print(f"studio export: {exc}", file=sys.stderr)
+            return 1
+        if pushed["state"] != "finished":
+            print(f"studio export: push {pushed['state']}: {pushed['error']}", file=sys.stderr)
+            return 1
+        print(f"pushed to {pushed['url']}")
+        return 0
+    print(f"studio export: {status['state']}: {status['error']}", file=sys.stderr)
+    if status["state"] == "failed" and status["events"] and status["events"][-1]["payload"].get("cause") == "input":
+        return 2
+    return 130 if status["state"] == "cancelled" else 1

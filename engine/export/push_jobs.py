@@ -1,0 +1,167 @@
+"""``studio push`` and the pushes that ``studio export --push`` starts: checks before any work, the push as a registry
+run (tag ``push``), following and cancelling it. Light: stdlib, engine.export / engine.runs; the upload itself is
+``python -m engine.export.push`` (huggingface_hub's client).
+
+What is pushed: a folder (an export, a merged model, an adapter), or a run id: an export's or a merge's output
+folder, a training run's adapter or model. Refused in one line before anything is queued: no such folder, a repo id
+that is not ``owner/name``, ``HF_HUB_OFFLINE`` set, no token (``HF_TOKEN``, or the client's saved login).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from engine.core import events as ev
+from engine.core.messages import from_exception
+from engine.export import checks as xp
+from engine.export.checks import ExportError
+from engine.export.messages import message, payload_message
+from engine.runs import registry as runs
+from engine.runs.command_job import CommandJob
+
+PUSH_TAG = "push"
+MODULE = "engine.export.push"
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
+
+
+def offline() -> bool:
+    """huggingface_hub's own rule: HF_HUB_OFFLINE, or TRANSFORMERS_OFFLINE when that is unset."""
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def has_token() -> bool:
+    if os.environ.get("HF_TOKEN"):
+        return True
+    try:
+        from huggingface_hub import get_token
+
+        return bool(get_token())
+    except Exception:  # noqa: BLE001 - no token store: no token
+        return False
+
+
+def push_folder(source: str) -> Path:
+    """The folder a source names (see the module's docstring); ExportError naming what is missing."""
+    p = Path(source).expanduser()
+    if p.is_dir():
+        return p.resolve()
+    try:
+        rec = runs.get(source, refresh_status=False)
+    except Exception:  # noqa: BLE001 - not a run id either
+        raise ExportError(message("export.no_source", path=source)) from None
+    argv = rec.command or []
+    if rec.kind == "command" and "--out" in argv:
+        out = Path(argv[argv.index("--out") + 1])
+        if out.is_dir():
+            return out
+        raise ExportError(message("export.push_no_output", run=source, path=out))
+    return Path(xp.resolve_source(source).weights_dir)
+
+
+def check_push(source: str, repo: str) -> Path:
+    if not REPO_ID.match(repo or ""):
+        raise ExportError(message("export.push_bad_repo", repo=repo))
+    folder = push_folder(source)
+    if offline():
+        raise ExportError(message("export.push_offline_refused", repo=repo))
+    if not has_token():
+        raise ExportError(message("export.push_no_token_refused", repo=repo))
+    return folder
+
+
+class PushJob(CommandJob):
+    what = "push"
+
+    def __init__(self, run_id: str):
+        try:
+            rec = runs.get(run_id, refresh_status=False)
+        except runs.RunsError as exc:
+            raise ExportError(from_exception(exc)) from None
+        argv = rec.command or []
+        if rec.kind != "command" or argv[1:3] != ["-m", MODULE]:
+            raise ExportError(message("export.not_push", id=run_id))
+        from engine.export.push import arg_parser
+
+        args = arg_parser().parse_args(argv[3:])
+        self.run_id, self.folder, self.repo, self.private = rec.id, args.folder, args.repo, args.private
+        self.events_path, self.log_path = Path(args.events), rec.log_path
+
+    def poll(self) -> dict:
+        rec = runs.get(self.run_id)
+        events, _ = ev.read_events(self.events_path, 0) if self.events_path.is_file() else ([], 0)
+        state = {"queued": "queued", "running": "running", "completed": "finished", "stopped": "cancelled"}.get(
+            rec.status, "failed"
+        )
+        progress = [e["payload"] for e in events if e["type"] == "push_progress"]
+        end = next((e for e in reversed(events) if e["type"] in ("push_finished", "push_failed")), None)
+        if state == "finished" and not (end and end["type"] == "push_finished"):
+            state = "failed"
+        if end and end["type"] == "push_failed" and end["payload"].get("cause") == "cancelled":
+            state = "cancelled"
+        error = None
+        if state in ("failed", "cancelled"):
+            error = (payload_message(end["payload"], "error") if end else None) or rec.reason or state
+        last = progress[-1] if progress else {}
+        return {
+            "run_id": self.run_id,
+            "state": state,
+            "repo": self.repo,
+            "private": self.private,
+            "folder": self.folder,
+            "done": last.get("done", 0),
+            "total": last.get("total", 0),
+            "files_done": last.get("i", 0),
+            "files": last.get("n", 0),
+            "url": end["payload"].get("url") if end and end["type"] == "push_finished" else None,
+            "pushed": (end or {}).get("payload", {}).get("pushed") or (end or {}).get("payload", {}).get("files"),
+            "error": error,
+            "log_path": str(self.log_path),
+        }
+
+
+def start_push(source: str, repo: str, *, private: bool = False) -> PushJob:
+    folder = check_push(source, repo)
+    argv = [sys.executable, "-m", MODULE, str(folder), "--repo", repo, "--events", "{run_dir}/events.jsonl"]
+    argv += ["--private"] if private else []
+    return PushJob(runs.submit_command(argv, name=f"push {folder.name} → {repo}", tags=[PUSH_TAG]))
+
+
+def follow(job: PushJob, echo: bool = True, interval: float = 0.3) -> dict:
+    shown = -1
+    try:
+        while True:
+            status = job.poll()
+            if echo and status["files_done"] != shown and status["files"]:
+                shown = status["files_done"]
+                print(f"[push] {shown}/{status['files']} files, {status['done']}/{status['total']} bytes", flush=True)
+            if status["state"] not in ("queued", "running"):
+                return status
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return job.cancel()
+
+
+def cli(argv: list[str]) -> int:
+    """``studio push``: 0 pushed, 1 failed, 2 bad input (offline, no token, no folder), 130 cancelled."""
+    ap = argparse.ArgumentParser(prog="studio push", description="Upload a run's output or a folder to the hub.")
+    ap.add_argument("source", metavar="RUN_ID|DIR", help="an export / merge / training run id, or a folder")
+    ap.add_argument("--repo", required=True, help="owner/name on the hub (created if missing)")
+    ap.add_argument("--private", action="store_true", help="create the repo private")
+    args = ap.parse_args(argv)
+    try:
+        job = start_push(args.source, args.repo, private=args.private)
+    except ExportError as exc:
+        print(f"studio push: {exc}", file=sys.stderr)
+        return 2
+    status = follow(job)
+    if status["state"] == "finished":
+        print(f"pushed to {status['url']}")
+        return 0
+    print(f"studio push: {status['state']}: {status['error']}", file=sys.stderr)
+    return 130 if status["state"] == "cancelled" else 1

@@ -1,0 +1,37 @@
+"""Export tab, GGUF (issue 24, item 6): a person picks the demo model, chooses Q8_0, clicks Export and sees the
+progress, then the GGUF file with its size, the verification line (max logit difference within its tolerance) and the
+`ollama create` command; the file the page names exists with that size."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+
+def test_gguf_q8_0_export_from_the_export_tab(page, server, shots):
+    model = server.home / "models" / "demo-tiny-llama"
+    for _ in range(600):  # the studio builds the demo model on its first start
+        if (model / "model.safetensors").is_file() and (model / "studio_demo.json").is_file():
+            break
+        page.wait_for_timeout(200)
+    page.get_by_role("tab", name="Export").click()
+    page.wait_for_selector("#xf-export", timeout=20_000)
+    page.fill("#export-source input", str(model))
+    page.keyboard.press("Enter")
+    page.click("#xf-format input")
+    page.get_by_role("option", name="gguf-q8_0").first.click()
+    page.click("#xf-export")
+    page.wait_for_selector("#gguf-path", timeout=400_000)
+    page.screenshot(path=str(shots / "export-gguf.png"))
+    shown = page.inner_text("#xf-result")
+    out = Path(page.inner_text("#gguf-path"))
+    gguf = next(out.glob("*.gguf"))
+    assert gguf.name in shown
+    size = gguf.stat().st_size
+    assert f"{size / 1e6:.2f} MB" in shown  # the size a person reads is the file's
+    report = json.loads((out / "verify.json").read_text())
+    m = re.search(r"max \|logit diff\| (\S+) <= (\S+) \(gguf-q8_0", shown)
+    assert m and float(m.group(1)) == float(f"{report['max_abs_diff']:.3g}") and report["passed"]
+    assert f"greedy text same on {report['greedy_same']}/3 prompts" in shown
+    assert "ollama create" in shown and (out / "Modelfile").is_file()

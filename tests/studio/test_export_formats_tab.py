@@ -1,0 +1,43 @@
+"""Handlers of the Export tab's GGUF / push / serve part (studio.tabs.export_formats), without a browser: refusals
+come back as the engine's own messages in the page's language, before anything is queued; a finished export's
+result shows the files, sizes, verification and the Ollama command it was given."""
+
+from __future__ import annotations
+
+from engine.runs import registry as runs
+from studio.tabs import export, export_formats
+
+RESOLVE = lambda s: export._run_folder(s) or export.inside_workspace(s)  # noqa: E731 - what the tab passes
+
+
+def test_refusals_before_any_work(studio_home, run_registry, monkeypatch):
+    job, msg = export_formats.start_export("/etc", "gguf-q8_0", "en", RESOLVE)
+    assert job is None and msg.startswith("❌ /etc: only folders inside the workspace")
+    job, msg = export_formats.start_serve("/etc", "zh", RESOLVE)
+    assert job is None and "工作区" in msg
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    job, msg = export_formats.start_push(None, "me/x", True, "hf_typed_token", "en")
+    assert job is None and "HF_HUB_OFFLINE" in msg
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE")
+    job, msg = export_formats.start_push(None, "not a repo", True, "", "zh")
+    assert job is None and "owner/name" in msg
+    assert runs.list_runs() == []
+
+
+def test_finished_export_reads_as_files_sizes_and_verification():
+    result = {
+        "out_dir": "/w/exports/r1-gguf-q8_0",
+        "files": [{"name": "r1.gguf", "bytes": 1_120_448}, {"name": "Modelfile", "bytes": 686}],
+        "summary": "max |logit diff| 0.0149 <= 0.133 (gguf-q8_0, ...)",
+        "llama_cpp_summary": "llama.cpp was not available here",
+        "report": {
+            "greedy": [{"prompt": "Hi", "gguf": "yo", "same": True}],
+            "modelfile": {"written": True, "command": "cd /w && ollama create r1 -f Modelfile"},
+        },
+    }
+    shown = export_formats.describe_export({"state": "finished", "result": result}, "en")
+    assert "| `r1.gguf` | 1.12 MB |" in shown and "| `Modelfile` | 0.7 kB |" in shown
+    assert "max |logit diff| 0.0149 <= 0.133" in shown and "«Hi» → «yo» (same)" in shown
+    assert "`cd /w && ollama create r1 -f Modelfile`" in shown
+    assert "相同" in export_formats.describe_export({"state": "finished", "result": result}, "zh")
