@@ -145,9 +145,12 @@ def stage_plot(view: dict, plot: str, axis: str, lang: str) -> Any:
     import gradio as gr
 
     frame = monitor.stage_frame(view, plot, axis, lang)
+    # The label goes with every update: an update that shows the plot (``visible``) can reach the browser after the
+    # language switch relabelled it and bring back the label the plot was built with.
     return gr.update(
         value=frame,
         visible=not frame.empty,
+        label=t(f"stage_{plot}", lang),
         x_title=t(f"ax_{axis}", lang),
         y_title=t("ax_value", lang),
         color_title=t("ax_curve", lang),
