@@ -11,7 +11,9 @@ import uuid
 import pytest
 from playwright.sync_api import expect
 
+from engine.core.messages import payload_message
 from studio.alerts import ALERT_COLOR
+from studio.i18n.localize import localize
 from tests.e2e.test_e2e_charts import start_run, wait_svg
 
 pytestmark = pytest.mark.slow  # a real server, a run and a browser
@@ -58,6 +60,9 @@ def test_a_diverging_run_is_stopped_and_its_alert_marked_and_listed(page, server
     assert drawn and zh in drawn["legend"], drawn
     expect(page.locator("#run-alerts")).to_contain_text("健康告警", timeout=30_000)
     listed = page.inner_text("#run-alerts")
-    assert "梯度范数爆炸" in listed and "梯度范数为" in listed and "停止" in listed, listed
+    # the reason in Chinese: inf / NaN, or a finite norm over the limit, whichever the divergence reached first
+    reason_zh = localize(payload_message(alert["payload"], "reason"), "zh")
+    assert reason_zh.startswith("梯度范数") and reason_zh != reason, reason_zh
+    assert "梯度范数爆炸" in listed and reason_zh in listed and "停止" in listed, listed
     expect(page.locator("#run-status")).to_contain_text("被健康规则停止", timeout=30_000)
     page.screenshot(path=str(shots / "health-alert-zh.png"))
