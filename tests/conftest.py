@@ -27,6 +27,21 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored():
+    """A test that runs a subprocess entry in-process (``gguf_export.main``, ``merge.main``) installs its SIGTERM
+    handler, and SIG_IGN once it has published, in the pytest process. Every later child inherits an ignored SIGTERM
+    and can no longer be stopped by it (the full-disk tests' writers, a webui): put the handlers back after each
+    test."""
+    import signal
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
     """A real one-host Slurm cluster for the session (tests/slurm_cluster.py); skipped where it cannot start."""
