@@ -669,7 +669,7 @@ def test_twenty_clients_poll_a_live_run(server, live_run, tally):
 
     def client(i: int) -> None:
         try:
-            c = Client(server.url + "/", auth=(USER, PASSWORD), verbose=False)
+            c = Client(server.url + "/", auth=(USER, PASSWORD), verbose=False, httpx_kwargs={"timeout": 120})
             while time.time() < stop_at:
                 out = c.predict(live_run, "step", 0.0, False, "en", api_name="/tick")
                 polls[i] += 1
