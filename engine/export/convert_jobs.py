@@ -24,7 +24,7 @@ from engine.export.checks import ExportError
 from engine.export.jobs import STATES, _with_detail
 from engine.export.messages import message, payload_message
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob
+from engine.runs.command_job import CommandJob, newest_jobs
 
 EXPORT_TAG = "export"
 MODULE = "engine.trainer.gguf_export"
@@ -110,16 +110,7 @@ def start_export(
 
 
 def list_exports(limit: int = 10) -> list[ExportJob]:
-    found = []
-    for rec in runs.list_runs():
-        if rec.kind == "command" and EXPORT_TAG in rec.tags:
-            try:
-                found.append(ExportJob(rec.id))
-            except ExportError:
-                continue
-            if len(found) >= limit:
-                break
-    return found
+    return newest_jobs(EXPORT_TAG, ExportJob, ExportError, limit)
 
 
 def describe_event(event: dict) -> str:

@@ -28,7 +28,7 @@ from engine.export import checks as xp
 from engine.export.checks import ExportError
 from engine.export.messages import message, payload_message
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob
+from engine.runs.command_job import CommandJob, newest_jobs
 
 MERGE_TAG = "merge"
 # registry status -> merge state
@@ -157,16 +157,7 @@ def start_merge(
 
 def list_merges(limit: int = 10) -> list[MergeJob]:
     """The newest merges first (a look at each ended one also removes a temp folder a killed merge left)."""
-    found = []
-    for rec in runs.list_runs():
-        if rec.kind == "command" and MERGE_TAG in rec.tags:
-            try:
-                found.append(MergeJob(rec.id))
-            except ExportError:
-                continue
-            if len(found) >= limit:
-                break
-    return found
+    return newest_jobs(MERGE_TAG, MergeJob, ExportError, limit)
 
 
 def merge(sources: list[str], out_dir: str, *, echo: bool = False, poll_interval: float = 0.3, **kwargs) -> dict:

@@ -21,7 +21,7 @@ from engine.export import convert_plan as cp
 from engine.export.checks import ExportError
 from engine.export.messages import message
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob
+from engine.runs.command_job import CommandJob, newest_jobs
 
 SERVE_TAG = "serve"
 MODULE = "engine.trainer.serve"
@@ -117,16 +117,7 @@ def start_serve(source: str, port: int | None = None) -> ServeJob:
 
 
 def list_servers(limit: int = 10) -> list[ServeJob]:
-    found = []
-    for rec in runs.list_runs():
-        if rec.kind == "command" and SERVE_TAG in rec.tags:
-            try:
-                found.append(ServeJob(rec.id))
-            except ExportError:
-                continue
-            if len(found) >= limit:
-                break
-    return found
+    return newest_jobs(SERVE_TAG, ServeJob, ExportError, limit)
 
 
 def curl_example(url: str, model: str) -> str:

@@ -30,3 +30,19 @@ class CommandJob:
         """SIGTERM the run's process group (the command cleans up and exits), SIGKILL after ``grace``."""
         runs.stop(self.run_id, grace_s=grace)
         return self.poll()
+
+
+def newest_jobs(tag: str, make, refused: type[Exception] | tuple[type[Exception], ...], limit: int) -> list:
+    """The newest command runs tagged ``tag`` read back as jobs (``make(run_id)``), at most ``limit``; a run that
+    ``make`` refuses (``refused``: not this kind of job after all) is skipped. Shared by the merge, export, serve and
+    download lists."""
+    found = []
+    for rec in runs.list_runs():
+        if rec.kind == "command" and tag in rec.tags:
+            try:
+                found.append(make(rec.id))
+            except refused:
+                continue
+            if len(found) >= limit:
+                break
+    return found

@@ -23,7 +23,7 @@ from engine.models import local
 from engine.models.download import DOWNLOAD_TAG, DownloadError, describe_event, parse_target, worker_argv
 from engine.models.messages import message
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob
+from engine.runs.command_job import CommandJob, newest_jobs
 
 STATES = {"queued": "queued", "running": "running", "completed": "finished", "failed": "failed"}
 STATES["stopped"] = "cancelled"
@@ -87,17 +87,7 @@ class DownloadJob(CommandJob):
 
 
 def list_downloads(limit: int = 20) -> list[DownloadJob]:
-
-    found = []
-    for rec in runs.list_runs():
-        if rec.kind == "command" and DOWNLOAD_TAG in rec.tags:
-            try:
-                found.append(DownloadJob(rec.id))
-            except DownloadError:
-                continue
-            if len(found) >= limit:
-                break
-    return found
+    return newest_jobs(DOWNLOAD_TAG, DownloadJob, DownloadError, limit)
 
 
 def in_use(model: local.LocalModel) -> Message | None:
