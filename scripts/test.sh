@@ -8,4 +8,6 @@ export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=
   TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # DeepSpeed compiles its CPU ops on first use; keep them in the repo's venv so CI's second run reuses them.
 export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$PWD/.venv/torch_extensions}"
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# Two worker processes (pytest-xdist) by default, one test file (or the Slurm cluster's tests) per worker at a time:
+# STUDIO_TEST_WORKERS=0 runs everything in one process; -n N on the command line overrides it too.
+exec .venv/bin/python -m pytest -q -p no:cacheprovider -n "${STUDIO_TEST_WORKERS:-2}" --dist loadgroup "$@"

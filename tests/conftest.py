@@ -85,8 +85,21 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def _xdist_group(item) -> str:
+    """The pytest-xdist group a test runs in (``--dist loadgroup``, scripts/test.sh): every test of one file on one
+    worker, so a file's module-scoped set-up (a trained run, a studio server) is made once, not on each worker; and
+    every test on the session's Slurm cluster on one worker, so one cluster serves them all (two one-host clusters on
+    one machine would share its node's name and compete for its CPUs)."""
+    if "slurm_cluster" in getattr(item, "fixturenames", ()):
+        return "slurm"
+    return item.nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked gpu run on a CUDA machine (bench/gpu_check.sh); elsewhere they are skipped, saying why."""
+    """Tests marked gpu run on a CUDA machine (bench/gpu_check.sh); elsewhere they are skipped, saying why.
+    Every test gets its xdist group (``_xdist_group``); the longest files are sent to workers first."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
     if not any("gpu" in item.keywords for item in items) or _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run bench/gpu_check.sh on a GPU machine)")
@@ -106,3 +119,28 @@ def run_registry(tmp_path, monkeypatch) -> Path:
     for rec in runs.list_runs(refresh_status=False):  # never leave a process behind, whatever failed
         if rec.status in ("running", "queued"):
             runs.stop(rec.id, grace_s=1)
+
+
+# The reliability table (tests/tally_table.py): each xdist worker hands its rows to the controller at its end; the
+# controller (or a plain pytest process) prints the summary.
+def pytest_sessionfinish(session, exitstatus):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from tests import tally_table
+
+        workeroutput[tally_table.KEY] = tally_table.dump()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    text = getattr(node, "workeroutput", {}).get("studio_reliability_table")
+    if text:
+        from tests import tally_table
+
+        tally_table.merge(text)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    from tests import tally_table
+
+    tally_table.write_summary(terminalreporter, os.environ.get("STUDIO_SOAK") == "1")
