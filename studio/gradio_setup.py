@@ -102,3 +102,45 @@ def install() -> bool:
         return False
     sys.meta_path.insert(0, _PatchAfterExec())
     return True
+
+
+START_CHECK_S = 120.0  # how long launch() waits for its own server to answer on a busy machine
+
+
+def patient_start_check(networking: ModuleType | None = None, limit_s: float | None = None) -> None:
+    """Make ``Blocks.launch()``'s check that its own server answers on localhost wait for it on a busy machine.
+
+    gradio's ``networking.url_ok`` sends up to five HEAD requests of 3 s each, but gives up on the first timeout, and
+    ``launch()`` then raises "When localhost is not accessible, a shareable link must be created" and the studio
+    exits. On a 2-core machine with both cores taken (a training run, a test suite), the server's first answer can
+    take longer than 3 s: the studio died at start, though nothing was wrong. The replacement asks the same question
+    until an answer comes or ``limit_s`` (STUDIO_START_CHECK_S, default 120 s) has passed; an answer with any other
+    status still counts as not accessible, as in gradio."""
+    import os
+    import time
+
+    if networking is None:
+        from gradio import networking
+    if limit_s is None:
+        limit_s = float(os.environ.get("STUDIO_START_CHECK_S", START_CHECK_S))
+    original = networking.url_ok
+    if getattr(original, "studio_patient", False):
+        return
+    import httpx
+
+    def url_ok(url: str) -> bool:
+        deadline = time.monotonic() + limit_s
+        while True:
+            try:
+                r = httpx.head(url, timeout=10, verify=False)
+                if r.status_code in (200, 401, 301, 302, 303, 307, 308):
+                    return True
+            except (ConnectionError, httpx.ConnectError, httpx.TimeoutException):
+                pass
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
+
+    url_ok.studio_patient = True
+    url_ok.__doc__ = original.__doc__
+    networking.url_ok = url_ok

@@ -85,21 +85,12 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _xdist_group(item) -> str:
-    """The pytest-xdist group a test runs in (``--dist loadgroup``, scripts/test.sh): every test of one file on one
-    worker, so a file's module-scoped set-up (a trained run, a studio server) is made once, not on each worker; and
-    every test on the session's Slurm cluster on one worker, so one cluster serves them all (two one-host clusters on
-    one machine would share its node's name and compete for its CPUs)."""
-    if "slurm_cluster" in getattr(item, "fixturenames", ()):
-        return "slurm"
-    return item.nodeid.split("::", 1)[0]
-
-
 def pytest_collection_modifyitems(config, items):
     """Tests marked gpu run on a CUDA machine (bench/gpu_check.sh); elsewhere they are skipped, saying why.
-    Every test gets its xdist group (``_xdist_group``); the longest files are sent to workers first."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+    The longest test files come first (tests/xdist_groups.py), so xdist's workers end close together."""
+    from tests import xdist_groups
+
+    items[:] = xdist_groups.longest_first(items)
     if not any("gpu" in item.keywords for item in items) or _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run bench/gpu_check.sh on a GPU machine)")
@@ -129,6 +120,17 @@ def pytest_sessionfinish(session, exitstatus):
         from tests import tally_table
 
         workeroutput[tally_table.KEY] = tally_table.dump()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (scripts/test.sh): whole files per worker, the Slurm cluster's files as one unit,
+    longest first (tests/xdist_groups.py)."""
+    if config.getvalue("dist") == "loadfile":
+        from tests import xdist_groups
+
+        return xdist_groups.make_scheduler(config, log)
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)

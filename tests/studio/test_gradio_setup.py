@@ -73,3 +73,44 @@ print("ok")
     env = {k: v for k, v in os.environ.items() if k != "GRADIO_DEFAULT_CONCURRENCY_LIMIT"}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_start_check_waits_for_a_slow_first_answer():
+    """gradio's launch() check of its own server gives up on the first HEAD slower than 3 s (then the studio exits
+    with "localhost is not accessible"); the studio's check waits for the answer, and still says no for a port that
+    never answers."""
+    import http.server
+    import threading
+    import types
+
+    from gradio import networking
+
+    from studio import gradio_setup
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802
+            first.wait(4.5)  # the first answer comes late, as from a server whose cores are taken
+            first.set()
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    first = threading.Event()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/"
+    try:
+        assert networking.url_ok(url) is False  # gradio's own check: gives up at its first 3 s timeout
+        first.clear()
+        mod = types.SimpleNamespace(url_ok=networking.url_ok)
+        gradio_setup.patient_start_check(mod, limit_s=60)
+        assert mod.url_ok is not networking.url_ok and mod.url_ok(url) is True
+        server.shutdown()
+        server.server_close()
+        closed = types.SimpleNamespace(url_ok=networking.url_ok)
+        gradio_setup.patient_start_check(closed, limit_s=1)
+        assert closed.url_ok(url) is False  # nothing listens there any more
+    finally:
+        server.server_close()
