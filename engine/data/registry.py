@@ -1,5 +1,5 @@
-"""The dataset registry: ``dataset_info.json`` in LLaMA-Factory's schema, loading and checking registered datasets,
-registration, and ``studio data``.
+"""The dataset registry (of datasets; runs are ``engine.runs.registry``'s): ``dataset_info.json`` in LLaMA-Factory's
+schema, loading and checking registered datasets, registration, and ``studio data``.
 
 Light: stdlib; the files are read by engine.data.files (pyarrow only for Parquet / saved HF datasets), the rows
 checked by engine.data.rows. Never torch, transformers or datasets.

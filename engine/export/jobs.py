@@ -25,6 +25,7 @@ from pathlib import Path
 from engine.core import events as ev
 from engine.core.messages import from_exception
 from engine.export import checks as xp
+from engine.export import sizes
 from engine.export.checks import ExportError
 from engine.export.messages import message, payload_message
 from engine.runs import registry as runs
@@ -270,7 +271,7 @@ def cli(argv: list[str]) -> int:
         "export_device, export_legacy_format, export_hub_model_id); options given here win over its keys",
     )
     ap.add_argument("--out", default=None, help="output folder (must not exist unless --overwrite)")
-    ap.add_argument("--dtype", choices=list(xp.DTYPES), default=None, help="saved dtype (default: the base's)")
+    ap.add_argument("--dtype", choices=list(sizes.DTYPES), default=None, help="saved dtype (default: the base's)")
     ap.add_argument("--max-shard-size", default=None, help="largest safetensors shard (default 2GB)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default=None, help="where to merge (default cpu)")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing output folder")

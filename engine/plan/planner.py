@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.machine.hardware import auto_precision
 from engine.machine.kernels import (
     MASK_BIAS_NOTE_BYTES,
     attention_bias_bytes,
@@ -80,16 +81,15 @@ class MemoryPlan:
         return out
 
 
-def resolve_precision(spec, hardware=None, gpu_mem_gib: float | None = None) -> str:
-    """bf16 | fp16 | fp32, as the trainer will pick it."""
+def planned_precision(spec, hardware=None, gpu_mem_gib: float | None = None) -> str:
+    """bf16 | fp16 | fp32, as the launch will pick it (``engine.machine.hardware.auto_precision``); with no GPU here
+    but a GPU size typed in (``gpu_mem_gib``), the plan is for that GPU: bf16."""
     p = spec.train.precision
     if p != "auto":
         return p
-    if spec.launch.device == "cpu":
-        return "fp32"
     gpus = hardware.gpus if hardware is not None else []
-    if gpus:
-        return "fp16" if gpus[0].bf16 is False else "bf16"
+    if spec.launch.device == "cpu" or gpus:
+        return auto_precision("cpu" if spec.launch.device == "cpu" else "cuda", gpus)
     return "bf16" if gpu_mem_gib else "fp32"
 
 
@@ -178,7 +178,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         if resolved.source != "local":  # a local folder is what the user typed: no need to say so
             source_note = source_text(resolved)
     shape = model_shape(config)
-    precision = resolve_precision(spec, hardware, gpu_mem_gib)
+    precision = planned_precision(spec, hardware, gpu_mem_gib)
     dt = resolve_dtypes(spec, precision)
     tr = trainable(spec, shape)
     notes = ([source_note] if source_note else []) + list(shape.notes)

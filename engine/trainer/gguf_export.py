@@ -25,10 +25,10 @@ import traceback
 from pathlib import Path
 
 from engine.core.messages import from_exception, to_json
-from engine.export import checks as xp
 from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
 from engine.export import modelfile as mf
+from engine.export import sizes
 from engine.export.checks import ExportError
 from engine.export.messages import message
 from engine.trainer import bnb_export, gguf_verify, gguf_write
@@ -125,7 +125,7 @@ def run(args, rep: Reporter, tmp: Path) -> dict:
     if plan.needs_merge:
         merged = tmp / "merged"
         merged.mkdir()
-        merge_report = mg.merge_weights(plan.merge, merged, rep, "cpu", xp.parse_size("2GB"))
+        merge_report = mg.merge_weights(plan.merge, merged, rep, "cpu", sizes.parse_size("2GB"))
         mg.copy_support_files(plan.merge, merged)
         model_dir = merged
     else:

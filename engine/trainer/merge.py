@@ -31,6 +31,7 @@ from pathlib import Path
 from engine.core import events as ev
 from engine.core.messages import from_exception, to_json
 from engine.export import checks as xp
+from engine.export import sizes
 from engine.export.checks import ExportError, ExportPlan
 from engine.export.messages import message
 
@@ -129,7 +130,7 @@ def pad_token_id(plan: ExportPlan) -> int | None:
 
     dirs = [s.weights_dir for s in plan.sources if s.kind == "adapter"] + [plan.base]
     for d in dirs:
-        if any((Path(d) / n).is_file() for n in xp.TOKENIZER_FILES):
+        if any((Path(d) / n).is_file() for n in sizes.TOKENIZER_FILES):
             tok = AutoTokenizer.from_pretrained(d)
             return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     return None
@@ -190,7 +191,7 @@ def merge_weights(
             raise VerificationError(message("export.fp32_mismatch", diff=fp32_diff, tol=fp32_tol), report)
     else:
         ref = logits_of(model, ids)
-    torch_dtype = getattr(torch, xp.DTYPES[plan.dtype][0])
+    torch_dtype = getattr(torch, sizes.DTYPES[plan.dtype][0])
     model = model.to(torch_dtype)
     model.config.dtype = torch_dtype
     if hasattr(model.config, "quantization_config"):
@@ -266,7 +267,7 @@ def copy_support_files(plan: ExportPlan, tmp: Path) -> list[str]:
     chat template there), then the base's."""
     copied = []
     dirs = [Path(s.weights_dir) for s in plan.sources if s.kind == "adapter"] + [Path(plan.base)]
-    for name in (*xp.TOKENIZER_FILES, "generation_config.json"):
+    for name in (*sizes.TOKENIZER_FILES, "generation_config.json"):
         for d in dirs:
             if (d / name).is_file():
                 shutil.copy2(d / name, tmp / name)
@@ -401,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force,
             base=args.base,
         )
-        max_shard = xp.parse_size(args.max_shard_size)
+        max_shard = sizes.parse_size(args.max_shard_size)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         if plan.adapter_only:

@@ -1,4 +1,5 @@
-"""English and Chinese texts of the page, and the switch between them. Light: stdlib + gradio.
+"""A table of facts: the English and Chinese texts of the page (``STRINGS``), and the switch between them. Light:
+stdlib + gradio.
 
 Field labels come from the spec's metadata (``label`` / ``label_zh``); everything else the page says is here.
 ``Texts`` remembers which component shows which key, so the language dropdown updates every label in one event.
@@ -162,7 +163,6 @@ STRINGS: dict[str, tuple[str, str]] = {
     "tuned": ("Tuned", "微调后"),
     "max_new_tokens": ("Max new tokens", "最大生成长度"),
     "doctor_run": ("Run checks", "运行检查"),
-    "unavailable": ("not available yet: {what}", "暂不可用：{what}"),
     "started": ("Started run {id}", "已启动运行 {id}"),
     "st_running": ("running", "运行中"),
     "st_waiting": ("waiting", "等待中"),

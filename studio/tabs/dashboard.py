@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from studio import alerts, backend, monitor
+from engine.machine import hardware
+from engine.runs import registry as runs
+from engine.runs import watchdog
+from studio import alerts, backend, monitor, monitor_text
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 from studio.tabs import runs as runs_tab
@@ -31,13 +34,13 @@ def run_status(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return ""
     try:
-        record = backend.engine_module("runs.registry").get(run_id)
-        status = backend.engine_module("runs.watchdog").status_text(record)
+        record = runs.get(run_id)
+        status = watchdog.status_text(record)
         text = localize(status, lang) if getattr(status, "key", "") else str(status or "")
     except Exception:  # registry missing or the id unknown: the events still tell the story
         return ""
     job = runs_tab.cluster_text(record, lang)
-    if job:  # a compound status is shown as it is (monitor.status_line translates only a bare status word)
+    if job:  # a compound status is shown as it is (monitor_text.status_line translates only a bare status word)
         word = t(f"st_{text}", lang) if f"st_{text}" in STRINGS else text
         return f"{word} · {job}"
     return text
@@ -46,7 +49,7 @@ def run_status(run_id: str | None, lang: str = "en") -> str:
 def machine_has_gpu() -> bool:
     """Whether this machine has GPUs (engine.machine.hardware, detected once per process)."""
     try:
-        return bool(backend.engine_module("machine.hardware").detect().has_gpu)
+        return bool(hardware.detect().has_gpu)
     except Exception:  # no driver tools, a broken library: the page says CPU rather than fail
         return False
 
@@ -94,10 +97,10 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
     mem, util, note = monitor.gpu_frames(view, lang)
     gpu = monitor.shows_gpu(view)
     res = resource_titles(machine_has_gpu() if gpu is None else gpu, lang)
-    status = monitor.status_line(view, view.get("status_seen") or run_status(view.get("run_id"), lang), lang)
+    status = monitor_text.status_line(view, view.get("status_seen") or run_status(view.get("run_id"), lang), lang)
     if note:
         status += f"  \n<small>{note}</small>"
-    failure = monitor.failure_text(view, lang)
+    failure = monitor_text.failure_text(view, lang)
     seconds, curve = t("ax_seconds", lang), t("ax_curve", lang)
     return [
         gr.update(
@@ -125,9 +128,9 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
             color_map=lagged_colors(view, "util", util),
             **res["util"],
         ),
-        monitor.progress_html(view, lang),
+        monitor_text.progress_html(view, lang),
         status if view.get("run_id") else t("no_run", lang),
-        monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",
+        monitor_text.log_tail(view["run_dir"]) if view.get("run_dir") else "",
         gr.update(value=failure, visible=bool(failure)),
         *(stage_plot(view, plot, axis, lang) for plot in monitor.STAGE_PLOTS),
         gr.update(value=alerts.table_markdown(run_alerts, lang), visible=bool(run_alerts)),
@@ -136,7 +139,7 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
 
 def _step_x(view: dict, step: float, axis: str) -> float:
     """Where a step lies on the chosen x axis (the alert marks)."""
-    return float(step) if axis == "step" else monitor._nearest_x(view, step, axis)
+    return float(step) if axis == "step" else monitor.x_of_step(view, step, axis)
 
 
 def stage_plot(view: dict, plot: str, axis: str, lang: str) -> Any:
@@ -186,7 +189,7 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     elif view.get("settle"):
         view["settle"] -= 1
         changed = True
-    log = monitor.log_tail(view["run_dir"]) if view.get("run_dir") else ""
+    log = monitor_text.log_tail(view["run_dir"]) if view.get("run_dir") else ""
     log_changed = log != view.get("log_seen")
     if not changed and not log_changed:
         return [view, *[gr.skip() for _ in range(13)]]
@@ -219,7 +222,7 @@ def build(ctx: Any) -> None:
             smoothing = texts.add(gr.Slider(0, 0.99, value=0.6, step=0.01, label=t("smooth", lang), scale=2), "smooth")
             log_scale = texts.add(gr.Checkbox(label=t("log_scale", lang), scale=1, elem_id="log-scale"), "log_scale")
         status = gr.Markdown(t("no_run", lang), elem_id="run-status")
-        progress = gr.HTML(monitor.progress_html(monitor.new_view(None, None)), elem_id="run-progress")
+        progress = gr.HTML(monitor_text.progress_html(monitor.new_view(None, None)), elem_id="run-progress")
         failure = texts.add(
             gr.Textbox(label=t("failure", lang), visible=False, lines=6, elem_id="run-failure"), "failure"
         )

@@ -25,6 +25,8 @@ from typing import Any
 import pandas as pd
 
 from engine.core import workspace
+from engine.data import registry as reg
+from engine.data import templates as tpl
 from engine.data.files import PAGE_RECORD_BYTES, read_head
 from engine.data.messages import message
 from engine.data.packing import packing_efficiency, pt_blocks  # the trainer's own packing and pt blocks
@@ -135,7 +137,6 @@ def _registrable(path: str) -> Path:
 def trainability(path: str, name: str, formatting: str, mapping: dict[str, str | None], lang: str = "en") -> str:
     """ "" when some of the file's first rows can be trained on as mapped; else the refusal, naming the rows and
     columns at fault, the file's columns and what to change (the mapping or the format, on this page)."""
-    reg = backend.engine_module("data.registry")
     columns = {k: v for k, v in mapping.items() if v}
     problems, good, read, _ = reg.check_entry(workspace.data_dir(), name or "upload", path, formatting, columns)
     if good:
@@ -164,12 +165,11 @@ def register(
         if refusal:
             return refusal
         columns = {k: v for k, v in mapping.items() if v}
-        reg = backend.engine_module("data.registry")
         reg.register_dataset(
             workspace.data_dir(), name, str(src), formatting, columns=columns or None, overwrite=replace
         )
         problems, checked, complete = reg.check_head(name, workspace.data_dir(), reg.entry_stage(_entry(name)))
-    except (ValueError, backend.Unavailable) as exc:
+    except ValueError as exc:
         return f"❌ {localize_error(exc, lang)}"
     head = "" if complete else "\n\n" + t("checked_head", lang, rows=checked, mib=reg.PAGE_READ_BYTES >> 20)
     if problems:
@@ -179,7 +179,6 @@ def register(
 
 
 def _entry(name: str) -> Any:
-    reg = backend.engine_module("data.registry")
     info = reg.read_dataset_info(workspace.data_dir())
     return reg.DatasetEntry.from_info(name, info[name]) if isinstance(info.get(name), dict) else None
 
@@ -189,9 +188,8 @@ def registered_entry(name: str) -> dict | None:
     if not name:
         return None
     try:
-        reg = backend.engine_module("data.registry")
         raw = reg.read_dataset_info(workspace.data_dir()).get(name)
-    except (ValueError, OSError, backend.Unavailable):
+    except (ValueError, OSError):
         return None
     if not isinstance(raw, dict) or not raw.get("file_name"):
         return None
@@ -209,7 +207,7 @@ def registered_entry(name: str) -> dict | None:
 def head(name: str, n: int = LENGTHS_ROWS) -> tuple[list[dict], list, bool]:
     """(the dataset's first rows, problems met reading them, whether they are the whole file): one bounded read the
     sample and histogram share."""
-    return backend.engine_module("data.registry").head_rows_counted(name, workspace.data_dir(), n=n)
+    return reg.head_rows_counted(name, workspace.data_dir(), n=n)
 
 
 def rows_note(figures: int, whole: bool, shown: int, lang: str = "en") -> str:
@@ -231,7 +229,7 @@ def _cell(value: Any) -> str:
 def preview(name: str, n: int = PREVIEW_ROWS) -> pd.DataFrame:
     """The first ``n`` rows as the file has them (its own columns: an alpaca file's instruction / input / output),
     each cell cut to ``PREVIEW_CELL_CHARS``."""
-    rows = backend.engine_module("data.registry").raw_head(name, workspace.data_dir(), n=n)
+    rows = reg.raw_head(name, workspace.data_dir(), n=n)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     return pd.DataFrame([{k: _cell(r.get(k, "")) for k in columns} for r in rows[:n]], columns=columns)
 
@@ -241,7 +239,6 @@ def sample_html(
 ) -> str:
     """One row as the model sees it: prompt pieces grey (not trained), response pieces green (trained); in stage
     pt the whole text is trained. ``rows`` from ``head`` if already read."""
-    reg, tpl = backend.engine_module("data.registry"), backend.engine_module("data.templates")
     if rows is None:
         rows = reg.preview_rows(name, workspace.data_dir(), n=1)
     if not rows:
@@ -309,7 +306,6 @@ def lengths(
     """(histogram frame, note) for up to ``limit`` rows holding at most ``LENGTHS_TEXT_CHARS`` of text (the first
     row always), read as ``stage`` uses the cutoff: sft / dpo, the share truncated (and the packing efficiency with
     packing); pt, the blocks the texts become (and with packing the tail tokens dropped)."""
-    reg, tpl = backend.engine_module("data.registry"), backend.engine_module("data.templates")
     if rows is None:
         rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
     rows = _within_text_budget(rows[:limit])

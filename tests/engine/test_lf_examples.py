@@ -196,17 +196,17 @@ def test_example_pasted_in_the_chinese_page_shows_its_notes_in_chinese(name, lf_
     ignored, the deepspeed launch, the kto batch, pt packing, ...) in Chinese, LF's key names as written."""
     import re
 
-    from studio.tabs import train
+    from studio.tabs import train_lf
 
     text = (lf_root / "examples" / name).read_text(encoding="utf-8")
-    values, msg = train.import_lf(text, "", "zh")
+    values, msg = train_lf.import_lf(text, "", "zh")
     assert values is not None, msg
     lines = msg.split("\n")
-    assert lines[0] == "✅ " + train.t("lf_filled", "zh")
-    notes = [line[2:] for line in lines[lines.index(train.t("lf_notes", "zh")) + 1 :]]
+    assert lines[0] == "✅ " + train_lf.t("lf_filled", "zh")
+    notes = [line[2:] for line in lines[lines.index(train_lf.t("lf_notes", "zh")) + 1 :]]
     assert notes, msg
     assert all(re.search(r"[\u4e00-\u9fff]", n) for n in notes), notes
-    english = train.import_lf(text, "", "en")[1]
+    english = train_lf.import_lf(text, "", "en")[1]
     assert not any(n in english for n in notes)  # no note left in English
     if "plot_loss" in text:
         assert "plot_loss：已接受，但不起作用（Studio 实时绘制 loss 曲线）" in notes
@@ -216,10 +216,10 @@ def test_example_pasted_in_the_chinese_page_shows_its_notes_in_chinese(name, lf_
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_unsupported_feature_is_refused_in_chinese_on_the_chinese_page(name, lf_root):
-    from studio.tabs import train
+    from studio.tabs import train_lf
 
     key, _ = REFUSED[name]
-    values, msg = train.import_lf((lf_root / "examples" / name).read_text(encoding="utf-8"), "", "zh")
+    values, msg = train_lf.import_lf((lf_root / "examples" / name).read_text(encoding="utf-8"), "", "zh")
     assert values is None
     assert msg.split("\n")[1:] == [f"- `{key}`：不支持 mixture-of-depths：请按模型原样训练"]
 

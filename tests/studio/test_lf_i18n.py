@@ -18,7 +18,7 @@ from engine.lf import compat, keys, launch
 from engine.lf.messages import MESSAGES
 from engine.spec.schema import SpecError
 from studio.i18n.localize import localize
-from studio.tabs import train
+from studio.tabs import train, train_lf
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 ROOT = Path(__file__).resolve().parents[2]
@@ -259,22 +259,22 @@ def _notes(msg: str, lang: str) -> list[str]:
 
 
 def test_the_train_tab_shows_the_notes_in_the_pages_language(model):
-    values, msg = train.import_lf(_lf_yaml(model), "", "zh")
+    values, msg = train_lf.import_lf(_lf_yaml(model), "", "zh")
     assert values is not None, msg
     notes = _notes(msg, "zh")
     assert "plot_loss：已接受，但不起作用（Studio 实时绘制 loss 曲线）" in notes
     assert "packing：Studio 打包时样本之间互不注意（即 LF 的 neat_packing）" in notes
     assert all(CJK.search(n) for n in notes), notes
-    _, english = train.import_lf(_lf_yaml(model), "", "en")
+    _, english = train_lf.import_lf(_lf_yaml(model), "", "en")
     assert "plot_loss: accepted, ignored (the studio plots loss live)" in _notes(english, "en")
 
 
 def test_the_train_tab_names_refused_keys_with_chinese_reasons(model):
-    values, msg = train.import_lf(_lf_yaml(model, use_unsloth=True, stage="ppo", no_such_key=1), "", "zh")
+    values, msg = train_lf.import_lf(_lf_yaml(model, use_unsloth=True, stage="ppo", no_such_key=1), "", "zh")
     assert values is None
     lines = msg.split("\n")[1:]
     assert "- `use_unsloth`：不支持 Unsloth：Studio 使用 transformers 和 PEFT 训练" in lines
     assert any(line.startswith("- `stage`：不支持 PPO（stage ppo）") for line in lines), lines
     assert "- `no_such_key`：不是 LLaMA-Factory 的训练参数（LLaMA-Factory 也会拒绝）" in lines
-    values, msg = train.import_lf("a: 1", "", "zh")
+    values, msg = train_lf.import_lf("a: 1", "", "zh")
     assert values is None and "不是 LLaMA-Factory 训练 YAML" in msg

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from engine.core import events
-from studio import monitor
+from studio import monitor, monitor_text
 from studio.tabs import dashboard
 
 
@@ -85,8 +85,8 @@ def test_failed_run_shows_cause_and_tick_skips_when_idle(tmp_path):
     (tmp_path / "train.log").write_text("line 1\nboom\n")
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
-    assert "oom" in monitor.status_line(view) and "out of memory" in monitor.failure_text(view)
-    assert monitor.log_tail(tmp_path).endswith("boom\n")
+    assert "oom" in monitor_text.status_line(view) and "out of memory" in monitor_text.failure_text(view)
+    assert monitor_text.log_tail(tmp_path).endswith("boom\n")
     view = {**view, "run_dir": str(tmp_path)}
     import gradio as gr
 
@@ -96,7 +96,7 @@ def test_failed_run_shows_cause_and_tick_skips_when_idle(tmp_path):
         assert out[1] != gr.skip() and out[1]["color_map"] == {"train loss": monitor.PALETTE[0]}
     out2 = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
     assert all(o == gr.skip() for o in out2[1:])
-    assert "100%" not in monitor.progress_html(view) or True
+    assert "100%" not in monitor_text.progress_html(view) or True
 
 
 def test_cpu_only_samples_show_ram_and_load_with_the_reason(tmp_path):

@@ -82,8 +82,8 @@ def test_length_histogram_follows_the_stage(demo_paths):
     frame, note = data.lengths(name, model, "auto", 16, stage="pt")
     assert "nothing truncated" in note and "% truncated" not in note and "packing" not in note
     assert set(frame["cutoff"]) == {"one block", "several blocks"}, set(frame["cutoff"])
-    rows = data.backend.engine_module("data.registry").preview_rows(name, workspace.data_dir(), n=400)
-    counts = data.backend.engine_module("data.templates").token_lengths("auto", model, rows, "pt")
+    rows = data.reg.preview_rows(name, workspace.data_dir(), n=400)
+    counts = data.tpl.token_lengths("auto", model, rows, "pt")
     cut = data.pt_blocks(counts, 16, False)
     assert f"**{cut['blocks']} blocks**" in note and f"{cut['split']} texts span several" in note
     frame, note = data.lengths(name, model, "auto", 16, packing=True, stage="pt")
@@ -95,7 +95,7 @@ def test_length_histogram_follows_the_stage(demo_paths):
     zh_frame, zh = data.lengths(name, model, "auto", 16, packing=True, stage="pt", lang="zh")
     assert "丢弃末尾" in zh and set(zh_frame["cutoff"]) == {"拼接后分块"}
     # pt trains the whole text (with its EOS): longer than the sft rendering of the same row, all of it trained
-    sft_counts = data.backend.engine_module("data.templates").token_lengths("auto", model, rows)
+    sft_counts = data.tpl.token_lengths("auto", model, rows)
     assert counts != sft_counts
     assert "tok-prompt" not in data.sample_html(name, model, "auto", stage="pt")
     _, dpo = data.lengths("demo_dpo", model, "auto", 16, packing=True, stage="dpo")
@@ -412,7 +412,7 @@ def test_overlay_and_diff_of_two_runs(studio_home, monkeypatch):
     assert set(frame["run"]) == {"run-a", "run-b"} and len(frame) == 4  # unregistered: named by id
 
     fake = SimpleNamespace(get=lambda rid: SimpleNamespace(spec=specs[rid]))
-    monkeypatch.setattr(runs.backend, "engine_module", lambda name: fake)
+    monkeypatch.setattr(runs, "runs", fake)
     diff = runs.spec_diff(["run-a", "run-b"])
     assert list(diff["field"]) == ["train.learning_rate"]
     assert list(diff.iloc[0][["run-a", "run-b"]]) == ["0.001", "0.0005"]
@@ -432,7 +432,7 @@ def test_overlay_names_runs_and_the_picker_tells_them_apart(studio_home, monkeyp
         events.append_event(rdir / "events.jsonl", "log", 1, loss=1.5)
         events.append_event(rdir / "events.jsonl", "eval", 1, eval_loss=1.7)
     fake = SimpleNamespace(get=lambda rid: SimpleNamespace(name=records[rid]))
-    monkeypatch.setattr(runs.backend, "engine_module", lambda name: fake)
+    monkeypatch.setattr(runs, "runs", fake)
     assert runs.run_names(list(records)) == {"r1": "lr-high", "r2": "lr-low (r2)", "r3": "lr-low (r3)", "r4": "r4"}
     frame = runs.overlay(["r1", "r4"])
     assert list(frame.columns) == ["x", "value", "run"]
@@ -455,7 +455,7 @@ def test_doctor_table_is_hidden_until_it_has_results(monkeypatch):
     from studio.tabs import doctor
 
     check = SimpleNamespace(name="gpus", status="WARN", detail="no GPU", fix="install a driver")
-    monkeypatch.setattr(doctor.backend, "engine_module", lambda name: SimpleNamespace(run_checks=lambda: [check]))
+    monkeypatch.setattr(doctor, "run_checks", lambda: [check])
     shown = doctor.show_checks("en")
     assert shown["visible"] is True and list(shown["value"].columns) == ["check", "status", "detail", "fix"]
     assert len(doctor.COLUMN_WIDTHS) == len(doctor.COLUMNS)

@@ -12,7 +12,7 @@ import pytest
 from engine.core import events as events_mod
 from engine.runs import store
 from engine.spec import schema as spec_mod
-from studio import monitor
+from studio import monitor, monitor_text
 from studio.tabs import runs as runs_tab
 from studio.tabs import train
 
@@ -110,9 +110,9 @@ def test_stop_of_a_running_run_says_it_saves_then_where(run_registry, monkeypatc
     # the dashboard's progress line of the ended run has no ETA any more
     view = monitor.new_view("live", rdir)
     monitor.read_new(view)
-    assert "ETA" not in monitor.progress_html(view) and "10%" in monitor.progress_html(view)
+    assert "ETA" not in monitor_text.progress_html(view) and "10%" in monitor_text.progress_html(view)
     view["terminal"] = None  # the same log line while the run was going had one
-    assert "ETA 5m00s" in monitor.progress_html(view)
+    assert "ETA 5m00s" in monitor_text.progress_html(view)
 
 
 def test_stop_report_without_checkpoint_and_from_the_queue(run_registry):
