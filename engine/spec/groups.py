@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from engine.spec.grpo import GrpoSpec
+
 
 def _meta(label: str, *, group: str = "", advanced: bool = False, label_zh: str = "", **extra: Any) -> dict:
     return {"label": label, "label_zh": label_zh or label, "group": group, "advanced": advanced, **extra}
@@ -266,11 +268,11 @@ class KtoSpec(_Spec):
 
 
 class MethodSpec(_Spec):
-    stage: Literal["sft", "pt", "dpo", "kto", "rm"] = Field(
+    stage: Literal["sft", "pt", "dpo", "kto", "rm", "grpo"] = Field(
         "sft",
         description="sft: supervised fine-tuning; pt: continued pre-training on text; dpo: preference pairs; kto: "
         "answers each tagged desirable or not (kto_tag); rm: a reward model (a score head) trained on preference "
-        "pairs",
+        "pairs; grpo: reinforcement learning on prompts, scored by reward functions (method.grpo)",
         json_schema_extra=_meta("Stage", label_zh="训练阶段"),
     )
     finetuning: Literal["lora", "oft", "full", "freeze"] = Field(
@@ -285,6 +287,7 @@ class MethodSpec(_Spec):
     quantization: QuantSpec = Field(default_factory=QuantSpec)
     dpo: DpoSpec = Field(default_factory=DpoSpec)
     kto: KtoSpec = Field(default_factory=KtoSpec)
+    grpo: GrpoSpec = Field(default_factory=GrpoSpec)
 
     @property
     def adapter(self) -> bool:
