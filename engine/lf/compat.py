@@ -506,6 +506,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
             args["freeze_extra_modules"] = ",".join(m.freeze.extra_modules)
     if m.stage == "dpo":
         args.update({"pref_beta": m.dpo.beta, "pref_loss": m.dpo.loss_type})
+        if m.dpo.loss_type == "simpo":
+            args.update({"simpo_gamma": m.dpo.simpo_gamma, "pref_ftx": m.dpo.ftx})
     if m.stage == "kto":
         args.update(
             {

@@ -185,6 +185,8 @@ def reference_bytes(spec, shape: ModelShape, dt: dict) -> int:
     reference is the base with the adapter off, so no copy)."""
     if spec.method.stage not in ("dpo", "kto") or spec.method.finetuning == "lora":
         return 0
+    if spec.method.stage == "dpo" and spec.method.dpo.loss_type in ("orpo", "simpo"):  # reference-free losses
+        return 0
     return shape.total * dt["base"]
 
 

@@ -238,8 +238,27 @@ class DpoSpec(_Spec):
     beta: float = Field(
         0.1, gt=0, le=10, description="DPO temperature beta", json_schema_extra=_meta("DPO beta", label_zh="DPO beta")
     )
-    loss_type: Literal["sigmoid", "hinge", "ipo"] = Field(
-        "sigmoid", description="DPO loss", json_schema_extra=_meta("DPO loss", advanced=True, label_zh="DPO 损失")
+    loss_type: Literal["sigmoid", "hinge", "ipo", "orpo", "simpo"] = Field(
+        "sigmoid",
+        description="Preference loss: sigmoid, hinge, ipo (DPO with a reference model); orpo (TRL's ORPOTrainer: "
+        "odds ratio + NLL, no reference); simpo (TRL's CPOTrainer, loss_type simpo: length-normalised margin with "
+        "simpo_gamma, no reference) - LLaMA-Factory's pref_loss",
+        json_schema_extra=_meta("DPO loss", advanced=True, label_zh="DPO 损失"),
+    )
+    simpo_gamma: float = Field(
+        0.5,
+        ge=0,
+        le=100,
+        description="SimPO's target reward margin (LLaMA-Factory's simpo_gamma)",
+        json_schema_extra=_meta("SimPO gamma", advanced=True, label_zh="SimPO gamma"),
+    )
+    ftx: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="Weight of the SFT (NLL) loss on chosen answers added to SimPO (LLaMA-Factory's pref_ftx; TRL's "
+        "cpo_alpha); ORPO has its NLL term built in",
+        json_schema_extra=_meta("SFT loss weight", advanced=True, label_zh="SFT 损失权重"),
     )
 
 

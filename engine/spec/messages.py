@@ -203,6 +203,8 @@ MESSAGES: dict[str, str] = {
     "transformers",
     "grpo_file_unreadable": "cannot read the reward file {path}: {reason}",
     "grpo_file_syntax": "the reward file {path} is not valid Python: {error}",
+    "pref_ftx_simpo": "an SFT loss weight (LLaMA-Factory's pref_ftx) is added to SimPO only (TRL's cpo_alpha): set "
+    "method.dpo.loss_type to simpo, or ftx to 0 (loss {loss})",
     "grpo_no_function": "{path} defines no top-level function '{name}' (functions found: {found})",
 }
 

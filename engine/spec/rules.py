@@ -150,6 +150,8 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
 
     errors += method_problems(spec)
     errors += grpo_errors(spec)
+    if m.dpo.ftx and not (m.stage == "dpo" and m.dpo.loss_type == "simpo"):
+        errors.append(("method.dpo.ftx", message("pref_ftx_simpo", loss=m.dpo.loss_type)))
     if d.template not in TEMPLATE_NAMES:
         errors.append(("data.template", message("template_unknown", name=d.template, names=", ".join(TEMPLATE_NAMES))))
     if t.extra_args:

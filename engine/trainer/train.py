@@ -362,6 +362,10 @@ def training_arguments(
         from engine.trainer.grpo import grpo_config
 
         return grpo_config(spec, kwargs)
+    if stage == "dpo" and spec.method.dpo.loss_type in ("orpo", "simpo"):  # engine.trainer.pref_losses
+        from engine.trainer import pref_losses
+
+        return pref_losses.config(spec, kwargs)
     if stage == "dpo":
         from trl import DPOConfig
 
@@ -455,6 +459,10 @@ def _make_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
         import trl
 
         trainer_class = {"dpo": trl.DPOTrainer, "kto": trl.KTOTrainer, "rm": trl.RewardTrainer}[stage]
+        if stage == "dpo" and spec.method.dpo.loss_type in ("orpo", "simpo"):
+            from engine.trainer import pref_losses
+
+            trainer_class = pref_losses.trainer_class(spec)
         trainer = trainer_class(
             model=model,
             args=targs,

@@ -167,6 +167,8 @@ RULES_ZH: dict[str, str] = {
     "grpo_vllm_no_gpu": "vLLM 需要 GPU 生成，而本机没有 GPU：请把 method.grpo.generation_backend 设为 transformers",
     "grpo_file_unreadable": "无法读取奖励函数文件 {path}：{reason}",
     "grpo_file_syntax": "奖励函数文件 {path} 不是有效的 Python：{error}",
+    "pref_ftx_simpo": "SFT 损失权重（LLaMA-Factory 的 pref_ftx）只加在 SimPO 上（TRL 的 cpo_alpha）："
+    "请把 method.dpo.loss_type 设为 simpo，或把 ftx 设为 0（当前损失 {loss}）",
     "grpo_no_function": "{path} 中没有顶层函数 '{name}'（找到的函数：{found}）",
 }
 
