@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("engine.export.convert_jobs", "export a run or model as GGUF (+ Ollama Modelfile), verified"),
     "serve": ("engine.export.serve_jobs", "serve a run or model with an OpenAI-compatible API on 127.0.0.1"),
     "push": ("engine.export.push_jobs", "upload an export, a merge or a run's adapter to the Hugging Face hub"),
+    "rewards": ("engine.runs.rewards_try", "dry-run a GRPO spec's reward functions on real rows: `rewards try SPEC`"),
 }
 
 

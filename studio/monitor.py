@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from engine.core import events as events_mod
-from studio import alerts
+from studio import alerts, grpo_panel
 from studio.i18n.page import t
 
 # The plots' colour columns: their name is the tooltip's word for a series (the legend's title is set apart, in the
@@ -226,6 +226,10 @@ def read_new(view: dict) -> bool:
                     _append_point(view["ranks"], rank, _num(ev.get("ts") or 0), used)
             if isinstance(payload.get("metrics"), dict):
                 _add_stage(view, ev, payload["metrics"])
+                if grpo_panel.is_grpo(payload["metrics"]):  # stage grpo: the rewards, KL, completion lengths
+                    grpo_panel.add_log(view, ev.get("step"), payload["metrics"])
+        elif kind == "completions":
+            grpo_panel.add_samples(view, ev.get("step"), payload)
         elif kind == "eval":
             _append(view["evals"], {**payload, "step": ev.get("step"), "ts": ev.get("ts")})
             _add_stage(view, ev, payload, "eval_")

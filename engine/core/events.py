@@ -29,6 +29,8 @@ Types and their payload keys:
   label, phase, done, total, progress, eta_seconds, detail; a model's metrics; the results; cause, error.
 - ``export_progress`` / ``export_finished`` / ``export_failed`` (engine.trainer.gguf_export): stage, i, n, out_dir;
   finished: format, files [{name, bytes}], report (verification), summary; failed: cause, error.
+- ``completions`` (stage grpo, engine.trainer.grpo): samples [{prompt, completion, rewards {name: value or null},
+  total, advantage}] of the newest generation batch at each logged step.
 - ``serve_ready`` / ``serve_stopped`` (the OpenAI-compatible server): url, model; ``push_progress`` /
   ``push_finished`` / ``push_failed`` (a push to the hub): repo, done, total; url; cause, error.
 
@@ -74,6 +76,7 @@ EVENT_TYPES = (
     "push_progress",
     "push_finished",
     "push_failed",
+    "completions",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")
 

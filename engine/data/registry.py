@@ -40,7 +40,7 @@ from engine.data.rows import (  # re-exported: callers import these from here
 
 INFO_NAME = "dataset_info.json"
 MAX_DATASET_NAME = 100  # as engine.spec.groups.MAX_DATASET_NAME: a name the spec would refuse is not registered
-STAGES = ("sft", "pt", "dpo", "kto", "rm")
+STAGES = ("sft", "pt", "dpo", "kto", "rm", "grpo")
 HEAD_CHECK_ROWS = 10_000  # the page's check after registering: at most this many rows (and PAGE_READ_BYTES)
 
 
@@ -218,7 +218,7 @@ def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int |
     kind = stage_data_problem(stage, name, entry.ranking, entry.kto_tag)
     if kind is not None:
         return entry, [], [DataProblem(info_file, None, None, message("data." + kind[0], **kind[1]))], True
-    if stage == "sft" and entry.is_text:
+    if stage in ("sft", "grpo") and entry.is_text:
         return (
             entry,
             [],
@@ -465,7 +465,7 @@ def cli(argv: list[str]) -> int:
         p.add_argument("names", nargs="+", metavar="NAME")
         p.add_argument("--dataset-dir", default="", help="folder with dataset_info.json (default: the workspace's)")
         p.add_argument(
-            "--stage", choices=STAGES, default=None, help="sft, pt, dpo, kto or rm (default: from the entry)"
+            "--stage", choices=STAGES, default=None, help="sft, pt, dpo, kto, rm or grpo (default: from the entry)"
         )
         p.add_argument("-n", type=int, default=3, help="rows to preview")
     args = parser.parse_args(argv)

@@ -53,7 +53,8 @@ COLUMN_KEYS = {
 # Stages whose data are preference pairs (a ``ranking: true`` entry with chosen / rejected columns).
 PAIR_STAGES = ("dpo", "rm")
 # Stages whose rows TRL tokenises itself (prompt / answer strings): no packing, length grouping or Studio collator.
-PREFERENCE_STAGES = ("dpo", "kto", "rm")
+# grpo too: TRL tokenises its prompts and generates the answers.
+PREFERENCE_STAGES = ("dpo", "kto", "rm", "grpo")
 
 
 def stage_data_problem(stage: str, name: str, ranking: bool, kto_tag: str | None) -> tuple[str, dict] | None:
@@ -272,7 +273,9 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
         prompt, query = str(get("prompt", True)), str(get("query", False) or "")
         messages.append({"role": "user", "content": f"{prompt}\n{query}" if query else prompt})
         if not entry.ranking:
-            messages.append({"role": "assistant", "content": str(get("response", True))})
+            response = get("response", stage != "grpo")  # grpo: the answer column is optional (rewards read it)
+            if response is not None:
+                messages.append({"role": "assistant", "content": str(response)})
     out = {"system": system, "messages": messages}
     tools = get("tools", False)
     if tools:
@@ -293,7 +296,9 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
         if stage == "kto" and entry.kto_tag:
             out["kto_tag"] = _kto_tag(get("kto_tag", False), entry.kto_tag)
         last = messages[-1] if messages else None
-        if stage != "pt" and (last is None or _SIDE[last["role"]] != "assistant"):
+        if stage == "grpo" and last is None:
+            raise _RowError(cols.get("messages"), message("data.end_assistant"), kind="end")
+        if stage not in ("pt", "grpo") and (last is None or _SIDE[last["role"]] != "assistant"):
             raise _RowError(cols.get("messages"), message("data.end_assistant"), kind="end")
         for i, m in enumerate(messages):
             if m["role"] in ("assistant", "function") and not m["content"].strip():

@@ -457,6 +457,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     which LF truncates each text at cutoff_len where Studio cuts it into blocks.
     """
     m, d, t, o = spec.method, spec.data, spec.train, spec.output
+    if m.stage == "grpo":  # LLaMA-Factory has no GRPO stage
+        raise SpecError([("method.stage", message("lf.no_grpo"))])
     args: dict[str, Any] = {"model_name_or_path": spec.model.name_or_path}
     if spec.model.revision != "main":
         args["model_revision"] = spec.model.revision
@@ -506,6 +508,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
             args["freeze_extra_modules"] = ",".join(m.freeze.extra_modules)
     if m.stage == "dpo":
         args.update({"pref_beta": m.dpo.beta, "pref_loss": m.dpo.loss_type})
+        if m.dpo.loss_type == "simpo":
+            args.update({"simpo_gamma": m.dpo.simpo_gamma, "pref_ftx": m.dpo.ftx})
     if m.stage == "kto":
         args.update(
             {

@@ -107,7 +107,9 @@ MESSAGES: dict[str, str] = {
     "lf.refused_additional_target": "modules trained beside LoRA (additional_target) are not supported: use "
     "finetuning_type freeze or full",
     "lf.refused_pref_option": "this preference-loss option is not supported: Studio's DPO takes pref_beta and "
-    "pref_loss (sigmoid/hinge/ipo)",
+    "pref_loss (sigmoid/hinge/ipo/orpo/simpo), simpo_gamma and pref_ftx (SimPO)",
+    "lf.no_grpo": "LLaMA-Factory has no GRPO stage: a grpo spec cannot be written as an LF YAML (keep the Studio "
+    "spec)",
     "lf.refused_ppo": "PPO and its reward_model are not supported: use stage dpo or kto (stage rm trains a reward "
     "model)",
     "lf.refused_ref_model": "a separate reference model is not supported: the reference of DPO and KTO is the model "

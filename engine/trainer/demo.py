@@ -172,7 +172,7 @@ def _copy_datasets(data_dir: Path, *, force: bool) -> None:
     from engine.data.registry import read_dataset_info, save_dataset_info
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    for src in sorted(ASSETS_DATA.glob("demo_*")):
+    for src in sorted([*ASSETS_DATA.glob("demo_*"), *ASSETS_DATA.glob("grpo_*")]):
         dst = data_dir / src.name
         if (
             force

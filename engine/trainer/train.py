@@ -1,8 +1,9 @@
 """The trainer subprocess: ``accelerate launch ... -m engine.trainer.train SPEC.yaml --run-dir RUN_DIR``.
 
 Heavy: torch, transformers, peft, trl, datasets. Validates the spec (with its files) again, prepares the data before
-any model is loaded, trains with transformers Trainer (sft, pt) or TRL's DPOTrainer (dpo), KTOTrainer (kto) or
-RewardTrainer (rm: a sequence-classification model, one score per sequence), saves the adapter or model, and
+any model is loaded, trains with transformers Trainer (sft, pt) or TRL's DPOTrainer (dpo), KTOTrainer (kto),
+RewardTrainer (rm: a sequence-classification model, one score per sequence) or GRPOTrainer (grpo, engine.trainer.grpo),
+saves the adapter or model, and
 turns any exception into a classified ``failed`` event and a non-zero exit. SIGTERM saves a checkpoint and exits 0
 with a ``stopped`` event.
 """
@@ -139,7 +140,10 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
 
     ckpt_mode, ckpt_reason = resolve_checkpointing(spec, device)
     tokenizer = model_lib.load_tokenizer(spec)
-    data = build_train_data(spec, tokenizer, log=lambda msg: print(msg, flush=True) if rank == 0 else None)
+    data_builder = build_train_data
+    if spec.method.stage == "grpo":  # prompts for TRL's GRPOTrainer (engine.trainer.grpo)
+        from engine.trainer.grpo import build_data as data_builder
+    data = data_builder(spec, tokenizer, log=lambda msg: print(msg, flush=True) if rank == 0 else None)
     if rank == 0:
         append_event(events, "data_ready", 0, **data.stats)
         write_record(spec, run_dir, tokenizer, device, precision)
@@ -161,7 +165,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
         from engine.trainer.dataset import TrainedLogitsCollator
 
         data.data_collator = TrainedLogitsCollator(data.data_collator)
-    callback = EventsCallback(events)
+    callback = EventsCallback(events, tokens_tracked=spec.method.stage != "grpo")
     # before the first checkpoint, its size for the disk rule: trained weights and two Adam moments in fp32, plus the
     # whole model when it is not an adapter
     estimate = trainable * 12 + (0 if spec.method.adapter else total * 2)
@@ -352,8 +356,16 @@ def training_arguments(
         # oneCCL where oneccl_bindings_for_pytorch is installed, and accelerate MPI where torch has it
         kwargs["ddp_backend"] = "gloo"
     stage = spec.method.stage
-    if stage in ("dpo", "kto", "rm"):
+    if stage in ("dpo", "kto", "rm", "grpo"):
         kwargs.pop("label_names")  # TRL's trainers read their own columns
+    if stage == "grpo":
+        from engine.trainer.grpo import grpo_config
+
+        return grpo_config(spec, kwargs)
+    if stage == "dpo" and spec.method.dpo.loss_type in ("orpo", "simpo"):  # engine.trainer.pref_losses
+        from engine.trainer import pref_losses
+
+        return pref_losses.config(spec, kwargs)
     if stage == "dpo":
         from trl import DPOConfig
 
@@ -439,10 +451,18 @@ def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
 
 def _make_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
     stage = spec.method.stage
+    if stage == "grpo":
+        from engine.trainer.grpo import make_trainer
+
+        return make_trainer(spec, model, tokenizer, data, targs, callbacks)
     if stage in ("dpo", "kto", "rm"):
         import trl
 
         trainer_class = {"dpo": trl.DPOTrainer, "kto": trl.KTOTrainer, "rm": trl.RewardTrainer}[stage]
+        if stage == "dpo" and spec.method.dpo.loss_type in ("orpo", "simpo"):
+            from engine.trainer import pref_losses
+
+            trainer_class = pref_losses.trainer_class(spec)
         trainer = trainer_class(
             model=model,
             args=targs,

@@ -87,7 +87,9 @@ LF_ZH: dict[str, str] = {
     "lf.refused_new_adapter": "不支持在 adapter_name_or_path 之上新建适配器：请先合并该适配器（studio merge）",
     "lf.refused_additional_target": "不支持在 LoRA 之外额外训练模块（additional_target）：请使用 finetuning_type "
     "freeze 或 full",
-    "lf.refused_pref_option": "不支持这个偏好损失选项：Studio 的 DPO 使用 pref_beta 和 pref_loss（sigmoid/hinge/ipo）",
+    "lf.refused_pref_option": "不支持这个偏好损失选项：Studio 的 DPO 使用 pref_beta 和 pref_loss"
+    "（sigmoid/hinge/ipo/orpo/simpo），SimPO 另有 simpo_gamma 和 pref_ftx",
+    "lf.no_grpo": "LLaMA-Factory 没有 GRPO 阶段：grpo 规格无法写成 LF YAML（请保留 Studio 规格）",
     "lf.refused_ppo": "不支持 PPO 及其 reward_model：请使用 stage dpo 或 kto（stage rm 训练奖励模型）",
     "lf.refused_ref_model": "不支持单独的参考模型：DPO 和 KTO 的参考模型就是正在训练的模型（LoRA：其基座）",
     "lf.refused_swanlab": "不导入 use_swanlab：请在 report_to 中加入 swanlab（Studio 以本地模式运行它）",

@@ -11,7 +11,7 @@ from typing import Any
 from engine.machine import hardware
 from engine.runs import registry as runs
 from engine.runs import watchdog
-from studio import alerts, backend, monitor, monitor_text
+from studio import alerts, backend, grpo_panel, monitor, monitor_text
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 from studio.tabs import runs as runs_tab
@@ -134,7 +134,36 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
         gr.update(value=failure, visible=bool(failure)),
         *(stage_plot(view, plot, axis, lang) for plot in monitor.STAGE_PLOTS),
         gr.update(value=alerts.table_markdown(run_alerts, lang), visible=bool(run_alerts)),
+        *grpo_updates(view, lang),
     ]
+
+
+def grpo_updates(view: dict, lang: str) -> list[Any]:
+    """Stage grpo's plots (rewards, KL, completion length) and sample table (studio.grpo_panel), hidden otherwise."""
+    import gradio as gr
+
+    on = grpo_panel.shown(view)
+    plots = [
+        gr.update(
+            value=frame(view, lang),
+            visible=on,
+            label=t(key, lang),
+            x_title=t("ax_step", lang),
+            y_title=t("ax_value", lang),
+            color_title=t("ax_curve", lang),
+        )
+        for key, frame in GRPO_PLOTS.items()
+    ]
+    samples = grpo_panel.samples_frame(view, lang)
+    return [*plots, gr.update(value=samples, visible=on and not samples.empty, label=t("grpo_samples", lang))]
+
+
+GRPO_PLOTS = {
+    "grpo_rewards": grpo_panel.rewards_frame,
+    "grpo_kl": grpo_panel.kl_frame,
+    "grpo_length": grpo_panel.length_frame,
+}
+GRPO_OUTPUTS = len(GRPO_PLOTS) + 1
 
 
 def _step_x(view: dict, step: float, axis: str) -> float:
@@ -192,10 +221,10 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     log = monitor_text.log_tail(view["run_dir"]) if view.get("run_dir") else ""
     log_changed = log != view.get("log_seen")
     if not changed and not log_changed:
-        return [view, *[gr.skip() for _ in range(13)]]
+        return [view, *[gr.skip() for _ in range(13 + GRPO_OUTPUTS)]]
     view["log_seen"] = log
     if not changed:  # only the log moved
-        return [view, *[gr.skip()] * 8, log, *[gr.skip()] * 4]
+        return [view, *[gr.skip()] * 8, log, *[gr.skip()] * (4 + GRPO_OUTPUTS)]
     return [view, *render(view, axis, smoothing, log_scale, lang)]
 
 
@@ -265,6 +294,23 @@ def build(ctx: Any) -> None:
                 )
                 for plot in monitor.STAGE_PLOTS
             )
+        with gr.Row():  # shown by render() for stage grpo (studio.grpo_panel)
+            grpo_plots = [
+                gr.LinePlot(
+                    x="x",
+                    y="value",
+                    color="curve",
+                    label=t(key, lang),
+                    height=240,
+                    visible=False,
+                    elem_id=f"plot-{key.replace('_', '-')}",
+                    elem_classes="studio-plot",
+                )
+                for key in GRPO_PLOTS
+            ]
+        grpo_samples = gr.Dataframe(
+            label=t("grpo_samples", lang), visible=False, wrap=True, max_height=420, elem_id="grpo-samples"
+        )
         # GPU plots on a machine with GPUs, RAM and CPU load without: render() relabels them by the run's samples
         # (and in the page's language: they are not in ``texts``, whose switch would put the GPU titles back).
         res = resource_titles(machine_has_gpu(), lang)
@@ -300,6 +346,7 @@ def build(ctx: Any) -> None:
     # 0.5 s: an event lands on the page within ~1 s at p95 (ticks that find nothing new cost one small read).
     timer = gr.Timer(0.5)
     outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure, rewards, accuracy, alert_list]
+    outs += [*grpo_plots, grpo_samples]
     timer.tick(
         tick,
         [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang],

@@ -54,7 +54,12 @@ def save_lf_yaml(values: dict[str, Any], lang: str = "en") -> tuple[list[str] | 
     spec, errors, _ = check(values)
     if spec is None:
         return None, problems_markdown(errors, [], lang)
-    text, acc = lf_compat.spec_to_lf_text(spec)
+    from engine.spec.schema import SpecError
+
+    try:
+        text, acc = lf_compat.spec_to_lf_text(spec)
+    except SpecError as exc:  # stage grpo: LLaMA-Factory has no GRPO stage
+        return None, problems_markdown(exc.problems, [], lang)
     folder = Path(tempfile.mkdtemp(prefix="studio-lf-"))
     files = [folder / "lf_train.yaml"]
     files[0].write_text(text, encoding="utf-8")

@@ -220,7 +220,7 @@ def test_an_emptied_optional_number_above_zero_reads_as_none():
 
 
 def test_stage_dropdown_offers_kto_and_rm_and_their_rules_name_the_fields(demo_paths):
-    assert forms.BY_PATH["method.stage"].choices == ["sft", "pt", "dpo", "kto", "rm"]
+    assert forms.BY_PATH["method.stage"].choices == ["sft", "pt", "dpo", "kto", "rm", "grpo"]
     assert forms.BY_PATH["method.kto.beta"].section == "method.kto" and "method.kto" in forms.SECTION_TITLES
     values = _demo_values(demo_paths) | {"method.stage": "kto", "train.per_device_batch_size": 1}
     spec, errors, _ = train.check(values)

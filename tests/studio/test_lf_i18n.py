@@ -16,7 +16,7 @@ import yaml
 from engine.core.messages import Message
 from engine.lf import compat, keys, launch
 from engine.lf.messages import MESSAGES
-from engine.spec.schema import SpecError
+from engine.spec.schema import SpecError, parse_spec
 from studio.i18n.localize import localize
 from studio.tabs import train, train_lf
 
@@ -197,6 +197,16 @@ def _spec_errors(tmp_path: Path) -> list[SpecError]:
         lambda: compat.lf_text_to_spec("a: 1"),
         lambda: compat.lf_text_to_spec("model_name_or_path: m", "a: ["),
         lambda: compat.lf_text_to_spec("model_name_or_path: m", "- a list"),
+        # a grpo spec written as LF YAML (the page's "Save as LF YAML"): LF has no GRPO stage
+        lambda: compat.spec_to_lf(
+            parse_spec(
+                {
+                    "model": {"name_or_path": "m"},
+                    "method": {"stage": "grpo", "grpo": {"num_generations": 2, "rewards": [{"kind": "math"}]}},
+                    "data": {"datasets": ["d"]},
+                }
+            )
+        ),
     ]
     for call in calls:
         with pytest.raises(SpecError) as info:
