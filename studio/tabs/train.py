@@ -394,10 +394,9 @@ def save_lf_yaml(values: dict[str, Any], lang: str = "en") -> tuple[list[str] | 
     spec, errors, _ = check(values)
     if spec is None:
         return None, problems_markdown(errors, [], lang)
-    try:
-        text, acc = backend.engine_module("lf.compat").spec_to_lf_text(spec)
-    except backend.Unavailable as exc:
-        return None, t("unavailable", lang, what=str(exc))
+    from engine.runs.export_lf import lf_text  # as Studio runs it: absolute paths, a template LF has, the precision
+
+    text, acc, _ = lf_text(spec)
     folder = Path(tempfile.mkdtemp(prefix="studio-lf-"))
     files = [folder / "lf_train.yaml"]
     files[0].write_text(text, encoding="utf-8")
