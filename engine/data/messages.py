@@ -29,8 +29,10 @@ MESSAGES: dict[str, str] = {
     "data.not_registered": "dataset '{name}' is not registered (known: {known})",
     "data.not_registered_none": "dataset '{name}' is not registered (known: none)",
     "data.entry_not_object": "entry '{name}' must be an object",
-    "data.entry_modelscope": "entry '{name}' is on ModelScope only (ms_hub_url {hub}): ModelScope is not supported; "
-    "give it an hf_hub_url or a file_name",
+    "data.ms_not_installed": "dataset '{name}' is on ModelScope ({hub}): install the modelscope package "
+    "(pip install modelscope) to read it, or give the entry an hf_hub_url or a file_name",
+    "data.ms_unavailable": "dataset '{name}': ModelScope ({url}) cannot give {hub}: {error}",
+    "data.ms_empty": "dataset '{name}': {hub} has no files on ModelScope ({url})",
     "data.entry_num_samples": "entry '{name}': num_samples {value!r} is not a whole number of rows above 0",
     "data.entry_option": "entry '{name}': {key} {value!r} is not a non-empty text",
     "data.entry_files": "dataset '{name}': {problem}",

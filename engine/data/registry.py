@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from engine.core.messages import from_exception
-from engine.data import admit, hub
+from engine.data import admit, hub, ms_hub
 from engine.data.files import (  # the budgets are re-exported: the page names them
     PAGE_READ_BYTES,  # noqa: F401
     PAGE_RECORD_BYTES,  # noqa: F401
@@ -126,7 +126,7 @@ def _where(entry: DatasetEntry, dataset_dir: Path) -> tuple[Path, list[Path] | N
     path, files, problem = _where_unchecked(entry, dataset_dir)
     if problem is not None:
         return path, files, problem
-    root = admit.hub_root(path) if entry.source == "hf_hub" else admit.roots(dataset_dir)
+    root = admit.hub_root(path) if entry.source in ("hf_hub", "ms_hub") else admit.roots(dataset_dir)
     try:
         chosen = _folder_files(path, files) if path.is_dir() else [path]
     except (OSError, ValueError, KeyError, TypeError):
@@ -149,6 +149,11 @@ def _where_unchecked(entry: DatasetEntry, dataset_dir: Path) -> tuple[Path, list
         if path is None:
             why = hub.availability(entry.hub_id, entry.revision, name)
             return dataset_dir, None, DataProblem(info_file, None, "hf_hub_url", why)
+    elif entry.source == "ms_hub":
+        path = ms_hub.cached_snapshot(entry.hub_id, entry.revision, entry.folder)
+        if path is None:
+            why = ms_hub.availability(entry.hub_id, entry.revision, name)
+            return dataset_dir, None, DataProblem(info_file, None, "ms_hub_url", why)
     elif entry.source == "script":
         path = dataset_dir / entry.hub_id
         if not path.is_dir():
@@ -198,15 +203,15 @@ def _where_unchecked(entry: DatasetEntry, dataset_dir: Path) -> tuple[Path, list
 
 
 def hub_pending(names: list[str], dataset_dir: str | Path) -> list[DatasetEntry]:
-    """The hub entries among ``names`` whose snapshot is not in the Hugging Face cache yet (a run downloads them)."""
+    """The hub entries among ``names`` whose snapshot is not in the Hugging Face (or ModelScope) cache yet (a run
+    downloads them)."""
     out = []
     for name in names:
         entry, _ = _resolve(name, Path(dataset_dir))
-        if (
-            entry is not None
-            and entry.source == "hf_hub"
-            and hub.cached_snapshot(entry.hub_id, entry.revision, entry.folder) is None
-        ):
+        if entry is None or entry.source not in ("hf_hub", "ms_hub"):
+            continue
+        cache = hub if entry.source == "hf_hub" else ms_hub
+        if cache.cached_snapshot(entry.hub_id, entry.revision, entry.folder) is None:
             out.append(entry)
     return out
 

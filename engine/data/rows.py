@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.core.messages import Message
 from engine.data.messages import message
+from engine.data.ms_hub import use_modelscope
 
 # ----------------------------------------------------------------------------------------------- entries
 ALPACA_COLUMNS = {
@@ -125,8 +126,8 @@ class DatasetEntry:
     columns: dict = field(default_factory=dict)
     tags: dict = field(default_factory=dict)
     is_text: bool = False  # pretraining text: one prompt/text column and no response
-    source: str = "file"  # file | hf_hub | script (LF's load_from; ms_hub is refused by _entry_problems)
-    hub_id: str = ""  # hf_hub_url, or script_url for source script
+    source: str = "file"  # file | hf_hub | ms_hub | script (LF's load_from)
+    hub_id: str = ""  # hf_hub_url, ms_hub_url, or script_url for source script
     subset: str | None = None
     split: str = "train"
     folder: str | None = None
@@ -158,8 +159,11 @@ class DatasetEntry:
                 "rejected": "rejected",
             }
         tags = {**SHAREGPT_TAGS, **(raw.get("tags") or {})} if fmt == "sharegpt" else {}
-        # LF: hf_hub_url wins over script_url, which wins over file_name (ms_hub_url alone is refused)
+        # LF: ms_hub_url when USE_MODELSCOPE_HUB is set or no hf_hub_url is given; hf_hub_url wins over script_url,
+        # which wins over file_name
         source, hub_id = ("hf_hub", str(raw["hf_hub_url"])) if raw.get("hf_hub_url") else ("file", "")
+        if raw.get("ms_hub_url") and (use_modelscope() or not raw.get("hf_hub_url")):
+            source, hub_id = "ms_hub", str(raw["ms_hub_url"])
         if source == "file" and raw.get("script_url"):
             source, hub_id = "script", str(raw["script_url"])
         num = raw.get("num_samples")
@@ -185,13 +189,8 @@ def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
     if not isinstance(raw, dict):
         return [DataProblem(str(info_path), None, None, message("data.entry_not_object", name=name))]
     out = []
-    if not (raw.get("file_name") or raw.get("hf_hub_url") or raw.get("script_url")):
-        msg = (
-            message("data.entry_modelscope", name=name, hub=raw["ms_hub_url"])
-            if raw.get("ms_hub_url")
-            else message("data.entry_no_file", name=name)
-        )
-        out.append(DataProblem(str(info_path), None, "file_name", msg))
+    if not (raw.get("file_name") or raw.get("hf_hub_url") or raw.get("script_url") or raw.get("ms_hub_url")):
+        out.append(DataProblem(str(info_path), None, "file_name", message("data.entry_no_file", name=name)))
     num = raw.get("num_samples")
     if num is not None and (not isinstance(num, int) or isinstance(num, bool) or num < 1):
         out.append(

@@ -105,14 +105,17 @@ def _run_source(given: str, run_dir: Path, base: str | None = None) -> Source:
     except (OSError, yaml.YAMLError) as exc:
         raise ExportError(message("export.spec_unreadable", path=run_dir / "spec.yaml", error=exc)) from None
     out = Path(str((spec.get("output") or {}).get("output_dir") or run_dir)).expanduser()
-    if (out / "adapter" / "adapter_config.json").is_file():
-        return _adapter_source(given, out / "adapter", run_dir, spec, base)
-    if (out / "model" / "config.json").is_file():
-        return Source(given, "model", str(out / "model"), str(run_dir), spec, base=str(out / "model"))
+    lf = (spec.get("output") or {}).get("layout") == "llamafactory"  # the weights are in the output folder itself
+    adir, mdir = (out, out) if lf else (out / "adapter", out / "model")
+    if (adir / "adapter_config.json").is_file():
+        return _adapter_source(given, adir, run_dir, spec, base)
+    if (mdir / "config.json").is_file():
+        return Source(given, "model", str(mdir), str(run_dir), spec, base=str(mdir))
     last = ev.last_event(run_dir / "events.jsonl", ev.TERMINAL_TYPES)
     state = message(f"export.run_{last['type']}" if last else "export.run_unfinished")
     what = "adapter" if (spec.get("method") or {}).get("finetuning", "lora") in ("lora", "oft") else "model"
-    raise ExportError(message(f"export.run_no_{what}", run=run_dir, wanted=out / what, state=state))
+    wanted = adir if what == "adapter" else mdir
+    raise ExportError(message(f"export.run_no_{what}", run=run_dir, wanted=wanted, state=state))
 
 
 def _adapter_source(

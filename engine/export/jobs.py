@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from engine.core import acting
 from engine.core import events as ev
 from engine.core.messages import from_exception
 from engine.export import checks as xp
@@ -129,6 +130,7 @@ def start_merge(
 ) -> MergeJob:
     """Check the inputs (ExportError on any problem, memory included unless ``force``) and queue the merge.
     ``base``: merge into this model folder (no sources: re-export it); ``legacy_format``: .bin files."""
+    sources = [acting.from_working_folder(s) for s in sources]  # the merge runs in the repository
     plan = xp.plan_export(
         sources,
         out_dir,
@@ -152,7 +154,8 @@ def start_merge(
         legacy_format=legacy_format,
     )
     name = f"merge {Path(plan.sources[0].run_dir or plan.sources[0].weights_dir).name} → {Path(plan.out_dir).name}"
-    run_id = runs.submit_command(argv, name=name, tags=[MERGE_TAG], gpus=1 if device == "cuda" else 0)
+    gpus = 1 if device == "cuda" else 0
+    run_id = runs.submit_command(argv, name=name, tags=[MERGE_TAG], gpus=gpus, writes=plan.out_dir)
     return MergeJob(run_id)
 
 

@@ -204,6 +204,17 @@ MESSAGES: dict[str, str] = {
     "lf.export_no_config": "{path} has no config.json: not a model folder",
     "lf.export_model_missing": "{name}: not a local model folder ({looked}) nor a model in the Hugging Face cache: "
     "download it first (studio download)",
+    # ---- a spec written as LF training YAML as Studio runs it (engine.lf.export_run, studio export-lf)
+    "lf.export_precision": "train.precision auto written as {precision} ({why})",
+    "lf.export_precision_run": "what run {run} trained with",
+    "lf.export_precision_here": "what a run on this machine uses: {device}",
+    "lf.export_template_named": "data.template auto written as {name}: it renders like the model's own chat template",
+    "lf.export_template_default": "data.template auto written as default: the model has no chat template of its own",
+    "lf.export_template_parsed": "data.template auto: template left out, so LLaMA-Factory parses the model's own chat "
+    "template (no named template renders like it)",
+    "lf.export_template_unknown": "data.template auto: the tokenizer of {model} is not here; template left out, so "
+    "LLaMA-Factory parses the model's chat template (empty when it has none)",
+    "lf.export_written_as_ran": "Studio resolved these as it runs the spec",
 }
 
 

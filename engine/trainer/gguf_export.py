@@ -24,6 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
+from engine.core import acting
 from engine.core.messages import from_exception, to_json
 from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
@@ -197,6 +198,8 @@ def gguf_part(plan: cp.ConvertPlan, model_dir: Path, tmp: Path, rep: Reporter) -
 
 def main(argv: list[str] | None = None) -> int:
     args = cp.convert_arg_parser().parse_args(argv)
+    if args.events:  # a target chosen at the shell (engine.core.acting): the grant in the run's folder
+        acting.honour_grant(Path(args.events).parent)
     signal.signal(signal.SIGTERM, mg._on_sigterm)
     out = Path(args.out).expanduser().resolve()
     args.out = str(out)

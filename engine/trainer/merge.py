@@ -28,6 +28,7 @@ import time
 import traceback
 from pathlib import Path
 
+from engine.core import acting
 from engine.core import events as ev
 from engine.core.messages import from_exception, to_json
 from engine.export import checks as xp
@@ -385,6 +386,8 @@ def push_to_hub(out: Path, repo: str) -> dict:
 # ----------------------------------------------------------------------------------------------- entry
 def main(argv: list[str] | None = None) -> int:
     args = xp.merge_arg_parser().parse_args(argv)
+    if args.events:  # a target chosen at the shell (engine.core.acting): the grant in the run's folder
+        acting.honour_grant(Path(args.events).parent)
     signal.signal(signal.SIGTERM, _on_sigterm)
     out = Path(args.out).expanduser().resolve()
     tmp = Path(args.tmp_dir) if args.tmp_dir else xp.temp_dir_for(out)

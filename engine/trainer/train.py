@@ -21,10 +21,12 @@ import time
 import traceback
 from pathlib import Path
 
+from engine.core import acting
 from engine.core.events import append_event
 from engine.core.messages import to_json
 from engine.machine.kernels import liger_decision, packed_attention_decision, packed_row_tokens
 from engine.runs import checkpoints as checkpoint_folders
+from engine.runs import outputs as checkpoint_outputs
 from engine.runs import record as fingerprints
 from engine.runs import trackers
 from engine.runs.health import STOP_FILE, stop_reason
@@ -43,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     events = run_dir / "events.jsonl"
     rank = int(os.environ.get("RANK", "0"))
     try:
+        acting.honour_grant(run_dir)  # an output folder chosen at the shell (engine.core.acting)
         spec = load_spec(args.spec)
         return train(spec, run_dir, events)
     except BaseException as exc:  # noqa: BLE001 - every failure must become an event
@@ -539,7 +542,7 @@ def checkpoint_ok(ckpt: Path) -> bool:
 
 
 def save_final(spec: RunSpec, trainer, tokenizer, out: Path) -> Path:
-    target = out / ("adapter" if spec.method.adapter else "model")
+    target = checkpoint_outputs.final_dir(out, adapter=spec.method.adapter, layout=spec.output.layout)
     if spec.method.finetuning == "lora" and spec.method.lora.pissa_convert:
         from engine.trainer.model import save_pissa_as_lora
 

@@ -20,8 +20,10 @@ DATA_ZH: dict[str, str] = {
     "data.not_registered": "数据集 '{name}' 未注册（已注册：{known}）",
     "data.not_registered_none": "数据集 '{name}' 未注册（还没有注册任何数据集）",
     "data.entry_not_object": "条目 '{name}' 必须是一个对象",
-    "data.entry_modelscope": "条目 '{name}' 只在 ModelScope 上（ms_hub_url {hub}）：不支持 ModelScope；"
-    "请给它 hf_hub_url 或 file_name",
+    "data.ms_not_installed": "数据集 '{name}' 在 ModelScope 上（{hub}）：请安装 modelscope 包"
+    "（pip install modelscope）后再读取，或给该条目 hf_hub_url 或 file_name",
+    "data.ms_unavailable": "数据集 '{name}'：无法从 ModelScope（{url}）获取 {hub}：{error}",
+    "data.ms_empty": "数据集 '{name}'：{hub} 在 ModelScope（{url}）上没有文件",
     "data.entry_num_samples": "条目 '{name}'：num_samples {value!r} 不是大于 0 的整数行数",
     "data.entry_option": "条目 '{name}'：{key} {value!r} 不是非空文本",
     "data.entry_files": "数据集 '{name}'：{problem}",

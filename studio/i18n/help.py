@@ -203,6 +203,8 @@ HELP_ZH: dict[str, str] = {
     "output.output_dir": "检查点和适配器的保存位置（留空：运行目录）",
     "output.report_to": "实验记录工具，保存在运行目录中（tensorboard；mlflow 文件存储；trackio 本地存储；"
     "wandb 离线；swanlab 本地）",
+    "output.layout": "最终权重在输出目录中的位置：studio（其中的 adapter/ 或 model/ 目录）或 llamafactory"
+    "（输出目录本身，与 LLaMA-Factory 的保存方式相同；LLaMA-Factory YAML 的 output_dir 即此含义）",
 }
 
 # The health rules' actions, said once (engine.spec.watch).

@@ -172,4 +172,14 @@ LF_ZH: dict[str, str] = {
     "lf.export_no_config": "{path} 中没有 config.json：不是模型目录",
     "lf.export_model_missing": "{name}：既不是本地模型目录（{looked}），也不在 Hugging Face 缓存中：请先下载"
     "（studio download）",
+    "lf.export_precision": "train.precision auto 写为 {precision}（{why}）",
+    "lf.export_precision_run": "运行 {run} 训练时所用的精度",
+    "lf.export_precision_here": "本机上的运行所用的精度：{device}",
+    "lf.export_template_named": "data.template auto 写为 {name}：它的渲染与模型自带的对话模板相同",
+    "lf.export_template_default": "data.template auto 写为 default：模型没有自带对话模板",
+    "lf.export_template_parsed": "data.template auto：未写 template，LLaMA-Factory 会解析模型自带的对话模板"
+    "（没有与之渲染相同的命名模板）",
+    "lf.export_template_unknown": "data.template auto：本机没有 {model} 的分词器；未写 template，"
+    "LLaMA-Factory 会解析模型的对话模板（没有时使用 empty）",
+    "lf.export_written_as_ran": "以下各项按 Studio 运行该配置时的解析结果写出",
 }

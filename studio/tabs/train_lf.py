@@ -54,10 +54,11 @@ def save_lf_yaml(values: dict[str, Any], lang: str = "en") -> tuple[list[str] | 
     spec, errors, _ = check(values)
     if spec is None:
         return None, problems_markdown(errors, [], lang)
+    from engine.runs.export_lf import lf_text  # as Studio runs it: absolute paths, a template LF has, the precision
     from engine.spec.schema import SpecError
 
     try:
-        text, acc = lf_compat.spec_to_lf_text(spec)
+        text, acc, _ = lf_text(spec)
     except SpecError as exc:  # stage grpo: LLaMA-Factory has no GRPO stage
         return None, problems_markdown(exc.problems, [], lang)
     folder = Path(tempfile.mkdtemp(prefix="studio-lf-"))

@@ -40,8 +40,7 @@ VERDICTS = {
     "the hub is offline (HF_HUB_OFFLINE)",
     "starcoder_python": "dataset 'starcoder_python' is on the hub (bigcode/starcoderdata)",
     "dpo_mix_en": "dataset 'dpo_mix_en' is on the hub (hiyouga/DPO-En-Zh-20k)",
-    "deepctrl": "entry 'deepctrl' is on ModelScope only (ms_hub_url deepctrl/deepctrl-sft-data): ModelScope is not "
-    "supported",
+    "deepctrl": "dataset 'deepctrl': ModelScope (http://127.0.0.1:9) cannot give deepctrl/deepctrl-sft-data",
     "belle_multiturn": "entry 'belle_multiturn' is a dataset loading script (belle_multiturn.py), which datasets",
 }
 
@@ -77,6 +76,8 @@ def test_every_entry_of_lf_data_gets_its_verdict(tmp_path):
         "HF_HUB_OFFLINE": "1",
         "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
         "HF_HOME": str(tmp_path / "hf-home"),
+        "MODELSCOPE_ENDPOINT": "http://127.0.0.1:9",  # nothing answers (ModelScope: tests/engine/test_modelscope.py)
+        "MODELSCOPE_CACHE": str(tmp_path / "ms-cache"),
     }
     done = _studio(["data", "check", "--dataset-dir", str(LF_DATA), *VERDICTS], env)
     got = _verdicts(done.stdout)

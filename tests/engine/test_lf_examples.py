@@ -257,7 +257,8 @@ def test_queue_add_takes_an_lf_yaml(lf_root, run_registry, capsys):
 @pytest.mark.slow
 def test_lf_example_trains_through_studio_train(lf_root, run_registry, capsys, monkeypatch):
     """The llama3 LoRA SFT example as LF ships it, with the demo model and 2 steps (max_samples kept small); the
-    user allows LF's folder as an output root, so the adapter lands where LF would write it."""
+    adapter's files land where LF writes them, in output_dir itself (tests/engine/test_lf_chain.py: from a folder
+    outside the workspace, with no STUDIO_OUTPUT_ROOTS)."""
     monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(lf_root))
     path = Path("examples/train_lora/llama3_lora_sft.yaml")
     args = yaml.safe_load(path.read_text())
@@ -265,7 +266,7 @@ def test_lf_example_trains_through_studio_train(lf_root, run_registry, capsys, m
     rc, out, err = studio(capsys, "train", str(path))
     assert rc == 0 and "completed" in out, out + err
     assert "step 2/2" in out
-    adapter = lf_root / "saves" / "llama3-8b" / "lora" / "sft" / "adapter"
+    adapter = lf_root / "saves" / "llama3-8b" / "lora" / "sft"
     assert (adapter / "adapter_config.json").is_file(), "the adapter is where LF would write it (output_dir)"
 
 

@@ -113,8 +113,10 @@ def test_save_as_lf_yaml_reads_back_to_the_form(model):
     lost = {ln[4:].split(":")[0] for ln in comments}
     back = spec_mod.spec_to_dict(lf_text_to_spec(text))
     want = spec_mod.spec_to_dict(spec)
+    # the folder Studio reads the datasets from, written out (LF's default would be ./data)
+    assert back["data"]["dataset_dir"] == str(spec_mod.resolve_dataset_dir(spec).resolve())
     for path in forms.BY_PATH:
-        if path in lost or forms.BY_PATH[path].kind == "optional_model":
+        if path in lost or forms.BY_PATH[path].kind == "optional_model" or path == "data.dataset_dir":
             continue
         assert forms._get(back, path, None) == forms._get(want, path, None), path
     assert back["data"]["padding_free"] == "auto"  # what the comment warned about
