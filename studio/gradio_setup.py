@@ -12,7 +12,8 @@ Measured with ``python -X importtime`` and cProfile on the 2-core development ma
 ``install()``, called before the first ``import gradio``, adds an import hook that patches those two modules right
 after they are executed: stubs are left as installed, and listener docstrings get the name by plain substitution
 (the same text Jinja renders; a docstring with any other template syntax still goes through Jinja). The hook removes
-itself once both modules are loaded. Nothing changes when gradio is already imported or a gradio version lacks
+itself once all of them are loaded. A third patch lets ``launch``'s check that its own server answers wait on a busy
+machine (``_patient_self_check``). Nothing changes when gradio is already imported or a gradio version lacks
 these functions: the page is the same either way, only built sooner.
 """
 
@@ -63,9 +64,38 @@ def _plain_listener_docs(module: ModuleType) -> None:
     listener_cls.set_doc = set_doc
 
 
+SELF_CHECK_S = 60.0  # how long ``launch`` may wait for its own server to answer
+
+
+def _patient_self_check(module: ModuleType) -> None:
+    """``launch`` asks its own fresh server for the page (``networking.url_ok``: one HEAD with a 3 s timeout, and a
+    timeout ends the check) and refuses to start when it gets no answer ("When localhost is not accessible, a
+    shareable link must be created"). On a loaded machine (load 12-16 on 2 cores, the tests' machine) that first
+    answer took longer and the studio exited at start. The server is ours and listening: wait up to
+    ``SELF_CHECK_S`` for it instead."""
+    original = getattr(module, "url_ok", None)
+    if not callable(original):
+        return
+
+    def url_ok(url: str) -> bool:
+        import time
+
+        deadline = time.monotonic() + SELF_CHECK_S
+        while True:
+            if original(url):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
+
+    url_ok.__doc__ = original.__doc__
+    module.url_ok = url_ok
+
+
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "gradio.component_meta": _keep_stubs,
     "gradio.events": _plain_listener_docs,
+    "gradio.networking": _patient_self_check,
 }
 
 

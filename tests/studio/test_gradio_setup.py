@@ -59,6 +59,8 @@ import gradio as gr
 from gradio import component_meta
 from studio import gradio_setup
 assert component_meta.create_or_modify_pyi is gradio_setup._no_stub_update, component_meta.create_or_modify_pyi
+from gradio import networking
+assert networking.url_ok.__module__ == "studio.gradio_setup", networking.url_ok
 assert not any(isinstance(f, gradio_setup._PatchAfterExec) for f in sys.meta_path), sys.meta_path
 doc = gr.Button.click.__doc__
 assert doc.startswith("Triggered when the Button is clicked."), doc[:80]
@@ -73,3 +75,21 @@ print("ok")
     env = {k: v for k, v in os.environ.items() if k != "GRADIO_DEFAULT_CONCURRENCY_LIMIT"}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_launch_waits_for_its_own_server_on_a_busy_machine(monkeypatch):
+    """gradio's self-check gives up after one timed-out HEAD (the studio then exited at start under load): the
+    patched check asks again until the server answers, and still says no after SELF_CHECK_S."""
+    import types
+
+    from studio import gradio_setup
+
+    answers = iter([False, False, False, True])
+    module = types.SimpleNamespace(url_ok=lambda url: next(answers))
+    gradio_setup._patient_self_check(module)
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    assert module.url_ok("http://127.0.0.1:1/") is True
+    never = types.SimpleNamespace(url_ok=lambda url: False)
+    gradio_setup._patient_self_check(never)
+    monkeypatch.setattr(gradio_setup, "SELF_CHECK_S", 0.0)
+    assert never.url_ok("http://127.0.0.1:1/") is False
