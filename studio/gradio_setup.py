@@ -64,31 +64,39 @@ def _plain_listener_docs(module: ModuleType) -> None:
     listener_cls.set_doc = set_doc
 
 
-SELF_CHECK_S = 60.0  # how long ``launch`` may wait for its own server to answer
+SELF_CHECK_S = 120.0  # how long ``launch`` may wait for its own server to answer
+ANSWER_STATUSES = (200, 401, 301, 302, 303, 307, 308)  # what gradio's own check counts as an answer
 
 
 def _patient_self_check(module: ModuleType) -> None:
-    """``launch`` asks its own fresh server for the page (``networking.url_ok``: one HEAD with a 3 s timeout, and a
-    timeout ends the check) and refuses to start when it gets no answer ("When localhost is not accessible, a
-    shareable link must be created"). On a loaded machine (load 12-16 on 2 cores, the tests' machine) that first
-    answer took longer and the studio exited at start. The server is ours and listening: wait up to
-    ``SELF_CHECK_S`` for it instead."""
-    original = getattr(module, "url_ok", None)
-    if not callable(original):
+    """``launch`` asks its own fresh server for the page (``networking.url_ok``: a HEAD with a 3 s timeout; a timeout
+    ends the check) and refuses to start without an answer ("When localhost is not accessible, a shareable link must
+    be created"). Rendering the page's config takes longer than 3 s on a loaded machine (load 12-22 on 2 cores, the
+    tests' machine): the studio exited at start, and every timed-out request still cost the server its work. The
+    server is ours and listening: ask with a patient timeout until ``SELF_CHECK_S`` has passed."""
+    if not callable(getattr(module, "url_ok", None)):
         return
 
     def url_ok(url: str) -> bool:
         import time
+        import warnings
+
+        import httpx
 
         deadline = time.monotonic() + SELF_CHECK_S
         while True:
-            if original(url):
-                return True
+            left = deadline - time.monotonic()
+            try:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore")
+                    if httpx.head(url, timeout=max(left, 1.0), verify=False).status_code in ANSWER_STATUSES:
+                        return True
+            except (httpx.HTTPError, OSError):
+                pass
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.5)
 
-    url_ok.__doc__ = original.__doc__
     module.url_ok = url_ok
 
 

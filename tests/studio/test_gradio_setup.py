@@ -78,18 +78,35 @@ print("ok")
 
 
 def test_launch_waits_for_its_own_server_on_a_busy_machine(monkeypatch):
-    """gradio's self-check gives up after one timed-out HEAD (the studio then exited at start under load): the
-    patched check asks again until the server answers, and still says no after SELF_CHECK_S."""
+    """gradio's self-check gave up after one HEAD timed out at 3 s (the studio then exited at start under load): the
+    patched check waits for a slow answer, asks again after a refused connection, and says no after SELF_CHECK_S."""
+    import socket
+    import threading
+    import time
     import types
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from studio import gradio_setup
 
-    answers = iter([False, False, False, True])
-    module = types.SimpleNamespace(url_ok=lambda url: next(answers))
+    class Slow(BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802 - http.server's name
+            time.sleep(4)  # longer than gradio's 3 s timeout
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    module = types.SimpleNamespace(url_ok=lambda url: False)
     gradio_setup._patient_self_check(module)
-    monkeypatch.setattr("time.sleep", lambda s: None)
-    assert module.url_ok("http://127.0.0.1:1/") is True
-    never = types.SimpleNamespace(url_ok=lambda url: False)
-    gradio_setup._patient_self_check(never)
-    monkeypatch.setattr(gradio_setup, "SELF_CHECK_S", 0.0)
-    assert never.url_ok("http://127.0.0.1:1/") is False
+    try:
+        assert module.url_ok(f"http://127.0.0.1:{server.server_port}/") is True
+    finally:
+        server.shutdown()
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(gradio_setup, "SELF_CHECK_S", 1.0)
+    assert module.url_ok(f"http://127.0.0.1:{port}/") is False
