@@ -346,6 +346,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "pt_one_block": ("one block", "一块"),
     "pt_split": ("several blocks", "跨多块"),
     "pt_joined": ("joined into blocks", "拼接后分块"),
+    "hist_cutoff": ("cutoff {cutoff}", "截断长度 {cutoff}"),
+    "hist_tip": ("{first}–{last} tokens: {rows} rows", "{first}–{last} 个 token：{rows} 行"),
     # Doctor tab
     "d_check": ("check", "检查项"),
     "d_status": ("status", "结果"),
