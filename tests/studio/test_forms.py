@@ -240,3 +240,11 @@ def test_every_form_section_has_a_title_in_both_languages():
     for section in forms.sections():
         en, zh = forms.SECTION_TITLES[section]
         assert en and zh and section not in (en, zh), (section, en, zh)
+
+
+def test_an_emptied_preset_picker_loads_nothing_and_says_nothing():
+    """Issue 27 item 12: switching the language emptied the preset picker, whose event then showed the English error
+    "preset name '': use letters, ..." on the Chinese page."""
+    assert train.load_preset("", "zh") == (None, "") and train.load_preset("  ", "en") == (None, "")
+    values, msg = train.load_preset("../x", "zh")
+    assert values is None and msg.startswith("❌") and "预设" in msg, msg
