@@ -176,6 +176,9 @@ def register(
     if problems:
         listed = "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
         return f"⚠ {t('registered_but', lang)}\n" + listed + head
+    entry = _entry(name)
+    if entry is not None and entry.is_text:  # no response column: plain text, which only stage pt trains on
+        return "⚠ " + t("registered_pt_only", lang, name=name) + head
     return "✅ " + t("registered", lang, name=name) + head
 
 
