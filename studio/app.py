@@ -245,7 +245,6 @@ def cli(argv: list[str] | None = None) -> int:
     print(
         f"studio: serving on http://{conf.host}:{conf.port}" + (" (login required)" if conf.auth else ""), flush=True
     )
-    gradio_setup.patient_start_check()  # a busy machine answers gradio's own start check late, not never
     app.launch(**launch_kwargs(conf))  # queued, up to GRADIO_DEFAULT_CONCURRENCY_LIMIT events of a kind at once
     return 0
 

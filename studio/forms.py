@@ -49,6 +49,7 @@ SECTION_TITLES = {
     "launch": ("Launch: devices and backend", "启动：设备与后端"),
     "launch.deepspeed": ("DeepSpeed", "DeepSpeed"),
     "launch.fsdp": ("FSDP", "FSDP"),
+    "launch.slurm": ("Slurm cluster", "Slurm 集群"),
     "output": ("Output", "输出"),
     "model.rope_scaling": ("RoPE scaling", "RoPE 缩放"),
     "health": ("Health rules", "健康规则"),

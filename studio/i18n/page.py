@@ -360,6 +360,14 @@ STRINGS: dict[str, tuple[str, str]] = {
     "pt_one_block": ("one block", "一块"),
     "pt_split": ("several blocks", "跨多块"),
     "pt_joined": ("joined into blocks", "拼接后分块"),
+    "registered_pt_only": (
+        "registered **{name}** as plain text: it has no response column, so only stage pt (continued pre-training) "
+        "can train on it. For sft, choose its response column under Column mapping and Register again.",
+        "已将 **{name}** 注册为纯文本：它没有回答（response）列，只有 pt 阶段（继续预训练）能用它训练。"
+        "如需 sft，请在“列映射”中选择回答列后重新注册。",
+    ),
+    "hist_cutoff": ("cutoff {cutoff}", "截断长度 {cutoff}"),
+    "hist_tip": ("{first}–{last} tokens: {rows} rows", "{first}–{last} 个 token：{rows} 行"),
     # Doctor tab
     "d_check": ("check", "检查项"),
     "d_status": ("status", "结果"),

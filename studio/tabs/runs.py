@@ -195,10 +195,7 @@ def act(action: str, run_id: str | None, lang: str = "en") -> str:
         if action == "stop":  # the Train tab's words; returns at once (a frozen run is ended in the background)
             from studio.tabs import train
 
-            msg, target = train.stop_begin(run_id, lang)
-            if target:
-                runs.stop(target, wait=False)
-            return msg
+            return train.stop_now(run_id, lang)[0]
         if action == "delete":
             report = runs.delete(run_id)
             return "  \n".join(localize(line, lang) for line in report.lines())

@@ -130,6 +130,15 @@ def stop_begin(run_id: str | None, lang: str = "en") -> tuple[str, str | None]:
     return t("stopping", lang, id=run_id), str(run_id)
 
 
+def stop_now(run_id: str | None, lang: str = "en") -> tuple[str, str | None]:
+    """Stop's click: ``stop_begin`` and the signals in the click's own request (a second request, sent once the
+    browser has drawn the first answer, reached the trainer 18 s late on a loaded machine: issue 27 item 14)."""
+    msg, target = stop_begin(run_id, lang)
+    if target:
+        runs.stop(target, wait=False)
+    return msg, target
+
+
 def stop_finish(run_id: str | None, lang: str = "en") -> str:
     """Stop the run and say how it ended: the step it stopped at and where its checkpoint is. The stop itself never
     holds the page: signals go out at once and a run that does not end within the grace period is killed in the
@@ -137,7 +146,8 @@ def stop_finish(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return gr_skip()
     try:
-        runs.stop(run_id, wait=False)
+        if not getattr(runs.get(run_id, refresh_status=False), "stop_requested", None):  # stop_now has signalled it
+            runs.stop(run_id, wait=False)
         deadline = time.time() + stop_grace_s() + 15.0
         rec = runs.get(run_id)
         while str(getattr(rec, "status", "")) in ("running", "queued") and time.time() < deadline:
@@ -337,7 +347,7 @@ def build(ctx: Any) -> None:
     start.click(_start, [*fields, confirm, ctx.lang], [action_msg, ctx.run_picker, confirm])
     # Stop answers at once, then waits while the trainer saves its checkpoint and says where it went.
     stopping = gr.State(None)
-    stop.click(stop_begin, [ctx.run_picker, ctx.lang], [action_msg, stopping], queue=False).then(
+    stop.click(stop_now, [ctx.run_picker, ctx.lang], [action_msg, stopping], queue=False).then(
         stop_finish, [stopping, ctx.lang], [action_msg]
     ).then(lambda lang_: gr.update(choices=ctx.run_choices(lang_)), [ctx.lang], [ctx.run_picker], queue=False)
 

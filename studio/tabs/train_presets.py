@@ -49,6 +49,8 @@ def save_preset(name: str, values: dict[str, Any], lang: str = "en") -> str:
 
 
 def load_preset(name: str, lang: str = "en") -> tuple[dict[str, Any] | None, str]:
+    if not (name or "").strip():  # the picker emptied (a language switch redraws it): nothing to load, nothing to say
+        return None, ""
     try:
         path = preset_path(name)
     except ValueError:

@@ -229,3 +229,22 @@ def test_stage_dropdown_offers_kto_and_rm_and_their_rules_name_the_fields(demo_p
     assert spec is None and [p for p, _ in errors] == ["data.datasets"] and "kto_tag" in str(errors[0][1])
     spec, errors, _ = train.check(values | {"method.stage": "rm", "data.datasets": ["demo_dpo"]})
     assert errors == [] and spec.method.stage == "rm"
+
+
+def test_every_form_section_has_a_title_in_both_languages():
+    """Issue 27 item 12: the Slurm group's accordion read its raw key "launch.slurm" in both languages."""
+    from studio import forms
+
+    missing = [s for s in forms.sections() if s not in forms.SECTION_TITLES]
+    assert not missing, missing
+    for section in forms.sections():
+        en, zh = forms.SECTION_TITLES[section]
+        assert en and zh and section not in (en, zh), (section, en, zh)
+
+
+def test_an_emptied_preset_picker_loads_nothing_and_says_nothing():
+    """Issue 27 item 12: switching the language emptied the preset picker, whose event then showed the English error
+    "preset name '': use letters, ..." on the Chinese page."""
+    assert train.load_preset("", "zh") == (None, "") and train.load_preset("  ", "en") == (None, "")
+    values, msg = train.load_preset("../x", "zh")
+    assert values is None and msg.startswith("❌") and "预设" in msg, msg

@@ -459,3 +459,21 @@ def test_doctor_table_is_hidden_until_it_has_results(monkeypatch):
     shown = doctor.show_checks("en")
     assert shown["visible"] is True and list(shown["value"].columns) == ["check", "status", "detail", "fix"]
     assert len(doctor.COLUMN_WIDTHS) == len(doctor.COLUMNS)
+
+
+def test_a_file_without_answers_registers_saying_only_pt_can_use_it(studio_home, tmp_path):
+    """Issue 27 item 10: an alpaca file without an output column registered with ✅ although sft has nothing to learn
+    from it; now Register says it is plain text for stage pt, and how to make it sft data."""
+    src = tmp_path / "no_answers.jsonl"
+    src.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "input": ""}) for i in range(5)))
+    dest = data.store_upload(str(src))
+    mapping = data.guess_mapping(data.file_columns(dest), "alpaca")
+    msg = data.register(str(dest), "no_answers", "alpaca", mapping)
+    assert msg.startswith("⚠") and "only stage pt" in msg and "response column" in msg, msg
+    zh = data.register(str(dest), "no_answers_zh", "alpaca", mapping, lang="zh")
+    assert "只有 pt 阶段" in zh, zh
+    with_answers = tmp_path / "with_answers.jsonl"
+    with_answers.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "output": f"{i}"}) for i in range(5)))
+    dest = data.store_upload(str(with_answers))
+    mapping = data.guess_mapping(data.file_columns(dest), "alpaca")
+    assert data.register(str(dest), "with_answers", "alpaca", mapping).startswith("✅")
