@@ -9,6 +9,7 @@ datasets. Videos and audio are refused by the entry check (``engine.data.rows``)
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from engine.data.admit import inside, roots
@@ -102,3 +103,25 @@ def image_problems(
 def count_images(rows: list[dict]) -> int:
     """The images the canonical rows hold."""
     return sum(len(r.get("images") or []) for r in rows)
+
+
+def tokens_per_image(model_dir: str | Path) -> int | None:
+    """How many tokens the model's processor puts in for one image, read from its config.json, for the families
+    whose count is fixed (LLaVA: ``image_seq_length``, else the tower's patches; Gemma 3: ``mm_tokens_per_image``);
+    None for others (Qwen2-VL's grows with the image) or no readable config."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    kind = config.get("model_type")
+    if kind == "llava":
+        if isinstance(config.get("image_seq_length"), int):
+            return config["image_seq_length"]
+        vision = config.get("vision_config") or {}
+        size, patch = vision.get("image_size"), vision.get("patch_size")
+        if isinstance(size, int) and isinstance(patch, int) and patch:
+            extra = 0 if config.get("vision_feature_select_strategy", "default") == "default" else 1
+            return (size // patch) ** 2 + extra
+    if kind == "gemma3" and isinstance(config.get("mm_tokens_per_image"), int):
+        return config["mm_tokens_per_image"]
+    return None

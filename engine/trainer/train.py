@@ -140,8 +140,9 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     ckpt_mode, ckpt_reason = resolve_checkpointing(spec, device)
     from engine.trainer import vision
 
-    vlm = vision.wanted(spec)  # a vision-language model: its processor, its rows' images (engine.trainer.vision)
-    tokenizer = vision.load_processor(spec) if vlm else model_lib.load_tokenizer(spec)
+    where = model_lib.model_location(spec)
+    vlm = vision.wanted(spec, where)  # a vision-language model: its processor, its rows' images (trainer.vision)
+    tokenizer = vision.load_processor(spec, where) if vlm else model_lib.load_tokenizer(spec)
     log = lambda msg: print(msg, flush=True) if rank == 0 else None  # noqa: E731
     data = vision.build_data(spec, tokenizer, log=log) if vlm else build_train_data(spec, tokenizer, log=log)
     if rank == 0:

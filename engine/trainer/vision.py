@@ -29,14 +29,13 @@ def is_vision_model(config) -> bool:
     return getattr(config, "vision_config", None) is not None
 
 
-def wanted(spec) -> bool:
-    """Whether the spec's model is a vision-language model (read from its config); such a run trains stage sft."""
+def wanted(spec, location: str) -> bool:
+    """Whether the spec's model (at ``location``, engine.trainer.model's model_location) is a vision-language model,
+    read from its config; such a run trains stage sft."""
     from transformers import AutoConfig
 
-    from engine.trainer.model import model_location
-
     config = AutoConfig.from_pretrained(
-        model_location(spec), revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
+        location, revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
     )
     if not is_vision_model(config):
         return False
@@ -45,14 +44,12 @@ def wanted(spec) -> bool:
     return True
 
 
-def load_processor(spec):
+def load_processor(spec, location: str):
     """The model's processor (its tokenizer and image processor), with a pad token."""
     from transformers import AutoProcessor
 
-    from engine.trainer.model import model_location
-
     processor = AutoProcessor.from_pretrained(
-        model_location(spec), revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
+        location, revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
     )
     tok = processor.tokenizer
     if tok.pad_token is None:
