@@ -122,3 +122,26 @@ def test_the_demo_image_dataset_checks_ok_with_every_image_counted(demo_paths):
     rows = R.load_rows(demo_paths["vlm_dataset"], data, "sft")
     assert sum(len(r["images"]) for r in rows) == want
     assert all(Path(p).is_file() for r in rows for p in r["images"])
+
+
+def test_images_need_a_vision_language_model_and_stage_sft_before_launch(demo_paths):
+    import pytest
+
+    from engine.spec.schema import SpecError, parse_spec
+
+    def spec(model: str, stage: str = "sft") -> dict:
+        return {
+            "model": {"name_or_path": model},
+            "method": {"stage": stage, "finetuning": "lora"},
+            "data": {"datasets": [demo_paths["vlm_dataset"]], "dataset_dir": demo_paths["data_dir"]},
+            "launch": {"device": "cpu"},
+        }
+
+    assert parse_spec(spec(demo_paths["vlm_model_dir"]), context=True).model.name_or_path
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec(demo_paths["model_dir"]), context=True)
+    said = [(field, str(msg)) for field, msg in info.value.problems]
+    assert any(f == "data.datasets" and "has no vision tower" in m and "demo_vlm" in m for f, m in said), said
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec(demo_paths["vlm_model_dir"], "kto"), context=True)
+    assert any(f == "method.stage" and "stage sft (got 'kto')" in str(m) for f, m in info.value.problems)
