@@ -52,6 +52,7 @@ SECTION_TITLES = {
     "launch.slurm": ("Slurm cluster", "Slurm 集群"),
     "output": ("Output", "输出"),
     "model.rope_scaling": ("RoPE scaling", "RoPE 缩放"),
+    "model.vision": ("Vision-language model", "视觉语言模型"),
     "health": ("Health rules", "健康规则"),
     "notify": ("Notifications", "通知"),
 }

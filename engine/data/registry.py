@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from engine.core.messages import from_exception
-from engine.data import admit, hub, ms_hub
+from engine.data import admit, hub, images, ms_hub
 from engine.data.files import (  # the budgets are re-exported: the page names them
     PAGE_READ_BYTES,  # noqa: F401
     PAGE_RECORD_BYTES,  # noqa: F401
@@ -266,6 +266,8 @@ def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int |
             key = "data.more_rows" if more > 1 else "data.more_rows_one"
             prob.message = message(key, message=prob.message, more=more)
         problems.append(prob)
+    if entry.columns.get("images") and rows:  # every image opened (header only), paths resolved in the rows
+        problems += images.image_problems(rows, str(path), entry.columns["images"], dataset_dir)
     return entry, rows, problems, complete
 
 
@@ -501,5 +503,6 @@ def cli(argv: list[str]) -> int:
         elif stage == "kto":
             print(str(message("data.kto_ok", name=name, rows=len(rows), **kto_counts([r for _, r in rows]))))
         else:
-            print(f"{name}: OK ({len(rows)} rows, stage {stage})")
+            counted = images.count_images([r for _, r in rows])
+            print(f"{name}: OK ({len(rows)} rows, stage {stage}" + (f", {counted} images)" if counted else ")"))
     return 1 if failed else 0

@@ -211,7 +211,7 @@ def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
                 message("data.entry_formatting", name=name, formatting=raw.get("formatting")),
             )
         )
-    for kind in ("images", "videos", "audios"):  # LF's multimodal columns: refused here, not found out in training
+    for kind in ("videos", "audios"):  # LF's other multimodal columns: refused here, not found out in training
         column = (raw.get("columns") or {}).get(kind)
         if column:
             out.append(
@@ -276,6 +276,8 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
             if response is not None:
                 messages.append({"role": "assistant", "content": str(response)})
     out = {"system": system, "messages": messages}
+    if cols.get("images"):
+        out["images"] = _images(get("images", False), cols["images"], messages)
     tools = get("tools", False)
     if tools:
         text = _tools_text(tools, cols.get("tools"))
@@ -304,6 +306,22 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
                 col = cols.get("response") if entry.formatting == "alpaca" else cols.get("messages")
                 raise _RowError(col, message("data.empty_response", turn=i + 1), kind="empty")
     return out
+
+
+def _images(value: Any, column: str, messages: list[dict]) -> list[str]:
+    """A row's images column (LF's: a path or URL, or a list of them) as a list, checked against the ``<image>``
+    placeholders of its messages (LF pairs them in order; a count that differs is refused, naming both; with no
+    placeholder at all, LF puts every image before the first user message's text, and so do we)."""
+    refs = [] if value is None else [value] if isinstance(value, str) else value
+    if not isinstance(refs, list) or not all(isinstance(r, str) and r.strip() for r in refs):
+        raise _RowError(column, message("data.images_not_list", type=type(value).__name__), kind="images_type")
+    count = sum(str(m.get("content", "")).count("<image>") for m in messages)
+    first_user = next((m for m in messages if m["role"] == "user"), None)
+    if count == 0 and refs and first_user is not None:  # LF's rule: no placeholder at all, all images go first
+        first_user["content"] = "<image>" * len(refs) + first_user["content"]
+    elif count != len(refs):
+        raise _RowError(column, message("data.image_count", placeholders=count, images=len(refs)), kind="image_count")
+    return list(refs)
 
 
 def _kto_tag(value: Any, column: str) -> bool | None:

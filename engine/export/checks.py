@@ -154,6 +154,16 @@ def source_head(src: Source) -> str:
     return "seq_cls" if any(str(a).endswith("ForSequenceClassification") for a in archs) else "causal_lm"
 
 
+# Vision-language checkpoints keep their pre-transformers-5 tensor names on disk (LLaVA's language_model.model...),
+# which from_pretrained maps to the module names adapters use: module prefix -> stored prefix.
+_STORED_AS = (
+    ("model.language_model.", "language_model.model."),
+    ("model.vision_tower.", "vision_tower."),
+    ("model.multi_modal_projector.", "multi_modal_projector."),
+    ("model.visual.", "visual."),
+)
+
+
 def check_fits(src: Source, base_dir: str) -> None:
     """Each LoRA A/B pair must fit the base module it targets: adapter (r x in, out x r) vs base (out x in)."""
     afile = Path(src.weights_dir) / "adapter_model.safetensors"
@@ -167,7 +177,9 @@ def check_fits(src: Source, base_dir: str) -> None:
             continue
         module = name.split(".lora_A.")[0].removeprefix("base_model.model.")
         b_meta = tensors.get(name.replace(".lora_A.", ".lora_B."))
-        target = base.get(module + ".weight")
+        target = base.get(module + ".weight") or next(
+            (base.get(old + module[len(new) :] + ".weight") for new, old in _STORED_AS if module.startswith(new)), None
+        )
         trained_on = src.adapter_config.get("base_model_name_or_path")
         where = message("export.adapter_where", path=src.weights_dir, trained_on=trained_on)
         if target is None:

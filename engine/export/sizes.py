@@ -40,6 +40,8 @@ TOKENIZER_FILES = (
     "chat_template.json",
     "vocab.txt",
     "spiece.model",
+    "processor_config.json",  # a vision-language model's processor (image processor settings, its chat template)
+    "preprocessor_config.json",
 )
 
 

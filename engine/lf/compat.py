@@ -43,6 +43,7 @@ from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here 
     _OPTIMIZER_SWITCHES,
     _OPTIONS_OF_OFF_FEATURES,
     _STAGE_DIRECT,
+    PROCESSOR_TEMPLATES,
     _csv,
     _Import,
     _lf_path,
@@ -219,6 +220,9 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     else:
         imp.put("method.stage", stage)
     imp.put("method.finetuning", args.get("finetuning_type", "lora"))
+    if str(args.get("template")) in PROCESSOR_TEMPLATES:  # a vision-language family Studio renders with its processor
+        imp.put("data.template", "auto")
+        imp.notes.append(message("lf.noted_processor_template", template=args["template"]))
     if "oft_target" in args:
         imp.put("method.oft.targets", _csv(args["oft_target"]))
     _optimizer_switches(args, imp)

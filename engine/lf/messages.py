@@ -35,6 +35,10 @@ MESSAGES: dict[str, str] = {
     "lf.noted_tokens_per_second": "the studio reports tokens/s",
     "lf.noted_use_reentrant_gc": "Studio checkpoints without re-entrant autograd",
     "lf.noted_do_eval": "evaluation follows eval_strategy and val_size",
+    "lf.noted_processor_template": "template {template}: the model's processor renders the conversation with its "
+    "own chat template (template auto)",
+    "lf.noted_video": "video training is not supported (a dataset with videos is refused when it is checked); "
+    "images train",
     "lf.noted_inference": "an inference setting, not used in training",
     "lf.noted_generation": "a generation setting (chat, predict), not used in training",
     "lf.noted_export": "an export setting (llamafactory-cli export): give the export YAML to studio merge --lf-yaml",
@@ -100,8 +104,8 @@ MESSAGES: dict[str, str] = {
     "lf.hf4_hub_token": "use hub_token",
     "lf.hf4_torch_compile": "use torch_compile_backend",
     # LF features Studio does not have, refused when switched on (engine.lf.keys._FEATURES)
-    "lf.refused_multimodal": "multimodal (image, video, audio) training is not supported: Studio trains text-only "
-    "models",
+    "lf.refused_multimodal": "this multimodal option (pan-and-scan, patch crops, audio, media_dir) is not supported: "
+    "Studio trains on images with paths relative to the dataset folder",
     "lf.refused_new_adapter": "a new adapter on top of adapter_name_or_path is not supported: merge the adapter first "
     "(studio merge)",
     "lf.refused_additional_target": "modules trained beside LoRA (additional_target) are not supported: use "

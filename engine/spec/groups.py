@@ -35,6 +35,38 @@ class RopeScalingSpec(_Spec):
     )
 
 
+class VisionSpec(_Spec):
+    """A vision-language model's parts and image sizes (LLaMA-Factory's switches of the same names)."""
+
+    freeze_vision_tower: bool = Field(
+        True,
+        description="Keep the vision tower (the image encoder) frozen",
+        json_schema_extra=_meta("Freeze vision tower", advanced=True, label_zh="冻结视觉塔"),
+    )
+    freeze_multi_modal_projector: bool = Field(
+        True,
+        description="Keep the multimodal projector (image features to the language model) frozen",
+        json_schema_extra=_meta("Freeze projector", advanced=True, label_zh="冻结多模态投影层"),
+    )
+    freeze_language_model: bool = Field(
+        False,
+        description="Keep the language model frozen (train only the unfrozen vision parts)",
+        json_schema_extra=_meta("Freeze language model", advanced=True, label_zh="冻结语言模型"),
+    )
+    image_max_pixels: int = Field(
+        768 * 768,
+        ge=16,
+        description="Larger images are shrunk to this many pixels before the processor (aspect kept)",
+        json_schema_extra=_meta("Image max pixels", advanced=True, label_zh="图像最大像素数"),
+    )
+    image_min_pixels: int = Field(
+        32 * 32,
+        ge=1,
+        description="Smaller images are enlarged to this many pixels before the processor (aspect kept)",
+        json_schema_extra=_meta("Image min pixels", advanced=True, label_zh="图像最小像素数"),
+    )
+
+
 class ModelSpec(_Spec):
     name_or_path: str = Field(
         ...,
@@ -78,6 +110,7 @@ class ModelSpec(_Spec):
         description="Extend the context with RoPE scaling (empty: off)",
         json_schema_extra=_meta("RoPE scaling", advanced=True, label_zh="RoPE 缩放"),
     )
+    vision: VisionSpec = Field(default_factory=VisionSpec)  # read only for vision-language models
 
     @model_validator(mode="before")
     @classmethod

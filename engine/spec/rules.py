@@ -424,7 +424,29 @@ def _check_datasets(spec: RunSpec) -> list[tuple[str, Message]]:
         kind = stage_data_problem(spec.method.stage, name, bool(entry.get("ranking")), tag)
         if kind is not None:
             errors.append((field, message(kind[0], **kind[1])))
-    return errors
+    return errors + _image_problems(spec, info)
+
+
+def _image_problems(spec: RunSpec, info: dict) -> list[tuple[str, Message]]:
+    """Datasets with images train a vision-language model (a config with a vision_config) with stage sft."""
+    from engine.data.messages import message as data_message
+
+    names = [
+        n
+        for n in [*spec.data.datasets, *spec.data.eval_datasets]
+        if isinstance(info.get(n), dict)
+        and isinstance(info[n].get("columns"), dict)
+        and info[n]["columns"].get("images")
+    ]
+    if not names:
+        return []
+    shown = ", ".join(names)
+    if spec.method.stage != "sft":
+        return [("method.stage", data_message("data.images_stage", names=shown, stage=spec.method.stage))]
+    config = read_model_config(spec.model.name_or_path, spec.model.revision)
+    if config is not None and not config.get("vision_config"):
+        return [("data.datasets", data_message("data.images_text_model", names=shown, model=spec.model.name_or_path))]
+    return []
 
 
 SBATCH_OPTION = re.compile(r"^(#SBATCH\s+)?--?[A-Za-z][A-Za-z0-9_-]*(=\S.*|\s+\S.*)?$")

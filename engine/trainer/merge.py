@@ -118,10 +118,17 @@ def logits_of(model, ids):
 
 
 def auto_class(plan: ExportPlan):
-    """The transformers auto class of the merged model: a reward model's sequence classifier, else a causal LM."""
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+    """The transformers auto class of the merged model: a reward model's sequence classifier, a vision-language
+    model's image-text class (its config has a vision_config), else a causal LM."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSequenceClassification
 
-    return AutoModelForSequenceClassification if plan.head == "seq_cls" else AutoModelForCausalLM
+    if plan.head == "seq_cls":
+        return AutoModelForSequenceClassification
+    try:
+        config = json.loads((Path(plan.base) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    return AutoModelForImageTextToText if config.get("vision_config") else AutoModelForCausalLM
 
 
 def pad_token_id(plan: ExportPlan) -> int | None:
@@ -157,7 +164,10 @@ def merge_weights(
     if getattr(model.config, "quantization_config", None):
         model = model.dequantize()  # a pre-quantized base: merge onto dequantized weights, never packed ones
     model.eval()
-    ids = fixed_prompts(model.config.vocab_size)
+    ids = fixed_prompts(model.config.get_text_config().vocab_size)
+    image_token = getattr(model.config, "image_token_id", None)  # a VLM's: text prompts must not hold it
+    if image_token is not None:
+        ids[ids == image_token] = (image_token + 1) % model.config.get_text_config().vocab_size
     report: dict = {
         "prompts": list(ids.shape),
         "merge_dtype": "float32",

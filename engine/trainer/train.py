@@ -142,11 +142,16 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
         deepspeed.init_distributed(dist_backend="gloo")
 
     ckpt_mode, ckpt_reason = resolve_checkpointing(spec, device)
-    tokenizer = model_lib.load_tokenizer(spec)
+    from engine.trainer import vision
+
+    where = model_lib.model_location(spec)
+    vlm = vision.wanted(spec, where)  # a vision-language model: its processor, its rows' images (trainer.vision)
+    tokenizer = vision.load_processor(spec, where) if vlm else model_lib.load_tokenizer(spec)
+    log = lambda msg: print(msg, flush=True) if rank == 0 else None  # noqa: E731
     data_builder = build_train_data
     if spec.method.stage == "grpo":  # prompts for TRL's GRPOTrainer (engine.trainer.grpo)
         from engine.trainer.grpo import build_data as data_builder
-    data = data_builder(spec, tokenizer, log=lambda msg: print(msg, flush=True) if rank == 0 else None)
+    data = vision.build_data(spec, tokenizer, log=log) if vlm else data_builder(spec, tokenizer, log=log)
     if rank == 0:
         append_event(events, "data_ready", 0, **data.stats)
         write_record(spec, run_dir, tokenizer, device, precision)
@@ -154,7 +159,11 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     row_tokens = packed_row_tokens(spec) if data.stats.get("padding_free") or spec.data.packing else 0
     per_sample, attention_reason = choose_attention(spec, device, row_tokens)
     model = model_lib.load_model(
-        spec, device=device, precision=precision, attn_implementation=attention.NAME if per_sample else None
+        spec,
+        device=device,
+        precision=precision,
+        attn_implementation=attention.NAME if per_sample else None,
+        vision=vlm,
     )
     trainable, total = model_lib.count_parameters(model)
 
@@ -164,6 +173,8 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
         spec, out, run_dir, device, precision, has_eval=data.eval_dataset is not None, model=model
     )
     trained_logits, trained_logits_reason = use_trained_logits(spec, model, targs)
+    if vlm:
+        trained_logits, trained_logits_reason = False, "a vision-language model's forward takes no position mask"
     if trained_logits:
         from engine.trainer.dataset import TrainedLogitsCollator
 
@@ -202,6 +213,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
             trained_logits_reason=trained_logits_reason,
             per_sample_attention=per_sample,
             per_sample_attention_reason=attention_reason,
+            **({"vision": True, "packing": False, "packing_reason": vision.NO_PACKING} if vlm else {}),
         )
         _write_plan(spec, run_dir)
     resume = resolve_resume(spec, out)

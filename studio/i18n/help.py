@@ -17,6 +17,11 @@ HELP_ZH: dict[str, str] = {
     "model.rope_scaling": "用 RoPE 缩放扩展上下文长度（不勾选：关闭）",
     "model.rope_scaling.type": "RoPE 缩放方法",
     "model.rope_scaling.factor": "上下文长度倍数",
+    "model.vision.freeze_vision_tower": "冻结视觉塔（图像编码器）",
+    "model.vision.freeze_multi_modal_projector": "冻结多模态投影层（把图像特征送入语言模型）",
+    "model.vision.freeze_language_model": "冻结语言模型（只训练未冻结的视觉部分）",
+    "model.vision.image_max_pixels": "更大的图像在送入处理器前缩小到这么多像素（保持宽高比）",
+    "model.vision.image_min_pixels": "更小的图像在送入处理器前放大到这么多像素（保持宽高比）",
     "method.stage": "sft：监督微调；pt：文本继续预训练；dpo：偏好对训练；kto：每个回答标注可取与否（kto_tag）；"
     "rm：在偏好对上训练奖励模型（打分头）；grpo：在提示上做强化学习，由奖励函数打分（method.grpo）",
     "method.finetuning": "lora：训练适配器（配合量化即 QLoRA）；oft：正交微调适配器；full：训练全部权重；freeze：只"

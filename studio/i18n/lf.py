@@ -24,6 +24,8 @@ LF_ZH: dict[str, str] = {
     "lf.noted_tokens_per_second": "Studio 会报告 tokens/s",
     "lf.noted_use_reentrant_gc": "Studio 的梯度检查点不使用可重入 autograd",
     "lf.noted_do_eval": "评估按 eval_strategy 和 val_size 进行",
+    "lf.noted_processor_template": "template {template}：由模型的处理器用其自带的对话模板渲染（template auto）",
+    "lf.noted_video": "不支持视频训练（含视频的数据集在检查时被拒绝）；图像可以训练",
     "lf.noted_inference": "这是推理设置，训练中不使用",
     "lf.noted_generation": "这是生成设置（对话、预测），训练中不使用",
     "lf.noted_export": "这是导出设置（llamafactory-cli export）：请把导出 YAML 交给 studio merge --lf-yaml",
@@ -83,7 +85,8 @@ LF_ZH: dict[str, str] = {
     "lf.hf4_hub_model_id": "请改用 hub_model_id",
     "lf.hf4_hub_token": "请改用 hub_token",
     "lf.hf4_torch_compile": "请改用 torch_compile_backend",
-    "lf.refused_multimodal": "不支持多模态（图像、视频、音频）训练：Studio 只训练纯文本模型",
+    "lf.refused_multimodal": "不支持此多模态选项（pan-and-scan、分块裁剪、音频、media_dir）："
+    "Studio 训练图像，路径相对于数据集文件夹",
     "lf.refused_new_adapter": "不支持在 adapter_name_or_path 之上新建适配器：请先合并该适配器（studio merge）",
     "lf.refused_additional_target": "不支持在 LoRA 之外额外训练模块（additional_target）：请使用 finetuning_type "
     "freeze 或 full",

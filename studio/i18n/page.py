@@ -562,6 +562,17 @@ STRINGS: dict[str, tuple[str, str]] = {
     "xf_serving": ("serving {model} at {url}", "正在 {url} 提供 {model}"),
     "xf_loading": ("loading the model (run {id}) …", "正在加载模型（运行 {id}）…"),
     "xf_stopped": ("server stopped", "服务已停止"),
+    "ds_images": ("{n} image(s):", "{n} 张图像："),
+    "ds_image_tokens": ("{n} tokens", "{n} 个 token"),
+    "ds_image_tokens_unknown": ("tokens set by the processor", "token 数由处理器决定"),
+    "ds_images_note": (
+        "{images} images × {per} tokens = {tokens} image tokens counted",
+        "{images} 张图像 × {per} 个 token = 计入 {tokens} 个图像 token",
+    ),
+    "ds_images_note_unknown": (
+        "{images} images (their tokens depend on each image's size: not counted)",
+        "{images} 张图像（其 token 数取决于图像尺寸：未计入）",
+    ),
 }
 
 

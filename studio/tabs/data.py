@@ -33,6 +33,7 @@ from engine.data.packing import packing_efficiency, pt_blocks  # the trainer's o
 from studio import backend, histogram, monitor, settings
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
+from studio.tabs import data_images
 
 MAX_UPLOAD_BYTES = settings.max_upload_bytes()  # STUDIO_MAX_UPLOAD_MB
 UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".parquet")
@@ -333,6 +334,7 @@ def lengths(
     stage = stage or "sft"
     packing = bool(packing) and stage in ("sft", "pt")  # the spec refuses packing with dpo, kto and rm
     counts = tpl.token_lengths(template or "auto", model, rows, stage)
+    counts = data_images.with_image_tokens(counts, rows, model, data_images.placeholder_tokens(model))
     cutoff = int(cutoff or 0)
     frame = monitor.plot_frame(
         [
@@ -361,7 +363,7 @@ def lengths(
     )
     if packing and cutoff:
         note += t("packing_eff", lang, eff=f"{packing_efficiency(counts, cutoff):.0%}")
-    return frame, note
+    return frame, note + data_images.image_tokens_note(rows, model, lang)
 
 
 def build(ctx: Any) -> None:
@@ -424,6 +426,9 @@ def build(ctx: Any) -> None:
                 name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_, stage=stage_ or "sft", rows=got
             )
             shown = sample_html(name, model_, template_, lang_, stage_ or "sft", rows=got)
+            if got:  # a row's images beside its text, its placeholders with the tokens they become
+                marked = data_images.mark_placeholders(shown, model_, lang_)
+                shown = data_images.thumbnails_html(got[0], lang_) + marked
             if problems:  # a row too long for the page, a torn line...: named above the sample
                 listed = "".join(f"<li>{html.escape(problem_text(p, lang_))}</li>" for p in problems[:5])
                 shown = f'<ul class="ds-problems" id="ds-problems">{listed}</ul>' + shown

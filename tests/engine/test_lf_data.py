@@ -33,7 +33,7 @@ VERDICTS = {
     "splits_demo_test": "OK 2 sft",
     "splits_demo_sampled": "OK 6 sft",  # num_samples is the run's sampling; the check reads every row
     "splits_demo_bad_split": "no split 'validation' (splits there: test, train)",
-    "mllm_demo": "has a images column ('images'): image, video and audio data is not supported",
+    "mllm_demo": "OK 6 sft 6 images",  # LF's layout: placeholders in some rows, none in others (all images first)
     "mllm_video_demo": "has a videos column ('videos')",
     "mllm_audio_demo": "has a audios column ('audios')",
     "alpaca_en": "dataset 'alpaca_en' is on the hub (llamafactory/alpaca_en) and not in the Hugging Face cache, and "
@@ -59,8 +59,10 @@ def _verdicts(output: str) -> dict[str, str]:
         head = re.match(r"^(\S+): (.*)$", line)
         if head and not line.startswith(" "):
             name, rest = head.groups()
-            ok = re.match(r"OK \((\d+) rows, stage (\w+)\)", rest)
-            out[name] = f"OK {ok.group(1)} {ok.group(2)}" if ok else rest
+            ok = re.match(r"OK \((\d+) rows, stage (\w+)(?:, (\d+) images)?\)", rest)
+            out[name] = (
+                (f"OK {ok.group(1)} {ok.group(2)}" + (f" {ok.group(3)} images" if ok.group(3) else "")) if ok else rest
+            )
         elif name:
             out[name] += "\n" + line.strip()
     return out

@@ -150,6 +150,7 @@ def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
     imps.append(compat._lf_import(base, acc, None))
     acc2 = {"distributed_type": "FSDP", "mixed_precision": "fp16", "fsdp_config": {"fsdp_version": 2, "odd": 1}}
     imps.append(compat._lf_import({**base, "bf16": True}, acc2, None))
+    imps.append(compat._lf_import({**base, "template": "moss_vl"}, None, None))  # a VLM family's processor template
     ds = {
         "zero_optimization": {"stage": 2, "odd": 5},
         "bf16": {"enabled": True},
