@@ -221,7 +221,7 @@ class Evaluation:
 
         def step(task: str) -> None:
             self.progress(i, t["label"], "lm_eval", 0, 1, task=task)
-            self.units_done += 1
+            self.units_done += len(self.plan["lm_eval"]["tasks"])
 
         metrics, samples = lm_eval_run.run(t, self.plan, self.lm_manager, step)
         with open(self.out / "lm_eval_samples.jsonl", "a", encoding="utf-8") as fh:

@@ -92,32 +92,29 @@ def run(target: dict, plan: dict, manager, progress) -> tuple[dict, list[dict]]:
         dtype=torch.float32 if device == "cpu" else torch.bfloat16,
         batch_size=plan["generation"]["batch_size"],
     )
-    metrics: dict = {}
-    samples: list[dict] = []
-    for task in lm_plan["tasks"]:
-        name = task["name"]
-        progress(name)
-        out = simple_evaluate(
-            model=model,
-            tasks=[name],
-            task_manager=manager,
-            num_fewshot=lm_plan.get("num_fewshot"),
-            limit=lm_plan.get("limit"),
-            bootstrap_iters=0,
-            log_samples=True,
-            random_seed=plan["generation"]["seed"],
-        )
-        metrics[f"{name}/acc"] = _score(out["results"].get(name, {}))
-        for sub, docs in (out.get("samples") or {}).items():
-            for d in docs:
-                samples.append(
-                    {
-                        "task": sub,
-                        "doc_id": d["doc_id"],
-                        "target": d["target"],
-                        "responses": json.loads(json.dumps(d["filtered_resps"], default=str)),
-                        "acc": d.get("acc", d.get("exact_match")),
-                    }
-                )
+    names = [task["name"] for task in lm_plan["tasks"]]
+    progress(", ".join(names))
+    out = simple_evaluate(
+        model=model,
+        tasks=names,
+        task_manager=manager,
+        num_fewshot=lm_plan.get("num_fewshot"),
+        limit=lm_plan.get("limit"),
+        bootstrap_iters=0,
+        log_samples=True,
+        random_seed=plan["generation"]["seed"],
+    )
+    metrics = {f"{name}/acc": _score(out["results"].get(name, {})) for name in names}
+    samples = [
+        {
+            "task": sub,
+            "doc_id": d["doc_id"],
+            "target": d["target"],
+            "responses": json.loads(json.dumps(d["filtered_resps"], default=str)),
+            "acc": d.get("acc", d.get("exact_match")),
+        }
+        for sub, docs in (out.get("samples") or {}).items()
+        for d in docs
+    ]
     del model
     return metrics, samples

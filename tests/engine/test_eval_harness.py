@@ -24,6 +24,8 @@ from engine.runs import registry as runs
 from tests import eval_fixtures as fx
 from tests.judge_standin import JudgeStandin
 
+# a demo training run and evaluations of three models on a shared 2-core machine: more than the suite's 600 s
+SLOW = pytest.mark.timeout(1800)
 LOCAL_ROWS = [
     {"q": "Water boils at", "options": ["100 degrees", "nothing", "a cat"], "label": 0},
     {"q": "The sun rises in the", "options": ["bottle", "east", "spoon"], "label": 1},
@@ -83,14 +85,15 @@ def _choice_loglik(tok, model, context: str, choice: str) -> float:
     return sum(float(logp[pos - 1, whole[pos]]) for pos in range(len(ctx), len(whole)))
 
 
-def test_lm_eval_tasks_accuracy_matches_direct_loglikelihoods(trained, tmp_path):
-    task_dir = tmp_path / "tasks"
-    task_dir.mkdir()
+@pytest.fixture(scope="module")
+def lm_evaluated(trained, tmp_path_factory):
+    """base, checkpoint-2 and final on two rows (loss) and two lm-eval tasks: its finished status."""
+    task_dir = tmp_path_factory.mktemp("tasks")
     (task_dir / "tiny_local.yaml").write_text(LOCAL_TASK, encoding="utf-8")
     (task_dir / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in LOCAL_ROWS), encoding="utf-8")
     rid = evals.submit_eval(
         {
-            "models": {"run": trained["run"], "base": True, "checkpoints": "all"},
+            "models": {"run": trained["run"], "base": True, "checkpoints": [2]},
             "data": _data(trained, limit=2),
             "measures": ["loss", "lm_eval"],
             "lm_eval": {"tasks": ["studio_demo_mc", str(task_dir / "tiny_local.yaml")]},
@@ -99,10 +102,16 @@ def test_lm_eval_tasks_accuracy_matches_direct_loglikelihoods(trained, tmp_path)
     )
     status = evals.EvalJob(rid).wait(timeout=900)
     assert status["state"] == "finished", status["error"]
+    return status
+
+
+@SLOW
+def test_lm_eval_tasks_accuracy_matches_direct_loglikelihoods(lm_evaluated, trained):
+    status = lm_evaluated
     results = status["results"]
     assert results["columns"] == ["loss", "perplexity", "studio_demo_mc/acc", "tiny_local/acc"]
     rows = {r["label"]: r["metrics"] for r in results["rows"]}
-    assert list(rows) == ["base", "checkpoint-2", "checkpoint-4", "final"]
+    assert list(rows) == ["base", "checkpoint-2", "final"]
     samples = [json.loads(x) for x in (Path(status["run_dir"]) / "lm_eval_samples.jsonl").read_text().splitlines()]
 
     demo = [json.loads(x) for x in (Path(evals.__file__).parents[1] / "eval/tasks/studio_demo_mc.jsonl").open()]
@@ -122,12 +131,12 @@ def test_lm_eval_tasks_accuracy_matches_direct_loglikelihoods(trained, tmp_path)
                 assert theirs == pytest.approx(mine, abs=1e-3), (label, task, k)
                 right.append(max(range(len(mine)), key=mine.__getitem__) == target)
             assert rows[label][f"{task}/acc"] == pytest.approx(100 * statistics.fmean(right)), (label, task)
-    assert rows["final"]["studio_demo_mc/acc"] == rows["checkpoint-4"]["studio_demo_mc/acc"]  # the same weights
     from engine.eval.report import text_table
 
     assert "studio_demo_mc/acc" in text_table(results) and "tiny_local/acc" in text_table(results)
 
 
+@SLOW
 def test_lm_eval_task_problems_are_named(trained, tmp_path):
     def problems(tasks) -> dict:
         with pytest.raises(EvalError) as err:
@@ -166,6 +175,7 @@ def _rule(prompt: str):
     return f"Score: {len(answer) % 9 + 1}"
 
 
+@SLOW
 def test_judge_scores_every_answer_and_names_bad_rows(trained, monkeypatch):
     monkeypatch.setenv("STUDIO_TEST_JUDGE_KEY", "sk-test-123")
     with JudgeStandin(_rule) as judge:
@@ -216,6 +226,7 @@ def test_judge_scores_every_answer_and_names_bad_rows(trained, monkeypatch):
     assert "STUDIO_TEST_JUDGE_KEY" in (folder / "spec.yaml").read_text()
 
 
+@SLOW
 def test_judge_unreachable_and_bad_fields(trained, monkeypatch):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -244,3 +255,52 @@ def test_judge_unreachable_and_bad_fields(trained, monkeypatch):
     got = problems({"base_url": "http://x", "model": "m", "api_key_env": "STUDIO_TEST_NO_SUCH_KEY"})
     assert "STUDIO_TEST_NO_SUCH_KEY" in got["judge.api_key_env"]
     assert "judge.prompt" in problems({"base_url": "http://x", "model": "m", "prompt": "no answer {here}"})
+
+
+@SLOW
+def test_merge_the_best_checkpoint_click_submits_its_merge(lm_evaluated, trained):
+    from engine.export import jobs as export_jobs
+    from studio.tabs.eval import merge_best
+
+    results = json.loads((Path(lm_evaluated["run_dir"]) / "results.json").read_text())
+    tuned = [r for r in results["rows"] if r["kind"] in ("checkpoint", "final")]
+    lowest = min(r["metrics"]["loss"] for r in tuned)
+    before = {r.id for r in runs.list_runs(refresh_status=False)}
+    said = merge_best(lm_evaluated["run_id"], "loss")  # what the page shows under the button
+    new = [r for r in runs.list_runs(refresh_status=False) if r.id not in before]
+    assert len(new) == 1 and export_jobs.MERGE_TAG in new[0].tags, said
+    merge = new[0]
+    assert merge.id in said and "❌" not in said
+    job = export_jobs.MergeJob(merge.id)
+    plan = json.loads((Path(lm_evaluated["run_dir"]) / "eval_plan.json").read_text())
+    merged = [t["label"] for t in plan["targets"] if t["adapter"] and t["adapter"] in [str(x) for x in job.sources]]
+    assert len(merged) == 1 and merged[0] != "base"
+    assert next(r for r in tuned if r["label"] == merged[0])["metrics"]["loss"] == lowest  # the best by loss
+    assert str(job.out_dir) in said
+    status = job.wait(timeout=600)
+    assert status["state"] == "finished", status
+    assert (Path(job.out_dir) / "config.json").is_file()
+
+
+@SLOW
+def test_a_side_by_side_row_opens_in_chat(lm_evaluated, trained):
+    from studio.tabs import chat
+    from studio.tabs.eval_chat import chat_target, open_in_chat
+
+    rid = lm_evaluated["run_id"]
+    got = chat_target(rid, 1, "all", "loss")
+    rec = runs.get(trained["run"], refresh_status=False)
+    assert got["prompt"] == fx.EVAL_ROWS[1][0]  # the row's own question, as a person would type it
+    assert Path(got["model"]) == Path(trained["model"]) or got["model"] == rec.load_spec().model.name_or_path
+    assert got["tuned"] == rec.run_dir  # the run itself: the Tuned list's entry for its final weights
+    model, adapter = chat.tuned_target(got["tuned"])  # what the Chat tab's Load then loads in the Tuned pane
+    assert Path(adapter) == Path(rec.output_dir) / "adapter"
+    assert (
+        got["template"]
+        == json.loads((Path(lm_evaluated["run_dir"]) / "eval_plan.json").read_text())["data"]["template"]
+    )
+    out = open_in_chat(rid, 1, "all", "loss")
+    assert out[:4] == (got["model"], got["tuned"], got["template"], got["prompt"])
+    assert out[5] == [] and out[6] == [] and out[8] == ""  # both panes start empty; no error under the button
+    assert getattr(out[7], "selected", None) == "chat" or out[7].get("selected") == "chat"  # the page goes to Chat
+    assert "❌" in open_in_chat(rid, None, "all", "loss")[-1]
