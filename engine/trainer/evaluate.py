@@ -11,6 +11,8 @@ self-contained HTML report at the end. Heavy: torch, transformers, peft (only in
 - Answers: the prompt rendered by the run's template (``engine.data.templates.prompt_text``), generated in batches
   sorted by length, padded on the left, with the KV cache; greedy (temperature 0) or sampled (seeded); cut at the
   template's stop words. Scored by ``engine.eval.measures`` (LLaMA-Factory's BLEU-4 / ROUGE).
+- Judge and lm-eval: each answer scored by the judge endpoint (``engine.eval.judge``); lm-evaluation-harness tasks
+  run by ``engine.trainer.lm_eval_run`` per model (their data loaded once, before any model).
 - Models: the base is loaded once; a checkpoint's or the final adapter is put on it and taken off after
   (``PeftModel.unload``); a full model folder is loaded on its own.
 
