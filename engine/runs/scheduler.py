@@ -204,6 +204,15 @@ def _note_final(rec: store.RunRecord, status: str, reason: str, ended: float) ->
     store.note(rec.run_dir, final={"status": status, "reason": str(reason), "ended": ended})
 
 
+def _pass_env(rdir: Path) -> list[str]:
+    """The environment variables a command run asks for by name (its folder's ``pass_env.json``)."""
+    try:
+        names = json.loads((rdir / "pass_env.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str) and n.isidentifier()] if isinstance(names, list) else []
+
+
 def launch(rec: store.RunRecord, gpus: list[int], hw=None) -> int:
     """Start a claimed run: write its launch files (``launch.json``: argv, GPUs, env keys; a training run's configs
     from ``engine.runs.launch.build_command``) and start its detached wrapper; returns the wrapper's pid."""
@@ -232,6 +241,10 @@ def launch(rec: store.RunRecord, gpus: list[int], hw=None) -> int:
             env.setdefault(key, value)
     if rec.kind == "train":  # the notifications' secrets (engine.runs.notify): in memory only, like every value here
         for name in spec.notify.env_names():
+            if os.environ.get(name):
+                env.setdefault(name, os.environ[name])
+    else:  # a command's secrets by name (an evaluation's judge key: engine.runs.evals): values in memory only
+        for name in _pass_env(rdir):
             if os.environ.get(name):
                 env.setdefault(name, os.environ[name])
     env[MARKER] = rec.id

@@ -532,6 +532,25 @@ STRINGS: dict[str, tuple[str, str]] = {
     "eval_show_differ": ("answers differ", "回答不同的行"),
     "eval_show_worse": ("tuned got worse", "微调后变差的行"),
     "eval_of_run": ("Evaluations: {items}", "评估：{items}"),
+    "eval_more": ("lm-eval tasks and the judge", "lm-eval 任务与评审"),
+    "eval_tasks": (
+        "lm-eval tasks (comma-separated: names lm-eval knows, or task YAML files)",
+        "lm-eval 任务（逗号分隔：lm-eval 已知的任务名，或任务 YAML 文件）",
+    ),
+    "eval_judge_url": ("Judge endpoint (OpenAI-compatible base URL)", "评审接口（OpenAI 兼容的 base URL）"),
+    "eval_judge_model": ("Judge model", "评审模型"),
+    "eval_judge_key": (
+        "Environment variable with the judge's key (its name; the key is never saved)",
+        "存放评审密钥的环境变量（只填名字，密钥不会被保存）",
+    ),
+    "eval_judge_prompt": (
+        "Judge prompt ({question}, {reference}, {answer})",
+        "评审提示词（{question}、{reference}、{answer}）",
+    ),
+    "eval_open_chat": ("Open the row in Chat", "在对话中打开此行"),
+    "eval_pick_row": ("click a row of the side-by-side table first", "请先点击逐行对比表中的一行"),
+    "eval_chat_loading": ("loading the base and tuned models for this prompt…", "正在为此提示词加载基座与微调模型…"),
+    "eval_nothing_to_chat": ("this evaluation has no base and tuned pair", "此评估没有基座与微调的对比"),
     # Export tab: GGUF / quantized exports, push, serve (studio.tabs.export_formats)
     "xf_section": ("GGUF, quantized export, push and serve", "GGUF、量化导出、推送与服务"),
     "xf_format": ("Format", "格式"),

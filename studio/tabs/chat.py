@@ -514,3 +514,5 @@ def build(ctx: Any) -> None:
         [base_box, tuned_box, prompt],
     ).then(lambda: (gr.update(interactive=True), gr.update(interactive=True)), None, [send_btn, prompt], queue=False)
     ctx.on_load.append((restore, [ctx.lang], [model, tuned, template, status]))
+    ctx.shared["chat"] = dict(model=model, tuned=tuned, template=template, prompt=prompt, status=status,
+                              base_box=base_box, tuned_box=tuned_box)  # fmt: skip

@@ -16,6 +16,7 @@ from typing import Any
 from engine.core import workspace
 from engine.data import registry as datasets
 from engine.eval import report
+from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEMO_TASK
 from engine.export import jobs as merge_jobs
 from engine.runs import checkpoints, evals
 from engine.runs import registry as runs
@@ -23,7 +24,7 @@ from studio import backend
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
-MEASURES = ["loss", "bleu", "rouge", "exact", "accuracy"]
+MEASURES = ["loss", "bleu", "rouge", "exact", "accuracy", "lm_eval", "judge"]
 DEFAULT_MEASURES = ["loss", "bleu", "rouge", "exact"]
 SHOW = ("all", "differ", "worse")
 
@@ -63,7 +64,23 @@ def on_run(run_id: str | None):
     return gr.update(choices=names, value=names)
 
 
-def spec_from_form(run_id, ckpts, base, final, data, measures, limit, max_new, batch) -> dict:
+def spec_from_form(
+    run_id,
+    ckpts,
+    base,
+    final,
+    data,
+    measures,
+    limit,
+    max_new,
+    batch,
+    tasks="",
+    url="",
+    model="",
+    key_env="",
+    prompt="",
+) -> dict:
+    """The evaluation spec from the form (lm-eval tasks: comma-separated; the judge: only when it is measured)."""
     steps = [int(c.rsplit("-", 1)[1]) for c in ckpts or []]
     spec: dict = {
         "models": {"run": run_id, "base": bool(base), "final": bool(final), "checkpoints": steps or "none"},
@@ -73,15 +90,24 @@ def spec_from_form(run_id, ckpts, base, final, data, measures, limit, max_new, b
     }
     if limit:
         spec["data"]["limit"] = int(limit)
+    if "lm_eval" in spec["measures"]:
+        spec["lm_eval"] = {"tasks": [x.strip() for x in (tasks or "").split(",") if x.strip()]}
+    if "judge" in spec["measures"]:
+        judge = {"base_url": url or None, "model": model or None, "api_key_env": key_env or None}
+        spec["judge"] = judge | ({"prompt": prompt} if prompt else {})
     return spec
 
 
-def start(run_id, ckpts, base, final, data, measures, limit, max_new, batch, lang="en") -> tuple[str | None, str]:
-    """(evaluation run id or None, message). Every problem named by its field, before anything runs."""
+def start(run_id, ckpts, base, final, data, measures, limit, max_new, batch, *rest) -> tuple[str | None, str]:
+    """(evaluation run id or None, message). Every problem named by its field, before anything runs. ``rest``: the
+    lm-eval tasks and the judge's URL, model, key variable and prompt (as ``spec_from_form`` takes them), then the
+    language."""
+    *extra, lang = rest or ("en",)
     if not run_id:
         return None, "❌ " + t("eval_pick_run", lang)
     try:
-        rid = evals.submit_eval(spec_from_form(run_id, ckpts, base, final, data, measures, limit, max_new, batch))
+        spec = spec_from_form(run_id, ckpts, base, final, data, measures, limit, max_new, batch, *extra)
+        rid = evals.submit_eval(spec)
     except Exception as exc:  # EvalError: (field, message) pairs
         problems = getattr(exc, "problems", None)
         if problems:
@@ -234,6 +260,18 @@ def build(ctx: Any) -> None:
         gr.CheckboxGroup(MEASURES, value=DEFAULT_MEASURES, label=t("eval_measures", lang), elem_id="eval-measures"),
         "eval_measures",
     )
+    with texts.add(gr.Accordion(t("eval_more", lang), open=False, elem_id="eval-more"), "eval_more"):
+        tasks = texts.add(gr.Textbox(DEMO_TASK, label=t("eval_tasks", lang), elem_id="eval-tasks"), "eval_tasks")
+        with gr.Row():
+            j_url = texts.add(gr.Textbox(label=t("eval_judge_url", lang), elem_id="eval-judge-url"), "eval_judge_url")
+            j_model = texts.add(
+                gr.Textbox(label=t("eval_judge_model", lang), elem_id="eval-judge-model"), "eval_judge_model"
+            )
+            j_key = texts.add(gr.Textbox(label=t("eval_judge_key", lang), elem_id="eval-judge-key"), "eval_judge_key")
+        j_prompt = texts.add(
+            gr.Textbox(DEFAULT_JUDGE_PROMPT, lines=6, label=t("eval_judge_prompt", lang), elem_id="eval-judge-prompt"),
+            "eval_judge_prompt",
+        )
     with gr.Row():
         max_new = texts.add(
             gr.Number(64, precision=0, minimum=1, label=t("eval_max_new", lang), elem_id="eval-max-new"),
@@ -282,7 +320,25 @@ def build(ctx: Any) -> None:
     )
     run.change(on_run, [run], [ckpts], queue=False)
     start_btn.click(
-        start, [run, ckpts, base, final, data, measures, limit, max_new, batch, ctx.lang], [job, status]
+        start,
+        [
+            run,
+            ckpts,
+            base,
+            final,
+            data,
+            measures,
+            limit,
+            max_new,
+            batch,
+            tasks,
+            j_url,
+            j_model,
+            j_key,
+            j_prompt,
+            ctx.lang,
+        ],
+        [job, status],
     ).then(lambda j: j, [job], [shown])
     cancel_btn.click(cancel, [job, ctx.lang], [job, status])
     timer.tick(
@@ -295,4 +351,7 @@ def build(ctx: Any) -> None:
     for comp in (column, show):
         comp.change(refresh_view, [shown, column, show, ctx.lang], [status, table, charts, best, sbs], queue=False)
     merge_btn.click(merge_best, [shown, column, ctx.lang], [merged])
+    from studio.tabs.eval_chat import wire_open_in_chat
+
+    wire_open_in_chat(ctx, sbs, shown, column, show)
     ctx.on_load.append((show_last, [column, show, ctx.lang], [job, status, table, charts, best, sbs, column, shown]))
