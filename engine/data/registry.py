@@ -224,19 +224,8 @@ def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int |
     if kind is not None:
         return entry, [], [DataProblem(info_file, None, None, message("data." + kind[0], **kind[1]))], True
     if stage in ("sft", "grpo") and entry.is_text:
-        return (
-            entry,
-            [],
-            [
-                DataProblem(
-                    info_file,
-                    None,
-                    None,
-                    message("data.text_needs_pt", name=name),
-                )
-            ],
-            True,
-        )
+        problem = DataProblem(info_file, None, None, message("data.text_needs_pt", name=name))
+        return entry, [], [problem], True
     path, files, problem = _where(entry, dataset_dir)
     if problem is not None:
         return entry, [], [problem] if problem.message is not None else [], True
