@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from engine.data.templates import token_lengths
 from studio import histogram
 from studio.tabs import data
 
@@ -104,7 +105,7 @@ def test_lengths_frame_agrees_with_its_note(demo_paths):
     """The page's own bars (data.lengths) count the rows its note counts as truncated, at a cutoff some rows equal."""
     name, model = demo_paths["datasets"][0], demo_paths["model_dir"]
     rows = data.head(name)[0]
-    counts = data.backend.engine_module("data.templates").token_lengths("auto", model, rows[: data.LENGTHS_ROWS])
+    counts = token_lengths("auto", model, rows[: data.LENGTHS_ROWS])
     cutoff = sorted(counts)[len(counts) // 2]  # the median: rows at exactly the cutoff exist
     frame, note = data.lengths(name, model, "auto", cutoff)
     over = frame[frame["cutoff"] == "over cutoff"]
