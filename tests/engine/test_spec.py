@@ -96,6 +96,7 @@ class TestVersions:
         vision = {"freeze_vision_tower": True, "freeze_multi_modal_projector": True, "freeze_language_model": False}
         assert dumped["model"].pop("vision") == {**vision, "image_max_pixels": 589824, "image_min_pixels": 1024}
         assert dumped["launch"].pop("ddp_timeout") == 1800
+        assert dumped["output"].pop("layout") == "studio"  # LF's own layout is only for an LF YAML's output_dir
         assert dumped["method"].pop("kto") == {"beta": 0.1, "desirable_weight": 1.0, "undesirable_weight": 1.0}
         added = {
             "save_strategy": "steps",
