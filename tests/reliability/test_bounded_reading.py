@@ -3,10 +3,11 @@ a time bound, and a row too long for the page is named (file and line), not read
 
 Each file is uploaded, registered, previewed, sampled and measured for the length histogram through the tab's own
 functions (``studio.tabs.data``: ``store_upload``, ``file_columns``, ``register``, ``head``, ``preview``,
-``sample_html``, ``lengths``, what its handlers call) in a fresh interpreter whose peak RSS (``VmHWM`` in
-``/proc/self/status``, its own address space's high-water mark) is the measurement. Not ``ru_maxrss``: Linux carries
-that across ``exec`` from the parent, so in a full suite it reported pytest's own 1.1 GB, not the child's; that interpreter is also held to an address-space limit so the old behaviour (a 50 MB line tokenized
-whole: 9.5 GB, 195 s on the development machine) fails fast instead of taking the machine's memory.
+``sample_html``, ``lengths``, what its handlers call) in a fresh interpreter. Its peak RSS is the measurement:
+``VmHWM`` in ``/proc/self/status``, its own address space's high-water mark, not ``ru_maxrss``, which Linux carries
+across ``exec`` from the parent (in a full suite that read pytest's own 1.1 GB). That interpreter is also held to an
+address-space limit so the old behaviour (a 50 MB line tokenized whole: 9.5 GB, 195 s on the development machine)
+fails fast instead of taking the machine's memory.
 """
 
 from __future__ import annotations
