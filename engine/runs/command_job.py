@@ -32,17 +32,26 @@ class CommandJob:
         return self.poll()
 
 
-def newest_jobs(tag: str, make, refused: type[Exception] | tuple[type[Exception], ...], limit: int) -> list:
+def newest_jobs(
+    tag: str,
+    make,
+    refused: type[Exception] | tuple[type[Exception], ...],
+    limit: int,
+    keep=None,
+    refresh_status: bool = True,
+) -> list:
     """The newest command runs tagged ``tag`` read back as jobs (``make(run_id)``), at most ``limit``; a run that
-    ``make`` refuses (``refused``: not this kind of job after all) is skipped. Shared by the merge, export, serve and
-    download lists."""
+    ``make`` refuses (``refused``: not this kind of job after all) is skipped, and so is a job ``keep(job)`` says no
+    to. Shared by the merge, export, serve, download and evaluation lists."""
     found = []
-    for rec in runs.list_runs():
+    for rec in runs.list_runs(refresh_status=refresh_status):
         if rec.kind == "command" and tag in rec.tags:
             try:
-                found.append(make(rec.id))
+                job = make(rec.id)
             except refused:
                 continue
+            if keep is None or keep(job):
+                found.append(job)
             if len(found) >= limit:
                 break
     return found

@@ -26,7 +26,7 @@ from engine.eval.messages import EvalError, message
 from engine.eval.spec import GENERATION_MEASURES, ROW_MEASURES, EvalSpec, columns, dump_eval_spec, parse_eval_spec
 from engine.runs import checkpoints
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob
+from engine.runs.command_job import CommandJob, newest_jobs
 
 EVAL_TAG = "eval"
 MODULE = "engine.trainer.evaluate"
@@ -375,15 +375,5 @@ class EvalJob(CommandJob):
 
 def list_evals(limit: int = 20, run_id: str | None = None) -> list[EvalJob]:
     """The newest evaluations first (``run_id``: only those of that training run)."""
-    found = []
-    for rec in runs.list_runs(refresh_status=False):
-        if rec.kind == "command" and EVAL_TAG in rec.tags:
-            try:
-                job = EvalJob(rec.id)
-            except (EvalError, OSError, ValueError):
-                continue
-            if run_id is None or job.plan.get("run_id") == run_id:
-                found.append(job)
-            if len(found) >= limit:
-                break
-    return found
+    keep = None if run_id is None else (lambda job: job.plan.get("run_id") == run_id)
+    return newest_jobs(EVAL_TAG, EvalJob, (EvalError, OSError, ValueError), limit, keep, refresh_status=False)
