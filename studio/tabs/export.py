@@ -166,6 +166,14 @@ def describe(status: dict, lang: str = "en") -> str:
     return text + (f"\n```\n{rest.strip()}\n```" if rest.strip() else "")
 
 
+def _clip(text: str, n: int) -> str:
+    """At most ``n`` characters, the middle left out: a long path at the start must not cut off the reason at the
+    end ("<path>: no such file or folder")."""
+    if len(text) <= n:
+        return text
+    return text[: n // 2 - 1] + "…" + text[-(n - n // 2) :]
+
+
 def recent(limit: int = 8, lang: str = "en") -> str:
     """The newest merges: state, output folder, size and verification."""
     jobs = merge_jobs.list_merges(limit)
@@ -176,7 +184,7 @@ def recent(limit: int = 8, lang: str = "en") -> str:
         size = f"{folder_size(st['out_dir']) / 2**20:.1f} MiB" if st["state"] == "finished" else ""
         verify = localize(report["summary"], lang) if report.get("summary") else ""
         if not verify and st["error"]:
-            verify = localize(st["error"], lang).split("\n")[0][:80]
+            verify = _clip(localize(st["error"], lang).split("\n")[0], 100)
         verify = verify.replace("|", "\\|")  # "max |logit diff|" inside a table cell
         rows.append(f"| {job.run_id} | {state_text(st['state'], lang)} | `{st['out_dir']}` | {size} | {verify} |")
     if not rows:

@@ -543,6 +543,8 @@ def test_export_tab_in_chinese(run_registry, demo_paths, monkeypatch):
     listed = export.recent(lang="zh")
     assert listed.startswith("| 运行 | 状态 | 输出目录 | 大小 | 校验 |") and "| 失败 |" in listed, listed
     assert "没有这个文件或目录" in listed
+    deep = "/deep" * 40 + "：没有这个文件或目录"  # however deep the folder, the reason at the end stays in the cell
+    assert export._clip(deep, 100).endswith("：没有这个文件或目录") and len(export._clip(deep, 100)) == 100
     assert export.recent().startswith("| run | state | output | size | verification |")
     assert runs.get(job.run_id).status == "failed"
 
