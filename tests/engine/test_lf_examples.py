@@ -314,5 +314,5 @@ def test_multimodal_lf_example_trains_through_studio_train(lf_root, run_registry
     path.write_text(yaml.safe_dump(args | {"max_steps": 2, "save_steps": 1000, "logging_steps": 1}))
     rc, out, err = studio(capsys, "train", str(path))
     assert rc == 0 and "completed" in out, out + err
-    adapter = lf_root / "saves" / "qwen3-vl-4b" / "lora" / "sft" / "adapter"
+    adapter = lf_root / "saves" / "qwen3-vl-4b" / "lora" / "sft"  # output_dir itself, as LF writes it
     assert (adapter / "adapter_config.json").is_file() and (adapter / "processor_config.json").is_file()
