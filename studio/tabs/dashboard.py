@@ -1,7 +1,8 @@
 """Live dashboard of the selected run: curves, progress with ETA, status, log tail, failure cause.
 
-Light: gradio + studio.monitor. A ``gr.Timer`` (0.5 s) ticks from the open page; each tick reads only the new lines of
-the run's files from the offsets kept in this session's state. Nothing on the server depends on ticks.
+Light: gradio + studio.monitor. A ``gr.Timer`` (0.5 s while the run goes on, 3 s otherwise) ticks from the open
+page; each tick reads only the new lines of the run's files from the offsets kept in this session's state. Nothing on
+the server depends on ticks.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from studio.i18n.page import STRINGS, t
 from studio.tabs import runs as runs_tab
 
 PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util", "stage_rewards", "stage_accuracy")
+TICK_S, IDLE_TICK_S = 0.5, 3.0  # the timer while the picked run goes on / with no run or an ended one
 VIEW_TTL_S = 300  # longer than a hidden tab's slowest timer (browsers throttle it to about once a minute)
 
 
@@ -228,6 +230,33 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     return [view, *render(view, axis, smoothing, log_scale, lang)]
 
 
+def poll(view: dict, stamp: int, run_id: str | None, axis: str, smoothing: float, log_scale: bool, lang: str):
+    """The timer's event: ``tick``, with the outputs kept in the view and ``stamp`` moved on only when there is
+    something to show. The charts are outputs of ``show`` (on the stamp's change) alone, so a tick that finds nothing
+    new touches no chart: a page with every chart an output of every tick redrew them all twice a second and kept a
+    CPU core busy in the browser, even with no run (a language switch then took ~20 s)."""
+    import gradio as gr
+
+    view, *outs = tick(view, run_id, axis, smoothing, log_scale, lang)
+    # Every TICK_S while the picked run goes on; every IDLE_TICK_S with no run or an ended one (its last frames
+    # are drawn over the settle ticks either way): a tick re-lays out the whole page in the browser.
+    want = TICK_S if view.get("run_id") and not view.get("terminal") else IDLE_TICK_S
+    interval = gr.skip() if view.get("interval") == want else gr.update(value=want)
+    view["interval"] = want
+    if all(o == gr.skip() for o in outs):
+        return view, gr.skip(), interval
+    view["to_show"] = outs
+    return view, (stamp or 0) + 1, interval
+
+
+def show(view: dict) -> list[Any]:
+    """What the last ``poll`` found, on the page."""
+    import gradio as gr
+
+    outs = (view or {}).pop("to_show", None)
+    return [view, *(outs or [gr.skip() for _ in range(13 + GRPO_OUTPUTS)])]
+
+
 def redraw(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str) -> list[Any]:
     view = view or monitor.new_view(None, None)
     return [view, *render(view, axis, smoothing, log_scale, lang)]
@@ -344,16 +373,18 @@ def build(ctx: Any) -> None:
     # starts a fresh view, read again from the run's folder. (A closed page's state gradio keeps for an hour.)
     view = gr.State(monitor.new_view(None, None), time_to_live=VIEW_TTL_S)
     # 0.5 s: an event lands on the page within ~1 s at p95 (ticks that find nothing new cost one small read).
-    timer = gr.Timer(0.5)
+    timer = gr.Timer(TICK_S)
     outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure, rewards, accuracy, alert_list]
     outs += [*grpo_plots, grpo_samples]
+    stamp = gr.State(0)  # moved on by a tick that found something to show: its change shows it
     timer.tick(
-        tick,
-        [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang],
-        [view, *outs],
+        poll,
+        [view, stamp, ctx.run_picker, axis, smoothing, log_scale, ctx.lang],
+        [view, stamp, timer],
         show_progress="hidden",
         queue=False,
     )
+    stamp.change(show, [view], [view, *outs], show_progress="hidden", queue=False)
     gr.on(
         [axis.change, smoothing.release, log_scale.change, ctx.lang.change],
         redraw,

@@ -358,11 +358,17 @@ def build(ctx: Any) -> None:
 
     def _follow(shown, lang_):
         now = [list(c) for c in ctx.run_choices(lang_)]
-        if now == shown:
-            return gr.skip(), shown
-        return gr.update(choices=[tuple(c) for c in now]), now
+        return gr.skip() if now == shown else now
 
-    watch.tick(_follow, [labels, ctx.lang], [ctx.run_picker, labels], show_progress="hidden", queue=False)
+    # The picker is an output of the labels' change only, not of every tick (each event's outputs are re-laid out).
+    watch.tick(_follow, [labels, ctx.lang], [labels], show_progress="hidden", queue=False)
+    labels.change(
+        lambda now: gr.update(choices=[tuple(c) for c in now]),
+        [labels],
+        [ctx.run_picker],
+        show_progress="hidden",
+        queue=False,
+    )
 
     # Lists that change outside this form (an upload, a merge, a preset saved in another tab): fresh on page load
     # and whenever the list is opened. Choices only: the value is the user's.
