@@ -270,7 +270,6 @@ OVER_MAX = {
     "engine/trainer/train.py": "to split: in progress (GRPO and vision training being added)",
     "engine/data/files.py": "to split: in progress (data files: images being added)",
     "studio/tabs/data.py": "to split: in progress (the Datasets tab: image columns being added)",
-    "studio/tabs/chat.py": "to split: in progress (the Chat tab: images being added)",
 }
 
 

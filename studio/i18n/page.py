@@ -403,6 +403,11 @@ STRINGS: dict[str, tuple[str, str]] = {
     "chat_kind_export": ("export", "导出"),
     "chat_exited": ("worker exited ({detail})", "对话进程已退出（{detail}）"),
     "chat_empty": ("(empty reply: the model ended its turn at once)", "（空回复：模型立即结束了这一轮）"),
+    "chat_text_only": (
+        "this model reads text only (it has no vision tower): the image was not sent",
+        "该模型只能读取文本（没有视觉编码器）：图片未发送",
+    ),
+    "chat_image": ("Image (vision-language models)", "图片（视觉语言模型）"),
     # dashboard: axes, legends, GPU-metrics notes, stop reason, failure causes
     "ax_step": ("step", "步"),
     "ax_epoch": ("epoch", "轮次"),

@@ -184,6 +184,7 @@ class _FakeWorker:
         self.model, self.adapter, self.template, self.source = model, adapter, template, source or model
         self.requests: list[tuple[list, dict]] = []
         self.dead = False
+        self.vision = False
 
     def wait_ready(self, timeout=180, lang="en"):
         return ""
@@ -217,8 +218,8 @@ def test_chat_send_passes_the_whole_conversation_to_each_worker(monkeypatch):
     monkeypatch.setattr(chat, "WORKERS", {"base": base, "tuned": tuned})
     hists = ([], [])
     for turn, prompt in enumerate(["first", "second", "third"], start=1):
-        *_, (b, tu, box) = chat.send(prompt, *hists, "be brief", 0.5, 0.8, 32, "###, \\n\\n", "en")
-        assert box == ""
+        *_, (b, tu, box, image) = chat.send(prompt, None, *hists, "be brief", 0.5, 0.8, 32, "###, \\n\\n", "en")
+        assert box == "" and image is None
         assert [m["content"] for m in b] == [m["content"] for m in tu]
         assert [m["role"] for m in b] == ["user", "assistant"] * turn
         assert b[-1]["content"] == f"reply {turn}" and b[-2]["content"] == prompt
@@ -260,10 +261,43 @@ def test_chat_conversation_from_gradio_content_forms():
         {"role": "assistant", "content": "parts joined"},
         {"role": "user", "content": "one part"},
         {"role": "assistant", "content": ""},
-        {"role": "user", "content": "pic"},
+        {"role": "user", "content": "pic", "images": ["/x.png"]},
         {"role": "assistant", "content": "ok"},
     ]
     assert chat.parse_stop(" a , b,,\\n") == ["a", "b", "\n"] and chat.parse_stop("") == []
+
+
+def test_chat_send_with_an_image(monkeypatch, tmp_path):
+    """An image sent with a message goes to a vision-language model with that turn (and with it in later turns),
+    is shown in the pane before the text and survives gradio's round trip; a text-only model's pane says it cannot
+    read it, in the page's language, and that turn is not sent to it later."""
+    from PIL import Image
+
+    from studio.tabs import chat
+
+    pic = tmp_path / "red.png"
+    Image.new("RGB", (8, 8), "red").save(pic)
+    vlm, text_only = _FakeWorker("vlm"), _FakeWorker("m", "a")
+    vlm.vision = True
+    monkeypatch.setattr(chat, "WORKERS", {"base": vlm, "tuned": text_only})
+    *_, (b, tu, box, image) = chat.send("what colour?", str(pic), [], [], "", 0.0, 1.0, 8, "", "zh")
+    assert box == "" and image is None  # the prompt and the image are cleared for the next message
+    assert vlm.requests[-1][0] == [{"role": "user", "content": "what colour?", "images": [str(pic)]}]
+    assert text_only.requests == []
+    assert tu[-1]["content"] == chat.ERROR_MARK + chat.t("chat_text_only", "zh")
+    b, tu = _browser_round_trip(b), _browser_round_trip(tu)
+    assert chat.images_of(b[0]["content"]) == [str(pic)] and chat.text_of(b[0]["content"]) == "what colour?"
+    *_, (b, tu, _, _) = chat.send("and now?", None, b, tu, "", 0.0, 1.0, 8, "", "en")
+    assert vlm.requests[-1][0] == [
+        {"role": "user", "content": "what colour?", "images": [str(pic)]},
+        {"role": "assistant", "content": "reply 1"},
+        {"role": "user", "content": "and now?"},
+    ]
+    assert text_only.requests[-1][0] == [{"role": "user", "content": "and now?"}]
+    assert chat.images_of(b[0]["content"]) == [str(pic)]  # the first turn's image is still shown
+    # an image alone is a message too
+    *_, (b, _, _, _) = chat.send("", str(pic), b, tu, "", 0.0, 1.0, 8, "", "en")
+    assert vlm.requests[-1][0][-1] == {"role": "user", "content": "", "images": [str(pic)]}
 
 
 def _chat_workspace(home: Path) -> dict:
@@ -360,6 +394,9 @@ def test_chat_tuned_list_is_finished_runs_and_exports(run_registry):
     # the template it was trained with, for the export too (read from the run it was merged from)
     assert chat.template_for(str(made["good"])) == chat.template_for(str(made["good-merged"])) == "chatml"
     assert chat.template_for("") == "auto"
+    # picking the run (or its merged export) sets the base model it was trained on; a bare model sets none
+    assert chat.base_for(str(made["good"])) == chat.base_for(str(made["good-merged"])) == str(made["base"])
+    assert chat.base_for(str(made["base"])) is None and chat.base_for("") is None
     assert str(made["good-merged"]) in chat.model_choices() and str(made["base"]) in chat.model_choices()
 
 
