@@ -68,7 +68,7 @@ def test_validation_messages_in_chinese(page, shots):
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
-    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=15_000)
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=120_000)
     assert "范围 1 – 1024" in page.inner_text("#f-method-lora-rank")
     rank = page.locator("#f-method-lora-rank input")
     rank.fill("0")
@@ -141,8 +141,8 @@ def test_runs_doctor_chat_tabs_render(page, shots, fits_width):
 def test_language_switch_to_chinese(page, shots):
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
-    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=15_000)
-    page.get_by_role("tab", name="数据集").wait_for(timeout=15_000)  # tab labels re-render after the buttons
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=120_000)
+    page.get_by_role("tab", name="数据集").wait_for(timeout=120_000)  # tab labels re-render after the buttons
     assert "学习率" in page.inner_text("#f-train-learning-rate")
     page.screenshot(path=str(shots / "train-zh.png"))
 
