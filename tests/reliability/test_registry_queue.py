@@ -218,8 +218,17 @@ def test_frozen_trainer_reads_stalled_and_stop_returns_at_once(home, demo_paths,
         )
         assert "停滞" in str(runs_tab.table("zh").iloc[0].tolist())
         assert dashboard.run_status(rid).startswith("stalled")
-        out = cli("runs", "list", home=home).stdout
-        tally.check("stall::`runs list` says stalled", "stalled (no progress" in out, out)
+        said: list[str] = []  # a second process reads the run's files on its own clock: it may look a moment later
+
+        def listed_stalled() -> bool:
+            said.append(cli("runs", "list", home=home).stdout)
+            return "stalled (no progress" in said[-1]
+
+        try:
+            ok = bool(wait_for(listed_stalled, timeout=90, every=1.0))
+        except AssertionError:
+            ok = False
+        tally.check("stall::`runs list` says stalled", ok, said[-1])
         assert idle >= 3
 
         t0 = time.time()
