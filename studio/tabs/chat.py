@@ -242,6 +242,25 @@ def images_of(content: Any) -> list[str]:
     return out
 
 
+def readable_image(path: str) -> bool:
+    """Whether the page may hand this image to a model: a file gradio received (its upload folder) or one in the
+    workspace. A history is sent back by the browser, so a path in it is the client's word, never read blindly."""
+    from gradio.utils import get_upload_folder
+
+    from studio.tabs.export import inside_workspace
+
+    try:
+        p = Path(path).resolve()
+    except (OSError, RuntimeError):
+        return False
+    if p.is_file() and p.is_relative_to(Path(get_upload_folder()).resolve()):
+        return True
+    try:
+        return inside_workspace(str(p)).is_file()
+    except ValueError:
+        return False
+
+
 def conversation(hist: list | None) -> list[dict]:
     """A pane's history as the worker takes it: [{role, content: str, images: [path]}] alternating user / assistant
     (images only on user turns that carried some). A turn whose reply failed is left out (user and reply), the
@@ -262,7 +281,7 @@ def conversation(hist: list | None) -> list[dict]:
             text = "" if text in _EMPTY_REPLIES else text
         elif turns and turns[-1]["role"] == "user":  # a user turn left without a reply: the newer one counts
             turns.pop()
-        images = images_of(content) if role == "user" else []
+        images = [p for p in images_of(content) if readable_image(p)] if role == "user" else []
         turns.append({"role": role, "content": text, **({"images": images} if images else {})})
     if turns and turns[-1]["role"] == "user":
         turns.pop()
@@ -295,6 +314,7 @@ def send(
     model sees the whole conversation of its own pane. A pane whose model reads text only says so for a message with
     an image instead of answering it. Yields (base history, tuned history, prompt, image)."""
     prompt = prompt or ""
+    image = image if image and readable_image(image) else None
     if (not prompt.strip() and not image) or not WORKERS:
         yield base_hist, tuned_hist, prompt, image
         return

@@ -261,22 +261,30 @@ def test_chat_conversation_from_gradio_content_forms():
         {"role": "assistant", "content": "parts joined"},
         {"role": "user", "content": "one part"},
         {"role": "assistant", "content": ""},
-        {"role": "user", "content": "pic", "images": ["/x.png"]},
+        {"role": "user", "content": "pic"},  # /x.png is named but is no file gradio received nor one in the workspace
         {"role": "assistant", "content": "ok"},
     ]
+    assert chat.images_of(hist[6]["content"]) == ["/x.png"]
     assert chat.parse_stop(" a , b,,\\n") == ["a", "b", "\n"] and chat.parse_stop("") == []
 
 
-def test_chat_send_with_an_image(monkeypatch, tmp_path):
+def test_chat_send_with_an_image(monkeypatch, studio_home, tmp_path):
     """An image sent with a message goes to a vision-language model with that turn (and with it in later turns),
     is shown in the pane before the text and survives gradio's round trip; a text-only model's pane says it cannot
-    read it, in the page's language, and that turn is not sent to it later."""
+    read it, in the page's language, and that turn is not sent to it later. A path the browser sends back that is
+    neither an upload nor in the workspace is never read."""
     from PIL import Image
 
+    from engine.core import workspace
     from studio.tabs import chat
 
-    pic = tmp_path / "red.png"
+    (workspace.home() / "uploads").mkdir(parents=True, exist_ok=True)
+    pic = workspace.home() / "uploads" / "red.png"
     Image.new("RGB", (8, 8), "red").save(pic)
+    outside = tmp_path / "secret.png"
+    Image.new("RGB", (8, 8), "blue").save(outside)
+    assert chat.readable_image(str(pic)) and not chat.readable_image(str(outside))
+    assert not chat.readable_image("/etc/passwd")
     vlm, text_only = _FakeWorker("vlm"), _FakeWorker("m", "a")
     vlm.vision = True
     monkeypatch.setattr(chat, "WORKERS", {"base": vlm, "tuned": text_only})
@@ -298,6 +306,15 @@ def test_chat_send_with_an_image(monkeypatch, tmp_path):
     # an image alone is a message too
     *_, (b, _, _, _) = chat.send("", str(pic), b, tu, "", 0.0, 1.0, 8, "", "en")
     assert vlm.requests[-1][0][-1] == {"role": "user", "content": "", "images": [str(pic)]}
+    # a crafted history or image path outside: left out, the text still goes
+    forged = [{"role": "user", "content": [{"type": "file", "file": {"path": str(outside)}}, "look"]}]
+    forged.append({"role": "assistant", "content": "?"})
+    *_, (b, _, _, _) = chat.send("again", str(outside), forged, [], "", 0.0, 1.0, 8, "", "en")
+    assert vlm.requests[-1][0] == [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": "?"},
+        {"role": "user", "content": "again"},
+    ]
 
 
 def _chat_workspace(home: Path) -> dict:
