@@ -376,7 +376,9 @@ def build(ctx: Any) -> None:
     timer = gr.Timer(TICK_S)
     outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure, rewards, accuracy, alert_list]
     outs += [*grpo_plots, grpo_samples]
-    stamp = gr.State(0)  # moved on by a tick that found something to show: its change shows it
+    # Moved on by a tick that found something to show; its change shows it. A component, not a gr.State: gradio's
+    # page fires a State's change only for queued events, and the tick is not queued. Mounted but never seen.
+    stamp = gr.Number(0, precision=0, container=False, elem_id="dash-stamp", elem_classes=["studio-offscreen"])
     timer.tick(
         poll,
         [view, stamp, ctx.run_picker, axis, smoothing, log_scale, ctx.lang],

@@ -356,13 +356,16 @@ def build(ctx: Any) -> None:
     labels = gr.State([])
     watch = gr.Timer(3.0)
 
-    def _follow(shown, lang_):
-        now = [list(c) for c in ctx.run_choices(lang_)]
-        return gr.skip() if now == shown else now
+    # The picker is an output of the stamp's change only, not of every tick (each event's outputs are re-laid out
+    # in the page); the stamp is a hidden component, as the dashboard's (a State's change needs a queued event).
+    moved = gr.Number(0, precision=0, container=False, elem_classes=["studio-offscreen"])
 
-    # The picker is an output of the labels' change only, not of every tick (each event's outputs are re-laid out).
-    watch.tick(_follow, [labels, ctx.lang], [labels], show_progress="hidden", queue=False)
-    labels.change(
+    def _follow(shown, n, lang_):
+        now = [list(c) for c in ctx.run_choices(lang_)]
+        return (gr.skip(), gr.skip()) if now == shown else (now, (n or 0) + 1)
+
+    watch.tick(_follow, [labels, moved, ctx.lang], [labels, moved], show_progress="hidden", queue=False)
+    moved.change(
         lambda now: gr.update(choices=[tuple(c) for c in now]),
         [labels],
         [ctx.run_picker],
