@@ -385,8 +385,9 @@ def build(ctx: Any) -> None:
         [view, stamp, timer],
         show_progress="hidden",
         queue=False,
+        api_name="tick",  # a script follows a run as the page does: /tick, then /show for what it found
     )
-    stamp.change(show, [view], [view, *outs], show_progress="hidden", queue=False)
+    stamp.change(show, [view], [view, *outs], show_progress="hidden", queue=False, api_name="show")
     gr.on(
         [axis.change, smoothing.release, log_scale.change, ctx.lang.change],
         redraw,
