@@ -248,6 +248,11 @@ DATASET_INFO = {
         "formatting": "alpaca",
         "columns": {"prompt": "instruction", "query": "input", "response": "output", "kto_tag": "label"},
     },
+    "grpo_arith": {
+        "file_name": "grpo_arith.json",
+        "formatting": "alpaca",
+        "columns": {"prompt": "instruction", "response": "output"},
+    },
 }
 
 
@@ -269,6 +274,9 @@ def main(out: Path = OUT) -> None:
     write_json(out / "demo_dpo.json", pairs)
     write_jsonl(out / "demo_pretrain.jsonl", pretrain_rows(rng))
     write_json(out / "demo_kto.json", kto_rows(pairs))
+    from make_grpo_data import main as write_grpo_data  # beside this script: GRPO's arithmetic prompts
+
+    write_grpo_data([str(out)])
     (out / "dataset_info.json").write_text(
         json.dumps(DATASET_INFO, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
     )

@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("engine.runs.train_cli", "check a spec: prints OK or every problem"),
     "preview": ("engine.runs.launch", "print the exact launch command(s) and generated configs for a spec"),
     "import-lf": ("engine.lf.compat", "convert a LLaMA-Factory training YAML (+ accelerate config) to a spec"),
-    "export-lf": ("engine.lf.compat", "write a spec as a LLaMA-Factory training YAML"),
+    "export-lf": ("engine.runs.export_lf", "write a spec, or a run as it ran, as a LLaMA-Factory training YAML"),
     "merge": ("engine.export.jobs", "merge a run's adapter(s) into the base model and verify it"),
     "plan": ("engine.plan.cli", "predict per-GPU memory for a spec; --fit walks the out-of-memory ladder"),
     "doctor": ("engine.machine.doctor", "check GPUs, drivers, the stack and communication"),
@@ -33,7 +33,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("engine.export.convert_jobs", "export a run or model as GGUF (+ Ollama Modelfile), verified"),
     "serve": ("engine.export.serve_jobs", "serve a run or model with an OpenAI-compatible API on 127.0.0.1"),
     "push": ("engine.export.push_jobs", "upload an export, a merge or a run's adapter to the Hugging Face hub"),
+    "rewards": ("engine.runs.rewards_try", "dry-run a GRPO spec's reward functions on real rows: `rewards try SPEC`"),
 }
+
+# Commands that serve the page to remote users: bound to the workspace, never acting for the shell.
+PAGE_COMMANDS = ("webui",)
 
 
 def usage() -> str:
@@ -71,7 +75,12 @@ def _main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[name][0])
     # Modules that own several commands take the command name first.
     shared = [k for k, (m, _) in COMMANDS.items() if m == COMMANDS[name][0]]
-    result = module.cli([name, *rest] if len(shared) > 1 else rest)
+    if name in PAGE_COMMANDS:
+        return int(module.cli(rest) or 0)
+    from engine.core.acting import shell
+
+    with shell():  # the person at the shell may write where they can (engine.core.acting); the page may not
+        result = module.cli([name, *rest] if len(shared) > 1 else rest)
     return int(result or 0)
 
 

@@ -45,6 +45,8 @@ class Ctx:
     timer: Any = None
     tab: Any = None  # the tab being built (tabs refresh their pickers on select)
     on_load: list = field(default_factory=list)
+    tabs: Any = None  # the page's tabs (a handler may switch to one: the Evaluate tab opens a row in Chat)
+    shared: dict = field(default_factory=dict)  # components a tab offers later tabs (chat -> eval)
 
     @staticmethod
     def run_choices(lang: str = "en") -> list[tuple[str, str]]:
@@ -101,7 +103,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
                 min_width=140,
             )
             ctx.texts.add(ctx.lang, "lang")
-        with gr.Tabs(elem_id="tabs"):
+        with gr.Tabs(elem_id="tabs") as ctx.tabs:
             with gr.Tab(t("tab_train", lang), id="train", elem_id="tab-train") as tab_train:
                 ctx.texts.add(tab_train, "tab_train")
                 # The run picker is an output of Start (in the form) but is laid out in the dashboard below.

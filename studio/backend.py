@@ -1,47 +1,31 @@
-"""Lazy access to the engine's light modules from the page. Light: importlib + engine light modules.
-
-The tabs call the engine through ``engine_module(name)`` so a module that has not landed (or fails to import)
-turns into one clear message on the page instead of breaking the whole app at import time.
+"""What several tabs ask of the workspace: a run's folder, the runs listed, local models, the demo's defaults and
+the registered datasets. Light: engine.core.workspace, and engine.runs.registry inside the functions that read it
+(``studio.app`` imports this module before gradio builds the page; the registry is loaded with the first tab).
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from types import ModuleType
 
 from engine.core import workspace
 
 
-class Unavailable(RuntimeError):
-    """An engine module the page needs is missing; the message names it."""
-
-
-def engine_module(name: str) -> ModuleType:
-    try:
-        return importlib.import_module(f"engine.{name}")
-    except ImportError as exc:
-        raise Unavailable(f"engine.{name} is not available ({exc})") from None
-
-
 def run_dir(run_id: str) -> Path:
     """The folder of a run: from the run registry when it knows the run, else the workspace layout."""
+    from engine.runs import registry as runs
+
     try:
-        record = engine_module("runs.registry").get(run_id)
+        record = runs.get(run_id)
         if record is not None and getattr(record, "run_dir", None):
             return Path(record.run_dir)
-    except Unavailable:
-        pass
     except Exception:  # an unknown id: fall back to the layout so a folder copied in still shows
         pass
     return workspace.runs_dir() / run_id
 
 
 def list_runs() -> list:
-    try:
-        runs = engine_module("runs.registry")
-    except Unavailable:
-        return []
+    from engine.runs import registry as runs
+
     try:
         runs.refresh()
     except Exception:  # refresh is best-effort (status from exit files); listing must still work
@@ -58,17 +42,14 @@ def local_models() -> list[str]:
 
 def demo_defaults() -> dict:
     """The example spec of the demo (model + dataset preselected), or a best guess from the workspace layout."""
-    try:
-        paths = workspace.demo_paths()
-        example = paths.get("example_spec") if isinstance(paths, dict) else getattr(paths, "example_spec", None)
-        if isinstance(example, (str, Path)) and Path(example).is_file():
-            import yaml
+    paths = workspace.demo_paths()
+    example = paths.get("example_spec") if isinstance(paths, dict) else getattr(paths, "example_spec", None)
+    if isinstance(example, (str, Path)) and Path(example).is_file():
+        import yaml
 
-            return yaml.safe_load(Path(example).read_text(encoding="utf-8")) or {}
-        if isinstance(example, dict):
-            return example
-    except Unavailable:
-        pass
+        return yaml.safe_load(Path(example).read_text(encoding="utf-8")) or {}
+    if isinstance(example, dict):
+        return example
     names = registered_datasets()
     return {"model": {"name_or_path": str(workspace.demo_model_dir())}, "data": {"datasets": names[:1]}}
 

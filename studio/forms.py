@@ -41,6 +41,7 @@ SECTION_TITLES = {
     "method.quantization": ("Quantization", "量化"),
     "method.dpo": ("DPO", "DPO"),
     "method.kto": ("KTO", "KTO"),
+    "method.grpo": ("GRPO", "GRPO"),
     "data": ("Data", "数据"),
     "train": ("Training", "训练参数"),
     "train.low_rank": ("GaLore / APOLLO", "GaLore / APOLLO"),
@@ -48,8 +49,10 @@ SECTION_TITLES = {
     "launch": ("Launch: devices and backend", "启动：设备与后端"),
     "launch.deepspeed": ("DeepSpeed", "DeepSpeed"),
     "launch.fsdp": ("FSDP", "FSDP"),
+    "launch.slurm": ("Slurm cluster", "Slurm 集群"),
     "output": ("Output", "输出"),
     "model.rope_scaling": ("RoPE scaling", "RoPE 缩放"),
+    "model.vision": ("Vision-language model", "视觉语言模型"),
     "health": ("Health rules", "健康规则"),
     "notify": ("Notifications", "通知"),
 }
@@ -136,6 +139,8 @@ def _kind(ann: Any) -> tuple[str, list]:
         return "dict", []
     if origin is list:
         (inner,) = typing.get_args(ann) or (str,)
+        if _is_model(inner):  # GRPO's reward functions: one YAML flow mapping per line
+            return "list_model", []
         if typing.get_origin(inner) is typing.Literal:
             return "list_choice", list(typing.get_args(inner))
         return {int: "list_int", float: "list_float"}.get(inner, "list_str"), []
@@ -241,6 +246,12 @@ def to_widget_value(info: FieldInfo, value: Any) -> Any:
         return [str(v) if info.kind == "list_int" else v for v in (value or [])]
     if info.kind in ("str",) and value is None:
         return ""
+    if info.kind == "list_model":  # one item per line, each a YAML flow mapping: {kind: math, weight: 1.0}
+        import yaml
+
+        return "\n".join(
+            yaml.safe_dump(v, default_flow_style=True, sort_keys=False, width=10**6).strip() for v in value or []
+        )
     if info.kind == "dict":  # one YAML flow mapping per line of text: {adam_beta2: 0.95, tf32: true}
         if not value:
             return ""
@@ -280,6 +291,18 @@ def from_widget_value(info: FieldInfo, value: Any) -> Any:
         return list(value or [])
     if info.kind == "str" and info.optional and (value is None or str(value).strip() == ""):
         return None
+    if info.kind == "list_model" and isinstance(value, str):
+        import yaml
+
+        items = []
+        for line in value.splitlines():
+            if not line.strip():
+                continue
+            try:
+                items.append(spec_mod.safe_load_yaml(line))
+            except yaml.YAMLError:
+                items.append(line)  # the spec reports it on this field
+        return items
     if info.kind == "dict" and isinstance(value, str):
         if not value.strip():
             return {}
@@ -404,6 +427,8 @@ def make_widget(info: FieldInfo, value: Any, lang: str = "en", choices: list | N
         return gr.Dropdown(choices=list(choices or []), value=value, allow_custom_value=True, **common)
     if info.kind == "dict":
         return gr.Textbox(value=value or "", lines=2, max_lines=8, placeholder="{adam_beta2: 0.95}", **common)
+    if info.kind == "list_model":
+        return gr.Textbox(value=value or "", lines=3, max_lines=12, placeholder="{kind: math, weight: 1.0}", **common)
     if info.path in LINE_LISTS:
         return gr.Textbox(value=value or "", lines=2, max_lines=8, **common)
     return gr.Textbox(value="" if value is None else value, max_lines=1, **common)

@@ -12,7 +12,8 @@ Measured with ``python -X importtime`` and cProfile on the 2-core development ma
 ``install()``, called before the first ``import gradio``, adds an import hook that patches those two modules right
 after they are executed: stubs are left as installed, and listener docstrings get the name by plain substitution
 (the same text Jinja renders; a docstring with any other template syntax still goes through Jinja). The hook removes
-itself once both modules are loaded. Nothing changes when gradio is already imported or a gradio version lacks
+itself once all of them are loaded. A third patch lets ``launch``'s check that its own server answers wait on a busy
+machine (``_patient_self_check``). Nothing changes when gradio is already imported or a gradio version lacks
 these functions: the page is the same either way, only built sooner.
 """
 
@@ -63,9 +64,46 @@ def _plain_listener_docs(module: ModuleType) -> None:
     listener_cls.set_doc = set_doc
 
 
+SELF_CHECK_S = 120.0  # how long ``launch`` may wait for its own server to answer
+ANSWER_STATUSES = (200, 401, 301, 302, 303, 307, 308)  # what gradio's own check counts as an answer
+
+
+def _patient_self_check(module: ModuleType) -> None:
+    """``launch`` asks its own fresh server for the page (``networking.url_ok``: a HEAD with a 3 s timeout; a timeout
+    ends the check) and refuses to start without an answer ("When localhost is not accessible, a shareable link must
+    be created"). Rendering the page's config takes longer than 3 s on a loaded machine (load 12-22 on 2 cores, the
+    tests' machine): the studio exited at start, and every timed-out request still cost the server its work. The
+    server is ours and listening: ask with a patient timeout until ``SELF_CHECK_S`` has passed."""
+    if not callable(getattr(module, "url_ok", None)):
+        return
+
+    def url_ok(url: str) -> bool:
+        import time
+        import warnings
+
+        import httpx
+
+        deadline = time.monotonic() + SELF_CHECK_S
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore")
+                    if httpx.head(url, timeout=max(left, 1.0), verify=False).status_code in ANSWER_STATUSES:
+                        return True
+            except (httpx.HTTPError, OSError):
+                pass
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
+
+    module.url_ok = url_ok
+
+
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "gradio.component_meta": _keep_stubs,
     "gradio.events": _plain_listener_docs,
+    "gradio.networking": _patient_self_check,
 }
 
 

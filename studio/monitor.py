@@ -1,4 +1,7 @@
-"""Reads a run's folder incrementally for the live dashboard. Light: stdlib, pandas, engine.core.events.
+"""Reads a run's folder incrementally for the live dashboard, and makes the charts' frames from what it read (loss,
+learning rate, gradient norm, speed, GPU or CPU resources, preference-stage figures, their colours). The dashboard's
+words (progress, status, failure, log) are ``studio.monitor_text``'s. Light: stdlib, numpy, pandas,
+engine.core.events, studio.alerts / i18n; never studio.tabs (the tabs call this module, not the other way).
 
 A ``RunView`` is a plain dict kept in the browser session's ``gr.State``: the run id, byte offsets into
 ``events.jsonl`` and each node's metrics file (``metrics.jsonl``; a Slurm job's other nodes write
@@ -13,7 +16,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import time
 from array import array
 from pathlib import Path
 from typing import Any
@@ -22,10 +24,8 @@ import numpy as np
 import pandas as pd
 
 from engine.core import events as events_mod
-from engine.core.messages import payload_message
-from studio import alerts
-from studio.i18n.localize import localize
-from studio.i18n.page import STRINGS, t
+from studio import alerts, grpo_panel
+from studio.i18n.page import t
 
 # The plots' colour columns: their name is the tooltip's word for a series (the legend's title is set apart, in the
 # page's language): a curve of the dashboard, a run of the Runs overlay, a bar's side of the cutoff.
@@ -226,6 +226,10 @@ def read_new(view: dict) -> bool:
                     _append_point(view["ranks"], rank, _num(ev.get("ts") or 0), used)
             if isinstance(payload.get("metrics"), dict):
                 _add_stage(view, ev, payload["metrics"])
+                if grpo_panel.is_grpo(payload["metrics"]):  # stage grpo: the rewards, KL, completion lengths
+                    grpo_panel.add_log(view, ev.get("step"), payload["metrics"])
+        elif kind == "completions":
+            grpo_panel.add_samples(view, ev.get("step"), payload)
         elif kind == "eval":
             _append(view["evals"], {**payload, "step": ev.get("step"), "ts": ev.get("ts")})
             _add_stage(view, ev, payload, "eval_")
@@ -289,7 +293,7 @@ def loss_frame(
         ys.append(np.asarray(smooth(y.tolist(), smoothing)))
         names.append(np.full(len(x), smoothed, dtype=object))
     ev = view["evals"]
-    ex = _x(ev, "step") if axis == "step" else np.asarray([_nearest_x(view, s, axis) for s in ev["step"]])
+    ex = _x(ev, "step") if axis == "step" else np.asarray([x_of_step(view, s, axis) for s in ev["step"]])
     ey = _floats(ev["eval_loss"])
     keep = np.isfinite(ex) & np.isfinite(ey)
     xs.append(ex[keep])
@@ -310,7 +314,7 @@ def stage_frame(view: dict, plot: str = "rewards", axis: str = "step", lang: str
     (the share of pairs whose chosen answer scored higher: dpo, rm). Empty for runs without them (the plot hides)."""
     logs, evals = view.get("stage") or _columns(STAGE_COLUMNS), view.get("stage_evals") or _columns(("step",))
     x = _x(logs, axis)
-    ex = _x(evals, "step") if axis == "step" else np.asarray([_nearest_x(view, s, axis) for s in evals["step"]])
+    ex = _x(evals, "step") if axis == "step" else np.asarray([x_of_step(view, s, axis) for s in evals["step"]])
     xs, ys, names = [], [], []
     for columns, cx, eval_ in ((logs, x, False), (evals, ex, True)):
         for fig in STAGE_PLOTS[plot]:
@@ -349,7 +353,7 @@ def loss_colors(lang: str = "en") -> dict[str, str]:
     return {t(key, lang): color for key, color in zip(("se_train", "se_smoothed", "se_eval"), PALETTE)}
 
 
-def _nearest_x(view: dict, step: float, axis: str) -> float:
+def x_of_step(view: dict, step: float, axis: str) -> float:
     """The x on ``axis`` of the newest loss point at or before ``step`` (evals carry only their step)."""
     steps = _floats(view["logs"]["step"])
     at = np.nonzero(steps <= step)[0]
@@ -457,156 +461,3 @@ def _first(d: dict, *keys: str) -> float | None:
         if isinstance(v, (int, float)) and math.isfinite(v):
             return v
     return None
-
-
-# ----------------------------------------------------------------------------------------------- text
-def _downloading(view: dict) -> dict | None:
-    """The download phase's progress while it is the run's current phase (before the trainer started)."""
-    if view.get("started") or view.get("terminal"):
-        return None
-    return view.get("download")
-
-
-def _download_text(dl: dict, lang: str) -> str:
-    from engine.models.download import human
-
-    frac = float(dl.get("progress") or 0.0)
-    eta = dl.get("eta_seconds")
-    speed = f" · {human(dl['speed'])}/s" if isinstance(dl.get("speed"), (int, float)) else ""
-    eta_text = f" · {t('w_eta', lang)} {format_duration(eta)}" if eta is not None and frac < 1 else ""
-    size = f" · {human(dl.get('done') or 0)}/{human(dl.get('total') or 0)}"
-    return f"{t('w_downloading', lang)} {frac * 100:.0f}%{size}{speed}{eta_text}"
-
-
-def progress_html(view: dict, lang: str = "en") -> str:
-    dl = _downloading(view)
-    if dl is not None:
-        frac = max(0.0, min(1.0, float(dl.get("progress") or 0.0)))
-        return (
-            f'<div class="studio-progress"><div class="bar" style="width:{frac * 100:.1f}%"></div></div>'
-            f'<div class="studio-progress-text">{_download_text(dl, lang)}</div>'
-        )
-    last_log = view.get("last_log") or {}
-    frac = last_log.get("progress")
-    started = view.get("started") or {}
-    total = (started.get("payload") or {}).get("total_steps")
-    step = last_log.get("step")
-    if frac is None and total and step is not None:
-        frac = step / total
-    if (view.get("terminal") or {}).get("type") == "finished":
-        frac = 1.0
-    frac = max(0.0, min(1.0, float(frac or 0.0)))
-    eta = last_log.get("eta_seconds")
-    ended = bool(view.get("terminal"))  # a stopped or failed run has no time left to estimate
-    eta_text = f" · {t('w_eta', lang)} {format_duration(eta)}" if eta is not None and frac < 1 and not ended else ""
-    steps = f" · {t('w_step', lang)} {step}/{total}" if step is not None and total else ""
-    return (
-        f'<div class="studio-progress"><div class="bar" style="width:{frac * 100:.1f}%"></div></div>'
-        f'<div class="studio-progress-text">{frac * 100:.0f}%{steps}{eta_text}</div>'
-    )
-
-
-def format_duration(seconds: Any) -> str:
-    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
-        return "–"
-    seconds = int(seconds)
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
-
-
-def status_line(view: dict, status: str = "", lang: str = "en") -> str:
-    """One line: status, last step and loss, speed; a failed run says why."""
-    term = view.get("terminal") or {}
-    payload = term.get("payload") or {}
-    last_log = view.get("last_log") or {}
-    status = status or term.get("type") or ("running" if view.get("started") else "waiting")
-    parts = [f"**{view.get('run_id') or '–'}**", t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status]
-    dl = _downloading(view)
-    if dl is not None:
-        parts.append(_download_text(dl, lang))
-    if last_log:
-        parts.append(f"{t('w_step', lang)} {last_log.get('step')}")
-        if isinstance(last_log.get("loss"), (int, float)):
-            parts.append(f"{t('w_loss', lang)} {last_log['loss']:.4f}")
-        if isinstance(last_log.get("tokens_per_second"), (int, float)):
-            parts.append(f"{last_log['tokens_per_second']:.0f} tok/s")
-    if term.get("type") == "finished":
-        where = payload.get("adapter_dir") or payload.get("model_dir")
-        if where:
-            parts.append(f"{t('w_saved', lang)} `{where}`")
-    if term.get("type") == "failed":
-        cause = cause_text(payload.get("cause", "other"), lang)
-        error = event_text(payload, "error", lang)
-        parts.append(f"{t('w_cause', lang)}{_colon(lang)}**{cause}**{_colon(lang)}{error}")
-    if term.get("type") == "stopped":
-        parts.append(t("stopped_why", lang, reason=stop_reason(payload, lang)))
-    return " · ".join(str(p) for p in parts if p)
-
-
-def event_text(payload: dict, name: str, lang: str = "en") -> str:
-    """A text field of an event in the page's language when its writer stored the catalog key beside it (the runner
-    and the merge do: ``<name>_msg``); the trainer's own words (errors from libraries) stay as written."""
-    return localize(payload_message(payload, name) or "", lang)
-
-
-# Runs recorded before the runner stored the key beside its stop reason: the same words matched by pattern.
-_USER_STOP = re.compile(
-    r"^stopped by the user \(process ended before it reported; (?:signal (\w+)|exit code (-?\d+))\)$"
-)
-
-
-def stop_reason(payload: dict | str, lang: str = "en") -> str:
-    """Why a run stopped (a stopped event's payload, or its reason text) in the page's language."""
-    if isinstance(payload, dict):
-        if payload.get("reason_msg"):
-            return event_text(payload, "reason", lang)
-        payload = str(payload.get("reason", ""))
-    m = _USER_STOP.match(payload) if lang != "en" else None
-    if not m:
-        return payload
-    how = t("how_signal", lang, signal=m[1]) if m[1] else t("how_exit", lang, code=m[2])
-    return t("stop_by_user", lang, how=how)
-
-
-def cause_text(cause: str, lang: str = "en") -> str:
-    """engine.trainer.train.classify's cause (oom, communication, data, config, killed, disk, other) in the page's
-    language."""
-    return t(f"cause_{cause}", lang) if f"cause_{cause}" in STRINGS else str(cause)
-
-
-def _colon(lang: str) -> str:
-    return "：" if lang == "zh" else ": "
-
-
-def failure_text(view: dict, lang: str = "en") -> str:
-    """The failed event's cause and error (the trainer's own English words) and traceback, under labels in the
-    page's language."""
-    term = view.get("terminal") or {}
-    if term.get("type") != "failed":
-        return ""
-    p = term.get("payload") or {}
-    cause = cause_text(p.get("cause", "other"), lang)
-    error = event_text(p, "error", lang)
-    head = f"{t('w_cause', lang)}{_colon(lang)}{cause}\n{t('w_error', lang)}{_colon(lang)}{error}"
-    return f"{head}\n\n{p.get('traceback', '')}".strip()
-
-
-def log_tail(run_dir: str | Path, max_bytes: int = 20_000) -> str:
-    path = Path(run_dir) / "train.log"
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            fh.seek(max(0, size - max_bytes))
-            text = fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    if size > max_bytes:
-        text = text.split("\n", 1)[-1]
-    return text
-
-
-def event_latency(view: dict) -> float | None:
-    """Seconds between the newest event's timestamp and now (used by the bench)."""
-    last = view.get("last")
-    return time.time() - last["ts"] if last and last.get("ts") else None

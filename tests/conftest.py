@@ -86,7 +86,11 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked gpu run on a CUDA machine (bench/gpu_check.sh); elsewhere they are skipped, saying why."""
+    """Tests marked gpu run on a CUDA machine (bench/gpu_check.sh); elsewhere they are skipped, saying why.
+    The longest test files come first (tests/xdist_groups.py), so xdist's workers end close together."""
+    from tests import xdist_groups
+
+    items[:] = xdist_groups.longest_first(items)
     if not any("gpu" in item.keywords for item in items) or _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run bench/gpu_check.sh on a GPU machine)")
@@ -106,3 +110,39 @@ def run_registry(tmp_path, monkeypatch) -> Path:
     for rec in runs.list_runs(refresh_status=False):  # never leave a process behind, whatever failed
         if rec.status in ("running", "queued"):
             runs.stop(rec.id, grace_s=1)
+
+
+# The reliability table (tests/tally_table.py): each xdist worker hands its rows to the controller at its end; the
+# controller (or a plain pytest process) prints the summary.
+def pytest_sessionfinish(session, exitstatus):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from tests import tally_table
+
+        workeroutput[tally_table.KEY] = tally_table.dump()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (scripts/test.sh): whole files per worker, the Slurm cluster's files as one unit,
+    longest first (tests/xdist_groups.py)."""
+    if config.getvalue("dist") == "loadfile":
+        from tests import xdist_groups
+
+        return xdist_groups.make_scheduler(config, log)
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    text = getattr(node, "workeroutput", {}).get("studio_reliability_table")
+    if text:
+        from tests import tally_table
+
+        tally_table.merge(text)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    from tests import tally_table
+
+    tally_table.write_summary(terminalreporter, os.environ.get("STUDIO_SOAK") == "1")

@@ -29,6 +29,8 @@ Types and their payload keys:
   label, phase, done, total, progress, eta_seconds, detail; a model's metrics; the results; cause, error.
 - ``export_progress`` / ``export_finished`` / ``export_failed`` (engine.trainer.gguf_export): stage, i, n, out_dir;
   finished: format, files [{name, bytes}], report (verification), summary; failed: cause, error.
+- ``completions`` (stage grpo, engine.trainer.grpo): samples [{prompt, completion, rewards {name: value or null},
+  total, advantage}] of the newest generation batch at each logged step.
 - ``serve_ready`` / ``serve_stopped`` (the OpenAI-compatible server): url, model; ``push_progress`` /
   ``push_finished`` / ``push_failed`` (a push to the hub): repo, done, total; url; cause, error.
 
@@ -74,6 +76,7 @@ EVENT_TYPES = (
     "push_progress",
     "push_finished",
     "push_failed",
+    "completions",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")
 
@@ -85,11 +88,16 @@ def make_event(type_: str, step: int | None = None, /, **payload: Any) -> dict:
 
 
 def append_event(path: str | Path, type_: str, step: int | None = None, /, **payload: Any) -> dict:
-    """Append one event as a single write of one line (atomic for the small lines we write, O_APPEND)."""
+    """Append one event as a single write of one line (atomic for the small lines we write, O_APPEND). A torn last
+    line (a write cut short by a full disk) is closed with a newline first, so this event is not glued to it and
+    lost: the torn line alone is skipped by readers."""
     event = make_event(type_, step, **payload)
     line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-    fd = os.open(str(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(str(path), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
         os.write(fd, line)
     finally:
         os.close(fd)

@@ -15,6 +15,8 @@ An output folder (``output.output_dir`` of a spec, the target of ``studio merge`
 
 A folder is taken from its owner when it *is* the owner's folder, lies *inside* one that is owned whole (a run's
 folder, the dataset folder, a model), or *holds* an owner (writing or deleting it would take the owner with it).
+The command line acts for the person at the shell (engine.core.acting): it may write outside the workspace and the
+allowed roots, never in a system folder, and the owners above still apply.
 Relative paths are taken from the workspace; ``~`` is expanded; links are followed. ``engine.spec.rules`` (the form,
 ``studio validate`` / ``train``), ``engine.runs.registry`` (submit, delete), ``engine.export.checks`` (merge and
 export targets) and the Export tab all ask ``output_problem`` / ``owner_of``.
@@ -26,7 +28,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from engine.core import workspace
+from engine.core import acting, workspace
 from engine.core.messages import Message, message
 
 ENV_ROOTS = "STUDIO_OUTPUT_ROOTS"
@@ -121,13 +123,17 @@ def owner_of(path: str | Path, extra: Iterable[Owner] = (), *, own: str | Path |
     return None if found is None else message(f"workspace.{found[0]}", path=resolve(path), owner=found[1])
 
 
-def place_problem(path: str | Path) -> Message | None:
+def place_problem(path: str | Path, *, as_page: bool = False) -> Message | None:
     """Why ``path`` may not be an output folder because of where it is (outside the workspace and the allowed roots),
-    None when the place is allowed. Owners are ``owner_of``'s business."""
+    None when the place is allowed. Owners are ``owner_of``'s business. A command acting for the person at the shell
+    (engine.core.acting), or a run with its grant, may write anywhere but a system folder; ``as_page``: the page's
+    rule whoever asks."""
     p = resolve(path)
     home = workspace.home()
     if p.is_relative_to(home):
         return None
+    if not as_page and (acting.at_shell() or any(p == g or p.is_relative_to(g) for g in acting.granted())):
+        return message("workspace.system", path=p) if _system(p) else None  # the person at the shell's choice
     allowed, refused = output_roots()
     if p in allowed:
         return message("workspace.is_root", path=p)
@@ -138,6 +144,11 @@ def place_problem(path: str | Path) -> Message | None:
         return message("workspace.root_refused", path=p, root=bad)
     roots = ", ".join(str(r) for r in allowed) or message("workspace.roots_none")
     return message("workspace.outside", path=p, home=home, roots=roots)
+
+
+def page_may_write(path: str | Path) -> bool:
+    """Whether the page (bound to the workspace and STUDIO_OUTPUT_ROOTS) could write ``path``'s place."""
+    return place_problem(path, as_page=True) is None
 
 
 def output_problem(path: str | Path, extra: Iterable[Owner] = ()) -> Message | None:

@@ -74,6 +74,8 @@ MESSAGES: dict[str, str] = {
     "({roots}): choose a folder inside the workspace, or allow its root with STUDIO_OUTPUT_ROOTS",
     "workspace.root_refused": "{path} is inside {root}, which STUDIO_OUTPUT_ROOTS names but which is never allowed "
     "(a system folder, / or the home folder itself): choose a folder inside the workspace",
+    "workspace.system": "{path} is a system folder, the home folder itself or /, or lies inside a system folder: "
+    "Studio never writes there; choose another folder",
     "workspace.is_root": "{path} is an output root itself (STUDIO_OUTPUT_ROOTS): choose a folder inside it",
     "workspace.owned": "{path} belongs to {owner}: choose another folder",
     "workspace.holds": "{path} holds {owner}: choose a folder that holds no run's, dataset's or model's files",

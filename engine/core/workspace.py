@@ -4,6 +4,7 @@ Layout::
 
     $STUDIO_HOME/                 default ~/.studio
         models/demo-tiny-llama/   the demo model (``studio demo``)
+        models/demo-tiny-llava/   the demo vision-language model
         data/dataset_info.json    the default dataset registry (LLaMA-Factory schema) and its files
         runs/<run id>/            one folder per run: spec.yaml, events.jsonl, train.log, checkpoints, adapter
         exports/                  merged models
@@ -19,6 +20,8 @@ from pathlib import Path
 
 DEMO_MODEL_NAME = "demo-tiny-llama"
 DEMO_SPEC_NAME = "demo_spec.yaml"
+DEMO_VLM_NAME = "demo-tiny-llava"  # the demo's vision-language model (engine.trainer.demo_vlm)
+DEMO_VLM_DATASET = "demo_vlm"
 # The demo's datasets and their dataset_info.json, shipped with the code; ``studio demo`` copies them into data/.
 ASSETS_DATA = Path(__file__).resolve().parents[2] / "assets" / "data"
 
@@ -54,6 +57,10 @@ def demo_model_dir() -> Path:
     return models_dir() / DEMO_MODEL_NAME
 
 
+def demo_vlm_model_dir() -> Path:
+    return models_dir() / DEMO_VLM_NAME
+
+
 def registry_path() -> Path:
     return home() / "registry.db"
 
@@ -73,4 +80,6 @@ def demo_paths() -> dict:
         "data_dir": str(data_dir()),
         "datasets": list(info),
         "example_spec": str(home() / DEMO_SPEC_NAME),
+        "vlm_model_dir": str(demo_vlm_model_dir()),
+        "vlm_dataset": DEMO_VLM_DATASET,
     }

@@ -29,8 +29,10 @@ MESSAGES: dict[str, str] = {
     "data.not_registered": "dataset '{name}' is not registered (known: {known})",
     "data.not_registered_none": "dataset '{name}' is not registered (known: none)",
     "data.entry_not_object": "entry '{name}' must be an object",
-    "data.entry_modelscope": "entry '{name}' is on ModelScope only (ms_hub_url {hub}): ModelScope is not supported; "
-    "give it an hf_hub_url or a file_name",
+    "data.ms_not_installed": "dataset '{name}' is on ModelScope ({hub}): install the modelscope package "
+    "(pip install modelscope) to read it, or give the entry an hf_hub_url or a file_name",
+    "data.ms_unavailable": "dataset '{name}': ModelScope ({url}) cannot give {hub}: {error}",
+    "data.ms_empty": "dataset '{name}': {hub} has no files on ModelScope ({url})",
     "data.entry_num_samples": "entry '{name}': num_samples {value!r} is not a whole number of rows above 0",
     "data.entry_option": "entry '{name}': {key} {value!r} is not a non-empty text",
     "data.entry_files": "dataset '{name}': {problem}",
@@ -78,8 +80,22 @@ MESSAGES: dict[str, str] = {
     "data.not_list": "expected a JSON list of records",
     "data.bad_csv": "not valid CSV (line {line}): {error}",
     "data.bad_parquet": "not a readable Parquet file (truncated or not Parquet): {error}",
-    "data.multimodal": "dataset '{name}' has a {kind} column ('{column}'): image, video and audio data is not "
-    "supported yet; Studio trains on text only (use a dataset without the {kind} column)",
+    "data.multimodal": "dataset '{name}' has a {kind} column ('{column}'): video and audio data is not supported "
+    "(images are: an 'images' column); use a dataset without the {kind} column",
+    "data.images_not_list": "the images column must hold a path or a list of paths (relative to the dataset folder) "
+    "or URLs, not {type}",
+    "data.image_count": "{placeholders} <image> placeholder(s) in the messages but {images} image(s) in the row: "
+    "each image needs its own <image> placeholder, in order",
+    "data.image_missing": "image '{image}' does not exist",
+    "data.image_outside": "image '{image}' is outside the dataset folder {folder} and the workspace's uploads",
+    "data.image_not_file": "image '{image}' is not a regular file",
+    "data.image_unreadable": "image '{image}' cannot be read as an image ({error})",
+    "data.image_too_large": "image '{image}' is {width}x{height} ({pixels} pixels), over {factor}x the processor's "
+    "maximum of {max_pixels} pixels (image_max_pixels): shrink it before training",
+    "data.image_more": "and {more} more image problem(s) like these",
+    "data.images_text_model": "dataset(s) {names} hold images but model '{model}' has no vision tower: choose a "
+    "vision-language model (its config.json has a vision_config)",
+    "data.images_stage": "dataset(s) {names} hold images: image data trains with stage sft (got '{stage}')",
     "data.bad_type": "unsupported file type '{suffix}' (use .json, .jsonl, .csv, .parquet, .txt, or a folder saved "
     "with datasets' save_to_disk)",
     "data.not_utf8_column": "not UTF-8 text (byte 0x{byte:02x} at column {col}): save the file as UTF-8",

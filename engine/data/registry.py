@@ -1,5 +1,5 @@
-"""The dataset registry: ``dataset_info.json`` in LLaMA-Factory's schema, loading and checking registered datasets,
-registration, and ``studio data``.
+"""The dataset registry (of datasets; runs are ``engine.runs.registry``'s): ``dataset_info.json`` in LLaMA-Factory's
+schema, loading and checking registered datasets, registration, and ``studio data``.
 
 Light: stdlib; the files are read by engine.data.files (pyarrow only for Parquet / saved HF datasets), the rows
 checked by engine.data.rows. Never torch, transformers or datasets.
@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from engine.core.messages import from_exception
-from engine.data import admit, hub
+from engine.data import admit, hub, images, ms_hub
 from engine.data.files import (  # the budgets are re-exported: the page names them
     PAGE_READ_BYTES,  # noqa: F401
     PAGE_RECORD_BYTES,  # noqa: F401
@@ -40,7 +40,7 @@ from engine.data.rows import (  # re-exported: callers import these from here
 
 INFO_NAME = "dataset_info.json"
 MAX_DATASET_NAME = 100  # as engine.spec.groups.MAX_DATASET_NAME: a name the spec would refuse is not registered
-STAGES = ("sft", "pt", "dpo", "kto", "rm")
+STAGES = ("sft", "pt", "dpo", "kto", "rm", "grpo")
 HEAD_CHECK_ROWS = 10_000  # the page's check after registering: at most this many rows (and PAGE_READ_BYTES)
 
 
@@ -126,7 +126,7 @@ def _where(entry: DatasetEntry, dataset_dir: Path) -> tuple[Path, list[Path] | N
     path, files, problem = _where_unchecked(entry, dataset_dir)
     if problem is not None:
         return path, files, problem
-    root = admit.hub_root(path) if entry.source == "hf_hub" else admit.roots(dataset_dir)
+    root = admit.hub_root(path) if entry.source in ("hf_hub", "ms_hub") else admit.roots(dataset_dir)
     try:
         chosen = _folder_files(path, files) if path.is_dir() else [path]
     except (OSError, ValueError, KeyError, TypeError):
@@ -149,6 +149,11 @@ def _where_unchecked(entry: DatasetEntry, dataset_dir: Path) -> tuple[Path, list
         if path is None:
             why = hub.availability(entry.hub_id, entry.revision, name)
             return dataset_dir, None, DataProblem(info_file, None, "hf_hub_url", why)
+    elif entry.source == "ms_hub":
+        path = ms_hub.cached_snapshot(entry.hub_id, entry.revision, entry.folder)
+        if path is None:
+            why = ms_hub.availability(entry.hub_id, entry.revision, name)
+            return dataset_dir, None, DataProblem(info_file, None, "ms_hub_url", why)
     elif entry.source == "script":
         path = dataset_dir / entry.hub_id
         if not path.is_dir():
@@ -198,15 +203,15 @@ def _where_unchecked(entry: DatasetEntry, dataset_dir: Path) -> tuple[Path, list
 
 
 def hub_pending(names: list[str], dataset_dir: str | Path) -> list[DatasetEntry]:
-    """The hub entries among ``names`` whose snapshot is not in the Hugging Face cache yet (a run downloads them)."""
+    """The hub entries among ``names`` whose snapshot is not in the Hugging Face (or ModelScope) cache yet (a run
+    downloads them)."""
     out = []
     for name in names:
         entry, _ = _resolve(name, Path(dataset_dir))
-        if (
-            entry is not None
-            and entry.source == "hf_hub"
-            and hub.cached_snapshot(entry.hub_id, entry.revision, entry.folder) is None
-        ):
+        if entry is None or entry.source not in ("hf_hub", "ms_hub"):
+            continue
+        cache = hub if entry.source == "hf_hub" else ms_hub
+        if cache.cached_snapshot(entry.hub_id, entry.revision, entry.folder) is None:
             out.append(entry)
     return out
 
@@ -218,20 +223,9 @@ def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int |
     kind = stage_data_problem(stage, name, entry.ranking, entry.kto_tag)
     if kind is not None:
         return entry, [], [DataProblem(info_file, None, None, message("data." + kind[0], **kind[1]))], True
-    if stage == "sft" and entry.is_text:
-        return (
-            entry,
-            [],
-            [
-                DataProblem(
-                    info_file,
-                    None,
-                    None,
-                    message("data.text_needs_pt", name=name),
-                )
-            ],
-            True,
-        )
+    if stage in ("sft", "grpo") and entry.is_text:
+        problem = DataProblem(info_file, None, None, message("data.text_needs_pt", name=name))
+        return entry, [], [problem], True
     path, files, problem = _where(entry, dataset_dir)
     if problem is not None:
         return entry, [], [problem] if problem.message is not None else [], True
@@ -261,6 +255,8 @@ def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int |
             key = "data.more_rows" if more > 1 else "data.more_rows_one"
             prob.message = message(key, message=prob.message, more=more)
         problems.append(prob)
+    if entry.columns.get("images") and rows:  # every image opened (header only), paths resolved in the rows
+        problems += images.image_problems(rows, str(path), entry.columns["images"], dataset_dir)
     return entry, rows, problems, complete
 
 
@@ -465,7 +461,7 @@ def cli(argv: list[str]) -> int:
         p.add_argument("names", nargs="+", metavar="NAME")
         p.add_argument("--dataset-dir", default="", help="folder with dataset_info.json (default: the workspace's)")
         p.add_argument(
-            "--stage", choices=STAGES, default=None, help="sft, pt, dpo, kto or rm (default: from the entry)"
+            "--stage", choices=STAGES, default=None, help="sft, pt, dpo, kto, rm or grpo (default: from the entry)"
         )
         p.add_argument("-n", type=int, default=3, help="rows to preview")
     args = parser.parse_args(argv)
@@ -496,5 +492,6 @@ def cli(argv: list[str]) -> int:
         elif stage == "kto":
             print(str(message("data.kto_ok", name=name, rows=len(rows), **kto_counts([r for _, r in rows]))))
         else:
-            print(f"{name}: OK ({len(rows)} rows, stage {stage})")
+            counted = images.count_images([r for _, r in rows])
+            print(f"{name}: OK ({len(rows)} rows, stage {stage}" + (f", {counted} images)" if counted else ")"))
     return 1 if failed else 0

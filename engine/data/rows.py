@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.core.messages import Message
 from engine.data.messages import message
+from engine.data.ms_hub import use_modelscope
 
 # ----------------------------------------------------------------------------------------------- entries
 ALPACA_COLUMNS = {
@@ -53,7 +54,8 @@ COLUMN_KEYS = {
 # Stages whose data are preference pairs (a ``ranking: true`` entry with chosen / rejected columns).
 PAIR_STAGES = ("dpo", "rm")
 # Stages whose rows TRL tokenises itself (prompt / answer strings): no packing, length grouping or Studio collator.
-PREFERENCE_STAGES = ("dpo", "kto", "rm")
+# grpo too: TRL tokenises its prompts and generates the answers.
+PREFERENCE_STAGES = ("dpo", "kto", "rm", "grpo")
 
 
 def stage_data_problem(stage: str, name: str, ranking: bool, kto_tag: str | None) -> tuple[str, dict] | None:
@@ -124,8 +126,8 @@ class DatasetEntry:
     columns: dict = field(default_factory=dict)
     tags: dict = field(default_factory=dict)
     is_text: bool = False  # pretraining text: one prompt/text column and no response
-    source: str = "file"  # file | hf_hub | script (LF's load_from; ms_hub is refused by _entry_problems)
-    hub_id: str = ""  # hf_hub_url, or script_url for source script
+    source: str = "file"  # file | hf_hub | ms_hub | script (LF's load_from)
+    hub_id: str = ""  # hf_hub_url, ms_hub_url, or script_url for source script
     subset: str | None = None
     split: str = "train"
     folder: str | None = None
@@ -157,8 +159,11 @@ class DatasetEntry:
                 "rejected": "rejected",
             }
         tags = {**SHAREGPT_TAGS, **(raw.get("tags") or {})} if fmt == "sharegpt" else {}
-        # LF: hf_hub_url wins over script_url, which wins over file_name (ms_hub_url alone is refused)
+        # LF: ms_hub_url when USE_MODELSCOPE_HUB is set or no hf_hub_url is given; hf_hub_url wins over script_url,
+        # which wins over file_name
         source, hub_id = ("hf_hub", str(raw["hf_hub_url"])) if raw.get("hf_hub_url") else ("file", "")
+        if raw.get("ms_hub_url") and (use_modelscope() or not raw.get("hf_hub_url")):
+            source, hub_id = "ms_hub", str(raw["ms_hub_url"])
         if source == "file" and raw.get("script_url"):
             source, hub_id = "script", str(raw["script_url"])
         num = raw.get("num_samples")
@@ -184,13 +189,8 @@ def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
     if not isinstance(raw, dict):
         return [DataProblem(str(info_path), None, None, message("data.entry_not_object", name=name))]
     out = []
-    if not (raw.get("file_name") or raw.get("hf_hub_url") or raw.get("script_url")):
-        msg = (
-            message("data.entry_modelscope", name=name, hub=raw["ms_hub_url"])
-            if raw.get("ms_hub_url")
-            else message("data.entry_no_file", name=name)
-        )
-        out.append(DataProblem(str(info_path), None, "file_name", msg))
+    if not (raw.get("file_name") or raw.get("hf_hub_url") or raw.get("script_url") or raw.get("ms_hub_url")):
+        out.append(DataProblem(str(info_path), None, "file_name", message("data.entry_no_file", name=name)))
     num = raw.get("num_samples")
     if num is not None and (not isinstance(num, int) or isinstance(num, bool) or num < 1):
         out.append(
@@ -211,7 +211,7 @@ def _entry_problems(name: str, raw: Any, info_path: Path) -> list[DataProblem]:
                 message("data.entry_formatting", name=name, formatting=raw.get("formatting")),
             )
         )
-    for kind in ("images", "videos", "audios"):  # LF's multimodal columns: refused here, not found out in training
+    for kind in ("videos", "audios"):  # LF's other multimodal columns: refused here, not found out in training
         column = (raw.get("columns") or {}).get(kind)
         if column:
             out.append(
@@ -272,8 +272,12 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
         prompt, query = str(get("prompt", True)), str(get("query", False) or "")
         messages.append({"role": "user", "content": f"{prompt}\n{query}" if query else prompt})
         if not entry.ranking:
-            messages.append({"role": "assistant", "content": str(get("response", True))})
+            response = get("response", stage != "grpo")  # grpo: the answer column is optional (rewards read it)
+            if response is not None:
+                messages.append({"role": "assistant", "content": str(response)})
     out = {"system": system, "messages": messages}
+    if cols.get("images"):
+        out["images"] = _images(get("images", False), cols["images"], messages)
     tools = get("tools", False)
     if tools:
         text = _tools_text(tools, cols.get("tools"))
@@ -293,13 +297,31 @@ def normalize_row(row: Any, entry: DatasetEntry, stage: str = "sft") -> dict:
         if stage == "kto" and entry.kto_tag:
             out["kto_tag"] = _kto_tag(get("kto_tag", False), entry.kto_tag)
         last = messages[-1] if messages else None
-        if stage != "pt" and (last is None or _SIDE[last["role"]] != "assistant"):
+        if stage == "grpo" and last is None:
+            raise _RowError(cols.get("messages"), message("data.end_assistant"), kind="end")
+        if stage not in ("pt", "grpo") and (last is None or _SIDE[last["role"]] != "assistant"):
             raise _RowError(cols.get("messages"), message("data.end_assistant"), kind="end")
         for i, m in enumerate(messages):
             if m["role"] in ("assistant", "function") and not m["content"].strip():
                 col = cols.get("response") if entry.formatting == "alpaca" else cols.get("messages")
                 raise _RowError(col, message("data.empty_response", turn=i + 1), kind="empty")
     return out
+
+
+def _images(value: Any, column: str, messages: list[dict]) -> list[str]:
+    """A row's images column (LF's: a path or URL, or a list of them) as a list, checked against the ``<image>``
+    placeholders of its messages (LF pairs them in order; a count that differs is refused, naming both; with no
+    placeholder at all, LF puts every image before the first user message's text, and so do we)."""
+    refs = [] if value is None else [value] if isinstance(value, str) else value
+    if not isinstance(refs, list) or not all(isinstance(r, str) and r.strip() for r in refs):
+        raise _RowError(column, message("data.images_not_list", type=type(value).__name__), kind="images_type")
+    count = sum(str(m.get("content", "")).count("<image>") for m in messages)
+    first_user = next((m for m in messages if m["role"] == "user"), None)
+    if count == 0 and refs and first_user is not None:  # LF's rule: no placeholder at all, all images go first
+        first_user["content"] = "<image>" * len(refs) + first_user["content"]
+    elif count != len(refs):
+        raise _RowError(column, message("data.image_count", placeholders=count, images=len(refs)), kind="image_count")
+    return list(refs)
 
 
 def _kto_tag(value: Any, column: str) -> bool | None:

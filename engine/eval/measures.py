@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import statistics
 
+# the columns ``row_scores`` fills (averaged over rows)
+ROW_COLUMNS = ("bleu-4", "rouge-1", "rouge-2", "rouge-l", "exact_match", "accuracy")
 _SHORT = re.compile(r"^\(?([A-Za-z0-9]{1,16})[).:]?$")
 
 

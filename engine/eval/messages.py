@@ -47,6 +47,21 @@ MESSAGES: dict[str, str] = {
     "eval.failed": "{label}: {error}",
     "eval.cancelled": "cancelled after {done} of {total} models (their results are kept)",
     "eval.finished": "evaluated {n} models on {rows} rows",
+    "eval.no_tasks": "name at least one lm-eval task (or studio_demo_mc, the bundled demo task)",
+    "eval.task_unreadable": "cannot read the lm-eval task {path}: {error}",
+    "eval.task_data_missing": "the lm-eval task {path} reads {file}, which is not there",
+    "eval.task_failed": "lm-eval task {task} could not be loaded: {error}",
+    "eval.task_offline": "lm-eval task {task} needs its data from the hub, which this machine cannot reach "
+    "(offline) and it is not in the cache: {error}",
+    "eval.progress_lm_eval": "{label}: lm-eval task {task}",
+    "eval.progress_judge": "{label}: judge, row {done} of {total}",
+    "eval.judge_missing": "the judge needs this (an OpenAI-compatible endpoint and a model)",
+    "eval.judge_url": "{url} is not an http(s) URL",
+    "eval.judge_prompt": "the judge prompt cannot be filled ({{question}}, {{reference}}, {{answer}}): {error}",
+    "eval.judge_key_unset": "the environment variable {name} (the judge's key) is not set in the studio's environment",
+    "eval.judge_unreachable": "row {row}: the judge at {url} cannot be reached: {error}",
+    "eval.judge_http": "row {row}: the judge answered HTTP {code}: {error}",
+    "eval.judge_bad_reply": "row {row}: the judge's reply has no score from 1 to 10: {reply}",
     "eval.no_short_rows": "no row has a short answer (one word or letter): accuracy does not apply",
 }
 

@@ -8,7 +8,10 @@ One spec describes one evaluation run (``engine.runs.evals`` submits it; ``engin
 - ``data``: the run's held-out rows (``held_out``: its val_size split or its eval_datasets, rebuilt exactly) or
   registered ``datasets``; ``limit`` keeps the first rows.
 - ``measures``: loss (with perplexity) on the answers, masked as in training; bleu (BLEU-4), rouge (ROUGE-1/2/L),
-  exact (exact match) and accuracy (rows with a one-word or one-letter answer) on generated answers.
+  exact (exact match) and accuracy (rows with a one-word or one-letter answer) on generated answers; lm_eval:
+  lm-evaluation-harness tasks (``lm_eval.tasks``: task names it knows, local task YAML files, or the bundled
+  ``studio_demo_mc``), accuracy per task; judge: each answer scored by an OpenAI-compatible endpoint (``judge``: URL,
+  model, the name of the environment variable holding the key, never the key; the prompt, editable).
 - ``generation``: max_new_tokens, temperature (0: greedy), top_p, batch_size, seed.
 
 Unknown fields are refused (``extra="forbid"``); ``parse_eval_spec`` returns every problem as (field, message).
@@ -24,8 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.eval.messages import EvalError, message
 
-MEASURES = ("loss", "bleu", "rouge", "exact", "accuracy")
-GENERATION_MEASURES = ("bleu", "rouge", "exact", "accuracy")
+MEASURES = ("loss", "bleu", "rouge", "exact", "accuracy", "lm_eval", "judge")
+GENERATION_MEASURES = ("bleu", "rouge", "exact", "accuracy", "judge")
+# measures read from the evaluation's rows (the rest: lm_eval, on its tasks' own data)
+ROW_MEASURES = ("loss", *GENERATION_MEASURES)
 # measure -> the table's columns
 COLUMNS = {
     "loss": ["loss", "perplexity"],
@@ -33,7 +38,16 @@ COLUMNS = {
     "rouge": ["rouge-1", "rouge-2", "rouge-l"],
     "exact": ["exact_match"],
     "accuracy": ["accuracy"],
+    "lm_eval": [],  # one column per task: TASK/acc (lm_eval_columns)
+    "judge": ["judge", "judge_win"],
 }
+DEMO_TASK = "studio_demo_mc"  # bundled: engine/eval/tasks/studio_demo_mc.yaml (+ .jsonl)
+DEFAULT_JUDGE_PROMPT = (
+    "You are grading an answer to a question against a reference answer.\n\n"
+    "Question:\n{question}\n\nReference answer:\n{reference}\n\nAnswer to grade:\n{answer}\n\n"
+    "Rate how well the answer matches the reference in meaning and correctness on a scale of 1 to 10. "
+    "Reply with the number only, as: Score: N"
+)
 # columns where lower is better (the rest: higher)
 LOWER_BETTER = ("loss", "perplexity")
 
@@ -70,22 +84,58 @@ class GenerationSpec(_Group):
     seed: int = Field(42)
 
 
+class LmEvalSpec(_Group):
+    tasks: list[str] = Field(
+        default_factory=lambda: [DEMO_TASK], description="lm-eval task names, or local task YAML files"
+    )
+    num_fewshot: int | None = Field(None, ge=0, description="few-shot examples (default: the task's)")
+    limit: int | None = Field(None, ge=1, description="documents per task")
+
+
+class JudgeSpec(_Group):
+    base_url: str | None = Field(None, description="an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    model: str | None = Field(None, description="the judge model's name at that endpoint")
+    api_key_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="the environment variable holding the key"
+    )
+    prompt: str = Field(DEFAULT_JUDGE_PROMPT, description="the judge prompt: {question}, {reference}, {answer}")
+    max_tokens: int = Field(16, ge=1, le=4096)
+    timeout: float = Field(60.0, gt=0, le=3600, description="seconds per request")
+
+
 class EvalSpec(_Group):
     name: str | None = None
     models: ModelsSpec = Field(default_factory=ModelsSpec)
     data: DataSpec = Field(default_factory=DataSpec)
-    measures: list[Literal["loss", "bleu", "rouge", "exact", "accuracy"]] = Field(
+    measures: list[Literal["loss", "bleu", "rouge", "exact", "accuracy", "lm_eval", "judge"]] = Field(
         default_factory=lambda: ["loss", "bleu", "rouge", "exact"]
     )
     generation: GenerationSpec = Field(default_factory=GenerationSpec)
+    lm_eval: LmEvalSpec = Field(default_factory=LmEvalSpec)
+    judge: JudgeSpec = Field(default_factory=JudgeSpec)
     template: str | None = Field(None, description="chat template (default: the run's)")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     lf_output_dir: str | None = Field(None, description="also write LLaMA-Factory's prediction files here")
     lf_prefix: Literal["predict", "eval"] = Field("predict", description="LLaMA-Factory's metric prefix")
 
 
-def columns(measures: list[str]) -> list[str]:
-    return [c for m in MEASURES if m in measures for c in COLUMNS[m]]
+def task_name(task: str) -> str:
+    """A task's name as its column shows it: a YAML file's ``task`` (else its file stem), or the name given."""
+    if task.endswith((".yaml", ".yml")):
+        try:
+            return str(yaml.safe_load(Path(task).expanduser().read_text(encoding="utf-8"))["task"])
+        except Exception:  # noqa: BLE001 - an unreadable file is named by the check before launch
+            return Path(task).stem
+    return task
+
+
+def lm_eval_columns(tasks: list[str]) -> list[str]:
+    return [f"{task_name(t)}/acc" for t in tasks]
+
+
+def columns(measures: list[str], tasks: list[str] = ()) -> list[str]:
+    out = [c for m in MEASURES if m in measures for c in COLUMNS[m]]
+    return out + (lm_eval_columns(list(tasks)) if "lm_eval" in measures else [])
 
 
 def parse_eval_spec(data: Any) -> EvalSpec:
@@ -112,6 +162,23 @@ def parse_eval_spec(data: Any) -> EvalSpec:
         raise EvalError(problems) from None
     if not spec.measures:
         raise EvalError([("measures", message("eval.no_measures"))])
+    problems = []
+    if "lm_eval" in spec.measures and not spec.lm_eval.tasks:
+        problems.append(("lm_eval.tasks", message("eval.no_tasks")))
+    if "judge" in spec.measures:
+        for key in ("base_url", "model"):
+            if not getattr(spec.judge, key):
+                problems.append((f"judge.{key}", message("eval.judge_missing")))
+        if spec.judge.base_url and not spec.judge.base_url.startswith(("http://", "https://")):
+            problems.append(("judge.base_url", message("eval.judge_url", url=spec.judge.base_url)))
+        try:
+            spec.judge.prompt.format(question="", reference="", answer="")
+        except (KeyError, IndexError, ValueError) as exc:
+            problems.append(("judge.prompt", message("eval.judge_prompt", error=f"{type(exc).__name__}: {exc}")))
+        if "{answer}" not in spec.judge.prompt:
+            problems.append(("judge.prompt", message("eval.judge_prompt", error="it has no {answer}")))
+    if problems:
+        raise EvalError(problems)
     return spec
 
 

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from engine.core import acting
 from engine.core import events as ev
 from engine.core.messages import from_exception
 from engine.export import checks as xp
@@ -101,12 +102,13 @@ def start_export(
     source: str, fmt: str, out_dir: str | None = None, *, overwrite: bool = False, force: bool = False
 ) -> ExportJob:
     """Check the source and the format (ExportError on any problem, before anything is queued) and queue the job."""
+    source = acting.from_working_folder(source)  # the job runs in the repository
     plan = cp.plan_convert(source, fmt, out_dir, overwrite=overwrite, force=force)
     argv = cp.convert_argv(
         plan, xp.temp_dir_for(plan.out_dir), "{run_dir}/events.jsonl", overwrite=overwrite, force=force
     )
     name = f"export {Path(str(source).rstrip('/')).name} → {Path(plan.out_dir).name}"
-    return ExportJob(runs.submit_command(argv, name=name, tags=[EXPORT_TAG]))
+    return ExportJob(runs.submit_command(argv, name=name, tags=[EXPORT_TAG], writes=plan.out_dir))
 
 
 def list_exports(limit: int = 10) -> list[ExportJob]:

@@ -21,6 +21,7 @@ from engine.core import workspace
 from engine.core.messages import message as core_message
 from engine.export import checks as xp
 from engine.export import gguf_checks as gc
+from engine.export import sizes
 from engine.export.checks import ExportError, ExportPlan
 from engine.export.messages import message
 from engine.runs import registry as runs
@@ -95,16 +96,16 @@ def plan_convert(
         need += gc.estimate_bytes(model_dir, "gguf-f16")  # the F16 file llama-quantize reads, while it runs
     free = xp.free_bytes(out.parent)
     if need + merge_bytes > free:
-        merged = message("export.merge_part", merged=xp._gb(merge_bytes)) if merge_bytes else ""
+        merged = message("export.merge_part", merged=sizes.gb(merge_bytes)) if merge_bytes else ""
         raise ExportError(
             message(
                 "export.no_gguf_disk",
                 out=out,
                 fmt=fmt,
-                need=xp._gb(need + merge_bytes),
-                file=xp._gb(need),
+                need=sizes.gb(need + merge_bytes),
+                file=sizes.gb(need),
                 merge=merged,
-                free=xp._gb(free),
+                free=sizes.gb(free),
             )
         )
     merging = merge_plan is not None
@@ -129,10 +130,10 @@ def describe(plan: ConvertPlan) -> dict:
         "format": plan.fmt,
         "out_dir": plan.out_dir,
         "estimated_bytes": plan.bytes_needed,
-        "estimated": xp._gb(plan.bytes_needed),
+        "estimated": sizes.gb(plan.bytes_needed),
         "merge": plan.needs_merge,
         "merge_bytes": plan.merge_bytes,
-        "free": xp._gb(plan.bytes_free),
+        "free": sizes.gb(plan.bytes_free),
     }
 
 

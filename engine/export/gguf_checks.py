@@ -14,8 +14,9 @@ import os
 import shutil
 from pathlib import Path
 
-from engine.export.checks import ExportError, model_tensors
+from engine.export.checks import ExportError
 from engine.export.messages import message  # noqa: F401 - gguf_write raises with it
+from engine.export.sizes import model_tensors
 
 GGUF_FORMATS = ("gguf-f16", "gguf-bf16", "gguf-q8_0", "gguf-q4_k_m", "gguf-q5_k_m")
 BNB_FORMATS = ("bnb-4bit", "bnb-8bit")

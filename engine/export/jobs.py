@@ -22,9 +22,11 @@ import sys
 import time
 from pathlib import Path
 
+from engine.core import acting
 from engine.core import events as ev
 from engine.core.messages import from_exception
 from engine.export import checks as xp
+from engine.export import sizes
 from engine.export.checks import ExportError
 from engine.export.messages import message, payload_message
 from engine.runs import registry as runs
@@ -128,6 +130,7 @@ def start_merge(
 ) -> MergeJob:
     """Check the inputs (ExportError on any problem, memory included unless ``force``) and queue the merge.
     ``base``: merge into this model folder (no sources: re-export it); ``legacy_format``: .bin files."""
+    sources = [acting.from_working_folder(s) for s in sources]  # the merge runs in the repository
     plan = xp.plan_export(
         sources,
         out_dir,
@@ -151,7 +154,8 @@ def start_merge(
         legacy_format=legacy_format,
     )
     name = f"merge {Path(plan.sources[0].run_dir or plan.sources[0].weights_dir).name} → {Path(plan.out_dir).name}"
-    run_id = runs.submit_command(argv, name=name, tags=[MERGE_TAG], gpus=1 if device == "cuda" else 0)
+    gpus = 1 if device == "cuda" else 0
+    run_id = runs.submit_command(argv, name=name, tags=[MERGE_TAG], gpus=gpus, writes=plan.out_dir)
     return MergeJob(run_id)
 
 
@@ -270,7 +274,7 @@ def cli(argv: list[str]) -> int:
         "export_device, export_legacy_format, export_hub_model_id); options given here win over its keys",
     )
     ap.add_argument("--out", default=None, help="output folder (must not exist unless --overwrite)")
-    ap.add_argument("--dtype", choices=list(xp.DTYPES), default=None, help="saved dtype (default: the base's)")
+    ap.add_argument("--dtype", choices=list(sizes.DTYPES), default=None, help="saved dtype (default: the base's)")
     ap.add_argument("--max-shard-size", default=None, help="largest safetensors shard (default 2GB)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default=None, help="where to merge (default cpu)")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing output folder")

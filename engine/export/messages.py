@@ -140,3 +140,7 @@ MESSAGES: dict[str, str] = {
 
 def message(key: str, /, **params: Any) -> Message:
     return make(MESSAGES, key, **params)
+
+
+class ExportError(Exception):
+    """An input that cannot be merged or exported; the message names the file or folder and the fix."""

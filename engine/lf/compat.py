@@ -8,7 +8,7 @@ transformers' defaults (not ours), so a converted run is the run LLaMA-Factory w
 
 Commands (argv[0] is the command name):
   studio import-lf FILE [--accelerate-config F] -o SPEC
-  studio export-lf SPEC -o FILE [--accelerate-config-out F]
+  (studio export-lf, which resolves what Studio decides at launch first, is engine.runs.export_lf)
 LLaMA-Factory's export YAML (``llamafactory-cli export``) is read by ``lf_export_to_merge`` for ``studio merge
 --lf-yaml`` (engine.export.jobs).
 """
@@ -43,6 +43,7 @@ from engine.lf.keys import (  # _CONVERTED, _DIRECT are also imported from here 
     _OPTIMIZER_SWITCHES,
     _OPTIONS_OF_OFF_FEATURES,
     _STAGE_DIRECT,
+    PROCESSOR_TEMPLATES,
     _csv,
     _Import,
     _lf_path,
@@ -175,6 +176,7 @@ def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
             imp.notes.append(message("lf.output_inside", raw=raw, inside=inside, found=found))
             found = inside
         imp.put("output.output_dir", str(found))
+        imp.put("output.layout", "llamafactory")  # the adapter's files in output_dir itself, where LF saves them
     if args.get("deepspeed"):
         ds = args["deepspeed"]
         if isinstance(ds, dict):
@@ -218,6 +220,9 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     else:
         imp.put("method.stage", stage)
     imp.put("method.finetuning", args.get("finetuning_type", "lora"))
+    if str(args.get("template")) in PROCESSOR_TEMPLATES:  # a vision-language family Studio renders with its processor
+        imp.put("data.template", "auto")
+        imp.notes.append(message("lf.noted_processor_template", template=args["template"]))
     if "oft_target" in args:
         imp.put("method.oft.targets", _csv(args["oft_target"]))
     _optimizer_switches(args, imp)
@@ -457,6 +462,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     which LF truncates each text at cutoff_len where Studio cuts it into blocks.
     """
     m, d, t, o = spec.method, spec.data, spec.train, spec.output
+    if m.stage == "grpo":  # LLaMA-Factory has no GRPO stage
+        raise SpecError([("method.stage", message("lf.no_grpo"))])
     args: dict[str, Any] = {"model_name_or_path": spec.model.name_or_path}
     if spec.model.revision != "main":
         args["model_revision"] = spec.model.revision
@@ -506,6 +513,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
             args["freeze_extra_modules"] = ",".join(m.freeze.extra_modules)
     if m.stage == "dpo":
         args.update({"pref_beta": m.dpo.beta, "pref_loss": m.dpo.loss_type})
+        if m.dpo.loss_type == "simpo":
+            args.update({"simpo_gamma": m.dpo.simpo_gamma, "pref_ftx": m.dpo.ftx})
     if m.stage == "kto":
         args.update(
             {
@@ -584,6 +593,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
         args["bf16"] = True
     elif t.precision == "fp16":
         args["fp16"] = True
+    else:  # fp32: said, not left to the reader to know LF's defaults
+        args.update(bf16=False, fp16=False)
     if t.gradient_checkpointing != "auto":  # auto has no LF key: LF would checkpoint, Studio decides at launch
         args["disable_gradient_checkpointing"] = t.gradient_checkpointing == "off"
     if t.liger_kernel != "auto":  # auto has no LF key (LF's default is off; Studio decides per run)
@@ -695,6 +706,7 @@ def lf_lost_fields(spec: RunSpec, args: dict, acc: dict | None) -> dict[str, Any
     if out_dir and got.get("output.output_dir") == str(workspace_path(out_dir)):
         lost.pop("output.output_dir", None)
     lost.pop("schema_version", None)
+    lost.pop("output.layout", None)  # LF has one layout: a run of the file saves in output_dir itself
     return lost
 
 
@@ -704,13 +716,18 @@ def needs_accelerate_config(spec: RunSpec) -> bool:
     return spec_to_dict(spec).get("launch") != _default_dict(spec).get("launch")
 
 
-def spec_to_lf_text(spec: RunSpec) -> tuple[str, str | None]:
+def spec_to_lf_text(spec: RunSpec, *, no_template: bool = False, header: list = ()) -> tuple[str, str | None]:
     """The LLaMA-Factory training YAML of a spec, with the fields it has no key for listed as comments at the end,
-    and its accelerate config YAML (None when the launch is the default one)."""
+    and its accelerate config YAML (None when the launch is the default one). ``no_template``: no template key (LF
+    then parses the tokenizer's own chat template); ``header``: lines written as comments at the top (what
+    engine.runs.export_lf resolved)."""
     args, acc = spec_to_lf(spec)
+    if no_template:
+        args.pop("template", None)
     with_acc = needs_accelerate_config(spec)
     lost = lf_lost_fields(spec, args, acc if with_acc else None)
     text = "# LLaMA-Factory training YAML written by Studio\n"
+    text += "".join(f"# {line}\n" for line in header)
     text += yaml.safe_dump(args, sort_keys=False, allow_unicode=True)
     if lost:
         text += "\n# Studio settings LLaMA-Factory has no key for (a run of this file does without them):\n" + "".join(
@@ -844,9 +861,8 @@ def _lf_name(path: str, names: dict[str, str] | None = None) -> str:
 
 
 def cli(argv: list[str]) -> int:
-    cmd, rest = (argv[0], argv[1:]) if argv else ("import-lf", [])
-    if cmd == "export-lf":
-        return _cli_export(rest)
+    """``studio import-lf`` (``studio export-lf`` is engine.runs.export_lf)."""
+    rest = argv[1:] if argv[:1] == ["import-lf"] else argv
     parser = argparse.ArgumentParser(
         prog="studio import-lf",
         description="convert a LLaMA-Factory training YAML (+ accelerate config) to a Studio spec",
@@ -866,28 +882,3 @@ def cli(argv: list[str]) -> int:
     save_spec(spec, ns.output)
     print(f"wrote {ns.output}")
     return 0
-
-
-def _cli_export(rest: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="studio export-lf", description="write a spec as LLaMA-Factory YAML")
-    parser.add_argument("spec")
-    parser.add_argument("-o", "--output", required=True, help="LLaMA-Factory train_args YAML to write")
-    parser.add_argument("--accelerate-config-out", default=None, help="also write the accelerate config here")
-    ns = parser.parse_args(rest)
-    try:
-        spec = load_any(ns.spec, context=False)
-    except SpecError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    args, acc = spec_to_lf(spec)
-    _write_yaml(Path(ns.output), args)
-    print(f"wrote {ns.output}")
-    if ns.accelerate_config_out:
-        _write_yaml(Path(ns.accelerate_config_out), acc)
-        print(f"wrote {ns.accelerate_config_out}")
-    return 0
-
-
-def _write_yaml(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")

@@ -28,6 +28,11 @@ _DIRECT: dict[str, str] = {
     "use_dora": "method.lora.use_dora",
     "loraplus_lr_ratio": "method.lora.loraplus_lr_ratio",
     "loraplus_lr_embedding": "method.lora.loraplus_lr_embedding",
+    "image_max_pixels": "model.vision.image_max_pixels",
+    "image_min_pixels": "model.vision.image_min_pixels",
+    "freeze_vision_tower": "model.vision.freeze_vision_tower",
+    "freeze_multi_modal_projector": "model.vision.freeze_multi_modal_projector",
+    "freeze_language_model": "model.vision.freeze_language_model",
     "pissa_init": "method.lora.pissa_init",
     "pissa_iter": "method.lora.pissa_iter",
     "pissa_convert": "method.lora.pissa_convert",
@@ -44,6 +49,8 @@ _DIRECT: dict[str, str] = {
     "freeze_trainable_layers": "method.freeze.trainable_layers",
     "pref_beta": "method.dpo.beta",
     "pref_loss": "method.dpo.loss_type",
+    "simpo_gamma": "method.dpo.simpo_gamma",
+    "pref_ftx": "method.dpo.ftx",
     "kto_chosen_weight": "method.kto.desirable_weight",
     "kto_rejected_weight": "method.kto.undesirable_weight",
     "mix_strategy": "data.mix",
@@ -192,6 +199,7 @@ _NOTED: dict[str, str] = {
     "include_tokens_per_second": "lf.noted_tokens_per_second",
     "use_reentrant_gc": "lf.noted_use_reentrant_gc",
     "do_eval": "lf.noted_do_eval",
+    **dict.fromkeys("video_max_pixels video_min_pixels video_fps video_maxlen".split(), "lf.noted_video"),
     **dict.fromkeys(
         "offload_folder use_kv_cache infer_backend infer_dtype vllm_maxlen vllm_gpu_util vllm_enforce_eager "
         "vllm_max_lora_rank vllm_config sglang_maxlen sglang_mem_fraction sglang_tp_size sglang_config "
@@ -228,26 +236,15 @@ _OPTIONS_OF_OFF_FEATURES = set(
 # to use instead, engine.lf.messages). At its default (or null) the feature is off and the key is accepted; any
 # other value is refused with the line.
 _FEATURES: dict[str, tuple[Any, str]] = {
-    "image_max_pixels": (589824, "lf.refused_multimodal"),
-    "image_min_pixels": (1024, "lf.refused_multimodal"),
     "image_do_pan_and_scan": (False, "lf.refused_multimodal"),
     "crop_to_patches": (False, "lf.refused_multimodal"),
-    "video_max_pixels": (65536, "lf.refused_multimodal"),
-    "video_min_pixels": (256, "lf.refused_multimodal"),
-    "video_fps": (2.0, "lf.refused_multimodal"),
-    "video_maxlen": (128, "lf.refused_multimodal"),
     "use_audio_in_video": (False, "lf.refused_multimodal"),
     "audio_sampling_rate": (16000, "lf.refused_multimodal"),
-    "freeze_vision_tower": (True, "lf.refused_multimodal"),
-    "freeze_multi_modal_projector": (True, "lf.refused_multimodal"),
-    "freeze_language_model": (False, "lf.refused_multimodal"),
     "media_dir": (None, "lf.refused_multimodal"),
     "create_new_adapter": (False, "lf.refused_new_adapter"),
     "additional_target": (None, "lf.refused_additional_target"),
-    "pref_ftx": (0.0, "lf.refused_pref_option"),
     "pref_bco_weight": (0.0, "lf.refused_pref_option"),
     "dpo_label_smoothing": (0.0, "lf.refused_pref_option"),
-    "simpo_gamma": (0.5, "lf.refused_pref_option"),
     "ld_alpha": (None, "lf.refused_pref_option"),
     "ppo_buffer_size": (1, "lf.refused_ppo"),
     "ppo_epochs": (4, "lf.refused_ppo"),
@@ -358,6 +355,9 @@ _EXPORT_KEYS: dict[str, Any] = {
 }
 # Options of GPTQ export: no effect while export_quantization_bit is off, which is refused when on.
 _EXPORT_QUANT_OPTIONS = {"export_quantization_dataset", "export_quantization_nsamples", "export_quantization_maxlen"}
+# LF's templates of vision-language families Studio has no text template for: the model's processor renders them
+# (engine.trainer.vision), so they import as template auto, with a note.
+PROCESSOR_TEMPLATES = {"moss_vl"}
 _NULLABLE = {"max_samples", "save_total_limit", "resume_from_checkpoint"}
 _FLASH_IN = {"auto": "sdpa", "sdpa": "sdpa", "fa2": "flash_attention_2", "disabled": "eager"}
 _FLASH_OUT = {"sdpa": "sdpa", "flash_attention_2": "fa2", "eager": "disabled"}

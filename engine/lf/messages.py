@@ -35,6 +35,10 @@ MESSAGES: dict[str, str] = {
     "lf.noted_tokens_per_second": "the studio reports tokens/s",
     "lf.noted_use_reentrant_gc": "Studio checkpoints without re-entrant autograd",
     "lf.noted_do_eval": "evaluation follows eval_strategy and val_size",
+    "lf.noted_processor_template": "template {template}: the model's processor renders the conversation with its "
+    "own chat template (template auto)",
+    "lf.noted_video": "video training is not supported (a dataset with videos is refused when it is checked); "
+    "images train",
     "lf.noted_inference": "an inference setting, not used in training",
     "lf.noted_generation": "a generation setting (chat, predict), not used in training",
     "lf.noted_export": "an export setting (llamafactory-cli export): give the export YAML to studio merge --lf-yaml",
@@ -100,14 +104,16 @@ MESSAGES: dict[str, str] = {
     "lf.hf4_hub_token": "use hub_token",
     "lf.hf4_torch_compile": "use torch_compile_backend",
     # LF features Studio does not have, refused when switched on (engine.lf.keys._FEATURES)
-    "lf.refused_multimodal": "multimodal (image, video, audio) training is not supported: Studio trains text-only "
-    "models",
+    "lf.refused_multimodal": "this multimodal option (pan-and-scan, patch crops, audio, media_dir) is not supported: "
+    "Studio trains on images with paths relative to the dataset folder",
     "lf.refused_new_adapter": "a new adapter on top of adapter_name_or_path is not supported: merge the adapter first "
     "(studio merge)",
     "lf.refused_additional_target": "modules trained beside LoRA (additional_target) are not supported: use "
     "finetuning_type freeze or full",
     "lf.refused_pref_option": "this preference-loss option is not supported: Studio's DPO takes pref_beta and "
-    "pref_loss (sigmoid/hinge/ipo)",
+    "pref_loss (sigmoid/hinge/ipo/orpo/simpo), simpo_gamma and pref_ftx (SimPO)",
+    "lf.no_grpo": "LLaMA-Factory has no GRPO stage: a grpo spec cannot be written as an LF YAML (keep the Studio "
+    "spec)",
     "lf.refused_ppo": "PPO and its reward_model are not supported: use stage dpo or kto (stage rm trains a reward "
     "model)",
     "lf.refused_ref_model": "a separate reference model is not supported: the reference of DPO and KTO is the model "
@@ -202,6 +208,17 @@ MESSAGES: dict[str, str] = {
     "lf.export_no_config": "{path} has no config.json: not a model folder",
     "lf.export_model_missing": "{name}: not a local model folder ({looked}) nor a model in the Hugging Face cache: "
     "download it first (studio download)",
+    # ---- a spec written as LF training YAML as Studio runs it (engine.lf.export_run, studio export-lf)
+    "lf.export_precision": "train.precision auto written as {precision} ({why})",
+    "lf.export_precision_run": "what run {run} trained with",
+    "lf.export_precision_here": "what a run on this machine uses: {device}",
+    "lf.export_template_named": "data.template auto written as {name}: it renders like the model's own chat template",
+    "lf.export_template_default": "data.template auto written as default: the model has no chat template of its own",
+    "lf.export_template_parsed": "data.template auto: template left out, so LLaMA-Factory parses the model's own chat "
+    "template (no named template renders like it)",
+    "lf.export_template_unknown": "data.template auto: the tokenizer of {model} is not here; template left out, so "
+    "LLaMA-Factory parses the model's chat template (empty when it has none)",
+    "lf.export_written_as_ran": "Studio resolved these as it runs the spec",
 }
 
 

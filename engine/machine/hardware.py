@@ -200,3 +200,11 @@ def _read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except OSError:
         return ""
+
+
+def auto_precision(device: str, gpus: list) -> str:
+    """What ``train.precision: auto`` means on ``device`` with these GPUs: fp32 on CPU, bf16 on GPUs that all support
+    it, else fp16. The one rule: the launch (``engine.runs.launch.resolve_precision``) and the planner use it."""
+    if device == "cpu":
+        return "fp32"
+    return "bf16" if all(getattr(g, "bf16", None) is not False for g in gpus) else "fp16"

@@ -22,7 +22,6 @@ MESSAGES: dict[str, str] = {
     "doctor.name_versions": "stack versions",
     "doctor.name_allreduce": "all-reduce",
     "doctor.name_disk": "disk",
-    "doctor.name_doctor": "doctor",
     # details and fixes
     "doctor.gpu": "{name}, {gib:.1f} GiB, driver {driver}, {vendor}",
     "doctor.no_gpu": "no GPU: {reason}",

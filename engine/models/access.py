@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from engine.core.messages import Message
 from engine.models import reach
-from engine.models.download import HUB_TIMEOUT_S, needs_download
+from engine.models.hub_cache import HUB_TIMEOUT_S, needs_download
 from engine.models.messages import message
 
 

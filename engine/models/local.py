@@ -71,13 +71,13 @@ def workspace_models() -> list[LocalModel]:
 
 
 def cache_root() -> Path:
-    from engine.models.download import cache_root as root
+    from engine.models.hub_cache import cache_root as root
 
     return root()
 
 
 def cached_models() -> list[LocalModel]:
-    from engine.models.download import Target, cached_complete
+    from engine.models.hub_cache import Target, cached_complete
 
     root = cache_root()
     found = []
@@ -131,6 +131,6 @@ def delete(model: LocalModel) -> Message:
     if allowed not in path.parents:
         return message("models.local_unknown", name=model.name)
     shutil.rmtree(path, ignore_errors=True)
-    from engine.models.download import human
+    from engine.models.hub_cache import human
 
     return message("models.local_deleted", name=model.name, size=human(model.size), path=path)

@@ -87,6 +87,18 @@ def reachable() -> bool:
         return _answers[url][0]
 
 
+def answers(url: str) -> tuple[bool, str]:
+    """(whether a server answers at ``url``, why not): another hub (ModelScope, engine.data.ms_hub), asked once per
+    process and URL like the Hugging Face hub, with no line printed (the caller says it in its own words)."""
+    url = url.rstrip("/")
+    with _lock:
+        known = _answers.get(url)
+        if known is None or (not known[0] and time.monotonic() - known[2] > REASK_S):
+            ok, why = _probe(url)
+            _answers[url] = (ok, why, time.monotonic())
+        return _answers[url][0], _answers[url][1]
+
+
 def reason() -> str:
     """Why the probe got no answer (the client's words), or ''."""
     return _answers.get(endpoint(), (False, "", 0.0))[1]

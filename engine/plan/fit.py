@@ -3,6 +3,7 @@
 Light: stdlib + engine.spec.schema / engine.plan.planner (no torch). The ladder, in the seed's order (cheapest
 slowdown first): 1. per-device batch down (4 -> 2 -> 1) with gradient accumulation up, keeping the effective batch;
 2. gradient checkpointing (~30% slower);
+   GRPO: beta 0 (no reference model), completions half as long, a group half as large (engine.plan.grpo_memory);
 3. ZeRO stage up 1 -> 2 -> 3 (only with several processes: on one GPU sharding saves nothing);
 4. optimizer offload to CPU (DeepSpeed; on one GPU as ZeRO-2 + offload);
 5. parameter offload to CPU (ZeRO-3; large slowdown);
@@ -78,6 +79,11 @@ def _ladder(spec: RunSpec, config: dict | None = None):
             message("fit.checkpointing"),
             lambda d: d["train"].update(gradient_checkpointing="on"),
         )
+    if spec.method.stage == "grpo":  # GRPO's own: no reference, shorter completions, a smaller group
+        from engine.plan.grpo_memory import ladder
+
+        for key, params, change in ladder(spec):
+            yield (message(key, **params), change)
     ln = spec.launch
     multi = spec.world_size > 1
     quant = bool(spec.method.quantization.bits)

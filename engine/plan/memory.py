@@ -183,7 +183,13 @@ def sequences_per_sample(spec) -> int:
 def reference_bytes(spec, shape: ModelShape, dt: dict) -> int:
     """TRL's frozen reference model (dpo, kto): a copy of the base in the policy's dtype, unless LoRA (whose
     reference is the base with the adapter off, so no copy)."""
+    if spec.method.stage == "grpo":  # TRL loads a reference only with beta > 0 (engine.plan.grpo_memory)
+        from engine.plan.grpo_memory import needs_reference
+
+        return shape.total * dt["base"] if needs_reference(spec) else 0
     if spec.method.stage not in ("dpo", "kto") or spec.method.finetuning == "lora":
+        return 0
+    if spec.method.stage == "dpo" and spec.method.dpo.loss_type in ("orpo", "simpo"):  # reference-free losses
         return 0
     return shape.total * dt["base"]
 

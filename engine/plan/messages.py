@@ -47,6 +47,11 @@ MESSAGES: dict[str, str] = {
     "kept)",
     "fit.per_sample": "attention per sample in the padding-free / packed rows (model.packed_attention per_sample: "
     "the same results without the mask's row x row bias per layer)",
+    "fit.grpo_beta": "GRPO beta {beta} -> 0 (no reference model is loaded; the policy is no longer held to it)",
+    "fit.grpo_completion": "GRPO max completion length {n} -> {nn} tokens (a smaller generation KV cache)",
+    "fit.grpo_group": "GRPO group {n} -> {nn} completions per prompt (method.grpo.num_generations)",
+    "plan.grpo_kv": "stage grpo: generating {n} completions at once keeps a KV cache of {tokens} tokens each "
+    "({size}, counted as activations while generating)",
     "fit.checkpointing": "gradient checkpointing on (activations recomputed in backward, ~30% slower)",
     "fit.zero1": "DeepSpeed ZeRO-1 (shards optimizer states over {n} GPUs)",
     "fit.zero2": "DeepSpeed ZeRO-2 (shards + gradients over {n} GPUs)",

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.machine.hardware import auto_precision
 from engine.machine.kernels import (
     MASK_BIAS_NOTE_BYTES,
     attention_bias_bytes,
@@ -30,6 +31,7 @@ from engine.machine.kernels import (
     packed_row_tokens,
 )
 from engine.models.resolve import resolve_config, source_text
+from engine.plan import grpo_memory
 from engine.plan.memory import activation_bytes, logits_bytes, optimizer_bytes, reference_bytes, weight_bytes
 from engine.plan.messages import message
 from engine.plan.model_shape import ModelShape, model_shape, param_counts, trainable, trainable_param_count  # noqa: F401
@@ -60,7 +62,7 @@ class MemoryPlan:
     gpu_mem_bytes: int | None
     fits: bool | None  # None: no GPU memory known
     cpu_ram_bytes: int  # host RAM the run needs on each machine (offloaded states/params + a loading copy)
-    peak_phase: str  # "forward_backward" | "optimizer_step"
+    peak_phase: str  # "forward_backward" | "optimizer_step" | "generation" (stage grpo)
     notes: list[str] = field(default_factory=list)
     approximate: bool = False
     details: dict[str, Any] = field(default_factory=dict)  # params, trainable, dtypes, world size, per-phase totals
@@ -80,16 +82,15 @@ class MemoryPlan:
         return out
 
 
-def resolve_precision(spec, hardware=None, gpu_mem_gib: float | None = None) -> str:
-    """bf16 | fp16 | fp32, as the trainer will pick it."""
+def planned_precision(spec, hardware=None, gpu_mem_gib: float | None = None) -> str:
+    """bf16 | fp16 | fp32, as the launch will pick it (``engine.machine.hardware.auto_precision``); with no GPU here
+    but a GPU size typed in (``gpu_mem_gib``), the plan is for that GPU: bf16."""
     p = spec.train.precision
     if p != "auto":
         return p
-    if spec.launch.device == "cpu":
-        return "fp32"
     gpus = hardware.gpus if hardware is not None else []
-    if gpus:
-        return "fp16" if gpus[0].bf16 is False else "bf16"
+    if spec.launch.device == "cpu" or gpus:
+        return auto_precision("cpu" if spec.launch.device == "cpu" else "cuda", gpus)
     return "bf16" if gpu_mem_gib else "fp32"
 
 
@@ -178,7 +179,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         if resolved.source != "local":  # a local folder is what the user typed: no need to say so
             source_note = source_text(resolved)
     shape = model_shape(config)
-    precision = resolve_precision(spec, hardware, gpu_mem_gib)
+    precision = planned_precision(spec, hardware, gpu_mem_gib)
     dt = resolve_dtypes(spec, precision)
     tr = trainable(spec, shape)
     notes = ([source_note] if source_note else []) + list(shape.notes)
@@ -256,6 +257,8 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
 
     # ---- activations and the loss buffers
     batch, seq = t.per_device_batch_size, spec.data.cutoff_len
+    if spec.method.stage == "grpo":  # prompt + completion; the generation phase is planned below
+        seq = grpo_memory.sequence_tokens(spec)
     acts = activation_bytes(spec, shape, tr, dt, batch, seq)
     device = spec.launch.device
     if device == "auto":
@@ -308,6 +311,15 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     phase, alive = (
         ("forward_backward", fwd_bwd) if sum(fwd_bwd.values()) >= sum(step.values()) else ("optimizer_step", step)
     )
+    if spec.method.stage == "grpo":
+        # generating: the weights (and the reference) with every completion's KV cache, shown as activations
+        kv = grpo_memory.kv_cache_bytes(spec, shape, dt)
+        gen = {"weights": weights_gpu, "reference_model": ref, "optimizer_states": opt_gpu, "activations": kv}
+        notes.append(
+            message("plan.grpo_kv", n=grpo_memory.generation_batch(spec), tokens=seq, size=f"{kv / GiB:.2f} GiB")
+        )
+        if sum(gen.values()) > sum(alive.values()):
+            phase, alive = "generation", gen
     comps = {k: 0 for k in COMPONENTS}
     for k, v in alive.items():
         comps[k] = int(v)

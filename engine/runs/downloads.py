@@ -20,7 +20,8 @@ from pathlib import Path
 from engine.core import events as ev
 from engine.core.messages import Message, payload_message
 from engine.models import local
-from engine.models.download import DOWNLOAD_TAG, DownloadError, describe_event, parse_target, worker_argv
+from engine.models.download import describe_event
+from engine.models.hub_cache import DOWNLOAD_TAG, DownloadError, parse_target, worker_argv
 from engine.models.messages import message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
@@ -186,7 +187,7 @@ def models_cli(argv: list[str]) -> int:
             print(f"studio models: {exc}", file=sys.stderr)
             return 1
         return 0
-    from engine.models.download import human
+    from engine.models.hub_cache import human
 
     rows = local.list_local()
     if not rows:

@@ -39,6 +39,10 @@ def build_spec(args) -> dict:
         d["limit"] = args.limit
     if args.measures:
         data["measures"] = [m.strip() for m in args.measures.split(",") if m.strip()]
+    if args.tasks:  # lm-eval tasks: measured with them
+        data.setdefault("lm_eval", {})["tasks"] = [x.strip() for x in args.tasks.split(",") if x.strip()]
+        if "lm_eval" not in data.setdefault("measures", ["loss", "bleu", "rouge", "exact"]):
+            data["measures"].append("lm_eval")
     for key in ("max_new_tokens", "batch_size", "temperature"):
         if getattr(args, key) is not None:
             g[key] = getattr(args, key)
@@ -77,6 +81,9 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--data", default=None, help="registered dataset name(s) (default: the run's held-out rows)")
     ap.add_argument("--measures", default=None, help=f"comma-separated, of {', '.join(MEASURES)}")
     ap.add_argument("--limit", type=int, default=None, help="evaluate the first N rows")
+    ap.add_argument(
+        "--tasks", default=None, help="lm-eval tasks, comma-separated: names it knows, task YAML files, studio_demo_mc"
+    )
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--temperature", type=float, default=None, help="0 (default): greedy")

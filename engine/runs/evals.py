@@ -13,6 +13,7 @@ it. The evaluated run's folder gets a line in its ``evaluations.jsonl`` (the run
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,8 +21,9 @@ from pathlib import Path
 from engine.core import events as ev
 from engine.core import workspace
 from engine.core.messages import payload_message
+from engine.eval.lm_tasks import resolve_tasks
 from engine.eval.messages import EvalError, message
-from engine.eval.spec import GENERATION_MEASURES, EvalSpec, columns, dump_eval_spec, parse_eval_spec
+from engine.eval.spec import GENERATION_MEASURES, ROW_MEASURES, EvalSpec, columns, dump_eval_spec, parse_eval_spec
 from engine.runs import checkpoints
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
@@ -183,6 +185,13 @@ def resolve(spec: EvalSpec | dict | str | Path) -> dict:
     if not targets and not problems:
         problems.append(("models", message("eval.no_models")))
     data = _data_plan(spec, run_spec, rec, problems)
+    tasks = resolve_tasks(spec.lm_eval.tasks, problems) if "lm_eval" in spec.measures else []
+    judge = None
+    if "judge" in spec.measures:
+        judge = spec.judge.model_dump()  # the key's variable name only: its value stays in the environment
+        name = spec.judge.api_key_env
+        if name and not os.environ.get(name):
+            problems.append(("judge.api_key_env", message("eval.judge_key_unset", name=name)))
     if problems:
         raise EvalError(problems)
     device = spec.device
@@ -198,7 +207,9 @@ def resolve(spec: EvalSpec | dict | str | Path) -> dict:
         "targets": targets,
         "data": data,
         "measures": list(spec.measures),
-        "columns": columns(spec.measures),
+        "columns": columns(spec.measures, [t["name"] for t in tasks]),
+        "lm_eval": {"tasks": tasks, "num_fewshot": spec.lm_eval.num_fewshot, "limit": spec.lm_eval.limit},
+        "judge": judge,
         "generation": spec.generation.model_dump(),
         "device": device,
         "run_id": rec.id if rec else None,
@@ -230,6 +241,8 @@ def _data_plan(spec: EvalSpec, run_spec, rec, problems: list) -> dict:
         "max_samples": d.max_samples,
         "text": False,
     }
+    if not any(m in ROW_MEASURES for m in spec.measures):
+        return plan  # lm-eval only: its tasks bring their own data
     if d.source == "held_out":
         if rec is None:
             problems.append(("data.source", message("eval.no_dataset")))
@@ -287,6 +300,8 @@ def submit_eval(spec: EvalSpec | dict | str | Path, *, name: str | None = None) 
     rdir = Path(runs.get(run_id, refresh_status=False).run_dir)
     (rdir / "spec.yaml").write_text(dump_eval_spec(spec), encoding="utf-8")
     (rdir / "eval_plan.json").write_text(json.dumps(plan, indent=1, ensure_ascii=False), encoding="utf-8")
+    if plan["judge"] and plan["judge"]["api_key_env"]:  # its name: the scheduler passes the value in memory only
+        (rdir / "pass_env.json").write_text(json.dumps([plan["judge"]["api_key_env"]]), encoding="utf-8")
     if plan["run_id"]:
         src = runs.get(plan["run_id"], refresh_status=False)
         line = {

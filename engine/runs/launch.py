@@ -1,6 +1,12 @@
 """Turn a spec into the exact launch: argv, environment, generated accelerate / DeepSpeed configs, the command for
 every node, and a Slurm script. Pure (no I/O beyond reading the model config for the FSDP layer class); light
-(no torch). ``write_plan_files`` is the one function that writes, into a run folder.
+(no torch). ``write_plan_files`` is the one function that writes, into a run folder. The generated configs are
+``engine.runs.accelerate_configs``'s, the per-node commands and the Slurm script ``engine.runs.node_commands``'s.
+
+Which "launch" this is: the *command line of a training run* (argv, env, configs), built when the scheduler starts
+the run. Not ``engine.spec.launch`` (the spec's ``launch:`` section: backend, devices, machines), not
+``engine.lf.launch`` (LLaMA-Factory's launch options read into that section), not ``scheduler.launch`` (starting the
+detached wrapper of a queued run); ``launch.json`` is what ``launch_record`` writes into the run folder.
 
 The trainer always starts through ``accelerate launch``:
 - single: ``--num_processes 1`` (``--cpu`` without GPUs);
@@ -21,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +34,11 @@ from pathlib import Path
 import yaml
 
 from engine.lf.compat import load_any_spec
-from engine.machine.hardware import Hardware, detect, target_machine
+from engine.machine.hardware import Hardware, auto_precision, detect, target_machine
 from engine.runs import trackers
-from engine.spec.schema import RunSpec, SpecError, read_model_config
+from engine.runs.accelerate_configs import accelerate_config, deepspeed_config, mixed_precision_name
+from engine.runs.node_commands import SECRET_ENV, node_commands, node_environment, slurm_script
+from engine.spec.schema import RunSpec, SpecError
 
 # Passed through to the trainer when set; everything else in its environment is explicit.
 PASSTHROUGH_ENV = (
@@ -69,17 +76,6 @@ PASSTHROUGH_ENV = (
     "WANDB_API_KEY",
     "WANDB_MODE",
 )
-SECRET_ENV = ("HF_TOKEN", "WANDB_API_KEY")  # passed to the process, never written to a run folder
-LAYER_CLASSES = {
-    "llama": "LlamaDecoderLayer",
-    "mistral": "MistralDecoderLayer",
-    "qwen2": "Qwen2DecoderLayer",
-    "qwen3": "Qwen3DecoderLayer",
-    "gemma": "GemmaDecoderLayer",
-    "gemma2": "Gemma2DecoderLayer",
-    "mixtral": "MixtralDecoderLayer",
-    "phi3": "Phi3DecoderLayer",
-}
 
 
 class LaunchError(SpecError):
@@ -112,10 +108,12 @@ def resolve_device(spec: RunSpec, hw: Hardware) -> str:
 
 
 def resolve_precision(spec: RunSpec, hw: Hardware, device: str) -> str:
+    """The precision the trainer runs in: ``auto`` by ``engine.machine.hardware.auto_precision``; a precision set in
+    the spec that this device cannot run is refused, naming the field."""
     p = spec.train.precision
     bf16_ok = device == "cpu" or all(g.bf16 is not False for g in hw.gpus)
     if p == "auto":
-        return "fp32" if device == "cpu" else ("bf16" if bf16_ok else "fp16")
+        return auto_precision(device, hw.gpus)
     if p == "bf16" and not bf16_ok:
         names = ", ".join(sorted({g.name for g in hw.gpus if g.bf16 is False}))
         raise LaunchError([("train.precision", f"bf16 is not supported by {names}: use fp16")])
@@ -156,107 +154,6 @@ def choose_gpus(spec: RunSpec, hw: Hardware, gpu_ids: list[int] | None) -> list[
     if spec.launch.gpus is not None:
         return list(spec.launch.gpus)
     return [g.index for g in hw.gpus][: spec.launch.num_processes]
-
-
-def mixed_precision_name(precision: str) -> str:
-    return {"bf16": "bf16", "fp16": "fp16"}.get(precision, "no")
-
-
-def deepspeed_config(spec: RunSpec, precision: str) -> dict:
-    """The seed's ds_config.json shape; batch sizes are 'auto' so the Trainer fills them from the spec."""
-    ds = spec.launch.deepspeed
-    zero: dict = {"stage": ds.zero_stage}
-    if ds.zero_stage >= 1:
-        zero["offload_optimizer"] = {"device": ds.offload_optimizer, "pin_memory": ds.pin_memory}
-        if ds.offload_optimizer == "nvme":
-            zero["offload_optimizer"]["nvme_path"] = ds.nvme_path
-    if ds.zero_stage == 3:
-        zero["offload_param"] = {"device": ds.offload_param, "pin_memory": ds.pin_memory}
-        if ds.offload_param == "nvme":
-            zero["offload_param"]["nvme_path"] = ds.nvme_path
-        zero["sub_group_size"] = ds.sub_group_size
-        zero["stage3_gather_16bit_weights_on_model_save"] = True
-    if ds.zero_stage >= 2:
-        zero["overlap_comm"] = ds.overlap_comm
-        zero["contiguous_gradients"] = ds.contiguous_gradients
-    if ds.zero_stage >= 1:
-        zero["reduce_bucket_size"] = ds.reduce_bucket_size
-    return {
-        "zero_optimization": zero,
-        "bf16": {"enabled": "auto"},
-        "fp16": {"enabled": "auto"},
-        "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto",
-        "gradient_clipping": "auto",
-        "train_batch_size": "auto",
-        "steps_per_print": ds.steps_per_print,
-        "wall_clock_breakdown": False,
-    }
-
-
-def fsdp_layer_class(spec: RunSpec) -> str:
-    if spec.launch.fsdp.layer_cls_to_wrap != "auto":
-        return spec.launch.fsdp.layer_cls_to_wrap
-    cfg = read_model_config(spec.model.name_or_path) or {}
-    arch = (cfg.get("architectures") or [""])[0]
-    return LAYER_CLASSES.get(
-        str(cfg.get("model_type", "")), arch.replace("ForCausalLM", "DecoderLayer") or "LlamaDecoderLayer"
-    )
-
-
-def accelerate_config(spec: RunSpec, precision: str, device: str, gpu_ids: list[int], ds_path: str) -> dict | None:
-    """The accelerate config in the seed's shape, or None where flags do the job (single process, CPU DDP)."""
-    ln = spec.launch
-    base = {
-        "compute_environment": "LOCAL_MACHINE",
-        "num_machines": ln.num_machines,
-        "num_processes": spec.world_size,
-        "machine_rank": ln.machine_rank,
-        "mixed_precision": mixed_precision_name(precision),
-        "rdzv_backend": "static",
-        "same_network": True,
-        "main_training_function": "main",
-        "use_cpu": device == "cpu",
-    }
-    if ln.num_machines > 1:
-        base["main_process_ip"] = ln.main_process_ip
-        base["main_process_port"] = ln.main_process_port
-    if device == "cuda" and gpu_ids:
-        base["gpu_ids"] = ",".join(str(i) for i in range(len(gpu_ids)))  # indices after CUDA_VISIBLE_DEVICES
-    if ln.backend == "deepspeed":
-        ds = ln.deepspeed
-        base["distributed_type"] = "DEEPSPEED"
-        base["deepspeed_config"] = {
-            "deepspeed_config_file": ds_path,
-            "zero3_init_flag": ds.zero_stage == 3,
-        }
-        if ln.num_machines > 1:  # one launcher per node (torchrun), as the node commands and Slurm start them
-            base["deepspeed_config"]["deepspeed_multinode_launcher"] = "standard"
-        base.pop("mixed_precision")  # lives in ds_config.json when a config file is given
-        return base
-    if ln.backend == "fsdp":
-        fs = ln.fsdp
-        base["distributed_type"] = "FSDP"
-        base["fsdp_config"] = {
-            "fsdp_sharding_strategy": fs.sharding_strategy,
-            "fsdp_offload_params": fs.offload_params,
-            "fsdp_auto_wrap_policy": fs.auto_wrap_policy,
-            "fsdp_state_dict_type": fs.state_dict_type,
-            "fsdp_cpu_ram_efficient_loading": fs.cpu_ram_efficient_loading,
-            "fsdp_sync_module_states": True,
-            "fsdp_use_orig_params": True,
-            "fsdp_backward_prefetch": "BACKWARD_PRE",
-            "fsdp_forward_prefetch": False,
-        }
-        if fs.auto_wrap_policy == "TRANSFORMER_BASED_WRAP":
-            base["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] = fsdp_layer_class(spec)
-        elif fs.auto_wrap_policy == "SIZE_BASED_WRAP":
-            base["fsdp_config"]["fsdp_min_num_params"] = fs.min_num_params
-        return base
-    if ln.backend == "ddp" and device == "cuda":
-        base["distributed_type"] = "MULTI_GPU"
-        return base
-    return None
 
 
 def subprocess_env(device: str, gpus: list[int], hw: Hardware, *, processes: int = 1) -> dict[str, str]:
@@ -364,95 +261,6 @@ def build_command(
     if ln.num_machines > 1:
         plan.warnings.append(f"every machine must see {run_dir} (spec and configs) at the same path")
     return plan
-
-
-def node_commands(spec: RunSpec, argv: list[str]) -> list[str]:
-    """The exact command for every machine; they differ only in --machine_rank."""
-    if spec.launch.num_machines == 1:
-        return [shlex.join(argv)]
-    out = []
-    for rank in range(spec.launch.num_machines):
-        a = list(argv)
-        i = a.index("--machine_rank")
-        a[i + 1] = str(rank)
-        out.append(shlex.join(a))
-    return out
-
-
-NODE_ENV_PREFIXES = ("OMP_", "MKL_", "NCCL_", "TENSORBOARD", "PYTHON", "ACCELERATE", "DS_", "TOKENIZERS", "STUDIO_")
-
-
-def node_environment(env: dict[str, str]) -> dict[str, str]:
-    """What every machine of a run must set, the same for the per-node commands (``studio preview``) and the Slurm
-    script's exports: threads, communication, the launcher's and DeepSpeed's settings, the interpreter's path and
-    Studio's own (``STUDIO_DEVICE`` / ``STUDIO_PRECISION`` the trainer uses instead of guessing, ``STUDIO_HOME``
-    always, so no node falls back to its own ``~/.studio``). Secrets are left out."""
-    from engine.core import workspace
-
-    out = {k: v for k, v in env.items() if k.startswith(NODE_ENV_PREFIXES) and k not in SECRET_ENV}
-    out.setdefault("STUDIO_HOME", str(workspace.home()))
-    return out
-
-
-def slurm_script(
-    spec: RunSpec, argv: list[str], env: dict[str, str], *, run_dir: Path | None = None, partition: str = ""
-) -> str:
-    """An sbatch script running the launch on ``launch.num_machines`` nodes, one task per node: rank from
-    SLURM_NODEID, main address from the first node of the allocation, the ``launch.slurm`` options. With ``run_dir``
-    the job's output goes to its train.log. The run folder (spec, configs), the model, the data and this code must be
-    on a filesystem every node sees, at the same paths.
-
-    SIGTERM (``scancel --signal=TERM``, the time limit) reaches every process of the step: the launcher ignores it
-    (``trap "" TERM``, inherited) and waits, the trainer (its own handler) saves a checkpoint and stops; otherwise
-    the launcher would die at once and Slurm would kill the trainer with it, mid-save. With ``run_dir`` every node's
-    task also starts the metrics sampler in its background (``python -m engine.runs.metrics``: the GPU / RAM / CPU
-    samples a local run's runner writes), which ignores that SIGTERM too and ends with the task."""
-    ln, sl = spec.launch, spec.launch.slurm
-    words = [shlex.quote(x) for x in argv]
-    if "--machine_rank" in argv:
-        words[argv.index("--machine_rank") + 1] = '"$SLURM_NODEID"'
-    if "--main_process_ip" in argv:
-        words[argv.index("--main_process_ip") + 1] = '"$MAIN_ADDR"'
-    sampler = ""
-    if run_dir is not None:  # system metrics of every node (engine.runs.metrics.node_main), as a local run's runner
-        sampler = (
-            f"{shlex.quote(sys.executable)} -m engine.runs.metrics {shlex.quote(str(run_dir))} --root-pid $$ "
-            f'--node "$SLURM_NODEID" >>{shlex.quote(str(run_dir / "train.log"))} 2>&1 & '
-        )
-    cmd = ('trap "" TERM; ' + sampler + " ".join(words)).replace("'", "'\\''")
-    exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in sorted(node_environment(env).items()))
-    on_gpu = env.get("STUDIO_DEVICE", ln.device) == "cuda"  # the device build_command resolved for the nodes
-    gpus = sl.gpus_per_node if sl.gpus_per_node is not None else (ln.num_processes if on_gpu else 0)
-    options = [
-        f"--job-name={shlex.quote(spec.output.run_name or 'studio-run')}",
-        f"--nodes={ln.num_machines}",
-        "--ntasks-per-node=1",
-    ]
-    options += [f"--gpus-per-node={gpus}"] if gpus else []
-    options += [f"--cpus-per-task={sl.cpus_per_node}"] if sl.cpus_per_node else []
-    for flag_name, value in (
-        ("mem", sl.memory),
-        ("time", sl.time_limit),
-        ("partition", sl.partition or partition),
-        ("account", sl.account),
-        ("qos", sl.qos),
-        ("constraint", sl.constraint),
-    ):
-        if value:
-            options.append(f"--{flag_name}={value}")
-    if run_dir is not None:
-        options += [f"--output={run_dir / 'train.log'}", "--open-mode=append"]
-    options.append(f"--chdir={Path(__file__).resolve().parents[2]}")  # the trainer runs from the code's folder
-    options += [line.strip().removeprefix("#SBATCH").strip() for line in sl.extra_sbatch if line.strip()]
-    head = "\n".join(f"#SBATCH {o}" for o in options)
-    return f"""#!/bin/bash
-{head}
-set -euo pipefail
-{exports}
-MAIN_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-export MAIN_ADDR
-srun --kill-on-bad-exit=1 bash -c '{cmd}'
-"""
 
 
 def launch_record(plan: LaunchPlan) -> dict:

@@ -129,3 +129,10 @@ def remove_written(record: dict, ended: float | None) -> tuple[int, list[str]]:
             except OSError:
                 pass  # not empty: it holds files the run did not write
     return removed, errors
+
+
+def final_dir(output_dir: str | Path, *, adapter: bool, layout: str = "studio") -> Path:
+    """Where a training run's final weights are in its output folder: ``adapter/`` (LoRA, OFT) or ``model/``, or the
+    output folder itself for ``output.layout: llamafactory`` (as LLaMA-Factory saves them)."""
+    out = Path(output_dir)
+    return out if layout == "llamafactory" else out / ("adapter" if adapter else "model")

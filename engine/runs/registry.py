@@ -1,4 +1,5 @@
-"""The run registry: every run ever submitted, its status, and the operations on it (submit, stop, delete, ...).
+"""The run registry (of runs; datasets are ``engine.data.registry``'s): every run ever submitted, its status, and the
+operations on it (submit, stop, delete, ...).
 
 Light; never torch. The records live in ``engine.runs.store`` (one SQLite file shared by the page, the CLI and
 each run's wrapper), whose reading functions are re-exported here so callers use one module for runs.
@@ -24,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from engine.core import folders, workspace
+from engine.core import acting, folders, workspace
 from engine.core.messages import Message
 from engine.core.messages import message as core_message
 from engine.models.resolve import looks_local, model_path
@@ -104,6 +105,8 @@ def _submit_into(valid: RunSpec, run_id: str, rdir: Path, name: str | None, tags
     if valid.output.output_dir:  # absolute, so the trainer (cwd: the repo) and the registry agree on it
         valid.output.output_dir = str(_output_dir(valid, rdir))
     save_spec(valid, rdir / "spec.yaml")
+    if valid.output.output_dir and acting.at_shell() and not folders.page_may_write(_output_dir(valid, rdir)):
+        acting.write_grant(rdir, _output_dir(valid, rdir))  # chosen at the shell: the trainer may write it
     default_name = f"{valid.method.stage}-{valid.method.finetuning}-{Path(valid.model.name_or_path).name}"
     rec = RunRecord(
         id=run_id,
@@ -159,12 +162,20 @@ def _half_made(rdir: Path) -> Iterator[None]:
 
 
 def submit_command(
-    argv: list[str], *, name: str | None = None, tags: list[str] | None = None, gpus: int = 0, start: bool = True
+    argv: list[str],
+    *,
+    name: str | None = None,
+    tags: list[str] | None = None,
+    gpus: int = 0,
+    start: bool = True,
+    writes: str | Path | None = None,
 ) -> str:
     """Queue any command (a merge, an export, a benchmark) under the same supervision as a training run:
     detached, logged to train.log, exit recorded, GPUs (a count) allocated by the scheduler, the same explicit
     environment as a trainer (``engine.runs.launch.subprocess_env``). ``{run_dir}`` in an argument is replaced by the
-    run's folder, so a command can write its events there."""
+    run's folder, so a command can write its events there. ``writes``: the folder the command writes (a merge's,
+    an export's target), granted to it when chosen at the shell outside what the page may write
+    (engine.core.acting)."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise RunsError(run_message("runs.bad_command"))
     check_space(workspace.home() / "runs")
@@ -183,6 +194,8 @@ def submit_command(
         tags=list(tags or []),
     )
     with _half_made(rdir):
+        if writes and acting.at_shell() and not folders.page_may_write(writes):
+            acting.write_grant(rdir, writes)
         run_id = _insert(rec)
     if start:
         schedule()
@@ -392,12 +405,14 @@ def duplicate(run_id: str) -> RunSpec:
 
 
 def weights_dir(rec: RunRecord) -> Path:
-    """Where a training run's final weights go: ``<output>/adapter`` (LoRA, OFT) or ``<output>/model``."""
+    """Where a training run's final weights go: ``<output>/adapter`` (LoRA, OFT) or ``<output>/model``, or the output
+    folder itself (``output.layout: llamafactory``)."""
     try:
-        adapter = rec.load_spec().method.adapter
+        spec = rec.load_spec()
+        adapter, layout = spec.method.adapter, spec.output.layout
     except (SpecError, ValueError):
-        adapter = True
-    return Path(rec.output_dir) / ("adapter" if adapter else "model")
+        adapter, layout = True, "studio"
+    return outputs.final_dir(rec.output_dir, adapter=adapter, layout=layout)
 
 
 def resume_point(rec: RunRecord) -> tuple[Path | None, list[Message]]:

@@ -26,8 +26,7 @@ from pathlib import Path
 import psutil
 
 from engine.core import workspace
-from engine.runs import outputs
-from engine.runs import store as runs
+from engine.runs import outputs, store
 from engine.runs.messages import message as run_message
 from engine.runs.store import MARKER, run_processes, runner_alive, signal_all  # noqa: F401 - used here and by the runner
 
@@ -100,7 +99,7 @@ def plan_starts(
     return starts, impossible
 
 
-def _want(rec: runs.RunRecord, has_gpu: bool) -> Want:
+def _want(rec: store.RunRecord, has_gpu: bool) -> Want:
     if rec.kind == "command":
         return Want(rec.id, cpu=not (has_gpu and rec.gpu_count), count=rec.gpu_count)
     spec = rec.load_spec()
@@ -115,17 +114,17 @@ def schedule() -> list[str]:
     IMMEDIATE transaction). Called by submit, by each run's wrapper when it ends, and by the UI/CLI."""
     from engine.machine import hardware
 
-    runs.refresh()
+    store.refresh()
     hw = hardware.detect()
     gpu_ids = [g.index for g in hw.gpus]
     started: list[str] = []
     while True:
-        with runs.transaction() as conn:
+        with store.transaction() as conn:
             # Submission order: ids share their second, so their random suffix must not decide.
             rows = conn.execute(
                 "SELECT * FROM runs WHERE status IN ('running', 'queued') ORDER BY created, id"
             ).fetchall()
-            recs = [runs._row_to_record(r) for r in rows]
+            recs = [store.row_to_record(r) for r in rows]
             # a run elsewhere (a Slurm job: kind "slurm") takes no slot of this machine
             running = [(not r.gpus, r.gpus) for r in recs if r.status == "running" and r.kind in ("train", "command")]
             # ... and a run whose processes live on where the registry does not say "running" (a registry rebuilt
@@ -165,16 +164,16 @@ def schedule() -> list[str]:
             return started
         for run_id, gpus in starts:
             try:
-                launch(runs.get(run_id, refresh_status=False), gpus, hw)
+                launch(store.get(run_id, refresh_status=False), gpus, hw)
                 started.append(run_id)
             except Exception as exc:  # noqa: BLE001
                 # a run that cannot launch fails with the reason and frees its claim; the queue moves on. A stop
                 # that landed while it was being launched (its signal may be why the launch failed) is a stop.
-                rec = runs.get(run_id, refresh_status=False)
+                rec = store.get(run_id, refresh_status=False)
                 status, reason = "failed", f"could not start: {type(exc).__name__}: {exc}"
                 if rec.stop_requested is not None:
-                    status, reason = "stopped", run_message("runs.stopped_before_start")
-                if runs.update(run_id, only_if_status=("running",), status=status, ended=time.time(), reason=reason):
+                    status, reason = "stopped", run_message("store.stopped_before_start")
+                if store.update(run_id, only_if_status=("running",), status=status, ended=time.time(), reason=reason):
                     _note_final(rec, status, reason, time.time())
 
 
@@ -195,21 +194,31 @@ def _live_runs() -> dict[str, list[int]]:
             continue
         run_id = env.get(MARKER)
         if run_id and env.get("STUDIO_HOME") == home and run_id not in found:
-            launched = runs._read_json(workspace.runs_dir() / Path(run_id).name / "launch.json") or {}
+            launched = store.read_json(workspace.runs_dir() / Path(run_id).name / "launch.json") or {}
             found[run_id] = [int(g) for g in launched.get("gpus") or []]
     return found
 
 
-def _note_final(rec: runs.RunRecord, status: str, reason: str, ended: float) -> None:
+def _note_final(rec: store.RunRecord, status: str, reason: str, ended: float) -> None:
     """An end that no wrapper records in the folder (exit.json): kept in run.json for a registry rebuild."""
-    runs.note(rec.run_dir, final={"status": status, "reason": str(reason), "ended": ended})
+    store.note(rec.run_dir, final={"status": status, "reason": str(reason), "ended": ended})
 
 
-def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
-    """Write the run's launch files and start its detached wrapper; returns the wrapper's pid."""
+def _pass_env(rdir: Path) -> list[str]:
+    """The environment variables a command run asks for by name (its folder's ``pass_env.json``)."""
+    try:
+        names = json.loads((rdir / "pass_env.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str) and n.isidentifier()] if isinstance(names, list) else []
+
+
+def launch(rec: store.RunRecord, gpus: list[int], hw=None) -> int:
+    """Start a claimed run: write its launch files (``launch.json``: argv, GPUs, env keys; a training run's configs
+    from ``engine.runs.launch.build_command``) and start its detached wrapper; returns the wrapper's pid."""
     rdir = Path(rec.run_dir)
     if rec.kind == "train":
-        from engine.models.download import download_first
+        from engine.models.hub_cache import download_first
         from engine.runs.launch import build_command, launch_record, write_config_files
 
         spec = rec.load_spec()
@@ -234,6 +243,10 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
         for name in spec.notify.env_names():
             if os.environ.get(name):
                 env.setdefault(name, os.environ[name])
+    else:  # a command's secrets by name (an evaluation's judge key: engine.runs.evals): values in memory only
+        for name in _pass_env(rdir):
+            if os.environ.get(name):
+                env.setdefault(name, os.environ[name])
     env[MARKER] = rec.id
     env["STUDIO_HOME"] = str(workspace.home())
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
@@ -253,10 +266,10 @@ def launch(rec: runs.RunRecord, gpus: list[int], hw=None) -> int:
     )
     out, err = proc.communicate(timeout=60)  # the intermediate prints the wrapper's pid and exits at once
     if proc.returncode != 0:
-        detail = err.decode(errors="replace")[-2000:].strip() or run_message("runs.how_exit", code=proc.returncode)
-        raise RuntimeError(run_message("runs.wrapper_failed", error=detail))
+        detail = err.decode(errors="replace")[-2000:].strip() or run_message("store.how_exit", code=proc.returncode)
+        raise RuntimeError(run_message("store.wrapper_failed", error=detail))
     pid = int(out.split()[0])
-    runs.update(rec.id, only_if_status=("running",), runner_pid=pid)
+    store.update(rec.id, only_if_status=("running",), runner_pid=pid)
     return pid
 
 
@@ -275,7 +288,7 @@ def stop_run(run_id: str, grace_s: float | None = None, *, wait: bool = True) ->
     wrapper has recorded the end. ``wait=False`` (the page): signal and return at once; a background thread
     finishes the stop (and the studio's watchdog finishes it if this process goes away, see ``overdue_stops``)."""
     now = time.time()
-    if runs.update(
+    if store.update(
         run_id,
         only_if_status=("queued",),
         status="stopped",
@@ -283,13 +296,13 @@ def stop_run(run_id: str, grace_s: float | None = None, *, wait: bool = True) ->
         reason="removed from the queue",
         stop_requested=now,
     ):
-        _note_final(runs.get(run_id, refresh_status=False), "stopped", "removed from the queue", now)
+        _note_final(store.get(run_id, refresh_status=False), "stopped", "removed from the queue", now)
         return True
-    rec = runs.get(run_id)
+    rec = store.get(run_id)
     if rec.status != "running":
         return not run_processes(run_id)
-    runs.update(run_id, stop_requested=now)
-    runs.note(rec.run_dir, stop_requested=now)
+    store.update(run_id, stop_requested=now)
+    store.note(rec.run_dir, stop_requested=now)
     procs = run_processes(run_id)
     signal_all(procs, signal.SIGTERM, rec.pgid)
     signal_all(procs, signal.SIGCONT, rec.pgid)
@@ -316,12 +329,12 @@ def _finish_stop(run_id: str, pgid: int | None, deadline: float) -> bool:
     if left:
         signal_all(left, signal.SIGKILL, pgid)
     until = time.time() + 10.0
-    while time.time() < until and (run_processes(run_id) or runner_alive(runs.get(run_id, refresh_status=False))):
+    while time.time() < until and (run_processes(run_id) or runner_alive(store.get(run_id, refresh_status=False))):
         time.sleep(0.1)
-    rec = runs.get(run_id, refresh_status=False)
+    rec = store.get(run_id, refresh_status=False)
     if runner_alive(rec):  # the wrapper hangs after its trainer is gone: end it too
         signal_all([psutil.Process(rec.runner_pid)], signal.SIGKILL)
-    runs.refresh(run_id)
+    store.refresh(run_id)
     return not run_processes(run_id) and not runner_alive(rec)
 
 
@@ -331,7 +344,7 @@ def overdue_stops(grace_s: float | None = None) -> list[str]:
     process that asked for it (a page request, a CLI) is gone."""
     grace = stop_grace_s() if grace_s is None else grace_s
     killed = []
-    for rec in runs.list_runs("running", refresh_status=False):
+    for rec in store.list_runs("running", refresh_status=False):
         if rec.stop_requested is None or time.time() - rec.stop_requested < grace + 10.0:
             continue
         if rec.kind not in ("train", "command"):  # a Slurm job is stopped by scancel (engine.runs.slurm.cancel)

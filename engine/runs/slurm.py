@@ -2,7 +2,7 @@
 registry like any run (kind ``slurm``, tag ``slurm-job:<id>``), its folder on the shared filesystem.
 
 - Submit (``submit_job``, called by ``engine.runs.registry.submit``): the batch script ``studio preview`` shows
-  (``engine.runs.launch.slurm_script``: one srun task per node, ``--machine_rank`` from SLURM_NODEID, the
+  (``engine.runs.node_commands.slurm_script``: one srun task per node, ``--machine_rank`` from SLURM_NODEID, the
   allocation's first node as main address) is written to ``run.slurm`` in the run folder and submitted with
   ``sbatch --parsable``; the job's output goes to the folder's train.log.
 - Follow (``follow``, registered with ``engine.runs.store.FOLLOWERS``, so every refresh of the registry follows the
@@ -39,9 +39,10 @@ from pathlib import Path
 from engine.core import events, workspace
 from engine.machine.hardware import Hardware, cpu_only, target_machine
 from engine.runs import store
-from engine.runs.launch import build_command, launch_record, slurm_script, write_config_files
+from engine.runs.launch import build_command, launch_record, write_config_files
 from engine.runs.messages import MESSAGES
 from engine.runs.messages import message as run_message
+from engine.runs.node_commands import slurm_script
 from engine.runs.store import MARKER, RunRecord
 from engine.spec.schema import RunSpec
 

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from engine.spec.grpo import GrpoSpec
+
 
 def _meta(label: str, *, group: str = "", advanced: bool = False, label_zh: str = "", **extra: Any) -> dict:
     return {"label": label, "label_zh": label_zh or label, "group": group, "advanced": advanced, **extra}
@@ -30,6 +32,38 @@ class RopeScalingSpec(_Spec):
         le=64.0,
         description="Context length multiplier",
         json_schema_extra=_meta("RoPE factor", label_zh="RoPE 倍数"),
+    )
+
+
+class VisionSpec(_Spec):
+    """A vision-language model's parts and image sizes (LLaMA-Factory's switches of the same names)."""
+
+    freeze_vision_tower: bool = Field(
+        True,
+        description="Keep the vision tower (the image encoder) frozen",
+        json_schema_extra=_meta("Freeze vision tower", advanced=True, label_zh="冻结视觉塔"),
+    )
+    freeze_multi_modal_projector: bool = Field(
+        True,
+        description="Keep the multimodal projector (image features to the language model) frozen",
+        json_schema_extra=_meta("Freeze projector", advanced=True, label_zh="冻结多模态投影层"),
+    )
+    freeze_language_model: bool = Field(
+        False,
+        description="Keep the language model frozen (train only the unfrozen vision parts)",
+        json_schema_extra=_meta("Freeze language model", advanced=True, label_zh="冻结语言模型"),
+    )
+    image_max_pixels: int = Field(
+        768 * 768,
+        ge=16,
+        description="Larger images are shrunk to this many pixels before the processor (aspect kept)",
+        json_schema_extra=_meta("Image max pixels", advanced=True, label_zh="图像最大像素数"),
+    )
+    image_min_pixels: int = Field(
+        32 * 32,
+        ge=1,
+        description="Smaller images are enlarged to this many pixels before the processor (aspect kept)",
+        json_schema_extra=_meta("Image min pixels", advanced=True, label_zh="图像最小像素数"),
     )
 
 
@@ -76,6 +110,7 @@ class ModelSpec(_Spec):
         description="Extend the context with RoPE scaling (empty: off)",
         json_schema_extra=_meta("RoPE scaling", advanced=True, label_zh="RoPE 缩放"),
     )
+    vision: VisionSpec = Field(default_factory=VisionSpec)  # read only for vision-language models
 
     @model_validator(mode="before")
     @classmethod
@@ -236,8 +271,27 @@ class DpoSpec(_Spec):
     beta: float = Field(
         0.1, gt=0, le=10, description="DPO temperature beta", json_schema_extra=_meta("DPO beta", label_zh="DPO beta")
     )
-    loss_type: Literal["sigmoid", "hinge", "ipo"] = Field(
-        "sigmoid", description="DPO loss", json_schema_extra=_meta("DPO loss", advanced=True, label_zh="DPO 损失")
+    loss_type: Literal["sigmoid", "hinge", "ipo", "orpo", "simpo"] = Field(
+        "sigmoid",
+        description="Preference loss: sigmoid, hinge, ipo (DPO with a reference model); orpo (TRL's ORPOTrainer: "
+        "odds ratio + NLL, no reference); simpo (TRL's CPOTrainer, loss_type simpo: length-normalised margin with "
+        "simpo_gamma, no reference) - LLaMA-Factory's pref_loss",
+        json_schema_extra=_meta("DPO loss", advanced=True, label_zh="DPO 损失"),
+    )
+    simpo_gamma: float = Field(
+        0.5,
+        ge=0,
+        le=100,
+        description="SimPO's target reward margin (LLaMA-Factory's simpo_gamma)",
+        json_schema_extra=_meta("SimPO gamma", advanced=True, label_zh="SimPO gamma"),
+    )
+    ftx: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="Weight of the SFT (NLL) loss on chosen answers added to SimPO (LLaMA-Factory's pref_ftx; TRL's "
+        "cpo_alpha); ORPO has its NLL term built in",
+        json_schema_extra=_meta("SFT loss weight", advanced=True, label_zh="SFT 损失权重"),
     )
 
 
@@ -266,11 +320,11 @@ class KtoSpec(_Spec):
 
 
 class MethodSpec(_Spec):
-    stage: Literal["sft", "pt", "dpo", "kto", "rm"] = Field(
+    stage: Literal["sft", "pt", "dpo", "kto", "rm", "grpo"] = Field(
         "sft",
         description="sft: supervised fine-tuning; pt: continued pre-training on text; dpo: preference pairs; kto: "
         "answers each tagged desirable or not (kto_tag); rm: a reward model (a score head) trained on preference "
-        "pairs",
+        "pairs; grpo: reinforcement learning on prompts, scored by reward functions (method.grpo)",
         json_schema_extra=_meta("Stage", label_zh="训练阶段"),
     )
     finetuning: Literal["lora", "oft", "full", "freeze"] = Field(
@@ -285,6 +339,7 @@ class MethodSpec(_Spec):
     quantization: QuantSpec = Field(default_factory=QuantSpec)
     dpo: DpoSpec = Field(default_factory=DpoSpec)
     kto: KtoSpec = Field(default_factory=KtoSpec)
+    grpo: GrpoSpec = Field(default_factory=GrpoSpec)
 
     @property
     def adapter(self) -> bool:

@@ -255,3 +255,10 @@ class OutputSpec(_Spec):
         "store; wandb offline; swanlab local)",
         json_schema_extra=_meta("Report to", advanced=True, label_zh="记录到"),
     )
+    layout: Literal["studio", "llamafactory"] = Field(
+        "studio",
+        description="Where the final weights go in the output folder: studio (its adapter/ or model/ folder) or "
+        "llamafactory (the output folder itself, as LLaMA-Factory saves them; what a LLaMA-Factory YAML's output_dir "
+        "means)",
+        json_schema_extra=_meta("Output layout", advanced=True, label_zh="输出布局"),
+    )

@@ -187,6 +187,25 @@ MESSAGES: dict[str, str] = {
     "notify_bad_address": "not an email address: {address!r}",
     "notify_email_needs_smtp": "emails need an SMTP server: set notify.smtp_host (or clear notify.email_to)",
     "notify_env_missing": "the environment variable {name} is not set here: this notification will not be sent",
+    # stage grpo (engine.spec.grpo)
+    "grpo_no_reward": "stage grpo needs at least one reward function: add one to method.grpo.rewards",
+    "grpo_python_needs_file": "a python reward needs its file and function: set file (a .py file) and function "
+    "(its name)",
+    "grpo_reward_name_twice": "two rewards are named '{name}': give each a different name (their curves are told "
+    "apart by it)",
+    "grpo_bad_pattern": "not a valid regular expression: {error}",
+    "grpo_batch_groups": "the generation batch ({batch} = batch size x accumulation x processes) must hold whole "
+    "groups of {n} completions: make it a multiple of method.grpo.num_generations, or change the group size",
+    "grpo_vllm_cpu": "vLLM generates on a GPU only: set method.grpo.generation_backend to transformers on the CPU",
+    "grpo_vllm_missing": "vLLM is not installed here (pip install vllm on a GPU machine): set "
+    "method.grpo.generation_backend to transformers",
+    "grpo_vllm_no_gpu": "vLLM generates on a GPU and this machine has none: set method.grpo.generation_backend to "
+    "transformers",
+    "grpo_file_unreadable": "cannot read the reward file {path}: {reason}",
+    "grpo_file_syntax": "the reward file {path} is not valid Python: {error}",
+    "pref_ftx_simpo": "an SFT loss weight (LLaMA-Factory's pref_ftx) is added to SimPO only (TRL's cpo_alpha): set "
+    "method.dpo.loss_type to simpo, or ftx to 0 (loss {loss})",
+    "grpo_no_function": "{path} defines no top-level function '{name}' (functions found: {found})",
 }
 
 

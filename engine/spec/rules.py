@@ -23,6 +23,7 @@ from engine.models.access import launch_problem as download_launch_problem
 from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config
 from engine.spec.groups import LOW_RANK_OPTIMIZERS
+from engine.spec.grpo import grpo_context, grpo_errors
 from engine.spec.hf_args import extra_arg_problem
 from engine.spec.messages import message
 from engine.spec.watch import watch_errors, watch_warnings
@@ -130,7 +131,7 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
     if spec.model.packed_attention == "per_sample" and spec.model.attn_implementation != "sdpa":
         attn = spec.model.attn_implementation
         errors.append(("model.packed_attention", message("packed_attention_sdpa", attn=attn)))
-    if d.padding_free == "on" and m.stage in ("kto", "rm"):
+    if d.padding_free == "on" and m.stage in ("kto", "rm", "grpo"):
         errors.append(("data.padding_free", message("padding_free_stage", stage=m.stage)))
     if t.save_strategy == "best" and ((d.val_size == 0 and not d.eval_datasets) or t.eval_strategy == "no"):
         errors.append(("train.save_strategy", message("save_best_needs_eval")))
@@ -148,6 +149,9 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("data.tool_format", message("tool_format_auto", tool_format=d.tool_format)))
 
     errors += method_problems(spec)
+    errors += grpo_errors(spec)
+    if m.dpo.ftx and not (m.stage == "dpo" and m.dpo.loss_type == "simpo"):
+        errors.append(("method.dpo.ftx", message("pref_ftx_simpo", loss=m.dpo.loss_type)))
     if d.template not in TEMPLATE_NAMES:
         errors.append(("data.template", message("template_unknown", name=d.template, names=", ".join(TEMPLATE_NAMES))))
     if t.extra_args:
@@ -361,6 +365,7 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
             errors.append(("output.report_to", message("report_to_missing", target=target)))
     errors += _check_datasets(spec)
     errors += _check_output_dir(spec)
+    errors += grpo_context(spec)
     return errors
 
 
@@ -419,7 +424,29 @@ def _check_datasets(spec: RunSpec) -> list[tuple[str, Message]]:
         kind = stage_data_problem(spec.method.stage, name, bool(entry.get("ranking")), tag)
         if kind is not None:
             errors.append((field, message(kind[0], **kind[1])))
-    return errors
+    return errors + _image_problems(spec, info)
+
+
+def _image_problems(spec: RunSpec, info: dict) -> list[tuple[str, Message]]:
+    """Datasets with images train a vision-language model (a config with a vision_config) with stage sft."""
+    from engine.data.messages import message as data_message
+
+    names = [
+        n
+        for n in [*spec.data.datasets, *spec.data.eval_datasets]
+        if isinstance(info.get(n), dict)
+        and isinstance(info[n].get("columns"), dict)
+        and info[n]["columns"].get("images")
+    ]
+    if not names:
+        return []
+    shown = ", ".join(names)
+    if spec.method.stage != "sft":
+        return [("method.stage", data_message("data.images_stage", names=shown, stage=spec.method.stage))]
+    config = read_model_config(spec.model.name_or_path, spec.model.revision)
+    if config is not None and not config.get("vision_config"):
+        return [("data.datasets", data_message("data.images_text_model", names=shown, model=spec.model.name_or_path))]
+    return []
 
 
 SBATCH_OPTION = re.compile(r"^(#SBATCH\s+)?--?[A-Za-z][A-Za-z0-9_-]*(=\S.*|\s+\S.*)?$")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from engine.export import checks as xp
+from engine.export import sizes
 
 ROUNDTRIP_TOL = 1e-4
 
@@ -44,7 +44,7 @@ def export(model_dir: Path, tmp: Path, fmt: str) -> dict:
         ).eval()
         before = quant(input_ids=ids).logits.float()
         quant.save_pretrained(str(tmp))
-        for name in (*xp.TOKENIZER_FILES, "generation_config.json"):
+        for name in (*sizes.TOKENIZER_FILES, "generation_config.json"):
             if (model_dir / name).is_file() and not (tmp / name).exists():
                 shutil.copy2(model_dir / name, tmp / name)
         del quant

@@ -4,14 +4,18 @@ Heavy: imports torch / transformers / peft, and only here, in its own process, s
 The conversation is rendered by engine.data.templates with the run's template, the same code the trainer renders its
 samples with, so a tuned model sees its history exactly as it was trained (``auto``: the tokenizer's own template).
 Protocol, JSON lines: the parent writes requests on stdin, the worker answers on stdout.
-  start-up:        -> {"type": "ready", "model": ..., "adapter": ..., "template": ...}
+  start-up:        -> {"type": "ready", "model": ..., "adapter": ..., "template": ..., "vision": bool}
                       or {"type": "error", "error": ...} then exit
-  {"type": "generate", "id": any, "messages": [{role, content: str}], "system": str, "max_new_tokens": int,
-   "temperature": float (0: greedy), "top_p": float, "stop": [str]}
+  {"type": "generate", "id": any, "messages": [{role, content: str, images: [path]}], "system": str,
+   "max_new_tokens": int, "temperature": float (0: greedy), "top_p": float, "stop": [str]}
                    -> {"type": "token", "id", "text": ...}* then {"type": "done", "id", "text": full reply}
                       (the reply ends before the first stop string, which is never sent)
                       or {"type": "error", "id", "error": ...}
   {"type": "quit"} or EOF -> exit (the memory is freed with the process).
+A vision-language model (a config with ``vision_config``) is loaded with its processor and its image-text-to-text
+class, as the trainer loads it (engine.trainer.vision); its conversation is rendered with the processor's own chat
+template (the one it was trained with), each user turn's images before its text, and the processor turns the images
+into the model's tensors. A text model given images answers with an error naming it.
 Usage: python -m engine.trainer.chat_worker MODEL_DIR [--adapter ADAPTER_DIR] [--template NAME] [--device cpu|cuda]
 """
 
@@ -31,27 +35,63 @@ def emit(obj: dict) -> None:
 
 
 def load(model_dir: str, adapter: str | None, device: str):
+    """(tokenizer, model, processor or None for a text model)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(model_dir)
+    from engine.trainer import vision
+
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    processor = None
+    if vision.is_vision_model(AutoConfig.from_pretrained(model_dir)):
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        processor = AutoProcessor.from_pretrained(model_dir)
+        tok = processor.tokenizer
+        model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=dtype)
+    else:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
     if adapter:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, adapter)
     model.to(device).eval()
-    return tok, model
+    return tok, model, processor
 
 
 def render(info, template: str, system: str, messages: list[dict]) -> str:
     """The prompt text for the next assistant turn: the whole conversation in the template, as the trainer renders
     it (engine.data.templates), ending with the assistant header."""
+    _check(messages)
+    return prompt_text(template, info, system or "", messages)
+
+
+def _check(messages: list[dict]) -> None:
     for m in messages:
         if m.get("role") not in ("user", "assistant") or not isinstance(m.get("content"), str):
             raise ValueError("each message needs a role (user or assistant) and text content")
-    return prompt_text(template, info, system or "", messages)
+        if not all(isinstance(i, str) and i for i in m.get("images") or []):
+            raise ValueError("images: a list of image file paths")
+
+
+def vision_inputs(processor, system: str, messages: list[dict]) -> dict:
+    """The processor's tensors for the next assistant turn of a vision-language model: the conversation in the
+    processor's chat template (each user turn's images, then its text), the images opened as in training."""
+    from engine.spec.groups import VisionSpec
+    from engine.trainer import vision
+
+    _check(messages)
+    sizes = VisionSpec()  # the spec's defaults: the images shrunk or enlarged as a run's are by default
+    msgs = [{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []
+    images = []
+    for m in messages:
+        refs = list(m.get("images") or [])
+        images += [vision.open_image(r, sizes.image_max_pixels, sizes.image_min_pixels) for r in refs]
+        parts = [{"type": "image"} for _ in refs] + ([{"type": "text", "text": m["content"]}] if m["content"] else [])
+        msgs.append({"role": m["role"], "content": parts})
+    text = processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    return dict(processor(text=[text], images=images or None, return_tensors="pt", add_special_tokens=False))
 
 
 def held_back(text: str, stops: list[str]) -> int:
@@ -65,13 +105,20 @@ def held_back(text: str, stops: list[str]) -> int:
     return keep
 
 
-def generate(tok, model, device: str, template: str, req: dict) -> None:
+def generate(tok, model, device: str, template: str, req: dict, processor=None) -> None:
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
 
     rid = req.get("id")
-    text_in = render(tokenizer_info(tok), template, req.get("system", ""), req.get("messages") or [])
-    ids = tok(text_in, add_special_tokens=False, return_tensors="pt")["input_ids"].to(device)
+    messages = req.get("messages") or []
+    if processor is not None:
+        inputs = {k: v.to(device) for k, v in vision_inputs(processor, req.get("system", ""), messages).items()}
+    else:
+        if any(m.get("images") for m in messages):
+            raise ValueError("this model reads text only: it has no vision tower to read the image")
+        text_in = render(tokenizer_info(tok), template, req.get("system", ""), messages)
+        ids = tok(text_in, add_special_tokens=False, return_tensors="pt")["input_ids"].to(device)
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     streamer = TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)
     stops = [s for s in req.get("stop") or [] if isinstance(s, str) and s]
     stopped = threading.Event()
@@ -82,8 +129,7 @@ def generate(tok, model, device: str, template: str, req: dict) -> None:
 
     temp = float(req.get("temperature", 0.0) or 0.0)
     kwargs = {
-        "input_ids": ids,
-        "attention_mask": torch.ones_like(ids),
+        **inputs,
         "streamer": streamer,
         "max_new_tokens": int(req.get("max_new_tokens", 128)),
         "do_sample": temp > 0,
@@ -134,12 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = p.parse_args(argv)
     try:
-        tok, model = load(args.model, args.adapter, args.device)
-        render(tokenizer_info(tok), args.template, "", [{"role": "user", "content": "hi"}])  # an unknown template
+        tok, model, processor = load(args.model, args.adapter, args.device)
+        hello = [{"role": "user", "content": "hi"}]
+        if processor is None:
+            render(tokenizer_info(tok), args.template, "", hello)  # an unknown template
+        else:
+            vision_inputs(processor, "", hello)  # a processor without a chat template
     except Exception as exc:  # any load problem goes back to the page as a message, not a hang
         emit({"type": "error", "error": f"{type(exc).__name__}: {exc}"})
         return 1
-    emit({"type": "ready", "model": args.model, "adapter": args.adapter, "template": args.template})
+    ready = {"type": "ready", "model": args.model, "adapter": args.adapter, "template": args.template}
+    emit({**ready, "vision": processor is not None})
     for line in sys.stdin:
         try:
             req = json.loads(line)
@@ -150,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         if req.get("type") == "generate":
             try:
-                generate(tok, model, args.device, args.template, req)
+                generate(tok, model, args.device, args.template, req, processor)
             except Exception as exc:
                 emit({"type": "error", "id": req.get("id"), "error": f"{type(exc).__name__}: {exc}"})
     return 0

@@ -192,15 +192,16 @@ def cache_dir() -> Path:
 def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> TrainData:
     """Check, load, render, tokenise, mix and split the spec's datasets (and its evaluation datasets); raise
     DataError on bad data. Hub datasets not in the Hugging Face cache are downloaded first."""
-    from engine.data import hub
+    from engine.data import hub, ms_hub
     from engine.data.registry import hub_pending
     from engine.spec.schema import resolve_dataset_dir
 
     d, stage = spec.data, spec.method.stage
     ddir = resolve_dataset_dir(spec)
     for entry in hub_pending([*d.datasets, *d.eval_datasets], ddir):
-        log(f"data: downloading dataset '{entry.name}' ({entry.hub_id}) from the hub")
-        hub.download(entry.hub_id, entry.revision, entry.folder)
+        from_ms = entry.source == "ms_hub"
+        log(f"data: downloading dataset '{entry.name}' ({entry.hub_id}) from {'ModelScope' if from_ms else 'the hub'}")
+        (ms_hub if from_ms else hub).download(entry.hub_id, entry.revision, entry.folder)
     problems = check_datasets(d.datasets, ddir, stage) + check_datasets(d.eval_datasets, ddir, stage)
     if problems:
         raise DataError(problems)

@@ -1,4 +1,5 @@
-"""The demo workspace: a tiny Llama-shaped model, its tokenizer, the demo datasets and a ready LoRA SFT spec.
+"""The demo workspace: a tiny Llama-shaped model, its tokenizer, the demo datasets and a ready LoRA SFT spec; and a
+tiny vision-language model with its image dataset (``engine.trainer.demo_vlm``).
 
 Built offline in a few seconds by ``build_demo()`` (on first ``studio webui``, by ``studio demo`` and by the test
 suite). Importing this module is cheap: heavy imports live inside the functions. The model is a seeded
@@ -50,6 +51,9 @@ def build_demo(force: bool = False) -> dict:
         _build_model(model_dir)
         marker.write_text(json.dumps({"version": BUILD_VERSION, "assets": digest}), encoding="utf-8")
     _copy_datasets(workspace.data_dir(), force=force)
+    from engine.trainer import demo_vlm
+
+    demo_vlm.build(workspace.demo_vlm_model_dir(), workspace.data_dir(), force=force)
     spec_path = workspace.home() / workspace.DEMO_SPEC_NAME
     if force or not spec_path.is_file():
         _write_spec(spec_path)
@@ -172,7 +176,7 @@ def _copy_datasets(data_dir: Path, *, force: bool) -> None:
     from engine.data.registry import read_dataset_info, save_dataset_info
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    for src in sorted(ASSETS_DATA.glob("demo_*")):
+    for src in sorted([*ASSETS_DATA.glob("demo_*"), *ASSETS_DATA.glob("grpo_*")]):
         dst = data_dir / src.name
         if (
             force
@@ -233,5 +237,6 @@ def cli(argv: list[str]) -> int:
     print(f"workspace:  {workspace.home()}")
     print(f"model:      {paths['model_dir']}")
     print(f"datasets:   {paths['data_dir']}  ({', '.join(paths['datasets'])})")
+    print(f"vlm model:  {paths['vlm_model_dir']}  (dataset {paths['vlm_dataset']})")
     print(f"example:    {paths['example_spec']}  (run it with: studio train {paths['example_spec']})")
     return 0

@@ -11,6 +11,8 @@ self-contained HTML report at the end. Heavy: torch, transformers, peft (only in
 - Answers: the prompt rendered by the run's template (``engine.data.templates.prompt_text``), generated in batches
   sorted by length, padded on the left, with the KV cache; greedy (temperature 0) or sampled (seeded); cut at the
   template's stop words. Scored by ``engine.eval.measures`` (LLaMA-Factory's BLEU-4 / ROUGE).
+- Judge and lm-eval: each answer scored by the judge endpoint (``engine.eval.judge``); lm-evaluation-harness tasks
+  run by ``engine.trainer.lm_eval_run`` per model (their data loaded once, before any model).
 - Models: the base is loaded once; a checkpoint's or the final adapter is put on it and taken off after
   (``PeftModel.unload``); a full model folder is loaded on its own.
 
@@ -60,6 +62,8 @@ class Evaluation:
         self.started = time.time()
         self.units_done = 0
         self.units_total = 0
+        self.lm_manager = None
+        self.base_judge: dict[int, float] | None = None
 
     # ------------------------------------------------------------------ events
     def event(self, type_: str, **payload) -> None:
@@ -70,13 +74,14 @@ class Evaluation:
                 payload[key] = str(msg)
         append_event(self.events_path, type_, None, **payload)
 
-    def progress(self, i: int, label: str, phase: str, done: int, total: int) -> None:
+    def progress(self, i: int, label: str, phase: str, done: int, total: int, task: str = "") -> None:
         if self.stop:
             raise Cancelled
         elapsed = time.time() - self.started
         frac = self.units_done / max(1, self.units_total)
         eta = elapsed / frac * (1 - frac) if frac > 0 else None
-        key = {"loss": "eval.progress_loss", "generate": "eval.progress_generate"}.get(phase, "eval.progress_load")
+        key = {"loss": "eval.progress_loss", "generate": "eval.progress_generate", "judge": "eval.progress_judge",
+               "lm_eval": "eval.progress_lm_eval"}.get(phase, "eval.progress_load")  # fmt: skip
         self.event(
             "eval_progress",
             i=i,
@@ -87,7 +92,7 @@ class Evaluation:
             total=total,
             progress=round(frac, 4),
             eta_seconds=round(eta, 1) if eta is not None else None,
-            detail=message(key, label=label, done=done, total=total),
+            detail=message(key, label=label, done=done, total=total, **({"task": task} if task else {})),
         )
 
     def save(self) -> None:
@@ -106,12 +111,20 @@ class Evaluation:
         targets = plan["targets"]
         try:
             tok = load_tokenizer(targets[0]["model"])
-            rows = prepare_rows(plan, tok)
-        except Exception as exc:  # noqa: BLE001 - bad data ends the evaluation with its cause
+            rows = prepare_rows(plan, tok) if plan["data"]["datasets"] else []
+            if "lm_eval" in plan["measures"]:
+                from engine.trainer import lm_eval_run
+
+                self.lm_manager = lm_eval_run.prepare(plan["lm_eval"], self.out)
+        except Exception as exc:  # noqa: BLE001 - a task or bad data ends the evaluation with its cause
+            if getattr(exc, "msg", None) is not None:  # lm_eval_run.TaskProblem: the task named
+                self.fail("input", exc.msg)
+                return 2  # noqa: BLE001 - bad data ends the evaluation with its cause
             self.fail("input", message("eval.data_failed", error=f"{type(exc).__name__}: {exc}"))
             return 2
         self.results["n_rows"] = len(rows)
-        per_model = len(rows) * (("loss" in plan["measures"]) + bool(self.gen))
+        per_model = len(rows) * (("loss" in plan["measures"]) + bool(self.gen) + ("judge" in plan["measures"]))
+        per_model += len(plan["lm_eval"]["tasks"]) if "lm_eval" in plan["measures"] else 0
         self.units_total = per_model * len(targets)
         (self.out / "predictions.jsonl").write_text("", encoding="utf-8")
         base = base_name = None
@@ -119,27 +132,31 @@ class Evaluation:
             try:
                 self.progress(i, t["label"], "load", 0, len(rows))
                 t0 = time.time()
-                try:
-                    if base is None or base_name != t["model"]:
+                try:  # (lm-eval alone: its HFLM loads the model itself)
+                    if rows and (base is None or base_name != t["model"]):
                         base, base_name = None, None
                         base = load_model(t["model"], plan["device"])
                         base_name = t["model"]
                         tok = load_tokenizer(t["model"])
                     model = base
-                    if t["adapter"]:
+                    if rows and t["adapter"]:
                         from peft import PeftModel
 
                         model = PeftModel.from_pretrained(base, t["adapter"])
-                    model.eval()
+                    if model is not None:
+                        model.eval()
                 except Exception as exc:  # noqa: BLE001
                     self.fail(
                         "load", message("eval.load_failed", label=t["label"], error=f"{type(exc).__name__}: {exc}")
                     )
                     return 1
                 load_s = time.time() - t0
-                metrics, preds = self.evaluate(i, t, model, tok, rows)
-                if t["adapter"]:
+                metrics, preds = self.evaluate(i, t, model, tok, rows) if rows else ({}, [])
+                if rows and t["adapter"]:
                     base = model.unload()
+                errors = self.judge(i, t, preds, metrics, rows) if "judge" in plan["measures"] and rows else []
+                if self.lm_manager is not None:
+                    metrics |= self.lm_eval(i, t)
                 self.results["rows"].append(
                     {
                         "label": t["label"],
@@ -148,6 +165,7 @@ class Evaluation:
                         "metrics": metrics,
                         "seconds": round(time.time() - t0, 2),
                         "load_seconds": round(load_s, 3),
+                        **({"judge_errors": errors} if errors else {}),
                     }
                 )
                 with open(self.out / "predictions.jsonl", "a", encoding="utf-8") as fh:
@@ -184,9 +202,41 @@ class Evaluation:
             pass
         self.event("eval_failed", cause=cause, error=error, traceback=tb)
 
+    def judge(self, i: int, t: dict, preds: list[dict], metrics: dict, rows: list[dict]) -> list[str]:
+        """Every answer scored by the judge endpoint (``engine.eval.judge``); the rows' errors."""
+        from engine.eval import judge as jd
+
+        def step(k: int) -> None:
+            self.progress(i, t["label"], "judge", k, len(preds))
+            self.units_done += 1 if k else 0
+
+        errors = jd.judge_rows(self.plan["judge"], preds, {r["index"]: r["question"] for r in rows}, step)
+        self.units_done += 1 if preds else 0
+        metrics |= jd.aggregate(preds, None if t["kind"] == "base" else self.base_judge)
+        if t["kind"] == "base":
+            self.base_judge = {p["index"]: p["judge_score"] for p in preds if p.get("judge_score") is not None}
+        return errors
+
+    def lm_eval(self, i: int, t: dict) -> dict:
+        """lm-evaluation-harness on this model (``engine.trainer.lm_eval_run``): {TASK/acc}; its documents kept."""
+        from engine.trainer import lm_eval_run
+
+        def step(task: str) -> None:
+            self.progress(i, t["label"], "lm_eval", 0, 1, task=task)
+            self.units_done += len(self.plan["lm_eval"]["tasks"])
+
+        metrics, samples = lm_eval_run.run(t, self.plan, self.lm_manager, step)
+        with open(self.out / "lm_eval_samples.jsonl", "a", encoding="utf-8") as fh:
+            for x in samples:
+                fh.write(json.dumps({"model": t["label"], **x}, ensure_ascii=False) + "\n")
+        return metrics
+
     def evaluate(self, i: int, t: dict, model, tok, rows: list[dict]) -> tuple[dict, list[dict]]:
         plan = self.plan
-        preds = [{"index": r["index"], "prompt": r["prompt"], "reference": r["reference"]} for r in rows]
+        preds = [
+            {"index": r["index"], "prompt": r["prompt"], "question": r["question"], "reference": r["reference"]}
+            for r in rows
+        ]
         metrics: dict = {}
         bs = plan["generation"]["batch_size"]
         if "loss" in plan["measures"]:
@@ -213,7 +263,7 @@ class Evaluation:
                     preds[k]["prediction"] = text
                     preds[k]["scores"] = ms.row_scores(text, rows[k]["reference"], self.gen)
                 self.units_done += len(idx)
-            names = [c for c in plan["columns"] if c not in ("loss", "perplexity")]
+            names = [c for c in plan["columns"] if c in ms.ROW_COLUMNS]
             metrics |= ms.average([p["scores"] for p in preds], names)
         return metrics, preds
 
@@ -301,18 +351,20 @@ def prepare_rows(plan: dict, tok) -> list[dict]:
     for k in keep:
         row = rows[k]
         if stage == "pt":
-            prompt, reference = "", ""
+            prompt, reference, question = "", "", ""
         else:
             *history, answer = row["messages"]
             prompt = prompt_text(
                 d["template"], info, row.get("system", ""), history, row.get("tools"), tool_format=d["tool_format"]
             )
             reference = answer["content"]
+            question = history[-1]["content"] if history else ""
         out.append(
             {
                 "index": k,
                 "prompt": prompt,
                 "reference": reference,
+                "question": question,
                 "input_ids": enc["input_ids"][k],
                 "labels": enc["labels"][k],
                 "prompt_ids": tok(prompt, add_special_tokens=False)["input_ids"] if prompt else [],

@@ -24,11 +24,12 @@ import time
 import traceback
 from pathlib import Path
 
+from engine.core import acting
 from engine.core.messages import from_exception, to_json
-from engine.export import checks as xp
 from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
 from engine.export import modelfile as mf
+from engine.export import sizes
 from engine.export.checks import ExportError
 from engine.export.messages import message
 from engine.trainer import bnb_export, gguf_verify, gguf_write
@@ -125,7 +126,7 @@ def run(args, rep: Reporter, tmp: Path) -> dict:
     if plan.needs_merge:
         merged = tmp / "merged"
         merged.mkdir()
-        merge_report = mg.merge_weights(plan.merge, merged, rep, "cpu", xp.parse_size("2GB"))
+        merge_report = mg.merge_weights(plan.merge, merged, rep, "cpu", sizes.parse_size("2GB"))
         mg.copy_support_files(plan.merge, merged)
         model_dir = merged
     else:
@@ -197,6 +198,8 @@ def gguf_part(plan: cp.ConvertPlan, model_dir: Path, tmp: Path, rep: Reporter) -
 
 def main(argv: list[str] | None = None) -> int:
     args = cp.convert_arg_parser().parse_args(argv)
+    if args.events:  # a target chosen at the shell (engine.core.acting): the grant in the run's folder
+        acting.honour_grant(Path(args.events).parent)
     signal.signal(signal.SIGTERM, mg._on_sigterm)
     out = Path(args.out).expanduser().resolve()
     args.out = str(out)

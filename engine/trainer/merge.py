@@ -28,9 +28,11 @@ import time
 import traceback
 from pathlib import Path
 
+from engine.core import acting
 from engine.core import events as ev
 from engine.core.messages import from_exception, to_json
 from engine.export import checks as xp
+from engine.export import sizes
 from engine.export.checks import ExportError, ExportPlan
 from engine.export.messages import message
 
@@ -116,10 +118,17 @@ def logits_of(model, ids):
 
 
 def auto_class(plan: ExportPlan):
-    """The transformers auto class of the merged model: a reward model's sequence classifier, else a causal LM."""
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+    """The transformers auto class of the merged model: a reward model's sequence classifier, a vision-language
+    model's image-text class (its config has a vision_config), else a causal LM."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSequenceClassification
 
-    return AutoModelForSequenceClassification if plan.head == "seq_cls" else AutoModelForCausalLM
+    if plan.head == "seq_cls":
+        return AutoModelForSequenceClassification
+    try:
+        config = json.loads((Path(plan.base) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    return AutoModelForImageTextToText if config.get("vision_config") else AutoModelForCausalLM
 
 
 def pad_token_id(plan: ExportPlan) -> int | None:
@@ -129,7 +138,7 @@ def pad_token_id(plan: ExportPlan) -> int | None:
 
     dirs = [s.weights_dir for s in plan.sources if s.kind == "adapter"] + [plan.base]
     for d in dirs:
-        if any((Path(d) / n).is_file() for n in xp.TOKENIZER_FILES):
+        if any((Path(d) / n).is_file() for n in sizes.TOKENIZER_FILES):
             tok = AutoTokenizer.from_pretrained(d)
             return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     return None
@@ -155,7 +164,10 @@ def merge_weights(
     if getattr(model.config, "quantization_config", None):
         model = model.dequantize()  # a pre-quantized base: merge onto dequantized weights, never packed ones
     model.eval()
-    ids = fixed_prompts(model.config.vocab_size)
+    ids = fixed_prompts(model.config.get_text_config().vocab_size)
+    image_token = getattr(model.config, "image_token_id", None)  # a VLM's: text prompts must not hold it
+    if image_token is not None:
+        ids[ids == image_token] = (image_token + 1) % model.config.get_text_config().vocab_size
     report: dict = {
         "prompts": list(ids.shape),
         "merge_dtype": "float32",
@@ -190,7 +202,7 @@ def merge_weights(
             raise VerificationError(message("export.fp32_mismatch", diff=fp32_diff, tol=fp32_tol), report)
     else:
         ref = logits_of(model, ids)
-    torch_dtype = getattr(torch, xp.DTYPES[plan.dtype][0])
+    torch_dtype = getattr(torch, sizes.DTYPES[plan.dtype][0])
     model = model.to(torch_dtype)
     model.config.dtype = torch_dtype
     if hasattr(model.config, "quantization_config"):
@@ -266,7 +278,7 @@ def copy_support_files(plan: ExportPlan, tmp: Path) -> list[str]:
     chat template there), then the base's."""
     copied = []
     dirs = [Path(s.weights_dir) for s in plan.sources if s.kind == "adapter"] + [Path(plan.base)]
-    for name in (*xp.TOKENIZER_FILES, "generation_config.json"):
+    for name in (*sizes.TOKENIZER_FILES, "generation_config.json"):
         for d in dirs:
             if (d / name).is_file():
                 shutil.copy2(d / name, tmp / name)
@@ -384,6 +396,8 @@ def push_to_hub(out: Path, repo: str) -> dict:
 # ----------------------------------------------------------------------------------------------- entry
 def main(argv: list[str] | None = None) -> int:
     args = xp.merge_arg_parser().parse_args(argv)
+    if args.events:  # a target chosen at the shell (engine.core.acting): the grant in the run's folder
+        acting.honour_grant(Path(args.events).parent)
     signal.signal(signal.SIGTERM, _on_sigterm)
     out = Path(args.out).expanduser().resolve()
     tmp = Path(args.tmp_dir) if args.tmp_dir else xp.temp_dir_for(out)
@@ -401,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force,
             base=args.base,
         )
-        max_shard = xp.parse_size(args.max_shard_size)
+        max_shard = sizes.parse_size(args.max_shard_size)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         if plan.adapter_only:

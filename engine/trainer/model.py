@@ -51,9 +51,13 @@ def load_tokenizer(spec: RunSpec):
     return tok
 
 
-def load_model(spec: RunSpec, *, device: str, precision: str, attn_implementation: str | None = None):
+def load_model(
+    spec: RunSpec, *, device: str, precision: str, attn_implementation: str | None = None, vision: bool = False
+):
     """The model with the spec's method applied (PEFT adapters, frozen layers) and ready to train.
-    ``attn_implementation`` overrides the spec's (engine.trainer.attention's per-sample sdpa)."""
+    ``attn_implementation`` overrides the spec's (engine.trainer.attention's per-sample sdpa). ``vision``: a
+    vision-language model, loaded with its image-text class, ``model.vision``'s switches applied
+    (engine.trainer.vision)."""
     dtype = resolve_weights_dtype(spec, device, precision)
     kwargs: dict = {
         "revision": spec.model.revision,
@@ -94,9 +98,20 @@ def load_model(spec: RunSpec, *, device: str, precision: str, attn_implementatio
         else:
             kwargs["num_labels"] = 1
         model = AutoModelForSequenceClassification.from_pretrained(model_location(spec), **kwargs)
+    elif vision:
+        from transformers import AutoModelForImageTextToText
+
+        model = AutoModelForImageTextToText.from_pretrained(model_location(spec), **kwargs)
     else:
         model = AutoModelForCausalLM.from_pretrained(model_location(spec), **kwargs)
     model.config.use_cache = False
+    targets = None
+    if vision:
+        from engine.trainer import vision as vision_lib
+
+        vision_lib.apply_freeze_switches(spec, model)  # full / freeze; LoRA and OFT also skip the frozen parts
+        if spec.method.finetuning in ("lora", "oft"):
+            targets = vision_lib.lora_targets(spec, model)
     if q.bits:
         _avoid_cpu_bf16_repack(model)
         from peft import prepare_model_for_kbit_training
@@ -105,11 +120,13 @@ def load_model(spec: RunSpec, *, device: str, precision: str, attn_implementatio
             model, use_gradient_checkpointing=spec.train.gradient_checkpointing == "on"
         )
     if spec.method.finetuning == "lora":
-        model = apply_lora(spec, model)
+        model = apply_lora(spec, model, targets)
     elif spec.method.finetuning == "oft":
-        model = apply_oft(spec, model)
+        model = apply_oft(spec, model, targets)
     elif spec.method.finetuning == "freeze":
         apply_freeze(spec, model)
+        if vision:
+            vision_lib.apply_freeze_switches(spec, model)
     if spec.method.stage == "rm":
         head = [n for n, p in model.named_parameters() if ".score." in f".{n}" and p.requires_grad]
         if not head:
@@ -120,11 +137,12 @@ def load_model(spec: RunSpec, *, device: str, precision: str, attn_implementatio
     return model
 
 
-def apply_lora(spec: RunSpec, model):
+def apply_lora(spec: RunSpec, model, targets: list[str] | None = None):
+    """``targets``: full module names (a vision-language model's, outside its frozen parts), else the spec's."""
     from peft import LoraConfig, get_peft_model
 
     lora = spec.method.lora
-    targets = "all-linear" if lora.targets == ["all"] else list(lora.targets)
+    targets = targets or ("all-linear" if lora.targets == ["all"] else list(lora.targets))
     config = LoraConfig(
         r=lora.rank,
         lora_alpha=lora.alpha,
@@ -170,7 +188,7 @@ def task_type(spec: RunSpec) -> str:
     return "SEQ_CLS" if spec.method.stage == "rm" else "CAUSAL_LM"
 
 
-def apply_oft(spec: RunSpec, model):
+def apply_oft(spec: RunSpec, model, targets: list[str] | None = None):
     """Orthogonal fine-tuning (peft's OFT): each targeted linear layer's input is rotated by a trained block-diagonal
     orthogonal matrix; r blocks per layer, or blocks of ``block_size`` (exactly one of them is non-zero)."""
     from peft import OFTConfig, get_peft_model
@@ -179,7 +197,7 @@ def apply_oft(spec: RunSpec, model):
     config = OFTConfig(
         r=oft.rank,
         oft_block_size=oft.block_size,
-        target_modules="all-linear" if oft.targets == ["all"] else list(oft.targets),
+        target_modules=targets or ("all-linear" if oft.targets == ["all"] else list(oft.targets)),
         module_dropout=oft.dropout,
         bias="none",
         task_type=task_type(spec),
@@ -190,7 +208,7 @@ def apply_oft(spec: RunSpec, model):
 def apply_freeze(spec: RunSpec, model) -> None:
     """Train only the last N decoder layers (optionally only named modules in them) and extra modules."""
     fz = spec.method.freeze
-    num_layers = model.config.num_hidden_layers
+    num_layers = model.config.get_text_config().num_hidden_layers  # a vision-language model's: its decoder's
     first = max(0, num_layers - fz.trainable_layers)
     layer_re = re.compile(r"\.layers\.(\d+)\.")
     for name, param in model.named_parameters():

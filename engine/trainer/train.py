@@ -1,8 +1,9 @@
 """The trainer subprocess: ``accelerate launch ... -m engine.trainer.train SPEC.yaml --run-dir RUN_DIR``.
 
 Heavy: torch, transformers, peft, trl, datasets. Validates the spec (with its files) again, prepares the data before
-any model is loaded, trains with transformers Trainer (sft, pt) or TRL's DPOTrainer (dpo), KTOTrainer (kto) or
-RewardTrainer (rm: a sequence-classification model, one score per sequence), saves the adapter or model, and
+any model is loaded, trains with transformers Trainer (sft, pt) or TRL's DPOTrainer (dpo), KTOTrainer (kto),
+RewardTrainer (rm: a sequence-classification model, one score per sequence) or GRPOTrainer (grpo, engine.trainer.grpo),
+saves the adapter or model, and
 turns any exception into a classified ``failed`` event and a non-zero exit. SIGTERM saves a checkpoint and exits 0
 with a ``stopped`` event.
 """
@@ -20,10 +21,12 @@ import time
 import traceback
 from pathlib import Path
 
+from engine.core import acting
 from engine.core.events import append_event
 from engine.core.messages import to_json
 from engine.machine.kernels import liger_decision, packed_attention_decision, packed_row_tokens
 from engine.runs import checkpoints as checkpoint_folders
+from engine.runs import outputs as checkpoint_outputs
 from engine.runs import record as fingerprints
 from engine.runs import trackers
 from engine.runs.health import STOP_FILE, stop_reason
@@ -42,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     events = run_dir / "events.jsonl"
     rank = int(os.environ.get("RANK", "0"))
     try:
+        acting.honour_grant(run_dir)  # an output folder chosen at the shell (engine.core.acting)
         spec = load_spec(args.spec)
         return train(spec, run_dir, events)
     except BaseException as exc:  # noqa: BLE001 - every failure must become an event
@@ -138,8 +142,16 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
         deepspeed.init_distributed(dist_backend="gloo")
 
     ckpt_mode, ckpt_reason = resolve_checkpointing(spec, device)
-    tokenizer = model_lib.load_tokenizer(spec)
-    data = build_train_data(spec, tokenizer, log=lambda msg: print(msg, flush=True) if rank == 0 else None)
+    from engine.trainer import vision
+
+    where = model_lib.model_location(spec)
+    vlm = vision.wanted(spec, where)  # a vision-language model: its processor, its rows' images (trainer.vision)
+    tokenizer = vision.load_processor(spec, where) if vlm else model_lib.load_tokenizer(spec)
+    log = lambda msg: print(msg, flush=True) if rank == 0 else None  # noqa: E731
+    data_builder = build_train_data
+    if spec.method.stage == "grpo":  # prompts for TRL's GRPOTrainer (engine.trainer.grpo)
+        from engine.trainer.grpo import build_data as data_builder
+    data = vision.build_data(spec, tokenizer, log=log) if vlm else data_builder(spec, tokenizer, log=log)
     if rank == 0:
         append_event(events, "data_ready", 0, **data.stats)
         write_record(spec, run_dir, tokenizer, device, precision)
@@ -147,7 +159,11 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     row_tokens = packed_row_tokens(spec) if data.stats.get("padding_free") or spec.data.packing else 0
     per_sample, attention_reason = choose_attention(spec, device, row_tokens)
     model = model_lib.load_model(
-        spec, device=device, precision=precision, attn_implementation=attention.NAME if per_sample else None
+        spec,
+        device=device,
+        precision=precision,
+        attn_implementation=attention.NAME if per_sample else None,
+        vision=vlm,
     )
     trainable, total = model_lib.count_parameters(model)
 
@@ -157,11 +173,13 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
         spec, out, run_dir, device, precision, has_eval=data.eval_dataset is not None, model=model
     )
     trained_logits, trained_logits_reason = use_trained_logits(spec, model, targs)
+    if vlm:
+        trained_logits, trained_logits_reason = False, "a vision-language model's forward takes no position mask"
     if trained_logits:
         from engine.trainer.dataset import TrainedLogitsCollator
 
         data.data_collator = TrainedLogitsCollator(data.data_collator)
-    callback = EventsCallback(events)
+    callback = EventsCallback(events, tokens_tracked=spec.method.stage != "grpo")
     # before the first checkpoint, its size for the disk rule: trained weights and two Adam moments in fp32, plus the
     # whole model when it is not an adapter
     estimate = trainable * 12 + (0 if spec.method.adapter else total * 2)
@@ -195,6 +213,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
             trained_logits_reason=trained_logits_reason,
             per_sample_attention=per_sample,
             per_sample_attention_reason=attention_reason,
+            **({"vision": True, "packing": False, "packing_reason": vision.NO_PACKING} if vlm else {}),
         )
         _write_plan(spec, run_dir)
     resume = resolve_resume(spec, out)
@@ -352,8 +371,16 @@ def training_arguments(
         # oneCCL where oneccl_bindings_for_pytorch is installed, and accelerate MPI where torch has it
         kwargs["ddp_backend"] = "gloo"
     stage = spec.method.stage
-    if stage in ("dpo", "kto", "rm"):
+    if stage in ("dpo", "kto", "rm", "grpo"):
         kwargs.pop("label_names")  # TRL's trainers read their own columns
+    if stage == "grpo":
+        from engine.trainer.grpo import grpo_config
+
+        return grpo_config(spec, kwargs)
+    if stage == "dpo" and spec.method.dpo.loss_type in ("orpo", "simpo"):  # engine.trainer.pref_losses
+        from engine.trainer import pref_losses
+
+        return pref_losses.config(spec, kwargs)
     if stage == "dpo":
         from trl import DPOConfig
 
@@ -439,10 +466,18 @@ def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
 
 def _make_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
     stage = spec.method.stage
+    if stage == "grpo":
+        from engine.trainer.grpo import make_trainer
+
+        return make_trainer(spec, model, tokenizer, data, targs, callbacks)
     if stage in ("dpo", "kto", "rm"):
         import trl
 
         trainer_class = {"dpo": trl.DPOTrainer, "kto": trl.KTOTrainer, "rm": trl.RewardTrainer}[stage]
+        if stage == "dpo" and spec.method.dpo.loss_type in ("orpo", "simpo"):
+            from engine.trainer import pref_losses
+
+            trainer_class = pref_losses.trainer_class(spec)
         trainer = trainer_class(
             model=model,
             args=targs,
@@ -519,7 +554,7 @@ def checkpoint_ok(ckpt: Path) -> bool:
 
 
 def save_final(spec: RunSpec, trainer, tokenizer, out: Path) -> Path:
-    target = out / ("adapter" if spec.method.adapter else "model")
+    target = checkpoint_outputs.final_dir(out, adapter=spec.method.adapter, layout=spec.output.layout)
     if spec.method.finetuning == "lora" and spec.method.lora.pissa_convert:
         from engine.trainer.model import save_pissa_as_lora
 

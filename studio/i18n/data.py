@@ -20,8 +20,10 @@ DATA_ZH: dict[str, str] = {
     "data.not_registered": "数据集 '{name}' 未注册（已注册：{known}）",
     "data.not_registered_none": "数据集 '{name}' 未注册（还没有注册任何数据集）",
     "data.entry_not_object": "条目 '{name}' 必须是一个对象",
-    "data.entry_modelscope": "条目 '{name}' 只在 ModelScope 上（ms_hub_url {hub}）：不支持 ModelScope；"
-    "请给它 hf_hub_url 或 file_name",
+    "data.ms_not_installed": "数据集 '{name}' 在 ModelScope 上（{hub}）：请安装 modelscope 包"
+    "（pip install modelscope）后再读取，或给该条目 hf_hub_url 或 file_name",
+    "data.ms_unavailable": "数据集 '{name}'：无法从 ModelScope（{url}）获取 {hub}：{error}",
+    "data.ms_empty": "数据集 '{name}'：{hub} 在 ModelScope（{url}）上没有文件",
     "data.entry_num_samples": "条目 '{name}'：num_samples {value!r} 不是大于 0 的整数行数",
     "data.entry_option": "条目 '{name}'：{key} {value!r} 不是非空文本",
     "data.entry_files": "数据集 '{name}'：{problem}",
@@ -66,8 +68,21 @@ DATA_ZH: dict[str, str] = {
     "data.not_list": "应是由记录组成的 JSON 列表",
     "data.bad_csv": "不是有效的 CSV（第 {line} 行）：{error}",
     "data.bad_parquet": "不是可读取的 Parquet 文件（文件被截断或不是 Parquet）：{error}",
-    "data.multimodal": "数据集 '{name}' 带有 {kind} 列（'{column}'）：暂不支持图像、视频和音频数据；"
-    "Studio 只训练文本（请使用不含 {kind} 列的数据集）",
+    "data.multimodal": "数据集 '{name}' 带有 {kind} 列（'{column}'）：不支持视频和音频数据（图像支持：'images' 列）；"
+    "请使用不含 {kind} 列的数据集",
+    "data.images_not_list": "images 列必须是一个路径或路径列表（相对于数据集文件夹）或 URL，而不是 {type}",
+    "data.image_count": "消息中有 {placeholders} 个 <image> 占位符，但该行有 {images} 张图像："
+    "每张图像需要按顺序对应一个 <image> 占位符",
+    "data.image_missing": "图像 '{image}' 不存在",
+    "data.image_outside": "图像 '{image}' 不在数据集文件夹 {folder} 或工作区的 uploads 中",
+    "data.image_not_file": "图像 '{image}' 不是普通文件",
+    "data.image_unreadable": "图像 '{image}' 无法作为图像读取（{error}）",
+    "data.image_too_large": "图像 '{image}' 为 {width}x{height}（{pixels} 像素），超过处理器最大值 {max_pixels} 像素"
+    "（image_max_pixels）的 {factor} 倍：请在训练前缩小它",
+    "data.image_more": "另有 {more} 个类似的图像问题",
+    "data.images_text_model": "数据集 {names} 含有图像，但模型 '{model}' 没有视觉塔："
+    "请选择视觉语言模型（其 config.json 含 vision_config）",
+    "data.images_stage": "数据集 {names} 含有图像：图像数据使用 sft 阶段训练（当前为 '{stage}'）",
     "data.bad_type": "不支持的文件类型 '{suffix}'（请使用 .json、.jsonl、.csv、.parquet、.txt，"
     "或用 datasets 的 save_to_disk 保存的目录）",
     "data.not_utf8_column": "不是 UTF-8 文本（第 {col} 列的字节 0x{byte:02x}）：请把文件另存为 UTF-8",

@@ -17,8 +17,13 @@ HELP_ZH: dict[str, str] = {
     "model.rope_scaling": "用 RoPE 缩放扩展上下文长度（不勾选：关闭）",
     "model.rope_scaling.type": "RoPE 缩放方法",
     "model.rope_scaling.factor": "上下文长度倍数",
+    "model.vision.freeze_vision_tower": "冻结视觉塔（图像编码器）",
+    "model.vision.freeze_multi_modal_projector": "冻结多模态投影层（把图像特征送入语言模型）",
+    "model.vision.freeze_language_model": "冻结语言模型（只训练未冻结的视觉部分）",
+    "model.vision.image_max_pixels": "更大的图像在送入处理器前缩小到这么多像素（保持宽高比）",
+    "model.vision.image_min_pixels": "更小的图像在送入处理器前放大到这么多像素（保持宽高比）",
     "method.stage": "sft：监督微调；pt：文本继续预训练；dpo：偏好对训练；kto：每个回答标注可取与否（kto_tag）；"
-    "rm：在偏好对上训练奖励模型（打分头）",
+    "rm：在偏好对上训练奖励模型（打分头）；grpo：在提示上做强化学习，由奖励函数打分（method.grpo）",
     "method.finetuning": "lora：训练适配器（配合量化即 QLoRA）；oft：正交微调适配器；full：训练全部权重；freeze：只"
     "训练最后几层",
     "method.lora.rank": "LoRA 秩 r",
@@ -46,10 +51,36 @@ HELP_ZH: dict[str, str] = {
     "method.quantization.double_quant": "对量化常数再量化（每参数约省 0.4 位）",
     "method.quantization.compute_dtype": "反量化权重上矩阵乘的精度（auto：随计算精度）",
     "method.dpo.beta": "DPO 温度系数 beta",
-    "method.dpo.loss_type": "DPO 损失函数",
+    "method.dpo.loss_type": "偏好损失：sigmoid、hinge、ipo（带参考模型的 DPO）；"
+    "orpo（TRL 的 ORPOTrainer：几率比 + NLL，无参考模型）；"
+    "simpo（TRL 的 CPOTrainer，loss_type simpo：长度归一化的间隔，带 simpo_gamma，无参考模型）"
+    "——即 LLaMA-Factory 的 pref_loss",
+    "method.dpo.simpo_gamma": "SimPO 的目标奖励间隔（LLaMA-Factory 的 simpo_gamma）",
+    "method.dpo.ftx": "加到 SimPO 上的、在优选回答上的 SFT（NLL）损失权重"
+    "（LLaMA-Factory 的 pref_ftx；TRL 的 cpo_alpha）；ORPO 自带 NLL 项",
     "method.kto.beta": "KTO beta：模型可偏离参考模型的程度（越大偏离越少）",
     "method.kto.desirable_weight": "可取回答（kto_tag 为 true）损失的权重；它们较少时调高",
     "method.kto.undesirable_weight": "不可取回答（kto_tag 为 false）损失的权重；它们较少时调高",
+    "method.grpo.num_generations": "每个提示采样的生成数（组；GRPO 把每个生成与组内均值比较）。生成批次"
+    "（批大小 × 梯度累积 × 进程数）必须是它的倍数",
+    "method.grpo.max_prompt_length": "超过这么多 token 的提示只保留最后的部分",
+    "method.grpo.max_completion_length": "每个生成最多的 token 数（更长的被截断并计数）",
+    "method.grpo.temperature": "采样温度",
+    "method.grpo.top_p": "核采样",
+    "method.grpo.beta": "KL 系数：策略被约束在参考模型附近的程度"
+    "（0：不加载参考模型，TRL 的默认值；DeepSeek-R1 用 0.001）",
+    "method.grpo.loss_type": "TRL 的 loss_type：dapo（按整批 token）、grpo（按序列）、dr_grpo（常数）、"
+    "bnpo（按本地批 token）、cispo、sapo",
+    "method.grpo.epsilon": "裁剪 epsilon",
+    "method.grpo.epsilon_high": "上裁剪 epsilon（留空：与 epsilon 相同；DAPO 用 0.28）",
+    "method.grpo.num_iterations": "每个生成批次上的优化轮数（TRL 的 mu）",
+    "method.grpo.scale_rewards": "优势除以组内、批内的奖励标准差，或不缩放（Dr. GRPO）",
+    "method.grpo.generation_backend": "由谁生成：transformers 的 generate（CPU 和 GPU），"
+    "或 vLLM（需要 GPU 和 vllm 包）",
+    "method.grpo.rewards": "奖励函数，每行一个 YAML 映射，如 {kind: math, weight: 1.0}；"
+    "kind 为 exact、normalized、math、regex（pattern）、length（target_length）、"
+    "json（json_schema）或 python（file、function）；grpo 阶段至少需要一个",
+    "method.grpo.log_completions": "每个记录步写入运行事件的样例生成数（带各奖励）",
     "data.datasets": "注册表（dataset_info.json）中的数据集名；多个会混合",
     "data.dataset_dir": "dataset_info.json 所在目录（留空：工作区的 data 目录）",
     "data.mix": "多个数据集的组合方式：拼接，或交错（到最短者停止 / 过采样到最长者）",
@@ -177,6 +208,8 @@ HELP_ZH: dict[str, str] = {
     "output.output_dir": "检查点和适配器的保存位置（留空：运行目录）",
     "output.report_to": "实验记录工具，保存在运行目录中（tensorboard；mlflow 文件存储；trackio 本地存储；"
     "wandb 离线；swanlab 本地）",
+    "output.layout": "最终权重在输出目录中的位置：studio（其中的 adapter/ 或 model/ 目录）或 llamafactory"
+    "（输出目录本身，与 LLaMA-Factory 的保存方式相同；LLaMA-Factory YAML 的 output_dir 即此含义）",
 }
 
 # The health rules' actions, said once (engine.spec.watch).

@@ -24,6 +24,8 @@ LF_ZH: dict[str, str] = {
     "lf.noted_tokens_per_second": "Studio 会报告 tokens/s",
     "lf.noted_use_reentrant_gc": "Studio 的梯度检查点不使用可重入 autograd",
     "lf.noted_do_eval": "评估按 eval_strategy 和 val_size 进行",
+    "lf.noted_processor_template": "template {template}：由模型的处理器用其自带的对话模板渲染（template auto）",
+    "lf.noted_video": "不支持视频训练（含视频的数据集在检查时被拒绝）；图像可以训练",
     "lf.noted_inference": "这是推理设置，训练中不使用",
     "lf.noted_generation": "这是生成设置（对话、预测），训练中不使用",
     "lf.noted_export": "这是导出设置（llamafactory-cli export）：请把导出 YAML 交给 studio merge --lf-yaml",
@@ -83,11 +85,14 @@ LF_ZH: dict[str, str] = {
     "lf.hf4_hub_model_id": "请改用 hub_model_id",
     "lf.hf4_hub_token": "请改用 hub_token",
     "lf.hf4_torch_compile": "请改用 torch_compile_backend",
-    "lf.refused_multimodal": "不支持多模态（图像、视频、音频）训练：Studio 只训练纯文本模型",
+    "lf.refused_multimodal": "不支持此多模态选项（pan-and-scan、分块裁剪、音频、media_dir）："
+    "Studio 训练图像，路径相对于数据集文件夹",
     "lf.refused_new_adapter": "不支持在 adapter_name_or_path 之上新建适配器：请先合并该适配器（studio merge）",
     "lf.refused_additional_target": "不支持在 LoRA 之外额外训练模块（additional_target）：请使用 finetuning_type "
     "freeze 或 full",
-    "lf.refused_pref_option": "不支持这个偏好损失选项：Studio 的 DPO 使用 pref_beta 和 pref_loss（sigmoid/hinge/ipo）",
+    "lf.refused_pref_option": "不支持这个偏好损失选项：Studio 的 DPO 使用 pref_beta 和 pref_loss"
+    "（sigmoid/hinge/ipo/orpo/simpo），SimPO 另有 simpo_gamma 和 pref_ftx",
+    "lf.no_grpo": "LLaMA-Factory 没有 GRPO 阶段：grpo 规格无法写成 LF YAML（请保留 Studio 规格）",
     "lf.refused_ppo": "不支持 PPO 及其 reward_model：请使用 stage dpo 或 kto（stage rm 训练奖励模型）",
     "lf.refused_ref_model": "不支持单独的参考模型：DPO 和 KTO 的参考模型就是正在训练的模型（LoRA：其基座）",
     "lf.refused_swanlab": "不导入 use_swanlab：请在 report_to 中加入 swanlab（Studio 以本地模式运行它）",
@@ -170,4 +175,14 @@ LF_ZH: dict[str, str] = {
     "lf.export_no_config": "{path} 中没有 config.json：不是模型目录",
     "lf.export_model_missing": "{name}：既不是本地模型目录（{looked}），也不在 Hugging Face 缓存中：请先下载"
     "（studio download）",
+    "lf.export_precision": "train.precision auto 写为 {precision}（{why}）",
+    "lf.export_precision_run": "运行 {run} 训练时所用的精度",
+    "lf.export_precision_here": "本机上的运行所用的精度：{device}",
+    "lf.export_template_named": "data.template auto 写为 {name}：它的渲染与模型自带的对话模板相同",
+    "lf.export_template_default": "data.template auto 写为 default：模型没有自带对话模板",
+    "lf.export_template_parsed": "data.template auto：未写 template，LLaMA-Factory 会解析模型自带的对话模板"
+    "（没有与之渲染相同的命名模板）",
+    "lf.export_template_unknown": "data.template auto：本机没有 {model} 的分词器；未写 template，"
+    "LLaMA-Factory 会解析模型的对话模板（没有时使用 empty）",
+    "lf.export_written_as_ran": "以下各项按 Studio 运行该配置时的解析结果写出",
 }

@@ -14,7 +14,6 @@ DOCTOR_ZH: dict[str, str] = {
     "doctor.name_versions": "软件栈版本",
     "doctor.name_allreduce": "all-reduce 通信",
     "doctor.name_disk": "磁盘",
-    "doctor.name_doctor": "环境检查",
     "doctor.gpu": "{name}，{gib:.1f} GiB，驱动 {driver}，{vendor}",
     "doctor.no_gpu": "没有 GPU：{reason}",
     "doctor.no_gpu_fix": "训练将在 CPU 上运行（很慢）；请安装 NVIDIA 驱动 / ROCm，或检查 CUDA_VISIBLE_DEVICES",

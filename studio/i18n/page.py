@@ -1,4 +1,5 @@
-"""English and Chinese texts of the page, and the switch between them. Light: stdlib + gradio.
+"""A table of facts: the English and Chinese texts of the page (``STRINGS``), and the switch between them. Light:
+stdlib + gradio.
 
 Field labels come from the spec's metadata (``label`` / ``label_zh``); everything else the page says is here.
 ``Texts`` remembers which component shows which key, so the language dropdown updates every label in one event.
@@ -81,6 +82,19 @@ STRINGS: dict[str, tuple[str, str]] = {
     "cpu_load": ("CPU load (%, 100 = one core)", "CPU 负载（%，100 = 一个核）"),
     "stage_rewards": ("Rewards of chosen / rejected answers", "被选 / 被拒回答的奖励"),
     "stage_accuracy": ("Accuracy: chosen scored above rejected", "准确率：被选回答得分高于被拒回答"),
+    "grpo_rewards": (
+        "GRPO rewards: each function's mean and the weighted total",
+        "GRPO 奖励：各奖励函数的均值与加权总分",
+    ),
+    "grpo_kl": ("KL to the reference and entropy", "与参考模型的 KL 及熵"),
+    "grpo_length": ("Completion length (tokens) and clipped share (%)", "生成长度（token）与被截断比例（%）"),
+    "grpo_samples": ("Sample completions of the newest logged step", "最新记录步的样例生成"),
+    "grpo_total": ("total", "总分"),
+    "grpo_entropy": ("entropy", "熵"),
+    "grpo_mean_length": ("mean length", "平均长度"),
+    "grpo_clipped": ("clipped %", "截断 %"),
+    "grpo_prompt": ("prompt", "提示"),
+    "grpo_completion": ("completion", "生成"),
     "log_tail": ("Log", "日志"),
     "failure": ("Why it failed", "失败原因"),
     "no_run": ("No run selected.", "未选择运行。"),
@@ -162,7 +176,6 @@ STRINGS: dict[str, tuple[str, str]] = {
     "tuned": ("Tuned", "微调后"),
     "max_new_tokens": ("Max new tokens", "最大生成长度"),
     "doctor_run": ("Run checks", "运行检查"),
-    "unavailable": ("not available yet: {what}", "暂不可用：{what}"),
     "started": ("Started run {id}", "已启动运行 {id}"),
     "st_running": ("running", "运行中"),
     "st_waiting": ("waiting", "等待中"),
@@ -248,6 +261,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "plan_ckpt_off": ("Gradient checkpointing off", "梯度检查点：关闭"),
     "ph_forward_backward": ("forward backward", "前向/反向传播"),
     "ph_optimizer_step": ("optimizer step", "优化器更新"),
+    "ph_generation": ("generation (GRPO)", "生成（GRPO）"),
     "pc_weights": ("weights", "权重"),
     "pc_trainable_weights": ("trainable weights", "可训练权重"),
     "pc_reference_model": ("reference model", "参考模型"),
@@ -346,6 +360,14 @@ STRINGS: dict[str, tuple[str, str]] = {
     "pt_one_block": ("one block", "一块"),
     "pt_split": ("several blocks", "跨多块"),
     "pt_joined": ("joined into blocks", "拼接后分块"),
+    "registered_pt_only": (
+        "registered **{name}** as plain text: it has no response column, so only stage pt (continued pre-training) "
+        "can train on it. For sft, choose its response column under Column mapping and Register again.",
+        "已将 **{name}** 注册为纯文本：它没有回答（response）列，只有 pt 阶段（继续预训练）能用它训练。"
+        "如需 sft，请在“列映射”中选择回答列后重新注册。",
+    ),
+    "hist_cutoff": ("cutoff {cutoff}", "截断长度 {cutoff}"),
+    "hist_tip": ("{first}–{last} tokens: {rows} rows", "{first}–{last} 个 token：{rows} 行"),
     # Doctor tab
     "d_check": ("check", "检查项"),
     "d_status": ("status", "结果"),
@@ -381,6 +403,11 @@ STRINGS: dict[str, tuple[str, str]] = {
     "chat_kind_export": ("export", "导出"),
     "chat_exited": ("worker exited ({detail})", "对话进程已退出（{detail}）"),
     "chat_empty": ("(empty reply: the model ended its turn at once)", "（空回复：模型立即结束了这一轮）"),
+    "chat_text_only": (
+        "this model reads text only (it has no vision tower): the image was not sent",
+        "该模型只能读取文本（没有视觉编码器）：图片未发送",
+    ),
+    "chat_image": ("Image (vision-language models)", "图片（视觉语言模型）"),
     # dashboard: axes, legends, GPU-metrics notes, stop reason, failure causes
     "ax_step": ("step", "步"),
     "ax_epoch": ("epoch", "轮次"),
@@ -510,6 +537,25 @@ STRINGS: dict[str, tuple[str, str]] = {
     "eval_show_differ": ("answers differ", "回答不同的行"),
     "eval_show_worse": ("tuned got worse", "微调后变差的行"),
     "eval_of_run": ("Evaluations: {items}", "评估：{items}"),
+    "eval_more": ("lm-eval tasks and the judge", "lm-eval 任务与评审"),
+    "eval_tasks": (
+        "lm-eval tasks (comma-separated: names lm-eval knows, or task YAML files)",
+        "lm-eval 任务（逗号分隔：lm-eval 已知的任务名，或任务 YAML 文件）",
+    ),
+    "eval_judge_url": ("Judge endpoint (OpenAI-compatible base URL)", "评审接口（OpenAI 兼容的 base URL）"),
+    "eval_judge_model": ("Judge model", "评审模型"),
+    "eval_judge_key": (
+        "Environment variable with the judge's key (its name; the key is never saved)",
+        "存放评审密钥的环境变量（只填名字，密钥不会被保存）",
+    ),
+    "eval_judge_prompt": (
+        "Judge prompt ({question}, {reference}, {answer})",
+        "评审提示词（{question}、{reference}、{answer}）",
+    ),
+    "eval_open_chat": ("Open the row in Chat", "在对话中打开此行"),
+    "eval_pick_row": ("click a row of the side-by-side table first", "请先点击逐行对比表中的一行"),
+    "eval_chat_loading": ("loading the base and tuned models for this prompt…", "正在为此提示词加载基座与微调模型…"),
+    "eval_nothing_to_chat": ("this evaluation has no base and tuned pair", "此评估没有基座与微调的对比"),
     # Export tab: GGUF / quantized exports, push, serve (studio.tabs.export_formats)
     "xf_section": ("GGUF, quantized export, push and serve", "GGUF、量化导出、推送与服务"),
     "xf_format": ("Format", "格式"),
@@ -540,6 +586,17 @@ STRINGS: dict[str, tuple[str, str]] = {
     "xf_serving": ("serving {model} at {url}", "正在 {url} 提供 {model}"),
     "xf_loading": ("loading the model (run {id}) …", "正在加载模型（运行 {id}）…"),
     "xf_stopped": ("server stopped", "服务已停止"),
+    "ds_images": ("{n} image(s):", "{n} 张图像："),
+    "ds_image_tokens": ("{n} tokens", "{n} 个 token"),
+    "ds_image_tokens_unknown": ("tokens set by the processor", "token 数由处理器决定"),
+    "ds_images_note": (
+        "{images} images × {per} tokens = {tokens} image tokens counted",
+        "{images} 张图像 × {per} 个 token = 计入 {tokens} 个图像 token",
+    ),
+    "ds_images_note_unknown": (
+        "{images} images (their tokens depend on each image's size: not counted)",
+        "{images} 张图像（其 token 数取决于图像尺寸：未计入）",
+    ),
 }
 
 

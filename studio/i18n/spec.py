@@ -154,6 +154,22 @@ RULES_ZH: dict[str, str] = {
     "notify_bad_address": "不是邮箱地址：{address!r}",
     "notify_email_needs_smtp": "发送邮件需要 SMTP 服务器：请填写 notify.smtp_host（或清空 notify.email_to）",
     "notify_env_missing": "此处没有设置环境变量 {name}：这条通知不会发送",
+    # stage grpo
+    "grpo_no_reward": "grpo 阶段至少需要一个奖励函数：请在 method.grpo.rewards 中添加",
+    "grpo_python_needs_file": "python 奖励函数需要文件和函数名：请设置 file（.py 文件）和 function（函数名）",
+    "grpo_reward_name_twice": "有两个奖励函数都叫 '{name}'：请给每个起不同的名字（曲线按名字区分）",
+    "grpo_bad_pattern": "不是有效的正则表达式：{error}",
+    "grpo_batch_groups": "生成批次（{batch} = 批大小 × 梯度累积 × 进程数）必须容纳整组的 {n} 个生成："
+    "请把它设为 method.grpo.num_generations 的倍数，或修改组大小",
+    "grpo_vllm_cpu": "vLLM 只能在 GPU 上生成：在 CPU 上请把 method.grpo.generation_backend 设为 transformers",
+    "grpo_vllm_missing": "本机未安装 vLLM（请在 GPU 机器上 pip install vllm）：请把 method.grpo.generation_backend "
+    "设为 transformers",
+    "grpo_vllm_no_gpu": "vLLM 需要 GPU 生成，而本机没有 GPU：请把 method.grpo.generation_backend 设为 transformers",
+    "grpo_file_unreadable": "无法读取奖励函数文件 {path}：{reason}",
+    "grpo_file_syntax": "奖励函数文件 {path} 不是有效的 Python：{error}",
+    "pref_ftx_simpo": "SFT 损失权重（LLaMA-Factory 的 pref_ftx）只加在 SimPO 上（TRL 的 cpo_alpha）："
+    "请把 method.dpo.loss_type 设为 simpo，或把 ftx 设为 0（当前损失 {loss}）",
+    "grpo_no_function": "{path} 中没有顶层函数 '{name}'（找到的函数：{found}）",
 }
 
 # pydantic's field errors by type; placeholders are the error's ctx. Every type the form can produce is here.

@@ -8,6 +8,7 @@ WORKSPACE_ZH: dict[str, str] = {
     "请选择工作区内的目录，或用 STUDIO_OUTPUT_ROOTS 允许它的根目录",
     "workspace.root_refused": "{path} 位于 {root} 内；STUDIO_OUTPUT_ROOTS 虽列出了它，但它永远不被允许"
     "（系统目录、/ 或主目录本身）：请选择工作区内的目录",
+    "workspace.system": "{path} 是系统目录、主目录本身或 /，或位于系统目录内：Studio 从不写入那里；请选择其他目录",
     "workspace.is_root": "{path} 本身就是输出根目录（STUDIO_OUTPUT_ROOTS）：请选择其中的一个目录",
     "workspace.owned": "{path} 属于{owner}：请选择其他目录",
     "workspace.holds": "{path} 包含{owner}：请选择不包含任何运行、数据集或模型文件的目录",

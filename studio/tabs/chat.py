@@ -6,9 +6,10 @@ what is loaded, read back from them.
 
 Each Send passes the whole conversation of its pane to the worker, which renders it with the chat template the run was
 trained with (engine.data.templates, the trainer's own rendering). gradio 6 hands the history over as messages whose
-content is a str or a list of parts ({"type": "text", "text": ...}, files); ``conversation`` turns it into plain text
-turns. The Tuned list offers finished training runs (their adapter or full weights) and exported models (finished
-merges, folders under exports/); never a merge job itself.
+content is a str or a list of parts ({"type": "text", "text": ...}, files); ``conversation`` turns it into text
+turns with their images. An image sent with a message (upload or paste) goes to a vision-language model with that
+turn, rendered by the processor's chat template as in training; a text-only model's pane says it cannot read it.
+What can be picked (models, runs, exports) is studio.tabs.chat_sources; a picked run sets its template and base.
 """
 
 from __future__ import annotations
@@ -24,16 +25,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.core import workspace
 from engine.data.templates import TEMPLATE_NAMES
-from engine.export import checks as xp
-from engine.export.jobs import MERGE_TAG
-from engine.runs.messages import message as run_message
-from studio import backend
 from studio.i18n.localize import localize_error
 from studio.i18n.page import t
+from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_for: the tab's and its tests' names
+    _colon,
+    _short,
+    base_for,
+    model_choices,
+    template_for,
+    tuned_choices,
+    tuned_target,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
 ERROR_MARK = "⚠️ "  # starts the line a failed reply ends with; that turn is not sent back to the model
 _ERROR_LINE = re.compile(r"\n*" + re.escape(ERROR_MARK) + r"[^\n]*$")
 
@@ -54,6 +60,7 @@ class Worker:
         self.model, self.adapter, self.template = model, adapter, template
         self.source = source or model  # what the page picked: a model folder, a run folder or an export
         self.seq = 0
+        self.vision = False  # a vision-language model, as the worker says once loaded: it takes images
         self.proc = subprocess.Popen(
             argv,
             cwd=ROOT,
@@ -84,7 +91,10 @@ class Worker:
             msg = self.messages.get(timeout=timeout)
         except queue.Empty:
             return t("chat_timeout", lang)
-        return "" if msg.get("type") == "ready" else msg.get("error") or t("chat_exited", lang, detail=msg)
+        if msg.get("type") == "ready":
+            self.vision = bool(msg.get("vision"))
+            return ""
+        return msg.get("error") or t("chat_exited", lang, detail=msg)
 
     def generate(self, messages: list[dict], options: dict, lang: str = "en") -> Iterator[str]:
         """Yields the reply so far after each token. ``options``: system, max_new_tokens, temperature, top_p, stop.
@@ -130,138 +140,6 @@ class Worker:
 
 
 WORKERS: dict[str, Worker] = {}
-
-
-# ----------------------------------------------------------------------------------------------- what to chat with
-def _short(path: str | Path) -> str:
-    """A folder as the page names it: relative to the workspace when inside it."""
-    p = Path(path)
-    try:
-        return str(p.resolve().relative_to(workspace.home().resolve()))
-    except (ValueError, OSError):
-        return str(p)
-
-
-def _is_model(p: Path) -> bool:
-    return (p / "config.json").is_file() and not (p / "adapter_config.json").is_file()
-
-
-def _is_reward_model(p: Path) -> bool:
-    """A merged reward model (stage rm: ...ForSequenceClassification) or a reward adapter (peft SEQ_CLS)."""
-    import json
-
-    for name, key in (("config.json", "architectures"), ("adapter_config.json", "task_type")):
-        try:
-            value = json.loads((p / name).read_text(encoding="utf-8")).get(key)
-        except (OSError, ValueError, AttributeError):
-            continue
-        values = value if isinstance(value, list) else [value]
-        if any(str(v).endswith("ForSequenceClassification") or str(v) == "SEQ_CLS" for v in values):
-            return True
-    return False
-
-
-def _finished_merges() -> list[tuple[Path, list[str]]]:
-    """(target folder, sources) of the merges that finished, newest first, read from their registry rows."""
-    out = []
-    for r in backend.list_runs():
-        argv = getattr(r, "command", None) or []
-        if getattr(r, "kind", "") != "command" or MERGE_TAG not in (getattr(r, "tags", None) or []):
-            continue
-        if getattr(r, "status", "") != "completed" or argv[1:3] != ["-m", "engine.trainer.merge"]:
-            continue
-        try:
-            args = xp.merge_arg_parser().parse_args(argv[3:])
-        except SystemExit:
-            continue
-        out.append((Path(args.out), list(args.sources)))
-    return out
-
-
-def exported_models() -> list[Path]:
-    """Exports that can be chatted with: targets of finished merges that are still there, then any other folder
-    under exports/ holding a model or an adapter (copied in). Hidden folders (a merge's temp output) never."""
-    found: list[Path] = []
-    candidates = [out for out, _ in _finished_merges()]
-    root = workspace.exports_dir()
-    candidates += sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
-    for p in candidates:
-        p = p.resolve()
-        if p.name.startswith(".") or p in found:
-            continue
-        if _is_reward_model(p):  # scores answers, writes none
-            continue
-        if (p / "config.json").is_file() or (p / "adapter_config.json").is_file():
-            found.append(p)
-    return found
-
-
-def tuned_choices(lang: str = "en") -> list[tuple[str, str]]:
-    """(label, folder): completed training runs that saved weights, then exported models. Merge jobs are command
-    runs of the registry (engine.export.jobs); they are offered through the model they wrote, not as runs."""
-    out = []
-    for r in backend.list_runs():
-        if getattr(r, "kind", "train") != "train" or getattr(r, "status", "") != "completed":
-            continue
-        try:
-            src = xp.resolve_source(r.run_dir)
-        except xp.ExportError:  # its adapter or weights are gone
-            continue
-        if xp.source_head(src) == "seq_cls":  # a reward model scores answers; it does not write them
-            continue
-        name = f"{r.id} · {r.name}" if r.name and r.name != r.id else r.id
-        out.append((f"{t('chat_kind_run', lang)}{_colon(lang)}{name}", str(r.run_dir)))
-    out += [(f"{t('chat_kind_export', lang)}{_colon(lang)}{_short(p)}", str(p)) for p in exported_models()]
-    return out
-
-
-def model_choices() -> list[str]:
-    """Base models: the workspace's models, then merged exports (full models)."""
-    models = backend.local_models()
-    return models + [str(p) for p in exported_models() if _is_model(p) and str(p) not in models]
-
-
-def _spec_template(spec: dict | None) -> str:
-    return str(((spec or {}).get("data") or {}).get("template") or "auto")
-
-
-def template_for(source: str) -> str:
-    """The chat template a run (or the run an export was merged from) was trained with; ``auto`` otherwise."""
-    if not source:
-        return "auto"
-    try:
-        p = workspace_path(source)
-        if (p / "spec.yaml").is_file() or (p / "adapter_config.json").is_file():
-            return _spec_template(xp.resolve_source(p).spec)
-        for out, sources in _finished_merges():
-            if out.resolve() == p and sources:
-                return _spec_template(xp.resolve_source(sources[0]).spec)
-    except (ValueError, xp.ExportError):
-        pass
-    return "auto"
-
-
-def workspace_path(path: str) -> Path:
-    from studio.tabs.export import inside_workspace
-
-    return inside_workspace(path)
-
-
-def tuned_target(source: str) -> tuple[str, str | None] | None:
-    """What the Tuned pane loads for a picked source: (model folder, adapter folder or None). A run folder gives its
-    adapter on the base it was trained from (or its full weights); an export folder is a merged model (or an
-    adapter). None for no source; ValueError for a path outside the workspace or without weights."""
-    if not source:
-        return None
-    p = workspace_path(source)
-    if _is_model(p) and not (p / "spec.yaml").is_file():
-        return str(p), None
-    try:
-        src = xp.resolve_source(p)
-    except xp.ExportError as exc:  # a run's own words (not finished, adapter not saved, ...), else the plain one
-        said = exc.args[0] if (p / "spec.yaml").is_file() else run_message("runs.no_adapter", source=source)
-        raise ValueError(said) from None
-    return (src.weights_dir, None) if src.kind == "model" else (str(src.base), src.weights_dir)
 
 
 # ----------------------------------------------------------------------------------------------- handlers
@@ -317,10 +195,6 @@ def restore(lang: str = "en") -> tuple[Any, Any, Any, str]:
     )
 
 
-def _colon(lang: str) -> str:
-    return "：" if lang == "zh" else ": "
-
-
 def _slot(slot: str, lang: str) -> str:
     """'base' / 'tuned' as the page names them (in English the slot's own name, as before)."""
     return slot if lang == "en" else t(slot, lang)
@@ -351,9 +225,46 @@ def text_of(content: Any) -> str:
 _EMPTY_REPLIES = {t("chat_empty", "en"), t("chat_empty", "zh")}
 
 
+def images_of(content: Any) -> list[str]:
+    """The image files of a gradio message's content (parts {"type": "file", "file": {"path": ...}} as gradio 6
+    hands them over, or {"path": ...} as the tab shows them), in order."""
+    parts = content if isinstance(content, (list, tuple)) else [content]
+    out = []
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        f = part.get("file") if part.get("type") == "file" else part if "path" in part else None
+        path = f.get("path") if isinstance(f, dict) else None
+        if path and (
+            str(f.get("mime_type") or "").startswith("image/") or Path(path).suffix.lower() in IMAGE_SUFFIXES
+        ):
+            out.append(str(path))
+    return out
+
+
+def readable_image(path: str) -> bool:
+    """Whether the page may hand this image to a model: a file gradio received (its upload folder) or one in the
+    workspace. A history is sent back by the browser, so a path in it is the client's word, never read blindly."""
+    from gradio.utils import get_upload_folder
+
+    from studio.tabs.export import inside_workspace
+
+    try:
+        p = Path(path).resolve()
+    except (OSError, RuntimeError):
+        return False
+    if p.is_file() and p.is_relative_to(Path(get_upload_folder()).resolve()):
+        return True
+    try:
+        return inside_workspace(str(p)).is_file()
+    except ValueError:
+        return False
+
+
 def conversation(hist: list | None) -> list[dict]:
-    """A pane's history as the worker takes it: [{role, content: str}] alternating user / assistant. A turn whose
-    reply failed is left out (user and reply), the empty-reply note is an empty reply."""
+    """A pane's history as the worker takes it: [{role, content: str, images: [path]}] alternating user / assistant
+    (images only on user turns that carried some). A turn whose reply failed is left out (user and reply), the
+    empty-reply note is an empty reply."""
     turns: list[dict] = []
     for m in hist or []:
         role = m.get("role") if isinstance(m, dict) else getattr(m, "role", None)
@@ -370,7 +281,8 @@ def conversation(hist: list | None) -> list[dict]:
             text = "" if text in _EMPTY_REPLIES else text
         elif turns and turns[-1]["role"] == "user":  # a user turn left without a reply: the newer one counts
             turns.pop()
-        turns.append({"role": role, "content": text})
+        images = [p for p in images_of(content) if readable_image(p)] if role == "user" else []
+        turns.append({"role": role, "content": text, **({"images": images} if images else {})})
     if turns and turns[-1]["role"] == "user":
         turns.pop()
     return turns
@@ -388,6 +300,7 @@ def parse_stop(text: str) -> list[str]:
 
 def send(
     prompt: str,
+    image: str | None,
     base_hist: list,
     tuned_hist: list,
     system: str = "",
@@ -397,10 +310,13 @@ def send(
     stop: str = "",
     lang: str = "en",
 ) -> Iterator[tuple[list, list, str]]:
-    """Stream the reply of each loaded model to the same prompt, base first then tuned; each pane's model sees the
-    whole conversation of its own pane."""
-    if not prompt or not prompt.strip() or not WORKERS:
-        yield base_hist, tuned_hist, prompt
+    """Stream the reply of each loaded model to the same prompt (and image), base first then tuned; each pane's
+    model sees the whole conversation of its own pane. A pane whose model reads text only says so for a message with
+    an image instead of answering it. Yields (base history, tuned history, prompt, image)."""
+    prompt = prompt or ""
+    image = image if image and readable_image(image) else None
+    if (not prompt.strip() and not image) or not WORKERS:
+        yield base_hist, tuned_hist, prompt, image
         return
     options = {
         "system": system or "",
@@ -410,22 +326,30 @@ def send(
         "stop": parse_stop(stop),
     }
     hists = {"base": _shown(base_hist), "tuned": _shown(tuned_hist)}
+    shown = [{"path": image}, prompt] if image and prompt else [{"path": image}] if image else prompt
     for slot, worker in list(WORKERS.items()):
         hist = hists[slot]
-        messages = conversation(hist) + [{"role": "user", "content": prompt}]
-        hist += [{"role": "user", "content": prompt}, {"role": "assistant", "content": ""}]
+        messages = conversation(hist) + [{"role": "user", "content": prompt, **({"images": [image]} if image else {})}]
+        hist += [{"role": "user", "content": shown}, {"role": "assistant", "content": ""}]
+        if image and not getattr(worker, "vision", False):
+            hist[-1] = {"role": "assistant", "content": f"{ERROR_MARK}{t('chat_text_only', lang)}"}
+            yield hists["base"], hists["tuned"], "", None
+            continue
         for text in worker.generate(messages, options, lang):
             hist[-1] = {"role": "assistant", "content": text}
-            yield hists["base"], hists["tuned"], ""
-    yield hists["base"], hists["tuned"], ""
+            yield hists["base"], hists["tuned"], "", None
+    yield hists["base"], hists["tuned"], "", None
 
 
 def _shown(hist: list | None) -> list[dict]:
-    """gradio's history back as plain {role, content} messages (text only) for the Chatbot to show again."""
+    """gradio's history back as plain {role, content} messages for the Chatbot to show again: text, and a user
+    turn's images before it."""
     out = []
     for m in hist or []:
         if isinstance(m, dict) and m.get("role") in ("user", "assistant"):
-            out.append({"role": m["role"], "content": text_of(m.get("content"))})
+            text, images = text_of(m.get("content")), images_of(m.get("content"))
+            content = [*({"path": p} for p in images), *([text] if text else [])] if images else text
+            out.append({"role": m["role"], "content": content})
     return out
 
 
@@ -484,8 +408,20 @@ def build(ctx: Any) -> None:
     with gr.Row():
         base_box = texts.add(gr.Chatbot(label=t("base", lang), height=320, elem_id="chat-base"), "base")
         tuned_box = texts.add(gr.Chatbot(label=t("tuned", lang), height=320, elem_id="chat-tuned"), "tuned")
-    with gr.Row():
+    with gr.Row(equal_height=False):
         prompt = texts.add(gr.Textbox(label=t("prompt", lang), scale=4, elem_id="chat-prompt"), "prompt")
+        image = texts.add(
+            gr.Image(
+                type="filepath",
+                sources=["upload", "clipboard"],
+                label=t("chat_image", lang),
+                height=140,
+                scale=1,
+                min_width=160,
+                elem_id="chat-image",
+            ),
+            "chat_image",
+        )
         send_btn = texts.add(gr.Button(t("send", lang), scale=1, elem_id="chat-send"), "send", "value")
         clear_btn = texts.add(gr.Button(t("chat_clear", lang), scale=0, elem_id="chat-clear"), "chat_clear", "value")
 
@@ -493,7 +429,13 @@ def build(ctx: Any) -> None:
         return gr.update(choices=tuned_choices(lang_)), gr.update(choices=model_choices())
 
     ctx.tab.select(_choices, [ctx.lang], [tuned, model], queue=False)
-    tuned.input(template_for, [tuned], [template], queue=False)
+    # A picked run brings its chat template and its own base model: the panes compare the tuned model with its base.
+    tuned.input(
+        lambda source: (template_for(source), gr.update(value=b) if (b := base_for(source)) else gr.update()),
+        [tuned],
+        [template, model],
+        queue=False,
+    )
     load_btn.click(
         lambda m, tu, tpl, lang_: (load(m, tu, lang_, tpl), [], []),
         [model, tuned, template, ctx.lang],
@@ -510,7 +452,9 @@ def build(ctx: Any) -> None:
         queue=False,
     ).then(
         send,
-        [prompt, base_box, tuned_box, system, temperature, top_p, max_new, stop, ctx.lang],
-        [base_box, tuned_box, prompt],
+        [prompt, image, base_box, tuned_box, system, temperature, top_p, max_new, stop, ctx.lang],
+        [base_box, tuned_box, prompt, image],
     ).then(lambda: (gr.update(interactive=True), gr.update(interactive=True)), None, [send_btn, prompt], queue=False)
     ctx.on_load.append((restore, [ctx.lang], [model, tuned, template, status]))
+    ctx.shared["chat"] = dict(model=model, tuned=tuned, template=template, prompt=prompt, status=status,
+                              base_box=base_box, tuned_box=tuned_box)  # fmt: skip

@@ -1,19 +1,24 @@
 """Live dashboard of the selected run: curves, progress with ETA, status, log tail, failure cause.
 
-Light: gradio + studio.monitor. A ``gr.Timer`` (0.5 s) ticks from the open page; each tick reads only the new lines of
-the run's files from the offsets kept in this session's state. Nothing on the server depends on ticks.
+Light: gradio + studio.monitor. A ``gr.Timer`` (0.5 s while the run goes on, 3 s otherwise) ticks from the open
+page; each tick reads only the new lines of the run's files from the offsets kept in this session's state. Nothing on
+the server depends on ticks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from studio import alerts, backend, monitor
+from engine.machine import hardware
+from engine.runs import registry as runs
+from engine.runs import watchdog
+from studio import alerts, backend, grpo_panel, monitor, monitor_text
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 from studio.tabs import runs as runs_tab
 
 PLOTS = ("loss", "lr", "grad_norm", "tps", "gpu_mem", "gpu_util", "stage_rewards", "stage_accuracy")
+TICK_S, IDLE_TICK_S = 0.5, 3.0  # the timer while the picked run goes on / with no run or an ended one
 VIEW_TTL_S = 300  # longer than a hidden tab's slowest timer (browsers throttle it to about once a minute)
 
 
@@ -31,13 +36,13 @@ def run_status(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return ""
     try:
-        record = backend.engine_module("runs.registry").get(run_id)
-        status = backend.engine_module("runs.watchdog").status_text(record)
+        record = runs.get(run_id)
+        status = watchdog.status_text(record)
         text = localize(status, lang) if getattr(status, "key", "") else str(status or "")
     except Exception:  # registry missing or the id unknown: the events still tell the story
         return ""
     job = runs_tab.cluster_text(record, lang)
-    if job:  # a compound status is shown as it is (monitor.status_line translates only a bare status word)
+    if job:  # a compound status is shown as it is (monitor_text.status_line translates only a bare status word)
         word = t(f"st_{text}", lang) if f"st_{text}" in STRINGS else text
         return f"{word} · {job}"
     return text
@@ -46,7 +51,7 @@ def run_status(run_id: str | None, lang: str = "en") -> str:
 def machine_has_gpu() -> bool:
     """Whether this machine has GPUs (engine.machine.hardware, detected once per process)."""
     try:
-        return bool(backend.engine_module("machine.hardware").detect().has_gpu)
+        return bool(hardware.detect().has_gpu)
     except Exception:  # no driver tools, a broken library: the page says CPU rather than fail
         return False
 
@@ -94,10 +99,10 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
     mem, util, note = monitor.gpu_frames(view, lang)
     gpu = monitor.shows_gpu(view)
     res = resource_titles(machine_has_gpu() if gpu is None else gpu, lang)
-    status = monitor.status_line(view, view.get("status_seen") or run_status(view.get("run_id"), lang), lang)
+    status = monitor_text.status_line(view, view.get("status_seen") or run_status(view.get("run_id"), lang), lang)
     if note:
         status += f"  \n<small>{note}</small>"
-    failure = monitor.failure_text(view, lang)
+    failure = monitor_text.failure_text(view, lang)
     seconds, curve = t("ax_seconds", lang), t("ax_curve", lang)
     return [
         gr.update(
@@ -125,18 +130,47 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
             color_map=lagged_colors(view, "util", util),
             **res["util"],
         ),
-        monitor.progress_html(view, lang),
+        monitor_text.progress_html(view, lang),
         status if view.get("run_id") else t("no_run", lang),
-        monitor.log_tail(view["run_dir"]) if view.get("run_dir") else "",
+        monitor_text.log_tail(view["run_dir"]) if view.get("run_dir") else "",
         gr.update(value=failure, visible=bool(failure)),
         *(stage_plot(view, plot, axis, lang) for plot in monitor.STAGE_PLOTS),
         gr.update(value=alerts.table_markdown(run_alerts, lang), visible=bool(run_alerts)),
+        *grpo_updates(view, lang),
     ]
+
+
+def grpo_updates(view: dict, lang: str) -> list[Any]:
+    """Stage grpo's plots (rewards, KL, completion length) and sample table (studio.grpo_panel), hidden otherwise."""
+    import gradio as gr
+
+    on = grpo_panel.shown(view)
+    plots = [
+        gr.update(
+            value=frame(view, lang),
+            visible=on,
+            label=t(key, lang),
+            x_title=t("ax_step", lang),
+            y_title=t("ax_value", lang),
+            color_title=t("ax_curve", lang),
+        )
+        for key, frame in GRPO_PLOTS.items()
+    ]
+    samples = grpo_panel.samples_frame(view, lang)
+    return [*plots, gr.update(value=samples, visible=on and not samples.empty, label=t("grpo_samples", lang))]
+
+
+GRPO_PLOTS = {
+    "grpo_rewards": grpo_panel.rewards_frame,
+    "grpo_kl": grpo_panel.kl_frame,
+    "grpo_length": grpo_panel.length_frame,
+}
+GRPO_OUTPUTS = len(GRPO_PLOTS) + 1
 
 
 def _step_x(view: dict, step: float, axis: str) -> float:
     """Where a step lies on the chosen x axis (the alert marks)."""
-    return float(step) if axis == "step" else monitor._nearest_x(view, step, axis)
+    return float(step) if axis == "step" else monitor.x_of_step(view, step, axis)
 
 
 def stage_plot(view: dict, plot: str, axis: str, lang: str) -> Any:
@@ -186,14 +220,41 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     elif view.get("settle"):
         view["settle"] -= 1
         changed = True
-    log = monitor.log_tail(view["run_dir"]) if view.get("run_dir") else ""
+    log = monitor_text.log_tail(view["run_dir"]) if view.get("run_dir") else ""
     log_changed = log != view.get("log_seen")
     if not changed and not log_changed:
-        return [view, *[gr.skip() for _ in range(13)]]
+        return [view, *[gr.skip() for _ in range(13 + GRPO_OUTPUTS)]]
     view["log_seen"] = log
     if not changed:  # only the log moved
-        return [view, *[gr.skip()] * 8, log, *[gr.skip()] * 4]
+        return [view, *[gr.skip()] * 8, log, *[gr.skip()] * (4 + GRPO_OUTPUTS)]
     return [view, *render(view, axis, smoothing, log_scale, lang)]
+
+
+def poll(view: dict, stamp: int, run_id: str | None, axis: str, smoothing: float, log_scale: bool, lang: str):
+    """The timer's event: ``tick``, with the outputs kept in the view and ``stamp`` moved on only when there is
+    something to show. The charts are outputs of ``show`` (on the stamp's change) alone, so a tick that finds nothing
+    new touches no chart: a page with every chart an output of every tick redrew them all twice a second and kept a
+    CPU core busy in the browser, even with no run (a language switch then took ~20 s)."""
+    import gradio as gr
+
+    view, *outs = tick(view, run_id, axis, smoothing, log_scale, lang)
+    # Every TICK_S while the picked run goes on; every IDLE_TICK_S with no run or an ended one (its last frames
+    # are drawn over the settle ticks either way): a tick re-lays out the whole page in the browser.
+    want = TICK_S if view.get("run_id") and not view.get("terminal") else IDLE_TICK_S
+    interval = gr.skip() if view.get("interval") == want else gr.update(value=want)
+    view["interval"] = want
+    if all(o == gr.skip() for o in outs):
+        return view, gr.skip(), interval
+    view["to_show"] = outs
+    return view, (stamp or 0) + 1, interval
+
+
+def show(view: dict) -> list[Any]:
+    """What the last ``poll`` found, on the page."""
+    import gradio as gr
+
+    outs = (view or {}).pop("to_show", None)
+    return [view, *(outs or [gr.skip() for _ in range(13 + GRPO_OUTPUTS)])]
 
 
 def redraw(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str) -> list[Any]:
@@ -219,7 +280,7 @@ def build(ctx: Any) -> None:
             smoothing = texts.add(gr.Slider(0, 0.99, value=0.6, step=0.01, label=t("smooth", lang), scale=2), "smooth")
             log_scale = texts.add(gr.Checkbox(label=t("log_scale", lang), scale=1, elem_id="log-scale"), "log_scale")
         status = gr.Markdown(t("no_run", lang), elem_id="run-status")
-        progress = gr.HTML(monitor.progress_html(monitor.new_view(None, None)), elem_id="run-progress")
+        progress = gr.HTML(monitor_text.progress_html(monitor.new_view(None, None)), elem_id="run-progress")
         failure = texts.add(
             gr.Textbox(label=t("failure", lang), visible=False, lines=6, elem_id="run-failure"), "failure"
         )
@@ -262,6 +323,23 @@ def build(ctx: Any) -> None:
                 )
                 for plot in monitor.STAGE_PLOTS
             )
+        with gr.Row():  # shown by render() for stage grpo (studio.grpo_panel)
+            grpo_plots = [
+                gr.LinePlot(
+                    x="x",
+                    y="value",
+                    color="curve",
+                    label=t(key, lang),
+                    height=240,
+                    visible=False,
+                    elem_id=f"plot-{key.replace('_', '-')}",
+                    elem_classes="studio-plot",
+                )
+                for key in GRPO_PLOTS
+            ]
+        grpo_samples = gr.Dataframe(
+            label=t("grpo_samples", lang), visible=False, wrap=True, max_height=420, elem_id="grpo-samples"
+        )
         # GPU plots on a machine with GPUs, RAM and CPU load without: render() relabels them by the run's samples
         # (and in the page's language: they are not in ``texts``, whose switch would put the GPU titles back).
         res = resource_titles(machine_has_gpu(), lang)
@@ -295,15 +373,21 @@ def build(ctx: Any) -> None:
     # starts a fresh view, read again from the run's folder. (A closed page's state gradio keeps for an hour.)
     view = gr.State(monitor.new_view(None, None), time_to_live=VIEW_TTL_S)
     # 0.5 s: an event lands on the page within ~1 s at p95 (ticks that find nothing new cost one small read).
-    timer = gr.Timer(0.5)
+    timer = gr.Timer(TICK_S)
     outs = [loss, lr, gn, tps, mem, util, progress, status, log, failure, rewards, accuracy, alert_list]
+    outs += [*grpo_plots, grpo_samples]
+    # Moved on by a tick that found something to show; its change shows it. A component, not a gr.State: gradio's
+    # page fires a State's change only for queued events, and the tick is not queued. Mounted but never seen.
+    stamp = gr.Number(0, precision=0, container=False, elem_id="dash-stamp", elem_classes=["studio-offscreen"])
     timer.tick(
-        tick,
-        [view, ctx.run_picker, axis, smoothing, log_scale, ctx.lang],
-        [view, *outs],
+        poll,
+        [view, stamp, ctx.run_picker, axis, smoothing, log_scale, ctx.lang],
+        [view, stamp, timer],
         show_progress="hidden",
         queue=False,
+        api_name="tick",  # a script follows a run as the page does: /tick, then /show for what it found
     )
+    stamp.change(show, [view], [view, *outs], show_progress="hidden", queue=False, api_name="show")
     gr.on(
         [axis.change, smoothing.release, log_scale.change, ctx.lang.change],
         redraw,

@@ -25,12 +25,15 @@ from typing import Any
 import pandas as pd
 
 from engine.core import workspace
+from engine.data import registry as reg
+from engine.data import templates as tpl
 from engine.data.files import PAGE_RECORD_BYTES, read_head
 from engine.data.messages import message
 from engine.data.packing import packing_efficiency, pt_blocks  # the trainer's own packing and pt blocks
-from studio import backend, monitor, settings
+from studio import backend, histogram, monitor, settings
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
+from studio.tabs import data_images
 
 MAX_UPLOAD_BYTES = settings.max_upload_bytes()  # STUDIO_MAX_UPLOAD_MB
 UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".parquet")
@@ -44,6 +47,7 @@ PREVIEW_ROWS = 8
 LENGTHS_ROWS = 400
 LENGTHS_TEXT_CHARS = 2 << 20  # text tokenized for the histogram at most (the demo tokenizer: ~1.5M tokens, seconds)
 PREVIEW_CELL_CHARS = 2000  # a preview cell sent to the browser, at most
+HIST_COLUMNS = ["first", "last", "rows", "cutoff"]  # a bar: its lengths first..last, its rows, its side's label
 
 
 def safe_upload_name(name: str) -> str:
@@ -135,7 +139,6 @@ def _registrable(path: str) -> Path:
 def trainability(path: str, name: str, formatting: str, mapping: dict[str, str | None], lang: str = "en") -> str:
     """ "" when some of the file's first rows can be trained on as mapped; else the refusal, naming the rows and
     columns at fault, the file's columns and what to change (the mapping or the format, on this page)."""
-    reg = backend.engine_module("data.registry")
     columns = {k: v for k, v in mapping.items() if v}
     problems, good, read, _ = reg.check_entry(workspace.data_dir(), name or "upload", path, formatting, columns)
     if good:
@@ -164,22 +167,23 @@ def register(
         if refusal:
             return refusal
         columns = {k: v for k, v in mapping.items() if v}
-        reg = backend.engine_module("data.registry")
         reg.register_dataset(
             workspace.data_dir(), name, str(src), formatting, columns=columns or None, overwrite=replace
         )
         problems, checked, complete = reg.check_head(name, workspace.data_dir(), reg.entry_stage(_entry(name)))
-    except (ValueError, backend.Unavailable) as exc:
+    except ValueError as exc:
         return f"❌ {localize_error(exc, lang)}"
     head = "" if complete else "\n\n" + t("checked_head", lang, rows=checked, mib=reg.PAGE_READ_BYTES >> 20)
     if problems:
         listed = "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
         return f"⚠ {t('registered_but', lang)}\n" + listed + head
+    entry = _entry(name)
+    if entry is not None and entry.is_text:  # no response column: plain text, which only stage pt trains on
+        return "⚠ " + t("registered_pt_only", lang, name=name) + head
     return "✅ " + t("registered", lang, name=name) + head
 
 
 def _entry(name: str) -> Any:
-    reg = backend.engine_module("data.registry")
     info = reg.read_dataset_info(workspace.data_dir())
     return reg.DatasetEntry.from_info(name, info[name]) if isinstance(info.get(name), dict) else None
 
@@ -189,9 +193,8 @@ def registered_entry(name: str) -> dict | None:
     if not name:
         return None
     try:
-        reg = backend.engine_module("data.registry")
         raw = reg.read_dataset_info(workspace.data_dir()).get(name)
-    except (ValueError, OSError, backend.Unavailable):
+    except (ValueError, OSError):
         return None
     if not isinstance(raw, dict) or not raw.get("file_name"):
         return None
@@ -209,7 +212,7 @@ def registered_entry(name: str) -> dict | None:
 def head(name: str, n: int = LENGTHS_ROWS) -> tuple[list[dict], list, bool]:
     """(the dataset's first rows, problems met reading them, whether they are the whole file): one bounded read the
     sample and histogram share."""
-    return backend.engine_module("data.registry").head_rows_counted(name, workspace.data_dir(), n=n)
+    return reg.head_rows_counted(name, workspace.data_dir(), n=n)
 
 
 def rows_note(figures: int, whole: bool, shown: int, lang: str = "en") -> str:
@@ -231,7 +234,7 @@ def _cell(value: Any) -> str:
 def preview(name: str, n: int = PREVIEW_ROWS) -> pd.DataFrame:
     """The first ``n`` rows as the file has them (its own columns: an alpaca file's instruction / input / output),
     each cell cut to ``PREVIEW_CELL_CHARS``."""
-    rows = backend.engine_module("data.registry").raw_head(name, workspace.data_dir(), n=n)
+    rows = reg.raw_head(name, workspace.data_dir(), n=n)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     return pd.DataFrame([{k: _cell(r.get(k, "")) for k in columns} for r in rows[:n]], columns=columns)
 
@@ -241,7 +244,6 @@ def sample_html(
 ) -> str:
     """One row as the model sees it: prompt pieces grey (not trained), response pieces green (trained); in stage
     pt the whole text is trained. ``rows`` from ``head`` if already read."""
-    reg, tpl = backend.engine_module("data.registry"), backend.engine_module("data.templates")
     if rows is None:
         rows = reg.preview_rows(name, workspace.data_dir(), n=1)
     if not rows:
@@ -280,12 +282,6 @@ SIDE_COLORS = {
 }
 
 
-def hist_colors(frame: pd.DataFrame, lang: str = "en") -> dict[str, str]:
-    """The histogram's colours of exactly the sides its bars show, sent once the plot holds those bars (see
-    monitor.color_map: a plot drawn with only bars within the cutoff drew later over-cutoff bars without a fill)."""
-    return monitor.color_map(frame, "cutoff", {t(key, lang): color for key, color in SIDE_COLORS.items()})
-
-
 def _side(stage: str, packing: bool, over: bool) -> str:
     """The histogram's colour of a bar: what the stage does to texts of that length."""
     if stage != "pt":
@@ -293,6 +289,26 @@ def _side(stage: str, packing: bool, over: bool) -> str:
     if packing:
         return "pt_joined"
     return "pt_split" if over else "pt_one_block"
+
+
+def hist_html(frame: pd.DataFrame, cutoff: int, stage: str = "sft", packing: bool = False, lang: str = "en") -> str:
+    """The histogram as the page shows it (studio.histogram): the bars of ``lengths``' frame in their side's colour,
+    the cutoff as a line."""
+    if frame.empty:
+        return ""
+    stage = stage or "sft"
+    packing = bool(packing) and stage in ("sft", "pt")
+    cutoff = int(cutoff or 0)
+    bars = [histogram.Bin(int(r.first), int(r.last), int(r.rows), r.first > cutoff) for r in frame.itertuples()]
+    sides = tuple((t(k, lang), SIDE_COLORS[k]) for k in (_side(stage, packing, False), _side(stage, packing, True)))
+    words = {
+        "x": t("ax_tokens_n", lang),
+        "y": t("ax_rows", lang),
+        "cutoff": t("hist_cutoff", lang),
+        "tip": t("hist_tip", lang),
+    }
+    title = f'<div class="hist-title">{html.escape(t("lengths", lang))}</div>'
+    return f'<div class="len-hist-box" id="ds-hist-svg">{title}{histogram.svg(bars, cutoff, sides, words)}</div>'
 
 
 def lengths(
@@ -309,28 +325,23 @@ def lengths(
     """(histogram frame, note) for up to ``limit`` rows holding at most ``LENGTHS_TEXT_CHARS`` of text (the first
     row always), read as ``stage`` uses the cutoff: sft / dpo, the share truncated (and the packing efficiency with
     packing); pt, the blocks the texts become (and with packing the tail tokens dropped)."""
-    reg, tpl = backend.engine_module("data.registry"), backend.engine_module("data.templates")
     if rows is None:
         rows = reg.preview_rows(name, workspace.data_dir(), n=limit)
     rows = _within_text_budget(rows[:limit])
     if not rows or not model or not (Path(model) / "tokenizer.json").is_file():
         note = t("no_rows", lang) if not rows else t("needs_tokenizer", lang)
-        return monitor.plot_frame([], ["tokens", "rows", "cutoff"]), note
+        return monitor.plot_frame([], HIST_COLUMNS), note
     stage = stage or "sft"
     packing = bool(packing) and stage in ("sft", "pt")  # the spec refuses packing with dpo, kto and rm
     counts = tpl.token_lengths(template or "auto", model, rows, stage)
+    counts = data_images.with_image_tokens(counts, rows, model, data_images.placeholder_tokens(model))
     cutoff = int(cutoff or 0)
-    top = max(max(counts), cutoff)
-    width = max(1, -(-top // 20))
-    bins: dict[int, int] = {}
-    for c in counts:
-        bins[(c // width) * width] = bins.get((c // width) * width, 0) + 1
     frame = monitor.plot_frame(
         [
-            {"tokens": k, "rows": v, "cutoff": t(_side(stage, packing, k + width > cutoff), lang)}
-            for k, v in sorted(bins.items())
+            {"first": b.first, "last": b.last, "rows": b.rows, "cutoff": t(_side(stage, packing, b.over), lang)}
+            for b in histogram.bins(counts, cutoff)
         ],
-        ["tokens", "rows", "cutoff"],
+        HIST_COLUMNS,
     )
     if stage == "pt" and cutoff:
         cut = pt_blocks(counts, cutoff, packing)
@@ -352,7 +363,7 @@ def lengths(
     )
     if packing and cutoff:
         note += t("packing_eff", lang, eff=f"{packing_efficiency(counts, cutoff):.0%}")
-    return frame, note
+    return frame, note + data_images.image_tokens_note(rows, model, lang)
 
 
 def build(ctx: Any) -> None:
@@ -399,18 +410,7 @@ def build(ctx: Any) -> None:
             rows_md = gr.Markdown(elem_id="ds-rows-note")
             texts.add(gr.Markdown(t("sample_legend", lang)), "sample_legend", "value")
             sample = gr.HTML(elem_id="ds-sample")
-            hist = texts.add(
-                gr.BarPlot(
-                    x="tokens",
-                    y="rows",
-                    color="cutoff",
-                    label=t("lengths", lang),
-                    height=220,
-                    elem_id="ds-hist",
-                    elem_classes="studio-plot",
-                ),
-                "lengths",
-            )
+            hist = gr.HTML(elem_id="ds-hist")
             hist_note = gr.Markdown(elem_id="ds-hist-note")
 
     form = ctx.form
@@ -419,42 +419,38 @@ def build(ctx: Any) -> None:
 
     def _show(name, model_, template_, cutoff_, packing_, stage_, lang_):
         if not name:
-            return gr.skip(), "", gr.skip(), "", "", gr.skip()
+            return gr.skip(), "", gr.skip(), "", ""
         try:
             got, problems, whole = head(name)  # one bounded read of the file's head for the sample and histogram
             frame, note = lengths(
                 name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_, stage=stage_ or "sft", rows=got
             )
-            titles = {
-                "x_title": t("ax_tokens_n", lang_),
-                "y_title": t("ax_rows", lang_),
-                "color_title": t("ax_side", lang_),
-            }
             shown = sample_html(name, model_, template_, lang_, stage_ or "sft", rows=got)
+            if got:  # a row's images beside its text, its placeholders with the tokens they become
+                marked = data_images.mark_placeholders(shown, model_, lang_)
+                shown = data_images.thumbnails_html(got[0], lang_) + marked
             if problems:  # a row too long for the page, a torn line...: named above the sample
                 listed = "".join(f"<li>{html.escape(problem_text(p, lang_))}</li>" for p in problems[:5])
                 shown = f'<ul class="ds-problems" id="ds-problems">{listed}</ul>' + shown
             table = preview(name)
             used = len(_within_text_budget(got[:LENGTHS_ROWS]))
             about = rows_note(used, whole and used == len(got), len(table), lang_)
-            colors = hist_colors(frame, lang_)
-            return table, shown, gr.update(value=frame, **titles), note, about, colors
+            drawn = hist_html(frame, cutoff_, stage_ or "sft", bool(packing_), lang_)
+            return table, shown, drawn, note, about
         except Exception as exc:  # bad data or template: the registry's own message, shown where it applies
-            return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", gr.skip(), "", "", gr.skip()
+            return gr.skip(), f"<p>❌ {html.escape(localize_error(exc, lang_))}</p>", "", "", ""
 
     # The list is read again on page load and when opened (uploads from another tab or the CLI appear).
     pick.focus(lambda: gr.update(choices=backend.registered_datasets()), None, [pick], queue=False)
     ctx.on_load.append((lambda: gr.update(choices=backend.registered_datasets()), None, [pick]))
 
-    # The bars' colours go out once the plot holds the bars they name: a changed map draws the plot anew with the
-    # value it holds (see hist_colors and dashboard.lagged_colors).
-    hist_colors_state = gr.State({})
+    # Drawn again in the page's language when it switches (the note and the chart's words are this handler's).
     gr.on(
-        [pick.change, ctx.tab.select],
+        [pick.change, ctx.tab.select, ctx.lang.change],
         _show,
         [pick, model, template, cutoff, packing, stage, ctx.lang],
-        [rows, sample, hist, hist_note, rows_md, hist_colors_state],
-    ).then(lambda colors: gr.update(color_map=colors), [hist_colors_state], [hist])
+        [rows, sample, hist, hist_note, rows_md],
+    )
     editing = gr.State("")  # the registered dataset whose mapping the left column shows (Register replaces it)
 
     def _edit(name):

@@ -9,8 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.machine.messages import message as doctor_message
-from studio import backend
+from engine.machine.doctor import run_checks
 from studio.i18n.localize import localize
 from studio.i18n.page import t
 
@@ -20,10 +19,7 @@ COLUMNS = ["check", "status", "detail", "fix"]
 def checks_frame(lang: str = "en") -> pd.DataFrame:
     """One row per check, all in the page's language: headers, verdict (PASS / WARN / FAIL), and the check's name,
     detail and fix (engine.machine.messages; what the probe reports, such as versions, stays as it is)."""
-    try:
-        rows = [(c.name, c.status, c.detail, c.fix) for c in backend.engine_module("machine.doctor").run_checks()]
-    except backend.Unavailable as exc:
-        rows = [(doctor_message("doctor.name_doctor"), "FAIL", str(exc), "")]
+    rows = [(c.name, c.status, c.detail, c.fix) for c in run_checks()]
     return pd.DataFrame(
         [
             (localize(name, lang), t(status, lang), localize(detail, lang), localize(fix, lang))

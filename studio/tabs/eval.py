@@ -3,7 +3,7 @@ evaluation; read the report: the table (best row marked by a measure the user pi
 a chart of each measure over training steps beside the training loss, and side-by-side answers (all rows, rows
 that differ, rows that got worse).
 
-Light: gradio + engine.runs.evals / engine.eval.report (through studio.backend) and studio/*. The evaluation is a
+Light: gradio + engine.runs.evals / engine.eval.report and studio/*. The evaluation is a
 run of the registry (engine.runs.evals), so the page keeps only its run id: a reload or a restarted studio attaches
 to the newest one. The merge of the best checkpoint is the Export tab's merge job (engine.export.jobs).
 """
@@ -13,21 +13,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from engine.core import workspace
+from engine.data import registry as datasets
+from engine.eval import report
+from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEMO_TASK
+from engine.export import jobs as merge_jobs
+from engine.runs import checkpoints, evals
+from engine.runs import registry as runs
 from studio import backend
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
-MEASURES = ["loss", "bleu", "rouge", "exact", "accuracy"]
+MEASURES = ["loss", "bleu", "rouge", "exact", "accuracy", "lm_eval", "judge"]
 DEFAULT_MEASURES = ["loss", "bleu", "rouge", "exact"]
 SHOW = ("all", "differ", "worse")
-
-
-def _evals():
-    return backend.engine_module("runs.evals")
-
-
-def _report():
-    return backend.engine_module("eval.report")
 
 
 def run_choices() -> list[tuple[str, str]]:
@@ -43,8 +42,8 @@ def checkpoint_choices(run_id: str | None) -> list[str]:
     if not run_id:
         return []
     try:
-        rec = backend.engine_module("runs.registry").get(run_id, refresh_status=False)
-        ckpts = backend.engine_module("runs.checkpoints").newest_first(Path(rec.output_dir) / "checkpoints")
+        rec = runs.get(run_id, refresh_status=False)
+        ckpts = checkpoints.newest_first(Path(rec.output_dir) / "checkpoints")
     except Exception:  # noqa: BLE001 - an unknown run has no checkpoints to show
         return []
     return [c.name for c in reversed(ckpts)]
@@ -52,9 +51,7 @@ def checkpoint_choices(run_id: str | None) -> list[str]:
 
 def data_choices(lang: str = "en") -> list[tuple[str, str]]:
     try:
-        from engine.core import workspace
-
-        names = sorted(backend.engine_module("data.registry").read_dataset_info(workspace.data_dir()))
+        names = sorted(datasets.read_dataset_info(workspace.data_dir()))
     except Exception:  # noqa: BLE001 - no registry: only the held-out rows
         names = []
     return [(t("eval_held_out", lang), ""), *[(n, n) for n in names]]
@@ -67,7 +64,23 @@ def on_run(run_id: str | None):
     return gr.update(choices=names, value=names)
 
 
-def spec_from_form(run_id, ckpts, base, final, data, measures, limit, max_new, batch) -> dict:
+def spec_from_form(
+    run_id,
+    ckpts,
+    base,
+    final,
+    data,
+    measures,
+    limit,
+    max_new,
+    batch,
+    tasks="",
+    url="",
+    model="",
+    key_env="",
+    prompt="",
+) -> dict:
+    """The evaluation spec from the form (lm-eval tasks: comma-separated; the judge: only when it is measured)."""
     steps = [int(c.rsplit("-", 1)[1]) for c in ckpts or []]
     spec: dict = {
         "models": {"run": run_id, "base": bool(base), "final": bool(final), "checkpoints": steps or "none"},
@@ -77,15 +90,24 @@ def spec_from_form(run_id, ckpts, base, final, data, measures, limit, max_new, b
     }
     if limit:
         spec["data"]["limit"] = int(limit)
+    if "lm_eval" in spec["measures"]:
+        spec["lm_eval"] = {"tasks": [x.strip() for x in (tasks or "").split(",") if x.strip()]}
+    if "judge" in spec["measures"]:
+        judge = {"base_url": url or None, "model": model or None, "api_key_env": key_env or None}
+        spec["judge"] = judge | ({"prompt": prompt} if prompt else {})
     return spec
 
 
-def start(run_id, ckpts, base, final, data, measures, limit, max_new, batch, lang="en") -> tuple[str | None, str]:
-    """(evaluation run id or None, message). Every problem named by its field, before anything runs."""
+def start(run_id, ckpts, base, final, data, measures, limit, max_new, batch, *rest) -> tuple[str | None, str]:
+    """(evaluation run id or None, message). Every problem named by its field, before anything runs. ``rest``: the
+    lm-eval tasks and the judge's URL, model, key variable and prompt (as ``spec_from_form`` takes them), then the
+    language."""
+    *extra, lang = rest or ("en",)
     if not run_id:
         return None, "❌ " + t("eval_pick_run", lang)
     try:
-        rid = _evals().submit_eval(spec_from_form(run_id, ckpts, base, final, data, measures, limit, max_new, batch))
+        spec = spec_from_form(run_id, ckpts, base, final, data, measures, limit, max_new, batch, *extra)
+        rid = evals.submit_eval(spec)
     except Exception as exc:  # EvalError: (field, message) pairs
         problems = getattr(exc, "problems", None)
         if problems:
@@ -115,20 +137,19 @@ def report_view(results: dict | None, preds: list[dict], column: str | None, sho
     """(table rows, charts HTML, best text, side-by-side rows) for the results so far."""
     if not results or not results.get("rows"):
         return {"headers": ["model"], "data": []}, "", "", []
-    rep = _report()
-    header, rows = rep.table(results)
+    header, rows = report.table(results)
     cols = results["columns"]
     column = column if column in cols else next((c for c in ("rouge-l", "bleu-4", "loss") if c in cols), cols[0])
-    best = rep.best(results, column)
+    best = report.best(results, column)
     rows = [[("★ " if r[0] == best else "") + r[0], *r[1:]] for r in rows]
-    charts = "".join(rep.chart_svg(results, c, width=420, height=200) for c in cols)
+    charts = "".join(report.chart_svg(results, c, width=420, height=200) for c in cols)
     best_text = t("eval_best", lang, label=best, column=column) if best else ""
-    base, tuned = rep.pair(results)
+    base, tuned = report.pair(results)
     sbs = []
     if base and tuned:
         sbs = [
             [x["prompt"], x["reference"], x["base"], x["tuned"]]
-            for x in rep.side_by_side(preds, base, tuned, show, column)
+            for x in report.side_by_side(preds, base, tuned, show, column)
         ]
     return (
         {"headers": header, "data": rows},
@@ -145,7 +166,7 @@ def poll(job_id, column, show, lang="en"):
     if not job_id:
         return (None, *[gr.skip()] * 6)
     try:
-        job = _evals().EvalJob(job_id)
+        job = evals.EvalJob(job_id)
         status = job.poll()
     except Exception as exc:  # noqa: BLE001 - a deleted run: say so once
         return None, f"❌ {localize_error(exc, lang)}", *[gr.skip()] * 5
@@ -161,7 +182,7 @@ def show_last(column, show, lang="en"):
     """On load: the newest evaluation (attached when it still runs)."""
     import gradio as gr
 
-    found = _evals().list_evals(limit=1)
+    found = evals.list_evals(limit=1)
     if not found:
         return None, "", gr.skip(), "", "", gr.skip(), gr.skip(), None
     out = poll(found[0].run_id, column, show, lang)
@@ -176,7 +197,7 @@ def refresh_view(shown, column, show, lang="en"):
 def cancel(job_id, lang="en") -> tuple[None, str]:
     if not job_id:
         return None, ""
-    return None, status_text(_evals().EvalJob(job_id).cancel(), lang)
+    return None, status_text(evals.EvalJob(job_id).cancel(), lang)
 
 
 def merge_best(shown, column, lang="en") -> str:
@@ -184,16 +205,14 @@ def merge_best(shown, column, lang="en") -> str:
     if not shown:
         return "❌ " + t("eval_nothing", lang)
     try:
-        job = _evals().EvalJob(shown)
+        job = evals.EvalJob(shown)
         results = job.results() or {}
-        label = _report().best(results, column) if column else None
+        label = report.best(results, column) if column else None
         target = next((x for x in job.plan["targets"] if x["label"] == label), None)
         if target is None or not target.get("adapter"):
             return "❌ " + t("eval_nothing", lang)
-        from engine.core import workspace
-
         out = workspace.exports_dir() / f"{job.plan['run_id']}-{label}"
-        merge = backend.engine_module("export.jobs").start_merge([target["adapter"]], str(out))
+        merge = merge_jobs.start_merge([target["adapter"]], str(out))
     except Exception as exc:  # noqa: BLE001 - the exporter's own message
         return f"❌ {localize_error(exc, lang)}"
     return t("export_merging", lang, out=out, id=merge.run_id)
@@ -206,7 +225,7 @@ def evaluations_text(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return ""
     try:
-        folder = Path(backend.engine_module("runs.registry").get(run_id, refresh_status=False).run_dir)
+        folder = Path(runs.get(run_id, refresh_status=False).run_dir)
         lines = (folder / "evaluations.jsonl").read_text(encoding="utf-8").splitlines()
         found = [json.loads(x) for x in lines if x.strip()]
     except Exception:  # noqa: BLE001 - no evaluation yet
@@ -241,6 +260,18 @@ def build(ctx: Any) -> None:
         gr.CheckboxGroup(MEASURES, value=DEFAULT_MEASURES, label=t("eval_measures", lang), elem_id="eval-measures"),
         "eval_measures",
     )
+    with texts.add(gr.Accordion(t("eval_more", lang), open=False, elem_id="eval-more"), "eval_more"):
+        tasks = texts.add(gr.Textbox(DEMO_TASK, label=t("eval_tasks", lang), elem_id="eval-tasks"), "eval_tasks")
+        with gr.Row():
+            j_url = texts.add(gr.Textbox(label=t("eval_judge_url", lang), elem_id="eval-judge-url"), "eval_judge_url")
+            j_model = texts.add(
+                gr.Textbox(label=t("eval_judge_model", lang), elem_id="eval-judge-model"), "eval_judge_model"
+            )
+            j_key = texts.add(gr.Textbox(label=t("eval_judge_key", lang), elem_id="eval-judge-key"), "eval_judge_key")
+        j_prompt = texts.add(
+            gr.Textbox(DEFAULT_JUDGE_PROMPT, lines=6, label=t("eval_judge_prompt", lang), elem_id="eval-judge-prompt"),
+            "eval_judge_prompt",
+        )
     with gr.Row():
         max_new = texts.add(
             gr.Number(64, precision=0, minimum=1, label=t("eval_max_new", lang), elem_id="eval-max-new"),
@@ -289,7 +320,25 @@ def build(ctx: Any) -> None:
     )
     run.change(on_run, [run], [ckpts], queue=False)
     start_btn.click(
-        start, [run, ckpts, base, final, data, measures, limit, max_new, batch, ctx.lang], [job, status]
+        start,
+        [
+            run,
+            ckpts,
+            base,
+            final,
+            data,
+            measures,
+            limit,
+            max_new,
+            batch,
+            tasks,
+            j_url,
+            j_model,
+            j_key,
+            j_prompt,
+            ctx.lang,
+        ],
+        [job, status],
     ).then(lambda j: j, [job], [shown])
     cancel_btn.click(cancel, [job, ctx.lang], [job, status])
     timer.tick(
@@ -302,4 +351,7 @@ def build(ctx: Any) -> None:
     for comp in (column, show):
         comp.change(refresh_view, [shown, column, show, ctx.lang], [status, table, charts, best, sbs], queue=False)
     merge_btn.click(merge_best, [shown, column, ctx.lang], [merged])
+    from studio.tabs.eval_chat import wire_open_in_chat
+
+    wire_open_in_chat(ctx, sbs, shown, column, show)
     ctx.on_load.append((show_last, [column, show, ctx.lang], [job, status, table, charts, best, sbs, column, shown]))

@@ -1,6 +1,6 @@
 """Export tab: merge a finished run's adapter (or an adapter folder) into its base with one click.
 
-Light: gradio + engine.export.checks / merge_jobs. A merge is a run of the registry (engine.export.jobs), so the page
+Light: gradio + engine.export.checks / jobs. A merge is a run of the registry (engine.export.jobs), so the page
 keeps only its run id: a reload or a restarted studio attaches to the merge in progress (or shows the newest one),
 and Cancel works on it from any page. The memory and disk the merge needs are shown before the click; a merge that
 will not fit is refused unless "merge anyway" is ticked. Sources typed here must be inside the workspace; the target
@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.core import folders, workspace
+from engine.export import checks as xp
+from engine.export import jobs as merge_jobs
+from engine.export import sizes
 from engine.export.messages import message
 from studio import backend
 from studio.i18n.localize import localize, localize_error
@@ -62,10 +65,7 @@ def _run_folder(source: str) -> Path | None:
 def default_out(source: str) -> str:
     if not source:
         return ""
-    try:
-        return str(backend.engine_module("export.checks").default_export_dir(Path(source).name))
-    except backend.Unavailable:
-        return str(workspace.exports_dir() / Path(source).name)
+    return str(xp.default_export_dir(Path(source).name))
 
 
 def _paths(source: str, out_dir: str) -> tuple[Path, Path]:
@@ -85,7 +85,6 @@ def estimate(source: str, out_dir: str, dtype: str = "", device: str = "cpu", la
         return ""
     try:
         src, out = _paths(source, out_dir)
-        xp = backend.engine_module("export.checks")
         plan = xp.plan_export([str(src)], str(out), dtype=dtype or None, device=device or "cpu", force=True)
     except Exception as exc:  # ExportError, a path outside the workspace: the message names the fix
         return f"❌ {localize_error(exc, lang)}"
@@ -100,7 +99,7 @@ def estimate(source: str, out_dir: str, dtype: str = "", device: str = "cpu", la
         dtype=plan.dtype,
         device=plan.device,
     )
-    problem = xp.memory_problem(plan, plan.sources, xp.parse_size("2GB"))
+    problem = xp.memory_problem(plan, plan.sources, sizes.parse_size("2GB"))
     return f"⚠️ {localize(problem, lang)}  \n{line}" if problem else f"✅ {line}"
 
 
@@ -112,8 +111,9 @@ def start(
         return None, "❌ " + t("export_source", lang)
     try:
         src, out = _paths(source, out_dir)
-        jobs = backend.engine_module("export.jobs")
-        job = jobs.start_merge([str(src)], str(out), dtype=dtype or None, device=device or "cpu", force=bool(force))
+        job = merge_jobs.start_merge(
+            [str(src)], str(out), dtype=dtype or None, device=device or "cpu", force=bool(force)
+        )
     except Exception as exc:  # ExportError, a path outside the workspace: the message names the folder and the fix
         return None, f"❌ {localize_error(exc, lang)}"
     return job.run_id, t("export_merging", lang, out=out, id=job.run_id)
@@ -166,12 +166,17 @@ def describe(status: dict, lang: str = "en") -> str:
     return text + (f"\n```\n{rest.strip()}\n```" if rest.strip() else "")
 
 
+def _clip(text: str, n: int) -> str:
+    """At most ``n`` characters, the middle left out: a long path at the start must not cut off the reason at the
+    end ("<path>: no such file or folder")."""
+    if len(text) <= n:
+        return text
+    return text[: n // 2 - 1] + "…" + text[-(n - n // 2) :]
+
+
 def recent(limit: int = 8, lang: str = "en") -> str:
     """The newest merges: state, output folder, size and verification."""
-    try:
-        jobs = backend.engine_module("export.jobs").list_merges(limit)
-    except backend.Unavailable as exc:
-        return f"❌ {exc}"
+    jobs = merge_jobs.list_merges(limit)
     rows = []
     for job in jobs:
         st = job.poll()
@@ -179,7 +184,7 @@ def recent(limit: int = 8, lang: str = "en") -> str:
         size = f"{folder_size(st['out_dir']) / 2**20:.1f} MiB" if st["state"] == "finished" else ""
         verify = localize(report["summary"], lang) if report.get("summary") else ""
         if not verify and st["error"]:
-            verify = localize(st["error"], lang).split("\n")[0][:80]
+            verify = _clip(localize(st["error"], lang).split("\n")[0], 100)
         verify = verify.replace("|", "\\|")  # "max |logit diff|" inside a table cell
         rows.append(f"| {job.run_id} | {state_text(st['state'], lang)} | `{st['out_dir']}` | {size} | {verify} |")
     if not rows:
@@ -192,17 +197,14 @@ def _job(job_id: str | None):
     if not job_id:
         return None
     try:
-        return backend.engine_module("export.jobs").MergeJob(job_id)
+        return merge_jobs.MergeJob(job_id)
     except Exception:  # noqa: BLE001 -- deleted from the registry meanwhile: nothing to follow
         return None
 
 
 def attach(lang: str = "en") -> tuple[str | None, str, str]:
     """On page load: the merge in progress (followed by the timer) or the newest one's result, and the list."""
-    try:
-        jobs = backend.engine_module("export.jobs").list_merges(1)
-    except backend.Unavailable:
-        jobs = []
+    jobs = merge_jobs.list_merges(1)
     if not jobs:
         return None, "", recent(lang=lang)
     status = jobs[0].poll()

@@ -1,6 +1,6 @@
 """Export tab, second part: GGUF / bitsandbytes exports of the chosen source, a push of the result to the hub, and an
-OpenAI-compatible server for the source. Light: gradio + engine.export.convert_jobs / push_jobs / serve_jobs through
-``studio.backend`` (form values in, the engine's own checks and messages out; nothing heavy here).
+OpenAI-compatible server for the source. Light: gradio + engine.export.convert_jobs / convert_plan / push_jobs /
+serve_jobs (form values in, the engine's own checks and messages out; nothing heavy here).
 
 Each is a registry run, so the page keeps only run ids; the tab's timer follows them. A token typed in the password
 field reaches the push's process through its environment for the start of that push only, never a file or a log.
@@ -12,7 +12,7 @@ import os
 import threading
 from typing import Any
 
-from studio import backend
+from engine.export import convert_jobs, convert_plan, push_jobs, serve_jobs
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
@@ -36,12 +36,11 @@ def start_export(source: str, fmt: str, lang: str = "en", resolve=None) -> tuple
         return None, "❌ " + t("export_source", lang)
     try:
         src = _src(source, resolve)
-        plan_mod = backend.engine_module("export.convert_plan")
-        plan = plan_mod.plan_convert(src, fmt)
-        job = backend.engine_module("export.convert_jobs").start_export(src, fmt)
+        plan = convert_plan.plan_convert(src, fmt)
+        job = convert_jobs.start_export(src, fmt)
     except Exception as exc:  # ExportError / a path outside the workspace: the message names the fix
         return None, f"❌ {localize_error(exc, lang)}"
-    size = plan_mod.describe(plan)["estimated"]
+    size = convert_plan.describe(plan)["estimated"]
     return job.run_id, "⏳ " + t("xf_started", lang, out=plan.out_dir, id=job.run_id, size=size)
 
 
@@ -78,7 +77,7 @@ def _export_job(run_id: str | None):
     if not run_id:
         return None
     try:
-        return backend.engine_module("export.convert_jobs").ExportJob(run_id)
+        return convert_jobs.ExportJob(run_id)
     except Exception:  # noqa: BLE001 - deleted meanwhile
         return None
 
@@ -96,13 +95,12 @@ def start_push(export_id: str | None, repo: str, private: bool, token: str, lang
     job = _export_job(export_id)
     folder = job.out_dir if job is not None else ""
     try:
-        pj = backend.engine_module("export.push_jobs")
         with _TOKEN_LOCK:
             old = os.environ.get("HF_TOKEN")
             if token:
                 os.environ["HF_TOKEN"] = token
             try:
-                push = pj.start_push(folder or "", (repo or "").strip(), private=bool(private))
+                push = push_jobs.start_push(folder or "", (repo or "").strip(), private=bool(private))
             finally:
                 if token:
                     if old is None:
@@ -128,7 +126,7 @@ def start_serve(source: str, lang: str = "en", resolve=None) -> tuple[str | None
     if not source:
         return None, "❌ " + t("export_source", lang)
     try:
-        job = backend.engine_module("export.serve_jobs").start_serve(_src(source, resolve), 0)
+        job = serve_jobs.start_serve(_src(source, resolve), 0)
     except Exception as exc:  # noqa: BLE001
         return None, f"❌ {localize_error(exc, lang)}"
     return job.run_id, "⏳ " + t("xf_loading", lang, id=job.run_id)
@@ -136,7 +134,7 @@ def start_serve(source: str, lang: str = "en", resolve=None) -> tuple[str | None
 
 def describe_serve(status: dict, lang: str = "en") -> str:
     if status["state"] == "serving":
-        curl = backend.engine_module("export.serve_jobs").curl_example(status["url"], status["model"])
+        curl = serve_jobs.curl_example(status["url"], status["model"])
         url = f"<span id='serve-url'>{status['url']}</span>"
         return "🟢 " + t("xf_serving", lang, model=status["model"], url=url) + f"\n```\n{curl}\n```"
     if status["state"] in ("queued", "running"):
@@ -150,7 +148,7 @@ def _serve_job(run_id: str | None):
     if not run_id:
         return None
     try:
-        return backend.engine_module("export.serve_jobs").ServeJob(run_id)
+        return serve_jobs.ServeJob(run_id)
     except Exception:  # noqa: BLE001
         return None
 
@@ -174,7 +172,7 @@ def poll(export_id, push_id, serve_id, lang: str = "en"):
     push = None
     if push_id:
         try:
-            push = backend.engine_module("export.push_jobs").PushJob(push_id)
+            push = push_jobs.PushJob(push_id)
         except Exception:  # noqa: BLE001
             push = None
     pst = push.poll() if push else None

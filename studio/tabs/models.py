@@ -12,7 +12,9 @@ from typing import Any
 import pandas as pd
 
 from engine.core.messages import payload_message
-from studio import backend
+from engine.models import local, reach
+from engine.models.hub_cache import human
+from engine.runs import downloads
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
@@ -20,8 +22,6 @@ COLUMNS = ["name", "source", "size", "state", "path"]
 
 
 def models_frame(lang: str = "en") -> pd.DataFrame:
-    local = backend.engine_module("models.local")
-    human = backend.engine_module("models.download").human
     rows = [
         (m.name, m.source, human(m.size), t("m_complete" if m.complete else "m_incomplete", lang), m.path)
         for m in local.list_local()
@@ -31,7 +31,7 @@ def models_frame(lang: str = "en") -> pd.DataFrame:
 
 def downloads_text(lang: str = "en") -> str:
     """The recent downloads, newest first: state and progress (or the result / the error) in the page's language."""
-    jobs = backend.engine_module("runs.downloads").list_downloads(limit=8)
+    jobs = downloads.list_downloads(limit=8)
     lines = []
     for job in jobs:
         status = job.poll()
@@ -49,19 +49,19 @@ def downloads_text(lang: str = "en") -> str:
 
 def hub_text(lang: str = "en") -> str:
     """Which hub downloads come from: the default one, a mirror (HF_ENDPOINT), or none (HF_HUB_OFFLINE)."""
-    return localize(backend.engine_module("models.reach").where(), lang)
+    return localize(reach.where(), lang)
 
 
 def start_download(name: str, lang: str = "en") -> str:
     try:
-        run_id = backend.engine_module("runs.downloads").submit_download((name or "").strip())
+        run_id = downloads.submit_download((name or "").strip())
     except Exception as exc:  # noqa: BLE001 - a bad id: its message, in the page's language
         return localize_error(exc, lang)
     return t("m_queued_as", lang, id=run_id)
 
 
 def cancel_downloads(lang: str = "en") -> str:
-    jobs = backend.engine_module("runs.downloads").list_downloads(limit=50)
+    jobs = downloads.list_downloads(limit=50)
     active = [j for j in jobs if j.poll()["state"] in ("queued", "running")]
     for job in active:
         job.cancel()
@@ -70,7 +70,7 @@ def cancel_downloads(lang: str = "en") -> str:
 
 def delete_model(name: str, lang: str = "en") -> str:
     try:
-        return localize(backend.engine_module("runs.downloads").delete_local((name or "").strip()), lang)
+        return localize(downloads.delete_local((name or "").strip()), lang)
     except Exception as exc:  # noqa: BLE001 - unknown, or in use by a run: its message
         return localize_error(exc, lang)
 

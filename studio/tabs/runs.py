@@ -1,8 +1,8 @@
 """Runs tab: history table (a cluster run's Slurm job and state in its own column), overlay of several runs' loss
 curves, spec diff, resume / duplicate / stop / delete, the chosen run's Slurm job, TensorBoard folder and command.
 
-Light: gradio, pandas, yaml, engine.runs.registry / events. Everything shown is rebuilt from the registry and run
-folders.
+Light: gradio, pandas, yaml, engine.runs (registry, slurm, store, watchdog), engine.core.events, engine.spec.
+Everything shown is rebuilt from the registry and run folders.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import pandas as pd
 import yaml
 
 from engine.core import events as events_mod
-from studio import alerts, backend, forms, monitor
+from engine.runs import registry as runs
+from engine.runs import slurm, store, watchdog
+from engine.spec import schema as spec_mod
+from studio import alerts, backend, forms, monitor, monitor_text
 from studio.i18n.localize import localize, localize_error, localize_problems
 from studio.i18n.page import STRINGS, t
 
@@ -58,7 +61,7 @@ def summarize(rec: Any, lang: str = "en") -> dict:
                 peak = max(peak or 0, value)
     started, ended = rec.started, rec.ended or (time.time() if rec.status == "running" else None)
     try:  # "stalled (no progress for 5m)" for a running run whose trainer stopped writing
-        status = backend.engine_module("runs.watchdog").status_text(rec)
+        status = watchdog.status_text(rec)
         status = localize(status, lang) if getattr(status, "key", "") else str(status)
     except Exception:  # noqa: BLE001 - the plain status still tells
         status = rec.status
@@ -71,7 +74,7 @@ def summarize(rec: Any, lang: str = "en") -> dict:
         "model": Path(str(spec.get("model", {}).get("name_or_path", ""))).name,
         "dataset": ", ".join(spec.get("data", {}).get("datasets", []) or []),
         "started": time.strftime("%m-%d %H:%M", time.localtime(started)) if started else "",
-        "duration": monitor.format_duration(ended - started) if started and ended else "",
+        "duration": monitor_text.format_duration(ended - started) if started and ended else "",
         "final loss": round(final_loss, 4) if final_loss is not None else None,
         "peak MiB": round(peak) if peak is not None else None,
         "alerts": alerts.column_text(run_alerts, lang),
@@ -84,7 +87,7 @@ def cluster_text(rec: Any, lang: str = "en") -> str:
     if getattr(rec, "kind", "train") != "slurm":
         return ""
     try:
-        job = backend.engine_module("runs.slurm").describe(rec)
+        job = slurm.describe(rec)
     except Exception:  # noqa: BLE001 - an unreadable slurm.json: the status column still tells
         return ""
     return localize(job, lang) if job is not None else ""
@@ -104,7 +107,7 @@ def table(lang: str = "en", rows: list[dict] | None = None) -> pd.DataFrame:
 def registry_notice(lang: str = "en") -> str:
     """The last rebuild of the run registry (damaged or missing at start), for the top of the tab."""
     try:
-        found = backend.engine_module("runs.store").registry_notice()
+        found = store.registry_notice()
     except Exception:  # noqa: BLE001
         return ""
     if not found or time.time() - found[0] > NOTICE_DAYS * 86400:
@@ -133,7 +136,7 @@ def run_names(run_ids: list[str]) -> dict[str, str]:
     names = {}
     for rid in run_ids:
         try:
-            names[rid] = str(backend.engine_module("runs.registry").get(rid).name or "")
+            names[rid] = str(runs.get(rid).name or "")
         except Exception:  # an unknown or deleted run: its id
             names[rid] = ""
     taken = [n for n in names.values() if n]
@@ -166,7 +169,7 @@ def spec_diff(run_ids: list[str], lang: str = "en") -> pd.DataFrame:
     flat: dict[str, dict[str, Any]] = {}
     for rid in run_ids or []:
         try:
-            data = yaml.safe_load(backend.engine_module("runs.registry").get(rid).spec or "") or {}
+            data = yaml.safe_load(runs.get(rid).spec or "") or {}
         except Exception:  # an unknown or deleted run: nothing to compare
             continue
         flat[rid] = {f.path: forms._get(data, f.path, None) for f in forms.FIELDS}
@@ -185,7 +188,6 @@ def act(action: str, run_id: str | None, lang: str = "en") -> str:
     """resume / stop / delete one run; the registry's message on refusal."""
     if not run_id:
         return t("select_run_first", lang)
-    runs = backend.engine_module("runs.registry")
     try:
         if action == "resume":
             new_id = runs.resume(run_id)
@@ -193,10 +195,7 @@ def act(action: str, run_id: str | None, lang: str = "en") -> str:
         if action == "stop":  # the Train tab's words; returns at once (a frozen run is ended in the background)
             from studio.tabs import train
 
-            msg, target = train.stop_begin(run_id, lang)
-            if target:
-                runs.stop(target, wait=False)
-            return msg
+            return train.stop_now(run_id, lang)[0]
         if action == "delete":
             report = runs.delete(run_id)
             return "  \n".join(localize(line, lang) for line in report.lines())
@@ -214,7 +213,7 @@ def tensorboard_info(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return ""
     try:
-        out = Path(backend.engine_module("runs.registry").get(run_id).output_dir)
+        out = Path(runs.get(run_id).output_dir)
     except Exception:
         out = backend.run_dir(run_id)
     folder = out / "tensorboard"
@@ -227,7 +226,7 @@ def details(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return ""
     try:
-        job = cluster_text(backend.engine_module("runs.registry").get(run_id), lang)
+        job = cluster_text(runs.get(run_id), lang)
     except Exception:  # noqa: BLE001 - an unknown or deleted run
         job = ""
     tb = tensorboard_info(run_id, lang)
@@ -240,9 +239,7 @@ def details(run_id: str | None, lang: str = "en") -> str:
 def duplicate_values(run_id: str | None) -> dict | None:
     if not run_id:
         return None
-    from engine.spec import schema as spec_mod
-
-    spec = backend.engine_module("runs.registry").duplicate(run_id)
+    spec = runs.duplicate(run_id)
     data = spec_mod.spec_to_dict(spec)
     data["output"]["run_name"] = ""
     data["train"]["resume_from"] = None

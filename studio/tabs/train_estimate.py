@@ -3,7 +3,7 @@ steps, the expected minutes on the target (a GPU picked here, this machine's GPU
 price per GPU-hour typed here (the GPU's default when empty). Numbers from ``engine.plan.estimate``; this module
 only words them in the page's language.
 
-Light: html and engine's light modules through studio.backend (never torch).
+Light: html and engine's light modules (engine.plan; never torch).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from studio import backend
+from engine.plan import estimate, planner
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
@@ -19,10 +19,7 @@ AUTO = "auto"  # the GPU choice that means: this machine's GPUs (or its CPU)
 
 
 def gpu_choices() -> list[str]:
-    try:
-        return [AUTO, *backend.engine_module("plan.estimate").gpu_names()]
-    except backend.Unavailable:
-        return [AUTO]
+    return [AUTO, *estimate.gpu_names()]
 
 
 def _minutes(seconds: float) -> str:
@@ -36,20 +33,17 @@ def estimate_html(spec: Any, plan: dict, gpu: str | None, price: float | None, h
     """The estimate block under the memory plan. ``plan``: the memory plan's dict (its checkpointing decision
     resolves ``auto``, which the FLOPs count depends on)."""
     try:
-        mod = backend.engine_module("plan.estimate")
         timed = spec.model_copy(deep=True)
         target = None if not gpu or gpu == AUTO else gpu
         checkpointing = plan.get("checkpointing")
         if target is None and not (hw and getattr(hw, "gpus", None)) and spec.launch.device == "auto":
             # the run will train on this CPU: checkpointing auto is decided against its memory, as the trainer does
             timed.launch.device = "cpu"
-            checkpointing = backend.engine_module("plan.planner").plan(timed, hardware=hw).checkpointing
+            checkpointing = planner.plan(timed, hardware=hw).checkpointing
         if checkpointing is not None:
             timed.train.gradient_checkpointing = "on" if checkpointing else "off"
         price = None if price is None or price == "" or float(price) < 0 else float(price)
-        est = mod.estimate(timed, hardware=hw, gpu=target, price_per_hour=price)
-    except backend.Unavailable as exc:
-        return f'<div class="plan" id="plan-estimate"><small>{html.escape(str(exc))}</small></div>'
+        est = estimate.estimate(timed, hardware=hw, gpu=target, price_per_hour=price)
     except Exception as exc:  # an estimate never breaks the page: say why there is none
         why = html.escape(localize_error(exc, lang))
         return (

@@ -1,6 +1,6 @@
 """The charts as the user sees them (issue 13): every series of every chart is drawn in a visible colour under a
 named legend entry, read from the Vega SVG in Chromium: the live Loss chart at the end of a run (every logged point),
-the Runs overlay of two runs (one line per run, named by the run), the length histogram's over-cutoff bars, the
+the Runs overlay of two runs (one line per run, named by the run), the length histogram's bars and cutoff line, the
 resource charts titled by what this machine has (RAM / CPU load here), and the Doctor table (hidden until it has
 results, within the page). Screenshots go to test-artifacts/.
 
@@ -266,29 +266,77 @@ def test_runs_overlay_names_and_colours_each_run(page, server, shots, fits_width
     assert fits_width(page)
 
 
-def test_length_histogram_fills_the_over_cutoff_bars(page, shots):
-    """The histogram is first drawn with every row within the cutoff; at a cutoff most rows pass, its over-cutoff
-    bars are drawn in their own colour, named in the legend."""
-    _tab(page, "Datasets")
-    first = wait_svg(page, "#ds-hist", "s.bars.length > 0 && s.bars.every(b => b.visible)")
-    assert first and first["bars"] and "over cutoff" not in first["legend"], first
+# What the length histogram shows (studio/histogram.py's SVG): each bar's fill and its left / right edge on screen,
+# its tooltip, the cutoff line's x, the tick labels, the legend.
+HIST_JS = """() => {
+  const svg = document.querySelector('#ds-hist svg');
+  if (!svg) return null;
+  const box = r => r.getBoundingClientRect();
+  const bars = [...svg.querySelectorAll('rect.bar')].map(r => ({
+    fill: getComputedStyle(r).fill, left: box(r).left, right: box(r).right, height: box(r).height,
+    tip: r.querySelector('title').textContent}));
+  const line = svg.querySelector('line.cutoff');
+  const ticks = [...svg.querySelectorAll('text.x-tick, text.y-tick')].map(t => t.textContent);
+  const legend = [...document.querySelectorAll('#ds-hist .hist-key')].map(k => k.innerText.trim());
+  return {cutoff: svg.dataset.cutoff, bars, line: line ? box(line).left + box(line).width / 2 : null, ticks,
+          legend, note: document.querySelector('#ds-hist-note').innerText};
+}"""
+
+
+def _hist_at(page, cutoff: int) -> dict:
+    """The histogram once it is drawn for ``cutoff`` (typed into the Train form, then the Datasets tab opened)."""
     _tab(page, "Train")
-    _fill(page, "f-data-cutoff-len", "16")
-    expect(page.locator("#f-data-cutoff-len input").first).to_have_value("16")
+    _fill(page, "f-data-cutoff-len", str(cutoff))
+    expect(page.locator("#f-data-cutoff-len input").first).to_have_value(str(cutoff))
     _tab(page, "Datasets")
-    over, within = data.SIDE_COLORS["over_cutoff"], data.SIDE_COLORS["kept"]
-    drawn = wait_svg(
-        page,
-        "#ds-hist",
-        f"s.legend.includes('over cutoff') && s.bars.some(b => b.color === '{over}') && s.bars.every(b => b.visible)",
+    page.wait_for_function(
+        f"(() => {{ const s = ({HIST_JS})(); return !!s && s.cutoff === '{cutoff}' && s.bars.length > 0"
+        f" && s.note.includes('cutoff {cutoff} '); }})()",
+        timeout=60_000,
     )
     page.locator("#ds-hist").scroll_into_view_if_needed()
+    return page.evaluate(HIST_JS)
+
+
+def _rgb(hex_color: str) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
+
+
+def test_length_histogram_bars_sides_and_cutoff_line(page, shots):
+    """Issue 27 item 7: bars within the cutoff blue and left of the dashed cutoff line, bars over it red and right of
+    it; a cutoff equal to the longest row draws no red bar (the note says 0 truncated); the red bars hold the rows the
+    note counts as truncated; ticks are whole numbers."""
+    page.set_default_timeout(120_000)  # a click waits for a renderer starved by a loaded machine
+    within, over = _rgb(data.SIDE_COLORS["kept"]), _rgb(data.SIDE_COLORS["over_cutoff"])
+    _tab(page, "Datasets")
+    page.wait_for_function(
+        f"(() => {{ const s = ({HIST_JS})(); return !!s && s.bars.length > 0; }})()", timeout=60_000
+    )
+    note = page.evaluate(HIST_JS)["note"]
+    total, longest = (int(x) for x in re.search(r"(\d+) rows · max (\d+) tokens", note).groups())
+
+    drawn = _hist_at(page, longest)  # every row fits: nothing red, every bar left of the line
+    assert "(0 rows)" in drawn["note"], drawn["note"]
+    assert drawn["bars"] and all(b["fill"] == within for b in drawn["bars"]), drawn["bars"]
+    assert all(b["right"] <= drawn["line"] + 1 for b in drawn["bars"]), (drawn["line"], drawn["bars"])
+    assert drawn["legend"] == ["within cutoff", f"cutoff {longest}"], drawn["legend"]
+
+    cut = max(2, longest // 2)
+    drawn = _hist_at(page, cut)
     page.screenshot(path=str(shots / "charts-length-histogram.png"))
-    assert drawn and sorted(drawn["legend"]) == ["over cutoff", "within cutoff"], drawn
-    assert drawn["title"] == "length"
-    assert {b["color"] for b in drawn["bars"]} == {over, within}, drawn["bars"]
-    assert all(b["visible"] for b in drawn["bars"]), drawn["bars"]
-    assert "truncated" in page.inner_text("#ds-hist-note")
+    truncated = int(re.search(r"truncated\*?\*? \((\d+) rows\)", drawn["note"]).group(1))
+    reds = [b for b in drawn["bars"] if b["fill"] == over]
+    blues = [b for b in drawn["bars"] if b["fill"] == within]
+    assert reds and blues and len(reds) + len(blues) == len(drawn["bars"]), drawn["bars"]
+    assert all(b["left"] >= drawn["line"] - 1 for b in reds) and all(b["right"] <= drawn["line"] + 1 for b in blues)
+    counted = [[int(x) for x in re.findall(r"\d+", b["tip"])] for b in drawn["bars"]]  # first, last, rows
+    assert all(first > cut for first, _, _ in (counted[i] for i, b in enumerate(drawn["bars"]) if b in reds))
+    assert all(last <= cut for _, last, _ in (counted[i] for i, b in enumerate(drawn["bars"]) if b in blues))
+    assert sum(n for (_, _, n), b in zip(counted, drawn["bars"]) if b in reds) == truncated
+    assert sum(n for _, _, n in counted) == total
+    assert drawn["ticks"] and all(t.isdigit() for t in drawn["ticks"]), drawn["ticks"]
+    assert drawn["legend"] == ["within cutoff", "over cutoff", f"cutoff {cut}"], drawn["legend"]
 
 
 def test_doctor_table_hidden_until_run_then_fits(page, shots, fits_width):

@@ -19,8 +19,8 @@ def _to_chinese(page) -> None:
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)  # the page's load handlers have run
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
-    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=15_000)
-    page.get_by_role("tab", name="数据集").wait_for(timeout=15_000)
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=120_000)
+    page.get_by_role("tab", name="数据集").wait_for(timeout=120_000)
 
 
 def _tab(page, name: str) -> None:

@@ -104,7 +104,7 @@ def test_chosen_language_survives_a_reload(page, shots):
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
-    _wait_text(page, "#start-btn", "开始训练", timeout=15_000)
+    _wait_text(page, "#start-btn", "开始训练", timeout=120_000)
     _reload(page)
     _wait_text(page, "#start-btn", "开始训练", timeout=30_000)
     page.get_by_role("tab", name="数据集").wait_for(timeout=30_000)

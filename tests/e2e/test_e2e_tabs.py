@@ -68,7 +68,7 @@ def test_validation_messages_in_chinese(page, shots):
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
-    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=15_000)
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=120_000)
     assert "范围 1 – 1024" in page.inner_text("#f-method-lora-rank")
     rank = page.locator("#f-method-lora-rank input")
     rank.fill("0")
@@ -113,7 +113,7 @@ def test_datasets_upload_register_and_sample(page, shots, server, fits_width, tm
     assert fits_width(page)
 
 
-def test_runs_doctor_chat_tabs_render(page, shots, fits_width):
+def test_runs_doctor_chat_tabs_render(page, server, shots, fits_width):
     _tab(page, "Runs")
     page.wait_for_selector("#runs-table", timeout=30_000)
     page.screenshot(path=str(shots / "runs.png"), full_page=True)
@@ -127,11 +127,27 @@ def test_runs_doctor_chat_tabs_render(page, shots, fits_width):
     )
     page.screenshot(path=str(shots / "doctor.png"))
     _tab(page, "Chat")
+    # the demo's vision-language model, asked about a drawn image: the image shows in the pane and it answers
+    page.click("#chat-model input")
+    page.get_by_role("option", name="demo-tiny-llava").click()
     page.click("#chat-load")
     page.wait_for_function("document.querySelector('#chat-status').innerText.includes('loaded')", timeout=180_000)
-    page.fill("#chat-prompt textarea", "Hello")
+    assert "demo-tiny-llava" in page.inner_text("#chat-status")
+    image = sorted((server.home / "data" / "demo_vlm_images").glob("*.png"))[0]
+    page.set_input_files("#chat-image input[type=file]", str(image))
+    page.wait_for_selector("#chat-image img", timeout=60_000)
+    page.fill("#chat-prompt textarea", "What colour is the shape?")
     page.click("#chat-send")
-    page.wait_for_function("document.querySelectorAll('#chat-base .message').length >= 2", timeout=120_000)
+    page.wait_for_function(
+        "document.querySelectorAll('#chat-base .message-row').length >= 2 && "
+        "document.querySelector('#chat-base .user-row img') !== null && "
+        "document.querySelector('#chat-send:not([disabled])') !== null",
+        timeout=120_000,
+    )
+    reply = page.locator("#chat-base .message-row:not(.user-row)").last.inner_text().strip()
+    assert reply, page.inner_text("#chat-base")
+    assert "⚠" not in page.inner_text("#chat-base"), page.inner_text("#chat-base")
+    assert page.locator("#chat-image img").count() == 0  # cleared for the next message
     page.screenshot(path=str(shots / "chat.png"))
     page.click("#chat-unload")
     page.wait_for_function("document.querySelector('#chat-status').innerText.includes('unloaded')", timeout=30_000)
@@ -141,8 +157,8 @@ def test_runs_doctor_chat_tabs_render(page, shots, fits_width):
 def test_language_switch_to_chinese(page, shots):
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
-    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=15_000)
-    page.get_by_role("tab", name="数据集").wait_for(timeout=15_000)  # tab labels re-render after the buttons
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=120_000)
+    page.get_by_role("tab", name="数据集").wait_for(timeout=120_000)  # tab labels re-render after the buttons
     assert "学习率" in page.inner_text("#f-train-learning-rate")
     page.screenshot(path=str(shots / "train-zh.png"))
 

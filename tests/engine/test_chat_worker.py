@@ -79,3 +79,50 @@ def test_worker_answers_three_turns_and_cuts_at_stop(demo_paths):
     assert by_id[3][-1]["type"] == "done" and stop not in cut and answer.startswith(cut)
     assert stop not in "".join(r["text"] for r in by_id[3] if r["type"] == "token")
     assert by_id[4] == [{"type": "error", "id": 4, "error": by_id[4][0]["error"]}] and "text" in by_id[4][0]["error"]
+
+
+def _demo_image(demo_paths) -> str:
+    images = sorted((Path(demo_paths["data_dir"]) / "demo_vlm_images").glob("*.png"))
+    assert images, "the demo builds its image dataset"
+    return str(images[0])
+
+
+def test_vision_turn_is_rendered_and_encoded_as_in_training(demo_paths):
+    """The Chat tab's image turn for a vision-language model: the processor's chat template and the processor's
+    image tensors, exactly as the trainer encodes the same turn of a dataset row (engine.trainer.vision)."""
+    from transformers import AutoProcessor
+
+    from engine.spec.groups import VisionSpec
+    from engine.trainer import vision
+
+    processor = AutoProcessor.from_pretrained(demo_paths["vlm_model_dir"])
+    img = _demo_image(demo_paths)
+    got = chat_worker.vision_inputs(processor, "Be brief.", [{"role": "user", "content": "Colour?", "images": [img]}])
+    row = {"system": "Be brief.", "messages": [{"role": "user", "content": "<image>Colour?"}]}
+    row["messages"].append({"role": "assistant", "content": "red"})
+    prompt = vision.segments(row, processor)[0][0]
+    sizes = VisionSpec()
+    want = processor(
+        text=[prompt],
+        images=[vision.open_image(img, sizes.image_max_pixels, sizes.image_min_pixels)],
+        return_tensors="pt",
+        add_special_tokens=False,
+    )
+    assert got["input_ids"].tolist() == want["input_ids"].tolist()
+    assert (got["pixel_values"] == want["pixel_values"]).all()
+    image_id = processor.tokenizer.convert_tokens_to_ids(vision.image_token(processor))
+    assert got["input_ids"][0].tolist().count(image_id) > 1  # the image's tokens, expanded by the processor
+
+
+def test_worker_answers_a_vision_model_with_an_image_and_a_text_model_refuses_it(demo_paths):
+    img = _demo_image(demo_paths)
+    ask = {"type": "generate", "id": 1, "max_new_tokens": 6}
+    turn = [{"role": "user", "content": "What colour is it?", "images": [img]}]
+    replies = _ask(demo_paths["vlm_model_dir"], [{**ask, "messages": turn}])
+    assert replies[0]["type"] == "ready" and replies[0]["vision"] is True
+    done = [r for r in replies if r["type"] == "done"]
+    assert [r["id"] for r in done] == [1]
+    assert done[0]["text"] == "".join(r["text"] for r in replies if r["type"] == "token" and r["id"] == 1)
+    replies = _ask(demo_paths["model_dir"], [{**ask, "messages": turn}])
+    assert replies[0]["type"] == "ready" and replies[0]["vision"] is False
+    assert replies[1]["type"] == "error" and "text only" in replies[1]["error"]

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES_DIR = ROOT / "assets" / "examples"
 ACCELERATE_DIR = EXAMPLES_DIR / "lf" / "accelerate"  # LF users' accelerate configs: not specs, kept apart
 EXAMPLES = sorted(p for p in EXAMPLES_DIR.rglob("*.yaml") if ACCELERATE_DIR not in p.parents)
-CPU_EXAMPLES = ["lora_sft_demo.yaml", "ddp_2proc_cpu.yaml"]
+CPU_EXAMPLES = ["lora_sft_demo.yaml", "ddp_2proc_cpu.yaml", "grpo_math.yaml", "grpo_format.yaml"]
 CHECK = "# check: studio validate "
 
 
@@ -81,6 +81,9 @@ def test_examples_cover_every_method_and_keep_accelerate_configs_apart():
     ours = [s for s in specs if "schema_version" in s]
     lora = [s["method"].get("lora", {}) for s in ours]
     assert any(s["method"].get("stage") == "kto" for s in ours)
+    assert {"math", "regex", "length"} <= {
+        r["kind"] for s in ours if s["method"].get("stage") == "grpo" for r in s["method"]["grpo"]["rewards"]
+    }
     assert any(x.get("use_dora") for x in lora) and any(x.get("loraplus_lr_ratio") for x in lora)
     assert any(x.get("pissa_init") for x in lora)
     configs = sorted(ACCELERATE_DIR.glob("*.yaml"))

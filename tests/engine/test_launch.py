@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from engine.machine.hardware import GpuInfo, Hardware, cpu_only
-from engine.runs.launch import LaunchError, build_command, deepspeed_config, preview_text, write_plan_files
+from engine.runs.accelerate_configs import deepspeed_config
+from engine.runs.launch import LaunchError, build_command, preview_text, write_plan_files
 from engine.spec.schema import RunSpec
 
 

@@ -397,6 +397,20 @@ def _lf_value(value):
     return value
 
 
+# LLaMA-Factory has no GRPO stage: the grpo examples are refused by spec_to_lf (test_grpo_spec_is_not_written_as_lf)
+LF_EXAMPLES = [
+    p
+    for p in sorted((ROOT / "assets" / "examples").glob("*.yaml"))
+    if "stage: grpo" not in p.read_text(encoding="utf-8")
+]
+
+
+def test_grpo_spec_is_not_written_as_lf():
+    spec = load_spec(ROOT / "assets" / "examples" / "grpo_math.yaml", context=False)
+    with pytest.raises(SpecError, match="LLaMA-Factory has no GRPO stage"):
+        spec_to_lf(spec)
+
+
 class TestRoundTrips:
     @pytest.mark.parametrize("acc_path", [ZERO3, FSDP], ids=["zero3", "fsdp"])
     def test_lf_to_spec_to_lf(self, acc_path):
@@ -456,7 +470,7 @@ class TestRoundTrips:
         _, out_acc = spec_to_lf(load_any(SEED_ARGS, ZERO3, context=False))
         assert out_acc == read(ZERO3), "the exported accelerate config has exactly the seed's shape"
 
-    @pytest.mark.parametrize("path", sorted((ROOT / "assets" / "examples").glob("*.yaml")), ids=lambda p: p.name)
+    @pytest.mark.parametrize("path", LF_EXAMPLES, ids=lambda p: p.name)
     def test_spec_to_lf_to_spec(self, path):
         spec = load_spec(path, context=False)
         args, acc = spec_to_lf(spec)
@@ -482,9 +496,11 @@ class TestRoundTrips:
             want["method"].pop("quantization"), got["method"].pop("quantization")
         if want["output"]["output_dir"]:  # a relative one is the workspace's; LF gets it absolute
             assert got["output"].pop("output_dir") == str(workspace_path(want["output"].pop("output_dir")))
+            # LF saves the weights in output_dir itself: that is what its output_dir means
+            assert got["output"].pop("layout") == "llamafactory" and want["output"].pop("layout") == "studio"
         assert got == want
 
-    @pytest.mark.parametrize("path", sorted((ROOT / "assets" / "examples").glob("*.yaml")), ids=lambda p: p.name)
+    @pytest.mark.parametrize("path", LF_EXAMPLES, ids=lambda p: p.name)
     def test_lf_yaml_text_reads_back_but_for_the_fields_it_lists(self, path):
         """The page's "Save as LF YAML": every field LF has comes back equal; those it has not are the comments."""
         spec = load_spec(path, context=False)
@@ -499,7 +515,7 @@ class TestRoundTrips:
         for field, value in want.items():
             if field in listed:
                 assert json.loads(listed[field]) == value and got.get(field) != value, field
-            elif field != "output.output_dir":
+            elif field not in ("output.output_dir", "output.layout"):
                 assert got.get(field) == value, field
 
     def test_fields_lf_lacks_are_listed_as_comments(self):
@@ -553,7 +569,10 @@ class TestDetectionAndCli:
             == 0
         )
         assert read(acc_path) == read(ZERO3)
-        assert load_any(args_path, acc_path, context=False) == spec
+        # written as Studio runs it: the workspace's data folder (the YAML names none) as an absolute dataset_dir
+        assert load_any(args_path, acc_path, context=False) == spec.model_copy(
+            update={"data": spec.data.model_copy(update={"dataset_dir": str(workspace.data_dir().resolve())})}
+        )
         assert "note: logging_dir" in capsys.readouterr().err
 
     def test_import_reports_unsupported(self, tmp_path, capsys):

@@ -33,15 +33,14 @@ VERDICTS = {
     "splits_demo_test": "OK 2 sft",
     "splits_demo_sampled": "OK 6 sft",  # num_samples is the run's sampling; the check reads every row
     "splits_demo_bad_split": "no split 'validation' (splits there: test, train)",
-    "mllm_demo": "has a images column ('images'): image, video and audio data is not supported",
+    "mllm_demo": "OK 6 sft 6 images",  # LF's layout: placeholders in some rows, none in others (all images first)
     "mllm_video_demo": "has a videos column ('videos')",
     "mllm_audio_demo": "has a audios column ('audios')",
     "alpaca_en": "dataset 'alpaca_en' is on the hub (llamafactory/alpaca_en) and not in the Hugging Face cache, and "
     "the hub is offline (HF_HUB_OFFLINE)",
     "starcoder_python": "dataset 'starcoder_python' is on the hub (bigcode/starcoderdata)",
     "dpo_mix_en": "dataset 'dpo_mix_en' is on the hub (hiyouga/DPO-En-Zh-20k)",
-    "deepctrl": "entry 'deepctrl' is on ModelScope only (ms_hub_url deepctrl/deepctrl-sft-data): ModelScope is not "
-    "supported",
+    "deepctrl": "dataset 'deepctrl': ModelScope (http://127.0.0.1:9) cannot give deepctrl/deepctrl-sft-data",
     "belle_multiturn": "entry 'belle_multiturn' is a dataset loading script (belle_multiturn.py), which datasets",
 }
 
@@ -60,8 +59,10 @@ def _verdicts(output: str) -> dict[str, str]:
         head = re.match(r"^(\S+): (.*)$", line)
         if head and not line.startswith(" "):
             name, rest = head.groups()
-            ok = re.match(r"OK \((\d+) rows, stage (\w+)\)", rest)
-            out[name] = f"OK {ok.group(1)} {ok.group(2)}" if ok else rest
+            ok = re.match(r"OK \((\d+) rows, stage (\w+)(?:, (\d+) images)?\)", rest)
+            out[name] = (
+                (f"OK {ok.group(1)} {ok.group(2)}" + (f" {ok.group(3)} images" if ok.group(3) else "")) if ok else rest
+            )
         elif name:
             out[name] += "\n" + line.strip()
     return out
@@ -77,6 +78,8 @@ def test_every_entry_of_lf_data_gets_its_verdict(tmp_path):
         "HF_HUB_OFFLINE": "1",
         "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
         "HF_HOME": str(tmp_path / "hf-home"),
+        "MODELSCOPE_ENDPOINT": "http://127.0.0.1:9",  # nothing answers (ModelScope: tests/engine/test_modelscope.py)
+        "MODELSCOPE_CACHE": str(tmp_path / "ms-cache"),
     }
     done = _studio(["data", "check", "--dataset-dir", str(LF_DATA), *VERDICTS], env)
     got = _verdicts(done.stdout)

@@ -33,6 +33,12 @@ ACCEPTED = [
     "extras/loraplus/llama3_lora_sft.yaml",
     "extras/pissa/llama3_lora_sft.yaml",
     "extras/oft/llama3_oft_sft.yaml",
+    # LF's multimodal SFT examples, with the demo vision-language model swapped in (lf_root)
+    "train_lora/qwen3vl_lora_sft.yaml",
+    "train_lora/mossvl_lora_sft.yaml",
+    "train_full/qwen3vl_full_sft.yaml",
+    "train_full/mossvl_full_sft.yaml",
+    "extras/oft/qwen2_5vl_oft_sft.yaml",
 ]
 REFUSED = {  # file -> (the key named, words of its one line)
     "extras/mod/llama3_full_sft.yaml": ("mixture_of_depths", "mixture-of-depths"),
@@ -55,7 +61,8 @@ def lf_root(tmp_path, demo_paths, monkeypatch) -> Path:
     shutil.copytree(FIXTURE, root)
     for path in (root / "examples").rglob("*.yaml"):
         args = yaml.safe_load(path.read_text(encoding="utf-8"))
-        args["model_name_or_path"] = demo_paths["model_dir"]
+        vision = "image_max_pixels" in args  # LF's multimodal examples get the demo's vision-language model
+        args["model_name_or_path"] = demo_paths["vlm_model_dir" if vision else "model_dir"]
         path.write_text(yaml.safe_dump(args, sort_keys=False), encoding="utf-8")
     monkeypatch.chdir(root)
     return root
@@ -196,17 +203,17 @@ def test_example_pasted_in_the_chinese_page_shows_its_notes_in_chinese(name, lf_
     ignored, the deepspeed launch, the kto batch, pt packing, ...) in Chinese, LF's key names as written."""
     import re
 
-    from studio.tabs import train
+    from studio.tabs import train_lf
 
     text = (lf_root / "examples" / name).read_text(encoding="utf-8")
-    values, msg = train.import_lf(text, "", "zh")
+    values, msg = train_lf.import_lf(text, "", "zh")
     assert values is not None, msg
     lines = msg.split("\n")
-    assert lines[0] == "✅ " + train.t("lf_filled", "zh")
-    notes = [line[2:] for line in lines[lines.index(train.t("lf_notes", "zh")) + 1 :]]
+    assert lines[0] == "✅ " + train_lf.t("lf_filled", "zh")
+    notes = [line[2:] for line in lines[lines.index(train_lf.t("lf_notes", "zh")) + 1 :]]
     assert notes, msg
     assert all(re.search(r"[\u4e00-\u9fff]", n) for n in notes), notes
-    english = train.import_lf(text, "", "en")[1]
+    english = train_lf.import_lf(text, "", "en")[1]
     assert not any(n in english for n in notes)  # no note left in English
     if "plot_loss" in text:
         assert "plot_loss：已接受，但不起作用（Studio 实时绘制 loss 曲线）" in notes
@@ -216,10 +223,10 @@ def test_example_pasted_in_the_chinese_page_shows_its_notes_in_chinese(name, lf_
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_unsupported_feature_is_refused_in_chinese_on_the_chinese_page(name, lf_root):
-    from studio.tabs import train
+    from studio.tabs import train_lf
 
     key, _ = REFUSED[name]
-    values, msg = train.import_lf((lf_root / "examples" / name).read_text(encoding="utf-8"), "", "zh")
+    values, msg = train_lf.import_lf((lf_root / "examples" / name).read_text(encoding="utf-8"), "", "zh")
     assert values is None
     assert msg.split("\n")[1:] == [f"- `{key}`：不支持 mixture-of-depths：请按模型原样训练"]
 
@@ -257,7 +264,8 @@ def test_queue_add_takes_an_lf_yaml(lf_root, run_registry, capsys):
 @pytest.mark.slow
 def test_lf_example_trains_through_studio_train(lf_root, run_registry, capsys, monkeypatch):
     """The llama3 LoRA SFT example as LF ships it, with the demo model and 2 steps (max_samples kept small); the
-    user allows LF's folder as an output root, so the adapter lands where LF would write it."""
+    adapter's files land where LF writes them, in output_dir itself (tests/engine/test_lf_chain.py: from a folder
+    outside the workspace, with no STUDIO_OUTPUT_ROOTS)."""
     monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(lf_root))
     path = Path("examples/train_lora/llama3_lora_sft.yaml")
     args = yaml.safe_load(path.read_text())
@@ -265,7 +273,7 @@ def test_lf_example_trains_through_studio_train(lf_root, run_registry, capsys, m
     rc, out, err = studio(capsys, "train", str(path))
     assert rc == 0 and "completed" in out, out + err
     assert "step 2/2" in out
-    adapter = lf_root / "saves" / "llama3-8b" / "lora" / "sft" / "adapter"
+    adapter = lf_root / "saves" / "llama3-8b" / "lora" / "sft"
     assert (adapter / "adapter_config.json").is_file(), "the adapter is where LF would write it (output_dir)"
 
 
@@ -280,3 +288,31 @@ def test_every_key_lf_accepts_is_handled():
         data, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", key: default})
         refused |= dict.fromkeys(unsupported, default)
     assert refused == {"do_train": False}
+
+
+def test_multimodal_examples_map_lfs_vision_switches(lf_root):
+    """LF's vision keys land in model.vision; its video keys are noted (videos are refused at check time); the
+    moss_vl template is the processor's own; the dpo example imports with its stage (a VLM trains sft here)."""
+    notes: list[str] = []
+    spec = load_any("examples/train_lora/mossvl_lora_sft.yaml", notes=notes)
+    v = spec.model.vision
+    assert (v.image_max_pixels, v.freeze_vision_tower, v.freeze_multi_modal_projector) == (262144, True, True)
+    assert v.freeze_language_model is False and spec.data.template == "auto"
+    assert {n.split(":")[0] for n in notes} >= {"video_max_pixels", "video_fps", "video_maxlen", "template moss_vl"}
+    assert spec.data.datasets == ["mllm_demo", "identity", "alpaca_en_demo"]
+    data, unsupported = lf_to_spec(yaml.safe_load(Path("examples/train_lora/qwen3vl_lora_dpo.yaml").read_text()))
+    assert not unsupported and data["method"]["stage"] == "dpo"
+    assert data["model"]["vision"]["image_max_pixels"] == 262144 and data["data"]["datasets"] == ["rlhf_v"]
+
+
+def test_multimodal_lf_example_trains_through_studio_train(lf_root, run_registry, capsys, monkeypatch):
+    """LF's Qwen3-VL LoRA SFT example with the demo VLM swapped in trains 2 steps on LF's mllm_demo + identity +
+    alpaca_en_demo (images and text rows together), the adapter where LF would write it."""
+    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(lf_root))
+    path = Path("examples/train_lora/qwen3vl_lora_sft.yaml")
+    args = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump(args | {"max_steps": 2, "save_steps": 1000, "logging_steps": 1}))
+    rc, out, err = studio(capsys, "train", str(path))
+    assert rc == 0 and "completed" in out, out + err
+    adapter = lf_root / "saves" / "qwen3-vl-4b" / "lora" / "sft"  # output_dir itself, as LF writes it
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "processor_config.json").is_file()

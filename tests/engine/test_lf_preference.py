@@ -73,7 +73,8 @@ def test_trains_two_steps_with_finite_losses(lf_runs, stage):
     assert len(losses) == 2 and all(math.isfinite(v) for v in losses), losses
     assert events[-1]["type"] == "finished"
     adapter = Path(events[-1]["payload"]["adapter_dir"])
-    assert adapter.parent.name == {"kto": "kto", "rm": "reward"}[stage] and (adapter / "adapter_config.json").is_file()
+    # LF's layout (output.layout: llamafactory): the adapter files are in output_dir itself, as LF writes them
+    assert adapter.name == {"kto": "kto", "rm": "reward"}[stage] and (adapter / "adapter_config.json").is_file()
 
 
 def test_kto_reads_the_tags_and_trains_the_adapter(lf_runs):

@@ -22,6 +22,7 @@ import yaml
 from engine.core import events as ev
 from engine.export import checks as xp
 from engine.export import jobs as mj
+from engine.export import sizes
 from engine.runs import registry as runs
 
 TARGETS = ["q_proj", "v_proj", "o_proj", "down_proj"]
@@ -409,13 +410,13 @@ class TestBadInput:
 
     def test_disk_estimate_follows_dtype(self, base, adapters):
         src = [xp.resolve_source(str(adapters["lora"]))]
-        fp32, bf16 = (xp.estimate_bytes(src, base, d, False) for d in ("fp32", "bf16"))
+        fp32, bf16 = (sizes.estimate_bytes(src, base, d, False) for d in ("fp32", "bf16"))
         assert 1.8 < fp32 / bf16 <= 2.0
 
     def test_bad_shard_size(self):
-        assert xp.parse_size("2GB") == 2 * 10**9 and xp.parse_size("1GiB") == 2**30
+        assert sizes.parse_size("2GB") == 2 * 10**9 and sizes.parse_size("1GiB") == 2**30
         with pytest.raises(xp.ExportError, match="--max-shard-size"):
-            xp.parse_size("big")
+            sizes.parse_size("big")
 
 
 # ----------------------------------------------------------------------------------------------- memory
@@ -452,10 +453,10 @@ def test_memory_estimate_bounds_real_merges(base, adapters, tmp_path):
     for name, adapter, base_dir in (("demo", adapters["lora"], base), ("bigger", big_adapter, str(big))):
         plan = xp.plan_export([str(adapter)], str(tmp_path / f"{name}-planned"), dtype="bf16")
         estimated[name] = plan.ram_needed
-        assert plan.ram_needed == xp.estimate_memory(plan.sources, base_dir, "bf16", "cpu", False, 2 * 10**9)
+        assert plan.ram_needed == sizes.estimate_memory(plan.sources, base_dir, "bf16", "cpu", False, 2 * 10**9)
         measured[name] = peak_rss_of_merge(adapter, tmp_path / f"{name}-merged", "bf16")
         assert measured[name] <= estimated[name] <= 4 * measured[name], (name, measured, estimated)
-    assert xp.weight_bytes(str(big), "fp32")[0] > 30 * xp.weight_bytes(base, "fp32")[0]
+    assert sizes.weight_bytes(str(big), "fp32")[0] > 30 * sizes.weight_bytes(base, "fp32")[0]
     assert measured["bigger"] - measured["demo"] <= estimated["bigger"] - estimated["demo"], (measured, estimated)
 
 
@@ -511,11 +512,11 @@ def test_memory_estimate_of_a_7b_model_from_headers_only(tmp_path):
     raw = header.encode()
     (base / "model.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw)
     (base / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": vocab, "dtype": "bfloat16"}))
-    params = xp.weight_bytes(base, "fp32")[0] / 4
+    params = sizes.weight_bytes(base, "fp32")[0] / 4
     assert 6.5e9 < params < 7e9
     src = [xp.Source("a", "adapter", str(tmp_path / "none"), base=str(base))]
-    cpu = xp.estimate_memory(src, str(base), "bf16", "cpu", False, 2 * 10**9)
-    gpu = xp.estimate_memory(src, str(base), "bf16", "cuda", False, 2 * 10**9)
+    cpu = sizes.estimate_memory(src, str(base), "bf16", "cpu", False, 2 * 10**9)
+    gpu = sizes.estimate_memory(src, str(base), "bf16", "cuda", False, 2 * 10**9)
     assert 4 * params < cpu < 2 * 4 * params and gpu < 6e9
     plan = xp.ExportPlan(src, str(base), "o", "bf16", False, 0, 0, "cpu", cpu, 16 * 10**9, "test")
     message = xp.memory_problem(plan, src, 2 * 10**9)

@@ -21,7 +21,8 @@ import pytest
 from engine.core.events import read_all
 from engine.machine.hardware import cpu_only
 from engine.runs import slurm
-from engine.runs.launch import build_command, slurm_script
+from engine.runs.launch import build_command
+from engine.runs.node_commands import slurm_script
 from engine.spec.schema import SpecError, validate_spec
 from tests.helpers import demo_spec, wait_for
 

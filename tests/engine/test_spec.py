@@ -33,7 +33,7 @@ DEMO_EXAMPLES = ["lora_sft_demo.yaml", "ddp_2proc_cpu.yaml"]
 def test_examples_cover_every_method_and_backend():
     specs = [load_spec(p, context=False) for p in EXAMPLES]
     assert len(specs) >= 9
-    assert {s.method.stage for s in specs} == {"sft", "pt", "dpo", "kto", "rm"}  # kto on the demo's demo_kto
+    assert {s.method.stage for s in specs} == {"sft", "pt", "dpo", "kto", "rm", "grpo"}  # kto on demo_kto
     methods = set(typing.get_args(MethodSpec.model_fields["finetuning"].annotation))
     assert {s.method.finetuning for s in specs} == methods == {"lora", "oft", "full", "freeze"}
     assert {s.launch.backend for s in specs} == {"single", "ddp", "fsdp", "deepspeed"}
@@ -93,7 +93,10 @@ class TestVersions:
         data_added = {"eval_datasets": [], "mask_history": False, "enable_thinking": True, "tool_format": "template"}
         assert {k: dumped["data"].pop(k) for k in data_added} == data_added
         assert dumped["model"].pop("packed_attention") == "auto"
+        vision = {"freeze_vision_tower": True, "freeze_multi_modal_projector": True, "freeze_language_model": False}
+        assert dumped["model"].pop("vision") == {**vision, "image_max_pixels": 589824, "image_min_pixels": 1024}
         assert dumped["launch"].pop("ddp_timeout") == 1800
+        assert dumped["output"].pop("layout") == "studio"  # LF's own layout is only for an LF YAML's output_dir
         assert dumped["method"].pop("kto") == {"beta": 0.1, "desirable_weight": 1.0, "undesirable_weight": 1.0}
         added = {
             "save_strategy": "steps",
@@ -116,6 +119,9 @@ class TestVersions:
             "pissa_iter": 16,
             "pissa_convert": False,
         }
+        assert dumped["method"].pop("grpo")["rewards"] == []  # stage grpo's group: no reward functions
+        # SimPO's settings (LLaMA-Factory's simpo_gamma, pref_ftx), at LF's defaults
+        assert (dumped["method"]["dpo"].pop("simpo_gamma"), dumped["method"]["dpo"].pop("ftx")) == (0.5, 0.0)
         assert dumped["method"].pop("oft") == {"rank": 0, "block_size": 32, "targets": ["all"], "dropout": 0.0}
         assert dumped["train"].pop("low_rank")["rank"] == 16 and dumped["train"].pop("badam")["mode"] == "layer"
         assert dumped["launch"].pop("target") == "local" and dumped["launch"].pop("slurm")["extra_sbatch"] == []

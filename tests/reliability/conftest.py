@@ -1,8 +1,8 @@
 """Reliability and security suite (issue 9): shared fixtures and the summary table printed at the end of a session.
 
 Every test of this folder is one *case* (tried / passed by its outcome); property tests also count each generated
-example as a try of their case through the ``tally`` fixture. The table is printed by ``pytest_terminal_summary``
-after every session that ran at least one of these tests.
+example as a try of their case through the ``tally`` fixture. The table (``tests/tally_table.py``) is printed by
+``tests/conftest.py`` after every session that ran at least one of these tests, with every xdist worker's rows.
 
 Soak: ``STUDIO_SOAK=1`` (or ``--soak`` when pytest is started on this folder) runs the long variants: 1,000+ fuzzed
 dataset files, minutes of load, more kill points.
@@ -11,17 +11,15 @@ dataset files, minutes of load, more kill points.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from tests.tally_table import NOTES as _NOTES
+from tests.tally_table import TABLE as _TABLE
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-
-# case -> [tried, passed]; sub-cases (fuzz examples, clients, kill points) add to their own rows.
-_TABLE: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-_NOTES: dict[str, str] = {}
 
 
 def soak() -> bool:
@@ -88,21 +86,3 @@ def pytest_runtest_makereport(item, call):
             return
         row[0] += 1
         row[1] += int(report.passed)
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not _TABLE and not _NOTES:
-        return
-    tr = terminalreporter
-    tr.section("reliability summary (issue 9)" + (" — soak" if soak() else ""))
-    names = sorted(set(_TABLE) | set(_NOTES))
-    width = max(len(n) for n in names)
-    tr.write_line(f"{'case'.ljust(width)}  {'tried':>6}  {'passed':>6}  note")
-    total_t = total_p = 0
-    for name in names:
-        tried, passed = _TABLE.get(name, [0, 0])
-        total_t += tried
-        total_p += passed
-        flag = "" if tried == passed else "  <-- FAILED"
-        tr.write_line(f"{name.ljust(width)}  {tried:>6}  {passed:>6}  {_NOTES.get(name, '')}{flag}")
-    tr.write_line(f"{'TOTAL'.ljust(width)}  {total_t:>6}  {total_p:>6}")

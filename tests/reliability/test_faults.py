@@ -237,6 +237,23 @@ def check_damages(tally, out: Path, spec_dict: dict) -> None:
         shutil.rmtree(copy)
 
 
+def test_an_event_after_a_torn_line_is_not_lost(tmp_path, tally):
+    """A full disk cuts a write short; the wrapper's failed event, appended once there is room, must be read: it is
+    not glued onto the torn line (which would make both one unreadable line)."""
+    path = tmp_path / "events.jsonl"
+    events.append_event(path, "log", 5, loss=1.0)
+    with open(path, "ab") as fh:
+        fh.write(b'{"type":"log","ts":1.0,"step":6,"payload":{"loss":7.1')
+    events.append_event(path, "failed", None, cause="disk", error="disk full")
+    last = events.last_event(path, events.TERMINAL_TYPES)
+    evs, _ = events.read_events(path, 0)
+    tally.check(
+        "faults::failed event after a torn line is read",
+        last is not None and last["payload"]["cause"] == "disk" and [e["type"] for e in evs] == ["log", "failed"],
+        path.read_text(),
+    )
+
+
 def test_torn_last_event_line_is_tolerated(tmp_path, tally):
     """A writer killed mid-append leaves a partial last line (and sometimes a torn line mid-file)."""
     path = tmp_path / "events.jsonl"

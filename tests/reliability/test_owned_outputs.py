@@ -165,8 +165,7 @@ def test_delete_removes_only_what_the_run_made(home, demo_paths, tally, capsys):
 def test_validate_train_and_the_form_refuse_the_same_output_folders(home, demo_paths, tally, capsys):
     """outs/o1 (another run's output folder), outs/o1/adapter and outs are refused alike by `studio validate`,
     `studio train` and the Train tab's form, with the same words; a free folder passes all three."""
-    from studio import forms
-    from studio.tabs import train
+    from studio import form_validation, forms
 
     o = runs.submit(spec_data(demo_paths, output_dir="outs/o1"), name="o1", start=False)
     runs.stop(o)  # taken off the queue: a run all the same, whose output folder is its own
@@ -184,7 +183,7 @@ def test_validate_train_and_the_form_refuse_the_same_output_folders(home, demo_p
             for rec in runs.list_runs(refresh_status=False):
                 if rec.id not in before and rec.active:
                     runs.stop(rec.id, grace_s=5)
-        spec, errors, _ = train.form_check(forms.spec_to_values(data))
+        spec, errors, _ = form_validation.form_check(forms.spec_to_values(data))
         form = " / ".join(str(m) for p, m in errors if p == "output.output_dir")
         return (rc_v, said_v.out + said_v.err), (rc_t, said_t.out + said_t.err), (spec, form)
 

@@ -6,8 +6,8 @@ server is; probed from 127.0.0.1). Then: the trainer's environment is explicit; 
 every route gradio has (enumerated from the app) answers a client without the cookie with nothing of the workspace
 (no path, run id or dataset name), ``/`` with the login page only; wrong logins are throttled per address with
 exponential back-off and logged; file downloads cannot leave the allowed folders; 20 clients poll the dashboard's timer
-endpoint (``/tick``, what the open page calls every 0.5 s) for a bounded time and all see the same loss curve while
-the studio's RSS stays flat; after the run is stopped no secret is found in any file it wrote.
+endpoint (``/tick`` then ``/show``, what the open page calls every 0.5 s) for a bounded time and all see the same loss
+curve while the studio's RSS stays flat; after the run is stopped no secret is found in any file it wrote.
 Load duration: 30 s by default, 300 s with STUDIO_SOAK=1.
 """
 
@@ -671,7 +671,9 @@ def test_twenty_clients_poll_a_live_run(server, live_run, tally):
         try:
             c = Client(server.url + "/", auth=(USER, PASSWORD), verbose=False, httpx_kwargs={"timeout": 120})
             while time.time() < stop_at:
-                out = c.predict(live_run, "step", 0.0, False, "en", api_name="/tick")
+                # what the page does: /tick reads the run's new lines into the session, /show draws them
+                c.predict(polls[i], live_run, "step", 0.0, False, "en", api_name="/tick")
+                out = c.predict(api_name="/show")
                 polls[i] += 1
                 rows, headers = plot_rows(out[0])
                 if rows and headers:

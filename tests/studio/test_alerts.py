@@ -53,7 +53,7 @@ def test_dashboard_render_shows_them(tmp_path):
     view = monitor.new_view("r1", _run_folder(tmp_path))
     monitor.read_new(view)
     out = dashboard.render(view, "step", 0.0, False, "en")
-    loss_update, alert_update = out[0], out[-1]
+    loss_update, alert_update = out[0], out[-1 - dashboard.GRPO_OUTPUTS]  # the GRPO panel comes after the alerts
     assert "⚠ grad norm @5" in set(loss_update["value"]["curve"])
     assert alert_update["visible"] is True and "gradient norm inf" in alert_update["value"]
     # on the epoch axis the mark sits where step 5's loss point is

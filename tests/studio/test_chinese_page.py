@@ -18,8 +18,8 @@ def test_datasets_and_doctor_texts_in_chinese(demo_paths, monkeypatch):
     assert data.problem_text(problem, "zh") == "/d/x.jsonl，第 3 行，列 'output'：empty response"
     assert data.problem_text(problem, "en") == str(problem)
 
-    fake = SimpleNamespace(run_checks=lambda: [SimpleNamespace(name="torch", status="PASS", detail="2.x", fix="")])
-    monkeypatch.setattr(doctor.backend, "engine_module", lambda name: fake)
+    fake = [SimpleNamespace(name="torch", status="PASS", detail="2.x", fix="")]
+    monkeypatch.setattr(doctor, "run_checks", lambda: fake)
     zh = doctor.checks_frame("zh")
     assert list(zh.columns) == ["检查项", "结果", "详情", "修复建议"] and zh.iloc[0]["结果"] == "通过"
     assert doctor.checks_frame()["status"].tolist() == ["PASS"]

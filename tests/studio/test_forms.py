@@ -7,8 +7,8 @@ from pathlib import Path
 import yaml
 
 from engine.spec import schema as spec_mod
-from studio import forms
-from studio.tabs import train
+from studio import form_validation, forms
+from studio.tabs import train, train_plan
 
 
 def _demo_values(demo_paths) -> dict:
@@ -69,12 +69,12 @@ def test_errors_land_on_the_field_they_name(demo_paths):
     values["launch.num_processes"] = 4  # single backend with 4 processes: a cross-field rule
     spec, errors, warnings = train.check(values)
     assert spec is None
-    _, flagged = train.field_updates(errors, warnings, {})
+    _, flagged = form_validation.field_updates(errors, warnings, {})
     assert "launch.num_processes" in flagged
     values["launch.num_processes"] = 1
     values["method.lora.rank"] = 0  # out of range: a field rule
     spec, errors, warnings = train.check(values)
-    updates, flagged = train.field_updates(errors, warnings, {})
+    updates, flagged = form_validation.field_updates(errors, warnings, {})
     assert spec is None and "method.lora.rank" in flagged
     idx = [f.path for f in forms.FIELDS].index("method.lora.rank")
     assert "field-error" in updates[idx]["elem_classes"] and updates[idx]["info"].startswith("❌")
@@ -154,7 +154,7 @@ def test_autofit_without_a_fit_leaves_the_form_and_lists_what_it_tried(demo_path
 
 
 def test_plan_panel_states_the_precision_it_planned_for(demo_paths, monkeypatch):
-    monkeypatch.setattr(train, "_hardware", lambda: None)  # a machine without GPUs
+    monkeypatch.setattr(train_plan, "_hardware", lambda: None)  # a machine without GPUs
     values = _demo_values(demo_paths) | {"train.precision": "auto", "launch.device": "auto"}
     bare = train.plan_html(values, None)
     typed = train.plan_html(values, 24.0)
@@ -176,10 +176,10 @@ def test_chinese_labels_and_help_cover_every_field():
 
 
 def test_language_switch_redraws_help(demo_paths):
-    updates, flagged = train.field_updates([], [], {"": "en"}, "zh")
+    updates, flagged = form_validation.field_updates([], [], {"": "en"}, "zh")
     idx = [f.path for f in forms.FIELDS].index("train.learning_rate")
     assert updates[idx]["info"] == "峰值学习率（范围 > 0, ≤ 1）" and flagged[""] == "zh"  # help, then its range
-    again, _ = train.field_updates([], [], flagged, "zh")
+    again, _ = form_validation.field_updates([], [], flagged, "zh")
     assert again[idx] == {"__type__": "update"}
 
 
@@ -195,7 +195,7 @@ def test_train_actions_and_plan_in_chinese(demo_paths, monkeypatch):
         raise refusal
 
     registry = SimpleNamespace(submit=refuse, list_runs=lambda *a, **k: [], ACTIVE=("queued", "running"))
-    monkeypatch.setattr(train.backend, "engine_module", lambda name: registry)
+    monkeypatch.setattr(train, "runs", registry)
     msg, run_id, _ = train.start_run(values, "zh")
     assert run_id is None and "运行配置无效" in msg and "无法写入 /x（权限不足）" in msg and "输出目录" in msg
     msg, _, _ = train.start_run(values, "en")
@@ -207,9 +207,9 @@ def test_train_actions_and_plan_in_chinese(demo_paths, monkeypatch):
         "gpu_mem_gib": 24.0,
         "components": {"weights": 2**20, "activations": 2**21},
     }
-    html_ = train.render_plan({**plan, "peak_phase": "optimizer_step"}, "zh")
+    html_ = train_plan.render_plan({**plan, "peak_phase": "optimizer_step"}, "zh")
     assert "权重 1 MiB" in html_ and "激活值 2 MiB" in html_ and "优化器更新" in html_ and "可以放下" in html_
-    assert "weights 1 MiB" in train.render_plan({**plan, "peak_phase": "optimizer_step"})
+    assert "weights 1 MiB" in train_plan.render_plan({**plan, "peak_phase": "optimizer_step"})
 
 
 def test_an_emptied_optional_number_above_zero_reads_as_none():
@@ -220,7 +220,7 @@ def test_an_emptied_optional_number_above_zero_reads_as_none():
 
 
 def test_stage_dropdown_offers_kto_and_rm_and_their_rules_name_the_fields(demo_paths):
-    assert forms.BY_PATH["method.stage"].choices == ["sft", "pt", "dpo", "kto", "rm"]
+    assert forms.BY_PATH["method.stage"].choices == ["sft", "pt", "dpo", "kto", "rm", "grpo"]
     assert forms.BY_PATH["method.kto.beta"].section == "method.kto" and "method.kto" in forms.SECTION_TITLES
     values = _demo_values(demo_paths) | {"method.stage": "kto", "train.per_device_batch_size": 1}
     spec, errors, _ = train.check(values)
@@ -229,3 +229,22 @@ def test_stage_dropdown_offers_kto_and_rm_and_their_rules_name_the_fields(demo_p
     assert spec is None and [p for p, _ in errors] == ["data.datasets"] and "kto_tag" in str(errors[0][1])
     spec, errors, _ = train.check(values | {"method.stage": "rm", "data.datasets": ["demo_dpo"]})
     assert errors == [] and spec.method.stage == "rm"
+
+
+def test_every_form_section_has_a_title_in_both_languages():
+    """Issue 27 item 12: the Slurm group's accordion read its raw key "launch.slurm" in both languages."""
+    from studio import forms
+
+    missing = [s for s in forms.sections() if s not in forms.SECTION_TITLES]
+    assert not missing, missing
+    for section in forms.sections():
+        en, zh = forms.SECTION_TITLES[section]
+        assert en and zh and section not in (en, zh), (section, en, zh)
+
+
+def test_an_emptied_preset_picker_loads_nothing_and_says_nothing():
+    """Issue 27 item 12: switching the language emptied the preset picker, whose event then showed the English error
+    "preset name '': use letters, ..." on the Chinese page."""
+    assert train.load_preset("", "zh") == (None, "") and train.load_preset("  ", "en") == (None, "")
+    values, msg = train.load_preset("../x", "zh")
+    assert values is None and msg.startswith("❌") and "预设" in msg, msg

@@ -59,6 +59,8 @@ import gradio as gr
 from gradio import component_meta
 from studio import gradio_setup
 assert component_meta.create_or_modify_pyi is gradio_setup._no_stub_update, component_meta.create_or_modify_pyi
+from gradio import networking
+assert networking.url_ok.__module__ == "studio.gradio_setup", networking.url_ok
 assert not any(isinstance(f, gradio_setup._PatchAfterExec) for f in sys.meta_path), sys.meta_path
 doc = gr.Button.click.__doc__
 assert doc.startswith("Triggered when the Button is clicked."), doc[:80]
@@ -73,3 +75,38 @@ print("ok")
     env = {k: v for k, v in os.environ.items() if k != "GRADIO_DEFAULT_CONCURRENCY_LIMIT"}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_launch_waits_for_its_own_server_on_a_busy_machine(monkeypatch):
+    """gradio's self-check gave up after one HEAD timed out at 3 s (the studio then exited at start under load): the
+    patched check waits for a slow answer, asks again after a refused connection, and says no after SELF_CHECK_S."""
+    import socket
+    import threading
+    import time
+    import types
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from studio import gradio_setup
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802 - http.server's name
+            time.sleep(4)  # longer than gradio's 3 s timeout
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    module = types.SimpleNamespace(url_ok=lambda url: False)
+    gradio_setup._patient_self_check(module)
+    try:
+        assert module.url_ok(f"http://127.0.0.1:{server.server_port}/") is True
+    finally:
+        server.shutdown()
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(gradio_setup, "SELF_CHECK_S", 1.0)
+    assert module.url_ok(f"http://127.0.0.1:{port}/") is False

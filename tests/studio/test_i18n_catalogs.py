@@ -25,7 +25,7 @@ from engine.machine import messages as doctor_messages
 from engine.models import messages as model_messages
 from engine.plan import messages as plan_messages
 from engine.runs import messages as run_messages
-from studio import forms, monitor
+from studio import forms, monitor, monitor_text
 from studio.i18n.data import DATA_ZH
 from studio.i18n.eval import EVAL_ZH
 from studio.i18n.export import EXPORT_ZH
@@ -404,11 +404,11 @@ def _terminal_view(tmp_path, kind: str, **payload) -> dict:
 @pytest.mark.parametrize("cause", ["oom", "communication", "data", "config", "killed", "other"])
 def test_failed_run_on_the_dashboard_in_chinese(tmp_path, cause):
     view = _terminal_view(tmp_path, "failed", cause=cause, error="CUDA out of memory", traceback="Traceback ...")
-    status = monitor.status_line(view, "failed", "zh")
-    assert "失败" in status and "原因：" in status and CJK.search(monitor.cause_text(cause, "zh"))
-    failure = monitor.failure_text(view, "zh")
-    assert failure.startswith(f"原因：{monitor.cause_text(cause, 'zh')}\n错误：CUDA out of memory")
-    assert monitor.failure_text(view).startswith(f"cause: {cause}\nerror: CUDA out of memory")
+    status = monitor_text.status_line(view, "failed", "zh")
+    assert "失败" in status and "原因：" in status and CJK.search(monitor_text.cause_text(cause, "zh"))
+    failure = monitor_text.failure_text(view, "zh")
+    assert failure.startswith(f"原因：{monitor_text.cause_text(cause, 'zh')}\n错误：CUDA out of memory")
+    assert monitor_text.failure_text(view).startswith(f"cause: {cause}\nerror: CUDA out of memory")
 
 
 def test_stopped_and_running_dashboard_in_chinese(tmp_path):
@@ -426,8 +426,8 @@ def test_stopped_and_running_dashboard_in_chinese(tmp_path):
     assert not CJK.search(english[7]) and "stopped (SIGTERM)" in english[7]
     assert [label for label, _ in dashboard.axis_choices("zh")] == ["步", "轮次", "已见 token 数"]
     by_runner = "stopped by the user (process ended before it reported; signal SIGKILL)"
-    assert monitor.stop_reason(by_runner, "zh") == "由用户停止：进程在报告之前已结束；信号 SIGKILL"
-    assert monitor.stop_reason(by_runner) == by_runner
+    assert monitor_text.stop_reason(by_runner, "zh") == "由用户停止：进程在报告之前已结束；信号 SIGKILL"
+    assert monitor_text.stop_reason(by_runner) == by_runner
     # what the runner writes now: the English text with its catalog key beside it
     from engine.core.messages import to_json
     from engine.runs.messages import message as run_message
@@ -436,13 +436,13 @@ def test_stopped_and_running_dashboard_in_chinese(tmp_path):
     reason = run_message("runs.user_stop_early", how=how)
     stopped = {"reason": str(reason), "reason_msg": to_json(reason)}
     assert str(reason) == by_runner
-    assert monitor.stop_reason(stopped, "zh") == "由用户停止：进程在报告之前已结束；信号 SIGKILL"
-    assert monitor.stop_reason(stopped) == by_runner
+    assert monitor_text.stop_reason(stopped, "zh") == "由用户停止：进程在报告之前已结束；信号 SIGKILL"
+    assert monitor_text.stop_reason(stopped) == by_runner
     error = run_message("runs.killed_by_signal", signal="SIGKILL")
     failed = {"cause": "killed", "error": str(error), "error_msg": to_json(error), "traceback": "tail"}
-    assert monitor.event_text(failed, "error", "zh") == "被信号 SIGKILL 终止"
-    assert monitor.event_text(failed, "error") == "killed by signal SIGKILL"
-    assert monitor.event_text({"error": "CUDA out of memory"}, "error", "zh") == "CUDA out of memory"
+    assert monitor_text.event_text(failed, "error", "zh") == "被信号 SIGKILL 终止"
+    assert monitor_text.event_text(failed, "error") == "killed by signal SIGKILL"
+    assert monitor_text.event_text({"error": "CUDA out of memory"}, "error", "zh") == "CUDA out of memory"
 
 
 def test_chat_statuses_in_chinese(run_registry):
@@ -543,6 +543,8 @@ def test_export_tab_in_chinese(run_registry, demo_paths, monkeypatch):
     listed = export.recent(lang="zh")
     assert listed.startswith("| 运行 | 状态 | 输出目录 | 大小 | 校验 |") and "| 失败 |" in listed, listed
     assert "没有这个文件或目录" in listed
+    deep = "/deep" * 40 + "：没有这个文件或目录"  # however deep the folder, the reason at the end stays in the cell
+    assert export._clip(deep, 100).endswith("：没有这个文件或目录") and len(export._clip(deep, 100)) == 100
     assert export.recent().startswith("| run | state | output | size | verification |")
     assert runs.get(job.run_id).status == "failed"
 

@@ -55,7 +55,8 @@ def test_rules_only_make_messages_from_the_catalog():
                 continue
             calls = [msg] if not isinstance(msg, ast.IfExp) else [msg.body, msg.orelse]
             for call in calls:
-                assert isinstance(call, ast.Call) and getattr(call.func, "id", "") == "message", (
+                # engine.spec.messages.message, or the data catalog's (the image rules name a dataset's problem)
+                assert isinstance(call, ast.Call) and getattr(call.func, "id", "") in ("message", "data_message"), (
                     f"{module}:{node.lineno}: ({path.value!r}, ...) does not use engine.spec.messages.message"
                 )
 

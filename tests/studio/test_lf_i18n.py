@@ -16,9 +16,9 @@ import yaml
 from engine.core.messages import Message
 from engine.lf import compat, keys, launch
 from engine.lf.messages import MESSAGES
-from engine.spec.schema import SpecError
+from engine.spec.schema import SpecError, parse_spec
 from studio.i18n.localize import localize
-from studio.tabs import train
+from studio.tabs import train, train_lf
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,6 +150,7 @@ def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
     imps.append(compat._lf_import(base, acc, None))
     acc2 = {"distributed_type": "FSDP", "mixed_precision": "fp16", "fsdp_config": {"fsdp_version": 2, "odd": 1}}
     imps.append(compat._lf_import({**base, "bf16": True}, acc2, None))
+    imps.append(compat._lf_import({**base, "template": "moss_vl"}, None, None))  # a VLM family's processor template
     ds = {
         "zero_optimization": {"stage": 2, "odd": 5},
         "bf16": {"enabled": True},
@@ -197,6 +198,16 @@ def _spec_errors(tmp_path: Path) -> list[SpecError]:
         lambda: compat.lf_text_to_spec("a: 1"),
         lambda: compat.lf_text_to_spec("model_name_or_path: m", "a: ["),
         lambda: compat.lf_text_to_spec("model_name_or_path: m", "- a list"),
+        # a grpo spec written as LF YAML (the page's "Save as LF YAML"): LF has no GRPO stage
+        lambda: compat.spec_to_lf(
+            parse_spec(
+                {
+                    "model": {"name_or_path": "m"},
+                    "method": {"stage": "grpo", "grpo": {"num_generations": 2, "rewards": [{"kind": "math"}]}},
+                    "data": {"datasets": ["d"]},
+                }
+            )
+        ),
     ]
     for call in calls:
         with pytest.raises(SpecError) as info:
@@ -259,22 +270,22 @@ def _notes(msg: str, lang: str) -> list[str]:
 
 
 def test_the_train_tab_shows_the_notes_in_the_pages_language(model):
-    values, msg = train.import_lf(_lf_yaml(model), "", "zh")
+    values, msg = train_lf.import_lf(_lf_yaml(model), "", "zh")
     assert values is not None, msg
     notes = _notes(msg, "zh")
     assert "plot_loss：已接受，但不起作用（Studio 实时绘制 loss 曲线）" in notes
     assert "packing：Studio 打包时样本之间互不注意（即 LF 的 neat_packing）" in notes
     assert all(CJK.search(n) for n in notes), notes
-    _, english = train.import_lf(_lf_yaml(model), "", "en")
+    _, english = train_lf.import_lf(_lf_yaml(model), "", "en")
     assert "plot_loss: accepted, ignored (the studio plots loss live)" in _notes(english, "en")
 
 
 def test_the_train_tab_names_refused_keys_with_chinese_reasons(model):
-    values, msg = train.import_lf(_lf_yaml(model, use_unsloth=True, stage="ppo", no_such_key=1), "", "zh")
+    values, msg = train_lf.import_lf(_lf_yaml(model, use_unsloth=True, stage="ppo", no_such_key=1), "", "zh")
     assert values is None
     lines = msg.split("\n")[1:]
     assert "- `use_unsloth`：不支持 Unsloth：Studio 使用 transformers 和 PEFT 训练" in lines
     assert any(line.startswith("- `stage`：不支持 PPO（stage ppo）") for line in lines), lines
     assert "- `no_such_key`：不是 LLaMA-Factory 的训练参数（LLaMA-Factory 也会拒绝）" in lines
-    values, msg = train.import_lf("a: 1", "", "zh")
+    values, msg = train_lf.import_lf("a: 1", "", "zh")
     assert values is None and "不是 LLaMA-Factory 训练 YAML" in msg

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from engine.core import events
-from studio import monitor
+from studio import monitor, monitor_text
 from studio.tabs import dashboard
 
 
@@ -85,8 +85,8 @@ def test_failed_run_shows_cause_and_tick_skips_when_idle(tmp_path):
     (tmp_path / "train.log").write_text("line 1\nboom\n")
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
-    assert "oom" in monitor.status_line(view) and "out of memory" in monitor.failure_text(view)
-    assert monitor.log_tail(tmp_path).endswith("boom\n")
+    assert "oom" in monitor_text.status_line(view) and "out of memory" in monitor_text.failure_text(view)
+    assert monitor_text.log_tail(tmp_path).endswith("boom\n")
     view = {**view, "run_dir": str(tmp_path)}
     import gradio as gr
 
@@ -96,7 +96,34 @@ def test_failed_run_shows_cause_and_tick_skips_when_idle(tmp_path):
         assert out[1] != gr.skip() and out[1]["color_map"] == {"train loss": monitor.PALETTE[0]}
     out2 = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
     assert all(o == gr.skip() for o in out2[1:])
-    assert "100%" not in monitor.progress_html(view) or True
+    assert "100%" not in monitor_text.progress_html(view) or True
+
+
+def test_poll_moves_the_stamp_only_when_there_is_something_to_show(tmp_path):
+    """The timer's event writes session state only; the charts come from ``show`` on the stamp's change. A quiet
+    tick leaves the stamp (no chart is touched) and an ended run (or none) slows the timer to IDLE_TICK_S."""
+    import gradio as gr
+
+    path = _write_run(tmp_path, 2)
+    view = {**monitor.new_view("r1", tmp_path), "run_dir": str(tmp_path)}
+    view, stamp, interval = dashboard.poll(view, 0, "r1", "step", 0.6, False, "en")
+    assert stamp == 1 and interval == gr.update(value=dashboard.TICK_S)  # new lines: shown, the run goes on
+    shown = dashboard.show(view)
+    assert shown[1] != gr.skip() and "to_show" not in view  # the loss chart is drawn
+    assert all(o == gr.skip() for o in dashboard.show(view)[1:])  # nothing new kept: a repeat shows nothing
+    events.append_event(path, "finished", 2, train_loss=1.0)
+    stamps = [stamp]
+    for _ in range(dashboard.SETTLE_TICKS + 3):
+        view, stamp, interval = dashboard.poll(view, stamps[-1], "r1", "step", 0.6, False, "en")
+        stamps.append(stamps[-1] if stamp == gr.skip() else stamp)
+        if stamp != gr.skip():
+            dashboard.show(view)
+    assert view["interval"] == dashboard.IDLE_TICK_S  # the run ended: every 3 s now
+    assert stamps[-1] == stamps[-2] == stamps[-3]  # settled: quiet ticks leave the stamp alone
+    view, stamp, interval = dashboard.poll(view, stamps[-1], "r1", "step", 0.6, False, "en")
+    assert stamp == gr.skip() and interval == gr.skip()
+    view, stamp, interval = dashboard.poll(monitor.new_view(None, None), 0, None, "step", 0.6, False, "en")
+    assert interval == gr.update(value=dashboard.IDLE_TICK_S)
 
 
 def test_cpu_only_samples_show_ram_and_load_with_the_reason(tmp_path):

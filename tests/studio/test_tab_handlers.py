@@ -82,8 +82,8 @@ def test_length_histogram_follows_the_stage(demo_paths):
     frame, note = data.lengths(name, model, "auto", 16, stage="pt")
     assert "nothing truncated" in note and "% truncated" not in note and "packing" not in note
     assert set(frame["cutoff"]) == {"one block", "several blocks"}, set(frame["cutoff"])
-    rows = data.backend.engine_module("data.registry").preview_rows(name, workspace.data_dir(), n=400)
-    counts = data.backend.engine_module("data.templates").token_lengths("auto", model, rows, "pt")
+    rows = data.reg.preview_rows(name, workspace.data_dir(), n=400)
+    counts = data.tpl.token_lengths("auto", model, rows, "pt")
     cut = data.pt_blocks(counts, 16, False)
     assert f"**{cut['blocks']} blocks**" in note and f"{cut['split']} texts span several" in note
     frame, note = data.lengths(name, model, "auto", 16, packing=True, stage="pt")
@@ -95,7 +95,7 @@ def test_length_histogram_follows_the_stage(demo_paths):
     zh_frame, zh = data.lengths(name, model, "auto", 16, packing=True, stage="pt", lang="zh")
     assert "丢弃末尾" in zh and set(zh_frame["cutoff"]) == {"拼接后分块"}
     # pt trains the whole text (with its EOS): longer than the sft rendering of the same row, all of it trained
-    sft_counts = data.backend.engine_module("data.templates").token_lengths("auto", model, rows)
+    sft_counts = data.tpl.token_lengths("auto", model, rows)
     assert counts != sft_counts
     assert "tok-prompt" not in data.sample_html(name, model, "auto", stage="pt")
     _, dpo = data.lengths("demo_dpo", model, "auto", 16, packing=True, stage="dpo")
@@ -184,6 +184,7 @@ class _FakeWorker:
         self.model, self.adapter, self.template, self.source = model, adapter, template, source or model
         self.requests: list[tuple[list, dict]] = []
         self.dead = False
+        self.vision = False
 
     def wait_ready(self, timeout=180, lang="en"):
         return ""
@@ -217,8 +218,8 @@ def test_chat_send_passes_the_whole_conversation_to_each_worker(monkeypatch):
     monkeypatch.setattr(chat, "WORKERS", {"base": base, "tuned": tuned})
     hists = ([], [])
     for turn, prompt in enumerate(["first", "second", "third"], start=1):
-        *_, (b, tu, box) = chat.send(prompt, *hists, "be brief", 0.5, 0.8, 32, "###, \\n\\n", "en")
-        assert box == ""
+        *_, (b, tu, box, image) = chat.send(prompt, None, *hists, "be brief", 0.5, 0.8, 32, "###, \\n\\n", "en")
+        assert box == "" and image is None
         assert [m["content"] for m in b] == [m["content"] for m in tu]
         assert [m["role"] for m in b] == ["user", "assistant"] * turn
         assert b[-1]["content"] == f"reply {turn}" and b[-2]["content"] == prompt
@@ -260,10 +261,60 @@ def test_chat_conversation_from_gradio_content_forms():
         {"role": "assistant", "content": "parts joined"},
         {"role": "user", "content": "one part"},
         {"role": "assistant", "content": ""},
-        {"role": "user", "content": "pic"},
+        {"role": "user", "content": "pic"},  # /x.png is named but is no file gradio received nor one in the workspace
         {"role": "assistant", "content": "ok"},
     ]
+    assert chat.images_of(hist[6]["content"]) == ["/x.png"]
     assert chat.parse_stop(" a , b,,\\n") == ["a", "b", "\n"] and chat.parse_stop("") == []
+
+
+def test_chat_send_with_an_image(monkeypatch, studio_home, tmp_path):
+    """An image sent with a message goes to a vision-language model with that turn (and with it in later turns),
+    is shown in the pane before the text and survives gradio's round trip; a text-only model's pane says it cannot
+    read it, in the page's language, and that turn is not sent to it later. A path the browser sends back that is
+    neither an upload nor in the workspace is never read."""
+    from PIL import Image
+
+    from engine.core import workspace
+    from studio.tabs import chat
+
+    (workspace.home() / "uploads").mkdir(parents=True, exist_ok=True)
+    pic = workspace.home() / "uploads" / "red.png"
+    Image.new("RGB", (8, 8), "red").save(pic)
+    outside = tmp_path / "secret.png"
+    Image.new("RGB", (8, 8), "blue").save(outside)
+    assert chat.readable_image(str(pic)) and not chat.readable_image(str(outside))
+    assert not chat.readable_image("/etc/passwd")
+    vlm, text_only = _FakeWorker("vlm"), _FakeWorker("m", "a")
+    vlm.vision = True
+    monkeypatch.setattr(chat, "WORKERS", {"base": vlm, "tuned": text_only})
+    *_, (b, tu, box, image) = chat.send("what colour?", str(pic), [], [], "", 0.0, 1.0, 8, "", "zh")
+    assert box == "" and image is None  # the prompt and the image are cleared for the next message
+    assert vlm.requests[-1][0] == [{"role": "user", "content": "what colour?", "images": [str(pic)]}]
+    assert text_only.requests == []
+    assert tu[-1]["content"] == chat.ERROR_MARK + chat.t("chat_text_only", "zh")
+    b, tu = _browser_round_trip(b), _browser_round_trip(tu)
+    assert chat.images_of(b[0]["content"]) == [str(pic)] and chat.text_of(b[0]["content"]) == "what colour?"
+    *_, (b, tu, _, _) = chat.send("and now?", None, b, tu, "", 0.0, 1.0, 8, "", "en")
+    assert vlm.requests[-1][0] == [
+        {"role": "user", "content": "what colour?", "images": [str(pic)]},
+        {"role": "assistant", "content": "reply 1"},
+        {"role": "user", "content": "and now?"},
+    ]
+    assert text_only.requests[-1][0] == [{"role": "user", "content": "and now?"}]
+    assert chat.images_of(b[0]["content"]) == [str(pic)]  # the first turn's image is still shown
+    # an image alone is a message too
+    *_, (b, _, _, _) = chat.send("", str(pic), b, tu, "", 0.0, 1.0, 8, "", "en")
+    assert vlm.requests[-1][0][-1] == {"role": "user", "content": "", "images": [str(pic)]}
+    # a crafted history or image path outside: left out, the text still goes
+    forged = [{"role": "user", "content": [{"type": "file", "file": {"path": str(outside)}}, "look"]}]
+    forged.append({"role": "assistant", "content": "?"})
+    *_, (b, _, _, _) = chat.send("again", str(outside), forged, [], "", 0.0, 1.0, 8, "", "en")
+    assert vlm.requests[-1][0] == [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": "?"},
+        {"role": "user", "content": "again"},
+    ]
 
 
 def _chat_workspace(home: Path) -> dict:
@@ -360,6 +411,9 @@ def test_chat_tuned_list_is_finished_runs_and_exports(run_registry):
     # the template it was trained with, for the export too (read from the run it was merged from)
     assert chat.template_for(str(made["good"])) == chat.template_for(str(made["good-merged"])) == "chatml"
     assert chat.template_for("") == "auto"
+    # picking the run (or its merged export) sets the base model it was trained on; a bare model sets none
+    assert chat.base_for(str(made["good"])) == chat.base_for(str(made["good-merged"])) == str(made["base"])
+    assert chat.base_for(str(made["base"])) is None and chat.base_for("") is None
     assert str(made["good-merged"]) in chat.model_choices() and str(made["base"]) in chat.model_choices()
 
 
@@ -412,7 +466,7 @@ def test_overlay_and_diff_of_two_runs(studio_home, monkeypatch):
     assert set(frame["run"]) == {"run-a", "run-b"} and len(frame) == 4  # unregistered: named by id
 
     fake = SimpleNamespace(get=lambda rid: SimpleNamespace(spec=specs[rid]))
-    monkeypatch.setattr(runs.backend, "engine_module", lambda name: fake)
+    monkeypatch.setattr(runs, "runs", fake)
     diff = runs.spec_diff(["run-a", "run-b"])
     assert list(diff["field"]) == ["train.learning_rate"]
     assert list(diff.iloc[0][["run-a", "run-b"]]) == ["0.001", "0.0005"]
@@ -432,7 +486,7 @@ def test_overlay_names_runs_and_the_picker_tells_them_apart(studio_home, monkeyp
         events.append_event(rdir / "events.jsonl", "log", 1, loss=1.5)
         events.append_event(rdir / "events.jsonl", "eval", 1, eval_loss=1.7)
     fake = SimpleNamespace(get=lambda rid: SimpleNamespace(name=records[rid]))
-    monkeypatch.setattr(runs.backend, "engine_module", lambda name: fake)
+    monkeypatch.setattr(runs, "runs", fake)
     assert runs.run_names(list(records)) == {"r1": "lr-high", "r2": "lr-low (r2)", "r3": "lr-low (r3)", "r4": "r4"}
     frame = runs.overlay(["r1", "r4"])
     assert list(frame.columns) == ["x", "value", "run"]
@@ -455,7 +509,25 @@ def test_doctor_table_is_hidden_until_it_has_results(monkeypatch):
     from studio.tabs import doctor
 
     check = SimpleNamespace(name="gpus", status="WARN", detail="no GPU", fix="install a driver")
-    monkeypatch.setattr(doctor.backend, "engine_module", lambda name: SimpleNamespace(run_checks=lambda: [check]))
+    monkeypatch.setattr(doctor, "run_checks", lambda: [check])
     shown = doctor.show_checks("en")
     assert shown["visible"] is True and list(shown["value"].columns) == ["check", "status", "detail", "fix"]
     assert len(doctor.COLUMN_WIDTHS) == len(doctor.COLUMNS)
+
+
+def test_a_file_without_answers_registers_saying_only_pt_can_use_it(studio_home, tmp_path):
+    """Issue 27 item 10: an alpaca file without an output column registered with ✅ although sft has nothing to learn
+    from it; now Register says it is plain text for stage pt, and how to make it sft data."""
+    src = tmp_path / "no_answers.jsonl"
+    src.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "input": ""}) for i in range(5)))
+    dest = data.store_upload(str(src))
+    mapping = data.guess_mapping(data.file_columns(dest), "alpaca")
+    msg = data.register(str(dest), "no_answers", "alpaca", mapping)
+    assert msg.startswith("⚠") and "only stage pt" in msg and "response column" in msg, msg
+    zh = data.register(str(dest), "no_answers_zh", "alpaca", mapping, lang="zh")
+    assert "只有 pt 阶段" in zh, zh
+    with_answers = tmp_path / "with_answers.jsonl"
+    with_answers.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "output": f"{i}"}) for i in range(5)))
+    dest = data.store_upload(str(with_answers))
+    mapping = data.guess_mapping(data.file_columns(dest), "alpaca")
+    assert data.register(str(dest), "with_answers", "alpaca", mapping).startswith("✅")

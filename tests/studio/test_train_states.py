@@ -12,7 +12,7 @@ import pytest
 from engine.core import events as events_mod
 from engine.runs import store
 from engine.spec import schema as spec_mod
-from studio import monitor
+from studio import monitor, monitor_text
 from studio.tabs import runs as runs_tab
 from studio.tabs import train
 
@@ -110,9 +110,9 @@ def test_stop_of_a_running_run_says_it_saves_then_where(run_registry, monkeypatc
     # the dashboard's progress line of the ended run has no ETA any more
     view = monitor.new_view("live", rdir)
     monitor.read_new(view)
-    assert "ETA" not in monitor.progress_html(view) and "10%" in monitor.progress_html(view)
+    assert "ETA" not in monitor_text.progress_html(view) and "10%" in monitor_text.progress_html(view)
     view["terminal"] = None  # the same log line while the run was going had one
-    assert "ETA 5m00s" in monitor.progress_html(view)
+    assert "ETA 5m00s" in monitor_text.progress_html(view)
 
 
 def test_stop_report_without_checkpoint_and_from_the_queue(run_registry):
@@ -135,3 +135,27 @@ def test_run_picker_labels_follow_the_status(run_registry):
     store.update("one", status="stopped", ended=time.time())
     after = Ctx.run_choices("en")
     assert before != after and after[0][0].endswith("· stopped") and before[0][0].endswith("· running")
+
+
+def test_stop_signals_in_the_clicks_own_request(run_registry, monkeypatch):
+    """Issue 27 item 14: the click's handler (stop_now) stops the run before it answers; the follow-up that waits
+    for the end does not signal it again (the Runs tab's Stop is the same call)."""
+    from engine.runs import registry
+
+    _record(run_registry, "busy", "running", started=time.time())
+    calls = []
+
+    def stop(run_id, grace_s=None, *, wait=True):
+        calls.append((run_id, wait))
+        store.update(run_id, stop_requested=time.time())
+        return False
+
+    monkeypatch.setattr(registry, "stop", stop)
+    msg, target = train.stop_now("busy", "en")
+    assert target == "busy" and "Stopping run busy" in msg and calls == [("busy", False)], (msg, calls)
+    store.update("busy", status="stopped", ended=time.time())
+    train.stop_finish("busy", "en")
+    assert calls == [("busy", False)], calls
+    _record(run_registry, "busy2", "running", started=time.time())
+    assert "Stopping run busy2" in runs_tab.act("stop", "busy2", "en") and calls[-1] == ("busy2", False)
+    assert train.stop_now("busy", "en")[1] is None and len(calls) == 2  # ended: nothing to stop

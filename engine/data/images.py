@@ -1,0 +1,127 @@
+"""Images in datasets: LLaMA-Factory's multimodal layout (``<image>`` placeholders in the messages and an ``images``
+column of paths relative to the dataset folder, or URLs; ``columns.images`` in ``dataset_info.json``), checked row by
+row before launch: a missing or unreadable image, an image outside the dataset's folders, one far larger than the
+processor's maximum. Each problem names the file, row and column.
+
+Light: stdlib, and PIL (images are opened for their header only, never decoded here). Never torch, transformers or
+datasets. Videos and audio are refused by the entry check (``engine.data.rows``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.data.admit import inside, roots
+from engine.data.messages import message
+from engine.data.rows import DataProblem
+
+IMAGE_PLACEHOLDER = "<image>"  # LF's placeholder; the trainer swaps it for the processor's image token
+LF_IMAGE_MAX_PIXELS = 768 * 768  # LF's image_max_pixels default
+LF_IMAGE_MIN_PIXELS = 32 * 32  # LF's image_min_pixels default
+FAR_LARGER = 16  # an image over this many times image_max_pixels is refused: it is decoded whole, then shrunk
+MAX_IMAGE_PROBLEMS = 20  # then one line counting the rest
+
+
+def is_url(ref: str) -> bool:
+    return ref.startswith(("http://", "https://"))
+
+
+def placeholders(messages: list[dict]) -> int:
+    """How many ``<image>`` placeholders a canonical row's messages hold."""
+    return sum(str(m.get("content", "")).count(IMAGE_PLACEHOLDER) for m in messages)
+
+
+def resolve(ref: str, dataset_dir: Path) -> str:
+    """An image reference as the trainer opens it: a URL as is, a relative path under the dataset folder (LF's
+    ``media_dir`` default), an absolute path as is."""
+    if is_url(ref):
+        return ref
+    path = Path(ref).expanduser()
+    return str(path if path.is_absolute() else dataset_dir / path)
+
+
+def image_problems(
+    rows: list[tuple[int, dict]],
+    file: str,
+    column: str,
+    dataset_dir: Path,
+    max_pixels: int | None = None,
+) -> list[DataProblem]:
+    """Check every image of ``rows`` ((row number, canonical row) pairs, whose ``images`` are resolved here in
+    place): it must be a readable image inside the dataset folder or the workspace's uploads, and at most
+    ``FAR_LARGER`` times ``max_pixels`` (LF's default when None). URLs are kept, not fetched (a run fetches them)."""
+    from PIL import Image, UnidentifiedImageError
+
+    limit = (max_pixels or LF_IMAGE_MAX_PIXELS) * FAR_LARGER
+    allowed = roots(dataset_dir)
+    found: list[DataProblem] = []
+    more = 0
+    for rowno, row in rows:
+        resolved = []
+        for ref in row.get("images") or []:
+            path = resolve(ref, dataset_dir)
+            resolved.append(path)
+            if is_url(path):
+                continue
+            msg = None
+            p = Path(path)
+            if not p.exists():
+                msg = message("data.image_missing", image=ref)
+            elif not inside(p, allowed):
+                msg = message("data.image_outside", image=ref, folder=str(dataset_dir))
+            elif not p.is_file():
+                msg = message("data.image_not_file", image=ref)
+            else:
+                try:
+                    with Image.open(p) as img:
+                        width, height = img.size
+                except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError) as exc:
+                    msg = message("data.image_unreadable", image=ref, error=f"{type(exc).__name__}: {exc}"[:200])
+                else:
+                    if width * height > limit:
+                        msg = message(
+                            "data.image_too_large",
+                            image=ref,
+                            width=width,
+                            height=height,
+                            pixels=width * height,
+                            max_pixels=max_pixels or LF_IMAGE_MAX_PIXELS,
+                            factor=FAR_LARGER,
+                        )
+            if msg is not None:
+                if len(found) < MAX_IMAGE_PROBLEMS:
+                    found.append(DataProblem(file, rowno, column, msg))
+                else:
+                    more += 1
+        row["images"] = resolved
+    if more:
+        found.append(DataProblem(file, None, column, message("data.image_more", more=more)))
+    return found
+
+
+def count_images(rows: list[dict]) -> int:
+    """The images the canonical rows hold."""
+    return sum(len(r.get("images") or []) for r in rows)
+
+
+def tokens_per_image(model_dir: str | Path) -> int | None:
+    """How many tokens the model's processor puts in for one image, read from its config.json, for the families
+    whose count is fixed (LLaVA: ``image_seq_length``, else the tower's patches; Gemma 3: ``mm_tokens_per_image``);
+    None for others (Qwen2-VL's grows with the image) or no readable config."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    kind = config.get("model_type")
+    if kind == "llava":
+        if isinstance(config.get("image_seq_length"), int):
+            return config["image_seq_length"]
+        vision = config.get("vision_config") or {}
+        size, patch = vision.get("image_size"), vision.get("patch_size")
+        if isinstance(size, int) and isinstance(patch, int) and patch:
+            extra = 0 if config.get("vision_feature_select_strategy", "default") == "default" else 1
+            return (size // patch) ** 2 + extra
+    if kind == "gemma3" and isinstance(config.get("mm_tokens_per_image"), int):
+        return config["mm_tokens_per_image"]
+    return None

@@ -1,0 +1,95 @@
+"""LLM-as-judge: each generated answer sent with its question and reference to an OpenAI-compatible endpoint
+(``POST {base_url}/chat/completions``, the spec's model and prompt, temperature 0), the reply's score (1-10) read
+back. The key comes from the environment variable the spec names (``judge.api_key_env``) and goes only into the
+request's ``Authorization`` header: never into the spec, the plan, the events or the results. A row the judge could
+not score (unreachable, an HTTP error, a reply without a score) keeps its error, named by row; the model's ``judge``
+is the mean score over the rows scored, its ``judge_win`` the pairwise win rate of its scores against the base's on
+the same rows (a tie counts half), ×100. Light: stdlib (urllib, json, re)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import urllib.error
+import urllib.request
+
+from engine.eval.messages import message
+
+_SCORE = re.compile(r"score\s*[:=：]?\s*\**\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+_NUMBER = re.compile(r"^\s*\**\s*(\d+(?:\.\d+)?)\s*(?:/\s*10)?\s*\**\s*\.?\s*$")
+
+
+def parse_score(reply: str) -> float | None:
+    """The score in a judge's reply: "Score: 7" (anywhere), or a reply that is only a number ("8", "8/10");
+    None when there is none or it is outside 1..10."""
+    m = _SCORE.search(reply) or _NUMBER.match(reply)
+    if not m:
+        return None
+    value = float(m.group(1))
+    return value if 1 <= value <= 10 else None
+
+
+def ask(judge: dict, question: str, reference: str, answer: str, row: int) -> tuple[float | None, object, str]:
+    """(score or None, error message or None, the reply text) for one row."""
+    prompt = judge["prompt"].format(question=question, reference=reference, answer=answer)
+    body = {
+        "model": judge["model"],
+        "messages": [{"role": "user", "content": prompt}],
+        "temperature": 0,
+        "max_tokens": judge["max_tokens"],
+    }
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get(judge["api_key_env"]) if judge.get("api_key_env") else None
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    url = judge["base_url"].rstrip("/") + "/chat/completions"
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=judge["timeout"]) as resp:  # noqa: S310 - the user's endpoint
+            raw = resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        text = exc.read().decode("utf-8", "replace")[:200] if exc.fp else ""
+        return None, message("eval.judge_http", row=row, code=exc.code, error=text or exc.reason), ""
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return None, message("eval.judge_unreachable", row=row, url=url, error=reason), ""
+    try:
+        reply = json.loads(raw)["choices"][0]["message"]["content"] or ""
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None, message("eval.judge_bad_reply", row=row, reply=raw[:200]), raw[:200]
+    score = parse_score(reply)
+    if score is None:
+        return None, message("eval.judge_bad_reply", row=row, reply=reply[:200]), reply
+    return score, None, reply
+
+
+def judge_rows(judge: dict, preds: list[dict], questions: dict[int, str], progress) -> list[str]:
+    """Score every row of ``preds`` (their ``prediction``) in place: ``judge_score``, ``judge_reply`` or
+    ``judge_error``; the errors' texts."""
+    errors = []
+    for k, p in enumerate(preds):
+        progress(k)
+        score, error, reply = ask(judge, questions.get(p["index"], p["prompt"]), p["reference"], p["prediction"],
+                                  p["index"])  # fmt: skip
+        p["judge_reply"] = reply
+        if error is not None:
+            p["judge_error"] = str(error)
+            errors.append(str(error))
+        else:
+            p["judge_score"] = score
+    return errors
+
+
+def aggregate(preds: list[dict], base: dict[int, float] | None) -> dict[str, float | None]:
+    """{judge: mean score, judge_win: win rate vs the base's scores ×100 (None without a base or shared rows)}."""
+    scores = {p["index"]: p["judge_score"] for p in preds if p.get("judge_score") is not None}
+    out: dict[str, float | None] = {"judge": round(statistics.fmean(scores.values()), 4) if scores else None}
+    shared = [i for i in scores if base and i in base]
+    if shared and base is not None:
+        wins = sum(1.0 if scores[i] > base[i] else 0.5 if scores[i] == base[i] else 0.0 for i in shared)
+        out["judge_win"] = round(100 * wins / len(shared), 4)
+    else:
+        out["judge_win"] = None
+    return out

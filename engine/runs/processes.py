@@ -1,0 +1,64 @@
+"""A run's processes: found by the ``STUDIO_RUN_ID`` marker in their environment (every process of a run inherits it,
+even DDP ranks that torch starts in their own sessions), whether its detached wrapper still lives, and signals to the
+run's processes and process group.
+
+Light: stdlib, psutil.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import psutil
+
+if TYPE_CHECKING:
+    from engine.runs.records import RunRecord
+
+MARKER = "STUDIO_RUN_ID"
+
+
+def _is_run_process(proc: psutil.Process, run_id: str) -> bool:
+    try:
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return proc.environ().get(MARKER) == run_id
+    except (psutil.Error, OSError):
+        return False
+
+
+def runner_alive(rec: RunRecord) -> bool:
+    if not rec.runner_pid:
+        return False
+    try:
+        return _is_run_process(psutil.Process(rec.runner_pid), rec.id)
+    except psutil.Error:
+        return False
+
+
+def signal_all(procs: list[psutil.Process], sig: int, pgid: int | None = None) -> None:
+    """Signal the run's (marked) processes, and its process group while one of them is still in it: a group id
+    left behind by ended processes may belong to someone else by now."""
+    if pgid and any(_pgid_of(p) == pgid for p in procs):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def _pgid_of(proc: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(proc.pid)
+    except OSError:
+        return None
+
+
+def marked_processes(run_id: str, skip: set[int] | None = None) -> list[psutil.Process]:
+    """Live (non-zombie) processes carrying the run's marker, except this process and ``skip``."""
+    skip = {os.getpid(), *(skip or set())}
+    return [p for p in psutil.process_iter() if p.pid not in skip and _is_run_process(p, run_id)]

@@ -1,0 +1,270 @@
+"""The spec's ``method.grpo`` group: GRPO (TRL's ``GRPOTrainer``) settings and its reward functions, with the rules
+that need no torch.
+
+Light: pydantic, ast and the stdlib only. A user's reward file is never imported here (it runs only in the trainer
+subprocess, ``engine.trainer.rewards``): its function is found by reading the file's syntax tree. Field names follow
+TRL's ``GRPOConfig`` (num_generations, max_completion_length, temperature, top_p, beta, loss_type, epsilon,
+epsilon_high, num_iterations, scale_rewards); ``max_prompt_length`` is Studio's (TRL 1.16 has none): prompts are cut
+to their last tokens before TRL sees them.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.core.messages import Message
+from engine.spec.messages import message
+
+# The think / answer format of DeepSeek-R1-style training, the regex reward's default pattern
+FORMAT_PATTERN = r"<think>.*?</think>\s*<answer>.*?</answer>"
+REWARD_KINDS = ("exact", "normalized", "math", "regex", "length", "json", "python")
+LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo")
+
+
+def _meta(label: str, label_zh: str, *, advanced: bool = False, **extra: Any) -> dict:
+    return {"label": label, "label_zh": label_zh, "group": "grpo", "advanced": advanced, **extra}
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+class RewardSpec(_Spec):
+    kind: Literal["exact", "normalized", "math", "regex", "length", "json", "python"] = Field(
+        ...,
+        description="exact: the completion equals the answer column (spaces around trimmed); normalized: equal "
+        "after lower-casing and dropping punctuation, articles and extra spaces; math: the same value as the answer "
+        "(math-verify); regex: the completion matches the pattern (default: <think>...</think><answer>...</answer>); "
+        "length: 0 up to the target length, less beyond it; json: the completion is JSON (valid against the schema "
+        "when given); python: your own function in a .py file",
+        json_schema_extra=_meta("Reward", "奖励函数"),
+    )
+    weight: float = Field(
+        1.0,
+        ge=-100,
+        le=100,
+        description="Weight of this reward in the total (TRL's reward_weights)",
+        json_schema_extra=_meta("Weight", "权重"),
+    )
+    name: str = Field(
+        "",
+        max_length=60,
+        pattern=r"^[A-Za-z0-9_\-]*$",
+        description="Name of its curve and column (empty: the kind, or the python function's name)",
+        json_schema_extra=_meta("Name", "名称", advanced=True),
+    )
+    pattern: str = Field(
+        FORMAT_PATTERN,
+        description="regex: the pattern the whole completion must match (Python re, dot matches newlines)",
+        json_schema_extra=_meta("Pattern", "正则"),
+    )
+    target_length: int = Field(
+        256,
+        ge=1,
+        le=1_000_000,
+        description="length: completions up to this many tokens score 0; beyond it, -(excess / target), at least -1",
+        json_schema_extra=_meta("Target length", "目标长度"),
+    )
+    json_schema: dict[str, Any] | None = Field(
+        None,
+        description="json: a JSON Schema the completion must satisfy (empty: any valid JSON)",
+        json_schema_extra=_meta("JSON schema", "JSON Schema"),
+    )
+    file: str = Field(
+        "",
+        description="python: the .py file holding the function (runs only in the training process)",
+        json_schema_extra=_meta("Python file", "Python 文件"),
+    )
+    function: str = Field(
+        "",
+        description="python: the function's name; TRL's signature f(prompts, completions, **kwargs) -> list[float]",
+        json_schema_extra=_meta("Function", "函数名"),
+    )
+    timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="python: the most seconds one call may take before the run stops naming the function",
+        json_schema_extra=_meta("Time limit (s)", "时间限制（秒）", advanced=True),
+    )
+
+    @property
+    def label(self) -> str:
+        """The reward's name in TRL's logs (``rewards/<label>/mean``) and the dashboard."""
+        if self.name:
+            return self.name
+        return self.function if self.kind == "python" and self.function else self.kind
+
+
+class GrpoSpec(_Spec):
+    num_generations: int = Field(
+        4,
+        ge=2,
+        le=1024,
+        description="Completions sampled per prompt (the group; GRPO compares each with its group's mean). The "
+        "generation batch (batch size x accumulation x processes) must be a multiple of it",
+        json_schema_extra=_meta("Group size", "组大小（每个提示的生成数）"),
+    )
+    max_prompt_length: int = Field(
+        512,
+        ge=1,
+        le=1_048_576,
+        description="Prompts longer than this many tokens keep their last tokens",
+        json_schema_extra=_meta("Max prompt length", "最大提示长度"),
+    )
+    max_completion_length: int = Field(
+        256,
+        ge=1,
+        le=1_048_576,
+        description="Tokens generated per completion at most (longer ones are clipped and counted)",
+        json_schema_extra=_meta("Max completion length", "最大生成长度"),
+    )
+    temperature: float = Field(
+        1.0, gt=0, le=10, description="Sampling temperature", json_schema_extra=_meta("Temperature", "温度")
+    )
+    top_p: float = Field(
+        1.0, gt=0, le=1, description="Nucleus sampling", json_schema_extra=_meta("Top p", "Top p", advanced=True)
+    )
+    beta: float = Field(
+        0.0,
+        ge=0,
+        le=10,
+        description="KL coefficient: how strongly the policy is held to the reference model (0: no reference "
+        "model is loaded, TRL's default; DeepSeek-R1 used 0.001)",
+        json_schema_extra=_meta("KL coefficient (beta)", "KL 系数（beta）"),
+    )
+    loss_type: Literal["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo"] = Field(
+        "dapo",
+        description="TRL's loss_type: dapo (tokens of the whole batch), grpo (per sequence), dr_grpo (a constant), "
+        "bnpo (tokens of the local batch), cispo, sapo",
+        json_schema_extra=_meta("Loss type", "损失类型"),
+    )
+    epsilon: float = Field(
+        0.2, gt=0, le=10, description="Clipping epsilon", json_schema_extra=_meta("Clip epsilon", "裁剪 epsilon")
+    )
+    epsilon_high: float | None = Field(
+        None,
+        gt=0,
+        le=100,
+        description="Upper clipping epsilon (empty: the same as epsilon; DAPO uses 0.28)",
+        json_schema_extra=_meta("Upper clip epsilon", "上裁剪 epsilon", advanced=True),
+    )
+    num_iterations: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Optimisation passes over each generated batch (TRL's mu)",
+        json_schema_extra=_meta("Iterations per batch", "每批迭代次数", advanced=True),
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group",
+        description="Divide advantages by the reward std of the group, of the batch, or not at all (Dr. GRPO)",
+        json_schema_extra=_meta("Reward scaling", "奖励缩放", advanced=True),
+    )
+    generation_backend: Literal["transformers", "vllm"] = Field(
+        "transformers",
+        description="Who generates the completions: transformers' generate (CPU and GPU), or vLLM (a GPU and the "
+        "vllm package)",
+        json_schema_extra=_meta("Generation backend", "生成后端"),
+    )
+    rewards: list[RewardSpec] = Field(
+        default_factory=list,
+        description="Reward functions, each with a weight; stage grpo needs at least one",
+        json_schema_extra=_meta("Reward functions", "奖励函数"),
+    )
+    log_completions: int = Field(
+        4,
+        ge=0,
+        le=64,
+        description="Sample completions (with their rewards) written to the run's events at each logged step",
+        json_schema_extra=_meta("Sample completions per log", "每次记录的样例数", advanced=True),
+    )
+
+
+def vllm_installed() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def reward_file(path: str) -> Path:
+    """A reward file as the trainer opens it: a relative path from the working folder, else the workspace."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    from engine.core import workspace
+
+    return workspace.home() / p
+
+
+def grpo_errors(spec: Any) -> list[tuple[str, Message]]:
+    """Cross-field rules of stage grpo (no files read): rewards given, the generation batch holds whole groups, the
+    generation backend can run here."""
+    m = spec.method
+    g, out = m.grpo, []
+    if m.stage != "grpo":
+        return out
+    if not g.rewards:
+        out.append(("method.grpo.rewards", message("grpo_no_reward")))
+    labels = [r.label for r in g.rewards]
+    for i, r in enumerate(g.rewards):
+        where = f"method.grpo.rewards.{i}"
+        if r.kind == "python" and (not r.file or not r.function):
+            out.append((where + (".file" if not r.file else ".function"), message("grpo_python_needs_file")))
+        if labels.count(r.label) > 1:
+            out.append((where + ".name", message("grpo_reward_name_twice", name=r.label)))
+        if r.kind == "regex":
+            try:
+                re.compile(r.pattern)
+            except re.error as exc:
+                out.append((where + ".pattern", message("grpo_bad_pattern", error=exc)))
+    t, world = spec.train, spec.launch.num_processes * spec.launch.num_machines
+    batch = t.per_device_batch_size * t.gradient_accumulation * world
+    if batch % g.num_generations:
+        out.append(
+            (
+                "method.grpo.num_generations",
+                message("grpo_batch_groups", batch=batch, n=g.num_generations),
+            )
+        )
+    if g.generation_backend == "vllm":
+        if spec.launch.device == "cpu":
+            out.append(("method.grpo.generation_backend", message("grpo_vllm_cpu")))
+        elif not vllm_installed():
+            out.append(("method.grpo.generation_backend", message("grpo_vllm_missing")))
+    return out
+
+
+def grpo_context(spec: Any) -> list[tuple[str, Message]]:
+    """Rules that read files: each python reward's file exists and defines its function at the top level (read as a
+    syntax tree, never run); vLLM needs a GPU on this machine."""
+    if spec.method.stage != "grpo":
+        return []
+    out: list[tuple[str, Message]] = []
+    for i, r in enumerate(spec.method.grpo.rewards):
+        if r.kind != "python" or not r.file or not r.function:
+            continue
+        where = f"method.grpo.rewards.{i}"
+        path = reward_file(r.file)
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        except OSError as exc:
+            out.append((where + ".file", message("grpo_file_unreadable", path=path, reason=exc.strerror or exc)))
+            continue
+        except (SyntaxError, ValueError) as exc:
+            out.append((where + ".file", message("grpo_file_syntax", path=path, error=exc)))
+            continue
+        names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        if r.function not in names:
+            found = ", ".join(names) or "none"
+            out.append((where + ".function", message("grpo_no_function", path=path, name=r.function, found=found)))
+    if spec.method.grpo.generation_backend == "vllm" and spec.launch.device != "cpu":
+        from engine.machine.hardware import detect
+
+        if not detect().gpus:
+            out.append(("method.grpo.generation_backend", message("grpo_vllm_no_gpu")))
+    return out

@@ -1,0 +1,264 @@
+"""GRPO's reward functions: the built-ins and a user's own Python function, each wrapped so that TRL's
+``GRPOTrainer`` (and the dry run, ``engine.trainer.reward_try``) calls it with TRL's reward signature
+``f(prompts, completions, **kwargs) -> list[float | None]`` and a bad answer stops with a message that names the
+function, the row and the value.
+
+Runs only in a trainer subprocess (a user's file is imported here, never in the page's process). Imports
+math-verify and jsonschema where used. Extra dataset columns reach every function as keyword lists, as TRL passes
+them: ``answer`` (the row's reference answer, None when it has none), ``dataset`` and ``row`` (where the prompt came
+from, 1-based), and TRL's ``completion_ids``.
+
+Built-ins (scores hand-checked in tests/engine/test_rewards.py):
+- exact: 1.0 when the completion, trimmed, equals the answer, trimmed; else 0.0.
+- normalized: the same after lower-casing, dropping punctuation, the articles a / an / the and extra spaces.
+- math: 1.0 when math-verify finds the completion's answer equal to the reference (``verify(parse(answer),
+  parse(completion))``); else 0.0.
+- regex: 1.0 when the whole completion (trimmed) matches the pattern (dot matches newlines); else 0.0.
+- length: 0.0 up to ``target_length`` completion tokens; beyond it -(tokens - target) / target, at least -1.0.
+- json: 1.0 when the completion (trimmed; a ```json fence allowed) is JSON, and valid against the schema when one
+  is given; else 0.0.
+Rows without an answer get None from exact / normalized / math (TRL leaves them out of that reward's mean).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+import signal
+import string
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class RewardError(RuntimeError):
+    """A reward function that raised, ran out of time or returned something other than one number per row."""
+
+
+def completion_text(completion: Any) -> str:
+    """A completion as text: TRL passes strings for text prompts, a list of messages for conversational ones."""
+    if isinstance(completion, list):
+        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD's answer normalisation: lower case, no punctuation, no articles, single spaces."""
+    text = _ARTICLES.sub(" ", str(text).lower().translate(_PUNCT))
+    return " ".join(text.split())
+
+
+def _answers(kwargs: dict, n: int) -> list[Any]:
+    answer = kwargs.get("answer")
+    return list(answer) if answer is not None else [None] * n
+
+
+def exact(prompts, completions, **kwargs) -> list[float | None]:
+    answers = _answers(kwargs, len(completions))
+    return [
+        None if a is None else float(completion_text(c).strip() == str(a).strip())
+        for c, a in zip(completions, answers)
+    ]
+
+
+def normalized(prompts, completions, **kwargs) -> list[float | None]:
+    answers = _answers(kwargs, len(completions))
+    return [
+        None if a is None else float(normalize_answer(completion_text(c)) == normalize_answer(a))
+        for c, a in zip(completions, answers)
+    ]
+
+
+def math_answer(prompts, completions, **kwargs) -> list[float | None]:
+    from math_verify import parse, verify
+
+    out: list[float | None] = []
+    for c, a in zip(completions, _answers(kwargs, len(completions))):
+        if a is None:
+            out.append(None)
+            continue
+        gold = parse(str(a))
+        if not gold:  # a reference math-verify cannot read: no score rather than a wrong one
+            out.append(None)
+            continue
+        out.append(float(bool(verify(gold, parse(completion_text(c))))))
+    return out
+
+
+def make_regex(pattern: str) -> Callable:
+    compiled = re.compile(pattern, re.DOTALL)
+
+    def regex(prompts, completions, **kwargs) -> list[float]:
+        return [float(compiled.fullmatch(completion_text(c).strip()) is not None) for c in completions]
+
+    return regex
+
+
+def make_length(target: int) -> Callable:
+    def length(prompts, completions, completion_ids=None, **kwargs) -> list[float]:
+        out = []
+        for i, c in enumerate(completions):
+            n = len(completion_ids[i]) if completion_ids is not None else len(completion_text(c).split())
+            out.append(-min(1.0, max(0, n - target) / target))
+        return out
+
+    return length
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
+
+
+def make_json(schema: dict | None) -> Callable:
+    validator = None
+    if schema is not None:
+        import jsonschema
+
+        validator = jsonschema.validators.validator_for(schema)(schema)
+
+    def json_valid(prompts, completions, **kwargs) -> list[float]:
+        out = []
+        for c in completions:
+            text = completion_text(c).strip()
+            fenced = _FENCE.match(text)
+            try:
+                value = json.loads(fenced.group(1) if fenced else text)
+            except ValueError:
+                out.append(0.0)
+                continue
+            out.append(float(validator is None or validator.is_valid(value)))
+        return out
+
+    return json_valid
+
+
+def load_user_function(path: str | Path, name: str) -> Callable:
+    """Import a user's reward file (in this subprocess only) and return its function."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(f"studio_reward_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise RewardError(f"cannot load the reward file {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    func = getattr(module, name, None)
+    if not callable(func):
+        raise RewardError(f"{path} defines no function '{name}'")
+    return func
+
+
+class _Timeout(BaseException):
+    """Raised inside a reward call that ran past its limit (a BaseException: a bare ``except Exception`` in the
+    user's code cannot swallow it)."""
+
+
+class Reward:
+    """One reward function as TRL calls it: named (``__name__`` is its label in TRL's logs), every value checked,
+    a python function's call limited in time (SIGALRM: the trainer and the dry run call rewards in their main
+    thread). An exception is retried row by row to name the row that raises."""
+
+    def __init__(self, label: str, func: Callable, *, timeout_s: float | None = None) -> None:
+        self.__name__ = label
+        self.func = func
+        self.timeout_s = timeout_s
+
+    def __call__(self, prompts, completions, **kwargs) -> list[float | None]:
+        try:
+            values = self._timed(prompts, completions, kwargs)
+        except _Timeout:
+            raise RewardError(
+                f"reward '{self.__name__}' took longer than its time limit ({self.timeout_s:g} s) on a batch of "
+                f"{len(completions)} completions"
+            ) from None
+        except RewardError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's code: name the row that raises
+            raise RewardError(self._failing_row(prompts, completions, kwargs, exc)) from exc
+        if not isinstance(values, (list, tuple)) or len(values) != len(completions):
+            got = f"{len(values)} values" if isinstance(values, (list, tuple)) else type(values).__name__
+            raise RewardError(
+                f"reward '{self.__name__}' returned {got} for {len(completions)} completions: return a list with "
+                "one number (or None) per completion"
+            )
+        out: list[float | None] = []
+        for i, v in enumerate(values):
+            if v is None:
+                out.append(None)
+                continue
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            if not ok:
+                raise RewardError(
+                    f"reward '{self.__name__}' returned {v!r} ({type(v).__name__}) for {self._where(kwargs, i)}: "
+                    "each value must be a finite number or None"
+                )
+            out.append(float(v))
+        return out
+
+    def _timed(self, prompts, completions, kwargs):
+        if not self.timeout_s:
+            return self.func(prompts=prompts, completions=completions, **kwargs)
+
+        def expire(signum, frame):
+            raise _Timeout()
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
+        try:
+            return self.func(prompts=prompts, completions=completions, **kwargs)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    def _failing_row(self, prompts, completions, kwargs, exc: Exception) -> str:
+        for i in range(len(completions)):
+            one = {
+                k: ([v[i]] if isinstance(v, (list, tuple)) and len(v) == len(completions) else v)
+                for k, v in kwargs.items()
+            }
+            try:
+                self._timed([prompts[i]], [completions[i]], one)
+            except _Timeout:
+                break
+            except Exception as row_exc:  # noqa: BLE001
+                return (
+                    f"reward '{self.__name__}' raised {type(row_exc).__name__}: {row_exc} on {self._where(kwargs, i)}"
+                    f" (completion {completion_text(completions[i])[:80]!r})"
+                )
+        return f"reward '{self.__name__}' raised {type(exc).__name__}: {exc} on a batch of {len(completions)} rows"
+
+    @staticmethod
+    def _where(kwargs: dict, i: int) -> str:
+        rows, names = kwargs.get("row"), kwargs.get("dataset")
+        if rows is not None and i < len(rows):
+            name = names[i] if names is not None and i < len(names) else "?"
+            return f"dataset '{name}' row {rows[i]}"
+        return f"completion {i + 1} of the batch"
+
+
+def build_rewards(specs: list) -> list[Reward]:
+    """The spec's ``method.grpo.rewards`` as callables for TRL, in order."""
+    from engine.spec.grpo import reward_file
+
+    out = []
+    for r in specs:
+        timeout = None
+        if r.kind == "exact":
+            func = exact
+        elif r.kind == "normalized":
+            func = normalized
+        elif r.kind == "math":
+            func = math_answer
+        elif r.kind == "regex":
+            func = make_regex(r.pattern)
+        elif r.kind == "length":
+            func = make_length(r.target_length)
+        elif r.kind == "json":
+            func = make_json(r.json_schema)
+        else:
+            func, timeout = load_user_function(reward_file(r.file), r.function), r.timeout_s
+        out.append(Reward(r.label, func, timeout_s=timeout))
+    return out

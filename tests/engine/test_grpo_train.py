@@ -1,0 +1,105 @@
+"""Stage grpo for real: TRL's GRPOTrainer on the demo model through the launch path, its events (each reward's series,
+KL, completion length, clipped share, entropy, sample completions), stop + resume, and full fine-tuning."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from engine.core.events import read_all
+from tests.helpers import demo_spec, log_tail, run_trainer, start_trainer, stop_and_wait, wait_for_event
+
+REWARDS = [
+    {"kind": "math", "weight": 1.0},
+    {"kind": "regex", "name": "has_digit", "pattern": r".*\d.*", "weight": 0.5},
+]
+
+
+def grpo_spec(demo_paths, steps: int, **method):
+    return demo_spec(
+        demo_paths,
+        method={
+            "stage": "grpo",
+            "grpo": {"num_generations": 4, "max_completion_length": 8, "beta": 0.04, "rewards": REWARDS},
+            **method,
+        },
+        data={"datasets": ["grpo_arith"], "max_samples": None},
+        train={
+            "max_steps": steps,
+            "per_device_batch_size": 4,
+            "gradient_accumulation": 1,
+            "logging_steps": 1,
+            "save_steps": 2,
+            "learning_rate": 1e-3,
+        },
+        output={"report_to": ["none"]},
+    )
+
+
+def test_lora_run_logs_every_reward_and_sample_completions(demo_paths, tmp_path):
+    rc, events = run_trainer(grpo_spec(demo_paths, 3), tmp_path)
+    assert rc == 0, log_tail(tmp_path)
+    assert events[-1]["type"] == "finished" and (tmp_path / "adapter" / "adapter_config.json").is_file()
+    ready = next(e for e in events if e["type"] == "data_ready")["payload"]
+    assert ready["num_prompts"] == 48 and ready["with_answer"] == 48  # the bundled set: every row has its answer
+    logs = [e for e in events if e["type"] == "log"]
+    assert [e["step"] for e in logs] == [1, 2, 3]
+    for e in logs:
+        m = e["payload"]["metrics"]
+        for key in (
+            "rewards/math/mean",
+            "rewards/math/std",
+            "rewards/has_digit/mean",
+            "rewards/has_digit/std",
+            "reward",
+            "reward_std",
+            "kl",
+            "entropy",
+            "completions/mean_length",
+            "completions/clipped_ratio",
+        ):
+            assert key in m, (key, sorted(m))
+        assert 1 <= m["completions/mean_length"] <= 8 and 0 <= m["completions/clipped_ratio"] <= 1
+        # the total is the weighted sum of the rewards' means (TRL's reward_weights)
+        assert abs(m["reward"] - (m["rewards/math/mean"] + 0.5 * m["rewards/has_digit/mean"])) < 1e-5
+    samples = [e for e in events if e["type"] == "completions"]
+    assert [e["step"] for e in samples] == [1, 2, 3]
+    for e in samples:
+        assert len(e["payload"]["samples"]) == 4
+        for s in e["payload"]["samples"]:
+            assert s["prompt"].rstrip().endswith("assistant") and "What is" in s["prompt"]
+            # scored again here, independently of Studio's reward code
+            assert s["rewards"]["has_digit"] == (1.0 if re.search(r"\d", s["completion"].strip()) else 0.0)
+            assert s["rewards"]["math"] in (0.0, 1.0)
+            assert abs(s["total"] - (s["rewards"]["math"] + 0.5 * s["rewards"]["has_digit"])) < 1e-6
+
+
+def test_stop_then_resume_from_the_checkpoint(demo_paths, tmp_path):
+    spec = grpo_spec(demo_paths, 8)
+    proc = start_trainer(spec, tmp_path)
+    wait_for_event(tmp_path, lambda e: e["type"] == "checkpoint", timeout=300)
+    stop_and_wait(proc)
+    events = read_all(tmp_path / "events.jsonl")
+    stopped = [e for e in events if e["type"] == "stopped"]
+    assert stopped and not [e for e in events if e["type"] in ("finished", "failed")], log_tail(tmp_path)
+    k = stopped[0]["step"]
+    assert k < 8 and Path(stopped[0]["payload"]["checkpoint"]).is_dir()
+    resumed = spec.model_copy(update={"train": spec.train.model_copy(update={"resume_from": "last"})})
+    rc, events = run_trainer(resumed, tmp_path)
+    assert rc == 0 and events[-1]["type"] == "finished", log_tail(tmp_path)
+    new_logs = [e["step"] for e in events if e["type"] == "log" and e["ts"] > stopped[0]["ts"]]
+    assert new_logs == list(range(k + 1, 9))  # resumed after the saved step, not from the start
+
+
+def test_full_finetuning_trains_the_weights(demo_paths, tmp_path):
+    from safetensors.torch import load_file
+
+    rc, events = run_trainer(grpo_spec(demo_paths, 2, finetuning="full"), tmp_path)
+    assert rc == 0, log_tail(tmp_path)
+    done = events[-1]
+    assert done["type"] == "finished" and Path(done["payload"]["model_dir"]).name == "model"
+    tuned = load_file(str(tmp_path / "model" / "model.safetensors"))
+    base = load_file(str(Path(demo_paths["model_dir"]) / "model.safetensors"))
+    assert "rewards/math/mean" in [e for e in events if e["type"] == "log"][-1]["payload"]["metrics"]
+    changed = [k for k in base if k in tuned and not (base[k] == tuned[k]).all()]
+    assert changed, "no weight changed"
