@@ -36,6 +36,7 @@ from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_
     template_for,
     tuned_choices,
     tuned_target,
+    workspace_path,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,8 +248,6 @@ def readable_image(path: str) -> bool:
     workspace. A history is sent back by the browser, so a path in it is the client's word, never read blindly."""
     from gradio.utils import get_upload_folder
 
-    from studio.tabs.export import inside_workspace
-
     try:
         p = Path(path).resolve()
     except (OSError, RuntimeError):
@@ -256,7 +255,7 @@ def readable_image(path: str) -> bool:
     if p.is_file() and p.is_relative_to(Path(get_upload_folder()).resolve()):
         return True
     try:
-        return inside_workspace(str(p)).is_file()
+        return workspace_path(str(p)).is_file()
     except ValueError:
         return False
 

@@ -113,20 +113,27 @@ def _spec_template(spec: dict | None) -> str:
     return str(((spec or {}).get("data") or {}).get("template") or "auto")
 
 
-def template_for(source: str) -> str:
-    """The chat template a run (or the run an export was merged from) was trained with; ``auto`` otherwise."""
+def _trained_source(source: str) -> xp.Source | None:
+    """What a picked source was trained as: the run (or adapter) itself, or the first source of the finished merge
+    that wrote it; None for anything else (a bare model, an unknown folder, a path outside the workspace)."""
     if not source:
-        return "auto"
+        return None
     try:
         p = workspace_path(source)
         if (p / "spec.yaml").is_file() or (p / "adapter_config.json").is_file():
-            return _spec_template(xp.resolve_source(p).spec)
+            return xp.resolve_source(p)
         for out, sources in _finished_merges():
             if out.resolve() == p and sources:
-                return _spec_template(xp.resolve_source(sources[0]).spec)
+                return xp.resolve_source(sources[0])
     except (ValueError, xp.ExportError):
         pass
-    return "auto"
+    return None
+
+
+def template_for(source: str) -> str:
+    """The chat template a run (or the run an export was merged from) was trained with; ``auto`` otherwise."""
+    src = _trained_source(source)
+    return _spec_template(src.spec) if src else "auto"
 
 
 def workspace_path(path: str) -> Path:
@@ -156,16 +163,6 @@ def base_for(source: str) -> str | None:
     """The base model a picked run (or adapter, or the run an export was merged from) was trained on, when it is a
     folder here; None otherwise (a full model, an unknown source). The Chat tab's model follows it, so the two panes
     compare a tuned model with its own base."""
-    if not source:
-        return None
-    try:
-        p = workspace_path(source)
-        if not ((p / "spec.yaml").is_file() or (p / "adapter_config.json").is_file()):
-            merged = [srcs for out, srcs in _finished_merges() if out.resolve() == p and srcs]
-            if not merged:
-                return None
-            p = Path(merged[0][0])
-        base = xp.resolve_source(p).base
-    except (ValueError, xp.ExportError):
-        return None
+    src = _trained_source(source)
+    base = src.base if src else None
     return str(base) if base and (Path(base) / "config.json").is_file() else None
