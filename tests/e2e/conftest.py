@@ -121,6 +121,9 @@ def browser():
 def page(browser, server):
     ctx = browser.new_context(viewport={"width": 1280, "height": 800})
     pg = ctx.new_page()
+    # Playwright's 30 s per action is short on a busy 2-core machine (a click waits for the page's scripts to take it):
+    # a bound that allows for load, while explicit waits keep their own.
+    pg.set_default_timeout(90_000)
     pg.goto(server.url)
     pg.wait_for_selector("#start-btn", timeout=60_000)
     yield pg
@@ -138,3 +141,9 @@ def shots():
 def fits_width():
     """A check that the page has no horizontal scroll bar at its current viewport."""
     return lambda page: page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+def open_tab(page, name: str) -> None:
+    """Click a top-level tab and wait until the page shows it selected (not a fixed pause)."""
+    page.get_by_role("tab", name=name).click()
+    page.get_by_role("tab", name=name, selected=True).wait_for(state="visible")

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
+
+from tests.e2e.conftest import open_tab
 
 pytestmark = pytest.mark.slow  # a real server and browser
 
@@ -23,11 +24,6 @@ def _to_chinese(page) -> None:
     page.get_by_role("tab", name="数据集").wait_for(timeout=120_000)
 
 
-def _tab(page, name: str) -> None:
-    page.get_by_role("tab", name=name).click()
-    time.sleep(1.5)
-
-
 def _wait_text(page, selector: str, text: str, timeout: int = 30_000) -> str:
     page.wait_for_function(
         f"document.querySelector({json.dumps(selector)}).innerText.includes({json.dumps(text)})", timeout=timeout
@@ -37,7 +33,7 @@ def _wait_text(page, selector: str, text: str, timeout: int = 30_000) -> str:
 
 def test_datasets_problems_in_chinese(page, shots, fits_width, tmp_path):
     _to_chinese(page)
-    _tab(page, "数据集")
+    open_tab(page, "数据集")
     src = tmp_path / "half bad.jsonl"
     rows = [json.dumps({"instruction": "fine", "output": "ok"}), '{"instruction": "torn']
     rows += [json.dumps({"instruction": f"q{i}", "output": ""}) for i in range(3)]
@@ -59,7 +55,7 @@ def test_datasets_problems_in_chinese(page, shots, fits_width, tmp_path):
 
 def test_runs_tab_in_chinese(page, shots, fits_width):
     _to_chinese(page)
-    _tab(page, "运行记录")
+    open_tab(page, "运行记录")
     page.wait_for_selector("#runs-table", timeout=30_000)
     headers = _wait_text(page, "#runs-table", "最终损失")
     assert "状态" in headers and "final loss" not in headers
@@ -78,13 +74,13 @@ def test_export_tab_and_pt_lengths_in_chinese(page, shots, fits_width):
     _to_chinese(page)
     page.click("#f-method-stage input")  # the Train form's stage decides how the Datasets tab reads the cutoff
     page.get_by_role("option", name="pt", exact=True).click()
-    _tab(page, "数据集")
+    open_tab(page, "数据集")
     page.click("#ds-pick input")
     page.get_by_role("option", name="demo_pretrain").click()
     note = _wait_text(page, "#ds-hist-note", "pt 阶段")
     assert "不截断" in note and "被截断" not in note and "块" in note, note
 
-    _tab(page, "导出")
+    open_tab(page, "导出")
     page.click("#export-dtype input")
     assert page.get_by_role("option", name="与基座相同").count() == 1
     page.keyboard.press("Escape")

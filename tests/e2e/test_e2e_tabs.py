@@ -8,12 +8,9 @@ import time
 
 import pytest
 
+from tests.e2e.conftest import open_tab
+
 pytestmark = pytest.mark.slow  # a real server and browser
-
-
-def _tab(page, name):
-    page.get_by_role("tab", name=name).click()
-    time.sleep(1.5)
 
 
 def test_train_form_validation_blocks_start(page, shots, fits_width):
@@ -95,7 +92,7 @@ def test_preview_and_plan(page, shots):
 
 
 def test_datasets_upload_register_and_sample(page, shots, server, fits_width, tmp_path):
-    _tab(page, "Datasets")
+    open_tab(page, "Datasets")
     page.wait_for_selector("#ds-sample .tok-train", timeout=60_000)
     src = tmp_path / "my data.jsonl"
     src.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "output": f"{i}"}) for i in range(20)))
@@ -114,11 +111,11 @@ def test_datasets_upload_register_and_sample(page, shots, server, fits_width, tm
 
 
 def test_runs_doctor_chat_tabs_render(page, server, shots, fits_width):
-    _tab(page, "Runs")
+    open_tab(page, "Runs")
     page.wait_for_selector("#runs-table", timeout=30_000)
     page.screenshot(path=str(shots / "runs.png"), full_page=True)
     assert fits_width(page)
-    _tab(page, "Doctor")
+    open_tab(page, "Doctor")
     page.click("#doctor-run")
     page.wait_for_function(
         "(document.querySelector('#doctor-table')?.innerText || '').includes('PASS') || "  # hidden until it has rows
@@ -126,7 +123,7 @@ def test_runs_doctor_chat_tabs_render(page, server, shots, fits_width):
         timeout=120_000,
     )
     page.screenshot(path=str(shots / "doctor.png"))
-    _tab(page, "Chat")
+    open_tab(page, "Chat")
     # the demo's vision-language model, asked about a drawn image: the image shows in the pane and it answers
     page.click("#chat-model input")
     page.get_by_role("option", name="demo-tiny-llava").click()

@@ -126,11 +126,15 @@ def test_sigkill_at_five_points_then_resume_each_time(home, demo_paths, tally):
     proc = trainer_proc(rid)
     assert_killed(tally, "mid-step", kill_trainer(rid, proc))
     good = [c for c in ckpts(out()) if checkpoint_ok(c)]
+    # On a busy machine the kill can land after the trainer went on into the next save (step 4): then the newest
+    # folder is a partial one, which must read as such, with a loadable one before it (D covers that fall-back).
+    after = ckpts(out())[ckpts(out()).index(good[-1]) + 1 :] if good else ckpts(out())
     tally.check(
-        "faults::kill@mid-step -> last checkpoint loadable",
-        bool(good) and good[-1] == ckpts(out())[-1],
+        "faults::kill@mid-step -> last complete checkpoint loadable, any newer one seen as partial",
+        bool(good) and all(not checkpoint_ok(c) for c in after) and len(after) <= 1,
         f"{ckpts(out())}",
     )
+    tally.note("faults::kill@mid-step", "landed mid-save of the next checkpoint" if after else "landed between saves")
     resume_from = int(good[-1].name.split("-")[-1])
 
     # D: while the next checkpoint folder is being written (killed as soon as it appears).

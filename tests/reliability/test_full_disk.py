@@ -142,12 +142,13 @@ def test_a_run_ending_on_a_full_disk_records_its_true_end(small_home, tally):
     code = (
         "import signal, sys, time\n"
         "signal.signal(signal.SIGUSR1, lambda *a: sys.exit(3))\n"
+        "open(sys.argv[1], 'w').close()\n"  # the handler is in place: a signal before it would end the run as -10
         "while True: time.sleep(0.05)\n"
     )
-    rid = runs.submit_command([PY, "-c", code], name="ends-on-a-full-disk")
+    rid = runs.submit_command([PY, "-c", code, "{run_dir}/handler.ready"], name="ends-on-a-full-disk")
     rec = wait_for(lambda: (r := runs.get(rid)).pid and scheduler.runner_alive(r) and r)
     rdir = Path(rec.run_dir)
-    wait_for(lambda: (rdir / ".space-reserve").is_file())
+    wait_for(lambda: (rdir / ".space-reserve").is_file() and (rdir / "handler.ready").is_file())
     filler = fill(small_home)
     try:
         os.kill(rec.pid, signal.SIGUSR1)
