@@ -468,25 +468,21 @@ def build(ctx: Any) -> None:
     pick.input(_edit, [pick], [stored, ds_name, fmt, editing, *role_boxes.values()], queue=False)
 
     def _upload(path, lang_):
+        """A new file: the last Register's words go (they were about another file); a refused file is taken off the
+        widget, so no file is shown that Register would then call missing ("upload a file first")."""
+        keep = [gr.update() for _ in roles]
         if not path:
-            return "", "", gr.update(), gr.update(), gr.update(), *[gr.update() for _ in roles]
+            return "", "", gr.update(), gr.update(), gr.update(), "", gr.update(), *keep
         try:
             dest = store_upload(path)
         except (ValueError, OSError) as exc:
-            return (
-                "",
-                f"❌ {localize_error(exc, lang_)}",
-                gr.update(),
-                gr.update(),
-                gr.update(),
-                *[gr.update() for _ in roles],
-            )
+            return "", f"❌ {localize_error(exc, lang_)}", gr.update(), gr.update(), gr.update(), "", None, *keep
         try:
             cols = file_columns(dest)
         except (ValueError, OSError) as exc:  # not JSON / not UTF-8 / not Parquet: Python's own words as the detail
             dest.unlink(missing_ok=True)  # a refused upload leaves nothing behind in uploads/
             msg = localize(message("upload.unreadable", name=dest.name, error=exc), lang_)
-            return "", f"❌ {msg}", gr.update(), gr.update(), gr.update(), *[gr.update() for _ in roles]
+            return "", f"❌ {msg}", gr.update(), gr.update(), gr.update(), "", None, *keep
         formatting = "sharegpt" if "conversations" in cols or "messages" in cols else "alpaca"
         guess = guess_mapping(cols, formatting)
         updates = [gr.update(choices=cols, value=guess.get(r)) for r in roles]
@@ -496,9 +492,11 @@ def build(ctx: Any) -> None:
         # columns at fault, while the mapping and the format below can still be changed.
         refusal = trainability(str(dest), name, formatting, guess, lang_)
         msg = f"{msg}\n\n{refusal}" if refusal else msg
-        return str(dest), msg, name, formatting, "", *updates
+        return str(dest), msg, name, formatting, "", "", gr.update(), *updates
 
-    upload.upload(_upload, [upload, ctx.lang], [stored, up_msg, ds_name, fmt, editing, *role_boxes.values()])
+    upload.upload(
+        _upload, [upload, ctx.lang], [stored, up_msg, ds_name, fmt, editing, reg_msg, upload, *role_boxes.values()]
+    )
 
     def _register(path, name, formatting, editing_, lang_, *cols):
         mapping = {r: v for r, v in zip(role_boxes, cols) if r in COLUMN_ROLES[formatting]}

@@ -110,3 +110,47 @@ def test_chosen_language_survives_a_reload(page, shots):
     page.get_by_role("tab", name="数据集").wait_for(timeout=30_000)
     assert page.input_value("#lang-picker input") == "中文"
     page.screenshot(path=str(shots / "reload-language-zh.png"))
+
+
+def _upload(page, path) -> None:
+    """Put a file on the Datasets tab's upload widget as a person does: a file shown there is taken off first (its
+    × button), which brings back the drop area and its file input."""
+    clear = page.locator("#ds-upload button[aria-label=Clear]")
+    if clear.count():
+        clear.click()
+    page.wait_for_selector("#ds-upload input[type=file]", state="attached", timeout=60_000)
+    page.set_input_files("#ds-upload input[type=file]", str(path))
+
+
+def _shows_file(page, name: str) -> bool:
+    return page.locator("#ds-upload td.filename", has_text=name).count() > 0
+
+
+def test_a_new_upload_clears_the_last_registers_words(page, tmp_path):
+    """Issue 27 item 11: an old ❌ of Register stayed under a new upload; a refused upload stayed on the widget, so
+    Register then said "upload a file first" beside a file shown."""
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=240_000)
+    _tab(page, "Datasets")
+    good = tmp_path / "fresh_one.jsonl"
+    good.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "output": f"{i}"}) for i in range(6)))
+    _upload(page, good)
+    _wait_text(page, "#ds-upload-msg", "stored")
+    page.fill("#ds-name input", "bad name/with slash")
+    page.click("#ds-register")
+    _wait_text(page, "#ds-register-msg", "❌")
+    other = tmp_path / "fresh_two.jsonl"
+    other.write_text(good.read_text())
+    _upload(page, other)
+    _wait_text(page, "#ds-upload-msg", "fresh_two")
+    page.wait_for_function("document.querySelector('#ds-register-msg').innerText.trim() === ''", timeout=60_000)
+    assert _shows_file(page, "fresh_two")
+    broken = tmp_path / "broken_three.json"
+    broken.write_text("{not json")
+    _upload(page, broken)
+    _wait_text(page, "#ds-upload-msg", "❌")
+    # the refused file is not left on the widget, so Register's "upload a file first" never sits beside it
+    page.wait_for_selector("#ds-upload input[type=file]", state="attached", timeout=60_000)
+    assert not _shows_file(page, "broken_three")
+    page.click("#ds-register")
+    _wait_text(page, "#ds-register-msg", "upload a file first")
+    assert page.locator("#ds-upload td.filename").count() == 0
