@@ -209,6 +209,25 @@ def registered_entry(name: str) -> dict | None:
     }
 
 
+def picked_mapping(name: str) -> dict:
+    """What the left column shows for a picked dataset: its file ("" where the page cannot register it again: a hub,
+    folder or script entry), format, {role: column} and the file's columns to choose from. A role the entry does not
+    map is empty, so nothing of the dataset shown before stays (a sharegpt entry's ``messages``)."""
+    found = registered_entry(name)
+    if found is None:
+        try:
+            entry = _entry(name) if name else None
+        except (ValueError, OSError):
+            entry = None
+        formatting, columns = (entry.formatting, dict(entry.columns)) if entry is not None else ("alpaca", {})
+        found = {"path": "", "formatting": formatting, "columns": columns}
+    try:
+        found["choices"] = file_columns(found["path"]) if found["path"] else []
+    except (ValueError, OSError):
+        found["choices"] = []
+    return found
+
+
 def head(name: str, n: int = LENGTHS_ROWS) -> tuple[list[dict], list, bool]:
     """(the dataset's first rows, problems met reading them, whether they are the whole file): one bounded read the
     sample and histogram share."""
@@ -455,15 +474,9 @@ def build(ctx: Any) -> None:
 
     def _edit(name):
         """A registered dataset picked: its file, name, format and column mapping, to fix in place."""
-        found = registered_entry(name)
-        if found is None:
-            return gr.skip(), gr.skip(), gr.skip(), "", *[gr.skip() for _ in roles]
-        try:
-            cols = file_columns(found["path"])
-        except (ValueError, OSError):
-            cols = []
-        updates = [gr.update(choices=cols, value=found["columns"].get(r)) for r in roles]
-        return found["path"], name, found["formatting"], name, *updates
+        found = picked_mapping(name)
+        updates = [gr.update(choices=found["choices"], value=found["columns"].get(r)) for r in roles]
+        return found["path"], name, found["formatting"], name if found["path"] else "", *updates
 
     pick.input(_edit, [pick], [stored, ds_name, fmt, editing, *role_boxes.values()], queue=False)
 

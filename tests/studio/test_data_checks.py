@@ -101,3 +101,23 @@ def test_a_kto_tag_column_registers_kto_data_and_a_bad_tag_is_named(run_registry
     assert "tagged.jsonl, line 2, column 'ok'" in shown and '"no", not true or false' in shown, shown
     assert _info()["tagged"]["columns"] == {"prompt": "q", "response": "a", "kto_tag": "ok"}
     assert data.registered_entry("tagged")["columns"]["kto_tag"] == "ok"
+
+
+def test_a_picked_dataset_shows_its_own_mapping_never_the_last_ones(run_registry):
+    """Issue 27 item 11: picking a dataset without a file here (a hub entry) left the last dataset's mapping (its
+    ``messages`` column) on the page; every role is now the picked entry's, empty where it maps none."""
+    path = _upload(
+        "chat.jsonl", [{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}]
+    )
+    assert data.register(str(path), "chat", "sharegpt", {"messages": "conversations"}).startswith("✅")
+    info = _info() | {"hub_qa": {"hf_hub_url": "someone/qa", "columns": {"prompt": "question", "response": "answer"}}}
+    (workspace.data_dir() / "dataset_info.json").write_text(json.dumps(info))
+    chat = data.picked_mapping("chat")
+    assert chat["path"] == str(path.resolve()) and chat["formatting"] == "sharegpt"
+    assert chat["columns"]["messages"] == "conversations" and chat["choices"] == ["conversations"]
+    hub = data.picked_mapping("hub_qa")
+    assert hub["path"] == "" and hub["formatting"] == "alpaca" and hub["choices"] == []
+    assert hub["columns"].get("messages") is None
+    assert (hub["columns"]["prompt"], hub["columns"]["response"]) == ("question", "answer")
+    gone = data.picked_mapping("no_such_dataset")
+    assert gone == {"path": "", "formatting": "alpaca", "columns": {}, "choices": []}
