@@ -6,8 +6,9 @@ publish on the Hugging Face hub (``SOURCE`` gives the file). Only figures: no we
 local, in the Hugging Face cache or reachable on the hub is read from there first (``engine.models.resolve``); this
 table is the last resort, and the page says when a plan comes from it.
 
-Multimodal models (Gemma 3 4B and up) are listed with their language model's figures (the vision tower, ~0.4B
-parameters, is not counted), as the planner plans the decoder.
+Vision-language models carry their ``vision_config`` too (the tower's width, depth, patch and image sizes), as
+their configs do, so the planner counts the vision tower, the projector and the tokens an image becomes
+(engine.plan.vision_shape).
 """
 
 from __future__ import annotations
@@ -97,6 +98,75 @@ _GEMMA3 = {
     "12b": _dec("gemma3", 3840, 15360, 48, 16, 8, 262208, 131072, tied=True, head_dim=256),
     "27b": _dec("gemma3", 5376, 21504, 62, 32, 16, 262208, 131072, tied=True, head_dim=128),
 }
+_SIGLIP_896 = {  # Gemma 3's SigLIP tower (4B, 12B, 27B alike)
+    "model_type": "siglip_vision_model",
+    "hidden_size": 1152,
+    "intermediate_size": 4304,
+    "num_hidden_layers": 27,
+    "num_attention_heads": 16,
+    "image_size": 896,
+    "patch_size": 14,
+    "vision_use_head": False,
+}
+for _cfg in (_GEMMA3["4b"], _GEMMA3["12b"], _GEMMA3["27b"]):
+    _cfg.update(vision_config=dict(_SIGLIP_896), mm_tokens_per_image=256)
+
+
+def _qwen2_vl(text: dict) -> dict:
+    vision = {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_chans": 3, "patch_size": 14}
+    vision.update(hidden_size=text["hidden_size"], spatial_merge_size=2, temporal_patch_size=2)
+    return {**text, "model_type": "qwen2_vl", "vision_config": vision}
+
+
+def _qwen2_5_vl(text: dict) -> dict:
+    vision = {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "in_chans": 3}
+    vision.update(out_hidden_size=text["hidden_size"], patch_size=14, spatial_merge_size=2, temporal_patch_size=2)
+    vision.update(window_size=112, fullatt_block_indexes=[7, 15, 23, 31])
+    return {**text, "model_type": "qwen2_5_vl", "vision_config": vision}
+
+
+def _qwen3_vl(text: dict, depth: int, width: int, inter: int, deepstack: list[int]) -> dict:
+    vision = {"depth": depth, "hidden_size": width, "intermediate_size": inter, "num_heads": 16, "in_channels": 3}
+    vision.update(out_hidden_size=text["hidden_size"], patch_size=16, spatial_merge_size=2, temporal_patch_size=2)
+    vision.update(num_position_embeddings=2304, deepstack_visual_indexes=deepstack)
+    return {"model_type": "qwen3_vl", "text_config": {**text, "model_type": "qwen3_vl_text"}, "vision_config": vision}
+
+
+def _llava(text: dict) -> dict:
+    vision = {"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096}
+    vision.update(num_hidden_layers=24, num_attention_heads=16, image_size=336, patch_size=14)
+    return {
+        "model_type": "llava",
+        "text_config": text,
+        "vision_config": vision,
+        "vision_feature_layer": -2,
+        "vision_feature_select_strategy": "default",
+    }
+
+
+_VLM = {
+    "Qwen/Qwen2-VL-2B-Instruct": _qwen2_vl(_dec("qwen2", 1536, 8960, 28, 12, 2, 151936, 32768, tied=True)),
+    "Qwen/Qwen2-VL-7B-Instruct": _qwen2_vl(_dec("qwen2", 3584, 18944, 28, 28, 4, 152064, 32768)),
+    "Qwen/Qwen2-VL-72B-Instruct": _qwen2_vl(_dec("qwen2", 8192, 29568, 80, 64, 8, 152064, 32768)),
+    "Qwen/Qwen2.5-VL-3B-Instruct": _qwen2_5_vl(_dec("qwen2", 2048, 11008, 36, 16, 2, 151936, 128000, tied=True)),
+    "Qwen/Qwen2.5-VL-7B-Instruct": _qwen2_5_vl(_dec("qwen2", 3584, 18944, 28, 28, 4, 152064, 128000)),
+    "Qwen/Qwen2.5-VL-32B-Instruct": _qwen2_5_vl(_dec("qwen2", 5120, 27648, 64, 40, 8, 152064, 128000)),
+    "Qwen/Qwen2.5-VL-72B-Instruct": _qwen2_5_vl(_dec("qwen2", 8192, 29568, 80, 64, 8, 152064, 128000)),
+    "Qwen/Qwen3-VL-2B-Instruct": _qwen3_vl(
+        _dec("qwen3", 2048, 6144, 28, 16, 8, 151936, 262144, tied=True, head_dim=128), 24, 1024, 4096, [5, 11, 17]
+    ),
+    "Qwen/Qwen3-VL-4B-Instruct": _qwen3_vl(
+        _dec("qwen3", 2560, 9728, 36, 32, 8, 151936, 262144, tied=True, head_dim=128), 24, 1024, 4096, [5, 11, 17]
+    ),
+    "Qwen/Qwen3-VL-8B-Instruct": _qwen3_vl(
+        _dec("qwen3", 4096, 12288, 36, 32, 8, 151936, 262144, head_dim=128), 27, 1152, 4304, [8, 16, 24]
+    ),
+    "Qwen/Qwen3-VL-32B-Instruct": _qwen3_vl(
+        _dec("qwen3", 5120, 25600, 64, 64, 8, 151936, 262144, head_dim=128), 27, 1152, 4304, [8, 16, 24]
+    ),
+    "llava-hf/llava-1.5-7b-hf": _llava(_dec("llama", 4096, 11008, 32, 32, 32, 32064, 4096)),
+    "llava-hf/llava-1.5-13b-hf": _llava(_dec("llama", 5120, 13824, 40, 40, 40, 32064, 4096)),
+}
 _MISTRAL_7B = _dec("mistral", 4096, 14336, 32, 32, 8, 32768, 32768)
 _MISTRAL_NEMO = _dec("mistral", 5120, 14336, 40, 32, 8, 131072, 1024000, head_dim=128)
 _PHI3_MINI = _dec("phi3", 3072, 8192, 32, 32, 32, 32064, 4096)
@@ -152,6 +222,8 @@ KNOWN: dict[str, dict] = {
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": _R1_QWEN_32B,
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": _LLAMA31_8B,
     "deepseek-ai/DeepSeek-R1-Distill-Llama-70B": _LLAMA31_70B,
+    # vision-language (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, LLaVA 1.5; Gemma 3 above)
+    **_VLM,
 }
 
 

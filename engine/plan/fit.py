@@ -7,7 +7,7 @@ slowdown first): 1. per-device batch down (4 -> 2 -> 1) with gradient accumulati
 3. ZeRO stage up 1 -> 2 -> 3 (only with several processes: on one GPU sharding saves nothing);
 4. optimizer offload to CPU (DeepSpeed; on one GPU as ZeRO-2 + offload);
 5. parameter offload to CPU (ZeRO-3; large slowdown);
-6. LoRA rank down 64 -> 32 -> 16;
+6. a vision-language model's vision tower frozen (LLaMA-Factory's default), then LoRA rank down 64 -> 32 -> 16;
 7. 4-bit QLoRA (the offload steps are undone first when 4-bit fits without them, since they are slower).
 The first configuration that fits is returned; every candidate is validated with ``engine.spec.schema.parse_spec``.
 """
@@ -112,6 +112,9 @@ def _ladder(spec: RunSpec, config: dict | None = None):
             message("fit.fsdp_offload"),
             lambda d: d["launch"]["fsdp"].update(offload_params=True),
         )
+    if isinstance(config.get("vision_config"), dict) and not m.vision.freeze_vision_tower:
+        # LLaMA-Factory's default: the tower keeps what it learned in pre-training; its activations and state go
+        yield (message("fit.freeze_vision_tower"), lambda d: d["model"]["vision"].update(freeze_vision_tower=True))
     if spec.method.finetuning == "lora":
         r = spec.method.lora.rank
         while r > 16:

@@ -14,6 +14,13 @@ MESSAGES: dict[str, str] = {
     "plan.no_config": "model.name_or_path: no model figures for {path}: {why}",
     "plan.moe": "mixture of experts ({experts} experts, {per_token} per token): expert weights are counted dense and "
     "activations per routed token, so the plan is approximate",
+    "plan.vision": "vision-language model: vision tower {tower} and projector {projector} parameters (learning: "
+    "{learns}); one image is {patches} patches in the tower and {tokens} tokens of the sequence (set by its "
+    "{per_image}; image_max_pixels {pixels}); planned for one image per sample",
+    "plan.vision_over_cutoff": "one image alone is {tokens} tokens, at least data.cutoff_len ({cutoff}): raise "
+    "cutoff_len or lower model.vision.image_max_pixels",
+    "plan.vision_approx": "model_type {model_type!r}: its vision tower is counted from the generic fields of "
+    "vision_config (width, depth, MLP width); the figures are approximate",
     "plan.unknown_arch": "model_type {model_type!r} is planned as a Llama-shaped decoder; check the numbers",
     "plan.sharded": "parameters sharded over {n} ranks (+ two gathered layers in flight)",
     "plan.offload_optimizer": "optimizer states offloaded to CPU RAM (DeepSpeed CPU Adam)",
@@ -60,6 +67,8 @@ MESSAGES: dict[str, str] = {
     "fit.offload_params": "offload parameters to CPU (ZeRO-3; large slowdown)",
     "fit.fsdp_offload": "FSDP parameter offload to CPU (large slowdown)",
     "fit.lora_rank": "LoRA rank {r} -> {nr}",
+    "fit.freeze_vision_tower": "freeze the vision tower (model.vision.freeze_vision_tower, LLaMA-Factory's default): "
+    "it keeps what it learned in pre-training",
     "fit.qlora_short": "4-bit QLoRA",
     "fit.qlora": "4-bit QLoRA (NF4 base, double quantization, LoRA adapters)",
     "fit.qlora_switch": "4-bit QLoRA (NF4 base, double quantization, LoRA adapters); switches {finetuning} "

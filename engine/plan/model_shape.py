@@ -8,31 +8,17 @@ grouped-query attention, tied embeddings and explicit ``head_dim``; mixture-of-e
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.plan.messages import message
+from engine.plan.shapes import Shape
+from engine.plan.vision_shape import vision_shape
 
 # Linear modules inside one decoder layer, by group, for LoRA 'all' and freeze module filters.
 ATTN_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_LINEARS = ("gate_proj", "up_proj", "down_proj")
-
-
-@dataclass
-class Shape:
-    """One parameter tensor: full name (as in the HF module tree), shape, and whether it belongs to a Linear."""
-
-    name: str
-    shape: tuple[int, ...]
-    linear: str = ""  # the Linear's short name (q_proj, ...) for weights of linear layers, else ""
-    layer: int | None = None  # decoder layer index, None outside the layers
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
 
 
 @dataclass
@@ -50,10 +36,12 @@ class ModelShape:
     experts_per_token: int = 0
     params: list[Shape] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    vision: Any = None  # engine.plan.vision_shape.VisionShape of a vision-language model (its tensors are in params)
+    config: dict = field(default_factory=dict)  # the whole config.json (image tokens are read from it)
 
     @property
     def approximate(self) -> bool:
-        return self.experts > 0
+        return self.experts > 0 or bool(self.vision is not None and self.vision.approximate)
 
     @property
     def total(self) -> int:
@@ -80,10 +68,25 @@ def _int(cfg: dict, *keys: str, default: int | None = None) -> int:
     return default
 
 
+# The language models inside vision-language families, as the text families they are built like
+TEXT_OF = {
+    "qwen2_vl": "qwen2",
+    "qwen2_vl_text": "qwen2",
+    "qwen2_5_vl": "qwen2",
+    "qwen2_5_vl_text": "qwen2",
+    "qwen3_vl": "qwen3",
+    "qwen3_vl_text": "qwen3",
+}
+
+
 def model_shape(config: dict[str, Any]) -> ModelShape:
-    """Every parameter tensor of the model, named as transformers names them."""
+    """Every parameter tensor of the model, named as transformers names them; a vision-language model's vision tower
+    and projector too (engine.plan.vision_shape), after the language model's."""
     cfg = text_config(config)
     mtype = str(cfg.get("model_type", "llama"))
+    if mtype == "llava":  # a flat LLaVA config: its language model is a Llama
+        mtype = "llama"
+    mtype = TEXT_OF.get(mtype, mtype)
     h = _int(cfg, "hidden_size", "n_embd", "d_model")
     n_layers = _int(cfg, "num_hidden_layers", "n_layer")
     heads = _int(cfg, "num_attention_heads", "n_head")
@@ -145,6 +148,12 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     ps.append(Shape("model.norm.weight", (h,)))
     if not tied:
         ps.append(Shape("lm_head.weight", (vocab, h), "lm_head"))
+    shape.config = config
+    shape.vision = vision_shape(config, h)
+    if shape.vision is not None:
+        ps += shape.vision.params
+        if shape.vision.approximate:
+            shape.notes.append(message("plan.vision_approx", model_type=str(config.get("model_type", ""))))
     if experts:
         shape.notes.append(message("plan.moe", experts=experts, per_token=shape.experts_per_token))
     if mtype not in (
@@ -183,6 +192,7 @@ class Trainable:
     adapter_numel: int = 0  # LoRA A/B (+ DoRA magnitude) parameters
     adapter_tensors: int = 0
     lora_targets: list[Shape] = field(default_factory=list)  # base Linear weights that got an adapter
+    parts: set[str] = field(default_factory=set)  # the parts that learn: "" language model, "vision", "projector"
 
     @property
     def numel(self) -> int:
@@ -201,11 +211,33 @@ def oft_blocks(oft, fan_in: int) -> tuple[int, int]:
     return oft.rank, max(1, fan_in // max(oft.rank, 1))
 
 
+def frozen_parts(spec, shape: ModelShape) -> set[str]:
+    """The parts of a vision-language model that ``model.vision``'s switches keep frozen (engine.trainer.vision's
+    ``frozen_prefixes``); none for a text model."""
+    if shape.vision is None:
+        return set()
+    v = spec.model.vision
+    return {
+        part
+        for part, frozen in (
+            ("vision", v.freeze_vision_tower),
+            ("projector", v.freeze_multi_modal_projector),
+            ("", v.freeze_language_model),
+        )
+        if frozen
+    }
+
+
+LAYER_RE = re.compile(r"\.layers\.(\d+)\.")
+
+
 def lora_target_shapes(spec, shape: ModelShape, targets: list[str] | None = None) -> list[Shape]:
-    """Linear weights PEFT wraps: 'all' = every Linear in the decoder layers (PEFT's all-linear, lm_head excluded).
+    """Linear weights PEFT wraps: 'all' = every Linear in the decoder layers (PEFT's all-linear, lm_head excluded);
+    on a vision-language model, the Linears outside the frozen parts (engine.trainer.vision's ``lora_targets``).
     ``targets``: another adapter's list (OFT's); LoRA's by default."""
     targets = spec.method.lora.targets if targets is None else targets
-    linears = [p for p in shape.params if p.linear and p.linear != "lm_head"]
+    frozen = frozen_parts(spec, shape)
+    linears = [p for p in shape.params if p.linear and p.linear != "lm_head" and p.part not in frozen]
     if "all" in targets:
         return linears
     wanted = set(targets)
@@ -216,21 +248,31 @@ def trainable(spec, shape: ModelShape) -> Trainable:
     """Trainable tensors under ``spec.method`` (the rules engine.trainer.model applies)."""
     m = spec.method
     out = Trainable()
+    frozen = frozen_parts(spec, shape)
     if m.finetuning == "full":
-        out.base_numel = shape.total
-        out.base_tensors = len(shape.params)
+        for p in shape.params:
+            if p.part not in frozen:
+                out.base_numel += p.numel
+                out.parts.add(p.part)
+                out.base_tensors += 1
         return out
     if m.finetuning == "freeze":
         first = max(shape.layers - m.freeze.trainable_layers, 0)
         mods = m.freeze.trainable_modules
         extra = m.freeze.extra_modules
         for p in shape.params:
-            # same matching as engine.trainer.model.apply_freeze: ".name." inside ".<parameter name>"
-            in_layer = (
-                p.layer is not None and p.layer >= first and (not mods or any(f".{x}." in f".{p.name}" for x in mods))
-            )
+            if p.part in frozen:
+                continue
+            # same matching as engine.trainer.model.apply_freeze: ".layers.N." in the name (a CLIP / SigLIP tower's
+            # encoder layers match it too), ".name." inside ".<parameter name>"
+            layer = p.layer
+            if p.part and (hit := LAYER_RE.search(p.name)):
+                layer = int(hit.group(1))
+            named = not mods or any(f".{x}." in f".{p.name}" for x in mods)
+            in_layer = layer is not None and layer >= first and named
             if in_layer or any(f".{x}." in f".{p.name}" for x in extra):
                 out.base_numel += p.numel
+                out.parts.add(p.part)
                 out.base_tensors += 1
         return out
     if m.finetuning == "oft":
@@ -240,6 +282,7 @@ def trainable(spec, shape: ModelShape) -> Trainable:
         for p in out.lora_targets:
             blocks, size = oft_blocks(m.oft, p.shape[1])
             out.adapter_numel += blocks * size * (size - 1) // 2
+            out.parts.add(p.part)
             out.adapter_tensors += 1
         return out
     r = m.lora.rank
@@ -247,6 +290,7 @@ def trainable(spec, shape: ModelShape) -> Trainable:
     for p in out.lora_targets:
         fan_out, fan_in = p.shape
         out.adapter_numel += r * (fan_in + fan_out) + (fan_out if m.lora.use_dora else 0)
+        out.parts.add(p.part)
         out.adapter_tensors += 3 if m.lora.use_dora else 2
     return out
 

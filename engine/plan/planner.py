@@ -31,7 +31,7 @@ from engine.machine.kernels import (
     packed_row_tokens,
 )
 from engine.models.resolve import resolve_config, source_text
-from engine.plan import grpo_memory
+from engine.plan import grpo_memory, memory, vision_shape
 from engine.plan.memory import activation_bytes, logits_bytes, optimizer_bytes, reference_bytes, weight_bytes
 from engine.plan.messages import message
 from engine.plan.model_shape import ModelShape, model_shape, param_counts, trainable, trainable_param_count  # noqa: F401
@@ -260,6 +260,9 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     if spec.method.stage == "grpo":  # prompt + completion; the generation phase is planned below
         seq = grpo_memory.sequence_tokens(spec)
     acts = activation_bytes(spec, shape, tr, dt, batch, seq)
+    if shape.vision is not None:
+        acts += vision_shape.activation_bytes(spec, shape, tr, dt, batch * memory.sequences_per_sample(spec))
+        notes += vision_shape.notes(spec, shape, tr, seq)
     device = spec.launch.device
     if device == "auto":
         device = "cuda" if (hardware is not None and hardware.gpus) or gpu_mem_gib else "cpu"
@@ -288,7 +291,9 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         notes.append(message("plan.badam"))
 
     # grads alive at the start of backward without accumulation: trainable tensors outside the layer stack
-    outside = sum(p.numel for p in shape.params if p.layer is None) if spec.method.finetuning == "full" else 0
+    # (a vision tower's and projector's gradients come last in backward: not alive yet)
+    outside = sum(p.numel for p in shape.params if p.layer is None and not p.part)
+    outside = outside if spec.method.finetuning == "full" else 0
     fb_grads = grad_bytes if t.gradient_accumulation > 1 else min(outside * train_bytes_each, grad_bytes)
     framework = CUDA_CONTEXT_BYTES
     fwd_bwd = {
@@ -368,6 +373,8 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         "kv_heads": shape.kv_heads,
         "vocab": shape.vocab,
     }
+    if shape.vision is not None:
+        details["vision"] = vision_shape.details(spec, shape, tr)
     return MemoryPlan(comps, int(total), gpu_bytes, fits, int(cpu_ram), phase, notes, shape.approximate, details)
 
 

@@ -22,6 +22,7 @@ NO_PACKING = "vision-language rows carry their images' tensors whole: packing an
 VISION_TOWER = ("vision_tower", "visual", "vision_model", "model.vision_tower", "model.visual", "model.vision_model")
 PROJECTOR = ("multi_modal_projector", "model.multi_modal_projector", "visual.merger", "model.visual.merger")
 LANGUAGE_MODEL = ("language_model", "model.language_model", "lm_head")
+QWEN_TOWER = ("patch_embed", "pos_embed", "blocks", "deepstack_merger_list")  # inside ``visual``, beside its merger
 
 
 def is_vision_model(config) -> bool:
@@ -255,7 +256,11 @@ def frozen_prefixes(spec, model) -> list[str]:
         (v.freeze_language_model, LANGUAGE_MODEL),
     ):
         part = _part(model, where)
-        if frozen and part is not None and id(part) in names:
+        if frozen and part is not None and where is VISION_TOWER and hasattr(part, "merger"):
+            # a Qwen tower holds its projector (``visual.merger``): the tower is the rest of it, as LLaMA-Factory keys
+            # it (patch_embed, pos_embed, blocks, deepstack_merger_list)
+            out += [f"{names[id(part)]}.{k}." for k in QWEN_TOWER if getattr(part, k, None) is not None]
+        elif frozen and part is not None and id(part) in names:
             out.append(names[id(part)] + ".")
         if frozen and where is LANGUAGE_MODEL:
             head = _part(model, ("lm_head",))

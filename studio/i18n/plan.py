@@ -8,6 +8,14 @@ PLAN_ZH: dict[str, str] = {
     "plan.no_config": "model.name_or_path：没有 {path} 的模型参数：{why}",
     "plan.moe": "混合专家模型（{experts} 个专家，每个 token 用 {per_token} 个）：专家权重按稠密计算，"
     "激活按路由后的 token 计算，因此规划是近似值",
+    "plan.vision": "视觉语言模型：视觉塔 {tower} 个参数，投影层 {projector} 个参数（参与训练：{learns}）；"
+    "一张图像在视觉塔中是 {patches} 个图块，在序列中占 {tokens} 个 token（由其 {per_image} 决定；"
+    "image_max_pixels 为 {pixels}）；按每个样本一张图像规划",
+    "plan.vision_over_cutoff": "仅一张图像就有 {tokens} 个 token，不小于 data.cutoff_len（{cutoff}）："
+    "请增大 cutoff_len 或减小 model.vision.image_max_pixels",
+    "plan.vision_approx": "model_type {model_type!r}：其视觉塔按 vision_config 的通用字段（宽度、层数、MLP 宽度）"
+    "计算；"
+    "数字为近似值",
     "plan.unknown_arch": "model_type {model_type!r} 按 Llama 结构的解码器规划；请核对数字",
     "plan.sharded": "参数切分到 {n} 个进程上（另有两个已聚合的层在传输中）",
     "plan.offload_optimizer": "优化器状态卸载到 CPU 内存（DeepSpeed CPU Adam）",
@@ -47,6 +55,8 @@ PLAN_ZH: dict[str, str] = {
     "fit.offload_params": "把参数卸载到 CPU（ZeRO-3；会大幅变慢）",
     "fit.fsdp_offload": "FSDP 参数卸载到 CPU（会大幅变慢）",
     "fit.lora_rank": "LoRA 秩 {r} -> {nr}",
+    "fit.freeze_vision_tower": "冻结视觉塔（model.vision.freeze_vision_tower，LLaMA-Factory 的默认值）："
+    "保留其预训练所学",
     "fit.grpo_beta": "GRPO beta {beta} -> 0（不加载参考模型；策略不再被约束在它附近）",
     "fit.grpo_completion": "GRPO 最大生成长度 {n} -> {nn} 个 token（生成时的 KV 缓存更小）",
     "fit.grpo_group": "GRPO 组大小 {n} -> {nn}（每个提示的生成数，method.grpo.num_generations）",
