@@ -226,9 +226,10 @@ def details(run_id: str | None, lang: str = "en") -> str:
     if not run_id:
         return ""
     try:
-        job = cluster_text(runs.get(run_id), lang)
-    except Exception:  # noqa: BLE001 - an unknown or deleted run
-        job = ""
+        record = runs.get(run_id)
+    except Exception:  # noqa: BLE001 - an unknown or deleted run: no folder or command of it to show
+        return ""
+    job = cluster_text(record, lang)
     tb = tensorboard_info(run_id, lang)
     from studio.tabs.eval import evaluations_text
 
@@ -313,17 +314,19 @@ def build(ctx: Any) -> None:
             msg = gr.Markdown(elem_id="runs-msg")
             tb = gr.Markdown(elem_id="runs-tb")
 
-    def _refresh(lang_):
+    def _refresh(lang_, one_, chosen_):
+        """The runs again; a picked run that is gone (deleted here or elsewhere) is unpicked, so its panel empties."""
         rows = [summarize(r, lang_) for r in backend.list_runs()]
         ids_ = [row["id"] for row in rows]
+        kept = [r for r in chosen_ or [] if r in ids_]
         return (
             table(lang_, rows),
-            gr.update(choices=compare_choices(rows, lang_)),
-            gr.update(choices=ids_),
+            gr.update(choices=compare_choices(rows, lang_), **({} if kept == (chosen_ or []) else {"value": kept})),
+            gr.update(choices=ids_, **({} if not one_ or one_ in ids_ else {"value": None})),
             registry_notice(lang_),
         )
 
-    lang_in, after = [ctx.lang], [history, chosen, one, notice]
+    lang_in, after = [ctx.lang, one, chosen], [history, chosen, one, notice]
     gr.on([refresh.click, ctx.tab.select, ctx.lang.change], _refresh, lang_in, after)
     ctx.on_load.append((_refresh, lang_in, after))
 

@@ -360,14 +360,20 @@ def build(ctx: Any) -> None:
     # in the page); the stamp is a hidden component, as the dashboard's (a State's change needs a queued event).
     moved = gr.Number(0, precision=0, container=False, elem_classes=["studio-offscreen"])
 
+    gone = gr.State([])  # runs listed before and no longer (deleted): the picker lets go of one it shows
+
     def _follow(shown, n, lang_):
         now = [list(c) for c in ctx.run_choices(lang_)]
-        return (gr.skip(), gr.skip()) if now == shown else (now, (n or 0) + 1)
+        if now == shown:
+            return gr.skip(), gr.skip(), gr.skip()
+        return now, (n or 0) + 1, sorted({c[1] for c in shown or []} - {c[1] for c in now})
 
-    watch.tick(_follow, [labels, moved, ctx.lang], [labels, moved], show_progress="hidden", queue=False)
-    moved.change(
-        lambda now: gr.update(choices=[tuple(c) for c in now]),
-        [labels],
+    watch.tick(_follow, [labels, moved, ctx.lang], [labels, moved, gone], show_progress="hidden", queue=False)
+    moved.change(  # a deleted run's dashboard empties with it (the tick then follows no run)
+        lambda now, gone_, run: gr.update(
+            choices=[tuple(c) for c in now], **({"value": None} if run in gone_ else {})
+        ),
+        [labels, gone, ctx.run_picker],
         [ctx.run_picker],
         show_progress="hidden",
         queue=False,

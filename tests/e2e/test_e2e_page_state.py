@@ -5,8 +5,14 @@ test-artifacts/. Every wait is for the text or element asserted, never for a fix
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 
 import pytest
+
+from tests.e2e.conftest import ROOT, open_tab
 
 pytestmark = pytest.mark.slow  # a real server and browser
 
@@ -154,3 +160,67 @@ def test_a_new_upload_clears_the_last_registers_words(page, tmp_path):
     page.click("#ds-register")
     _wait_text(page, "#ds-register-msg", "upload a file first")
     assert page.locator("#ds-upload td.filename").count() == 0
+
+
+def _column(page, role: str) -> str:
+    return page.input_value(f"#ds-col-{role} input")
+
+
+def test_a_picked_dataset_shows_its_own_column_mapping(page, server):
+    """Issue 27 item 11: a dataset picked after a sharegpt one kept its ``messages`` column in the mapping (a dataset
+    without a file here, as a hub entry, left the whole mapping as it was)."""
+    from engine.data import registry as reg
+
+    data_dir = server.home / "data"
+    info = reg.read_dataset_info(data_dir)
+    info["hub_qa"] = {"hf_hub_url": "someone/qa", "columns": {"prompt": "question", "response": "answer"}}
+    reg.save_dataset_info(data_dir, info)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=240_000)
+    _tab(page, "Datasets")
+    for name in ("demo_messages", "hub_qa"):
+        _options(page, "#ds-pick input", name)
+        page.get_by_role("option", name=name, exact=True).click()
+        page.wait_for_function(f"document.querySelector('#ds-name input').value === {json.dumps(name)}")
+        if name == "demo_messages":
+            page.wait_for_function("document.querySelector('#ds-col-messages input').value === 'messages'")
+    page.wait_for_function("document.querySelector('#ds-col-prompt input').value === 'question'")
+    assert _column(page, "messages") == "" and _column(page, "response") == "answer"
+
+
+def _finished_run(home, marker: str) -> str:
+    """A run of the server's workspace that printed ``marker`` and completed (a command, as the CLI queues one)."""
+    prints = f"print({marker!r})"
+    code = (
+        "import sys\nfrom engine.runs import registry\nfrom tests.helpers import wait_for\n"
+        f"rid = registry.submit_command([sys.executable, '-c', {prints!r}], name='gone soon')\n"
+        "wait_for(lambda: registry.get(rid).status == 'completed', timeout=240)\nprint(rid)\n"
+    )
+    env = {**os.environ, "STUDIO_HOME": str(home)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()[-1]
+
+
+def test_a_deleted_run_leaves_no_trace_on_the_page(page, server):
+    """Issue 27 item 11: a deleted run's TensorBoard folder and command stayed in the Runs panel, and its dashboard
+    (status, log) in the Train tab."""
+    marker = "gone-soon-7413"
+    rid = _finished_run(server.home, marker)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=240_000)
+    page.click("#run-picker input")
+    page.get_by_role("option", name=re.compile(re.escape(rid))).click()
+    page.wait_for_function(f"document.querySelector('#run-log textarea').value.includes({json.dumps(marker)})")
+    open_tab(page, "Runs")
+    _options(page, "#runs-one input", rid)
+    page.get_by_role("option", name=rid, exact=True).click()
+    _wait_text(page, "#runs-tb", "tensorboard --logdir")
+    assert rid in page.inner_text("#runs-tb")
+    page.click("#runs-del")
+    page.click("#runs-del-confirm")
+    _wait_text(page, "#runs-msg", rid)
+    page.wait_for_function(f"!document.querySelector('#runs-tb').innerText.includes({json.dumps(rid)})")
+    assert "tensorboard" not in page.inner_text("#runs-tb") and page.input_value("#runs-one input") == ""
+    open_tab(page, "Train")
+    _wait_text(page, "#run-status", "No run selected")
+    page.wait_for_function(f"!document.querySelector('#run-log textarea').value.includes({json.dumps(marker)})")
+    assert rid not in page.input_value("#run-picker input")
