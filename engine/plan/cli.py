@@ -14,7 +14,7 @@ from engine.machine import hardware
 from engine.plan.estimate import estimate, gpu_names
 from engine.plan.estimate import render as render_estimate
 from engine.plan.fit import fit
-from engine.plan.planner import parse_mem, plan, render
+from engine.plan.planner import COMPONENTS, MemoryPlan, fmt_bytes, parse_mem, plan
 from engine.spec.schema import SpecError, dump_spec, save_spec
 
 
@@ -90,3 +90,40 @@ def cli(argv: list[str]) -> int:
     if result is not None:
         return 0 if result.fits else 1
     return 0 if mp.fits is not False else 1
+
+
+def render(mp: MemoryPlan) -> str:
+    """A text table of the breakdown, then the verdict: against the GPU's memory, or for a run on this machine's CPU
+    against the host memory it has free."""
+    d = mp.details
+    cpu = d.get("device") == "cpu" and mp.fits is None  # no GPU size given for a run on the CPU
+    head = (
+        f"model: {d['model_type']}, {d['params_total'] / 1e6:.1f}M params, {d['layers']} layers; trainable "
+        f"{d['trainable_params'] / 1e6:.2f}M; precision {d['precision']}; world size {d['world_size']}; "
+        f"batch {d['batch']} x seq {d['seq_len']}"
+    )
+    per = "per process" if cpu else "per GPU"
+    lines = [head, "", f"{'component':<20}{per:>14}"]
+    for k in COMPONENTS:
+        v = mp.components.get(k, 0)
+        if v:
+            lines.append(f"{k:<20}{fmt_bytes(v):>14}")
+    lines.append(f"{'total':<20}{fmt_bytes(mp.total_bytes):>14}   (peak during {mp.peak_phase.replace('_', ' ')})")
+    if mp.cpu_ram_bytes:
+        lines.append(f"{'cpu ram':<20}{fmt_bytes(mp.cpu_ram_bytes):>14}   (per machine)")
+    lines.append("")
+    host = d.get("host_budget_bytes")
+    if mp.fits is not None:  # a GPU size given: the verdict for it
+        verdict = "FITS" if mp.fits else "DOES NOT FIT"
+        lines.append(f"{verdict} in {fmt_bytes(mp.gpu_mem_bytes)} per GPU")
+    elif cpu and host:
+        verdict = "FITS" if mp.total_bytes <= host else "DOES NOT FIT"
+        lines.append(f"{verdict} in {fmt_bytes(host)} of free host memory (no GPU here: the run trains on the CPU)")
+    else:
+        lines.append("fits: unknown (no GPU memory given: use --gpu-mem)")
+    if mp.checkpointing is not None:
+        lines.append(f"gradient checkpointing: {'on' if mp.checkpointing else 'off'} ({mp.checkpointing_reason})")
+    if mp.approximate:
+        lines.append("approximate: see the notes")
+    lines += [f"note: {n}" for n in mp.notes]
+    return "\n".join(lines)

@@ -94,6 +94,16 @@ def planned_precision(spec, hardware=None, gpu_mem_gib: float | None = None) -> 
     return "bf16" if gpu_mem_gib else "fp32"
 
 
+def planned_device(spec, hardware=None, gpu_mem_gib: float | None = None) -> str | None:
+    """Where the run will train, as the launch decides it: the spec's device, else a GPU when this machine has one
+    or a GPU size is typed in, else (this machine known to have none) the CPU; None when nothing says."""
+    if spec.launch.device != "auto":
+        return spec.launch.device
+    if gpu_mem_gib or (hardware is not None and hardware.gpus):
+        return "cuda"
+    return "cpu" if hardware is not None else None
+
+
 def resolve_dtypes(spec, precision: str) -> dict[str, int]:
     """Bytes per element: base (frozen/loaded) weights, trainable base weights, adapters, compute, residual stream."""
     compute = 2 if precision in ("bf16", "fp16") else 4
@@ -132,7 +142,7 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
     off = _plan(_with_checkpointing(spec, "off"), **kw)
     budget = off.gpu_mem_bytes
     where = "GPU"
-    if budget is None and spec.launch.device == "cpu":
+    if budget is None and planned_device(spec, hardware, gpu_mem_gib) == "cpu":
         budget, where = _host_budget(spec), "host"
     if budget is None:
         mp = _plan(_with_checkpointing(spec, "on"), **kw)
@@ -263,9 +273,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     if shape.vision is not None:
         acts += vision_shape.activation_bytes(spec, shape, tr, dt, batch * memory.sequences_per_sample(spec))
         notes += vision_shape.notes(spec, shape, tr, seq)
-    device = spec.launch.device
-    if device == "auto":
-        device = "cuda" if (hardware is not None and hardware.gpus) or gpu_mem_gib else "cpu"
+    device = planned_device(spec, hardware, gpu_mem_gib) or "cpu"
     fused, _why = liger_decision(t.liger_kernel, device, shape.model_type)
     loss = logits_bytes(spec, shape, dt, batch, seq, fused=fused)
     row = packed_row_tokens(spec)
@@ -344,7 +352,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     elif hardware is not None and hardware.gpus:
         gpu_bytes = min(g.memory_total_mib for g in hardware.gpus) * MiB
     fits = None if gpu_bytes is None else total <= gpu_bytes
-    if spec.launch.device == "cpu":
+    if device == "cpu":
         notes.append(message("plan.cpu"))
     static = {
         "weights_bytes": int(w_frozen + w_train),
@@ -366,6 +374,8 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         "batch": batch,
         "seq_len": seq,
         "phase_totals": {"forward_backward": int(sum(fwd_bwd.values())), "optimizer_step": int(sum(step.values()))},
+        "device": device,
+        "host_budget_bytes": _host_budget(spec) if device == "cpu" else None,
         "model_type": shape.model_type,
         "layers": shape.layers,
         "hidden": shape.hidden,
@@ -411,36 +421,6 @@ def parse_mem(text: str) -> float:
     if not value > 0 or math.isinf(value):
         raise ValueError(f"--gpu-mem: {text!r} must be a positive size")
     return value
-
-
-def render(mp: MemoryPlan) -> str:
-    """A text table of the breakdown, then the verdict."""
-    d = mp.details
-    head = (
-        f"model: {d['model_type']}, {d['params_total'] / 1e6:.1f}M params, {d['layers']} layers; trainable "
-        f"{d['trainable_params'] / 1e6:.2f}M; precision {d['precision']}; world size {d['world_size']}; "
-        f"batch {d['batch']} x seq {d['seq_len']}"
-    )
-    lines = [head, "", f"{'component':<20}{'per GPU':>14}"]
-    for k in COMPONENTS:
-        v = mp.components.get(k, 0)
-        if v:
-            lines.append(f"{k:<20}{fmt_bytes(v):>14}")
-    lines.append(f"{'total':<20}{fmt_bytes(mp.total_bytes):>14}   (peak during {mp.peak_phase.replace('_', ' ')})")
-    if mp.cpu_ram_bytes:
-        lines.append(f"{'cpu ram':<20}{fmt_bytes(mp.cpu_ram_bytes):>14}   (per machine)")
-    lines.append("")
-    if mp.fits is None:
-        lines.append("fits: unknown (no GPU memory given: use --gpu-mem)")
-    else:
-        verdict = "FITS" if mp.fits else "DOES NOT FIT"
-        lines.append(f"{verdict} in {fmt_bytes(mp.gpu_mem_bytes)} per GPU")
-    if mp.checkpointing is not None:
-        lines.append(f"gradient checkpointing: {'on' if mp.checkpointing else 'off'} ({mp.checkpointing_reason})")
-    if mp.approximate:
-        lines.append("approximate: mixture-of-experts model")
-    lines += [f"note: {n}" for n in mp.notes]
-    return "\n".join(lines)
 
 
 def compare(run_dir: str | Path) -> dict:

@@ -61,6 +61,19 @@ STRINGS: dict[str, tuple[str, str]] = {
     "autofit": ("Auto-fit", "自动适配"),
     "fits": ("fits", "可以放下"),
     "no_fit": ("does NOT fit", "放不下"),
+    "plan_cpu": (
+        "predicted peak in host memory (this machine has no GPU: the run trains on the CPU)",
+        "预测的主机内存峰值（本机没有 GPU：在 CPU 上训练）",
+    ),
+    "plan_cpu_fits": (
+        "fits this machine's free memory (no GPU here: the run trains on the CPU)",
+        "可以放入本机的可用内存（本机没有 GPU：在 CPU 上训练）",
+    ),
+    "plan_cpu_no_fit": (
+        "does NOT fit this machine's free memory (no GPU here: the run trains on the CPU)",
+        "放不下本机的可用内存（本机没有 GPU：在 CPU 上训练）",
+    ),
+    "plan_cpu_row": ("CPU (host memory)", "CPU（主机内存）"),
     "plan_no_gpu": (
         "predicted peak per GPU (no GPU memory to compare: enter one above)",
         "每个 GPU 的预测峰值（没有可比较的显存：请在上方输入）",

@@ -78,14 +78,22 @@ def render_plan(d: dict, lang: str = "en", assumed: str = "") -> str:
     """The verdict, a bar per GPU of this machine (predicted peak vs its memory), the breakdown and what the plan
     assumed (``assumed``: precision, batch, sequence length, processes)."""
     fits = d.get("fits")
+    details = d.get("details") or {}
     total, avail = d.get("total_gib") or 0.0, d.get("gpu_mem_gib")
-    verdict = (t("fits", lang) if fits else t("no_fit", lang)) if fits is not None else t("plan_no_gpu", lang)
-    n_gpus = max(1, int((d.get("details") or {}).get("world_size") or 1))
+    on_cpu = details.get("device") == "cpu" and avail is None  # a run on the CPU, no GPU size typed
+    if on_cpu:  # a CPU run: the figure is host memory, compared with what this machine has free
+        avail = (details.get("host_budget_bytes") or 0) / 2**30 or None
+        fits = None if avail is None else total <= avail
+        verdict = t("plan_cpu_fits" if fits else "plan_cpu_no_fit", lang) if fits is not None else t("plan_cpu", lang)
+    else:
+        verdict = (t("fits", lang) if fits else t("no_fit", lang)) if fits is not None else t("plan_no_gpu", lang)
+    n_gpus = 1 if on_cpu else max(1, int(details.get("world_size") or 1))
     frac = min(1.0, total / avail) if avail else 0.0
     cls = "ok" if fits else "over" if fits is False else "unknown"
     label = f"{total:.2f} GiB" + (f" / {avail:.1f} GiB" if avail else "")
     rows = [
-        f'<div class="plan-row"><span>GPU {i}: {html.escape(label)}</span><div class="plan-bar">'
+        f'<div class="plan-row"><span>{html.escape(t("plan_cpu_row", lang) if on_cpu else f"GPU {i}")}: '
+        f'{html.escape(label)}</span><div class="plan-bar">'
         f'<div class="{cls}" style="width:{frac * 100:.0f}%"></div></div></div>'
         for i in range(min(n_gpus, 8))
     ]

@@ -382,7 +382,7 @@ def test_gradient_checkpointing_auto_is_decided_by_the_plan():
         )
         mp = planmod.plan(explicit, gpu_mem_gib=141 if mode == "on" else 10)
         assert mp.checkpointing is want and "in the spec" in mp.checkpointing_reason
-    assert f"gradient checkpointing: off ({roomy.checkpointing_reason})" in planmod.render(roomy)
+    assert f"gradient checkpointing: off ({roomy.checkpointing_reason})" in plan_cli.render(roomy)
     # the old boolean reads as on / off
     assert (
         parse_spec({**spec.model_dump(), "train": {"gradient_checkpointing": True}}).train.gradient_checkpointing
