@@ -23,6 +23,8 @@ from engine.plan.messages import message
 from engine.plan.planner import MemoryPlan, fmt_bytes, plan
 from engine.spec.schema import RunSpec, SpecError, parse_spec, spec_to_dict
 
+OFFLOAD_STEPS = ("fit.offload_optimizer", "fit.offload_params", "fit.fsdp_offload")
+
 
 @dataclass
 class FitResult:
@@ -136,9 +138,11 @@ def fit(spec: RunSpec, gpu_mem_gib: float, *, model_config: dict | None = None) 
     if mp.fits:
         return FitResult(current, [], mp, True)
     if spec.train.gradient_checkpointing == "auto":
-        # walk the ladder in the seed's order (batch first, then checkpointing): the fitted spec says which it took
-        spec = current = _edit(spec, lambda d: d["train"].update(gradient_checkpointing="off"))
-    no_offload = spec  # the last candidate before any offload, for the QLoRA step
+        # auto decided it for the plan shown (on: it did not fit without it): the ladder starts from that, so each
+        # step's figure is below the plan the user saw, and the fitted spec says which it is
+        value = "on" if mp.checkpointing else "off"
+        spec = current = _edit(spec, lambda d: d["train"].update(gradient_checkpointing=value))
+    no_offload, offloaded = spec, False  # every step but the offloads, for the QLoRA step (4-bit may fit without)
     for desc, change in _ladder(spec, model_config):
         try:
             cand = _edit(current, change)
@@ -148,8 +152,13 @@ def fit(spec: RunSpec, gpu_mem_gib: float, *, model_config: dict | None = None) 
         mp = plan(cand, **kw)
         current = cand
         steps.append(message("fit.step", step=desc, size=fmt_bytes(mp.total_bytes)))
-        if "offload" not in desc:
-            no_offload = cand
+        if desc.key in OFFLOAD_STEPS:
+            offloaded = True
+        else:
+            try:
+                no_offload = _edit(no_offload, change)
+            except SpecError:
+                pass
         if mp.fits:
             return FitResult(current, steps, mp, True, tried)
     if spec.method.quantization.bits != 4:
@@ -166,10 +175,16 @@ def fit(spec: RunSpec, gpu_mem_gib: float, *, model_config: dict | None = None) 
             what = message("fit.qlora")
             if spec.method.finetuning != "lora":
                 what = message("fit.qlora_switch", finetuning=spec.method.finetuning, rank=cand.method.lora.rank)
-            what = message("fit.keeping_offload", step=what) if keeping else what
-            if mp.fits or keeping:
+            if keeping:
+                what = message("fit.keeping_offload", step=what)
+            elif offloaded:  # 4-bit fits without the offloads: they are undone
+                what = message("fit.instead_of_offload", step=what)
+            if mp.fits:
                 steps.append(message("fit.step", step=what, size=fmt_bytes(mp.total_bytes)))
-                return FitResult(cand, steps, mp, bool(mp.fits), tried)
+                return FitResult(cand, steps, mp, True, tried)
+            if keeping and mp.total_bytes < plan(current, **kw).total_bytes:  # nothing fits: the smallest is shown
+                steps.append(message("fit.step", step=what, size=fmt_bytes(mp.total_bytes)))
+                current = cand
     return FitResult(current, steps, plan(current, **kw), False, tried)
 
 

@@ -74,6 +74,7 @@ MESSAGES: dict[str, str] = {
     "fit.qlora_switch": "4-bit QLoRA (NF4 base, double quantization, LoRA adapters); switches {finetuning} "
     "fine-tuning to LoRA rank {rank}",
     "fit.keeping_offload": "{step} (keeping the offload steps)",
+    "fit.instead_of_offload": "{step}, instead of the offload steps above (undone: 4-bit weights fit without them)",
     "fit.step": "{step}: {size} per GPU",
     "fit.refused": "{step}: refused ({reason})",
     # speed advice

@@ -133,7 +133,7 @@ MESSAGES: dict[str, str] = {
     "extra_arg_value": "{name}: {problem}",
     # warnings
     "offload_param_slow": "parameter offload slows training a lot; try optimizer offload first",
-    "backend_one_process": "{backend} with one process gains nothing over single",
+    "backend_one_process": "{backend} with one process and no CPU offload gains nothing over single",
     "checkpointing_short": "on short sequences checkpointing costs ~30% speed and saves little",
     "lr_high_full": "{lr:g} is high for full fine-tuning (typical: 1e-5 to 5e-5)",
     "lr_low_lora": "{lr:g} is low for LoRA (typical: 1e-4 to 5e-4)",

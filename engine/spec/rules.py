@@ -229,7 +229,12 @@ def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
     warns: list[tuple[str, Message]] = []
     if ln.backend == "deepspeed" and ln.deepspeed.offload_param != "none":
         warns.append(("launch.deepspeed.offload_param", message("offload_param_slow")))
-    if ln.backend in ("fsdp", "deepspeed") and spec.world_size == 1:  # ddp with one process is an error
+    # ddp with one process is an error; DeepSpeed / FSDP offloading to CPU is what one process gains from them
+    ds = ln.deepspeed
+    offloads = (ln.backend == "deepspeed" and "cpu" in (ds.offload_optimizer, ds.offload_param)) or (
+        ln.backend == "fsdp" and ln.fsdp.offload_params
+    )
+    if ln.backend in ("fsdp", "deepspeed") and spec.world_size == 1 and not offloads:
         warns.append(("launch.backend", message("backend_one_process", backend=ln.backend)))
     if (
         t.gradient_checkpointing == "on"

@@ -65,6 +65,7 @@ PLAN_ZH: dict[str, str] = {
     "fit.qlora": "4 位 QLoRA（NF4 基座、双重量化、LoRA 适配器）",
     "fit.qlora_switch": "4 位 QLoRA（NF4 基座、双重量化、LoRA 适配器）；把 {finetuning} 微调改为 LoRA，秩 {rank}",
     "fit.keeping_offload": "{step}（保留卸载步骤）",
+    "fit.instead_of_offload": "{step}，取代上面的卸载步骤（已撤销：4 位权重无需卸载即可放下）",
     "fit.step": "{step}：每个 GPU {size}",
     "fit.refused": "{step}：被拒绝（{reason}）",
     # speed advice

@@ -236,7 +236,7 @@ def test_fit_walks_the_ladder_in_order_and_keeps_effective_batch():
         "intermediate_size": 14336,
         "vocab_size": 128256,
     }
-    spec = _big_spec()
+    spec = _big_spec(gradient_checkpointing="off")
     res = fit(spec, 16, model_config=llama8b)
     assert res.fits and res.plan.total_bytes <= 16 * 2**30
     order = [
@@ -256,6 +256,54 @@ def test_fit_walks_the_ladder_in_order_and_keeps_effective_batch():
     assert idx == sorted(idx) and len(idx) >= 4
     assert res.spec.effective_batch == spec.effective_batch
     parse_spec(res.to_dict()["spec"])  # the fitted spec validates
+
+
+LLAMA_8B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+}
+
+
+def _gib(step: str) -> float:
+    return float(step.rsplit(": ", 1)[1].split(" GiB")[0])
+
+
+def test_fit_steps_start_below_the_plan_shown():
+    """Gradient checkpointing auto, which the plan shown turned on (it did not fit without): the ladder starts from
+    that plan, so no step reads above it (issue 27, item 9: 25.36 GiB listed first under an 18.52 GiB plan)."""
+    spec = _big_spec(gradient_checkpointing="auto")
+    shown = planmod.plan(spec, gpu_mem_gib=24, model_config=LLAMA_8B)
+    assert shown.checkpointing is True
+    res = fit(spec, 16, model_config=LLAMA_8B)
+    figures = [_gib(s) for s in res.steps]
+    assert figures and figures[0] < shown.total_bytes / 2**30, (shown.total_bytes / 2**30, res.steps)
+    assert figures == sorted(figures, reverse=True), res.steps  # each step lowers the figure
+    assert res.spec.train.gradient_checkpointing == "on"
+
+
+def test_fit_that_fails_ends_on_its_smallest_plan():
+    """Nothing fits 8 GiB: the result is the smallest plan the ladder reached, never a last step above it (4-bit
+    QLoRA takes the parameter offload back: 17.90 GiB listed after 9.94 GiB)."""
+    res = fit(_big_spec(), 8, model_config=LLAMA_8B)
+    figures = [_gib(s) for s in res.steps]
+    assert not res.fits and figures == sorted(figures, reverse=True), res.steps
+    assert res.plan.total_bytes / 2**30 == pytest.approx(figures[-1], abs=0.01)
+
+
+def test_one_process_deepspeed_warns_only_without_offload():
+    from engine.spec.rules import spec_warnings
+
+    def keys(**ds) -> list[str]:
+        spec = make_spec(launch={"backend": "deepspeed", "deepspeed": {"zero_stage": 2, **ds}})
+        return [m.key for _, m in spec_warnings(spec)]
+
+    assert "backend_one_process" in keys()
+    assert "backend_one_process" not in keys(offload_optimizer="cpu")  # what the fit's offload step writes
 
 
 def test_fit_no_change_when_it_fits():
