@@ -28,7 +28,7 @@ from studio.form_validation import where as _where
 from studio.i18n.localize import localize_error, localize_problems
 from studio.i18n.page import t
 from studio.tabs import train_estimate, train_lf
-from studio.tabs.train_plan import autofit, plan_html
+from studio.tabs.train_plan import fit_and_plan, plan_html
 from studio.tabs.train_presets import list_presets, load_preset, save_preset
 
 # ----------------------------------------------------------------------------------------------- handlers
@@ -422,9 +422,12 @@ def build(ctx: Any) -> None:
         show_progress="hidden",
     )
     ctx.on_load.append((_plan, plan_inputs, [plan_out]))
-    fit_btn.click(
-        lambda *a: _apply(autofit(to_values(a[:-2]), a[-2], a[-1])), [*fields, gpu_mem, ctx.lang], [*fields, fit_msg]
-    )
+
+    def _fit(*a):
+        fitted, msg, shown = fit_and_plan(to_values(a[:-4]), a[-4], a[-1], a[-3], a[-2])
+        return [*_apply((fitted, msg)), gr.update() if shown is None else shown]
+
+    fit_btn.click(_fit, plan_inputs, [*fields, fit_msg, plan_out])
     prev_btn.click(lambda *a: preview(to_values(a[:-1]), a[-1]), [*fields, ctx.lang], [prev_out])
     train_lf.wire(lf_widgets, lf_save, lf_save_out, fields, ctx.lang, _apply)
     save_btn.click(

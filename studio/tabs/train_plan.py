@@ -144,3 +144,12 @@ def autofit(values: dict[str, Any], gpu_mem: float | None, lang: str = "en") -> 
     if not steps:
         return None, "✅ " + t("fit_already", lang, gib=gib)
     return forms.spec_to_values(spec_mod.spec_to_dict(result.spec)), "✅ " + t("fit_found", lang, gib=gib) + listed
+
+
+def fit_and_plan(
+    values: dict[str, Any], gpu_mem: float | None, lang: str, gpu: str | None = None, price: float | None = None
+) -> tuple[dict[str, Any] | None, str, str | None]:
+    """Auto-fit, and the plan of the fitted form in the same answer: the panel shows the new verdict with the new
+    values, not the old one until each changed field has asked for a plan of its own. None: nothing changed."""
+    fitted, msg = autofit(values, gpu_mem, lang)
+    return fitted, msg, (None if fitted is None else plan_html(fitted, gpu_mem, lang, gpu, price))

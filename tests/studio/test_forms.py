@@ -134,22 +134,37 @@ def test_autofit_applies_the_planner_ladder(demo_paths):
     values = _demo_values(demo_paths)
     values["train.per_device_batch_size"] = 4
     values["data.cutoff_len"] = 2048
-    new, note = train.autofit(values, 0.55)
+    new, note = train_plan.autofit(values, 0.55)
     assert new is not None, note
     changed = [p for p in new if new[p] != values[p]]
     assert changed, note  # the ladder changed at least one field (batch, checkpointing, ...)
     assert note.startswith("✅ Fits 0.55 GiB per GPU after these changes to the form:\n1. "), note
-    none, msg = train.autofit(values, None)
+    none, msg = train_plan.autofit(values, None)
     assert none is None and "GPU memory" in msg
+
+
+def test_autofit_answers_with_the_plan_of_the_fitted_form(demo_paths):
+    """The panel shows the fitted form's verdict in the fit's own answer (issue 27, item 9: the old verdict stayed
+    for seconds, until each changed field had asked for a plan of its own)."""
+    values = _demo_values(demo_paths)
+    values["train.per_device_batch_size"] = 4
+    values["data.cutoff_len"] = 2048
+    assert "does NOT fit" in train_plan.plan_html(values, 0.55, "en")
+    fitted, note, shown = train_plan.fit_and_plan(values, 0.55, "en")
+    assert fitted is not None, note
+    assert shown == train_plan.plan_html(fitted, 0.55, "en")
+    assert "fits" in shown and "does NOT fit" not in shown
+    as_is, _, nothing = train_plan.fit_and_plan(_demo_values(demo_paths), 80, "en")  # fits already: no change
+    assert as_is is None and nothing is None
 
 
 def test_autofit_without_a_fit_leaves_the_form_and_lists_what_it_tried(demo_paths):
     values = _demo_values(demo_paths) | {"train.per_device_batch_size": 8, "data.cutoff_len": 1024}
-    new, note = train.autofit(values, 0.05)
+    new, note = train_plan.autofit(values, 0.05)
     assert new is None, "the form must not change when nothing fits"
     assert note.startswith("❌ No configuration fits 0.05 GiB per GPU: the form is unchanged."), note
     assert "Tried, in order:\n1. " in note and "per-device batch 8 -> 4" in note
-    as_is, note = train.autofit(_demo_values(demo_paths), 80)
+    as_is, note = train_plan.autofit(_demo_values(demo_paths), 80)
     assert as_is is None and "as it is: nothing changed" in note
 
 

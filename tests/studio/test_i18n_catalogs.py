@@ -311,7 +311,7 @@ def test_doctor_checks_in_chinese(monkeypatch, gpus, stack, allreduce):
 
 
 def test_plan_notes_and_autofit_steps_in_chinese(demo_paths):
-    from studio.tabs import train
+    from studio.tabs import train, train_plan
 
     values = forms.spec_to_values(yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8")))
     values |= {"model.attn_implementation": "eager", "launch.device": "cpu", "method.finetuning": "full"}
@@ -322,10 +322,10 @@ def test_plan_notes_and_autofit_steps_in_chinese(demo_paths):
     assert "eager attention materialises" in english and "device is cpu" in english
 
     values |= {"launch.device": "auto", "train.per_device_batch_size": 8, "data.cutoff_len": 1024}
-    new, note = train.autofit(values, 0.05, "zh")
+    new, note = train_plan.autofit(values, 0.05, "zh")
     steps = note.split("依次尝试了：", 1)[-1].strip().splitlines()
     assert new is None and "表单未改动" in note and steps and all(CJK.search(s) for s in steps), note
-    _, english = train.autofit(values, 0.05, "en")
+    _, english = train_plan.autofit(values, 0.05, "en")
     assert "per-device batch 8 -> 4" in english and not CJK.search(english)
 
 
