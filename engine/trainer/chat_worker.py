@@ -37,21 +37,21 @@ def emit(obj: dict) -> None:
 def load(model_dir: str, adapter: str | None, device: str):
     """(tokenizer, model, processor or None for a text model)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     from engine.trainer import vision
 
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     processor = None
-    if vision.is_vision_model(AutoConfig.from_pretrained(model_dir)):
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+    config = AutoConfig.from_pretrained(model_dir)
+    if vision.is_vision_model(config):
+        from transformers import AutoProcessor
 
         processor = AutoProcessor.from_pretrained(model_dir)
         tok = processor.tokenizer
-        model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=dtype)
     else:
         tok = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    model = vision.model_class(vision=processor is not None).from_pretrained(model_dir, dtype=dtype)
     if adapter:
         from peft import PeftModel
 

@@ -120,15 +120,13 @@ def logits_of(model, ids):
 def auto_class(plan: ExportPlan):
     """The transformers auto class of the merged model: a reward model's sequence classifier, a vision-language
     model's image-text class (its config has a vision_config), else a causal LM."""
-    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSequenceClassification
+    from engine.trainer.vision import model_class
 
-    if plan.head == "seq_cls":
-        return AutoModelForSequenceClassification
     try:
         config = json.loads((Path(plan.base) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         config = {}
-    return AutoModelForImageTextToText if config.get("vision_config") else AutoModelForCausalLM
+    return model_class(vision=bool(config.get("vision_config")), reward=plan.head == "seq_cls")
 
 
 def pad_token_id(plan: ExportPlan) -> int | None:

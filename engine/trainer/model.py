@@ -14,8 +14,6 @@ import re
 import torch
 from transformers import (
     AutoConfig,
-    AutoModelForCausalLM,
-    AutoModelForSequenceClassification,
     AutoTokenizer,
     BitsAndBytesConfig,
 )
@@ -97,13 +95,10 @@ def load_model(
             kwargs["config"].num_labels = 1
         else:
             kwargs["num_labels"] = 1
-        model = AutoModelForSequenceClassification.from_pretrained(model_location(spec), **kwargs)
-    elif vision:
-        from transformers import AutoModelForImageTextToText
+    from engine.trainer.vision import model_class
 
-        model = AutoModelForImageTextToText.from_pretrained(model_location(spec), **kwargs)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(model_location(spec), **kwargs)
+    auto = model_class(vision=vision, reward=spec.method.stage == "rm")
+    model = auto.from_pretrained(model_location(spec), **kwargs)
     model.config.use_cache = False
     targets = None
     if vision:

@@ -30,6 +30,16 @@ def is_vision_model(config) -> bool:
     return getattr(config, "vision_config", None) is not None
 
 
+def model_class(*, vision: bool = False, reward: bool = False):
+    """The one choice of the transformers auto class a model loads with (training, merge, chat): a reward model's
+    sequence classifier, a vision-language model's image-text class, else a causal LM."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSequenceClassification
+
+    if reward:
+        return AutoModelForSequenceClassification
+    return AutoModelForImageTextToText if vision else AutoModelForCausalLM
+
+
 def wanted(spec, location: str) -> bool:
     """Whether the spec's model (at ``location``, engine.trainer.model's model_location) is a vision-language model,
     read from its config; such a run trains stage sft."""
