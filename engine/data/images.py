@@ -105,13 +105,93 @@ def count_images(rows: list[dict]) -> int:
     return sum(len(r.get("images") or []) for r in rows)
 
 
+# Vision-language families whose image tokens follow the image's size, and the pixel bounds of the processors they
+# publish (preprocessor_config.json: min_pixels / max_pixels; Qwen3-VL's size shortest_edge / longest_edge)
+SIZED_FAMILIES = {"qwen2_vl": (3136, 12845056), "qwen2_5_vl": (3136, 12845056), "qwen3_vl": (65536, 16777216)}
+
+
+def fitted_size(width: int, height: int, max_pixels: int, min_pixels: int) -> tuple[int, int]:
+    """An image's size once shrunk or enlarged (aspect kept) into [min_pixels, max_pixels], as LLaMA-Factory's
+    plugins and the trainer (engine.trainer.vision.open_image) do."""
+    import math
+
+    if width * height > max_pixels:
+        f = math.sqrt(max_pixels / (width * height))
+        return max(1, int(width * f)), max(1, int(height * f))
+    if width * height < min_pixels:
+        f = math.sqrt(min_pixels / (width * height))
+        return max(1, math.ceil(width * f)), max(1, math.ceil(height * f))
+    return width, height
+
+
+def sized_grid(config: dict, width: int, height: int, max_pixels: int, min_pixels: int) -> tuple[int, int]:
+    """(patches through the tower, tokens in the language model) for one image of a Qwen-VL family: fitted into
+    the pixel bounds, then the processor's smart_resize (each side the nearest multiple of patch x merge pixels, kept
+    within the processor's own bounds)."""
+    import math
+
+    vision = config.get("vision_config") or {}
+    patch, merge = int(vision.get("patch_size", 14)), int(vision.get("spatial_merge_size", 2))
+    factor = patch * merge
+    low, high = SIZED_FAMILIES[config["model_type"]]
+    w, h = fitted_size(width, height, max_pixels, min_pixels)
+    h_bar, w_bar = max(factor, round(h / factor) * factor), max(factor, round(w / factor) * factor)
+    if h_bar * w_bar > high:
+        beta = math.sqrt(h * w / high)
+        h_bar = max(factor, math.floor(h / beta / factor) * factor)
+        w_bar = max(factor, math.floor(w / beta / factor) * factor)
+    elif h_bar * w_bar < low:
+        beta = math.sqrt(low / (h * w))
+        h_bar, w_bar = math.ceil(h * beta / factor) * factor, math.ceil(w * beta / factor) * factor
+    patches = (h_bar // patch) * (w_bar // patch)
+    return patches, patches // (merge * merge)
+
+
+def image_size(ref: str) -> tuple[int, int] | None:
+    """(width, height) from the image file's header (not decoded); None for a URL or an unreadable file."""
+    if is_url(ref):
+        return None
+    from PIL import Image
+
+    try:
+        with Image.open(ref) as img:
+            return img.size
+    except (OSError, ValueError):
+        return None
+
+
+def model_config(model_dir: str | Path) -> dict | None:
+    try:
+        return json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def row_image_tokens(model_dir: str | Path, refs: list[str], max_pixels: int = LF_IMAGE_MAX_PIXELS,
+                     min_pixels: int = LF_IMAGE_MIN_PIXELS) -> int | None:  # fmt: skip
+    """The tokens a row's images become with this model: a fixed count each (LLaVA, Gemma 3), or for a Qwen-VL
+    family each image by its own size; None when the model's count is not known or an image cannot be sized."""
+    per = tokens_per_image(model_dir)
+    if per is not None:
+        return per * len(refs)
+    config = model_config(model_dir)
+    if not config or config.get("model_type") not in SIZED_FAMILIES:
+        return None
+    total = 0
+    for ref in refs:
+        size = image_size(ref)
+        if size is None:
+            return None
+        total += sized_grid(config, size[0], size[1], max_pixels, min_pixels)[1]
+    return total
+
+
 def tokens_per_image(model_dir: str | Path) -> int | None:
     """How many tokens the model's processor puts in for one image, read from its config.json, for the families
     whose count is fixed (LLaVA: ``image_seq_length``, else the tower's patches; Gemma 3: ``mm_tokens_per_image``);
     None for others (Qwen2-VL's grows with the image) or no readable config."""
-    try:
-        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    config = model_config(model_dir)
+    if config is None:
         return None
     kind = config.get("model_type")
     if kind == "llava":

@@ -22,13 +22,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.data.images import sized_grid
 from engine.plan.shapes import Shape
 
 QWEN_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 FAMILIES = ("llava", *QWEN_FAMILIES, "gemma3")
-# The pixel bounds of the processors the Qwen families publish (preprocessor_config.json: min_pixels / max_pixels,
-# Qwen3-VL's size shortest_edge / longest_edge)
-PROCESSOR_PIXELS = {"qwen2_vl": (3136, 12845056), "qwen2_5_vl": (3136, 12845056), "qwen3_vl": (65536, 16777216)}
 
 
 @dataclass
@@ -178,19 +176,9 @@ def merge(config: dict) -> int:
 def image_grid(config: dict[str, Any], max_pixels: int) -> tuple[int, int]:
     """(patches through the tower, tokens in the language model) for one image of at most ``max_pixels`` pixels."""
     vc, fam = config["vision_config"], family(config)
-    if fam in QWEN_FAMILIES:
-        p, m = int(vc.get("patch_size", 14)), merge(config)
-        factor = p * m
-        side = math.isqrt(max_pixels)  # LLaMA-Factory's shrink of a square image: int(w * sqrt(max / (w * h)))
-        low, high = PROCESSOR_PIXELS[fam]
-        # the processor's smart_resize: the nearest multiple of factor, then kept within its own pixel bounds
-        s = max(factor, round(side / factor) * factor)
-        if s * s > high:
-            s = max(factor, math.floor(side / (side / math.sqrt(high)) / factor) * factor)
-        elif s * s < low:
-            s = math.ceil(side * math.sqrt(low / (side * side)) / factor) * factor
-        patches = (s // p) ** 2
-        return patches, patches // (m * m)
+    if fam in QWEN_FAMILIES:  # a square image of max_pixels (the largest an image becomes), as the processor sizes it
+        side = math.isqrt(max_pixels)
+        return sized_grid(config, side, side, max_pixels, 1)
     p, size = int(vc.get("patch_size", 16)), int(vc.get("image_size", 224))
     n = (size // p) ** 2
     if fam == "gemma3":

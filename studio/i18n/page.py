@@ -606,6 +606,11 @@ STRINGS: dict[str, tuple[str, str]] = {
         "{images} images × {per} tokens = {tokens} image tokens counted",
         "{images} 张图像 × {per} 个 token = 计入 {tokens} 个图像 token",
     ),
+    "ds_images_note_sized": (
+        "{images} images, each sized as the processor sizes it (image_max_pixels {pixels}) = {tokens} image tokens "
+        "counted",
+        "{images} 张图像，按处理器的方式逐张确定尺寸（image_max_pixels 为 {pixels}）= 计入 {tokens} 个图像 token",
+    ),
     "ds_images_note_unknown": (
         "{images} images (their tokens depend on each image's size: not counted)",
         "{images} 张图像（其 token 数取决于图像尺寸：未计入）",

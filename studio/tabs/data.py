@@ -446,7 +446,7 @@ def build(ctx: Any) -> None:
             )
             shown = sample_html(name, model_, template_, lang_, stage_ or "sft", rows=got)
             if got:  # a row's images beside its text, its placeholders with the tokens they become
-                marked = data_images.mark_placeholders(shown, model_, lang_)
+                marked = data_images.mark_placeholders(shown, model_, lang_, list(got[0].get("images") or []))
                 shown = data_images.thumbnails_html(got[0], lang_) + marked
             if problems:  # a row too long for the page, a torn line...: named above the sample
                 listed = "".join(f"<li>{html.escape(problem_text(p, lang_))}</li>" for p in problems[:5])

@@ -10,7 +10,7 @@ import html
 import io
 from pathlib import Path
 
-from engine.data.images import IMAGE_PLACEHOLDER, is_url, tokens_per_image
+from engine.data.images import IMAGE_PLACEHOLDER, LF_IMAGE_MAX_PIXELS, is_url, row_image_tokens, tokens_per_image
 from studio.i18n.page import t
 
 THUMB_PX = 96  # the thumbnails' longer side
@@ -47,14 +47,32 @@ def thumbnails_html(row: dict, lang: str = "en") -> str:
     return f'<div class="ds-thumbs" id="ds-thumbs"><span>{label}</span> {"".join(cells)}{more}</div>'
 
 
-def mark_placeholders(sample: str, model: str, lang: str = "en") -> str:
-    """The rendered sample's ``<image>`` placeholders (HTML-escaped) as badges saying the tokens each becomes."""
+def mark_placeholders(sample: str, model: str, lang: str = "en", refs: list[str] | None = None) -> str:
+    """The rendered sample's ``<image>`` placeholders (HTML-escaped) as badges saying the tokens each becomes: the
+    model's fixed count, or for a family whose count follows the image's size, each of the row's images (``refs``,
+    in placeholder order) sized as its processor sizes it."""
     escaped = html.escape(IMAGE_PLACEHOLDER)
     if escaped not in sample:
         return sample
     per = tokens_per_image(model) if model else None
-    text = t("ds_image_tokens", lang, n=per) if per else t("ds_image_tokens_unknown", lang)
-    return sample.replace(escaped, f'<span class="tok-image" title="{html.escape(text)}">[image: {text}]</span>')
+    counts = [per] * sample.count(escaped)
+    if per is None and model and refs:
+        counts = [row_image_tokens(model, [ref]) for ref in refs]
+    pieces = sample.split(escaped)
+    out = [pieces[0]]
+    for i, piece in enumerate(pieces[1:]):
+        n = counts[i] if i < len(counts) else None
+        text = t("ds_image_tokens", lang, n=n) if n else t("ds_image_tokens_unknown", lang)
+        out += [f'<span class="tok-image" title="{html.escape(text)}">[image: {text}]</span>', piece]
+    return "".join(out)
+
+
+def _row_tokens(rows: list[dict], model: str) -> list[int] | None:
+    """The image tokens of each row, or None when any row's cannot be known."""
+    if not model:
+        return None
+    found = [row_image_tokens(model, list(r.get("images") or [])) for r in rows]
+    return None if any(n is None for n in found) else [int(n) for n in found]
 
 
 def image_tokens_note(rows: list[dict], model: str, lang: str = "en") -> str:
@@ -63,18 +81,21 @@ def image_tokens_note(rows: list[dict], model: str, lang: str = "en") -> str:
     if not images:
         return ""
     per = tokens_per_image(model) if model else None
-    if per is None:
+    if per is not None:
+        return " · " + t("ds_images_note", lang, images=images, per=per, tokens=images * per)
+    tokens = _row_tokens(rows, model)
+    if tokens is None:
         return " · " + t("ds_images_note_unknown", lang, images=images)
-    return " · " + t("ds_images_note", lang, images=images, per=per, tokens=images * per)
+    return " · " + t("ds_images_note_sized", lang, images=images, tokens=sum(tokens), pixels=LF_IMAGE_MAX_PIXELS)
 
 
 def with_image_tokens(counts: list[int], rows: list[dict], model: str, placeholder_tokens: int) -> list[int]:
     """Each row's length with its images' tokens in place of their placeholders' text tokens (unchanged when the
-    model's count per image is not known)."""
-    per = tokens_per_image(model) if model else None
-    if per is None:
+    model's count is not known)."""
+    tokens = _row_tokens(rows, model)
+    if tokens is None:
         return counts
-    return [c + len(r.get("images") or []) * (per - placeholder_tokens) for c, r in zip(counts, rows)]
+    return [c + n - len(r.get("images") or []) * placeholder_tokens for c, n, r in zip(counts, tokens, rows)]
 
 
 def placeholder_tokens(model: str) -> int:

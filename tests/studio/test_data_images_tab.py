@@ -63,3 +63,46 @@ def test_sample_and_histogram_count_the_image_tokens(demo_paths):
         data.sample_html(demo_paths["vlm_dataset"], model, "auto", rows=rows), model
     )
     assert "[image: 16 tokens]" in sample and "&lt;image&gt;" not in sample
+
+
+def test_qwen_images_are_counted_by_their_own_size(tmp_path):
+    """A Qwen2-VL model (its config.json is what the tab reads): each image's tokens follow its size, as the real
+    Qwen2-VL image processor makes them after LLaMA-Factory's shrink to image_max_pixels (done here by hand)."""
+    import json
+    import math
+
+    from PIL import Image
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    from engine.data.images import LF_IMAGE_MAX_PIXELS
+    from studio.tabs import data_images
+
+    model = tmp_path / "qwen2-vl"
+    model.mkdir()
+    vision = {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen2_vl", "vision_config": vision}))
+    proc = Qwen2VLImageProcessorPil(patch_size=14, merge_size=2, temporal_patch_size=2)
+    bounds = {"shortest_edge": 3136, "longest_edge": 12845056}
+    sizes = [(640, 480), (1920, 1080), (100, 60), (333, 777)]
+    refs, want = [], []
+    for i, (w, h) in enumerate(sizes):
+        path = tmp_path / f"img{i}.png"
+        Image.new("RGB", (w, h), (i * 40, 90, 200)).save(path)
+        refs.append(str(path))
+        img = Image.new("RGB", (w, h))
+        if w * h > LF_IMAGE_MAX_PIXELS:  # LF's shrink: int(side * sqrt(max / pixels))
+            f = math.sqrt(LF_IMAGE_MAX_PIXELS / (w * h))
+            img = img.resize((int(w * f), int(h * f)))
+        grid = proc(images=[img], size=bounds, return_tensors="np")["image_grid_thw"][0]
+        want.append(int(grid.prod()) // 4)
+    rows = [{"images": refs[:2]}, {"images": refs[2:]}]
+    assert data_images.with_image_tokens([10, 20], rows, str(model), 1) == [
+        10 + want[0] + want[1] - 2,
+        20 + want[2] + want[3] - 2,
+    ]
+    note = data_images.image_tokens_note(rows, str(model))
+    assert f"4 images, each sized as the processor sizes it (image_max_pixels {LF_IMAGE_MAX_PIXELS})" in note
+    assert f"= {sum(want)} image tokens counted" in note
+    shown = data_images.mark_placeholders("a &lt;image&gt; b &lt;image&gt;", str(model), "en", refs[:2])
+    assert shown.count("[image: ") == 2
+    assert f"[image: {want[0]} tokens]" in shown and f"[image: {want[1]} tokens]" in shown
