@@ -38,7 +38,7 @@ def test_routes_need_the_login(tmp_path, browser, make_server):
         assert exc.value.code in (401, 403)
         page = browser.new_page()
         page.goto(srv.url)
-        page.wait_for_selector("input[type=password]", timeout=30_000)
+        page.wait_for_selector("input[type=password]", timeout=90_000)
         assert page.locator("#start-btn").count() == 0
         page.fill("input[name=username], input[type=text]", "ann")
         page.fill("input[type=password]", "s3cret")

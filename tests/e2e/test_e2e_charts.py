@@ -91,7 +91,7 @@ def start_run(page, name: str, steps: int, val_size: str = "0", eval_steps: str 
     if not page.locator("#f-train-eval-steps input").is_visible():
         page.locator("#sec-train").get_by_text("Advanced", exact=True).first.click()
     _fill(page, "f-train-eval-steps", eval_steps)
-    page.wait_for_selector("#start-btn:not([disabled])", timeout=30_000)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
     id_re = r"\d{8}-\d{6}-[0-9a-f]+"
     before = re.findall(id_re, page.inner_text("#action-msg"))  # a second run's page still names the first one
     page.click("#start-btn")
@@ -100,7 +100,7 @@ def start_run(page, name: str, steps: int, val_size: str = "0", eval_steps: str 
         " const m = s.match(new RegExp('Started run (' + re + ')'));"
         " return !!m && !before.includes(m[1]); }",
         arg=[id_re, before],
-        timeout=30_000,
+        timeout=90_000,
     )
     return re.search(f"Started run ({id_re})", page.inner_text("#action-msg")).group(1)
 
@@ -140,8 +140,8 @@ def test_live_loss_chart_draws_every_point_and_resource_charts_say_cpu(page, ser
     assert drawn["title"] == "curve"
 
     # This machine has no GPU: the resource charts say what they show, and draw it.
-    expect(page.locator("#plot-gpu-mem")).to_contain_text("RAM (MiB)", timeout=30_000)
-    expect(page.locator("#plot-gpu-util")).to_contain_text("CPU load", timeout=30_000)
+    expect(page.locator("#plot-gpu-mem")).to_contain_text("RAM (MiB)", timeout=90_000)
+    expect(page.locator("#plot-gpu-util")).to_contain_text("CPU load", timeout=90_000)
     assert "GPU" not in page.inner_text("#plot-gpu-mem") + page.inner_text("#plot-gpu-util")
     for plot, label in (("#plot-gpu-mem", "CPU RAM (run)"), ("#plot-gpu-util", "CPU")):
         drawn = wait_svg(page, plot, f"s.legend.includes({json.dumps(label)}) && s.lines.some(l => l.visible)")
@@ -157,7 +157,7 @@ def test_live_loss_chart_draws_every_point_and_resource_charts_say_cpu(page, ser
     drawn = wait_svg(page, "#plot-loss", lines_match(zh) + " && s.legend.includes('训练损失')")
     assert drawn and sorted(drawn["legend"]) == sorted(["训练损失", "训练损失（平滑）", "验证损失"]), drawn
     assert all(line["visible"] for line in drawn["lines"]) and len(drawn["lines"]) == 3, drawn
-    expect(page.locator("#plot-gpu-mem")).to_contain_text("内存 (MiB)", timeout=30_000)
+    expect(page.locator("#plot-gpu-mem")).to_contain_text("内存 (MiB)", timeout=90_000)
     page.locator("#plot-loss").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "charts-live-loss-zh.png"))
 
@@ -184,7 +184,7 @@ def test_dpo_run_draws_its_rewards_margin_and_accuracy(page, server, shots, fits
     )
     page.click("#lf-import")
     page.wait_for_function(
-        "document.querySelector('#lf-msg').innerText.includes('filled from the LLaMA-Factory YAML')", timeout=30_000
+        "document.querySelector('#lf-msg').innerText.includes('filled from the LLaMA-Factory YAML')", timeout=90_000
     )
     run_id = start_run(page, f"dpo-{uuid.uuid4().hex[:6]}", steps=4, val_size="0.1", eval_steps="2", lr="0.005")
     logs, evals = 4, 2  # a log every step, an eval every 2: the charts hold them all once the run has ended
@@ -243,7 +243,7 @@ def test_runs_overlay_names_and_colours_each_run(page, server, shots, fits_width
     for name, rid in zip(names, ids):
         compare.fill(name)  # the picker filters its labels by what is typed (Escape would empty its list)
         option = page.locator("[role=option]", has_text=name)
-        expect(option).to_have_count(1, timeout=30_000)
+        expect(option).to_have_count(1, timeout=90_000)
         label = option.inner_text()
         assert "completed" in label and re.search(r"loss \d", label) and rid in label, label
         assert re.search(r"\d\d-\d\d \d\d:\d\d", label), label  # when it started
@@ -341,7 +341,7 @@ def test_length_histogram_bars_sides_and_cutoff_line(page, shots):
 
 def test_doctor_table_hidden_until_run_then_fits(page, shots, fits_width):
     _tab(page, "Doctor")
-    expect(page.locator("#doctor-run")).to_be_visible(timeout=30_000)
+    expect(page.locator("#doctor-run")).to_be_visible(timeout=90_000)
     expect(page.locator("#doctor-table")).to_be_hidden()
     page.screenshot(path=str(shots / "doctor-before.png"))
     page.click("#doctor-run")

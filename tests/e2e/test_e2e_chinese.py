@@ -24,7 +24,7 @@ def _to_chinese(page) -> None:
     page.get_by_role("tab", name="数据集").wait_for(timeout=120_000)
 
 
-def _wait_text(page, selector: str, text: str, timeout: int = 30_000) -> str:
+def _wait_text(page, selector: str, text: str, timeout: int = 90_000) -> str:
     page.wait_for_function(
         f"document.querySelector({json.dumps(selector)}).innerText.includes({json.dumps(text)})", timeout=timeout
     )
@@ -56,7 +56,7 @@ def test_datasets_problems_in_chinese(page, shots, fits_width, tmp_path):
 def test_runs_tab_in_chinese(page, shots, fits_width):
     _to_chinese(page)
     open_tab(page, "运行记录")
-    page.wait_for_selector("#runs-table", timeout=30_000)
+    page.wait_for_selector("#runs-table", timeout=90_000)
     headers = _wait_text(page, "#runs-table", "最终损失")
     assert "状态" in headers and "final loss" not in headers
     page.get_by_role("button", name="继续训练").click()

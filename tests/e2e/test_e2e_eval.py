@@ -50,7 +50,7 @@ def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
     page.click("#eval-run input")
     page.get_by_role("option", name=run_id).first.click()
     page.wait_for_function(
-        "document.querySelectorAll('#eval-ckpts input[type=checkbox]:checked').length === 2", timeout=30_000
+        "document.querySelectorAll('#eval-ckpts input[type=checkbox]:checked').length === 2", timeout=90_000
     )
     page.get_by_label("Final weights").uncheck()
     for sel, value in (("#eval-limit input", "3"), ("#eval-max-new input", "8")):
@@ -58,7 +58,7 @@ def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
         page.press(sel, "Tab")
     page.click("#eval-start")
     page.wait_for_function("document.querySelector('#eval-status').innerText.includes('finished')", timeout=600_000)
-    page.wait_for_function("document.querySelectorAll('#eval-sbs .virtual-row').length === 3", timeout=30_000)
+    page.wait_for_function("document.querySelectorAll('#eval-sbs .virtual-row').length === 3", timeout=90_000)
     page.screenshot(path=str(shots / "eval-tab.png"), full_page=True)
 
     table = _rows(page, "#eval-table")

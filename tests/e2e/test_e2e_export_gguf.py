@@ -16,7 +16,7 @@ def test_gguf_q8_0_export_from_the_export_tab(page, server, shots):
             break
         page.wait_for_timeout(200)
     page.get_by_role("tab", name="Export").click()
-    page.wait_for_selector("#xf-export", timeout=20_000)
+    page.wait_for_selector("#xf-export", timeout=90_000)
     page.fill("#export-source input", str(model))
     page.keyboard.press("Enter")
     page.click("#xf-format input")

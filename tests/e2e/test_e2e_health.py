@@ -48,7 +48,7 @@ def test_a_diverging_run_is_stopped_and_its_alert_marked_and_listed(page, server
     assert len(red) == 1 and red[0]["visible"] and red[0]["points"] == 2, drawn["lines"]
 
     # the list under the status: step, rule, action, reason
-    expect(page.locator("#run-alerts")).to_contain_text("Health alerts", timeout=30_000)
+    expect(page.locator("#run-alerts")).to_contain_text("Health alerts", timeout=90_000)
     listed = page.inner_text("#run-alerts")
     assert str(step) in listed and "Gradient norm blow-up" in listed and "stop" in listed and reason in listed, listed
 
@@ -58,11 +58,11 @@ def test_a_diverging_run_is_stopped_and_its_alert_marked_and_listed(page, server
     zh = f"⚠ 梯度范数 @{step}"
     drawn = wait_svg(page, "#plot-loss", f"s.legend.includes({json.dumps(zh)})")
     assert drawn and zh in drawn["legend"], drawn
-    expect(page.locator("#run-alerts")).to_contain_text("健康告警", timeout=30_000)
+    expect(page.locator("#run-alerts")).to_contain_text("健康告警", timeout=90_000)
     listed = page.inner_text("#run-alerts")
     # the reason in Chinese: inf / NaN, or a finite norm over the limit, whichever the divergence reached first
     reason_zh = localize(payload_message(alert["payload"], "reason"), "zh")
     assert reason_zh.startswith("梯度范数") and reason_zh != reason, reason_zh
     assert "梯度范数爆炸" in listed and reason_zh in listed and "停止" in listed, listed
-    expect(page.locator("#run-status")).to_contain_text("被健康规则停止", timeout=30_000)
+    expect(page.locator("#run-status")).to_contain_text("被健康规则停止", timeout=90_000)
     page.screenshot(path=str(shots / "health-alert-zh.png"))

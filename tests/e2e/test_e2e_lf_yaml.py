@@ -23,21 +23,21 @@ def test_paste_lf_yaml_fills_the_form_and_save_downloads_it(page, server, shots,
     page.locator("#lf-text textarea").fill(text)
     page.click("#lf-import")
     page.wait_for_function(
-        "document.querySelector('#lf-msg').innerText.includes('filled from the LLaMA-Factory YAML')", timeout=30_000
+        "document.querySelector('#lf-msg').innerText.includes('filled from the LLaMA-Factory YAML')", timeout=90_000
     )
     notes = page.inner_text("#lf-msg")
     assert "plot_loss: accepted, ignored" in notes
-    page.wait_for_function("document.querySelector('#f-method-lora-rank input').value === '24'", timeout=15_000)
+    page.wait_for_function("document.querySelector('#f-method-lora-rank input').value === '24'", timeout=90_000)
     assert page.input_value("#f-model-name-or-path input") == model
     assert "demo_alpaca" in page.inner_text("#f-data-datasets")
     assert float(page.input_value("#f-train-learning-rate input")) == pytest.approx(0.00042)
-    page.wait_for_selector("#start-btn:not([disabled])", timeout=30_000)  # the filled form is valid
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)  # the filled form is valid
     page.screenshot(path=str(shots / "train-lf-import.png"))
 
     page.get_by_text("Preview command").first.click()
     page.click("#lf-save")
     link = page.locator("#lf-file a").first
-    link.wait_for(timeout=30_000)
+    link.wait_for(timeout=90_000)
     with page.expect_download() as info:
         link.click()
     saved = Path(info.value.path()).read_text(encoding="utf-8")
@@ -50,5 +50,5 @@ def test_paste_lf_yaml_fills_the_form_and_save_downloads_it(page, server, shots,
     upload = tmp_path / "other.yaml"
     upload.write_text(text.replace("lora_rank: 24", "lora_rank: 40"), encoding="utf-8")
     page.set_input_files("#lf-upload input[type=file]", str(upload))
-    page.wait_for_function("document.querySelector('#f-method-lora-rank input').value === '40'", timeout=30_000)
+    page.wait_for_function("document.querySelector('#f-method-lora-rank input').value === '40'", timeout=90_000)
     assert "lora_rank: 40" in page.input_value("#lf-text textarea")

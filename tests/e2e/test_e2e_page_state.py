@@ -28,7 +28,7 @@ def _reload(page) -> None:
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)  # the page's load handlers have run
 
 
-def _options(page, input_selector: str, name: str, timeout: int = 30_000) -> None:
+def _options(page, input_selector: str, name: str, timeout: int = 90_000) -> None:
     """Open a dropdown and wait for the option ``name`` in its list."""
     page.click(input_selector)
     page.get_by_role("option", name=name, exact=True).wait_for(timeout=timeout)
@@ -39,7 +39,7 @@ TAB_IDS = {"Datasets": "data", "Train": "train"}
 
 def _tab(page, name: str) -> None:
     page.get_by_role("tab", name=name).click()
-    page.wait_for_selector(f"#tab-{TAB_IDS[name]}", state="visible", timeout=15_000)
+    page.wait_for_selector(f"#tab-{TAB_IDS[name]}", state="visible", timeout=90_000)
 
 
 def test_uploaded_dataset_is_in_both_pickers_after_a_reload(page, server, shots, tmp_path):
@@ -77,7 +77,7 @@ def test_saved_preset_loads_after_a_reload(page, shots):
     page.get_by_role("option", name="reload check", exact=True).click()
     _wait_text(page, "#preset-msg", "loaded reload check.yaml")
     page.wait_for_function(
-        "document.querySelector('#f-train-learning-rate input').value === '0.000321'", timeout=30_000
+        "document.querySelector('#f-train-learning-rate input').value === '0.000321'", timeout=90_000
     )
     page.screenshot(path=str(shots / "reload-preset-loaded.png"))
 
@@ -87,7 +87,7 @@ def test_stop_says_where_the_checkpoint_went(page, shots):
     steps = page.locator("#f-train-max-steps input")
     steps.fill("4321")
     steps.press("Tab")
-    page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
     page.click("#start-btn")
     _wait_text(page, "#action-msg", "run")  # started or queued, with its id
     _wait_text(page, "#run-status", "running", timeout=180_000)
@@ -97,9 +97,9 @@ def test_stop_says_where_the_checkpoint_went(page, shots):
     assert "stopped at step" in final and "Stopping" not in final, final
     status = _wait_text(page, "#run-status", "stopped")
     assert "SIGTERM" not in status and "checkpoint saved at" in status, status
-    page.wait_for_function("!document.querySelector('#run-progress').innerText.includes('ETA')", timeout=30_000)
+    page.wait_for_function("!document.querySelector('#run-progress').innerText.includes('ETA')", timeout=90_000)
     # the run picker's label follows the run
-    page.wait_for_function("document.querySelector('#run-picker input').value.includes('stopped')", timeout=30_000)
+    page.wait_for_function("document.querySelector('#run-picker input').value.includes('stopped')", timeout=90_000)
     page.screenshot(path=str(shots / "train-stop-final.png"))
     page.click("#stop-btn")  # Stop again: the run has ended
     _wait_text(page, "#action-msg", "has already ended")

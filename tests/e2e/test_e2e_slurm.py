@@ -68,9 +68,9 @@ def _submit_to_slurm(page, name: str, steps: int) -> str:
         page.click("#sec-launch >> text=Launch")
     page.click("#f-launch-target input")
     page.get_by_role("option", name="slurm", exact=True).click()
-    page.wait_for_function("document.querySelector('#f-launch-target input').value === 'slurm'", timeout=10_000)
+    page.wait_for_function("document.querySelector('#f-launch-target input').value === 'slurm'", timeout=90_000)
     try:
-        page.wait_for_selector("#start-btn:not([disabled])", timeout=30_000)
+        page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
     except Exception as exc:  # the form refuses: say what it says
         raise AssertionError(f"Start stays disabled: {page.inner_text('#spec-problems')}") from exc
     before = re.findall(ID_RE, page.inner_text("#action-msg"))
@@ -106,7 +106,7 @@ def test_a_cluster_run_from_the_page_runs_completes_and_merges(cluster_page, sho
     status = _wait_status(page, run_id, f"Slurm job {job}: completed")
     assert status.split("·")[1].strip() == "completed", status  # the run's own status beside its job's
     assert _wait_loss_points(page, 4) >= 4, "the loss curve of the 4 steps was not drawn"
-    page.wait_for_function(f"({_RAM_POINTS_JS})() >= 2", timeout=30_000)  # the node's samples: the RAM chart
+    page.wait_for_function(f"({_RAM_POINTS_JS})() >= 2", timeout=90_000)  # the node's samples: the RAM chart
     page.screenshot(path=str(shots / "slurm-completed.png"), full_page=True)
 
     page.get_by_role("tab", name="Runs").click()  # its row: the job and its state in the cluster column
@@ -121,7 +121,7 @@ def test_a_cluster_run_from_the_page_runs_completes_and_merges(cluster_page, sho
 
     merged = merge_in_export_tab(page, run_id, timeout=240_000)
     page.wait_for_function(  # the merged model is listed among the recent merges
-        "(path) => document.querySelector('#export-recent').innerText.includes(path)", arg=merged, timeout=30_000
+        "(path) => document.querySelector('#export-recent').innerText.includes(path)", arg=merged, timeout=90_000
     )
     assert "verification" in page.inner_text("#export-result")
 

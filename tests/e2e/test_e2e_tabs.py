@@ -19,33 +19,33 @@ def test_train_form_validation_blocks_start(page, shots, fits_width):
     procs = page.locator("#f-launch-num-processes input")
     procs.fill("4")
     procs.press("Tab")
-    page.wait_for_selector("#f-launch-num-processes.field-error", timeout=15_000)
+    page.wait_for_selector("#f-launch-num-processes.field-error", timeout=90_000)
     assert page.is_disabled("#start-btn")
     assert "launch.num_processes" in page.inner_text("#spec-problems")
     page.screenshot(path=str(shots / "train-invalid.png"))
     procs.fill("1")
     procs.press("Tab")
-    page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
     assert fits_width(page)
     # An out-of-range number reaches the spec (no gradio popup): the message sits next to the field, Start is off.
     rank = page.locator("#f-method-lora-rank input")
     assert "range 1 – 1024" in page.inner_text("#f-method-lora-rank")
     rank.fill("0")
     rank.press("Tab")
-    page.wait_for_selector("#f-method-lora-rank.field-error", timeout=15_000)
+    page.wait_for_selector("#f-method-lora-rank.field-error", timeout=90_000)
     assert "must be at least 1" in page.inner_text("#f-method-lora-rank")  # plain words, not pydantic's
     assert page.is_disabled("#start-btn") and "method.lora.rank" in page.inner_text("#spec-problems")
     lr = page.locator("#f-train-learning-rate input")
     lr.fill("-0.001")
     lr.press("Tab")
-    page.wait_for_selector("#f-train-learning-rate.field-error", timeout=15_000)
+    page.wait_for_selector("#f-train-learning-rate.field-error", timeout=90_000)
     assert "must be more than 0" in page.inner_text("#f-train-learning-rate")
     page.screenshot(path=str(shots / "train-out-of-range.png"))
     rank.fill("8")
     rank.press("Tab")
     lr.fill("0.0002")
     lr.press("Tab")
-    page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
     assert page.locator(".field-error").count() == 0
     # LoRA+, PiSSA, rsLoRA and DoRA sit in the (open) LoRA section; the LoRA+ ratio is checked like any number
     for field in ("pissa-init", "use-rslora", "use-dora"):
@@ -53,11 +53,11 @@ def test_train_form_validation_blocks_start(page, shots, fits_width):
     ratio = page.locator("#f-method-lora-loraplus-lr-ratio input")
     ratio.fill("5000")  # above its range (an emptied optional number, sent as 0, reads as none: LoRA+ off)
     ratio.press("Tab")
-    page.wait_for_selector("#f-method-lora-loraplus-lr-ratio.field-error", timeout=15_000)
+    page.wait_for_selector("#f-method-lora-loraplus-lr-ratio.field-error", timeout=90_000)
     assert page.is_disabled("#start-btn") and "method.lora.loraplus_lr_ratio" in page.inner_text("#spec-problems")
     ratio.fill("16")
     ratio.press("Tab")
-    page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
     assert page.locator(".field-error").count() == 0
 
 
@@ -70,9 +70,9 @@ def test_validation_messages_in_chinese(page, shots):
     rank = page.locator("#f-method-lora-rank input")
     rank.fill("0")
     rank.press("Tab")
-    page.wait_for_selector("#f-method-lora-rank.field-error", timeout=15_000)
+    page.wait_for_selector("#f-method-lora-rank.field-error", timeout=90_000)
     page.wait_for_function(
-        "document.querySelector('#f-method-lora-rank').innerText.includes('应 ≥ 1')", timeout=15_000
+        "document.querySelector('#f-method-lora-rank').innerText.includes('应 ≥ 1')", timeout=90_000
     )
     assert page.is_disabled("#start-btn")
     problems = page.inner_text("#spec-problems")
@@ -85,9 +85,9 @@ def test_preview_and_plan(page, shots):
     page.get_by_text("Preview command").first.click()
     page.click("#preview-btn")
     page.wait_for_function(
-        "document.querySelector('#preview-out').innerText.includes('engine.trainer.train')", timeout=30_000
+        "document.querySelector('#preview-out').innerText.includes('engine.trainer.train')", timeout=90_000
     )
-    page.wait_for_function("document.querySelector('#plan-panel').innerText.length > 3", timeout=30_000)
+    page.wait_for_function("document.querySelector('#plan-panel').innerText.length > 3", timeout=90_000)
     page.screenshot(path=str(shots / "train-preview-plan.png"))
 
 
@@ -97,22 +97,22 @@ def test_datasets_upload_register_and_sample(page, shots, server, fits_width, tm
     src = tmp_path / "my data.jsonl"
     src.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "output": f"{i}"}) for i in range(20)))
     page.set_input_files("#ds-upload input[type=file]", str(src))
-    page.wait_for_function("document.querySelector('#ds-upload-msg').innerText.includes('stored')", timeout=30_000)
+    page.wait_for_function("document.querySelector('#ds-upload-msg').innerText.includes('stored')", timeout=90_000)
     page.fill("#ds-name input", "my_upload")
     page.click("#ds-register")
     page.wait_for_function(
-        "document.querySelector('#ds-register-msg').innerText.includes('registered')", timeout=30_000
+        "document.querySelector('#ds-register-msg').innerText.includes('registered')", timeout=90_000
     )
     assert (server.home / "uploads" / "my_data.jsonl").is_file()
     assert "my_upload" in json.loads((server.home / "data" / "dataset_info.json").read_text())
-    page.wait_for_selector("#ds-sample .tok-prompt", timeout=30_000)
+    page.wait_for_selector("#ds-sample .tok-prompt", timeout=90_000)
     page.screenshot(path=str(shots / "datasets.png"), full_page=True)
     assert fits_width(page)
 
 
 def test_runs_doctor_chat_tabs_render(page, server, shots, fits_width):
     open_tab(page, "Runs")
-    page.wait_for_selector("#runs-table", timeout=30_000)
+    page.wait_for_selector("#runs-table", timeout=90_000)
     page.screenshot(path=str(shots / "runs.png"), full_page=True)
     assert fits_width(page)
     open_tab(page, "Doctor")
@@ -147,7 +147,7 @@ def test_runs_doctor_chat_tabs_render(page, server, shots, fits_width):
     assert page.locator("#chat-image img").count() == 0  # cleared for the next message
     page.screenshot(path=str(shots / "chat.png"))
     page.click("#chat-unload")
-    page.wait_for_function("document.querySelector('#chat-status').innerText.includes('unloaded')", timeout=30_000)
+    page.wait_for_function("document.querySelector('#chat-status').innerText.includes('unloaded')", timeout=90_000)
     assert fits_width(page)
 
 
@@ -166,9 +166,9 @@ def test_stop_from_the_page(page, shots):
     steps = page.locator("#f-train-max-steps input")
     steps.fill("5000")
     steps.press("Tab")
-    page.wait_for_selector("#start-btn:not([disabled])", timeout=15_000)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
     page.click("#start-btn")
-    page.wait_for_function("document.querySelector('#action-msg').innerText.includes('Started run')", timeout=30_000)
+    page.wait_for_function("document.querySelector('#action-msg').innerText.includes('Started run')", timeout=90_000)
     page.wait_for_function("document.querySelector('#run-status').innerText.includes('running')", timeout=120_000)
     page.wait_for_function("document.querySelectorAll('#plot-loss g.mark-line path').length > 0", timeout=120_000)
     t0 = time.time()

@@ -26,16 +26,16 @@ def _loss_points(page) -> int:
 def merge_in_export_tab(page, run_id: str, timeout: int) -> str:
     """Merge ``run_id`` with the Export tab's button, as a person does; the merged folder the page names."""
     page.get_by_role("tab", name="Export").click()
-    page.wait_for_selector("#export-source", timeout=10_000)
+    page.wait_for_selector("#export-source", timeout=90_000)
     page.click("#export-source input")
     page.get_by_role("option", name=run_id).first.click()
-    page.wait_for_function("document.querySelector('#export-out input').value.length > 0", timeout=10_000)
+    page.wait_for_function("document.querySelector('#export-out input').value.length > 0", timeout=90_000)
     page.click("#merge-btn")
     page.wait_for_selector("#merged-path", timeout=timeout)
     return page.inner_text("#merged-path")
 
 
-def _wait_loss_points(page, n: int, timeout_ms: int = 30_000) -> int:
+def _wait_loss_points(page, n: int, timeout_ms: int = 90_000) -> int:
     """Vega draws the plot asynchronously after the status text updates: wait for the curve, then count it."""
     try:
         page.wait_for_function(f"({_POINTS_JS})() >= {n}", timeout=timeout_ms)
@@ -50,7 +50,7 @@ def test_train_watch_merge(page, shots, fits_width):
     assert "demo-tiny-llama" in page.input_value("#f-model-name-or-path input")
     page.screenshot(path=str(shots / "train-form.png"))
     page.click("#start-btn")
-    page.wait_for_function("document.querySelector('#action-msg').innerText.includes('Started run')", timeout=30_000)
+    page.wait_for_function("document.querySelector('#action-msg').innerText.includes('Started run')", timeout=90_000)
 
     deadline, points, status = time.time() + 240, 0, ""
     while time.time() < deadline:
@@ -73,7 +73,7 @@ def test_train_watch_merge(page, shots, fits_width):
     other.wait_for_selector("#run-picker input", timeout=60_000)
     other.fill("#run-picker input", run_id)
     other.keyboard.press("Enter")
-    other.wait_for_function("document.querySelector('#run-status').innerText.includes('completed')", timeout=30_000)
+    other.wait_for_function("document.querySelector('#run-status').innerText.includes('completed')", timeout=90_000)
     assert _wait_loss_points(other, 2) >= 2
     other.close()
 
