@@ -177,6 +177,9 @@ def subprocess_env(device: str, gpus: list[int], hw: Hardware, *, processes: int
             env["ROCR_VISIBLE_DEVICES"] = visible
     else:
         env["CUDA_VISIBLE_DEVICES"] = ""
+        # DeepSpeed (imported by accelerate / transformers when installed) otherwise finds no GPU and logs "Setting
+        # accelerator to CPU. If you have GPU ..., we were unable to detect it" in every CPU run's log, as a warning
+        env.setdefault("DS_ACCELERATOR", "cpu")
     return env
 
 

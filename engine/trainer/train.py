@@ -19,6 +19,7 @@ import platform
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 from engine.core import acting
@@ -43,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     events = run_dir / "events.jsonl"
+    # peft and TRL read transformers' deprecated ``is_gradient_checkpointing`` themselves: nothing a user can act on,
+    # so it stays out of train.log (where it read as if something were wrong with the run)
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     rank = int(os.environ.get("RANK", "0"))
     try:
         acting.honour_grant(run_dir)  # an output folder chosen at the shell (engine.core.acting)
@@ -332,9 +336,8 @@ def training_arguments(
         max_grad_norm=t.max_grad_norm if t.max_grad_norm > 0 else None,
         bf16=precision == "bf16",
         fp16=precision == "fp16",
-        gradient_checkpointing=t.gradient_checkpointing == "on",  # resolved from auto in train()
+        **checkpointing_args(t.gradient_checkpointing == "on"),  # resolved from auto in train()
         use_liger_kernel=liger_decision(t.liger_kernel, device, _model_type(spec))[0],
-        gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing == "on" else None,
         seed=t.seed,
         data_seed=t.seed,
         logging_steps=t.logging_steps,
@@ -619,6 +622,18 @@ def choose_attention(spec: RunSpec, device: str, row_tokens: int) -> tuple[bool,
 def _model_type(spec: RunSpec) -> str | None:
     cfg = read_model_config(spec.model.name_or_path, spec.model.revision) or {}
     return cfg.get("model_type") or (cfg.get("text_config") or {}).get("model_type")
+
+
+def checkpointing_args(on: bool) -> dict:
+    """Gradient checkpointing for TrainingArguments, under the name this transformers takes: 5.x renamed
+    ``gradient_checkpointing*`` to ``activation_checkpointing*`` and warns on the old names in every run's log."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    stem = "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+    return {stem: on, f"{stem}_kwargs": {"use_reentrant": False} if on else None}
 
 
 def resolve_checkpointing(spec: RunSpec, device: str) -> tuple[str, str]:

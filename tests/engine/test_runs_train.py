@@ -113,3 +113,19 @@ def test_stop_on_a_two_process_ddp_run_leaves_no_process(home, demo_paths):
     rec = runs.get(rid)
     assert rec.status == "stopped"
     assert "stopped" in types(rec)
+
+
+def test_a_cpu_run_logs_no_warning_a_user_cannot_act_on(home, demo_paths):
+    """Issue 27, item 15: a plain CPU run's train.log carried warnings that read as if something were wrong with it:
+    transformers' renamed gradient_checkpointing arguments, peft's use of a deprecated property, and DeepSpeed saying
+    it found no GPU ("If you have GPU ... we were unable to detect it"). The run, with checkpointing on, logs none."""
+    data = demo_spec(demo_paths, 2, device="cpu")
+    data["train"]["gradient_checkpointing"] = "on"
+    rid = runs.submit(data, name="quiet")
+    rec = wait_for(lambda: (r := runs.get(rid)).status not in ("queued", "running") and r, timeout=300)
+    log = (Path(rec.run_dir) / "train.log").read_text()
+    assert rec.status == "completed", log[-3000:]
+    for noise in ("is deprecated and will be removed in v6", "we were unable to detect it", "pip install kernels"):
+        assert noise not in log, noise
+    started = next(e for e in events.read_all(rec.events_path) if e["type"] == "run_started")["payload"]
+    assert started["gradient_checkpointing"] is True  # still on, under its new name
