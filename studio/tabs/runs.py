@@ -131,6 +131,11 @@ def compare_choices(rows: list[dict], lang: str = "en") -> list[tuple[str, str]]
     return out
 
 
+def one_choices(runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The run picker's (label, run id) pairs: the name, then the id (a name alone may repeat)."""
+    return [(f"{name} · {rid}" if name else rid, rid) for rid, name in runs]
+
+
 def run_names(run_ids: list[str]) -> dict[str, str]:
     """The overlay's legend: each run by its name; its id where it has none or shares the name with another."""
     names = {}
@@ -264,7 +269,7 @@ def build(ctx: Any) -> None:
         ),
         "runs_table",
     )
-    ids = [r.id for r in backend.list_runs()]
+    ids = [(r.id, getattr(r, "name", "") or "") for r in backend.list_runs()]
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=360):
             chosen = texts.add(
@@ -293,7 +298,8 @@ def build(ctx: Any) -> None:
                 "spec_diff",
             )
         with gr.Column(scale=1, min_width=280):
-            one = texts.add(gr.Dropdown(ids, label=t("run", lang), elem_id="runs-one"), "run")
+            # the run picker by name as well as id (ids alone told runs apart for no one)
+            one = texts.add(gr.Dropdown(one_choices(ids), label=t("run", lang), elem_id="runs-one"), "run")
             with gr.Row():
                 resume_btn = texts.add(gr.Button(t("resume", lang), size="sm"), "resume", "value")
                 dup_btn = texts.add(
@@ -322,7 +328,10 @@ def build(ctx: Any) -> None:
         return (
             table(lang_, rows),
             gr.update(choices=compare_choices(rows, lang_), **({} if kept == (chosen_ or []) else {"value": kept})),
-            gr.update(choices=ids_, **({} if not one_ or one_ in ids_ else {"value": None})),
+            gr.update(
+                choices=one_choices([(row["id"], row.get("name") or "") for row in rows]),
+                **({} if not one_ or one_ in ids_ else {"value": None}),
+            ),
             registry_notice(lang_),
         )
 

@@ -213,8 +213,8 @@ def test_a_deleted_run_leaves_no_trace_on_the_page(page, server):
     page.get_by_role("option", name=re.compile(re.escape(rid))).click()
     page.wait_for_function(f"document.querySelector('#run-log textarea').value.includes({json.dumps(marker)})")
     open_tab(page, "Runs")
-    _options(page, "#runs-one input", rid)
-    page.get_by_role("option", name=rid, exact=True).click()
+    _options(page, "#runs-one input", f"gone soon · {rid}")  # the picker names the run, then its id
+    page.get_by_role("option", name=f"gone soon · {rid}", exact=True).click()
     _wait_text(page, "#runs-tb", "tensorboard --logdir")
     assert rid in page.inner_text("#runs-tb")
     page.click("#runs-del")
