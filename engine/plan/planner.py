@@ -273,7 +273,8 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     if shape.vision is not None:
         acts += vision_shape.activation_bytes(spec, shape, tr, dt, batch * memory.sequences_per_sample(spec))
         notes += vision_shape.notes(spec, shape, tr, seq)
-    device = planned_device(spec, hardware, gpu_mem_gib) or "cpu"
+    planned = planned_device(spec, hardware, gpu_mem_gib)  # None: nothing says (no hardware known, no size typed)
+    device = planned or "cpu"
     fused, _why = liger_decision(t.liger_kernel, device, shape.model_type)
     loss = logits_bytes(spec, shape, dt, batch, seq, fused=fused)
     row = packed_row_tokens(spec)
@@ -352,7 +353,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     elif hardware is not None and hardware.gpus:
         gpu_bytes = min(g.memory_total_mib for g in hardware.gpus) * MiB
     fits = None if gpu_bytes is None else total <= gpu_bytes
-    if device == "cpu":
+    if planned == "cpu":
         notes.append(message("plan.cpu"))
     static = {
         "weights_bytes": int(w_frozen + w_train),
@@ -374,8 +375,8 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         "batch": batch,
         "seq_len": seq,
         "phase_totals": {"forward_backward": int(sum(fwd_bwd.values())), "optimizer_step": int(sum(step.values()))},
-        "device": device,
-        "host_budget_bytes": _host_budget(spec) if device == "cpu" else None,
+        "device": planned,
+        "host_budget_bytes": _host_budget(spec) if planned == "cpu" else None,
         "model_type": shape.model_type,
         "layers": shape.layers,
         "hidden": shape.hidden,
