@@ -121,7 +121,44 @@ def _event_times(path: Path) -> list[float]:
     except OSError:
         return []
     objs, _ = events.read_jsonl(path, max(0, size - TAIL_BYTES))  # a torn first line is skipped as corrupt
-    return [float(o["ts"]) for o in objs if isinstance(o.get("ts"), (int, float))]
+    # an alert is the wrapper's word about the run (a stall among them), not progress of the run
+    return [float(o["ts"]) for o in objs if isinstance(o.get("ts"), (int, float)) and o.get("type") != "alert"]
+
+
+WRAPPER_PREFIX = b"[studio runner] "  # engine.runs.runner's own lines in train.log
+
+
+def _events_progress(path: Path) -> float:
+    """When the run last wrote an event: the file's mtime, unless its last event is an alert (the wrapper's word
+    about the run): then the time of the last event before it."""
+    from engine.core import events
+
+    mtime = _mtime(path)
+    if not mtime:
+        return 0.0
+    try:
+        objs, _ = events.read_jsonl(path, max(0, path.stat().st_size - TAIL_BYTES))
+    except OSError:
+        return mtime
+    if not objs or objs[-1].get("type") != "alert":
+        return mtime
+    before = [o.get("ts") for o in objs if o.get("type") != "alert" and isinstance(o.get("ts"), (int, float))]
+    return float(before[-1]) if before else 0.0
+
+
+def _log_progress(path: Path) -> float:
+    """When the run last wrote to train.log: its mtime, unless the last line is the wrapper's own (a health alert
+    saying the run stalled must not read as the run's progress)."""
+    mtime = _mtime(path)
+    if not mtime:
+        return 0.0
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - 4096))
+            lines = [ln for ln in fh.read().splitlines() if ln.strip()]
+    except OSError:
+        return mtime
+    return 0.0 if lines and lines[-1].startswith(WRAPPER_PREFIX) else mtime
 
 
 def stall_limit_s(rec: store.RunRecord) -> float:
@@ -135,7 +172,7 @@ def stalled_for(rec: store.RunRecord, now: float | None = None) -> float | None:
     """Seconds since a running training run last wrote anything, when that is past its limit; else None."""
     if rec.status != "running" or rec.kind != "train" or not rec.started:
         return None
-    last = max(rec.started, _mtime(rec.events_path), _mtime(rec.log_path))
+    last = max(rec.started, _events_progress(rec.events_path), _log_progress(rec.log_path))
     idle = (now or time.time()) - last
     return idle if idle > stall_limit_s(rec) else None
 

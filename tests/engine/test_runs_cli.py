@@ -215,3 +215,35 @@ def test_overlong_dataset_names_are_refused_naming_the_field(tmp_path):
     with pytest.raises(ValueError, match="dataset name: 300 characters, at most 100"):
         reg.register_dataset(tmp_path, long, "x.json")
     reg.register_dataset(tmp_path, "d" * 100, "x.json")
+
+
+def test_a_stall_alert_is_not_the_runs_progress(home, monkeypatch):  # noqa: F811
+    """The wrapper's health watch writes an alert event and a train.log line when a run stalls; neither may read as
+    the run's progress, or the run stops reading stalled the moment it is said (and the alert flaps)."""
+    import json
+    import time
+
+    from engine.runs import watchdog
+
+    monkeypatch.setenv("STUDIO_STALL_FLOOR", "1")
+    rid = runs.submit_command(sleeper(120), name="quiet")
+    wait_for(lambda: "start" in runs.log_tail(rid))
+    past = time.time() - 600
+    runs.update(rid, kind="train", started=past)
+    rec = runs.get(rid)
+    with open(rec.events_path, "a", encoding="utf-8") as fh:  # the run's last step, ten minutes ago
+        fh.write(json.dumps({"type": "log", "ts": past, "step": 3, "payload": {"loss": 1.0}}) + "\n")
+    for path in (rec.log_path, rec.events_path):
+        if Path(path).exists():
+            os.utime(path, (past, past))
+    assert watchdog.stalled_for(runs.get(rid)) >= 590
+    alert = {"type": "alert", "ts": time.time(), "step": 3, "payload": {"rule": "stall", "action": "warn"}}
+    with open(rec.events_path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(alert) + "\n")
+    with open(rec.log_path, "a", encoding="utf-8") as fh:
+        fh.write("[studio runner] health: step 3: stall (warn): no progress for 10m\n")
+    assert watchdog.stalled_for(runs.get(rid)) >= 590  # still stalled, for as long as before
+    with open(rec.log_path, "a", encoding="utf-8") as fh:
+        fh.write("step 4 done\n")  # the run itself writes again: progress
+    assert watchdog.stalled_for(runs.get(rid)) is None
+    runs.stop(rid, grace_s=2)
