@@ -226,18 +226,20 @@ def _big_spec(**train):
     )
 
 
+LLAMA_8B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+}
+
+
 def test_fit_walks_the_ladder_in_order_and_keeps_effective_batch():
-    llama8b = {
-        "model_type": "llama",
-        "hidden_size": 4096,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "intermediate_size": 14336,
-        "vocab_size": 128256,
-    }
     spec = _big_spec(gradient_checkpointing="off")
-    res = fit(spec, 16, model_config=llama8b)
+    res = fit(spec, 16, model_config=LLAMA_8B)
     assert res.fits and res.plan.total_bytes <= 16 * 2**30
     order = [
         "per-device batch 4 -> 2",
@@ -256,17 +258,6 @@ def test_fit_walks_the_ladder_in_order_and_keeps_effective_batch():
     assert idx == sorted(idx) and len(idx) >= 4
     assert res.spec.effective_batch == spec.effective_batch
     parse_spec(res.to_dict()["spec"])  # the fitted spec validates
-
-
-LLAMA_8B = {
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "intermediate_size": 14336,
-    "vocab_size": 128256,
-}
 
 
 def _gib(step: str) -> float:
