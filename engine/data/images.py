@@ -191,8 +191,11 @@ def tokens_per_image(model_dir: str | Path) -> int | None:
     whose count is fixed (LLaVA: ``image_seq_length``, else the tower's patches; Gemma 3: ``mm_tokens_per_image``);
     None for others (Qwen2-VL's grows with the image) or no readable config."""
     config = model_config(model_dir)
-    if config is None:
-        return None
+    return None if config is None else fixed_tokens(config)
+
+
+def fixed_tokens(config: dict) -> int | None:
+    """``tokens_per_image`` from a config.json already read (the planner's too)."""
     kind = config.get("model_type")
     if kind == "llava":
         if isinstance(config.get("image_seq_length"), int):

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.data.images import sized_grid
+from engine.data.images import fixed_tokens, sized_grid
 from engine.plan.shapes import Shape
 
 QWEN_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
@@ -181,11 +181,11 @@ def image_grid(config: dict[str, Any], max_pixels: int) -> tuple[int, int]:
         return sized_grid(config, side, side, max_pixels, 1)
     p, size = int(vc.get("patch_size", 16)), int(vc.get("image_size", 224))
     n = (size // p) ** 2
+    fixed = fixed_tokens(config)  # the count the Datasets tab uses too (LLaVA's image_seq_length first)
     if fam == "gemma3":
-        return n, int(config.get("mm_tokens_per_image", 256))
-    if fam == "llava":
-        full = config.get("vision_feature_select_strategy", "default") == "full"
-        return n + 1, n + 1 if full else n
+        return n, fixed or 256
+    if fam == "llava":  # the tower also sees the class token
+        return n + 1, fixed if fixed is not None else n
     return n, n
 
 
