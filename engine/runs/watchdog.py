@@ -113,37 +113,33 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _event_times(path: Path) -> list[float]:
+def _tail_events(path: Path) -> list[dict]:
+    """The events in the last TAIL_BYTES of the file (a torn first line is skipped as corrupt)."""
     from engine.core import events
 
     try:
-        size = path.stat().st_size
+        objs, _ = events.read_jsonl(path, max(0, path.stat().st_size - TAIL_BYTES))
     except OSError:
         return []
-    objs, _ = events.read_jsonl(path, max(0, size - TAIL_BYTES))  # a torn first line is skipped as corrupt
-    # an alert is the wrapper's word about the run (a stall among them), not progress of the run
+    return objs
+
+
+def _progress_times(objs: list[dict]) -> list[float]:
+    """The times of the run's own events: an alert is the wrapper's word about the run (a stall among them)."""
     return [float(o["ts"]) for o in objs if isinstance(o.get("ts"), (int, float)) and o.get("type") != "alert"]
 
 
 WRAPPER_PREFIX = b"[studio runner] "  # engine.runs.runner's own lines in train.log
 
 
-def _events_progress(path: Path) -> float:
-    """When the run last wrote an event: the file's mtime, unless its last event is an alert (the wrapper's word
-    about the run): then the time of the last event before it."""
-    from engine.core import events
-
+def _events_progress(path: Path, objs: list[dict]) -> float:
+    """When the run last wrote an event: the file's mtime, unless its last event (of ``objs``, the file's tail) is an
+    alert: then the time of the last event before it."""
     mtime = _mtime(path)
-    if not mtime:
-        return 0.0
-    try:
-        objs, _ = events.read_jsonl(path, max(0, path.stat().st_size - TAIL_BYTES))
-    except OSError:
+    if not mtime or not objs or objs[-1].get("type") != "alert":
         return mtime
-    if not objs or objs[-1].get("type") != "alert":
-        return mtime
-    before = [o.get("ts") for o in objs if o.get("type") != "alert" and isinstance(o.get("ts"), (int, float))]
-    return float(before[-1]) if before else 0.0
+    times = _progress_times(objs)
+    return times[-1] if times else 0.0
 
 
 def _log_progress(path: Path) -> float:
@@ -161,20 +157,26 @@ def _log_progress(path: Path) -> float:
     return 0.0 if lines and lines[-1].startswith(WRAPPER_PREFIX) else mtime
 
 
-def stall_limit_s(rec: store.RunRecord) -> float:
-    """How long this run may stay silent: N x the longest gap between its events so far, at least the floor."""
-    times = _event_times(rec.events_path)
+def _limit(objs: list[dict]) -> float:
+    times = _progress_times(objs)
     gaps = [b - a for a, b in zip(times, times[1:]) if b >= a]
     return max(stall_floor_s(), stall_factor() * max(gaps, default=0.0))
 
 
+def stall_limit_s(rec: store.RunRecord) -> float:
+    """How long this run may stay silent: N x the longest gap between its events so far, at least the floor."""
+    return _limit(_tail_events(rec.events_path))
+
+
 def stalled_for(rec: store.RunRecord, now: float | None = None) -> float | None:
-    """Seconds since a running training run last wrote anything, when that is past its limit; else None."""
+    """Seconds since a running training run last wrote anything, when that is past its limit; else None. The
+    events file's tail is read once for both."""
     if rec.status != "running" or rec.kind != "train" or not rec.started:
         return None
-    last = max(rec.started, _events_progress(rec.events_path), _log_progress(rec.log_path))
+    objs = _tail_events(rec.events_path)
+    last = max(rec.started, _events_progress(rec.events_path, objs), _log_progress(rec.log_path))
     idle = (now or time.time()) - last
-    return idle if idle > stall_limit_s(rec) else None
+    return idle if idle > _limit(objs) else None
 
 
 def format_idle(seconds: float) -> str:
