@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     from engine.trainer import attention
-    from engine.trainer.dataset import FlatteningCollator, TrainedLogitsCollator
+    from engine.trainer.collators import FlatteningCollator, TrainedLogitsCollator
 
     torch.set_num_threads(args.threads)
     dtype = {"auto": torch.float32 if args.device == "cpu" else torch.bfloat16}.get(args.dtype) or getattr(

@@ -1,4 +1,4 @@
-"""Training data for a run: registry check, template rendering, tokenisation with label masks, mixing, packing.
+"""Training data for a run: registry check, template rendering, tokenisation with label masks, mixing, splits, cache.
 
 Heavy: imports datasets/torch/transformers inside functions (the module itself stays importable cheaply). The
 registry check (engine.data.registry) runs first and raises DataError before any model is loaded; rendering
@@ -7,21 +7,14 @@ is engine.data.templates, the same code the page's masked-sample preview uses.
 Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained; samples longer
 than the cutoff are truncated and counted), pt (all tokens trained; conversation rows become their joined text,
 each text ends with EOS; texts are cut into blocks of the cutoff length instead of truncated, see
-``split_into_blocks``), dpo and rm (string prompt/chosen/rejected columns for TRL's DPOTrainer / RewardTrainer,
-which tokenise them themselves; collator None), kto (string prompt/completion columns and a boolean label for TRL's
-KTOTrainer; rows without a kto tag are left out and counted, as LLaMA-Factory drops them).
+``engine.trainer.packing.split_into_blocks``), dpo and rm (string prompt/chosen/rejected columns for TRL's
+DPOTrainer / RewardTrainer, which tokenise them themselves; collator None), kto (string prompt/completion columns
+and a boolean label for TRL's KTOTrainer; rows without a kto tag are left out and counted, as LLaMA-Factory drops
+them).
 
-Padding-free batches (``data.padding_free``, on by default for sft and pt without packing) join each batch's
-samples into one row with per-sample position_ids (``FlatteningCollator``): the same samples per step and the same
-loss as padded batches, with no compute on pad tokens.
-
-Packing (sft) puts several samples into each row, up to the cutoff length (best-fit decreasing), so a step carries
-many short samples instead of a few padded ones. Rows keep position_ids that restart per sample and the first
-label of every sample is -100 (never predicted from the previous sample's last token). The collator stacks a
-batch's rows without an attention mask; transformers builds a block-diagonal mask per row from the position_ids
-for sdpa/flash attention, so no token attends across samples (tests/engine/test_data.py proves equal per-sample
-logits and loss). Packing in stage pt is LLaMA-Factory's: texts concatenated and cut into full blocks, attention
-spanning the texts of a block (EOS separates them).
+The batches: padded, padding-free (``data.padding_free``, on by default for sft and pt without packing) or packed
+(sft with ``data.packing``: several samples per row, up to the cutoff length, ``engine.trainer.packing.pack_rows``),
+each with its collator from engine.trainer.collators, chosen here.
 
 With spec.data.group_by_length, train and eval rows carry a ``length`` column, which the Trainer's length-grouped
 sampler reads instead of measuring every row at start-up.
@@ -51,9 +44,10 @@ from engine.data.templates import (
     template_warning,
     tokenizer_info,
 )
+from engine.trainer.collators import IGNORE, FlatteningCollator, PadCollator, packing_collator, padding_free
+from engine.trainer.packing import pack_rows, split_into_blocks
 
 CACHE_VERSION = 3  # bump when tokenisation changes, so old caches are not reused
-IGNORE = -100
 
 
 @dataclass
@@ -62,29 +56,6 @@ class TrainData:
     eval_dataset: Any | None
     data_collator: Any | None
     stats: dict = field(default_factory=dict)
-
-
-class PadCollator:
-    """Pads input_ids (pad id), labels (-100) and builds attention_mask, to the longest sample of the batch."""
-
-    def __init__(self, pad_id: int, pad_to_multiple_of: int | None = None):
-        self.pad_id, self.multiple = pad_id, pad_to_multiple_of
-
-    def __call__(self, features: list[dict]) -> dict:
-        import torch
-
-        width = max(len(f["input_ids"]) for f in features)
-        if self.multiple:
-            width = -(-width // self.multiple) * self.multiple
-        ids = torch.full((len(features), width), self.pad_id, dtype=torch.long)
-        labels = torch.full((len(features), width), IGNORE, dtype=torch.long)
-        mask = torch.zeros((len(features), width), dtype=torch.long)
-        for i, f in enumerate(features):
-            n = len(f["input_ids"])
-            ids[i, :n] = torch.tensor(f["input_ids"])
-            labels[i, :n] = torch.tensor(f["labels"])
-            mask[i, :n] = 1
-        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
 
 def _encode_batch(
@@ -409,45 +380,6 @@ def _workers(wanted: int, rows: int) -> int | None:
     return n if n > 1 else None
 
 
-def split_into_blocks(dataset, block: int, *, concatenate: bool):
-    """Stage pt: tokenised texts -> rows of at most ``block`` tokens, labels equal to input_ids. Returns
-    (dataset, tail tokens dropped).
-
-    concatenate (data.packing on, LLaMA-Factory's pt packing): the texts, each ending with EOS, are joined end to
-    end and cut into full blocks: floor(total / block) rows, attention spanning the texts within a row; the last
-    total % block tokens (the tail) are dropped. Otherwise each text is cut on its own: a text of n tokens gives
-    ceil(n / block) rows, the last one shorter (padded in its batch); no token is dropped and no row mixes texts.
-    Works on the Arrow buffers batch by batch, never on Python lists, so a large corpus costs its token array only.
-    """
-    import numpy as np
-    import pyarrow as pa
-    from datasets import Dataset
-
-    pieces: list = []
-    carry = None
-    value_type = dataset.features["input_ids"].feature.pa_type
-    for batch in dataset.select_columns(["input_ids"]).with_format("arrow").iter(batch_size=8192):
-        col = batch.column("input_ids").combine_chunks()
-        values = col.flatten().to_numpy()
-        if concatenate:
-            values = values if carry is None else np.concatenate([carry, values])
-            n = len(values) // block * block
-            offsets = np.arange(0, n + 1, block)
-            values, carry = values[:n], values[n:]
-        else:
-            bounds = col.offsets.to_numpy().astype(np.int64)
-            bounds -= bounds[0]  # a batch may be a slice: its offsets need not start at 0
-            lengths = np.diff(bounds)
-            counts = -(-lengths // block)  # blocks per text
-            first = np.repeat(np.cumsum(counts) - counts, counts)  # index of each block's text's first block
-            offsets = np.append(
-                np.repeat(bounds[:-1], counts) + block * (np.arange(counts.sum()) - first), len(values)
-            )
-        pieces.append(pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, value_type)))
-    blocks = pa.chunked_array(pieces, type=pa.list_(value_type))
-    return Dataset.from_dict({"input_ids": blocks, "labels": blocks}), int(len(carry)) if carry is not None else 0
-
-
 def _count_tokens(dataset) -> tuple[int, int]:
     """(tokens, trained tokens) of input_ids/labels rows, counted on the Arrow buffers."""
     import pyarrow.compute as pc
@@ -464,142 +396,6 @@ def _with_lengths(dataset):
 
     lengths = pc.list_value_length(dataset.select_columns(["input_ids"]).with_format("arrow")[:].column(0))
     return dataset.add_column("length", lengths.to_pylist())
-
-
-def pack_rows(dataset, capacity: int):
-    """Samples -> rows of at most ``capacity`` tokens (best-fit decreasing, deterministic). Each row holds
-    input_ids, labels (first label of every sample -100) and position_ids restarting at every sample."""
-    from datasets import Dataset
-
-    from engine.data.packing import best_fit_bins
-
-    ids_col, labels_col = dataset["input_ids"], dataset["labels"]
-    bins = best_fit_bins([len(ids) for ids in ids_col], capacity)
-    rows: dict[str, list] = {"input_ids": [], "labels": [], "position_ids": []}
-    for members in bins:
-        ids, labels, pos = [], [], []
-        for i in members:
-            ids += ids_col[i]
-            labels += [IGNORE] + list(labels_col[i][1:])
-            pos += range(len(ids_col[i]))
-        rows["input_ids"].append(ids)
-        rows["labels"].append(labels)
-        rows["position_ids"].append(pos)
-    return Dataset.from_dict(rows)
-
-
-class PackingCollator:
-    """Batches of packed rows: one batch row per packed row, position_ids restarting per sample, no attention mask.
-
-    Rows from ``pack_rows`` carry their own position_ids and boundary labels; a plain sample gets them here. Rows
-    are not joined into one long sequence: attention costs the square of a row's length, so B rows of L tokens
-    cost B*L^2, not (B*L)^2. A shorter row is topped up with pad tokens forming a block of their own (labels -100,
-    position_ids from 0), so no real token attends to them. There is no attention_mask: transformers derives the
-    block-diagonal mask of every row from position_ids. It does so only without a KV cache; a Llama forward creates
-    one whenever use_cache is on (the config default), and then samples silently attend across each other. So
-    every batch carries ``use_cache=False`` into the model's forward.
-    """
-
-    def __init__(self, pad_id: int = 0):
-        self.pad_id = pad_id
-
-    def __call__(self, features: list[dict]) -> dict:
-        import torch
-
-        width = max(len(f["input_ids"]) for f in features)
-        ids = torch.full((len(features), width), self.pad_id, dtype=torch.long)
-        labels = torch.full((len(features), width), IGNORE, dtype=torch.long)
-        pos = torch.zeros((len(features), width), dtype=torch.long)
-        for i, f in enumerate(features):
-            n = len(f["input_ids"])
-            ids[i, :n] = torch.tensor(f["input_ids"])
-            if "position_ids" in f:
-                labels[i, :n] = torch.tensor(f["labels"])
-                pos[i, :n] = torch.tensor(f["position_ids"])
-            else:
-                labels[i, 1:n] = torch.tensor(f["labels"][1:])
-                pos[i, :n] = torch.arange(n)
-            pos[i, n:] = torch.arange(width - n)
-        return {"input_ids": ids, "labels": labels, "position_ids": pos, "use_cache": False}
-
-
-def packing_collator(pad_id: int = 0) -> PackingCollator:
-    return PackingCollator(pad_id)
-
-
-def padding_free(spec) -> bool:
-    """Whether this run's batches are padding-free (``data.padding_free``; auto: sft and pt without packing; dpo only
-    on flash_attention_2, through TRL, not this collator; never kto or rm)."""
-    d = spec.data
-    if spec.method.stage in PREFERENCE_STAGES or d.packing:
-        return False
-    return d.padding_free in ("auto", "on")
-
-
-class FlatteningCollator:
-    """Padding-free batches (what transformers' DataCollatorWithFlattening does): the batch's samples joined into one
-    row, position_ids restarting at every sample, the first label of every sample -100, no attention mask and no pad
-    token. transformers builds the block-diagonal mask from the position_ids (sdpa / eager: masking_utils'
-    packed-sequence detection; flash_attention_2: variable-length kernels), so no token attends across samples and
-    each step sees the same samples and the same loss as a padded batch (tests/engine/test_train.py checks 20 steps
-    agree) without computing on pad tokens. ``use_cache=False`` for the reason PackingCollator gives."""
-
-    def __call__(self, features: list[dict]) -> dict:
-        import torch
-
-        ids: list[int] = []
-        labels: list[int] = []
-        pos: list[int] = []
-        for f in features:
-            n = len(f["input_ids"])
-            ids += list(f["input_ids"])
-            labels += [IGNORE] + list(f["labels"][1:n])
-            pos += range(n)
-        return {
-            "input_ids": torch.tensor([ids], dtype=torch.long),
-            "labels": torch.tensor([labels], dtype=torch.long),
-            "position_ids": torch.tensor([pos], dtype=torch.long),
-            "use_cache": False,
-        }
-
-
-class TrainedLogitsCollator:
-    """Wraps an sft collator so the model computes logits only where the loss is taken: ``logits_to_keep`` is the
-    boolean mask of the positions whose next token is trained (transformers slices the hidden states with it before
-    the output layer, flattening to [K, hidden]) and ``shift_labels`` holds those K targets, which the causal-LM loss
-    uses as they are. The loss is the same sum over the same targets divided by the same count (the Trainer counts
-    ``shift_labels`` for num_items_in_batch), but prompt and pad positions cost neither the output projection nor
-    the softmax: on a 128k vocabulary that is the largest activation of the step."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __call__(self, features: list[dict]) -> dict:
-        import torch
-
-        batch = self.inner(features)
-        labels = batch["labels"]
-        shifted = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], IGNORE)], dim=1)
-        keep = shifted != IGNORE
-        batch["logits_to_keep"] = keep
-        batch["shift_labels"] = shifted[keep]
-        return batch
-
-
-def trained_logits_supported(model) -> tuple[bool, str]:
-    """Whether the model's forward slices its hidden states with a boolean ``logits_to_keep`` before the output layer
-    (transformers' slice_logits_to_keep: nearly every causal LM of transformers 5; not remote code written for older
-    versions). Looks through a PEFT wrapper."""
-    import sys
-
-    base = model
-    for attr in ("get_base_model",):
-        if hasattr(base, attr):
-            base = getattr(base, attr)()
-    module = sys.modules.get(type(base).__module__)
-    if module is None or "slice_logits_to_keep" not in vars(module):
-        return False, f"{type(base).__name__}'s forward does not take a position mask in logits_to_keep"
-    return True, "logits only at trained positions"
 
 
 def _pad_id(tokenizer) -> int:

@@ -380,7 +380,7 @@ def batch_nll(model, tok, batch: list[dict], device: str) -> tuple[list[float], 
     import torch
     import torch.nn.functional as F
 
-    from engine.trainer.dataset import PadCollator
+    from engine.trainer.collators import PadCollator
 
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id or 0
     b = PadCollator(int(pad))([{"input_ids": r["input_ids"], "labels": r["labels"]} for r in batch])

@@ -180,7 +180,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     if vlm:
         trained_logits, trained_logits_reason = False, "a vision-language model's forward takes no position mask"
     if trained_logits:
-        from engine.trainer.dataset import TrainedLogitsCollator
+        from engine.trainer.collators import TrainedLogitsCollator
 
         data.data_collator = TrainedLogitsCollator(data.data_collator)
     callback = EventsCallback(events, tokens_tracked=spec.method.stage != "grpo")
@@ -421,7 +421,7 @@ def use_trained_logits(spec: RunSpec, model, targs) -> tuple[bool, str]:
     """(compute logits only at trained positions, why) for this run: sft with train.trained_logits_only, a model
     whose forward takes a position mask, and no Liger kernels (their fused linear cross-entropy already never
     materialises the logits, and takes no mask)."""
-    from engine.trainer.dataset import trained_logits_supported
+    from engine.trainer.collators import trained_logits_supported
 
     if not spec.train.trained_logits_only:
         return False, "train.trained_logits_only is off"

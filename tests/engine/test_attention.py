@@ -56,7 +56,7 @@ def test_per_sample_equals_the_block_diagonal_mask(model_type):
     """A padding-free row (one row, five samples of uneven length) and packed rows (two rows, a pad block at the
     end of the shorter): every logit and every gradient agrees with transformers' masked sdpa, and each sample's
     logits equal the sample run alone (no attention across samples)."""
-    from engine.trainer.dataset import FlatteningCollator, PackingCollator
+    from engine.trainer.collators import FlatteningCollator, PackingCollator
 
     masked, per_sample = _tiny(model_type, "sdpa"), _tiny(model_type, attention.NAME)
     assert per_sample.config._attn_implementation == attention.NAME
@@ -81,7 +81,7 @@ def test_per_sample_equals_the_block_diagonal_mask(model_type):
 
 def test_a_padded_batch_keeps_its_padding_mask():
     """Padded batches (an attention_mask with zeros) go to plain sdpa with transformers' mask: the same logits."""
-    from engine.trainer.dataset import PadCollator
+    from engine.trainer.collators import PadCollator
 
     masked, per_sample = _tiny("llama", "sdpa"), _tiny("llama", attention.NAME)
     batch = PadCollator(0)(_features((9, 4, 15)))
@@ -152,7 +152,7 @@ def test_row_tokens_by_batch_layout():
 def test_per_sample_equals_the_mask_on_cuda_in_bf16():
     """The same check on a GPU in bf16 (where sdpa picks its flash kernel for the per-sample spans): logits agree to
     bf16 precision."""
-    from engine.trainer.dataset import FlatteningCollator
+    from engine.trainer.collators import FlatteningCollator
 
     masked = _tiny("llama", "sdpa").to("cuda", torch.bfloat16)
     per_sample = _tiny("llama", attention.NAME).to("cuda", torch.bfloat16)

@@ -211,7 +211,7 @@ def test_blocks_across_arrow_batches_and_slices():
 
     from datasets import Dataset
 
-    from engine.trainer.dataset import split_into_blocks
+    from engine.trainer.packing import split_into_blocks
 
     rng = random.Random(3)
     texts = [[rng.randrange(1, 500) for _ in range(rng.randrange(1, 40))] for _ in range(20_000)]
@@ -261,7 +261,7 @@ def test_page_and_trainer_pack_alike():
     from datasets import Dataset
 
     from engine.data.packing import packing_efficiency
-    from engine.trainer.dataset import pack_rows
+    from engine.trainer.packing import pack_rows
 
     lengths = [7, 3, 9, 1, 4, 4, 6, 2, 8, 5, 5, 10]
     ds = Dataset.from_dict({"input_ids": [[1] * n for n in lengths], "labels": [[1] * n for n in lengths]})

@@ -374,7 +374,7 @@ def test_trained_logits_collator_same_loss_and_gradients():
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from engine.trainer.dataset import (
+    from engine.trainer.collators import (
         IGNORE,
         FlatteningCollator,
         PadCollator,
@@ -421,7 +421,7 @@ def test_trained_logits_collator_same_loss_and_gradients():
 
 
 def test_flattening_collator_keeps_samples_apart():
-    from engine.trainer.dataset import IGNORE, FlatteningCollator
+    from engine.trainer.collators import IGNORE, FlatteningCollator
 
     batch = FlatteningCollator()(
         [{"input_ids": [5, 6, 7], "labels": [IGNORE, 6, 7]}, {"input_ids": [8, 9], "labels": [8, 9]}]
