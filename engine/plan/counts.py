@@ -2,7 +2,7 @@
 the rows the trainer gets (packing, pt blocks, the held-out split) and the number of optimizer steps.
 
 Light: stdlib and engine's light modules. The tokens come from the same path the Datasets tab's length histogram
-uses (``engine.data.templates.piece_lengths``: the template's pieces, each tokenised on its own with the model's
+uses (``engine.data.masked_samples.piece_lengths``: the template's pieces, each tokenised on its own with the model's
 ``tokenizer.json`` through the ``tokenizers`` library, as engine.trainer.dataset encodes them), then the trainer's
 rules in numbers: truncation at ``data.cutoff_len`` (``mask_history`` keeps the end), samples with nothing left to
 train dropped, stage pt cut into blocks (``engine.data.packing.pt_blocks``), sft packing by the trainer's own
@@ -58,7 +58,8 @@ def tokenizer_dir(spec) -> Path | None:
 def _sample_lengths(spec, name: str, ddir: Path, tok: Path) -> tuple[list[list[tuple[int, bool]]], bool]:
     """(per sample: (tokens, trained) of each piece, exact) of one dataset, as the trainer's _mixed reads it."""
     from engine.data import registry
-    from engine.data.templates import assistant_text, piece_lengths, prompt_text, tokenizer_info
+    from engine.data.masked_samples import piece_lengths
+    from engine.data.templates import assistant_text, prompt_text, tokenizer_info
 
     d, stage = spec.data, spec.method.stage
     entry, _ = registry._resolve(name, ddir)

@@ -93,6 +93,7 @@ def _precision(spec: RunSpec, run_dir: Path | None) -> tuple[str, Message]:
 def _template(model: str, revision: str) -> tuple[str, Message]:
     """The LF template for ``auto`` on this model (LEAVE_OUT: LF parses the model's chat template)."""
     from engine.data import templates
+    from engine.data.template_table import NAMED, TemplateError
 
     folder = Path(model)
     if not folder.is_dir():
@@ -105,10 +106,10 @@ def _template(model: str, revision: str) -> tuple[str, Message]:
     info = templates.tokenizer_info(folder)
     if not info.chat_template:
         return "default", message("lf.export_template_default")
-    for name in templates.NAMED:
+    for name in NAMED:
         try:
             same = name not in ("empty", "fewshot") and templates.differs_from_tokenizer(name, info) is None
-        except templates.TemplateError:  # a template that cannot render the probe conversations is not it
+        except TemplateError:  # a template that cannot render the probe conversations is not it
             same = False
         if same:
             return name, message("lf.export_template_named", name=name)

@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.core.messages import Message
 from engine.data.rows import PREFERENCE_STAGES, stage_data_problem
-from engine.data.templates import TEMPLATE_NAMES
+from engine.data.template_table import TEMPLATE_NAMES
 from engine.machine.kernels import liger_installed, per_sample_refusal
 from engine.models.access import launch_problem as download_launch_problem
 from engine.models.resolve import looks_local as _looks_local

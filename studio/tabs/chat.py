@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.data.templates import TEMPLATE_NAMES
+from engine.data.template_table import TEMPLATE_NAMES
 from studio.i18n.localize import localize_error
 from studio.i18n.page import t
 from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_for: the tab's and its tests' names

@@ -2,7 +2,7 @@
 token-length histogram against the cutoff, read as the Train form's stage uses it: sft / dpo truncate longer
 samples; pt cuts texts into blocks of the cutoff (packing: texts joined, the tail under one block dropped).
 
-Light: gradio, pandas, pyarrow (Parquet column names), engine.data.registry / templates (jinja2 + the
+Light: gradio, pandas, pyarrow (Parquet column names), engine.data.registry / masked_samples (jinja2 + the
 ``tokenizers`` library, never transformers). Uploads are copied into the workspace's uploads folder under a
 sanitised name: a client-chosen name can never place a file anywhere else.
 
@@ -26,10 +26,11 @@ import pandas as pd
 
 from engine.core import workspace
 from engine.data import registry as reg
-from engine.data import templates as tpl
 from engine.data.files import PAGE_RECORD_BYTES, read_head
+from engine.data.masked_samples import render_sample, token_lengths
 from engine.data.messages import message
 from engine.data.packing import packing_efficiency, pt_blocks  # the trainer's own packing and pt blocks
+from engine.data.templates import tokenizer_info
 from studio import backend, histogram, monitor, settings
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
@@ -267,7 +268,7 @@ def sample_html(
         rows = reg.preview_rows(name, workspace.data_dir(), n=1)
     if not rows:
         return f"<p>{html.escape(t('no_rows', lang))}</p>"
-    pieces = tpl.render_sample(template or "auto", tpl.tokenizer_info(model or None), rows[0], stage or "sft")
+    pieces = render_sample(template or "auto", tokenizer_info(model or None), rows[0], stage or "sft")
     spans = "".join(
         f'<span class="{"tok-train" if trained else "tok-prompt"}">{html.escape(text)}</span>'
         for text, trained in pieces
@@ -352,7 +353,7 @@ def lengths(
         return monitor.plot_frame([], HIST_COLUMNS), note
     stage = stage or "sft"
     packing = bool(packing) and stage in ("sft", "pt")  # the spec refuses packing with dpo, kto and rm
-    counts = tpl.token_lengths(template or "auto", model, rows, stage)
+    counts = token_lengths(template or "auto", model, rows, stage)
     counts = data_images.with_image_tokens(counts, rows, model, data_images.placeholder_tokens(model))
     cutoff = int(cutoff or 0)
     frame = monitor.plot_frame(

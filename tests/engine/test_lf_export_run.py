@@ -83,7 +83,7 @@ def test_a_run_exports_as_it_ran(demo_run, demo_paths, tmp_path, capsys, monkeyp
         assert "train.precision auto written as fp32 (what run 20990101-000000-abcd trained with)" in err
         name = args["template"]
         assert name not in ("auto", None)
-        from engine.data.templates import NAMED
+        from engine.data.template_table import NAMED
 
         assert name in NAMED and f"data.template auto written as {name}" in err
     tok = AutoTokenizer.from_pretrained(demo_paths["model_dir"])

@@ -16,6 +16,8 @@ import json
 import pytest
 
 from engine.data import templates as T
+from engine.data.masked_samples import render_sample
+from engine.data.template_table import NAMED, TEMPLATE_NAMES, TemplateError
 
 BOS, EOS = "<s>", "</s>"
 INFO = T.TokenizerInfo(special={"bos_token": BOS, "eos_token": EOS})
@@ -459,7 +461,7 @@ def _tokens(text: str) -> str:
 
 def _expected(name: str, case: str) -> list[tuple[str, str]]:
     pairs = [(_tokens(p), _tokens(r)) for p, r in LF_RENDERINGS[name][case]]
-    if T.NAMED[name].efficient_eos:  # LF appends one EOS after the last answer of a sample (input and label)
+    if NAMED[name].efficient_eos:  # LF appends one EOS after the last answer of a sample (input and label)
         pairs[-1] = (pairs[-1][0], pairs[-1][1] + EOS)
     return pairs
 
@@ -476,8 +478,8 @@ def test_named_template_renders_like_llamafactory(name, case):
 
 
 def test_every_lf_example_name_resolves():
-    assert not [n for n in LF_EXAMPLE_NAMES if n not in T.TEMPLATE_NAMES]
-    assert set(LF_RENDERINGS) <= set(T.NAMED)
+    assert not [n for n in LF_EXAMPLE_NAMES if n not in TEMPLATE_NAMES]
+    assert set(LF_RENDERINGS) <= set(NAMED)
     assert all(T.template_problem(n) is None for n in LF_EXAMPLE_NAMES)
     problem = T.template_problem("qwen4")
     assert problem is not None and "qwen3_nothink" in str(problem) and "'qwen4'" in str(problem)
@@ -603,18 +605,18 @@ def test_tool_calls_render_like_llamafactory(title):
     name, system, messages, tools, first = TOOL_CASES[title]
     today = datetime.datetime.now().strftime("%d %b %Y")  # LF's llama3 tool prompt carries the date of the run
     want = [(_tokens(p).replace("<DD Mon YYYY>", today), _tokens(r)) for p, r in TOOL_RENDERINGS[title]]
-    if T.NAMED[name].efficient_eos:
+    if NAMED[name].efficient_eos:
         want[-1] = (want[-1][0], want[-1][1] + EOS)
     segs = T.conversation_segments(name, INFO, system, messages, tools)
     assert segs[:first] == want
 
 
 def test_tool_problems_are_named():
-    with pytest.raises(T.TemplateError, match="not JSON"):
+    with pytest.raises(TemplateError, match="not JSON"):
         T.conversation_segments("qwen", INFO, "", [TOOL_TURNS[0], {"role": "function", "content": "get_weather()"}])
-    with pytest.raises(T.TemplateError, match="JSON list"):
+    with pytest.raises(TemplateError, match="JSON list"):
         T.conversation_segments("qwen", INFO, "", TOOL_TURNS, "[not json")
-    with pytest.raises(T.TemplateError, match="several tool calls"):
+    with pytest.raises(TemplateError, match="several tool calls"):
         T.conversation_segments("glm4", INFO, "", PARALLEL)
 
 
@@ -644,7 +646,7 @@ def test_auto_passes_tools_and_calls_to_the_models_template():
     assert segs[0][0].startswith('<tools>[{"type": "function", "function": {"name": "get_weather"')
     assert segs[0][1] == 'CALL get_weather {"city": "Paris", "unit": "celsius"}</assistant>\n'
     assert segs[1] == ('<tool>{"temp": 21}</tool>\n<assistant>', "It is 21°C.</assistant>\n")
-    with pytest.raises(T.TemplateError, match="no tool support"):
+    with pytest.raises(TemplateError, match="no tool support"):
         T.conversation_segments("auto", T.TokenizerInfo(chat_template=CHATML_JINJA), "", TOOL_TURNS, TOOLS)
 
 
@@ -656,7 +658,7 @@ def test_tool_format_replaces_the_templates_own():
     plain = T.conversation_segments("chatml", INFO, "", TOOL_TURNS, TOOLS)
     assert ours != plain and "<tools>" in ours[0][0] and "<tool_call>" in ours[0][1]
     assert [r for _, r in ours] == [r for _, r in qwen]
-    with pytest.raises(T.TemplateError, match="unknown tool format"):
+    with pytest.raises(TemplateError, match="unknown tool format"):
         T.conversation_segments("chatml", INFO, "", TOOL_TURNS, TOOLS, tool_format="nope")
 
 
@@ -672,14 +674,14 @@ def test_spec_data_options_reach_the_rendering():
 
     _, messages = CONVERSATIONS["B"]
     row = {"system": "", "messages": messages}
-    thinking = T.render_sample(spec(), INFO, row)
+    thinking = render_sample(spec(), INFO, row)
     assert all(t.startswith("<think>\n\n</think>\n\n") for t, trained in thinking if trained)
-    nothink = T.render_sample(spec(enable_thinking=False), INFO, row)
+    nothink = render_sample(spec(enable_thinking=False), INFO, row)
     assert all("<think>" not in t for t, trained in nothink if trained)
     assert all("<think>" in t for t, trained in nothink if not trained)
-    masked = T.render_sample(spec(mask_history=True), INFO, row)
+    masked = render_sample(spec(mask_history=True), INFO, row)
     assert [trained for _, trained in masked] == [False, False, False, True]
-    tools = T.render_sample(spec(tool_format="default"), INFO, {"system": "", "messages": TOOL_TURNS, "tools": TOOLS})
-    assert "<tools>" not in tools[0][0] and tools != T.render_sample(
+    tools = render_sample(spec(tool_format="default"), INFO, {"system": "", "messages": TOOL_TURNS, "tools": TOOLS})
+    assert "<tools>" not in tools[0][0] and tools != render_sample(
         spec(), INFO, {"system": "", "messages": TOOL_TURNS, "tools": TOOLS}
     )

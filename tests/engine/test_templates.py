@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.data import templates as T
+from engine.data.masked_samples import render_sample, token_lengths
+from engine.data.template_table import TEMPLATE_NAMES, TemplateError
 
 ROOT = Path(__file__).resolve().parents[2]
 CONV = {
@@ -22,7 +24,7 @@ CONV = {
 }
 
 
-@pytest.mark.parametrize("name", T.TEMPLATE_NAMES)
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
 def test_every_template_renders_each_turn(name, demo_paths):
     info = T.tokenizer_info(demo_paths["model_dir"])
     segs = T.conversation_segments(name, info, CONV["system"], CONV["messages"])
@@ -59,7 +61,7 @@ def test_llama3_on_chatml_tokenizer_warns(demo_paths):
 
 
 def test_unknown_template_names_the_choices():
-    with pytest.raises(T.TemplateError, match="llama3"):
+    with pytest.raises(TemplateError, match="llama3"):
         T.conversation_segments("llama2-chat", T.TokenizerInfo(), "", CONV["messages"])
 
 
@@ -75,14 +77,15 @@ def test_suggest_template(tmp_path, demo_paths):
 
 
 def test_render_sample_marks_trained_pieces(demo_paths):
-    pieces = T.render_sample("chatml", demo_paths["model_dir"], CONV)
+    pieces = render_sample("chatml", demo_paths["model_dir"], CONV)
     assert [t for _, t in pieces] == [False, True, False, True]
-    assert T.token_lengths("chatml", demo_paths["model_dir"], [CONV])[0] > 10
+    assert token_lengths("chatml", demo_paths["model_dir"], [CONV])[0] > 10
 
 
 def test_templates_module_is_light():
     code = (
-        "import sys, engine.data.templates, engine.data.registry, engine.data.files, engine.data.rows; "
+        "import sys, engine.data.templates, engine.data.masked_samples, engine.data.registry, engine.data.files, "
+        "engine.data.rows; "
         "print([m for m in ('torch', 'transformers', 'datasets') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

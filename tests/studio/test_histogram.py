@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from engine.data.templates import token_lengths
+from engine.data.masked_samples import token_lengths
 from studio import histogram
 from studio.tabs import data
 

@@ -81,6 +81,7 @@ _TEXT_CALLS = [
     ("engine/data/rows.py", "DataProblem", [3]),
     ("engine/data/rows.py", "_RowError", [1]),
     ("engine/data/templates.py", "TemplateError", None),
+    ("engine/data/template_tools.py", "TemplateError", None),
     ("engine/runs/registry.py", "RunsError", None),
     ("engine/runs/cli.py", "RunsError", None),
     ("engine/export/checks.py", "ExportError", None),
@@ -245,7 +246,8 @@ def test_start_refused_for_bad_data_in_chinese(run_registry, demo_paths):
 
 
 def test_template_refusal_in_the_sample_box_in_chinese(run_registry, demo_paths):
-    from engine.data.templates import TemplateError, resolve, tokenizer_info
+    from engine.data.template_table import TemplateError
+    from engine.data.templates import resolve, tokenizer_info
 
     with pytest.raises(TemplateError) as exc:
         resolve("no-such-template", tokenizer_info(demo_paths["model_dir"]))

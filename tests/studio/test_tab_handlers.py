@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.core import workspace
+from engine.data.masked_samples import token_lengths
 from studio.tabs import data, export, runs
 
 
@@ -83,7 +84,7 @@ def test_length_histogram_follows_the_stage(demo_paths):
     assert "nothing truncated" in note and "% truncated" not in note and "packing" not in note
     assert set(frame["cutoff"]) == {"one block", "several blocks"}, set(frame["cutoff"])
     rows = data.reg.preview_rows(name, workspace.data_dir(), n=400)
-    counts = data.tpl.token_lengths("auto", model, rows, "pt")
+    counts = token_lengths("auto", model, rows, "pt")
     cut = data.pt_blocks(counts, 16, False)
     assert f"**{cut['blocks']} blocks**" in note and f"{cut['split']} texts span several" in note
     frame, note = data.lengths(name, model, "auto", 16, packing=True, stage="pt")
@@ -95,7 +96,7 @@ def test_length_histogram_follows_the_stage(demo_paths):
     zh_frame, zh = data.lengths(name, model, "auto", 16, packing=True, stage="pt", lang="zh")
     assert "丢弃末尾" in zh and set(zh_frame["cutoff"]) == {"拼接后分块"}
     # pt trains the whole text (with its EOS): longer than the sft rendering of the same row, all of it trained
-    sft_counts = data.tpl.token_lengths("auto", model, rows)
+    sft_counts = token_lengths("auto", model, rows)
     assert counts != sft_counts
     assert "tok-prompt" not in data.sample_html(name, model, "auto", stage="pt")
     _, dpo = data.lengths("demo_dpo", model, "auto", 16, packing=True, stage="dpo")
