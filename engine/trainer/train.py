@@ -1,11 +1,11 @@
 """The trainer subprocess: ``accelerate launch ... -m engine.trainer.train SPEC.yaml --run-dir RUN_DIR``.
 
 Heavy: torch, transformers, peft, trl, datasets. Validates the spec (with its files) again, prepares the data before
-any model is loaded, trains with transformers Trainer (sft, pt) or TRL's DPOTrainer (dpo), KTOTrainer (kto),
-RewardTrainer (rm: a sequence-classification model, one score per sequence) or GRPOTrainer (grpo, engine.trainer.grpo),
-saves the adapter or model, and
-turns any exception into a classified ``failed`` event and a non-zero exit. SIGTERM saves a checkpoint and exits 0
-with a ``stopped`` event.
+any model is loaded, trains with the stage's Trainer (engine.trainer.trainers: transformers Trainer for sft, pt; TRL's
+DPOTrainer (dpo), KTOTrainer (kto), RewardTrainer (rm: a sequence-classification model, one score per sequence) or
+GRPOTrainer (grpo, engine.trainer.grpo)), resumed from ``train.resume_from`` (``last``: the newest loadable
+checkpoint), saves the adapter or model, and turns any exception into a classified ``failed`` event and a non-zero
+exit. SIGTERM saves a checkpoint and exits 0 with a ``stopped`` event.
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ from pathlib import Path
 from engine.core import acting
 from engine.core.events import append_event
 from engine.core.messages import to_json
-from engine.machine.kernels import liger_decision, packed_attention_decision, packed_row_tokens
+from engine.machine.kernels import packed_attention_decision, packed_row_tokens
 from engine.runs import checkpoints as checkpoint_folders
 from engine.runs import outputs as checkpoint_outputs
 from engine.runs import record as fingerprints
-from engine.runs import trackers
 from engine.runs.health import STOP_FILE, stop_reason
 from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec, read_model_config
 from engine.trainer import attention
+from engine.trainer.trainers import build_trainer, training_arguments, use_trained_logits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -308,218 +308,6 @@ def close_process_group() -> None:
         dist.destroy_process_group()
 
 
-def training_arguments(
-    spec: RunSpec, out: Path, run_dir: Path, device: str, precision: str, *, has_eval: bool, model=None
-):
-    """The Trainer's arguments for the spec; ``model`` (when loaded) names the linear layers GaLore / APOLLO's 'all'
-    targets."""
-    from transformers import TrainingArguments
-
-    from engine.spec.groups import LOW_RANK_OPTIMIZERS
-    from engine.trainer.optim import low_rank_settings
-
-    t = spec.train
-    report = [r for r in spec.output.report_to if r != "none"]
-    trackers.apply(os.environ, trackers.tracker_env(report, out, spec.output.run_name or run_dir.name))
-    kwargs = dict(
-        output_dir=str(out / "checkpoints"),
-        num_train_epochs=t.num_epochs,
-        max_steps=t.max_steps,
-        learning_rate=t.learning_rate,
-        lr_scheduler_type=t.lr_scheduler,
-        warmup_steps=t.warmup_steps if t.warmup_steps > 0 else t.warmup_ratio,
-        weight_decay=t.weight_decay,
-        optim=optimizer_name(spec),
-        per_device_train_batch_size=t.per_device_batch_size,
-        per_device_eval_batch_size=t.per_device_eval_batch_size or t.per_device_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation,
-        max_grad_norm=t.max_grad_norm if t.max_grad_norm > 0 else None,
-        bf16=precision == "bf16",
-        fp16=precision == "fp16",
-        **checkpointing_args(t.gradient_checkpointing == "on"),  # resolved from auto in train()
-        use_liger_kernel=liger_decision(t.liger_kernel, device, _model_type(spec))[0],
-        seed=t.seed,
-        data_seed=t.seed,
-        logging_steps=t.logging_steps,
-        save_strategy=t.save_strategy,
-        save_steps=t.save_steps,
-        save_only_model=t.save_only_model,
-        eval_strategy=t.eval_strategy if has_eval else "no",
-        eval_steps=t.eval_steps if has_eval else None,
-        save_total_limit=t.save_total_limit,
-        report_to=report or "none",
-        use_cpu=device == "cpu",
-        include_num_input_tokens_seen=t.count_input_tokens,
-        neftune_noise_alpha=t.neftune_noise_alpha,
-        ddp_timeout=spec.launch.ddp_timeout,
-        remove_unused_columns=False,
-        disable_tqdm=True,
-        ddp_find_unused_parameters=False if spec.launch.backend == "ddp" else None,
-        dataloader_num_workers=spec.data.dataloader_workers,
-        # transformers 5 replaced group_by_length=True with this; the rows carry a "length" column
-        # (engine.trainer.dataset)
-        train_sampling_strategy="group_by_length" if spec.data.group_by_length else "random",
-        label_names=["labels"],
-        run_name=spec.output.run_name or run_dir.name,
-    )
-    if t.optimizer in LOW_RANK_OPTIMIZERS:  # GaLore / APOLLO: transformers' own optimizers, set by these three
-        kwargs.update(low_rank_settings(spec, model))
-    # More TrainingArguments as the user gave them (validated against the installed transformers' fields by the
-    # spec, never one a field above sets: engine.spec.hf_args.STUDIO_SETS)
-    kwargs.update(t.extra_args)
-    if spec.launch.backend == "deepspeed":
-        kwargs["deepspeed"] = str(run_dir / "ds_config.json")
-    if spec.launch.backend in ("ddp", "deepspeed") and device == "cpu":
-        # gloo on CPU, also under DeepSpeed (which takes over this process group): its CPU accelerator would pick
-        # oneCCL where oneccl_bindings_for_pytorch is installed, and accelerate MPI where torch has it
-        kwargs["ddp_backend"] = "gloo"
-    stage = spec.method.stage
-    if stage in ("dpo", "kto", "rm", "grpo"):
-        kwargs.pop("label_names")  # TRL's trainers read their own columns
-    if stage == "grpo":
-        from engine.trainer.grpo import grpo_config
-
-        return grpo_config(spec, kwargs)
-    if stage == "dpo" and spec.method.dpo.loss_type in ("orpo", "simpo"):  # engine.trainer.pref_losses
-        from engine.trainer import pref_losses
-
-        return pref_losses.config(spec, kwargs)
-    if stage == "dpo":
-        from trl import DPOConfig
-
-        # TRL's padding-free DPO flattens the pairs and relies on flash_attention_2's variable-length kernels
-        flat = spec.data.padding_free != "off" and spec.model.attn_implementation == "flash_attention_2"
-        return DPOConfig(
-            beta=spec.method.dpo.beta,
-            loss_type=[spec.method.dpo.loss_type],
-            max_length=spec.data.cutoff_len,
-            padding_free=flat,
-            **kwargs,
-        )
-    if stage == "kto":
-        from trl import KTOConfig
-
-        # KTO's KL term pairs each prompt with the next row's answer within a device batch: the batches must keep
-        # the dataset's order (TRL refuses any other sampler); the rows were shuffled when the data was split
-        kwargs["train_sampling_strategy"] = "sequential"
-        k = spec.method.kto
-        return KTOConfig(
-            beta=k.beta,
-            desirable_weight=k.desirable_weight,
-            undesirable_weight=k.undesirable_weight,
-            max_length=spec.data.cutoff_len,
-            **kwargs,
-        )
-    if stage == "rm":
-        from trl import RewardConfig
-
-        return RewardConfig(max_length=spec.data.cutoff_len, **kwargs)
-    return TrainingArguments(**kwargs)
-
-
-def use_trained_logits(spec: RunSpec, model, targs) -> tuple[bool, str]:
-    """(compute logits only at trained positions, why) for this run: sft with train.trained_logits_only, a model
-    whose forward takes a position mask, and no Liger kernels (their fused linear cross-entropy already never
-    materialises the logits, and takes no mask)."""
-    from engine.trainer.collators import trained_logits_supported
-
-    if not spec.train.trained_logits_only:
-        return False, "train.trained_logits_only is off"
-    if spec.method.stage != "sft":
-        return False, f"stage {spec.method.stage} computes its own loss"
-    if getattr(targs, "use_liger_kernel", False):
-        return False, "Liger kernels fuse the output layer and the loss"
-    return trained_logits_supported(model)
-
-
-def optimizer_name(spec: RunSpec) -> str:
-    """The Trainer optimizer for spec.train.optimizer. adamw_torch runs as torch's fused AdamW (one kernel for all
-    parameters; the Trainer's own default since torch 2.8): on the demo LoRA run the per-parameter loop cost ~4 ms
-    of a ~60 ms CPU step. DeepSpeed keeps the plain one (it wraps or replaces the optimizer itself)."""
-    import torch
-
-    name = spec.train.optimizer
-    if name in ("adam_mini", "muon", "badam"):  # built by engine.trainer.optim; the Trainer's optim is then unused
-        name = "adamw_torch"
-    fused_ok = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 8)
-    if name == "adamw_torch" and fused_ok and spec.launch.backend != "deepspeed":
-        return "adamw_torch_fused"
-    return name
-
-
-def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
-    """The Trainer (sft, pt) or TRL's DPOTrainer / KTOTrainer / RewardTrainer, with the optimizer
-    engine.trainer.optim builds when the spec asks for one the Trainer has no ``optim`` name for (LoRA+, Adam-mini,
-    Muon, BAdam)."""
-    from engine.trainer.optim import optimizer_factory
-
-    trainer = _make_trainer(spec, model, tokenizer, data, targs, callbacks)
-    factory = optimizer_factory(spec, targs)
-    if factory is not None:
-        trainer.optimizer_cls_and_kwargs = factory  # read by Trainer.create_optimizer
-    if spec.train.optimizer == "badam":  # as BAdam's authors and LLaMA-Factory wire it into the Trainer
-        from types import MethodType
-
-        from badam import BAdamCallback, clip_grad_norm_old_version
-
-        trainer.accelerator.clip_grad_norm_ = MethodType(clip_grad_norm_old_version, trainer.accelerator)
-        trainer.add_callback(BAdamCallback)
-    return trainer
-
-
-def _make_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
-    stage = spec.method.stage
-    if stage == "grpo":
-        from engine.trainer.grpo import make_trainer
-
-        return make_trainer(spec, model, tokenizer, data, targs, callbacks)
-    if stage in ("dpo", "kto", "rm"):
-        import trl
-
-        trainer_class = {"dpo": trl.DPOTrainer, "kto": trl.KTOTrainer, "rm": trl.RewardTrainer}[stage]
-        if stage == "dpo" and spec.method.dpo.loss_type in ("orpo", "simpo"):
-            from engine.trainer import pref_losses
-
-            trainer_class = pref_losses.trainer_class(spec)
-        trainer = trainer_class(
-            model=model,
-            args=targs,
-            train_dataset=data.train_dataset,
-            eval_dataset=data.eval_dataset,
-            processing_class=tokenizer,
-            callbacks=callbacks,
-        )
-        _count_filtered(spec, trainer, data)
-        return trainer
-    from transformers import Trainer
-
-    return Trainer(
-        model=model,
-        args=targs,
-        train_dataset=data.train_dataset,
-        eval_dataset=data.eval_dataset,
-        data_collator=data.data_collator,
-        processing_class=tokenizer,
-        callbacks=callbacks,
-    )
-
-
-def _count_filtered(spec: RunSpec, trainer, data) -> None:
-    """TRL drops rows it cannot train within ``max_length`` (rm: a pair longer than the cutoff; kto: a prompt that
-    fills it): say how many, and refuse a run that has none left, naming the cutoff."""
-    left, given = len(trainer.train_dataset), len(data.train_dataset)
-    if left == given:
-        return
-    print(
-        f"data: {given - left} of {given} training rows dropped by TRL, longer than data.cutoff_len "
-        f"({spec.data.cutoff_len} tokens)",
-        flush=True,
-    )
-    if left == 0:
-        why = f"every training row is longer than data.cutoff_len ({spec.data.cutoff_len} tokens): raise it"
-        raise SpecError([("data.cutoff_len", why)])
-
-
 def resolve_resume(spec: RunSpec, out: Path) -> str | None:
     """'last' -> the newest loadable checkpoint in the output folder (a corrupt newest one falls back, loudly)."""
     want = spec.train.resume_from
@@ -617,23 +405,6 @@ def choose_attention(spec: RunSpec, device: str, row_tokens: int) -> tuple[bool,
     if per_sample:
         attention.register()
     return per_sample, reason
-
-
-def _model_type(spec: RunSpec) -> str | None:
-    cfg = read_model_config(spec.model.name_or_path, spec.model.revision) or {}
-    return cfg.get("model_type") or (cfg.get("text_config") or {}).get("model_type")
-
-
-def checkpointing_args(on: bool) -> dict:
-    """Gradient checkpointing for TrainingArguments, under the name this transformers takes: 5.x renamed
-    ``gradient_checkpointing*`` to ``activation_checkpointing*`` and warns on the old names in every run's log."""
-    import dataclasses
-
-    from transformers import TrainingArguments
-
-    names = {f.name for f in dataclasses.fields(TrainingArguments)}
-    stem = "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
-    return {stem: on, f"{stem}_kwargs": {"use_reentrant": False} if on else None}
 
 
 def resolve_checkpointing(spec: RunSpec, device: str) -> tuple[str, str]:

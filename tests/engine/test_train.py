@@ -266,7 +266,7 @@ def test_pt_blocks_grouped_by_length_train(demo_paths, tmp_path):
     from engine.data.registry import save_dataset_info
     from engine.trainer import model as model_lib
     from engine.trainer.dataset import build_train_data
-    from engine.trainer.train import build_trainer, training_arguments
+    from engine.trainer.trainers import build_trainer, training_arguments
 
     texts = [" ".join(f"{i} plus {j} is {i + j}." for j in range(n)) for i, n in ((3, 40), (5, 3), (7, 25), (9, 12))]
     (tmp_path / "long.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
@@ -297,7 +297,7 @@ def test_pt_blocks_grouped_by_length_train(demo_paths, tmp_path):
 
 def test_trainer_arguments_from_the_spec_and_extra_args(demo_paths, tmp_path):
     """The spec's save / eval / loader / NEFTune / timeout fields and train.extra_args reach TrainingArguments."""
-    from engine.trainer.train import training_arguments
+    from engine.trainer.trainers import training_arguments
 
     spec = demo_spec(
         demo_paths,

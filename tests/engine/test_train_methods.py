@@ -34,7 +34,7 @@ def train_keeping_trainer(spec, run_dir: Path):
     from engine.trainer import train as train_mod
 
     kept = {}
-    build = train_mod.build_trainer
+    build = train_mod.build_trainer  # engine.trainer.trainers' function, patched where train() looks it up
 
     def keep(*args, **kwargs):
         kept["trainer"] = build(*args, **kwargs)
@@ -162,7 +162,7 @@ def test_oft_trains_is_planned_like_lora_and_merges(oft, demo_paths, tmp_path, m
 def test_low_rank_optimizers_reach_transformers_as_optim_target_modules_and_args(demo_paths, tmp_path):
     from transformers import AutoModelForCausalLM, Trainer
 
-    from engine.trainer.train import training_arguments
+    from engine.trainer.trainers import training_arguments
 
     model = AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"])
     galore = method_spec(demo_paths, {"finetuning": "full"}, {"optimizer": "galore_adamw", "low_rank": {"rank": 8}})
