@@ -16,14 +16,13 @@ from pathlib import Path
 
 from engine.core.messages import from_exception
 from engine.data import admit, hub, images, ms_hub
+from engine.data.file_selection import folder_files, select_files
 from engine.data.files import (  # the budgets are re-exported: the page names them
     PAGE_READ_BYTES,  # noqa: F401
     PAGE_RECORD_BYTES,  # noqa: F401
-    _folder_files,
     _read_file,
     _read_folder,
     read_head,
-    select_files,
 )
 from engine.data.messages import message
 from engine.data.rows import (  # re-exported: callers import these from here
@@ -128,7 +127,7 @@ def _where(entry: DatasetEntry, dataset_dir: Path) -> tuple[Path, list[Path] | N
         return path, files, problem
     root = admit.hub_root(path) if entry.source in ("hf_hub", "ms_hub") else admit.roots(dataset_dir)
     try:
-        chosen = _folder_files(path, files) if path.is_dir() else [path]
+        chosen = folder_files(path, files) if path.is_dir() else [path]
     except (OSError, ValueError, KeyError, TypeError):
         return path, files, None  # the reader names what is wrong with the folder
     try:

@@ -140,13 +140,13 @@ def _tokenizer_digest(tokenizer) -> str:
 
 
 def _data_digest(name: str, dataset_dir: Path) -> str:
-    from engine.data.files import _folder_files
+    from engine.data.file_selection import folder_files
     from engine.data.registry import DatasetEntry, _where, read_dataset_info
 
     raw = read_dataset_info(dataset_dir)[name]
     path, files, _ = _where(DatasetEntry.from_info(name, raw), dataset_dir)
     h = hashlib.sha256(json.dumps(raw, sort_keys=True).encode())
-    for f in _folder_files(path, files) if path.is_dir() else [path]:
+    for f in folder_files(path, files) if path.is_dir() else [path]:
         if f.is_file():
             h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()
