@@ -4,7 +4,7 @@ becomes an ``EvalSpec`` that writes what LF writes in its ``output_dir`` (``gene
 ``predict_results.json`` / ``eval_results.json``, ``all_results.json``). Light: yaml, engine.lf, engine.eval.
 
 The model, the dataset folder, the template, cutoff_len and output_dir are read by the training import
-(``engine.lf.compat``), so paths resolve as they do for ``studio train``; the keys of prediction are read here:
+(``engine.lf.to_spec``), so paths resolve as they do for ``studio train``; the keys of prediction are read here:
 model_name_or_path + adapter_name_or_path (one adapter), eval_dataset (else dataset), max_samples (per dataset),
 per_device_eval_batch_size, and LF's generating arguments with LF's defaults (do_sample true, temperature 0.95,
 top_p 0.7, top_k 50, max_new_tokens 1024). ``predict_with_generate`` scores BLEU-4 and ROUGE as LF's
@@ -61,7 +61,7 @@ def _csv(value: Any) -> list[str]:
 
 def to_eval_spec(data: dict, base_dir: Path | None = None) -> tuple[dict, list[str]]:
     """(evaluation spec as a dict, notes). EvalError naming every LF key refused, before anything runs."""
-    from engine.lf.compat import _lf_import
+    from engine.lf.to_spec import _lf_import
 
     rest = {k: v for k, v in data.items() if k not in _OWN}
     imp = _lf_import(rest, None, base_dir)

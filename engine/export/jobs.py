@@ -205,7 +205,7 @@ def lf_yaml_options(path: str | Path) -> tuple[dict, list[str]]:
     one line each, before any work."""
     import yaml
 
-    from engine.lf.compat import lf_export_to_merge
+    from engine.lf.merge import lf_export_to_merge
 
     path = Path(path)
     try:

@@ -1,9 +1,9 @@
 """``studio export-lf`` and the Train tab's LLaMA-Factory download: a spec, or a run as it ran, as a LLaMA-Factory
 YAML that runs in LF the way Studio runs it.
 
-Light: yaml, engine.lf.compat (the key mapping), engine.spec / data.templates / models.resolve / machine.hardware and
-engine.runs.launch (the launcher's precision rule); never torch. What Studio decides at launch, or reads from its
-workspace, has no LF meaning and is written as it resolved:
+Light: yaml, engine.lf.compat / to_lf (the key mapping), engine.spec / data.templates / models.resolve /
+machine.hardware and engine.runs.launch (the launcher's precision rule); never torch. What Studio decides at launch,
+or reads from its workspace, has no LF meaning and is written as it resolved:
 
 - ``model.name_or_path``: a local model (``models/...`` is the workspace's) as an absolute folder; a hub id as is.
 - ``data.dataset_dir``: the folder Studio reads (empty: the workspace's data folder; LF's default would be ./data).
@@ -25,8 +25,9 @@ from pathlib import Path
 import yaml
 
 from engine.core.messages import Message
-from engine.lf.compat import load_any, spec_to_lf_text
+from engine.lf.compat import load_any
 from engine.lf.messages import message
+from engine.lf.to_lf import spec_to_lf_text
 from engine.spec.schema import RunSpec, SpecError, parse_spec, spec_to_dict
 
 
@@ -147,7 +148,7 @@ def cli(argv: list[str]) -> int:
     _write(Path(ns.output), text)
     print(f"wrote {ns.output}")
     if ns.accelerate_config_out:
-        from engine.lf.compat import spec_to_lf
+        from engine.lf.to_lf import spec_to_lf
 
         acc = acc or yaml.safe_dump(spec_to_lf(spec)[1], sort_keys=False, allow_unicode=True)
         _write(Path(ns.accelerate_config_out), acc)

@@ -14,17 +14,10 @@ from hypothesis import strategies as st
 
 from engine import cli as studio_cli
 from engine.core import workspace
-from engine.lf.compat import (
-    _CONVERTED,
-    _DIRECT,
-    is_lf_args,
-    lf_text_to_spec,
-    lf_to_spec,
-    load_any,
-    spec_to_lf,
-    spec_to_lf_text,
-    workspace_path,
-)
+from engine.lf.compat import is_lf_args, lf_text_to_spec, load_any
+from engine.lf.keys import _CONVERTED, _DIRECT
+from engine.lf.to_lf import spec_to_lf, spec_to_lf_text, workspace_path
+from engine.lf.to_spec import lf_to_spec
 from engine.spec.schema import SpecError, load_spec, parse_spec, spec_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]

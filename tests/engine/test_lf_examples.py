@@ -15,7 +15,8 @@ import yaml
 
 from engine import cli as studio_cli
 from engine.core import workspace
-from engine.lf.compat import lf_to_spec, load_any
+from engine.lf.compat import load_any
+from engine.lf.to_spec import lf_to_spec
 from engine.spec.schema import SpecError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lf"

@@ -636,7 +636,7 @@ def test_path_fields_reject_traversal(studio_home, tally, tmp_path):
 
 
 def test_trust_remote_code_off_unless_explicit(tally):
-    from engine.lf.compat import lf_to_spec
+    from engine.lf.to_spec import lf_to_spec
     from engine.spec.schema import RunSpec
 
     spec = RunSpec.model_validate({"model": {"name_or_path": "org/m"}, "data": {"datasets": ["a"]}})

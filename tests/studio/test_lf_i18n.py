@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from engine.core.messages import Message
-from engine.lf import compat, keys, launch
+from engine.lf import compat, keys, launch, merge, to_lf, to_spec
 from engine.lf.messages import MESSAGES
 from engine.spec.schema import SpecError, parse_spec
 from studio.i18n.localize import localize
@@ -22,7 +22,14 @@ from studio.tabs import train, train_lf
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 ROOT = Path(__file__).resolve().parents[2]
-LF_MODULES = ["engine/lf/compat.py", "engine/lf/launch.py", "engine/lf/keys.py"]
+LF_MODULES = [
+    "engine/lf/compat.py",
+    "engine/lf/to_spec.py",
+    "engine/lf/to_lf.py",
+    "engine/lf/merge.py",
+    "engine/lf/launch.py",
+    "engine/lf/keys.py",
+]
 
 
 def _is_catalog_call(node: ast.AST) -> bool:
@@ -80,7 +87,7 @@ def test_the_key_tables_name_their_reasons_by_catalog_key():
         list(keys._NOTED.values())
         + [why for _, why in keys._FEATURES.values()]
         + [instead for _, instead in keys._HF4_REMOVED.values()]
-        + list(compat._STAGES_OUT.values())
+        + list(to_spec._STAGES_OUT.values())
     )
     assert reasons and all(r in MESSAGES for r in reasons), [r for r in reasons if r not in MESSAGES]
 
@@ -96,7 +103,7 @@ def model(tmp_path) -> Path:
 
 
 def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
-    """Imports that between them reach every note and refusal of engine.lf.compat and engine.lf.launch."""
+    """Imports that between them reach every note and refusal of engine.lf.to_spec, merge and launch."""
     tokenized = tmp_path / "tokenized"
     tokenized.mkdir()
     (tokenized / "data.arrow").write_text("x")
@@ -126,17 +133,17 @@ def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
         "use_galore": True,
         "use_apollo": True,
     }
-    imps = [compat._lf_import(many, None, None)]
-    imps.append(compat._lf_import({**base, "stage": "ppo", "tokenized_path": str(tokenized)}, None, None))
+    imps = [to_spec._lf_import(many, None, None)]
+    imps.append(to_spec._lf_import({**base, "stage": "ppo", "tokenized_path": str(tokenized)}, None, None))
     imps.append(
-        compat._lf_import({**base, "tokenized_path": str(tmp_path / "empty"), "dataset_dir": "none"}, None, None)
+        to_spec._lf_import({**base, "tokenized_path": str(tmp_path / "empty"), "dataset_dir": "none"}, None, None)
     )
     kto = {**base, "stage": "kto", "per_device_train_batch_size": 1, "gradient_accumulation_steps": 8}
-    imps.append(compat._lf_import(kto, None, None))
+    imps.append(to_spec._lf_import(kto, None, None))
     imps.append(
-        compat._lf_import({**base, "stage": "pt", "packing": False, "use_galore": True, "optim": "sgd"}, None, None)
+        to_spec._lf_import({**base, "stage": "pt", "packing": False, "use_galore": True, "optim": "sgd"}, None, None)
     )
-    imps.append(compat._lf_import({**base, "use_apollo": True, "apollo_scale_front": True, "bf16": True}, None, None))
+    imps.append(to_spec._lf_import({**base, "use_apollo": True, "apollo_scale_front": True, "bf16": True}, None, None))
     acc = {
         "distributed_type": "TPU",
         "num_machines": 2,
@@ -147,10 +154,10 @@ def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
         "deepspeed_config": {"zero3_init_flag": True, "odd": 1},
         "odd_key": 1,
     }
-    imps.append(compat._lf_import(base, acc, None))
+    imps.append(to_spec._lf_import(base, acc, None))
     acc2 = {"distributed_type": "FSDP", "mixed_precision": "fp16", "fsdp_config": {"fsdp_version": 2, "odd": 1}}
-    imps.append(compat._lf_import({**base, "bf16": True}, acc2, None))
-    imps.append(compat._lf_import({**base, "template": "moss_vl"}, None, None))  # a VLM family's processor template
+    imps.append(to_spec._lf_import({**base, "bf16": True}, acc2, None))
+    imps.append(to_spec._lf_import({**base, "template": "moss_vl"}, None, None))  # a VLM family's processor template
     ds = {
         "zero_optimization": {"stage": 2, "odd": 5},
         "bf16": {"enabled": True},
@@ -175,10 +182,10 @@ def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
         "learning_rate": 1e-4,  # a training key
         "no_such_key": 1,
     }
-    imps.append(compat.lf_export_to_merge(export, tmp_path))
-    imps.append(compat.lf_export_to_merge({"finetuning_type": "oft", "export_device": "auto"}, tmp_path))
-    imps.append(compat.lf_export_to_merge({"model_name_or_path": "nowhere/model", "adapter_name_or_path": "a"}, None))
-    imps.append(compat.lf_export_to_merge(["not", "a", "mapping"], None))
+    imps.append(merge.lf_export_to_merge(export, tmp_path))
+    imps.append(merge.lf_export_to_merge({"finetuning_type": "oft", "export_device": "auto"}, tmp_path))
+    imps.append(merge.lf_export_to_merge({"model_name_or_path": "nowhere/model", "adapter_name_or_path": "a"}, None))
+    imps.append(merge.lf_export_to_merge(["not", "a", "mapping"], None))
     return imps
 
 
@@ -199,7 +206,7 @@ def _spec_errors(tmp_path: Path) -> list[SpecError]:
         lambda: compat.lf_text_to_spec("model_name_or_path: m", "a: ["),
         lambda: compat.lf_text_to_spec("model_name_or_path: m", "- a list"),
         # a grpo spec written as LF YAML (the page's "Save as LF YAML"): LF has no GRPO stage
-        lambda: compat.spec_to_lf(
+        lambda: to_lf.spec_to_lf(
             parse_spec(
                 {
                     "model": {"name_or_path": "m"},
@@ -240,7 +247,7 @@ def test_every_note_and_refusal_reached_is_a_catalog_message_shown_in_chinese(mo
 
 
 def test_a_refused_transformers_4_key_says_what_to_use_in_chinese(model):
-    imp = compat._lf_import({"model_name_or_path": str(model), "per_gpu_train_batch_size": 4}, None, None)
+    imp = to_spec._lf_import({"model_name_or_path": str(model), "per_gpu_train_batch_size": 4}, None, None)
     why = imp.unsupported["per_gpu_train_batch_size"]
     assert str(why).startswith("removed in transformers 5") and str(why).endswith("use per_device_train_batch_size")
     assert localize(why, "zh").endswith("请改用 per_device_train_batch_size")
