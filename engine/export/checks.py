@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from engine.core import events as ev
-from engine.core import workspace
+from engine.core import weights, workspace
 from engine.core.messages import Message
 from engine.core.messages import message as core_message
 from engine.export import sizes
@@ -104,9 +104,7 @@ def _run_source(given: str, run_dir: Path, base: str | None = None) -> Source:
         spec = yaml.safe_load((run_dir / "spec.yaml").read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ExportError(message("export.spec_unreadable", path=run_dir / "spec.yaml", error=exc)) from None
-    out = Path(str((spec.get("output") or {}).get("output_dir") or run_dir)).expanduser()
-    lf = (spec.get("output") or {}).get("layout") == "llamafactory"  # the weights are in the output folder itself
-    adir, mdir = (out, out) if lf else (out / "adapter", out / "model")
+    adir, mdir = weights.run_weight_dirs(run_dir, spec)
     if (adir / "adapter_config.json").is_file():
         return _adapter_source(given, adir, run_dir, spec, base)
     if (mdir / "config.json").is_file():
@@ -149,9 +147,8 @@ def source_head(src: Source) -> str:
     """What the source's weights are: "seq_cls" for a reward model (stage rm: an adapter of peft task type SEQ_CLS,
     or weights saved as a ...ForSequenceClassification), else "causal_lm"."""
     if src.kind == "adapter":
-        return "seq_cls" if str(src.adapter_config.get("task_type") or "").upper() == "SEQ_CLS" else "causal_lm"
-    archs = sizes.read_json(Path(src.weights_dir) / "config.json").get("architectures") or []
-    return "seq_cls" if any(str(a).endswith("ForSequenceClassification") for a in archs) else "causal_lm"
+        return weights.adapter_head(src.adapter_config)
+    return weights.model_head(Path(src.weights_dir))
 
 
 # Vision-language checkpoints keep their pre-transformers-5 tensor names on disk (LLaVA's language_model.model...),

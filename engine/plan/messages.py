@@ -39,6 +39,8 @@ MESSAGES: dict[str, str] = {
     "plan.liger": "Liger's fused linear cross-entropy: the logits are computed in chunks and never held whole",
     "plan.reference_model": "stage {stage} without LoRA keeps a frozen reference copy of the model (TRL's ref_model); "
     "LoRA needs none (its reference is the base with the adapter off)",
+    "plan.reward_models": "stage grpo: the reward models score completions in the training process ({size}, "
+    "in the reference / reward models row)",
     "plan.reward_head": "stage rm: a one-output score head replaces the LM head, so there are no vocabulary-sized "
     "logits; chosen and rejected answers run in one batch",
     # gradient checkpointing, as planned

@@ -234,6 +234,12 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         notes.append(message("plan.reference_model", stage=spec.method.stage))
     if spec.method.stage == "rm":
         notes.append(message("plan.reward_head"))
+    # ---- GRPO's reward models: frozen sequence classifiers, whole in every process (never sharded)
+    on_gpu = planned_device(spec, hardware, gpu_mem_gib) != "cpu"
+    rms = grpo_memory.reward_models_bytes(spec, precision if on_gpu else "fp32")
+    if rms:
+        ref += rms
+        notes.append(message("plan.reward_models", size=f"{rms / GiB:.2f} GiB"))
 
     # ---- gradients (dtype of the trainable params; DeepSpeed reduces 16-bit grads)
     grad_bytes = train_numel * train_bytes_each

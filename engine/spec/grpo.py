@@ -18,12 +18,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.core import weights
 from engine.core.messages import Message
 from engine.spec.messages import message
 
 # The think / answer format of DeepSeek-R1-style training, the regex reward's default pattern
 FORMAT_PATTERN = r"<think>.*?</think>\s*<answer>.*?</answer>"
-REWARD_KINDS = ("exact", "normalized", "math", "regex", "length", "json", "python")
+REWARD_KINDS = ("exact", "normalized", "math", "regex", "length", "json", "model", "python")
 LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo")
 
 
@@ -36,13 +37,13 @@ class _Spec(BaseModel):
 
 
 class RewardSpec(_Spec):
-    kind: Literal["exact", "normalized", "math", "regex", "length", "json", "python"] = Field(
+    kind: Literal["exact", "normalized", "math", "regex", "length", "json", "model", "python"] = Field(
         ...,
         description="exact: the completion equals the answer column (spaces around trimmed); normalized: equal "
         "after lower-casing and dropping punctuation, articles and extra spaces; math: the same value as the answer "
         "(math-verify); regex: the completion matches the pattern (default: <think>...</think><answer>...</answer>); "
         "length: 0 up to the target length, less beyond it; json: the completion is JSON (valid against the schema "
-        "when given); python: your own function in a .py file",
+        "when given); model: the score of a reward model (a Studio rm run); python: your own function in a .py file",
         json_schema_extra=_meta("Reward", "奖励函数"),
     )
     weight: float = Field(
@@ -76,6 +77,13 @@ class RewardSpec(_Spec):
         description="json: a JSON Schema the completion must satisfy (empty: any valid JSON)",
         json_schema_extra=_meta("JSON schema", "JSON Schema"),
     )
+    model: str = Field(
+        "",
+        description="model: the reward model: a Studio rm run's id or folder (its final adapter or model), or a "
+        "folder of a sequence-classification model (a merged rm run); it scores the prompt and completion as the rm "
+        "run was trained on them",
+        json_schema_extra=_meta("Reward model", "奖励模型"),
+    )
     file: str = Field(
         "",
         description="python: the .py file holding the function (runs only in the training process)",
@@ -99,7 +107,9 @@ class RewardSpec(_Spec):
         """The reward's name in TRL's logs (``rewards/<label>/mean``) and the dashboard."""
         if self.name:
             return self.name
-        return self.function if self.kind == "python" and self.function else self.kind
+        if self.kind == "python" and self.function:
+            return self.function
+        return "reward_model" if self.kind == "model" else self.kind
 
 
 class GrpoSpec(_Spec):
@@ -175,7 +185,9 @@ class GrpoSpec(_Spec):
     )
     rewards: list[RewardSpec] = Field(
         default_factory=list,
-        description="Reward functions, each with a weight; stage grpo needs at least one",
+        description="Reward functions, one YAML mapping per line, e.g. {kind: math, weight: 1.0}; kind is exact, "
+        "normalized, math, regex (pattern), length (target_length), json (json_schema), model (model: a Studio rm "
+        "run's id or folder) or python (file, function); stage grpo needs at least one",
         json_schema_extra=_meta("Reward functions", "奖励函数"),
     )
     log_completions: int = Field(
@@ -201,6 +213,26 @@ def reward_file(path: str) -> Path:
     return workspace.home() / p
 
 
+def reward_model_problem(given: str) -> Message | None:
+    """Why ``given`` is not a reward model the trainer can load (read from files only), or None: it must be a run
+    id or folder with its final weights saved, an adapter folder or a model folder, and those weights a sequence
+    classifier (stage rm); an adapter's base model must be a local folder."""
+    try:
+        found = weights.find(given)
+    except weights.WeightsNotFound as exc:
+        return message(f"grpo_model_{exc.reason}", path=exc.path, error=exc.detail)
+    if found.head != "seq_cls":
+        return message("grpo_model_not_rm", path=found.folder)
+    if found.kind == "adapter":
+        base = weights.read_json(found.folder / "adapter_config.json").get("base_model_name_or_path") or ""
+        if not base and found.spec:
+            base = str((found.spec.get("model") or {}).get("name_or_path") or "")
+        bpath = Path(base).expanduser()
+        if not base or not (bpath / "config.json").is_file():
+            return message("grpo_model_base_missing", path=found.folder, base=base or "?")
+    return None
+
+
 def grpo_errors(spec: Any) -> list[tuple[str, Message]]:
     """Cross-field rules of stage grpo (no files read): rewards given, the generation batch holds whole groups, the
     generation backend can run here."""
@@ -215,6 +247,8 @@ def grpo_errors(spec: Any) -> list[tuple[str, Message]]:
         where = f"method.grpo.rewards.{i}"
         if r.kind == "python" and (not r.file or not r.function):
             out.append((where + (".file" if not r.file else ".function"), message("grpo_python_needs_file")))
+        if r.kind == "model" and not r.model.strip():
+            out.append((where + ".model", message("grpo_model_needs_path")))
         if labels.count(r.label) > 1:
             out.append((where + ".name", message("grpo_reward_name_twice", name=r.label)))
         if r.kind == "regex":
@@ -246,9 +280,13 @@ def grpo_context(spec: Any) -> list[tuple[str, Message]]:
         return []
     out: list[tuple[str, Message]] = []
     for i, r in enumerate(spec.method.grpo.rewards):
+        where = f"method.grpo.rewards.{i}"
+        if r.kind == "model" and r.model.strip():
+            problem = reward_model_problem(r.model.strip())
+            if problem is not None:
+                out.append((where + ".model", problem))
         if r.kind != "python" or not r.file or not r.function:
             continue
-        where = f"method.grpo.rewards.{i}"
         path = reward_file(r.file)
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))

@@ -205,6 +205,17 @@ MESSAGES: dict[str, str] = {
     "grpo_file_syntax": "the reward file {path} is not valid Python: {error}",
     "pref_ftx_simpo": "an SFT loss weight (LLaMA-Factory's pref_ftx) is added to SimPO only (TRL's cpo_alpha): set "
     "method.dpo.loss_type to simpo, or ftx to 0 (loss {loss})",
+    "grpo_model_needs_path": "a model reward needs its reward model: set model to a Studio rm run's id or folder, "
+    "or a sequence-classification model folder",
+    "grpo_model_missing": "no reward model at {path}: give a Studio rm run's id or folder, or a model folder",
+    "grpo_model_spec_unreadable": "cannot read the run's spec {path}: {error}",
+    "grpo_model_unfinished": "the run {path} has no final weights yet: use a finished rm run (or one of its "
+    "checkpoints' folders)",
+    "grpo_model_not_weights": "{path} holds no adapter (adapter_config.json) and no model (config.json)",
+    "grpo_model_not_rm": "{path} is not a reward model (stage rm trains one: a sequence classifier with one score); "
+    "a language model's weights cannot score completions",
+    "grpo_model_base_missing": "the reward model's adapter {path} is on the base model '{base}', which is not a "
+    "local folder here",
     "grpo_no_function": "{path} defines no top-level function '{name}' (functions found: {found})",
 }
 

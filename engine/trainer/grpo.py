@@ -128,7 +128,7 @@ def make_trainer(spec, model, tokenizer, data, targs, callbacks):
     samples.events = next((c.path for c in callbacks if isinstance(c, EventsCallback)), None)
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=build_rewards(spec.method.grpo.rewards),
+        reward_funcs=build_rewards(spec.method.grpo.rewards, template=spec.data.template),
         args=targs,
         train_dataset=data.train_dataset,
         processing_class=tokenizer,

@@ -70,7 +70,7 @@ def dry_run(spec, n: int, source: str) -> dict:
     }
     specs = spec.method.grpo.rewards
     try:
-        rewards = build_rewards(specs)
+        rewards = build_rewards(specs, template=spec.data.template)
     except Exception as exc:  # noqa: BLE001 - a user file that does not import: say so for every reward
         return result | {"error": f"{type(exc).__name__}: {exc}"}
     for r, reward in zip(specs, rewards):

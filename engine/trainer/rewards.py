@@ -17,6 +17,11 @@ Built-ins (scores hand-checked in tests/engine/test_rewards.py):
 - length: 0.0 up to ``target_length`` completion tokens; beyond it -(tokens - target) / target, at least -1.0.
 - json: 1.0 when the completion (trimmed; a ```json fence allowed) is JSON, and valid against the schema when one
   is given; else 0.0.
+- model: the score of a reward model trained by a Studio rm run (its final adapter on its base, or a merged
+  sequence-classification folder). Each completion is scored as the rm run was trained: the prompt, then the
+  completion rendered as an answer of the rm run's template (its end-of-turn marker), then the end-of-sequence token
+  TRL's RewardTrainer adds, tokenized with the tokenizer's own special tokens; the score is the logit at the last
+  non-pad token (``RewardModel``; checked against the model's own forward in tests/engine/test_reward_model.py).
 Rows without an answer get None from exact / normalized / math (TRL leaves them out of that reward's mean).
 """
 
@@ -239,8 +244,88 @@ class Reward:
         return f"completion {i + 1} of the batch"
 
 
-def build_rewards(specs: list) -> list[Reward]:
-    """The spec's ``method.grpo.rewards`` as callables for TRL, in order."""
+class RewardModel:
+    """A reward model (stage rm) as a reward function of TRL's signature; see the module's docstring for how a
+    completion is scored. ``template``: the chat template the scores are rendered with when the rm run's spec does
+    not name one (the GRPO run's). Scores ``batch_size`` completions per forward, in ``device``."""
+
+    def __init__(self, given: str, template: str, device: str = "cpu", batch_size: int = 8) -> None:
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from engine.core import weights
+        from engine.data.templates import tokenizer_info
+
+        try:
+            found = weights.find(given)
+        except weights.WeightsNotFound as exc:
+            raise RewardError(f"no reward model at '{given}' ({exc.reason}: {exc.path})") from None
+        if found.head != "seq_cls":
+            raise RewardError(f"{found.folder} is not a reward model (a stage rm run's sequence classifier)")
+        dtype = torch.float32
+        if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+            dtype = torch.bfloat16
+        tok_dir = found.folder
+        if found.kind == "adapter":
+            from peft import PeftModel
+
+            base = weights.read_json(found.folder / "adapter_config.json").get("base_model_name_or_path") or str(
+                ((found.spec or {}).get("model") or {}).get("name_or_path") or ""
+            )
+            model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, dtype=dtype)
+            model = PeftModel.from_pretrained(model, str(found.folder))
+            if not (found.folder / "tokenizer_config.json").is_file():
+                tok_dir = Path(base)
+        else:
+            model = AutoModelForSequenceClassification.from_pretrained(str(found.folder), dtype=dtype)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+        if self.tokenizer.pad_token is None:  # as TRL's RewardTrainer pads: the tokenizer's pad, else its eos
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        model.config.pad_token_id = self.tokenizer.pad_token_id
+        if hasattr(model, "get_base_model"):
+            model.get_base_model().config.pad_token_id = self.tokenizer.pad_token_id
+        self.model = model.to(device).eval()
+        self.device, self.batch_size, self.folder = device, batch_size, found.folder
+        self.template = str(((found.spec or {}).get("data") or {}).get("template") or template)
+        self.info = tokenizer_info(self.tokenizer)
+
+    def text(self, prompt: Any, completion: Any) -> str:
+        """The text the reward model scores: prompt + the completion as an answer of the template + eos."""
+        from engine.data.templates import assistant_text
+
+        answer = assistant_text(self.template, self.info, completion_text(completion))
+        eos = self.tokenizer.eos_token or ""
+        if eos and not answer.endswith(eos):
+            answer += eos
+        return (prompt if isinstance(prompt, str) else completion_text(prompt)) + answer
+
+    def __call__(self, prompts, completions, **kwargs) -> list[float]:
+        import torch
+
+        texts = [self.text(p, c) for p, c in zip(prompts, completions)]
+        scores: list[float] = []
+        for i in range(0, len(texts), self.batch_size):
+            inputs = self.tokenizer(texts[i : i + self.batch_size], return_tensors="pt", padding=True)
+            with torch.inference_mode():
+                logits = self.model(**inputs.to(self.device)).logits
+            scores += [float(v) for v in logits[:, 0].float().cpu()]
+        return scores
+
+
+def reward_device() -> str:
+    """Where a reward model scores: this process's GPU when the run trains on one, else the CPU."""
+    import os
+
+    import torch
+
+    if os.environ.get("STUDIO_DEVICE", "auto") != "cpu" and torch.cuda.is_available():
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+    return "cpu"
+
+
+def build_rewards(specs: list, *, template: str = "default") -> list[Reward]:
+    """The spec's ``method.grpo.rewards`` as callables for TRL, in order. ``template``: the run's chat template (a
+    reward model renders completions with it when its rm run names none)."""
     from engine.spec.grpo import reward_file
 
     out = []
@@ -258,6 +343,8 @@ def build_rewards(specs: list) -> list[Reward]:
             func = make_length(r.target_length)
         elif r.kind == "json":
             func = make_json(r.json_schema)
+        elif r.kind == "model":
+            func = RewardModel(r.model.strip(), template, reward_device())
         else:
             func, timeout = load_user_function(reward_file(r.file), r.function), r.timeout_s
         out.append(Reward(r.label, func, timeout_s=timeout))

@@ -79,7 +79,8 @@ HELP_ZH: dict[str, str] = {
     "或 vLLM（需要 GPU 和 vllm 包）",
     "method.grpo.rewards": "奖励函数，每行一个 YAML 映射，如 {kind: math, weight: 1.0}；"
     "kind 为 exact、normalized、math、regex（pattern）、length（target_length）、"
-    "json（json_schema）或 python（file、function）；grpo 阶段至少需要一个",
+    "json（json_schema）、model（model：Studio rm 运行的 ID 或文件夹）或 python（file、function）；"
+    "grpo 阶段至少需要一个",
     "method.grpo.log_completions": "每个记录步写入运行事件的样例生成数（带各奖励）",
     "data.datasets": "注册表（dataset_info.json）中的数据集名；多个会混合",
     "data.dataset_dir": "dataset_info.json 所在目录（留空：工作区的 data 目录）",

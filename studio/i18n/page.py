@@ -277,7 +277,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "ph_generation": ("generation (GRPO)", "生成（GRPO）"),
     "pc_weights": ("weights", "权重"),
     "pc_trainable_weights": ("trainable weights", "可训练权重"),
-    "pc_reference_model": ("reference model", "参考模型"),
+    "pc_reference_model": ("reference / reward models", "参考 / 奖励模型"),
     "pc_gradients": ("gradients", "梯度"),
     "pc_optimizer_states": ("optimizer states", "优化器状态"),
     "pc_activations": ("activations", "激活值"),

@@ -34,6 +34,7 @@ PLAN_ZH: dict[str, str] = {
     "plan.liger": "Liger 融合线性层与交叉熵：logits 分块计算，从不完整保存",
     "plan.reference_model": "不用 LoRA 的 {stage} 阶段会保留一份冻结的参考模型副本（TRL 的 ref_model）；"
     "LoRA 不需要（其参考模型是关闭适配器后的基座）",
+    "plan.reward_models": "grpo 阶段：奖励模型在训练进程中为生成打分（{size}，计入“参考 / 奖励模型”一项）",
     "plan.reward_head": "rm 阶段：单输出的打分头取代语言模型头，没有词表大小的 logits；"
     "chosen 与 rejected 回答在同一批次中计算",
     "plan.ckpt_on": "配置中设为开启",

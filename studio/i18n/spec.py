@@ -170,6 +170,15 @@ RULES_ZH: dict[str, str] = {
     "pref_ftx_simpo": "SFT 损失权重（LLaMA-Factory 的 pref_ftx）只加在 SimPO 上（TRL 的 cpo_alpha）："
     "请把 method.dpo.loss_type 设为 simpo，或把 ftx 设为 0（当前损失 {loss}）",
     "grpo_no_function": "{path} 中没有顶层函数 '{name}'（找到的函数：{found}）",
+    "grpo_model_needs_path": "模型奖励需要奖励模型：把 model 设为 Studio rm 运行的 ID 或文件夹，"
+    "或序列分类模型的文件夹",
+    "grpo_model_missing": "{path} 处没有奖励模型：请给出 Studio rm 运行的 ID 或文件夹，或模型文件夹",
+    "grpo_model_spec_unreadable": "无法读取运行的配置 {path}：{error}",
+    "grpo_model_unfinished": "运行 {path} 还没有最终权重：请使用已完成的 rm 运行（或其某个检查点的文件夹）",
+    "grpo_model_not_weights": "{path} 中既没有适配器（adapter_config.json）也没有模型（config.json）",
+    "grpo_model_not_rm": "{path} 不是奖励模型（rm 阶段训练的、输出一个分数的序列分类模型）；"
+    "语言模型的权重不能为生成打分",
+    "grpo_model_base_missing": "奖励模型的适配器 {path} 基于模型 '{base}'，它在本机不是本地文件夹",
 }
 
 # pydantic's field errors by type; placeholders are the error's ctx. Every type the form can produce is here.
