@@ -266,8 +266,6 @@ OVER_MAX = {
     "engine/lf/compat.py": "to split: in progress (LLaMA-Factory import / export being extended)",
     "engine/data/templates.py": "to split: in progress (chat templates: vision models being added)",
     "engine/spec/groups.py": "to split: in progress (spec fields: GRPO / ORPO / vision being added)",
-    "engine/trainer/dataset.py": "to split: in progress (the data route of issue 29 item 4; vision rows)",
-    "engine/trainer/train.py": "to split: in progress (GRPO and vision training being added)",
     "engine/data/files.py": "to split: in progress (data files: images being added)",
     "studio/tabs/data.py": "to split: in progress (the Datasets tab: image columns being added)",
 }

@@ -1,7 +1,7 @@
 """Stage grpo: prompts from the registry, TRL's ``GRPOConfig`` from the spec, TRL's ``GRPOTrainer`` with the spec's
 reward functions (``engine.trainer.rewards``), and the sample completions written to the run's events.
 
-Heavy: transformers; datasets and trl inside functions. Called by ``engine.trainer.train`` for
+Heavy: transformers; datasets and trl inside functions. Built by ``engine.trainer.trainers`` for
 ``method.stage: grpo``; the rest of a run (model loading with LoRA / QLoRA / full / freeze, callbacks, stop,
 resume, saving) is the common path.
 

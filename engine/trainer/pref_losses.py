@@ -3,7 +3,7 @@ TRL's ``ORPOTrainer`` (``pref_beta`` is ORPO's beta, the odds-ratio weight besid
 ``simpo`` runs TRL's ``CPOTrainer`` with ``loss_type="simpo"`` (``pref_beta``, ``simpo_gamma``, and ``pref_ftx`` as
 ``cpo_alpha``, the weight of the chosen answer's NLL), both in ``trl.experimental`` in TRL 1.16.
 
-Heavy: trl (inside functions). Called by ``engine.trainer.train`` for stage dpo with one of these losses; the data
+Heavy: trl (inside functions). Built by ``engine.trainer.trainers`` for stage dpo with one of these losses; the data
 are the dpo rows (prompt / chosen / rejected strings) and both log TRL's ``rewards/chosen``, ``rewards/rejected``,
 ``rewards/margins`` and ``rewards/accuracies``, which the dashboard's preference charts draw.
 """
