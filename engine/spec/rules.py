@@ -22,10 +22,10 @@ from engine.machine.kernels import liger_installed, per_sample_refusal
 from engine.models.access import launch_problem as download_launch_problem
 from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config
-from engine.spec.groups import LOW_RANK_OPTIMIZERS
 from engine.spec.grpo import grpo_context, grpo_errors
 from engine.spec.hf_args import extra_arg_problem
 from engine.spec.messages import message
+from engine.spec.train import LOW_RANK_OPTIMIZERS
 from engine.spec.watch import watch_errors, watch_warnings
 
 # The rules take a RunSpec (engine.spec.schema), whose validator calls them: named here without importing it, so

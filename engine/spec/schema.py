@@ -9,8 +9,9 @@ Three layers of checks, defined in this module's siblings and applied here:
 - cross-field rules (``engine.spec.rules.cross_field_errors``, run by ``RunSpec``): each message names its fields
   and the fix;
 - context rules that read files (the model's ``config.json``, the dataset registry): ``check_context``.
-The groups' fields are declared in ``engine.spec.groups`` (model, method, data, train) and ``engine.spec.launch``
-(launch, output); everything is importable from here.
+The groups' fields are declared in ``engine.spec.groups`` (model, data), ``engine.spec.method`` (method),
+``engine.spec.train`` (train), ``engine.spec.launch`` (launch, output) and ``engine.spec.watch`` (health, notify);
+the spec's public names are importable from here.
 ``validate_spec`` runs all three and returns every problem; ``load_spec`` raises ``SpecError`` on any.
 Legal but unwise combinations are ``spec_warnings``.
 Every message is an ``engine.core.messages.Message``: English text that also carries a catalog key and parameters
@@ -26,21 +27,10 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from engine.core.messages import Message  # noqa: F401
-from engine.spec.groups import (  # noqa: F401 - re-exported: the spec's public names live here
-    DataSpec,
-    DpoSpec,
-    FreezeSpec,
-    KtoSpec,
-    LoraSpec,
-    MethodSpec,
-    ModelSpec,
-    QuantSpec,
-    RopeScalingSpec,
-    TrainSpec,
-    _Spec,
-)
+from engine.spec.groups import DataSpec, ModelSpec, RopeScalingSpec, _Spec  # noqa: F401 - re-exported: the spec's names
 from engine.spec.launch import DeepSpeedSpec, FsdpSpec, LaunchSpec, OutputSpec  # noqa: F401
 from engine.spec.messages import RuleErrors, field_error, message
+from engine.spec.method import DpoSpec, FreezeSpec, KtoSpec, LoraSpec, MethodSpec, QuantSpec  # noqa: F401
 from engine.spec.rules import (  # noqa: F401
     ARCH_LINEAR_MODULES,
     check_context,
@@ -49,6 +39,7 @@ from engine.spec.rules import (  # noqa: F401
     resolve_dataset_dir,
     spec_warnings,
 )
+from engine.spec.train import TrainSpec
 from engine.spec.watch import HealthSpec, NotifySpec
 
 SCHEMA_VERSION = 1

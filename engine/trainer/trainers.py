@@ -26,7 +26,7 @@ def training_arguments(
     targets."""
     from transformers import TrainingArguments
 
-    from engine.spec.groups import LOW_RANK_OPTIMIZERS
+    from engine.spec.train import LOW_RANK_OPTIMIZERS
     from engine.trainer.optim import low_rank_settings
 
     t = spec.train
