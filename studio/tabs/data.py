@@ -2,9 +2,10 @@
 token-length histogram against the cutoff, read as the Train form's stage uses it: sft / dpo truncate longer
 samples; pt cuts texts into blocks of the cutoff (packing: texts joined, the tail under one block dropped).
 
-Light: gradio, pandas, pyarrow (Parquet column names), engine.data.registry / masked_samples (jinja2 + the
-``tokenizers`` library, never transformers). Uploads are copied into the workspace's uploads folder under a
-sanitised name: a client-chosen name can never place a file anywhere else.
+Light: gradio, pandas, engine.data.registry / masked_samples (jinja2 + the ``tokenizers`` library, never
+transformers). This module lays the tab out and draws what a dataset looks like (preview, masked sample, length
+histogram); the left column's upload and registration are studio.tabs.data_register's, a row's images
+studio.tabs.data_images'.
 
 Bounded: whatever an upload holds (up to the cap), the tab reads only a file's head (``engine.data.files.read_head``:
 ``PAGE_READ_BYTES`` of it, rows of at most ``PAGE_RECORD_BYTES``; a longer row is named, file and line, not read),
@@ -13,12 +14,8 @@ tokenizes at most ``LENGTHS_TEXT_CHARS`` for the histogram and sends cells of at
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import json
-import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,207 +23,20 @@ import pandas as pd
 
 from engine.core import workspace
 from engine.data import registry as reg
-from engine.data.files import PAGE_RECORD_BYTES, read_head
 from engine.data.masked_samples import render_sample, token_lengths
 from engine.data.messages import message
 from engine.data.packing import packing_efficiency, pt_blocks  # the trainer's own packing and pt blocks
 from engine.data.templates import tokenizer_info
-from studio import backend, histogram, monitor, settings
+from studio import backend, histogram, monitor
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
-from studio.tabs import data_images
+from studio.tabs import data_images, data_register
 
-MAX_UPLOAD_BYTES = settings.max_upload_bytes()  # STUDIO_MAX_UPLOAD_MB
-UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".parquet")
-# kto_tag (optional, never guessed): a column of true / false per row makes the dataset kto data (LLaMA-Factory's key)
-COLUMN_ROLES = {
-    "alpaca": ["prompt", "query", "response", "system", "history", "kto_tag"],
-    "sharegpt": ["messages", "system", "kto_tag"],
-}
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 PREVIEW_ROWS = 8
 LENGTHS_ROWS = 400
 LENGTHS_TEXT_CHARS = 2 << 20  # text tokenized for the histogram at most (the demo tokenizer: ~1.5M tokens, seconds)
 PREVIEW_CELL_CHARS = 2000  # a preview cell sent to the browser, at most
 HIST_COLUMNS = ["first", "last", "rows", "cutoff"]  # a bar: its lengths first..last, its rows, its side's label
-
-
-def safe_upload_name(name: str) -> str:
-    """The basename only, with anything but letters, digits, . _ - replaced; refuses empty, dot-only or odd types."""
-    base = Path(str(name).replace("\\", "/")).name
-    stem, dot, ext = base.rpartition(".")
-    ext = ("." + ext.lower()) if dot else ""
-    if ext not in UPLOAD_TYPES:
-        raise ValueError(message("upload.bad_type", name=base, types=", ".join(UPLOAD_TYPES)))
-    stem = _SAFE.sub("_", stem).strip("._-")[:80]
-    if not stem:
-        raise ValueError(message("upload.no_name", name=base))
-    return stem + ext
-
-
-def store_upload(src: str | Path, original_name: str | None = None) -> Path:
-    """Copy an uploaded temp file into workspace/uploads under a sanitised, non-clobbering name."""
-    src = Path(src)
-    size = src.stat().st_size
-    if size > MAX_UPLOAD_BYTES:
-        raise ValueError(
-            message("upload.too_big", name=src.name, mib=f"{size / 2**20:.0f}", limit=MAX_UPLOAD_BYTES // 2**20)
-        )
-    name = safe_upload_name(original_name or src.name)
-    root = workspace.uploads_dir().resolve()
-    dest = (root / name).resolve()
-    if dest.parent != root:  # belt and braces: the sanitised name has no separators
-        raise ValueError(message("upload.outside", name=name))
-    n = 1
-    while dest.exists():
-        stem, ext = name.rsplit(".", 1)
-        dest, n = root / f"{stem}-{n}.{ext}", n + 1
-    shutil.copyfile(src, dest)
-    return dest
-
-
-def file_columns(path: str | Path) -> list[str]:
-    """Column names from the first row of a JSON / JSONL / CSV / Parquet file; reads the file's head only. Raises
-    ValueError (naming file and line) when no row can be read there."""
-    path = Path(path)
-    ext = path.suffix.lower()
-    if ext == ".csv":
-        with open(path, "rb") as fh:
-            header = fh.readline(PAGE_RECORD_BYTES + 1)
-        if len(header) > PAGE_RECORD_BYTES:
-            raise ValueError(message("data.record_too_long", limit=f"{PAGE_RECORD_BYTES / 2**20:g}"))
-        return next(csv.reader(io.StringIO(header.decode("utf-8-sig"), newline="")), [])
-    if ext == ".parquet":
-        import pyarrow.parquet as pq
-
-        return list(pq.read_schema(path).names)
-    rows, problems, _ = read_head(path, 1)
-    if not rows and problems:
-        raise ValueError(problems[0].located())
-    return list(rows[0][1]) if rows and isinstance(rows[0][1], dict) else []
-
-
-def guess_mapping(columns: list[str], formatting: str) -> dict[str, str | None]:
-    """Preselect columns whose names match a role (instruction -> prompt, output -> response, conversations...)."""
-    aliases = {
-        "prompt": ["instruction", "prompt", "question"],
-        "query": ["input", "query"],
-        "response": ["output", "response", "answer"],
-        "system": ["system"],
-        "history": ["history"],
-        "messages": ["conversations", "messages"],
-    }
-    lower = {c.lower(): c for c in columns}
-    return {
-        role: next((lower[a] for a in aliases.get(role, []) if a in lower), None) for role in COLUMN_ROLES[formatting]
-    }
-
-
-def problem_text(problem: Any, lang: str = "en") -> str:
-    """A dataset problem with its place (file, line or row, column) in the page's language."""
-    return localize(problem.located(), lang) if hasattr(problem, "located") else localize(problem, lang)
-
-
-def _registrable(path: str) -> Path:
-    """A file the page may register: an upload, or a file in the workspace's data folder (a registered dataset whose
-    mapping is being fixed)."""
-    src = Path(path).resolve()
-    roots = (workspace.uploads_dir().resolve(), workspace.data_dir().resolve())
-    if not any(src.is_relative_to(root) for root in roots):
-        raise ValueError(message("upload.not_uploaded", path=path))
-    return src
-
-
-def trainability(path: str, name: str, formatting: str, mapping: dict[str, str | None], lang: str = "en") -> str:
-    """ "" when some of the file's first rows can be trained on as mapped; else the refusal, naming the rows and
-    columns at fault, the file's columns and what to change (the mapping or the format, on this page)."""
-    columns = {k: v for k, v in mapping.items() if v}
-    problems, good, read, _ = reg.check_entry(workspace.data_dir(), name or "upload", path, formatting, columns)
-    if good:
-        return ""
-    try:
-        have = ", ".join(file_columns(path)) or "–"
-    except (ValueError, OSError):
-        have = "–"
-    head = localize(
-        message("data.untrainable", rows=read, file=Path(path).name, formatting=formatting, columns=have), lang
-    )
-    listed = "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
-    return f"❌ {t('not_registered', lang)}{head}\n{listed}\n\n{t('fix_mapping', lang)}"
-
-
-def register(
-    path: str, name: str, formatting: str, mapping: dict[str, str | None], lang: str = "en", replace: bool = False
-) -> str:
-    """Register an uploaded file (``replace``: the entry of the same name and file, its mapping fixed). A file none
-    of whose first rows can be trained on as mapped is refused, with the rows and columns at fault."""
-    if not path:
-        return "❌ " + t("upload_first", lang)
-    try:
-        src = _registrable(path)
-        refusal = trainability(str(src), name, formatting, mapping, lang)
-        if refusal:
-            return refusal
-        columns = {k: v for k, v in mapping.items() if v}
-        reg.register_dataset(
-            workspace.data_dir(), name, str(src), formatting, columns=columns or None, overwrite=replace
-        )
-        problems, checked, complete = reg.check_head(name, workspace.data_dir(), reg.entry_stage(_entry(name)))
-    except ValueError as exc:
-        return f"❌ {localize_error(exc, lang)}"
-    head = "" if complete else "\n\n" + t("checked_head", lang, rows=checked, mib=reg.PAGE_READ_BYTES >> 20)
-    if problems:
-        listed = "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
-        return f"⚠ {t('registered_but', lang)}\n" + listed + head
-    entry = _entry(name)
-    if entry is not None and entry.is_text:  # no response column: plain text, which only stage pt trains on
-        return "⚠ " + t("registered_pt_only", lang, name=name) + head
-    return "✅ " + t("registered", lang, name=name) + head
-
-
-def _entry(name: str) -> Any:
-    info = reg.read_dataset_info(workspace.data_dir())
-    return reg.DatasetEntry.from_info(name, info[name]) if isinstance(info.get(name), dict) else None
-
-
-def registered_entry(name: str) -> dict | None:
-    """The registry's entry of ``name`` as the page edits it: (file path, format, {role: column}), or None."""
-    if not name:
-        return None
-    try:
-        raw = reg.read_dataset_info(workspace.data_dir()).get(name)
-    except (ValueError, OSError):
-        return None
-    if not isinstance(raw, dict) or not raw.get("file_name"):
-        return None
-    entry = reg.DatasetEntry.from_info(name, raw)
-    path = Path(entry.file_name).expanduser()
-    path = path if path.is_absolute() else workspace.data_dir() / path
-    return {
-        "path": str(path),
-        "formatting": entry.formatting,
-        "columns": dict(entry.columns),
-        "ranking": entry.ranking,
-    }
-
-
-def picked_mapping(name: str) -> dict:
-    """What the left column shows for a picked dataset: its file ("" where the page cannot register it again: a hub,
-    folder or script entry), format, {role: column} and the file's columns to choose from. A role the entry does not
-    map is empty, so nothing of the dataset shown before stays (a sharegpt entry's ``messages``)."""
-    found = registered_entry(name)
-    if found is None:
-        try:
-            entry = _entry(name) if name else None
-        except (ValueError, OSError):
-            entry = None
-        formatting, columns = (entry.formatting, dict(entry.columns)) if entry is not None else ("alpaca", {})
-        found = {"path": "", "formatting": formatting, "columns": columns}
-    try:
-        found["choices"] = file_columns(found["path"]) if found["path"] else []
-    except (ValueError, OSError):
-        found["choices"] = []
-    return found
 
 
 def head(name: str, n: int = LENGTHS_ROWS) -> tuple[list[dict], list, bool]:
@@ -398,7 +208,12 @@ def build(ctx: Any) -> None:
                 "dataset",
             )
             upload = texts.add(
-                gr.File(label=t("upload", lang), file_types=list(UPLOAD_TYPES), type="filepath", elem_id="ds-upload"),
+                gr.File(
+                    label=t("upload", lang),
+                    file_types=list(data_register.UPLOAD_TYPES),
+                    type="filepath",
+                    elem_id="ds-upload",
+                ),
                 "upload",
             )
             stored = gr.State("")
@@ -408,7 +223,9 @@ def build(ctx: Any) -> None:
                 gr.Radio(["alpaca", "sharegpt"], value="alpaca", label=t("formatting", lang), elem_id="ds-format"),
                 "formatting",
             )
-            roles = sorted({r for rs in COLUMN_ROLES.values() for r in rs}, key=lambda r: (r != "prompt", r))
+            roles = sorted(
+                {r for rs in data_register.COLUMN_ROLES.values() for r in rs}, key=lambda r: (r != "prompt", r)
+            )
             with gr.Accordion(t("columns", lang), open=True) as col_acc:
                 texts.add(col_acc, "columns")
                 role_boxes = {
@@ -419,7 +236,9 @@ def build(ctx: Any) -> None:
                     for r in roles
                 }
             reg_btn = texts.add(
-                gr.Button(t("register", lang), variant="primary", elem_id="ds-register"), "register", "value"
+                gr.Button(t("register", lang), variant="primary", elem_id="ds-register"),
+                "register",
+                "value",
             )
             reg_msg = gr.Markdown(elem_id="ds-register-msg")
         with gr.Column(scale=2, min_width=420):
@@ -450,7 +269,7 @@ def build(ctx: Any) -> None:
                 marked = data_images.mark_placeholders(shown, model_, lang_, list(got[0].get("images") or []))
                 shown = data_images.thumbnails_html(got[0], lang_) + marked
             if problems:  # a row too long for the page, a torn line...: named above the sample
-                listed = "".join(f"<li>{html.escape(problem_text(p, lang_))}</li>" for p in problems[:5])
+                listed = "".join(f"<li>{html.escape(data_register.problem_text(p, lang_))}</li>" for p in problems[:5])
                 shown = f'<ul class="ds-problems" id="ds-problems">{listed}</ul>' + shown
             table = preview(name)
             used = len(_within_text_budget(got[:LENGTHS_ROWS]))
@@ -475,7 +294,7 @@ def build(ctx: Any) -> None:
 
     def _edit(name):
         """A registered dataset picked: its file, name, format and column mapping, to fix in place."""
-        found = picked_mapping(name)
+        found = data_register.picked_mapping(name)
         updates = [gr.update(choices=found["choices"], value=found["columns"].get(r)) for r in roles]
         return found["path"], name, found["formatting"], name if found["path"] else "", *updates
 
@@ -488,23 +307,23 @@ def build(ctx: Any) -> None:
         if not path:
             return "", "", gr.update(), gr.update(), gr.update(), "", gr.update(), *keep
         try:
-            dest = store_upload(path)
+            dest = data_register.store_upload(path)
         except (ValueError, OSError) as exc:
             return "", f"❌ {localize_error(exc, lang_)}", gr.update(), gr.update(), gr.update(), "", None, *keep
         try:
-            cols = file_columns(dest)
+            cols = data_register.file_columns(dest)
         except (ValueError, OSError) as exc:  # not JSON / not UTF-8 / not Parquet: Python's own words as the detail
             dest.unlink(missing_ok=True)  # a refused upload leaves nothing behind in uploads/
             msg = localize(message("upload.unreadable", name=dest.name, error=exc), lang_)
             return "", f"❌ {msg}", gr.update(), gr.update(), gr.update(), "", None, *keep
         formatting = "sharegpt" if "conversations" in cols or "messages" in cols else "alpaca"
-        guess = guess_mapping(cols, formatting)
+        guess = data_register.guess_mapping(cols, formatting)
         updates = [gr.update(choices=cols, value=guess.get(r)) for r in roles]
         msg = t("stored", lang_, name=dest.name, columns=", ".join(cols))
         name = dest.stem.replace("-", "_")
         # Checked at once with the proposed mapping: a file that cannot train says so here, with the rows and
         # columns at fault, while the mapping and the format below can still be changed.
-        refusal = trainability(str(dest), name, formatting, guess, lang_)
+        refusal = data_register.trainability(str(dest), name, formatting, guess, lang_)
         msg = f"{msg}\n\n{refusal}" if refusal else msg
         return str(dest), msg, name, formatting, "", "", gr.update(), *updates
 
@@ -513,10 +332,10 @@ def build(ctx: Any) -> None:
     )
 
     def _register(path, name, formatting, editing_, lang_, *cols):
-        mapping = {r: v for r, v in zip(role_boxes, cols) if r in COLUMN_ROLES[formatting]}
-        found = registered_entry(editing_) if editing_ and editing_ == name else None
+        mapping = {r: v for r, v in zip(role_boxes, cols) if r in data_register.COLUMN_ROLES[formatting]}
+        found = data_register.registered_entry(editing_) if editing_ and editing_ == name else None
         same_file = bool(found and path and Path(found["path"]).resolve() == Path(path).resolve())
-        msg = register(path, name, formatting, mapping, lang_, replace=same_file)
+        msg = data_register.register(path, name, formatting, mapping, lang_, replace=same_file)
         names_ = backend.registered_datasets()
         ok = msg.startswith(("✅", "⚠"))
         return msg, gr.update(choices=names_, value=name) if ok else gr.update(), gr.update(choices=names_)

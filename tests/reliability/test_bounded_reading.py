@@ -2,12 +2,12 @@
 a time bound, and a row too long for the page is named (file and line), not read.
 
 Each file is uploaded, registered, previewed, sampled and measured for the length histogram through the tab's own
-functions (``studio.tabs.data``: ``store_upload``, ``file_columns``, ``register``, ``head``, ``preview``,
-``sample_html``, ``lengths``, what its handlers call) in a fresh interpreter. Its peak RSS is the measurement:
-``VmHWM`` in ``/proc/self/status``, its own address space's high-water mark, not ``ru_maxrss``, which Linux carries
-across ``exec`` from the parent (in a full suite that read pytest's own 1.1 GB). That interpreter is also held to an
-address-space limit so the old behaviour (a 50 MB line tokenized whole: 9.5 GB, 195 s on the development machine)
-fails fast instead of taking the machine's memory.
+functions (``studio.tabs.data_register``: ``store_upload``, ``file_columns``, ``register``; ``studio.tabs.data``:
+``head``, ``preview``, ``sample_html``, ``lengths``; what its handlers call) in a fresh interpreter. Its peak RSS is
+the measurement: ``VmHWM`` in ``/proc/self/status``, its own address space's high-water mark, not ``ru_maxrss``,
+which Linux carries across ``exec`` from the parent (in a full suite that read pytest's own 1.1 GB). That interpreter
+is also held to an address-space limit so the old behaviour (a 50 MB line tokenized whole: 9.5 GB, 195 s on the
+development machine) fails fast instead of taking the machine's memory.
 """
 
 from __future__ import annotations
@@ -31,14 +31,15 @@ import json, os, re, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (int(os.environ["LIMIT_AS"]), int(os.environ["LIMIT_AS"])))
 src, name, model = sys.argv[1], sys.argv[2], sys.argv[3]
 from studio.tabs import data as tab
+from studio.tabs import data_register as reg_tab
 t0 = time.monotonic()
-dest = tab.store_upload(src)
+dest = reg_tab.store_upload(src)
 try:
-    columns = tab.file_columns(dest)
+    columns = reg_tab.file_columns(dest)
 except ValueError as exc:
     columns = str(exc)
 mapping = {"prompt": "instruction", "response": "output"}
-registered = tab.register(str(dest), name, "alpaca", mapping)
+registered = reg_tab.register(str(dest), name, "alpaca", mapping)
 rows, problems, _whole = tab.head(name)
 frame = tab.preview(name)
 sample = tab.sample_html(name, model, "auto", rows=rows)
@@ -48,7 +49,7 @@ print(json.dumps({
     "seconds": time.monotonic() - t0,
     "peak_mib": int(re.search(r"VmHWM:\s+(\d+) kB", open("/proc/self/status").read()).group(1)) / 1024,
     "columns": columns, "registered": registered, "rows": len(rows),
-    "problems": [tab.problem_text(p) for p in problems], "sample": sample[:2000], "note": note,
+    "problems": [reg_tab.problem_text(p) for p in problems], "sample": sample[:2000], "note": note,
     "max_cell": cells, "sample_len": len(sample),
 }))
 """
@@ -226,6 +227,7 @@ from engine.data import registry as reg
 from engine.runs import registry as runs
 from engine.spec import schema
 from studio.tabs import data as tab
+from studio.tabs import data_register as reg_tab
 from engine.core import workspace
 ddir = workspace.data_dir()
 rss0 = psutil.Process().memory_info().rss
@@ -237,7 +239,7 @@ for name in names:
     rows, problems, _ = tab.head(name)
     out[name] = {
         "start": [str(m) for _, m in runs.data_problems(spec)],  # what the page's Start checks
-        "head": [tab.problem_text(p) for p in problems],  # the Datasets tab's preview / check
+        "head": [reg_tab.problem_text(p) for p in problems],  # the Datasets tab's preview / check
         "check": [str(p) for p in reg.check_head(name, ddir)[0]],
         "rows": len(rows),
     }

@@ -578,7 +578,7 @@ def test_http_upload_is_size_capped(server, tally):
 
 
 def test_upload_names_and_sizes(studio_home, tally, tmp_path):
-    from studio.tabs import data as data_tab
+    from studio.tabs import data_register
 
     src = tmp_path / "x.json"
     src.write_text('[{"instruction": "q", "output": "a"}]')
@@ -593,7 +593,7 @@ def test_upload_names_and_sizes(studio_home, tally, tmp_path):
         "ok name.json",
     ):
         try:
-            dest = data_tab.store_upload(src, name)
+            dest = data_register.store_upload(src, name)
         except ValueError:
             tally.record("serving::upload name traversal rejected", True)
             continue
@@ -601,13 +601,13 @@ def test_upload_names_and_sizes(studio_home, tally, tmp_path):
         tally.check("serving::upload name traversal rejected", ok, f"{name!r} -> {dest}")
     for name in ("x.py", "x.sh", "x", "x.json.exe"):
         with pytest.raises(ValueError):
-            data_tab.store_upload(src, name)
+            data_register.store_upload(src, name)
         tally.record("serving::upload type refused", True)
     big = tmp_path / "big.json"
     with open(big, "wb") as fh:  # sparse: the size is real, the disk is not used
-        fh.truncate(data_tab.MAX_UPLOAD_BYTES + 1)
+        fh.truncate(data_register.MAX_UPLOAD_BYTES + 1)
     with pytest.raises(ValueError, match="limit"):
-        data_tab.store_upload(big, "big.json")
+        data_register.store_upload(big, "big.json")
     tally.record("serving::upload over the size cap refused", True)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from studio.tabs import data
+from studio.tabs import data, data_register
 
 
 def test_datasets_and_doctor_texts_in_chinese(demo_paths, monkeypatch):
@@ -11,12 +11,12 @@ def test_datasets_and_doctor_texts_in_chinese(demo_paths, monkeypatch):
     from engine.data.registry import DataProblem
     from studio.tabs import doctor
 
-    assert data.register("", "x", "alpaca", {}, "zh") == "❌ 请先上传文件"
+    assert data_register.register("", "x", "alpaca", {}, "zh") == "❌ 请先上传文件"
     _, note = data.lengths(demo_paths["datasets"][0], demo_paths["model_dir"], "auto", 16, packing=True, lang="zh")
     assert "被截断" in note and "打包效率" in note and "truncated" not in note
     problem = DataProblem("/d/x.jsonl", 3, "output", "empty response")
-    assert data.problem_text(problem, "zh") == "/d/x.jsonl，第 3 行，列 'output'：empty response"
-    assert data.problem_text(problem, "en") == str(problem)
+    assert data_register.problem_text(problem, "zh") == "/d/x.jsonl，第 3 行，列 'output'：empty response"
+    assert data_register.problem_text(problem, "en") == str(problem)
 
     fake = [SimpleNamespace(name="torch", status="PASS", detail="2.x", fix="")]
     monkeypatch.setattr(doctor, "run_checks", lambda: fake)

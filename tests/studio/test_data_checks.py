@@ -12,6 +12,7 @@ import yaml
 from engine.core import workspace
 from studio import forms
 from studio.tabs import data, train
+from studio.tabs.data_register import guess_mapping, picked_mapping, register, registered_entry, trainability
 
 
 def _upload(name: str, rows: list[dict]) -> Path:
@@ -29,29 +30,29 @@ def _info() -> dict:
 
 def test_a_file_without_its_required_column_is_refused_then_fixed_in_place(run_registry):
     path = _upload("qa.jsonl", [{"q": f"question {i}", "a": f"answer {i}"} for i in range(5)])
-    shown = data.register(str(path), "qa", "alpaca", data.guess_mapping(["q", "a"], "alpaca"))
+    shown = register(str(path), "qa", "alpaca", guess_mapping(["q", "a"], "alpaca"))
     assert shown.startswith("❌ Not registered: none of the 5 rows read from qa.jsonl"), shown
     assert "its columns: q, a" in shown and "qa.jsonl, line 1, column 'instruction'" in shown, shown
     assert "(and 4 more rows like it)" in shown and "Column mapping" in shown and "dataset_info.json" not in shown
     assert "qa" not in _info()
-    zh = data.register(str(path), "qa", "alpaca", {}, "zh")
+    zh = register(str(path), "qa", "alpaca", {}, "zh")
     assert zh.startswith("❌ 未注册：从 qa.jsonl 读取的 5 行中") and "列映射" in zh, zh
     # the upload itself says so with the proposed mapping
-    assert "Not registered" in data.trainability(str(path), "qa", "alpaca", {"prompt": None})
+    assert "Not registered" in trainability(str(path), "qa", "alpaca", {"prompt": None})
     # the mapping fixed on the page: registered
-    assert data.register(str(path), "qa", "alpaca", {"prompt": "q", "response": "a"}).startswith("✅")
+    assert register(str(path), "qa", "alpaca", {"prompt": "q", "response": "a"}).startswith("✅")
     assert _info()["qa"]["columns"] == {"prompt": "q", "response": "a"}
 
 
 def test_a_registered_entry_is_edited_in_place(run_registry):
     path = _upload("chat.jsonl", [{"instruction": "hi", "output": "yo"}, {"instruction": "a", "output": "b"}])
-    assert data.register(str(path), "chat", "alpaca", {"prompt": "instruction", "response": "output"}).startswith("✅")
-    found = data.registered_entry("chat")
+    assert register(str(path), "chat", "alpaca", {"prompt": "instruction", "response": "output"}).startswith("✅")
+    found = registered_entry("chat")
     assert found["path"] == str(path.resolve()) and found["formatting"] == "alpaca"
     assert found["columns"]["prompt"] == "instruction"
     # the same name again is refused unless it replaces its own entry (the page passes replace for the same file)
-    assert data.register(str(path), "chat", "alpaca", {"prompt": "output", "response": "instruction"}).startswith("❌")
-    done = data.register(str(path), "chat", "alpaca", {"prompt": "output", "response": "instruction"}, replace=True)
+    assert register(str(path), "chat", "alpaca", {"prompt": "output", "response": "instruction"}).startswith("❌")
+    done = register(str(path), "chat", "alpaca", {"prompt": "output", "response": "instruction"}, replace=True)
     assert done.startswith("✅"), done
     assert _info()["chat"]["columns"] == {"prompt": "output", "response": "instruction"}
 
@@ -59,7 +60,7 @@ def test_a_registered_entry_is_edited_in_place(run_registry):
 def test_the_form_check_is_starts_data_check(run_registry, demo_paths):
     rows = [{"instruction": "fine", "output": "ok"}, {"instruction": "a", "output": ""}]
     path = _upload("half.jsonl", rows)
-    assert data.register(str(path), "half", "alpaca", {}).startswith("⚠ registered, but:")
+    assert register(str(path), "half", "alpaca", {}).startswith("⚠ registered, but:")
     values = forms.spec_to_values(yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8")))
     values |= {"data.datasets": ["half"], "data.dataset_dir": str(workspace.data_dir())}
     *updates, problems, start, _ = train.validate_form(*[values[f.path] for f in forms.FIELDS], {}, "en")
@@ -78,7 +79,7 @@ def test_the_form_check_is_starts_data_check(run_registry, demo_paths):
 def test_preview_is_the_files_own_row_and_the_figures_say_their_rows(run_registry):
     rows = [{"instruction": f"Say {i}", "input": "", "output": str(i)} for i in range(3)]
     path = _upload("own.jsonl", rows)
-    assert data.register(str(path), "own", "alpaca", {"prompt": "instruction", "response": "output"}).startswith("✅")
+    assert register(str(path), "own", "alpaca", {"prompt": "instruction", "response": "output"}).startswith("✅")
     frame = data.preview("own")
     assert list(frame.columns) == ["instruction", "input", "output"] and frame.iloc[0]["instruction"] == "Say 0"
     got, _, whole = data.head("own")
@@ -95,12 +96,12 @@ def test_a_kto_tag_column_registers_kto_data_and_a_bad_tag_is_named(run_registry
     rows = [{"q": "Add 1 and 1.", "a": "2.", "ok": True}, {"q": "Add 2 and 2.", "a": "5.", "ok": "no"}]
     rows += [{"q": "Add 3 and 3.", "a": "7.", "ok": False}]
     path = _upload("tagged.jsonl", rows)
-    assert data.guess_mapping(["q", "a", "ok", "label"], "alpaca")["kto_tag"] is None, "never guessed"
-    shown = data.register(str(path), "tagged", "alpaca", {"prompt": "q", "response": "a", "kto_tag": "ok"})
+    assert guess_mapping(["q", "a", "ok", "label"], "alpaca")["kto_tag"] is None, "never guessed"
+    shown = register(str(path), "tagged", "alpaca", {"prompt": "q", "response": "a", "kto_tag": "ok"})
     assert shown.startswith("⚠ registered, but:"), shown
     assert "tagged.jsonl, line 2, column 'ok'" in shown and '"no", not true or false' in shown, shown
     assert _info()["tagged"]["columns"] == {"prompt": "q", "response": "a", "kto_tag": "ok"}
-    assert data.registered_entry("tagged")["columns"]["kto_tag"] == "ok"
+    assert registered_entry("tagged")["columns"]["kto_tag"] == "ok"
 
 
 def test_a_picked_dataset_shows_its_own_mapping_never_the_last_ones(run_registry):
@@ -109,15 +110,15 @@ def test_a_picked_dataset_shows_its_own_mapping_never_the_last_ones(run_registry
     path = _upload(
         "chat.jsonl", [{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}]
     )
-    assert data.register(str(path), "chat", "sharegpt", {"messages": "conversations"}).startswith("✅")
+    assert register(str(path), "chat", "sharegpt", {"messages": "conversations"}).startswith("✅")
     info = _info() | {"hub_qa": {"hf_hub_url": "someone/qa", "columns": {"prompt": "question", "response": "answer"}}}
     (workspace.data_dir() / "dataset_info.json").write_text(json.dumps(info))
-    chat = data.picked_mapping("chat")
+    chat = picked_mapping("chat")
     assert chat["path"] == str(path.resolve()) and chat["formatting"] == "sharegpt"
     assert chat["columns"]["messages"] == "conversations" and chat["choices"] == ["conversations"]
-    hub = data.picked_mapping("hub_qa")
+    hub = picked_mapping("hub_qa")
     assert hub["path"] == "" and hub["formatting"] == "alpaca" and hub["choices"] == []
     assert hub["columns"].get("messages") is None
     assert (hub["columns"]["prompt"], hub["columns"]["response"]) == ("question", "answer")
-    gone = data.picked_mapping("no_such_dataset")
+    gone = picked_mapping("no_such_dataset")
     assert gone == {"path": "", "formatting": "alpaca", "columns": {}, "choices": []}

@@ -183,13 +183,13 @@ def _keys(msg) -> set[str]:
 
 def test_bad_datasets_through_the_datasets_tab_come_out_in_chinese(run_registry):
     from engine.data import registry as reg
-    from studio.tabs import data
+    from studio.tabs import data_register
 
     uploads = workspace.uploads_dir()
     uploads.mkdir(parents=True, exist_ok=True)
     seen: set[str] = set()
     for name, (file, fmt, cols) in _bad_files(uploads).items():
-        shown = data.register(str(uploads / file), name, fmt, cols, "zh")
+        shown = data_register.register(str(uploads / file), name, fmt, cols, "zh")
         # a file with a trainable row is registered with its problems; one without is refused (not registered)
         assert shown.startswith(("⚠ 已注册，但发现问题：", "❌ 未注册：")), shown
         lines = [line for line in shown.splitlines()[1:] if line.startswith("- ")]
@@ -197,14 +197,14 @@ def test_bad_datasets_through_the_datasets_tab_come_out_in_chinese(run_registry)
         for line in lines:
             assert CJK.search(line.split("：", 1)[-1]), f"English left on the Chinese page: {line!r}"
         assert not re.search(r"[A-Za-z]{5,} [a-z]{3,} [a-z]{3,}", shown.splitlines()[0]), shown  # no English head
-        english = data.register(str(uploads / file), name + "_en", fmt, cols, "en")
+        english = data_register.register(str(uploads / file), name + "_en", fmt, cols, "en")
         assert not CJK.search(english) and english.startswith(("⚠ registered, but:", "❌ Not registered: "))
         for problem in reg.check_entry(workspace.data_dir(), name, str(uploads / file), fmt, cols)[0]:
             seen |= _keys(problem.located())
     for stage, name in (("dpo", "rows"), ("sft", "nope")):
         for problem in reg.check_datasets([name], workspace.data_dir(), stage):
             seen |= _keys(problem.located())
-            assert CJK.search(data.problem_text(problem, "zh"))
+            assert CJK.search(data_register.problem_text(problem, "zh"))
     row_keys = {"data.bad_json_line", "data.empty_response", "data.missing_column", "data.row_not_object"}
     file_keys = {"data.bad_json", "data.not_list", "data.not_utf8_line", "data.bad_parquet", "data.no_rows"}
     turn_keys = {"data.turn_order", "data.turn_role", "data.turns_not_list", "data.turn_keys", "data.system_first"}
@@ -217,25 +217,25 @@ def test_bad_datasets_through_the_datasets_tab_come_out_in_chinese(run_registry)
 
     # refusals before anything is registered, and the upload checks
     for shown in (
-        data.register(str(uploads / "rows.jsonl"), "bad name!", "alpaca", {}, "zh"),
-        data.register(str(uploads / "rows.jsonl"), "rows", "alpaca", {}, "zh"),  # already registered
-        data.register("/etc/passwd", "x", "alpaca", {}, "zh"),
+        data_register.register(str(uploads / "rows.jsonl"), "bad name!", "alpaca", {}, "zh"),
+        data_register.register(str(uploads / "rows.jsonl"), "rows", "alpaca", {}, "zh"),  # already registered
+        data_register.register("/etc/passwd", "x", "alpaca", {}, "zh"),
     ):
         assert shown.startswith("❌") and CJK.search(shown), shown
     for bad in ("notes.exe", "....json"):
         with pytest.raises(ValueError) as exc:
-            data.safe_upload_name(bad)
+            data_register.safe_upload_name(bad)
         assert CJK.search(localize_error(exc.value, "zh")) and not CJK.search(str(exc.value))
 
 
 def test_start_refused_for_bad_data_in_chinese(run_registry, demo_paths):
-    from studio.tabs import data, train
+    from studio.tabs import data_register, train
 
     uploads = workspace.uploads_dir()
     uploads.mkdir(parents=True, exist_ok=True)
     rows = [{"instruction": "fine", "output": "ok"}, {"instruction": "a", "output": ""}]
     (uploads / "half.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    data.register(str(uploads / "half.jsonl"), "half", "alpaca", {}, "zh")
+    data_register.register(str(uploads / "half.jsonl"), "half", "alpaca", {}, "zh")
     values = forms.spec_to_values(yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8")))
     values |= {"data.datasets": ["half"], "data.dataset_dir": str(workspace.data_dir())}
     shown, run_id, _ = train.start_run(values, "zh")

@@ -9,14 +9,14 @@ import pytest
 
 from engine.core import workspace
 from engine.data.masked_samples import token_lengths
-from studio.tabs import data, export, runs
+from studio.tabs import data, data_register, export, runs
 
 
 @pytest.mark.parametrize("name", ["../../etc/passwd.json", "..\\..\\x.csv", "/abs/path/x.jsonl", "a/../../b.json"])
 def test_upload_names_cannot_escape(studio_home, tmp_path, name):
     src = tmp_path / "up.json"
     src.write_text(json.dumps([{"instruction": "hi", "output": "yo"}]))
-    dest = data.store_upload(src, name)
+    dest = data_register.store_upload(src, name)
     assert dest.parent == workspace.uploads_dir().resolve() and ".." not in dest.name
 
 
@@ -24,26 +24,26 @@ def test_upload_rejects_types_and_size(studio_home, tmp_path, monkeypatch):
     src = tmp_path / "x.exe"
     src.write_text("x")
     with pytest.raises(ValueError, match="upload a"):
-        data.store_upload(src)
+        data_register.store_upload(src)
     big = tmp_path / "big.json"
     big.write_text("[]" + " " * 2000)
-    monkeypatch.setattr(data, "MAX_UPLOAD_BYTES", 1000)
+    monkeypatch.setattr(data_register, "MAX_UPLOAD_BYTES", 1000)
     with pytest.raises(ValueError, match="upload limit"):
-        data.store_upload(big)
+        data_register.store_upload(big)
 
 
 def test_upload_map_register_preview(studio_home, tmp_path):
     src = tmp_path / "mine.csv"
     src.write_text("question,answer\nWhat is 2+2?,4\nCapital of France?,Paris\n")
-    dest = data.store_upload(src)
-    cols = data.file_columns(dest)
-    mapping = data.guess_mapping(cols, "alpaca")
+    dest = data_register.store_upload(src)
+    cols = data_register.file_columns(dest)
+    mapping = data_register.guess_mapping(cols, "alpaca")
     assert mapping["prompt"] == "question" and mapping["response"] == "answer"
-    msg = data.register(str(dest), "mine_csv", "alpaca", mapping)
+    msg = data_register.register(str(dest), "mine_csv", "alpaca", mapping)
     assert msg.startswith("✅"), msg
     frame = data.preview("mine_csv")
     assert len(frame) == 2
-    assert data.register("/etc/passwd", "x", "alpaca", {}).startswith("❌")
+    assert data_register.register("/etc/passwd", "x", "alpaca", {}).startswith("❌")
 
 
 def test_masked_sample_and_histogram(demo_paths):
@@ -521,14 +521,14 @@ def test_a_file_without_answers_registers_saying_only_pt_can_use_it(studio_home,
     from it; now Register says it is plain text for stage pt, and how to make it sft data."""
     src = tmp_path / "no_answers.jsonl"
     src.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "input": ""}) for i in range(5)))
-    dest = data.store_upload(str(src))
-    mapping = data.guess_mapping(data.file_columns(dest), "alpaca")
-    msg = data.register(str(dest), "no_answers", "alpaca", mapping)
+    dest = data_register.store_upload(str(src))
+    mapping = data_register.guess_mapping(data_register.file_columns(dest), "alpaca")
+    msg = data_register.register(str(dest), "no_answers", "alpaca", mapping)
     assert msg.startswith("⚠") and "only stage pt" in msg and "response column" in msg, msg
-    zh = data.register(str(dest), "no_answers_zh", "alpaca", mapping, lang="zh")
+    zh = data_register.register(str(dest), "no_answers_zh", "alpaca", mapping, lang="zh")
     assert "只有 pt 阶段" in zh, zh
     with_answers = tmp_path / "with_answers.jsonl"
     with_answers.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "output": f"{i}"}) for i in range(5)))
-    dest = data.store_upload(str(with_answers))
-    mapping = data.guess_mapping(data.file_columns(dest), "alpaca")
-    assert data.register(str(dest), "with_answers", "alpaca", mapping).startswith("✅")
+    dest = data_register.store_upload(str(with_answers))
+    mapping = data_register.guess_mapping(data_register.file_columns(dest), "alpaca")
+    assert data_register.register(str(dest), "with_answers", "alpaca", mapping).startswith("✅")
