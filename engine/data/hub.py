@@ -1,7 +1,7 @@
 """Hub datasets of the registry (``hf_hub_url`` entries): where their files are, and why not when they cannot be had.
 
 An entry's rows are read from the dataset repository's snapshot in the Hugging Face cache, with the same readers and
-the same checks as a local folder (``engine.data.files.select_files`` chooses the files of ``subset`` / ``split`` /
+the same checks as a local folder (``file_selection.select_files`` chooses the files of ``subset`` / ``split`` /
 ``folder`` as ``datasets.load_dataset`` does), so what ``studio data check`` and the check before launch read is
 what the run trains on. A snapshot that is not in the cache is downloaded by the run (``download``, in the trainer's
 process); before launch ``availability`` asks the hub for the repository's info only (a few KB), and says in one

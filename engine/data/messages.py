@@ -151,7 +151,7 @@ MESSAGES: dict[str, str] = {
     "upload.outside": "{name!r} would leave the uploads folder",
     "upload.not_uploaded": "{path}: only files in the uploads folder can be registered here",
     "upload.unreadable": "cannot read the columns of {name}: {error}",
-    # chat templates (engine.data.templates)
+    # chat templates (engine.data.templates, template_table, template_tools)
     "template.refused": "the model's chat template refused this conversation: {message}",
     "template.unknown": "unknown template {name!r}: choose one of {names}",
     "template.role": "a turn with role {role!r}: a template renders user, assistant, function and observation turns",

@@ -4,7 +4,7 @@ switch), is read from ModelScope.
 
 The dataset repository's snapshot is downloaded with the ``modelscope`` package (its own cache: ``MODELSCOPE_CACHE``,
 default ``~/.cache/modelscope``; its hub: ``MODELSCOPE_ENDPOINT``, default https://www.modelscope.cn) and read with
-the same readers and checks as a Hugging Face snapshot or a local folder (``engine.data.files.select_files`` picks
+the same readers and checks as a Hugging Face snapshot or a local folder (``file_selection.select_files`` picks
 the files of ``subset`` / ``split`` / ``folder``). Before launch ``availability`` lists the repository's files only and
 says in one line why the dataset cannot be had; the run downloads it (``download``, in the trainer's process).
 

@@ -1,5 +1,5 @@
 """LLaMA-Factory training-args keys: which pass through to a RunSpec field, which are converted, LF's defaults, and
-the collector that gathers the spec dict, unsupported keys and notes while engine.lf.compat converts. The tables'
+the collector that gathers the spec dict, unsupported keys and notes while engine.lf.to_spec converts. The tables'
 reasons are catalog keys of engine.lf.messages (the Train tab shows them in the page's language).
 
 Light: stdlib only (never torch).
@@ -337,7 +337,7 @@ _HF4_REMOVED: dict[str, tuple[Any, str]] = {
     "ray_scope": ("last", "lf.hf4_remove"),
 }
 # LLaMA-Factory's export YAML (``llamafactory-cli export``, ExportArguments + the model keys it reads) as
-# ``studio merge --lf-yaml`` takes it: key -> LF's default. engine.lf.compat.lf_export_to_merge converts them; any
+# ``studio merge --lf-yaml`` takes it: key -> LF's default. engine.lf.merge.lf_export_to_merge converts them; any
 # other LF key is noted (a training setting the merge does not use) and a key LF does not have is refused.
 _EXPORT_KEYS: dict[str, Any] = {
     "model_name_or_path": None,

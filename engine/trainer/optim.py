@@ -1,11 +1,11 @@
 """Optimizers beyond the Trainer's ``optim`` names: LoRA+ (peft), Adam-mini, Muon and BAdam (their own packages).
 
-Heavy: torch, transformers, peft, imported where used. GaLore and APOLLO are transformers' own ``optim`` values and
-are set in ``engine.trainer.trainers.training_arguments`` (``optim_target_modules``, ``optim_args``); everything here is
-handed to the Trainer as an optimizer factory (``Trainer.optimizer_cls_and_kwargs``), so the Trainer builds it from
-the model it trains when it creates its optimizer (after DDP wrapping, before a resume loads the optimizer state),
-and its learning-rate schedule applies to every group. The spec's rules (engine.spec.rules.method_problems) have
-refused the combinations these cannot run in, and a missing package, before a run starts.
+Heavy: torch, transformers, peft, imported where used. GaLore and APOLLO are transformers' own ``optim`` values
+and are set in ``engine.trainer.trainers.training_arguments`` (``optim_target_modules``, ``optim_args``); everything
+here is handed to the Trainer as an optimizer factory (``Trainer.optimizer_cls_and_kwargs``), so the Trainer builds
+it from the model it trains when it creates its optimizer (after DDP wrapping, before a resume loads the optimizer
+state), and its learning-rate schedule applies to every group. The spec's rules (engine.spec.rules.method_problems)
+have refused the combinations these cannot run in, and a missing package, before a run starts.
 """
 
 from __future__ import annotations
