@@ -71,6 +71,35 @@ def color_map(frame: pd.DataFrame, column: str, fixed: dict[str, str] | None = N
     return {name: fixed.get(name) or next(free) for name in names}
 
 
+# An axis range gradio's plot leaves to Vega: [None, None] rather than None, which gr.update drops as "not sent"
+# (a plot once given a range would keep it).
+FREE = [None, None]
+
+
+def span(values: Any, fixed: list | None = None) -> list:
+    """The range one axis of a plot is given: ``fixed`` (or FREE) while the values it shows span some width; around
+    the value when they are all one (a run's first logged point, a chart of one step): Vega draws a zero-width
+    domain with a single tick formatted to six decimals ("8.900000"). The range is the value +- 10 % (+- 1 for zero
+    and for a whole number, so a first step reads 0 .. 2), an end ``fixed`` keeps staying where it is."""
+    lo, hi = list(fixed) if fixed else FREE
+    v = np.asarray(values, dtype="float64")
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return list(fixed) if fixed else list(FREE)
+    first, last = lo if lo is not None else float(v.min()), hi if hi is not None else float(v.max())
+    if last > first:
+        return list(fixed) if fixed else list(FREE)
+    pad = abs(first) / 10 or 1.0
+    if float(first).is_integer():
+        pad = max(pad, 1.0)
+    return [lo if lo is not None else first - pad, hi if hi is not None else first + pad]
+
+
+def axis_limits(frame: pd.DataFrame, x: str, y: str, y_fixed: list | None = None) -> dict[str, list]:
+    """A LinePlot update's ``x_lim`` and ``y_lim`` for ``frame`` (``span`` of its ``x`` and ``y`` columns)."""
+    return {"x_lim": span(frame[x] if x in frame else []), "y_lim": span(frame[y] if y in frame else [], y_fixed)}
+
+
 # Points kept per series (older points are thinned, every other one dropped) and so the most a plot draws: it bounds
 # what each open page costs the studio -- its view here and gradio's copy of the last plot values, both kept per
 # browser session -- and each redraw's work. 2000 points is more than a plot's width in pixels.

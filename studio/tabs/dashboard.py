@@ -86,6 +86,18 @@ def lagged_colors(view: dict, plot: str, frame: Any, fixed: dict[str, str] | Non
     return before
 
 
+def limits(view: dict, plot: str, frame: Any, x: str = "x", y: str = "value", y_fixed: list | None = None) -> dict:
+    """The plot's ``x_lim`` / ``y_lim`` for ``frame`` (``monitor.axis_limits``: a range around a lone value, which
+    Vega would tick "8.900000"; Vega's own otherwise). A changed range draws the plot anew, with the value it held
+    before this update (as a changed colour map does, see ``lagged_colors``): it asks for SETTLE_TICKS more sends."""
+    shown = view.setdefault("limits_shown", {})
+    now = monitor.axis_limits(frame, x, y, y_fixed)
+    if shown.get(plot) != now:
+        view["settle"] = SETTLE_TICKS
+    shown[plot] = now
+    return now
+
+
 def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str = "en") -> list[Any]:
     """Everything the dashboard shows, from the view: plots, progress, status, log tail, failure. Remembers in the
     view the colours it sent (``lagged_colors``)."""
@@ -104,6 +116,11 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
         status += f"  \n<small>{note}</small>"
     failure = monitor_text.failure_text(view, lang)
     seconds, curve = t("ax_seconds", lang), t("ax_curve", lang)
+
+    def series(key: str, title: str) -> Any:
+        frame = monitor.series_frame(view, key, axis)
+        return gr.update(value=frame, x_title=x_title, y_title=t(title, lang), **limits(view, key, frame))
+
     return [
         gr.update(
             value=loss,
@@ -113,14 +130,17 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
             color_map=lagged_colors(
                 view, "loss", loss, {**monitor.loss_colors(lang), **alerts.mark_colors(run_alerts, lang)}
             ),
+            **limits(view, "loss", loss),
         ),
-        gr.update(value=monitor.series_frame(view, "learning_rate", axis), x_title=x_title, y_title=t("lr", lang)),
-        gr.update(value=monitor.series_frame(view, "grad_norm", axis), x_title=x_title, y_title=t("grad_norm", lang)),
+        series("learning_rate", "lr"),
+        series("grad_norm", "grad_norm"),
+        series("tokens_per_second", "tps"),
         gr.update(
-            value=monitor.series_frame(view, "tokens_per_second", axis), x_title=x_title, y_title=t("tps", lang)
-        ),
-        gr.update(
-            value=mem, x_title=seconds, color_title=curve, color_map=lagged_colors(view, "mem", mem), **res["mem"]
+            value=mem,
+            x_title=seconds,
+            color_title=curve,
+            color_map=lagged_colors(view, "mem", mem),
+            **{**res["mem"], **limits(view, "mem", mem, "t", "MiB")},
         ),
         gr.update(
             value=util,
@@ -128,7 +148,7 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
             y_title=t("ax_percent", lang),
             color_title=curve,
             color_map=lagged_colors(view, "util", util),
-            **res["util"],
+            **{**res["util"], **limits(view, "util", util, "t", "percent", res["util"].get("y_lim"))},
         ),
         monitor_text.progress_html(view, lang),
         status if view.get("run_id") else t("no_run", lang),
@@ -147,14 +167,15 @@ def grpo_updates(view: dict, lang: str) -> list[Any]:
     on = grpo_panel.shown(view)
     plots = [
         gr.update(
-            value=frame(view, lang),
+            value=frame,
             visible=on,
             label=t(key, lang),
             x_title=t("ax_step", lang),
             y_title=t("ax_value", lang),
             color_title=t("ax_curve", lang),
+            **limits(view, key, frame),
         )
-        for key, frame in GRPO_PLOTS.items()
+        for key, frame in ((key, make(view, lang)) for key, make in GRPO_PLOTS.items())
     ]
     samples = grpo_panel.samples_frame(view, lang)
     return [*plots, gr.update(value=samples, visible=on and not samples.empty, label=t("grpo_samples", lang))]
@@ -189,6 +210,7 @@ def stage_plot(view: dict, plot: str, axis: str, lang: str) -> Any:
         y_title=t("ax_value", lang),
         color_title=t("ax_curve", lang),
         color_map=lagged_colors(view, f"stage_{plot}", frame, monitor.stage_colors(lang)),
+        **limits(view, f"stage_{plot}", frame, y_fixed=STAGE_Y_LIM.get(plot)),
     )
 
 
@@ -197,6 +219,7 @@ def stage_plot(view: dict, plot: str, axis: str, lang: str) -> Any:
 # asynchronously: a value that arrives meanwhile goes to the plot being replaced. At the end of a run no later value
 # would come to replace a lost one, and the curves stayed empty or short of their last points until a reload.
 SETTLE_TICKS = 2
+STAGE_Y_LIM = {"accuracy": [0, 1]}  # a share: its plot spans 0 to 1 whatever the run's values
 
 
 def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale: bool, lang: str) -> list[Any]:
@@ -206,9 +229,9 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
 
     fresh = not view or view.get("run_id") != run_id
     if fresh:
-        shown = (view or {}).get("colors_shown", {})  # what the page's plots hold: the new run's frames replace it
+        held = view or {}  # what the page's plots hold (colours, ranges): the new run's frames replace it
         view = select_run(run_id)
-        view["colors_shown"] = shown
+        view["colors_shown"], view["limits_shown"] = held.get("colors_shown", {}), held.get("limits_shown", {})
     changed = monitor.read_new(view) or fresh
     status = run_status(run_id, lang)
     if status != view.get("status_seen"):
@@ -317,7 +340,7 @@ def build(ctx: Any) -> None:
                         visible=False,
                         elem_id=f"plot-stage-{plot}",
                         elem_classes="studio-plot",
-                        **({"y_lim": [0, 1]} if plot == "accuracy" else {}),
+                        **({"y_lim": STAGE_Y_LIM[plot]} if plot in STAGE_Y_LIM else {}),
                     ),
                     f"stage_{plot}",
                 )

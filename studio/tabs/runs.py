@@ -339,17 +339,19 @@ def build(ctx: Any) -> None:
     gr.on([refresh.click, ctx.tab.select, ctx.lang.change], _refresh, lang_in, after)
     ctx.on_load.append((_refresh, lang_in, after))
 
-    colors = gr.State({})
+    drawn = gr.State({})
 
     def _compare(run_ids, lang_):
         titles = {"x_title": t("ax_step", lang_), "y_title": t("w_loss", lang_), "color_title": t("run", lang_)}
         frame = overlay(run_ids, lang=lang_)
-        return gr.update(value=frame, **titles), spec_diff(run_ids, lang_), monitor.color_map(frame, "run")
+        after = {"color_map": monitor.color_map(frame, "run"), **monitor.axis_limits(frame, "x", "value")}
+        return gr.update(value=frame, **titles), spec_diff(run_ids, lang_), after
 
-    # The colours of exactly these runs go out once the plot holds their curves: a changed map draws the plot anew
-    # with the value it holds (see monitor.color_map and dashboard.lagged_colors).
-    gr.on([chosen.change, ctx.lang.change], _compare, [chosen, ctx.lang], [curves, diff, colors]).then(
-        lambda colors_: gr.update(color_map=colors_), [colors], [curves]
+    # The colours of exactly these runs, and the axes' ranges (one around a lone point, which Vega ticks "8.900000"),
+    # go out once the plot holds their curves: a changed map or range draws the plot anew with the value it holds
+    # (see monitor.color_map and dashboard.lagged_colors).
+    gr.on([chosen.change, ctx.lang.change], _compare, [chosen, ctx.lang], [curves, diff, drawn]).then(
+        lambda after: gr.update(**after), [drawn], [curves]
     )
     gr.on([one.change, ctx.lang.change, refresh.click], details, [one, ctx.lang], [tb])
     resume_btn.click(lambda r, l_: act("resume", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)

@@ -266,6 +266,68 @@ def test_runs_overlay_names_and_colours_each_run(page, server, shots, fits_width
     assert fits_width(page)
 
 
+# The tick labels a Vega plot shows (those its overlap rule hides have opacity 0), and the points of its lines.
+TICKS_JS = """(sel) => {
+  const root = document.querySelector(sel);
+  if (!root) return null;
+  const shown = t => getComputedStyle(t).opacity !== '0' && t.getAttribute('opacity') !== '0';
+  const labels = axis => [...root.querySelectorAll(`g.role-axis g[aria-label*="${axis}"] g.role-axis-label text,
+      g.role-axis[aria-label*="${axis}"] g.role-axis-label text`)].filter(shown).map(t => t.textContent);
+  const all = [...root.querySelectorAll('g.role-axis-label text')].filter(shown).map(t => t.textContent);
+  const points = [...root.querySelectorAll('g.mark-line path')]
+    .map(p => ((p.getAttribute('d') || '').match(/[ML]/g) || []).length);
+  return {x: labels('X-axis'), y: labels('Y-axis'), all, points};
+}"""
+
+SIX_DECIMALS = re.compile(r"\.\d{5,}$")
+
+
+def one_point_ticks(page, selector: str) -> dict:
+    """The plot's ticks once it draws its one point with ticks on both axes none of which has six decimals."""
+    check = (
+        f"(() => {{ const s = ({TICKS_JS})(sel); return !!s && s.points.length === 1 && s.points[0] === 1"
+        " && s.x.length >= 2 && s.y.length >= 2 && !s.all.some(t => /\\.\\d{5,}$/.test(t)); })()"
+    )
+    try:
+        page.wait_for_function(f"(sel) => {check}", arg=selector, timeout=90_000)
+    except Exception:  # noqa: BLE001 - the assertions below say what the plot drew
+        pass
+    return page.evaluate(TICKS_JS, selector)
+
+
+def test_a_one_point_chart_ticks_a_range_around_its_point(page, server, shots):
+    """Issue 27 item 15: a run of one step draws one point per chart; Vega ticked its zero-width axes "1.000000" and
+    "8.900000". The dashboard's charts and the Runs overlay of that run tick a range around the point instead."""
+    name = f"one-{uuid.uuid4().hex[:6]}"
+    run_id = start_run(page, name, steps=1)
+    wait_finished(page, run_id)
+    assert logged(server, run_id) == (1, 0)
+    for plot in ("#plot-loss", "#plot-lr", "#plot-grad-norm"):
+        page.locator(plot).scroll_into_view_if_needed()
+        drawn = one_point_ticks(page, plot)
+        assert drawn and drawn["points"] == [1], (plot, drawn)
+        assert len(drawn["x"]) >= 2 and len(drawn["y"]) >= 2, (plot, drawn)  # a range on each axis, not one tick
+        assert not [t for t in drawn["all"] if SIX_DECIMALS.search(t)], (plot, drawn)
+        assert "1" in {t.rstrip("0").rstrip(".") for t in drawn["x"]}, (plot, drawn)  # step 1 among the ticks
+    page.locator("#plot-loss").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "charts-one-point.png"))
+
+    _tab(page, "Runs")
+    page.click("#runs-refresh")
+    compare = page.locator("#runs-compare input")
+    compare.click()
+    compare.fill(name)
+    option = page.locator("[role=option]", has_text=name)
+    expect(option).to_have_count(1, timeout=90_000)
+    option.click()
+    page.click("#runs-diff")  # closes the picker
+    drawn = one_point_ticks(page, "#runs-overlay")
+    page.locator("#runs-overlay").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "charts-one-point-overlay.png"))
+    assert drawn and drawn["points"] == [1] and len(drawn["x"]) >= 2 and len(drawn["y"]) >= 2, drawn
+    assert not [t for t in drawn["all"] if SIX_DECIMALS.search(t)], drawn
+
+
 # What the length histogram shows (studio/histogram.py's SVG): each bar's fill and its left / right edge on screen,
 # its tooltip, the cutoff line's x, the tick labels, the legend.
 HIST_JS = """() => {

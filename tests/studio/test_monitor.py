@@ -512,3 +512,43 @@ def test_nodes_without_gpus_show_each_nodes_ram_and_load_and_one_node_looks_as_b
     assert list(dict.fromkeys(util["curve"])) == ["node 0 · CPU", "node 1 · CPU"] and "no NVML" in note
     zh_mem, zh_util, _ = monitor.gpu_frames(view, "zh")
     assert "节点 1 · CPU 内存（本运行）" in set(zh_mem["curve"]) and "节点 1 · CPU" in set(zh_util["curve"])
+
+
+def test_a_lone_value_gets_a_range_around_it_and_a_spread_one_keeps_vegas():
+    """Issue 27 item 15: Vega ticks a zero-width axis "8.900000"; a plot of one point (or of one value) gets a range
+    around it, a plot whose values spread gets Vega's (sent as [None, None]: gr.update drops a None)."""
+    assert monitor.span([8.9]) == pytest.approx([8.01, 9.79])
+    assert monitor.span([1.0, 1.0]) == [0.0, 2.0]  # a whole number (a first step): +- 1
+    assert monitor.span([0.0]) == [-1.0, 1.0]
+    assert monitor.span([2e-4]) == pytest.approx([1.8e-4, 2.2e-4])
+    assert monitor.span([1.0, 2.0]) == [None, None] == monitor.FREE
+    assert monitor.span([]) == [None, None] and monitor.span([float("nan")]) == [None, None]
+    # A fixed end stays: utilisation from 0, accuracy 0 to 1.
+    assert monitor.span([0.0], [0, None]) == [0, 1.0]
+    assert monitor.span([40.0], [0, None]) == [0, None]
+    assert monitor.span([0.5], [0, 1]) == [0, 1]
+    frame = monitor.plot_frame({"x": [1.0], "value": [8.9]}, ["x", "value"])
+    assert monitor.axis_limits(frame, "x", "value") == {"x_lim": [0.0, 2.0], "y_lim": pytest.approx([8.01, 9.79])}
+
+
+def test_a_one_step_run_sends_every_plot_a_range_then_vegas_once_it_spreads(tmp_path):
+    """The dashboard sends each plot the range of what it shows; a changed range (which draws the plot anew with
+    the value it held) is followed by SETTLE_TICKS sends, so the redrawn plot gets its points."""
+    import gradio as gr
+
+    path = _write_run(tmp_path, 1)
+    out = dashboard.tick(monitor.new_view("r1", tmp_path), "r1", "step", 0.6, False, "en")
+    loss, lr, gn, tps = out[1:5]
+    assert loss["x_lim"] == [0.0, 2.0] and loss["y_lim"] == [2.0, 4.0]  # one loss point, 3.0 at step 1
+    assert lr["y_lim"] == pytest.approx([9e-4, 1.1e-3]) and gn["y_lim"] == [0.0, 2.0] and tps["y_lim"] == [45, 55]
+    accuracy = out[12]  # the preference stage's share: 0 to 1, however few its points
+    assert accuracy["y_lim"] == [0, 1] and accuracy["x_lim"] == monitor.FREE
+    for _ in range(dashboard.SETTLE_TICKS + 1):
+        out = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
+    assert out[1] == gr.skip()
+    events.append_event(path, "log", 2, loss=1.0, learning_rate=1e-3, grad_norm=0.5, tokens_per_second=60.0)
+    out = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
+    assert out[1]["x_lim"] == out[1]["y_lim"] == monitor.FREE  # two points: Vega's own range
+    assert out[2]["x_lim"] == monitor.FREE and out[2]["y_lim"] == pytest.approx([9e-4, 1.1e-3])  # lr stayed one
+    out = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
+    assert out[1] != gr.skip()  # the changed range is followed by sends of the same frames
