@@ -89,9 +89,10 @@ STRINGS: dict[str, tuple[str, str]] = {
     "lr": ("Learning rate", "学习率"),
     "grad_norm": ("Grad norm", "梯度范数"),
     "tps": ("Tokens / s", "每秒 token 数"),
-    "gpu_mem": ("GPU memory (MiB)", "GPU 显存 (MiB)"),
+    # What each memory figure counts (issue 27 item 15: the chart's and the Runs table's peaks differed unexplained).
+    "gpu_mem": ("GPU memory in use, all processes on the GPU (MiB)", "GPU 已用显存，含该卡上全部进程 (MiB)"),
     "gpu_util": ("GPU utilisation (%)", "GPU 利用率 (%)"),
-    "ram_mem": ("RAM (MiB)", "内存 (MiB)"),
+    "ram_mem": ("RAM: all the run's processes, resident (MiB)", "内存：本运行全部进程的常驻内存 (MiB)"),
     "cpu_load": ("CPU load (%, 100 = one core)", "CPU 负载（%，100 = 一个核）"),
     "stage_rewards": ("Rewards of chosen / rejected answers", "被选 / 被拒回答的奖励"),
     "stage_accuracy": ("Accuracy: chosen scored above rejected", "准确率：被选回答得分高于被拒回答"),
@@ -400,7 +401,15 @@ STRINGS: dict[str, tuple[str, str]] = {
     "rc_started": ("started", "开始时间"),
     "rc_duration": ("duration", "用时"),
     "rc_final_loss": ("final loss", "最终损失"),
-    "rc_peak_MiB": ("peak MiB", "峰值 MiB"),
+    "rc_trainer_peak_MiB": ("trainer peak MiB", "训练进程峰值 MiB"),
+    "runs_peak_note": (
+        "**trainer peak MiB**: the most one training process reported at its logged steps: on a GPU the peak "
+        "torch allocated there, on the CPU the process's resident memory. The dashboard's RAM chart adds up every "
+        "process of the run (launcher, ranks, data workers), its GPU chart all of each GPU's use: they read higher.",
+        "**训练进程峰值 MiB**：单个训练进程在记录日志的步上报告的最大值：在 GPU 上是 torch 在该卡分配的峰值，在 CPU 上"
+        "是该进程的常驻内存。仪表盘的内存图把本运行的全部进程（启动器、各进程、数据加载进程）相加，GPU 图是整块卡的"
+        "已用显存，所以读数更高。",
+    ),
     "rc_field": ("field", "字段"),
     "select_run_first": ("select a run first", "请先选择一个运行"),
     "copied_to_form": ("{id} copied into the Train form", "已把 {id} 复制到训练表单"),

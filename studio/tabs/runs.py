@@ -35,13 +35,15 @@ COLUMNS = [
     "started",
     "duration",
     "final loss",
-    "peak MiB",
+    "trainer peak MiB",  # what one training process reported (runs_peak_note says what the page's other figures count)
     "alerts",
 ]
 
 
 def summarize(rec: Any, lang: str = "en") -> dict:
-    """One table row from a RunRecord: spec fields, timing, last loss and peak memory from the events."""
+    """One table row from a RunRecord: spec fields, timing, last loss and the trainer's peak memory from the events:
+    the most any one rank reported at a log (on a GPU torch's peak allocated, ``max_allocated_mib``; on the CPU the
+    process's RSS). The dashboard's RAM chart sums all the run's processes, its GPU chart each GPU's whole use."""
     try:
         spec = yaml.safe_load(rec.spec or "") or {}
     except yaml.YAMLError:
@@ -56,7 +58,7 @@ def summarize(rec: Any, lang: str = "en") -> dict:
         if ev["type"] == "log" and isinstance(p.get("loss"), (int, float)):
             final_loss = p["loss"]
         for _, mem in monitor._ranks(p.get("memory")):
-            value = monitor._first(mem, "peak_mib", "allocated_mib", "rss_mib")
+            value = monitor._first(mem, "max_allocated_mib", "peak_mib", "allocated_mib", "rss_mib")
             if value is not None:
                 peak = max(peak or 0, value)
     started, ended = rec.started, rec.ended or (time.time() if rec.status == "running" else None)
@@ -76,7 +78,7 @@ def summarize(rec: Any, lang: str = "en") -> dict:
         "started": time.strftime("%m-%d %H:%M", time.localtime(started)) if started else "",
         "duration": monitor_text.format_duration(ended - started) if started and ended else "",
         "final loss": round(final_loss, 4) if final_loss is not None else None,
-        "peak MiB": round(peak) if peak is not None else None,
+        "trainer peak MiB": round(peak) if peak is not None else None,
         "alerts": alerts.column_text(run_alerts, lang),
     }
 
@@ -269,6 +271,8 @@ def build(ctx: Any) -> None:
         ),
         "runs_table",
     )
+    # Which processes the table's memory peak counts, beside the dashboard's charts that count others.
+    texts.add(gr.Markdown(t("runs_peak_note", lang), elem_id="runs-peak-note"), "runs_peak_note", "value")
     ids = [(r.id, getattr(r, "name", "") or "") for r in backend.list_runs()]
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=360):

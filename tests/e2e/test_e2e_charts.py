@@ -140,7 +140,7 @@ def test_live_loss_chart_draws_every_point_and_resource_charts_say_cpu(page, ser
     assert drawn["title"] == "curve"
 
     # This machine has no GPU: the resource charts say what they show, and draw it.
-    expect(page.locator("#plot-gpu-mem")).to_contain_text("RAM (MiB)", timeout=90_000)
+    expect(page.locator("#plot-gpu-mem")).to_contain_text("RAM: all the run's processes", timeout=90_000)
     expect(page.locator("#plot-gpu-util")).to_contain_text("CPU load", timeout=90_000)
     assert "GPU" not in page.inner_text("#plot-gpu-mem") + page.inner_text("#plot-gpu-util")
     for plot, label in (("#plot-gpu-mem", "CPU RAM (run)"), ("#plot-gpu-util", "CPU")):
@@ -157,7 +157,7 @@ def test_live_loss_chart_draws_every_point_and_resource_charts_say_cpu(page, ser
     drawn = wait_svg(page, "#plot-loss", lines_match(zh) + " && s.legend.includes('训练损失')")
     assert drawn and sorted(drawn["legend"]) == sorted(["训练损失", "训练损失（平滑）", "验证损失"]), drawn
     assert all(line["visible"] for line in drawn["lines"]) and len(drawn["lines"]) == 3, drawn
-    expect(page.locator("#plot-gpu-mem")).to_contain_text("内存 (MiB)", timeout=90_000)
+    expect(page.locator("#plot-gpu-mem")).to_contain_text("本运行全部进程的常驻内存 (MiB)", timeout=90_000)
     page.locator("#plot-loss").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "charts-live-loss-zh.png"))
 
@@ -326,6 +326,43 @@ def test_a_one_point_chart_ticks_a_range_around_its_point(page, server, shots):
     page.screenshot(path=str(shots / "charts-one-point-overlay.png"))
     assert drawn and drawn["points"] == [1] and len(drawn["x"]) >= 2 and len(drawn["y"]) >= 2, drawn
     assert not [t for t in drawn["all"] if SIX_DECIMALS.search(t)], drawn
+
+
+def test_each_memory_figure_says_which_processes_it_counts(page, server, shots):
+    """Issue 27 item 15: the Runs table's peak (622 MiB) and the dashboard's RAM chart (~870 MiB) differed without
+    saying what each counts. The chart's title names all the run's processes; the table's column is the trainer's
+    peak and the note under it says what that is and why the charts read higher, in English and Chinese."""
+    name = f"mem-{uuid.uuid4().hex[:6]}"
+    run_id = start_run(page, name, steps=1)
+    wait_finished(page, run_id)
+    expect(page.locator("#plot-gpu-mem")).to_contain_text("RAM: all the run's processes, resident (MiB)")
+    _tab(page, "Runs")
+    page.click("#runs-refresh")
+    table = page.locator("#runs-table")
+    expect(table.get_by_role("columnheader", name="trainer peak MiB")).to_be_visible(timeout=90_000)
+    row = table.get_by_role("row").filter(has_text=name)
+    expect(row).to_have_count(1, timeout=90_000)
+    headers = table.get_by_role("columnheader").all_inner_texts()
+    cells = row.get_by_role("gridcell").all_inner_texts()
+    peak = cells[[h.strip() for h in headers].index("trainer peak MiB")].strip()
+    assert peak.isdigit() and int(peak) > 0, (headers, cells)
+    note = page.locator("#runs-peak-note")
+    expect(note).to_contain_text("trainer peak MiB: the most one training process reported")
+    expect(note).to_contain_text("adds up every process of the run")
+    box = page.evaluate(
+        "() => { const n = document.querySelector('#runs-peak-note'), t = document.querySelector('#runs-table');"
+        " return {note: n.getBoundingClientRect().top, table: t.getBoundingClientRect().bottom}; }"
+    )
+    assert box["note"] >= box["table"] - 1, box  # under the table it explains
+    note.scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "runs-peak-note.png"))
+
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="中文").click()
+    expect(note).to_contain_text("训练进程峰值 MiB：单个训练进程", timeout=90_000)
+    expect(table.get_by_role("columnheader", name="训练进程峰值 MiB")).to_be_visible(timeout=90_000)
+    page.get_by_role("tab", name="训练").click()
+    expect(page.locator("#plot-gpu-mem")).to_contain_text("内存：本运行全部进程的常驻内存 (MiB)", timeout=90_000)
 
 
 # What the length histogram shows (studio/histogram.py's SVG): each bar's fill and its left / right edge on screen,

@@ -371,7 +371,7 @@ def test_runs_tab_in_chinese(run_registry, monkeypatch):
         "开始时间",
         "用时",
         "最终损失",
-        "峰值 MiB",
+        "训练进程峰值 MiB",
         "告警",
     ]
     assert list(runs.table().columns) == runs.COLUMNS

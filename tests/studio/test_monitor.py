@@ -255,23 +255,33 @@ def test_resource_plots_are_titled_by_what_they_show(tmp_path, monkeypatch):
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
     out = dashboard.render(view, "step", 0, False, "en")
-    assert out[4]["label"] == "RAM (MiB)" and out[5]["label"].startswith("CPU load") and out[5]["y_lim"] == [0, None]
+    assert (
+        out[4]["label"] == "RAM: all the run's processes, resident (MiB)"
+        and out[5]["label"].startswith("CPU load")
+        and out[5]["y_lim"] == [0, None]
+    )
     zh = dashboard.render(view, "step", 0, False, "zh")
-    assert zh[4]["label"] == "内存 (MiB)" and zh[5]["label"].startswith("CPU 负载")
+    assert zh[4]["label"] == "内存：本运行全部进程的常驻内存 (MiB)" and zh[5]["label"].startswith("CPU 负载")
     gpu = {"ts": 1.0, "gpus": [{"index": 0, "memory_used_mib": 500, "memory_total_mib": 8000, "utilization_pct": 40}]}
     (tmp_path / "metrics.jsonl").write_text(json.dumps(gpu) + "\n")
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
     out = dashboard.render(view, "step", 0, False, "en")
-    assert out[4]["label"] == "GPU memory (MiB)" and out[5]["label"] == "GPU utilisation (%)"
+    assert (
+        out[4]["label"] == "GPU memory in use, all processes on the GPU (MiB)"
+        and out[5]["label"] == "GPU utilisation (%)"
+    )
     assert out[5]["y_lim"] == [0, 100]
     (tmp_path / "metrics.jsonl").unlink()
     view = monitor.new_view("r1", tmp_path)
     monitor.read_new(view)
     monkeypatch.setattr(dashboard, "machine_has_gpu", lambda: True)
-    assert dashboard.render(view, "step", 0, False, "en")[4]["label"] == "GPU memory (MiB)"
+    assert (
+        dashboard.render(view, "step", 0, False, "en")[4]["label"]
+        == "GPU memory in use, all processes on the GPU (MiB)"
+    )
     monkeypatch.setattr(dashboard, "machine_has_gpu", lambda: False)
-    assert dashboard.render(view, "step", 0, False, "en")[4]["label"] == "RAM (MiB)"
+    assert dashboard.render(view, "step", 0, False, "en")[4]["label"] == "RAM: all the run's processes, resident (MiB)"
 
 
 def test_color_map_keeps_fixed_colours_and_gives_others_distinct_ones():

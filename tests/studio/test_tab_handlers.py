@@ -156,6 +156,34 @@ def test_runs_table_and_diff_are_empty_safe(studio_home):
     assert runs.act("delete", None) == "select a run first"
 
 
+def test_runs_table_peak_is_the_trainers_and_says_so(tmp_path):
+    """Issue 27 item 15: the table's peak (622 MiB) and the RAM chart's (~870) differed unexplained. The column says
+    it is one training process's peak (torch's peak allocated on a GPU, the process's RSS on the CPU), and the note
+    under the table says what the dashboard's charts count instead, in both languages."""
+    from types import SimpleNamespace
+
+    from engine.core import events
+    from studio.i18n.page import t
+
+    path = tmp_path / "events.jsonl"
+    gpu = {"allocated_mib": 300.0, "max_allocated_mib": 622.0, "reserved_mib": 700.0, "rss_mib": 2000.0}
+    events.append_event(
+        path, "log", 1, loss=2.0, memory=[{"rank": 0, **gpu}, {"rank": 1, **gpu, "max_allocated_mib": 500}]
+    )
+    events.append_event(path, "log", 2, loss=1.5, memory={"0": {"rss_mib": 610.0}})
+    rec = SimpleNamespace(
+        id="r1", name="n", spec="", run_dir=str(tmp_path), started=1.0, ended=2.0, status="completed", kind="train"
+    )
+    row = runs.summarize(rec)
+    assert row["trainer peak MiB"] == 622  # torch's peak of the rank that held most, not its RSS nor a moment's use
+    assert "trainer peak MiB" in runs.COLUMNS and "训练进程峰值 MiB" in runs.table("zh", [row]).columns
+    note, zh = t("runs_peak_note", "en"), t("runs_peak_note", "zh")
+    assert "one training process" in note and "every process of the run" in note
+    assert "单个训练进程" in zh and "全部进程" in zh
+    assert "all the run's processes" in t("ram_mem", "en") and "all processes on the GPU" in t("gpu_mem", "en")
+    assert "全部进程" in t("ram_mem", "zh") and "全部进程" in t("gpu_mem", "zh")
+
+
 def test_runs_tab_delete_says_what_it_removed(run_registry):
     """The Runs tab's Delete shows the registry's report (what was removed), in the page's language."""
     import sys
