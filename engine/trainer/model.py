@@ -49,6 +49,18 @@ def load_tokenizer(spec: RunSpec):
     return tok
 
 
+def apply_rope_scaling(config, rope_type: str, factor: float) -> None:
+    """RoPE scaling on the (text) config, keeping what the model's rope parameters already hold: transformers 5
+    keeps ``rope_theta`` (and Qwen-VL's ``mrope_section``) inside ``rope_parameters``, and assigning the legacy
+    ``rope_scaling`` replaces that dict, so the rotary embedding is built with no base (a TypeError at load)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    params = getattr(text, "rope_parameters", None)
+    if isinstance(params, dict):
+        text.rope_parameters = {**params, "rope_type": rope_type, "factor": factor}
+    else:  # an older config class: the legacy field
+        text.rope_scaling = {"rope_type": rope_type, "factor": factor}
+
+
 def load_model(
     spec: RunSpec, *, device: str, precision: str, attn_implementation: str | None = None, vision: bool = False
 ):
@@ -67,7 +79,7 @@ def load_model(
         config = AutoConfig.from_pretrained(
             model_location(spec), revision=spec.model.revision, trust_remote_code=spec.model.trust_remote_code
         )
-        config.rope_scaling = {"rope_type": spec.model.rope_scaling.type, "factor": spec.model.rope_scaling.factor}
+        apply_rope_scaling(config, spec.model.rope_scaling.type, spec.model.rope_scaling.factor)
         kwargs["config"] = config
     q = spec.method.quantization
     if q.bits:
