@@ -336,6 +336,9 @@ def spec_to_values(spec_dict: dict) -> dict[str, Any]:
     """Nested spec dict (e.g. a loaded preset) -> {path: widget value}; missing fields take their defaults."""
     out: dict[str, Any] = {}
     for f in FIELDS:
+        if f.kind == "optional_model":  # on only when the block is given (its switch's default, False, is no block)
+            out[f.path] = _get(spec_dict, f.path, None) is not None
+            continue
         value = _get(spec_dict, f.path, f.default)
         if f.kind != "optional_model" and any(
             o.kind == "optional_model" and f.path.startswith(o.path + ".") and _get(spec_dict, o.path, None) is None

@@ -64,6 +64,17 @@ def test_demo_spec_round_trips_through_widget_values(demo_paths):
     assert spec_mod.spec_to_dict(spec) == spec_mod.spec_to_dict(spec_mod.parse_spec(data))
 
 
+def test_a_partial_spec_leaves_optional_blocks_off(demo_paths):
+    """A preset written by hand names only what it changes: a block it does not name (rope_scaling) stays off, as
+    the spec's default is, and one it names is on with its values."""
+    data = {"model": {"name_or_path": demo_paths["model_dir"]}, "data": {"datasets": ["demo_alpaca"]}}
+    spec, errors, _ = train.check(forms.spec_to_values(data))
+    assert errors == [] and spec.model.rope_scaling is None
+    data["model"]["rope_scaling"] = {"type": "dynamic", "factor": 4.0}
+    spec, errors, _ = train.check(forms.spec_to_values(data))
+    assert errors == [] and (spec.model.rope_scaling.type, spec.model.rope_scaling.factor) == ("dynamic", 4.0)
+
+
 def test_errors_land_on_the_field_they_name(demo_paths):
     values = _demo_values(demo_paths)
     values["launch.num_processes"] = 4  # single backend with 4 processes: a cross-field rule
