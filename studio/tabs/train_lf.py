@@ -84,13 +84,15 @@ def build_import(texts: Any, lang: str) -> dict[str, Any]:
             gr.Textbox(label=t("lf_acc_text", lang), lines=3, max_lines=20, elem_id="lf-acc-text"),
             "lf_acc_text",
         )
-        with gr.Row():  # gr.File, not UploadButton: a language switch cannot relabel an UploadButton
+        # gr.File, not UploadButton: a language switch cannot relabel an UploadButton. No ``height``: gradio sets it
+        # on the drop area, not on the block its compact layout watches, and cut the full one (icon, "Drop File
+        # Here", "Click to Upload": ~240 px) to the height given.
+        with gr.Row():
             w["upload"] = texts.add(
                 gr.File(
                     label=t("lf_upload", lang),
                     file_types=[".yaml", ".yml"],
                     type="filepath",
-                    height=90,
                     elem_id="lf-upload",
                 ),
                 "lf_upload",
@@ -100,7 +102,6 @@ def build_import(texts: Any, lang: str) -> dict[str, Any]:
                     label=t("lf_acc_upload", lang),
                     file_types=[".yaml", ".yml"],
                     type="filepath",
-                    height=90,
                     elem_id="lf-acc-upload",
                 ),
                 "lf_acc_upload",

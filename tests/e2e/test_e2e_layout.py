@@ -62,3 +62,41 @@ def test_the_long_train_form_scrolls_with_the_page_not_in_a_box(page, shots, fit
     assert page.evaluate(INNER_SCROLL_JS, "#train-form") == []
     page.screenshot(path=str(shots / "train-form-page-scroll.png"))
     assert fits_width(page)
+
+
+# What of a block lies outside its box (the block hides its overflow): each visible descendant's edges, and the
+# texts it shows.
+CLIPPED_JS = """(sel) => {
+  const block = document.querySelector(sel), box = block.getBoundingClientRect(), out = [];
+  for (const el of block.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height || getComputedStyle(el).visibility === 'hidden') continue;
+    if (r.top < box.top - 1 || r.bottom > box.bottom + 1 || r.left < box.left - 1 || r.right > box.right + 1)
+      out.push({tag: el.tagName, cls: String(el.className.baseVal ?? el.className), top: r.top, bottom: r.bottom,
+                box: [box.top, box.bottom], text: (el.innerText || '').slice(0, 40)});
+  }
+  return {out, text: block.innerText};
+}"""
+
+
+def test_the_lf_upload_widgets_show_whole(page, shots):
+    """The LLaMA-Factory YAML section's two upload widgets were 90 px boxes around a 240 px drop area: the icon sat
+    under the label and "Click to Upload" was cut in half. Each shows its label, icon and texts inside its box."""
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
+    page.get_by_text("LLaMA-Factory YAML", exact=True).first.click()
+    for widget, label in (("#lf-upload", "Upload training YAML"), ("#lf-acc-upload", "Upload accelerate config")):
+        page.locator(widget).scroll_into_view_if_needed()
+        try:
+            page.wait_for_function(
+                f"(sel) => {{ const s = ({CLIPPED_JS})(sel); return s.out.length === 0"
+                " && s.text.includes('Click to Upload'); }",
+                arg=widget,
+                timeout=90_000,
+            )
+        except Exception:  # noqa: BLE001 - the assertions below say what lies outside the box
+            pass
+        shown = page.evaluate(CLIPPED_JS, widget)
+        assert shown["out"] == [], (widget, shown)
+        for text in (label, "Drop File Here", "Click to Upload"):
+            assert text in shown["text"], (widget, shown["text"])
+    page.screenshot(path=str(shots / "lf-uploads.png"))
