@@ -27,7 +27,7 @@ from studio.form_validation import colon as _colon
 from studio.form_validation import where as _where
 from studio.i18n.localize import localize_error, localize_problems
 from studio.i18n.page import t
-from studio.tabs import train_estimate, train_lf
+from studio.tabs import train_estimate, train_lf, train_rewards
 from studio.tabs.train_plan import fit_and_plan, plan_html
 from studio.tabs.train_presets import list_presets, load_preset, save_preset
 
@@ -309,6 +309,7 @@ def build(ctx: Any) -> None:
                     )
                 preset_msg = gr.Markdown(elem_id="preset-msg")
             lf_widgets = train_lf.build_import(texts, lang)
+            rt_widgets = train_rewards.build(texts, lang)
             with gr.Accordion(t("preview", lang), open=False) as prev_acc:
                 texts.add(prev_acc, "preview")
                 with gr.Row():
@@ -430,6 +431,7 @@ def build(ctx: Any) -> None:
     fit_btn.click(_fit, plan_inputs, [*fields, fit_msg, plan_out])
     prev_btn.click(lambda *a: preview(to_values(a[:-1]), a[-1]), [*fields, ctx.lang], [prev_out])
     train_lf.wire(lf_widgets, lf_save, lf_save_out, fields, ctx.lang, _apply)
+    train_rewards.wire(rt_widgets, fields, ctx.lang, to_values)
     save_btn.click(
         lambda name, lang_, *a: (save_preset(name, to_values(a), lang_), gr.update(choices=list_presets())),
         [preset_name, ctx.lang, *fields],

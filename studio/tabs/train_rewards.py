@@ -1,0 +1,111 @@
+"""The Train tab's reward dry run (stage grpo): each reward function of the form runs on N real rows of the dataset
+before launch, with the dataset's own answers or the base model's completions, and a table shows every function's
+score per row, with each function's mean or the error that names the function, row and value.
+
+Light: pandas and the stdlib. The functions (a user's file among them) run in a subprocess started by
+``engine.runs.rewards_try.try_rewards``, never in the page's process; ``studio rewards try`` is the same from the
+shell.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+
+from engine.runs import rewards_try
+from studio.form_validation import check, colon
+from studio.i18n.localize import localize_problems
+from studio.i18n.page import t
+
+MAX_ROWS = 64
+COMPLETION_CHARS = 200
+
+
+def build(texts: Any, lang: str) -> dict:
+    """The accordion's widgets: rows, source, the button, the summary and the table."""
+    import gradio as gr
+
+    with gr.Accordion(t("rt_title", lang), open=False, elem_id="rewards-try") as acc:
+        texts.add(acc, "rt_title")
+        with gr.Row():
+            rows = texts.add(
+                gr.Number(value=8, label=t("rt_rows", lang), minimum=1, maximum=MAX_ROWS, step=1, elem_id="rt-rows"),
+                "rt_rows",
+            )
+            source = texts.add(
+                gr.Radio(
+                    choices=source_choices(lang),
+                    value="answers",
+                    label=t("rt_source", lang),
+                    elem_id="rt-source",
+                ),
+                "rt_source",
+            )
+        button = texts.add(gr.Button(t("rt_run", lang), size="sm", elem_id="rt-run"), "rt_run", "value")
+        summary = gr.Markdown(elem_id="rt-summary")
+        table = gr.Dataframe(value=None, interactive=False, wrap=True, elem_id="rt-table")
+    return {"rows": rows, "source": source, "button": button, "summary": summary, "table": table}
+
+
+def source_choices(lang: str) -> list[tuple[str, str]]:
+    return [(t("rt_answers", lang), "answers"), (t("rt_model", lang), "model")]
+
+
+def try_form(values: dict[str, Any], rows: Any, source: str, lang: str = "en") -> tuple[str, pd.DataFrame | None]:
+    """(summary, table) of the dry run of the form's spec; the summary alone when the form is not a grpo spec."""
+    spec, errors, _ = check(values)
+    if spec is None:
+        return "\n".join(f"- {p}{colon(lang)}{m}" for p, m in localize_problems(errors, lang)), None
+    if spec.method.stage != "grpo":
+        return t("rt_not_grpo", lang, stage=spec.method.stage), None
+    n = max(1, min(MAX_ROWS, int(rows or 8)))
+    return render(rewards_try.try_rewards(spec, n, source or "answers"), lang)
+
+
+def render(result: dict, lang: str = "en") -> tuple[str, pd.DataFrame | None]:
+    """The subprocess's result as the summary (each function's mean over its scored rows, or its error) and a
+    table: dataset, row, completion, one column per function."""
+    if "rows" not in result:
+        return "❌ " + html.escape(str(result.get("error") or "?"), quote=False), None
+    rewards = result["rewards"]
+    names = [r["name"] for r in rewards]
+    cols = [t("rt_dataset", lang), t("rt_row", lang), t("grpo_completion", lang), *names]
+    data = []
+    for i, row in enumerate(result["rows"]):
+        text = " ".join(str(row.get("completion") or "").split())
+        text = text if len(text) <= COMPLETION_CHARS else text[: COMPLETION_CHARS - 1] + "…"
+        scores = [None if r["scores"] is None else r["scores"][i] for r in rewards]
+        data.append([row["dataset"], row["row"], text, *scores])
+    lines = []
+    for r in rewards:
+        if r["error"]:
+            lines.append(f"- ❌ **{r['name']}**{colon(lang)}{html.escape(r['error'], quote=False)}")
+            continue
+        scored = [v for v in r["scores"] or [] if v is not None]
+        mean = f"{sum(scored) / len(scored):.4g}" if scored else "–"
+        lines.append(
+            f"- ✅ **{r['name']}**{colon(lang)}" + t("rt_mean", lang, mean=mean, n=len(scored), w=f"{r['weight']:g}")
+        )
+    if result.get("error"):
+        lines.append("- ❌ " + html.escape(str(result["error"]), quote=False))
+    return "\n".join(lines), pd.DataFrame(data, columns=cols)
+
+
+def wire(widgets: dict, fields: list, lang_state: Any, to_values) -> None:
+    """The button runs the dry run of the form as it is now; the source's choices follow the page's language."""
+    import gradio as gr
+
+    n = len(fields)
+    lang_state.change(lambda lang: gr.update(choices=source_choices(lang)), [lang_state], [widgets["source"]])
+
+    def run(*args):
+        summary, frame = try_form(to_values(args[:n]), args[n], args[n + 1], args[n + 2])
+        return summary, frame
+
+    widgets["button"].click(
+        run,
+        [*fields, widgets["rows"], widgets["source"], lang_state],
+        [widgets["summary"], widgets["table"]],
+    )
