@@ -331,6 +331,13 @@ def build(ctx: Any) -> None:
         _upload, [upload, ctx.lang], [stored, up_msg, ds_name, fmt, editing, reg_msg, upload, *role_boxes.values()]
     )
 
+    def _cleared():
+        """The file taken off the widget (its ×): what was said and filled in from it goes with it, and the stored
+        path too, so Register no longer registers a file the page no longer shows ("upload a file first")."""
+        return "", "", "", "", *[gr.update(choices=[], value=None) for _ in roles]
+
+    upload.clear(_cleared, None, [stored, up_msg, ds_name, reg_msg, *role_boxes.values()], queue=False)
+
     def _register(path, name, formatting, editing_, lang_, *cols):
         mapping = {r: v for r, v in zip(role_boxes, cols) if r in data_register.COLUMN_ROLES[formatting]}
         found = data_register.registered_entry(editing_) if editing_ and editing_ == name else None

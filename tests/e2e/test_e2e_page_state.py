@@ -164,6 +164,32 @@ def test_a_new_upload_clears_the_last_registers_words(page, tmp_path):
     assert page.locator("#ds-upload td.filename").count() == 0
 
 
+def test_clearing_the_upload_takes_its_words_and_its_file_with_it(page, tmp_path):
+    """Issue 27 item 15: the upload widget's × left "stored …" under an empty widget, and Register then registered
+    the file no longer shown. After ×: no message, no name, no columns, and Register asks for a file."""
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=240_000)
+    _tab(page, "Datasets")
+    data = tmp_path / "cleared_one.jsonl"
+    data.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "output": f"{i}"}) for i in range(6)))
+    _upload(page, data)
+    _wait_text(page, "#ds-upload-msg", "cleared_one.jsonl")
+    page.wait_for_function("document.querySelector('#ds-name input').value === 'cleared_one'", timeout=60_000)
+    assert _column(page, "prompt") == "instruction"
+    page.locator("#ds-upload button[aria-label=Clear]").click()
+    page.wait_for_selector("#ds-upload input[type=file]", state="attached", timeout=60_000)
+    page.wait_for_function(
+        "document.querySelector('#ds-upload-msg').innerText.trim() === ''"
+        " && document.querySelector('#ds-name input').value === ''",
+        timeout=60_000,
+    )
+    assert not _shows_file(page, "cleared_one") and _column(page, "prompt") == ""
+    page.fill("#ds-name input", "cleared_one")  # a name typed again: still no file to register
+    page.click("#ds-register")
+    _wait_text(page, "#ds-register-msg", "upload a file first")
+    page.click("#ds-pick input")
+    assert page.get_by_role("option", name="cleared_one", exact=True).count() == 0  # nothing was registered
+
+
 def _column(page, role: str) -> str:
     return page.input_value(f"#ds-col-{role} input")
 
