@@ -22,6 +22,7 @@ DEMO_MODEL_NAME = "demo-tiny-llama"
 DEMO_SPEC_NAME = "demo_spec.yaml"
 DEMO_VLM_NAME = "demo-tiny-llava"  # the demo's vision-language model (engine.trainer.demo_vlm)
 DEMO_VLM_DATASET = "demo_vlm"
+DEMO_VLM_DPO_DATASET = "demo_vlm_dpo"  # its image preference pairs (stage dpo)
 # The demo's datasets and their dataset_info.json, shipped with the code; ``studio demo`` copies them into data/.
 ASSETS_DATA = Path(__file__).resolve().parents[2] / "assets" / "data"
 
@@ -82,4 +83,5 @@ def demo_paths() -> dict:
         "example_spec": str(home() / DEMO_SPEC_NAME),
         "vlm_model_dir": str(demo_vlm_model_dir()),
         "vlm_dataset": DEMO_VLM_DATASET,
+        "vlm_dpo_dataset": DEMO_VLM_DPO_DATASET,
     }

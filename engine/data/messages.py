@@ -95,7 +95,9 @@ MESSAGES: dict[str, str] = {
     "data.image_more": "and {more} more image problem(s) like these",
     "data.images_text_model": "dataset(s) {names} hold images but model '{model}' has no vision tower: choose a "
     "vision-language model (its config.json has a vision_config)",
-    "data.images_stage": "dataset(s) {names} hold images: image data trains with stage sft (got '{stage}')",
+    "data.images_stage": "dataset(s) {names} hold images: image data trains with stage sft or dpo (got '{stage}')",
+    "data.images_loss": "dataset(s) {names} hold images: dpo on images trains with TRL's DPOTrainer losses, not "
+    "'{loss}' (a text-only trainer): choose sigmoid, ipo, ...",
     "data.bad_type": "unsupported file type '{suffix}' (use .json, .jsonl, .csv, .parquet, .txt, or a folder saved "
     "with datasets' save_to_disk)",
     "data.not_utf8_column": "not UTF-8 text (byte 0x{byte:02x} at column {col}): save the file as UTF-8",

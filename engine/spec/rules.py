@@ -433,7 +433,8 @@ def _check_datasets(spec: RunSpec) -> list[tuple[str, Message]]:
 
 
 def _image_problems(spec: RunSpec, info: dict) -> list[tuple[str, Message]]:
-    """Datasets with images train a vision-language model (a config with a vision_config) with stage sft."""
+    """Datasets with images train a vision-language model (a config with a vision_config) with stage sft, or dpo
+    with one of TRL DPOTrainer's losses (ORPO / SimPO run on text-only trainers)."""
     from engine.data.messages import message as data_message
 
     names = [
@@ -446,8 +447,11 @@ def _image_problems(spec: RunSpec, info: dict) -> list[tuple[str, Message]]:
     if not names:
         return []
     shown = ", ".join(names)
-    if spec.method.stage != "sft":
+    if spec.method.stage not in ("sft", "dpo"):
         return [("method.stage", data_message("data.images_stage", names=shown, stage=spec.method.stage))]
+    loss = spec.method.dpo.loss_type
+    if spec.method.stage == "dpo" and loss in ("orpo", "simpo"):
+        return [("method.dpo.loss_type", data_message("data.images_loss", names=shown, loss=loss))]
     config = read_model_config(spec.model.name_or_path, spec.model.revision)
     if config is not None and not config.get("vision_config"):
         return [("data.datasets", data_message("data.images_text_model", names=shown, model=spec.model.name_or_path))]

@@ -237,6 +237,6 @@ def cli(argv: list[str]) -> int:
     print(f"workspace:  {workspace.home()}")
     print(f"model:      {paths['model_dir']}")
     print(f"datasets:   {paths['data_dir']}  ({', '.join(paths['datasets'])})")
-    print(f"vlm model:  {paths['vlm_model_dir']}  (dataset {paths['vlm_dataset']})")
+    print(f"vlm model:  {paths['vlm_model_dir']}  (datasets {paths['vlm_dataset']}, {paths['vlm_dpo_dataset']})")
     print(f"example:    {paths['example_spec']}  (run it with: studio train {paths['example_spec']})")
     return 0

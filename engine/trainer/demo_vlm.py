@@ -9,8 +9,11 @@ torchvision (Qwen2-VL's processor requires a video processor, which does) and it
 
 The dataset (shapes and colours drawn with PIL, captions generated from what was drawn) is written in LLaMA-Factory's
 multimodal layout: ``messages`` with ``<image>`` placeholders and an ``images`` column of paths relative to the
-dataset folder, registered in ``dataset_info.json`` with ``columns.images`` as LF's ``mllm_demo`` is. Importing
-this module is cheap: heavy imports live inside the functions (only ``engine.trainer`` may import them).
+dataset folder, registered in ``dataset_info.json`` with ``columns.images`` as LF's ``mllm_demo`` is. Its preference
+set (``demo_vlm_dpo``: one question per image, the true caption chosen and another image's rejected) is laid out as
+LF's ``rlhf_v``: sharegpt ``conversations``, ``chosen`` / ``rejected`` answers and ``images``, ``ranking: true``, for
+stage dpo. Importing this module is cheap: heavy imports live inside the functions (only ``engine.trainer`` may import
+them).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ BUILD_VERSION = 1  # bump when the recipe changes, so old workspaces rebuild
 MARKER = "studio_demo_vlm.json"
 SEED = 4321
 DATASET = "demo_vlm"
+DPO_DATASET = "demo_vlm_dpo"  # engine.core.workspace.DEMO_VLM_DPO_DATASET
 IMAGES_DIR = "demo_vlm_images"
 IMAGE_SIZE = 56  # the CLIP tower's input: 4 x 4 patches of 14 pixels
 PATCH_SIZE = 14
@@ -124,6 +128,34 @@ def dataset_entry() -> dict:
         "formatting": "sharegpt",
         "columns": {"messages": "messages", "images": "images"},
         "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
+    }
+
+
+def preference_rows() -> list[dict]:
+    """The demo's image preference pairs in LF's ``rlhf_v`` layout: per image, the caption of what was drawn is
+    chosen and that of an image with another shape and colour is rejected."""
+    plan = images_plan()
+    rows = []
+    for i, im in enumerate(plan):
+        other = next(o for o in plan[i + 1 :] + plan if o["shape"] != im["shape"] and o["colour"] != im["colour"])
+        rows.append(
+            {
+                "conversations": [{"from": "human", "value": "<image>What shape is in the picture?"}],
+                "chosen": {"from": "gpt", "value": f"It is a {im['colour']} {im['shape']}."},
+                "rejected": {"from": "gpt", "value": f"It is a {other['colour']} {other['shape']}."},
+                "images": [im["file"]],
+            }
+        )
+    return rows
+
+
+def preference_entry() -> dict:
+    """The preference set's ``dataset_info.json`` entry, LF's ``rlhf_v`` layout."""
+    return {
+        "file_name": f"{DPO_DATASET}.json",
+        "ranking": True,
+        "formatting": "sharegpt",
+        "columns": {"messages": "conversations", "chosen": "chosen", "rejected": "rejected", "images": "images"},
     }
 
 
@@ -251,7 +283,8 @@ def _draw(im: dict, path: Path) -> None:
 
 
 def _write_dataset(data_dir: Path, *, force: bool) -> None:
-    """The images (drawn when missing), the rows and the entry merged into dataset_info.json (others kept)."""
+    """The images (drawn when missing), the rows of both sets and their entries merged into dataset_info.json
+    (others kept)."""
     from engine.data.registry import read_dataset_info, save_dataset_info
 
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -259,11 +292,13 @@ def _write_dataset(data_dir: Path, *, force: bool) -> None:
         path = data_dir / im["file"]
         if force or not path.is_file():
             _draw(im, path)
-    text = json.dumps(dataset_rows(), ensure_ascii=False, indent=1)
-    rows_path = data_dir / f"{DATASET}.json"
-    if force or not rows_path.is_file() or rows_path.read_text(encoding="utf-8") != text:
-        rows_path.write_text(text, encoding="utf-8")
+    for name, rows in ((DATASET, dataset_rows()), (DPO_DATASET, preference_rows())):
+        text = json.dumps(rows, ensure_ascii=False, indent=1)
+        rows_path = data_dir / f"{name}.json"
+        if force or not rows_path.is_file() or rows_path.read_text(encoding="utf-8") != text:
+            rows_path.write_text(text, encoding="utf-8")
     info_path = data_dir / "dataset_info.json"
     current = read_dataset_info(data_dir) if info_path.is_file() else {}
-    if current.get(DATASET) != dataset_entry():
-        save_dataset_info(data_dir, {**current, DATASET: dataset_entry()})
+    entries = {DATASET: dataset_entry(), DPO_DATASET: preference_entry()}
+    if any(current.get(k) != v for k, v in entries.items()):
+        save_dataset_info(data_dir, {**current, **entries})

@@ -155,7 +155,11 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     data_builder = build_train_data
     if spec.method.stage == "grpo":  # prompts for TRL's GRPOTrainer (engine.trainer.grpo)
         from engine.trainer.grpo import build_data as data_builder
-    data = vision.build_data(spec, tokenizer, log=log) if vlm else data_builder(spec, tokenizer, log=log)
+    if vlm:  # images with the processor: sft's encoded rows, dpo's pairs for TRL's vision collator
+        from engine.trainer import vision_dpo
+
+        data_builder = vision_dpo.build_data if spec.method.stage == "dpo" else vision.build_data
+    data = data_builder(spec, tokenizer, log=log)
     if rank == 0:
         append_event(events, "data_ready", 0, **data.stats)
         write_record(spec, run_dir, tokenizer, device, precision)

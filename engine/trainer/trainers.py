@@ -197,7 +197,8 @@ def _make_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
             args=targs,
             train_dataset=data.train_dataset,
             eval_dataset=data.eval_dataset,
-            processing_class=tokenizer,
+            data_collator=data.data_collator,  # None (TRL's own) but for a vision-language dpo run's images
+            processing_class=tokenizer,  # a vision-language model's processor: TRL's vision path
             callbacks=callbacks,
         )
         _count_filtered(spec, trainer, data)

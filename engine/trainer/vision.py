@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 from engine.data.images import IMAGE_PLACEHOLDER, is_url
+from engine.trainer.pref_losses import REFERENCE_FREE
 
 IGNORE = -100
 NO_PACKING = "vision-language rows carry their images' tensors whole: packing and padding-free rows are off"
@@ -42,7 +43,7 @@ def model_class(*, vision: bool = False, reward: bool = False):
 
 def wanted(spec, location: str) -> bool:
     """Whether the spec's model (at ``location``, engine.trainer.model's model_location) is a vision-language model,
-    read from its config; such a run trains stage sft."""
+    read from its config; such a run trains stage sft, or dpo with TRL's DPOTrainer (engine.trainer.vision_dpo)."""
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(
@@ -50,8 +51,13 @@ def wanted(spec, location: str) -> bool:
     )
     if not is_vision_model(config):
         return False
-    if spec.method.stage != "sft":
-        raise ValueError(f"method.stage: a vision-language model trains with stage sft here (got {spec.method.stage})")
+    if spec.method.stage not in ("sft", "dpo"):
+        raise ValueError(f"method.stage: a vision-language model trains stage sft or dpo (got {spec.method.stage})")
+    if spec.method.stage == "dpo" and spec.method.dpo.loss_type in REFERENCE_FREE:
+        raise ValueError(
+            f"method.dpo.loss_type: {spec.method.dpo.loss_type} runs on text-only TRL trainers; a vision-language "
+            "model trains dpo with DPOTrainer's losses (sigmoid, ipo, ...)"
+        )
     return True
 
 

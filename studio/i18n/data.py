@@ -82,7 +82,9 @@ DATA_ZH: dict[str, str] = {
     "data.image_more": "另有 {more} 个类似的图像问题",
     "data.images_text_model": "数据集 {names} 含有图像，但模型 '{model}' 没有视觉塔："
     "请选择视觉语言模型（其 config.json 含 vision_config）",
-    "data.images_stage": "数据集 {names} 含有图像：图像数据使用 sft 阶段训练（当前为 '{stage}'）",
+    "data.images_stage": "数据集 {names} 含有图像：图像数据使用 sft 或 dpo 阶段训练（当前为 '{stage}'）",
+    "data.images_loss": "数据集 {names} 含有图像：图像上的 dpo 使用 TRL DPOTrainer 的损失，而非 '{loss}'"
+    "（仅支持文本的训练器）：请选择 sigmoid、ipo 等",
     "data.bad_type": "不支持的文件类型 '{suffix}'（请使用 .json、.jsonl、.csv、.parquet、.txt，"
     "或用 datasets 的 save_to_disk 保存的目录）",
     "data.not_utf8_column": "不是 UTF-8 文本（第 {col} 列的字节 0x{byte:02x}）：请把文件另存为 UTF-8",

@@ -144,4 +144,4 @@ def test_images_need_a_vision_language_model_and_stage_sft_before_launch(demo_pa
     assert any(f == "data.datasets" and "has no vision tower" in m and "demo_vlm" in m for f, m in said), said
     with pytest.raises(SpecError) as info:
         parse_spec(spec(demo_paths["vlm_model_dir"], "kto"), context=True)
-    assert any(f == "method.stage" and "stage sft (got 'kto')" in str(m) for f, m in info.value.problems)
+    assert any(f == "method.stage" and "stage sft or dpo (got 'kto')" in str(m) for f, m in info.value.problems)

@@ -34,6 +34,7 @@ VERDICTS = {
     "splits_demo_sampled": "OK 6 sft",  # num_samples is the run's sampling; the check reads every row
     "splits_demo_bad_split": "no split 'validation' (splits there: test, train)",
     "mllm_demo": "OK 6 sft 6 images",  # LF's layout: placeholders in some rows, none in others (all images first)
+    "rlhf_v": "OK 3 dpo 3 images",  # LF's multimodal preference layout (its hub set, in miniature)
     "mllm_video_demo": "has a videos column ('videos')",
     "mllm_audio_demo": "has a audios column ('audios')",
     "alpaca_en": "dataset 'alpaca_en' is on the hub (llamafactory/alpaca_en) and not in the Hugging Face cache, and "

@@ -34,8 +34,9 @@ ACCEPTED = [
     "extras/loraplus/llama3_lora_sft.yaml",
     "extras/pissa/llama3_lora_sft.yaml",
     "extras/oft/llama3_oft_sft.yaml",
-    # LF's multimodal SFT examples, with the demo vision-language model swapped in (lf_root)
+    # LF's multimodal examples, with the demo vision-language model swapped in (lf_root); rlhf_v is a local miniature
     "train_lora/qwen3vl_lora_sft.yaml",
+    "train_lora/qwen3vl_lora_dpo.yaml",
     "train_lora/mossvl_lora_sft.yaml",
     "train_full/qwen3vl_full_sft.yaml",
     "train_full/mossvl_full_sft.yaml",
@@ -293,7 +294,7 @@ def test_every_key_lf_accepts_is_handled():
 
 def test_multimodal_examples_map_lfs_vision_switches(lf_root):
     """LF's vision keys land in model.vision; its video keys are noted (videos are refused at check time); the
-    moss_vl template is the processor's own; the dpo example imports with its stage (a VLM trains sft here)."""
+    moss_vl template is the processor's own; the dpo example imports with its stage."""
     notes: list[str] = []
     spec = load_any("examples/train_lora/mossvl_lora_sft.yaml", notes=notes)
     v = spec.model.vision
@@ -317,3 +318,24 @@ def test_multimodal_lf_example_trains_through_studio_train(lf_root, run_registry
     assert rc == 0 and "completed" in out, out + err
     adapter = lf_root / "saves" / "qwen3-vl-4b" / "lora" / "sft"  # output_dir itself, as LF writes it
     assert (adapter / "adapter_config.json").is_file() and (adapter / "processor_config.json").is_file()
+
+
+def test_multimodal_dpo_example_trains_through_studio_train(lf_root, run_registry, capsys, monkeypatch):
+    """LF's Qwen3-VL LoRA DPO example with the demo VLM swapped in trains 2 steps on rlhf_v (LF's multimodal
+    preference layout, its images in LF's mllm_demo_data), logging TRL's preference figures."""
+    from engine.core.events import read_all
+    from engine.runs import registry as runs
+
+    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(lf_root))
+    path = Path("examples/train_lora/qwen3vl_lora_dpo.yaml")
+    args = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump(args | {"max_steps": 2, "save_steps": 1000, "logging_steps": 1}))
+    rc, out, err = studio(capsys, "train", str(path))
+    assert rc == 0 and "completed" in out, out + err
+    adapter = lf_root / "saves" / "qwen3-vl-4b" / "lora" / "dpo"
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "processor_config.json").is_file()
+    (rec,) = [r for r in runs.list_runs() if r.kind == "train"]
+    events = read_all(Path(rec.run_dir) / "events.jsonl")
+    assert next(e for e in events if e["type"] == "data_ready")["payload"]["num_images"] == 3
+    logs = [e["payload"]["metrics"] for e in events if e["type"] == "log"]
+    assert len(logs) == 2 and all({"rewards/chosen", "rewards/margins", "rewards/accuracies"} <= set(m) for m in logs)

@@ -1,0 +1,105 @@
+"""Stage dpo on a vision-language model (LLaMA-Factory's ``qwen3vl_lora_dpo.yaml``): preference rows with images for
+TRL's DPOTrainer, which takes the model's processor as its processing class and processes each batch's images on the
+fly (its ``DataCollatorForVisionPreference``).
+
+Heavy (datasets, PIL, trl inside functions): runs only inside the trainer subprocess. A row's conversation (LF's
+``<image>`` placeholders where they stand) is rendered with the processor's chat template up to the generation
+prompt; each answer is what the template adds after it (the answer and its end of turn), so TRL tokenises the same
+text an SFT run trains on (engine.trainer.vision). The rows keep their image paths; the collator opens them, sized
+into ``model.vision``'s ``image_min_pixels`` / ``image_max_pixels`` as SFT does, and hands them to TRL's collator.
+"""
+
+from __future__ import annotations
+
+import math
+
+from engine.trainer.vision import NO_PACKING, _parts, open_image
+
+
+def pair(row: dict, processor) -> dict:
+    """A canonical preference row as TRL's vision DPO row: the prompt, the chosen and rejected answers (strings
+    rendered with the processor's chat template) and the row's image paths."""
+    msgs = [{"role": "system", "content": [{"type": "text", "text": row["system"]}]}] if row.get("system") else []
+    msgs += [{"role": m["role"], "content": _parts(m["content"])} for m in row["messages"]]
+    prompt = processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    out = {"prompt": prompt}
+    for key in ("chosen", "rejected"):
+        answer = {"role": "assistant", "content": [{"type": "text", "text": row[key]}]}
+        full = processor.apply_chat_template([*msgs, answer], tokenize=False)
+        if not full.startswith(prompt):
+            raise ValueError("the model's chat template does not render the answer after the prompt it rendered")
+        out[key] = full[len(prompt) :]
+    out["images"] = list(row.get("images") or [])
+    return out
+
+
+class PairCollator:
+    """Opens each row's images (sized as SFT sizes them) and passes the rows to TRL's vision preference collator:
+    prompt and answers tokenised, the image tokens expanded, ``pixel_values`` (and the family's other image
+    tensors) for the chosen and the rejected copies of each prompt."""
+
+    def __init__(self, processor, max_length: int, max_pixels: int, min_pixels: int):
+        from trl.trainer.dpo_trainer import DataCollatorForVisionPreference
+
+        self.inner = DataCollatorForVisionPreference(processor=processor, max_length=max_length)
+        self.max_pixels, self.min_pixels = max_pixels, min_pixels
+
+    def __call__(self, features: list[dict]) -> dict:
+        rows = [
+            {**f, "images": [open_image(r, self.max_pixels, self.min_pixels) for r in f["images"]]} for f in features
+        ]
+        return self.inner(rows)
+
+
+def build_data(spec, processor, *, log=print):
+    """TrainData of a vision-language dpo run: the datasets checked (every image opened) and rendered, held-out rows
+    from ``data.eval_datasets`` or ``data.val_size``; the collator that processes the images batch by batch."""
+    from datasets import Dataset
+
+    from engine.data.messages import message as data_message
+    from engine.data.registry import DataError, check_datasets, load_rows
+    from engine.spec.schema import resolve_dataset_dir
+    from engine.trainer.dataset import TrainData, _problem
+
+    d, v = spec.data, spec.model.vision
+    ddir = resolve_dataset_dir(spec)
+    problems = check_datasets(d.datasets, ddir, "dpo") + check_datasets(d.eval_datasets, ddir, "dpo")
+    if problems:
+        raise DataError(problems)
+
+    def rows_of(names: list[str]) -> list[dict]:
+        rows = []
+        for name in names:
+            rows += load_rows(name, ddir, "dpo")[: d.max_samples or None]
+        return [pair(r, processor) for r in rows]
+
+    train = rows_of(d.datasets)
+    held = rows_of(d.eval_datasets) if d.eval_datasets else []
+    if not d.eval_datasets and d.val_size > 0:
+        n_eval = int(d.val_size) if d.val_size >= 1 else math.ceil(len(train) * d.val_size)
+        if n_eval >= len(train):
+            msg = data_message(
+                "data.val_size_no_train",
+                val_size=f"{d.val_size:g}",
+                held=n_eval,
+                total=len(train),
+                names=", ".join(d.datasets),
+            )
+            raise DataError([_problem(ddir, msg)])
+        split = Dataset.from_list(train).train_test_split(test_size=n_eval, seed=spec.train.seed, shuffle=True)
+        train_set, eval_set = split["train"], split["test"]
+    else:
+        train_set = Dataset.from_list(train)
+        eval_set = Dataset.from_list(held) if held else None
+    images = sum(len(r["images"]) for r in train + held)
+    log(f"vision data: {len(train_set)} train / {len(eval_set or [])} eval preference pairs, {images} images")
+    stats = {
+        "num_train": len(train_set),
+        "num_eval": len(eval_set) if eval_set is not None else 0,
+        "num_images": images,
+        "packing": False,
+        "padding_free": False,
+        "packing_reason": NO_PACKING,
+    }
+    collator = PairCollator(processor, d.cutoff_len, v.image_max_pixels, v.image_min_pixels)
+    return TrainData(train_set, eval_set, collator, stats)
