@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.spec import schema as spec_mod
+from studio.i18n.page import SECTION_TITLES  # noqa: F401 - the form's section titles, in both languages
 
 # Fields whose value is picked from a list the page fills at run time (models, datasets, templates, GPUs).
 PICKERS = {
@@ -32,30 +33,6 @@ PICKERS = {
 }
 LINE_LISTS = {"launch.slurm.extra_sbatch"}  # text lists of one item per line (an sbatch option may hold a comma)
 TEMPLATES = ["auto", "llama3", "chatml", "qwen", "mistral", "gemma", "alpaca", "default", "empty"]
-SECTION_TITLES = {
-    "model": ("Model", "模型"),
-    "method": ("Method", "方法"),
-    "method.lora": ("LoRA", "LoRA"),
-    "method.oft": ("OFT", "OFT"),
-    "method.freeze": ("Freeze", "冻结训练"),
-    "method.quantization": ("Quantization", "量化"),
-    "method.dpo": ("DPO", "DPO"),
-    "method.kto": ("KTO", "KTO"),
-    "method.grpo": ("GRPO", "GRPO"),
-    "data": ("Data", "数据"),
-    "train": ("Training", "训练参数"),
-    "train.low_rank": ("GaLore / APOLLO", "GaLore / APOLLO"),
-    "train.badam": ("BAdam", "BAdam"),
-    "launch": ("Launch: devices and backend", "启动：设备与后端"),
-    "launch.deepspeed": ("DeepSpeed", "DeepSpeed"),
-    "launch.fsdp": ("FSDP", "FSDP"),
-    "launch.slurm": ("Slurm cluster", "Slurm 集群"),
-    "output": ("Output", "输出"),
-    "model.rope_scaling": ("RoPE scaling", "RoPE 缩放"),
-    "model.vision": ("Vision-language model", "视觉语言模型"),
-    "health": ("Health rules", "健康规则"),
-    "notify": ("Notifications", "通知"),
-}
 
 
 @dataclass

@@ -646,6 +646,33 @@ def t(key: str, lang: str = "en", **fmt: Any) -> str:
     return text.format(**fmt) if fmt else text
 
 
+# The Train form's sections (studio.forms lays them out): spec group -> (English, Chinese)
+SECTION_TITLES = {
+    "model": ("Model", "模型"),
+    "method": ("Method", "方法"),
+    "method.lora": ("LoRA", "LoRA"),
+    "method.oft": ("OFT", "OFT"),
+    "method.freeze": ("Freeze", "冻结训练"),
+    "method.quantization": ("Quantization", "量化"),
+    "method.dpo": ("DPO", "DPO"),
+    "method.kto": ("KTO", "KTO"),
+    "method.grpo": ("GRPO", "GRPO"),
+    "data": ("Data", "数据"),
+    "train": ("Training", "训练参数"),
+    "train.low_rank": ("GaLore / APOLLO", "GaLore / APOLLO"),
+    "train.badam": ("BAdam", "BAdam"),
+    "launch": ("Launch: devices and backend", "启动：设备与后端"),
+    "launch.deepspeed": ("DeepSpeed", "DeepSpeed"),
+    "launch.fsdp": ("FSDP", "FSDP"),
+    "launch.slurm": ("Slurm cluster", "Slurm 集群"),
+    "output": ("Output", "输出"),
+    "model.rope_scaling": ("RoPE scaling", "RoPE 缩放"),
+    "model.vision": ("Vision-language model", "视觉语言模型"),
+    "health": ("Health rules", "健康规则"),
+    "notify": ("Notifications", "通知"),
+}
+
+
 class Texts:
     """Remembers (component, key, attribute) so a language switch can relabel everything at once."""
 
