@@ -229,8 +229,13 @@ def alerts_of(evs: list[dict]) -> list[dict]:
 class HealthWatch:
     """The trainer's rules over one run's logged figures, with what they need to remember."""
 
-    def __init__(self, spec: HealthSpec, *, warmup_steps: int = 0, max_steps: int = 0) -> None:
+    def __init__(
+        self, spec: HealthSpec, *, warmup_steps: int = 0, max_steps: int = 0, surrogate_loss: bool = False
+    ) -> None:
         self.spec = spec
+        # GRPO's loss is a policy-gradient surrogate near zero, of either sign, whose size says nothing of how the
+        # run goes (its rewards do): the loss spike rule does not judge it (NaN still does)
+        self.surrogate_loss = surrogate_loss
         self.warmup_steps = warmup_steps
         self.max_steps = max_steps
         self.losses: list[float] = []
@@ -274,7 +279,7 @@ class HealthWatch:
         found: list[Alert | None] = []
         if self._on("loss_nan"):
             found.append(self._fire("loss_nan", step, loss_not_finite(loss_v)))
-        if self._on("loss_spike"):
+        if self._on("loss_spike") and not self.surrogate_loss:
             spike = loss_spike(loss_v, self.losses[-s.window :], s.loss_spike_factor)
             found.append(self._fire("loss_spike", step, spike))
         if self._on("grad_norm"):

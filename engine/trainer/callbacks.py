@@ -201,9 +201,16 @@ class HealthCallback(TrainerCallback):
     ``alert`` event); a rule set to stop ends the run at the same step on every rank."""
 
     def __init__(
-        self, spec: HealthSpec, events_path: Path, events: EventsCallback, *, checkpoint_estimate: int = 0
+        self,
+        spec: HealthSpec,
+        events_path: Path,
+        events: EventsCallback,
+        *,
+        checkpoint_estimate: int = 0,
+        surrogate_loss: bool = False,
     ) -> None:
         self.spec = spec
+        self.surrogate_loss = surrogate_loss  # stage grpo: the loss spike rule is not judged (engine.runs.health)
         self.path = events_path
         self.events = events
         self.watch: HealthWatch | None = None
@@ -215,7 +222,9 @@ class HealthCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         warmup = args.get_warmup_steps(state.max_steps) if state.max_steps else 0
-        self.watch = HealthWatch(self.spec, warmup_steps=warmup, max_steps=state.max_steps)
+        self.watch = HealthWatch(
+            self.spec, warmup_steps=warmup, max_steps=state.max_steps, surrogate_loss=self.surrogate_loss
+        )
 
     def on_save(self, args, state, control, **kwargs):
         if self.watch is not None:

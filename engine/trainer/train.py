@@ -191,7 +191,9 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     # before the first checkpoint, its size for the disk rule: trained weights and two Adam moments in fp32, plus the
     # whole model when it is not an adapter
     estimate = trainable * 12 + (0 if spec.method.adapter else total * 2)
-    health = HealthCallback(spec.health, events, callback, checkpoint_estimate=estimate)
+    health = HealthCallback(
+        spec.health, events, callback, checkpoint_estimate=estimate, surrogate_loss=spec.method.stage == "grpo"
+    )
     trainer = build_trainer(spec, model, tokenizer, data, targs, [callback, health, stopper])
     if any(r != "none" for r in spec.output.report_to):  # after the trackers' own callbacks, which start their runs
         from engine.trainer.trackers import SpecToTrackers

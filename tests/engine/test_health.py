@@ -160,6 +160,17 @@ class TestHealthWatch:
         rules = [[a.rule for a in watch.observe_log(s, loss=v)] for s, v in enumerate([NAN, NAN, 1.0, "nan"], 1)]
         assert rules == [["loss_nan"], [], [], ["loss_nan"]]
 
+    def test_grpo_surrogate_loss_is_not_judged_for_spikes(self):
+        """GRPO's tiny losses (a bench run's 7.6e-05 median, then 4.0e-04) read as a spike to the rule; a watch for a
+        surrogate loss leaves them alone and still says a NaN."""
+        losses = [7.6e-05, 6.9e-05, 8.1e-05, 4.0e-04]
+        plain = health.HealthWatch(HealthSpec())
+        fired = [a.rule for s, v in enumerate(losses, 1) for a in plain.observe_log(s, loss=v)]
+        assert fired == ["loss_spike"]
+        grpo = health.HealthWatch(HealthSpec(), surrogate_loss=True)
+        assert [a for s, v in enumerate(losses, 1) for a in grpo.observe_log(s, loss=v)] == []
+        assert [a.rule for a in grpo.observe_log(5, loss=NAN)] == ["loss_nan"]
+
     def test_off_rules_are_not_judged(self):
         watch = health.HealthWatch(HealthSpec(loss_nan="off", grad_norm="off"))
         assert watch.observe_log(1, loss=NAN, grad_norm=NAN) == []
