@@ -1,5 +1,5 @@
 """Runs tab: history table (a cluster run's Slurm job and state in its own column), overlay of several runs' loss
-curves, spec diff, resume / duplicate / stop / delete, the chosen run's Slurm job, TensorBoard folder and command.
+curves (or, for GRPO runs, their total reward, one reward function's mean or the KL), spec diff, resume / duplicate / stop / delete, the chosen run's Slurm job, TensorBoard folder and command.
 
 Light: gradio, pandas, yaml, engine.runs (registry, slurm, store, watchdog), engine.core.events, engine.spec.
 Everything shown is rebuilt from the registry and run folders.
@@ -150,24 +150,68 @@ def run_names(run_ids: list[str]) -> dict[str, str]:
     return {rid: (n if n and taken.count(n) == 1 else f"{n} ({rid})" if n else rid) for rid, n in names.items()}
 
 
+def _view(rid: str) -> dict:
+    view = monitor.new_view(rid, backend.run_dir(rid))
+    monitor.read_new(view)
+    return view
+
+
+def _grpo_key(key: str) -> bool:
+    return key in ("reward", "kl") or (key.startswith("rewards/") and key.endswith("/mean"))
+
+
+def figure_label(key: str, lang: str = "en") -> str:
+    """The overlay's figure in words: the loss, a GRPO run's total reward, one reward function's mean, the KL."""
+    if key == "reward":
+        return t("cmp_total_reward", lang)
+    if key.startswith("rewards/"):
+        return t("cmp_reward_of", lang, name=key[len("rewards/") : -len("/mean")])
+    return "KL" if key == "kl" else t("loss", lang)
+
+
+def figure_choices(run_ids: list[str], lang: str = "en", views: dict | None = None) -> list[tuple[str, str]]:
+    """What the overlay can draw for these runs: the loss, and what GRPO runs log (TRL's weighted total reward,
+    each reward function's mean, the KL), so runs with the same reward function are compared on it."""
+    keys: list[str] = []
+    for rid in run_ids or []:
+        view = (views or {}).get(rid) or _view(rid)
+        for _, figures in view.get("grpo") or []:
+            keys += [k for k in figures if _grpo_key(k) and k not in keys]
+    ordered = sorted(keys, key=lambda k: (k != "reward", k == "kl", k))
+    return [(t("loss", lang), "loss")] + [(figure_label(k, lang), k) for k in ordered]
+
+
 def overlay(
-    run_ids: list[str], axis: str = "step", lang: str = "en", names: dict[str, str] | None = None
+    run_ids: list[str],
+    axis: str = "step",
+    lang: str = "en",
+    names: dict[str, str] | None = None,
+    figure: str = "loss",
+    views: dict | None = None,
 ) -> pd.DataFrame:
     """Loss curves of several runs in one frame, one curve per run named as the legend shows it (``run_names``),
-    and its eval loss beside it where it has one."""
+    and its eval loss beside it where it has one; or, with ``figure`` one of ``figure_choices``' GRPO keys, that
+    figure of each run over its steps."""
     names = names if names is not None else run_names(run_ids or [])
+    columns = ["x", "value", "run"]
+    if figure != "loss":
+        rows = [
+            {"x": float(step), "value": figures[figure], "run": names.get(rid, rid)}
+            for rid in run_ids or []
+            for step, figures in ((views or {}).get(rid) or _view(rid)).get("grpo") or []
+            if figure in figures and step is not None
+        ]
+        return monitor.plot_frame(rows, columns)
     train, evals = t("se_train", lang), t("se_eval", lang)
     frames = []
     for rid in run_ids or []:
-        view = monitor.new_view(rid, backend.run_dir(rid))
-        monitor.read_new(view)
+        view = (views or {}).get(rid) or _view(rid)
         f = monitor.loss_frame(view, axis, smoothing=0, lang=lang)
         name = names.get(rid, rid)
         frames.append(f[f["curve"] == train].drop(columns="curve").assign(run=name))
         ev = f[f["curve"] == evals]
         if not ev.empty:
             frames.append(ev.drop(columns="curve").assign(run=t("se_run_eval", lang, run=name)))
-    columns = ["x", "value", "run"]
     return monitor.plot_frame(pd.concat(frames)[columns] if frames else [], columns)
 
 
@@ -285,17 +329,21 @@ def build(ctx: Any) -> None:
                 ),
                 "select_runs",
             )
-            curves = texts.add(
-                gr.LinePlot(
-                    x="x",
-                    y="value",
-                    color="run",
-                    label=t("loss", lang),
-                    height=260,
-                    elem_id="runs-overlay",
-                    elem_classes="studio-plot",
+            figure = texts.add(
+                gr.Dropdown(
+                    figure_choices([], lang), value="loss", label=t("cmp_figure", lang), elem_id="runs-figure"
                 ),
-                "loss",
+                "cmp_figure",
+            )
+            # titled by _compare (the figure drawn, in the page's language), so not in ``texts``
+            curves = gr.LinePlot(
+                x="x",
+                y="value",
+                color="run",
+                label=t("loss", lang),
+                height=260,
+                elem_id="runs-overlay",
+                elem_classes="studio-plot",
             )
             diff = texts.add(
                 gr.Dataframe(label=t("spec_diff", lang), interactive=False, max_height=240, elem_id="runs-diff"),
@@ -345,18 +393,31 @@ def build(ctx: Any) -> None:
 
     drawn = gr.State({})
 
-    def _compare(run_ids, lang_):
-        titles = {"x_title": t("ax_step", lang_), "y_title": t("w_loss", lang_), "color_title": t("run", lang_)}
-        frame = overlay(run_ids, lang=lang_)
+    def _compare(run_ids, figure_, lang_):
+        views = {rid: _view(rid) for rid in run_ids or []}
+        choices = figure_choices(run_ids, lang_, views)
+        figure_ = figure_ if figure_ in [k for _, k in choices] else "loss"
+        y_title = t("w_loss", lang_) if figure_ == "loss" else figure_label(figure_, lang_)
+        titles = {"x_title": t("ax_step", lang_), "y_title": y_title, "color_title": t("run", lang_)}
+        frame = overlay(run_ids, lang=lang_, figure=figure_, views=views)
         after = {"color_map": monitor.color_map(frame, "run"), **monitor.axis_limits(frame, "x", "value")}
-        return gr.update(value=frame, **titles), spec_diff(run_ids, lang_), after
+        picked = gr.update(choices=choices, value=figure_)
+        return (
+            gr.update(value=frame, label=figure_label(figure_, lang_), **titles),
+            spec_diff(run_ids, lang_),
+            after,
+            picked,
+        )
 
     # The colours of exactly these runs, and the axes' ranges (one around a lone point, which Vega ticks "8.900000"),
     # go out once the plot holds their curves: a changed map or range draws the plot anew with the value it holds
     # (see monitor.color_map and dashboard.lagged_colors).
-    gr.on([chosen.change, ctx.lang.change], _compare, [chosen, ctx.lang], [curves, diff, drawn]).then(
-        lambda after: gr.update(**after), [drawn], [curves]
-    )
+    gr.on(
+        [chosen.change, figure.input, ctx.lang.change],
+        _compare,
+        [chosen, figure, ctx.lang],
+        [curves, diff, drawn, figure],
+    ).then(lambda after: gr.update(**after), [drawn], [curves])
     gr.on([one.change, ctx.lang.change, refresh.click], details, [one, ctx.lang], [tb])
     resume_btn.click(lambda r, l_: act("resume", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)
     stop_btn.click(lambda r, l_: act("stop", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after).then(
