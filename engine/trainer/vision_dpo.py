@@ -7,6 +7,9 @@ Heavy (datasets, PIL, trl inside functions): runs only inside the trainer subpro
 prompt; each answer is what the template adds after it (the answer and its end of turn), so TRL tokenises the same
 text an SFT run trains on (engine.trainer.vision). The rows keep their image paths; the collator opens them, sized
 into ``model.vision``'s ``image_min_pixels`` / ``image_max_pixels`` as SFT does, and hands them to TRL's collator.
+TRL cuts each sequence to ``data.cutoff_len`` from its end: a pair whose prompt, image tokens expanded, already fills
+the cutoff would lose its answers (and an image's tokens, which the model then refuses): such pairs are left out
+before training and counted (``dropped_cut_images``), as SFT leaves out such rows.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ class PairCollator:
         return self.inner(rows)
 
 
+def prompt_tokens(p: dict, processor, max_pixels: int, min_pixels: int) -> int:
+    """Tokens of a pair's prompt as TRL's collator makes them: the processor expands each image's tokens."""
+    images = [open_image(r, max_pixels, min_pixels) for r in p["images"]]
+    enc = processor(text=[p["prompt"]], images=images or None, add_special_tokens=False)
+    return len(enc["input_ids"][0])
+
+
 def build_data(spec, processor, *, log=print):
     """TrainData of a vision-language dpo run: the datasets checked (every image opened) and rendered, held-out rows
     from ``data.eval_datasets`` or ``data.val_size``; the collator that processes the images batch by batch."""
@@ -67,14 +77,23 @@ def build_data(spec, processor, *, log=print):
     if problems:
         raise DataError(problems)
 
+    dropped = 0
+
     def rows_of(names: list[str]) -> list[dict]:
+        nonlocal dropped
         rows = []
         for name in names:
             rows += load_rows(name, ddir, "dpo")[: d.max_samples or None]
-        return [pair(r, processor) for r in rows]
+        pairs = [pair(r, processor) for r in rows]
+        kept = [p for p in pairs if prompt_tokens(p, processor, v.image_max_pixels, v.image_min_pixels) < d.cutoff_len]
+        dropped += len(pairs) - len(kept)
+        return kept
 
     train = rows_of(d.datasets)
     held = rows_of(d.eval_datasets) if d.eval_datasets else []
+    if not train:
+        msg = "no trainable pairs left (every prompt, its image tokens included, reaches data.cutoff_len)"
+        raise DataError([_problem(ddir, msg)])
     if not d.eval_datasets and d.val_size > 0:
         n_eval = int(d.val_size) if d.val_size >= 1 else math.ceil(len(train) * d.val_size)
         if n_eval >= len(train):
@@ -92,11 +111,15 @@ def build_data(spec, processor, *, log=print):
         train_set = Dataset.from_list(train)
         eval_set = Dataset.from_list(held) if held else None
     images = sum(len(r["images"]) for r in train + held)
-    log(f"vision data: {len(train_set)} train / {len(eval_set or [])} eval preference pairs, {images} images")
+    log(
+        f"vision data: {len(train_set)} train / {len(eval_set or [])} eval preference pairs, {images} images, "
+        f"{dropped} pairs left out (their prompt fills data.cutoff_len {d.cutoff_len})"
+    )
     stats = {
         "num_train": len(train_set),
         "num_eval": len(eval_set) if eval_set is not None else 0,
         "num_images": images,
+        "dropped_cut_images": dropped,
         "packing": False,
         "padding_free": False,
         "packing_reason": NO_PACKING,

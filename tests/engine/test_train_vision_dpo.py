@@ -48,6 +48,33 @@ def test_demo_preference_set_is_lfs_rlhf_v_layout(demo_paths):
         assert r["chosen"] == f"It is a {colour} {shape}." and r["rejected"] != r["chosen"]
 
 
+def test_pairs_whose_prompt_fills_the_cutoff_are_left_out(demo_paths):
+    """TRL would cut such a pair's answers and image tokens away (the model then refuses the batch): the pairs are
+    left out and counted, the others kept; the prompt lengths are counted here with the processor itself."""
+    from transformers import AutoProcessor
+
+    from engine.trainer import vision_dpo
+    from engine.trainer.vision import open_image
+
+    spec = _dpo_spec(demo_paths)
+    processor = AutoProcessor.from_pretrained(demo_paths["vlm_model_dir"])
+    full = vision_dpo.build_data(spec, processor, log=lambda _: None)
+    v = spec.model.vision
+    lengths = []
+    for row in full.train_dataset:
+        images = [open_image(r, v.image_max_pixels, v.image_min_pixels) for r in row["images"]]
+        lengths.append(len(processor(text=row["prompt"], images=images, add_special_tokens=False)["input_ids"][0]))
+    assert full.stats["dropped_cut_images"] == 0
+    # the demo's pairs share one prompt shape (a question and one image): one token of room keeps every pair
+    (length,) = set(lengths)
+    spec.data.cutoff_len = length + 1
+    kept = vision_dpo.build_data(spec, processor, log=lambda _: None)
+    assert (len(kept.train_dataset), kept.stats["dropped_cut_images"]) == (len(lengths), 0)
+    spec.data.cutoff_len = length  # no room left for an answer token: every pair is left out, which is said
+    with pytest.raises(Exception, match="no trainable pairs left"):
+        vision_dpo.build_data(spec, processor, log=lambda _: None)
+
+
 def test_pairs_are_rendered_with_the_processors_template_and_split_by_val_size(demo_paths):
     from transformers import AutoProcessor
 
