@@ -1,11 +1,11 @@
-"""The dashboard's GRPO panel: each reward function's mean over steps with the weighted total, the KL to the
-reference, the completions' mean length and clipped share, and a table of the newest sample completions with their
-rewards.
+"""The dashboard's GRPO panel: each reward function's mean over steps with the weighted total, their spread (std)
+within the groups, the KL to the reference, the completions' mean length and clipped share, and a table of the newest
+sample completions with their rewards.
 
 Light: pandas and the stdlib (never torch). ``studio.monitor.read_new`` hands it the run's ``log`` events that carry
-TRL's GRPO figures (``rewards/<name>/mean``, ``reward``, ``kl``, ``entropy``, ``completions/mean_length``,
-``completions/clipped_ratio``) and its ``completions`` events; ``studio.tabs.dashboard`` draws the frames. Everything
-is kept in the view, so a reload rebuilds it from the run's folder.
+TRL's GRPO figures (``rewards/<name>/mean`` and ``/std``, ``reward``, ``reward_std``, ``kl``, ``entropy``,
+``completions/mean_length``, ``completions/clipped_ratio``) and its ``completions`` events; ``studio.tabs.dashboard``
+draws the frames. Everything is kept in the view, so a reload rebuilds it from the run's folder.
 """
 
 from __future__ import annotations
@@ -60,6 +60,13 @@ def reward_names(view: dict) -> list[str]:
 def rewards_frame(view: dict, lang: str = "en") -> pd.DataFrame:
     """Each reward function's mean per step, and the weighted total (TRL's ``reward``)."""
     picks = [(f"rewards/{n}/mean", n) for n in reward_names(view)] + [("reward", t("grpo_total", lang))]
+    return _frame(view, picks)
+
+
+def std_frame(view: dict, lang: str = "en") -> pd.DataFrame:
+    """Each reward function's standard deviation per step (TRL's ``rewards/<name>/std``) and the total's
+    (``reward_std``): a reward that scores every completion of a group alike gives GRPO nothing to learn from."""
+    picks = [(f"rewards/{n}/std", n) for n in reward_names(view)] + [("reward_std", t("grpo_total", lang))]
     return _frame(view, picks)
 
 

@@ -113,6 +113,10 @@ STRINGS: dict[str, tuple[str, str]] = {
         "GRPO rewards: each function's mean and the weighted total",
         "GRPO 奖励：各奖励函数的均值与加权总分",
     ),
+    "grpo_std": (
+        "Reward spread within the groups (std)",
+        "组内奖励的离散度（标准差）",
+    ),
     "grpo_kl": ("KL to the reference and entropy", "与参考模型的 KL 及熵"),
     "grpo_length": ("Completion length (tokens) and clipped share (%)", "生成长度（token）与被截断比例（%）"),
     "grpo_samples": ("Sample completions of the newest logged step", "最新记录步的样例生成"),

@@ -183,6 +183,7 @@ def grpo_updates(view: dict, lang: str) -> list[Any]:
 
 GRPO_PLOTS = {
     "grpo_rewards": grpo_panel.rewards_frame,
+    "grpo_std": grpo_panel.std_frame,
     "grpo_kl": grpo_panel.kl_frame,
     "grpo_length": grpo_panel.length_frame,
 }

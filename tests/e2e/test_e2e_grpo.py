@@ -126,6 +126,10 @@ def test_grpo_from_the_form_dry_run_then_rewards_drawn_live(page, server, shots,
     assert drawn and sorted(drawn["legend"]) == ["has_digit", "math", "total"], drawn
     assert all(line["visible"] and line["points"] == 3 for line in drawn["lines"]), drawn["lines"]
     assert len({line["color"] for line in drawn["lines"]}) == 3, drawn["lines"]  # three colours told apart
+    spread = wait_svg(
+        page, "#plot-grpo-std", "s.lines.length === 3 && s.lines.every(l => l.visible && l.points === 3)"
+    )
+    assert spread and sorted(spread["legend"]) == ["has_digit", "math", "total"], spread
     kl = wait_svg(page, "#plot-grpo-kl", "s.lines.length === 2 && s.lines.every(l => l.visible && l.points === 3)")
     assert kl and sorted(kl["legend"]) == ["KL", "entropy"], kl
     length = wait_svg(page, "#plot-grpo-length", "s.lines.length === 2 && s.lines.every(l => l.visible)")
