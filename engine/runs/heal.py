@@ -112,7 +112,7 @@ def ensure_registry():
             return _rebuild(problem)
         folders = _run_folders()
         if not folders:
-            open_db().close()
+            open_db(create=True).close()
             return None
         return _rebuild(None)
 
@@ -197,7 +197,7 @@ def _rebuild(problem: str | None):
             side = path.with_name(path.name + suffix)
             if side.exists():
                 side.replace(aside.with_name(aside.name + suffix))
-    open_db().close()
+    open_db(create=True).close()
     count = 0
     for rdir in _run_folders():
         try:

@@ -104,8 +104,14 @@ class RunRecord:
         return parse_spec(yaml.safe_load(self.spec), source=f"run {self.id}")
 
 
-def open_db() -> sqlite3.Connection:
-    conn = sqlite3.connect(str(workspace.registry_path()), timeout=30.0, isolation_level=None)
+def open_db(*, create: bool = False) -> sqlite3.Connection:
+    """A connection to the registry. Only the healer creates the file (``create``, under the heal lock, after the
+    stale -wal / -shm of a removed registry are gone): anyone else opening a registry that was just removed gets
+    "unable to open database file" instead of a new empty file, which would replay the removed file's -wal (a broken
+    schema: "no such table: runs") and lose every run; ``engine.runs.store._connect`` then asks for the heal."""
+    mode = "rwc" if create else "rw"
+    uri = f"{workspace.registry_path().resolve().as_uri()}?mode={mode}"
+    conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA busy_timeout=30000")
     conn.execute("PRAGMA journal_mode=WAL")

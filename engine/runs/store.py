@@ -89,6 +89,9 @@ def _connect() -> sqlite3.Connection:
         if is_corrupt(exc):
             heal(exc)
             return open_db()
+        if not workspace.registry_path().exists():  # removed between the look above and the open: rebuild it
+            heal_missing()
+            return open_db()
         if write_problem(exc, workspace.home()) is None:
             raise
         # A full disk: opening in WAL mode must create the -wal and -shm files. Reading still works from the main
