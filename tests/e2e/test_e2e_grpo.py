@@ -16,6 +16,7 @@ import pytest
 import yaml
 from playwright.sync_api import expect
 
+from tests.e2e.conftest import open_tab
 from tests.e2e.test_e2e_charts import wait_finished, wait_svg
 
 pytestmark = pytest.mark.slow  # a real server, a run and a browser
@@ -146,3 +147,21 @@ def test_grpo_from_the_form_dry_run_then_rewards_drawn_live(page, server, shots,
     page.locator("#plot-grpo-rewards").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "grpo-run.png"))
     assert fits_width(page)
+
+    # ---- the Runs tab compares runs on one reward: the figure picker offers what the run logged
+    open_tab(page, "Runs")
+    compare = page.locator("#runs-compare input")
+    compare.click()
+    compare.fill(run_name)  # the picker filters its labels by what is typed
+    option = page.locator("[role=option]", has_text=run_name)
+    expect(option).to_have_count(1, timeout=90_000)
+    option.click()
+    page.click("#runs-diff")  # closes the picker
+    wait_svg(page, "#runs-overlay", "s.lines.length === 1 && s.lines[0].visible")
+    page.click("#runs-figure input")
+    page.get_by_role("option", name="reward: math", exact=True).click()
+    drawn = wait_svg(page, "#runs-overlay", "s.lines.length === 1 && s.lines[0].visible && s.lines[0].points === 3")
+    assert drawn and drawn["legend"] == [run_name], drawn
+    expect(page.locator("#runs-overlay")).to_contain_text("reward: math")
+    page.locator("#runs-overlay").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "grpo-runs-overlay.png"))

@@ -100,3 +100,32 @@ def test_the_lf_upload_widgets_show_whole(page, shots):
         for text in (label, "Drop File Here", "Click to Upload"):
             assert text in shown["text"], (widget, shown["text"])
     page.screenshot(path=str(shots / "lf-uploads.png"))
+
+
+# The texts inside ``sel`` whose line runs past the box they are in (wider than ``sel`` itself).
+OVERFLOW_JS = """(sel) => {
+  const box = document.querySelector(sel);
+  if (!box) return null;
+  const right = box.getBoundingClientRect().right + 1;
+  return [...box.querySelectorAll('*')].filter(el => el.childElementCount === 0 && el.textContent.trim())
+    .filter(el => el.getBoundingClientRect().right > right || el.scrollWidth > el.clientWidth + 1)
+    .map(el => el.textContent.slice(0, 60));
+}"""
+
+
+def test_an_error_naming_a_long_path_wraps_inside_its_box(page, shots):
+    """A model path with no space to break at made the problem list run past its column: the text wraps in it."""
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
+    long_path = "/nowhere/" + "a-very-long-folder-name-without-spaces" * 4
+    box = page.locator("#f-model-name-or-path input").first
+    box.fill(long_path)
+    box.press("Tab")
+    page.wait_for_function(
+        "(p) => document.querySelector('#spec-problems').innerText.includes(p.slice(0, 40))",
+        arg=long_path,
+        timeout=90_000,
+    )
+    page.locator("#spec-problems").scroll_into_view_if_needed()
+    assert page.evaluate(OVERFLOW_JS, "#spec-problems") == []
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    page.locator("#train-actions").screenshot(path=str(shots / "layout-long-error.png"))
