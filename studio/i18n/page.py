@@ -230,6 +230,11 @@ STRINGS: dict[str, tuple[str, str]] = {
         "正在停止运行 {id}：完成当前这一步并保存检查点…",
     ),
     "stopping_queued": ("Removing run {id} from the queue…", "正在把运行 {id} 移出队列…"),
+    "stop_slow": (
+        "Run {id} is still stopping: it saves its checkpoint, or is ended without one once the grace period is over "
+        "(the status line says how it ended).",
+        "运行 {id} 仍在停止：正在保存检查点，宽限期过后会被直接结束（状态行会说明结果）。",
+    ),
     "stop_ended": (
         "Run {id} has already ended ({status}): nothing to stop.",
         "运行 {id} 已经结束（{status}）：无需停止。",

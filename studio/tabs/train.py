@@ -155,6 +155,8 @@ def stop_finish(run_id: str | None, lang: str = "en") -> str:
             rec = runs.get(run_id)
     except Exception as exc:
         return f"❌ {localize_error(exc, lang)}"
+    if str(getattr(rec, "status", "")) in ("running", "queued"):  # still saving (a busy machine): not "ended"
+        return "⏳ " + t("stop_slow", lang, id=rec.id)
     return stop_report(rec, lang)
 
 

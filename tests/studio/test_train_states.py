@@ -159,3 +159,16 @@ def test_stop_signals_in_the_clicks_own_request(run_registry, monkeypatch):
     _record(run_registry, "busy2", "running", started=time.time())
     assert "Stopping run busy2" in runs_tab.act("stop", "busy2", "en") and calls[-1] == ("busy2", False)
     assert train.stop_now("busy", "en")[1] is None and len(calls) == 2  # ended: nothing to stop
+
+
+def test_stop_still_running_at_the_deadline_says_so(run_registry, monkeypatch):
+    """A run that has not ended when the wait is over (a busy machine saving its checkpoint) is said to be stopping,
+    not "has already ended (running)"."""
+    from engine.runs import registry
+
+    _record(run_registry, "slow", "running", started=time.time())
+    monkeypatch.setattr(registry, "stop", lambda run_id, grace_s=None, *, wait=True: False)
+    monkeypatch.setattr(train, "stop_grace_s", lambda: -14.0)  # the wait ends at once
+    msg = train.stop_finish("slow", "en")
+    assert msg.startswith("⏳ Run slow is still stopping") and "already ended" not in msg, msg
+    assert train.stop_finish("slow", "zh").startswith("⏳ 运行 slow 仍在停止")
