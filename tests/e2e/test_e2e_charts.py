@@ -16,7 +16,7 @@ import uuid
 import pytest
 from playwright.sync_api import expect
 
-from studio import monitor
+from studio import alerts, monitor
 from studio.tabs import data
 
 pytestmark = pytest.mark.slow  # a real server, runs and browser
@@ -58,12 +58,14 @@ def wait_svg(page, selector: str, check: str, timeout_ms: int = 60_000) -> dict 
     return svg(page, selector)
 
 
-def lines_match(expected: dict[str, int]) -> str:
-    """JS check: one visible line per legend entry, of the given colour and number of points; legend = the keys."""
+def lines_match(expected: dict[str, int], extra: list[tuple[str, int]] = ()) -> str:
+    """JS check: one visible line per legend entry, of the given colour and number of points; legend = the keys
+    (``extra``: more (colour, points) lines whose colour another line may share, e.g. alert marks)."""
+    pairs = [*expected.items(), *extra]
     return (
-        f"(() => {{ const want = {json.dumps(expected)};"
+        f"(() => {{ const want = {json.dumps(pairs)};"
         " const drawn = s.lines.filter(l => l.visible).map(l => l.color + ':' + l.points).sort();"
-        " const wanted = Object.entries(want).map(([c, n]) => c + ':' + n).sort();"
+        " const wanted = want.map(([c, n]) => c + ':' + n).sort();"
         " return JSON.stringify(drawn) === JSON.stringify(wanted) && s.lines.length === wanted.length"
         " && s.legend.length === wanted.length; })()"
     )
@@ -130,12 +132,17 @@ def test_live_loss_chart_draws_every_point_and_resource_charts_say_cpu(page, ser
     assert steps >= 10 and evals >= 2, (steps, evals)
     colors = monitor.loss_colors("en")
     want = {colors["train loss"]: steps, colors["train loss (smoothed)"]: steps, colors["eval loss"]: evals}
-    drawn = wait_svg(page, "#plot-loss", lines_match(want))
+    # A health rule may fire on a busy machine (throughput): each alert is a 2-point red mark with its own legend
+    # entry, read here from the run's events.
+    marks = run_alerts(server, run_id)
+    extra = [(alerts.ALERT_COLOR, 2)] * len(marks)
+    drawn = wait_svg(page, "#plot-loss", lines_match(want, extra))
     page.screenshot(path=str(shots / "charts-live-loss.png"), full_page=True)
-    assert drawn and sorted(drawn["legend"]) == ["eval loss", "train loss", "train loss (smoothed)"], drawn
+    legend = sorted(["eval loss", "train loss", "train loss (smoothed)"] + [alerts.mark_name(a) for a in marks])
+    assert drawn and sorted(drawn["legend"]) == legend, drawn
     assert all(line["visible"] for line in drawn["lines"]), drawn["lines"]
     assert sorted(f"{line['color']}:{line['points']}" for line in drawn["lines"]) == sorted(
-        f"{c}:{n}" for c, n in want.items()
+        f"{c}:{n}" for c, n in [*want.items(), *extra]
     ), drawn["lines"]
     assert drawn["title"] == "curve"
 
@@ -154,12 +161,18 @@ def test_live_loss_chart_draws_every_point_and_resource_charts_say_cpu(page, ser
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
     zh = {monitor.loss_colors("zh")[k]: n for k, n in zip(("训练损失", "训练损失（平滑）", "验证损失"), want.values())}
-    drawn = wait_svg(page, "#plot-loss", lines_match(zh) + " && s.legend.includes('训练损失')")
-    assert drawn and sorted(drawn["legend"]) == sorted(["训练损失", "训练损失（平滑）", "验证损失"]), drawn
-    assert all(line["visible"] for line in drawn["lines"]) and len(drawn["lines"]) == 3, drawn
+    drawn = wait_svg(page, "#plot-loss", lines_match(zh, extra) + " && s.legend.includes('训练损失')")
+    legend = sorted(["训练损失", "训练损失（平滑）", "验证损失"] + [alerts.mark_name(a, "zh") for a in marks])
+    assert drawn and sorted(drawn["legend"]) == legend, drawn
+    assert all(line["visible"] for line in drawn["lines"]) and len(drawn["lines"]) == 3 + len(marks), drawn
     expect(page.locator("#plot-gpu-mem")).to_contain_text("本运行全部进程的常驻内存 (MiB)", timeout=90_000)
     page.locator("#plot-loss").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "charts-live-loss-zh.png"))
+
+
+def run_alerts(server, run_id: str) -> list[dict]:
+    """The run's health alerts, from its events file, as the page reads them."""
+    return alerts.read_alerts(server.home / "runs" / run_id)
 
 
 def stage_counts(server, run_id: str) -> tuple[int, int]:
