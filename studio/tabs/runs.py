@@ -1,5 +1,6 @@
 """Runs tab: history table (a cluster run's Slurm job and state in its own column), overlay of several runs' loss
-curves (or, for GRPO runs, their total reward, one reward function's mean or the KL), spec diff, resume / duplicate / stop / delete, the chosen run's Slurm job, TensorBoard folder and command.
+curves (or, for GRPO runs, their total reward, one reward function's mean or the KL), spec diff, resume / duplicate /
+stop / delete, the chosen run's Slurm job, TensorBoard folder and command.
 
 Light: gradio, pandas, yaml, engine.runs (registry, slurm, store, watchdog), engine.core.events, engine.spec.
 Everything shown is rebuilt from the registry and run folders.
