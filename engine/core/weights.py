@@ -58,6 +58,14 @@ class Weights:
     run_dir: Path | None = None
     spec: dict | None = None
 
+    @property
+    def base(self) -> str:
+        """An adapter's base model: the one its adapter_config.json names, else its run's spec's; "" for a model."""
+        if self.kind != "adapter":
+            return ""
+        named = read_json(self.folder / "adapter_config.json").get("base_model_name_or_path")
+        return str(named or ((self.spec or {}).get("model") or {}).get("name_or_path") or "")
+
 
 class WeightsNotFound(ValueError):
     """Why no weights were found: ``reason`` is "missing", "spec_unreadable", "not_weights" or "unfinished"."""

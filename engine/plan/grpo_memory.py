@@ -72,8 +72,7 @@ def reward_model_params(given: str) -> int | None:
         return None
     folder = found.folder
     if found.kind == "adapter":
-        base = weights.read_json(found.folder / "adapter_config.json").get("base_model_name_or_path") or ""
-        folder = Path(str(base)).expanduser()
+        folder = Path(found.base).expanduser()
     config = weights.read_json(folder / "config.json")
     try:
         shape = model_shape(config)

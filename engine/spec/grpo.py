@@ -224,9 +224,7 @@ def reward_model_problem(given: str) -> Message | None:
     if found.head != "seq_cls":
         return message("grpo_model_not_rm", path=found.folder)
     if found.kind == "adapter":
-        base = weights.read_json(found.folder / "adapter_config.json").get("base_model_name_or_path") or ""
-        if not base and found.spec:
-            base = str((found.spec.get("model") or {}).get("name_or_path") or "")
+        base = found.base
         bpath = Path(base).expanduser()
         if not base or not (bpath / "config.json").is_file():
             return message("grpo_model_base_missing", path=found.folder, base=base or "?")

@@ -269,9 +269,7 @@ class RewardModel:
         if found.kind == "adapter":
             from peft import PeftModel
 
-            base = weights.read_json(found.folder / "adapter_config.json").get("base_model_name_or_path") or str(
-                ((found.spec or {}).get("model") or {}).get("name_or_path") or ""
-            )
+            base = found.base
             model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, dtype=dtype)
             model = PeftModel.from_pretrained(model, str(found.folder))
             if not (found.folder / "tokenizer_config.json").is_file():
