@@ -2,7 +2,7 @@
 adapter or model in (from its ``spec.yaml``), and whether weights are a reward model (stage rm: a sequence classifier,
 "seq_cls") or a causal LM.
 
-Light: stdlib + yaml. ``engine.export.checks`` (merge, export, serve, Chat) and the spec's GRPO rules (a reward model
+Light: stdlib + yaml. ``engine.export.sources`` (merge, export, serve, Chat) and the spec's GRPO rules (a reward model
 from a Studio rm run, ``engine.spec.grpo``) read runs through these functions, so a run's weights are found the same
 way everywhere.
 """
@@ -70,9 +70,10 @@ class Weights:
 class WeightsNotFound(ValueError):
     """Why no weights were found: ``reason`` is "missing", "spec_unreadable", "not_weights" or "unfinished"."""
 
-    def __init__(self, reason: str, path: Path, detail: str = ""):
+    def __init__(self, reason: str, path: Path, detail: str = "", spec: dict | None = None):
         super().__init__(f"{reason}: {path} {detail}".strip())
         self.reason, self.path, self.detail = reason, path, detail
+        self.spec = spec  # an unfinished run's spec: what it was to save
 
 
 def run_folder(given: str) -> Path | None:
@@ -104,7 +105,7 @@ def find(given: str) -> Weights:
             return Weights("adapter", adir, adapter_head(read_json(adir / "adapter_config.json")), p, spec)
         if (mdir / "config.json").is_file():
             return Weights("model", mdir, model_head(mdir), p, spec)
-        raise WeightsNotFound("unfinished", p)
+        raise WeightsNotFound("unfinished", p, spec=spec)
     for cand in (p, p / "adapter"):
         if (cand / "adapter_config.json").is_file():
             return Weights("adapter", cand, adapter_head(read_json(cand / "adapter_config.json")))

@@ -2,7 +2,8 @@
 
 Light: stdlib, yaml and engine's light modules only (never torch/transformers/peft). What the weights weigh (bytes
 on disk, peak memory of the merge) is ``engine.export.sizes``'s; ``ExportError`` is defined in
-``engine.export.messages`` and imported here, where its callers have always found it. Everything that needs weights
+``engine.export.messages`` and imported here, where its callers have always found it; so are the sources (a run or
+an adapter folder read into a ``Source``: ``engine.export.sources``). Everything that needs weights
 runs in ``python -m engine.trainer.merge`` (engine/trainer/merge.py), started as a command run of the registry by
 engine/export/jobs.py, which follows and cancels it.
 
@@ -17,36 +18,20 @@ target outside the workspace or owned by a run, the workspace or the base (``eng
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from engine.core import events as ev
-from engine.core import weights, workspace
+from engine.core import workspace
 from engine.core.messages import Message
 from engine.core.messages import message as core_message
 from engine.export import sizes
 from engine.export.messages import ExportError, message
+from engine.export.sources import Source, resolve_source, run_id_folder, source_head  # noqa: F401 - callers' names
 from engine.runs import registry as runs
-from engine.runs import store
-
-
-@dataclass
-class Source:
-    given: str
-    kind: str  # "adapter" or "model" (a full / freeze fine-tune's weights)
-    weights_dir: str
-    run_dir: str | None = None
-    spec: dict | None = None
-    base: str | None = None
-    quant_bits: int = 0
-    adapter_config: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -66,91 +51,6 @@ class ExportPlan:
 
 
 # ----------------------------------------------------------------------------------------------- inputs
-def resolve_source(path: str | Path, base: str | None = None) -> Source:
-    """Classify one source folder (or a run id, as ``studio runs`` lists them), or raise ExportError saying what is
-    missing. ``base``: the model folder an adapter is merged into, in place of the one it names."""
-    p = Path(path).expanduser().resolve()
-    if not p.exists() and (run_folder := run_id_folder(str(path))) is not None:
-        return _run_source(str(path), run_folder, base)
-    if not p.exists():
-        raise ExportError(message("export.no_source", path=path))
-    if not p.is_dir():
-        raise ExportError(message("export.is_file", path=path))
-    if (p / "spec.yaml").is_file():
-        return _run_source(str(path), p, base)
-    for cand in (p, p / "adapter"):
-        if (cand / "adapter_config.json").is_file():
-            return _adapter_source(str(path), cand, None, None, base)
-    if (p / "config.json").is_file():
-        raise ExportError(message("export.full_model_folder", path=p))
-    raise ExportError(message("export.not_adapter", path=p))
-
-
-def run_id_folder(given: str) -> Path | None:
-    """The folder of the run with id ``given`` (the registry's, else the workspace's runs/<id>), or None."""
-    if not given or "/" in given or given.startswith((".", "~")):
-        return None
-    try:
-        folder = Path(store.get(given, refresh_status=False).run_dir)
-    except store.RunsError:
-        folder = workspace.runs_dir() / given
-    except Exception:  # an unreadable registry: the workspace layout still finds the folder
-        folder = workspace.runs_dir() / given
-    return folder if (folder / "spec.yaml").is_file() else None
-
-
-def _run_source(given: str, run_dir: Path, base: str | None = None) -> Source:
-    try:
-        spec = yaml.safe_load((run_dir / "spec.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ExportError(message("export.spec_unreadable", path=run_dir / "spec.yaml", error=exc)) from None
-    adir, mdir = weights.run_weight_dirs(run_dir, spec)
-    if (adir / "adapter_config.json").is_file():
-        return _adapter_source(given, adir, run_dir, spec, base)
-    if (mdir / "config.json").is_file():
-        return Source(given, "model", str(mdir), str(run_dir), spec, base=str(mdir))
-    last = ev.last_event(run_dir / "events.jsonl", ev.TERMINAL_TYPES)
-    state = message(f"export.run_{last['type']}" if last else "export.run_unfinished")
-    what = "adapter" if (spec.get("method") or {}).get("finetuning", "lora") in ("lora", "oft") else "model"
-    wanted = adir if what == "adapter" else mdir
-    raise ExportError(message(f"export.run_no_{what}", run=run_dir, wanted=wanted, state=state))
-
-
-def _adapter_source(
-    given: str, adir: Path, run_dir: Path | None, spec: dict | None, base_override: str | None = None
-) -> Source:
-    try:
-        cfg = json.loads((adir / "adapter_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ExportError(
-            message("export.adapter_config_bad_json", path=adir / "adapter_config.json", error=exc)
-        ) from None
-    if not any((adir / n).is_file() for n in ("adapter_model.safetensors", "adapter_model.bin")):
-        raise ExportError(message("export.adapter_not_saved", path=adir))
-    base = base_override or cfg.get("base_model_name_or_path") or ((spec or {}).get("model") or {}).get("name_or_path")
-    if not base:
-        raise ExportError(message("export.no_base_name", path=adir / "adapter_config.json"))
-    bpath = Path(base).expanduser()
-    if not bpath.is_absolute() and (adir / bpath).is_dir():
-        bpath = adir / bpath
-    if not (bpath / "config.json").is_file():
-        raise ExportError(message("export.base_not_local", base=base, adapter=adir))
-    bits = int(((spec or {}).get("method") or {}).get("quantization", {}).get("bits", 0) or 0)
-    if not bits and isinstance(cfg.get("quantization_config"), dict):  # some trainers record it in the adapter
-        bits = 4 if cfg["quantization_config"].get("load_in_4bit") else 8
-    return Source(
-        given, "adapter", str(adir), str(run_dir) if run_dir else None, spec, str(bpath.resolve()), bits, cfg
-    )
-
-
-def source_head(src: Source) -> str:
-    """What the source's weights are: "seq_cls" for a reward model (stage rm: an adapter of peft task type SEQ_CLS,
-    or weights saved as a ...ForSequenceClassification), else "causal_lm"."""
-    if src.kind == "adapter":
-        return weights.adapter_head(src.adapter_config)
-    return weights.model_head(Path(src.weights_dir))
-
-
 # Vision-language checkpoints keep their pre-transformers-5 tensor names on disk (LLaVA's language_model.model...),
 # which from_pretrained maps to the module names adapters use: module prefix -> stored prefix.
 _STORED_AS = (

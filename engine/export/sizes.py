@@ -17,7 +17,7 @@ from engine.export.messages import ExportError, message
 from engine.machine import hardware
 
 if TYPE_CHECKING:
-    from engine.export.checks import Source
+    from engine.export.sources import Source
 
 DTYPES = {"bf16": ("bfloat16", 2), "fp16": ("float16", 2), "fp32": ("float32", 4)}
 
