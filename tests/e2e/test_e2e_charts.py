@@ -308,6 +308,36 @@ def one_point_ticks(page, selector: str) -> dict:
     return page.evaluate(TICKS_JS, selector)
 
 
+DOT_JS = """(sel) => {
+  const p = document.querySelector(sel + ' g.mark-line path');
+  if (!p) return null;
+  const d = p.getAttribute('d') || '';
+  const m = /M\\s*([-\\d.e]+)[ ,]\\s*([-\\d.e]+)/.exec(d);
+  if (!m) return {d};
+  const at = new DOMPoint(+m[1], +m[2]).matrixTransform(p.getScreenCTM());
+  const rgb = (getComputedStyle(p).stroke.match(/\\d+/g) || []).slice(0, 3).map(Number);
+  return {d, x: at.x, y: at.y, rgb};
+}"""
+
+
+def dot_pixels(page, selector: str) -> tuple[dict, int]:
+    """Where the plot's one point is on the screen and how many pixels of its series' colour a screenshot of the
+    12 x 12 px around it holds: what a person sees there, read from the pixels, not from the SVG's attributes."""
+    import io
+
+    from PIL import Image
+
+    dot = page.evaluate(DOT_JS, selector)
+    if not dot or "x" not in dot or len(dot.get("rgb") or []) != 3:
+        return dot or {}, 0
+    png = page.screenshot(clip={"x": dot["x"] - 6, "y": dot["y"] - 6, "width": 12, "height": 12})
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    raw = img.tobytes()
+    pixels = [raw[i : i + 3] for i in range(0, len(raw), 3)]
+    near = sum(1 for px in pixels if all(abs(a - b) <= 40 for a, b in zip(px, dot["rgb"], strict=True)))
+    return dot, near
+
+
 def test_a_one_point_chart_ticks_a_range_around_its_point(page, server, shots):
     """Issue 27 item 15: a run of one step draws one point per chart; Vega ticked its zero-width axes "1.000000" and
     "8.900000". The dashboard's charts and the Runs overlay of that run tick a range around the point instead."""
@@ -322,6 +352,8 @@ def test_a_one_point_chart_ticks_a_range_around_its_point(page, server, shots):
         assert len(drawn["x"]) >= 2 and len(drawn["y"]) >= 2, (plot, drawn)  # a range on each axis, not one tick
         assert not [t for t in drawn["all"] if SIX_DECIMALS.search(t)], (plot, drawn)
         assert "1" in {t.rstrip("0").rstrip(".") for t in drawn["x"]}, (plot, drawn)  # step 1 among the ticks
+        dot, seen = dot_pixels(page, plot)  # the point itself is drawn: a line of one point has no length
+        assert seen >= 12, (plot, dot, seen)
     page.locator("#plot-loss").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "charts-one-point.png"))
 
@@ -339,6 +371,8 @@ def test_a_one_point_chart_ticks_a_range_around_its_point(page, server, shots):
     page.screenshot(path=str(shots / "charts-one-point-overlay.png"))
     assert drawn and drawn["points"] == [1] and len(drawn["x"]) >= 2 and len(drawn["y"]) >= 2, drawn
     assert not [t for t in drawn["all"] if SIX_DECIMALS.search(t)], drawn
+    dot, seen = dot_pixels(page, "#runs-overlay")
+    assert seen >= 12, (dot, seen)
 
 
 def test_each_memory_figure_says_which_processes_it_counts(page, server, shots):
