@@ -39,6 +39,7 @@ COLUMNS = [
     "trainer peak MiB",  # what one training process reported (runs_peak_note says what the page's other figures count)
     "alerts",
 ]
+COLUMN_WIDTHS = ["11%", "9%", "9%", "7%", "8%", "9%", "9%", "7%", "7%", "6%", "7%", "11%"]
 
 
 def summarize(rec: Any, lang: str = "en") -> dict:
@@ -312,7 +313,15 @@ def build(ctx: Any) -> None:
         )
     history = texts.add(
         gr.Dataframe(
-            table(lang), label=t("runs_table", lang), interactive=False, max_height=300, elem_id="runs-table"
+            table(lang),
+            label=t("runs_table", lang),
+            interactive=False,
+            max_height=300,
+            elem_id="runs-table",
+            # every column in view at 1280 px (the memory peak and the alerts sat past the right edge): set widths,
+            # long ids and names wrap inside their cells
+            wrap=True,
+            column_widths=COLUMN_WIDTHS,
         ),
         "runs_table",
     )

@@ -393,6 +393,19 @@ def test_each_memory_figure_says_which_processes_it_counts(page, server, shots):
     cells = row.get_by_role("gridcell").all_inner_texts()
     peak = cells[[h.strip() for h in headers].index("trainer peak MiB")].strip()
     assert peak.isdigit() and int(peak) > 0, (headers, cells)
+    # every column in view at 1280 px, the last one too, without scrolling the table sideways
+    edges = page.evaluate(
+        """() => {
+      const t = document.querySelector('#runs-table');
+      const heads = [...t.querySelectorAll('[role=columnheader]')];
+      const scrolled = [...t.querySelectorAll('*')].map(e => e.scrollLeft).reduce((a, b) => Math.max(a, b), 0);
+      return {table: t.getBoundingClientRect().right, vw: window.innerWidth, scrolled,
+              heads: heads.map(h => [h.innerText.trim(), h.getBoundingClientRect().right])};
+    }"""
+    )
+    assert edges["scrolled"] == 0, edges
+    off = [(n, r) for n, r in edges["heads"] if n and r > min(edges["table"], edges["vw"]) + 1]
+    assert not off, edges
     note = page.locator("#runs-peak-note")
     expect(note).to_contain_text("trainer peak MiB: the most one training process reported")
     expect(note).to_contain_text("adds up every process of the run")
