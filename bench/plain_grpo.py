@@ -19,19 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import time
+
+from plain_common import add_common_args, lora_model, marker, tokenizer_for
 
 COMPARED = ("reward", "kl", "completions/mean_length", "entropy", "step_time")
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True)
+    add_common_args(p, max_steps=20, batch_size=8)
     p.add_argument("--data", required=True, help="alpaca-format JSON file (instruction, output)")
-    p.add_argument("--output-dir", required=True)
-    p.add_argument("--max-steps", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--grad-accum", type=int, default=1)
     p.add_argument("--num-generations", type=int, default=4)
     p.add_argument("--max-completion-length", type=int, default=8)
     p.add_argument("--temperature", type=float, default=1.0)
@@ -45,35 +42,17 @@ def main() -> int:
     p.add_argument("--digits-weight", type=float, default=0.5)
     p.add_argument("--gradient-checkpointing", choices=["on", "off"], default="off", help="TRL's default is on")
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32", help="TRL's default is bf16")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--lr-scheduler", default="cosine")
-    p.add_argument("--warmup-steps", type=int, default=0)
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--max-grad-norm", type=float, default=1.0)
-    p.add_argument("--lora-r", type=int, default=8)
-    p.add_argument("--lora-alpha", type=float, default=16)
-    p.add_argument("--lora-dropout", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--save-steps", type=int, default=500)
-    p.add_argument("--report-to", default="none")
-    p.add_argument("--timing-file", default="")
     args = p.parse_args()
 
-    def mark(record: dict) -> None:
-        if args.timing_file:
-            with open(args.timing_file, "a") as fh:
-                fh.write(json.dumps({**record, "ts": time.time()}) + "\n")
+    mark = marker(args.timing_file)
 
     from datasets import Dataset
     from math_verify import parse, verify
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, set_seed
+    from transformers import TrainerCallback, set_seed
     from trl import GRPOConfig, GRPOTrainer
 
     set_seed(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = tokenizer_for(args.model)
 
     with open(args.data, encoding="utf-8") as fh:
         rows = json.load(fh)
@@ -101,17 +80,7 @@ def main() -> int:
     def digits(prompts, completions, **kwargs):
         return [sum(ch.isdigit() for ch in c) / max(1, len(c)) for c in completions]
 
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype="float32")
-    model = get_peft_model(
-        model,
-        LoraConfig(
-            r=args.lora_r,
-            lora_alpha=args.lora_alpha,
-            lora_dropout=args.lora_dropout,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        ),
-    )
+    model = lora_model(args)
 
     class Timing(TrainerCallback):
         def on_log(self, _args, state, control, logs=None, **kwargs):

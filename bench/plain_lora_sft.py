@@ -22,32 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+
+from plain_common import add_common_args, lora_model, marker, tokenizer_for
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True)
+    add_common_args(p, max_steps=30, batch_size=4)
     p.add_argument("--data", required=True, help="alpaca-format JSON file")
-    p.add_argument("--output-dir", required=True)
     p.add_argument("--max-samples", type=int, default=0)
     p.add_argument("--cutoff-len", type=int, default=256)
-    p.add_argument("--max-steps", type=int, default=30)
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--lr-scheduler", default="cosine")
-    p.add_argument("--warmup-steps", type=int, default=0)
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--max-grad-norm", type=float, default=1.0)
-    p.add_argument("--lora-r", type=int, default=8)
-    p.add_argument("--lora-alpha", type=float, default=16)
-    p.add_argument("--lora-dropout", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=42)
     p.add_argument("--logging-steps", type=int, default=1)
-    p.add_argument("--save-steps", type=int, default=500)
-    p.add_argument("--report-to", default="none")
-    p.add_argument("--timing-file", default="")
     p.add_argument("--warmup-ratio", type=float, default=0.0, help="used when --warmup-steps is 0")
     p.add_argument("--data-seed", type=int, default=None)
     p.add_argument("--train-all-turns", action="store_true")
@@ -57,16 +42,10 @@ def main() -> int:
     p.add_argument("--no-cache", action="store_true")
     args = p.parse_args()
 
-    def mark(record: dict) -> None:
-        if args.timing_file:
-            with open(args.timing_file, "a") as fh:
-                fh.write(json.dumps({**record, "ts": time.time()}) + "\n")
+    mark = marker(args.timing_file)
 
     from datasets import Dataset
-    from peft import LoraConfig, get_peft_model
     from transformers import (
-        AutoModelForCausalLM,
-        AutoTokenizer,
         DataCollatorForSeq2Seq,
         DataCollatorWithFlattening,
         Trainer,
@@ -77,9 +56,7 @@ def main() -> int:
 
     set_seed(args.seed)
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = tokenizer_for(args.model)
 
     with open(args.data, encoding="utf-8") as fh:
         rows = json.load(fh)
@@ -129,19 +106,7 @@ def main() -> int:
     )
     mark({"event": "data_ready", "samples": len(dataset)})
 
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype="float32")
-    if args.no_cache:
-        model.config.use_cache = False
-    model = get_peft_model(
-        model,
-        LoraConfig(
-            r=args.lora_r,
-            lora_alpha=args.lora_alpha,
-            lora_dropout=args.lora_dropout,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        ),
-    )
+    model = lora_model(args, use_cache=not args.no_cache)
 
     class Timing(TrainerCallback):
         def on_log(self, _args, state, control, logs=None, **kwargs):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -120,3 +121,20 @@ def wait_for(cond, timeout: float = 30.0, every: float = 0.1):
             return value
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout}s waiting for {cond}")
+
+
+def run_bench_quick(script: str, out: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    """``python bench/<script> --quick --out <out>`` from the repo root, one thread per op, its exit asserted 0 (with
+    the output's tail in the message): how each benchmark's end-to-end test runs it."""
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "bench" / script), "--quick", "--out", str(out)],
+        cwd=str(root),
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc

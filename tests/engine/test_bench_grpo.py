@@ -4,13 +4,13 @@ markdown and json. Not a timed assertion: the figures live in bench/results/grpo
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_bench_quick
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -35,16 +35,7 @@ def test_reward_gap_compares_steps_both_sides_logged():
 @pytest.mark.slow
 def test_quick_run_writes_both_sides(studio_home, tmp_path):
     stem = tmp_path / "grpo"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "grpo_throughput.py"), "--quick", "--out", str(stem)],
-        cwd=str(ROOT),
-        env=dict(os.environ, OMP_NUM_THREADS="1"),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_bench_quick("grpo_throughput.py", stem)
     text = stem.with_suffix(".md").read_text()
     row = re.search(r"^\| 1 \| (\d+\.\d\d) \| (\d+\.\d\d) \| \d+\.\d\dx \|", text, re.MULTILINE)
     assert row and all(float(x) > 0 for x in row.groups()), text[:2000]

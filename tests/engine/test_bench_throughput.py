@@ -3,13 +3,13 @@ and prints its table. Not a timed assertion: the figures live in bench/results/t
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_bench_quick
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -38,16 +38,7 @@ def test_write_section_replaces_only_that_model(tmp_path):
 @pytest.mark.slow
 def test_quick_run_prints_the_table(studio_home, tmp_path):
     out = tmp_path / "results.md"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "throughput.py"), "--quick", "--out", str(out)],
-        cwd=str(ROOT),
-        env=dict(os.environ, OMP_NUM_THREADS="1"),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = run_bench_quick("throughput.py", out)
     for mode in ("packing off", "packing on"):
         block = proc.stdout.split(f"### {mode}", 1)[1]
         row = re.search(r"^\| 1 \| ([\d,]+) \| ([\d,]+) \|", block, re.MULTILINE)
