@@ -363,7 +363,9 @@ def build(ctx: Any) -> None:
             # the run picker by name as well as id (ids alone told runs apart for no one)
             one = texts.add(gr.Dropdown(one_choices(ids), label=t("run", lang), elem_id="runs-one"), "run")
             with gr.Row():
-                resume_btn = texts.add(gr.Button(t("resume", lang), size="sm"), "resume", "value")
+                resume_btn = texts.add(
+                    gr.Button(t("resume", lang), size="sm", elem_id="runs-resume"), "resume", "value"
+                )
                 dup_btn = texts.add(
                     gr.Button(t("duplicate", lang), size="sm", elem_id="runs-dup"), "duplicate", "value"
                 )

@@ -24,8 +24,9 @@ pytestmark = pytest.mark.slow  # a real server, a run and a browser
 HAS_DIGIT = r".*\d.*"
 
 
-def _preset(server, name: str, run_name: str) -> None:
-    """A preset as the page saves one: the GRPO example with the demo model, a short run and two rewards."""
+def _preset(server, name: str, run_name: str, max_steps: int = 3, save_steps: int = 1000) -> None:
+    """A preset as the page saves one: the GRPO example with the demo model, a short run and two rewards (a
+    checkpoint every ``save_steps`` steps)."""
     data = {
         "schema_version": 1,
         "model": {"name_or_path": str(server.home / "models" / "demo-tiny-llama")},
@@ -45,12 +46,12 @@ def _preset(server, name: str, run_name: str) -> None:
         },
         "data": {"datasets": ["grpo_arith"], "template": "auto"},
         "train": {
-            "max_steps": 3,
+            "max_steps": max_steps,
             "per_device_batch_size": 4,
             "gradient_accumulation": 1,
             "learning_rate": 1.0e-3,
             "logging_steps": 1,
-            "save_steps": 1000,
+            "save_steps": save_steps,
         },
         "launch": {"device": "auto"},
         "output": {"run_name": run_name, "report_to": ["none"]},
@@ -65,8 +66,10 @@ TABLE_JS = """(sel) => [...document.querySelectorAll(sel + ' [role=row]')].map(
 
 
 def _table(page, selector: str, rows: int, timeout_ms: int = 180_000) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of a gr.Dataframe once it shows ``rows`` rows (it draws the rows in view: scrolled to it)."""
+    """(header, rows) of a gr.Dataframe once it shows ``rows`` rows (it draws the rows in view: scrolled to it). The
+    mouse is moved off the table first: a hovered header cell shows its menu button, whose "⋮" joins its text."""
     page.locator(selector).scroll_into_view_if_needed()
+    page.mouse.move(0, 0)
     page.wait_for_function(
         f"(sel) => ({TABLE_JS})(sel).filter(r => r.length).length === {rows + 1}", arg=selector, timeout=timeout_ms
     )
