@@ -42,8 +42,11 @@ def export(model_dir: Path, tmp: Path, fmt: str) -> dict:
         quant = AutoModelForCausalLM.from_pretrained(
             str(model_dir), quantization_config=quant_config(fmt), device_map="cpu", dtype=torch.float32
         ).eval()
-        before = quant(input_ids=ids).logits.float()
+        # Saved before its first forward: on a CPU, bitsandbytes (0.50) repacks a 4-bit layer's weights for its CPU
+        # kernel at the first forward, and a save after that wrote weights that reload 0.007 off (0.58 without
+        # double quantization), which the check below caught.
         quant.save_pretrained(str(tmp))
+        before = quant(input_ids=ids).logits.float()
         for name in (*sizes.TOKENIZER_FILES, "generation_config.json"):
             if (model_dir / name).is_file() and not (tmp / name).exists():
                 shutil.copy2(model_dir / name, tmp / name)
