@@ -17,12 +17,11 @@ from pathlib import Path
 
 from engine.core import acting
 from engine.core import events as ev
-from engine.core.messages import from_exception
 from engine.export import checks as xp
 from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
 from engine.export.checks import ExportError
-from engine.export.jobs import STATES, _with_detail
+from engine.export.jobs import STATES, _with_detail, job_record
 from engine.export.messages import message, payload_message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
@@ -37,15 +36,9 @@ class ExportJob(CommandJob):
     what = "export"
 
     def __init__(self, run_id: str):
-        try:
-            rec = runs.get(run_id, refresh_status=False)
-        except runs.RunsError as exc:
-            raise ExportError(from_exception(exc)) from None
-        argv = rec.command or []
-        if rec.kind != "command" or argv[1:3] != ["-m", MODULE]:
-            raise ExportError(message("export.not_export", id=run_id))
-        args = cp.convert_arg_parser().parse_args(argv[3:])
-        self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), argv
+        rec, rest = job_record(run_id, MODULE, "export.not_export")
+        args = cp.convert_arg_parser().parse_args(rest)
+        self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), rec.command
         self.source, self.fmt, self.out_dir = args.source, args.format, args.out
         self.tmp_dir, self.events_path, self.log_path = Path(args.tmp_dir), Path(args.events), rec.log_path
         self.events: list[dict] = []

@@ -38,6 +38,20 @@ STATES = {"queued": "queued", "running": "running", "completed": "finished", "fa
 STATES["stopped"] = "cancelled"
 
 
+def job_record(run_id: str, module: str, not_key: str):
+    """(the registry record, its command's arguments after ``-m module``) of the command run ``run_id``, or
+    ExportError: the registry's message for an unknown id, ``not_key``'s for a run that is not this kind of job.
+    Every export-side job (merge, export, push, serve) is read back from its run this way."""
+    try:
+        rec = runs.get(run_id, refresh_status=False)
+    except runs.RunsError as exc:
+        raise ExportError(from_exception(exc)) from None
+    argv = rec.command or []
+    if rec.kind != "command" or argv[1:3] != ["-m", module]:
+        raise ExportError(message(not_key, id=run_id))
+    return rec, argv[3:]
+
+
 class MergeJob(CommandJob):
     """One merge, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer.
     ``cancel()``: the merge removes its temp folder and exits."""
@@ -45,15 +59,9 @@ class MergeJob(CommandJob):
     what = "merge"
 
     def __init__(self, run_id: str):
-        try:
-            rec = runs.get(run_id, refresh_status=False)
-        except runs.RunsError as exc:
-            raise ExportError(from_exception(exc)) from None
-        argv = rec.command or []
-        if rec.kind != "command" or argv[1:3] != ["-m", "engine.trainer.merge"]:
-            raise ExportError(message("export.not_merge", id=run_id))
-        args = xp.merge_arg_parser().parse_args(argv[3:])
-        self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), argv
+        rec, rest = job_record(run_id, "engine.trainer.merge", "export.not_merge")
+        args = xp.merge_arg_parser().parse_args(rest)
+        self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), rec.command
         self.sources, self.out_dir, self.dtype, self.device = args.sources, args.out, args.dtype, args.device
         self.tmp_dir, self.events_path, self.log_path = Path(args.tmp_dir), Path(args.events), rec.log_path
         self.events: list[dict] = []

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from engine.core import events as ev
-from engine.core.messages import from_exception
 from engine.export import checks as xp
 from engine.export.checks import ExportError
+from engine.export.jobs import job_record
 from engine.export.messages import message, payload_message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob
@@ -79,16 +79,10 @@ class PushJob(CommandJob):
     what = "push"
 
     def __init__(self, run_id: str):
-        try:
-            rec = runs.get(run_id, refresh_status=False)
-        except runs.RunsError as exc:
-            raise ExportError(from_exception(exc)) from None
-        argv = rec.command or []
-        if rec.kind != "command" or argv[1:3] != ["-m", MODULE]:
-            raise ExportError(message("export.not_push", id=run_id))
+        rec, args = job_record(run_id, MODULE, "export.not_push")
         from engine.export.push import arg_parser
 
-        args = arg_parser().parse_args(argv[3:])
+        args = arg_parser().parse_args(args)
         self.run_id, self.folder, self.repo, self.private = rec.id, args.folder, args.repo, args.private
         self.events_path, self.log_path = Path(args.events), rec.log_path
 

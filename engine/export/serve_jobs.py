@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from engine.core import events as ev
-from engine.core.messages import from_exception
 from engine.export import checks as xp
 from engine.export import convert_plan as cp
 from engine.export.checks import ExportError
+from engine.export.jobs import job_record
 from engine.export.messages import message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
@@ -57,14 +57,7 @@ class ServeJob(CommandJob):
     what = "server"
 
     def __init__(self, run_id: str):
-        try:
-            rec = runs.get(run_id, refresh_status=False)
-        except runs.RunsError as exc:
-            raise ExportError(from_exception(exc)) from None
-        argv = rec.command or []
-        if rec.kind != "command" or argv[1:3] != ["-m", MODULE]:
-            raise ExportError(message("export.not_serve", id=run_id))
-        args = argv[3:]
+        rec, args = job_record(run_id, MODULE, "export.not_serve")
         self.run_id, self.source = rec.id, args[0]
         self.port = int(args[args.index("--port") + 1])
         self.events_path = Path(args[args.index("--events") + 1])
