@@ -12,7 +12,6 @@ runs (the reason is said in ``run_started``): the processor's image tensors belo
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from engine.data.images import IMAGE_PLACEHOLDER, is_url
 from engine.trainer.pref_losses import REFERENCE_FREE
@@ -212,10 +211,11 @@ def build_data(spec, processor, *, log=print):
     """TrainData of a vision-language run: every dataset row encoded (images opened, sized, processed), rows the
     cutoff would cut into an image's tokens left out and counted."""
     from engine.data.registry import DataError, check_datasets, load_rows
+    from engine.spec.schema import resolve_dataset_dir
     from engine.trainer.dataset import TrainData, _problem
 
     d = spec.data
-    ddir = Path(d.dataset_dir).expanduser()
+    ddir = resolve_dataset_dir(spec)  # an empty dataset_dir (the form's default) is the workspace's data folder
     problems = check_datasets(d.datasets, ddir, "sft") + check_datasets(d.eval_datasets, ddir, "sft")
     if problems:
         raise DataError(problems)

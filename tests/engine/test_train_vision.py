@@ -147,3 +147,23 @@ def test_merged_vlm_keeps_its_processor_and_matches_base_plus_adapter(demo_paths
             plain = tuned(**batch).logits
     assert (want - plain).abs().max() > 1e-4  # the adapter changes the answer: the comparison means something
     assert torch.allclose(got, want, atol=1e-4, rtol=1e-4), float((got - want).abs().max())
+
+
+def test_an_empty_dataset_dir_reads_the_workspace_data_folder(demo_paths, tmp_path, monkeypatch):
+    """The form's default dataset_dir is empty: the workspace's data folder, as for text runs. The vision path took
+    it as the current folder, and a run from the page failed at its start ("no dataset_info.json")."""
+    from transformers import AutoProcessor
+
+    from engine.trainer import vision
+
+    monkeypatch.chdir(tmp_path)  # a folder without dataset_info.json
+    spec = demo_spec(
+        demo_paths,
+        model={"name_or_path": demo_paths["vlm_model_dir"]},
+        data={"datasets": [demo_paths["vlm_dataset"]], "dataset_dir": "", "cutoff_len": 256, "max_samples": 6},
+    )
+    assert spec.data.dataset_dir == ""
+    data = vision.build_data(spec, AutoProcessor.from_pretrained(demo_paths["vlm_model_dir"]), log=lambda *_: None)
+    raw = json.loads((Path(demo_paths["data_dir"]) / "demo_vlm.json").read_text(encoding="utf-8"))[:6]
+    assert data.stats["num_train_samples"] == 6
+    assert data.stats["num_images"] == sum(len(r["images"]) for r in raw)
