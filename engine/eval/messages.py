@@ -62,6 +62,11 @@ MESSAGES: dict[str, str] = {
     "eval.judge_unreachable": "row {row}: the judge at {url} cannot be reached: {error}",
     "eval.judge_http": "row {row}: the judge answered HTTP {code}: {error}",
     "eval.judge_bad_reply": "row {row}: the judge's reply has no score from 1 to 10: {reply}",
+    "eval.judge_bad_verdict": "row {row}: the judge's reply names no winner (Winner: A, B or tie): {reply}",
+    "eval.judge_pairwise_no_base": "a pairwise judge compares each model's answers with the base's: evaluate the "
+    "base too",
+    "eval.judge_pairwise_prompt": "the pairwise prompt cannot be filled ({{question}}, {{reference}}, {{answer_a}}, "
+    "{{answer_b}}): {error}",
     "eval.no_short_rows": "no row has a short answer (one word or letter): accuracy does not apply",
 }
 

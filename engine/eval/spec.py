@@ -48,6 +48,12 @@ DEFAULT_JUDGE_PROMPT = (
     "Rate how well the answer matches the reference in meaning and correctness on a scale of 1 to 10. "
     "Reply with the number only, as: Score: N"
 )
+DEFAULT_PAIRWISE_PROMPT = (
+    "You are comparing two answers to a question against a reference answer.\n\n"
+    "Question:\n{question}\n\nReference answer:\n{reference}\n\nAnswer A:\n{answer_a}\n\n"
+    "Answer B:\n{answer_b}\n\nWhich answer matches the reference better in meaning and correctness? "
+    "Reply with one word, as: Winner: A, Winner: B or Winner: tie"
+)
 # columns where lower is better (the rest: higher)
 LOWER_BETTER = ("loss", "perplexity")
 
@@ -98,7 +104,17 @@ class JudgeSpec(_Group):
     api_key_env: str | None = Field(
         None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="the environment variable holding the key"
     )
+    mode: Literal["score", "pairwise"] = Field(
+        "score",
+        description="score: each answer rated 1-10 (judge: the mean, judge_win: rows scored above the base's); "
+        "pairwise: each model's answer and the base's shown together, both orders, the judge names the better "
+        "(judge_win: the share won, a tie or a split verdict counts half)",
+    )
     prompt: str = Field(DEFAULT_JUDGE_PROMPT, description="the judge prompt: {question}, {reference}, {answer}")
+    pairwise_prompt: str = Field(
+        DEFAULT_PAIRWISE_PROMPT,
+        description="the pairwise prompt: {question}, {reference}, {answer_a}, {answer_b}; replied Winner: A|B|tie",
+    )
     max_tokens: int = Field(16, ge=1, le=4096)
     timeout: float = Field(60.0, gt=0, le=3600, description="seconds per request")
 
@@ -175,11 +191,32 @@ def parse_eval_spec(data: Any) -> EvalSpec:
             spec.judge.prompt.format(question="", reference="", answer="")
         except (KeyError, IndexError, ValueError) as exc:
             problems.append(("judge.prompt", message("eval.judge_prompt", error=f"{type(exc).__name__}: {exc}")))
-        if "{answer}" not in spec.judge.prompt:
+        if spec.judge.mode == "score" and "{answer}" not in spec.judge.prompt:
             problems.append(("judge.prompt", message("eval.judge_prompt", error="it has no {answer}")))
+        if spec.judge.mode == "pairwise":
+            problems += _pairwise_problems(spec)
     if problems:
         raise EvalError(problems)
     return spec
+
+
+def _pairwise_problems(spec: EvalSpec) -> list[tuple[str, Any]]:
+    """A pairwise judge compares with the base's answers: the base must be evaluated, and the prompt must show
+    both answers."""
+    problems: list[tuple[str, Any]] = []
+    if not spec.models.base:
+        problems.append(("models.base", message("eval.judge_pairwise_no_base")))
+    fields = {"question": "", "reference": "", "answer_a": "", "answer_b": ""}
+    try:
+        spec.judge.pairwise_prompt.format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        problems.append(("judge.pairwise_prompt", message("eval.judge_pairwise_prompt", error=error)))
+    missing = [f"{{{k}}}" for k in ("answer_a", "answer_b") if f"{{{k}}}" not in spec.judge.pairwise_prompt]
+    if missing:
+        error = "it has no " + " or ".join(missing)
+        problems.append(("judge.pairwise_prompt", message("eval.judge_pairwise_prompt", error=error)))
+    return problems
 
 
 def dump_eval_spec(spec: EvalSpec) -> str:

@@ -63,7 +63,7 @@ class Evaluation:
         self.units_done = 0
         self.units_total = 0
         self.lm_manager = None
-        self.base_judge: dict[int, float] | None = None
+        self.judge_base: dict = {}  # what the base left the judge of the models after it (engine.eval.judge)
 
     # ------------------------------------------------------------------ events
     def event(self, type_: str, **payload) -> None:
@@ -210,11 +210,10 @@ class Evaluation:
             self.progress(i, t["label"], "judge", k, len(preds))
             self.units_done += 1 if k else 0
 
-        errors = jd.judge_rows(self.plan["judge"], preds, {r["index"]: r["question"] for r in rows}, step)
+        questions = {r["index"]: r["question"] for r in rows}
+        found, errors = jd.judge_model(self.plan["judge"], t["kind"], preds, questions, step, self.judge_base)
         self.units_done += 1 if preds else 0
-        metrics |= jd.aggregate(preds, None if t["kind"] == "base" else self.base_judge)
-        if t["kind"] == "base":
-            self.base_judge = {p["index"]: p["judge_score"] for p in preds if p.get("judge_score") is not None}
+        metrics |= found
         return errors
 
     def lm_eval(self, i: int, t: dict) -> dict:

@@ -52,5 +52,10 @@ EVAL_ZH: dict[str, str] = {
     "eval.judge_unreachable": "第 {row} 行：无法连接评审 {url}：{error}",
     "eval.judge_http": "第 {row} 行：评审返回 HTTP {code}：{error}",
     "eval.judge_bad_reply": "第 {row} 行：评审的回复中没有 1 到 10 的分数：{reply}",
+    "eval.judge_bad_verdict": "第 {row} 行：评审的回复没有指明胜者（Winner: A、B 或 tie）：{reply}",
+    "eval.judge_pairwise_no_base": "成对比较的评审要把各模型的回答与基座模型的回答对比：请同时评测基座模型",
+    "eval.judge_pairwise_prompt": (
+        "成对比较的提示词无法填充（{{question}}、{{reference}}、{{answer_a}}、{{answer_b}}）：{error}"
+    ),
     "eval.no_short_rows": "没有简短答案（一个词或字母）的行：准确率不适用",
 }

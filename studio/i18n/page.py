@@ -596,8 +596,13 @@ STRINGS: dict[str, tuple[str, str]] = {
         "存放评审密钥的环境变量（只填名字，密钥不会被保存）",
     ),
     "eval_judge_prompt": (
-        "Judge prompt ({question}, {reference}, {answer})",
-        "评审提示词（{question}、{reference}、{answer}）",
+        "Judge prompt ({question}, {reference}, {answer}; pairwise: {answer_a}, {answer_b})",
+        "评审提示词（{question}、{reference}、{answer}；成对比较：{answer_a}、{answer_b}）",
+    ),
+    "eval_judge_pairwise": (
+        "Pairwise: the judge sees each model's answer beside the base's, in both orders, and names the better "
+        "(win rate against the base; the base is evaluated too)",
+        "成对比较：评审同时看到各模型与基座模型的回答（两种顺序各问一次）并选出更好的一个（得出相对基座的胜率；基座模型也会被评测）",
     ),
     "eval_open_chat": ("Open the row in Chat", "在对话中打开此行"),
     "eval_pick_row": ("click a row of the side-by-side table first", "请先点击逐行对比表中的一行"),

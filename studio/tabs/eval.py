@@ -16,7 +16,7 @@ from typing import Any
 from engine.core import workspace
 from engine.data import registry as datasets
 from engine.eval import report
-from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEMO_TASK
+from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_PAIRWISE_PROMPT, DEMO_TASK
 from engine.export import jobs as merge_jobs
 from engine.runs import checkpoints, evals
 from engine.runs import registry as runs
@@ -79,6 +79,7 @@ def spec_from_form(
     model="",
     key_env="",
     prompt="",
+    pairwise=False,
 ) -> dict:
     """The evaluation spec from the form (lm-eval tasks: comma-separated; the judge: only when it is measured)."""
     steps = [int(c.rsplit("-", 1)[1]) for c in ckpts or []]
@@ -94,14 +95,29 @@ def spec_from_form(
         spec["lm_eval"] = {"tasks": [x.strip() for x in (tasks or "").split(",") if x.strip()]}
     if "judge" in spec["measures"]:
         judge = {"base_url": url or None, "model": model or None, "api_key_env": key_env or None}
-        spec["judge"] = judge | ({"prompt": prompt} if prompt else {})
+        if pairwise:  # each model's answers against the base's, which is then evaluated too
+            spec["models"]["base"] = True
+            judge |= {"mode": "pairwise"} | ({"pairwise_prompt": prompt} if prompt else {})
+        elif prompt:
+            judge["prompt"] = prompt
+        spec["judge"] = judge
     return spec
+
+
+def judge_prompt_for(pairwise: bool, prompt: str) -> str:
+    """The prompt box when the judge's mode changes: the other mode's default in place of this one's (a prompt the
+    user wrote stays)."""
+    if pairwise and prompt.strip() in ("", DEFAULT_JUDGE_PROMPT.strip()):
+        return DEFAULT_PAIRWISE_PROMPT
+    if not pairwise and prompt.strip() in ("", DEFAULT_PAIRWISE_PROMPT.strip()):
+        return DEFAULT_JUDGE_PROMPT
+    return prompt
 
 
 def start(run_id, ckpts, base, final, data, measures, limit, max_new, batch, *rest) -> tuple[str | None, str]:
     """(evaluation run id or None, message). Every problem named by its field, before anything runs. ``rest``: the
-    lm-eval tasks and the judge's URL, model, key variable and prompt (as ``spec_from_form`` takes them), then the
-    language."""
+    lm-eval tasks and the judge's URL, model, key variable, prompt and pairwise switch (as ``spec_from_form`` takes
+    them), then the language."""
     *extra, lang = rest or ("en",)
     if not run_id:
         return None, "❌ " + t("eval_pick_run", lang)
@@ -268,10 +284,15 @@ def build(ctx: Any) -> None:
                 gr.Textbox(label=t("eval_judge_model", lang), elem_id="eval-judge-model"), "eval_judge_model"
             )
             j_key = texts.add(gr.Textbox(label=t("eval_judge_key", lang), elem_id="eval-judge-key"), "eval_judge_key")
+        j_pair = texts.add(
+            gr.Checkbox(False, label=t("eval_judge_pairwise", lang), elem_id="eval-judge-pairwise"),
+            "eval_judge_pairwise",
+        )
         j_prompt = texts.add(
             gr.Textbox(DEFAULT_JUDGE_PROMPT, lines=6, label=t("eval_judge_prompt", lang), elem_id="eval-judge-prompt"),
             "eval_judge_prompt",
         )
+        j_pair.change(judge_prompt_for, [j_pair, j_prompt], [j_prompt], queue=False)
     with gr.Row():
         max_new = texts.add(
             gr.Number(64, precision=0, minimum=1, label=t("eval_max_new", lang), elem_id="eval-max-new"),
@@ -336,6 +357,7 @@ def build(ctx: Any) -> None:
             j_model,
             j_key,
             j_prompt,
+            j_pair,
             ctx.lang,
         ],
         [job, status],

@@ -257,6 +257,69 @@ def test_judge_unreachable_and_bad_fields(trained, monkeypatch):
     assert "judge.prompt" in problems({"base_url": "http://x", "model": "m", "prompt": "no answer {here}"})
 
 
+PAIR_PROMPT = "Q<<{question}>>REF<<{reference}>>A<<{answer_a}>>B<<{answer_b}>> Who wins?"
+_PAIR = re.compile(r"Q<<(.*)>>REF<<(.*)>>A<<(.*)>>B<<(.*)>> Who wins", re.DOTALL)
+
+
+def _pair_rule(prompt: str) -> str:
+    """The stand-in pairwise judge: no verdict for one question; else the longer answer wins, and between answers of
+    one length it always picks A (a judge biased to a position, which asking both orders cancels)."""
+    question, _ref, a, b = _PAIR.match(prompt).groups()
+    if "35 minutes" in question:
+        return "Both are fine."
+    return "Winner: B" if len(b) > len(a) else "Winner: A"
+
+
+@SLOW
+def test_pairwise_judge_asks_both_orders_and_counts_wins(trained):
+    with JudgeStandin(_pair_rule) as judge:
+        spec = {
+            "models": {"run": trained["run"], "base": True},
+            "data": _data(trained),
+            "measures": ["judge"],
+            "generation": {"max_new_tokens": 8, "batch_size": 4},
+            "judge": {"base_url": judge.url, "model": "judge-7b", "mode": "pairwise", "pairwise_prompt": PAIR_PROMPT},
+        }
+        status = evals.EvalJob(evals.submit_eval(spec)).wait(timeout=600)
+        sent = [_PAIR.match(r["body"]["messages"][-1]["content"]).groups() for r in judge.requests]
+    assert status["state"] == "finished", status["error"]
+    preds = [json.loads(x) for x in (Path(status["run_dir"]) / "predictions.jsonl").read_text().splitlines()]
+    base = {p["index"]: p["prediction"] for p in preds if p["model"] == "base"}
+    final = {p["index"]: p for p in preds if p["model"] == "final"}
+    # the base is not judged against itself; each final answer twice, the base's as A and then as B
+    assert len(sent) == 2 * len(final) - 1  # the row without a verdict stops after its first ask
+    for i, p in final.items():
+        asked = [(a, b) for q, ref, a, b in sent if ref == p["reference"] and q in p["prompt"]]
+        if "35 minutes" in p["prompt"]:
+            assert asked == [(base[i], p["prediction"])]
+            continue
+        assert asked == [(base[i], p["prediction"]), (p["prediction"], base[i])], (i, asked)
+    points = []
+    for i, p in final.items():
+        if "35 minutes" in p["prompt"]:
+            continue
+        m, b = len(p["prediction"]), len(base[i])
+        as_b = 1.0 if m > b else 0.0  # the longer wins; a tie in length goes to A, here the base
+        as_a = 1.0 if m >= b else 0.0  # ... and here the model
+        points.append((as_a + as_b) / 2)
+    rows = {r["label"]: r for r in status["results"]["rows"]}
+    assert rows["final"]["metrics"]["judge_win"] == pytest.approx(100 * statistics.fmean(points))
+    assert rows["final"]["metrics"]["judge"] is None and rows["base"]["metrics"]["judge_win"] is None
+    errors = rows["final"]["judge_errors"]
+    bad = next(i for i, p in final.items() if "35 minutes" in p["prompt"])
+    assert errors == [f"row {bad}: the judge's reply names no winner (Winner: A, B or tie): Both are fine."]
+
+    def problems(**changes) -> dict:
+        with pytest.raises(EvalError) as err:
+            evals.submit_eval(spec | changes)
+        return {f: str(m) for f, m in err.value.problems}
+
+    got = problems(models={"run": trained["run"]})
+    assert "evaluate the base too" in got["models.base"]
+    got = problems(judge=spec["judge"] | {"pairwise_prompt": "A: {answer_a} only"})
+    assert "it has no {answer_b}" in got["judge.pairwise_prompt"]
+
+
 @SLOW
 def test_merge_the_best_checkpoint_click_submits_its_merge(lm_evaluated, trained):
     from engine.export import jobs as export_jobs
