@@ -7,16 +7,31 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+from playwright.sync_api import expect
+
+from tests.judge_standin import JudgeStandin
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+_TRAINED: dict[Path, str] = {}
+
+
 def _train_run_with_checkpoints(home: Path) -> str:
+    """A demo LoRA run of 4 steps with checkpoints at 2 and 4 (trained once per studio home, from the CLI)."""
+    if home not in _TRAINED:
+        _TRAINED[home] = _train(home)
+    return _TRAINED[home]
+
+
+def _train(home: Path) -> str:
     spec = yaml.safe_load((home / "demo_spec.yaml").read_text(encoding="utf-8"))
     spec["train"].update(max_steps=4, save_steps=2, logging_steps=1)
     spec["data"].update(max_samples=48, val_size=6)
@@ -87,3 +102,68 @@ def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
         [base[i]["prompt"], base[i]["reference"], base[i]["prediction"], tuned[i]["prediction"]] for i in sorted(base)
     ]
     assert [[" ".join(c.split()) for c in r] for r in shown] == [[" ".join(c.split()) for c in r] for r in want]
+
+
+def _pair_rule(prompt: str) -> str:
+    """The stand-in judge: the longer answer wins; answers of one length: A (a judge biased to a position)."""
+    a = prompt.split("Answer A:\n", 1)[1].split("\n\nAnswer B:\n", 1)[0]
+    b = prompt.split("\n\nAnswer B:\n", 1)[1].split("\n\nWhich answer", 1)[0]
+    return "Winner: B" if len(b) > len(a) else "Winner: A"
+
+
+def test_pairwise_judge_from_the_page(page, server, shots):
+    """The judge section as a person fills it: a local OpenAI-compatible judge, the Pairwise box (the prompt box then
+    holds the pairwise prompt), Start; the table's judge_win is the tuned model's share of the verdicts, recomputed
+    here from the answers the evaluation wrote and the judge's rule, and the judge was asked each row both ways."""
+    run_id = _train_run_with_checkpoints(server.home)
+    with JudgeStandin(_pair_rule) as judge:
+        page.get_by_role("tab", name="Evaluate").click()
+        page.click("#eval-run input")
+        page.get_by_role("option", name=run_id).first.click()
+        page.wait_for_function(
+            "document.querySelectorAll('#eval-ckpts input[type=checkbox]:checked').length === 2", timeout=90_000
+        )
+        for ckpt in page.locator("#eval-ckpts input[type=checkbox]").all():
+            ckpt.uncheck()  # the base and the final weights only
+        page.get_by_label("Base model").uncheck()  # the Pairwise box evaluates it anyway: it is the other side
+        measures = page.locator("#eval-measures")
+        for name in ("loss", "bleu", "rouge"):
+            measures.get_by_label(name, exact=True).uncheck()
+        measures.get_by_label("judge", exact=True).check()
+        page.locator("#eval-more").get_by_text("lm-eval tasks and the judge", exact=True).first.click()
+        page.wait_for_selector("#eval-judge-url textarea", state="visible", timeout=90_000)
+        page.fill("#eval-judge-url textarea", judge.url)
+        page.fill("#eval-judge-model textarea", "judge-7b")
+        page.locator("#eval-judge-pairwise input[type=checkbox]").check()
+        expect(page.locator("#eval-judge-prompt textarea")).to_have_value(
+            re.compile(r"Answer A:\n\{answer_a\}.*Winner: A, Winner: B or Winner: tie", re.DOTALL), timeout=90_000
+        )
+        for sel, value in (("#eval-limit input", "3"), ("#eval-max-new input", "8")):
+            page.fill(sel, value)
+            page.press(sel, "Tab")
+        page.click("#eval-start")
+        page.wait_for_function(
+            "document.querySelector('#eval-status').innerText.includes('finished')", timeout=600_000
+        )
+        sent = [r["body"]["messages"][-1]["content"] for r in judge.requests]
+    page.locator("#eval-table").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "eval-pairwise.png"), full_page=True)
+
+    folder = sorted((server.home / "runs").glob("*/eval_plan.json"))[-1].parent
+    preds = [json.loads(x) for x in (folder / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+    base = {p["index"]: p["prediction"] for p in preds if p["model"] == "base"}
+    final = {p["index"]: p["prediction"] for p in preds if p["model"] == "final"}
+    assert len(base) == len(final) == 3 and len(sent) == 6  # each row asked twice
+    points = []
+    for i, answer in final.items():
+        as_b = 1.0 if len(answer) > len(base[i]) else 0.0
+        as_a = 1.0 if len(answer) >= len(base[i]) else 0.0
+        points.append((as_a + as_b) / 2)
+    want = 100 * sum(points) / len(points)
+    header = page.evaluate(
+        "() => [...document.querySelectorAll('#eval-table [role=columnheader]')].map(h => h.innerText.trim())"
+    )
+    table = {r[0].lstrip("★ ").strip(): r for r in _rows(page, "#eval-table")}
+    assert set(table) == {"base", "final"}, table
+    col = next(k for k, h in enumerate(header) if h.startswith("judge_win"))
+    assert float(table["final"][col]) == pytest.approx(want, abs=0.01), (header, table, want)
