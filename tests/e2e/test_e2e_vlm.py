@@ -1,7 +1,8 @@
 """A vision-language run from the page, as a person does it (issue 25): LLaMA-Factory's multimodal YAML (a LLaVA
 model, a sharegpt dataset with an ``images`` column, LF's ``llava`` template) pasted into the Train form; the
 Datasets tab showing the first row's image as a thumbnail beside its text, and its ``<image>`` placeholder with the
-tokens the model puts in for it; then the run started, and its loss chart drawn with every logged step.
+tokens the model puts in for it; then the run started, and its loss chart drawn with every logged step; then the
+Chat tab with the base and the tuned run side by side, both shown a picture and both answering.
 
 Each figure is checked against one computed here: the image tokens from the model's own config (the vision tower's
 image size over its patch size, squared: LLaVA's default strategy drops the CLS token), the thumbnail's colours
@@ -101,3 +102,30 @@ def test_vlm_yaml_thumbnails_image_tokens_and_run_curves(page, server, shots, fi
     page.locator("#plot-loss").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "vlm-run-loss.png"))
     assert fits_width(page)
+
+    # ---- Chat: the base and the tuned run side by side, asked about a picture; both see it and answer
+    open_tab(page, "Chat")
+    page.click("#chat-adapter input")
+    page.get_by_role("option", name=run_id).first.click()
+    page.click("#chat-load")
+    page.wait_for_function(
+        "document.querySelector('#chat-status').innerText.includes('loaded base, tuned')", timeout=240_000
+    )
+    assert "demo-tiny-llava" in page.inner_text("#chat-status") and run_id in page.inner_text("#chat-status")
+    picture = server.home / "data" / rows[1]["images"][0]
+    page.set_input_files("#chat-image input[type=file]", str(picture))
+    page.wait_for_selector("#chat-image img", timeout=60_000)
+    page.fill("#chat-prompt textarea", "What colour is the shape?")
+    page.click("#chat-send")
+    page.wait_for_function(
+        """() => ['#chat-base', '#chat-tuned'].every(p => document.querySelectorAll(p + ' .message-row').length === 2
+            && document.querySelector(p + ' .user-row img') !== null)
+            && document.querySelector('#chat-send:not([disabled])') !== null""",
+        timeout=240_000,
+    )
+    for pane in ("#chat-base", "#chat-tuned"):
+        reply = page.locator(f"{pane} .message-row:not(.user-row)").last.inner_text().strip()
+        assert reply and "⚠" not in page.inner_text(pane), (pane, page.inner_text(pane))
+    page.screenshot(path=str(shots / "vlm-chat-both-panes.png"), full_page=True)
+    page.click("#chat-unload")
+    page.wait_for_function("document.querySelector('#chat-status').innerText.includes('unloaded')", timeout=90_000)
