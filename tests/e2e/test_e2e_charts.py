@@ -107,6 +107,19 @@ def start_run(page, name: str, steps: int, val_size: str = "0", eval_steps: str 
     return re.search(f"Started run ({id_re})", page.inner_text("#action-msg")).group(1)
 
 
+def wait_logged(server, run_id: str, timeout: float = 300.0) -> None:
+    """Until the run's events file holds its first logged step: the trainer is training (its stop handler in place).
+    A chart on the page may still show the run picked before, so a drawn line alone does not say this."""
+    path = server.home / "runs" / run_id / "events.jsonl"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        if any('"type": "log"' in line or '"type":"log"' in line for line in text.splitlines()):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"run {run_id} logged no step in {timeout} s: {text[-1500:]}")
+
+
 def wait_finished(page, run_id: str, timeout_ms: int = 300_000) -> None:
     page.wait_for_function(
         f"(() => {{ const s = document.querySelector('#run-status').innerText;"

@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import open_tab
-from tests.e2e.test_e2e_charts import wait_finished, wait_svg
+from tests.e2e.test_e2e_charts import wait_finished, wait_logged, wait_svg
 from tests.e2e.test_e2e_grpo import _preset
 from tests.e2e.test_walking_skeleton import merge_in_export_tab
 
@@ -90,6 +90,7 @@ def test_grpo_run_stopped_resumed_and_merged(page, server, shots):
         timeout=90_000,
     )
     run_id = re.search(f"Started run ({ID_RE})", page.inner_text("#action-msg")).group(1)
+    wait_logged(server, run_id, timeout=400)  # this run trains (the chart may still show an earlier GRPO run)
     drawn = wait_svg(page, "#plot-grpo-rewards", "s.lines.some(l => l.visible && l.points >= 1)", timeout_ms=400_000)
     assert drawn and any(line["points"] >= 1 for line in drawn["lines"]), drawn
     page.click("#stop-btn")

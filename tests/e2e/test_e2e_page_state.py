@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tests.e2e.conftest import ROOT, open_tab
+from tests.e2e.test_e2e_charts import wait_logged
 
 pytestmark = pytest.mark.slow  # a real server and browser
 
@@ -105,9 +106,20 @@ def test_stop_says_where_the_checkpoint_went(page, server, shots):
     steps.fill("4321")
     steps.press("Tab")
     page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
+    id_re = r"\d{8}-\d{6}-[0-9a-f]+"
+    before = re.findall(id_re, page.inner_text("#action-msg"))  # an earlier test's run may still be named there
     page.click("#start-btn")
-    _wait_text(page, "#action-msg", "run")  # started or queued, with its id
+    page.wait_for_function(  # started or queued, with its id
+        "([re, before]) => (document.querySelector('#action-msg').innerText.match(new RegExp(re, 'g')) || [])"
+        ".some(x => !before.includes(x))",
+        arg=[id_re, before],
+        timeout=90_000,
+    )
+    run_id = next(x for x in re.findall(id_re, page.inner_text("#action-msg")) if x not in before)
     _wait_text(page, "#run-status", "running", timeout=180_000)
+    # Stop once the trainer trains: its first step logged (on CI a Stop clicked while the model still loaded, when the
+    # chart still showed an earlier run, ended the run before it reported, rightly without a checkpoint)
+    wait_logged(server, run_id)
     page.wait_for_function("document.querySelectorAll('#plot-loss g.mark-line path').length > 0", timeout=180_000)
     page.click("#stop-btn")
     # The click's answer waits for the end up to the grace period (a busy machine can take longer to save): then it
