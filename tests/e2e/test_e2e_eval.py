@@ -59,6 +59,23 @@ def _rows(page, selector: str) -> list[list[str]]:
     )
 
 
+ID_RE = r"\d{8}-\d{6}-[0-9a-f]+"
+
+
+def _start_and_wait(page) -> str:
+    """Start the evaluation and wait until the status says this one finished: the tab opens on the last evaluation,
+    whose status may already say finished. Its id."""
+    before = re.findall(ID_RE, page.inner_text("#eval-status"))
+    page.click("#eval-start")
+    page.wait_for_function(
+        "([re, before]) => { const s = document.querySelector('#eval-status').innerText;"
+        " return s.includes('finished') && (s.match(new RegExp(re, 'g')) || []).some(x => !before.includes(x)); }",
+        arg=[ID_RE, before],
+        timeout=600_000,
+    )
+    return next(x for x in re.findall(ID_RE, page.inner_text("#eval-status")) if x not in before)
+
+
 def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
     run_id = _train_run_with_checkpoints(server.home)
     page.get_by_role("tab", name="Evaluate").click()
@@ -71,8 +88,7 @@ def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
     for sel, value in (("#eval-limit input", "3"), ("#eval-max-new input", "8")):
         page.fill(sel, value)
         page.press(sel, "Tab")
-    page.click("#eval-start")
-    page.wait_for_function("document.querySelector('#eval-status').innerText.includes('finished')", timeout=600_000)
+    _start_and_wait(page)
     page.wait_for_function("document.querySelectorAll('#eval-sbs .virtual-row').length === 3", timeout=90_000)
     page.screenshot(path=str(shots / "eval-tab.png"), full_page=True)
 
@@ -141,15 +157,12 @@ def test_pairwise_judge_from_the_page(page, server, shots):
         for sel, value in (("#eval-limit input", "3"), ("#eval-max-new input", "8")):
             page.fill(sel, value)
             page.press(sel, "Tab")
-        page.click("#eval-start")
-        page.wait_for_function(
-            "document.querySelector('#eval-status').innerText.includes('finished')", timeout=600_000
-        )
+        eval_id = _start_and_wait(page)
         sent = [r["body"]["messages"][-1]["content"] for r in judge.requests]
     page.locator("#eval-table").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "eval-pairwise.png"), full_page=True)
 
-    folder = sorted((server.home / "runs").glob("*/eval_plan.json"))[-1].parent
+    folder = server.home / "runs" / eval_id
     preds = [json.loads(x) for x in (folder / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
     base = {p["index"]: p["prediction"] for p in preds if p["model"] == "base"}
     final = {p["index"]: p["prediction"] for p in preds if p["model"] == "final"}
