@@ -108,8 +108,11 @@ def test_vlm_yaml_thumbnails_image_tokens_and_run_curves(page, server, shots, fi
     page.click("#chat-adapter input")
     page.get_by_role("option", name=run_id).first.click()
     page.click("#chat-load")
-    page.wait_for_function(
-        "document.querySelector('#chat-status').innerText.includes('loaded base, tuned')", timeout=240_000
+    page.wait_for_function(  # this run loaded (the status may still tell of workers an earlier test loaded)
+        "(id) => { const s = document.querySelector('#chat-status').innerText;"
+        " return s.includes('loaded base, tuned') && s.includes(id); }",
+        arg=run_id,
+        timeout=240_000,
     )
     assert "demo-tiny-llava" in page.inner_text("#chat-status") and run_id in page.inner_text("#chat-status")
     picture = server.home / "data" / rows[1]["images"][0]
