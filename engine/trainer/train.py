@@ -14,6 +14,7 @@ import argparse
 import errno
 import hashlib
 import json
+import logging
 import os
 import platform
 import sys
@@ -47,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     # peft and TRL read transformers' deprecated ``is_gradient_checkpointing`` themselves: nothing a user can act on,
     # so it stays out of train.log (where it read as if something were wrong with the run)
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+    # bitsandbytes 0.50 on a CPU with AVX512-BF16 tries to fetch a faster 4-bit kernel from the hub through the
+    # `kernels` package and, offline or without it, warns "pip install kernels" at import; its own CPU path is used
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
     rank = int(os.environ.get("RANK", "0"))
     try:
         acting.honour_grant(run_dir)  # an output folder chosen at the shell (engine.core.acting)
