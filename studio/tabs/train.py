@@ -423,6 +423,9 @@ def build(ctx: Any) -> None:
         plan_inputs,
         [plan_out],
         show_progress="hidden",
+        # an edit made while the plan is still being computed runs after it (gr.on's default, "once", dropped it:
+        # a price typed right after a GPU was picked never reached the panel on a busy machine)
+        trigger_mode="always_last",
     )
     ctx.on_load.append((_plan, plan_inputs, [plan_out]))
 
