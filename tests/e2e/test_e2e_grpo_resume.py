@@ -21,6 +21,7 @@ from playwright.sync_api import expect
 from tests.e2e.conftest import open_tab
 from tests.e2e.test_e2e_charts import wait_finished, wait_logged, wait_svg
 from tests.e2e.test_e2e_grpo import _preset
+from tests.e2e.test_e2e_page_state import _wait_text
 from tests.e2e.test_walking_skeleton import merge_in_export_tab
 
 pytestmark = pytest.mark.slow  # a real server, two runs, a merge and a browser
@@ -49,15 +50,6 @@ def _shapes(folder: Path) -> dict[str, list[int]]:
             header = json.loads(fh.read(n))
         shapes.update({k: v["shape"] for k, v in header.items() if k != "__metadata__"})
     return shapes
-
-
-def _wait_text(page, selector: str, text: str, timeout: int = 90_000) -> str:
-    page.wait_for_function(
-        "([sel, text]) => (document.querySelector(sel)?.innerText || '').includes(text)",
-        arg=[selector, text],
-        timeout=timeout,
-    )
-    return page.inner_text(selector)
 
 
 def _pick(page, dropdown: str, run_id: str) -> None:
