@@ -33,7 +33,8 @@ def test_a_diverging_run_is_stopped_and_its_alert_marked_and_listed(page, server
     )
     status = page.inner_text("#run-status")
     assert "stopped by health rule" in status, status
-    (alert,) = alert_events(server, run_id)
+    every = alert_events(server, run_id)  # a busy machine may add a throughput note before the stop
+    (alert,) = [a for a in every if a["payload"]["action"] == "stop"]
     step, reason = alert["step"], alert["payload"]["reason"]
     assert alert["payload"]["rule"] == "grad_norm" and f"at step {step}" in status
 
@@ -45,7 +46,7 @@ def test_a_diverging_run_is_stopped_and_its_alert_marked_and_listed(page, server
     page.screenshot(path=str(shots / "health-alert-mark.png"))
     assert drawn and name in drawn["legend"], drawn
     red = [line for line in drawn["lines"] if line["color"] == ALERT_COLOR]
-    assert len(red) == 1 and red[0]["visible"] and red[0]["points"] == 2, drawn["lines"]
+    assert len(red) == len(every) and all(r["visible"] and r["points"] == 2 for r in red), drawn["lines"]
 
     # the list under the status: step, rule, action, reason
     expect(page.locator("#run-alerts")).to_contain_text("Health alerts", timeout=90_000)
