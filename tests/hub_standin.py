@@ -8,6 +8,13 @@
   ``snapshot_download`` lists);
 - ``HEAD`` and ``GET`` of ``/[datasets/]{repo}/resolve/{revision}/{file}`` with the hub's headers (``X-Repo-Commit``,
   ``ETag``, ``Content-Length``) and byte ranges (``Range: bytes=N-``, answered 206 with ``Content-Range``);
+- ``GET /api/models?search=...&limit=...&sort=...&expand=...`` (``HfApi.list_models``): the models whose id holds
+  ``search`` (case-insensitive), most downloaded first with ``sort=downloads``; each as the hub lists it: ``_id`` and
+  ``id`` and, without ``expand``, its default fields (likes, downloads, tags, private, ...), with ``expand`` just the
+  fields asked for (``gated``: false / "manual" / "auto"; ``cardData.license``; ``safetensors``: parameters by dtype
+  and their total, read from the repo's safetensors headers as the hub does), ``full`` adding sha, siblings and
+  gating. ``meta`` gives a repo's downloads, likes, licence, tags, ``gated`` ("auto") or ``safetensors`` (a large
+  model's counts without its bytes). ``model_info(..., expand=...)`` answers the same fields;
 - the hub's error codes (``X-Error-Code: RepoNotFound`` / ``GatedRepo`` / ``EntryNotFound`` / ``RevisionNotFound``)
   so the client raises its own exceptions. A gated repo answers 401 without a token and 403 with a token that is not
   in ``tokens`` (when ``tokens`` is set; any token passes otherwise).
@@ -31,8 +38,10 @@ import base64
 import hashlib
 import json
 import re
+import struct
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -41,6 +50,7 @@ _RESOLVE = re.compile(r"^/(?:(?P<type>datasets)/)?(?P<repo>[^/]+/[^/]+|[^/]+)/re
 _TREE = re.compile(
     r"^/api/(?P<type>models|datasets)/(?P<repo>[^/]+/[^/]+|[^/]+?)/tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?$"
 )
+_LIST = re.compile(r"^/api/models/?$")
 _INFO = re.compile(r"^/api/(?P<type>models|datasets)/(?P<repo>[^/]+/[^/]+|[^/]+?)(?:/revision/(?P<rev>[^/]+))?$")
 LFS_SUFFIXES = (".safetensors", ".bin", ".parquet", ".pt", ".gguf")
 
@@ -48,6 +58,28 @@ LFS_SUFFIXES = (".safetensors", ".bin", ".parquet", ".pt", ".gguf")
 def git_blob_id(data: bytes) -> str:
     """The git object id of a file's content: what the hub reports as ``blobId`` (the ETag of a non-LFS file)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _expand(query: dict[str, list[str]]) -> list[str]:
+    return [*query.get("expand", []), *query.get("expand[]", [])]
+
+
+def safetensors_counts(files: dict[str, bytes]) -> dict | None:
+    """The parameters by dtype and their total, from the safetensors headers of a repo's files (as the hub reads
+    them); None without safetensors files."""
+    counts: dict[str, int] = {}
+    for name, data in files.items():
+        if not name.endswith(".safetensors") or len(data) < 8:
+            continue
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + n])
+        for key, tensor in header.items():
+            if key != "__metadata__":
+                size = 1
+                for dim in tensor["shape"]:
+                    size *= dim
+                counts[tensor["dtype"]] = counts.get(tensor["dtype"], 0) + size
+    return {"parameters": counts, "total": sum(counts.values())} if counts else None
 
 
 class HubStandin:
@@ -61,6 +93,7 @@ class HubStandin:
         self.stall_after = 1024
         self.corrupt: set[str] = set()  # file names served with bytes that do not match their checksum
         self.sizes: dict[str, int] = {}  # file name -> the size the repo info claims (a repo too large for the disk)
+        self.meta: dict[str, dict] = {}  # repo -> what the search lists: downloads, likes, license, tags, gated, ...
         self.requests: list[tuple[str, str]] = []
         self.private: dict[str, bool] = {}  # repo -> private, as created
         self.commits: list[tuple[str, list[str]]] = []  # (repo, paths) of every commit
@@ -80,6 +113,8 @@ class HubStandin:
             def _answer(self, body: bool) -> None:
                 standin.requests.append((self.command, self.path))
                 path = self.path.split("?", 1)[0]
+                if _LIST.match(path):
+                    return self._list(urllib.parse.parse_qs(self.path.partition("?")[2]), body)
                 tree = _TREE.match(path)
                 if tree:
                     return self._tree(tree.group("type"), tree.group("repo"), tree.group("rev"), body)
@@ -164,7 +199,32 @@ class HubStandin:
                 gated = "manual" if repo in standin.gated else False
                 info = {"id": repo, "_id": repo, "sha": COMMIT, "private": False, "gated": gated}
                 info["siblings"] = siblings
+                expand = _expand(urllib.parse.parse_qs(self.path.partition("?")[2]))
+                if expand and kind == "models":  # the hub answers just the fields asked for
+                    info = standin.listing(repo, expand)
                 payload = json.dumps(info).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(payload)
+
+            def _list(self, query: dict[str, list[str]], body: bool) -> None:
+                """``GET /api/models``: the search (``HfApi.list_models``), one page."""
+                search = (query.get("search") or [""])[0].lower()
+                author = (query.get("author") or [""])[0]
+                prefix = f"{author}/" if author else ""
+                names = [r for r in standin.repos if search in r.lower() and r.startswith(prefix)]
+                sort = (query.get("sort") or [""])[0]
+                if sort in ("downloads", "likes"):
+                    names.sort(key=lambda r: -int(standin.meta.get(r, {}).get(sort, 0)))
+                limit = int((query.get("limit") or ["1000"])[0])
+                full = (query.get("full") or [""])[0].lower() in ("true", "1")
+                card = (query.get("cardData") or [""])[0].lower() in ("true", "1")
+                expand = _expand(query)
+                items = [standin.listing(r, expand, full=full, card=card) for r in names[:limit]]
+                payload = json.dumps(items).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -266,6 +326,45 @@ class HubStandin:
     def url(self) -> str:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}"
+
+    def listing(self, repo: str, expand: list[str], *, full: bool = False, card: bool = False) -> dict:
+        """One model as the hub's search lists it: ``_id``, ``id`` and the fields ``expand`` names, or the default
+        fields (with ``full``, sha, siblings and gating too; with ``card``, the card's metadata)."""
+        meta = self.meta.get(repo, {})
+        files = self.repos.get(repo, {})
+        licence = meta.get("license")
+        tags = [*meta.get("tags", ["transformers"]), *([f"license:{licence}"] if licence else [])]
+        if any(n.endswith(".safetensors") for n in files):
+            tags.append("safetensors")
+        fields = {
+            "author": repo.split("/")[0] if "/" in repo else None,
+            "downloads": int(meta.get("downloads", 0)),
+            "likes": int(meta.get("likes", 0)),
+            "private": False,
+            "gated": meta.get("gated", "manual" if repo in self.gated else False),
+            "tags": tags,
+            "pipeline_tag": meta.get("pipeline_tag", "text-generation"),
+            "library_name": "transformers",
+            "createdAt": "2026-01-01T00:00:00.000Z",
+            "lastModified": "2026-01-01T00:00:00.000Z",
+            "sha": COMMIT,
+            "trendingScore": 0,
+            "cardData": {"license": licence, "library_name": "transformers"} if licence else {},
+            "safetensors": meta.get("safetensors") or safetensors_counts(files),
+            "siblings": [{"rfilename": n} for n in sorted(files)],
+        }
+        item = {"_id": repo, "id": repo}
+        if expand:
+            item.update({k: fields[k] for k in expand if k in fields and fields[k] is not None})
+            return item
+        keys = ["likes", "trendingScore", "private", "downloads", "tags", "pipeline_tag", "library_name", "createdAt"]
+        if full:
+            keys += ["author", "sha", "lastModified", "gated", "siblings"]
+        item.update({k: fields[k] for k in keys})
+        item["modelId"] = repo
+        if card and fields["cardData"]:
+            item["cardData"] = fields["cardData"]
+        return item
 
     def add_folder(self, repo: str, folder: Path) -> None:
         """Serve every file of ``folder`` (a model folder) as ``repo``."""

@@ -43,6 +43,19 @@ MESSAGES: dict[str, str] = {
     "models.hub_where": "hub: {url}",
     "models.hub_where_mirror": "hub: {url} (HF_ENDPOINT: a mirror or a private hub)",
     "models.hub_where_offline": "hub: {url}, not asked (HF_HUB_OFFLINE is set): only the Hugging Face cache",
+    # ModelScope models (engine.models.ms_models, model.hub: modelscope, LF's use_modelscope_hub)
+    "models.source_ms_cache": "model figures from ModelScope's cache ({where})",
+    "models.source_ms_hub": "model figures from ModelScope's config.json ({where})",
+    "models.ms_where": "ModelScope: {url} (cache {cache})",
+    "models.ms_not_installed": "{name} is a ModelScope model: install the modelscope package (pip install "
+    "modelscope) to download it, or give a local folder",
+    "models.ms_unreachable": "{name} is not in ModelScope's cache and ModelScope ({url}) cannot be reached ({why}): "
+    "check the network or MODELSCOPE_ENDPOINT, or give a local folder",
+    "models.ms_not_found": "{name} was not found on ModelScope ({url}): check the spelling, or give a local folder",
+    "models.ms_error": "ModelScope ({url}) answered an error for {name}: {error}",
+    "models.ms_no_config": "{name} has no config.json on ModelScope ({url}): not a transformers model",
+    "models.ms_download_listing": "asking ModelScope ({url}) for the files of {name}",
+    "models.ms_download_nothing": "{name} is already complete in ModelScope's cache ({where})",
     "models.download_progress": "downloading {name}: {done} of {total} ({percent}%), {speed}/s, {eta} left",
     "models.download_verifying": "checking {file} of {name}",
     "models.download_finished": "{name} downloaded: {files} files, {size}, in {where}",
@@ -63,6 +76,14 @@ MESSAGES: dict[str, str] = {
     "models.download_incomplete": "{file} of {name} arrived incomplete: {error}",
     "models.download_cancelled": "the download of {name} was cancelled; {done} kept for a resume",
     "models.download_not_download": "run {id} is not a download",
+    # the Train tab's model picker (engine.models.search): where the rows came from, in one line
+    "models.search_type": "type part of a model id (e.g. qwen 7b) to search the hub, or Studio's table offline",
+    "models.search_hub": "{count} models on the hub ({url}) match {query!r}; nothing is downloaded until a run starts",
+    "models.search_table": "{count} models of Studio's table of published configs match {query!r}: {why}; licence "
+    "and gating are known only from the hub, the size is the bf16 weights'",
+    "models.search_why_offline": "the hub is not asked (HF_HUB_OFFLINE is set)",
+    "models.search_why_unreachable": "the hub ({url}) cannot be reached ({why})",
+    "models.search_why_error": "the hub ({url}) answered an error to the search ({error})",
     "models.local_in_use": "{path} is the model of run {run}, which is {status}: stop it first",
     "models.local_unknown": "no local model {name}",
     "models.local_deleted": "{name} deleted: {size} freed ({path})",

@@ -29,6 +29,18 @@ MODELS_ZH: dict[str, str] = {
     "models.download_listing": "正在向 Hub（{url}）查询 {name} 的文件",
     "models.hub_where": "模型来源 Hub：{url}",
     "models.hub_where_mirror": "模型来源 Hub：{url}（HF_ENDPOINT：镜像或私有 Hub）",
+    "models.source_ms_cache": "模型参数来自 ModelScope 缓存（{where}）",
+    "models.source_ms_hub": "模型参数来自 ModelScope 上的 config.json（{where}）",
+    "models.ms_where": "ModelScope：{url}（缓存 {cache}）",
+    "models.ms_not_installed": "{name} 是 ModelScope 模型：请安装 modelscope 包（pip install modelscope）后下载，"
+    "或填写本地目录",
+    "models.ms_unreachable": "{name} 不在 ModelScope 缓存中，且无法连接 ModelScope（{url}）（{why}）："
+    "请检查网络或 MODELSCOPE_ENDPOINT，或填写本地目录",
+    "models.ms_not_found": "ModelScope（{url}）上找不到 {name}：请检查拼写，或填写本地目录",
+    "models.ms_error": "ModelScope（{url}）对 {name} 返回了错误：{error}",
+    "models.ms_no_config": "{name} 在 ModelScope（{url}）上没有 config.json：不是 transformers 模型",
+    "models.ms_download_listing": "正在向 ModelScope（{url}）查询 {name} 的文件",
+    "models.ms_download_nothing": "{name} 已完整地在 ModelScope 缓存中（{where}）",
     "models.hub_where_offline": "模型来源 Hub：{url}，未询问（已设置 HF_HUB_OFFLINE）：只用 Hugging Face 缓存",
     "models.download_progress": "正在下载 {name}：{done} / {total}（{percent}%），{speed}/s，剩余 {eta}",
     "models.download_verifying": "正在校验 {name} 的 {file}",
@@ -52,4 +64,11 @@ MODELS_ZH: dict[str, str] = {
     "models.local_in_use": "{path} 是运行 {run} 的模型，该运行状态为 {status}：请先停止它",
     "models.local_unknown": "没有本地模型 {name}",
     "models.local_deleted": "已删除 {name}：释放 {size}（{path}）",
+    "models.search_type": "输入模型 ID 的一部分（例如 qwen 7b）来搜索 Hub；离线时搜索 Studio 收录的配置表",
+    "models.search_hub": "Hub（{url}）上有 {count} 个模型匹配 {query!r}；在启动运行之前不会下载任何内容",
+    "models.search_table": "Studio 收录的官方配置表中有 {count} 个模型匹配 {query!r}：{why}；"
+    "许可证和访问授权只有 Hub 才知道，大小按 bf16 权重估算",
+    "models.search_why_offline": "未询问 Hub（已设置 HF_HUB_OFFLINE）",
+    "models.search_why_unreachable": "无法连接 Hub（{url}）（{why}）",
+    "models.search_why_error": "Hub（{url}）对搜索返回了错误（{error}）",
 }
