@@ -16,9 +16,13 @@ MESSAGES: dict[str, str] = {
     "activations per routed token, so the plan is approximate",
     "plan.vision": "vision-language model: vision tower {tower} and projector {projector} parameters (learning: "
     "{learns}); one image is {patches} patches in the tower and {tokens} tokens of the sequence (set by its "
-    "{per_image}; image_max_pixels {pixels}); planned for one image per sample",
-    "plan.vision_over_cutoff": "one image alone is {tokens} tokens, at least data.cutoff_len ({cutoff}): raise "
-    "cutoff_len or lower model.vision.image_max_pixels",
+    "{per_image}; image_max_pixels {pixels})",
+    "plan.vision_sample": "images per sample read from the first {rows} rows of the data: planned for the heaviest "
+    "sample, {images} image(s) making {tokens} tokens",
+    "plan.vision_unread": "the data's images cannot be read before launch: planned for one image of the largest size "
+    "per sample",
+    "plan.vision_over_cutoff": "one sample's images ({images}) alone are {tokens} tokens, at least data.cutoff_len "
+    "({cutoff}): raise cutoff_len or lower model.vision.image_max_pixels",
     "plan.vision_approx": "model_type {model_type!r}: its vision tower is counted from the generic fields of "
     "vision_config (width, depth, MLP width); the figures are approximate",
     "plan.unknown_arch": "model_type {model_type!r} is planned as a Llama-shaped decoder; check the numbers",

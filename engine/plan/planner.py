@@ -31,7 +31,7 @@ from engine.machine.kernels import (
     packed_row_tokens,
 )
 from engine.models.resolve import resolve_config, source_text
-from engine.plan import grpo_memory, memory, vision_shape
+from engine.plan import grpo_memory, memory, vision_data, vision_shape
 from engine.plan.memory import activation_bytes, logits_bytes, optimizer_bytes, reference_bytes, weight_bytes
 from engine.plan.messages import message
 from engine.plan.model_shape import ModelShape, model_shape, param_counts, trainable, trainable_param_count  # noqa: F401
@@ -276,9 +276,11 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     if spec.method.stage == "grpo":  # prompt + completion; the generation phase is planned below
         seq = grpo_memory.sequence_tokens(spec)
     acts = activation_bytes(spec, shape, tr, dt, batch, seq)
-    if shape.vision is not None:
-        acts += vision_shape.activation_bytes(spec, shape, tr, dt, batch * memory.sequences_per_sample(spec))
-        notes += vision_shape.notes(spec, shape, tr, seq)
+    per_sample = vision_data.sample_images(spec, shape.config) if shape.vision is not None else None
+    if per_sample is not None:
+        samples = batch * memory.sequences_per_sample(spec)
+        acts += vision_shape.activation_bytes(spec, shape, tr, dt, samples, per_sample)
+        notes += vision_shape.notes(spec, shape, tr, seq, per_sample)
     planned = planned_device(spec, hardware, gpu_mem_gib)  # None: nothing says (no hardware known, no size typed)
     device = planned or "cpu"
     fused, _why = liger_decision(t.liger_kernel, device, shape.model_type)
@@ -391,7 +393,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         "vocab": shape.vocab,
     }
     if shape.vision is not None:
-        details["vision"] = vision_shape.details(spec, shape, tr)
+        details["vision"] = vision_shape.details(spec, shape, tr, per_sample)
     return MemoryPlan(comps, int(total), gpu_bytes, fits, int(cpu_ram), phase, notes, shape.approximate, details)
 
 

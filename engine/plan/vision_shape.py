@@ -197,15 +197,16 @@ def tower_saved_bytes(vs: VisionShape, a: int) -> float:
     return a * (h + 3 * h + h + h + mlp) + 2 * 8
 
 
-def activation_bytes(spec, shape, tr, dt: dict, samples: int) -> int:
-    """Bytes autograd keeps for the images of ``samples`` samples (one image each): the tower's blocks when the tower
+def activation_bytes(spec, shape, tr, dt: dict, samples: int, per) -> int:
+    """Bytes autograd keeps for the images of ``samples`` samples, each holding ``per``'s images
+    (``engine.plan.vision_data.SampleImages``: the data's heaviest sample): the tower's blocks when the tower
     learns (only each block's input under gradient checkpointing, plus the block being recomputed), the projector's
     inputs and hidden layer when it learns or the tower below it does. Nothing when only the language model learns:
     the frozen tower's output enters the language model as its embeddings, counted with the sequence there."""
     vs = shape.vision
     if vs is None or not ({"vision", "projector"} & tr.parts):
         return 0
-    patches, tokens = image_grid(shape.config, spec.model.vision.image_max_pixels)
+    patches, tokens = per.patches, per.tokens
     a = dt["compute"]
     total = 0.0
     if "vision" in tr.parts:
@@ -219,9 +220,10 @@ def activation_bytes(spec, shape, tr, dt: dict, samples: int) -> int:
     return int(samples * total)
 
 
-def notes(spec, shape, tr, seq: int) -> list:
+def notes(spec, shape, tr, seq: int, per) -> list:
     """What the plan counted for the images, said once: the tower's and projector's sizes and what learns, the
-    tokens one image becomes and how much of the cutoff that is."""
+    tokens one image becomes, the images of the data's heaviest sample (``per``) and how much of the cutoff they
+    are."""
     from engine.plan.messages import message
 
     vs = shape.vision
@@ -240,8 +242,12 @@ def notes(spec, shape, tr, seq: int) -> list:
             per_image=("image_max_pixels" if vs.family in QWEN_FAMILIES else "image_size"),
         )
     ]
-    if tokens >= seq:
-        out.append(message("plan.vision_over_cutoff", tokens=tokens, cutoff=seq))
+    if per.read:
+        out.append(message("plan.vision_sample", rows=per.rows, images=per.images, tokens=per.tokens))
+    else:
+        out.append(message("plan.vision_unread"))
+    if per.tokens >= seq:
+        out.append(message("plan.vision_over_cutoff", images=per.images, tokens=per.tokens, cutoff=seq))
     return out
 
 
@@ -249,7 +255,7 @@ def _millions(n: int) -> str:
     return f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n:,}"
 
 
-def details(spec, shape, tr) -> dict:
+def details(spec, shape, tr, per) -> dict:
     """The plan's figures for the images (``MemoryPlan.details["vision"]``)."""
     patches, tokens = image_grid(shape.config, spec.model.vision.image_max_pixels)
     return {
@@ -258,5 +264,9 @@ def details(spec, shape, tr) -> dict:
         "projector_params": shape.vision.numel("projector"),
         "patches_per_image": patches,
         "tokens_per_image": tokens,
+        "images_per_sample": per.images,
+        "image_patches_per_sample": per.patches,
+        "image_tokens_per_sample": per.tokens,
+        "image_rows_read": per.rows,
         "learning_parts": sorted(x or "language_model" for x in tr.parts),
     }

@@ -5,7 +5,9 @@ model (peft's count of trainable parameters), and the plan of the demo VLM and o
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -183,7 +185,17 @@ def test_demo_vlm_plan_counts_its_tower_and_the_tokens_its_processor_inserts(dem
     assert vis["tower_params"] == tower
     assert frozen.details["params_total"] == sum(p.numel() for p in model.parameters())
     notes = " ".join(map(str, frozen.notes))
-    assert "16 tokens of the sequence" in notes and "one image per sample" in notes
+    assert "16 tokens of the sequence" in notes
+    # the heaviest sample of the demo's data holds two images (its comparison rows): what the processor inserts for
+    # that row, read here from the dataset file itself
+    rows = json.loads((Path(demo_paths["data_dir"]) / "demo_vlm.json").read_text())
+    most = max(rows[:200], key=lambda r: len(r["images"]))
+    images = [Image.open(Path(demo_paths["data_dir"]) / ref) for ref in most["images"]]
+    enc = processor(text=most["messages"][0]["content"], images=images)
+    inserted = sum(1 for t in enc["input_ids"][0] if t == token_id)
+    assert (vis["images_per_sample"], vis["image_tokens_per_sample"]) == (2, inserted) == (2, 32)
+    assert vis["image_rows_read"] == min(200, len(rows))
+    assert f"first {vis['image_rows_read']} rows of the data" in notes and "2 image(s) making 32 tokens" in notes
 
     # the tower learning adds its activations; a frozen tower adds none
     spec = _spec(model_dir, finetuning="lora", lora={"rank": 4, "targets": ["all"]}, vision=SWITCHES[1])
@@ -197,7 +209,87 @@ def test_an_image_longer_than_the_cutoff_is_said(demo_paths):
     spec = _spec(demo_paths["vlm_model_dir"], finetuning="lora")
     spec.data.cutoff_len = 16
     notes = " ".join(map(str, plan(spec).notes))
-    assert "one image alone is 16 tokens, at least data.cutoff_len (16)" in notes
+    assert "one sample's images (2) alone are 32 tokens, at least data.cutoff_len (16)" in notes
+
+
+def _two_image_rows(data_dir: Path, sizes: list[list[tuple[int, int]]]) -> None:
+    """A dataset ``imgs`` in LF's multimodal layout, one row per list of image sizes."""
+    from PIL import Image
+
+    rows = []
+    for i, row in enumerate(sizes):
+        refs = []
+        for j, (w, h) in enumerate(row):
+            Image.new("RGB", (w, h), (200, 30 * j, 40)).save(data_dir / f"im{i}-{j}.png")
+            refs.append(f"im{i}-{j}.png")
+        text = "<image>" * len(refs) + "What is it?"
+        msgs = [{"role": "user", "content": text}, {"role": "assistant", "content": "A picture."}]
+        rows.append({"messages": msgs, "images": refs})
+    (data_dir / "imgs.json").write_text(json.dumps(rows))
+    entry = {
+        "file_name": "imgs.json",
+        "formatting": "sharegpt",
+        "columns": {"messages": "messages", "images": "images"},
+    }
+    entry["tags"] = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
+    (data_dir / "dataset_info.json").write_text(json.dumps({"imgs": entry}))
+
+
+def test_qwen_images_per_sample_are_sized_from_the_data(tmp_path):
+    """A Qwen2-VL plan on a dataset whose rows hold one to three images of several sizes: the heaviest sample's tokens
+    are what the real image processor makes of that row's images once shrunk to image_max_pixels as LLaMA-Factory
+    shrinks them (its own formula, written out here), and two images per row plan more activations than one."""
+    from PIL import Image
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    model_dir, data_dir = tmp_path / "model", tmp_path / "data"
+    model_dir.mkdir()
+    data_dir.mkdir()
+    _configs()["qwen2_vl"].save_pretrained(model_dir)
+    sizes = [[(200, 120)], [(640, 480), (300, 900)], [(1000, 1000), (64, 64), (500, 260)], [(50, 50)]]
+    _two_image_rows(data_dir, sizes)
+    max_pixels = 256 * 256
+    proc = Qwen2VLImageProcessorPil(patch_size=14, merge_size=2, temporal_patch_size=2)
+
+    def tokens(w: int, h: int) -> int:
+        if w * h > max_pixels:  # LF: int(width * sqrt(max / (width * height)))
+            f = math.sqrt(max_pixels / (w * h))
+            w, h = int(w * f), int(h * f)
+        size = {"shortest_edge": 3136, "longest_edge": 12845056}
+        grid = proc(images=[Image.new("RGB", (w, h))], size=size, return_tensors="np")["image_grid_thw"][0]
+        return int(grid[0] * grid[1] * grid[2]) // 4
+
+    expected = max(sum(tokens(w, h) for w, h in row) for row in sizes)
+    spec = parse_spec(
+        {
+            "model": {
+                "name_or_path": str(model_dir),
+                "vision": {"freeze_vision_tower": False, "image_max_pixels": max_pixels},
+            },
+            "data": {"datasets": ["imgs"], "dataset_dir": str(data_dir), "cutoff_len": 2048},
+            "method": {"stage": "sft", "finetuning": "lora"},
+            "train": {"per_device_batch_size": 2},
+            "launch": {"device": "cpu"},
+        }
+    )
+    got = plan(spec)
+    vis = got.details["vision"]
+    assert (vis["images_per_sample"], vis["image_tokens_per_sample"], vis["image_rows_read"]) == (3, expected, 4)
+
+    # the same rows with one image each: fewer image activations
+    _two_image_rows(data_dir, [row[:1] for row in sizes])
+    one = plan(spec)
+    assert one.details["vision"]["images_per_sample"] == 1
+    assert one.components["activations"] < got.components["activations"]
+
+
+def test_data_not_readable_before_launch_is_planned_at_one_largest_image(demo_paths):
+    spec = _spec(demo_paths["vlm_model_dir"], finetuning="lora")
+    spec.data.datasets = ["not_registered_here"]
+    got = plan(spec)
+    vis = got.details["vision"]
+    assert (vis["images_per_sample"], vis["image_tokens_per_sample"], vis["image_rows_read"]) == (1, 16, 0)
+    assert "cannot be read before launch: planned for one image of the largest size" in " ".join(map(str, got.notes))
 
 
 @pytest.mark.parametrize(
