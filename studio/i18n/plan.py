@@ -11,9 +11,11 @@ PLAN_ZH: dict[str, str] = {
     "plan.vision": "视觉语言模型：视觉塔 {tower} 个参数，投影层 {projector} 个参数（参与训练：{learns}）；"
     "一张图像在视觉塔中是 {patches} 个图块，在序列中占 {tokens} 个 token（由其 {per_image} 决定；"
     "image_max_pixels 为 {pixels}）",
-    "plan.vision_sample": "每个样本的图像读自数据的前 {rows} 行：按最重的样本规划，{images} 张图像共 {tokens} 个 token",
+    "plan.vision_sample": "每个样本的图像读自数据的前 {rows} 行：按最重的样本规划，"
+    "{images} 张图像共 {tokens} 个 token",
     "plan.vision_unread": "启动前无法读取数据中的图像：按每个样本一张最大尺寸的图像规划",
-    "plan.vision_over_cutoff": "一个样本的图像（{images} 张）就有 {tokens} 个 token，不小于 data.cutoff_len（{cutoff}）："
+    "plan.vision_over_cutoff": "一个样本的图像（{images} 张）就有 {tokens} 个 token，"
+    "不小于 data.cutoff_len（{cutoff}）："
     "请增大 cutoff_len 或减小 model.vision.image_max_pixels",
     "plan.vision_approx": "model_type {model_type!r}：其视觉塔按 vision_config 的通用字段（宽度、层数、MLP 宽度）"
     "计算；"
