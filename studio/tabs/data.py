@@ -151,6 +151,7 @@ def lengths(
     lang: str = "en",
     stage: str = "sft",
     rows: list[dict] | None = None,
+    pixels: tuple[int, int] | None = None,
 ) -> tuple[pd.DataFrame, str]:
     """(histogram frame, note) for up to ``limit`` rows holding at most ``LENGTHS_TEXT_CHARS`` of text (the first
     row always), read as ``stage`` uses the cutoff: sft / dpo, the share truncated (and the packing efficiency with
@@ -164,7 +165,8 @@ def lengths(
     stage = stage or "sft"
     packing = bool(packing) and stage in ("sft", "pt")  # the spec refuses packing with dpo, kto and rm
     counts = token_lengths(template or "auto", model, rows, stage)
-    counts = data_images.with_image_tokens(counts, rows, model, data_images.placeholder_tokens(model))
+    pixels = pixels or data_images.pixel_bounds()  # the form's model.vision.image_max_pixels / image_min_pixels
+    counts = data_images.with_image_tokens(counts, rows, model, data_images.placeholder_tokens(model), pixels)
     cutoff = int(cutoff or 0)
     frame = monitor.plot_frame(
         [
@@ -193,7 +195,7 @@ def lengths(
     )
     if packing and cutoff:
         note += t("packing_eff", lang, eff=f"{packing_efficiency(counts, cutoff):.0%}")
-    return frame, note + data_images.image_tokens_note(rows, model, lang)
+    return frame, note + data_images.image_tokens_note(rows, model, lang, pixels)
 
 
 def build(ctx: Any) -> None:
@@ -255,18 +257,29 @@ def build(ctx: Any) -> None:
     form = ctx.form
     model, template, cutoff = form["model.name_or_path"], form["data.template"], form["data.cutoff_len"]
     packing, stage = form["data.packing"], form["method.stage"]
+    max_px, min_px = form["model.vision.image_max_pixels"], form["model.vision.image_min_pixels"]
 
-    def _show(name, model_, template_, cutoff_, packing_, stage_, lang_):
+    def _show(name, model_, template_, cutoff_, packing_, stage_, max_px_, min_px_, lang_):
         if not name:
             return gr.skip(), "", gr.skip(), "", ""
         try:
             got, problems, whole = head(name)  # one bounded read of the file's head for the sample and histogram
+            pixels = data_images.pixel_bounds(max_px_, min_px_)  # images sized as the form's run will size them
             frame, note = lengths(
-                name, model_, template_, cutoff_, packing=bool(packing_), lang=lang_, stage=stage_ or "sft", rows=got
+                name,
+                model_,
+                template_,
+                cutoff_,
+                packing=bool(packing_),
+                lang=lang_,
+                stage=stage_ or "sft",
+                rows=got,
+                pixels=pixels,
             )
             shown = sample_html(name, model_, template_, lang_, stage_ or "sft", rows=got)
             if got:  # a row's images beside its text, its placeholders with the tokens they become
-                marked = data_images.mark_placeholders(shown, model_, lang_, list(got[0].get("images") or []))
+                refs = list(got[0].get("images") or [])
+                marked = data_images.mark_placeholders(shown, model_, lang_, refs, pixels)
                 shown = data_images.thumbnails_html(got[0], lang_) + marked
             if problems:  # a row too long for the page, a torn line...: named above the sample
                 listed = "".join(f"<li>{html.escape(data_register.problem_text(p, lang_))}</li>" for p in problems[:5])
@@ -287,7 +300,7 @@ def build(ctx: Any) -> None:
     gr.on(
         [pick.change, ctx.tab.select, ctx.lang.change],
         _show,
-        [pick, model, template, cutoff, packing, stage, ctx.lang],
+        [pick, model, template, cutoff, packing, stage, max_px, min_px, ctx.lang],
         [rows, sample, hist, hist_note, rows_md],
     )
     editing = gr.State("")  # the registered dataset whose mapping the left column shows (Register replaces it)

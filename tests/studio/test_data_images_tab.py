@@ -8,6 +8,8 @@ import io
 import re
 from pathlib import Path
 
+import pytest
+
 
 def _processor_lengths(model_dir: str, rows: list[dict]) -> list[int]:
     """Each row's full length as the model's own processor tokenises it with its images (independent of Studio)."""
@@ -65,17 +67,23 @@ def test_sample_and_histogram_count_the_image_tokens(demo_paths):
     assert "[image: 16 tokens]" in sample and "&lt;image&gt;" not in sample
 
 
-def test_qwen_images_are_counted_by_their_own_size(tmp_path):
+@pytest.mark.parametrize("max_px", [None, 256 * 256], ids=["lf-default", "form-256x256"])
+def test_qwen_images_are_counted_by_their_own_size(tmp_path, max_px):
     """A Qwen2-VL model (its config.json is what the tab reads): each image's tokens follow its size, as the real
-    Qwen2-VL image processor makes them after LLaMA-Factory's shrink to image_max_pixels (done here by hand)."""
+    Qwen2-VL image processor makes them after LLaMA-Factory's shrink to image_max_pixels (done here by hand): LF's
+    default, or the value the form's model.vision.image_max_pixels holds."""
     import json
     import math
 
     from PIL import Image
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from engine.data.images import LF_IMAGE_MAX_PIXELS
+    from engine.data.images import LF_IMAGE_MAX_PIXELS, LF_IMAGE_MIN_PIXELS
     from studio.tabs import data_images
+
+    pixels = data_images.pixel_bounds(max_px, "")
+    assert pixels == (max_px or LF_IMAGE_MAX_PIXELS, LF_IMAGE_MIN_PIXELS)
+    limit = pixels[0]
 
     model = tmp_path / "qwen2-vl"
     model.mkdir()
@@ -90,19 +98,33 @@ def test_qwen_images_are_counted_by_their_own_size(tmp_path):
         Image.new("RGB", (w, h), (i * 40, 90, 200)).save(path)
         refs.append(str(path))
         img = Image.new("RGB", (w, h))
-        if w * h > LF_IMAGE_MAX_PIXELS:  # LF's shrink: int(side * sqrt(max / pixels))
-            f = math.sqrt(LF_IMAGE_MAX_PIXELS / (w * h))
+        if w * h > limit:  # LF's shrink: int(side * sqrt(max / pixels))
+            f = math.sqrt(limit / (w * h))
             img = img.resize((int(w * f), int(h * f)))
         grid = proc(images=[img], size=bounds, return_tensors="np")["image_grid_thw"][0]
         want.append(int(grid.prod()) // 4)
     rows = [{"images": refs[:2]}, {"images": refs[2:]}]
-    assert data_images.with_image_tokens([10, 20], rows, str(model), 1) == [
+    assert data_images.with_image_tokens([10, 20], rows, str(model), 1, pixels) == [
         10 + want[0] + want[1] - 2,
         20 + want[2] + want[3] - 2,
     ]
-    note = data_images.image_tokens_note(rows, str(model))
-    assert f"4 images, each sized as the processor sizes it (image_max_pixels {LF_IMAGE_MAX_PIXELS})" in note
+    note = data_images.image_tokens_note(rows, str(model), "en", pixels)
+    assert f"4 images, each sized as the processor sizes it (image_max_pixels {limit})" in note
     assert f"= {sum(want)} image tokens counted" in note
-    shown = data_images.mark_placeholders("a &lt;image&gt; b &lt;image&gt;", str(model), "en", refs[:2])
+    shown = data_images.mark_placeholders("a &lt;image&gt; b &lt;image&gt;", str(model), "en", refs[:2], pixels)
     assert shown.count("[image: ") == 2
     assert f"[image: {want[0]} tokens]" in shown and f"[image: {want[1]} tokens]" in shown
+
+
+def test_the_tab_sizes_images_with_the_forms_pixel_bounds(studio_home):
+    """The Datasets tab's sample and histogram are drawn with the Train form's model.vision.image_max_pixels and
+    image_min_pixels (the values the run will size its images with), read from the page's own event wiring."""
+    from studio.app import build_app
+
+    blocks = build_app()
+    where = ("studio.tabs.data", "build.<locals>._show")
+    (show,) = [
+        f for f in blocks.fns.values() if (getattr(f.fn, "__module__", ""), getattr(f.fn, "__qualname__", "")) == where
+    ]
+    ids = [getattr(c, "elem_id", None) for c in show.inputs]
+    assert "f-model-vision-image-max-pixels" in ids and "f-model-vision-image-min-pixels" in ids, ids
