@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from engine.trainer.vision import NO_PACKING, _parts, open_image
+from engine.trainer.vision import NO_PACKING, _parts, image_token, open_image
 
 
 def pair(row: dict, processor) -> dict:
@@ -54,11 +54,14 @@ class PairCollator:
         return self.inner(rows)
 
 
-def prompt_tokens(p: dict, processor, max_pixels: int, min_pixels: int) -> int:
-    """Tokens of a pair's prompt as TRL's collator makes them: the processor expands each image's tokens."""
+def prompt_tokens(p: dict, processor, max_pixels: int, min_pixels: int) -> tuple[int, int]:
+    """(tokens, image tokens) of a pair's prompt as TRL's collator makes them: the processor expands each image's
+    tokens."""
     images = [open_image(r, max_pixels, min_pixels) for r in p["images"]]
     enc = processor(text=[p["prompt"]], images=images or None, add_special_tokens=False)
-    return len(enc["input_ids"][0])
+    ids = list(enc["input_ids"][0])
+    image_id = processor.tokenizer.convert_tokens_to_ids(image_token(processor))
+    return len(ids), ids.count(image_id)
 
 
 def build_data(spec, processor, *, log=print):
@@ -77,16 +80,21 @@ def build_data(spec, processor, *, log=print):
     if problems:
         raise DataError(problems)
 
-    dropped = 0
+    dropped = image_tokens = 0
 
     def rows_of(names: list[str]) -> list[dict]:
-        nonlocal dropped
+        nonlocal dropped, image_tokens
         rows = []
         for name in names:
             rows += load_rows(name, ddir, "dpo")[: d.max_samples or None]
-        pairs = [pair(r, processor) for r in rows]
-        kept = [p for p in pairs if prompt_tokens(p, processor, v.image_max_pixels, v.image_min_pixels) < d.cutoff_len]
-        dropped += len(pairs) - len(kept)
+        kept = []
+        for p in (pair(r, processor) for r in rows):
+            tokens, in_images = prompt_tokens(p, processor, v.image_max_pixels, v.image_min_pixels)
+            if tokens < d.cutoff_len:
+                kept.append(p)
+                image_tokens += in_images
+            else:
+                dropped += 1
         return kept
 
     train = rows_of(d.datasets)
@@ -112,13 +120,15 @@ def build_data(spec, processor, *, log=print):
         eval_set = Dataset.from_list(held) if held else None
     images = sum(len(r["images"]) for r in train + held)
     log(
-        f"vision data: {len(train_set)} train / {len(eval_set or [])} eval preference pairs, {images} images, "
-        f"{dropped} pairs left out (their prompt fills data.cutoff_len {d.cutoff_len})"
+        f"vision data: {len(train_set)} train / {len(eval_set or [])} eval preference pairs, {images} images "
+        f"({image_tokens} image tokens in the prompts), {dropped} pairs left out (their prompt fills data.cutoff_len "
+        f"{d.cutoff_len})"
     )
     stats = {
         "num_train": len(train_set),
         "num_eval": len(eval_set) if eval_set is not None else 0,
         "num_images": images,
+        "image_tokens": image_tokens,  # in the prompts, each once (TRL feeds a prompt with both answers)
         "dropped_cut_images": dropped,
         "packing": False,
         "padding_free": False,

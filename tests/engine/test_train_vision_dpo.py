@@ -65,6 +65,13 @@ def test_pairs_whose_prompt_fills_the_cutoff_are_left_out(demo_paths):
         images = [open_image(r, v.image_max_pixels, v.image_min_pixels) for r in row["images"]]
         lengths.append(len(processor(text=row["prompt"], images=images, add_special_tokens=False)["input_ids"][0]))
     assert full.stats["dropped_cut_images"] == 0
+    image_id = processor.tokenizer.convert_tokens_to_ids("<image>")
+    in_images = 0
+    for row in full.train_dataset:
+        images = [open_image(r, v.image_max_pixels, v.image_min_pixels) for r in row["images"]]
+        ids = processor(text=row["prompt"], images=images, add_special_tokens=False)["input_ids"][0]
+        in_images += list(ids).count(image_id)
+    assert full.stats["image_tokens"] == in_images > 0
     # the demo's pairs share one prompt shape (a question and one image): one token of room keeps every pair
     (length,) = set(lengths)
     spec.data.cutoff_len = length + 1
@@ -100,6 +107,8 @@ def test_lora_dpo_on_the_demo_vlm_trains_in_the_trainer_subprocess(demo_paths, t
     assert rc == 0, (tmp_path / "train.log").read_text()[-3000:]
     ready = next(e for e in events if e["type"] == "data_ready")["payload"]
     assert (ready["num_train"], ready["num_images"]) == (24, 24)
+    # each prompt holds one 56-pixel image in 14-pixel patches: the demo processor's 4 x 4 tokens (16, as SFT counts)
+    assert ready["image_tokens"] == 24 * 16
     started = next(e for e in events if e["type"] == "run_started")["payload"]
     assert started["vision"] is True and started["packing"] is False
     logs = [e["payload"] for e in events if e["type"] == "log"]
