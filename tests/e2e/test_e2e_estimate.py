@@ -7,18 +7,10 @@ import re
 
 import pytest
 
+from tests.e2e.test_e2e_page_state import _wait_text as _text
 from tests.engine.test_estimate import _tokenizer_counts
 
 pytestmark = pytest.mark.slow  # a real server and browser
-
-
-def _text(page, selector: str, needle: str, timeout: int = 60_000) -> str:
-    page.wait_for_function(
-        "([s, n]) => { const e = document.querySelector(s); return e && e.innerText.includes(n); }",
-        arg=[selector, needle],
-        timeout=timeout,
-    )
-    return page.inner_text(selector)
 
 
 def test_plan_panel_shows_tokens_steps_minutes_and_cost_before_start(page, server, shots):
