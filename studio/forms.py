@@ -419,9 +419,14 @@ def widget_id(path: str) -> str:
 
 
 def build_form(
-    values: dict[str, Any], lang: str = "en", choices: dict[str, list] | None = None, texts: Any = None
+    values: dict[str, Any],
+    lang: str = "en",
+    choices: dict[str, list] | None = None,
+    texts: Any = None,
+    after: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Lay out every field, grouped by spec section, advanced ones in a collapsed accordion.
+    """Lay out every field, grouped by spec section, advanced ones in a collapsed accordion. ``after`` maps a top
+    section to a function that lays out more inside it, below its basic fields (the Train tab's model picker).
 
     Must run inside a gradio Blocks context; returns {path: component} in FIELDS order."""
     import gradio as gr
@@ -438,7 +443,7 @@ def build_form(
         ) as acc:
             if texts is not None:
                 texts.add_section(acc, title)
-            _fields(by_section.get(top, []), values, lang, choices, widgets, texts)
+            _fields(by_section.get(top, []), values, lang, choices, widgets, texts, (after or {}).get(top))
             for sub in [s for s in sections() if s.startswith(top + ".")]:
                 stitle = SECTION_TITLES.get(sub, (sub, sub))
                 with gr.Accordion(
@@ -452,7 +457,9 @@ def build_form(
     return {f.path: widgets[f.path] for f in FIELDS}
 
 
-def _fields(infos: list[FieldInfo], values: dict, lang: str, choices: dict, widgets: dict, texts: Any) -> None:
+def _fields(
+    infos: list[FieldInfo], values: dict, lang: str, choices: dict, widgets: dict, texts: Any, after: Any = None
+) -> None:
     import gradio as gr
 
     basic = [f for f in infos if not f.advanced]
@@ -461,6 +468,8 @@ def _fields(infos: list[FieldInfo], values: dict, lang: str, choices: dict, widg
         with gr.Row(equal_height=False):
             for f in chunk:
                 widgets[f.path] = _made(f, values, lang, choices, texts)
+    if after is not None:
+        after()
     if advanced:
         from studio.i18n.page import t
 

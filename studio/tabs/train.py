@@ -1,7 +1,7 @@
 """Train tab: the generated spec form and its layout, Start (a twin run reported first) and Stop, the command preview
 and the template hint. Its other parts have their own modules: the form's validation (studio.form_validation), the
-plan panel (studio.tabs.train_plan, train_estimate), presets (train_presets) and the LLaMA-Factory section
-(train_lf).
+plan panel (studio.tabs.train_plan, train_estimate), presets (train_presets), the model picker
+(train_model_search) and the LLaMA-Factory section (train_lf).
 
 Light: gradio, yaml, engine.spec.schema, engine.runs (registry, launch, scheduler), engine.data.templates. Handlers
 are plain functions of widget values so tests call them without a browser.
@@ -27,7 +27,7 @@ from studio.form_validation import colon as _colon
 from studio.form_validation import where as _where
 from studio.i18n.localize import localize_error, localize_problems
 from studio.i18n.page import t
-from studio.tabs import train_estimate, train_lf, train_rewards
+from studio.tabs import train_estimate, train_lf, train_model_search, train_rewards
 from studio.tabs.train_plan import fit_and_plan, plan_html
 from studio.tabs.train_presets import list_presets, load_preset, save_preset
 
@@ -248,7 +248,9 @@ def build(ctx: Any) -> None:
     values = initial_values()
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=420, elem_id="train-form"):
-            widgets = forms.build_form(values, lang, picker_choices(), texts)
+            finder: dict[str, Any] = {}  # the model picker, laid out inside the Model section
+            after = {"model": lambda: finder.update(train_model_search.build(texts, lang))}
+            widgets = forms.build_form(values, lang, picker_choices(), texts, after)
             template_hint = gr.Markdown(elem_id="template-hint")
         with gr.Column(scale=2, min_width=320, elem_id="train-actions"):
             problems = gr.Markdown(elem_id="spec-problems")
@@ -387,6 +389,7 @@ def build(ctx: Any) -> None:
     model_box, data_box = widgets["model.name_or_path"], widgets["data.datasets"]
     model_box.focus(lambda: gr.update(choices=model_choices()), None, [model_box], queue=False)
     data_box.focus(lambda: gr.update(choices=backend.registered_datasets()), None, [data_box], queue=False)
+    train_model_search.wire(finder, model_box, ctx.lang)
     preset_pick.focus(lambda: gr.update(choices=list_presets()), None, [preset_pick], queue=False)
 
     def _lists():

@@ -26,9 +26,13 @@ def plan_html(
     values: dict[str, Any], gpu_mem: float | None, lang: str = "en", gpu: str | None = None, price: float | None = None
 ) -> str:
     """The memory plan, then the time and cost estimate (studio.tabs.train_estimate) for ``gpu`` at ``price``."""
-    spec, _errors, _ = check(values)
+    spec, errors, _ = check(values)
+    head = ""
     if spec is None:
-        return f"<p>{html.escape(t('spec_bad', lang))}</p>"
+        spec = _plannable(values, errors)
+        if spec is None:
+            return f"<p>{html.escape(t('spec_bad', lang))}</p>"
+        head = "".join(f"<p>⚠ {html.escape(msg)}</p>" for _, msg in localize_problems(errors, lang))
     hw = _hardware()
     try:  # the detected GPUs decide auto precision as they do for the trainer
         plan = planner.plan(spec, gpu_mem_gib=gpu_mem or None, hardware=hw)
@@ -36,7 +40,23 @@ def plan_html(
         return f"<p>❌ {html.escape(localize_error(exc, lang))}</p>"
     d = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
     memory = render_plan(d, lang, assumptions(spec, d, gpu_mem, lang, bool(hw and hw.gpus)))
-    return memory + train_estimate.estimate_html(spec, d, gpu, price, hw, lang)
+    return head + memory + train_estimate.estimate_html(spec, d, gpu, price, hw, lang)
+
+
+# the one refusal that still has a plan: a hub model whose figures are known (the cache's config, Studio's table) but
+# whose weights this run could not get now (offline, the hub unreachable, gated): Start refuses it, the plan panel
+# shows what it would need (the model picker's rows plan before anything is downloaded)
+UNDOWNLOADABLE = ("model_not_downloadable",)
+
+
+def _plannable(values: dict[str, Any], errors: list) -> spec_mod.RunSpec | None:
+    """The form's spec when its only problems are that its hub model cannot be downloaded here, else None."""
+    if not errors or any(getattr(msg, "key", "") not in UNDOWNLOADABLE for _, msg in errors):
+        return None
+    try:
+        return spec_mod.parse_spec(forms.values_to_dict(values))
+    except spec_mod.SpecError:
+        return None
 
 
 def _hardware() -> Any:
