@@ -103,8 +103,15 @@ def series(results: dict, column: str) -> list[tuple[int, float]]:
     return sorted(pts)
 
 
-def chart_svg(results: dict, column: str, width: int = 520, height: int = 220) -> str:
-    """An SVG line chart: ``column`` over training steps (left axis), the training loss (right axis, dashed)."""
+def charted(results: dict) -> list[str]:
+    """The measures that have a figure at some step: a chart each. A measure with none (the judge's mean score in
+    pairwise mode, which scores nothing; a measure every row failed) would draw an empty chart."""
+    return [c for c in results.get("columns") or [] if series(results, c)]
+
+
+def chart_svg(results: dict, column: str, width: int = 520, height: int = 220, title: str | None = None) -> str:
+    """An SVG line chart: ``column`` over training steps (left axis), the training loss (right axis, dashed);
+    ``title`` in the page's language (English by default)."""
     pts = series(results, column)
     loss = [(s, v) for s, v in results.get("train_loss") or []]
     pad = 40
@@ -133,7 +140,8 @@ def chart_svg(results: dict, column: str, width: int = 520, height: int = 220) -
     return (
         f'<svg class="eval-chart" data-measure="{html.escape(column)}" width="{width}" height="{height}" '
         f'xmlns="http://www.w3.org/2000/svg">'
-        f'<text x="{pad}" y="16" font-size="12">{html.escape(column)} by step (dashed: training loss)</text>'
+        f'<text x="{pad}" y="16" font-size="12">{html.escape(title or f"{column} by step (dashed: training loss)")}'
+        "</text>"
         f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#999"/>'
         f'<text x="{pad}" y="{height - 20}" font-size="10">{x0}</text>'
         f'<text x="{width - pad}" y="{height - 20}" font-size="10" text-anchor="end">{x1}</text>'
@@ -169,7 +177,7 @@ def html_report(results: dict, preds: list[dict], column: str | None = None) -> 
         f'<tr class="{"best" if r[0] == top else ""}">' + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
         for r in rows
     )
-    charts = "".join(chart_svg(results, c) for c in cols)
+    charts = "".join(chart_svg(results, c) for c in charted(results))
     base, tuned = pair(results)
     sbs = ""
     if base and tuned:

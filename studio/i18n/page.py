@@ -594,6 +594,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "eval_report_file": ("report: {path}", "报告：{path}"),
     "eval_best_by": ("Best by", "最佳依据"),
     "eval_best": ("best: **{label}** by {column}", "最佳：**{label}**（按 {column}）"),
+    "eval_chart_title": ("{measure} by step (dashed: training loss)", "{measure} 随步数的变化（虚线：训练损失）"),
     "eval_merge_best": ("Merge the best", "合并最佳检查点"),
     "eval_nothing": ("no tuned row to merge yet", "还没有可合并的微调结果"),
     "eval_show": ("Side by side", "逐行对比"),

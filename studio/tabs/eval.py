@@ -158,7 +158,10 @@ def report_view(results: dict | None, preds: list[dict], column: str | None, sho
     column = column if column in cols else next((c for c in ("rouge-l", "bleu-4", "loss") if c in cols), cols[0])
     best = report.best(results, column)
     rows = [[("★ " if r[0] == best else "") + r[0], *r[1:]] for r in rows]
-    charts = "".join(report.chart_svg(results, c, width=420, height=200) for c in cols)
+    charts = "".join(
+        report.chart_svg(results, c, width=420, height=200, title=t("eval_chart_title", lang, measure=c))
+        for c in report.charted(results)
+    )
     best_text = t("eval_best", lang, label=best, column=column) if best else ""
     base, tuned = report.pair(results)
     sbs = []

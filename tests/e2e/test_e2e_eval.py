@@ -180,3 +180,8 @@ def test_pairwise_judge_from_the_page(page, server, shots):
     assert set(table) == {"base", "final"}, table
     col = next(k for k, h in enumerate(header) if h.startswith("judge_win"))
     assert float(table["final"][col]) == pytest.approx(want, abs=0.01), (header, table, want)
+    # the judge's mean score has no figure in this mode: no empty chart for it, one for the win rate
+    drawn = page.evaluate(
+        "() => [...document.querySelectorAll('#eval-charts svg.eval-chart')].map(s => s.dataset.measure)"
+    )
+    assert "judge_win" in drawn and "judge" not in drawn, drawn

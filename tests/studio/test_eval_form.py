@@ -4,6 +4,8 @@ without losing a prompt the user wrote."""
 
 from __future__ import annotations
 
+import re
+
 from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_PAIRWISE_PROMPT, parse_eval_spec
 from studio.tabs.eval import judge_prompt_for, spec_from_form
 
@@ -31,3 +33,28 @@ def test_prompt_box_follows_the_switch_but_keeps_a_written_prompt():
     assert judge_prompt_for(False, DEFAULT_PAIRWISE_PROMPT) == DEFAULT_JUDGE_PROMPT
     mine = "Compare {answer_a} with {answer_b}. Winner: A, B or tie"
     assert judge_prompt_for(False, mine) == mine and judge_prompt_for(True, mine) == mine
+
+
+def test_charts_only_for_measures_with_figures_titled_in_the_pages_language():
+    """Pairwise judging scores nothing: the judge's mean-score column is n/a on every row and gets no chart (it drew
+    an empty one); the win rate gets its chart, titled in Chinese on the Chinese page."""
+    from studio.tabs.eval import report_view
+
+    results = {
+        "columns": ["exact", "judge", "judge_win"],
+        "rows": [
+            {"label": "base", "kind": "base", "step": 0, "metrics": {"exact": 10.0, "judge": None, "judge_win": None}},
+            {
+                "label": "final",
+                "kind": "final",
+                "step": 4,
+                "metrics": {"exact": 20.0, "judge": None, "judge_win": 62.5},
+            },
+        ],
+        "train_loss": [[1, 2.0], [4, 1.5]],
+    }
+    _, charts, _, _ = report_view(results, [], None, "all", "zh")
+    assert re.findall(r'data-measure="([^"]+)"', charts) == ["exact", "judge_win"]
+    assert "judge_win 随步数的变化（虚线：训练损失）" in charts and "by step" not in charts
+    _, charts, _, _ = report_view(results, [], None, "all", "en")
+    assert "exact by step (dashed: training loss)" in charts
