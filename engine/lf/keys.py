@@ -121,6 +121,7 @@ _GALORE_BY_OPTIM = {
 # Keys handled by code below (conversions), with the spec path used to name them in errors.
 _CONVERTED: dict[str, str] = {
     "flash_attn": "model.attn_implementation",
+    "use_modelscope_hub": "model.hub",  # LF's default: USE_MODELSCOPE_HUB
     "rope_scaling": "model.rope_scaling",
     "lora_target": "method.lora.targets",
     "oft_target": "method.oft.targets",

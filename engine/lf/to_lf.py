@@ -44,6 +44,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     args: dict[str, Any] = {"model_name_or_path": spec.model.name_or_path}
     if spec.model.revision != "main":
         args["model_revision"] = spec.model.revision
+    if spec.model.hub == "modelscope":
+        args["use_modelscope_hub"] = True
     if spec.model.trust_remote_code:
         args["trust_remote_code"] = True
     args["flash_attn"] = _FLASH_OUT[spec.model.attn_implementation]

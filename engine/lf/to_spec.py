@@ -37,8 +37,9 @@ from engine.lf.keys import (
 )
 from engine.lf.launch import _from_accelerate, _from_ds_json
 from engine.lf.messages import message
+from engine.models import ms_models
+from engine.models.resolve import resolve_config
 from engine.spec.hf_args import HF_TRAINING_ARGS, TRANSFORMERS_VERSION, type_problem
-from engine.spec.schema import read_model_config
 
 
 def lf_to_spec(
@@ -116,7 +117,7 @@ _STAGES_OUT = {"ppo": "lf.stage_ppo"}  # stage -> the catalog key of why it is r
 def _fit_default_cutoff(args: dict, imp: _Import) -> None:
     """LF's default cutoff_len (2048, not written in the YAML) on a model with fewer positions: what the model
     takes, with a note. A cutoff_len the user wrote is never changed (the spec's context rule refuses it)."""
-    cfg = read_model_config(str(args.get("model_name_or_path", "")), args.get("model_revision") or None)
+    cfg = _model_config(args)
     max_pos = cfg.get("max_position_embeddings") if cfg else None
     default = _LF_DEFAULTS["cutoff_len"]
     if isinstance(max_pos, int) and not isinstance(max_pos, bool) and 8 <= max_pos < default:
@@ -177,12 +178,25 @@ def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
             imp.notes.append(message("lf.tokenized_ignored", path=found))
 
 
+def _on_modelscope(args: dict) -> bool:
+    """LF's ``use_modelscope_hub`` (the model id is ModelScope's), whose default is ``USE_MODELSCOPE_HUB``."""
+    value = args.get("use_modelscope_hub")
+    return ms_models.use_modelscope() if value is None else _truthy(value)
+
+
+def _model_config(args: dict) -> dict | None:
+    name, revision = str(args.get("model_name_or_path", "")), args.get("model_revision") or None
+    return resolve_config(name, revision, modelscope=_on_modelscope(args)).config
+
+
 def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
+    if _on_modelscope(args):
+        imp.put("model.hub", "modelscope")
     flash = str(args.get("flash_attn", "auto"))
     imp.put("model.attn_implementation", _FLASH_IN.get(flash, flash))
     if args.get("rope_scaling"):
         factor = 2.0
-        cfg = read_model_config(str(args.get("model_name_or_path", "")))
+        cfg = _model_config(args)
         max_pos = cfg.get("max_position_embeddings") if cfg else None
         if isinstance(max_pos, int) and max_pos > 0 and isinstance(args.get("cutoff_len"), int):
             factor = float(max(1, math.ceil(args["cutoff_len"] / max_pos)))  # as LF does

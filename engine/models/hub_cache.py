@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.messages import Message
+from engine.models import snapshot
 from engine.models.messages import message
 from engine.models.resolve import is_hub_id, looks_local, split_revision
 
@@ -19,9 +20,6 @@ DOWNLOAD_TAG = "download"
 
 
 HUB_TIMEOUT_S = 10.0
-
-
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
 
 class DownloadError(Exception):
@@ -87,23 +85,9 @@ def _snapshot(target: Target) -> Path | None:
 
 
 def cached_complete(target: Target) -> bool:
-    """Whether the cache holds a usable copy of a model without asking the hub: its config.json and weights (every
-    shard an index names, or at least one weights file). A model whose config.json alone was fetched to plan it is
-    not complete."""
+    """Whether the cache holds a usable copy of a model without asking the hub (``engine.models.snapshot``)."""
     snap = _snapshot(target)
-    if snap is None or not (snap / "config.json").is_file():
-        return False
-    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        index = snap / index_name
-        if index.is_file():
-            import json
-
-            try:
-                shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
-            except (OSError, ValueError, AttributeError):
-                return False
-            return bool(shards) and all((snap / s).is_file() for s in shards)
-    return any(p.is_file() and p.name.endswith(WEIGHT_SUFFIXES) for p in snap.iterdir())
+    return snap is not None and snapshot.complete(snap)
 
 
 def needs_download(name_or_path: str, revision: str | None = None) -> Target | None:
@@ -122,6 +106,11 @@ def needs_download(name_or_path: str, revision: str | None = None) -> Target | N
 def download_first(spec, argv: list[str], run_dir: Path) -> list[str]:
     """A training run's argv with the download of its model in front (``--then --``) when the model is not local;
     the argv as it is otherwise. Called by the scheduler when the run starts, so the cache is looked at then."""
+    # LF's use_modelscope_hub: the model is a ModelScope id, downloaded by ModelScope's client into its cache
+    if getattr(spec.model, "hub", "huggingface") == "modelscope" and not looks_local(spec.model.name_or_path):
+        from engine.models import ms_models
+
+        return ms_models.download_first(spec.model.name_or_path, spec.model.revision, argv, run_dir)
     target = needs_download(spec.model.name_or_path, getattr(spec.model, "revision", None))
     if target is None:
         return list(argv)

@@ -17,13 +17,13 @@ from engine.core import workspace
 from engine.core.messages import Message
 from engine.models.messages import message
 
-WORKSPACE, CACHE = "workspace", "cache"
+WORKSPACE, CACHE, MODELSCOPE = "workspace", "cache", "modelscope"  # ModelScope's cache (engine.models.ms_models)
 
 
 @dataclass
 class LocalModel:
     name: str  # workspace: models/<folder>; cache: org/name, or datasets/org/name for a dataset
-    source: str  # workspace | cache
+    source: str  # workspace | cache | modelscope
     path: str
     size: int  # bytes on disk, partial downloads included
     kind: str = "model"  # model | dataset
@@ -111,9 +111,38 @@ def cached_models() -> list[LocalModel]:
     return found
 
 
+def modelscope_models() -> list[LocalModel]:
+    """The models in ModelScope's cache (``model.hub: modelscope``, ``studio download --modelscope``)."""
+    from engine.models import ms_models
+
+    found = []
+    for repo, path, revisions, complete in ms_models.cached_models():
+        size, partial = folder_size(path)
+        found.append(
+            LocalModel(
+                repo,
+                MODELSCOPE,
+                str(path),
+                size,
+                revisions=revisions,
+                partial=partial,
+                complete=complete,
+                modified=path.stat().st_mtime,
+            )
+        )
+    return found
+
+
+def _ms_root() -> Path:
+    from engine.models import ms_models
+
+    return ms_models.cache_root()
+
+
 def list_local() -> list[LocalModel]:
-    """Everything local: the workspace's models, then the cache's models and datasets."""
-    return workspace_models() + cached_models()
+    """Everything local: the workspace's models, then the Hugging Face cache's models and datasets, then
+    ModelScope's models."""
+    return workspace_models() + cached_models() + modelscope_models()
 
 
 def find(name: str, source: str | None = None) -> LocalModel | None:
@@ -127,7 +156,8 @@ def delete(model: LocalModel) -> Message:
     """Remove the model's folder (a cache entry goes whole: blobs, snapshots, refs, partial downloads); the
     freed size as a message. Only folders under the workspace's models/ or the cache are ever removed."""
     path = Path(model.path).resolve()
-    allowed = (workspace.home() / "models").resolve() if model.source == WORKSPACE else cache_root().resolve()
+    roots = {WORKSPACE: workspace.home() / "models", MODELSCOPE: _ms_root()}
+    allowed = roots.get(model.source, cache_root()).resolve()
     if allowed not in path.parents:
         return message("models.local_unknown", name=model.name)
     shutil.rmtree(path, ignore_errors=True)

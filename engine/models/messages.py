@@ -43,6 +43,19 @@ MESSAGES: dict[str, str] = {
     "models.hub_where": "hub: {url}",
     "models.hub_where_mirror": "hub: {url} (HF_ENDPOINT: a mirror or a private hub)",
     "models.hub_where_offline": "hub: {url}, not asked (HF_HUB_OFFLINE is set): only the Hugging Face cache",
+    # ModelScope models (engine.models.ms_models, model.hub: modelscope, LF's use_modelscope_hub)
+    "models.source_ms_cache": "model figures from ModelScope's cache ({where})",
+    "models.source_ms_hub": "model figures from ModelScope's config.json ({where})",
+    "models.ms_where": "ModelScope: {url} (cache {cache})",
+    "models.ms_not_installed": "{name} is a ModelScope model: install the modelscope package (pip install "
+    "modelscope) to download it, or give a local folder",
+    "models.ms_unreachable": "{name} is not in ModelScope's cache and ModelScope ({url}) cannot be reached ({why}): "
+    "check the network or MODELSCOPE_ENDPOINT, or give a local folder",
+    "models.ms_not_found": "{name} was not found on ModelScope ({url}): check the spelling, or give a local folder",
+    "models.ms_error": "ModelScope ({url}) answered an error for {name}: {error}",
+    "models.ms_no_config": "{name} has no config.json on ModelScope ({url}): not a transformers model",
+    "models.ms_download_listing": "asking ModelScope ({url}) for the files of {name}",
+    "models.ms_download_nothing": "{name} is already complete in ModelScope's cache ({where})",
     "models.download_progress": "downloading {name}: {done} of {total} ({percent}%), {speed}/s, {eta} left",
     "models.download_verifying": "checking {file} of {name}",
     "models.download_finished": "{name} downloaded: {files} files, {size}, in {where}",

@@ -11,6 +11,9 @@ Face cache. ``resolve_config`` reads its ``config.json`` in this order:
    no retries, no waiting per hub id);
 4. ``engine.models.known``: the published figures of popular open models.
 
+A ModelScope id (``modelscope=True``: the spec's ``model.hub: modelscope``, LF's ``use_modelscope_hub``) is read from
+ModelScope's cache, then ModelScope (``config.json`` only, ``engine.models.ms_models``), then the table.
+
 The answer says which source it used (``Resolved.source`` / ``where``) and, when none had the model, why
 (``Resolved.problem``: not found on the hub, gated, hub unreachable, ...). Validation, the plan panel and
 ``studio plan`` use it, so a hub id plans offline.
@@ -29,6 +32,7 @@ from engine.models import known, reach
 from engine.models.messages import message
 
 LOCAL, CACHE, HUB, TABLE, NONE = "local", "cache", "hub", "table", "none"
+MS_CACHE, MS_HUB = "ms_cache", "ms_hub"  # ModelScope's cache, its config.json (model.hub: modelscope)
 HUB_TIMEOUT_S = 5.0
 
 
@@ -37,7 +41,7 @@ class Resolved:
     name: str  # as given (without a ``@revision`` suffix)
     revision: str | None
     config: dict | None
-    source: str  # local | cache | hub | table | none
+    source: str  # local | cache | hub | table | none | ms_cache | ms_hub
     where: str = ""  # the folder, the cached file, the hub URL or the table's source URL
     problem: Message | None = None  # why no config was found (source none), or what the hub said (gated, ...)
 
@@ -143,9 +147,11 @@ def _from_hub(repo_id: str, revision: str | None) -> tuple[str, str, Message | N
         return "", url, message("models.hub_error", name=repo_id, error=first)
 
 
-def resolve_config(name_or_path: str, revision: str | None = None, *, hub: bool | None = None) -> Resolved:
+def resolve_config(
+    name_or_path: str, revision: str | None = None, *, hub: bool | None = None, modelscope: bool = False
+) -> Resolved:
     """The model's config.json and where it came from (see the module doc for the order). ``hub=False`` skips the
-    network; by default the hub is asked unless ``HF_HUB_OFFLINE`` is set."""
+    network; by default the hub is asked unless ``HF_HUB_OFFLINE`` is set. ``modelscope``: a hub id is ModelScope's."""
     name, at_rev = split_revision(name_or_path.strip())
     revision = at_rev or (revision if revision and revision != "main" else None)
     path = model_path(name)
@@ -158,6 +164,8 @@ def resolve_config(name_or_path: str, revision: str | None = None, *, hub: bool 
         return Resolved(name, None, None, NONE, str(path), message("models.no_config", path=name))
     if not is_hub_id(name):
         return Resolved(name, revision, None, NONE, "", message("models.bad_id", name=name))
+    if modelscope:
+        return _from_modelscope(name, revision, hub)
     cfg, where = from_cache(name, revision)
     if cfg is not None:
         return Resolved(name, revision, cfg, CACHE, where)
@@ -178,6 +186,36 @@ def resolve_config(name_or_path: str, revision: str | None = None, *, hub: bool 
     if problem is None:
         problem = message("models.offline_unknown", name=name)
     return Resolved(name, revision, None, NONE, "", problem)
+
+
+def resolve_model(model) -> Resolved:
+    """``resolve_config`` for a spec's model group (its hub: Hugging Face or ModelScope)."""
+    ms = getattr(model, "hub", "huggingface") == "modelscope"
+    return resolve_config(model.name_or_path, model.revision, modelscope=ms)
+
+
+def _from_modelscope(name: str, revision: str | None, hub: bool | None) -> Resolved:
+    """A ModelScope id: its cache, then ModelScope's config.json (unless ``hub=False``), then Studio's table."""
+    from engine.models import ms_models
+
+    folder = ms_models.cached_folder(name, revision)
+    cfg = _read_json(folder / "config.json") if folder is not None else None
+    if cfg is not None:
+        return Resolved(name, revision, cfg, MS_CACHE, str(folder))
+    problem = None
+    if hub is not False:
+        got, problem = ms_models.fetch_config(name, revision)
+        cfg = _read_json(Path(got)) if got else None
+        if cfg is not None:
+            return Resolved(name, revision, cfg, MS_HUB, f"{ms_models.endpoint()}/models/{name}")
+    if problem is not None and problem.key in ("models.ms_not_found", "models.ms_no_config"):
+        return Resolved(name, revision, None, NONE, "", problem)  # ModelScope said so: the table cannot stand in
+    figures = known.lookup(name)
+    if figures is not None:
+        return Resolved(name, revision, figures, TABLE, known.SOURCE.format(id=known.canonical(name)), problem)
+    return Resolved(
+        name, revision, None, NONE, "", problem or message("models.ms_not_found", name=name, url=ms_models.endpoint())
+    )
 
 
 def read_config(name_or_path: str, revision: str | None = None) -> dict | None:

@@ -46,12 +46,16 @@ class DataCounts:
 
 def tokenizer_dir(spec) -> Path | None:
     """The model folder holding ``tokenizer.json`` (a local model), else None."""
-    from engine.models.resolve import model_path
+    from engine.models.resolve import looks_local, model_path
 
     try:
         folder = model_path(spec.model.name_or_path)
     except (OSError, ValueError):
         return None
+    if getattr(spec.model, "hub", "huggingface") == "modelscope" and not looks_local(spec.model.name_or_path):
+        from engine.models import ms_models  # a ModelScope id: its snapshot in ModelScope's cache, when there
+
+        folder = ms_models.cached_folder(spec.model.name_or_path, spec.model.revision) or folder
     return folder if (folder / "tokenizer.json").is_file() else None
 
 

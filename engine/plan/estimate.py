@@ -169,10 +169,10 @@ def estimate(
 ) -> Estimate:
     """The run's steps, tokens, expected duration and cost. ``gpu``: the target GPU's name (one of ``gpu_names`` or
     a device name); else the GPUs ``hardware`` found; else the CPU. ``price_per_hour`` replaces the GPU's default."""
-    from engine.models.resolve import resolve_config
+    from engine.models.resolve import resolve_model
 
     if model_config is None:
-        resolved = resolve_config(spec.model.name_or_path, spec.model.revision)
+        resolved = resolve_model(spec.model)
         if not resolved.found:
             raise ValueError(message("plan.no_config", path=spec.model.name_or_path, why=resolved.problem or ""))
         model_config = resolved.config

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.machine.kernels import packed_attention_decision, packed_row_tokens, per_sample_refusal
-from engine.models.resolve import resolve_config
+from engine.models.resolve import resolve_model
 from engine.plan.messages import message
 from engine.plan.planner import MemoryPlan, fmt_bytes, plan
 from engine.spec.schema import RunSpec, SpecError, parse_spec, spec_to_dict
@@ -57,7 +57,7 @@ def _ladder(spec: RunSpec, config: dict | None = None):
     row = packed_row_tokens(spec)
     m = spec.model
     if config is None:
-        config = resolve_config(m.name_or_path, m.revision).config or {}
+        config = resolve_model(m).config or {}
     device = "cpu" if spec.launch.device == "cpu" else "cuda"
     if (
         row

@@ -30,7 +30,7 @@ from engine.machine.kernels import (
     packed_attention_decision,
     packed_row_tokens,
 )
-from engine.models.resolve import resolve_config, source_text
+from engine.models.resolve import resolve_model, source_text
 from engine.plan import grpo_memory, memory, vision_data, vision_shape
 from engine.plan.memory import activation_bytes, logits_bytes, optimizer_bytes, reference_bytes, weight_bytes
 from engine.plan.messages import message
@@ -182,7 +182,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     if model_config is not None:
         config = model_config
     else:
-        resolved = resolve_config(spec.model.name_or_path, spec.model.revision)
+        resolved = resolve_model(spec.model)
         if not resolved.found:
             raise ValueError(message("plan.no_config", path=spec.model.name_or_path, why=resolved.problem or ""))
         config = resolved.config

@@ -8,7 +8,8 @@ Light: engine.spec.schema only (never torch).
 
 from __future__ import annotations
 
-from engine.spec.schema import RunSpec, read_model_config
+from engine.models.resolve import resolve_model
+from engine.spec.schema import RunSpec
 
 LAYER_CLASSES = {
     "llama": "LlamaDecoderLayer",
@@ -61,7 +62,7 @@ def deepspeed_config(spec: RunSpec, precision: str) -> dict:
 def fsdp_layer_class(spec: RunSpec) -> str:
     if spec.launch.fsdp.layer_cls_to_wrap != "auto":
         return spec.launch.fsdp.layer_cls_to_wrap
-    cfg = read_model_config(spec.model.name_or_path) or {}
+    cfg = resolve_model(spec.model).config or {}
     arch = (cfg.get("architectures") or [""])[0]
     return LAYER_CLASSES.get(
         str(cfg.get("model_type", "")), arch.replace("ForCausalLM", "DecoderLayer") or "LlamaDecoderLayer"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from engine.core import events as ev
 from engine.core.messages import Message, payload_message
-from engine.models import local
+from engine.models import local, ms_models
 from engine.models.download import describe_event
 from engine.models.hub_cache import DOWNLOAD_TAG, DownloadError, parse_target, worker_argv
 from engine.models.messages import message
@@ -30,10 +30,21 @@ STATES = {"queued": "queued", "running": "running", "completed": "finished", "fa
 STATES["stopped"] = "cancelled"
 
 
-def submit_download(name: str, *, revision: str | None = None, repo_type: str | None = None) -> str:
-    """Queue the download of a hub model or dataset as a registry run (tag ``download``); its run id."""
+WORKERS = (["-m", "engine.models.download"], ["-m", "engine.models.ms_download"])  # the hub's, ModelScope's
+
+
+def submit_download(
+    name: str, *, revision: str | None = None, repo_type: str | None = None, modelscope: bool = False
+) -> str:
+    """Queue the download of a hub model or dataset as a registry run (tag ``download``); its run id.
+    ``modelscope``: a ModelScope model, into ModelScope's cache (``engine.models.ms_download``)."""
 
     target = parse_target(name, revision, repo_type)
+    if modelscope:
+        if target.repo_type != "model":  # ModelScope datasets are the registry's (ms_hub_url), read by the run
+            raise DownloadError(message("models.bad_id", name=name), "input")
+        argv = ms_models.worker_argv(target.repo_id, target.revision, "{run_dir}/events.jsonl")
+        return runs.submit_command(argv, name=f"download {target.label} (ModelScope)", tags=[DOWNLOAD_TAG])
     argv = worker_argv(target, "{run_dir}/events.jsonl")
     return runs.submit_command(argv, name=f"download {target.label}", tags=[DOWNLOAD_TAG])
 
@@ -51,7 +62,7 @@ class DownloadJob(CommandJob):
         except runs.RunsError as exc:
             raise DownloadError(message("models.download_not_download", id=run_id), "input") from exc
         argv = rec.command or []
-        if rec.kind != "command" or argv[1:3] != ["-m", "engine.models.download"]:
+        if rec.kind != "command" or argv[1:3] not in WORKERS:
             raise DownloadError(message("models.download_not_download", id=run_id), "input")
         self.run_id, self.run_dir, self.repo = rec.id, Path(rec.run_dir), argv[3]
         self.events_path = Path(rec.run_dir) / "events.jsonl"
@@ -118,9 +129,11 @@ def delete_local(name: str, source: str | None = None) -> Message:
 
 
 # ----------------------------------------------------------------------------------------------- CLI
-def download_and_follow(name: str, *, revision: str | None = None, repo_type: str | None = None) -> dict:
+def download_and_follow(
+    name: str, *, revision: str | None = None, repo_type: str | None = None, modelscope: bool = False
+) -> dict:
     """Blocking download for a terminal: queue, print each event, return the final ``poll()``; Ctrl-C cancels."""
-    job = DownloadJob(submit_download(name, revision=revision, repo_type=repo_type))
+    job = DownloadJob(submit_download(name, revision=revision, repo_type=repo_type, modelscope=modelscope))
     seen, said_queued = 0, False
     try:
         while True:
@@ -152,17 +165,26 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--revision", default=None, help="branch, tag or commit (default main)")
     ap.add_argument("--dataset", action="store_true", help="a dataset repo (same as datasets/org/name)")
     ap.add_argument("--detach", action="store_true", help="queue the download and return at once")
+    ap.add_argument(
+        "--modelscope",
+        action=argparse.BooleanOptionalAction,
+        default=ms_models.use_modelscope(),
+        help="a ModelScope model, into ModelScope's cache (MODELSCOPE_ENDPOINT, MODELSCOPE_CACHE); the default when "
+        "USE_MODELSCOPE_HUB is set, as in LLaMA-Factory",
+    )
     args = ap.parse_args(rest)
     repo_type = "dataset" if args.dataset else None
+    ms = args.modelscope and not args.dataset and not args.name.startswith("datasets/")
     from engine.models import reach
 
-    print(f"[download] {reach.where()}", flush=True)  # a mirror (HF_ENDPOINT) or the default hub, before anything
+    # which hub, before anything: a mirror (HF_ENDPOINT), the default hub, or ModelScope
+    print(f"[download] {ms_models.where() if ms else reach.where()}", flush=True)
     try:
         if args.detach:
-            run_id = submit_download(args.name, revision=args.revision, repo_type=repo_type)
+            run_id = submit_download(args.name, revision=args.revision, repo_type=repo_type, modelscope=ms)
             print(f"download queued as run {run_id} (`studio runs show {run_id}`)")
             return 0
-        status = download_and_follow(args.name, revision=args.revision, repo_type=repo_type)
+        status = download_and_follow(args.name, revision=args.revision, repo_type=repo_type, modelscope=ms)
     except DownloadError as exc:
         print(f"studio download: {exc}", file=sys.stderr)
         return 2
@@ -178,7 +200,7 @@ def models_cli(argv: list[str]) -> int:
     sub.add_parser("list", help="list local models with their sizes (the default)")
     rm = sub.add_parser("delete", help="delete a local model (not while a run uses it)")
     rm.add_argument("name", help="as listed: models/<folder>, org/name or datasets/org/name")
-    rm.add_argument("--source", choices=[local.WORKSPACE, local.CACHE], default=None)
+    rm.add_argument("--source", choices=[local.WORKSPACE, local.CACHE, local.MODELSCOPE], default=None)
     args = ap.parse_args(argv)
     if args.action == "delete":
         try:
@@ -196,5 +218,5 @@ def models_cli(argv: list[str]) -> int:
     width = max(len(m.name) for m in rows)
     for m in rows:
         state = "" if m.complete else f"  (incomplete{', ' + human(m.partial) + ' partial' if m.partial else ''})"
-        print(f"{m.name.ljust(width)}  {m.source:9}  {human(m.size):>9}  {m.path}{state}")
+        print(f"{m.name.ljust(width)}  {m.source:10}  {human(m.size):>9}  {m.path}{state}")
     return 0

@@ -62,6 +62,9 @@ PASSTHROUGH_ENV = (
     "HF_HUB_DISABLE_TELEMETRY",
     "HF_HUB_CACHE",
     "HF_DATASETS_CACHE",
+    "MODELSCOPE_ENDPOINT",  # ModelScope models (model.hub: modelscope) and ms_hub_url datasets: the same hub and
+    "MODELSCOPE_CACHE",  # cache as the checks before launch
+    "USE_MODELSCOPE_HUB",  # LF's switch: which URL of a dataset entry the trainer reads
     "TORCH_EXTENSIONS_DIR",
     "CUDA_HOME",
     "LD_LIBRARY_PATH",

@@ -82,6 +82,13 @@ class ModelSpec(_Spec):
         description="Hub revision (branch, tag or commit); ignored for local folders",
         json_schema_extra=_meta("Revision", advanced=True, label_zh="版本"),
     )
+    hub: Literal["huggingface", "modelscope"] = Field(
+        "huggingface",
+        description="Where a model id is downloaded from: the Hugging Face hub (or the mirror HF_ENDPOINT names) or "
+        "ModelScope (LLaMA-Factory's use_modelscope_hub; MODELSCOPE_ENDPOINT, cache MODELSCOPE_CACHE). Ignored "
+        "for local folders",
+        json_schema_extra=_meta("Model hub", advanced=True, label_zh="模型来源"),
+    )
     trust_remote_code: bool = Field(
         False,
         description="Run Python code shipped with the model. Only for models you trust.",

@@ -19,9 +19,10 @@ from engine.core.messages import Message
 from engine.data.rows import PREFERENCE_STAGES, stage_data_problem
 from engine.data.template_table import TEMPLATE_NAMES
 from engine.machine.kernels import liger_installed, per_sample_refusal
+from engine.models import ms_models
 from engine.models.access import launch_problem as download_launch_problem
 from engine.models.resolve import looks_local as _looks_local
-from engine.models.resolve import model_path, resolve_config
+from engine.models.resolve import model_path, resolve_config, resolve_model
 from engine.spec.grpo import grpo_context, grpo_errors
 from engine.spec.hf_args import extra_arg_problem
 from engine.spec.messages import message
@@ -297,7 +298,8 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
     name = spec.model.name_or_path
     mpath = model_path(name)
     looks_local = _looks_local(name)
-    resolved = resolve_config(name, spec.model.revision)
+    resolved = resolve_model(spec.model)
+    on_ms = spec.model.hub == "modelscope"
     if looks_local and not mpath.is_dir():
         errors.append(("model.name_or_path", message("model_no_folder", path=name)))
     elif looks_local and not (mpath / "config.json").is_file():
@@ -305,7 +307,12 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
     elif not resolved.found and resolved.problem is not None:
         # a hub id that is nowhere: not found on the hub, gated, or unknown while the hub cannot be asked
         errors.append(("model.name_or_path", message("model_unresolved", problem=resolved.problem)))
-    elif not looks_local and (why := download_launch_problem(name, spec.model.revision, resolved.problem)):
+    elif on_ms and not looks_local and (why := ms_models.launch_problem(name, spec.model.revision)):
+        # a ModelScope id: in its cache, or listed by ModelScope (the run downloads it), else one line why not
+        errors.append(("model.name_or_path", message("model_not_downloadable", problem=why)))
+    elif (
+        not on_ms and not looks_local and (why := download_launch_problem(name, spec.model.revision, resolved.problem))
+    ):
         # planned from the cache's config or Studio's table, but the run could not get the weights
         errors.append(("model.name_or_path", message("model_not_downloadable", problem=why)))
     cfg = resolved.config
@@ -452,7 +459,7 @@ def _image_problems(spec: RunSpec, info: dict) -> list[tuple[str, Message]]:
     loss = spec.method.dpo.loss_type
     if spec.method.stage == "dpo" and loss in ("orpo", "simpo"):
         return [("method.dpo.loss_type", data_message("data.images_loss", names=shown, loss=loss))]
-    config = read_model_config(spec.model.name_or_path, spec.model.revision)
+    config = resolve_model(spec.model).config
     if config is not None and not config.get("vision_config"):
         return [("data.datasets", data_message("data.images_text_model", names=shown, model=spec.model.name_or_path))]
     return []

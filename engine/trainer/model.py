@@ -18,6 +18,7 @@ from transformers import (
     BitsAndBytesConfig,
 )
 
+from engine.models import ms_models
 from engine.models.resolve import looks_local, model_path
 from engine.spec.schema import RunSpec
 
@@ -37,7 +38,14 @@ def resolve_weights_dtype(spec: RunSpec, device: str, precision: str) -> torch.d
 def model_location(spec: RunSpec) -> str:
     """What from_pretrained gets: a local folder as a full path (``models/...`` is the workspace's), else the id."""
     name = spec.model.name_or_path
-    return str(model_path(name)) if looks_local(name) else name
+    if looks_local(name):
+        return str(model_path(name))
+    if getattr(spec.model, "hub", "huggingface") == "modelscope":  # downloaded by the run's first phase
+        folder = ms_models.complete_folder(name, spec.model.revision)
+        if folder is None:
+            raise FileNotFoundError(f"{name} is not complete in ModelScope's cache ({ms_models.cache_root()})")
+        return str(folder)
+    return name
 
 
 def load_tokenizer(spec: RunSpec):

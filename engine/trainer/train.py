@@ -27,12 +27,13 @@ from engine.core import acting
 from engine.core.events import append_event
 from engine.core.messages import to_json
 from engine.machine.kernels import packed_attention_decision, packed_row_tokens
+from engine.models.resolve import resolve_model
 from engine.runs import checkpoints as checkpoint_folders
 from engine.runs import outputs as checkpoint_outputs
 from engine.runs import record as fingerprints
 from engine.runs.health import STOP_FILE, stop_reason
 from engine.runs.messages import message as run_message
-from engine.spec.schema import RunSpec, SpecError, load_spec, read_model_config
+from engine.spec.schema import RunSpec, SpecError, load_spec
 from engine.trainer import attention
 from engine.trainer.trainers import build_trainer, training_arguments, use_trained_logits
 
@@ -408,7 +409,7 @@ def _planned_steps(spec: RunSpec, n: int, world: int) -> int:
 def choose_attention(spec: RunSpec, device: str, row_tokens: int) -> tuple[bool, str]:
     """Per-sample sdpa for rows that hold several samples (engine.machine.kernels.packed_attention_decision),
     registered when chosen. Returns (per sample, why)."""
-    config = read_model_config(spec.model.name_or_path, spec.model.revision) or {}
+    config = resolve_model(spec.model).config or {}
     per_sample, reason = packed_attention_decision(
         spec.model.packed_attention, spec.model.attn_implementation, config, device, row_tokens
     )

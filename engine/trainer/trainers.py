@@ -15,8 +15,9 @@ import os
 from pathlib import Path
 
 from engine.machine.kernels import liger_decision
+from engine.models.resolve import resolve_model
 from engine.runs import trackers
-from engine.spec.schema import RunSpec, SpecError, read_model_config
+from engine.spec.schema import RunSpec, SpecError
 
 
 def training_arguments(
@@ -233,7 +234,7 @@ def _count_filtered(spec: RunSpec, trainer, data) -> None:
 
 
 def _model_type(spec: RunSpec) -> str | None:
-    cfg = read_model_config(spec.model.name_or_path, spec.model.revision) or {}
+    cfg = resolve_model(spec.model).config or {}
     return cfg.get("model_type") or (cfg.get("text_config") or {}).get("model_type")
 
 

@@ -7,6 +7,8 @@ cannot ship without its Chinese help.
 HELP_ZH: dict[str, str] = {
     "model.name_or_path": "本地模型目录或 Hugging Face 模型 ID（组织/名称）",
     "model.revision": "Hub 版本（分支、标签或提交）；本地目录忽略此项",
+    "model.hub": "模型 ID 从哪里下载：Hugging Face Hub（或 HF_ENDPOINT 指定的镜像）或 ModelScope（LLaMA-Factory 的 "
+    "use_modelscope_hub；MODELSCOPE_ENDPOINT，缓存 MODELSCOPE_CACHE）。本地目录忽略此项",
     "model.trust_remote_code": "运行模型自带的 Python 代码。仅用于你信任的模型。",
     "model.dtype": "基座权重的加载精度（auto：随计算精度）",
     "model.attn_implementation": "注意力实现：sdpa（PyTorch）、eager 或 flash_attention_2（CUDA，fp16/bf16）",

@@ -29,6 +29,18 @@ MODELS_ZH: dict[str, str] = {
     "models.download_listing": "正在向 Hub（{url}）查询 {name} 的文件",
     "models.hub_where": "模型来源 Hub：{url}",
     "models.hub_where_mirror": "模型来源 Hub：{url}（HF_ENDPOINT：镜像或私有 Hub）",
+    "models.source_ms_cache": "模型参数来自 ModelScope 缓存（{where}）",
+    "models.source_ms_hub": "模型参数来自 ModelScope 上的 config.json（{where}）",
+    "models.ms_where": "ModelScope：{url}（缓存 {cache}）",
+    "models.ms_not_installed": "{name} 是 ModelScope 模型：请安装 modelscope 包（pip install modelscope）后下载，"
+    "或填写本地目录",
+    "models.ms_unreachable": "{name} 不在 ModelScope 缓存中，且无法连接 ModelScope（{url}）（{why}）："
+    "请检查网络或 MODELSCOPE_ENDPOINT，或填写本地目录",
+    "models.ms_not_found": "ModelScope（{url}）上找不到 {name}：请检查拼写，或填写本地目录",
+    "models.ms_error": "ModelScope（{url}）对 {name} 返回了错误：{error}",
+    "models.ms_no_config": "{name} 在 ModelScope（{url}）上没有 config.json：不是 transformers 模型",
+    "models.ms_download_listing": "正在向 ModelScope（{url}）查询 {name} 的文件",
+    "models.ms_download_nothing": "{name} 已完整地在 ModelScope 缓存中（{where}）",
     "models.hub_where_offline": "模型来源 Hub：{url}，未询问（已设置 HF_HUB_OFFLINE）：只用 Hugging Face 缓存",
     "models.download_progress": "正在下载 {name}：{done} / {total}（{percent}%），{speed}/s，剩余 {eta}",
     "models.download_verifying": "正在校验 {name} 的 {file}",

@@ -25,6 +25,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "m_refresh": ("Refresh", "刷新"),
     "m_repo": ("Hub model or dataset (org/name, datasets/org/name)", "Hub 模型或数据集（组织/名称）"),
     "m_download": ("Download", "下载"),
+    "m_modelscope": ("From ModelScope (into its cache)", "从 ModelScope 下载（存入其缓存）"),
     "m_cancel": ("Cancel downloads", "取消下载"),
     "m_target": ("Local model to delete (name as listed)", "要删除的本地模型（列表中的名称）"),
     "m_delete": ("Delete", "删除"),

@@ -1,5 +1,6 @@
-"""Models tab: what is local (the workspace's models/ and the Hugging Face cache) with sizes, downloads from the hub
-as registry runs (progress, cancel; a new download of the same repo resumes), and delete.
+"""Models tab: what is local (the workspace's models/, the Hugging Face cache and ModelScope's) with sizes and their
+source, downloads from the hub or ModelScope as registry runs (progress, cancel; a new download of the same repo
+resumes), and delete.
 
 Light: gradio + pandas; the downloads run in their own processes (engine.runs.downloads, engine.models.download).
 Handlers are plain functions of the page's language.
@@ -12,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from engine.core.messages import payload_message
-from engine.models import local, reach
+from engine.models import local, ms_models, reach
 from engine.models.hub_cache import human
 from engine.runs import downloads
 from studio.i18n.localize import localize, localize_error
@@ -52,9 +53,14 @@ def hub_text(lang: str = "en") -> str:
     return localize(reach.where(), lang)
 
 
-def start_download(name: str, lang: str = "en") -> str:
+def modelscope_text(lang: str = "en") -> str:
+    """Where a ModelScope download comes from and goes (MODELSCOPE_ENDPOINT, MODELSCOPE_CACHE)."""
+    return localize(ms_models.where(), lang)
+
+
+def start_download(name: str, lang: str = "en", modelscope: bool = False) -> str:
     try:
-        run_id = downloads.submit_download((name or "").strip())
+        run_id = downloads.submit_download((name or "").strip(), modelscope=bool(modelscope))
     except Exception as exc:  # noqa: BLE001 - a bad id: its message, in the page's language
         return localize_error(exc, lang)
     return t("m_queued_as", lang, id=run_id)
@@ -85,14 +91,19 @@ def build(ctx: Any) -> None:
         repo = ctx.texts.add(gr.Textbox(label=t("m_repo", lang), elem_id="models-repo", scale=3), "m_repo")
         download = ctx.texts.add(gr.Button(t("m_download", lang), elem_id="models-download"), "m_download", "value")
         cancel = ctx.texts.add(gr.Button(t("m_cancel", lang), elem_id="models-cancel"), "m_cancel", "value")
+    modelscope = ctx.texts.add(
+        gr.Checkbox(ms_models.use_modelscope(), label=t("m_modelscope", lang), elem_id="models-modelscope"),
+        "m_modelscope",
+    )
     hub = gr.Markdown(hub_text(lang), elem_id="models-hub")
+    ms_hub = gr.Markdown(modelscope_text(lang), elem_id="models-modelscope-hub")
     note = gr.Markdown(elem_id="models-note")
     progress = gr.Markdown(elem_id="models-downloads")
     with gr.Row():
         target = ctx.texts.add(gr.Textbox(label=t("m_target", lang), elem_id="models-target", scale=3), "m_target")
         delete = ctx.texts.add(gr.Button(t("m_delete", lang), elem_id="models-delete"), "m_delete", "value")
     refresh.click(models_frame, [ctx.lang], [table])
-    download.click(start_download, [repo, ctx.lang], [note]).then(downloads_text, [ctx.lang], [progress])
+    download.click(start_download, [repo, ctx.lang, modelscope], [note]).then(downloads_text, [ctx.lang], [progress])
     cancel.click(cancel_downloads, [ctx.lang], [note]).then(downloads_text, [ctx.lang], [progress])
     delete.click(delete_model, [target, ctx.lang], [note]).then(models_frame, [ctx.lang], [table])
     timer = gr.Timer(1.0)
@@ -100,3 +111,5 @@ def build(ctx: Any) -> None:
     ctx.tab.select(models_frame, [ctx.lang], [table])
     ctx.tab.select(hub_text, [ctx.lang], [hub])
     ctx.lang.change(hub_text, [ctx.lang], [hub])
+    ctx.tab.select(modelscope_text, [ctx.lang], [ms_hub])
+    ctx.lang.change(modelscope_text, [ctx.lang], [ms_hub])

@@ -93,6 +93,7 @@ class TestVersions:
         data_added = {"eval_datasets": [], "mask_history": False, "enable_thinking": True, "tool_format": "template"}
         assert {k: dumped["data"].pop(k) for k in data_added} == data_added
         assert dumped["model"].pop("packed_attention") == "auto"
+        assert dumped["model"].pop("hub") == "huggingface"  # model.hub: modelscope is LF's use_modelscope_hub
         vision = {"freeze_vision_tower": True, "freeze_multi_modal_projector": True, "freeze_language_model": False}
         assert dumped["model"].pop("vision") == {**vision, "image_max_pixels": 589824, "image_min_pixels": 1024}
         assert dumped["launch"].pop("ddp_timeout") == 1800
