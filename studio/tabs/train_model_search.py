@@ -48,9 +48,17 @@ def cells(row: search.ModelRow, lang: str = "en") -> list[str]:
     ]
 
 
-def find(query: str, lang: str = "en") -> tuple[str, dict[str, Any]]:
-    """(the line saying where the rows came from, the table's value) for a query typed in the search box."""
+def find(query: str, lang: str = "en") -> tuple[str, dict[str, Any], search.SearchResult]:
+    """(the line saying where the rows came from, the table's value, the result kept for a language switch) for a
+    query typed in the search box."""
     found = search.search_models(query or "", count=_count)
+    return (*shown(found, lang), found)
+
+
+def shown(found: search.SearchResult | None, lang: str = "en") -> tuple[str, dict[str, Any]]:
+    """The note and the table of a search's result in ``lang`` (an empty table before any search)."""
+    if found is None:
+        return "", {"headers": headers(lang), "data": []}
     return localize(found.note, lang), {"headers": headers(lang), "data": [cells(r, lang) for r in found.rows]}
 
 
@@ -93,15 +101,21 @@ def build(texts: Any, lang: str) -> dict[str, Any]:
             ),
             "ms_results",
         )
-    return {"query": query, "go": go, "note": note, "table": table}
+    return {"query": query, "go": go, "note": note, "table": table, "found": gr.State(None)}
 
 
 def wire(widgets: dict[str, Any], model_box: Any, lang: Any) -> None:
     """Enter or the button searches; a click on a row puts its id in the Model field (whose change the plan panel
     and the template hint follow)."""
-    inputs = [widgets["query"], lang]
     outputs = [widgets["note"], widgets["table"]]
-    gr.on([widgets["go"].click, widgets["query"].submit], find, inputs, outputs, trigger_mode="always_last")
+    gr.on(
+        [widgets["go"].click, widgets["query"].submit],
+        find,
+        [widgets["query"], lang],
+        [*outputs, widgets["found"]],
+        trigger_mode="always_last",
+    )
+    lang.change(shown, [widgets["found"], lang], outputs, show_progress="hidden", queue=False)  # rows in its words
 
     widgets["table"].select(_pick, None, [model_box], queue=False)
 

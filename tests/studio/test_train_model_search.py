@@ -19,18 +19,19 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def test_offline_search_shows_the_tables_rows_and_says_where_they_came_from():
-    note, table = train_model_search.find("qwen2.5 0.5b", "en")
+    note, table, found = train_model_search.find("qwen2.5 0.5b", "en")
     assert "Studio's table of published configs" in note and "HF_HUB_OFFLINE" in note and "\n" not in note
     assert table["headers"] == ["Model", "Parameters", "Weights", "Licence", "Gated", "Local cache"]
     assert table["data"] == [
         ["Qwen/Qwen2.5-0.5B", "494.0M", "≈ 988.1 MB", "not known", "not known", "not downloaded"],
         ["Qwen/Qwen2.5-0.5B-Instruct", "494.0M", "≈ 988.1 MB", "not known", "not known", "not downloaded"],
     ]
-    note_zh, table_zh = train_model_search.find("qwen2.5 0.5b", "zh")
+    note_zh, table_zh = train_model_search.shown(found, "zh")  # a language switch shows the same rows in Chinese
     assert CJK.search(note_zh) and "HF_HUB_OFFLINE" in note_zh
     assert table_zh["headers"] == ["模型", "参数量", "权重大小", "许可证", "访问授权", "本地缓存"]
     assert table_zh["data"][0][3:] == ["未知", "未知", "未下载"]
-    note, table = train_model_search.find("", "en")
+    assert train_model_search.shown(None, "zh") == ("", {"headers": table_zh["headers"], "data": []})
+    note, table, _ = train_model_search.find("", "en")
     assert note.startswith("type part of a model id") and table["data"] == []
 
 
@@ -47,8 +48,8 @@ def test_hub_search_shows_licence_and_gating(tmp_path, monkeypatch):
         monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
         reach.forget()
         try:
-            note, table = train_model_search.find("gated", "en")
-            note_zh, table_zh = train_model_search.find("gated", "zh")
+            note, table, _ = train_model_search.find("gated", "en")
+            note_zh, table_zh, _ = train_model_search.find("gated", "zh")
         finally:
             reach.forget()
     assert note == f"1 models on the hub ({hub.url}) match 'gated'; nothing is downloaded until a run starts"
