@@ -27,9 +27,10 @@ the tokens seen are kept in ``auth_seen``.
 
 Faults a test can switch on: ``throttle`` (bytes per second of every body), ``stall`` (file names whose body stops
 after the file's first ``stall_after`` bytes until the server shuts down), ``corrupt`` (file names served with other
-bytes than the ones their metadata and ETag describe), ``sizes`` (file sizes the repo info claims instead).
-Requests are recorded (method, path, Range header) so a test can see what was fetched. Nothing inside the project
-is mocked: the project talks to this server through the real client.
+bytes than the ones their metadata and ETag describe), ``sizes`` (file sizes the repo info claims instead),
+``search_delay`` (seconds the search waits before it answers). Requests are recorded (method, path, Range header)
+so a test can see what was fetched. Nothing inside the project is mocked: the project talks to this server through
+the real client.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class HubStandin:
         self.corrupt: set[str] = set()  # file names served with bytes that do not match their checksum
         self.sizes: dict[str, int] = {}  # file name -> the size the repo info claims (a repo too large for the disk)
         self.meta: dict[str, dict] = {}  # repo -> what the search lists: downloads, likes, license, tags, gated, ...
+        self.search_delay = 0.0  # seconds the search waits before it answers (a hub that answers slowly)
         self.requests: list[tuple[str, str]] = []
         self.private: dict[str, bool] = {}  # repo -> private, as created
         self.commits: list[tuple[str, list[str]]] = []  # (repo, paths) of every commit
@@ -212,6 +214,8 @@ class HubStandin:
 
             def _list(self, query: dict[str, list[str]], body: bool) -> None:
                 """``GET /api/models``: the search (``HfApi.list_models``), one page."""
+                if standin.search_delay:
+                    standin._closing.wait(standin.search_delay)
                 search = (query.get("search") or [""])[0].lower()
                 author = (query.get("author") or [""])[0]
                 prefix = f"{author}/" if author else ""

@@ -84,6 +84,7 @@ MESSAGES: dict[str, str] = {
     "models.search_why_offline": "the hub is not asked (HF_HUB_OFFLINE is set)",
     "models.search_why_unreachable": "the hub ({url}) cannot be reached ({why})",
     "models.search_why_error": "the hub ({url}) answered an error to the search ({error})",
+    "models.search_why_slow": "the hub ({url}) did not answer the search within {timeout} s",
     "models.local_in_use": "{path} is the model of run {run}, which is {status}: stop it first",
     "models.local_unknown": "no local model {name}",
     "models.local_deleted": "{name} deleted: {size} freed ({path})",

@@ -19,6 +19,7 @@ Light: stdlib; ``huggingface_hub`` inside the functions that ask the hub (it nev
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -35,6 +36,9 @@ MAX_LIMIT = 100
 # bytes per parameter of safetensors' dtypes (the hub's ``safetensors.parameters`` counts by dtype)
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "BF16": 2, "F16": 2, "I16": 2, "U16": 2}
 TABLE_DTYPE_BYTES = 2  # the table's models publish bf16 weights
+# huggingface_hub's search has no timeout of its own (its client waits forever): a hub that took the probe and then
+# says nothing gives the table after this long
+SEARCH_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,9 @@ def search_models(
         why = message("models.search_why_unreachable", url=reach.endpoint(), why=reach.reason() or "no answer")
     else:
         try:
-            rows = _hub_rows(query, limit)
+            rows = _bounded(lambda: _hub_rows(query, limit), SEARCH_TIMEOUT_S)
+        except TimeoutError:
+            why = message("models.search_why_slow", url=reach.endpoint(), timeout=SEARCH_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - an error answer or a broken connection: the table still answers
             first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
             why = message("models.search_why_error", url=reach.endpoint(), error=first)
@@ -106,6 +112,27 @@ def _count(count: Callable[[dict], int | None] | None, repo_id: str) -> int | No
     except Exception:  # noqa: BLE001 - a config the counter cannot read: the row says "not known"
         return None
     return int(n) if n else None
+
+
+def _bounded(ask: Callable[[], list[ModelRow]], timeout: float) -> list[ModelRow]:
+    """``ask()`` in a daemon thread, waited for ``timeout`` s (TimeoutError after that; the thread ends with its
+    connection); its exception is raised here."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["rows"] = ask()
+        except Exception as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="studio-hub-search", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError
+    if "error" in box:
+        raise box["error"]
+    return box["rows"]
 
 
 def _hub_rows(query: str, limit: int) -> list[ModelRow]:

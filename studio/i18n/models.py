@@ -71,4 +71,5 @@ MODELS_ZH: dict[str, str] = {
     "models.search_why_offline": "未询问 Hub（已设置 HF_HUB_OFFLINE）",
     "models.search_why_unreachable": "无法连接 Hub（{url}）（{why}）",
     "models.search_why_error": "Hub（{url}）对搜索返回了错误（{error}）",
+    "models.search_why_slow": "Hub（{url}）在 {timeout} 秒内没有回答搜索",
 }

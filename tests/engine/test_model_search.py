@@ -154,3 +154,15 @@ def test_an_error_answer_of_the_hub_falls_back_to_the_table(hub, monkeypatch):
     found = search_models("gemma-2-2b")
     assert found.source == TABLE and [r.id for r in found.rows] == ["google/gemma-2-2b", "google/gemma-2-2b-it"]
     assert "answered an error to the search" in found.note
+
+
+def test_a_hub_that_does_not_answer_the_search_gives_the_table_in_time(hub, monkeypatch):
+    from engine.models import search
+
+    monkeypatch.setattr(search, "SEARCH_TIMEOUT_S", 0.5)
+    hub.search_delay = 5.0  # the probe is answered, the search is not (huggingface_hub's own client would wait)
+    start = time.monotonic()
+    found = search_models("qwen3-0.6b")
+    assert time.monotonic() - start < 3
+    assert found.source == TABLE and [r.id for r in found.rows] == ["Qwen/Qwen3-0.6B", "Qwen/Qwen3-0.6B-Base"]
+    assert f"the hub ({hub.url}) did not answer the search within 0.5 s" in found.note
