@@ -13,30 +13,21 @@ Light: the ``modelscope`` package (imported inside the functions), never dataset
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from functools import lru_cache
 from pathlib import Path
 
 from engine.core.messages import Message
 from engine.data.messages import message
 from engine.models import reach
+from engine.models.ms_models import (  # noqa: F401 - shared with ModelScope models
+    DEFAULT_ENDPOINT,
+    cache_root,
+    endpoint,
+    installed,
+    use_modelscope,
+)
 
-DEFAULT_ENDPOINT = "https://www.modelscope.cn"
 TIMEOUT_S = 10
-
-
-def use_modelscope() -> bool:
-    """LLaMA-Factory's switch: ``USE_MODELSCOPE_HUB`` set to 1 / true."""
-    return os.environ.get("USE_MODELSCOPE_HUB", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def endpoint() -> str:
-    return (os.environ.get("MODELSCOPE_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-
-
-def installed() -> bool:
-    return importlib.util.find_spec("modelscope") is not None
 
 
 def _patterns(folder: str | None) -> list[str] | None:
@@ -55,6 +46,7 @@ def cached_snapshot(repo_id: str, revision: str | None = None, folder: str | Non
             repo_type="dataset",
             revision=revision or "master",
             local_files_only=True,
+            cache_dir=cache_root(),
             allow_patterns=_patterns(folder),
         )
     except Exception:  # noqa: BLE001 - not cached, a malformed id, ...
@@ -96,5 +88,6 @@ def download(repo_id: str, revision: str | None = None, folder: str | None = Non
         revision=revision or "master",
         allow_patterns=_patterns(folder),
         endpoint=endpoint(),
+        cache_dir=cache_root(),
     )
     return Path(path)

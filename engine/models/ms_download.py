@@ -95,6 +95,7 @@ def download(repo_id: str, revision: str | None = None, *, events_path: Path | N
                 repo_id=repo_id,
                 revision=ms_models.revision_of(revision),
                 endpoint=url,
+                cache_dir=ms_models.cache_root(),
                 progress_callbacks=[_Callback],
             )
         )

@@ -47,7 +47,8 @@ def installed() -> bool:
 
 
 def cache_root() -> Path:
-    """ModelScope's cache folder as its client picks it (``MODELSCOPE_CACHE``, default ``~/.cache/modelscope``)."""
+    """ModelScope's cache folder as its client picks it (``MODELSCOPE_CACHE``, default ``~/.cache/modelscope``),
+    given to every call of the client: it keeps the folder it saw first for the rest of the process."""
     return Path(os.environ.get("MODELSCOPE_CACHE") or "~/.cache/modelscope").expanduser()
 
 
@@ -68,7 +69,11 @@ def cached_folder(repo_id: str, revision: str | None = None) -> Path | None:
     from modelscope.hub.snapshot_download import snapshot_download
 
     try:
-        path = Path(snapshot_download(repo_id=repo_id, revision=revision_of(revision), local_files_only=True))
+        path = Path(
+            snapshot_download(
+                repo_id=repo_id, revision=revision_of(revision), local_files_only=True, cache_dir=cache_root()
+            )
+        )
     except Exception:  # noqa: BLE001 - not cached, a malformed id, ...
         return None
     return path if path.is_dir() and any(path.iterdir()) else None
@@ -110,7 +115,11 @@ def fetch_config(repo_id: str, revision: str | None = None) -> tuple[str, Messag
     try:
         path = Path(
             snapshot_download(
-                repo_id=repo_id, revision=revision_of(revision), allow_patterns=["config.json"], endpoint=endpoint()
+                repo_id=repo_id,
+                revision=revision_of(revision),
+                allow_patterns=["config.json"],
+                endpoint=endpoint(),
+                cache_dir=cache_root(),
             )
         )
     except Exception as exc:  # noqa: BLE001 - the client's HTTP errors become one line

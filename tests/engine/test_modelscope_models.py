@@ -23,6 +23,7 @@ from engine.models.resolve import MS_CACHE, MS_HUB, resolve_model
 from engine.runs import registry as runs
 from engine.spec.rules import check_context
 from engine.spec.schema import parse_spec
+from studio.tabs import models as models_tab
 from tests import helpers
 from tests.modelscope_standin import ModelScopeStandin
 
@@ -102,6 +103,9 @@ def test_a_modelscope_model_validates_downloads_and_resolves_to_its_folder(stand
     assert _model_problems(spec) == []
     (listed,) = [m for m in local.list_local() if m.source == local.MODELSCOPE]
     assert (listed.name, listed.complete) == (REPO, True)
+    frame = models_tab.models_frame("en")  # the Models tab: the model, its source, complete
+    assert [REPO, "modelscope"] in frame.iloc[:, :2].values.tolist()
+    assert models_tab.modelscope_text("en") == f"ModelScope: {standin.url} (cache {tmp_path / 'ms-cache'})"
 
     # what the trainer loads (engine.trainer.model.model_location): the folder, read by transformers offline
     from transformers import AutoConfig, AutoTokenizer
