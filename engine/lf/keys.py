@@ -192,7 +192,7 @@ _NOTED: dict[str, str] = {
     "print_param_status": "lf.noted_print_param_status",
     "cache_dir": "lf.noted_cache_dir",
     "hf_hub_token": "lf.noted_hf_hub_token",
-    "ms_hub_token": "lf.noted_other_hub",
+    "ms_hub_token": "lf.noted_ms_hub_token",
     "om_hub_token": "lf.noted_other_hub",
     "preprocessing_batch_size": "lf.noted_preprocessing_batch_size",
     "data_shared_file_system": "lf.noted_data_shared_file_system",

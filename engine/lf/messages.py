@@ -30,6 +30,8 @@ MESSAGES: dict[str, str] = {
     "lf.noted_cache_dir": "models come from the Hugging Face cache (HF_HOME)",
     "lf.noted_hf_hub_token": "set HF_TOKEN in the environment",
     "lf.noted_other_hub": "Studio downloads from the Hugging Face hub",
+    "lf.noted_ms_hub_token": "ModelScope's client reads its token from MODELSCOPE_API_TOKEN: set it in the "
+    "environment (a token is never written into a spec)",
     "lf.noted_preprocessing_batch_size": "Studio tokenizes in its own batches",
     "lf.noted_data_shared_file_system": "Studio tokenizes once per run",
     "lf.noted_tokens_per_second": "the studio reports tokens/s",

@@ -76,6 +76,7 @@ PASSTHROUGH_ENV = (
     "OPENBLAS_CORETYPE",
     "OPENBLAS_L2_SIZE",
     "HF_TOKEN",
+    "MODELSCOPE_API_TOKEN",  # ModelScope's client reads it (LF's ms_hub_token)
     "WANDB_API_KEY",
     "WANDB_MODE",
 )

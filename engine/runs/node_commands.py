@@ -15,7 +15,8 @@ from pathlib import Path
 from engine.core import workspace
 from engine.spec.schema import RunSpec
 
-SECRET_ENV = ("HF_TOKEN", "WANDB_API_KEY")  # passed to the process, never written to a run folder
+# passed to the process, never written to a run folder
+SECRET_ENV = ("HF_TOKEN", "WANDB_API_KEY", "MODELSCOPE_API_TOKEN")
 
 
 def node_commands(spec: RunSpec, argv: list[str]) -> list[str]:

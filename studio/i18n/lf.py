@@ -19,6 +19,8 @@ LF_ZH: dict[str, str] = {
     "lf.noted_cache_dir": "模型来自 Hugging Face 缓存（HF_HOME）",
     "lf.noted_hf_hub_token": "请在环境变量中设置 HF_TOKEN",
     "lf.noted_other_hub": "Studio 从 Hugging Face Hub 下载",
+    "lf.noted_ms_hub_token": "ModelScope 客户端从 MODELSCOPE_API_TOKEN 读取令牌：请在环境变量中设置"
+    "（令牌不会写入规格文件）",
     "lf.noted_preprocessing_batch_size": "Studio 按自己的批大小分词",
     "lf.noted_data_shared_file_system": "Studio 每个运行只分词一次",
     "lf.noted_tokens_per_second": "Studio 会报告 tokens/s",
