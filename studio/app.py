@@ -134,9 +134,12 @@ def build_app(lang: str = "en") -> gr.Blocks:
             [title, *comps, saved_lang],
             queue=False,
         )
+        # Gradio's own words (upload areas' "Drop File Here", "Click to Upload", ...) follow the page's language too.
+        ctx.lang.change(None, [ctx.lang], None, js=GRADIO_LOCALE_JS, queue=False)
         loaded = app.load(
             lambda code: gr.update(value=code) if code in LANGS else gr.skip(), [saved_lang], [ctx.lang], queue=False
         )
+        loaded.then(None, [ctx.lang], None, js=GRADIO_LOCALE_JS, queue=False)
         # Every list (models, datasets, presets, runs, chat models, merges) is read again on load: the page was
         # built when the studio started. These run after the language is set, so they answer in it.
         for fn, inputs, outputs in ctx.on_load:
@@ -153,6 +156,36 @@ def build_app(lang: str = "en") -> gr.Blocks:
             queue=False,
         )
     return app
+
+
+# Sets the locale of gradio's own front-end strings (its svelte-i18n store) to the page's language: gradio takes the
+# browser's language for them, so a Chinese page in an English browser read "Drop File Here". The store is changed
+# through ``changeLocale``, which gradio's front-end core module exports; the module's file is found among the
+# page's loaded assets (its name carries a build hash). When a gradio version lacks it, nothing happens.
+# A widget takes gradio's words when it is drawn: what the page draws after a switch (a tab or section opened
+# later) is in the new language at once; what was already drawn, from the next load on, when ``GRADIO_LOCALE_HEAD``
+# hands gradio the page's language before it starts.
+GRADIO_LOCALE_JS = """(code) => {
+  const locale = code === 'zh' ? 'zh-CN' : 'en';
+  try { localStorage.setItem('studio-gradio-locale', locale); } catch (e) {}
+  const named = (u) => /\\/assets\\/core-[^/]*\\.js(\\?|$)/.test(u);
+  const urls = [...document.querySelectorAll('link[href], script[src]')].map(e => e.href || e.src);
+  const url = urls.find(named) || performance.getEntriesByType('resource').map(e => e.name).find(named);
+  if (url) import(url).then(m => m.changeLocale && m.changeLocale(locale)).catch(() => {});
+  return [];
+}"""
+# Runs before gradio's scripts: gradio reads the browser's language (navigator.language) when it starts.
+GRADIO_LOCALE_HEAD = """<script>
+(() => {
+  try {
+    const locale = localStorage.getItem('studio-gradio-locale');
+    if (locale) {
+      Object.defineProperty(Navigator.prototype, 'language', { get: () => locale, configurable: true });
+      Object.defineProperty(Navigator.prototype, 'languages', { get: () => [locale], configurable: true });
+    }
+  } catch (e) {}
+})();
+</script>"""
 
 
 def ensure_demo(timeout: float = 300.0) -> str:
@@ -219,6 +252,7 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
         "auth": conf.auth,
         "run_history": False,
         "css_paths": [CSS_PATH],
+        "head": GRADIO_LOCALE_HEAD,
         "theme": gr.themes.Soft(),
         "show_error": True,
         "footer_links": [],

@@ -151,9 +151,11 @@ def status_text(status: dict, lang: str = "en") -> str:
 
 def report_view(results: dict | None, preds: list[dict], column: str | None, show: str, lang: str = "en"):
     """(table rows, charts HTML, best text, side-by-side rows) for the results so far."""
+    words = [t(f"eval_col_{k}", lang) for k in ("prompt", "reference", "base", "tuned")]
     if not results or not results.get("rows"):
-        return {"headers": ["model"], "data": []}, "", "", []
+        return {"headers": [t("eval_col_model", lang)], "data": []}, "", "", {"headers": words, "data": []}
     header, rows = report.table(results)
+    header = [t("eval_col_model", lang), t("eval_col_step", lang), *header[2:]]  # the measures keep their names
     cols = results["columns"]
     column = column if column in cols else next((c for c in ("rouge-l", "bleu-4", "loss") if c in cols), cols[0])
     best = report.best(results, column)
@@ -174,7 +176,7 @@ def report_view(results: dict | None, preds: list[dict], column: str | None, sho
         {"headers": header, "data": rows},
         f'<div id="eval-chart-box" style="display:flex;flex-wrap:wrap;gap:8px">{charts}</div>',
         best_text,
-        sbs,
+        {"headers": words, "data": sbs},
     )
 
 
@@ -331,7 +333,10 @@ def build(ctx: Any) -> None:
         "eval_show",
     )
     sbs = gr.Dataframe(
-        headers=["prompt", "reference", "base", "tuned"], interactive=False, wrap=True, elem_id="eval-sbs"
+        headers=[t(f"eval_col_{k}", lang) for k in ("prompt", "reference", "base", "tuned")],
+        interactive=False,
+        wrap=True,
+        elem_id="eval-sbs",
     )
     job, shown = gr.State(None), gr.State(None)
     timer = gr.Timer(1.0)
@@ -373,8 +378,14 @@ def build(ctx: Any) -> None:
         show_progress="hidden",
         queue=False,
     )
-    for comp in (column, show):
+    for comp in (column, show, ctx.lang):  # the table's and the charts' words follow the page's language too
         comp.change(refresh_view, [shown, column, show, ctx.lang], [status, table, charts, best, sbs], queue=False)
+    ctx.lang.change(
+        lambda lang_: gr.update(choices=[(t(f"eval_show_{s}", lang_), s) for s in SHOW]),
+        [ctx.lang],
+        [show],
+        queue=False,
+    )
     merge_btn.click(merge_best, [shown, column, ctx.lang], [merged])
     from studio.tabs.eval_chat import wire_open_in_chat
 

@@ -322,7 +322,9 @@ def build(ctx: Any) -> None:
                     )
                     lf_save = train_lf.build_save_button(texts, lang)
                 lf_save_out = train_lf.build_save_output(texts, lang)
-                prev_out = gr.Code(label=t("preview_out", lang), language="shell", elem_id="preview-out")
+                prev_out = texts.add(
+                    gr.Code(label=t("preview_out", lang), language="shell", elem_id="preview-out"), "preview_out"
+                )
 
     fields = list(widgets.values())
     flagged = gr.State({"": lang})

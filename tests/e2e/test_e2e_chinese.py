@@ -98,3 +98,37 @@ def test_export_tab_and_pt_lengths_in_chinese(page, shots, fits_width):
     assert not headers or ("状态" in headers and "verification" not in headers), headers
     page.screenshot(path=str(shots / "export-zh.png"), full_page=True)
     assert fits_width(page)
+
+
+def test_gradio_words_and_the_last_english_labels_follow_chinese(page, shots):
+    """Issue 27 item 12: gradio's own words (the upload areas) followed the browser's language, not the page's, and
+    the command box's label and the Evaluate tab's side-by-side choices stayed English after the switch."""
+    _to_chinese(page)
+    page.get_by_text("LLaMA-Factory YAML 导入与导出", exact=True).first.click()
+    upload = _wait_text(page, "#lf-upload", "点击上传")
+    assert "将文件拖放到此处" in upload and "Click to Upload" not in upload and "Drop File Here" not in upload, upload
+    page.locator("button.label-wrap", has_text="预览命令").first.click()
+    assert "命令与生成的配置" in _wait_text(page, "#preview-out", "命令与生成的配置")
+    open_tab(page, "对话")
+    shown = page.locator("#tab-chat").inner_text()
+    assert "Drop Image Here" not in shown and "Click to Upload" not in shown, shown
+    open_tab(page, "评估")
+    choices = _wait_text(page, "#eval-show", "回答不同的行")
+    assert "全部行" in choices and "微调后变差的行" in choices and "answers differ" not in choices, choices
+    page.screenshot(path=str(shots / "gradio-words-zh.png"), full_page=True)
+
+    # after a reload, gradio starts in the page's language: the Chat tab's image area, drawn before any switch
+    page.reload()
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=120_000)
+    open_tab(page, "对话")
+    chat = _wait_text(page, "#tab-chat", "点击上传")
+    assert "Drop Image Here" not in chat and "Click to Upload" not in chat, chat
+
+    # and back: gradio's words in English again in what is drawn next (the Datasets tab's upload)
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="English").click()
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('Start')", timeout=120_000)
+    open_tab(page, "Datasets")
+    shown = _wait_text(page, "#tab-data", "Click to Upload")
+    assert "点击上传" not in shown, shown
