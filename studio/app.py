@@ -133,13 +133,23 @@ def build_app(lang: str = "en") -> gr.Blocks:
             [ctx.lang],
             [title, *comps, saved_lang],
             queue=False,
-        )
+        ).then(None, None, None, js=RELABELLED_JS, queue=False)
         # Gradio's own words (upload areas' "Drop File Here", "Click to Upload", ...) follow the page's language too.
         ctx.lang.change(None, [ctx.lang], None, js=GRADIO_LOCALE_JS, queue=False)
-        loaded = app.load(
-            lambda code: gr.update(value=code) if code in LANGS else gr.skip(), [saved_lang], [ctx.lang], queue=False
+
+        def _load_language(code):
+            """The saved language, with the page's words relabelled in the same answer: the switch's own handler
+            comes last of the dozen a change fires (tens of seconds on a busy machine), the page hidden meanwhile."""
+            if code not in LANGS or code == lang:
+                return [gr.skip()] * (1 + len(comps))
+            ups = ctx.texts.updates(code)
+            ups[comps.index(ctx.lang)] = gr.update(value=code, label=t("lang", code))
+            return [f"## {t('title', code)}", *ups]
+
+        loaded = app.load(_load_language, [saved_lang], [title, *comps], queue=False)
+        loaded.then(None, [ctx.lang], None, js=GRADIO_LOCALE_JS, queue=False).then(
+            None, None, None, js=RELABELLED_JS, queue=False
         )
-        loaded.then(None, [ctx.lang], None, js=GRADIO_LOCALE_JS, queue=False)
         # Every list (models, datasets, presets, runs, chat models, merges) is read again on load: the page was
         # built when the studio started. These run after the language is set, so they answer in it.
         for fn, inputs, outputs in ctx.on_load:
@@ -174,8 +184,17 @@ GRADIO_LOCALE_JS = """(code) => {
   if (url) import(url).then(m => m.changeLocale && m.changeLocale(locale)).catch(() => {});
   return [];
 }"""
-# Runs before gradio's scripts: gradio reads the browser's language (navigator.language) when it starts.
-GRADIO_LOCALE_HEAD = """<script>
+# Runs before gradio's scripts: gradio reads the browser's language (navigator.language) when it starts. The page is
+# built in English; when the chosen language is another, the page stays hidden (a line says it is switching) until
+# the switch has relabelled it (``RELABELLED_JS``), so no English shows for the seconds that takes after a load; 20 s
+# at most, whatever happens.
+GRADIO_LOCALE_HEAD = """<style>
+html.studio-relabel gradio-app, html.studio-relabel .gradio-container { visibility: hidden; }
+html.studio-relabel body::before {
+  content: "正在切换语言…"; position: fixed; top: 40%; left: 0; right: 0; text-align: center; color: #666;
+}
+</style>
+<script>
 (() => {
   try {
     const locale = localStorage.getItem('studio-gradio-locale');
@@ -183,9 +202,14 @@ GRADIO_LOCALE_HEAD = """<script>
       Object.defineProperty(Navigator.prototype, 'language', { get: () => locale, configurable: true });
       Object.defineProperty(Navigator.prototype, 'languages', { get: () => [locale], configurable: true });
     }
+    if (locale && !locale.startsWith('en')) {
+      document.documentElement.classList.add('studio-relabel');
+      setTimeout(() => document.documentElement.classList.remove('studio-relabel'), 20000);
+    }
   } catch (e) {}
 })();
 </script>"""
+RELABELLED_JS = "() => { document.documentElement.classList.remove('studio-relabel'); return []; }"
 
 
 def ensure_demo(timeout: float = 300.0) -> str:
