@@ -99,12 +99,11 @@ class Progress:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def now_done(self) -> int:
-        with self.lock:
-            partial, done = self.partial, self.done
-        try:
-            return done + (partial.stat().st_size if partial is not None else 0)
-        except OSError:
-            return done
+        with self.lock:  # the lock _fetch finishes a file under: never a reading between its move and its count
+            try:
+                return self.done + (self.partial.stat().st_size if self.partial is not None else 0)
+            except OSError:
+                return self.done
 
 
 def _hub_problem(exc: BaseException, target: Target, token: str | None, file: str = "") -> DownloadError:
@@ -263,7 +262,8 @@ def _fetch(target: Target, storage: Path, commit: str, f: HubFile, token: str | 
     blobs = storage / "blobs"
     blobs.mkdir(parents=True, exist_ok=True)
     blob = blobs / etag
-    if not (blob.is_file() and blob.stat().st_size == size):
+    fetched = not (blob.is_file() and blob.stat().st_size == size)
+    if fetched:
         partial = blobs / f"{etag}.incomplete"
         if partial.exists() and partial.stat().st_size > size:
             partial.unlink()  # not a prefix of this file
@@ -287,10 +287,13 @@ def _fetch(target: Target, storage: Path, commit: str, f: HubFile, token: str | 
                     except Exception as exc:  # noqa: BLE001
                         raise _hub_problem(exc, target, token, file=f.path) from None
             _verify(partial, f, target)
+        except BaseException:
+            prog.partial = None  # one assignment: the reader sees the file or nothing
+            raise
+    with prog.lock:  # moved into place and counted in one step: Progress.now_done never reads between the two
+        if fetched:
             os.replace(partial, blob)
-        finally:
-            with prog.lock:
-                prog.partial = None
+        prog.partial, prog.done = None, prog.done + f.size
     _link(storage, commit, f.path, blob)
     return size
 
@@ -387,9 +390,7 @@ def download(target: Target, *, events_path: str | Path | None = None, echo: boo
             prog.i, prog.file = i, f.path
             if f not in missing:
                 continue
-            _fetch(target, storage, commit, f, token, prog)
-            with prog.lock:
-                prog.done += f.size
+            _fetch(target, storage, commit, f, token, prog)  # counts the file in prog.done
         _write_ref(storage, target, commit)
     finally:
         reporter.stop.set()
