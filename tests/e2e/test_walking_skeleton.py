@@ -70,10 +70,17 @@ def test_train_watch_merge(page, shots, fits_width):
     # A second tab (or a reload) re-attaches: it reads the run folder from offset 0 and draws the same curve.
     other = page.context.new_page()
     other.goto(page.url)
-    other.wait_for_selector("#run-picker input", timeout=60_000)
+    # typed once the page's load handlers have run: the last of them picks the newest run, which on a server shared
+    # with other tests may be another one (it replaced the typed id, and a run without a loss curve was shown)
+    other.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
+    other.wait_for_function("document.querySelector('#run-picker input').value.length > 0", timeout=90_000)
     other.fill("#run-picker input", run_id)
     other.keyboard.press("Enter")
-    other.wait_for_function("document.querySelector('#run-status').innerText.includes('completed')", timeout=90_000)
+    other.wait_for_function(
+        f"(() => {{ const s = document.querySelector('#run-status').innerText;"
+        f" return s.includes('{run_id}') && s.includes('completed'); }})()",
+        timeout=90_000,
+    )
     assert _wait_loss_points(other, 2) >= 2
     other.close()
 
