@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.core import events as ev
-from engine.core.messages import Message, to_json
+from engine.core.messages import to_json
 from engine.models.hub_cache import (
     HUB_TIMEOUT_S,
     DownloadError,
@@ -54,6 +54,7 @@ from engine.models.hub_cache import (
     storage_folder,
 )
 from engine.models.messages import message
+from engine.models.worker_end import failed, finished
 
 DISK_RESERVE = 64 << 20  # left free after a download, for the cache's own bookkeeping and the run's logs
 
@@ -448,22 +449,13 @@ def main(argv: list[str] | None = None) -> int:
         label = target.label if target else args.repo
         kept = _partial_bytes(target) if target else 0
         msg = message("models.download_cancelled", name=label, done=human(kept))
-        _failed(events_path, "cancelled", msg, label, terminal=False)
+        failed(events_path, "cancelled", msg, label, terminal=False)
         return 130 if str(exc) == "SIGINT" else 143
     except DownloadError as exc:
         msg = exc.args[0]
-        _failed(events_path, exc.cause, msg, target.label if target else args.repo, terminal=bool(then))
+        failed(events_path, exc.cause, msg, target.label if target else args.repo, terminal=bool(then))
         return 2 if exc.cause == "input" else 1
-    if events_path is not None:
-        ev.append_event(events_path, "download_finished", None, **result)
-    print(f"[download] {result['summary']}", flush=True)
-    if then:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execvpe(then[0], then, os.environ)  # the run's process becomes its trainer: same pid, group, marker
-    return 0
+    return finished(events_path, result, then)
 
 
 def _partial_bytes(target: Target) -> int:
@@ -471,16 +463,6 @@ def _partial_bytes(target: Target) -> int:
         return sum(p.stat().st_size for p in (storage_folder(target) / "blobs").glob("*.incomplete"))
     except OSError:
         return 0
-
-
-def _failed(events_path: Path | None, cause: str, msg: Message, label: str, *, terminal: bool) -> None:
-    print(f"[download] {msg}", file=sys.stderr, flush=True)
-    if events_path is None:
-        return
-    error = {"error": str(msg), "error_msg": to_json(msg)}
-    ev.append_event(events_path, "download_failed", None, repo=label, cause=cause, **error)
-    if terminal:  # the first phase of a training run: the run failed, and says why
-        ev.append_event(events_path, "failed", None, cause="download", **error)
 
 
 def describe_event(event: dict) -> str:

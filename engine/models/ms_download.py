@@ -16,17 +16,16 @@ Light: stdlib; the ``modelscope`` client is imported inside the functions (it ne
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from pathlib import Path
 
-from engine.core import events as ev
 from engine.core.messages import to_json
 from engine.models import ms_models
-from engine.models.download import Cancelled, Progress, _check_space, _failed, _raise_cancelled, _Reporter
+from engine.models.download import Cancelled, Progress, _check_space, _raise_cancelled, _Reporter
 from engine.models.hub_cache import DownloadError, Target, human
 from engine.models.messages import message
+from engine.models.worker_end import failed, finished
 
 
 def _target(repo_id: str, revision: str | None) -> Target:
@@ -159,21 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         folder = ms_models.cached_folder(args.repo, args.revision)
         kept = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder is not None else 0
         msg = message("models.download_cancelled", name=label, done=human(kept))
-        _failed(events_path, "cancelled", msg, label, terminal=False)
+        failed(events_path, "cancelled", msg, label, terminal=False)
         return 130 if str(exc) == "SIGINT" else 143
     except DownloadError as exc:
-        _failed(events_path, exc.cause, exc.args[0], label, terminal=bool(then))
+        failed(events_path, exc.cause, exc.args[0], label, terminal=bool(then))
         return 2 if exc.cause == "input" else 1
-    if events_path is not None:
-        ev.append_event(events_path, "download_finished", None, **result)
-    print(f"[download] {result['summary']}", flush=True)
-    if then:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execvpe(then[0], then, os.environ)  # the run's process becomes its trainer: same pid, group, marker
-    return 0
+    return finished(events_path, result, then)
 
 
 if __name__ == "__main__":
