@@ -204,13 +204,7 @@ class HubStandin:
                 expand = _expand(urllib.parse.parse_qs(self.path.partition("?")[2]))
                 if expand and kind == "models":  # the hub answers just the fields asked for
                     info = standin.listing(repo, expand)
-                payload = json.dumps(info).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if body:
-                    self.wfile.write(payload)
+                self._send_json(200, info, body)
 
             def _list(self, query: dict[str, list[str]], body: bool) -> None:
                 """``GET /api/models``: the search (``HfApi.list_models``), one page."""
@@ -228,13 +222,7 @@ class HubStandin:
                 card = (query.get("cardData") or [""])[0].lower() in ("true", "1")
                 expand = _expand(query)
                 items = [standin.listing(r, expand, full=full, card=card) for r in names[:limit]]
-                payload = json.dumps(items).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if body:
-                    self.wfile.write(payload)
+                self._send_json(200, items, body)
 
             def _tree(self, kind: str, repo: str, rev: str, body: bool) -> None:
                 """The repo's files, recursively, in one page (what ``snapshot_download`` lists)."""
@@ -252,13 +240,7 @@ class HubStandin:
                         entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
                     entries.append(entry)
                 entries += [{"type": "directory", "oid": "0" * 40, "size": 0, "path": f} for f in sorted(folders)]
-                payload = json.dumps(entries).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if body:
-                    self.wfile.write(payload)
+                self._send_json(200, entries, body)
 
             def _error(self, status: int, code: str, text: str, body: bool) -> None:
                 payload = json.dumps({"error": text}).encode()
@@ -271,13 +253,15 @@ class HubStandin:
                 if body:
                     self.wfile.write(payload)
 
-            def _send_json(self, status: int, obj) -> None:
+            def _send_json(self, status: int, obj, body: bool = True) -> None:
+                """``obj`` as JSON; headers only when ``body`` is false (a HEAD request)."""
                 payload = json.dumps(obj).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                if body:
+                    self.wfile.write(payload)
 
             def do_POST(self) -> None:  # noqa: N802
                 standin.requests.append((self.command, self.path))
