@@ -25,7 +25,7 @@ gradio_setup.install()
 
 import gradio as gr  # noqa: E402
 
-from studio import backend  # noqa: E402
+from studio import backend, fan_in  # noqa: E402
 from studio import settings as settings_mod  # noqa: E402
 from studio.i18n.page import LANGS, STRINGS, Texts, t  # noqa: E402
 
@@ -44,7 +44,11 @@ class Ctx:
     start_btn: Any = None
     timer: Any = None
     tab: Any = None  # the tab being built (tabs refresh their pickers on select)
-    on_load: list = field(default_factory=list)
+    on_load: list = field(default_factory=list)  # (fn, inputs, outputs) answered when the page (re)loads
+    # (fn, inputs, outputs) answered when the language changes, all in one request (studio/fan_in.py); after_lang's
+    # once those answers are drawn
+    on_lang: list = field(default_factory=list)
+    after_lang: list = field(default_factory=list)
     tabs: Any = None  # the page's tabs (a handler may switch to one: the Evaluate tab opens a row in Chat)
     shared: dict = field(default_factory=dict)  # components a tab offers later tabs (chat -> eval)
 
@@ -128,18 +132,22 @@ def build_app(lang: str = "en") -> gr.Blocks:
         # The language the user chose is kept in the browser (localStorage; not a secret, so a fixed key: it
         # survives a restart of the studio too) and set first on load; the switch relabels the page as usual.
         saved_lang = gr.BrowserState(lang, storage_key="studio-lang", secret="studio-lang")
-        ctx.lang.change(
-            lambda code: [f"## {t('title', code)}", *ctx.texts.updates(code), code],
-            [ctx.lang],
-            [title, *comps, saved_lang],
-            queue=False,
-        ).then(None, None, None, js=RELABELLED_JS, queue=False)
+        # Every tab's words, tables, charts and choices in the new language, in one answer (fan_in: gradio runs
+        # one event's listeners one after another, a round trip and a redraw each)
+        relabel = (lambda code: [f"## {t('title', code)}", *ctx.texts.updates(code), code], [ctx.lang])
+        choices = (lambda lang_: gr.update(choices=ctx.run_choices(lang_)), [ctx.lang], [ctx.run_picker])
+        fn, inputs, outputs = fan_in.combine([(*relabel, [title, *comps, saved_lang]), *ctx.on_lang, choices])
+        quiet = {"queue": False, "show_progress": "hidden"}
+        switched = ctx.lang.change(fn, inputs, outputs, **quiet, trigger_mode="always_last")
+        if ctx.after_lang:
+            switched = switched.then(*fan_in.combine(ctx.after_lang), **quiet)
+        switched.then(None, None, None, js=RELABELLED_JS, queue=False)
         # Gradio's own words (upload areas' "Drop File Here", "Click to Upload", ...) follow the page's language too.
         ctx.lang.change(None, [ctx.lang], None, js=GRADIO_LOCALE_JS, queue=False)
 
         def _load_language(code):
-            """The saved language, with the page's words relabelled in the same answer: the switch's own handler
-            comes last of the dozen a change fires (tens of seconds on a busy machine), the page hidden meanwhile."""
+            """The saved language, with the page's words relabelled in the same answer (the switch's handler would
+            come after the load's own and a redraw more), the page hidden meanwhile."""
             if code not in LANGS or code == lang:
                 return [gr.skip()] * (1 + len(comps))
             ups = ctx.texts.updates(code)
@@ -150,21 +158,14 @@ def build_app(lang: str = "en") -> gr.Blocks:
         loaded.then(None, [ctx.lang], None, js=GRADIO_LOCALE_JS, queue=False).then(
             None, None, None, js=RELABELLED_JS, queue=False
         )
-        # Every list (models, datasets, presets, runs, chat models, merges) is read again on load: the page was
-        # built when the studio started. These run after the language is set, so they answer in it.
-        for fn, inputs, outputs in ctx.on_load:
-            loaded.then(fn, inputs, outputs, queue=False)
+        # Every list (models, datasets, presets, runs, chat models, merges) is read again on load, in one answer:
+        # the page was built when the studio started. These run after the language is set, so they answer in it.
         # A reload or a second tab re-attaches to the run that is going on (or the newest), and opening the picker
         # lists runs started meanwhile by the CLI or another tab.
-        loaded.then(lambda lang_: ctx.refresh_run_picker(None, lang_), [ctx.lang], [ctx.run_picker], queue=False)
+        attach = (lambda lang_: ctx.refresh_run_picker(None, lang_), [ctx.lang], [ctx.run_picker])
+        loaded.then(*fan_in.combine([*ctx.on_load, attach]), **quiet)
         # Choices only: setting the value here would race with what the user is typing.
-        gr.on(
-            [ctx.run_picker.focus, ctx.lang.change],
-            lambda lang_: gr.update(choices=ctx.run_choices(lang_)),
-            [ctx.lang],
-            [ctx.run_picker],
-            queue=False,
-        )
+        ctx.run_picker.focus(*choices, queue=False)
     return app
 
 

@@ -413,13 +413,14 @@ def build(ctx: Any) -> None:
     )
     stamp.change(show, [view], [view, *outs], show_progress="hidden", queue=False, api_name="show")
     gr.on(
-        [axis.change, smoothing.release, log_scale.change, ctx.lang.change],
+        [axis.change, smoothing.release, log_scale.change],
         redraw,
         [view, axis, smoothing, log_scale, ctx.lang],
         [view, *outs],
         show_progress="hidden",
         queue=False,
     )
+    ctx.on_lang.append((redraw, [view, axis, smoothing, log_scale, ctx.lang], [view, *outs]))
     log.change(None, [log], None, js=SCROLL_JS)
-    ctx.lang.change(lambda lang_: gr.update(choices=axis_choices(lang_)), [ctx.lang], [axis], queue=False)
+    ctx.on_lang.append((lambda lang_: gr.update(choices=axis_choices(lang_)), [ctx.lang], [axis]))
     ctx.timer = timer

@@ -298,11 +298,12 @@ def build(ctx: Any) -> None:
 
     # Drawn again in the page's language when it switches (the note and the chart's words are this handler's).
     gr.on(
-        [pick.change, ctx.tab.select, ctx.lang.change],
+        [pick.change, ctx.tab.select],
         _show,
-        [pick, model, template, cutoff, packing, stage, max_px, min_px, ctx.lang],
+        shown_from := [pick, model, template, cutoff, packing, stage, max_px, min_px, ctx.lang],
         [rows, sample, hist, hist_note, rows_md],
     )
+    ctx.on_lang.append((_show, shown_from, [rows, sample, hist, hist_note, rows_md]))
     editing = gr.State("")  # the registered dataset whose mapping the left column shows (Register replaces it)
 
     def _edit(name):

@@ -378,14 +378,16 @@ def build(ctx: Any) -> None:
         show_progress="hidden",
         queue=False,
     )
-    for comp in (column, show, ctx.lang):  # the table's and the charts' words follow the page's language too
-        comp.change(refresh_view, [shown, column, show, ctx.lang], [status, table, charts, best, sbs], queue=False)
-    ctx.lang.change(
-        lambda lang_: gr.update(choices=[(t(f"eval_show_{s}", lang_), s) for s in SHOW]),
-        [ctx.lang],
-        [show],
-        queue=False,
-    )
+    view_in, view_out = [shown, column, show, ctx.lang], [status, table, charts, best, sbs]
+
+    def show_choices(lang_):
+        return gr.update(choices=[(t(f"eval_show_{s}", lang_), s) for s in SHOW])
+
+    for comp in (column, show):
+        comp.change(refresh_view, view_in, view_out, queue=False)
+    # the table's and the charts' words follow the page's language too
+    ctx.on_lang.append((refresh_view, view_in, view_out))
+    ctx.on_lang.append((show_choices, [ctx.lang], [show]))
     merge_btn.click(merge_best, [shown, column, ctx.lang], [merged])
     from studio.tabs.eval_chat import wire_open_in_chat
 

@@ -283,7 +283,7 @@ def build(ctx: Any) -> None:
         shown = estimate(source_, out_, dtype_, device_, lang_)
         return gr.update(choices=dtype_choices(lang_)), shown, recent(lang=lang_)
 
-    ctx.lang.change(_relabel, [ctx.lang, source, out_dir, dtype, device], [dtype, needs, recent_md], queue=False)
+    ctx.on_lang.append((_relabel, [ctx.lang, source, out_dir, dtype, device], [dtype, needs, recent_md]))
     from studio.tabs import export_formats  # GGUF / bitsandbytes exports, push and serve of the same source
 
     export_formats.build(ctx, source, lambda s: _run_folder(s) or inside_workspace(s))

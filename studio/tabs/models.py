@@ -110,6 +110,6 @@ def build(ctx: Any) -> None:
     timer.tick(downloads_text, [ctx.lang], [progress], queue=False)
     ctx.tab.select(models_frame, [ctx.lang], [table])
     ctx.tab.select(hub_text, [ctx.lang], [hub])
-    ctx.lang.change(hub_text, [ctx.lang], [hub])
+    ctx.on_lang.append((hub_text, [ctx.lang], [hub]))
     ctx.tab.select(modelscope_text, [ctx.lang], [ms_hub])
-    ctx.lang.change(modelscope_text, [ctx.lang], [ms_hub])
+    ctx.on_lang.append((modelscope_text, [ctx.lang], [ms_hub]))

@@ -400,7 +400,8 @@ def build(ctx: Any) -> None:
         )
 
     lang_in, after = [ctx.lang, one, chosen], [history, chosen, one, notice]
-    gr.on([refresh.click, ctx.tab.select, ctx.lang.change], _refresh, lang_in, after)
+    gr.on([refresh.click, ctx.tab.select], _refresh, lang_in, after)
+    ctx.on_lang.append((_refresh, lang_in, after))
     ctx.on_load.append((_refresh, lang_in, after))
 
     drawn = gr.State({})
@@ -425,12 +426,15 @@ def build(ctx: Any) -> None:
     # go out once the plot holds their curves: a changed map or range draws the plot anew with the value it holds
     # (see monitor.color_map and dashboard.lagged_colors).
     gr.on(
-        [chosen.change, figure.input, ctx.lang.change],
+        [chosen.change, figure.input],
         _compare,
         [chosen, figure, ctx.lang],
         [curves, diff, drawn, figure],
     ).then(lambda after: gr.update(**after), [drawn], [curves])
-    gr.on([one.change, ctx.lang.change, refresh.click], details, [one, ctx.lang], [tb])
+    ctx.on_lang.append((_compare, [chosen, figure, ctx.lang], [curves, diff, drawn, figure]))
+    ctx.after_lang.append((lambda after: gr.update(**after), [drawn], [curves]))
+    gr.on([one.change, refresh.click], details, [one, ctx.lang], [tb])
+    ctx.on_lang.append((details, [one, ctx.lang], [tb]))
     resume_btn.click(lambda r, l_: act("resume", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)
     stop_btn.click(lambda r, l_: act("stop", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after).then(
         details, [one, ctx.lang], [tb]

@@ -333,14 +333,13 @@ def build(ctx: Any) -> None:
 
     validate_outputs = [*fields, problems, start, flagged]
     gr.on(
-        [w.change for w in fields] + [ctx.lang.change],
+        [w.change for w in fields],
         validate_form,
         inputs=[*fields, flagged, ctx.lang],
         outputs=validate_outputs,
         show_progress="hidden",
         queue=False,
     )
-    ctx.on_load.append((validate_form, [*fields, flagged, ctx.lang], validate_outputs))
 
     confirm = gr.State("")  # the fingerprint of a spec whose identical run was reported: the next Start confirms
 
@@ -391,7 +390,7 @@ def build(ctx: Any) -> None:
     model_box, data_box = widgets["model.name_or_path"], widgets["data.datasets"]
     model_box.focus(lambda: gr.update(choices=model_choices()), None, [model_box], queue=False)
     data_box.focus(lambda: gr.update(choices=backend.registered_datasets()), None, [data_box], queue=False)
-    train_model_search.wire(finder, model_box, ctx.lang)
+    train_model_search.wire(finder, model_box, ctx)
     preset_pick.focus(lambda: gr.update(choices=list_presets()), None, [preset_pick], queue=False)
 
     def _lists():
@@ -421,7 +420,6 @@ def build(ctx: Any) -> None:
             est_gpu.change,
             est_price.change,
             plan_acc.expand,
-            ctx.lang.change,
             *(widgets[p].change for p in _PLAN_PATHS + _ESTIMATE_PATHS if p in widgets),
         ],
         _plan,
@@ -432,7 +430,8 @@ def build(ctx: Any) -> None:
         # a price typed right after a GPU was picked never reached the panel on a busy machine)
         trigger_mode="always_last",
     )
-    ctx.on_load.append((_plan, plan_inputs, [plan_out]))
+    for hooks in (ctx.on_load, ctx.on_lang):  # the form's checks and the plan, in the page's language
+        hooks += [(validate_form, [*fields, flagged, ctx.lang], validate_outputs), (_plan, plan_inputs, [plan_out])]
 
     def _fit(*a):
         fitted, msg, shown = fit_and_plan(to_values(a[:-4]), a[-4], a[-1], a[-3], a[-2])
@@ -441,7 +440,7 @@ def build(ctx: Any) -> None:
     fit_btn.click(_fit, plan_inputs, [*fields, fit_msg, plan_out])
     prev_btn.click(lambda *a: preview(to_values(a[:-1]), a[-1]), [*fields, ctx.lang], [prev_out])
     train_lf.wire(lf_widgets, lf_save, lf_save_out, fields, ctx.lang, _apply)
-    train_rewards.wire(rt_widgets, fields, ctx.lang, to_values)
+    train_rewards.wire(rt_widgets, fields, ctx, to_values)
     save_btn.click(
         lambda name, lang_, *a: (save_preset(name, to_values(a), lang_), gr.update(choices=list_presets())),
         [preset_name, ctx.lang, *fields],

@@ -104,18 +104,18 @@ def build(texts: Any, lang: str) -> dict[str, Any]:
     return {"query": query, "go": go, "note": note, "table": table, "found": gr.State(None)}
 
 
-def wire(widgets: dict[str, Any], model_box: Any, lang: Any) -> None:
+def wire(widgets: dict[str, Any], model_box: Any, ctx: Any) -> None:
     """Enter or the button searches; a click on a row puts its id in the Model field (whose change the plan panel
     and the template hint follow)."""
     outputs = [widgets["note"], widgets["table"]]
     gr.on(
         [widgets["go"].click, widgets["query"].submit],
         find,
-        [widgets["query"], lang],
+        [widgets["query"], ctx.lang],
         [*outputs, widgets["found"]],
         trigger_mode="always_last",
     )
-    lang.change(shown, [widgets["found"], lang], outputs, show_progress="hidden", queue=False)  # rows in its words
+    ctx.on_lang.append((shown, [widgets["found"], ctx.lang], outputs))  # the rows in the page's words
 
     widgets["table"].select(_pick, None, [model_box], queue=False)
 

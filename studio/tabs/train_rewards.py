@@ -93,12 +93,13 @@ def render(result: dict, lang: str = "en") -> tuple[str, pd.DataFrame | None]:
     return "\n".join(lines), pd.DataFrame(data, columns=cols)
 
 
-def wire(widgets: dict, fields: list, lang_state: Any, to_values) -> None:
+def wire(widgets: dict, fields: list, ctx: Any, to_values) -> None:
     """The button runs the dry run of the form as it is now; the source's choices follow the page's language."""
     import gradio as gr
 
     n = len(fields)
-    lang_state.change(lambda lang: gr.update(choices=source_choices(lang)), [lang_state], [widgets["source"]])
+    lang_state = ctx.lang
+    ctx.on_lang.append((lambda lang: gr.update(choices=source_choices(lang)), [lang_state], [widgets["source"]]))
 
     def run(*args):
         summary, frame = try_form(to_values(args[:n]), args[n], args[n + 1], args[n + 2])
