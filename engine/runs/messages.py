@@ -44,6 +44,8 @@ MESSAGES: dict[str, str] = {
     "runs.not_queued": "run {id} is {status}, not queued (use `studio runs stop`)",
     # why a run ended, written by the runner into events.jsonl and by the registry into its reason column
     "runs.user_stop_early": "stopped by the user (process ended before it reported; {how})",
+    "runs.user_stop_kept": "stopped by the user after step {step} (process ended before it reported; {how}); "
+    "its last checkpoint on disk is {checkpoint}",
     # the trainer's own stopped event: Stop was pressed, it finished the step and saved (or could not save)
     "runs.user_stop_saved": "by the user at step {step}; checkpoint saved at {checkpoint}",
     "runs.user_stop_unsaved": "by the user at step {step}; no checkpoint was saved",

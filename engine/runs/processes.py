@@ -8,6 +8,7 @@ Light: stdlib, psutil.
 from __future__ import annotations
 
 import os
+import signal
 from typing import TYPE_CHECKING
 
 import psutil
@@ -49,6 +50,36 @@ def signal_all(procs: list[psutil.Process], sig: int, pgid: int | None = None) -
             proc.send_signal(sig)
         except psutil.Error:
             pass
+
+
+def is_rank(proc: psutil.Process) -> bool:
+    """Whether ``proc`` runs one of the engine's trainer entries (``python [-u ...] -m engine.trainer.<job>``): a
+    rank, not the launcher above it (accelerate's, torch's elastic agent, DeepSpeed's) nor a data-loader worker."""
+    try:
+        args = proc.cmdline()
+    except (psutil.Error, OSError):
+        return False
+    rest = iter(args[1:])
+    for arg in rest:
+        if arg == "-m":
+            return next(rest, "").startswith("engine.trainer.")
+        if arg in ("-X", "-W"):  # interpreter options with a value
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return False
+    return False
+
+
+def ask_to_stop(procs: list[psutil.Process], pgid: int | None = None) -> None:
+    """SIGTERM, the trainer's "save a checkpoint and stop", to the run's ranks only when it has any: a launcher
+    answers SIGTERM by killing its ranks a few seconds later (accelerate's simple launcher after 5 s, torch's
+    elastic agent after 30 s), before a checkpoint of any size is saved, and ends by itself once they have. A run
+    without ranks (a command that is not a trainer entry): every process and the group, as ``signal_all``."""
+    ranks = [p for p in procs if is_rank(p)]
+    if ranks:
+        signal_all(ranks, signal.SIGTERM)
+    else:
+        signal_all(procs, signal.SIGTERM, pgid)
 
 
 def _pgid_of(proc: psutil.Process) -> int | None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from engine.core import events, workspace
 from engine.core.messages import to_json
-from engine.runs import health, metrics, scheduler, store
+from engine.runs import checkpoints, health, metrics, scheduler, store
 from engine.runs import registry as runs
 from engine.runs.messages import message as run_message
 
@@ -223,7 +223,11 @@ def supervise(rdir: Path, launch: dict) -> int:
         _say(f"registry update failed: {exc}")
 
     def forward(signum, _frame):  # someone stopped the wrapper: stop the run the same way
-        scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signum, proc.pid)
+        procs = scheduler.run_processes(run_id, {os.getpid()})
+        if signum == signal.SIGTERM:
+            scheduler.ask_to_stop(procs, proc.pid)
+        else:
+            scheduler.signal_all(procs, signum, proc.pid)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
@@ -275,7 +279,7 @@ def _sentinel(rdir: Path, run_id: str, pgid: int):
         return None
 
     def stop_run() -> None:  # a rule set to stop: like the user's Stop, from here (SIGTERM, SIGKILL after the grace)
-        scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signal.SIGTERM, pgid)
+        scheduler.ask_to_stop(scheduler.run_processes(run_id, {os.getpid()}), pgid)
         deadline = time.time() + scheduler.stop_grace_s()
         while time.time() < deadline and scheduler.run_processes(run_id, {os.getpid()}):
             time.sleep(0.5)
@@ -303,9 +307,8 @@ def _end_stragglers(run_id: str, pgid: int) -> None:
     left = scheduler.run_processes(run_id, {os.getpid()})
     if left:
         _say(f"launcher exited; ending {len(left)} remaining process(es) of the run")
-        scheduler.signal_all(left, signal.SIGTERM, pgid)
-        # accelerate's launcher dies on SIGTERM at once while the trainer under it is still saving its checkpoint:
-        # give it the same grace as a user's stop before ending it.
+        scheduler.ask_to_stop(left, pgid)
+        # a rank may still be saving its checkpoint: give it the same grace as a user's stop before ending it.
         deadline = time.time() + scheduler.stop_grace_s()
         while time.time() < deadline and scheduler.run_processes(run_id, {os.getpid()}):
             _reap()
@@ -313,6 +316,21 @@ def _end_stragglers(run_id: str, pgid: int) -> None:
         scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signal.SIGKILL, pgid)
         time.sleep(0.2)
     _reap()
+
+
+def _last_reported(ev_path: Path) -> tuple[int | None, str | None]:
+    """(the last step the trainer reported, its newest checkpoint that is whole on disk) from its events: what a
+    stopped run that could not say so itself leaves to resume from."""
+    step, kept = None, None
+    for ev in reversed(events.read_all(ev_path)):
+        if step is None and ev.get("step") is not None and ev["type"] in ("log", "eval", "checkpoint"):
+            step = ev["step"]
+        path = (ev.get("payload") or {}).get("path")
+        if kept is None and ev["type"] == "checkpoint" and path and checkpoints.complete(path):
+            kept = str(path)
+        if step is not None and kept is not None:
+            break
+    return step, kept
 
 
 def _finish(rdir: Path, run_id: str, rc: int, sig: str | None, *, disk_full: bool = False, sentinel=None) -> int:
@@ -335,9 +353,14 @@ def _finish(rdir: Path, run_id: str, rc: int, sig: str | None, *, disk_full: boo
             ev = {"reason": reason, "reason_msg": to_json(reason), "checkpoint": None, "health_rule": rule}
             problem = _write_or_cause(rdir, lambda: events.append_event(ev_path, "stopped", None, **ev))
         elif stop_requested is not None:
-            reason = run_message("runs.user_stop_early", how=how)
-            ev = {"reason": reason, "reason_msg": to_json(reason), "checkpoint": None}
-            problem = _write_or_cause(rdir, lambda: events.append_event(ev_path, "stopped", None, **ev))
+            step, kept = _last_reported(ev_path)
+            reason = (
+                run_message("runs.user_stop_kept", step=step, how=how, checkpoint=kept)
+                if kept
+                else run_message("runs.user_stop_early", how=how)
+            )
+            ev = {"reason": reason, "reason_msg": to_json(reason), "checkpoint": kept}
+            problem = _write_or_cause(rdir, lambda: events.append_event(ev_path, "stopped", step, **ev))
         else:
             # accelerate reports a rank killed under it (the OOM killer, kill -9) only in its log
             m = re.search(r"died with <Signals\.(\w+): \d+>", tail)

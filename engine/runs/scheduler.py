@@ -28,6 +28,7 @@ import psutil
 from engine.core import workspace
 from engine.runs import outputs, store
 from engine.runs.messages import message as run_message
+from engine.runs.processes import ask_to_stop  # noqa: F401 - used here and by the runner
 from engine.runs.store import MARKER, run_processes, runner_alive, signal_all  # noqa: F401 - used here and by the runner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -304,7 +305,7 @@ def stop_run(run_id: str, grace_s: float | None = None, *, wait: bool = True) ->
     store.update(run_id, stop_requested=now)
     store.note(rec.run_dir, stop_requested=now)
     procs = run_processes(run_id)
-    signal_all(procs, signal.SIGTERM, rec.pgid)
+    ask_to_stop(procs, rec.pgid)
     signal_all(procs, signal.SIGCONT, rec.pgid)
     grace = stop_grace_s() if grace_s is None else grace_s
     if not wait:

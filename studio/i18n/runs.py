@@ -34,6 +34,8 @@ RUNS_ZH: dict[str, str] = {
     "runs.from_scratch": "尚无检查点（从头开始）",
     "runs.not_queued": "运行 {id} 当前状态为 {status}，不在队列中（请用 `studio runs stop`）",
     "runs.user_stop_early": "由用户停止：进程在报告之前已结束；{how}",
+    "runs.user_stop_kept": "由用户在第 {step} 步之后停止（进程在报告之前已结束；{how}）；"
+    "磁盘上最新的检查点为 {checkpoint}",
     "runs.user_stop_saved": "由用户在第 {step} 步停止；检查点已保存到 {checkpoint}",
     "runs.user_stop_unsaved": "由用户在第 {step} 步停止；没有保存检查点",
     "runs.how_signal": "信号 {signal}",

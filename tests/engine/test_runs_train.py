@@ -129,3 +129,54 @@ def test_a_cpu_run_logs_no_warning_a_user_cannot_act_on(home, demo_paths):
         assert noise not in log, noise
     started = next(e for e in events.read_all(rec.events_path) if e["type"] == "run_started")["payload"]
     assert started["gradient_checkpointing"] is True  # still on, under its new name
+
+
+def _ranks_and_launchers(rid: str) -> tuple[list[psutil.Process], list[psutil.Process]]:
+    from engine.runs import processes
+
+    procs = scheduler.run_processes(rid)
+    return [p for p in procs if processes.is_rank(p)], [p for p in procs if not processes.is_rank(p)]
+
+
+def test_stop_reaches_the_trainer_and_the_launcher_ends_after_it(home, demo_paths):
+    """accelerate's launcher answers SIGTERM by killing its trainer 5 s later (psutil.wait_procs(timeout=5), then
+    kill): a checkpoint that takes longer to save was lost and the run read "stopped before it reported". A stop
+    signals the trainer only; the launcher ends once its trainer has, with the trainer's exit code."""
+    rid = runs.submit(demo_spec(demo_paths, 500), name="stop-rank")
+    wait_for(lambda: "log" in types(runs.get(rid)))
+    ranks, launchers = _ranks_and_launchers(rid)
+    cmd = [" ".join(p.cmdline()) for p in launchers]
+    assert len(ranks) == 1 and [c for c in cmd if "accelerate.commands.launch" in c], cmd
+    assert runs.stop(rid, grace_s=120) is True
+    rec = runs.get(rid)
+    assert rec.status == "stopped", rec.reason
+    ended = yaml.safe_load((Path(rec.run_dir) / "exit.json").read_text())
+    assert ended["returncode"] == 0 and ended["signal"] is None, ended  # the launcher was not signalled: 143 before
+    stopped = events.last_event(rec.events_path, ("stopped",))
+    assert stopped["step"] >= 1 and Path(stopped["payload"]["checkpoint"]).is_dir(), stopped  # the trainer's own
+
+
+def test_a_trainer_gone_before_it_reported_its_stop_names_its_last_checkpoint(home, demo_paths):
+    """A stop asked for, and the trainer gone before it could write its stopped event (killed while saving): the
+    runner's stopped event names the last step it reported and its newest whole checkpoint on disk, which the page's
+    Stop message then names (it said "stopped before its first step; no checkpoint was saved")."""
+    from studio.tabs.train import stop_report
+
+    data = demo_spec(demo_paths, 500)
+    data["train"]["save_steps"] = 2
+    rid = runs.submit(data, name="gone")
+    wait_for(lambda: "checkpoint" in types(runs.get(rid)))
+    ranks, _ = _ranks_and_launchers(runs.get(rid).id)
+    runs.store.update(rid, stop_requested=time.time())  # Stop was pressed ...
+    ranks[0].send_signal(signal.SIGKILL)  # ... and the trainer died before it answered
+    rec = wait_for(lambda: (r := runs.get(rid)).status != "running" and r, timeout=60)
+    assert rec.status == "stopped", rec.reason
+    evs = events.read_all(rec.events_path)
+    saved = [e["payload"]["path"] for e in evs if e["type"] == "checkpoint"]
+    logged = [e["step"] for e in evs if e["type"] == "log"]
+    stopped = evs[-1]
+    assert stopped["type"] == "stopped" and stopped["step"] == logged[-1], evs[-3:]
+    assert stopped["payload"]["checkpoint"] == saved[-1] and Path(saved[-1]).is_dir(), (saved, stopped)
+    shown = stop_report(rec)
+    assert f"stopped at step {logged[-1]}" in shown and saved[-1] in shown, shown
+    assert "before its first step" not in shown
