@@ -25,7 +25,7 @@ gradio_setup.install()
 
 import gradio as gr  # noqa: E402
 
-from studio import backend, fan_in  # noqa: E402
+from studio import backend, fan_in, page_speed  # noqa: E402
 from studio import settings as settings_mod  # noqa: E402
 from studio.i18n.page import LANGS, STRINGS, Texts, t  # noqa: E402
 
@@ -277,7 +277,7 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
         "auth": conf.auth,
         "run_history": False,
         "css_paths": [CSS_PATH],
-        "head": GRADIO_LOCALE_HEAD,
+        "head": GRADIO_LOCALE_HEAD + page_speed.head(),
         "theme": gr.themes.Soft(),
         "show_error": True,
         "footer_links": [],

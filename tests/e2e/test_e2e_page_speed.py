@@ -1,0 +1,40 @@
+"""studio/page_speed's patch of gradio's page: in place before gradio builds its component tree, it keeps the page
+from handing every widget's unchanged loading status back to the tree on every event (half a second of the
+browser's CPU per event on this page; bench/page_events.py measures it), and the page still answers: a pasted
+LLaMA-Factory YAML fills the form, the Start button comes back, the language switches."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+CORE_JS = """async () => {
+  const named = (n) => /\\/assets\\/core-[^/]*\\.js/.test(n);
+  const url = performance.getEntriesByType('resource').map(e => e.name).find(named);
+  const m = await import(url);
+  return {quiet: !!m.AppTree.prototype.__studio_quiet, skipped: m.AppTree.studio_skipped || 0};
+}"""
+
+
+def test_unchanged_loading_statuses_are_skipped_and_the_page_still_answers(page, server):
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
+    first = page.evaluate(CORE_JS)
+    assert first["quiet"], first
+    # the dashboard's timers tick on their own: each tick hands back statuses gradio already drew, now skipped
+    page.wait_for_function(
+        f"async () => (await ({CORE_JS})()).skipped > {first['skipped']}", timeout=90_000, polling=500
+    )
+    model = server.home / "models" / "demo-tiny-llama"
+    page.get_by_text("LLaMA-Factory YAML", exact=True).first.click()
+    page.locator("#lf-text textarea").fill(
+        f"model_name_or_path: {model}\nstage: sft\nfinetuning_type: lora\ndataset: demo_alpaca\n"
+        "template: default\ncutoff_len: 96\nlearning_rate: 3.0e-4\nmax_steps: 7\n"
+    )
+    page.click("#lf-import")
+    expect(page.locator("#lf-msg")).to_contain_text("filled from the LLaMA-Factory YAML", timeout=90_000)
+    expect(page.locator("#f-train-max-steps input")).to_have_value("7", timeout=90_000)
+    expect(page.locator("#f-data-cutoff-len input").first).to_have_value("96", timeout=90_000)
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="中文").click()
+    expect(page.locator("#start-btn")).to_contain_text("开始训练", timeout=90_000)
+    expect(page.locator("#f-train-max-steps input")).to_have_value("7")
