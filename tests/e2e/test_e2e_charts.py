@@ -451,7 +451,7 @@ HIST_JS = """() => {
   const ticks = [...svg.querySelectorAll('text.x-tick, text.y-tick')].map(t => t.textContent);
   const legend = [...document.querySelectorAll('#ds-hist .hist-key')].map(k => k.innerText.trim());
   return {cutoff: svg.dataset.cutoff, bars, line: line ? box(line).left + box(line).width / 2 : null, ticks,
-          legend, note: document.querySelector('#ds-hist-note').innerText};
+          legend, note: (document.querySelector('#ds-hist-note')?.innerText ?? '')};
 }"""
 
 

@@ -74,7 +74,7 @@ def test_three_turns_in_both_panes_then_reload_and_unload(page, server, shots, f
     max_new.press("Tab")
     page.click("#chat-load")
     page.wait_for_function(
-        "document.querySelector('#chat-status').innerText.includes('loaded base, tuned')", timeout=180_000
+        "(document.querySelector('#chat-status')?.innerText ?? '').includes('loaded base, tuned')", timeout=180_000
     )
     assert "demo-tiny-llama" in page.inner_text("#chat-status") and run_id in page.inner_text("#chat-status")
 
@@ -100,7 +100,7 @@ def test_three_turns_in_both_panes_then_reload_and_unload(page, server, shots, f
     page.wait_for_selector("#start-btn", timeout=60_000)
     page.get_by_role("tab", name="Chat").click()
     page.wait_for_function(
-        "document.querySelector('#chat-status').innerText.includes('loaded base, tuned')", timeout=90_000
+        "(document.querySelector('#chat-status')?.innerText ?? '').includes('loaded base, tuned')", timeout=90_000
     )
     page.wait_for_function(
         "(id) => document.querySelector('#chat-adapter input').value.includes(id)", arg=run_id, timeout=90_000
@@ -108,5 +108,5 @@ def test_three_turns_in_both_panes_then_reload_and_unload(page, server, shots, f
     assert "demo-tiny-llama" in page.input_value("#chat-model input")
     page.click("#chat-unload")
     page.wait_for_function(
-        "document.querySelector('#chat-status').innerText.includes('unloaded 2 worker(s)')", timeout=90_000
+        "(document.querySelector('#chat-status')?.innerText ?? '').includes('unloaded 2 worker(s)')", timeout=90_000
     )

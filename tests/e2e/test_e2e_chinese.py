@@ -25,9 +25,10 @@ def _to_chinese(page) -> None:
 
 
 def _wait_text(page, selector: str, text: str, timeout: int = 90_000) -> str:
-    page.wait_for_function(
-        f"document.querySelector({json.dumps(selector)}).innerText.includes({json.dumps(text)})", timeout=timeout
-    )
+    """Until the element holds ``text``; an element not drawn yet (a tab's content draws after the tab opens) is
+    waited for too."""
+    found = f"(document.querySelector({json.dumps(selector)}) || {{innerText: ''}})"
+    page.wait_for_function(f"{found}.innerText.includes({json.dumps(text)})", timeout=timeout)
     return page.inner_text(selector)
 
 

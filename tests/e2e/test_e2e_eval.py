@@ -68,7 +68,7 @@ def _start_and_wait(page) -> str:
     before = re.findall(ID_RE, page.inner_text("#eval-status"))
     page.click("#eval-start")
     page.wait_for_function(
-        "([re, before]) => { const s = document.querySelector('#eval-status').innerText;"
+        "([re, before]) => { const s = (document.querySelector('#eval-status')?.innerText ?? '');"
         " return s.includes('finished') && (s.match(new RegExp(re, 'g')) || []).some(x => !before.includes(x)); }",
         arg=[ID_RE, before],
         timeout=600_000,

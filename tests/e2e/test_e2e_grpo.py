@@ -94,7 +94,9 @@ def test_grpo_from_the_form_dry_run_then_rewards_drawn_live(page, server, shots,
     # ---- the dry run: the dataset's own answers, 8 rows, one column per reward
     page.locator("#rewards-try").get_by_text("Try the reward functions (GRPO)").click()
     page.click("#rt-run")
-    page.wait_for_function("document.querySelector('#rt-summary').innerText.includes('has_digit')", timeout=180_000)
+    page.wait_for_function(
+        "(document.querySelector('#rt-summary')?.innerText ?? '').includes('has_digit')", timeout=180_000
+    )
     header, rows = _table(page, "#rt-table", 8)
     assert header == ["dataset", "row", "completion", "math", "has_digit"], header
     answers = json.loads((server.home / "data" / "grpo_arith.json").read_text())[:8]

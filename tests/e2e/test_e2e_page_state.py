@@ -192,7 +192,9 @@ def test_a_new_upload_clears_the_last_registers_words(page, tmp_path):
     other.write_text(good.read_text())
     _upload(page, other)
     _wait_text(page, "#ds-upload-msg", "fresh_two")
-    page.wait_for_function("document.querySelector('#ds-register-msg').innerText.trim() === ''", timeout=60_000)
+    page.wait_for_function(
+        "(document.querySelector('#ds-register-msg')?.innerText ?? '').trim() === ''", timeout=60_000
+    )
     assert _shows_file(page, "fresh_two")
     broken = tmp_path / "broken_three.json"
     broken.write_text("{not json")
@@ -220,7 +222,7 @@ def test_clearing_the_upload_takes_its_words_and_its_file_with_it(page, tmp_path
     page.locator("#ds-upload button[aria-label=Clear]").click()
     page.wait_for_selector("#ds-upload input[type=file]", state="attached", timeout=60_000)
     page.wait_for_function(
-        "document.querySelector('#ds-upload-msg').innerText.trim() === ''"
+        "(document.querySelector('#ds-upload-msg')?.innerText ?? '').trim() === ''"
         " && document.querySelector('#ds-name input').value === ''",
         timeout=60_000,
     )
@@ -288,7 +290,7 @@ def test_a_deleted_run_leaves_no_trace_on_the_page(page, server):
     page.click("#runs-del")
     page.click("#runs-del-confirm")
     _wait_text(page, "#runs-msg", rid)
-    page.wait_for_function(f"!document.querySelector('#runs-tb').innerText.includes({json.dumps(rid)})")
+    page.wait_for_function(f"!(document.querySelector('#runs-tb')?.innerText ?? '').includes({json.dumps(rid)})")
     assert "tensorboard" not in page.inner_text("#runs-tb") and page.input_value("#runs-one input") == ""
     open_tab(page, "Train")
     _wait_text(page, "#run-status", "No run selected")

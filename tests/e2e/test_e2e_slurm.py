@@ -121,7 +121,9 @@ def test_a_cluster_run_from_the_page_runs_completes_and_merges(cluster_page, sho
 
     merged = merge_in_export_tab(page, run_id, timeout=240_000)
     page.wait_for_function(  # the merged model is listed among the recent merges
-        "(path) => document.querySelector('#export-recent').innerText.includes(path)", arg=merged, timeout=90_000
+        "(path) => (document.querySelector('#export-recent')?.innerText ?? '').includes(path)",
+        arg=merged,
+        timeout=90_000,
     )
     assert "verification" in page.inner_text("#export-result")
 

@@ -72,7 +72,7 @@ def test_validation_messages_in_chinese(page, shots):
     rank.press("Tab")
     page.wait_for_selector("#f-method-lora-rank.field-error", timeout=90_000)
     page.wait_for_function(
-        "document.querySelector('#f-method-lora-rank').innerText.includes('应 ≥ 1')", timeout=90_000
+        "(document.querySelector('#f-method-lora-rank')?.innerText ?? '').includes('应 ≥ 1')", timeout=90_000
     )
     assert page.is_disabled("#start-btn")
     problems = page.inner_text("#spec-problems")
@@ -85,9 +85,9 @@ def test_preview_and_plan(page, shots):
     page.get_by_text("Preview command").first.click()
     page.click("#preview-btn")
     page.wait_for_function(
-        "document.querySelector('#preview-out').innerText.includes('engine.trainer.train')", timeout=90_000
+        "(document.querySelector('#preview-out')?.innerText ?? '').includes('engine.trainer.train')", timeout=90_000
     )
-    page.wait_for_function("document.querySelector('#plan-panel').innerText.length > 3", timeout=90_000)
+    page.wait_for_function("(document.querySelector('#plan-panel')?.innerText ?? '').length > 3", timeout=90_000)
     page.screenshot(path=str(shots / "train-preview-plan.png"))
 
 
@@ -97,11 +97,13 @@ def test_datasets_upload_register_and_sample(page, shots, server, fits_width, tm
     src = tmp_path / "my data.jsonl"
     src.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "output": f"{i}"}) for i in range(20)))
     page.set_input_files("#ds-upload input[type=file]", str(src))
-    page.wait_for_function("document.querySelector('#ds-upload-msg').innerText.includes('stored')", timeout=90_000)
+    page.wait_for_function(
+        "(document.querySelector('#ds-upload-msg')?.innerText ?? '').includes('stored')", timeout=90_000
+    )
     page.fill("#ds-name input", "my_upload")
     page.click("#ds-register")
     page.wait_for_function(
-        "document.querySelector('#ds-register-msg').innerText.includes('registered')", timeout=90_000
+        "(document.querySelector('#ds-register-msg')?.innerText ?? '').includes('registered')", timeout=90_000
     )
     assert (server.home / "uploads" / "my_data.jsonl").is_file()
     assert "my_upload" in json.loads((server.home / "data" / "dataset_info.json").read_text())
@@ -128,7 +130,9 @@ def test_runs_doctor_chat_tabs_render(page, server, shots, fits_width):
     page.click("#chat-model input")
     page.get_by_role("option", name="demo-tiny-llava").click()
     page.click("#chat-load")
-    page.wait_for_function("document.querySelector('#chat-status').innerText.includes('loaded')", timeout=180_000)
+    page.wait_for_function(
+        "(document.querySelector('#chat-status')?.innerText ?? '').includes('loaded')", timeout=180_000
+    )
     assert "demo-tiny-llava" in page.inner_text("#chat-status")
     image = sorted((server.home / "data" / "demo_vlm_images").glob("*.png"))[0]
     page.set_input_files("#chat-image input[type=file]", str(image))
@@ -147,7 +151,9 @@ def test_runs_doctor_chat_tabs_render(page, server, shots, fits_width):
     assert page.locator("#chat-image img").count() == 0  # cleared for the next message
     page.screenshot(path=str(shots / "chat.png"))
     page.click("#chat-unload")
-    page.wait_for_function("document.querySelector('#chat-status').innerText.includes('unloaded')", timeout=90_000)
+    page.wait_for_function(
+        "(document.querySelector('#chat-status')?.innerText ?? '').includes('unloaded')", timeout=90_000
+    )
     assert fits_width(page)
 
 

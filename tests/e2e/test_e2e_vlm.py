@@ -109,7 +109,7 @@ def test_vlm_yaml_thumbnails_image_tokens_and_run_curves(page, server, shots, fi
     page.get_by_role("option", name=run_id).first.click()
     page.click("#chat-load")
     page.wait_for_function(  # this run loaded (the status may still tell of workers an earlier test loaded)
-        "(id) => { const s = document.querySelector('#chat-status').innerText;"
+        "(id) => { const s = (document.querySelector('#chat-status')?.innerText ?? '');"
         " return s.includes('loaded base, tuned') && s.includes(id); }",
         arg=run_id,
         timeout=240_000,
@@ -131,4 +131,6 @@ def test_vlm_yaml_thumbnails_image_tokens_and_run_curves(page, server, shots, fi
         assert reply and "⚠" not in page.inner_text(pane), (pane, page.inner_text(pane))
     page.screenshot(path=str(shots / "vlm-chat-both-panes.png"), full_page=True)
     page.click("#chat-unload")
-    page.wait_for_function("document.querySelector('#chat-status').innerText.includes('unloaded')", timeout=90_000)
+    page.wait_for_function(
+        "(document.querySelector('#chat-status')?.innerText ?? '').includes('unloaded')", timeout=90_000
+    )
