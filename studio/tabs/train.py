@@ -1,195 +1,43 @@
-"""Train tab: the generated spec form and its layout, Start (a twin run reported first) and Stop, the command preview
-and the template hint. Its other parts have their own modules: the form's validation (studio.form_validation), the
-plan panel (studio.tabs.train_plan, train_estimate), presets (train_presets), the model picker
-(train_model_search) and the LLaMA-Factory section (train_lf).
+"""Train tab: the generated spec form and its layout, its wiring, the command preview and the template hint. Its
+other parts have their own modules: Start and Stop and what they say (studio.tabs.train_actions), the form's
+validation (studio.form_validation), the plan panel (studio.tabs.train_plan, train_estimate), presets
+(train_presets), the model picker (train_model_search) and the LLaMA-Factory section (train_lf).
 
-Light: gradio, yaml, engine.spec.schema, engine.runs (registry, launch, scheduler), engine.data.templates. Handlers
-are plain functions of widget values so tests call them without a browser.
+Light: gradio, engine.spec.schema, engine.runs.launch, engine.data.templates. Handlers are plain functions of widget
+values so tests call them without a browser.
 """
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from engine.data.templates import suggest_template
 from engine.machine import hardware
-from engine.runs import registry as runs
 from engine.runs.launch import preview_text
-from engine.runs.scheduler import stop_grace_s
 from engine.spec import schema as spec_mod
 from studio import backend, forms
-from studio.form_validation import check, problems_markdown, to_values, validate_form
+from studio.form_validation import check, to_values, validate_form
 from studio.form_validation import colon as _colon
-from studio.form_validation import where as _where
-from studio.i18n.localize import localize_error, localize_problems
+from studio.i18n.localize import localize_problems
 from studio.i18n.page import t
 from studio.tabs import train_estimate, train_lf, train_model_search, train_rewards
+from studio.tabs.train_actions import (  # noqa: F401 - the Train tab's actions, also read from here by tests
+    fingerprint,
+    identical_active_run,
+    queue_position,
+    start_run,
+    stop_begin,
+    stop_finish,
+    stop_now,
+    stop_report,
+    stop_run,
+    texts_of,
+)
 from studio.tabs.train_plan import fit_and_plan, plan_html
 from studio.tabs.train_presets import list_presets, load_preset, save_preset
 
+
 # ----------------------------------------------------------------------------------------------- handlers
-
-
-def fingerprint(spec: spec_mod.RunSpec) -> str:
-    """A short hash of a valid spec: a second Start of the same form state confirms a duplicate run."""
-    import hashlib
-    import json
-
-    text = json.dumps(_comparable(spec_mod.spec_to_dict(spec)), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _comparable(data: dict) -> dict:
-    """A spec as a dict with what submit changes made the same: the model's local folder resolved (submit stores it
-    absolute) and the run name left out (it does not change what is trained)."""
-    import copy
-
-    from engine.models.resolve import looks_local, model_path
-
-    data = copy.deepcopy(data)
-    model = data.get("model") or {}
-    name = str(model.get("name_or_path") or "")
-    if name and looks_local(name):
-        model["name_or_path"] = str(model_path(name).resolve())
-    (data.get("output") or {}).pop("run_name", None)
-    return data
-
-
-def identical_active_run(spec: spec_mod.RunSpec) -> Any:
-    """A queued or running training run (here or a Slurm job) whose spec is this one (a double click, a second
-    tab), or None."""
-    mine = _comparable(spec_mod.spec_to_dict(spec))
-    for rec in runs.list_runs(runs.ACTIVE):
-        if getattr(rec, "kind", "train") not in ("train", "slurm") or not rec.spec:
-            continue
-        try:
-            theirs = spec_mod.spec_to_dict(spec_mod.parse_spec(yaml.safe_load(rec.spec)))
-        except Exception:  # a spec from an older schema: not the same as this one
-            continue
-        if _comparable(theirs) == mine:
-            return rec
-    return None
-
-
-def queue_position(run_id: str) -> int:
-    """1 for the next queued run to start (submission order, as the scheduler takes them)."""
-    queued = sorted(runs.list_runs("queued", refresh_status=False), key=lambda r: (r.created, r.id))
-    ids = [str(r.id) for r in queued]
-    return ids.index(str(run_id)) + 1 if str(run_id) in ids else 0
-
-
-def _status_word(status: str, lang: str) -> str:
-    from studio.i18n.page import STRINGS
-
-    return t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
-
-
-def start_run(values: dict[str, Any], lang: str = "en", confirm: str = "") -> tuple[str, str | None, str]:
-    """Validate and submit; (message, run id or None, the fingerprint a second click confirms or "").
-
-    A queued or running run with this very spec is reported first; the next Start of the same form state
-    (``confirm`` = the fingerprint returned) submits it anyway."""
-    spec, errors, _ = check(values)
-    if spec is None:
-        return problems_markdown(errors, [], lang), None, ""
-    try:
-        fp = fingerprint(spec)
-        if confirm != fp:
-            twin = identical_active_run(spec)
-            if twin is not None:
-                return "⚠ " + t("start_twin", lang, id=twin.id, status=_status_word(twin.status, lang)), None, fp
-        run_id = runs.submit(spec, name=spec.output.run_name or None)
-        status = str(getattr(runs.get(run_id), "status", ""))
-    except spec_mod.SpecError as exc:  # submit's own checks: the output folder, the rows of the data
-        lines = [f"- {_where(p, lang)}{_colon(lang)}{m}" for p, m in localize_problems(exc.problems, lang)]
-        return "\n".join([f"❌ {t('spec_invalid', lang)}", *lines]), None, ""
-    except Exception as exc:  # the registry refuses (queue full, GPUs busy): show its message
-        return f"❌ {localize_error(exc, lang)}", None, ""
-    if status == "queued":
-        return t("queued_run", lang, id=run_id, pos=queue_position(run_id)), str(run_id), ""
-    return t("started", lang, id=run_id), str(run_id), ""
-
-
-def stop_begin(run_id: str | None, lang: str = "en") -> tuple[str, str | None]:
-    """What Stop says at once: (message, the run to stop or None). A run that has ended is not stopped again."""
-    if not run_id:
-        return t("no_run", lang), None
-    try:
-        rec = runs.get(run_id)
-    except Exception as exc:  # an unknown id
-        return f"❌ {localize_error(exc, lang)}", None
-    status = str(getattr(rec, "status", ""))
-    if status == "queued":
-        return t("stopping_queued", lang, id=run_id), str(run_id)
-    if status != "running":
-        return t("stop_ended", lang, id=run_id, status=_status_word(status, lang)), None
-    return t("stopping", lang, id=run_id), str(run_id)
-
-
-def stop_now(run_id: str | None, lang: str = "en") -> tuple[str, str | None]:
-    """Stop's click: ``stop_begin`` and the signals in the click's own request (a second request, sent once the
-    browser has drawn the first answer, reached the trainer 18 s late on a loaded machine: issue 27 item 14)."""
-    msg, target = stop_begin(run_id, lang)
-    if target:
-        runs.stop(target, wait=False)
-    return msg, target
-
-
-def stop_finish(run_id: str | None, lang: str = "en") -> str:
-    """Stop the run and say how it ended: the step it stopped at and where its checkpoint is. The stop itself never
-    holds the page: signals go out at once and a run that does not end within the grace period is killed in the
-    background (engine.runs.scheduler); this waits for the end, at most the grace period and a little more."""
-    if not run_id:
-        return gr_skip()
-    try:
-        if not getattr(runs.get(run_id, refresh_status=False), "stop_requested", None):  # stop_now has signalled it
-            runs.stop(run_id, wait=False)
-        deadline = time.time() + stop_grace_s() + 15.0
-        rec = runs.get(run_id)
-        while str(getattr(rec, "status", "")) in ("running", "queued") and time.time() < deadline:
-            time.sleep(0.5)
-            rec = runs.get(run_id)
-    except Exception as exc:
-        return f"❌ {localize_error(exc, lang)}"
-    if str(getattr(rec, "status", "")) in ("running", "queued"):  # still saving (a busy machine): not "ended"
-        return "⏳ " + t("stop_slow", lang, id=rec.id)
-    return stop_report(rec, lang)
-
-
-def stop_report(rec: Any, lang: str = "en") -> str:
-    """How a stopped (or meanwhile ended) run ended, from its terminal event."""
-    from engine.core import events as events_mod
-
-    status = str(getattr(rec, "status", ""))
-    term = events_mod.last_event(Path(rec.run_dir) / "events.jsonl", events_mod.TERMINAL_TYPES) or {}
-    if status != "stopped" or term.get("type") not in (None, "stopped"):
-        return t("stop_ended", lang, id=rec.id, status=_status_word(status, lang))
-    if term.get("type") is None and not getattr(rec, "started", None):
-        return t("stopped_dequeued", lang, id=rec.id)
-    if term.get("type") is None or term.get("step") is None:  # ended before it reported a step
-        return t("stopped_early", lang, id=rec.id)
-    checkpoint = (term.get("payload") or {}).get("checkpoint")
-    if checkpoint:
-        return "✅ " + t("stopped_saved", lang, id=rec.id, step=term["step"], path=checkpoint)
-    return "⚠ " + t("stopped_unsaved", lang, id=rec.id, step=term["step"])
-
-
-def gr_skip() -> Any:
-    import gradio as gr
-
-    return gr.skip()
-
-
-def stop_run(run_id: str | None, lang: str = "en") -> str:
-    """Stop in one call (tests, scripts): the final report, or why nothing was stopped."""
-    msg, target = stop_begin(run_id, lang)
-    return stop_finish(target, lang) if target else msg
-
-
 def preview(values: dict[str, Any], lang: str = "en") -> str:
     """The exact command(s) and generated configs, as the launcher would write them."""
     spec, errors, _ = check(values)
@@ -343,19 +191,30 @@ def build(ctx: Any) -> None:
 
     confirm = gr.State("")  # the fingerprint of a spec whose identical run was reported: the next Start confirms
 
+    said = gr.State({})  # what Start / Stop said, in every language: a switch shows it in the new one
+
     def _start(*args):
         *field_args, confirm_, lang_ = args
         msg, run_id, pending = start_run(to_values(field_args), lang_, confirm_)
-        if run_id is None:
-            return msg, gr.update(), pending
-        return msg, gr.update(choices=ctx.run_choices(lang_), value=run_id), pending
+        picker = gr.update(choices=ctx.run_choices(lang_), value=run_id) if run_id else gr.update()
+        return msg, picker, pending, texts_of(msg)
 
-    start.click(_start, [*fields, confirm, ctx.lang], [action_msg, ctx.run_picker, confirm])
+    start.click(_start, [*fields, confirm, ctx.lang], [action_msg, ctx.run_picker, confirm, said])
     # Stop answers at once, then waits while the trainer saves its checkpoint and says where it went.
     stopping = gr.State(None)
-    stop.click(stop_now, [ctx.run_picker, ctx.lang], [action_msg, stopping], queue=False).then(
-        stop_finish, [stopping, ctx.lang], [action_msg]
+
+    def _stop(run_id, lang_):  # its signals go out in the click's own request (not queued)
+        msg, target = stop_now(run_id, lang_)
+        return msg, target, texts_of(msg)
+
+    def _stopped(target, lang_):
+        msg = stop_finish(target, lang_)
+        return msg, texts_of(msg)
+
+    stop.click(_stop, [ctx.run_picker, ctx.lang], [action_msg, stopping, said], queue=False).then(
+        _stopped, [stopping, ctx.lang], [action_msg, said]
     ).then(lambda lang_: gr.update(choices=ctx.run_choices(lang_)), [ctx.lang], [ctx.run_picker], queue=False)
+    ctx.on_lang.append((lambda said_, lang_: (said_ or {}).get(lang_, gr.skip()), [said, ctx.lang], [action_msg]))
 
     # The run picker's labels carry each run's status: they follow the runs (checked every few seconds, sent only
     # when a label changed, so an open list is not redrawn for nothing).

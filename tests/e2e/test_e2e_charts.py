@@ -179,6 +179,9 @@ def test_live_loss_chart_draws_every_point_and_resource_charts_say_cpu(page, ser
     assert drawn and sorted(drawn["legend"]) == legend, drawn
     assert all(line["visible"] for line in drawn["lines"]) and len(drawn["lines"]) == 3 + len(marks), drawn
     expect(page.locator("#plot-gpu-mem")).to_contain_text("本运行全部进程的常驻内存 (MiB)", timeout=90_000)
+    # what Start said before the switch is said again in Chinese (issue 27 item 12)
+    expect(page.locator("#action-msg")).to_contain_text(f"已启动运行 {run_id}", timeout=90_000)
+    assert "Started run" not in page.inner_text("#action-msg")
     page.locator("#plot-loss").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "charts-live-loss-zh.png"))
 

@@ -146,6 +146,11 @@ def test_stop_says_where_the_checkpoint_went(page, server, shots):
     page.click("#stop-btn")  # Stop again: the run has ended
     _wait_text(page, "#action-msg", "has already ended")
     page.screenshot(path=str(shots / "train-stop-ended.png"))
+    # what Stop said is said again in the language switched to (issue 27 item 12)
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="中文").click()
+    shown = _wait_text(page, "#action-msg", f"运行 {run_id} 已经结束（已停止）", timeout=120_000)
+    assert "has already ended" not in shown, shown
 
 
 def test_chosen_language_survives_a_reload(page, shots):

@@ -14,7 +14,7 @@ from engine.runs import store
 from engine.spec import schema as spec_mod
 from studio import monitor, monitor_text
 from studio.tabs import runs as runs_tab
-from studio.tabs import train
+from studio.tabs import train, train_actions
 
 SPEC = {"model": {"name_or_path": "Qwen/Qwen2.5-0.5B"}, "data": {"datasets": ["x"]}}
 
@@ -45,7 +45,7 @@ def fake_submit(run_registry, monkeypatch):
     from engine.runs import registry
 
     valid = spec_mod.parse_spec(SPEC)
-    monkeypatch.setattr(train, "check", lambda values: (valid, [], []))
+    monkeypatch.setattr(train_actions, "check", lambda values: (valid, [], []))
     made: list[str] = []
 
     def submit(spec, name=None):
@@ -168,7 +168,7 @@ def test_stop_still_running_at_the_deadline_says_so(run_registry, monkeypatch):
 
     _record(run_registry, "slow", "running", started=time.time())
     monkeypatch.setattr(registry, "stop", lambda run_id, grace_s=None, *, wait=True: False)
-    monkeypatch.setattr(train, "stop_grace_s", lambda: -14.0)  # the wait ends at once
+    monkeypatch.setattr(train_actions, "stop_grace_s", lambda: -14.0)  # the wait ends at once
     msg = train.stop_finish("slow", "en")
     assert msg.startswith("⏳ Run slow is still stopping") and "already ended" not in msg, msg
     assert train.stop_finish("slow", "zh").startswith("⏳ 运行 slow 仍在停止")
