@@ -227,6 +227,37 @@ KNOWN: dict[str, dict] = {
 }
 
 
+# Each model's terms as its model card on the hub states them: the licence (the card's ``license``, or its
+# ``license_name`` where that says "other") and whether the hub gates its files ("manual": Meta reviews each request
+# for Llama; "auto": Google's and Mistral AI's terms are accepted with a click; "no"). The first prefix that starts
+# an id answers.
+TERMS: list[tuple[str, str, str]] = [
+    ("meta-llama/Llama-3.2-", "llama3.2", "manual"),
+    ("meta-llama/Llama-3.3-", "llama3.3", "manual"),
+    ("meta-llama/Llama-3.1-", "llama3.1", "manual"),
+    ("meta-llama/Meta-Llama-3-", "llama3", "manual"),
+    ("Qwen/Qwen2.5-3B", "qwen-research", "no"),
+    ("Qwen/Qwen2.5-72B", "qwen", "no"),
+    ("Qwen/Qwen2.5-VL-3B", "qwen-research", "no"),
+    ("Qwen/Qwen2.5-VL-72B", "qwen", "no"),
+    ("Qwen/Qwen2-VL-72B", "tongyi-qianwen", "no"),
+    ("Qwen/", "apache-2.0", "no"),
+    ("google/gemma-", "gemma", "auto"),
+    ("mistralai/", "apache-2.0", "auto"),
+    ("microsoft/", "mit", "no"),
+    ("deepseek-ai/DeepSeek-R1-Distill-", "mit", "no"),
+    ("llava-hf/llava-1.5-", "llama2", "no"),
+]
+
+
+def terms(repo_id: str) -> tuple[str, str]:
+    """(licence, gating) of a model in the table, ("", "") for an id it does not hold."""
+    name = canonical(repo_id)
+    if name is None:
+        return "", ""
+    return next(((licence, gated) for prefix, licence, gated in TERMS if name.startswith(prefix)), ("", ""))
+
+
 def lookup(repo_id: str) -> dict | None:
     """The table's figures for a hub id (case-insensitive, as the hub matches names), a copy; None when unknown."""
     want = repo_id.strip().lower()

@@ -80,7 +80,7 @@ MESSAGES: dict[str, str] = {
     "models.search_type": "type part of a model id (e.g. qwen 7b) to search the hub, or Studio's table offline",
     "models.search_hub": "{count} models on the hub ({url}) match {query!r}; nothing is downloaded until a run starts",
     "models.search_table": "{count} models of Studio's table of published configs match {query!r}: {why}; licence "
-    "and gating are known only from the hub, the size is the bf16 weights'",
+    "and gating as the models' cards stated them when the table was written, the size is the bf16 weights'",
     "models.search_why_offline": "the hub is not asked (HF_HUB_OFFLINE is set)",
     "models.search_why_unreachable": "the hub ({url}) cannot be reached ({why})",
     "models.search_why_error": "the hub ({url}) answered an error to the search ({error})",

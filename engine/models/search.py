@@ -7,8 +7,8 @@ Hugging Face cache holds the model) and one line saying where they came from:
   show (``expand``: downloads, gated, cardData, safetensors, tags). A typed full id the search did not list is asked
   for by itself (``model_info``), so an exact id is accepted when the hub knows it;
 - Studio's table of published configs (``engine.models.known``) otherwise (``HF_HUB_OFFLINE`` set, or the hub does
-  not answer, or it answered an error): every word of the query must be in the id. The table holds figures only, so
-  licence and gating are unknown there and said so.
+  not answer, or it answered an error): every word of the query must be in the id, with the licence and gating
+  the table records from each model's card.
 
 Nothing is downloaded: the hub's search answers metadata, and picking a row only fills the Model field (the plan
 then reads the model's config as it does for a typed id). The table's parameter counts come from the planner's
@@ -47,8 +47,8 @@ class ModelRow:
     source: str  # HUB | TABLE
     parameters: int | None = None  # None: not known
     size_bytes: int | None = None  # the weights' size: the hub's safetensors counts by dtype, or bf16 for the table
-    licence: str = ""  # "": not known (the table has no licences)
-    gated: str = ""  # "no" | "manual" | "auto"; "": not known (the table)
+    licence: str = ""  # "": not known
+    gated: str = ""  # "no" | "manual" | "auto"; "": not known
     cached: bool = False  # complete in the Hugging Face cache (config and weights)
     downloads: int | None = None
 
@@ -100,7 +100,8 @@ def table_rows(query: str, limit: int = DEFAULT_LIMIT, count: Callable[[dict], i
         if all(w in repo_id.lower() for w in words):
             params = _count(count, repo_id)
             size = params * TABLE_DTYPE_BYTES if params else None
-            rows.append(ModelRow(repo_id, TABLE, params, size, cached=_cached(repo_id)))
+            licence, gated = known.terms(repo_id)
+            rows.append(ModelRow(repo_id, TABLE, params, size, licence, gated, cached=_cached(repo_id)))
     return rows
 
 

@@ -67,7 +67,7 @@ MODELS_ZH: dict[str, str] = {
     "models.search_type": "输入模型 ID 的一部分（例如 qwen 7b）来搜索 Hub；离线时搜索 Studio 收录的配置表",
     "models.search_hub": "Hub（{url}）上有 {count} 个模型匹配 {query!r}；在启动运行之前不会下载任何内容",
     "models.search_table": "Studio 收录的官方配置表中有 {count} 个模型匹配 {query!r}：{why}；"
-    "许可证和访问授权只有 Hub 才知道，大小按 bf16 权重估算",
+    "许可证和访问授权取自收录时各模型卡片的说明，大小按 bf16 权重估算",
     "models.search_why_offline": "未询问 Hub（已设置 HF_HUB_OFFLINE）",
     "models.search_why_unreachable": "无法连接 Hub（{url}）（{why}）",
     "models.search_why_error": "Hub（{url}）对搜索返回了错误（{error}）",

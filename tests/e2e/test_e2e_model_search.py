@@ -45,7 +45,7 @@ def test_offline_search_picks_a_table_model_and_the_plan_shows_it(page, shots):
     page.wait_for_function(f"() => document.querySelectorAll({json.dumps(rows_shown)}).length == 2")
     rows = _rows(page)
     assert [r[0] for r in rows] == ["Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B-Instruct"], rows
-    assert rows[1][1:] == ["494.0M", "≈ 988.1 MB", "not known", "not known", "not downloaded"], rows
+    assert rows[1][1:] == ["494.0M", "≈ 988.1 MB", "apache-2.0", "no", "not downloaded"], rows
     page.locator("#model-search").screenshot(path=str(shots / "model-search.png"))
 
     page.locator("#model-search-results [role=gridcell]", has_text="Qwen/Qwen2.5-0.5B-Instruct").first.click()

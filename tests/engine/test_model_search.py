@@ -116,7 +116,12 @@ def test_offline_the_table_answers_and_says_so_in_one_line(monkeypatch):
     assert found.note.startswith("2 models of Studio's table of published configs match 'qwen 0.5b'")
     assert "the hub is not asked (HF_HUB_OFFLINE is set)" in found.note
     row = found.rows[0]
-    assert row.source == TABLE and (row.licence, row.gated) == ("", "")  # the table does not know them
+    assert row.source == TABLE and (row.licence, row.gated) == ("apache-2.0", "no")  # as Qwen2.5's card states
+    # the terms the table records: a Llama model is gated for Meta's review, Qwen2.5-3B has its research licence
+    llama = search_models("meta-llama llama-3.1-8b-instruct").rows
+    assert [(r.id, r.licence, r.gated) for r in llama] == [("meta-llama/Llama-3.1-8B-Instruct", "llama3.1", "manual")]
+    assert {(r.licence, r.gated) for r in search_models("qwen2.5-3b").rows} == {("qwen-research", "no")}
+    assert {r.licence for r in search_models("gemma-2-9b").rows} == {"gemma"}
     assert human_count(row.parameters) == "494.0M" and row.size_bytes == row.parameters * 2
     assert search_models("no-such-model-anywhere").rows == []
     assert (

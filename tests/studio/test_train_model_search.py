@@ -23,13 +23,15 @@ def test_offline_search_shows_the_tables_rows_and_says_where_they_came_from():
     assert "Studio's table of published configs" in note and "HF_HUB_OFFLINE" in note and "\n" not in note
     assert table["headers"] == ["Model", "Parameters", "Weights", "Licence", "Gated", "Local cache"]
     assert table["data"] == [
-        ["Qwen/Qwen2.5-0.5B", "494.0M", "≈ 988.1 MB", "not known", "not known", "not downloaded"],
-        ["Qwen/Qwen2.5-0.5B-Instruct", "494.0M", "≈ 988.1 MB", "not known", "not known", "not downloaded"],
+        ["Qwen/Qwen2.5-0.5B", "494.0M", "≈ 988.1 MB", "apache-2.0", "no", "not downloaded"],
+        ["Qwen/Qwen2.5-0.5B-Instruct", "494.0M", "≈ 988.1 MB", "apache-2.0", "no", "not downloaded"],
     ]
     note_zh, table_zh = train_model_search.shown(found, "zh")  # a language switch shows the same rows in Chinese
     assert CJK.search(note_zh) and "HF_HUB_OFFLINE" in note_zh
     assert table_zh["headers"] == ["模型", "参数量", "权重大小", "许可证", "访问授权", "本地缓存"]
-    assert table_zh["data"][0][3:] == ["未知", "未知", "未下载"]
+    assert table_zh["data"][0][3:] == ["apache-2.0", "无需授权", "未下载"]
+    _, llama, _ = train_model_search.find("llama-3.2-1b-instruct", "en")  # the table's terms of a gated model
+    assert llama["data"][0][3:5] == ["llama3.2", "yes, approved by the authors"]
     assert train_model_search.shown(None, "zh") == ("", {"headers": table_zh["headers"], "data": []})
     note, table, _ = train_model_search.find("", "en")
     assert note.startswith("type part of a model id") and table["data"] == []
