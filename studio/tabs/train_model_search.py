@@ -95,6 +95,8 @@ def build(texts: Any, lang: str) -> dict[str, Any]:
                 headers=headers(lang),
                 interactive=False,
                 wrap=True,
+                # the six columns within the form's width at 1280 px (their natural widths took 1080 px of 670)
+                column_widths=["31%", "11%", "13%", "14%", "16%", "15%"],
                 max_height=320,
                 label=t("ms_results", lang),
                 elem_id="model-search-results",
