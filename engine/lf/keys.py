@@ -257,6 +257,7 @@ _FEATURES: dict[str, tuple[Any, str]] = {
     "reward_model_quantization_bit": (None, "lf.refused_ppo"),
     "reward_model_type": ("lora", "lf.refused_ppo"),
     "ref_model": (None, "lf.refused_ref_model"),
+    "use_openmind_hub": (False, "lf.refused_openmind"),  # LF's default: USE_OPENMIND_HUB
     "ref_model_adapters": (None, "lf.refused_ref_model"),
     "ref_model_quantization_bit": (None, "lf.refused_ref_model"),
     "use_swanlab": (False, "lf.refused_swanlab"),

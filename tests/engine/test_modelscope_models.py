@@ -186,6 +186,27 @@ def test_an_lf_yaml_with_use_modelscope_hub_validates_against_modelscope(standin
     assert compat.load_any(path).model.hub == "modelscope"
 
 
+def test_an_lf_yaml_on_the_openmind_hub_is_refused_naming_the_key(demo_paths, tmp_path, monkeypatch):
+    """LF's use_openmind_hub (the Modelers hub): Studio does not download from there, and says so before anything
+    runs, with what to do instead; at its default (false) the key is accepted."""
+    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(tmp_path))
+    example = helpers.demo_spec(demo_paths)
+    fields = dict(
+        dataset=example.data.datasets[0],
+        data_dir=demo_paths["data_dir"],
+        template=example.data.template,
+        out=tmp_path / "saves",
+    )
+    text = LF_YAML.format(model=example.model.name_or_path, **fields).replace("use_modelscope_hub: true\n", "")
+    path = tmp_path / "lf.yaml"
+    path.write_text(text + "use_openmind_hub: true\n")
+    with pytest.raises(Exception, match="use_openmind_hub: downloads from the openMind hub") as refused:
+        compat.load_any(path, context=False)
+    assert "model_name_or_path to its folder" in str(refused.value)
+    path.write_text(text + "use_openmind_hub: false\n")
+    assert compat.load_any(path, context=False).model.hub == "huggingface"
+
+
 def test_the_hub_field_takes_only_known_hubs(demo_paths):
     data = helpers.demo_spec(demo_paths).model_dump(mode="json")
     data["model"]["hub"] = "openmind"
