@@ -31,6 +31,19 @@ ROOT = Path(__file__).resolve().parents[2]
 REPO = "studio-test/tiny-llama-ms"
 
 
+def _tensor_names(folder: Path) -> set[str]:
+    """The tensors of a folder's safetensors files, read from their headers (8-byte length, then JSON)."""
+    import json
+    import struct
+
+    names: set[str] = set()
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        with open(f, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            names |= {k for k in json.loads(fh.read(n)) if k != "__metadata__"}
+    return names
+
+
 def _forget() -> None:
     ms_models.fetch_config.cache_clear()
     ms_models.launch_problem.cache_clear()
@@ -256,3 +269,11 @@ def test_a_training_run_on_a_modelscope_model_downloads_then_trains(standin, dem
     again = studio("download", "--modelscope", REPO)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "ModelScope: http://127.0.0.1:" in again.stdout and "already complete in ModelScope's cache" in again.stdout
+
+    # the trained run merges into its base, found in ModelScope's cache (the Hugging Face hub is still never asked)
+    merged = tmp_path / "home" / "exports" / "ms-merged"
+    out = studio("merge", rec.id, "--out", str(merged))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    base = _tensor_names(ms_models.complete_folder(REPO))
+    got = _tensor_names(merged)
+    assert base and got == base, sorted(set(got) ^ set(base))  # the adapter folded in: the base's tensors, no LoRA
