@@ -14,7 +14,7 @@ import yaml
 
 from engine.spec import messages as spec_messages
 from engine.spec.schema import RunSpec, parse_spec, validate_spec
-from studio import forms
+from studio import form_validation, forms
 from studio.i18n.localize import localize, placeholders
 from studio.i18n.spec import PYDANTIC_EN, PYDANTIC_ZH, RULES_ZH
 from studio.tabs import train
@@ -194,6 +194,6 @@ def test_field_errors_read_in_plain_words_under_the_field_label(demo_paths):
     values = _demo_values(demo_paths)
     values["data.datasets"] = []
     _spec, errors, warnings = train.check(values)
-    text = train.problems_markdown(errors, warnings, "en")
+    text = form_validation.problems_markdown(errors, warnings, "en")
     assert "**Datasets** `data.datasets`: needs at least 1 item(s); it has 0" in text, text
     assert "should have" not in text and "Input should" not in text
