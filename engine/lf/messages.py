@@ -121,6 +121,8 @@ MESSAGES: dict[str, str] = {
     "lf.refused_openmind": "downloads from the openMind hub (Modelers, modelers.cn) are not supported: download the "
     "model there yourself (openmind_hub's snapshot_download) and set model_name_or_path to its folder, or use the "
     "Hugging Face hub (HF_ENDPOINT for a mirror) or ModelScope (use_modelscope_hub: true)",
+    "lf.refused_openmind_env": "USE_OPENMIND_HUB is set, so LLaMA-Factory would download from the openMind hub, "
+    "which Studio does not: unset it (the Hugging Face hub, or use_modelscope_hub: true) or give a local folder",
     "lf.refused_ref_model": "a separate reference model is not supported: the reference of DPO and KTO is the model "
     "being trained (LoRA: its base)",
     "lf.refused_swanlab": "use_swanlab is not imported: add swanlab to report_to (Studio runs it in local mode)",

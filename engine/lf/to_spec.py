@@ -10,6 +10,7 @@ the result: engine.lf.compat; the way back (spec -> LF YAML): engine.lf.to_lf.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,8 @@ def _lf_import(args: dict, acc: dict | None, base_dir: Path | None) -> _Import:
     imp = _Import()
     written = set(args)
     args = {**{k: v for k, v in _LF_DEFAULTS.items() if k not in args}, **args}
+    if "use_openmind_hub" not in args and os.environ.get("USE_OPENMIND_HUB", "").strip().lower() in ("1", "true", "y"):
+        imp.bad("use_openmind_hub", message("lf.refused_openmind_env"))  # LF's default for the key is this variable
     extra: dict[str, Any] = {}
     by_stage = _STAGE_DIRECT.get(str(args.get("stage", "sft")), {})
     for key, value in args.items():

@@ -99,6 +99,8 @@ LF_ZH: dict[str, str] = {
     "lf.refused_openmind": "不支持从魔乐社区（openMind Hub，modelers.cn）下载：请自行从那里下载模型"
     "（openmind_hub 的 snapshot_download），并把 model_name_or_path 设为其文件夹；或使用 Hugging Face Hub"
     "（镜像可设 HF_ENDPOINT）或 ModelScope（use_modelscope_hub: true）",
+    "lf.refused_openmind_env": "已设置 USE_OPENMIND_HUB，LLaMA-Factory 会从魔乐社区（openMind Hub）下载，"
+    "而 Studio 不支持：请取消该变量（使用 Hugging Face Hub，或 use_modelscope_hub: true），或给出本地文件夹",
     "lf.refused_ref_model": "不支持单独的参考模型：DPO 和 KTO 的参考模型就是正在训练的模型（LoRA：其基座）",
     "lf.refused_swanlab": "不导入 use_swanlab：请在 report_to 中加入 swanlab（Studio 以本地模式运行它）",
     "lf.refused_llama_pro": "不支持 LLaMA Pro（use_llama_pro）：请使用 finetuning_type freeze",

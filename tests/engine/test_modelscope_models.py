@@ -218,6 +218,11 @@ def test_an_lf_yaml_on_the_openmind_hub_is_refused_naming_the_key(demo_paths, tm
     assert "model_name_or_path to its folder" in str(refused.value)
     path.write_text(text + "use_openmind_hub: false\n")
     assert compat.load_any(path, context=False).model.hub == "huggingface"
+    # LF's default for the key is USE_OPENMIND_HUB: set, and the key not written, LF would use openMind too
+    path.write_text(text)
+    monkeypatch.setenv("USE_OPENMIND_HUB", "1")
+    with pytest.raises(Exception, match="USE_OPENMIND_HUB is set, so LLaMA-Factory would download"):
+        compat.load_any(path, context=False)
 
 
 def test_the_hub_field_takes_only_known_hubs(demo_paths):
