@@ -48,17 +48,12 @@ def combine(handlers: Sequence[Handler]) -> tuple[Callable[..., list[Any]], list
     gradio, returning one value for one output or a sequence for several — in their order.
 
     A handler that raises is logged and leaves its components as they are: the others still answer."""
-    inputs: list[Any] = []
-    outputs: list[Any] = []
-    for _, ins, outs in handlers:
-        for comp in ins or []:
-            if not any(comp is c for c in inputs):
-                inputs.append(comp)
-        for comp in outs:
-            if not any(comp is c for c in outputs):
-                outputs.append(comp)
-    in_pos = {id(c): i for i, c in enumerate(inputs)}
-    out_pos = {id(c): i for i, c in enumerate(outputs)}
+    # each component once, in the order first seen (keyed by identity: components are not hashable by value)
+    unique_in = {id(c): c for _, ins, _ in handlers for c in ins or []}
+    unique_out = {id(c): c for _, _, outs in handlers for c in outs}
+    inputs, outputs = list(unique_in.values()), list(unique_out.values())
+    in_pos = {key: i for i, key in enumerate(unique_in)}
+    out_pos = {key: i for i, key in enumerate(unique_out)}
 
     def run(*values: Any) -> list[Any]:
         answer: list[Any] = [_UNSET] * len(outputs)

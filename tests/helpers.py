@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -138,3 +140,14 @@ def run_bench_quick(script: str, out: Path, timeout: float = 900) -> subprocess.
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
+
+
+def safetensors_shapes(folder: Path) -> dict[str, list[int]]:
+    """Every tensor's shape in a folder's safetensors files, read from their headers (8-byte length, then JSON)."""
+    shapes: dict[str, list[int]] = {}
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        with open(f, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(n))
+        shapes.update({k: v["shape"] for k, v in header.items() if k != "__metadata__"})
+    return shapes

@@ -6,6 +6,7 @@ start, in its subprocess). Only the process group we started is killed at the en
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -141,6 +142,14 @@ def shots():
 def fits_width():
     """A check that the page has no horizontal scroll bar at its current viewport."""
     return lambda page: page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+def wait_text(page, selector: str, text: str, timeout: int = 60_000) -> str:
+    """Until the element holds ``text`` (an element not drawn yet, as a tab's content before the tab opens, is
+    waited for too); its text."""
+    found = f"(document.querySelector({json.dumps(selector)}) || {{innerText: ''}})"
+    page.wait_for_function(f"{found}.innerText.includes({json.dumps(text)})", timeout=timeout)
+    return page.inner_text(selector)
 
 
 def open_tab(page, name: str) -> None:

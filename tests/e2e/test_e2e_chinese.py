@@ -4,12 +4,13 @@ tab's validation: test_e2e_tabs.py). Screenshots into test-artifacts/."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
 import pytest
 
-from tests.e2e.conftest import open_tab
+from tests.e2e.conftest import open_tab, wait_text
 
 pytestmark = pytest.mark.slow  # a real server and browser
 
@@ -24,12 +25,7 @@ def _to_chinese(page) -> None:
     page.get_by_role("tab", name="数据集").wait_for(timeout=120_000)
 
 
-def _wait_text(page, selector: str, text: str, timeout: int = 90_000) -> str:
-    """Until the element holds ``text``; an element not drawn yet (a tab's content draws after the tab opens) is
-    waited for too."""
-    found = f"(document.querySelector({json.dumps(selector)}) || {{innerText: ''}})"
-    page.wait_for_function(f"{found}.innerText.includes({json.dumps(text)})", timeout=timeout)
-    return page.inner_text(selector)
+_wait_text = functools.partial(wait_text, timeout=90_000)
 
 
 def test_datasets_problems_in_chinese(page, shots, fits_width, tmp_path):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 import uuid
 from pathlib import Path
 
@@ -19,10 +18,11 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import open_tab
+from tests.e2e.conftest import wait_text as _wait_text
 from tests.e2e.test_e2e_charts import wait_finished, wait_logged, wait_svg
 from tests.e2e.test_e2e_grpo import _preset
-from tests.e2e.test_e2e_page_state import _wait_text
 from tests.e2e.test_walking_skeleton import merge_in_export_tab
+from tests.helpers import safetensors_shapes
 
 pytestmark = pytest.mark.slow  # a real server, two runs, a merge and a browser
 
@@ -39,17 +39,6 @@ def _events(server, run_id: str) -> list[dict]:
 
 def _reward_steps(events: list[dict]) -> list[int]:
     return [e["step"] for e in events if e["type"] == "log" and "reward" in e["payload"].get("metrics", {})]
-
-
-def _shapes(folder: Path) -> dict[str, list[int]]:
-    """Every tensor's shape in a folder's safetensors files, read from their headers (8-byte length, then JSON)."""
-    shapes: dict[str, list[int]] = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        with open(f, "rb") as fh:
-            (n,) = struct.unpack("<Q", fh.read(8))
-            header = json.loads(fh.read(n))
-        shapes.update({k: v["shape"] for k, v in header.items() if k != "__metadata__"})
-    return shapes
 
 
 def _pick(page, dropdown: str, run_id: str) -> None:
@@ -134,7 +123,7 @@ def test_grpo_run_stopped_resumed_and_merged(page, server, shots):
     merged = Path(merge_in_export_tab(page, new_id, timeout=400_000))
     page.screenshot(path=str(shots / "grpo-resume-merged.png"))
     assert (merged / "config.json").is_file(), sorted(p.name for p in merged.iterdir())
-    base = _shapes(server.home / "models" / "demo-tiny-llama")
-    got = _shapes(merged)
+    base = safetensors_shapes(server.home / "models" / "demo-tiny-llama")
+    got = safetensors_shapes(merged)
     assert base and got == base, (sorted(set(got) ^ set(base)), {k: (got.get(k), v) for k, v in base.items()})
     assert not [name for name in got if "lora" in name.lower()]

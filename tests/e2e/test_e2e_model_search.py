@@ -12,17 +12,12 @@ import struct
 
 import pytest
 
+from tests.e2e.conftest import wait_text as _wait_text
 from tests.hub_standin import HubStandin
 
 pytestmark = pytest.mark.slow  # a real server and browser
 
 MODEL_INPUT = "#f-model-name-or-path input"
-
-
-def _wait_text(page, selector: str, text: str, timeout: int = 60_000) -> str:
-    found = f"(document.querySelector({json.dumps(selector)}) || {{innerText: ''}})"
-    page.wait_for_function(f"{found}.innerText.includes({json.dumps(text)})", timeout=timeout)
-    return page.inner_text(selector)
 
 
 def _rows(page) -> list[list[str]]:

@@ -7,21 +7,18 @@ files; the files that landed are checked against the ones served, read here."""
 
 from __future__ import annotations
 
-import json
+import functools
 from pathlib import Path
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import open_tab
+from tests.e2e.conftest import open_tab, wait_text
 from tests.modelscope_standin import ModelScopeStandin
 
 REPO = "studio-test/ms-tiny"
 
 
-def _wait_text(page, selector: str, text: str, timeout: int = 120_000) -> str:
-    found = f"(document.querySelector({json.dumps(selector)}) || {{innerText: ''}})"
-    page.wait_for_function(f"{found}.innerText.includes({json.dumps(text)})", timeout=timeout)
-    return page.inner_text(selector)
+_wait_text = functools.partial(wait_text, timeout=120_000)
 
 
 def test_a_modelscope_download_from_the_models_tab(make_server, browser, tmp_path, demo_paths, shots):

@@ -13,15 +13,10 @@ import sys
 import pytest
 
 from tests.e2e.conftest import ROOT, open_tab
+from tests.e2e.conftest import wait_text as _wait_text
 from tests.e2e.test_e2e_charts import wait_logged
 
 pytestmark = pytest.mark.slow  # a real server and browser
-
-
-def _wait_text(page, selector: str, text: str, timeout: int = 60_000) -> str:
-    found = f"(document.querySelector({json.dumps(selector)}) || {{innerText: ''}})"
-    page.wait_for_function(f"{found}.innerText.includes({json.dumps(text)})", timeout=timeout)
-    return page.inner_text(selector)
 
 
 def _reload(page) -> None:

@@ -31,19 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 REPO = "studio-test/tiny-llama-ms"
 
 
-def _tensor_names(folder: Path) -> set[str]:
-    """The tensors of a folder's safetensors files, read from their headers (8-byte length, then JSON)."""
-    import json
-    import struct
-
-    names: set[str] = set()
-    for f in sorted(Path(folder).glob("*.safetensors")):
-        with open(f, "rb") as fh:
-            (n,) = struct.unpack("<Q", fh.read(8))
-            names |= {k for k in json.loads(fh.read(n)) if k != "__metadata__"}
-    return names
-
-
 def _forget() -> None:
     ms_models.fetch_config.cache_clear()
     ms_models.launch_problem.cache_clear()
@@ -173,15 +160,20 @@ output_dir: {out}
 """
 
 
-def test_an_lf_yaml_with_use_modelscope_hub_validates_against_modelscope(standin, demo_paths, tmp_path, monkeypatch):
-    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(tmp_path))
+def _lf_fields(demo_paths, tmp_path: Path) -> dict:
+    """LF_YAML's fields for the demo's data (the model is each test's)."""
     example = helpers.demo_spec(demo_paths)
-    fields = dict(
+    return dict(
         dataset=example.data.datasets[0],
         data_dir=demo_paths["data_dir"],
         template=example.data.template,
         out=tmp_path / "saves",
     )
+
+
+def test_an_lf_yaml_with_use_modelscope_hub_validates_against_modelscope(standin, demo_paths, tmp_path, monkeypatch):
+    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(tmp_path))
+    fields = _lf_fields(demo_paths, tmp_path)
     path = tmp_path / "lf.yaml"
     path.write_text(LF_YAML.format(model=REPO, **fields))
     spec = compat.load_any(path)  # with the context rules: the model is checked against the stand-in
@@ -203,14 +195,8 @@ def test_an_lf_yaml_on_the_openmind_hub_is_refused_naming_the_key(demo_paths, tm
     """LF's use_openmind_hub (the Modelers hub): Studio does not download from there, and says so before anything
     runs, with what to do instead; at its default (false) the key is accepted."""
     monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(tmp_path))
-    example = helpers.demo_spec(demo_paths)
-    fields = dict(
-        dataset=example.data.datasets[0],
-        data_dir=demo_paths["data_dir"],
-        template=example.data.template,
-        out=tmp_path / "saves",
-    )
-    text = LF_YAML.format(model=example.model.name_or_path, **fields).replace("use_modelscope_hub: true\n", "")
+    model = helpers.demo_spec(demo_paths).model.name_or_path
+    text = LF_YAML.format(model=model, **_lf_fields(demo_paths, tmp_path)).replace("use_modelscope_hub: true\n", "")
     path = tmp_path / "lf.yaml"
     path.write_text(text + "use_openmind_hub: true\n")
     with pytest.raises(Exception, match="use_openmind_hub: downloads from the openMind hub") as refused:
@@ -279,6 +265,6 @@ def test_a_training_run_on_a_modelscope_model_downloads_then_trains(standin, dem
     merged = tmp_path / "home" / "exports" / "ms-merged"
     out = studio("merge", rec.id, "--out", str(merged))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    base = _tensor_names(ms_models.complete_folder(REPO))
-    got = _tensor_names(merged)
+    base = helpers.safetensors_shapes(ms_models.complete_folder(REPO))
+    got = helpers.safetensors_shapes(merged)
     assert base and got == base, sorted(set(got) ^ set(base))  # the adapter folded in: the base's tensors, no LoRA
