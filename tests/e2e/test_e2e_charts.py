@@ -400,11 +400,19 @@ def test_each_memory_figure_says_which_processes_it_counts(page, server, shots):
     wait_finished(page, run_id)
     expect(page.locator("#plot-gpu-mem")).to_contain_text("RAM: all the run's processes, resident (MiB)")
     _tab(page, "Runs")
-    page.click("#runs-refresh")
     table = page.locator("#runs-table")
     expect(table.get_by_role("columnheader", name="trainer peak MiB")).to_be_visible(timeout=90_000)
     row = table.get_by_role("row").filter(has_text=name)
-    expect(row).to_have_count(1, timeout=90_000)
+    # As the overlay test above: Refresh until the run's row is drawn. In one CI run (2 cores, busy) the table kept
+    # a list from before the run for 90 s after one Refresh; not reproduced here (issue 29's note).
+    deadline = time.time() + 120
+    while True:
+        page.click("#runs-refresh")
+        try:
+            expect(row).to_have_count(1, timeout=10_000)
+            break
+        except AssertionError:
+            assert time.time() < deadline, table.inner_text()
     headers = table.get_by_role("columnheader").all_inner_texts()
     cells = row.get_by_role("gridcell").all_inner_texts()
     peak = cells[[h.strip() for h in headers].index("trainer peak MiB")].strip()
