@@ -129,6 +129,18 @@ def wait_finished(page, run_id: str, timeout_ms: int = 300_000) -> None:
     assert "completed" in page.inner_text("#run-status"), page.inner_text("#run-status")
 
 
+def refresh_runs_until(page, ready, timeout_s: float = 120) -> None:
+    """Press the Runs tab's Refresh until ``ready`` holds for the table's row texts (as a person presses it again)."""
+    deadline = time.time() + timeout_s
+    while True:
+        page.click("#runs-refresh")
+        page.wait_for_timeout(1_500)  # between polls of the condition
+        rows = page.locator("#runs-table").get_by_role("row").all_inner_texts()
+        if ready(rows):
+            return
+        assert time.time() < deadline, rows
+
+
 def logged(server, run_id: str) -> tuple[int, int]:
     """(loss points, eval points) the run wrote to its events file."""
     evs = [json.loads(line) for line in (server.home / "runs" / run_id / "events.jsonl").read_text().splitlines()]
@@ -259,14 +271,7 @@ def test_runs_overlay_names_and_colours_each_run(page, server, shots, fits_width
         wait_finished(page, ids[-1])
     _tab(page, "Runs")
     # The registry calls a run completed once its wrapper has exited, a moment after the dashboard saw it finish.
-    deadline = time.time() + 120
-    while True:
-        page.click("#runs-refresh")
-        page.wait_for_timeout(1_500)  # between polls of the condition below
-        rows = page.locator("#runs-table").get_by_role("row").all_inner_texts()
-        if all(any(n in r and "completed" in r for r in rows) for n in names):
-            break
-        assert time.time() < deadline, rows
+    refresh_runs_until(page, lambda rows: all(any(n in r and "completed" in r for r in rows) for n in names))
     compare = page.locator("#runs-compare input")
     compare.click()
     for name, rid in zip(names, ids):
@@ -403,16 +408,10 @@ def test_each_memory_figure_says_which_processes_it_counts(page, server, shots):
     table = page.locator("#runs-table")
     expect(table.get_by_role("columnheader", name="trainer peak MiB")).to_be_visible(timeout=90_000)
     row = table.get_by_role("row").filter(has_text=name)
-    # As the overlay test above: Refresh until the run's row is drawn. In one CI run (2 cores, busy) the table kept
-    # a list from before the run for 90 s after one Refresh; not reproduced here (issue 29's note).
-    deadline = time.time() + 120
-    while True:
-        page.click("#runs-refresh")
-        try:
-            expect(row).to_have_count(1, timeout=10_000)
-            break
-        except AssertionError:
-            assert time.time() < deadline, table.inner_text()
+    # In one CI run (2 cores, busy) the table kept a list from before the run for 90 s after one Refresh; not
+    # reproduced here (issue 29's note).
+    refresh_runs_until(page, lambda rows: any(name in r for r in rows))
+    expect(row).to_have_count(1)
     headers = table.get_by_role("columnheader").all_inner_texts()
     cells = row.get_by_role("gridcell").all_inner_texts()
     peak = cells[[h.strip() for h in headers].index("trainer peak MiB")].strip()
