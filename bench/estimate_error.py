@@ -4,7 +4,7 @@ Run:  .venv/bin/python bench/estimate_error.py              -> bench/results/est
       .venv/bin/python bench/estimate_error.py --calibrate  -> bench/results/estimate_calibration.md
 
 Each run is a real Studio run on the demo workspace (tiny Llama, demo datasets), started the way Studio starts one
-(``engine.runs.launch.build_command``: accelerate launch -> engine.trainer.train, CPU, one thread per process). The
+(``engine.runs.launch.build_command``: engine.trainer.train, CPU, one thread per process). The
 trainer writes the pre-launch estimate into record.json and, at the end, the measured duration of its training loop
 (``trainer.train()``, evaluations and the final checkpoint included; process start and model load excluded) beside it:
 its wall time and its process CPU time. The CPU estimate is what one idle core takes, so it is fitted and checked
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     head = (
         f"{when}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, one thread per process; "
-        "demo model (engine/trainer/demo.py), CPU, real runs through accelerate launch.\n\n"
+        "demo model (engine/trainer/demo.py), CPU, real runs started as Studio starts them.\n\n"
     )
     results = ROOT / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ Both sides train assets/examples/grpo_math.yaml's job on the demo model, on CPU,
 all-linear, the grpo_arith prompts, group size 4, completions of 8 tokens, 8 completions per step, beta 0.04, loss
 dapo, learning rate 1e-3 cosine, seed 42, two rewards (math-verify against the answer, weight 1; "the number
 only" regex, weight 0.5), report_to tensorboard. Studio's side is the run a user starts: the spec saved in a run
-folder, ``accelerate launch`` with the flags engine.runs.launch.build_command gives, ``-m engine.trainer.train``
+folder, the command and environment engine.runs.launch.build_command gives, ``-m engine.trainer.train``
 (its events, health rules, sample completions). The baseline is bench/plain_grpo.py (TRL + PEFT only, its reward
 functions written there) under the same launcher and environment. The example's save_steps is raised past the
 last step on both sides so no checkpoint lands in the window. Runs alternate Studio, plain, Studio, plain, ... so

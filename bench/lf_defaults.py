@@ -19,7 +19,7 @@ train.gradient_checkpointing on), to show the default is a per-run choice and wh
 
 The plain script tokenises as the engine does (every assistant turn trained, each prompt / answer segment tokenised
 on its own, the same chat template), uses the same seed for the LoRA init and the data order (data_seed), the same
-hyper-parameters (read from the imported spec) and the same launcher (``accelerate launch`` with the flags and
+hyper-parameters (read from the imported spec) and the same launcher (the command and
 environment a Studio run gets, one thread per process). So (a) and (b) see the same samples at each step: checked
 per step by the number of non-pad tokens each side counted, and the loss difference is taken over those steps.
 
@@ -27,7 +27,7 @@ Measured per run:
   tokens/s  non-pad tokens per second over the training steps after the warm-up (the Trainer's
             num_input_tokens_seen with include_num_input_tokens_seen="non_padding" on every side; a flattened batch
             has no attention_mask, so the Trainer counts input_ids != pad id), from the log timestamps
-  start-up  from the command's start (``studio train`` / ``accelerate launch``) to the data being ready (the engine's
+  start-up  from the command's start (``studio train`` / the plain script's) to the data being ready (the engine's
             data_ready event; the script's mark after tokenising) and to the end of the first step (its log). (a)'s
             first run on each model has a cold tokenisation cache (the cache folder is emptied before it), the later
             ones reuse it.

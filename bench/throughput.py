@@ -4,8 +4,9 @@ Run:  .venv/bin/python bench/throughput.py [--quick] [--repeats 3] [--steps 40] 
 
 Both sides train the same LoRA SFT job (the demo spec: all-linear r=8, fixed steps, fixed seed) on the bundled
 demo_alpaca data, on CPU, one thread per process (OMP_NUM_THREADS=1, see shared/STACK-NOTES.md), started the same
-way: ``accelerate launch`` with the flags engine.runs.launch.build_command gives, then ``-m engine.trainer.train``
-(the engine) or ``bench/plain_lora_sft.py`` (the baseline). Runs alternate engine, plain, engine, plain, ... so
+way: the command and environment engine.runs.launch.build_command gives (one process: the interpreter itself with
+the environment accelerate's launcher would set), then ``-m engine.trainer.train`` (the engine) or
+``bench/plain_lora_sft.py`` (the baseline). Runs alternate engine, plain, engine, plain, ... so
 machine load hits both alike. Two rounds: packing off on both sides, then packing on in the engine (the plain script
 never packs).
 
@@ -122,7 +123,7 @@ def launch_parts(spec: RunSpec, run_dir: Path, threads: int):
     plan = build_command(spec, run_dir, cpu_only())
     write_plan_files(plan, run_dir)
     env = dict(plan.env, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    cut = plan.argv.index("-m", 3)  # the launcher's own "-m accelerate.commands.launch" is at index 1
+    cut = plan.argv.index("engine.trainer.train") - 1  # the "-m" before it: [python] alone, or accelerate launch ...
     return plan.argv, plan.argv[:cut], env
 
 

@@ -35,8 +35,8 @@ def demo_spec(demo_paths: dict, **overrides) -> RunSpec:
 
 
 def start_trainer(spec: RunSpec, run_dir: Path, hardware=None) -> subprocess.Popen:
-    """The real launch path (accelerate launch -> engine.trainer.train), on CPU unless ``hardware`` is given, in its
-    own process group."""
+    """The real launch path (engine.runs.launch: the trainer, under accelerate launch for several processes), on CPU
+    unless ``hardware`` is given, in its own process group."""
     run_dir.mkdir(parents=True, exist_ok=True)
     save_spec(spec, run_dir / "spec.yaml")
     plan = build_command(spec, run_dir, hardware if hardware is not None else cpu_only())

@@ -8,18 +8,22 @@ the run. Not ``engine.spec.launch`` (the spec's ``launch:`` section: backend, de
 ``engine.lf.launch`` (LLaMA-Factory's launch options read into that section), not ``scheduler.launch`` (starting the
 detached wrapper of a queued run); ``launch.json`` is what ``launch_record`` writes into the run folder.
 
-The trainer always starts through ``accelerate launch``:
-- single: ``--num_processes 1`` (``--cpu`` without GPUs);
-- ddp: on GPUs an accelerate config (MULTI_GPU); on CPU ``--multi_gpu`` with ``ACCELERATE_USE_CPU=true``, the one
-  combination that gives real DDP over gloo (STACK-NOTES: ``--cpu --num_processes 2`` and MULTI_CPU configs start ONE
-  process);
-- deepspeed: accelerate config DEEPSPEED pointing at a generated ``ds_config.json`` (the seed's shape, with
-  ``auto`` values that the Trainer fills), the same file also passed to the Trainer. Several machines: accelerate's
-  ``standard`` multi-node launcher (torchrun on every node, the per-node commands below); its default, pdsh, would
-  start every node from the main one over ssh with a hostfile. On CPU: ``DS_ACCELERATOR=cpu`` and never
-  ``ACCELERATE_USE_CPU`` (with it accelerate keeps the state MULTI_CPU and the Trainer silently trains plain DDP);
-  the trainer asks for gloo (``engine.trainer.train``);
-- fsdp: accelerate config FSDP in the seed's shape (GPUs only).
+How the trainer starts:
+- single (one process, one machine): ``python -m engine.trainer.train`` itself, with the environment accelerate's
+  simple launcher would give it (``simple_launcher_env``): the launcher only starts one child, and its own import of
+  torch cost every run ~3 s before the trainer began (more on a busy machine). The stop signal reaches the trainer
+  directly, and the run's processes are the trainer and its data workers;
+- everything else through ``accelerate launch``:
+  - ddp: on GPUs an accelerate config (MULTI_GPU); on CPU ``--multi_gpu`` with ``ACCELERATE_USE_CPU=true``, the one
+    combination that gives real DDP over gloo (STACK-NOTES: ``--cpu --num_processes 2`` and MULTI_CPU configs start ONE
+    process);
+  - deepspeed: accelerate config DEEPSPEED pointing at a generated ``ds_config.json`` (the seed's shape, with
+    ``auto`` values that the Trainer fills), the same file also passed to the Trainer. Several machines: accelerate's
+    ``standard`` multi-node launcher (torchrun on every node, the per-node commands below); its default, pdsh, would
+    start every node from the main one over ssh with a hostfile. On CPU: ``DS_ACCELERATOR=cpu`` and never
+    ``ACCELERATE_USE_CPU`` (with it accelerate keeps the state MULTI_CPU and the Trainer silently trains plain DDP);
+    the trainer asks for gloo (``engine.trainer.train``);
+  - fsdp: accelerate config FSDP in the seed's shape (GPUs only).
 """
 
 from __future__ import annotations
@@ -187,6 +191,24 @@ def subprocess_env(device: str, gpus: list[int], hw: Hardware, *, processes: int
     return env
 
 
+def simple_launcher_env(device: str, precision: str) -> dict[str, str]:
+    """What ``accelerate launch --num_processes 1 [--cpu] --mixed_precision P --dynamo_backend no`` adds to its
+    child's environment (accelerate.utils.launch ``prepare_simple_launcher_cmd_env``), for a trainer started without
+    it: the same state for accelerate inside the Trainer. Threads are already ours (``subprocess_env``)."""
+    env = {
+        "ACCELERATE_USE_CPU": str(device == "cpu"),
+        "ACCELERATE_MIXED_PRECISION": mixed_precision_name(precision),
+        "ACCELERATE_DYNAMO_BACKEND": "NO",
+        "ACCELERATE_DYNAMO_MODE": "default",
+        "ACCELERATE_DYNAMO_USE_FULLGRAPH": "False",
+        "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION": "False",
+    }
+    if device == "cpu":
+        env["KMP_AFFINITY"] = "granularity=fine,compact,1,0"
+        env["KMP_BLOCKTIME"] = "1"
+    return env
+
+
 def build_command(
     spec: RunSpec, run_dir: Path, hardware: Hardware | None = None, *, gpu_ids: list[int] | None = None
 ) -> LaunchPlan:
@@ -238,19 +260,9 @@ def build_command(
         ]
         if ln.num_machines == 1:
             flags += ["--main_process_port", str(ln.main_process_port)]
-    else:
-        flags += [
-            "--num_processes",
-            "1",
-            "--num_machines",
-            "1",
-            "--mixed_precision",
-            mixed_precision_name(precision),
-            "--dynamo_backend",
-            "no",
-        ]
-        if device == "cpu":
-            flags.append("--cpu")
+    else:  # one process on one machine: no launcher (see the module docstring)
+        launcher = [sys.executable]
+        env.update(simple_launcher_env(device, precision))
     if ln.num_machines > 1:
         flags += [
             "--machine_rank",

@@ -1,4 +1,5 @@
-"""The trainer subprocess: ``accelerate launch ... -m engine.trainer.train SPEC.yaml --run-dir RUN_DIR``.
+"""The trainer subprocess: ``python -m engine.trainer.train SPEC.yaml --run-dir RUN_DIR``, itself for one process,
+under ``accelerate launch ...`` for several (engine.runs.launch).
 
 Heavy: torch, transformers, peft, trl, datasets. Validates the spec (with its files) again, prepares the data before
 any model is loaded, trains with the stage's Trainer (engine.trainer.trainers: transformers Trainer for sft, pt; TRL's

@@ -62,7 +62,7 @@ def test_example_validates_previews_and_plans_on_a_fresh_workspace(path, fresh_h
     validated = studio(fresh_home, "validate", str(path.relative_to(ROOT)), *flags)
     assert validated.returncode == 0 and validated.stdout.startswith("OK"), validated.stdout + validated.stderr
     preview = studio(fresh_home, "preview", str(path.relative_to(ROOT)), *flags)
-    assert preview.returncode == 0 and "accelerate.commands.launch" in preview.stdout, preview.stdout + preview.stderr
+    assert preview.returncode == 0 and "-m engine.trainer.train" in preview.stdout, preview.stdout + preview.stderr
     assert "Cannot launch" not in preview.stdout, preview.stdout
     acc = []
     if "--accelerate-config" in flags:  # studio plan takes it too (issue 27 item 17)

@@ -1,5 +1,5 @@
 """Health rules in real runs of the demo: a run that diverges is stopped with its last good checkpoint kept, a run
-that overfits is said to. The trainer is the real subprocess (accelerate launch -> engine.trainer.train)."""
+that overfits is said to. The trainer is the real subprocess (engine.runs.launch's command)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 
@@ -39,22 +40,44 @@ def flag(argv: list[str], name: str) -> str:
 class TestSingle:
     def test_cpu_single_process(self, tmp_path):
         plan = build_command(make_spec(), tmp_path, cpu_only())
-        assert plan.argv[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
-        assert "--cpu" in plan.argv and flag(plan.argv, "--num_processes") == "1"
-        assert plan.argv[-5:] == [
+        # no launcher: the trainer itself, with the environment accelerate's simple launcher gives its child
+        assert plan.argv == [
+            sys.executable,
             "-m",
             "engine.trainer.train",
             str(tmp_path / "spec.yaml"),
             "--run-dir",
             str(tmp_path),
         ]
+        assert plan.env["ACCELERATE_USE_CPU"] == "True" and plan.env["ACCELERATE_MIXED_PRECISION"] == "no"
+        assert plan.env["ACCELERATE_DYNAMO_BACKEND"] == "NO" and plan.env["KMP_BLOCKTIME"] == "1"
         assert plan.env["OMP_NUM_THREADS"] == "1" and plan.env["CUDA_VISIBLE_DEVICES"] == ""
         assert plan.device == "cpu" and plan.precision == "fp32" and plan.files == {}
 
     def test_gpu_auto_precision_bf16_and_visible_devices(self, tmp_path):
         plan = build_command(make_spec(), tmp_path, gpus(4))
         assert plan.precision == "bf16" and plan.env["CUDA_VISIBLE_DEVICES"] == "0"
-        assert "--cpu" not in plan.argv and flag(plan.argv, "--mixed_precision") == "bf16"
+        assert plan.env["ACCELERATE_USE_CPU"] == "False" and plan.env["ACCELERATE_MIXED_PRECISION"] == "bf16"
+        assert "KMP_AFFINITY" not in plan.env and "accelerate.commands.launch" not in plan.argv
+
+    @pytest.mark.parametrize("hardware", ["cpu", "cuda"])  # not "gpu": that id reads as the gpu mark
+    def test_environment_is_what_accelerates_own_simple_launcher_gives(self, tmp_path, monkeypatch, hardware):
+        """The single-process run skips ``accelerate launch``; what the launcher would have added to the trainer's
+        environment comes from accelerate's own code, given the flags the launch used before."""
+        from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+        from accelerate.utils.launch import prepare_simple_launcher_cmd_env
+
+        hw = cpu_only() if hardware == "cpu" else gpus(1)
+        plan = build_command(make_spec(), tmp_path, hw)
+        flags = ["--num_processes", "1", "--num_machines", "1", "--dynamo_backend", "no"]
+        on_cpu = hardware == "cpu"
+        flags += ["--mixed_precision", "no" if on_cpu else "bf16"] + (["--cpu"] if on_cpu else [])
+        monkeypatch.setenv("OMP_NUM_THREADS", plan.env["OMP_NUM_THREADS"])
+        args, _, _ = _validate_launch_command(launch_command_parser().parse_args([*flags, *plan.argv[1:]]))
+        cmd, theirs = prepare_simple_launcher_cmd_env(args)
+        assert cmd == plan.argv
+        added = {k: v for k, v in theirs.items() if os.environ.get(k) != v}
+        assert added and {k: plan.env.get(k) for k in added} == added
 
     def test_auto_precision_fp16_on_gpu_without_bf16(self, tmp_path):
         assert build_command(make_spec(), tmp_path, gpus(1, bf16=False)).precision == "fp16"

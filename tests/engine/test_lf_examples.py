@@ -83,7 +83,7 @@ def test_example_validates_previews_and_plans_from_the_lf_root(name, lf_root, ca
     assert rc == 0 and out.startswith("OK"), out + err
     assert "plot_loss: accepted, ignored" in err or "plot_loss" not in Path(path).read_text()
     rc, out, err = studio(capsys, "preview", path, "--gpus", "1")
-    assert rc == 0 and "accelerate.commands.launch" in out, out + err
+    assert rc == 0 and "-m engine.trainer.train" in out, out + err
     rc, out, err = studio(capsys, "plan", path, "--gpu-mem", "80GiB")
     assert rc in (0, 1) and "per GPU" in out, out + err  # 1: does not fit
 

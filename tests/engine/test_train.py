@@ -17,7 +17,7 @@ STEPS = 24
 
 @pytest.fixture(scope="module")
 def baseline(demo_paths, tmp_path_factory):
-    """An uninterrupted LoRA SFT run through accelerate launch."""
+    """An uninterrupted LoRA SFT run through the real launch (one process: the trainer itself)."""
     run_dir = tmp_path_factory.mktemp("baseline")
     spec = demo_spec(demo_paths, train={"max_steps": STEPS, "save_steps": 1000, "logging_steps": 1})
     rc, events = run_trainer(spec, run_dir)
@@ -61,7 +61,7 @@ class TestSubprocessRun:
         assert record["seed"] == 42 and record["versions"]["torch"] and record["tokenizer_hash"]
         assert record["dataset_hashes"]["demo_alpaca"]
         launch = json.loads((run_dir / "launch.json").read_text())
-        assert "accelerate.commands.launch" in launch["argv"]
+        assert launch["argv"][1:3] == ["-m", "engine.trainer.train"]  # one process: no launcher (engine.runs.launch)
         assert list((run_dir / "tensorboard").rglob("events.out.tfevents*"))
 
 
@@ -90,7 +90,7 @@ class TestStopAndResume:
 
 
 def run_in_process(spec, run_dir: Path) -> list[dict]:
-    """engine.trainer.train.train in this process (same code as the subprocess minus accelerate launch), for the
+    """engine.trainer.train.train in this process (same code as the subprocess, in-process), for the
     matrix."""
     from engine.spec.schema import save_spec
     from engine.trainer.train import train

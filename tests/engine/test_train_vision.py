@@ -1,4 +1,4 @@
-"""Vision-language training on the demo VLM: a LoRA SFT run through the real trainer subprocess (accelerate launch),
+"""Vision-language training on the demo VLM: a LoRA SFT run through the real trainer subprocess (engine.runs.launch),
 labels that train only the answers (checked against the answers tokenised on their own), LF's freeze switches."""
 
 from __future__ import annotations
