@@ -1,7 +1,7 @@
 """Faults: the trainer SIGKILLed at five points of one run, each time resumed from what the last one left; a corrupt
 newest checkpoint; torn event lines; an output folder that cannot be written; a disk that fills.
 
-Everything runs the real detached launch (runs.submit -> engine.runs.runner -> accelerate -> engine.trainer.train) on
+Everything runs the real detached launch (runs.submit -> engine.runs.runner -> engine.trainer.train) on
 the demo model, CPU, one thread. The studio-killed-mid-run case lives in tests/engine/test_runs_train.py
 (test_studio_killed_mid_run_then_a_new_studio_sees_it_completed) and is not repeated here.
 """
