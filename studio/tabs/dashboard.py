@@ -7,6 +7,7 @@ the server depends on ticks.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from engine.machine import hardware
@@ -229,6 +230,7 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     import gradio as gr
 
     fresh = not view or view.get("run_id") != run_id
+    settling = False
     if fresh:
         held = view or {}  # what the page's plots hold (colours, ranges): the new run's frames replace it
         view = select_run(run_id)
@@ -241,17 +243,61 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     ended = bool(view.get("terminal"))
     if ended != view.get("ended_seen", False):
         view["ended_seen"], view["settle"] = ended, SETTLE_TICKS
+        settling = True
     elif view.get("settle"):
         view["settle"] -= 1
-        changed = True
+        changed = settling = True
     log = monitor_text.log_tail(view["run_dir"]) if view.get("run_dir") else ""
     log_changed = log != view.get("log_seen")
     if not changed and not log_changed:
         return [view, *[gr.skip() for _ in range(13 + GRPO_OUTPUTS)]]
     view["log_seen"] = log
     if not changed:  # only the log moved
-        return [view, *[gr.skip()] * 8, log, *[gr.skip()] * (4 + GRPO_OUTPUTS)]
-    return [view, *render(view, axis, smoothing, log_scale, lang)]
+        view.setdefault("sent", {})[LOG_OUTPUT] = fingerprint(log)
+        return [view, *[gr.skip()] * LOG_OUTPUT, log, *[gr.skip()] * (4 + GRPO_OUTPUTS)]
+    outs = render(view, axis, smoothing, log_scale, lang)
+    full = fresh or settling or bool(view.get("settle"))  # the settle ticks send everything (see SETTLE_TICKS)
+    return [view, *(remember_sent(view, outs) if full else only_changed(view, outs))]
+
+
+# render's outputs, in order (the grpo ones: GRPO_PLOTS' keys, then the sample table)
+OUTPUT_NAMES = ("loss", "lr", "grad_norm", "tps", "mem", "util", "progress", "status", "log", "failure", "rewards")
+OUTPUT_NAMES += ("accuracy", "alerts", "grpo_rewards", "grpo_std", "grpo_kl", "grpo_length", "grpo_samples")
+LOG_OUTPUT = OUTPUT_NAMES.index("log")
+
+
+def fingerprint(value: Any) -> Any:
+    """What an output sends, comparable between ticks: a frame by its rows' hashes, an update by its fields."""
+    import pandas as pd
+
+    if isinstance(value, pd.DataFrame):
+        rows = pd.util.hash_pandas_object(value, index=True).to_numpy().tobytes()
+        return ("frame", tuple(value.columns), hashlib.sha1(rows).hexdigest())
+    if isinstance(value, dict):
+        return tuple(sorted((k, fingerprint(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(fingerprint(v) for v in value)
+    return repr(value)
+
+
+def remember_sent(view: dict, outs: list[Any]) -> list[Any]:
+    """Send every output, and remember what each sent."""
+    view["sent"] = {i: fingerprint(o) for i, o in enumerate(outs)}
+    return outs
+
+
+def only_changed(view: dict, outs: list[Any]) -> list[Any]:
+    """``gr.skip()`` for each output that would send what it sent last: every update redraws its component in the
+    browser, and a page following a run sent all eighteen (the hidden plots of other stages too) twice a second."""
+    import gradio as gr
+
+    sent = view.setdefault("sent", {})
+    kept = []
+    for i, out in enumerate(outs):
+        now = fingerprint(out)
+        kept.append(gr.skip() if sent.get(i) == now else out)
+        sent[i] = now
+    return kept
 
 
 def poll(view: dict, stamp: int, run_id: str | None, axis: str, smoothing: float, log_scale: bool, lang: str):
@@ -269,7 +315,9 @@ def poll(view: dict, stamp: int, run_id: str | None, axis: str, smoothing: float
     view["interval"] = want
     if all(o == gr.skip() for o in outs):
         return view, gr.skip(), interval
-    view["to_show"] = outs
+    # A tick before the last one's ``show`` ran (a busy page): keep what that one found and this one does not resend.
+    pending = view.get("to_show") or []
+    view["to_show"] = [p if o == gr.skip() else o for o, p in zip(outs, pending)] if pending else outs
     return view, (stamp or 0) + 1, interval
 
 
@@ -283,7 +331,7 @@ def show(view: dict) -> list[Any]:
 
 def redraw(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str) -> list[Any]:
     view = view or monitor.new_view(None, None)
-    return [view, *render(view, axis, smoothing, log_scale, lang)]
+    return [view, *remember_sent(view, render(view, axis, smoothing, log_scale, lang))]
 
 
 SCROLL_JS = """(text) => { const el = document.querySelector('#run-log textarea');

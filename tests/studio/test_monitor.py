@@ -126,6 +126,57 @@ def test_poll_moves_the_stamp_only_when_there_is_something_to_show(tmp_path):
     assert interval == gr.update(value=dashboard.IDLE_TICK_S)
 
 
+def _log(path, step: int, loss: float) -> None:
+    events.append_event(path, "log", step, loss=loss, learning_rate=1e-3, grad_norm=1.0, progress=step / 100)
+
+
+def test_a_tick_sends_only_the_outputs_that_changed(tmp_path):
+    """Every update redraws its component in the browser: once the plots have settled, a new logged step sends the
+    curves it moved and the progress, not the curves it left alone (throughput, not logged), the hidden plots of
+    other stages nor the empty failure box. The ticks that settle a plot (its series or range changed) still send
+    everything."""
+    import gradio as gr
+
+    path = _write_run(tmp_path, 2)
+    view = {**monitor.new_view("r1", tmp_path), "run_dir": str(tmp_path)}
+    out = dashboard.tick(view, "r1", "step", 0.0, False, "en")
+    assert len(out[1:]) == len(dashboard.OUTPUT_NAMES) and all(o != gr.skip() for o in out[1:])  # a fresh view: all
+    while out[0].get("settle"):
+        out = dashboard.tick(out[0], "r1", "step", 0.0, False, "en")
+        assert all(o != gr.skip() for o in out[1:])  # a settle tick sends everything
+    out = dashboard.tick(out[0], "r1", "step", 0.0, False, "en")
+    assert all(o == gr.skip() for o in out[1:])  # nothing new
+    _log(path, 3, 0.5)
+    out = dashboard.tick(out[0], "r1", "step", 0.0, False, "en")
+    sent = {name for name, o in zip(dashboard.OUTPUT_NAMES, out[1:]) if o != gr.skip()}
+    assert {"loss", "lr", "grad_norm", "progress"} <= sent, sent  # lr, grad_norm: one point more, same value
+    hidden = {"rewards", "accuracy", "grpo_rewards", "grpo_std", "grpo_kl", "grpo_length", "grpo_samples"}
+    assert not sent & (hidden | {"tps", "failure", "alerts"}), sent
+
+
+def test_a_tick_before_the_last_show_keeps_what_that_one_found(tmp_path):
+    """Two ticks before the page asked for the first one's outputs (a busy page): the second finds only what moved
+    since, so what the first found is kept for ``show`` rather than lost until the curve moves again."""
+    import gradio as gr
+
+    path = _write_run(tmp_path, 2)
+    view = {**monitor.new_view("r1", tmp_path), "run_dir": str(tmp_path)}
+    stamp = 0
+    while True:  # settle, showing each time
+        view, new, _ = dashboard.poll(view, stamp, "r1", "step", 0.0, False, "en")
+        if new == gr.skip():
+            break
+        stamp = new
+        dashboard.show(view)
+    _log(path, 3, 0.5)
+    view, stamp, _ = dashboard.poll(view, stamp, "r1", "step", 0.0, False, "en")
+    (tmp_path / "train.log").write_text("a new line\n")  # only the log moves before the next tick
+    view, stamp, _ = dashboard.poll(view, stamp, "r1", "step", 0.0, False, "en")
+    shown = dict(zip(dashboard.OUTPUT_NAMES, dashboard.show(view)[1:]))
+    assert shown["loss"] != gr.skip() and len(shown["loss"]["value"]) > 0  # the first tick's curve
+    assert shown["log"] == "a new line\n"  # and the second's log
+
+
 def test_cpu_only_samples_show_ram_and_load_with_the_reason(tmp_path):
     _write_run(tmp_path, 1)
     lines = [
