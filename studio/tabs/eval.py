@@ -20,7 +20,7 @@ from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_PAIRWISE_PROMPT, DEMO
 from engine.export import jobs as merge_jobs
 from engine.runs import checkpoints, evals
 from engine.runs import registry as runs
-from studio import backend
+from studio import backend, follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
@@ -339,7 +339,7 @@ def build(ctx: Any) -> None:
         elem_id="eval-sbs",
     )
     job, shown = gr.State(None), gr.State(None)
-    timer = gr.Timer(1.0)
+    timer = gr.Timer(1.0, active=False)  # on while an evaluation is followed (studio.follow)
     refresh.click(lambda: gr.update(choices=run_choices()), None, [run])
     ctx.tab.select(
         lambda lang_: (gr.update(choices=run_choices()), gr.update(choices=data_choices(lang_))),
@@ -349,7 +349,7 @@ def build(ctx: Any) -> None:
     )
     run.change(on_run, [run], [ckpts], queue=False)
     start_btn.click(
-        start,
+        lambda *a: follow.with_timer(start(*a)),
         [
             run,
             ckpts,
@@ -368,13 +368,13 @@ def build(ctx: Any) -> None:
             j_pair,
             ctx.lang,
         ],
-        [job, status],
+        [job, status, timer],
     ).then(lambda j: j, [job], [shown])
-    cancel_btn.click(cancel, [job, ctx.lang], [job, status])
+    cancel_btn.click(lambda *a: follow.with_timer(cancel(*a)), [job, ctx.lang], [job, status, timer])
     timer.tick(
-        poll,
+        lambda *a: follow.from_tick(poll(*a)),
         [job, column, show, ctx.lang],
-        [job, status, table, charts, best, sbs, column],
+        [job, status, table, charts, best, sbs, column, timer],
         show_progress="hidden",
         queue=False,
     )
@@ -392,4 +392,10 @@ def build(ctx: Any) -> None:
     from studio.tabs.eval_chat import wire_open_in_chat
 
     wire_open_in_chat(ctx, sbs, shown, column, show)
-    ctx.on_load.append((show_last, [column, show, ctx.lang], [job, status, table, charts, best, sbs, column, shown]))
+    ctx.on_load.append(
+        (
+            lambda *a: follow.with_timer(show_last(*a)),
+            [column, show, ctx.lang],
+            [job, status, table, charts, best, sbs, column, shown, timer],
+        )
+    )

@@ -19,6 +19,7 @@ from engine.export import jobs as merge_jobs
 from engine.export import sizes
 from engine.export.messages import message
 from studio import backend
+from studio.follow import from_tick, with_timer
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import STRINGS, t
 
@@ -266,17 +267,25 @@ def build(ctx: Any) -> None:
     result = gr.Markdown(elem_id="export-result")
     recent_md = gr.Markdown(elem_id="export-recent")
     job = gr.State(None)
-    timer = gr.Timer(1.0)
+    timer = gr.Timer(1.0, active=False)  # on while a merge is followed (studio.follow)
     refresh.click(lambda: gr.update(choices=source_choices()), None, [source])
     ctx.tab.select(lambda: gr.update(choices=source_choices()), None, [source], queue=False)
     ctx.on_load.append((lambda: gr.update(choices=source_choices()), None, [source]))
     source.change(default_out, [source], [out_dir], queue=False)
     for comp in (out_dir, dtype, device):
         comp.change(estimate, [source, out_dir, dtype, device, ctx.lang], [needs], queue=False, show_progress="hidden")
-    merge_btn.click(start, [source, out_dir, dtype, device, force, ctx.lang], [job, result])
-    cancel_btn.click(cancel, [job, ctx.lang], [job, result, recent_md])
-    timer.tick(poll, [job, ctx.lang], [job, result, recent_md], show_progress="hidden", queue=False)
-    ctx.on_load.append((attach, [ctx.lang], [job, result, recent_md]))
+    merge_btn.click(
+        lambda *a: with_timer(start(*a)), [source, out_dir, dtype, device, force, ctx.lang], [job, result, timer]
+    )
+    cancel_btn.click(lambda *a: with_timer(cancel(*a)), [job, ctx.lang], [job, result, recent_md, timer])
+    timer.tick(
+        lambda *a: from_tick(poll(*a)),
+        [job, ctx.lang],
+        [job, result, recent_md, timer],
+        show_progress="hidden",
+        queue=False,
+    )
+    ctx.on_load.append((lambda *a: with_timer(attach(*a)), [ctx.lang], [job, result, recent_md, timer]))
 
     def _relabel(lang_, source_, out_, dtype_, device_):
         """A language switch: the dtype choices, the estimate and the list of merges in the new language."""

@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from engine.export import convert_jobs, convert_plan, push_jobs, serve_jobs
+from studio import follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
@@ -182,7 +183,9 @@ def poll(export_id, push_id, serve_id, lang: str = "en"):
     out += [describe_serve(sst, lang) if sst else gr.skip()]
     push_keep = push_id if pst and pst["state"] in ("queued", "running") else None
     serve_keep = serve_id if sst and sst["state"] in ("queued", "running", "serving") else None
-    return [export_id, push_keep, serve_keep, *out]
+    going = (job is not None and st["state"] in ("queued", "running")) or push_keep or serve_keep
+    # the timer follows while one of them goes (studio.follow); the export's id stays for a push after it
+    return [export_id, push_keep, serve_keep, *out, gr.skip() if going else follow.timer(False)]
 
 
 def build(ctx: Any, source: Any, resolve) -> None:
@@ -210,11 +213,23 @@ def build(ctx: Any, source: Any, resolve) -> None:
             unserve = texts.add(gr.Button(t("xf_serve_stop", lang), elem_id="xf-serve-stop"), "xf_serve_stop", "value")
         serve_md = gr.Markdown(elem_id="xf-serve-status")
     export_id, push_id, serve_id = gr.State(None), gr.State(None), gr.State(None)
-    timer = gr.Timer(1.0)
-    go.click(lambda s, f, lg: start_export(s, f, lg, resolve), [source, fmt, ctx.lang], [export_id, result])
+    timer = gr.Timer(1.0, active=False)  # on while an export, a push or a server is followed (studio.follow)
+    go.click(
+        lambda s, f, lg: follow.started(start_export(s, f, lg, resolve)),
+        [source, fmt, ctx.lang],
+        [export_id, result, timer],
+    )
     stop.click(cancel_export, [export_id, ctx.lang], [export_id, result])
-    push_btn.click(start_push, [export_id, repo, private, token, ctx.lang], [push_id, push_md])
-    serve_btn.click(lambda s, lg: start_serve(s, lg, resolve), [source, ctx.lang], [serve_id, serve_md])
+    push_btn.click(
+        lambda *a: follow.started(start_push(*a)),
+        [export_id, repo, private, token, ctx.lang],
+        [push_id, push_md, timer],
+    )
+    serve_btn.click(
+        lambda s, lg: follow.started(start_serve(s, lg, resolve)), [source, ctx.lang], [serve_id, serve_md, timer]
+    )
     unserve.click(stop_serve, [serve_id, ctx.lang], [serve_id, serve_md])
     states = [export_id, push_id, serve_id]
-    timer.tick(poll, [*states, ctx.lang], [*states, result, push_md, serve_md], show_progress="hidden", queue=False)
+    timer.tick(
+        poll, [*states, ctx.lang], [*states, result, push_md, serve_md, timer], show_progress="hidden", queue=False
+    )

@@ -32,10 +32,34 @@ def models_frame(lang: str = "en") -> pd.DataFrame:
 
 def downloads_text(lang: str = "en") -> str:
     """The recent downloads, newest first: state and progress (or the result / the error) in the page's language."""
+    return _downloads(lang)[0]
+
+
+FOLLOW_S, IDLE_S = 1.0, 5.0  # the downloads' timer while one goes / with none (one started from the CLI shows)
+
+
+def poll_downloads(lang: str, seen: dict | None) -> tuple[Any, dict, Any]:
+    """The timer's tick: the list when it changed, and the timer every FOLLOW_S while a download goes, every IDLE_S
+    otherwise (each tick is an event the browser handles across the whole page)."""
+    import gradio as gr
+
+    seen = dict(seen or {})
+    text, going = _downloads(lang)
+    want = FOLLOW_S if going else IDLE_S
+    timer = gr.skip() if seen.get("interval") == want else gr.update(value=want)
+    shown = gr.skip() if seen.get("text") == text else text
+    seen.update(text=text, interval=want)
+    return shown, seen, timer
+
+
+def _downloads(lang: str) -> tuple[str, bool]:
+    """(the list's text, whether a download is queued or running)."""
     jobs = downloads.list_downloads(limit=8)
     lines = []
+    going = False
     for job in jobs:
         status = job.poll()
+        going = going or status["state"] in ("queued", "running")
         state = t(f"st_{status['state']}", lang) if status["state"] in ("queued", "running") else status["state"]
         if status["state"] == "finished":
             res = status["result"] or {}
@@ -45,7 +69,7 @@ def downloads_text(lang: str = "en") -> str:
         else:
             detail = localize(status["detail"], lang)
         lines.append(f"- `{status['run_id']}` **{status['repo']}** · {state} · {detail}")
-    return "\n".join(lines) or t("m_no_downloads", lang)
+    return "\n".join(lines) or t("m_no_downloads", lang), going
 
 
 def hub_text(lang: str = "en") -> str:
@@ -102,12 +126,15 @@ def build(ctx: Any) -> None:
     with gr.Row():
         target = ctx.texts.add(gr.Textbox(label=t("m_target", lang), elem_id="models-target", scale=3), "m_target")
         delete = ctx.texts.add(gr.Button(t("m_delete", lang), elem_id="models-delete"), "m_delete", "value")
+    seen = gr.State({})  # what the list shows and the timer's interval (poll_downloads)
+    timer = gr.Timer(FOLLOW_S)
     refresh.click(models_frame, [ctx.lang], [table])
-    download.click(start_download, [repo, ctx.lang, modelscope], [note]).then(downloads_text, [ctx.lang], [progress])
-    cancel.click(cancel_downloads, [ctx.lang], [note]).then(downloads_text, [ctx.lang], [progress])
+    download.click(start_download, [repo, ctx.lang, modelscope], [note]).then(
+        poll_downloads, [ctx.lang, seen], [progress, seen, timer]
+    )
+    cancel.click(cancel_downloads, [ctx.lang], [note]).then(poll_downloads, [ctx.lang, seen], [progress, seen, timer])
     delete.click(delete_model, [target, ctx.lang], [note]).then(models_frame, [ctx.lang], [table])
-    timer = gr.Timer(1.0)
-    timer.tick(downloads_text, [ctx.lang], [progress], queue=False)
+    timer.tick(poll_downloads, [ctx.lang, seen], [progress, seen, timer], queue=False, show_progress="hidden")
     ctx.tab.select(models_frame, [ctx.lang], [table])
     ctx.tab.select(hub_text, [ctx.lang], [hub])
     ctx.on_lang.append((hub_text, [ctx.lang], [hub]))

@@ -26,3 +26,16 @@ def test_lists_deletes_and_refuses(run_registry, demo_paths):
     assert "freed" in out and not folder.exists()
     assert "models/my-copy" not in set(tab.models_frame("en")["name"])
     assert Path(demo_paths["model_dir"]).is_dir(), "only the named folder goes"
+
+
+def test_the_downloads_timer_sends_the_list_when_it_changed_and_slows_down_with_none_going(run_registry):
+    """Each tick is an event the whole page handles: with no download going the timer ticks every IDLE_S (a download
+    started from the command line still shows), and a tick that finds the list as it was sends nothing."""
+    import gradio as gr
+
+    shown, seen, timer = tab.poll_downloads("en", {})
+    assert shown == "no downloads" and timer == gr.update(value=tab.IDLE_S)
+    shown, seen, timer = tab.poll_downloads("en", seen)
+    assert shown == gr.skip() and timer == gr.skip()
+    shown, seen, timer = tab.poll_downloads("zh", seen)  # the language changed: the list in its words
+    assert shown == "没有下载任务" and timer == gr.skip()
