@@ -165,6 +165,7 @@ def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
     Muon, BAdam)."""
     from engine.trainer.optim import optimizer_factory
 
+    without_deepspeed_probe(spec)
     trainer = _make_trainer(spec, model, tokenizer, data, targs, callbacks)
     factory = optimizer_factory(spec, targs)
     if factory is not None:
@@ -177,6 +178,20 @@ def build_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
         trainer.accelerator.clip_grad_norm_ = MethodType(clip_grad_norm_old_version, trainer.accelerator)
         trainer.add_callback(BAdamCallback)
     return trainer
+
+
+def without_deepspeed_probe(spec: RunSpec) -> None:
+    """A run that does not train with DeepSpeed does not import it. accelerate's ``extract_model_from_parallel``
+    (behind the Trainer's ``unwrap_model``, called from the Trainer's first lines on) imports DeepSpeed whenever it
+    is installed, only to ask whether the model is a ``DeepSpeedEngine``, which such a run's model never is; the
+    import took seconds of every run's start (more than the rest of accelerate and TRL together). Said unavailable
+    to that function's module alone; a DeepSpeed run is left as it is."""
+    if spec.launch.backend == "deepspeed":
+        return
+    from accelerate.utils import other
+
+    if hasattr(other, "is_deepspeed_available"):  # a later accelerate without the probe: nothing to do
+        other.is_deepspeed_available = lambda: False
 
 
 def _make_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):

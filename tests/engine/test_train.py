@@ -13,6 +13,7 @@ from engine.core.events import read_all
 from tests.helpers import demo_spec, losses, run_trainer, start_trainer, stop_and_wait, wait_for_event
 
 STEPS = 24
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -430,3 +431,31 @@ def test_flattening_collator_keeps_samples_apart():
     assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1]]
     assert batch["labels"].tolist() == [[IGNORE, 6, 7, IGNORE, 9]]  # never predict a sample from the one before
     assert "attention_mask" not in batch and batch["use_cache"] is False
+
+
+PROBE = """
+import sys, torch
+from engine.spec.schema import RunSpec
+from engine.trainer.trainers import without_deepspeed_probe
+from accelerate.utils.other import extract_model_from_parallel
+spec = RunSpec.model_validate({"model": {"name_or_path": "org/model"}, "data": {"datasets": ["d"]},
+                               "launch": {"backend": sys.argv[1], "num_processes": 2, "device": "cpu"}})
+without_deepspeed_probe(spec)
+extract_model_from_parallel(torch.nn.Linear(2, 2))  # what the Trainer's unwrap_model calls
+print("deepspeed" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("backend, imported", [("ddp", "False"), ("deepspeed", "True")])
+def test_only_a_deepspeed_run_imports_deepspeed_to_unwrap_its_model(backend, imported):
+    """accelerate's unwrap imports DeepSpeed whenever it is installed (seconds of every run's start); a run without
+    DeepSpeed skips that probe. The DeepSpeed case shows the probe is real, so the other one is not passing by luck."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, backend], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
+    assert out.returncode == 0 and out.stdout.strip().splitlines()[-1] == imported, out.stdout + out.stderr[-2000:]
