@@ -1,17 +1,21 @@
 """How long the page takes to answer what a person does, and how much of the browser's CPU it burns meanwhile.
 
-Usage: .venv/bin/python bench/page_events.py [--repeats 3] [--baseline DIR] [--out bench/results/page_events.md]
+Usage: .venv/bin/python bench/page_events.py [--repeats 3] [--baseline DIR [--baseline-patched]] [--out FILE.md]
 
 Measured in Chromium (Playwright, headless) on a studio serving the demo workspace from a temporary STUDIO_HOME on
 127.0.0.1, for each variant in turn, --repeats times, alternating so every variant sees the same load:
 - load: page opened -> the Start button enabled (the page's load handlers answered);
 - switch: language picked -> the Start button reads 开始训练;
 - import: a LLaMA-Factory YAML (two dozen fields) imported -> its message shown and Start enabled again;
-- idle CPU: the browser's task time (CDP Performance.TaskDuration) over 10 s with the page open and nothing done.
+- idle CPU: the browser's task time (CDP Performance.TaskDuration) over 10 s with the page open and nothing done;
+- follow CPU: the browser's task time per second while the dashboard follows a run of FOLLOW_STEPS steps (LoRA SFT
+  on the demo model, logged every step, started with Start) from the click to its finished event, and that run's
+  seconds (follow s). The trainer shares the CPU with the browser, so compare variants of one round.
 
 Variants: this checkout with studio/page_speed's patch (``patched``) and without it (``STUDIO_GRADIO_PATCH=off``);
 with --baseline DIR, another checkout of this repository as well (e.g. ``git worktree add /tmp/page-base 50ec647``,
-before the language switch and the load were answered in one request each), run with this checkout's Python.
+before the language switch and the load were answered in one request each), run with this checkout's Python,
+without the patch unless --baseline-patched (a baseline that has it, to measure a later change).
 Only the processes this script started are stopped.
 """
 
@@ -32,6 +36,11 @@ sys.path.insert(0, str(ROOT))
 
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, Server  # noqa: E402
 
+FOLLOW_STEPS = 16
+FOLLOW_YAML = (
+    "model_name_or_path: {model}\nstage: sft\nfinetuning_type: lora\ndataset: demo_alpaca\ntemplate: default\n"
+    "cutoff_len: 96\nlogging_steps: 1\nmax_steps: {steps}\nsave_steps: 1000\nreport_to: none\n"
+)
 YAML = (
     "model_name_or_path: {model}\nstage: dpo\nfinetuning_type: lora\nlora_target: all\ndataset: demo_dpo\n"
     "template: default\ncutoff_len: 64\nlogging_steps: 1\nper_device_train_batch_size: 4\neval_strategy: steps\n"
@@ -85,14 +94,39 @@ def measure(browser, server: Server) -> dict[str, float]:
     page.wait_for_function("document.querySelector('#lf-msg').innerText.includes('filled from the LLaMA-Factory')")
     page.wait_for_selector("#start-btn:not([disabled])")
     out["import s"] = time.perf_counter() - t0
+    out.update(follow(page, cdp, server))
     page.context.close()
     return out
+
+
+def follow(page, cdp, server: Server) -> dict[str, float]:
+    """The browser's task time per second while the dashboard follows a short run started from the page."""
+    model = server.home / "models" / "demo-tiny-llama"
+    page.locator("#lf-text textarea").fill(FOLLOW_YAML.format(model=model, steps=FOLLOW_STEPS))
+    page.click("#lf-import")
+    page.wait_for_function("document.querySelector('#lf-msg').innerText.includes('filled from the LLaMA-Factory')")
+    page.wait_for_selector("#start-btn:not([disabled])")
+    runs = server.home / "runs"
+    before_runs = set(runs.iterdir()) if runs.is_dir() else set()
+    before, t0 = task_seconds(cdp), time.perf_counter()
+    page.click("#start-btn")
+    while True:  # the run's own record of its end, not the page's
+        new = [d for d in runs.iterdir() if d not in before_runs] if runs.is_dir() else []
+        events = new[0] / "events.jsonl" if new else None
+        if events and events.is_file() and any(w in events.read_text() for w in ('"finished"', '"failed"')):
+            break
+        if time.perf_counter() - t0 > 600:
+            raise TimeoutError("the followed run did not end in 600 s")
+        page.wait_for_timeout(250)
+    seconds = time.perf_counter() - t0
+    return {"follow s": seconds, "follow CPU %": 100 * (task_seconds(cdp) - before) / seconds}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--baseline", type=Path, help="another checkout of this repository to measure beside this one")
+    ap.add_argument("--baseline-patched", action="store_true", help="run the baseline with its page patch on")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "page_events.md")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
@@ -102,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         commit = subprocess.run(
             ["git", "-C", str(args.baseline), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
         ).stdout.strip()
-        off = {"STUDIO_GRADIO_PATCH": "off"}  # the baseline may have no patch; this says so if it has one
+        off = {} if args.baseline_patched else {"STUDIO_GRADIO_PATCH": "off"}  # the baseline may have no patch
         variants[f"baseline {commit or args.baseline.name}"] = (args.baseline.resolve(), off)
     tmp = Path(tempfile.mkdtemp(prefix="page-events-"))
     results: dict[str, list[dict]] = {name: [] for name in variants}
