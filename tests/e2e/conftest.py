@@ -156,3 +156,16 @@ def open_tab(page, name: str) -> None:
     """Click a top-level tab and wait until the page shows it selected (not a fixed pause)."""
     page.get_by_role("tab", name=name).click()
     page.get_by_role("tab", name=name, selected=True).wait_for(state="visible")
+
+
+def pick(page, dropdown: str, text: str) -> None:
+    """Choose an option in a dropdown as a person does: open it, type part of its name, click the option (pressing
+    Enter instead picks whatever option the list holds first, which on a busy page may not be filtered yet)."""
+    from playwright.sync_api import expect
+
+    box = page.locator(f"{dropdown} input")
+    box.click()
+    box.fill(text)
+    option = page.locator("[role=option]", has_text=text)
+    expect(option.first).to_be_visible(timeout=90_000)
+    option.first.click()

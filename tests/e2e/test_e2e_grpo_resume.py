@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import open_tab
+from tests.e2e.conftest import open_tab, pick
 from tests.e2e.conftest import wait_text as _wait_text
 from tests.e2e.test_e2e_charts import wait_finished, wait_logged, wait_svg
 from tests.e2e.test_e2e_grpo import _preset
@@ -39,16 +39,6 @@ def _events(server, run_id: str) -> list[dict]:
 
 def _reward_steps(events: list[dict]) -> list[int]:
     return [e["step"] for e in events if e["type"] == "log" and "reward" in e["payload"].get("metrics", {})]
-
-
-def _pick(page, dropdown: str, run_id: str) -> None:
-    """Choose a run in a dropdown as a person does: open it, type part of its id, click its option."""
-    box = page.locator(f"{dropdown} input")
-    box.click()
-    box.fill(run_id)
-    option = page.locator("[role=option]", has_text=run_id)
-    expect(option.first).to_be_visible(timeout=90_000)
-    option.first.click()
 
 
 def test_grpo_run_stopped_resumed_and_merged(page, server, shots):
@@ -93,7 +83,7 @@ def test_grpo_run_stopped_resumed_and_merged(page, server, shots):
 
     # ---- Resume in the Runs tab: a new run from the stopped run's checkpoint
     open_tab(page, "Runs")
-    _pick(page, "#runs-one", run_id)
+    pick(page, "#runs-one", run_id)
     page.click("#runs-resume")
     said = _wait_text(page, "#runs-msg", f"resumed run {run_id} as run ", timeout=120_000)
     new_id = re.search(f"as run ({ID_RE})", said).group(1)
@@ -102,7 +92,7 @@ def test_grpo_run_stopped_resumed_and_merged(page, server, shots):
 
     # ---- the resumed run watched to its end on the Train tab
     open_tab(page, "Train")
-    _pick(page, "#run-picker", new_id)
+    pick(page, "#run-picker", new_id)
     wait_finished(page, new_id, timeout_ms=600_000)
     events = _events(server, new_id)
     assert events[-1]["type"] == "finished", events[-3:]
