@@ -43,9 +43,10 @@ def _merge(before: Any, after: Any) -> Any:
 _UNSET = object()
 
 
-def combine(handlers: Sequence[Handler]) -> tuple[Callable[..., list[Any]], list[Any], list[Any]]:
+def combine(handlers: Sequence[Handler]) -> tuple[Callable[..., Any], list[Any], list[Any]]:
     """(fn, inputs, outputs) of one listener that runs ``handlers`` — each ``(fn, inputs, outputs)`` as given to
-    gradio, returning one value for one output or a sequence for several — in their order.
+    gradio, returning one value for one output or a sequence for several — in their order. The listener answers
+    likewise: a list for several outputs, the value itself for one.
 
     A handler that raises is logged and leaves its components as they are: the others still answer."""
     # each component once, in the order first seen (keyed by identity: components are not hashable by value)
@@ -70,6 +71,9 @@ def combine(handlers: Sequence[Handler]) -> tuple[Callable[..., list[Any]], list
             for comp, value in zip(outs, got):
                 pos = out_pos[id(comp)]
                 answer[pos] = _merge(answer[pos], value)
-        return [{"__type__": "update"} if a is _UNSET else a for a in answer]
+        out = [{"__type__": "update"} if a is _UNSET else a for a in answer]
+        # one output: its value itself. gradio takes a list for one output as that output's value, and a plot then
+        # failed to draw it ("'list' object has no attribute 'to_json'": the Runs overlay's colours after a switch)
+        return out[0] if len(outputs) == 1 else out
 
     return run, inputs, outputs

@@ -52,7 +52,18 @@ def test_a_plain_value_and_an_update_of_the_same_component_merge():
     with gr.Blocks():
         lang, x = gr.Dropdown(choices=["en"]), gr.Markdown()
     fn, _, _ = fan_in.combine([(lambda c: "text", [lang], [x]), (lambda c: gr.update(visible=True), [lang], [x])])
-    assert fn("en") == [{"__type__": "update", "value": "text", "visible": True}]
+    assert fn("en") == {"__type__": "update", "value": "text", "visible": True}  # one output: the value itself
+
+
+def test_one_plot_output_is_answered_with_a_value_gradio_can_draw():
+    """The Runs overlay's colours after a language switch: one plot, one update. Answered as a one-item list, gradio
+    handed the list to the plot, which failed ("'list' object has no attribute 'to_json'") and kept its old colours."""
+    with gr.Blocks():
+        lang, plot = gr.Dropdown(choices=["en"]), gr.LinePlot()
+    fn, _, outputs = fan_in.combine([(lambda c: gr.update(color_map={"a": "#ff0000"}), [lang], [plot])])
+    answer = fn("en")
+    assert answer == {"__type__": "update", "color_map": {"a": "#ff0000"}}
+    assert outputs == [plot]
 
 
 def test_the_language_switch_and_the_load_are_one_request_each(tmp_path, monkeypatch):
