@@ -75,6 +75,11 @@ def test_damaged_or_missing_registry_is_kept_aside_and_rebuilt(home, demo_paths,
     assert merge["state"] == "finished", merge
     failed = runs.submit_command([PY, "-c", "import sys; sys.exit(3)"], name="exits-3")
     wait_for(lambda: runs.get(failed).status == "failed")
+    # A runner schedules the queue after it records its run's end: once they are gone, nothing starts the queued run
+    # below before it is taken off (CI saw it running: the failed command's runner started it first).
+    from engine.runs import processes
+
+    wait_for(lambda: not any(processes.runner_alive(runs.get(r)) for r in (trained, failed, merge["run_id"])))
     removed = runs.submit_command([PY, "-c", "print(1)"], name="taken-off", start=False)
     runs.stop(removed)
     before = snapshot()
