@@ -1,7 +1,8 @@
 """The timers that follow a job (a merge, an export, a push, a server, an evaluation, a download) tick only while
 there is one to follow: every tick is an event the browser handles across the whole page, and four timers ticking
 each second with nothing to follow kept a page open in a browser busy for nothing. The handler that starts a job turns
-its timer on, and the tick that sees the job end turns it off.
+its timer on, and the tick that sees the job end turns it off. ``retime``: a timer that slows down with nothing to
+follow (the dashboard, the downloads list) instead.
 
 Light: gradio.
 """
@@ -37,3 +38,13 @@ def from_tick(out: tuple | list) -> tuple:
     import gradio as gr
 
     return (*out, gr.skip() if out[0] else timer(False))
+
+
+def retime(state: dict, want: float) -> Any:
+    """The update that sets a timer's interval to ``want`` seconds, or ``gr.skip()`` when ``state`` (a session's
+    dict, which keeps the interval last set under "interval") says it is set already."""
+    import gradio as gr
+
+    update = gr.skip() if state.get("interval") == want else gr.update(value=want)
+    state["interval"] = want
+    return update

@@ -185,13 +185,13 @@ def without_deepspeed_probe(spec: RunSpec) -> None:
     (behind the Trainer's ``unwrap_model``, called from the Trainer's first lines on) imports DeepSpeed whenever it
     is installed, only to ask whether the model is a ``DeepSpeedEngine``, which such a run's model never is; the
     import took seconds of every run's start (more than the rest of accelerate and TRL together). Said unavailable
-    to that function's module alone; a DeepSpeed run is left as it is."""
-    if spec.launch.backend == "deepspeed":
-        return
-    from accelerate.utils import other
+    to that function's module alone; a DeepSpeed run gets accelerate's own check back (a process that trains more
+    than once, as the in-process tests do, is not left with the first run's answer)."""
+    from accelerate.utils import imports, other
 
     if hasattr(other, "is_deepspeed_available"):  # a later accelerate without the probe: nothing to do
-        other.is_deepspeed_available = lambda: False
+        deepspeed = spec.launch.backend == "deepspeed"
+        other.is_deepspeed_available = imports.is_deepspeed_available if deepspeed else (lambda: False)
 
 
 def _make_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):

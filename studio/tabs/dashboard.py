@@ -13,7 +13,7 @@ from typing import Any
 from engine.machine import hardware
 from engine.runs import registry as runs
 from engine.runs import watchdog
-from studio import alerts, backend, grpo_panel, monitor, monitor_text
+from studio import alerts, backend, follow, grpo_panel, monitor, monitor_text
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 from studio.tabs import runs as runs_tab
@@ -250,19 +250,19 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
     log = monitor_text.log_tail(view["run_dir"]) if view.get("run_dir") else ""
     log_changed = log != view.get("log_seen")
     if not changed and not log_changed:
-        return [view, *[gr.skip() for _ in range(13 + GRPO_OUTPUTS)]]
+        return [view, *[gr.skip()] * len(OUTPUT_NAMES)]
     view["log_seen"] = log
     if not changed:  # only the log moved
         view.setdefault("sent", {})[LOG_OUTPUT] = fingerprint(log)
-        return [view, *[gr.skip()] * LOG_OUTPUT, log, *[gr.skip()] * (4 + GRPO_OUTPUTS)]
+        return [view, *[gr.skip()] * LOG_OUTPUT, log, *[gr.skip()] * (len(OUTPUT_NAMES) - LOG_OUTPUT - 1)]
     outs = render(view, axis, smoothing, log_scale, lang)
     full = fresh or settling or bool(view.get("settle"))  # the settle ticks send everything (see SETTLE_TICKS)
     return [view, *(remember_sent(view, outs) if full else only_changed(view, outs))]
 
 
-# render's outputs, in order (the grpo ones: GRPO_PLOTS' keys, then the sample table)
+# render's outputs, in order: the grpo ones are GRPO_PLOTS' and the sample table (grpo_updates)
 OUTPUT_NAMES = ("loss", "lr", "grad_norm", "tps", "mem", "util", "progress", "status", "log", "failure", "rewards")
-OUTPUT_NAMES += ("accuracy", "alerts", "grpo_rewards", "grpo_std", "grpo_kl", "grpo_length", "grpo_samples")
+OUTPUT_NAMES += ("accuracy", "alerts", *GRPO_PLOTS, "grpo_samples")
 LOG_OUTPUT = OUTPUT_NAMES.index("log")
 
 
@@ -311,8 +311,7 @@ def poll(view: dict, stamp: int, run_id: str | None, axis: str, smoothing: float
     # Every TICK_S while the picked run goes on; every IDLE_TICK_S with no run or an ended one (its last frames
     # are drawn over the settle ticks either way): a tick re-lays out the whole page in the browser.
     want = TICK_S if view.get("run_id") and not view.get("terminal") else IDLE_TICK_S
-    interval = gr.skip() if view.get("interval") == want else gr.update(value=want)
-    view["interval"] = want
+    interval = follow.retime(view, want)
     if all(o == gr.skip() for o in outs):
         return view, gr.skip(), interval
     # A tick before the last one's ``show`` ran (a busy page): keep what that one found and this one does not resend.
@@ -326,7 +325,7 @@ def show(view: dict) -> list[Any]:
     import gradio as gr
 
     outs = (view or {}).pop("to_show", None)
-    return [view, *(outs or [gr.skip() for _ in range(13 + GRPO_OUTPUTS)])]
+    return [view, *(outs or [gr.skip()] * len(OUTPUT_NAMES))]
 
 
 def redraw(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str) -> list[Any]:

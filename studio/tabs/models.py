@@ -16,6 +16,7 @@ from engine.core.messages import payload_message
 from engine.models import local, ms_models, reach
 from engine.models.hub_cache import human
 from engine.runs import downloads
+from studio import follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
@@ -45,10 +46,9 @@ def poll_downloads(lang: str, seen: dict | None) -> tuple[Any, dict, Any]:
 
     seen = dict(seen or {})
     text, going = _downloads(lang)
-    want = FOLLOW_S if going else IDLE_S
-    timer = gr.skip() if seen.get("interval") == want else gr.update(value=want)
+    timer = follow.retime(seen, FOLLOW_S if going else IDLE_S)
     shown = gr.skip() if seen.get("text") == text else text
-    seen.update(text=text, interval=want)
+    seen["text"] = text
     return shown, seen, timer
 
 
