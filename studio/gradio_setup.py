@@ -13,7 +13,8 @@ Measured with ``python -X importtime`` and cProfile on the 2-core development ma
 after they are executed: stubs are left as installed, and listener docstrings get the name by plain substitution
 (the same text Jinja renders; a docstring with any other template syntax still goes through Jinja). The hook removes
 itself once all of them are loaded. A third patch lets ``launch``'s check that its own server answers wait on a busy
-machine (``_patient_self_check``). Nothing changes when gradio is already imported or a gradio version lacks
+machine (``_patient_self_check``); a fourth keeps the idle event queue from polling a thousand times a second
+(``_calm_queue``). Nothing changes when gradio is already imported or a gradio version lacks
 these functions: the page is the same either way, only built sooner.
 """
 
@@ -100,10 +101,47 @@ def _patient_self_check(module: ModuleType) -> None:
     module.url_ok = url_ok
 
 
+QUEUE_POLL_S = 0.02  # how often an idle gradio queue looks for a new event (gradio: 0.001 s, and 0.01 s for progress)
+
+
+def queue_poll_s() -> float:
+    """``STUDIO_QUEUE_POLL_S`` (seconds, 0.001-1) or QUEUE_POLL_S; 0.001 gives gradio's own polling back."""
+    import os
+
+    try:
+        return min(1.0, max(0.001, float(os.environ.get("STUDIO_QUEUE_POLL_S", QUEUE_POLL_S))))
+    except ValueError:
+        return QUEUE_POLL_S
+
+
+def _calm_queue(module: ModuleType) -> None:
+    """gradio's event queue finds new events by polling: ``start_processing`` sleeps ``sleep_when_free`` (1 ms off
+    Windows) between looks while nothing is queued, ``start_progress_updates`` 10 ms. Measured on the 2-core
+    development machine, an idle ``studio webui`` with no browser open spent ~10 % of a core on those wake-ups, all
+    day, and so did every studio a browser test starts beside Chromium and a trainer (``bench/idle_server.py``
+    measures it against gradio's own polling). Both loops sleep ``queue_poll_s()`` (20 ms) instead: a click or a
+    timer tick starts at most 20 ms later, below what a person notices and far below one tick's own work."""
+    queue_cls = getattr(module, "Queue", None)
+    original = getattr(queue_cls, "__init__", None)
+    if queue_cls is None or not callable(original):
+        return
+
+    def __init__(self, *args, **kwargs) -> None:
+        original(self, *args, **kwargs)
+        poll = queue_poll_s()
+        for name in ("sleep_when_free", "progress_update_sleep_when_free"):
+            if isinstance(getattr(self, name, None), (int, float)):
+                setattr(self, name, poll)
+
+    __init__.__doc__ = original.__doc__
+    queue_cls.__init__ = __init__
+
+
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "gradio.component_meta": _keep_stubs,
     "gradio.events": _plain_listener_docs,
     "gradio.networking": _patient_self_check,
+    "gradio.queueing": _calm_queue,
 }
 
 

@@ -51,7 +51,8 @@ def test_any_other_template_syntax_is_left_to_jinja(doc):
 
 def test_studio_app_imports_gradio_through_the_hook():
     """In a fresh process: importing the studio page patches gradio as it loads, the hook then removes itself, the
-    page's default concurrency is 8 without a second queue() call, and no torch is loaded."""
+    page's default concurrency is 8 without a second queue() call, its idle queue looks for events every 20 ms (not
+    gradio's 1 ms), and no torch is loaded."""
     code = """
 import sys
 import studio.app as app
@@ -68,11 +69,12 @@ assert "{{" not in gr.Slider.change.__doc__
 with gr.Blocks() as page:
     gr.Button("x")
 assert page._queue.default_concurrency_limit == 8, page._queue.default_concurrency_limit
+assert page._queue.sleep_when_free == page._queue.progress_update_sleep_when_free == 0.02, vars(page._queue)
 assert gradio_setup.install() is False  # gradio is loaded: too late, nothing added
 assert "torch" not in sys.modules
 print("ok")
 """
-    env = {k: v for k, v in os.environ.items() if k != "GRADIO_DEFAULT_CONCURRENCY_LIMIT"}
+    env = {k: v for k, v in os.environ.items() if k not in ("GRADIO_DEFAULT_CONCURRENCY_LIMIT", "STUDIO_QUEUE_POLL_S")}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
