@@ -27,6 +27,7 @@ import sys
 import threading
 
 from engine.data.templates import prompt_text, tokenizer_info
+from engine.trainer import lean
 
 
 def emit(obj: dict) -> None:
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = p.parse_args(argv)
     try:
+        lean.without_bitsandbytes(lean.model_is_quantized(args.model))  # only as `python -m` (own_process)
         tok, model, processor = load(args.model, args.adapter, args.device)
         hello = [{"role": "user", "content": "hi"}]
         if processor is None:
@@ -208,4 +210,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    lean.own_process()  # what this job does not use stays unimported (engine.trainer.lean)
     sys.exit(main())

@@ -37,6 +37,7 @@ from engine.core.events import append_event
 from engine.core.messages import to_json
 from engine.eval import measures as ms
 from engine.eval.messages import message
+from engine.trainer import lean
 
 IGNORE = -100
 
@@ -483,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     plan_path = Path(args.plan)
     plan = json.loads(plan_path.read_text(encoding="utf-8"))
+    quantized = any(lean.model_is_quantized(str(t.get("model") or "")) for t in plan["targets"])
+    lean.without_bitsandbytes(quantized)  # only as `python -m` (own_process)
     job = Evaluation(plan, plan_path.parent, Path(args.events))
     signal.signal(signal.SIGTERM, lambda *_: setattr(job, "stop", True))
     print(f"[eval] {len(plan['targets'])} models: {', '.join(t['label'] for t in plan['targets'])}", flush=True)
@@ -490,4 +493,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    lean.own_process()  # what this job does not use stays unimported (engine.trainer.lean)
     sys.exit(main())

@@ -35,6 +35,7 @@ from engine.export import checks as xp
 from engine.export import sizes
 from engine.export.checks import ExportError, ExportPlan
 from engine.export.messages import message
+from engine.trainer import lean
 
 NUM_PROMPTS, PROMPT_LEN = 4, 24
 # fp32: 1e-4 absolute on logits of magnitude <= 1 (the demo model: observed ~1e-6), scaled with the logit magnitude
@@ -413,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force,
             base=args.base,
         )
+        lean.without_bitsandbytes(lean.model_is_quantized(plan.base))  # a pre-quantized base dequantizes with it
         max_shard = sizes.parse_size(args.max_shard_size)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -489,4 +491,5 @@ def exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
+    lean.own_process()  # what this job does not use stays unimported (engine.trainer.lean)
     exit_now(main())

@@ -35,7 +35,7 @@ from engine.runs import record as fingerprints
 from engine.runs.health import STOP_FILE, stop_reason
 from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec
-from engine.trainer import attention
+from engine.trainer import attention, lean
 from engine.trainer.trainers import build_trainer, training_arguments, use_trained_logits
 
 
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         acting.honour_grant(run_dir)  # an output folder chosen at the shell (engine.core.acting)
         spec = load_spec(args.spec)
+        lean.without_bitsandbytes(lean.needs_bitsandbytes(spec))  # only as `python -m` (own_process)
         return train(spec, run_dir, events)
     except BaseException as exc:  # noqa: BLE001 - every failure must become an event
         if isinstance(exc, SystemExit) and not exc.code:
@@ -451,4 +452,5 @@ def _write_plan(spec: RunSpec, run_dir: Path) -> None:
 
 
 if __name__ == "__main__":
+    lean.own_process()  # what this job does not use stays unimported (engine.trainer.lean)
     sys.exit(main())

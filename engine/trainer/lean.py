@@ -1,0 +1,72 @@
+"""What a heavy process leaves unimported: bitsandbytes, for a job that cannot use it.
+
+Light: stdlib, engine.models.resolve, engine.spec (read before torch is imported). peft imports bitsandbytes at its own
+import (``peft.helpers``) whenever it is installed, and bitsandbytes' CPU kernels then set up ``torch.compile``, which
+pulls in torch's inductor. Measured on the 2-core development machine, a 3-step demo LoRA run's trainer process took
+10.4 / 11.1 / 11.5 s (9.6-10.4 s of CPU) with it and 8.8 / 9.7 / 9.4 s (8.2-8.8 s of CPU) without, alternating: about
+1.5 s of every run's start, for nothing. The suite starts ~200 trainers.
+
+``without_bitsandbytes(needed)`` marks the package missing in ``sys.modules`` unless ``needed``:
+``importlib.util.find_spec`` then answers None, so peft, transformers, accelerate and TRL see it as not installed (a
+configuration they all support) and never import it. Only in a process started for the one job: an entry module's
+``if __name__ == "__main__"`` calls ``own_process()`` first. A process that calls an entry's ``main`` in-process (the
+tests) may need bitsandbytes for its next job and is left as it is, and so is one that imported it already.
+``STUDIO_LEAN_IMPORTS=off`` leaves every process as it is (for code of the user's that imports bitsandbytes itself,
+say a reward file, and for ``bench/trainer_start.py``'s baseline).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+BNB_OPTIMIZER_MARKS = ("8bit", "paged", "bnb")  # in train.optimizer: one that bitsandbytes implements
+_OWN_PROCESS = False
+
+
+def own_process() -> None:
+    """Said by an entry run as ``python -m ...``: this process does this one job, then exits."""
+    global _OWN_PROCESS
+    _OWN_PROCESS = True
+
+
+def quantized_config(config: object) -> bool:
+    """A model config (config.json as a dict) that says its weights are quantized, for a vision-language model in its
+    text part too; True for a config that could not be read (unknown: keep bitsandbytes)."""
+    if not isinstance(config, dict):
+        return True
+    return any(isinstance(c, dict) and c.get("quantization_config") for c in (config, config.get("text_config")))
+
+
+def model_is_quantized(name: str, revision: str | None = None, *, modelscope: bool = False) -> bool:
+    """``quantized_config`` of a model folder or hub id's config.json (as ``engine.models.resolve`` finds it)."""
+    from engine.models.resolve import resolve_config
+
+    try:
+        return quantized_config(resolve_config(name, revision, modelscope=modelscope).config)
+    except Exception:  # noqa: BLE001 - unknown: keep bitsandbytes
+        return True
+
+
+def needs_bitsandbytes(spec) -> bool:
+    """Whether a run (a RunSpec) may use bitsandbytes: a quantized base (QLoRA: ``method.quantization.bits``, or a
+    model whose config.json carries a ``quantization_config``, as a pre-quantized "bnb-4bit" upload does), an 8-bit or
+    paged optimizer (``train.extra_args`` cannot name one: the spec refuses ``optim`` there), or GRPO generating with
+    vLLM. True whenever the model's config cannot be read: only a run known not to need it goes without."""
+    if spec.method.quantization.bits:
+        return True
+    if any(mark in spec.train.optimizer for mark in BNB_OPTIMIZER_MARKS):
+        return True
+    if spec.method.stage == "grpo" and spec.method.grpo.generation_backend == "vllm":
+        return True
+    m = spec.model
+    return model_is_quantized(m.name_or_path, m.revision, modelscope=getattr(m, "hub", "huggingface") == "modelscope")
+
+
+def without_bitsandbytes(needed: bool) -> bool:
+    """Mark bitsandbytes missing for the rest of this process unless ``needed``, already imported or not the job's own
+    process (``own_process``); True if marked."""
+    if needed or not _OWN_PROCESS or "bitsandbytes" in sys.modules or os.environ.get("STUDIO_LEAN_IMPORTS") == "off":
+        return False
+    sys.modules["bitsandbytes"] = None  # type: ignore[assignment] - the documented way to make an import fail
+    return True
