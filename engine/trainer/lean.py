@@ -1,10 +1,10 @@
 """What a heavy process leaves unimported: bitsandbytes, for a job that cannot use it.
 
-Light: stdlib, engine.models.resolve, engine.spec (read before torch is imported). peft imports bitsandbytes at its own
-import (``peft.helpers``) whenever it is installed, and bitsandbytes' CPU kernels then set up ``torch.compile``, which
-pulls in torch's inductor. Measured on the 2-core development machine, a 3-step demo LoRA run's trainer process took
-10.4 / 11.1 / 11.5 s (9.6-10.4 s of CPU) with it and 8.8 / 9.7 / 9.4 s (8.2-8.8 s of CPU) without, alternating: about
-1.5 s of every run's start, for nothing. The suite starts ~200 trainers.
+Light: stdlib and engine.models.resolve (called before torch is imported). peft imports bitsandbytes at its own import
+(``peft.helpers``) whenever it is installed, and bitsandbytes' CPU kernels then set up ``torch.compile``, which pulls
+in torch's inductor. ``bench/trainer_start.py`` on the 2-core development machine, a 3-step demo LoRA run's trainer
+process, 4 times each, alternating: 10.49 s of CPU with it, 8.90 without (medians; bench/results/trainer_start.md):
+about 1.6 s of every run's start, for nothing. The suite starts ~200 trainers.
 
 ``without_bitsandbytes(needed)`` marks the package missing in ``sys.modules`` unless ``needed``:
 ``importlib.util.find_spec`` then answers None, so peft, transformers, accelerate and TRL see it as not installed (a
