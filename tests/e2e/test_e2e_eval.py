@@ -1,7 +1,9 @@
 """The Evaluate tab in a real browser: a demo LoRA run with two checkpoints is evaluated with its base from the page
-(base + checkpoint-2 + checkpoint-4, the run's held-out rows); the test reads what a person sees: the table's rows,
-the chart's drawn series (one point per evaluated model, beside the training loss) and the side-by-side rows, whose
-cells are the prompts, references and answers the evaluation wrote."""
+(base + checkpoint-2 + checkpoint-4, the run's held-out rows, and lm-eval's bundled demo task); the test reads what a
+person sees: the table's rows (lm-eval's accuracy recomputed from the documents lm-eval scored), the chart's drawn
+series (one point per evaluated model, beside the training loss) and the side-by-side rows, whose cells are the
+prompts, references and answers the evaluation wrote; then a row opened in the Chat tab (its question in the prompt
+box, the base and the checkpoint loaded) and sent to both models."""
 
 from __future__ import annotations
 
@@ -85,10 +87,11 @@ def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
         "document.querySelectorAll('#eval-ckpts input[type=checkbox]:checked').length === 2", timeout=90_000
     )
     page.get_by_label("Final weights").uncheck()
+    page.locator("#eval-measures").get_by_label("lm_eval", exact=True).check()  # the bundled demo task, offline
     for sel, value in (("#eval-limit input", "3"), ("#eval-max-new input", "8")):
         page.fill(sel, value)
         page.press(sel, "Tab")
-    _start_and_wait(page)
+    eval_id = _start_and_wait(page)
     page.wait_for_function("document.querySelectorAll('#eval-sbs .virtual-row').length === 3", timeout=90_000)
     page.screenshot(path=str(shots / "eval-tab.png"), full_page=True)
 
@@ -109,7 +112,17 @@ def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
     assert all(len(c["points"]) == 3 and c["shown"] for c in charts)
     assert all(len(c["loss"]) == 4 for c in charts)  # the training loss at steps 1..4
 
-    folder = sorted((server.home / "runs").glob("*/eval_plan.json"))[-1].parent  # the evaluation's folder
+    # lm-eval's accuracy on the demo task: the share of documents lm-eval itself scored right, per model
+    header = page.evaluate(
+        "() => [...document.querySelectorAll('#eval-table [role=columnheader]')].map(h => h.innerText.trim())"
+    )
+    col = next(k for k, h in enumerate(header) if h.startswith("studio_demo_mc/acc"))
+    folder = server.home / "runs" / eval_id  # the evaluation's folder
+    docs = [json.loads(x) for x in (folder / "lm_eval_samples.jsonl").read_text(encoding="utf-8").splitlines()]
+    for row in table:
+        mine = [float(d["acc"]) for d in docs if d["model"] == row[0].lstrip("★ ").strip()]
+        assert len(mine) == 12, (row, len(mine))  # the bundled task's 12 questions, each scored
+        assert float(row[col]) == pytest.approx(100 * sum(mine) / len(mine), abs=0.01), (header, row)
     preds = [json.loads(x) for x in (Path(folder) / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
     base = {p["index"]: p for p in preds if p["model"] == "base"}
     tuned = {p["index"]: p for p in preds if p["model"] == "checkpoint-4"}
@@ -118,6 +131,29 @@ def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
         [base[i]["prompt"], base[i]["reference"], base[i]["prediction"], tuned[i]["prediction"]] for i in sorted(base)
     ]
     assert [[" ".join(c.split()) for c in r] for r in shown] == [[" ".join(c.split()) for c in r] for r in want]
+
+    # ---- a row opened in the Chat tab: the base and the checkpoint it was compared with, the row's question, Send
+    k = 1
+    page.locator("#eval-sbs [role=row].virtual-row").nth(k).locator("[role=gridcell]").first.click()
+    page.click("#eval-open-chat")
+    page.get_by_role("tab", name="Chat", selected=True).wait_for(state="visible")
+    question = base[sorted(base)[k]]["question"]
+    expect(page.locator("#chat-prompt textarea")).to_have_value(question, timeout=90_000)
+    page.wait_for_function(
+        "(document.querySelector('#chat-status')?.innerText ?? '').includes('loaded base, tuned')", timeout=180_000
+    )
+    status = page.inner_text("#chat-status")
+    assert "checkpoint-4" in page.input_value("#chat-adapter input") and "checkpoint-4" in status, status
+    page.click("#chat-send")
+    page.wait_for_function(
+        """() => ['#chat-base', '#chat-tuned'].every(p => document.querySelectorAll(p + ' .message-row').length === 2)
+            && !document.querySelector('#chat-send').disabled""",
+        timeout=240_000,
+    )
+    for pane in ("#chat-base", "#chat-tuned"):
+        bubbles = [x.inner_text().strip() for x in page.locator(f"{pane} .message-row").all()]
+        assert " ".join(bubbles[0].split()) == " ".join(question.split()) and bubbles[1], (pane, bubbles)
+    page.screenshot(path=str(shots / "eval-open-in-chat.png"), full_page=True)
 
 
 def _pair_rule(prompt: str) -> str:
