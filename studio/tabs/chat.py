@@ -28,6 +28,7 @@ from typing import Any
 from engine.data.template_table import TEMPLATE_NAMES
 from studio.i18n.localize import localize_error
 from studio.i18n.page import t
+from studio.tabs.chat_remote import ERROR_MARK, Remote, is_served
 from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_for: the tab's and its tests' names
     _colon,
     _short,
@@ -41,7 +42,6 @@ from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
-ERROR_MARK = "⚠️ "  # starts the line a failed reply ends with; that turn is not sent back to the model
 _ERROR_LINE = re.compile(r"\n*" + re.escape(ERROR_MARK) + r"[^\n]*$")
 
 
@@ -150,11 +150,13 @@ def load(model: str, tuned: str, lang: str = "en", template: str = "auto") -> st
         return "❌ " + t("chat_no_model", lang)
     template = template or "auto"
     try:
-        target = tuned_target(tuned)
+        target = None if is_served(tuned) else tuned_target(tuned)
     except ValueError as exc:
         return f"❌ {localize_error(exc, lang)}"
     WORKERS["base"] = Worker(model, template=template)
-    if target:
+    if is_served(tuned):  # a model Studio serves: the pane asks its OpenAI-compatible endpoint
+        WORKERS["tuned"] = Remote(tuned)
+    elif target:
         WORKERS["tuned"] = Worker(target[0], target[1], template=template, source=tuned)
     problems = [
         f"{_slot(slot, lang)}{_colon(lang)}{err}" for slot, w in WORKERS.items() if (err := w.wait_ready(lang=lang))
@@ -172,7 +174,10 @@ def loaded_text(lang: str = "en") -> str:
     head = "✅ " + t("chat_loaded", lang, slots=("、" if lang == "zh" else ", ").join(_slot(s, lang) for s in WORKERS))
     lines = [head]
     for slot, w in WORKERS.items():
-        what = f"`{_short(w.model)}`" + (f" + `{_short(w.adapter)}`" if w.adapter else "")
+        if isinstance(w, Remote):  # a served model: its name on the server and the server's address
+            what = f"`{w.model}` · {w.url}"
+        else:
+            what = f"`{_short(w.model)}`" + (f" + `{_short(w.adapter)}`" if w.adapter else "")
         lines.append(f"- {t(slot, lang)}{_colon(lang)}{what} · {t('chat_template', lang)} `{w.template}`")
     return "\n".join(lines)
 

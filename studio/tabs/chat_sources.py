@@ -1,8 +1,10 @@
 """What the Chat tab can chat with: the base models (workspace models, merged exports), the tuned sources
-(finished runs with their adapter or weights, exported models; never a reward model, which writes no answers), the
-chat template and base model a picked source was trained with, and what its Tuned pane loads.
+(finished runs with their adapter or weights, exported models, the models Studio serves now; never a reward model,
+which writes no answers), the chat template and base model a picked source was trained with, and what its Tuned pane
+loads.
 
-Light: the workspace, the run registry (through studio.backend) and engine.export.checks' reading of a source.
+Light: the workspace, the run registry (through studio.backend), engine.export.checks' reading of a source and
+studio.tabs.chat_remote's list of servers.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from engine.export.jobs import MERGE_TAG
 from engine.runs.messages import message as run_message
 from studio import backend
 from studio.i18n.page import t
+from studio.tabs import chat_remote
 
 
 def _colon(lang: str) -> str:
@@ -85,8 +88,9 @@ def exported_models() -> list[Path]:
 
 
 def tuned_choices(lang: str = "en") -> list[tuple[str, str]]:
-    """(label, folder): completed training runs that saved weights, then exported models. Merge jobs are command
-    runs of the registry (engine.export.jobs); they are offered through the model they wrote, not as runs."""
+    """(label, folder): completed training runs that saved weights, then exported models, then the registry's
+    servers that answer now (``serve:RUN_ID``). Merge jobs are command runs of the registry (engine.export.jobs);
+    they are offered through the model they wrote, not as runs."""
     out = []
     for r in backend.list_runs():
         if getattr(r, "kind", "train") != "train" or getattr(r, "status", "") != "completed":
@@ -100,7 +104,7 @@ def tuned_choices(lang: str = "en") -> list[tuple[str, str]]:
         name = f"{r.id} · {r.name}" if r.name and r.name != r.id else r.id
         out.append((f"{t('chat_kind_run', lang)}{_colon(lang)}{name}", str(r.run_dir)))
     out += [(f"{t('chat_kind_export', lang)}{_colon(lang)}{_short(p)}", str(p)) for p in exported_models()]
-    return out
+    return out + chat_remote.serving(lang)
 
 
 def model_choices() -> list[str]:
@@ -116,6 +120,8 @@ def _spec_template(spec: dict | None) -> str:
 def _trained_source(source: str) -> xp.Source | None:
     """What a picked source was trained as: the run (or adapter) itself, or the first source of the finished merge
     that wrote it; None for anything else (a bare model, an unknown folder, a path outside the workspace)."""
+    if chat_remote.is_served(source):  # a server: what it serves
+        source = chat_remote.served_source(source) or ""
     if not source:
         return None
     try:

@@ -1,6 +1,10 @@
 """The Chat tab in a browser (issue 13): a three-turn conversation in both panes, the base model beside a run trained
 for a few steps; a reload shows what is loaded; Unload ends it. The demo model's answers are gibberish: the test
-checks the conversation's shape (turns, non-empty replies, no error), not its words."""
+checks the conversation's shape (turns, non-empty replies, no error), not its words.
+
+Then the same run served from the Export tab (issue 24: ``studio serve``'s OpenAI-compatible server) and picked in the
+Chat tab's Tuned list: its pane's greedy reply is the one the ``openai`` client gets from that server with the same
+settings; once the server is stopped, the pane says so and the base pane still answers."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ROOT, open_tab, pick
 
 pytestmark = pytest.mark.slow  # a real server, a training run and a browser
 
@@ -20,8 +24,18 @@ PANES = ("#chat-base", "#chat-tuned")
 ERRORS = ("TypeError", "Error", "⚠️", "worker exited", "timed out")
 
 
+_TRAINED: dict[Path, str] = {}
+
+
 def _train_short_run(home: Path) -> str:
-    """A LoRA run of the demo, a few steps, trained to the end through `studio train` in the server's workspace."""
+    """A LoRA run of the demo, a few steps, trained to the end through `studio train` in the server's workspace
+    (once per workspace: both tests chat with it)."""
+    if home not in _TRAINED:
+        _TRAINED[home] = _train(home)
+    return _TRAINED[home]
+
+
+def _train(home: Path) -> str:
     spec = yaml.safe_load((home / "demo_spec.yaml").read_text(encoding="utf-8"))
     spec["train"].update(max_steps=2, save_steps=2, logging_steps=1)
     spec["data"]["max_samples"] = 16
@@ -110,3 +124,60 @@ def test_three_turns_in_both_panes_then_reload_and_unload(page, server, shots, f
     page.wait_for_function(
         "(document.querySelector('#chat-status')?.innerText ?? '').includes('unloaded 2 worker(s)')", timeout=90_000
     )
+
+
+def test_chat_with_a_served_run(page, server, shots):
+    from openai import OpenAI
+
+    run_id = _train_short_run(server.home)
+    open_tab(page, "Export")
+    pick(page, "#export-source", run_id)
+    page.click("#xf-serve")
+    page.wait_for_selector("#serve-url", timeout=300_000)
+    url = page.inner_text("#serve-url").strip()
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), url
+
+    open_tab(page, "Chat")
+    pick(page, "#chat-adapter", url)  # "served: <model> · <url>" in the Tuned list
+    page.wait_for_function(  # a served run brings its own base model into the Base pane's field
+        "document.querySelector('#chat-model input').value.includes('demo-tiny-llama')", timeout=90_000
+    )
+    page.click("#chat-generation >> text=Generation settings")
+    for sel, value in (("#chat-max-new input", "12"), ("#chat-temperature input[type=number]", "0")):
+        page.fill(sel, value)
+        page.press(sel, "Tab")
+    page.click("#chat-load")
+    page.wait_for_function(
+        "(document.querySelector('#chat-status')?.innerText ?? '').includes('loaded base, tuned')", timeout=180_000
+    )
+    assert url in page.inner_text("#chat-status"), page.inner_text("#chat-status")
+
+    prompt = "Hello, who are you?"
+    page.fill("#chat-prompt textarea", prompt)
+    page.click("#chat-send")
+    _wait_turn(page, 1)
+    client = OpenAI(base_url=url, api_key="not-needed")
+    served = client.chat.completions.create(
+        model=client.models.list().data[0].id,
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=12,
+        temperature=0,
+    )
+    want = served.choices[0].message.content
+    shown = _messages(page, "#chat-tuned")
+    assert [m["text"] for m in shown][0] == prompt and shown[1]["text"], shown
+    assert " ".join(shown[1]["text"].split()) == " ".join(want.split()), (shown, want)
+    page.screenshot(path=str(shots / "chat-served.png"), full_page=True)
+
+    # The server stopped from the Export tab: the Tuned pane says it is not answering; the base pane answers.
+    open_tab(page, "Export")
+    page.click("#xf-serve-stop")
+    page.wait_for_function(
+        "!(document.querySelector('#xf-serve-status')?.innerText ?? '').includes('🟢')", timeout=90_000
+    )
+    open_tab(page, "Chat")
+    page.fill("#chat-prompt textarea", "Still there?")
+    page.click("#chat-send")
+    _wait_turn(page, 2)
+    assert "is not answering" in _messages(page, "#chat-tuned")[3]["text"]
+    assert not any(e in _messages(page, "#chat-base")[3]["text"] for e in ERRORS)

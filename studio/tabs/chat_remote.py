@@ -1,0 +1,144 @@
+"""The Chat tab's Tuned pane talking to a model Studio serves (``studio serve``, the Export tab's Serve): the pane
+sends its conversation to the server's OpenAI-compatible ``/v1/chat/completions`` with ``stream: true`` and shows the
+reply as its chunks arrive, the same way any OpenAI client of that server would.
+
+Only servers of this studio's registry are offered (the source ``serve:RUN_ID``): the page never fetches an address
+a visitor typed. The server renders the conversation with the served model's own chat template, so the tab's
+template choice does not apply to this pane; Unload leaves the server running (it is a run of its own, stopped from
+the Export or Runs tab).
+
+Light: stdlib (urllib, json) and engine.export.serve_jobs (the registry's servers).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from engine.export import serve_jobs
+from engine.export.checks import ExportError
+from engine.export.sources import run_id_folder
+from studio.i18n.page import t
+
+PREFIX = "serve:"
+ERROR_MARK = "⚠️ "  # starts the line a failed reply ends with (here and in studio.tabs.chat): not sent back
+
+
+def is_served(source: str | None) -> bool:
+    return bool(source) and str(source).startswith(PREFIX)
+
+
+def serving(lang: str = "en") -> list[tuple[str, str]]:
+    """(label, ``serve:RUN_ID``) for each of the registry's servers that is answering now."""
+    out = []
+    for job in serve_jobs.list_servers():
+        status = job.poll()
+        if status["state"] == "serving":
+            colon = "：" if lang == "zh" else ": "
+            label = f"{t('chat_kind_served', lang)}{colon}{status['model']} · {status['url']}"
+            out.append((label, PREFIX + job.run_id))
+    return out
+
+
+def served_source(source: str) -> str | None:
+    """The run or folder a server serves (its base model then follows, as for a picked run); None when unknown."""
+    try:
+        served = serve_jobs.ServeJob(source[len(PREFIX) :]).source
+    except ExportError:
+        return None
+    folder = None if Path(served).exists() else run_id_folder(served)  # `studio serve RUN_ID`: the run's folder
+    return str(folder or served)
+
+
+class Remote:
+    """A Chat pane's model behind a served endpoint: the same calls as a ``chat.Worker`` (``wait_ready``,
+    ``generate``, ``alive``, ``close``), over HTTP."""
+
+    vision = False  # the server takes text parts only
+
+    def __init__(self, source: str, template: str = "auto"):
+        self.source, self.run_id = source, source[len(PREFIX) :]
+        self.adapter, self.template = None, t("chat_served_template", "en")
+        self.url, self.model = "", self.run_id
+        self.seq = 0
+
+    def _status(self) -> dict | None:
+        try:
+            return serve_jobs.ServeJob(self.run_id).poll()
+        except ExportError:
+            return None
+
+    def alive(self) -> bool:
+        status = self._status()
+        return bool(status) and status["state"] == "serving"
+
+    def wait_ready(self, timeout: float = 30, lang: str = "en") -> str:
+        """'' once the server answers ``GET /v1/models``; else what is wrong, in a line."""
+        status = self._status()
+        if not status or status["state"] != "serving":
+            state = status["state"] if status else t("chat_served_unknown", lang)
+            return t("chat_served_down", lang, run=self.run_id, state=state)
+        self.url, self.model = status["url"], status["model"] or self.run_id
+        try:
+            with urllib.request.urlopen(self.url + "/models", timeout=timeout) as r:
+                names = [m.get("id") for m in json.load(r).get("data", [])]
+        except (OSError, ValueError) as exc:
+            return t("chat_served_down", lang, run=self.run_id, state=str(exc))
+        self.model = names[0] if names else self.model
+        self.template = t("chat_served_template", lang)
+        return ""
+
+    def request(self, messages: list[dict], options: dict) -> dict:
+        """The chat-completions body for a pane's conversation and the tab's generation settings."""
+        system = [{"role": "system", "content": options["system"]}] if options.get("system") else []
+        body = {
+            "model": self.model,
+            "messages": system + [{"role": m["role"], "content": m["content"]} for m in messages],
+            "max_tokens": int(options.get("max_new_tokens") or 128),
+            "temperature": float(options.get("temperature") or 0.0),
+            "top_p": float(options.get("top_p") or 1.0),
+            "stream": True,
+        }
+        if options.get("stop"):
+            body["stop"] = list(options["stop"])
+        return body
+
+    def generate(self, messages: list[dict], options: dict, lang: str = "en") -> Iterator[str]:
+        """Yields the reply so far after each streamed chunk (server-sent events, ``data: [DONE]`` at the end)."""
+        req = urllib.request.Request(
+            self.url + "/chat/completions",
+            data=json.dumps(self.request(messages, options)).encode(),
+            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
+        )
+        text = ""
+        try:
+            with urllib.request.urlopen(req, timeout=300) as r:
+                for raw in r:
+                    line = raw.decode("utf-8", "replace").strip()
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    choice = (json.loads(data).get("choices") or [{}])[0]
+                    delta = (choice.get("delta") or {}).get("content") or ""
+                    if delta:
+                        text += delta
+                        yield text
+        except urllib.error.HTTPError as exc:  # the server's own JSON error, e.g. a 400 naming the field
+            try:
+                said = json.loads(exc.read().decode() or "{}").get("error", {}).get("message") or str(exc)
+            except ValueError:
+                said = str(exc)
+            yield f"{text}\n\n{ERROR_MARK}{said}".lstrip("\n")
+            return
+        except (OSError, ValueError) as exc:  # the server went away mid-reply, or sent what is not an event
+            yield f"{text}\n\n{ERROR_MARK}{t('chat_served_down', lang, run=self.run_id, state=exc)}".lstrip("\n")
+            return
+        yield text or t("chat_empty", lang)
+
+    def close(self) -> None:
+        """Nothing to end here: the server is its own run."""
