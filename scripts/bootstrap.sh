@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv in the repo if missing and install the project with every dependency.
 # Idempotent: a second run with an unchanged pyproject.toml installs nothing.
-# Usage: scripts/bootstrap.sh [--test]   (--test also installs Debian's Chromium and the cluster tests' packages)
+# Usage: scripts/bootstrap.sh [--test]   (--test also installs Debian's Chromium, the cluster tests' packages and
+# llama.cpp's Python binding for the GGUF tests)
 # The project is installed with its test extras whichever command runs first (demo.sh or test.sh), in one pip step,
 # so test.sh after demo.sh installs nothing more. The Dockerfile repeats these steps (tests/test_setup_files.py).
 set -euo pipefail
@@ -49,6 +50,16 @@ if [ "$want_test" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   echo "[setup] installing Debian's chromium for browser tests"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+# llama.cpp for the GGUF exports' checks (each file read back and compared in llama.cpp) and for Q4_K_M / Q5_K_M (its
+# quantizer): llama-cpp-python builds llama.cpp from source, ~10 minutes on 2 cores, once (pip keeps the wheel in
+# its cache). Portable flags: a cached wheel must run on another CPU too. The Dockerfile installs the same pin.
+llama_cpp_spec="llama-cpp-python==0.3.36"
+if [ "$want_test" = 1 ] && ! "$VPY" -c "import llama_cpp" 2>/dev/null; then
+  echo "[setup] building llama.cpp ($llama_cpp_spec) for the GGUF tests: ~10 minutes on 2 cores, once"
+  built=1
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$VPY" -m pip install -q "$llama_cpp_spec" || built=0
+  [ "$built" = 1 ] || echo "[setup] warning: llama-cpp-python did not build: the GGUF tests that use llama.cpp fail"
 fi
 # A one-host Slurm cluster (tests/slurm_cluster.py starts munged, slurmctld and slurmd itself) and iproute2
 # for the two-host test's network namespaces; best effort: the tests skip, saying why, without them.

@@ -110,3 +110,12 @@ def test_bootstrap_installs_the_test_extras_in_its_one_install_step():
     assert re.search(r'^stamp="\.venv/\.studio-installed"$', BOOTSTRAP, re.M), "one stamp for demo.sh and test.sh"
     install_block = BOOTSTRAP[: BOOTSTRAP.index('echo "$digest" > "$stamp"')]
     assert "want_test" not in install_block.split("extras=", 1)[1], "nothing in the install step depends on --test"
+
+
+def test_llama_cpp_is_the_same_pin_in_the_image_and_the_test_set_up():
+    """The GGUF checks run in llama.cpp: bootstrap.sh --test and the image install the same llama-cpp-python."""
+    ours = re.findall(r'llama_cpp_spec="(llama-cpp-python==[\d.]+)"', BOOTSTRAP)
+    image = re.findall(r'"(llama-cpp-python==[\d.]+)"', DOCKERFILE)
+    assert ours and image == ours, (ours, image)
+    block = BOOTSTRAP[BOOTSTRAP.index("llama_cpp_spec="):]
+    assert 'want_test" = 1' in block.split("fi\n", 1)[0], "built for the tests only: the demo's set-up stays short"

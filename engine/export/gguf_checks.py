@@ -9,6 +9,7 @@ Formats: ``gguf-f16``, ``gguf-bf16``, ``gguf-q8_0`` are written by the ``gguf`` 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -81,7 +82,8 @@ def tokenizer_kind(tj: dict) -> str:
 
 
 def pre_tokenizer_name(tj: dict) -> str:
-    """llama.cpp's name for a byte-level BPE tokenizer's split rule (``gpt2`` for plain ByteLevel splitting)."""
+    """llama.cpp's name for a byte-level BPE tokenizer's split rule (``tokenizer.ggml.pre``, as llama.cpp's
+    llama-vocab.cpp spells it: ``gpt-2`` for plain ByteLevel splitting; llama.cpp refuses a name it does not know)."""
     pre = tj.get("pre_tokenizer") or {}
     steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else [pre]
     for step in steps or []:
@@ -89,7 +91,7 @@ def pre_tokenizer_name(tj: dict) -> str:
             pattern = (step.get("pattern") or {}).get("Regex")
             return PRE_TOKENIZERS.get(pattern, "default")
         if step.get("type") == "ByteLevel" and step.get("use_regex", True):
-            return "gpt2"
+            return "gpt-2"
     return "default"
 
 
@@ -150,12 +152,24 @@ def estimate_bytes(model_dir: str | Path, fmt: str) -> int:
     return int(total * 1.02) + 65536
 
 
+IN_PROCESS = "llama_cpp"  # quantizer(): llama.cpp's own llama_model_quantize, through llama-cpp-python
+
+
 def quantizer() -> str | None:
-    """llama.cpp's ``llama-quantize`` (for Q4_K_M / Q5_K_M): ``STUDIO_LLAMA_QUANTIZE`` or on PATH."""
+    """What makes Q4_K_M / Q5_K_M: llama.cpp's ``llama-quantize`` (``STUDIO_LLAMA_QUANTIZE``, else on PATH), else
+    ``IN_PROCESS`` when llama-cpp-python is installed (the same llama.cpp function the binary calls); None without
+    either. Looked up without importing llama-cpp-python (this module is light)."""
     given = os.environ.get("STUDIO_LLAMA_QUANTIZE", "").strip()
     if given:
         return given if Path(given).is_file() and os.access(given, os.X_OK) else None
-    return shutil.which("llama-quantize")
+    found = shutil.which("llama-quantize")
+    if found:
+        return found
+    return IN_PROCESS if llama_cpp_installed() else None
+
+
+def llama_cpp_installed() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None
 
 
 def check_format(fmt: str) -> None:

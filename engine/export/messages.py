@@ -107,9 +107,10 @@ MESSAGES: dict[str, str] = {
     "export.gguf_tokenizer": "tokenizer {kind} cannot be converted to GGUF here: byte-level BPE (Llama 3, Qwen) and "
     "SentencePiece BPE with byte fallback (Llama 2, Mistral) only",
     "export.gguf_unmapped_tensor": "tensor {name} of this {arch} model has no GGUF name (gguf's tensor map)",
-    "export.no_quantizer": "--format {fmt} needs llama.cpp's llama-quantize: build llama.cpp "
-    "(https://github.com/ggml-org/llama.cpp, `cmake -B build && cmake --build build --target llama-quantize`) and put "
-    "it on PATH or set STUDIO_LLAMA_QUANTIZE=/path/to/llama-quantize; gguf-q8_0, gguf-f16 and gguf-bf16 need nothing",
+    "export.no_quantizer": "--format {fmt} needs llama.cpp: `pip install llama-cpp-python` (it builds llama.cpp), "
+    "or build llama.cpp's llama-quantize (https://github.com/ggml-org/llama.cpp, `cmake -B build && cmake --build "
+    "build --target llama-quantize`) and put it on PATH or set STUDIO_LLAMA_QUANTIZE=/path/to/llama-quantize; "
+    "gguf-q8_0, gguf-f16 and gguf-bf16 need nothing",
     "export.no_gguf_disk": "not enough disk space for {out}: the {fmt} export needs about {need} (the file {file}"
     "{merge}) but only {free} is free there: free space or choose another --out",
     "export.merge_part": " and a float32 merge of {merged} while it runs",

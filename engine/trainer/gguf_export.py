@@ -16,6 +16,7 @@ export_failed events in FILE.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -60,12 +61,32 @@ def file_stem(plan: cp.ConvertPlan) -> str:
 
 
 def quantize(f16: Path, out: Path, fmt: str, rep: Reporter) -> None:
-    """llama.cpp's llama-quantize F16 -> Q4_K_M / Q5_K_M."""
+    """F16 -> Q4_K_M / Q5_K_M by llama.cpp: its llama-quantize binary, else its ``llama_model_quantize`` through
+    llama-cpp-python in this process (``gguf_checks.quantizer``)."""
     rep.stage("quantizing", 1, 1, message("export.quantizing", fmt=fmt))
     kind = fmt.removeprefix("gguf-").upper()
-    done = subprocess.run([gc.quantizer(), str(f16), str(out), kind], capture_output=True, text=True)
+    tool = gc.quantizer()
+    if tool == gc.IN_PROCESS:
+        code = quantize_in_process(f16, out, kind)
+        if code != 0:
+            raise ExportError(message("export.quantize_failed", code=code, tail="llama_model_quantize"))
+        return
+    done = subprocess.run([tool, str(f16), str(out), kind], capture_output=True, text=True)
     if done.returncode != 0:
         raise ExportError(message("export.quantize_failed", code=done.returncode, tail=done.stderr[-800:]))
+
+
+def quantize_in_process(f16: Path, out: Path, kind: str) -> int:
+    """llama.cpp's ``llama_model_quantize`` with its default parameters and the file type ``kind`` (Q4_K_M, ...), as
+    ``llama-quantize F16 OUT KIND`` runs it; llama.cpp's return code (0: written)."""
+    import ctypes
+
+    from llama_cpp import llama_cpp as lib
+
+    params = lib.llama_model_quantize_default_params()
+    params.ftype = getattr(lib, f"LLAMA_FTYPE_MOSTLY_{kind}")
+    params.nthread = int(os.environ.get("OMP_NUM_THREADS") or 0)  # 0: llama.cpp's own count
+    return int(lib.llama_model_quantize(str(f16).encode(), str(out).encode(), ctypes.byref(params)))
 
 
 # ----------------------------------------------------------------------------------------------- Modelfile

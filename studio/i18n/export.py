@@ -87,9 +87,10 @@ EXPORT_ZH: dict[str, str] = {
     "export.gguf_tokenizer": "分词器 {kind} 在这里无法转换为 GGUF：仅支持字节级 BPE（Llama 3、Qwen）和带字节回退的 "
     "SentencePiece BPE（Llama 2、Mistral）",
     "export.gguf_unmapped_tensor": "该 {arch} 模型的张量 {name} 没有对应的 GGUF 名称（gguf 的张量映射）",
-    "export.no_quantizer": "--format {fmt} 需要 llama.cpp 的 llama-quantize：请编译 llama.cpp"
-    "（https://github.com/ggml-org/llama.cpp，`cmake -B build && cmake --build build --target llama-quantize`），"
-    "并把它放到 PATH 中或设置 STUDIO_LLAMA_QUANTIZE=/path/to/llama-quantize；gguf-q8_0、gguf-f16 和 gguf-bf16 无需它",
+    "export.no_quantizer": "--format {fmt} 需要 llama.cpp：`pip install llama-cpp-python`（它会编译 llama.cpp），"
+    "或编译 llama.cpp 的 llama-quantize（https://github.com/ggml-org/llama.cpp，`cmake -B build && cmake --build "
+    "build --target llama-quantize`），并把它放到 PATH 中或设置 STUDIO_LLAMA_QUANTIZE=/path/to/llama-quantize；"
+    "gguf-q8_0、gguf-f16 和 gguf-bf16 无需它",
     "export.no_gguf_disk": "{out} 的磁盘空间不足：{fmt} 导出约需 {need}（文件 {file}{merge}），但那里只有 {free} "
     "可用：请释放空间或换一个 --out",
     "export.merge_part": "，以及运行期间 {merged} 的 float32 合并结果",

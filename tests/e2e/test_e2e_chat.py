@@ -181,3 +181,7 @@ def test_chat_with_a_served_run(page, server, shots):
     _wait_turn(page, 2)
     assert "is not answering" in _messages(page, "#chat-tuned")[3]["text"]
     assert not any(e in _messages(page, "#chat-base")[3]["text"] for e in ERRORS)
+    page.click("#chat-unload")  # the base pane's worker ends with the test
+    page.wait_for_function(
+        "(document.querySelector('#chat-status')?.innerText ?? '').includes('unloaded 2 worker(s)')", timeout=90_000
+    )

@@ -1,6 +1,7 @@
 """Export tab, GGUF (issue 24, item 6): a person picks the demo model, chooses Q8_0, clicks Export and sees the
-progress, then the GGUF file with its size, the verification line (max logit difference within its tolerance) and the
-`ollama create` command; the file the page names exists with that size."""
+progress, then the GGUF file with its size, the verification lines (max logit difference within its tolerance, in
+transformers and in llama.cpp, and the greedy text compared) and the `ollama create` command; the file the page names
+exists with that size."""
 
 from __future__ import annotations
 
@@ -34,4 +35,8 @@ def test_gguf_q8_0_export_from_the_export_tab(page, server, shots):
     m = re.search(r"max \|logit diff\| (\S+) <= (\S+) \(gguf-q8_0", shown)
     assert m and float(m.group(1)) == float(f"{report['max_abs_diff']:.3g}") and report["passed"]
     assert f"greedy text same on {report['greedy_same']}/3 prompts" in shown
+    # and read by llama.cpp itself: its logit difference and greedy text, as verify.json records them
+    cpp = report["llama_cpp"]
+    assert cpp and cpp["passed"] and cpp["greedy_same"] == 3, cpp
+    assert f"llama.cpp: max |logit diff| {cpp['max_abs_diff']:.3g}; greedy text same on 3/3 prompts" in shown
     assert "ollama create" in shown and (out / "Modelfile").is_file()

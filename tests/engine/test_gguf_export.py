@@ -134,8 +134,45 @@ def test_f16_and_bf16_of_a_model_folder(base, tmp_path, run_registry):
         diff = gguf_logits_diff(gguf_file, ref, ids)
         assert report["passed"] and diff <= report["tolerance"] and report["max_abs_diff"] <= report["tolerance"]
         assert diff > 0  # really rounded: the file is not the float32 model
-        assert report["llama_cpp"] is None or report["llama_cpp"]["passed"]
         assert sorted(os.listdir(out)) == sorted(["Modelfile", "verify.json", gguf_file.name])
+        check_llama_cpp(report, gguf_file, ref, AutoTokenizer.from_pretrained(base))
+
+
+def check_llama_cpp(report: dict, gguf_file: Path, ref, tok) -> None:
+    """llama.cpp (llama-cpp-python, installed by the test set-up) read the file: the report's llama.cpp figures
+    against the test's own run of llama.cpp on the report's prompts (logits beside transformers' float32 model's, the
+    greedy continuation, llama.cpp's tokenizer on the text)."""
+    import numpy as np
+    import torch
+    from llama_cpp import Llama
+
+    from engine.trainer.gguf_verify import NEW_TOKENS, PROMPTS
+
+    cpp = report["llama_cpp"]
+    assert cpp is not None, "llama-cpp-python is not installed here: run scripts/bootstrap.sh --test"
+    assert cpp["passed"] and cpp["tokenizer_same"], cpp
+    llm = Llama(model_path=str(gguf_file), n_ctx=256, logits_all=True, verbose=False, n_threads=1)
+    diff, same = 0.0, 0
+    for prompt, row in zip(PROMPTS, cpp["greedy"]):
+        ids = tok(prompt).input_ids
+        llm.reset()
+        llm.eval(ids)
+        with torch.no_grad():
+            want = ref(input_ids=torch.tensor([ids])).logits[0].float().numpy()
+        diff = max(diff, float(np.abs(np.array(llm.scores[: len(ids)]) - want).max()))
+        with torch.no_grad():
+            hf = ref.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False)[0, len(ids) :].tolist()
+        new = []
+        for _ in range(NEW_TOKENS):
+            nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            if nxt == llm.token_eos():
+                break
+            new.append(nxt)
+            llm.eval([nxt])
+        assert new == row["ids"], (prompt, new, row)
+        same += new == [t for t in hf if t != tok.eos_token_id][: len(new)]
+    assert diff <= report["tolerance"] and abs(diff - cpp["max_abs_diff"]) <= 1e-4, (diff, cpp["max_abs_diff"])
+    assert cpp["greedy_same"] == same
 
 
 def test_a_wrong_conversion_fails_verification_and_leaves_nothing(base, tmp_path, monkeypatch, run_registry):
@@ -154,6 +191,38 @@ def test_a_wrong_conversion_fails_verification_and_leaves_nothing(base, tmp_path
     assert not out.exists() and not (tmp_path / ".bad.tmp").exists()
 
 
+def test_q4_k_m_through_llama_cpp(base, tmp_path, run_registry, monkeypatch):
+    """Q4_K_M without a llama-quantize binary: llama.cpp's own quantizer (llama-cpp-python) writes K-quant tensors (the
+    gguf reader's types: Q4_K where a row holds whole 256-value blocks, llama.cpp's fallback types elsewhere), and the
+    file reads back in transformers and llama.cpp within the Q4_K_M tolerance."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from engine.trainer import gguf_export
+
+    monkeypatch.setenv("PATH", os.path.dirname(os.__file__))  # no llama-quantize on PATH
+    monkeypatch.delenv("STUDIO_LLAMA_QUANTIZE", raising=False)
+    assert gc.quantizer() == gc.IN_PROCESS
+    fmt, out = "gguf-q4_k_m", tmp_path / "q4"
+    plan = cp.plan_convert(base, fmt, str(out))
+    argv = cp.convert_argv(plan, tmp_path / ".q4.tmp", str(tmp_path / "q4.jsonl"), overwrite=False, force=False)
+    assert gguf_export.main(argv[3:]) == 0
+    gguf_file = out / "q4.gguf"
+    types = {t.name: t.tensor_type.name for t in reader(gguf_file).tensors}
+    cols = {t.name: int(t.shape[0]) for t in reader(gguf_file).tensors}
+    assert any(v == "Q4_K" for v in types.values()), types
+    assert all(types[n] in ("F32",) for n in types if n.endswith("norm.weight"))
+    assert all(cols[n] % 256 == 0 for n, v in types.items() if v.endswith("_K")), (types, cols)
+    report = json.loads((out / "verify.json").read_text())
+    ref = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(base)
+    ids = tok("The sea is calm tonight. 你好", return_tensors="pt").input_ids
+    diff = gguf_logits_diff(gguf_file, ref, ids)
+    assert report["passed"] and diff <= report["tolerance"], (diff, report["tolerance"])
+    assert gguf_file.stat().st_size < gc.estimate_bytes(base, "gguf-q8_0")  # smaller than Q8_0 would be
+    check_llama_cpp(report, gguf_file, ref, tok)
+
+
 # ----------------------------------------------------------------------------------------------- refusals
 def test_refusals_before_any_work(base, tmp_path, run_registry, monkeypatch):
     gemma = tmp_path / "gemma"
@@ -163,7 +232,8 @@ def test_refusals_before_any_work(base, tmp_path, run_registry, monkeypatch):
         cj.start_export(str(gemma), "gguf-q8_0", str(tmp_path / "g"))
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("STUDIO_LLAMA_QUANTIZE", raising=False)
-    with pytest.raises(ExportError, match="needs llama.cpp's llama-quantize: build llama.cpp"):
+    monkeypatch.setattr(gc, "llama_cpp_installed", lambda: False)  # a machine without llama-cpp-python
+    with pytest.raises(ExportError, match="needs llama.cpp: `pip install llama-cpp-python`"):
         cj.start_export(base, "gguf-q4_k_m", str(tmp_path / "q4"))
     with pytest.raises(ExportError, match="choose one of"):
         cp.plan_convert(base, "gguf-q2", str(tmp_path / "q2"))
