@@ -117,5 +117,5 @@ def test_llama_cpp_is_the_same_pin_in_the_image_and_the_test_set_up():
     ours = re.findall(r'llama_cpp_spec="(llama-cpp-python==[\d.]+)"', BOOTSTRAP)
     image = re.findall(r'"(llama-cpp-python==[\d.]+)"', DOCKERFILE)
     assert ours and image == ours, (ours, image)
-    block = BOOTSTRAP[BOOTSTRAP.index("llama_cpp_spec="):]
+    block = BOOTSTRAP[BOOTSTRAP.index("llama_cpp_spec=") :]
     assert 'want_test" = 1' in block.split("fi\n", 1)[0], "built for the tests only: the demo's set-up stays short"
