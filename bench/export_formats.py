@@ -1,7 +1,8 @@
 """Export formats bench: for the demo model and a ~20M-parameter Llama of the same tokenizer, the time of a verified
 export (``engine.trainer.gguf_export``, in process: convert or quantize, read back, compare) and the size of what it
-writes, per format; then the served model's tokens/s (``engine.trainer.serve`` over HTTP, non-streamed, greedy)
-against transformers' ``generate`` on the same prompts and token counts, in the same run.
+writes, per format, and what llama.cpp (llama-cpp-python) read back from each GGUF; then the served model's tokens/s
+(``engine.trainer.serve`` over HTTP, non-streamed, greedy) and llama.cpp's on the F16 GGUF against transformers'
+``generate`` on the same prompts and token counts, in the same run.
 
     .venv/bin/python bench/export_formats.py [--out bench/results/export_formats.md]
 
@@ -28,7 +29,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-FORMATS = ["gguf-f16", "gguf-bf16", "gguf-q8_0", "bnb-8bit", "bnb-4bit"]
+FORMATS = ["gguf-f16", "gguf-bf16", "gguf-q8_0", "gguf-q5_k_m", "gguf-q4_k_m", "bnb-8bit", "bnb-4bit"]
 PROMPTS = ["Hello, how are you?", "Write a short poem about the sea.", "用一句话介绍你自己。"]
 NEW_TOKENS = 32
 
@@ -69,8 +70,34 @@ def export_row(model: Path, fmt: str, work: Path) -> dict:
         "bytes": sum(f.stat().st_size for f in main),
         "diff": report.get("max_abs_diff"),
         "tol": report.get("tolerance"),
+        "cpp": report.get("llama_cpp"),
         "ok": code == 0,
+        "path": next((f for f in main if f.suffix == ".gguf"), None),
     }
+
+
+def llama_cpp_tps(gguf: Path, model: Path) -> float | None:
+    """llama.cpp's greedy tokens/s on the chat prompts (one thread, the same ids transformers gets), or None."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return None
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model))
+    llm = Llama(model_path=str(gguf), n_ctx=512, verbose=False, n_threads=1, logits_all=False)
+    made, t0 = 0, time.perf_counter()
+    for p in PROMPTS:
+        ids = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                      return_dict=True)["input_ids"]  # fmt: skip
+        llm.reset()
+        llm.eval(ids)
+        for _ in range(NEW_TOKENS):  # held to NEW_TOKENS, as generate is (min_new_tokens)
+            nxt = int(np.argmax(llm.eval_logits[-1]))
+            llm.eval([nxt])
+            made += 1
+    return made / (time.perf_counter() - t0)
 
 
 def serve_vs_generate(model: Path, work: Path) -> dict:
@@ -132,6 +159,9 @@ def main() -> int:
     models = [demo_dir, build_20m(demo_dir, work / "llama-20m")]
     rows = [export_row(m, fmt, work) for m in models for fmt in FORMATS]
     served = [serve_vs_generate(m, work) for m in models]
+    for s_row, m in zip(served, models):
+        f16 = next((r["path"] for r in rows if r["model"] == m.name and r["format"] == "gguf-f16" and r["ok"]), None)
+        s_row["cpp_tps"] = llama_cpp_tps(f16, m) if f16 else None
     src_bytes = {m.name: sum(f.stat().st_size for f in m.glob("*.safetensors")) for m in models}
     lines = [
         "# Export formats: time, size, served tokens/s",
@@ -142,26 +172,31 @@ def main() -> int:
         + ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in src_bytes.items())
         + ".",
         "",
-        "| model | format | export s | size MB | size / fp32 | max logit diff (tolerance) |",
-        "|---|---|---|---|---|---|",
+        "| model | format | export s | size MB | size / fp32 | max logit diff (tolerance) |"
+        " llama.cpp: diff, greedy same |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = r["bytes"] / src_bytes[r["model"]] if r["ok"] else 0
         diff = f"{r['diff']:.3g} ({r['tol']:.3g})" if r["ok"] else "failed"
+        cpp = r["cpp"]
+        cpp_text = f"{cpp['max_abs_diff']:.3g}, {cpp['greedy_same']}/{len(cpp['greedy'])}" if cpp else "-"
         lines.append(f"| {r['model']} | {r['format']} | {r['seconds']:.1f} | {r['bytes'] / 1e6:.2f} | {ratio:.2f} |"
-                     f" {diff} |")  # fmt: skip
+                     f" {diff} | {cpp_text} |")  # fmt: skip
     lines += [
         "",
         "bnb rows: the difference is the saved folder's reload against the quantized model in memory.",
         "",
         f"## Served tokens/s vs generate ({len(PROMPTS)} chat prompts x {NEW_TOKENS} new tokens, greedy, float32)",
         "",
-        "| model | transformers generate tok/s | studio serve tok/s (HTTP, non-streamed) | served / generate |",
-        "|---|---|---|---|",
+        "| model | transformers generate tok/s | studio serve tok/s (HTTP, non-streamed) | served / generate |"
+        " llama.cpp tok/s (F16 GGUF) | llama.cpp / generate |",
+        "|---|---|---|---|---|---|",
     ]
     for s in served:
         ratio = s["served_tps"] / s["generate_tps"]
-        lines.append(f"| {s['model']} | {s['generate_tps']:.1f} | {s['served_tps']:.1f} | {ratio:.2f} |")
+        cpp = f"{s['cpp_tps']:.1f} | {s['cpp_tps'] / s['generate_tps']:.2f}" if s["cpp_tps"] else "- | -"
+        lines.append(f"| {s['model']} | {s['generate_tps']:.1f} | {s['served_tps']:.1f} | {ratio:.2f} | {cpp} |")
     lines += ["", "The served figure stops at the end-of-sequence token where the model emits it; generate is held to",
               f"{NEW_TOKENS} tokens (min_new_tokens), so tokens/s, not totals, compare."]  # fmt: skip
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
