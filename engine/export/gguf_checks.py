@@ -21,7 +21,8 @@ from engine.export.sizes import model_tensors
 
 GGUF_FORMATS = ("gguf-f16", "gguf-bf16", "gguf-q8_0", "gguf-q4_k_m", "gguf-q5_k_m")
 BNB_FORMATS = ("bnb-4bit", "bnb-8bit")
-FORMATS = GGUF_FORMATS + BNB_FORMATS
+GPTQ_FORMATS = ("gptq-4bit", "gptq-8bit")  # gptqmodel on a CUDA GPU (engine.trainer.gptq_export)
+FORMATS = GGUF_FORMATS + BNB_FORMATS + GPTQ_FORMATS
 NEEDS_QUANTIZER = ("gguf-q4_k_m", "gguf-q5_k_m")
 # Studio's model_type -> GGUF architecture (llama.cpp's convert_hf_to_gguf writes Mistral as llama)
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
@@ -34,6 +35,9 @@ BYTES_PER_WEIGHT = {
     "gguf-q5_k_m": 5.7 / 8,
     "bnb-4bit": 0.5 + 4 / 64,
     "bnb-8bit": 1.0 + 4 / 128,
+    # GPTQ, groups of 128: the packed weights plus an fp16 scale and a packed zero point per group and column
+    "gptq-4bit": 0.5 + 2.5 / 128,
+    "gptq-8bit": 1.0 + 3 / 128,
 }
 # Pre-tokenizer split patterns llama.cpp knows by name (its ``tokenizer.ggml.pre``), as tokenizer.json writes them.
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -172,9 +176,24 @@ def llama_cpp_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
+def gptq_missing() -> str | None:
+    """What this machine lacks for a GPTQ export ("a CUDA GPU", "the gptqmodel package"), or None. Light: the GPU
+    through nvidia-smi (engine.machine.hardware), the package by its spec; nothing imported."""
+    from engine.machine import hardware
+
+    if importlib.util.find_spec("gptqmodel") is None:
+        return "gptqmodel"
+    found = hardware.detect()
+    if not (found.has_gpu and found.vendor == "nvidia"):
+        return "cuda"
+    return None
+
+
 def check_format(fmt: str) -> None:
     """Refuse a format unknown, or one whose tool this machine lacks, in one line saying how to get it."""
     if fmt not in FORMATS:
         raise GgufError(message("export.bad_format", fmt=fmt, choices=", ".join(FORMATS)))
     if fmt in NEEDS_QUANTIZER and quantizer() is None:
         raise GgufError(message("export.no_quantizer", fmt=fmt))
+    if fmt in GPTQ_FORMATS and (missing := gptq_missing()):
+        raise GgufError(message(f"export.no_gptq_{missing}", fmt=fmt))

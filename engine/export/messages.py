@@ -118,6 +118,17 @@ MESSAGES: dict[str, str] = {
     "export.detail_gguf_verify": "loading the GGUF back and comparing logits and greedy text",
     "export.gguf_summary": "max |logit diff| {diff:.3g} {op} {tol:.3g} ({fmt}, transformers' GGUF reader vs the "
     "merged model); greedy text same on {same}/{n} prompts",
+    "export.no_gptq_gptqmodel": "--format {fmt} needs the gptqmodel package (GPTQ for transformers; it builds "
+    "CUDA kernels): `pip install gptqmodel --no-build-isolation` on a machine with an NVIDIA GPU; bnb-4bit, "
+    "bnb-8bit and the gguf formats run here",
+    "export.no_gptq_cuda": "--format {fmt} needs an NVIDIA GPU (GPTQ calibrates layer by layer on CUDA) and none is "
+    "visible here (nvidia-smi); bnb-4bit, bnb-8bit and the gguf formats run here",
+    "export.gptq_no_rows": "--format {fmt} calibrates on the run's own training rows: {source} is a model folder, not "
+    "a run; export the run it was trained in (its adapter is merged first)",
+    "export.detail_gptq": "GPTQ {bits}-bit, calibrated on {rows} of the run's training rows",
+    "export.gptq_summary": "{fmt}: the saved folder reloads with max |logit diff| {diff:.3g} {op} {tol:.3g} against "
+    "the model quantized in memory; quantization moved the logits by up to {qerr:.3g}; greedy text same as the "
+    "float model on {same}/{n} prompts",
     "export.gguf_llama_cpp": "llama.cpp: max |logit diff| {diff:.3g}; greedy text same on {same}/{n} prompts",
     "export.gguf_no_llama_cpp": "llama.cpp was not available here (pip install llama-cpp-python): the GGUF was read "
     "back with transformers' GGUF loader and the gguf package only",

@@ -165,6 +165,8 @@ def run(args, rep: Reporter, tmp: Path) -> dict:
             qerr=report["quantization_error_max_abs"],
         )
         report["llama_cpp_summary"] = ""
+    elif plan.fmt in gc.GPTQ_FORMATS:
+        report = gptq_part(plan, model_dir, tmp, rep)
     else:
         report = gguf_part(plan, model_dir, tmp, rep)
     if merge_report is not None:
@@ -177,6 +179,34 @@ def run(args, rep: Reporter, tmp: Path) -> dict:
     saved = {**report, "summary": str(report["summary"]), "llama_cpp_summary": str(report["llama_cpp_summary"])}
     (tmp / "verify.json").write_text(json.dumps(saved, indent=2, ensure_ascii=False), encoding="utf-8")
     mg.publish(tmp, Path(plan.out_dir), args.overwrite)
+    return report
+
+
+def gptq_part(plan: cp.ConvertPlan, model_dir: Path, tmp: Path, rep: Reporter) -> dict:
+    """GPTQ on the GPU, calibrated on the run's training rows (engine.trainer.gptq_export); its report."""
+    from engine.export.sources import resolve_source
+    from engine.trainer import gptq_export
+
+    run_dir = resolve_source(plan.source).run_dir
+    bits = gptq_export.bits_of(plan.fmt)
+    report = gptq_export.export(
+        model_dir,
+        tmp,
+        plan.fmt,
+        run_dir,
+        lambda n: rep.stage("quantizing", 1, 1, message("export.detail_gptq", bits=bits, rows=n)),
+    )
+    report["summary"] = message(
+        "export.gptq_summary",
+        fmt=plan.fmt,
+        diff=report["max_abs_diff"],
+        op="<=" if report["passed"] else ">",
+        tol=report["tolerance"],
+        qerr=report["quantization_error_max_abs"],
+        same=report["greedy_same"],
+        n=report["prompts"],
+    )
+    report["llama_cpp_summary"] = ""
     return report
 
 

@@ -121,7 +121,7 @@ def test_refusals_come_one_line_per_key_before_any_merge(lf_root, capsys):
     err = capsys.readouterr().err
     assert rc == 2
     line = next(ln for ln in err.splitlines() if "export_quantization_bit:" in ln)
-    assert "GPTQ" in line and "not supported" in line
+    assert "GPTQ" in line and "not taken by the merge" in line and "--format gptq-4bit" in line  # where it is done
     assert "export_quantization_dataset" not in err  # an option of the refused feature: not a second complaint
 
     edit(
