@@ -59,7 +59,7 @@ class Remote:
 
     vision = False  # the server takes text parts only
 
-    def __init__(self, source: str, template: str = "auto"):
+    def __init__(self, source: str):
         self.source, self.run_id = source, source[len(PREFIX) :]
         self.adapter, self.template = None, t("chat_served_template", "en")
         self.url, self.model = "", self.run_id
