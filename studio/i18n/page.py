@@ -664,7 +664,10 @@ STRINGS: dict[str, tuple[str, str]] = {
     "xf_pushed": ("pushed to {url}", "已推送到 {url}"),
     "xf_serve": ("Serve", "启动服务"),
     "xf_serve_stop": ("Stop serving", "停止服务"),
-    "xf_serving": ("serving {model} at {url}", "正在 {url} 提供 {model}"),
+    "xf_serving": (
+        "serving {model} at {url} (the Chat tab's Tuned list offers it: “served: {model}”)",
+        "正在 {url} 提供 {model}（对话页的“微调后”列表里可选：“服务中：{model}”）",
+    ),
     "xf_loading": ("loading the model (run {id}) …", "正在加载模型（运行 {id}）…"),
     "xf_stopped": ("server stopped", "服务已停止"),
     "ds_images": ("{n} image(s):", "{n} 张图像："),
