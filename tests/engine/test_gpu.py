@@ -88,3 +88,24 @@ def test_fsdp_through_accelerate(demo_paths, gpu_hardware, tmp_path):
     events = run_on_gpu(spec, tmp_path, gpu_hardware)
     started = next(e for e in events if e["type"] == "run_started")["payload"]
     assert started["world_size"] == n and events[-1]["type"] == "finished"
+
+
+def test_grpo_generates_with_vllm(demo_paths, gpu_hardware, tmp_path):
+    """Issue 26: `method.grpo.generation_backend: vllm` on a GPU: TRL's GRPOTrainer generates with vLLM (colocated)
+    and the run logs each reward's series as with transformers' generate. vLLM pins its own torch: where the
+    installed vLLM does not import with the tested torch, this says so instead of running."""
+    pytest.importorskip("vllm", reason="vllm is not installed on this GPU machine (pip install vllm)")
+    from tests.engine.test_grpo_train import grpo_spec
+
+    spec = grpo_spec(demo_paths, 2)
+    data = spec.model_dump(mode="json")
+    data["method"]["grpo"]["generation_backend"] = "vllm"
+    data["launch"] = {**data.get("launch", {}), "device": "cuda"}
+    from engine.spec.schema import RunSpec
+
+    events = run_on_gpu(RunSpec.model_validate(data), tmp_path, gpu_hardware)
+    assert events[-1]["type"] == "finished", events[-3:]
+    logs = [
+        e["payload"]["metrics"] for e in events if e["type"] == "log" and "reward" in e["payload"].get("metrics", {})
+    ]
+    assert len(logs) == 2 and all("rewards/math/mean" in m for m in logs), logs
