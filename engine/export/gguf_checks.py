@@ -177,8 +177,8 @@ def llama_cpp_installed() -> bool:
 
 
 def gptq_missing() -> str | None:
-    """What this machine lacks for a GPTQ export ("a CUDA GPU", "the gptqmodel package"), or None. Light: the GPU
-    through nvidia-smi (engine.machine.hardware), the package by its spec; nothing imported."""
+    """What this machine lacks for a GPTQ export: "gptqmodel" (the package), "cuda" (an NVIDIA GPU), or None. Light:
+    the package found by its spec, the GPU through nvidia-smi (engine.machine.hardware); nothing imported."""
     from engine.machine import hardware
 
     if importlib.util.find_spec("gptqmodel") is None:
