@@ -27,14 +27,7 @@ from tests.engine import test_merge as tm
 LLAMA_BLOCK = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "attn_norm", "ffn_norm"]
 
 
-@pytest.fixture(autouse=True)
-def outputs_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(tmp_path))
-
-
-@pytest.fixture(scope="module")
-def base(demo_paths) -> str:
-    return demo_paths["model_dir"]
+pytestmark = pytest.mark.usefixtures("outputs_in_tmp")  # tests/engine/conftest.py
 
 
 @pytest.fixture(scope="module")

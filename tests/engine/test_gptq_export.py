@@ -21,15 +21,7 @@ from engine.export.checks import ExportError
 from engine.runs import registry as runs
 from tests.engine import test_merge as tm
 
-
-@pytest.fixture(autouse=True)
-def outputs_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(tmp_path))
-
-
-@pytest.fixture(scope="module")
-def base(demo_paths) -> str:
-    return demo_paths["model_dir"]
+pytestmark = pytest.mark.usefixtures("outputs_in_tmp")  # tests/engine/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ from engine.runs import registry as runs
 
 TARGETS = ["q_proj", "v_proj", "o_proj", "down_proj"]
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("outputs_in_tmp")  # tests/engine/conftest.py
 
 
 def make_adapter(
@@ -74,18 +75,6 @@ def make_run(root: Path, name: str, base: str, *, bits: int = 0, adapter_from: P
         shutil.copytree(adapter_from, run / "adapter")
         ev.append_event(run / "events.jsonl", "finished", 5, train_loss=1.23, runtime_seconds=4.5)
     return run
-
-
-@pytest.fixture(autouse=True)
-def outputs_in_tmp(tmp_path, monkeypatch):
-    """Merge targets here are test folders outside the session workspace: allowed as an output root, as a user
-    would (STUDIO_OUTPUT_ROOTS; engine.core.folders)."""
-    monkeypatch.setenv("STUDIO_OUTPUT_ROOTS", str(tmp_path))
-
-
-@pytest.fixture(scope="module")
-def base(demo_paths) -> str:
-    return demo_paths["model_dir"]
 
 
 @pytest.fixture(scope="module")
