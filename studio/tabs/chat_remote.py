@@ -31,16 +31,10 @@ def is_served(source: str | None) -> bool:
     return bool(source) and str(source).startswith(PREFIX)
 
 
-def serving(lang: str = "en") -> list[tuple[str, str]]:
-    """(label, ``serve:RUN_ID``) for each of the registry's servers that is answering now."""
-    out = []
-    for job in serve_jobs.list_servers():
-        status = job.poll()
-        if status["state"] == "serving":
-            colon = "：" if lang == "zh" else ": "
-            label = f"{t('chat_kind_served', lang)}{colon}{status['model']} · {status['url']}"
-            out.append((label, PREFIX + job.run_id))
-    return out
+def serving() -> list[tuple[str, dict]]:
+    """(``serve:RUN_ID``, its status: model, url, ...) for each of the registry's servers that is answering now."""
+    statuses = ((PREFIX + job.run_id, job.poll()) for job in serve_jobs.list_servers())
+    return [(source, status) for source, status in statuses if status["state"] == "serving"]
 
 
 def served_source(source: str) -> str | None:

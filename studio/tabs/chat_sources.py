@@ -104,7 +104,8 @@ def tuned_choices(lang: str = "en") -> list[tuple[str, str]]:
         name = f"{r.id} · {r.name}" if r.name and r.name != r.id else r.id
         out.append((f"{t('chat_kind_run', lang)}{_colon(lang)}{name}", str(r.run_dir)))
     out += [(f"{t('chat_kind_export', lang)}{_colon(lang)}{_short(p)}", str(p)) for p in exported_models()]
-    return out + chat_remote.serving(lang)
+    served = t("chat_kind_served", lang)
+    return out + [(f"{served}{_colon(lang)}{st['model']} · {st['url']}", src) for src, st in chat_remote.serving()]
 
 
 def model_choices() -> list[str]:
