@@ -126,8 +126,8 @@ MESSAGES: dict[str, str] = {
     "export.gptq_no_rows": "--format {fmt} calibrates on the run's own training rows: {source} is a model folder, not "
     "a run; export the run it was trained in (its adapter is merged first)",
     "export.detail_gptq": "GPTQ {bits}-bit, calibrated on {rows} of the run's training rows",
-    "export.gptq_summary": "{fmt}: the saved folder reloads with max |logit diff| {diff:.3g} {op} {tol:.3g} against "
-    "the model quantized in memory; quantization moved the logits by up to {qerr:.3g}; greedy text same as the "
+    "export.gptq_summary": "{fmt}: the saved folder reads the same in transformers and in gptqmodel, max |logit "
+    "diff| {diff:.3g} {op} {tol:.3g}; quantization moved the logits by up to {qerr:.3g}; greedy text same as the "
     "float model on {same}/{n} prompts",
     "export.gguf_llama_cpp": "llama.cpp: max |logit diff| {diff:.3g}; greedy text same on {same}/{n} prompts",
     "export.gguf_no_llama_cpp": "llama.cpp was not available here (pip install llama-cpp-python): the GGUF was read "

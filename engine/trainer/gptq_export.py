@@ -1,9 +1,10 @@
 """GPTQ 4-bit / 8-bit export of a run's model with gptqmodel (the GPTQ library transformers 5 loads GPTQ folders
 with): calibrated on the run's own training rows, tokenized as the trainer tokenized them (the first
 ``CALIBRATION_ROWS``), quantized layer by layer on the GPU in groups of ``GROUP_SIZE``, saved in the GPTQ layout
-(transformers and vLLM load it), then reloaded from the saved folder and compared: with the model quantized in memory
-(the round trip through the files: bounded, as the bitsandbytes export's) and with the float model (the quantization's
-own error and the greedy text on ``gguf_verify.PROMPTS``: reported, not bounded).
+(transformers and vLLM load it), then read back by two loaders and compared: transformers' against gptqmodel's
+own (the saved folder means the same model to both: bounded, as the bitsandbytes export's round trip is), and
+transformers' against the float model (the quantization's own error and the greedy text on ``gguf_verify.PROMPTS``:
+reported, not bounded).
 
 Heavy: torch, transformers, gptqmodel; CUDA only: ``engine.export.gguf_checks.gptq_missing`` refuses a machine
 without an NVIDIA GPU or the package before any work, and a model folder that is not a run is refused by the plan.

@@ -95,8 +95,8 @@ EXPORT_ZH: dict[str, str] = {
     "export.gptq_no_rows": "--format {fmt} 用该运行自己的训练数据校准：{source} 是模型目录而不是运行；"
     "请导出训练它的运行（会先合并其适配器）",
     "export.detail_gptq": "GPTQ {bits} 位，用该运行的 {rows} 行训练数据校准",
-    "export.gptq_summary": "{fmt}：保存的目录重新加载后与内存中的量化模型相比最大 |logit 差| {diff:.3g} "
-    "{op} {tol:.3g}；量化使 logits 最多变化 {qerr:.3g}；{n} 个提示中有 {same} 个的贪心文本与浮点模型相同",
+    "export.gptq_summary": "{fmt}：保存的目录在 transformers 与 gptqmodel 中读出的结果一致，最大 |logit 差| "
+    "{diff:.3g} {op} {tol:.3g}；量化使 logits 最多变化 {qerr:.3g}；{n} 个提示中有 {same} 个的贪心文本与浮点模型相同",
     "export.no_quantizer": "--format {fmt} 需要 llama.cpp：`pip install llama-cpp-python`（它会编译 llama.cpp），"
     "或编译 llama.cpp 的 llama-quantize（https://github.com/ggml-org/llama.cpp，`cmake -B build && cmake --build "
     "build --target llama-quantize`），并把它放到 PATH 中或设置 STUDIO_LLAMA_QUANTIZE=/path/to/llama-quantize；"
