@@ -107,6 +107,10 @@ def test_vlm_yaml_thumbnails_image_tokens_and_run_curves(page, server, shots, fi
     open_tab(page, "Chat")
     page.click("#chat-adapter input")
     page.get_by_role("option", name=run_id).first.click()
+    # the picked run brings its own base into the model picker; Load reads the picker as it is when clicked
+    page.wait_for_function(
+        "document.querySelector('#chat-model input').value.includes('demo-tiny-llava')", timeout=90_000
+    )
     page.click("#chat-load")
     page.wait_for_function(  # this run loaded (the status may still tell of workers an earlier test loaded)
         "(id) => { const s = (document.querySelector('#chat-status')?.innerText ?? '');"
@@ -114,7 +118,9 @@ def test_vlm_yaml_thumbnails_image_tokens_and_run_curves(page, server, shots, fi
         arg=run_id,
         timeout=240_000,
     )
-    assert "demo-tiny-llava" in page.inner_text("#chat-status") and run_id in page.inner_text("#chat-status")
+    base_line, tuned_line = page.locator("#chat-status li").all_inner_texts()  # one line per pane, base first
+    assert "demo-tiny-llava" in base_line and run_id not in base_line, base_line  # the run's own base, no adapter
+    assert "demo-tiny-llava" in tuned_line and run_id in tuned_line, tuned_line
     picture = server.home / "data" / rows[1]["images"][0]
     page.set_input_files("#chat-image input[type=file]", str(picture))
     page.wait_for_selector("#chat-image img", timeout=60_000)
