@@ -9,10 +9,14 @@ mkdir -p bench/results
 "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 2)" || { echo "gpu_check: no CUDA GPU"; exit 2; }
 export OMP_NUM_THREADS=4 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 rc=0
-# GPTQ export (tests/engine/test_gptq_export.py, marked gpu) needs gptqmodel, which builds CUDA kernels: installed
-# here only, with torch held at the tested pin
-"$PY" -m pip install -q gptqmodel --no-build-isolation -c <(echo "torch==$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')") \
-  || echo "gptq: gptqmodel did not install (the GPTQ test fails saying so)"
+# GPTQ / AWQ export (tests/engine/test_gptq_export.py, marked gpu) on CUDA: gptqmodel rebuilt here with its CUDA
+# kernels (scripts/bootstrap.sh --test installs its CPU build), with the same pins, torch and numpy held
+gptq_spec=$(sed -n 's/^gptq_spec="\(.*\)"$/\1/p' scripts/bootstrap.sh)
+gptq_deps=$(sed -n 's/^gptq_deps="\(.*\)"$/\1/p' scripts/bootstrap.sh)
+held=$("$PY" -c 'import numpy, torch; print(f"numpy=={numpy.__version__} torch=={torch.__version__}")')
+# shellcheck disable=SC2086 # word splitting intended: the lists are package specs
+{ "$PY" -m pip install -q --force-reinstall --no-deps --no-build-isolation "$gptq_spec" \
+    && "$PY" -m pip install -q $gptq_deps $held; } || echo "gptq: gptqmodel did not install (the GPTQ test fails saying so)"
 "$PY" -m pytest -q -m gpu tests 2>&1 | tail -5 | tee bench/results/gpu_tests.txt || rc=1
 "$PY" bench/plan_calibration.py || rc=1
 # the time estimate's GPU efficiency (engine.plan.estimate.GPU_EFFICIENCY): real runs, LoRA and full, 10 vs 40 steps

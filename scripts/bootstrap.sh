@@ -61,6 +61,21 @@ if [ "$want_test" = 1 ] && ! "$VPY" -c "import llama_cpp" 2>/dev/null; then
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$VPY" -m pip install -q "$llama_cpp_spec" || built=0
   [ "$built" = 1 ] || echo "[setup] warning: llama-cpp-python did not build: the GGUF tests that use llama.cpp fail"
 fi
+# gptqmodel for the GPTQ / AWQ exports' tests (quantized on this CPU) and optimum, through which transformers reads a
+# GPTQ folder. gptqmodel goes in with --no-deps: 7.6 pins numpy==2.2.6 and newer releases need a newer torch, either
+# of which would replace what the stack is tested with; its own light dependencies follow, pinned, beside the torch and
+# numpy already here. Its CPU build takes ~1 minute.
+gptq_spec="gptqmodel==7.6.0"
+gptq_deps="device-smi==0.5.7 logbar==0.4.15 tokenicer==0.0.14 pypcre==0.6.4 defuser==0.0.28 optimum==2.3.0"
+if [ "$want_test" = 1 ] && ! "$VPY" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('gptqmodel') and u.find_spec('optimum')))"; then
+  echo "[setup] installing $gptq_spec and optimum for the GPTQ / AWQ export tests"
+  held=$("$VPY" -c 'import numpy, torch; print(f"numpy=={numpy.__version__} torch=={torch.__version__}")')
+  installed=1
+  "$VPY" -m pip install -q --no-deps "$gptq_spec" || installed=0
+  # shellcheck disable=SC2086 # word splitting intended: the lists are package specs
+  [ "$installed" = 0 ] || "$VPY" -m pip install -q $gptq_deps $held || installed=0
+  [ "$installed" = 1 ] || echo "[setup] warning: gptqmodel did not install: the GPTQ / AWQ export tests fail"
+fi
 # A one-host Slurm cluster (tests/slurm_cluster.py starts munged, slurmctld and slurmd itself) and iproute2
 # for the two-host test's network namespaces; best effort: the tests skip, saying why, without them.
 if [ "$want_test" = 1 ] && { ! command -v slurmctld >/dev/null && [ ! -x /usr/sbin/slurmctld ] || ! command -v ip >/dev/null; }; then

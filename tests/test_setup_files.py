@@ -119,3 +119,19 @@ def test_llama_cpp_is_the_same_pin_in_the_image_and_the_test_set_up():
     assert ours and image == ours, (ours, image)
     block = BOOTSTRAP[BOOTSTRAP.index("llama_cpp_spec=") :]
     assert 'want_test" = 1' in block.split("fi\n", 1)[0], "built for the tests only: the demo's set-up stays short"
+
+
+def test_the_gptq_refusal_names_what_the_test_set_up_installs():
+    """A machine without gptqmodel is told to install it as bootstrap.sh --test does (the same pin, --no-deps, the
+    same packages after it), so following the message never replaces torch or numpy."""
+    from engine.export.messages import message
+
+    spec = re.search(r'^gptq_spec="(gptqmodel==[\d.]+)"$', BOOTSTRAP, re.M)
+    deps = re.search(r'^gptq_deps="(.+)"$', BOOTSTRAP, re.M)
+    assert spec and deps, "bootstrap.sh names gptqmodel's pin and its dependencies"
+    said = message("export.no_gptq_gptqmodel", fmt="awq-4bit")
+    assert f"`pip install --no-deps {spec.group(1)}`" in said, said
+    then = re.search(r"then `pip install ([^`]+)`", said)
+    assert then and then.group(1).split() == [d.split("==")[0] for d in deps.group(1).split()], said
+    block = BOOTSTRAP[BOOTSTRAP.index("gptq_spec=") :].split("\nfi\n", 1)[0]
+    assert 'want_test" = 1' in block and "--no-deps" in block, "the tests' install, gptqmodel without its pins"
