@@ -149,8 +149,9 @@ def result_lines(result: dict) -> list[str]:
     lines += [f"  {f['name']}  {human_size(f['bytes'])}" for f in result.get("files") or []]
     lines += [f"verify: {result.get('summary')}", f"        {result.get('llama_cpp_summary')}"]
     rep = result.get("report") or {}
-    for g in rep.get("greedy") or []:
-        lines.append(f"  greedy {g['prompt']!r}: {g['gguf']!r} ({'same' if g['same'] else 'differs'})")
+    for g in rep.get("greedy") or []:  # a GGUF's text, or a GPTQ / AWQ folder's
+        text = g["gguf"] if "gguf" in g else g.get("quantized", "")
+        lines.append(f"  greedy {g['prompt']!r}: {text!r} ({'same' if g['same'] else 'differs'})")
     mfile = rep.get("modelfile") or {}
     if mfile.get("written"):
         lines.append(f"Ollama: {mfile['command']}")

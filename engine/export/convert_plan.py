@@ -70,7 +70,7 @@ def plan_convert(
     gc.check_format(fmt)
     out = Path(out_dir).expanduser().resolve() if out_dir else default_out(source, fmt).resolve()
     if is_model_folder(source):
-        if fmt in gc.GPTQ_FORMATS:  # GPTQ calibrates on the training rows of a run
+        if fmt in gc.CALIBRATED_FORMATS:  # GPTQ and AWQ calibrate on the training rows of a run
             raise ExportError(message("export.gptq_no_rows", fmt=fmt, source=source))
         model_dir = str(Path(source).expanduser().resolve())
         merge_plan = None

@@ -4,7 +4,8 @@ modules only; ``engine.trainer.gguf_write`` (heavy) follows these decisions, so 
 
 Formats: ``gguf-f16``, ``gguf-bf16``, ``gguf-q8_0`` are written by the ``gguf`` package; ``gguf-q4_k_m`` /
 ``gguf-q5_k_m`` need llama.cpp's ``llama-quantize`` binary (on PATH, or ``STUDIO_LLAMA_QUANTIZE``); ``bnb-4bit`` /
-``bnb-8bit`` are bitsandbytes-quantized Hugging Face folders.
+``bnb-8bit`` are bitsandbytes-quantized Hugging Face folders; ``gptq-4bit`` / ``gptq-8bit`` / ``awq-4bit`` are
+calibrated on a run's training rows by gptqmodel (``engine.trainer.gptq_export``), on the GPU or the CPU.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from engine.export.sizes import model_tensors
 
 GGUF_FORMATS = ("gguf-f16", "gguf-bf16", "gguf-q8_0", "gguf-q4_k_m", "gguf-q5_k_m")
 BNB_FORMATS = ("bnb-4bit", "bnb-8bit")
-GPTQ_FORMATS = ("gptq-4bit", "gptq-8bit")  # gptqmodel on a CUDA GPU (engine.trainer.gptq_export)
-FORMATS = GGUF_FORMATS + BNB_FORMATS + GPTQ_FORMATS
+# calibrated by gptqmodel on a run's training rows (engine.trainer.gptq_export): GPTQ, and AWQ (GEMM layout)
+GPTQ_FORMATS = ("gptq-4bit", "gptq-8bit")
+AWQ_FORMATS = ("awq-4bit",)
+CALIBRATED_FORMATS = GPTQ_FORMATS + AWQ_FORMATS
+FORMATS = GGUF_FORMATS + BNB_FORMATS + CALIBRATED_FORMATS
 NEEDS_QUANTIZER = ("gguf-q4_k_m", "gguf-q5_k_m")
 # Studio's model_type -> GGUF architecture (llama.cpp's convert_hf_to_gguf writes Mistral as llama)
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
@@ -35,9 +39,10 @@ BYTES_PER_WEIGHT = {
     "gguf-q5_k_m": 5.7 / 8,
     "bnb-4bit": 0.5 + 4 / 64,
     "bnb-8bit": 1.0 + 4 / 128,
-    # GPTQ, groups of 128: the packed weights plus an fp16 scale and a packed zero point per group and column
+    # GPTQ and AWQ, groups of 128: the packed weights plus an fp16 scale and a packed zero point per group and column
     "gptq-4bit": 0.5 + 2.5 / 128,
     "gptq-8bit": 1.0 + 3 / 128,
+    "awq-4bit": 0.5 + 2.5 / 128,
 }
 # Pre-tokenizer split patterns llama.cpp knows by name (its ``tokenizer.ggml.pre``), as tokenizer.json writes them.
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -176,16 +181,14 @@ def llama_cpp_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def gptq_missing() -> str | None:
-    """What this machine lacks for a GPTQ export: "gptqmodel" (the package), "cuda" (an NVIDIA GPU), or None. Light:
-    the package found by its spec, the GPU through nvidia-smi (engine.machine.hardware); nothing imported."""
-    from engine.machine import hardware
-
+def gptq_missing(fmt: str = "gptq-4bit") -> str | None:
+    """What this machine lacks for a GPTQ or AWQ export: "gptqmodel" (the package that quantizes, on the GPU or the
+    CPU), "optimum" (transformers reads a GPTQ folder through it), or None. Light: the packages found by their
+    specs; nothing imported."""
     if importlib.util.find_spec("gptqmodel") is None:
         return "gptqmodel"
-    found = hardware.detect()
-    if not (found.has_gpu and found.vendor == "nvidia"):
-        return "cuda"
+    if fmt in GPTQ_FORMATS and importlib.util.find_spec("optimum") is None:
+        return "optimum"
     return None
 
 
@@ -195,5 +198,5 @@ def check_format(fmt: str) -> None:
         raise GgufError(message("export.bad_format", fmt=fmt, choices=", ".join(FORMATS)))
     if fmt in NEEDS_QUANTIZER and quantizer() is None:
         raise GgufError(message("export.no_quantizer", fmt=fmt))
-    if fmt in GPTQ_FORMATS and (missing := gptq_missing()):
+    if fmt in CALIBRATED_FORMATS and (missing := gptq_missing(fmt)):
         raise GgufError(message(f"export.no_gptq_{missing}", fmt=fmt))

@@ -118,14 +118,15 @@ MESSAGES: dict[str, str] = {
     "export.detail_gguf_verify": "loading the GGUF back and comparing logits and greedy text",
     "export.gguf_summary": "max |logit diff| {diff:.3g} {op} {tol:.3g} ({fmt}, transformers' GGUF reader vs the "
     "merged model); greedy text same on {same}/{n} prompts",
-    "export.no_gptq_gptqmodel": "--format {fmt} needs the gptqmodel package (GPTQ for transformers; it builds "
-    "CUDA kernels): `pip install gptqmodel --no-build-isolation` on a machine with an NVIDIA GPU; bnb-4bit, "
-    "bnb-8bit and the gguf formats run here",
-    "export.no_gptq_cuda": "--format {fmt} needs an NVIDIA GPU (GPTQ calibrates layer by layer on CUDA) and none is "
-    "visible here (nvidia-smi); bnb-4bit, bnb-8bit and the gguf formats run here",
+    "export.no_gptq_gptqmodel": "--format {fmt} needs the gptqmodel package (it quantizes GPTQ and AWQ, on an "
+    "NVIDIA GPU or the CPU): `pip install --no-deps gptqmodel==7.6.0`, then `pip install device-smi logbar tokenicer "
+    "pypcre defuser optimum` (without --no-deps its pins would replace torch and numpy); bnb-4bit, bnb-8bit and the "
+    "gguf formats need none of it",
+    "export.no_gptq_optimum": "--format {fmt} needs optimum, through which transformers reads a GPTQ folder: "
+    "`pip install optimum`",
     "export.gptq_no_rows": "--format {fmt} calibrates on the run's own training rows: {source} is a model folder, not "
     "a run; export the run it was trained in (its adapter is merged first)",
-    "export.detail_gptq": "GPTQ {bits}-bit, calibrated on {rows} of the run's training rows",
+    "export.detail_gptq": "{method} {bits}-bit on the {device}, calibrated on {rows} of the run's training rows",
     "export.gptq_summary": "{fmt}: the saved folder reads the same in transformers and in gptqmodel, max |logit "
     "diff| {diff:.3g} {op} {tol:.3g}; quantization moved the logits by up to {qerr:.3g}; greedy text same as the "
     "float model on {same}/{n} prompts",

@@ -165,7 +165,7 @@ def run(args, rep: Reporter, tmp: Path) -> dict:
             qerr=report["quantization_error_max_abs"],
         )
         report["llama_cpp_summary"] = ""
-    elif plan.fmt in gc.GPTQ_FORMATS:
+    elif plan.fmt in gc.CALIBRATED_FORMATS:
         report = gptq_part(plan, model_dir, tmp, rep)
     else:
         report = gguf_part(plan, model_dir, tmp, rep)
@@ -183,19 +183,18 @@ def run(args, rep: Reporter, tmp: Path) -> dict:
 
 
 def gptq_part(plan: cp.ConvertPlan, model_dir: Path, tmp: Path, rep: Reporter) -> dict:
-    """GPTQ on the GPU, calibrated on the run's training rows (engine.trainer.gptq_export); its report."""
+    """GPTQ or AWQ, calibrated on the run's training rows (engine.trainer.gptq_export); its report."""
     from engine.export.sources import resolve_source
     from engine.trainer import gptq_export
 
     run_dir = resolve_source(plan.source).run_dir
-    bits = gptq_export.bits_of(plan.fmt)
-    report = gptq_export.export(
-        model_dir,
-        tmp,
-        plan.fmt,
-        run_dir,
-        lambda n: rep.stage("quantizing", 1, 1, message("export.detail_gptq", bits=bits, rows=n)),
-    )
+    bits, method = gptq_export.bits_of(plan.fmt), gptq_export.method_of(plan.fmt)
+
+    def started(rows: int, device: str) -> None:
+        detail = message("export.detail_gptq", method=method, bits=bits, rows=rows, device=device.upper())
+        rep.stage("quantizing", 1, 1, detail)
+
+    report = gptq_export.export(model_dir, tmp, plan.fmt, run_dir, started)
     report["summary"] = message(
         "export.gptq_summary",
         fmt=plan.fmt,

@@ -87,14 +87,14 @@ EXPORT_ZH: dict[str, str] = {
     "export.gguf_tokenizer": "分词器 {kind} 在这里无法转换为 GGUF：仅支持字节级 BPE（Llama 3、Qwen）和带字节回退的 "
     "SentencePiece BPE（Llama 2、Mistral）",
     "export.gguf_unmapped_tensor": "该 {arch} 模型的张量 {name} 没有对应的 GGUF 名称（gguf 的张量映射）",
-    "export.no_gptq_gptqmodel": "--format {fmt} 需要 gptqmodel 包（transformers 的 GPTQ 实现，会编译 CUDA "
-    "内核）：请在有 NVIDIA GPU 的机器上执行 `pip install gptqmodel --no-build-isolation`；bnb-4bit、bnb-8bit "
-    "和 gguf 格式可在本机运行",
-    "export.no_gptq_cuda": "--format {fmt} 需要 NVIDIA GPU（GPTQ 在 CUDA 上逐层校准），本机没有可见的 GPU"
-    "（nvidia-smi）；bnb-4bit、bnb-8bit 和 gguf 格式可在本机运行",
+    "export.no_gptq_gptqmodel": "--format {fmt} 需要 gptqmodel 包（在 NVIDIA GPU 或 CPU 上做 GPTQ 与 AWQ 量化）："
+    "先执行 `pip install --no-deps gptqmodel==7.6.0`，再执行 `pip install device-smi logbar tokenicer pypcre defuser "
+    "optimum`（不加 --no-deps 时它的版本约束会替换 torch 和 numpy）；bnb-4bit、bnb-8bit 和 gguf 格式都不需要它",
+    "export.no_gptq_optimum": "--format {fmt} 需要 optimum（transformers 通过它读取 GPTQ 目录）："
+    "`pip install optimum`",
     "export.gptq_no_rows": "--format {fmt} 用该运行自己的训练数据校准：{source} 是模型目录而不是运行；"
     "请导出训练它的运行（会先合并其适配器）",
-    "export.detail_gptq": "GPTQ {bits} 位，用该运行的 {rows} 行训练数据校准",
+    "export.detail_gptq": "{method} {bits} 位（{device}），用该运行的 {rows} 行训练数据校准",
     "export.gptq_summary": "{fmt}：保存的目录在 transformers 与 gptqmodel 中读出的结果一致，最大 |logit 差| "
     "{diff:.3g} {op} {tol:.3g}；量化使 logits 最多变化 {qerr:.3g}；{n} 个提示中有 {same} 个的贪心文本与浮点模型相同",
     "export.no_quantizer": "--format {fmt} 需要 llama.cpp：`pip install llama-cpp-python`（它会编译 llama.cpp），"

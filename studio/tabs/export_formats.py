@@ -18,7 +18,7 @@ from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
 FORMATS = ["gguf-q8_0", "gguf-f16", "gguf-bf16", "gguf-q4_k_m", "gguf-q5_k_m", "bnb-4bit", "bnb-8bit", "gptq-4bit",
-           "gptq-8bit"]  # fmt: skip
+           "gptq-8bit", "awq-4bit"]  # fmt: skip
 _TOKEN_LOCK = threading.Lock()
 
 
