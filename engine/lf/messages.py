@@ -196,7 +196,7 @@ MESSAGES: dict[str, str] = {
     "lf.export_training_key": "{key}: accepted, ignored (a training or inference setting, not used by a merge)",
     "lf.export_unknown_key": "not a LLaMA-Factory key (LLaMA-Factory refuses it too)",
     "lf.export_gptq": "GPTQ at merge time (export_quantization_bit) is not taken by the merge: merge without it, "
-    "or quantize the run with `studio export RUN --format gptq-4bit|gptq-8bit` (an NVIDIA GPU with gptqmodel; it "
+    "or quantize the run with `studio export RUN --format gptq-4bit|gptq-8bit` (gptqmodel, on the GPU or the CPU; it "
     "calibrates on the run's own training rows)",
     "lf.export_quantized": "merging into a quantized model is not supported (LLaMA-Factory refuses it too): remove "
     "quantization_bit; Studio merges onto the full-precision base",

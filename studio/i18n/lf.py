@@ -163,8 +163,8 @@ LF_ZH: dict[str, str] = {
     "lf.export_training_key": "{key}：已接受，但不起作用（这是训练或推理设置，合并不使用）",
     "lf.export_unknown_key": "不是 LLaMA-Factory 的参数（LLaMA-Factory 也会拒绝）",
     "lf.export_gptq": "合并不接受合并时的 GPTQ（export_quantization_bit）：请去掉它再合并，或用 "
-    "`studio export RUN --format gptq-4bit|gptq-8bit` 量化该运行（需要 NVIDIA GPU 和 gptqmodel；用该运行自己的"
-    "训练数据校准）",
+    "`studio export RUN --format gptq-4bit|gptq-8bit` 量化该运行（需要 gptqmodel，可在 GPU 或 CPU 上运行；"
+    "用该运行自己的训练数据校准）",
     "lf.export_quantized": "不支持合并进量化模型（LLaMA-Factory 也会拒绝）：请删除 quantization_bit；"
     "Studio 在全精度基座上合并",
     "lf.export_finetuning": "{finetuning}：Studio 合并 LoRA 适配器（lora），或重新导出 full / freeze 模型",
