@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = p.parse_args(argv)
     try:
-        lean.without_bitsandbytes(lean.model_is_quantized(args.model))  # only as `python -m` (own_process)
+        lean.without_quantizers(lean.model_is_quantized(args.model))  # only as `python -m` (own_process)
         tok, model, processor = load(args.model, args.adapter, args.device)
         hello = [{"role": "user", "content": "hi"}]
         if processor is None:

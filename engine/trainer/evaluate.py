@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     plan_path = Path(args.plan)
     plan = json.loads(plan_path.read_text(encoding="utf-8"))
     quantized = any(lean.model_is_quantized(str(t.get("model") or "")) for t in plan["targets"])
-    lean.without_bitsandbytes(quantized)  # only as `python -m` (own_process)
+    lean.without_quantizers(quantized)  # only as `python -m` (own_process)
     job = Evaluation(plan, plan_path.parent, Path(args.events))
     signal.signal(signal.SIGTERM, lambda *_: setattr(job, "stop", True))
     print(f"[eval] {len(plan['targets'])} models: {', '.join(t['label'] for t in plan['targets'])}", flush=True)

@@ -1,4 +1,5 @@
-"""What a heavy process leaves unimported: bitsandbytes, for a job that cannot use it.
+"""What a heavy process leaves unimported: the quantization packages (bitsandbytes, gptqmodel) for a job that cannot
+use them.
 
 Light: stdlib and engine.models.resolve (called before torch is imported). peft imports bitsandbytes at its own import
 (``peft.helpers``) whenever it is installed, and bitsandbytes' CPU kernels then set up ``torch.compile``, which pulls
@@ -6,7 +7,12 @@ in torch's inductor. ``bench/trainer_start.py`` on the 2-core development machin
 process, 4 times each, alternating: 10.49 s of CPU with it, 8.90 without (medians; bench/results/trainer_start.md):
 about 1.6 s of every run's start, for nothing. The suite starts ~200 trainers.
 
-``without_bitsandbytes(needed)`` marks the package missing in ``sys.modules`` unless ``needed``:
+gptqmodel likewise: peft imports it (and optimum) whenever both are installed, at every LoRA wrap (its GPTQ layer
+dispatch), and gptqmodel's import prints its banner and sets ``PYTORCH_ALLOC_CONF`` and ``CUDA_DEVICE_ORDER`` for the
+whole process: only the GPTQ / AWQ exports (``engine.trainer.gptq_export``, which never calls this) and a job on a
+quantized model need it.
+
+``without_quantizers(needed)`` marks the packages missing in ``sys.modules`` unless ``needed``:
 ``importlib.util.find_spec`` then answers None, so peft, transformers, accelerate and TRL see it as not installed (a
 configuration they all support) and never import it. Only in a process started for the one job: an entry module's
 ``if __name__ == "__main__"`` calls ``own_process()`` first. A process that calls an entry's ``main`` in-process (the
@@ -63,10 +69,16 @@ def needs_bitsandbytes(spec) -> bool:
     return model_is_quantized(m.name_or_path, m.revision, modelscope=getattr(m, "hub", "huggingface") == "modelscope")
 
 
-def without_bitsandbytes(needed: bool) -> bool:
-    """Mark bitsandbytes missing for the rest of this process unless ``needed``, already imported or not the job's own
-    process (``own_process``); True if marked."""
-    if needed or not _OWN_PROCESS or "bitsandbytes" in sys.modules or os.environ.get("STUDIO_LEAN_IMPORTS") == "off":
+QUANTIZERS = ("bitsandbytes", "gptqmodel")
+
+
+def without_quantizers(needed: bool) -> bool:
+    """Mark bitsandbytes and gptqmodel missing for the rest of this process unless ``needed``, already imported or not
+    the job's own process (``own_process``); True if marked."""
+    if needed or not _OWN_PROCESS or os.environ.get("STUDIO_LEAN_IMPORTS") == "off":
         return False
-    sys.modules["bitsandbytes"] = None  # type: ignore[assignment] - the documented way to make an import fail
+    if any(name in sys.modules for name in QUANTIZERS):
+        return False
+    for name in QUANTIZERS:
+        sys.modules[name] = None  # type: ignore[assignment] - the documented way to make an import fail
     return True

@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force,
             base=args.base,
         )
-        lean.without_bitsandbytes(lean.model_is_quantized(plan.base))  # a pre-quantized base dequantizes with it
+        lean.without_quantizers(lean.model_is_quantized(plan.base))  # a pre-quantized base dequantizes with it
         max_shard = sizes.parse_size(args.max_shard_size)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 from engine.core import events as ev
 from engine.export import checks as xp
 from engine.export import convert_plan as cp
+from engine.trainer import lean
 
 MAX_TOKENS_LIMIT = 4096
 
@@ -41,15 +42,18 @@ class Model:
     """The served model, its tokenizer and one generation lock."""
 
     def __init__(self, source: str):
+        folder = cp.is_model_folder(source)
+        src = None if folder else xp.resolve_source(source)
+        weights = str(source) if folder else (src.base if src.kind == "adapter" else src.weights_dir)
+        lean.without_quantizers(lean.model_is_quantized(weights))  # only as `python -m` (own_process)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if cp.is_model_folder(source):
+        if folder:
             model_dir = adapter_dir = str(Path(source).expanduser().resolve())
             self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
             self.adapter = None
         else:
-            src = xp.resolve_source(source)
             if src.kind == "adapter":
                 from peft import PeftModel
 
@@ -311,4 +315,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    lean.own_process()  # what this job does not use stays unimported (engine.trainer.lean)
     sys.exit(main())

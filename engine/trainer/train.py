@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         acting.honour_grant(run_dir)  # an output folder chosen at the shell (engine.core.acting)
         spec = load_spec(args.spec)
-        lean.without_bitsandbytes(lean.needs_bitsandbytes(spec))  # only as `python -m` (own_process)
+        lean.without_quantizers(lean.needs_bitsandbytes(spec))  # only as `python -m` (own_process)
         return train(spec, run_dir, events)
     except BaseException as exc:  # noqa: BLE001 - every failure must become an event
         if isinstance(exc, SystemExit) and not exc.code:

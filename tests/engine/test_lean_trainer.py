@@ -53,25 +53,29 @@ import sys
 from engine.spec.schema import load_spec
 from engine.trainer import lean
 spec = load_spec(sys.argv[1])
-assert lean.without_bitsandbytes(False) is False  # not said to be the job's own process: left as it is
+assert lean.without_quantizers(False) is False  # not said to be the job's own process: left as it is
 lean.own_process()  # as the trainer's `python -m` entry says
-marked = lean.without_bitsandbytes(lean.needs_bitsandbytes(spec))
+marked = lean.without_quantizers(lean.needs_bitsandbytes(spec))
 from transformers import AutoModelForCausalLM, is_bitsandbytes_available
 from peft import LoraConfig, get_peft_model
 model = AutoModelForCausalLM.from_pretrained(spec.model.name_or_path)
 lora = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear"))
 assert lora.get_nb_trainable_parameters()[0] > 0
-print(marked, sys.modules.get("bitsandbytes") is not None, is_bitsandbytes_available())
+bnb, gptq = (sys.modules.get(name) is not None for name in ("bitsandbytes", "gptqmodel"))
+print(marked, bnb, is_bitsandbytes_available(), gptq)
 """
 
 
 @pytest.mark.parametrize(
-    "bits, lean, said", [(0, "on", "True False False"), (4, "on", "False True True"), (0, "off", "False True True")]
+    "bits, lean, said",
+    [(0, "on", "True False False False"), (4, "on", "False True True True"), (0, "off", "False True True True")],
 )
-def test_a_plain_lora_process_never_imports_bitsandbytes(demo_paths, tmp_path, bits, lean, said):
+def test_a_plain_lora_process_never_imports_the_quantizers(demo_paths, tmp_path, bits, lean, said):
     """In a fresh interpreter, as the trainer's ``main`` does: the demo LoRA run's process loads the model and wraps
-    it with LoRA without importing bitsandbytes, and transformers says it is unavailable; a QLoRA spec's process
-    imports it as before (the case that shows the probe is real), and so does any with STUDIO_LEAN_IMPORTS=off."""
+    it with LoRA without importing bitsandbytes or gptqmodel (which peft's LoRA wrap imports whenever it is installed
+    with optimum, as the test set-up installs them), and transformers says bitsandbytes is unavailable; a QLoRA spec's
+    process imports both as before (the case that shows the probe is real), and so does any with
+    STUDIO_LEAN_IMPORTS=off."""
     from engine.spec.schema import save_spec
 
     spec = demo_spec(demo_paths, method={"quantization": {"bits": bits}})
