@@ -53,12 +53,18 @@ def live_table() -> dict[str, tuple]:
 
 
 def test_the_table_is_the_installed_transformers():
+    """The fields, their kinds, defaults and choices are the installed transformers' own. Not its version number: a
+    release that leaves TrainingArguments as it was (5.25.0 after the table's 5.24.0) changes nothing the table says,
+    and the set-up installs the newest transformers, so CI would fail on every such release."""
     import transformers
 
     live = live_table()
     rendered = "\n".join(f"    {k!r}: {v!r}," for k, v in live.items())
-    assert HF_TRAINING_ARGS == live, f"regenerate engine/spec/hf_args.py's table from:\n{rendered}"
-    assert TRANSFORMERS_VERSION == transformers.__version__
+    assert HF_TRAINING_ARGS == live, (
+        f"transformers {transformers.__version__}'s TrainingArguments differ from the table (generated from "
+        f"{TRANSFORMERS_VERSION}): regenerate engine/spec/hf_args.py's table and its TRANSFORMERS_VERSION from:\n"
+        f"{rendered}"
+    )
 
 
 @pytest.mark.parametrize(
