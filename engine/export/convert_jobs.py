@@ -143,15 +143,20 @@ def human_size(n: int) -> str:
     return f"{n / 1e6:.2f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
 
 
+def exported_text(greedy: dict) -> str:
+    """The exported model's greedy text in one of a report's ``greedy`` rows: a GGUF's (``gguf``, as
+    engine.trainer.gguf_verify writes it) or a GPTQ / AWQ folder's (``quantized``, engine.trainer.gptq_export)."""
+    return greedy["gguf"] if "gguf" in greedy else greedy.get("quantized", "")
+
+
 def result_lines(result: dict) -> list[str]:
     """What a person reads at the end: the files and their sizes, the verification, the Ollama command."""
     lines = [f"exported to {result.get('out_dir')}"]
     lines += [f"  {f['name']}  {human_size(f['bytes'])}" for f in result.get("files") or []]
     lines += [f"verify: {result.get('summary')}", f"        {result.get('llama_cpp_summary')}"]
     rep = result.get("report") or {}
-    for g in rep.get("greedy") or []:  # a GGUF's text, or a GPTQ / AWQ folder's
-        text = g["gguf"] if "gguf" in g else g.get("quantized", "")
-        lines.append(f"  greedy {g['prompt']!r}: {text!r} ({'same' if g['same'] else 'differs'})")
+    for g in rep.get("greedy") or []:
+        lines.append(f"  greedy {g['prompt']!r}: {exported_text(g)!r} ({'same' if g['same'] else 'differs'})")
     mfile = rep.get("modelfile") or {}
     if mfile.get("written"):
         lines.append(f"Ollama: {mfile['command']}")

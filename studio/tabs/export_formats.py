@@ -12,13 +12,12 @@ import os
 import threading
 from typing import Any
 
-from engine.export import convert_jobs, convert_plan, push_jobs, serve_jobs
+from engine.export import convert_jobs, convert_plan, gguf_checks, push_jobs, serve_jobs
 from studio import follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
-FORMATS = ["gguf-q8_0", "gguf-f16", "gguf-bf16", "gguf-q4_k_m", "gguf-q5_k_m", "bnb-4bit", "bnb-8bit", "gptq-4bit",
-           "gptq-8bit", "awq-4bit"]  # fmt: skip
+FORMATS = ["gguf-q8_0", *(f for f in gguf_checks.FORMATS if f != "gguf-q8_0")]  # the engine's, its default first
 _TOKEN_LOCK = threading.Lock()
 
 
@@ -68,7 +67,7 @@ def describe_export(status: dict, lang: str = "en") -> str:
         lines.append(f"  \n{localize(res['llama_cpp_summary'], lang)}")
     for g in rep.get("greedy") or []:
         same = t("xf_same" if g["same"] else "xf_differs", lang)
-        lines.append(f"  \n{t('xf_greedy', lang)} «{g['prompt']}» → «{g['gguf']}» ({same})")
+        lines.append(f"  \n{t('xf_greedy', lang)} «{g['prompt']}» → «{convert_jobs.exported_text(g)}» ({same})")
     mfile = rep.get("modelfile") or {}
     if mfile.get("written"):
         lines.append(f"\n{t('xf_ollama', lang)}: `{mfile['command']}`")

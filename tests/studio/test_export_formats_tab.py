@@ -41,3 +41,13 @@ def test_finished_export_reads_as_files_sizes_and_verification():
     assert "max |logit diff| 0.0149 <= 0.133" in shown and "«Hi» → «yo» (same)" in shown
     assert "`cd /w && ollama create r1 -f Modelfile`" in shown
     assert "相同" in export_formats.describe_export({"state": "finished", "result": result}, "zh")
+    # a GPTQ / AWQ folder's report names its greedy text "quantized" (engine.trainer.gptq_export)
+    result["report"] = {"greedy": [{"prompt": "Hi", "reference": "yo", "quantized": "yo yo", "same": False}]}
+    shown = export_formats.describe_export({"state": "finished", "result": result}, "en")
+    assert "«Hi» → «yo yo» (differs)" in shown
+
+
+def test_the_format_picker_offers_every_format_the_engine_exports():
+    from engine.export import gguf_checks
+
+    assert export_formats.FORMATS[0] == "gguf-q8_0" and sorted(export_formats.FORMATS) == sorted(gguf_checks.FORMATS)
