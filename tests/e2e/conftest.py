@@ -152,6 +152,43 @@ def wait_text(page, selector: str, text: str, timeout: int = 60_000) -> str:
     return page.inner_text(selector)
 
 
+LF_DONE_JS = (
+    "() => { const s = (document.querySelector('#lf-msg') || {innerText: ''}).innerText.trim();"
+    " return s.startsWith('✅') || s.startsWith('❌') || s.includes('LLaMA-Factory training YAML first'); }"
+)
+
+
+def import_lf_yaml(page, text: str, timeout: int = 180_000) -> str:
+    """Paste ``text`` into the Train tab's LLaMA-Factory section and press Import, as a person does; the import's
+    message, which must say the form was filled.
+
+    Gradio mounts a closed accordion's children when it first opens (gradio PR 12906), so the box is filled only once
+    it shows, and read back before Import. If the server still got an empty box (the message asks for a YAML), the
+    text is typed once more: that is the mount, not the import. A wait that runs out says what the message showed
+    (gradio's timer there means the event was still queued or running)."""
+    from playwright.sync_api import expect
+
+    box = page.locator("#lf-text textarea")
+    if not box.is_visible():
+        page.get_by_text("LLaMA-Factory YAML", exact=True).first.click()
+    for attempt in range(2):
+        box.fill(text)
+        expect(box).to_have_value(text, timeout=90_000)
+        page.click("#lf-import")
+        try:
+            page.wait_for_function(LF_DONE_JS, timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - said with what the page showed
+            shown = page.evaluate("(document.querySelector('#lf-msg') || {innerText: ''}).innerText")
+            raise AssertionError(
+                f"the import gave no result in {timeout / 1000:.0f} s; #lf-msg shows {shown!r}"
+            ) from exc
+        msg = page.inner_text("#lf-msg")
+        if "LLaMA-Factory training YAML first" not in msg or attempt:
+            break
+    assert "filled from the LLaMA-Factory YAML" in msg, msg
+    return msg
+
+
 def open_tab(page, name: str) -> None:
     """Click a top-level tab and wait until the page shows it selected (not a fixed pause)."""
     page.get_by_role("tab", name=name).click()

@@ -18,6 +18,7 @@ from playwright.sync_api import expect
 
 from studio import alerts, monitor
 from studio.tabs import data
+from tests.e2e.conftest import import_lf_yaml
 
 pytestmark = pytest.mark.slow  # a real server, runs and browser
 
@@ -218,14 +219,10 @@ def test_dpo_run_draws_its_rewards_margin_and_accuracy(page, server, shots, fits
         expect(page.locator(plot)).to_be_hidden()  # no run chosen yet
     model = str(server.home / "models" / "demo-tiny-llama")
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
-    page.get_by_text("LLaMA-Factory YAML", exact=True).first.click()
-    page.locator("#lf-text textarea").fill(
+    import_lf_yaml(
+        page,
         f"model_name_or_path: {model}\nstage: dpo\nfinetuning_type: lora\nlora_target: all\ndataset: demo_dpo\n"
-        "template: default\ncutoff_len: 64\nlogging_steps: 1\nper_device_train_batch_size: 4\neval_strategy: steps\n"
-    )
-    page.click("#lf-import")
-    page.wait_for_function(
-        "document.querySelector('#lf-msg').innerText.includes('filled from the LLaMA-Factory YAML')", timeout=90_000
+        "template: default\ncutoff_len: 64\nlogging_steps: 1\nper_device_train_batch_size: 4\neval_strategy: steps\n",
     )
     run_id = start_run(page, f"dpo-{uuid.uuid4().hex[:6]}", steps=4, val_size="0.1", eval_steps="2", lr="0.005")
     logs, evals = 4, 2  # a log every step, an eval every 2: the charts hold them all once the run has ended

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.e2e.conftest import import_lf_yaml
+
 pytestmark = pytest.mark.slow  # a real server and browser
 
 
@@ -19,12 +21,7 @@ def test_paste_lf_yaml_fills_the_form_and_save_downloads_it(page, server, shots,
         "per_device_train_batch_size: 2\nlearning_rate: 0.00042\nnum_train_epochs: 1.0\nplot_loss: true\n"
     )
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
-    page.get_by_text("LLaMA-Factory YAML", exact=True).first.click()
-    page.locator("#lf-text textarea").fill(text)
-    page.click("#lf-import")
-    page.wait_for_function(
-        "document.querySelector('#lf-msg').innerText.includes('filled from the LLaMA-Factory YAML')", timeout=90_000
-    )
+    import_lf_yaml(page, text)
     notes = page.inner_text("#lf-msg")
     assert "plot_loss: accepted, ignored" in notes
     page.wait_for_function("document.querySelector('#f-method-lora-rank input').value === '24'", timeout=90_000)

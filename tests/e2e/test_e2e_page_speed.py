@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
+from tests.e2e.conftest import import_lf_yaml
+
 CORE_JS = """async () => {
   const named = (n) => /\\/assets\\/core-[^/]*\\.js/.test(n);
   const url = performance.getEntriesByType('resource').map(e => e.name).find(named);
@@ -24,13 +26,11 @@ def test_unchanged_loading_statuses_are_skipped_and_the_page_still_answers(page,
         f"async () => (await ({CORE_JS})()).skipped > {first['skipped']}", timeout=90_000, polling=500
     )
     model = server.home / "models" / "demo-tiny-llama"
-    page.get_by_text("LLaMA-Factory YAML", exact=True).first.click()
-    page.locator("#lf-text textarea").fill(
+    import_lf_yaml(
+        page,
         f"model_name_or_path: {model}\nstage: sft\nfinetuning_type: lora\ndataset: demo_alpaca\n"
-        "template: default\ncutoff_len: 96\nlearning_rate: 3.0e-4\nmax_steps: 7\n"
+        "template: default\ncutoff_len: 96\nlearning_rate: 3.0e-4\nmax_steps: 7\n",
     )
-    page.click("#lf-import")
-    expect(page.locator("#lf-msg")).to_contain_text("filled from the LLaMA-Factory YAML", timeout=90_000)
     expect(page.locator("#f-train-max-steps input")).to_have_value("7", timeout=90_000)
     expect(page.locator("#f-data-cutoff-len input").first).to_have_value("96", timeout=90_000)
     page.wait_for_selector("#start-btn:not([disabled])", timeout=90_000)

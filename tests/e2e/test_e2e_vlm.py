@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from studio import alerts, monitor
-from tests.e2e.conftest import open_tab
+from tests.e2e.conftest import import_lf_yaml, open_tab
 from tests.e2e.test_e2e_charts import lines_match, logged, run_alerts, start_run, wait_finished, wait_svg
 
 pytestmark = pytest.mark.slow  # a real server, a run and a browser
@@ -44,15 +44,11 @@ def _near(a, b, tol: int = 40) -> bool:
 def test_vlm_yaml_thumbnails_image_tokens_and_run_curves(page, server, shots, fits_width):
     model = server.home / "models" / "demo-tiny-llava"
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
-    page.get_by_text("LLaMA-Factory YAML", exact=True).first.click()
-    page.locator("#lf-text textarea").fill(
+    import_lf_yaml(
+        page,
         f"model_name_or_path: {model}\nstage: sft\nfinetuning_type: lora\nlora_target: all\ndataset: demo_vlm\n"
         "template: llava\ncutoff_len: 128\nlogging_steps: 1\nper_device_train_batch_size: 2\n"
-        "freeze_vision_tower: true\n"
-    )
-    page.click("#lf-import")
-    page.wait_for_function(
-        "document.querySelector('#lf-msg').innerText.includes('filled from the LLaMA-Factory YAML')", timeout=90_000
+        "freeze_vision_tower: true\n",
     )
     assert page.input_value("#f-model-name-or-path input") == str(model)
 
