@@ -5,7 +5,8 @@ and to the page (``registry_notice``). Safe from several processes at once (a lo
 submit also holds while it writes a run's notes and its row). Called by ``engine.runs.store`` when it opens the
 registry; never calls the store back.
 
-Light: stdlib (sqlite3, fcntl), yaml, engine.core, engine.runs.records / run_end / processes / messages.
+Light: stdlib (sqlite3, fcntl), yaml, engine.core, engine.runs.records / run_end / processes / messages /
+checkpoints.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from engine.core import workspace
+from engine.runs import checkpoints
 from engine.runs.messages import message as run_message
 from engine.runs.processes import marked_processes, runner_alive
 from engine.runs.records import (
@@ -34,7 +36,7 @@ from engine.runs.records import (
     row_values,
     write_transaction,
 )
-from engine.runs.run_end import ended_state, read_exit
+from engine.runs.run_end import derive_final, ended_state, read_exit
 
 _CHECKED: set[str] = set()  # registry paths this process has checked
 
@@ -304,6 +306,13 @@ def _rebuild_run(rdir: Path) -> int:
     ex = read_exit(rdir)
     if final and ex is None:  # ended without a wrapper: taken off the queue, could never start, failed to launch
         rec.status, rec.reason, rec.ended = final.get("status", "failed"), final.get("reason", ""), final.get("ended")
+    elif launched is None and kind == "train" and (found := _training_output(Path(output_dir))):
+        # A folder that already holds weights was trained, by this or another studio: queued again, its trainer would
+        # write over them. Listed as it ended (completed when its events say so), never queued.
+        status, reason = derive_final(rec, None, None)
+        if status != "completed":
+            status, reason = "failed", run_message("runs.rebuilt_not_queued", path=found)
+        rec.status, rec.reason, rec.ended = status, reason, Path(found).stat().st_mtime
     elif launched is not None:
         rec.status = "running"
         rec.gpus = list(launched.get("gpus") or [])
@@ -321,6 +330,20 @@ def _rebuild_run(rdir: Path) -> int:
             f"INSERT OR IGNORE INTO runs ({', '.join(d)}) VALUES ({', '.join('?' * len(d))})", list(d.values())
         ).rowcount
     return int(bool(added))
+
+
+_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "model.safetensors.index.json")
+
+
+def _training_output(output_dir: Path) -> str:
+    """The final weights or newest checkpoint a run's output folder already holds ('' when none): ``adapter/`` or
+    ``model/`` (or the folder itself: LLaMA-Factory's layout) with a weights file, or a ``checkpoints/checkpoint-*``.
+    """
+    for d in (output_dir / "adapter", output_dir / "model", output_dir):
+        if any((d / name).is_file() for name in _WEIGHTS):
+            return str(d)
+    found = checkpoints.newest_first(output_dir / "checkpoints")
+    return str(found[0]) if found else ""
 
 
 def _ended(

@@ -65,6 +65,8 @@ MESSAGES: dict[str, str] = {
         "run folder(s)"
     ),
     "runs.registry_rebuilt_missing": "the run registry was missing: it was rebuilt from {count} run folder(s)",
+    "runs.rebuilt_not_queued": "read back from its folder without a launch record, but it holds training output "
+    "({path}): not queued again, so that output is not written over",
     "runs.registry_resynced": "the run registry did not know {count} run folder(s): they were added back from their "
     "folders",
     # a run whose trainer stopped writing (engine.runs.watchdog)
