@@ -236,6 +236,11 @@ def read_head(
     return rows, problems, True
 
 
+def read_file(path: str | Path) -> tuple[list[tuple[int, Any]], list[DataProblem]]:
+    """The whole file: [(row number, record)] and the problems met (for readers outside engine.data)."""
+    return _read_file(Path(path))
+
+
 def _jsonl_head(path: Path, max_rows: int, max_bytes: int, max_record: int):
     rows: list[tuple[int, Any]] = []
     problems: list[DataProblem] = []

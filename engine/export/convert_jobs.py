@@ -92,11 +92,21 @@ class ExportJob(CommandJob):
 
 
 def start_export(
-    source: str, fmt: str, out_dir: str | None = None, *, overwrite: bool = False, force: bool = False
+    source: str,
+    fmt: str,
+    out_dir: str | None = None,
+    *,
+    overwrite: bool = False,
+    force: bool = False,
+    calibration: cp.Calibration | None = None,
 ) -> ExportJob:
-    """Check the source and the format (ExportError on any problem, before anything is queued) and queue the job."""
+    """Check the source and the format (ExportError on any problem, before anything is queued) and queue the job.
+    ``calibration``: GPTQ / AWQ on a text file's rows instead of the run's training rows."""
     source = acting.from_working_folder(source)  # the job runs in the repository
-    plan = cp.plan_convert(source, fmt, out_dir, overwrite=overwrite, force=force)
+    if calibration is not None:
+        given = acting.from_working_folder(calibration.file)
+        calibration = cp.Calibration(given, calibration.samples, calibration.maxlen)
+    plan = cp.plan_convert(source, fmt, out_dir, overwrite=overwrite, force=force, calibration=calibration)
     argv = cp.convert_argv(
         plan, xp.temp_dir_for(plan.out_dir), "{run_dir}/events.jsonl", overwrite=overwrite, force=force
     )
@@ -176,17 +186,37 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--out", default=None, help="output folder (default: the workspace's exports/<source>-<format>)")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     ap.add_argument("--force", action="store_true", help="merge even when the memory estimate says it will not fit")
+    ap.add_argument(
+        "--calibration",
+        metavar="FILE",
+        default=None,
+        help="GPTQ / AWQ: calibrate on this file's 'text' rows (json, jsonl, csv, parquet, txt) instead of the run's "
+        "training rows; needed for a model folder",
+    )
+    ap.add_argument("--calibration-samples", type=int, default=128, metavar="N", help="windows drawn (default 128)")
+    ap.add_argument("--calibration-maxlen", type=int, default=1024, metavar="T", help="tokens per window (1024)")
     ap.add_argument("--push", metavar="REPO", default=None, help="then upload the result to this hub repo")
     ap.add_argument("--private", action="store_true", help="with --push: create the repo private")
     args = ap.parse_args(argv)
     from engine.export import push_jobs
 
     try:
-        plan = cp.plan_convert(args.source, args.format, args.out, overwrite=args.overwrite, force=args.force)
+        cal = cp.calibration_of(args)
+        plan = cp.plan_convert(
+            args.source, args.format, args.out, overwrite=args.overwrite, force=args.force, calibration=cal
+        )
         if args.push:  # offline, tokenless or a bad repo id: said before any work
             push_jobs.check_push(str(Path(plan.out_dir).parent), args.push)
         print(f"[export] {args.format} into {plan.out_dir}: about {cp.describe(plan)['estimated']}", flush=True)
-        status = export(args.source, args.format, args.out, echo=True, overwrite=args.overwrite, force=args.force)
+        status = export(
+            args.source,
+            args.format,
+            args.out,
+            echo=True,
+            overwrite=args.overwrite,
+            force=args.force,
+            calibration=cal,
+        )
     except ExportError as exc:
         print(f"studio export: {exc}", file=sys.stderr)
         return 2

@@ -38,6 +38,45 @@ class ConvertPlan:
     bytes_needed: int  # the exported file(s)
     merge_bytes: int  # the float32 merge the job holds in its temp folder while it runs (0: no merge)
     bytes_free: int
+    calibration: Calibration | None = None  # GPTQ / AWQ: a text file to calibrate on (None: the run's training rows)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """GPTQ / AWQ calibration on a text file (LLaMA-Factory's ``export_quantization_dataset``, ``_nsamples``,
+    ``_maxlen``): ``samples`` windows of at most ``maxlen`` tokens out of the rows' ``text``."""
+
+    file: str
+    samples: int = 128
+    maxlen: int = 1024
+
+
+CALIBRATION_TYPES = (".json", ".jsonl", ".csv", ".parquet", ".arrow", ".txt")
+
+
+def check_calibration(cal: Calibration) -> Calibration:
+    """The calibration file, checked before any work: a file of a type the data reader takes, whose first rows each
+    hold a non-empty ``text`` string (a .txt file: one row per line), and positive counts. ExportError naming the
+    file and the row."""
+    from engine.data.files import read_head
+
+    path = Path(cal.file).expanduser().resolve()
+    for name, value in (("samples", cal.samples), ("maxlen", cal.maxlen)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ExportError(message("export.calibration_count", what=name, value=value))
+    if not path.is_file():
+        raise ExportError(message("export.calibration_missing", path=path))
+    if path.suffix.lower() not in CALIBRATION_TYPES:
+        raise ExportError(message("export.calibration_type", path=path, types=", ".join(CALIBRATION_TYPES)))
+    rows, problems, _ = read_head(path, max_rows=min(cal.samples, 1000))
+    if problems:
+        raise ExportError(message("export.calibration_bad", problem=problems[0].located()))
+    for n, row in rows:
+        if not (isinstance(row, dict) and isinstance(row.get("text"), str) and row["text"].strip()):
+            raise ExportError(message("export.calibration_no_text", path=path, row=n))
+    if not rows:
+        raise ExportError(message("export.calibration_empty", path=path))
+    return Calibration(str(path), cal.samples, cal.maxlen)
 
 
 def is_model_folder(source: str) -> bool:
@@ -64,13 +103,23 @@ def default_out(source: str, fmt: str) -> Path:
 
 
 def plan_convert(
-    source: str, fmt: str, out_dir: str | None = None, *, overwrite: bool = False, force: bool = False
+    source: str,
+    fmt: str,
+    out_dir: str | None = None,
+    *,
+    overwrite: bool = False,
+    force: bool = False,
+    calibration: Calibration | None = None,
 ) -> ConvertPlan:
     """Check everything without loading weights; ExportError (GgufError) with the first problem."""
     gc.check_format(fmt)
     out = Path(out_dir).expanduser().resolve() if out_dir else default_out(source, fmt).resolve()
+    if calibration is not None:
+        if fmt not in gc.CALIBRATED_FORMATS:
+            raise ExportError(message("export.calibration_not_used", fmt=fmt))
+        calibration = check_calibration(calibration)
     if is_model_folder(source):
-        if fmt in gc.CALIBRATED_FORMATS:  # GPTQ and AWQ calibrate on the training rows of a run
+        if fmt in gc.CALIBRATED_FORMATS and calibration is None:  # no run: no training rows to calibrate on
             raise ExportError(message("export.gptq_no_rows", fmt=fmt, source=source))
         model_dir = str(Path(source).expanduser().resolve())
         merge_plan = None
@@ -111,7 +160,9 @@ def plan_convert(
             )
         )
     merging = merge_plan is not None
-    return ConvertPlan(source, fmt, str(out), str(model_dir), merging, merge_plan, need, merge_bytes, free)
+    plan = ConvertPlan(source, fmt, str(out), str(model_dir), merging, merge_plan, need, merge_bytes, free)
+    plan.calibration = calibration
+    return plan
 
 
 def _check_model(model_dir: str, fmt: str, tok_dir: Path) -> None:
@@ -150,7 +201,17 @@ def convert_arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("--events", required=True)
     ap.add_argument("--overwrite", action="store_true")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--calibration", default=None)
+    ap.add_argument("--calibration-samples", type=int, default=128)
+    ap.add_argument("--calibration-maxlen", type=int, default=1024)
     return ap
+
+
+def calibration_of(args: argparse.Namespace) -> Calibration | None:
+    """The calibration ``studio export`` (or the job's argv) names; None: the run's training rows."""
+    if not getattr(args, "calibration", None):
+        return None
+    return Calibration(args.calibration, args.calibration_samples, args.calibration_maxlen)
 
 
 def convert_argv(plan: ConvertPlan, tmp_dir: Path, events_path: str, *, overwrite: bool, force: bool) -> list[str]:
@@ -158,6 +219,10 @@ def convert_argv(plan: ConvertPlan, tmp_dir: Path, events_path: str, *, overwrit
     argv += ["--out", plan.out_dir, "--tmp-dir", str(tmp_dir), "--events", events_path]
     argv += ["--overwrite"] if overwrite else []
     argv += ["--force"] if force else []
+    if plan.calibration is not None:
+        c = plan.calibration
+        argv += ["--calibration", c.file, "--calibration-samples", str(c.samples)]
+        argv += ["--calibration-maxlen", str(c.maxlen)]
     return argv
 
 

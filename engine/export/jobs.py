@@ -17,6 +17,7 @@ ended job removes it. The target is only ever written by the final rename of a v
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 import time
@@ -31,6 +32,8 @@ from engine.export.checks import ExportError
 from engine.export.messages import message, payload_message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
+
+ROOT = Path(__file__).resolve().parents[2]  # where the export subprocess runs, as every job's does
 
 MERGE_TAG = "merge"
 # registry status -> merge state
@@ -247,8 +250,23 @@ def lf_yaml_options(path: str | Path) -> tuple[dict, list[str]]:
         "device": d["device"],
         "legacy_format": d["legacy_format"],
         "push_to_hub": repo,
+        "quantize": d["quantize"],
+        "push_ready": repo if repo and len(notes) == len(imp.notes) else None,  # no note said it cannot push
     }
     return options, notes
+
+
+def lf_quantize_argv(options: dict, q: dict, *, out: str | None, overwrite: bool, push: str | None) -> list[str]:
+    """``studio export`` for an export YAML with ``export_quantization_bit``: GPTQ of its model, calibrated on its
+    ``export_quantization_dataset`` (``engine.lf.merge``), into ``export_dir`` (or ``out``); pushed to the hub when a
+    repo is named."""
+    target = str(Path(out).expanduser().resolve()) if out else options["out_dir"]
+    argv = [sys.executable, "-m", "engine.cli", "export", options["base"], "--format", q["format"], "--out", target]
+    argv += ["--calibration", q["calibration"], "--calibration-samples", str(q["samples"])]
+    argv += ["--calibration-maxlen", str(q["maxlen"])]
+    argv += ["--overwrite"] if overwrite else []
+    argv += ["--push", push] if push else []
+    return argv
 
 
 def _saved_token() -> str | None:
@@ -279,7 +297,8 @@ def cli(argv: list[str]) -> int:
         metavar="FILE",
         default=None,
         help="a LLaMA-Factory export YAML (model_name_or_path, adapter_name_or_path, export_dir, export_size, "
-        "export_device, export_legacy_format, export_hub_model_id); options given here win over its keys",
+        "export_device, export_legacy_format, export_hub_model_id; export_quantization_bit with its _dataset, "
+        "_nsamples and _maxlen runs `studio export --format gptq-<bits>bit`); options given here win over its keys",
     )
     ap.add_argument("--out", default=None, help="output folder (must not exist unless --overwrite)")
     ap.add_argument("--dtype", choices=list(sizes.DTYPES), default=None, help="saved dtype (default: the base's)")
@@ -305,6 +324,18 @@ def cli(argv: list[str]) -> int:
             options, notes = lf_yaml_options(args.lf_yaml)
             for note in notes:
                 print(f"note: {note}", file=sys.stderr)
+            quantize, push_ready = options.pop("quantize"), options.pop("push_ready")
+            if quantize:  # GPTQ at export: Studio's export job, as the person could run it
+                flags = [f for f, on in (("--adapter-only", args.adapter_only), ("--dtype", args.dtype)) if on]
+                flags += [f for f, v in (("--max-shard-size", args.max_shard_size), ("--device", args.device)) if v]
+                if flags:
+                    raise ExportError(message("export.lf_gptq_flags", flags=", ".join(flags)))
+                push = args.push_to_hub or push_ready
+                argv = lf_quantize_argv(options, quantize, out=args.out, overwrite=args.overwrite, push=push)
+                print(f"[merge] export_quantization_bit: running {shlex.join(['studio', *argv[3:]])}", flush=True)
+                import subprocess
+
+                return subprocess.call(argv, cwd=ROOT)
         given = {"out_dir": args.out, "max_shard_size": args.max_shard_size, "device": args.device}
         given["push_to_hub"] = args.push_to_hub
         options.update({k: v for k, v in given.items() if v is not None})

@@ -73,6 +73,8 @@ MESSAGES: dict[str, str] = {
     # studio merge --lf-yaml (a LLaMA-Factory export YAML, engine.lf.merge.lf_export_to_merge)
     "export.lf_yaml_unreadable": "cannot read the LLaMA-Factory export YAML {path}: {error}",
     "export.lf_yaml_refused": "{path} (LLaMA-Factory export YAML) cannot be merged:\n{problems}",
+    "export.lf_gptq_flags": "{flags}: not taken by the GPTQ export an export_quantization_bit YAML runs (it keeps the "
+    "model's dtype and writes gptqmodel's own shards)",
     "export.lf_yaml_with_sources": "--lf-yaml names the model and the adapters itself (model_name_or_path, "
     "adapter_name_or_path): give no RUN_OR_ADAPTER beside it",
     "export.no_out": "--out is required (or --lf-yaml FILE with export_dir)",
@@ -125,7 +127,19 @@ MESSAGES: dict[str, str] = {
     "export.no_gptq_optimum": "--format {fmt} needs optimum, through which transformers reads a GPTQ folder: "
     "`pip install optimum`",
     "export.gptq_no_rows": "--format {fmt} calibrates on the run's own training rows: {source} is a model folder, not "
-    "a run; export the run it was trained in (its adapter is merged first)",
+    "a run; export the run it was trained in (its adapter is merged first), or name a text file to calibrate on with "
+    "--calibration FILE (rows with a 'text' field, as LLaMA-Factory's export_quantization_dataset)",
+    "export.calibration_not_used": "--calibration is for the calibrated formats (gptq-4bit, gptq-8bit, awq-4bit), not "
+    "{fmt}",
+    "export.calibration_count": "calibration {what} must be a whole number of at least 1 (got {value!r})",
+    "export.calibration_missing": "calibration file {path}: not found",
+    "export.calibration_type": "calibration file {path}: not a type it is read from ({types})",
+    "export.calibration_bad": "calibration file: {problem}",
+    "export.calibration_no_text": "calibration file {path}, row {row}: needs a non-empty 'text' string (rows as in "
+    'LLaMA-Factory\'s c4_demo.jsonl: {{"text": "..."}})',
+    "export.calibration_empty": "calibration file {path}: no rows",
+    "export.detail_gptq_file": "{method} {bits}-bit on the {device}, calibrated on {rows} windows of up to {maxlen} "
+    "tokens from {file}",
     "export.detail_gptq": "{method} {bits}-bit on the {device}, calibrated on {rows} of the run's training rows",
     "export.gptq_summary": "{fmt}: the saved folder reads the same in transformers and in gptqmodel, max |logit "
     "diff| {diff:.3g} {op} {tol:.3g}; quantization moved the logits by up to {qerr:.3g}; greedy text same as the "

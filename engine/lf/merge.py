@@ -53,8 +53,6 @@ def lf_export_to_merge(args: Any, base_dir: str | Path | None = None) -> _Import
             imp.notes.append(message("lf.export_training_key", key=key))
         else:
             imp.bad(key, message("lf.export_unknown_key"))
-    if a["export_quantization_bit"] is not None:
-        imp.bad("export_quantization_bit", message("lf.export_gptq"))
     if a["quantization_bit"] is not None:
         imp.bad("quantization_bit", message("lf.export_quantized"))
     finetuning = str(a["finetuning_type"] or "lora")
@@ -107,7 +105,50 @@ def lf_export_to_merge(args: Any, base_dir: str | Path | None = None) -> _Import
         imp.bad("export_legacy_format", message("lf.export_legacy", value=legacy))
     imp.data["legacy_format"] = legacy is True
     imp.data["push_to_hub"] = str(a["export_hub_model_id"]) if a["export_hub_model_id"] else None
+    imp.data["quantize"] = None
+    if a["export_quantization_bit"] is not None:
+        imp.data["quantize"] = _quantize(args, adapters, base, imp)
     return imp
+
+
+def _quantize(args: dict, adapters: list[str], base_dir: Path | None, imp: _Import) -> dict | None:
+    """GPTQ at export (``export_quantization_bit``), as LLaMA-Factory does it: the model of ``model_name_or_path``
+    (no adapters: LF asks to merge them first), calibrated on ``export_quantization_dataset`` (a file of ``text``
+    rows; LF needs one too), ``export_quantization_nsamples`` windows of ``export_quantization_maxlen`` tokens. Studio
+    runs it as ``studio export MODEL --format gptq-<bits>bit --calibration FILE``. The options, or None (refused)."""
+    bits = args["export_quantization_bit"]
+    if isinstance(bits, bool) or bits not in (4, 8):
+        imp.bad("export_quantization_bit", message("lf.export_gptq_bits", value=bits))
+    if adapters:
+        imp.bad("adapter_name_or_path", message("lf.export_gptq_adapters"))
+    counts = {}
+    for key, default in (("export_quantization_nsamples", 128), ("export_quantization_maxlen", 1024)):
+        value = args.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            imp.bad(key, message("lf.export_gptq_count", value=value))
+        counts[key] = value
+    dataset, found = args.get("export_quantization_dataset"), None
+    if not dataset:
+        imp.bad("export_quantization_dataset", message("lf.export_gptq_no_dataset"))
+    else:
+        found, looked = _lf_path(dataset, base_dir)
+        if found is None or not found.is_file():
+            imp.bad(
+                "export_quantization_dataset",
+                message("lf.export_gptq_dataset", name=dataset, looked=_looked(looked)),
+            )
+    if args.get("export_legacy_format") is True:
+        imp.notes.append(message("lf.export_gptq_legacy"))
+    if "export_size" in args:
+        imp.notes.append(message("lf.export_gptq_size"))
+    if found is None or any(k in imp.unsupported for k in ("export_quantization_bit", *counts)):
+        return None
+    return {
+        "format": f"gptq-{bits}bit",
+        "calibration": str(found),
+        "samples": counts["export_quantization_nsamples"],
+        "maxlen": counts["export_quantization_maxlen"],
+    }
 
 
 def _export_model(name: str, base_dir: Path | None, imp: _Import) -> str:

@@ -195,9 +195,17 @@ MESSAGES: dict[str, str] = {
     "lf.export_not_mapping": "not a mapping of LLaMA-Factory keys (key: value lines)",
     "lf.export_training_key": "{key}: accepted, ignored (a training or inference setting, not used by a merge)",
     "lf.export_unknown_key": "not a LLaMA-Factory key (LLaMA-Factory refuses it too)",
-    "lf.export_gptq": "GPTQ at merge time (export_quantization_bit) is not taken by the merge: merge without it, "
-    "or quantize the run with `studio export RUN --format gptq-4bit|gptq-8bit` (gptqmodel, on the GPU or the CPU; it "
-    "calibrates on the run's own training rows)",
+    "lf.export_gptq_bits": "{value!r}: Studio's GPTQ export writes 4 or 8 bits (gptq-4bit, gptq-8bit)",
+    "lf.export_gptq_adapters": "quantizing at export takes a model without adapters (LLaMA-Factory refuses it too: "
+    '"Please merge adapters before quantizing the model."): merge first, then quantize the merged folder',
+    "lf.export_gptq_count": "{value!r}: needs a whole number of at least 1",
+    "lf.export_gptq_no_dataset": "export_quantization_bit needs a calibration file here (LLaMA-Factory needs one too: "
+    '"Quantization dataset is necessary for exporting.")',
+    "lf.export_gptq_dataset": "{name}: no such file ({looked}); a file of 'text' rows, as LLaMA-Factory's "
+    "data/c4_demo.jsonl",
+    "lf.export_gptq_legacy": "export_legacy_format: accepted, ignored by the GPTQ export (gptqmodel saves "
+    "safetensors)",
+    "lf.export_gptq_size": "export_size: accepted, ignored by the GPTQ export (gptqmodel shards the folder itself)",
     "lf.export_quantized": "merging into a quantized model is not supported (LLaMA-Factory refuses it too): remove "
     "quantization_bit; Studio merges onto the full-precision base",
     "lf.export_finetuning": "{finetuning}: Studio merges LoRA adapters (lora) or re-exports full / freeze models",

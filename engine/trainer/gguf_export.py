@@ -140,7 +140,14 @@ def write_modelfile(model_dir: Path, tmp: Path, gguf_name: str, out_dir: str) ->
 
 # ----------------------------------------------------------------------------------------------- the job
 def run(args, rep: Reporter, tmp: Path) -> dict:
-    plan = cp.plan_convert(args.source, args.format, args.out, overwrite=args.overwrite, force=args.force)
+    plan = cp.plan_convert(
+        args.source,
+        args.format,
+        args.out,
+        overwrite=args.overwrite,
+        force=args.force,
+        calibration=cp.calibration_of(args),
+    )
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     merge_report = None
@@ -183,18 +190,31 @@ def run(args, rep: Reporter, tmp: Path) -> dict:
 
 
 def gptq_part(plan: cp.ConvertPlan, model_dir: Path, tmp: Path, rep: Reporter) -> dict:
-    """GPTQ or AWQ, calibrated on the run's training rows (engine.trainer.gptq_export); its report."""
+    """GPTQ or AWQ, calibrated on the run's training rows or the plan's calibration file
+    (engine.trainer.gptq_export); its report."""
     from engine.export.sources import resolve_source
     from engine.trainer import gptq_export
 
-    run_dir = resolve_source(plan.source).run_dir
+    cal = plan.calibration
+    run_dir = None if cal is not None else resolve_source(plan.source).run_dir
     bits, method = gptq_export.bits_of(plan.fmt), gptq_export.method_of(plan.fmt)
 
     def started(rows: int, device: str) -> None:
-        detail = message("export.detail_gptq", method=method, bits=bits, rows=rows, device=device.upper())
+        if cal is not None:
+            detail = message(
+                "export.detail_gptq_file",
+                method=method,
+                bits=bits,
+                rows=rows,
+                maxlen=cal.maxlen,
+                device=device.upper(),
+                file=Path(cal.file).name,
+            )
+        else:
+            detail = message("export.detail_gptq", method=method, bits=bits, rows=rows, device=device.upper())
         rep.stage("quantizing", 1, 1, detail)
 
-    report = gptq_export.export(model_dir, tmp, plan.fmt, run_dir, started)
+    report = gptq_export.export(model_dir, tmp, plan.fmt, run_dir, started, calibration=cal)
     report["summary"] = message(
         "export.gptq_summary",
         fmt=plan.fmt,

@@ -1,16 +1,16 @@
 """GPTQ 4-bit / 8-bit and AWQ 4-bit export of a run's model with gptqmodel (the library transformers 5 loads GPTQ
 and AWQ folders with): calibrated on the run's own training rows, tokenized as the trainer tokenized them (the first
-``CALIBRATION_ROWS``), quantized layer by layer in groups of ``GROUP_SIZE`` on the NVIDIA GPU when there is one and
-on the CPU otherwise (slower, the same files), saved in the GPTQ layout or AWQ's GEMM layout with zero points (the
-layouts transformers and vLLM load), then read back by two loaders and compared: transformers' against gptqmodel's
-own (the saved folder means the same model to both: bounded, as the bitsandbytes export's round trip is), and
-transformers' against the float model (the quantization's own error and the greedy text on ``gguf_verify.PROMPTS``:
-reported, not bounded).
+``CALIBRATION_ROWS``) or on a text file's rows as LLaMA-Factory samples them (``file_rows``), quantized layer by layer
+in groups of ``GROUP_SIZE`` on the NVIDIA GPU when there is one and on the CPU otherwise (slower, the same files),
+saved in the GPTQ layout or AWQ's GEMM layout with zero points (the layouts transformers and vLLM load), then read
+back by two loaders and compared: transformers' against gptqmodel's own (the saved folder means the same model to
+both: bounded, as the bitsandbytes export's round trip is), and transformers' against the float model (the
+quantization's own error and the greedy text on ``gguf_verify.PROMPTS``: reported, not bounded).
 
 Heavy: torch, transformers, gptqmodel (and optimum, through which transformers reads GPTQ).
 ``engine.export.gguf_checks.gptq_missing`` refuses a machine without them before any work, and a model folder that
-is not a run is refused by the plan. Used by ``engine.trainer.gguf_export`` for ``--format
-gptq-4bit|gptq-8bit|awq-4bit``; run here on the CPU by tests/engine/test_gptq_export.py and on a GPU by
+is not a run, without a calibration file, is refused by the plan. Used by ``engine.trainer.gguf_export`` for
+``--format gptq-4bit|gptq-8bit|awq-4bit``; run here on the CPU by tests/engine/test_gptq_export.py and on a GPU by
 ``bench/gpu_check.sh``.
 """
 
@@ -70,7 +70,32 @@ def calibration_rows(run_dir: str | Path, tokenizer, log=print) -> list[dict]:
     return rows
 
 
-def export(model_dir: Path, tmp: Path, fmt: str, run_dir: str | Path, progress=None) -> dict:
+def file_rows(cal, tokenizer, seed: int = 0) -> list[dict]:
+    """{input_ids, attention_mask} from a calibration file (``engine.export.convert_plan.Calibration``), sampled as
+    LLaMA-Factory samples its ``export_quantization_dataset``: ``samples`` times a random row (with replacement) and,
+    in a row longer than ``maxlen`` tokens, a random window of ``maxlen``. A shorter row is taken whole, where
+    LLaMA-Factory would draw again (and give up after 100 draws). Seeded: the same file gives the same rows."""
+    import random
+
+    from engine.data.files import read_file
+
+    rows, problems = read_file(cal.file)
+    texts = [r["text"] for _, r in rows if isinstance(r, dict) and isinstance(r.get("text"), str)]
+    texts = [t for t in texts if t.strip()]
+    if problems or not texts:
+        raise ValueError(f"calibration file {cal.file}: {problems[0].located() if problems else 'no text rows'}")
+    rng = random.Random(seed)
+    out = []
+    for _ in range(cal.samples):
+        ids = [int(t) for t in tokenizer(rng.choice(texts))["input_ids"]]
+        if len(ids) > cal.maxlen:
+            start = rng.randint(0, len(ids) - cal.maxlen)
+            ids = ids[start : start + cal.maxlen]
+        out.append({"input_ids": ids, "attention_mask": [1] * len(ids)})
+    return out
+
+
+def export(model_dir: Path, tmp: Path, fmt: str, run_dir: str | Path | None, progress=None, calibration=None) -> dict:
     cpu_workers()
     model_dir, tmp = Path(model_dir).resolve(), Path(tmp).resolve()
     import torch
@@ -82,7 +107,7 @@ def export(model_dir: Path, tmp: Path, fmt: str, run_dir: str | Path, progress=N
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.float16 if device == "cuda" else torch.float32  # the float reference, as each device runs it
     tok = AutoTokenizer.from_pretrained(str(model_dir))
-    rows = calibration_rows(run_dir, tok)
+    rows = file_rows(calibration, tok) if calibration is not None else calibration_rows(run_dir, tok)
     if progress:
         progress(len(rows), device)
     work = tmp / "offload"  # gptqmodel's layers on disk, and the logs/ it writes into the current folder
@@ -128,6 +153,11 @@ def export(model_dir: Path, tmp: Path, fmt: str, run_dir: str | Path, progress=N
         "passed": roundtrip <= tol,
         "quantization_error_max_abs": qerr,
         "calibration_rows": len(rows),
+        "calibration": (
+            {"file": calibration.file, "samples": calibration.samples, "maxlen": calibration.maxlen}
+            if calibration is not None
+            else {"run": str(run_dir)}
+        ),
         "quantization_config": {k: v for k, v in saved.config.quantization_config.to_dict().items() if k != "meta"},
         "greedy": greedy,
         "greedy_same": sum(g["same"] for g in greedy),

@@ -55,6 +55,8 @@ EXPORT_ZH: dict[str, str] = {
     # following a merge
     "export.lf_yaml_unreadable": "无法读取 LLaMA-Factory 导出 YAML {path}：{error}",
     "export.lf_yaml_refused": "{path}（LLaMA-Factory 导出 YAML）无法合并：\n{problems}",
+    "export.lf_gptq_flags": "{flags}：带 export_quantization_bit 的 YAML 运行 GPTQ 导出，不接受这些选项"
+    "（保持模型的 dtype，由 gptqmodel 自行分片）",
     "export.lf_yaml_with_sources": "--lf-yaml 自己指定模型和适配器（model_name_or_path、adapter_name_or_path）："
     "不要再同时给出 RUN_OR_ADAPTER",
     "export.no_out": "需要 --out（或带 export_dir 的 --lf-yaml FILE）",
@@ -93,7 +95,18 @@ EXPORT_ZH: dict[str, str] = {
     "export.no_gptq_optimum": "--format {fmt} 需要 optimum（transformers 通过它读取 GPTQ 目录）："
     "`pip install optimum`",
     "export.gptq_no_rows": "--format {fmt} 用该运行自己的训练数据校准：{source} 是模型目录而不是运行；"
-    "请导出训练它的运行（会先合并其适配器）",
+    "请导出训练它的运行（会先合并其适配器），或用 --calibration FILE 指定一个校准文本文件（每行有 'text' 字段，"
+    "同 LLaMA-Factory 的 export_quantization_dataset）",
+    "export.calibration_not_used": "--calibration 只用于需要校准的格式（gptq-4bit、gptq-8bit、awq-4bit），"
+    "不用于 {fmt}",
+    "export.calibration_count": "校准 {what} 必须是不小于 1 的整数（实际为 {value!r}）",
+    "export.calibration_missing": "校准文件 {path}：未找到",
+    "export.calibration_type": "校准文件 {path}：不是可读取的类型（{types}）",
+    "export.calibration_bad": "校准文件：{problem}",
+    "export.calibration_no_text": "校准文件 {path} 第 {row} 行：需要非空的 'text' 字符串（同 LLaMA-Factory 的 "
+    'c4_demo.jsonl：{{"text": "..."}}）',
+    "export.calibration_empty": "校准文件 {path}：没有数据行",
+    "export.detail_gptq_file": "{method} {bits} 位（{device}），用 {file} 中 {rows} 个最多 {maxlen} 个词元的片段校准",
     "export.detail_gptq": "{method} {bits} 位（{device}），用该运行的 {rows} 行训练数据校准",
     "export.gptq_summary": "{fmt}：保存的目录在 transformers 与 gptqmodel 中读出的结果一致，最大 |logit 差| "
     "{diff:.3g} {op} {tol:.3g}；量化使 logits 最多变化 {qerr:.3g}；{n} 个提示中有 {same} 个的贪心文本与浮点模型相同",

@@ -162,9 +162,16 @@ LF_ZH: dict[str, str] = {
     "lf.export_not_mapping": "不是 LLaMA-Factory 参数的映射（每行 key: value）",
     "lf.export_training_key": "{key}：已接受，但不起作用（这是训练或推理设置，合并不使用）",
     "lf.export_unknown_key": "不是 LLaMA-Factory 的参数（LLaMA-Factory 也会拒绝）",
-    "lf.export_gptq": "合并不接受合并时的 GPTQ（export_quantization_bit）：请去掉它再合并，或用 "
-    "`studio export RUN --format gptq-4bit|gptq-8bit` 量化该运行（需要 gptqmodel，可在 GPU 或 CPU 上运行；"
-    "用该运行自己的训练数据校准）",
+    "lf.export_gptq_bits": "{value!r}：Studio 的 GPTQ 导出写 4 位或 8 位（gptq-4bit、gptq-8bit）",
+    "lf.export_gptq_adapters": '导出时量化只接受不带适配器的模型（LLaMA-Factory 同样拒绝："Please merge adapters '
+    'before quantizing the model."）：请先合并，再量化合并后的目录',
+    "lf.export_gptq_count": "{value!r}：需要不小于 1 的整数",
+    "lf.export_gptq_no_dataset": 'export_quantization_bit 需要一个校准文件（LLaMA-Factory 同样需要："Quantization '
+    'dataset is necessary for exporting."）',
+    "lf.export_gptq_dataset": "{name}：没有这个文件（{looked}）；需要每行有 'text' 的文件，如 LLaMA-Factory 的 "
+    "data/c4_demo.jsonl",
+    "lf.export_gptq_legacy": "export_legacy_format：已接受，GPTQ 导出不使用（gptqmodel 保存 safetensors）",
+    "lf.export_gptq_size": "export_size：已接受，GPTQ 导出不使用（gptqmodel 自行分片）",
     "lf.export_quantized": "不支持合并进量化模型（LLaMA-Factory 也会拒绝）：请删除 quantization_bit；"
     "Studio 在全精度基座上合并",
     "lf.export_finetuning": "{finetuning}：Studio 合并 LoRA 适配器（lora），或重新导出 full / freeze 模型",

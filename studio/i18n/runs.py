@@ -52,7 +52,8 @@ RUNS_ZH: dict[str, str] = {
         "运行注册表已损坏（{error}）：原文件已另存为 {aside}，并已根据 {count} 个运行文件夹重建"
     ),
     "runs.registry_rebuilt_missing": "运行注册表缺失：已根据 {count} 个运行文件夹重建",
-    "runs.rebuilt_not_queued": "从运行文件夹读回时没有启动记录，但文件夹中已有训练输出（{path}）：不再排队，以免覆盖这些输出",
+    "runs.rebuilt_not_queued": "从运行文件夹读回时没有启动记录，但文件夹中已有训练输出（{path}）："
+    "不再排队，以免覆盖这些输出",
     "runs.registry_resynced": "运行注册表缺少 {count} 个运行文件夹的记录：已根据这些文件夹补回",
     "runs.stopped_before_start": "在开始之前已停止",
     "runs.stalled": "停滞（已 {duration} 没有进展）",

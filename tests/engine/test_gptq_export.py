@@ -1,12 +1,14 @@
 """GPTQ and AWQ export (issue 24 item 4): `studio export RUN --format gptq-4bit|gptq-8bit|awq-4bit` with gptqmodel,
 on the GPU when there is one and on the CPU here.
 
-Each missing package is refused in one line before any work, a model folder is refused (both calibrate on a run's
-training rows), and a run with what it needs plans a merge and a size; the calibration rows are the run's own
-training rows, checked against the dataset file read here. The export runs for real on this CPU (`scripts/bootstrap.sh
---test` installs gptqmodel and optimum): the saved folder is loaded back by transformers as a GPTQ / AWQ model, and
-the quantization error its report gives is recomputed here against the run's adapter merged by peft. On a GPU machine
-(`bench/gpu_check.sh` runs the tests marked gpu) the same export runs on CUDA.
+Each missing package is refused in one line before any work, a model folder is refused unless a calibration file is
+named (a bad one is refused naming the file and row), and a run with what it needs plans a merge and a size; the
+calibration rows are the run's own training rows, checked against the dataset file read here, or seeded windows of
+a file's rows; LLaMA-Factory's GPTQ export YAML runs through `studio merge --lf-yaml`. The export runs for real on
+this CPU (`scripts/bootstrap.sh --test` installs gptqmodel and optimum): the saved folder is loaded back by
+transformers as a GPTQ / AWQ model, and the quantization error its report gives is recomputed here against the
+run's adapter merged by peft (or the float model). On a GPU machine (`bench/gpu_check.sh` runs the tests marked gpu)
+the same export runs on CUDA.
 """
 
 from __future__ import annotations
@@ -141,3 +143,96 @@ def test_export_on_the_cpu_loads_back_in_transformers(
 @pytest.mark.parametrize("fmt", ["gptq-4bit", "gptq-8bit", "awq-4bit"])
 def test_export_on_the_gpu(fmt, base, adapter, demo_paths, tmp_path, run_registry):
     _export_and_check(base, adapter, tmp_path, demo_paths["data_dir"], fmt, "cuda")
+
+
+# ------------------------------------------------------------------------ a text file to calibrate on (LF's way)
+C4_DEMO = ROOT / "tests" / "fixtures" / "lf" / "data" / "c4_demo.jsonl"  # rows as LF's data/c4_demo.jsonl: {"text"}
+
+
+def test_a_model_folder_calibrates_on_a_text_file_checked_before_any_work(base, tmp_path, run_registry):
+    plan = cp.plan_convert(base, "gptq-4bit", str(tmp_path / "g"), calibration=cp.Calibration(str(C4_DEMO), 16, 64))
+    assert not plan.needs_merge and plan.model_dir == str(Path(base).resolve())
+    argv = cp.convert_argv(plan, tmp_path / "t", "ev.jsonl", overwrite=False, force=False)
+    assert argv[argv.index("--calibration") + 1] == str(C4_DEMO)
+    assert cp.calibration_of(cp.convert_arg_parser().parse_args(argv[3:])) == plan.calibration  # read back as sent
+
+    rows = [{"text": "fine"}, {"content": "no text"}, {"text": "fine"}]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text('{"text": "fine"}\n{"text": \n', encoding="utf-8")
+    for cal, fmt, said in (
+        (cp.Calibration(str(bad)), "gptq-4bit", rf"calibration file {bad}, row 2: needs a non-empty 'text' string"),
+        (cp.Calibration(str(torn)), "awq-4bit", rf"calibration file: {torn}.* line 2"),
+        (cp.Calibration(str(tmp_path / "nowhere.jsonl")), "gptq-8bit", "calibration file .*nowhere.jsonl: not found"),
+        (cp.Calibration(str(C4_DEMO), 0), "gptq-4bit", r"calibration samples must be a whole number of at least 1"),
+        (cp.Calibration(str(C4_DEMO)), "gguf-q8_0", r"--calibration is for the calibrated formats"),
+    ):
+        with pytest.raises(ExportError, match=said):
+            cp.plan_convert(base, fmt, str(tmp_path / "g"), calibration=cal)
+    assert runs.list_runs() == []  # nothing was queued
+
+
+def test_file_rows_are_seeded_windows_of_the_files_rows(base):
+    from transformers import AutoTokenizer
+
+    from engine.trainer import gptq_export
+
+    tok = AutoTokenizer.from_pretrained(base)
+    texts = [json.loads(line)["text"] for line in C4_DEMO.read_text(encoding="utf-8").splitlines()]
+    whole = [[int(t) for t in tok(text)["input_ids"]] for text in texts]
+    cal = cp.Calibration(str(C4_DEMO), samples=40, maxlen=16)
+    rows = gptq_export.file_rows(cal, tok)
+    assert rows == gptq_export.file_rows(cal, tok)  # seeded: the same export calibrates the same way
+    assert len(rows) == 40 and all(len(r["input_ids"]) == 16 == sum(r["attention_mask"]) for r in rows)
+    for r in rows:  # each a contiguous window of one row's tokens
+        ids = r["input_ids"]
+        assert any(ids == w[i : i + 16] for w in whole for i in range(len(w) - 15)), tok.decode(ids)
+    assert len({tuple(r["input_ids"]) for r in rows}) > 20  # drawn across the rows and their positions
+    longer = gptq_export.file_rows(cp.Calibration(str(C4_DEMO), samples=5, maxlen=10_000), tok)
+    assert all(r["input_ids"] in whole for r in longer)  # a row shorter than maxlen is taken whole
+
+
+def test_llamafactory_gptq_yaml_quantizes_its_model_on_its_dataset(base, tmp_path, run_registry, monkeypatch):
+    """LF's examples/merge_lora/llama3_gptq.yaml (export_quantization_bit, export_quantization_dataset), run as LF's
+    README runs it: `studio merge --lf-yaml` quantizes the model on the YAML's dataset into its export_dir; the folder
+    loads in transformers as GPTQ, and the report's quantization error is what this test measures against the
+    float model."""
+    import shutil
+
+    import torch
+    import yaml
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from engine.export import jobs as mj
+    from engine.trainer.gguf_verify import PROMPTS
+
+    if torch.cuda.is_available():
+        pytest.skip("the CPU's figures; a GPU machine runs test_export_on_the_gpu")
+    monkeypatch.setenv("GPTQMODEL_CPU_WORKERS", "2")
+    root = tmp_path / "LLaMA-Factory"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "lf", root)
+    yaml_path = root / "examples" / "merge_lora" / "llama3_gptq.yaml"
+    args = yaml.safe_load(yaml_path.read_text(encoding="utf-8"))
+    assert args["export_quantization_bit"] == 4 and args["export_quantization_dataset"] == "data/c4_demo.jsonl"
+    args.update(model_name_or_path=base, export_quantization_nsamples=24, export_quantization_maxlen=32)
+    yaml_path.write_text(yaml.safe_dump(args, sort_keys=False), encoding="utf-8")
+    monkeypatch.chdir(root)
+
+    assert mj.cli(["--lf-yaml", "examples/merge_lora/llama3_gptq.yaml"]) == 0
+    out = root / "output" / "llama3_gptq"
+    report = json.loads((out / "verify.json").read_text())
+    assert report["passed"] and report["calibration_rows"] == 24, report
+    assert report["calibration"] == {"file": str(root / "data" / "c4_demo.jsonl"), "samples": 24, "maxlen": 32}
+    cfg = json.loads((out / "config.json").read_text())["quantization_config"]
+    assert cfg["quant_method"] == "gptq" and cfg["bits"] == 4, cfg
+
+    tok = AutoTokenizer.from_pretrained(base)
+    ref = AutoModelForCausalLM.from_pretrained(base).eval()
+    quantized = AutoModelForCausalLM.from_pretrained(str(out), device_map="cpu").eval()
+    err = 0.0
+    for prompt in PROMPTS:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            err = max(err, float((quantized(input_ids=ids).logits - ref(input_ids=ids).logits).abs().max()))
+    assert 0 < err and abs(report["quantization_error_max_abs"] - err) <= 1e-4 * max(1.0, err), (report, err)

@@ -3,8 +3,9 @@
 tests/fixtures/lf/examples/merge_lora holds YAMLs shaped like LF's (same keys); they are run from a copy of the LF
 root, as LF's README runs them, with the model swapped for the demo model and the adapter for one trained here for
 a few steps. One merge shards (export_size below the model's size) and is loaded back with transformers; one
-re-exports a full model in the legacy .bin format. Refusals (GPTQ, a quantized base, unknown keys, a missing
-adapter) come in one line per key before any merge starts.
+re-exports a full model in the legacy .bin format. Refusals (GPTQ's as LF refuses them, a quantized base, unknown
+keys, a missing adapter) come in one line per key before any merge starts; the GPTQ YAML itself is run by
+tests/engine/test_gptq_export.py.
 """
 
 from __future__ import annotations
@@ -117,12 +118,29 @@ def test_full_model_export_in_legacy_bin_format(lf_root, capsys):
 
 
 def test_refusals_come_one_line_per_key_before_any_merge(lf_root, capsys):
+    # GPTQ at export (tests/engine/test_gptq_export.py runs it): what LF refuses too, and what Studio does not write
+    edit(
+        lf_root / GPTQ_YAML,
+        adapter_name_or_path="saves/llama3-8b/lora/sft",
+        export_quantization_bit=3,
+        export_quantization_dataset="data/c4_nowhere.jsonl",
+        export_quantization_nsamples=0,
+    )
     rc = mj.cli(["--lf-yaml", GPTQ_YAML])
     err = capsys.readouterr().err
     assert rc == 2
-    line = next(ln for ln in err.splitlines() if "export_quantization_bit:" in ln)
-    assert "GPTQ" in line and "not taken by the merge" in line and "--format gptq-4bit" in line  # where it is done
-    assert "export_quantization_dataset" not in err  # an option of the refused feature: not a second complaint
+    lines = {ln.split(":")[0].strip(): ln for ln in err.splitlines()[1:]}
+    assert "4 or 8 bits" in lines["export_quantization_bit"]
+    assert "Please merge adapters before quantizing the model." in lines["adapter_name_or_path"]
+    assert "data/c4_nowhere.jsonl: no such file (looked in" in lines["export_quantization_dataset"]
+    assert "at least 1" in lines["export_quantization_nsamples"]
+    edit(lf_root / GPTQ_YAML, adapter_name_or_path=None, export_quantization_bit=4, export_quantization_dataset=None)
+    rc = mj.cli(["--lf-yaml", GPTQ_YAML, "--dtype", "bf16"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Quantization dataset is necessary for exporting." in err, err
+    edit(lf_root / GPTQ_YAML, export_quantization_dataset="data/c4_demo.jsonl", export_quantization_nsamples=8)
+    rc = mj.cli(["--lf-yaml", GPTQ_YAML, "--dtype", "bf16"])
+    assert rc == 2 and "--dtype: not taken by the GPTQ export" in capsys.readouterr().err
 
     edit(
         lf_root / LORA_YAML,

@@ -180,12 +180,17 @@ def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
         "export_size": 0,
         "export_device": "tpu",
         "export_legacy_format": "yes",
-        "export_quantization_bit": 4,
         "quantization_bit": 4,
         "learning_rate": 1e-4,  # a training key
         "no_such_key": 1,
     }
     imps.append(merge.lf_export_to_merge(export, tmp_path))
+    gptq = {"model_name_or_path": str(tmp_path), "export_dir": "out", "export_quantization_bit": 3}
+    gptq.update(export_quantization_dataset="nowhere.jsonl", export_quantization_nsamples=0)
+    gptq.update(export_legacy_format=True, export_size=1)
+    imps.append(merge.lf_export_to_merge(gptq, tmp_path))  # GPTQ at export: LF's refusals, what Studio ignores
+    gptq = {"model_name_or_path": str(tmp_path), "adapter_name_or_path": "a", "export_quantization_bit": 4}
+    imps.append(merge.lf_export_to_merge(gptq, tmp_path))
     imps.append(merge.lf_export_to_merge({"finetuning_type": "oft", "export_device": "auto"}, tmp_path))
     imps.append(merge.lf_export_to_merge({"model_name_or_path": "nowhere/model", "adapter_name_or_path": "a"}, None))
     imps.append(merge.lf_export_to_merge(["not", "a", "mapping"], None))
