@@ -34,6 +34,7 @@ from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_
     _short,
     base_for,
     model_choices,
+    picks_for,
     template_for,
     tuned_choices,
     tuned_target,
@@ -357,6 +358,12 @@ def _shown(hist: list | None) -> list[dict]:
     return out
 
 
+PICK_JS = (
+    "(source, picks, template, model) => { const p = (picks || {})[source];"
+    " return p ? [p[0], p[1] || model] : [template, model]; }"
+)
+
+
 def build(ctx: Any) -> None:
     import gradio as gr
 
@@ -429,17 +436,24 @@ def build(ctx: Any) -> None:
         send_btn = texts.add(gr.Button(t("send", lang), scale=1, elem_id="chat-send"), "send", "value")
         clear_btn = texts.add(gr.Button(t("chat_clear", lang), scale=0, elem_id="chat-clear"), "chat_clear", "value")
 
-    def _choices(lang_):
-        return gr.update(choices=tuned_choices(lang_)), gr.update(choices=model_choices())
+    picks = gr.JSON({}, visible=False, elem_id="chat-picks")  # each Tuned choice's template and base (picks_for)
 
-    ctx.tab.select(_choices, [ctx.lang], [tuned, model], queue=False)
+    def _choices(lang_):
+        choices = tuned_choices(lang_)
+        return gr.update(choices=choices), gr.update(choices=model_choices()), picks_for(choices)
+
+    ctx.tab.select(_choices, [ctx.lang], [tuned, model, picks], queue=False)
     # A picked run brings its chat template and its own base model: the panes compare the tuned model with its base.
-    tuned.input(
-        lambda source: (template_for(source), gr.update(value=b) if (b := base_for(source)) else gr.update()),
-        [tuned],
-        [template, model],
-        queue=False,
-    )
+    # Applied in the browser from ``picks``, before any later click is sent (a Load clicked at once once loaded the
+    # model picked before: the server's answer came after); a typed source the list does not hold asks the server.
+    tuned.input(None, [tuned, picks, template, model], [template, model], js=PICK_JS, queue=False)
+
+    def _typed(source, known):
+        if source in (known or {}):
+            return gr.update(), gr.update()
+        return template_for(source), gr.update(value=b) if (b := base_for(source)) else gr.update()
+
+    tuned.input(_typed, [tuned, picks], [template, model], queue=False)
     load_btn.click(
         lambda m, tu, tpl, lang_: (load(m, tu, lang_, tpl), [], []),
         [model, tuned, template, ctx.lang],

@@ -108,6 +108,12 @@ def tuned_choices(lang: str = "en") -> list[tuple[str, str]]:
     return out + [(f"{served}{_colon(lang)}{st['model']} · {st['url']}", src) for src, st in chat_remote.serving()]
 
 
+def picks_for(choices: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """{source: [its chat template, its base model folder or ""]} for the Tuned picker's choices: the page applies a
+    pick in the browser, at once, so a Load clicked right after it never sends the model picked before."""
+    return {src: [template_for(src), base_for(src) or ""] for _, src in choices}
+
+
 def model_choices() -> list[str]:
     """Base models: the workspace's models, then merged exports (full models)."""
     models = backend.local_models()

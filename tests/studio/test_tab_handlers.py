@@ -443,6 +443,11 @@ def test_chat_tuned_list_is_finished_runs_and_exports(run_registry):
     # picking the run (or its merged export) sets the base model it was trained on; a bare model sets none
     assert chat.base_for(str(made["good"])) == chat.base_for(str(made["good-merged"])) == str(made["base"])
     assert chat.base_for(str(made["base"])) is None and chat.base_for("") is None
+    # the same for every choice at once, which the page applies in the browser when one is picked
+    assert chat.picks_for(choices) == {
+        str(made["good"]): ["chatml", str(made["base"])],
+        str(made["good-merged"]): ["chatml", str(made["base"])],
+    }
     assert str(made["good-merged"]) in chat.model_choices() and str(made["base"]) in chat.model_choices()
 
 
