@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         acting.honour_grant(run_dir)  # an output folder chosen at the shell (engine.core.acting)
         spec = load_spec(args.spec)
         lean.without_quantizers(lean.needs_bitsandbytes(spec))  # only as `python -m` (own_process)
-        return train(spec, run_dir, events)
+        code = train(spec, run_dir, events)
+        release_process_group()
+        return code
     except BaseException as exc:  # noqa: BLE001 - every failure must become an event
         if isinstance(exc, SystemExit) and not exc.code:
             raise
@@ -310,15 +312,32 @@ def health_stop(health, trainer, out: Path, run_dir: Path) -> dict:
     }
 
 
+_WORLD: list = []  # the process group, held past train()'s return (release_process_group)
+
+
 def close_process_group() -> None:
     """Leave the process group together and tear it down before the interpreter exits. Left to interpreter
     shutdown, gloo's threads can be destroyed mid-use ("terminate called without an active exception", SIGABRT)
-    and a run that finished reports a failed rank."""
+    and a run that finished reports a failed rank. The group object itself is kept until release_process_group."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+        _WORLD.append(dist.group.WORLD)
         dist.destroy_process_group()
+
+
+def release_process_group() -> None:
+    """Let go of the process group once train()'s frame is gone: its model, DDP's reducer and the trainer's cycles
+    (collected here while the group is still held). Released by the reducer instead, the group's destructor ran
+    holding the GIL and joined gloo's worker threads, while a worker still freeing a finished collective's tensors
+    waited for that GIL: both waited forever (a CI rank hung after its run had stopped; pytorch/pytorch#56297).
+    Dropped here, through the group's Python object, whose destructor lets go of the GIL first."""
+    if _WORLD:
+        import gc
+
+        gc.collect()
+        _WORLD.clear()
 
 
 def resolve_resume(spec: RunSpec, out: Path) -> str | None:
