@@ -102,10 +102,7 @@ def start_export(
 ) -> ExportJob:
     """Check the source and the format (ExportError on any problem, before anything is queued) and queue the job.
     ``calibration``: GPTQ / AWQ on a text file's rows instead of the run's training rows."""
-    source = acting.from_working_folder(source)  # the job runs in the repository
-    if calibration is not None:
-        given = acting.from_working_folder(calibration.file)
-        calibration = cp.Calibration(given, calibration.samples, calibration.maxlen)
+    source = acting.from_working_folder(source)  # the job runs in the repository (the plan makes paths absolute)
     plan = cp.plan_convert(source, fmt, out_dir, overwrite=overwrite, force=force, calibration=calibration)
     argv = cp.convert_argv(
         plan, xp.temp_dir_for(plan.out_dir), "{run_dir}/events.jsonl", overwrite=overwrite, force=force

@@ -160,9 +160,9 @@ def plan_convert(
             )
         )
     merging = merge_plan is not None
-    plan = ConvertPlan(source, fmt, str(out), str(model_dir), merging, merge_plan, need, merge_bytes, free)
-    plan.calibration = calibration
-    return plan
+    return ConvertPlan(
+        source, fmt, str(out), str(model_dir), merging, merge_plan, need, merge_bytes, free, calibration=calibration
+    )
 
 
 def _check_model(model_dir: str, fmt: str, tok_dir: Path) -> None:

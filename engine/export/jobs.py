@@ -235,6 +235,7 @@ def lf_yaml_options(path: str | Path) -> tuple[dict, list[str]]:
     d = imp.data
     notes = list(imp.notes)
     repo = d["push_to_hub"]
+    push_ready = None  # the repo, when nothing said the push cannot happen
     if repo:
         import os
 
@@ -242,6 +243,8 @@ def lf_yaml_options(path: str | Path) -> tuple[dict, list[str]]:
             notes.append(str(message("export.push_offline", repo=repo, out=d["out_dir"])))
         elif not (os.environ.get("HF_TOKEN") or _saved_token()):
             notes.append(str(message("export.push_no_token", repo=repo, out=d["out_dir"])))
+        else:
+            push_ready = repo
     options = {
         "sources": list(d["adapters"]),
         "out_dir": d["out_dir"],
@@ -251,7 +254,7 @@ def lf_yaml_options(path: str | Path) -> tuple[dict, list[str]]:
         "legacy_format": d["legacy_format"],
         "push_to_hub": repo,
         "quantize": d["quantize"],
-        "push_ready": repo if repo and len(notes) == len(imp.notes) else None,  # no note said it cannot push
+        "push_ready": push_ready,
     }
     return options, notes
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from engine.core import workspace
+from engine.core import weights, workspace
 from engine.runs import checkpoints
 from engine.runs.messages import message as run_message
 from engine.runs.processes import marked_processes, runner_alive
@@ -306,7 +306,7 @@ def _rebuild_run(rdir: Path) -> int:
     ex = read_exit(rdir)
     if final and ex is None:  # ended without a wrapper: taken off the queue, could never start, failed to launch
         rec.status, rec.reason, rec.ended = final.get("status", "failed"), final.get("reason", ""), final.get("ended")
-    elif launched is None and kind == "train" and (found := _training_output(Path(output_dir))):
+    elif launched is None and kind == "train" and (found := _training_output(rdir, spec)):
         # A folder that already holds weights was trained, by this or another studio: queued again, its trainer would
         # write over them. Listed as it ended (completed when its events say so), never queued.
         status, reason = derive_final(rec, None, None)
@@ -332,17 +332,16 @@ def _rebuild_run(rdir: Path) -> int:
     return int(bool(added))
 
 
-_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "model.safetensors.index.json")
-
-
-def _training_output(output_dir: Path) -> str:
-    """The final weights or newest checkpoint a run's output folder already holds ('' when none): ``adapter/`` or
-    ``model/`` (or the folder itself: LLaMA-Factory's layout) with a weights file, or a ``checkpoints/checkpoint-*``.
-    """
-    for d in (output_dir / "adapter", output_dir / "model", output_dir):
-        if any((d / name).is_file() for name in _WEIGHTS):
-            return str(d)
-    found = checkpoints.newest_first(output_dir / "checkpoints")
+def _training_output(rdir: Path, spec: dict) -> str:
+    """The final weights or newest checkpoint a run already holds ('' when none): its final adapter or model where
+    ``engine.core.weights`` finds a run's weights, or a ``checkpoints/checkpoint-*`` of its output folder."""
+    adir, mdir = weights.run_weight_dirs(rdir, spec)
+    if (adir / "adapter_config.json").is_file():
+        return str(adir)
+    if (mdir / "config.json").is_file():
+        return str(mdir)
+    out = adir if adir == mdir else adir.parent  # LLaMA-Factory's layout saves into the output folder itself
+    found = checkpoints.newest_first(out / "checkpoints")
     return str(found[0]) if found else ""
 
 

@@ -34,6 +34,7 @@ def test_folders_with_weights_or_checkpoints_are_not_queued_again(run_registry):
     done = folder("20261201-100000-aaaaaa", "has-adapter")
     (done / "adapter").mkdir()
     (done / "adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+    (done / "adapter" / "adapter_config.json").write_text('{"peft_type": "LORA"}', encoding="utf-8")
     event = {"type": "finished", "ts": time.time(), "step": 4, "payload": {}}
     (done / "events.jsonl").write_text(json.dumps(event) + "\n", encoding="utf-8")
     half = folder("20261201-100100-bbbbbb", "has-checkpoints")
@@ -54,6 +55,7 @@ def test_folders_with_weights_or_checkpoints_are_not_queued_again(run_registry):
     late = folder("20261201-100300-dddddd", "late", notes=True)
     (late / "model").mkdir()
     (late / "model" / "model.safetensors").write_bytes(b"\0" * 64)
+    (late / "model" / "config.json").write_text('{"model_type": "llama"}', encoding="utf-8")
     assert store.sync_folders() == 1  # what every refresh of all runs calls
     got = {r.name: r for r in runs.list_runs(refresh_status=False)}
     assert got["late"].status == "failed" and str(late / "model") in got["late"].reason, got["late"].reason
