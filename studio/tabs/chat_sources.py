@@ -110,8 +110,13 @@ def tuned_choices(lang: str = "en") -> list[tuple[str, str]]:
 
 def picks_for(choices: list[tuple[str, str]]) -> dict[str, list[str]]:
     """{source: [its chat template, its base model folder or ""]} for the Tuned picker's choices: the page applies a
-    pick in the browser, at once, so a Load clicked right after it never sends the model picked before."""
-    return {src: [template_for(src), base_for(src) or ""] for _, src in choices}
+    pick in the browser, at once, so a Load clicked right after it never sends the model picked before. Each source
+    is resolved once for both."""
+    picks = {}
+    for _, source in choices:
+        src = _trained_source(source)
+        picks[source] = [_template_of(src), _base_of(src) or ""]
+    return picks
 
 
 def model_choices() -> list[str]:
@@ -145,7 +150,10 @@ def _trained_source(source: str) -> xp.Source | None:
 
 def template_for(source: str) -> str:
     """The chat template a run (or the run an export was merged from) was trained with; ``auto`` otherwise."""
-    src = _trained_source(source)
+    return _template_of(_trained_source(source))
+
+
+def _template_of(src: xp.Source | None) -> str:
     return _spec_template(src.spec) if src else "auto"
 
 
@@ -176,6 +184,9 @@ def base_for(source: str) -> str | None:
     """The base model a picked run (or adapter, or the run an export was merged from) was trained on, when it is a
     folder here; None otherwise (a full model, an unknown source). The Chat tab's model follows it, so the two panes
     compare a tuned model with its own base."""
-    src = _trained_source(source)
+    return _base_of(_trained_source(source))
+
+
+def _base_of(src: xp.Source | None) -> str | None:
     base = src.base if src else None
     return str(base) if base and (Path(base) / "config.json").is_file() else None
