@@ -1,0 +1,188 @@
+"""Where a command's CPU goes, by kind of process: the trainers, the browser, the studio servers, the test workers...
+
+Usage: .venv/bin/python bench/suite_cpu.py [--interval 1] [--out FILE.md] [-- COMMAND ...]
+(default command: ``bash scripts/test.sh``, the whole suite).
+
+Written for issue 29 (the suite's time on 2 cores): the suite is CPU-bound (a third xdist worker made it slower), so
+the way to a shorter run is less CPU, and this says whose. While COMMAND runs, every process on the machine is read
+from /proc every --interval seconds (user + system time, children not included); at the end each process counts the
+CPU it used after it was first seen (all of it for one started meanwhile), grouped by kind (``KINDS``: the first
+marker found in its command line). A process that ends between two reads loses what it used since the last read (at
+most --interval seconds each): the table is a lower bound. The machine's CPU in the same time (from /proc/stat) is
+given beside it, so what no process accounts for shows. Nothing is stopped but COMMAND, and only if interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HZ = os.sysconf("SC_CLK_TCK")
+
+# (marker in the command line, kind): the first that matches names the process; "engine.trainer.X" is "trainer X".
+KINDS = (
+    ("engine.runs.runner", "run wrapper (engine.runs.runner)"),
+    (" webui", "studio server (studio webui)"),
+    ("chromium", "browser (chromium)"),
+    ("playwright/driver", "browser driver (playwright)"),
+    ("exec(eval(sys.stdin", "test worker (xdist)"),
+    ("pytest", "pytest"),
+    ("accelerate", "accelerate launch"),
+    ("slurm", "Slurm daemons and steps"),
+    ("munged", "Slurm daemons and steps"),
+    ("engine.cli", "studio CLI"),
+    ("pip", "pip"),
+)
+
+
+def kind_of(cmdline: str) -> str:
+    if "engine.trainer." in cmdline:
+        return "trainer " + cmdline.split("engine.trainer.", 1)[1].split()[0]
+    for marker, kind in KINDS:
+        if marker in cmdline:
+            return kind
+    return "other"
+
+
+def _stat(pid: str) -> tuple[str, int] | None:
+    """(start time, user + system ticks) of a process, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[19], int(fields[11]) + int(fields[12])
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            text = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        if text:
+            return text
+        with open(f"/proc/{pid}/comm") as f:  # a kernel thread
+            return f"[{f.read().strip()}]"
+    except OSError:
+        return ""
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) ticks of all CPUs since boot."""
+    with open("/proc/stat") as f:
+        vals = [int(v) for v in f.readline().split()[1:9]]
+    idle = vals[3] + vals[4]
+    return sum(vals) - idle, sum(vals)
+
+
+class Sampler:
+    """Per process: its kind, its ticks when first seen (0 if it started after the sampler) and its last ticks."""
+
+    def __init__(self) -> None:
+        self.procs: dict[tuple[str, str], list] = {}
+        self.first = True
+
+    def read(self) -> None:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            got = _stat(pid)
+            if got is None:
+                continue
+            start, ticks = got
+            row = self.procs.get((pid, start))
+            if row is None:
+                self.procs[(pid, start)] = [kind_of(_cmdline(pid)), ticks if self.first else 0, ticks]
+            else:
+                row[2] = ticks
+        self.first = False
+
+    def by_kind(self) -> dict[str, tuple[float, int]]:
+        """CPU seconds and number of processes with any CPU, per kind."""
+        out: dict[str, list] = defaultdict(lambda: [0.0, 0])
+        for kind, first, last in self.procs.values():
+            if last > first:
+                out[kind][0] += (last - first) / HZ
+                out[kind][1] += 1
+        return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def run(command: list[str], interval: float) -> dict:
+    sampler = Sampler()
+    sampler.read()
+    busy0, total0 = _machine_ticks()
+    t0 = time.monotonic()
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.wait(interval):
+            sampler.read()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    proc = subprocess.Popen(command, cwd=ROOT)
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        rc = proc.wait()
+    done.set()
+    thread.join()
+    sampler.read()
+    busy1, total1 = _machine_ticks()
+    wall = time.monotonic() - t0
+    return {
+        "command": command,
+        "rc": rc,
+        "wall_s": wall,
+        "cores": os.cpu_count() or 1,
+        "machine_busy_s": (busy1 - busy0) / HZ,
+        "machine_total_s": (total1 - total0) / HZ,
+        "kinds": sampler.by_kind(),
+    }
+
+
+def table(res: dict) -> str:
+    kinds = sorted(res["kinds"].items(), key=lambda kv: -kv[1][0])
+    counted = sum(s for s, _ in res["kinds"].values())
+    busy = res["machine_busy_s"]
+    command = " ".join(res["command"]).replace("\n", "; ")
+    lines = [
+        f"`{command}`: exit {res['rc']}, {res['wall_s'] / 60:.1f} min on {res['cores']} cores; the "
+        f"machine's CPUs were busy {busy / 60:.1f} of {res['machine_total_s'] / 60:.1f} CPU-minutes "
+        f"({100 * busy / max(res['machine_total_s'], 1e-9):.0f}%), {counted / 60:.1f} of them counted below.",
+        "",
+        "| kind of process | CPU min | share of counted | processes | CPU s each |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for kind, (secs, n) in kinds:
+        lines.append(f"| {kind} | {secs / 60:.2f} | {100 * secs / max(counted, 1e-9):.1f}% | {n} | {secs / n:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = ["bash", "scripts/test.sh"]
+    if "--" in argv:
+        at = argv.index("--")
+        argv, command = argv[:at], argv[at + 1 :] or command
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--interval", type=float, default=1.0, help="seconds between two reads of /proc")
+    ap.add_argument("--out", type=Path, help="also write the table (markdown) here")
+    args = ap.parse_args(argv)
+    res = run(command, args.interval)
+    text = table(res)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return res["rc"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""bench/suite_cpu.py (issue 29): a command's CPU by kind of process, read from /proc while it runs.
+
+The figure is checked against the child's own count of its CPU (``time.process_time`` printed at its end), not
+against the bench: a process the bench saw start is counted whole, less at most what it used after the last read."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import suite_cpu  # noqa: E402 - bench/ is not a package
+
+# A child whose command line names it ("engine.trainer.probe" in a comment): CPU spent in two grandchildren too,
+# each reaped before the child ends, so each is read by the bench on its own.
+PROBE = (
+    "# engine.trainer.probe\n"
+    "import subprocess, sys, time\n"
+    "spin = 'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.6: pass'\n"
+    "spin += '\\n# engine.trainer.spin'\n"
+    "for _ in range(2):\n"
+    "    subprocess.run([sys.executable, '-c', spin], check=True)\n"
+    "t = time.process_time()\n"
+    "while time.process_time() - t < 1.2: pass\n"
+    "print(f'CPU {time.process_time():.3f}', flush=True)\n"
+)
+
+
+def test_kind_of_names_the_processes_the_suite_starts():
+    assert suite_cpu.kind_of("/v/bin/python -m engine.trainer.train /r/spec.yaml --run-dir /r") == "trainer train"
+    assert suite_cpu.kind_of("/v/bin/python -m engine.runs.runner --detach /r") == "run wrapper (engine.runs.runner)"
+    assert suite_cpu.kind_of("/v/bin/python -m engine.cli webui --port 5") == "studio server (studio webui)"
+    assert suite_cpu.kind_of("/usr/lib/chromium/chromium --type=renderer") == "browser (chromium)"
+    assert suite_cpu.kind_of("/usr/sbin/slurmctld -D") == "Slurm daemons and steps"
+    assert suite_cpu.kind_of("[kworker/0:1]") == "other"
+
+
+def test_a_commands_cpu_is_counted_by_kind(tmp_path, capfd):
+    res = suite_cpu.run([sys.executable, "-c", PROBE], interval=0.2)
+    assert res["rc"] == 0
+    own = float(capfd.readouterr().out.split("CPU ")[1].split()[0])  # the probe's own CPU (not its children's)
+    probe_s, probe_n = res["kinds"]["trainer probe"]
+    assert probe_n == 1
+    assert own - 0.25 <= probe_s <= own + 0.05, (probe_s, own)
+    spin_s, spin_n = res["kinds"]["trainer spin"]
+    assert spin_n == 2 and 1.2 - 0.5 <= spin_s <= 1.2 + 0.3, res["kinds"]
+    text = suite_cpu.table(res)
+    assert "| trainer probe |" in text and "| trainer spin |" in text
+    assert text.splitlines()[0].endswith("counted below.")
