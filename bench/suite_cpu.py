@@ -27,18 +27,25 @@ ROOT = Path(__file__).resolve().parents[1]
 HZ = os.sysconf("SC_CLK_TCK")
 
 # (marker in the command line, kind): the first that matches names the process; "engine.trainer.X" is "trainer X".
+# Markers name the program, not a path: the tests' temporary folders (/tmp/pytest-of-*/test_slurm...) are in many
+# command lines.
 KINDS = (
     ("engine.runs.runner", "run wrapper (engine.runs.runner)"),
     (" webui", "studio server (studio webui)"),
     ("chromium", "browser (chromium)"),
     ("playwright/driver", "browser driver (playwright)"),
     ("exec(eval(sys.stdin", "test worker (xdist)"),
-    ("pytest", "pytest"),
-    ("accelerate", "accelerate launch"),
-    ("slurm", "Slurm daemons and steps"),
-    ("munged", "Slurm daemons and steps"),
     ("engine.cli", "studio CLI"),
-    ("pip", "pip"),
+    ("bin/accelerate ", "accelerate launch"),
+    ("accelerate.commands", "accelerate launch"),
+    (" -m pytest", "pytest"),
+    ("bin/pytest", "pytest"),
+    ("slurmctld", "Slurm daemons and steps"),
+    ("slurmd", "Slurm daemons and steps"),
+    ("slurmstepd", "Slurm daemons and steps"),
+    ("munged", "Slurm daemons and steps"),
+    (" -m pip", "pip"),
+    ("bin/pip", "pip"),
 )
 
 

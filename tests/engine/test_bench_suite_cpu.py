@@ -35,6 +35,10 @@ def test_kind_of_names_the_processes_the_suite_starts():
     assert suite_cpu.kind_of("/usr/lib/chromium/chromium --type=renderer") == "browser (chromium)"
     assert suite_cpu.kind_of("/usr/sbin/slurmctld -D") == "Slurm daemons and steps"
     assert suite_cpu.kind_of("[kworker/0:1]") == "other"
+    # a path in the arguments does not name the program
+    cli = "/v/bin/python -m engine.cli train /tmp/pytest-of-root/pytest-3/test_slurm_x0/spec.yaml"
+    assert suite_cpu.kind_of(cli) == "studio CLI"
+    assert suite_cpu.kind_of("/v/bin/python -m pytest -q tests/engine/test_slurm.py") == "pytest"
 
 
 def test_a_commands_cpu_is_counted_by_kind(tmp_path, capfd):
