@@ -1,7 +1,8 @@
 """Where a command's CPU goes, by kind of process: the trainers, the browser, the studio servers, the test workers...
 
-Usage: .venv/bin/python bench/suite_cpu.py [--interval 1] [--out FILE.md] [-- COMMAND ...]
-(default command: ``bash scripts/test.sh``, the whole suite).
+Usage: python3 bench/suite_cpu.py [--interval 1] [--out FILE.md] [-- COMMAND ...]
+(default command: ``bash scripts/test.sh``, the whole suite). Standard library only, so it runs on a fresh clone
+before ``.venv`` exists (``-- bash .ci/run``: CI's run, its set-up included).
 
 Written for issue 29 (the suite's time on 2 cores): the suite is CPU-bound (a third xdist worker made it slower), so
 the way to a shorter run is less CPU, and this says whose. While COMMAND runs, every process on the machine is read
