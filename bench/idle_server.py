@@ -24,16 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from proc_cpu import cpu_s  # noqa: E402 - bench/, the script's folder
+
 from tests.e2e.conftest import Server  # noqa: E402
 
 VARIANTS = {"studio (20 ms)": {}, "gradio's poll (1 ms)": {"STUDIO_QUEUE_POLL_S": "0.001"}}
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of the process ``pid`` and its threads (fields 14 and 15 of /proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,8 +24,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from proc_cpu import CLK_TCK as HZ
+from proc_cpu import start_and_ticks
+
 ROOT = Path(__file__).resolve().parents[1]
-HZ = os.sysconf("SC_CLK_TCK")
 
 # (marker in the command line, kind): the first that matches names the process; "engine.trainer.X" is "trainer X".
 # Markers name the program, not a path: the tests' temporary folders (/tmp/pytest-of-*/test_slurm...) are in many
@@ -59,16 +61,6 @@ def kind_of(cmdline: str) -> str:
     return "other"
 
 
-def _stat(pid: str) -> tuple[str, int] | None:
-    """(start time, user + system ticks) of a process, None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return fields[19], int(fields[11]) + int(fields[12])
-
-
 def _cmdline(pid: str) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -100,10 +92,10 @@ class Sampler:
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
-            got = _stat(pid)
-            if got is None:
+            try:
+                start, ticks = start_and_ticks(pid)
+            except OSError:  # gone
                 continue
-            start, ticks = got
             row = self.procs.get((pid, start))
             if row is None:
                 self.procs[(pid, start)] = [kind_of(_cmdline(pid)), ticks if self.first else 0, ticks]

@@ -29,6 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from proc_cpu import cpu_s  # noqa: E402 - bench/, the script's folder
+
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -63,13 +66,6 @@ def loads_torch(pid: int) -> bool:
 
 PAGE_MARK = b"LLM Studio"  # the page's title (studio.i18n "title"), in the config gradio inlines into `/`
 SPLIT = ("python start + imports", "page build", "launch -> first page served")
-
-
-def cpu_s(pid: int) -> float:
-    """CPU seconds (user + system, all threads) the process has used: unlike wall time, barely moved by what else
-    runs on the machine."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def git_label(root: Path) -> str:
