@@ -82,3 +82,24 @@ def without_quantizers(needed: bool) -> bool:
     for name in QUANTIZERS:
         sys.modules[name] = None  # type: ignore[assignment] - the documented way to make an import fail
     return True
+
+
+SHM_COMM_OP = "deepspeed_shm_comm"
+
+
+def without_shm_comm(backend: str, device: str) -> bool:
+    """Tell DeepSpeed its shared-memory all-reduce op cannot be built, for a DeepSpeed run on the CPU; True if told.
+
+    DeepSpeed's comm backend builds ``deepspeed_shm_comm`` as it starts on the CPU accelerator: a C++ compile into
+    ``TORCH_EXTENSIONS_DIR`` on a machine's first DeepSpeed run (56 s, 101 s of CPU on the 2-core development machine),
+    which needs a compiler. The op serves only ``inference_all_reduce`` (DeepSpeed's tensor-parallel inference);
+    training reduces through torch.distributed (gloo) whether it is there or not. ``deepspeed.ops.__compatible_ops__``
+    is the one dict DeepSpeed asks before building an op (kept in its module so that edits persist), so the op is
+    marked incompatible there before the backend starts. An optimizer offloaded to the CPU still builds ``cpu_adam``,
+    which it uses."""
+    if backend != "deepspeed" or device != "cpu":
+        return False
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__[SHM_COMM_OP] = False
+    return True

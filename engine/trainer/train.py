@@ -148,6 +148,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     stopper = GracefulStop()
     set_seed(spec.train.seed)
+    lean.without_shm_comm(spec.launch.backend, device)  # before DeepSpeed's comm backend starts (engine.trainer.lean)
     if spec.launch.backend == "deepspeed" and spec.launch.deepspeed.zero_stage == 3 and device == "cpu":
         # ZeRO-3 partitions inside from_pretrained; it needs the process group before the model loads.
         import deepspeed

@@ -6,7 +6,9 @@ runs compute the same gradients up to floating-point reduction order: the per-st
 We allow 1e-3 relative, which float32 reduction order cannot reach on a model this size but any real divergence
 (a rank training on other data, gradients not averaged, one rank's update missing) exceeds within a step or two.
 The ZeRO runs must also leave DeepSpeed's optimizer states in one shard per rank: accelerate can quietly train plain
-DDP instead (it did while the launch set ACCELERATE_USE_CPU), which reaches the same losses.
+DDP instead (it did while the launch set ACCELERATE_USE_CPU), which reaches the same losses. And they must build no
+op: each run gets its own empty TORCH_EXTENSIONS_DIR, where DeepSpeed's CPU shared-memory all-reduce, an op training
+never uses, took a minute's compile on a machine's first run before the trainer told DeepSpeed to leave it.
 """
 
 from __future__ import annotations
@@ -53,9 +55,12 @@ LAUNCHES = {
 
 
 @pytest.mark.parametrize("name", list(LAUNCHES))
-def test_two_processes_match_single(name, single, demo_paths, tmp_path):
-    rc, events = run_trainer(spec_for(demo_paths, LAUNCHES[name], 2), tmp_path, timeout=600)
-    assert rc == 0, log_tail(tmp_path, 80)
+def test_two_processes_match_single(name, single, demo_paths, tmp_path, monkeypatch):
+    extensions = tmp_path / "torch_extensions"  # what DeepSpeed JIT-builds for this run, and only that
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(extensions))
+    run_dir = tmp_path / "run"
+    rc, events = run_trainer(spec_for(demo_paths, LAUNCHES[name], 2), run_dir, timeout=600)
+    assert rc == 0, log_tail(run_dir, 80)
     started = next(e for e in events if e["type"] == "run_started")["payload"]
     assert started["world_size"] == 2
     assert events[-1]["type"] == "finished"
@@ -66,4 +71,7 @@ def test_two_processes_match_single(name, single, demo_paths, tmp_path):
     memory = next(e for e in events if e["type"] == "log")["payload"]["memory"]
     assert [m["rank"] for m in memory] == [0, 1]  # every rank reports its memory
     if LAUNCHES[name]["backend"] == "deepspeed":  # DeepSpeed itself trained, each rank its own shard
-        assert deepspeed_shards(tmp_path) == ["zero_pp_rank_0", "zero_pp_rank_1"], log_tail(tmp_path, 80)
+        assert deepspeed_shards(run_dir) == ["zero_pp_rank_0", "zero_pp_rank_1"], log_tail(run_dir, 80)
+        # and compiled nothing: its CPU shared-memory all-reduce op serves inference only (engine.trainer.lean)
+        built = sorted(p.name for p in extensions.iterdir()) if extensions.exists() else []
+        assert built == [], f"DeepSpeed built {built} for a CPU training run"
