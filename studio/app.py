@@ -286,7 +286,11 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
         "quiet": True,
         "ssr_mode": False,  # a Node server would render pages outside the guard
         # FastAPI's own /openapi.json lists every route to anyone; gradio's /gradio_api/openapi.json needs the login.
-        "app_kwargs": {"middleware": [Middleware(LoginGuard)], "openapi_url": None},
+        # The login comes first; then gradio's status trackers as studio.page_speed quiets them (a public asset).
+        "app_kwargs": {
+            "middleware": [Middleware(LoginGuard), Middleware(page_speed.QuietStatusTrackers)],
+            "openapi_url": None,
+        },
     }
 
 
