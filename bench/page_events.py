@@ -8,9 +8,12 @@ Measured in Chromium (Playwright, headless) on a studio serving the demo workspa
 - switch: language picked -> the Start button reads 开始训练;
 - import: a LLaMA-Factory YAML (two dozen fields) imported -> its message shown and Start enabled again;
 - idle CPU: the browser's task time (CDP Performance.TaskDuration) over 10 s with the page open and nothing done;
+- idle browser: the CPU of all the browser's processes (renderer, GPU, browser; /proc, the kernel's count) over the
+  same 10 s, which also counts the frames the page has drawn, where the task time counts only the page's tasks;
 - follow CPU: the browser's task time per second while the dashboard follows a run of FOLLOW_STEPS steps (LoRA SFT
   on the demo model, logged every step, started with Start) from the click to its finished event, and that run's
-  seconds (follow s). The trainer shares the CPU with the browser, so compare variants of one round.
+  seconds (follow s), and the CPU of all the browser's processes per second meanwhile (follow browser). The trainer
+  shares the CPU with the browser, so compare variants of one round.
 
 Variants: this checkout with studio/page_speed's patch (``patched``) and without it (``STUDIO_GRADIO_PATCH=off``);
 with --baseline DIR, another checkout of this repository as well (e.g. ``git worktree add /tmp/page-base 50ec647``,
@@ -33,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from proc_cpu import tree_cpu_s  # noqa: E402 - bench/, the script's folder
 
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, Server  # noqa: E402
 
@@ -61,6 +66,11 @@ class Variant(Server):
             conftest.ROOT = saved
 
 
+def browser_cpu_s() -> float:
+    """CPU seconds of every process of the browser this script launched (Playwright's driver starts it)."""
+    return tree_cpu_s(os.getpid(), "chromium")
+
+
 def task_seconds(cdp) -> float:
     return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}["TaskDuration"]
 
@@ -76,9 +86,10 @@ def measure(browser, server: Server) -> dict[str, float]:
     page.wait_for_selector("#start-btn:not([disabled])")
     out["load s"] = time.perf_counter() - t0
     page.wait_for_timeout(3000)  # the load's last answers drawn
-    before = task_seconds(cdp)
+    before, browser_before = task_seconds(cdp), browser_cpu_s()
     page.wait_for_timeout(10_000)  # a benchmark's idle window, not a test's wait
     out["idle CPU %"] = 100 * (task_seconds(cdp) - before) / 10
+    out["idle browser %"] = 100 * (browser_cpu_s() - browser_before) / 10
     t0 = time.perf_counter()
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
@@ -108,7 +119,7 @@ def follow(page, cdp, server: Server) -> dict[str, float]:
     page.wait_for_selector("#start-btn:not([disabled])")
     runs = server.home / "runs"
     before_runs = set(runs.iterdir()) if runs.is_dir() else set()
-    before, t0 = task_seconds(cdp), time.perf_counter()
+    before, browser_before, t0 = task_seconds(cdp), browser_cpu_s(), time.perf_counter()
     page.click("#start-btn")
     while True:  # the run's own record of its end, not the page's
         new = [d for d in runs.iterdir() if d not in before_runs] if runs.is_dir() else []
@@ -119,7 +130,11 @@ def follow(page, cdp, server: Server) -> dict[str, float]:
             raise TimeoutError("the followed run did not end in 600 s")
         page.wait_for_timeout(250)
     seconds = time.perf_counter() - t0
-    return {"follow s": seconds, "follow CPU %": 100 * (task_seconds(cdp) - before) / seconds}
+    return {
+        "follow s": seconds,
+        "follow CPU %": 100 * (task_seconds(cdp) - before) / seconds,
+        "follow browser %": 100 * (browser_cpu_s() - browser_before) / seconds,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,3 +21,31 @@ def cpu_s(pid: int | str) -> float:
     """CPU seconds (user + system, all threads) the process has used: unlike wall time, barely moved by what else
     runs on the machine."""
     return start_and_ticks(pid)[1] / CLK_TCK
+
+
+def tree_cpu_s(root: int, name: str) -> float:
+    """CPU seconds of the processes under ``root`` (children, grandchildren, ...) whose command name is ``name``
+    (e.g. every process of a browser this script launched), as they stand now; ones that ended are not counted."""
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        names[int(entry)] = text[text.index("(") + 1 : text.rindex(")")]
+        parents[int(entry)] = int(text.rsplit(")", 1)[1].split()[1])
+    total = 0.0
+    for pid, comm in names.items():
+        up, seen = parents.get(pid), 0
+        while up and up != root and seen < 64:
+            up, seen = parents.get(up), seen + 1
+        if up == root and comm == name:
+            try:
+                total += cpu_s(pid)
+            except OSError:
+                pass
+    return total

@@ -53,3 +53,43 @@ def test_a_commands_cpu_is_counted_by_kind(tmp_path, capfd):
     text = suite_cpu.table(res)
     assert "| trainer probe |" in text and "| trainer spin |" in text
     assert text.splitlines()[0].endswith("counted below.")
+
+
+# A grandchild that names itself, burns CPU, says how much, and waits for its stdin to close.
+NAMED = (
+    "import ctypes, sys, time\n"
+    "ctypes.CDLL(None).prctl(15, b'studio-cputest', 0, 0, 0)\n"  # PR_SET_NAME: its command name in /proc
+    "t = time.process_time()\n"
+    "while time.process_time() - t < 0.8: pass\n"
+    "print(f'CPU {time.process_time():.3f}', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def test_tree_cpu_counts_the_named_processes_under_a_root():
+    """bench/proc_cpu.tree_cpu_s (bench/page_events.py's browser CPU): a named grandchild's CPU, read while it runs,
+    against its own count; a root that is not its ancestor and another name count nothing."""
+    import subprocess
+
+    import proc_cpu
+
+    middle = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {NAMED!r}])"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        own = float(middle.stdout.readline().split()[1])
+        got = proc_cpu.tree_cpu_s(middle.pid, "studio-cputest")
+        assert own - 0.05 <= got <= own + 0.3, (got, own)
+        assert proc_cpu.tree_cpu_s(middle.pid, "no-such-name") == 0.0
+        sibling = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+        try:  # a root the named process is not under
+            assert proc_cpu.tree_cpu_s(sibling.pid, "studio-cputest") == 0.0
+        finally:
+            sibling.stdin.close()
+            sibling.wait(timeout=60)
+    finally:
+        middle.stdin.close()
+        middle.wait(timeout=60)
