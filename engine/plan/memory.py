@@ -169,8 +169,17 @@ def layer_saved_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict, layer: i
         attn = a * (qd + 2 * kv_eff) + a * qd + 4 * shape.heads  # q, k, v, out, logsumexp
     attn += inputs(("q_proj", "k_proj", "v_proj")) + inputs(("o_proj",))
     mlp_i = i * (shape.experts_per_token if shape.experts else 1)
+    bits = m.quantization.bits if m.adapter else 0
+    # A bitsandbytes Linear returns its input's dtype (Linear4bit casts back, MatMul8bitLt computes in it), and a
+    # k-bit model's norms feed it fp32 (prepare_model_for_kbit_training): the MLP's products are then fp32 tensors.
+    o = r if bits else a
     # gate output (kept by the activation), activation output and up output (kept by their product)
-    mlp = 3 * a * mlp_i + inputs(("gate_proj", "up_proj")) + inputs(("down_proj",))
+    mlp = 3 * o * mlp_i + inputs(("gate_proj", "up_proj")) + inputs(("down_proj",))
+    if bits == 8:
+        # MatMul8bitLt keeps its input A for backward as passed (fp32 norm outputs, the attention output, the fp32
+        # gate x up product), once per distinct input tensor
+        mlp += r * h + r * mlp_i
+        attn += r * h + a * qd
     return n_norms * norm + attn + mlp
 
 
@@ -194,16 +203,25 @@ def reference_bytes(spec, shape: ModelShape, dt: dict) -> int:
     return shape.total * dt["base"]
 
 
-def activation_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict, batch: int, seq: int) -> int:
+def activation_bytes(spec, shape: ModelShape, tr: Trainable, dt: dict, batch: int, seq: int, loss: int = 0) -> int:
+    """Saved activations at the peak of forward + backward, beside the ``loss`` buffers (logits_bytes).
+
+    Without checkpointing every layer's tensors are alive with the loss buffers at the start of backward. With it,
+    the layer being recomputed comes after the loss buffers are freed (lm_head's backward is done first), so its
+    tensors count only where they outgrow them."""
     tokens = batch * seq * sequences_per_sample(spec)
     per_layer = [layer_saved_bytes(spec, shape, tr, dt, k, seq) for k in range(shape.layers)]
     final = 4 * shape.hidden + dt["residual"] * shape.hidden  # final norm + lm_head input
+    # A frozen fp32 lm_head (a k-bit model's, after prepare_model_for_kbit_training) under 16-bit autocast: autocast
+    # caches casts of trainable leaves only, so its 16-bit copy is made in forward and kept for the input gradient.
+    frozen_head = spec.method.adapter or spec.method.finetuning == "freeze"
+    head = shape.vocab * shape.hidden * dt["compute"] if frozen_head and dt["base"] > dt["compute"] else 0
     if spec.train.gradient_checkpointing == "on":  # the planner resolves auto before it gets here
         # Each layer keeps its input; backward recomputes one layer at a time and holds its gradient buffers.
         kept = sum(dt["residual"] * shape.hidden for p in per_layer if p)
         work = max(per_layer, default=0) + 2 * dt["residual"] * shape.hidden
-        return int(tokens * (kept + work + final))
-    return int(tokens * (sum(per_layer) + final))
+        return int(tokens * (kept + final) + head + max(0, tokens * work - loss))
+    return int(tokens * (sum(per_layer) + final) + head)
 
 
 def logits_bytes(spec, shape: ModelShape, dt: dict, batch: int, seq: int, *, fused: bool = False) -> int:

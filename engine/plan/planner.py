@@ -123,9 +123,10 @@ def resolve_dtypes(spec, precision: str) -> dict[str, int]:
     return {"base": base, "trainable": base, "adapter": adapter, "compute": min(compute, base), "residual": base}
 
 
-# Gradient checkpointing "auto" turns it off only when the plan without it fits in (1 - margin) of the memory: the
-# planner is calibrated to within 10% of the measured peak (bench/plan_calibration.py), so a plan that fits with a
-# 10% margin fits for real; closer than that, recomputing activations is the safe choice.
+# Gradient checkpointing "auto" turns it off only when the plan without it fits in (1 - margin) of the memory: on an
+# H200 the planner came within 10% of the measured peak on 13 of bench/plan_calibration.py's 14 rows (8-bit QLoRA:
+# 10.9% under; bench/results/plan_calibration.md, checked by tests/engine/test_plan_gpu_measured.py), so a plan
+# that fits with a 10% margin fits for real; closer than that, recomputing activations is the safe choice.
 CHECKPOINTING_MARGIN = 0.10
 
 
@@ -275,16 +276,16 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     batch, seq = t.per_device_batch_size, spec.data.cutoff_len
     if spec.method.stage == "grpo":  # prompt + completion; the generation phase is planned below
         seq = grpo_memory.sequence_tokens(spec)
-    acts = activation_bytes(spec, shape, tr, dt, batch, seq)
+    planned = planned_device(spec, hardware, gpu_mem_gib)  # None: nothing says (no hardware known, no size typed)
+    device = planned or "cpu"
+    fused, _why = liger_decision(t.liger_kernel, device, shape.model_type)
+    loss = logits_bytes(spec, shape, dt, batch, seq, fused=fused)
+    acts = activation_bytes(spec, shape, tr, dt, batch, seq, loss)
     per_sample = vision_data.sample_images(spec, shape.config) if shape.vision is not None else None
     if per_sample is not None:
         samples = batch * memory.sequences_per_sample(spec)
         acts += vision_shape.activation_bytes(spec, shape, tr, dt, samples, per_sample)
         notes += vision_shape.notes(spec, shape, tr, seq, per_sample)
-    planned = planned_device(spec, hardware, gpu_mem_gib)  # None: nothing says (no hardware known, no size typed)
-    device = planned or "cpu"
-    fused, _why = liger_decision(t.liger_kernel, device, shape.model_type)
-    loss = logits_bytes(spec, shape, dt, batch, seq, fused=fused)
     row = packed_row_tokens(spec)
     impl = spec.model.attn_implementation
     masked = row and not packed_attention_decision(spec.model.packed_attention, impl, config, device, row)[0]
