@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     from engine.trainer import attention
-    from engine.trainer.collators import FlatteningCollator, TrainedLogitsCollator
+    from engine.trainer.collators import FlatteningCollator, TrainedLogitsCollator, trained_logits_supported
 
     torch.set_num_threads(args.threads)
     dtype = {"auto": torch.float32 if args.device == "cpu" else torch.bfloat16}.get(args.dtype) or getattr(
@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         models[impl] = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
         opts[impl] = torch.optim.AdamW([q for q in models[impl].parameters() if q.requires_grad], lr=1e-4)
     g = torch.Generator().manual_seed(0)
-    collate = TrainedLogitsCollator(FlatteningCollator())
+    # as the trainer decides it: a transformers whose Llama forward cannot take a position mask gets the plain batch
+    # (transformers 5.17 on a GPU machine: an IndexError at the output layer otherwise)
+    trained_only, _why = trained_logits_supported(next(iter(models.values())))
+    collate = TrainedLogitsCollator(FlatteningCollator()) if trained_only else FlatteningCollator()
 
     def row():
         feats = []
@@ -85,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
             feats.append({"input_ids": ids, "labels": [-100] * (n // 2) + ids[n // 2 :]})
         batch = collate(feats)
         return {k: v.to(args.device) if hasattr(v, "to") else v for k, v in batch.items()}
+
+    def items(batch) -> int:
+        if "shift_labels" in batch:
+            return len(batch["shift_labels"])
+        return int((batch["labels"][..., 1:] != -100).sum())
 
     def sync():
         if args.device.startswith("cuda"):
@@ -100,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            out = model(**batch, num_items_in_batch=len(batch["shift_labels"]))
+            out = model(**batch, num_items_in_batch=items(batch))
         del out
         return sum(seen.values()) / 2**20
 
@@ -114,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         for impl in list(models) if i % 2 else list(models)[::-1]:
             sync()
             t0 = time.perf_counter()
-            out = models[impl](**batch, num_items_in_batch=len(batch["shift_labels"]))
+            out = models[impl](**batch, num_items_in_batch=items(batch))
             out.loss.backward()
             opts[impl].step()
             opts[impl].zero_grad()
@@ -133,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         f"- command: `.venv/bin/python bench/packed_attention.py {' '.join(argv or sys.argv[1:])}`",
         f"- model: Llama hidden {h}, {args.layers} layers, vocabulary {args.vocab}, LoRA r8 all-linear; one "
         f"padding-free row of {args.samples} samples of {args.min_len}-{args.max_len} tokens per step (logits at "
-        f"trained positions); forward + backward + AdamW; median over {args.steps} steps after {args.warmup}",
+        f"{'trained' if trained_only else 'all'} positions); forward + backward + AdamW; median over {args.steps} "
+        f"steps after {args.warmup}",
         "",
         "| attention | ms / step | activations kept for backward, MiB (one row) |",
         "|---|---:|---:|",
