@@ -51,10 +51,11 @@ GPUS: list[tuple[str, str, float, float]] = [
     ("mi300x", "MI300X", 1307.4e12, 3.00),  # AMD Instinct MI300X datasheet: BF16 1,307.4 TFLOPS dense
     ("mi250", "MI250X", 383e12, 1.50),  # AMD Instinct MI250X datasheet: BF16 383 TFLOPS
 ]
-# Share of the peak a fine-tuning run reaches (model FLOPs utilisation). Not measured here (no GPU lent to the
-# session that wrote this): 0.35 is a typical MFU of 16-bit transformer training on A100/H100 (PaLM reports 46% for
-# pre-training at scale, fine-tuning stacks with small batches run lower). bench/gpu_check.sh measures it on a lent
-# GPU and writes bench/results/gpu_efficiency.md; copy its figure here.
+# Share of the peak a fine-tuning run reaches (model FLOPs utilisation): 0.35 is a typical MFU of 16-bit transformer
+# training on A100/H100 (PaLM reports 46% for pre-training at scale, fine-tuning stacks with small batches run
+# lower). Measured once here, on a lent H200 (bench/results/gpu_efficiency.md, 2026-12-04): LoRA on the 0.5B
+# calibration model reached 14%, a small model leaving a large GPU launch-bound, so the estimate is optimistic for
+# models that small; a 7B-class run of bench/gpu_efficiency.py should set this figure.
 GPU_EFFICIENCY = 0.35
 FP32_SHARE = 0.5  # fp32 matmuls run as TF32 on Ampere and later: half the 16-bit tensor peak (A100 156 vs 312)
 # CPU, fitted by ``bench/estimate_error.py --calibrate`` on this machine (2 cores, one thread per process) against
