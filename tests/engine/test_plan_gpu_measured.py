@@ -17,11 +17,16 @@ TOLERANCE = 0.11  # CHECKPOINTING_MARGIN's 10%, with the one row (bitsandbytes 8
 
 
 def measured_rows() -> dict[str, int]:
-    rows = {}
+    """config -> measured alloc MiB, the column found by its header: the file may be the bench's own table (predicted
+    before measured) or the annotated one committed beside it, and the prediction must never be read as the
+    measurement."""
+    rows, col = {}, None
     for line in RESULTS.read_text(encoding="utf-8").splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) > 2 and cells[1].isdigit():
-            rows[cells[0]] = int(cells[1])  # measured alloc MiB
+        if cells[0] == "config":
+            col = cells.index("measured alloc MiB")
+        elif col is not None and len(cells) > col and cells[col].isdigit():
+            rows[cells[0]] = int(cells[col])
     return rows
 
 
