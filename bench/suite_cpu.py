@@ -52,6 +52,10 @@ KINDS = (
 )
 
 
+# Started once and used by many tests: not put on the test that happened to start them.
+SHARED_KINDS = ("browser (chromium)", "browser driver (playwright)", "test worker (xdist)", "studio server (studio webui)")
+
+
 def kind_of(cmdline: str) -> str:
     if "engine.trainer." in cmdline:
         return "trainer " + cmdline.split("engine.trainer.", 1)[1].split()[0]
@@ -73,6 +77,20 @@ def _cmdline(pid: str) -> str:
         return ""
 
 
+def _test_of(pid: str) -> str:
+    """The test that started the process (pytest sets ``PYTEST_CURRENT_TEST`` in its environment, and children inherit
+    it), as ``file::name``; "" for a process not started under a test."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return ""
+    for item in env:
+        if item.startswith(b"PYTEST_CURRENT_TEST="):
+            return item.split(b"=", 1)[1].decode(errors="replace").rsplit(" (", 1)[0]
+    return ""
+
+
 def _machine_ticks() -> tuple[int, int]:
     """(busy, total) ticks of all CPUs since boot."""
     with open("/proc/stat") as f:
@@ -82,7 +100,8 @@ def _machine_ticks() -> tuple[int, int]:
 
 
 class Sampler:
-    """Per process: its kind, its ticks when first seen (0 if it started after the sampler) and its last ticks."""
+    """Per process: its kind, its ticks when first seen (0 if it started after the sampler), its last ticks and the
+    test that started it."""
 
     def __init__(self) -> None:
         self.procs: dict[tuple[str, str], list] = {}
@@ -98,7 +117,7 @@ class Sampler:
                 continue
             row = self.procs.get((pid, start))
             if row is None:
-                self.procs[(pid, start)] = [kind_of(_cmdline(pid)), ticks if self.first else 0, ticks]
+                self.procs[(pid, start)] = [kind_of(_cmdline(pid)), ticks if self.first else 0, ticks, _test_of(pid)]
             else:
                 row[2] = ticks
         self.first = False
@@ -106,11 +125,20 @@ class Sampler:
     def by_kind(self) -> dict[str, tuple[float, int]]:
         """CPU seconds and number of processes with any CPU, per kind."""
         out: dict[str, list] = defaultdict(lambda: [0.0, 0])
-        for kind, first, last in self.procs.values():
+        for kind, first, last, _test in self.procs.values():
             if last > first:
                 out[kind][0] += (last - first) / HZ
                 out[kind][1] += 1
         return {k: (v[0], v[1]) for k, v in out.items()}
+
+    def by_test(self) -> dict[str, dict[str, float]]:
+        """CPU seconds of the processes each test started (its own and its fixtures' set-up), per kind: the browser,
+        the session servers and the workers are shared by many tests and left out."""
+        out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for kind, first, last, test in self.procs.values():
+            if test and last > first and kind not in SHARED_KINDS:
+                out[test][kind] += (last - first) / HZ
+        return out
 
 
 def run(command: list[str], interval: float) -> dict:
@@ -145,6 +173,7 @@ def run(command: list[str], interval: float) -> dict:
         "machine_busy_s": (busy1 - busy0) / HZ,
         "machine_total_s": (total1 - total0) / HZ,
         "kinds": sampler.by_kind(),
+        "tests": sampler.by_test(),
     }
 
 
@@ -163,6 +192,23 @@ def table(res: dict) -> str:
     ]
     for kind, (secs, n) in kinds:
         lines.append(f"| {kind} | {secs / 60:.2f} | {100 * secs / max(counted, 1e-9):.1f}% | {n} | {secs / n:.1f} |")
+    return "\n".join(lines) + "\n" + by_test_table(res.get("tests") or {})
+
+
+def by_test_table(tests: dict, top: int = 40) -> str:
+    """The test files, then the tests, whose own processes (trainers, CLI commands, Slurm, ...) used the most CPU."""
+    if not tests:
+        return ""
+    files: dict[str, float] = defaultdict(float)
+    for test, kinds in tests.items():
+        files[test.split("::", 1)[0]] += sum(kinds.values())
+    lines = ["", "| test file | CPU min of the processes its tests started |", "|---|---:|"]
+    lines += [f"| {f} | {s / 60:.2f} |" for f, s in sorted(files.items(), key=lambda kv: -kv[1])[:top]]
+    lines += ["", "| test | CPU s | of which |", "|---|---:|---|"]
+    ranked = sorted(tests.items(), key=lambda kv: -sum(kv[1].values()))[:top]
+    for test, kinds in ranked:
+        parts = ", ".join(f"{k} {s:.0f}" for k, s in sorted(kinds.items(), key=lambda kv: -kv[1]) if s >= 1)
+        lines.append(f"| {test} | {sum(kinds.values()):.0f} | {parts} |")
     return "\n".join(lines) + "\n"
 
 
