@@ -53,7 +53,12 @@ KINDS = (
 
 
 # Started once and used by many tests: not put on the test that happened to start them.
-SHARED_KINDS = ("browser (chromium)", "browser driver (playwright)", "test worker (xdist)", "studio server (studio webui)")
+SHARED_KINDS = (
+    "browser (chromium)",
+    "browser driver (playwright)",
+    "test worker (xdist)",
+    "studio server (studio webui)",
+)
 
 
 def kind_of(cmdline: str) -> str:

@@ -5,6 +5,7 @@ against the bench: a process the bench saw start is counted whole, less at most 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -53,6 +54,11 @@ def test_a_commands_cpu_is_counted_by_kind(tmp_path, capfd):
     text = suite_cpu.table(res)
     assert "| trainer probe |" in text and "| trainer spin |" in text
     assert text.splitlines()[0].endswith("counted below.")
+    # each process is put on the test that started it: pytest names this one in the environment the probe inherits
+    here = os.environ["PYTEST_CURRENT_TEST"].rsplit(" (", 1)[0]
+    assert here.endswith("::test_a_commands_cpu_is_counted_by_kind"), here
+    assert res["tests"][here]["trainer probe"] == probe_s and res["tests"][here]["trainer spin"] == spin_s
+    assert f"| {here.split('::')[0]} | {(probe_s + spin_s) / 60:.2f} |" in text, text
 
 
 # A grandchild that names itself, burns CPU, says how much, and waits for its stdin to close.
