@@ -83,16 +83,25 @@ def _cmdline(pid: str) -> str:
 
 
 def _test_of(pid: str) -> str:
-    """The test that started the process (pytest sets ``PYTEST_CURRENT_TEST`` in its environment, and children inherit
-    it), as ``file::name``; "" for a process not started under a test."""
+    """The test that started the process, as ``file::name``: pytest sets ``PYTEST_CURRENT_TEST`` in its environment
+    and children inherit it. A run's processes get an explicit environment without it (engine.runs.launch
+    ``subprocess_env``); their workspace then says whose they are: a test's own (its temporary folder, named after the
+    test, as ``home <folder>``) or a session's shared one (``home studio-home0``, ...). "" for a process started
+    under no test."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read().split(b"\0")
+            env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
     except OSError:
         return ""
-    for item in env:
-        if item.startswith(b"PYTEST_CURRENT_TEST="):
-            return item.split(b"=", 1)[1].decode(errors="replace").rsplit(" (", 1)[0]
+    test = env.get(b"PYTEST_CURRENT_TEST", b"").decode(errors="replace")
+    if test:
+        return test.rsplit(" (", 1)[0]
+    home = env.get(b"STUDIO_HOME", b"").decode(errors="replace")
+    parts = Path(home).parts
+    for i, part in enumerate(parts):  # /tmp/pytest-of-USER/pytest-N[/popen-gwK]/<folder>/...
+        if part.startswith("pytest-of-"):
+            rest = [q for q in parts[i + 2 :] if not q.startswith("popen-gw")]
+            return "home " + rest[0] if rest else ""
     return ""
 
 
@@ -207,7 +216,7 @@ def by_test_table(tests: dict, top: int = 40) -> str:
     files: dict[str, float] = defaultdict(float)
     for test, kinds in tests.items():
         files[test.split("::", 1)[0]] += sum(kinds.values())
-    lines = ["", "| test file | CPU min of the processes its tests started |", "|---|---:|"]
+    lines = ["", "| test file (or workspace) | CPU min of the processes its tests started |", "|---|---:|"]
     lines += [f"| {f} | {s / 60:.2f} |" for f, s in sorted(files.items(), key=lambda kv: -kv[1])[:top]]
     lines += ["", "| test | CPU s | of which |", "|---|---:|---|"]
     ranked = sorted(tests.items(), key=lambda kv: -sum(kv[1].values()))[:top]

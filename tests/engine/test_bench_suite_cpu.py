@@ -58,7 +58,7 @@ def test_a_commands_cpu_is_counted_by_kind(tmp_path, capfd):
     here = os.environ["PYTEST_CURRENT_TEST"].rsplit(" (", 1)[0]
     assert here.endswith("::test_a_commands_cpu_is_counted_by_kind"), here
     assert res["tests"][here]["trainer probe"] == probe_s and res["tests"][here]["trainer spin"] == spin_s
-    assert f"| {here.split('::')[0]} | {(probe_s + spin_s) / 60:.2f} |" in text, text
+    assert f"| {here} | {probe_s + spin_s:.0f} | trainer" in text, text  # a test beside it may add to the file's row
 
 
 # A grandchild that names itself, burns CPU, says how much, and waits for its stdin to close.
@@ -99,3 +99,15 @@ def test_tree_cpu_counts_the_named_processes_under_a_root():
     finally:
         middle.stdin.close()
         middle.wait(timeout=60)
+
+
+def test_a_run_process_without_the_tests_name_is_put_on_its_workspace(tmp_path):
+    """A run's processes get an explicit environment (engine.runs.launch.subprocess_env) without PYTEST_CURRENT_TEST:
+    its STUDIO_HOME, under the test's temporary folder, names whose it is."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env["STUDIO_HOME"] = str(tmp_path / "home")
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n# engine.trainer.homespin"
+    res = suite_cpu.run(["env", "-i", *(f"{k}={v}" for k, v in env.items()), sys.executable, "-c", spin], 0.1)
+    assert res["rc"] == 0
+    assert any(q.startswith("pytest-of-") for q in tmp_path.parts), tmp_path  # the layout the label is read from
+    assert res["tests"][f"home {tmp_path.name}"]["trainer homespin"] > 0.3, res["tests"]
