@@ -2,6 +2,7 @@
 
 Run:  .venv/bin/python bench/estimate_error.py              -> bench/results/estimate_error.md
       .venv/bin/python bench/estimate_error.py --calibrate  -> bench/results/estimate_calibration.md
+      .venv/bin/python bench/estimate_error.py --only grpo --out FILE  -> the runs named grpo only
 
 Each run is a real Studio run on the demo workspace (tiny Llama, demo datasets), started the way Studio starts one
 (``engine.runs.launch.build_command``: engine.trainer.train, CPU, one thread per process). The
@@ -50,6 +51,27 @@ CHECK = {
     "pt lora cutoff 128 x 30 steps": {"method": {"stage": "pt"}, "data": {"datasets": ["demo_pretrain"],
                                       "cutoff_len": 128}, "train": {"max_steps": 30}},
 }  # fmt: skip
+# stage grpo (engine.plan.grpo_time): the demo's arithmetic prompts, the math example's rewards; completion lengths
+# and steps varied so that decoding's share differs from run to run
+GRPO = {
+    "stage": "grpo",
+    "grpo": {
+        "num_generations": 4,
+        "max_prompt_length": 128,
+        "beta": 0.04,
+        "loss_type": "dapo",
+        "rewards": [
+            {"kind": "math", "weight": 1.0},
+            {"kind": "regex", "name": "number_only", "pattern": r"\s*-?\d+\s*", "weight": 0.5},
+        ],
+    },
+}
+for _c, _s, _g, _b in ((8, 20, 4, 8), (48, 8, 4, 8), (8, 30, 4, 8), (96, 4, 4, 8), (24, 10, 8, 16), (64, 6, 2, 4)):
+    CHECK[f"grpo completions {_c} x {_s} steps, group {_g} of batch {_b}"] = {
+        "method": {**GRPO, "grpo": {**GRPO["grpo"], "max_completion_length": _c, "num_generations": _g}},
+        "data": {"datasets": ["grpo_arith"]}, "train": {"max_steps": _s, "per_device_batch_size": _b,
+                                                         "learning_rate": 1e-3},
+    }  # fmt: skip
 
 
 def spec_for(overrides: dict):
@@ -122,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibrate", action="store_true", help="fit the CPU constants instead of checking them")
     ap.add_argument("--out", help="results file (default by mode, under bench/results)")
+    ap.add_argument("--only", help="only the runs whose name holds this text (e.g. grpo)")
     args = ap.parse_args(argv)
     os.environ.setdefault("STUDIO_HOME", tempfile.mkdtemp(prefix="studio-estimate-"))
     for k, v in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}.items():
@@ -135,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="estimate-runs-"))
     try:
         for name, overrides in configs.items():
+            if args.only and args.only not in name:
+                continue
             got = run_once(spec_for(overrides), tmp / f"run{len(rows)}")
             got["name"] = name
             rows.append(got)

@@ -59,11 +59,13 @@ GPUS: list[tuple[str, str, float, float]] = [
 GPU_EFFICIENCY = 0.35
 FP32_SHARE = 0.5  # fp32 matmuls run as TF32 on Ampere and later: half the 16-bit tensor peak (A100 156 vs 312)
 # CPU, fitted by ``bench/estimate_error.py --calibrate`` on this machine (2 cores, one thread per process) against
-# the training loop's process CPU time of 6 demo runs (2026-12-01; bench/results/estimate_calibration.md has the
-# runs and the fit): what one idle core takes. A busy machine stretches the wall time beyond it.
-CPU_FLOPS = 1.96e10  # FLOP/s one process reaches on the model's matmuls
-CPU_STEP_SECONDS = 0.0422  # per optimizer step, besides the FLOPs: Python, the optimizer, the events callback
-CPU_RUN_SECONDS = 0.443  # per run: the first step's warm-up and the final checkpoint
+# the training loop's process CPU time of 6 demo runs (2026-12-04, load average 4-5; bench/results/
+# estimate_calibration.md has the runs and the fit): what one core takes. The fit of 2026-12-01 (0.0422 s per step,
+# 1.96e10 FLOP/s) was made at load 12-18, where the same runs took 2.5-3x the CPU time: an estimate 3x too long on a
+# quiet machine. Two processes spinning on both cores moved today's figures by 10-20% only.
+CPU_FLOPS = 4.75e10  # FLOP/s one process reaches on the model's matmuls
+CPU_STEP_SECONDS = 0.0081  # per optimizer step, besides the FLOPs: Python, the optimizer, the events callback
+CPU_RUN_SECONDS = 0.369  # per run: the first step's warm-up and the final checkpoint
 
 
 def gpu_entry(name: str) -> tuple[str, float, float] | None:
@@ -93,6 +95,8 @@ class Estimate:
     efficiency: float | None  # GPU: share of the peak assumed; CPU: None
     peak_flops: float | None
     notes: list = field(default_factory=list)
+    generation_seconds: float | None = None  # stage grpo: generating's time beyond its FLOPs, within ``seconds``
+    grpo: dict | None = None  # stage grpo: engine.plan.grpo_time.GrpoWork (prompt tokens, rounds, decode steps)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -229,6 +233,20 @@ def estimate(
     else:
         rows_seen = t.num_epochs * rows
     train_flops = rows_seen * per_row * fpt
+    grpo = None
+    if spec.method.stage == "grpo":  # completions generated, then trained on (engine.plan.grpo_time)
+        from engine.plan import grpo_time
+
+        attention = 4.0 * shape.layers * shape.heads * shape.head_dim  # per token attended to, as flops_per_token
+
+        grpo = grpo_time.work(
+            spec, shape, counts, steps,
+            flops_per_token=lambda s: flops_per_token(spec, shape, s),
+            forward_per_token=lambda s: 2.0 * matmul_params(shape) + attention * s,
+            total_params=sum(p.numel for p in shape.params), head=shape.vocab * shape.hidden,
+        )  # fmt: skip
+        fpt = flops_per_token(spec, shape, grpo.sequence_tokens)
+        train_flops = grpo.flops * devices
     eval_flops = 0.0
     evals = _evaluations(spec, steps)
     if evals and counts.eval_rows:
@@ -243,16 +261,45 @@ def estimate(
         precision = spec.train.precision
         peak_used = peak * (FP32_SHARE if precision == "fp32" else 1.0)
         seconds = flops / (devices * peak_used * GPU_EFFICIENCY)
+        gen = _generation(grpo, shown, notes)
+        seconds += gen or 0.0
         price = default_price if price is None else price
         cost = seconds / 3600 * devices * price
         return Estimate(
-            shown, devices, steps, counts.to_dict(), fpt, flops, seconds, price, cost, GPU_EFFICIENCY, peak_used, notes
-        )
+            shown, devices, steps, counts.to_dict(), fpt, flops, seconds, price, cost, GPU_EFFICIENCY, peak_used,
+            notes, gen, asdict(grpo) if grpo else None,
+        )  # fmt: skip
     parallel = max(1, min(devices, os.cpu_count() or 1))
     seconds = CPU_RUN_SECONDS + steps * CPU_STEP_SECONDS * (devices / parallel) + flops / (CPU_FLOPS * parallel)
+    gen = _generation(grpo, "cpu", notes)
+    if gen:
+        gen *= devices / parallel
+        seconds += gen
     notes.append(message("estimate.cpu"))
     cost = None if price is None else seconds / 3600 * price
-    return Estimate("cpu", devices, steps, counts.to_dict(), fpt, flops, seconds, price, cost, None, CPU_FLOPS, notes)
+    return Estimate(
+        "cpu", devices, steps, counts.to_dict(), fpt, flops, seconds, price, cost, None, CPU_FLOPS, notes, gen,
+        asdict(grpo) if grpo else None,
+    )  # fmt: skip
+
+
+def _generation(grpo, target: str, notes: list) -> float | None:
+    """A GRPO run's sequential decoding beyond its FLOPs (engine.plan.grpo_time), with a note that says what was
+    assumed; None for other stages, or a GPU whose memory bandwidth is not in the table."""
+    if grpo is None:
+        return None
+    from engine.plan import grpo_time
+
+    gen = grpo_time.decode_seconds(grpo, target)
+    notes.append(
+        message(
+            "estimate.grpo", generated=grpo.generated, rounds=grpo.rounds, steps=grpo.decode_steps,
+            prompt=round(grpo.prompt_tokens), tokens=round(grpo.sequence_tokens - grpo.prompt_tokens),
+        )
+    )  # fmt: skip
+    if gen is None:
+        notes.append(message("estimate.grpo_no_bandwidth", gpu=target))
+    return gen
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -289,6 +336,8 @@ def render(est: Estimate) -> str:
         lines.append(
             f"  from {est.train_flops:.3g} FLOPs at {est.peak_flops / 1e12:.0f} TFLOPS peak x {est.efficiency:.0%}"
         )
+    if est.generation_seconds:
+        lines.append(f"  of which generating completions one token at a time: {fmt_duration(est.generation_seconds)}")
     if est.cost is not None:
         lines.append(f"cost: {fmt_cost(est.cost)} at ${est.price_per_hour:g} per GPU-hour")
     lines += [f"note: {n}" for n in est.notes]

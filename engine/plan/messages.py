@@ -108,6 +108,11 @@ MESSAGES: dict[str, str] = {
     "the token and step counts are approximate",
     "estimate.split": "{held} samples held out for evaluation (data.val_size): the training share is counted",
     "estimate.unknown_gpu": "GPU {gpu!r} is not in the throughput table ({known}): the duration is unknown",
+    "estimate.grpo": "stage grpo: {generated} completions generated per process in {rounds} rounds ({steps} decode "
+    "steps, one token at a time), each of {prompt} prompt + up to {tokens} completion tokens, counted at full length: "
+    "completions that end sooner take less",
+    "estimate.grpo_no_bandwidth": "the memory bandwidth of {gpu!r} is not in the table: decoding is counted by its "
+    "FLOPs only, which underestimates it",
     "estimate.cpu": "CPU: the time one idle core takes, from a per-step cost and a FLOP rate measured on Studio's "
     "build machine (bench/results/estimate_calibration.md); a busy machine or another CPU takes its own time",
 }

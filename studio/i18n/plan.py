@@ -96,6 +96,9 @@ PLAN_ZH: dict[str, str] = {
     "estimate.approximate": "按均匀抽样的行统计，或混合 / 验证集划分按比例估算：token 数和步数为近似值",
     "estimate.split": "{held} 个样本留作评估（data.val_size）：只统计训练部分",
     "estimate.unknown_gpu": "GPU {gpu!r} 不在吞吐量表中（{known}）：时长未知",
+    "estimate.grpo": "grpo 阶段：每个进程分 {rounds} 轮生成 {generated} 条回答（{steps} 个解码步，每步一个 token），"
+    "每条含 {prompt} 个提示 token 与至多 {tokens} 个回答 token，按最大长度计：提前结束的回答用时更短",
+    "estimate.grpo_no_bandwidth": "带宽表中没有 {gpu!r} 的显存带宽：解码只按 FLOPs 计，会低估其用时",
     "estimate.cpu": "CPU：一个空闲核心所需的时间，来自在 Studio 构建机上测得的每步开销和 FLOP 速率"
     "（bench/results/estimate_calibration.md）；机器繁忙或换一种 CPU 时，用时会不同",
 }

@@ -167,3 +167,57 @@ def test_estimate_against_a_real_cpu_run(demo_paths, tmp_path):
     ratio = est["seconds"] / duration["cpu_seconds"]
     assert 1 / CPU_TIME_BOUND <= ratio <= CPU_TIME_BOUND, duration
     assert duration["measured_seconds"] >= duration["cpu_seconds"] * 0.9  # one thread: CPU time within wall time
+
+
+def test_grpo_counts_its_prompts_generation_rounds_and_decoding_floor(demo_paths):
+    """Stage grpo (engine.plan.grpo_time): the prompts' tokens against the tokenizer's own chat template, the rounds
+    against TRL's own GRPOConfig arithmetic, and the H200's decoding floor against the model's parameters counted by
+    torch and the datasheet's bandwidth, by hand."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    steps, batch, accum, completion = 10, 8, 2, 8
+    spec = demo_spec(
+        demo_paths,
+        method={"stage": "grpo", "grpo": {"num_generations": 4, "max_completion_length": completion, "beta": 0.04,
+                                          "rewards": [{"kind": "math", "weight": 1.0}]}},
+        data={"datasets": ["grpo_arith"], "max_samples": None},
+        train={"max_steps": steps, "per_device_batch_size": batch, "gradient_accumulation": accum},
+    )  # fmt: skip
+    tok = AutoTokenizer.from_pretrained(demo_paths["model_dir"])
+    rows = json.loads(open(f"{demo_paths['data_dir']}/grpo_arith.json", encoding="utf-8").read())
+    prompts = [
+        len(tok.apply_chat_template([{"role": "user", "content": r["instruction"]}], add_generation_prompt=True,
+                                    tokenize=True, return_dict=True)["input_ids"])
+        for r in rows
+    ]  # fmt: skip
+    trl = GRPOConfig(
+        output_dir="unused", per_device_train_batch_size=batch, gradient_accumulation_steps=accum, num_generations=4,
+        max_completion_length=completion, use_cpu=True, report_to=[],
+    )  # fmt: skip
+    # one process: a generation batch every steps_per_generation micro-steps, accumulation micro-steps per step
+    rounds = steps * accum // (trl.steps_per_generation * trl.num_iterations)
+    generated = rounds * trl.generation_batch_size
+    params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"]).parameters())
+
+    est = est_mod.estimate(spec, gpu="H200")
+    g = est.grpo
+    assert g["prompt_tokens"] == pytest.approx(sum(prompts) / len(prompts), abs=0.01)
+    assert g["sequence_tokens"] == pytest.approx(sum(prompts) / len(prompts) + completion, abs=0.01)
+    assert (g["rounds"], g["generated"], g["decode_steps"]) == (rounds, generated, rounds * completion)
+    # bf16 on the GPU: every weight read once per decoding step, at the H200's 4.8 TB/s
+    assert est.generation_seconds == pytest.approx(rounds * completion * params * 2 / 4.8e12, rel=1e-6)
+    compute = est.train_flops / (989.4e12 * est_mod.GPU_EFFICIENCY)
+    assert est.seconds == pytest.approx(compute + est.generation_seconds, rel=1e-9)
+    assert "of which generating completions one token at a time" in est_mod.render(est)
+    # every GPU of the throughput table has its bandwidth (else decoding would be counted by its FLOPs only)
+    from engine.plan.grpo_time import BANDWIDTH
+
+    assert {shown for _, shown, _, _ in est_mod.GPUS} <= set(BANDWIDTH)
+    # the CPU: the fitted costs per generation round and per decode step, and a note that says what was counted
+    from engine.plan import grpo_time
+
+    cpu = est_mod.estimate(spec)
+    per = rounds * grpo_time.CPU_ROUND_SECONDS + rounds * completion * grpo_time.CPU_DECODE_SECONDS
+    assert cpu.generation_seconds == pytest.approx(per, rel=1e-9) and cpu.grpo == g
+    assert any(f"{generated} completions generated per process in {rounds} rounds" in n for n in cpu.notes)

@@ -3,10 +3,12 @@ KL, completion length, clipped share, entropy, sample completions), stop + resum
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from engine.core.events import read_all
+from tests.engine.test_estimate import CPU_TIME_BOUND
 from tests.helpers import demo_spec, log_tail, run_trainer, start_trainer, stop_and_wait, wait_for_event
 
 REWARDS = [
@@ -40,6 +42,11 @@ def test_lora_run_logs_every_reward_and_sample_completions(demo_paths, tmp_path)
     rc, events = run_trainer(grpo_spec(demo_paths, 3), tmp_path)
     assert rc == 0, log_tail(tmp_path)
     assert events[-1]["type"] == "finished" and (tmp_path / "adapter" / "adapter_config.json").is_file()
+    # the time estimate made before training counts generation (engine.plan.grpo_time): within the bound the SFT
+    # estimate is held to (tests/engine/test_estimate.py) of the loop's measured CPU time
+    duration = json.loads((tmp_path / "record.json").read_text())["duration"]
+    ratio = duration["estimated_seconds"] / duration["cpu_seconds"]
+    assert 1 / CPU_TIME_BOUND <= ratio <= CPU_TIME_BOUND, duration
     ready = next(e for e in events if e["type"] == "data_ready")["payload"]
     assert ready["num_prompts"] == 48 and ready["with_answer"] == 48  # the bundled set: every row has its answer
     logs = [e for e in events if e["type"] == "log"]
