@@ -206,3 +206,19 @@ def pick(page, dropdown: str, text: str) -> None:
     option = page.locator("[role=option]", has_text=text)
     expect(option.first).to_be_visible(timeout=90_000)
     option.first.click()
+
+
+def type_field(page, selector: str, value: str) -> None:
+    """Type a value into a form field as a person does: once the field is drawn on screen, then Tab; and say loudly if
+    the page replaces it. Issue 27 item 14b: a field in a section just opened (Output, Advanced) is mounted by gradio
+    and, a frame later, given its stored value again; Playwright's fill, waiting for the field to appear, could type
+    into it within that frame (1 in ~130 tries, on a busy machine), and the run started with the default (eval_steps
+    500 for the 5 typed). A person cannot type before the field is painted: two animation frames after it shows."""
+    from playwright.sync_api import expect
+
+    box = page.locator(selector).first
+    box.wait_for(state="visible", timeout=90_000)
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    box.fill(value)
+    box.press("Tab")
+    expect(box).to_have_value(value, timeout=30_000)

@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from studio import alerts, monitor
 from studio.tabs import data
-from tests.e2e.conftest import import_lf_yaml
+from tests.e2e.conftest import import_lf_yaml, type_field
 
 pytestmark = pytest.mark.slow  # a real server, runs and browser
 
@@ -77,9 +77,7 @@ def _tab(page, name: str) -> None:
 
 
 def _fill(page, widget: str, value: str) -> None:
-    box = page.locator(f"#{widget} input").first
-    box.fill(value)
-    box.press("Tab")
+    type_field(page, f"#{widget} input", value)
 
 
 def start_run(page, name: str, steps: int, val_size: str = "0", eval_steps: str = "500", lr: str = "0.0002") -> str:
