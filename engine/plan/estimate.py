@@ -62,7 +62,7 @@ FP32_SHARE = 0.5  # fp32 matmuls run as TF32 on Ampere and later: half the 16-bi
 # the training loop's process CPU time of 6 demo runs (2026-12-04, load average 4-5; bench/results/
 # estimate_calibration.md has the runs and the fit): what one core takes. The fit of 2026-12-01 (0.0422 s per step,
 # 1.96e10 FLOP/s) was made at load 12-18, where the same runs took 2.5-3x the CPU time: an estimate 3x too long on a
-# quiet machine. Two processes spinning on both cores moved today's figures by 10-20% only.
+# quiet machine. Two processes spinning on both cores moved today's runs by -5% to +35% (bench/estimate_error.py).
 CPU_FLOPS = 4.75e10  # FLOP/s one process reaches on the model's matmuls
 CPU_STEP_SECONDS = 0.0081  # per optimizer step, besides the FLOPs: Python, the optimizer, the events callback
 CPU_RUN_SECONDS = 0.369  # per run: the first step's warm-up and the final checkpoint
