@@ -120,10 +120,20 @@ def matmul_params(shape: ModelShape) -> int:
     return n
 
 
+def attention_per_token(shape: ModelShape, span: float) -> float:
+    """QKᵀ and A·V FLOPs of one token attending to ``span`` tokens, one forward: 4 x layers x heads x dim x span."""
+    return 4.0 * shape.layers * shape.heads * shape.head_dim * span
+
+
+def forward_per_token(shape: ModelShape, span: float) -> float:
+    """One forward's FLOPs per token: 2N and its attention."""
+    return 2.0 * matmul_params(shape) + attention_per_token(shape, span)
+
+
 def flops_per_token(spec, shape: ModelShape, span: float) -> float:
     """Training FLOPs per token of a row whose tokens attend to ``span`` tokens (the model above)."""
     n = matmul_params(shape)
-    attn = 4.0 * shape.layers * shape.heads * shape.head_dim * span
+    attn = attention_per_token(shape, span)
     fwd = 2.0 * n + attn
     tr = trainable(spec, shape)
     if spec.method.finetuning == "full":
@@ -237,13 +247,11 @@ def estimate(
     if spec.method.stage == "grpo":  # completions generated, then trained on (engine.plan.grpo_time)
         from engine.plan import grpo_time
 
-        attention = 4.0 * shape.layers * shape.heads * shape.head_dim  # per token attended to, as flops_per_token
-
         grpo = grpo_time.work(
             spec, shape, counts, steps,
             flops_per_token=lambda s: flops_per_token(spec, shape, s),
-            forward_per_token=lambda s: 2.0 * matmul_params(shape) + attention * s,
-            total_params=sum(p.numel for p in shape.params), head=shape.vocab * shape.hidden,
+            forward_per_token=lambda s: forward_per_token(shape, s),
+            total_params=shape.total, head=shape.vocab * shape.hidden,
         )  # fmt: skip
         fpt = flops_per_token(spec, shape, grpo.sequence_tokens)
         train_flops = grpo.flops * devices

@@ -15,13 +15,7 @@ from engine.plan import counts as counts_mod
 from engine.plan import estimate as est_mod
 from engine.plan.model_shape import model_shape
 from engine.spec.schema import save_spec
-from tests.helpers import demo_spec, run_trainer
-
-# A run's CPU time may be this many times above or below its estimate. Generous on purpose: the CPU constants are
-# fitted on this 2-core machine, shared by several engineers' test runs (load average 9-13 while they were fitted),
-# and even a process's CPU time grows when others evict its caches; what the test guards is the model's shape
-# (steps, tokens and FLOPs in the right proportion), not this machine's speed on a given minute.
-CPU_TIME_BOUND = 3.0
+from tests.helpers import CPU_TIME_BOUND, demo_spec, run_trainer
 
 
 def _tokenizer_counts(model_dir: str, data_file: str, cutoff: int, limit: int = 200) -> tuple[int, int, int]:

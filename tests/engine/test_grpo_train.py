@@ -8,8 +8,15 @@ import re
 from pathlib import Path
 
 from engine.core.events import read_all
-from tests.engine.test_estimate import CPU_TIME_BOUND
-from tests.helpers import demo_spec, log_tail, run_trainer, start_trainer, stop_and_wait, wait_for_event
+from tests.helpers import (
+    CPU_TIME_BOUND,
+    demo_spec,
+    log_tail,
+    run_trainer,
+    start_trainer,
+    stop_and_wait,
+    wait_for_event,
+)
 
 REWARDS = [
     {"kind": "math", "weight": 1.0},
