@@ -12,16 +12,20 @@ rc=0
 # GPU_CHECK_OFFLINE=1: a machine with no package registry (bench/gpu_device.sh): gptqmodel cannot be rebuilt there,
 # so the GPTQ / AWQ GPU test is left out and said so. GPU_CHECK_COPY=DIR: each result is copied there as it is
 # written. GPU_CHECK_T_<STEP>: each step's time limit in seconds (a lease's minutes are few; default: none).
+# GPU_CHECK_SKIP=STEP,...: steps left out (one measured already on that machine). GPU_CHECK_EFFICIENCY_RUNS: the
+# efficiency step's runs, in order (bench/gpu_efficiency.py --runs; default lora,full).
 copy() { [ -n "${GPU_CHECK_COPY:-}" ] && for f in "$@"; do [ -f "$f" ] && cp "$f" "$GPU_CHECK_COPY"/; done; return 0; }
 step() {  # step NAME RESULT_FILE CMD...: CMD under NAME's time limit, then its result copied out
   local name=$1 result=$2 limit_var="GPU_CHECK_T_$1"; shift 2
   echo "== gpu_check: $name ($(date -u +%T))"
+  skipped "$name" && return 0
   if [ -n "${!limit_var:-}" ]; then timeout "${!limit_var}" "$@"; else "$@"; fi
   local r=$?
   [ $r -eq 124 ] && echo "gpu_check: $name stopped at its ${!limit_var} s limit"
   copy "$result"
   return $r
 }
+skipped() { case ",${GPU_CHECK_SKIP:-}," in *",$1,"*) echo "gpu_check: $1 left out (GPU_CHECK_SKIP)"; return 0 ;; esac; return 1; }
 deselect=()
 if [ -n "${GPU_CHECK_OFFLINE:-}" ]; then
   echo "gptq: no package registry here; test_export_on_the_gpu left out (run bench/gpu_check.sh where pip works)"
@@ -43,7 +47,8 @@ step TESTS "$tests_out" bash -c 'out=$1; shift; "$0" -m pytest -q -p no:cachepro
   "$PY" "$tests_out" "${deselect[@]}" "${gpu_files[@]}" || rc=1
 step CALIBRATION bench/results/plan_calibration.md "$PY" bench/plan_calibration.py || rc=1
 # the time estimate's GPU efficiency (engine.plan.estimate.GPU_EFFICIENCY): real runs, LoRA and full, 10 vs 40 steps
-step EFFICIENCY bench/results/gpu_efficiency.md "$PY" bench/gpu_efficiency.py || rc=1
+step EFFICIENCY bench/results/gpu_efficiency.md "$PY" bench/gpu_efficiency.py \
+  --runs "${GPU_CHECK_EFFICIENCY_RUNS:-lora,full}" || rc=1
 # per-sample sdpa vs the block-diagonal mask (model.packed_attention auto keeps the mask on GPUs until this has
 # measured per-sample speed there: long rows, then many short samples)
 step PACKED bench/results/packed_attention_cuda.md "$PY" bench/packed_attention.py --device cuda --hidden 2048 \
@@ -53,6 +58,7 @@ step PACKED bench/results/packed_attention_cuda_short.md "$PY" bench/packed_atte
   --hidden 2048 --layers 8 --vocab 32000 --samples 64 --min-len 16 --max-len 96 --steps 20 \
   --out bench/results/packed_attention_cuda_short.md || rc=1
 echo "== gpu_check: THROUGHPUT ($(date -u +%T))"
+skipped THROUGHPUT && exit $rc
 timeout "${GPU_CHECK_T_THROUGHPUT:-0}" "$PY" - <<'PY' || rc=1
 import json, subprocess, sys, time
 sys.path.insert(0, "bench")
