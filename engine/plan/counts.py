@@ -217,14 +217,31 @@ def count(spec) -> DataCounts | None:
     )
 
 
+def _epoch(spec, train_rows: int) -> tuple[int, int, int]:
+    """(rows per process, micro-batches per process, optimizer steps) of one epoch, as transformers' Trainer counts
+    them: the sampler gives each process ceil(rows / processes) rows, in ceil(rows / per-device batch) micro-batches,
+    grouped by the accumulation; an epoch's last group may be short but is a step of its own (at least one)."""
+    t = spec.train
+    per_rank = -(-train_rows // max(1, spec.world_size))
+    batches = -(-per_rank // t.per_device_batch_size)
+    return per_rank, batches, max(-(-batches // t.gradient_accumulation), 1)
+
+
 def optimizer_steps(spec, train_rows: int) -> int:
-    """Optimizer steps as transformers' Trainer counts them: train.max_steps when set; else per epoch
-    ceil(batches / accumulation) with batches = ceil(ceil(rows / processes) / per-device batch), times the epochs,
-    rounded up."""
+    """Optimizer steps as transformers' Trainer counts them: train.max_steps when set; else the epoch's steps
+    (``_epoch``) times the epochs, rounded up."""
     t = spec.train
     if t.max_steps > 0:
         return t.max_steps
-    per_rank = -(-train_rows // max(1, spec.world_size))
-    batches = -(-per_rank // t.per_device_batch_size)
-    per_epoch = max(batches // t.gradient_accumulation + int(batches % t.gradient_accumulation > 0), 1)
-    return math.ceil(t.num_epochs * per_epoch)
+    return math.ceil(t.num_epochs * _epoch(spec, train_rows)[2])
+
+
+def seen(spec, train_rows: int, steps: int) -> tuple[int, int]:
+    """(rows, micro-batches) one process trains on in ``steps`` optimizer steps. A step takes per-device batch x
+    accumulation rows, except that a step never spans two epochs: a dataset smaller than one step gives each step
+    the whole epoch (the demo's 9 packed rows at 4 x 8: 9 rows a step, not 32)."""
+    per_rank, batches, per_epoch = _epoch(spec, train_rows)
+    t = spec.train
+    full, rest = divmod(steps, per_epoch)
+    rows = full * per_rank + min(rest * t.gradient_accumulation * t.per_device_batch_size, per_rank)
+    return rows, full * batches + min(rest * t.gradient_accumulation, batches)

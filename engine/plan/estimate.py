@@ -11,7 +11,9 @@ the output layer, not the embedding lookup):
   forward and backward (6 per adapter weight): ~4N + adapters;
 - gradient checkpointing recomputes one forward; DPO / KTO add the reference model's forward (the base with the
   adapter off, or the frozen copy).
-GPU: seconds = FLOPs / (GPUs × dense 16-bit peak × efficiency). CPU: seconds = a per-run cost + steps × a per-step
+GPU: seconds = FLOPs / (GPUs × dense 16-bit peak × efficiency) + each process's forward-backward passes (micro-
+batches) × layers × a per-layer cost (kernel launches, Python; a LoRA layer costs more than a plain one), both fitted
+on real H200 runs (``bench/gpu_efficiency.py``). CPU: seconds = a per-run cost + steps × a per-step
 cost + FLOPs / a measured rate: the constants fitted on this machine by ``bench/estimate_error.py --calibrate``
 (figures and date in ``bench/results/estimate_calibration.md``). Padding: padding-free and packed rows compute on
 real tokens only; padded batches on the batch's longest row (its expectation over random batches, from the lengths).
@@ -22,7 +24,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 
-from engine.plan.counts import DataCounts, count, optimizer_steps
+from engine.plan.counts import DataCounts, count, optimizer_steps, seen
 from engine.plan.messages import message
 from engine.plan.model_shape import ModelShape, model_shape, trainable
 
@@ -51,12 +53,15 @@ GPUS: list[tuple[str, str, float, float]] = [
     ("mi300x", "MI300X", 1307.4e12, 3.00),  # AMD Instinct MI300X datasheet: BF16 1,307.4 TFLOPS dense
     ("mi250", "MI250X", 383e12, 1.50),  # AMD Instinct MI250X datasheet: BF16 383 TFLOPS
 ]
-# Share of the peak a fine-tuning run reaches (model FLOPs utilisation): 0.35 is a typical MFU of 16-bit transformer
-# training on A100/H100 (PaLM reports 46% for pre-training at scale, fine-tuning stacks with small batches run
-# lower). Measured once here, on a lent H200 (bench/results/gpu_efficiency.md, 2026-12-04): LoRA on the 0.5B
-# calibration model reached 14%, a small model leaving a large GPU launch-bound, so the estimate is optimistic for
-# models that small; a 7B-class run of bench/gpu_efficiency.py should set this figure.
-GPU_EFFICIENCY = 0.35
+# Share of the peak a fine-tuning run's matmuls reach, and what each layer of each forward-backward pass costs
+# besides (kernel launches and Python, which leave a large GPU idle on a small model). Fitted on a lent H200
+# (bench/results/gpu_efficiency.md, 2026-12-04; bf16, packed rows of 1024, batch 4, the seconds per step of 10 vs
+# 40 and 5 vs 15 step runs): LoRA r16 on a Llama-3-8B shape (0.702 s a step, 32 layers) and on a ~0.5B model (0.260 s,
+# 24 layers) give the efficiency and the adapter layer's cost (two runs, two unknowns: exact); full fine-tuning of the
+# ~0.5B (0.141 s) gives the plain layer's. A single efficiency would have needed 18% for the 8B and 3.5% for the 0.5B.
+# 0.33 is near the MFU usually reported for 16-bit fine-tuning on A100 / H100 (PaLM: 46% pre-training at scale).
+GPU_EFFICIENCY = 0.33
+GPU_LAYER_SECONDS = {"adapter": 0.0097, "full": 0.0042}  # per layer per forward-backward pass, per process
 FP32_SHARE = 0.5  # fp32 matmuls run as TF32 on Ampere and later: half the 16-bit tensor peak (A100 156 vs 312)
 # CPU, fitted by ``bench/estimate_error.py --calibrate`` on this machine (2 cores, one thread per process) against
 # the training loop's process CPU time of 6 demo runs (2026-12-04, load average 4-5; bench/results/
@@ -97,6 +102,8 @@ class Estimate:
     notes: list = field(default_factory=list)
     generation_seconds: float | None = None  # stage grpo: generating's time beyond its FLOPs, within ``seconds``
     grpo: dict | None = None  # stage grpo: engine.plan.grpo_time.GrpoWork (prompt tokens, rounds, decode steps)
+    overhead_seconds: float | None = None  # GPU: the passes' per-layer cost, within ``seconds``
+    passes: int | None = None  # GPU: forward-backward passes (micro-batches) per process
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -208,6 +215,7 @@ def estimate(
     rows = counts.train_rows if counts else 0
     steps = optimizer_steps(spec, rows) if counts else (spec.train.max_steps if spec.train.max_steps > 0 else 0)
     devices = max(1, spec.world_size)
+    rows_per_process, passes = seen(spec, rows, steps)
     # the target: a GPU named, else this machine's, else the CPU
     device = spec.launch.device
     entry = None
@@ -238,8 +246,8 @@ def estimate(
     fpt = flops_per_token(spec, shape, span)
     per_row = _computed_tokens(spec, counts)
     t = spec.train
-    if t.max_steps > 0:
-        rows_seen = steps * spec.effective_batch
+    if t.max_steps > 0:  # a dataset smaller than a step: each step sees the whole epoch (engine.plan.counts.seen)
+        rows_seen = rows_per_process * devices
     else:
         rows_seen = t.num_epochs * rows
     train_flops = rows_seen * per_row * fpt
@@ -255,6 +263,7 @@ def estimate(
         )  # fmt: skip
         fpt = flops_per_token(spec, shape, grpo.sequence_tokens)
         train_flops = grpo.flops * devices
+        passes = steps * t.gradient_accumulation  # trained on its completions, per-device batch x accumulation
     eval_flops = 0.0
     evals = _evaluations(spec, steps)
     if evals and counts.eval_rows:
@@ -268,18 +277,20 @@ def estimate(
         shown, peak, default_price = entry
         precision = spec.train.precision
         peak_used = peak * (FP32_SHARE if precision == "fp32" else 1.0)
-        seconds = flops / (devices * peak_used * GPU_EFFICIENCY)
-        gen = _generation(grpo, shown, notes)
+        kind = "full" if spec.method.finetuning in ("full", "freeze") else "adapter"
+        overhead = passes * shape.layers * GPU_LAYER_SECONDS[kind]
+        seconds = flops / (devices * peak_used * GPU_EFFICIENCY) + overhead
+        gen = _generation(grpo, shown, notes, shape.layers)
         seconds += gen or 0.0
         price = default_price if price is None else price
         cost = seconds / 3600 * devices * price
         return Estimate(
             shown, devices, steps, counts.to_dict(), fpt, flops, seconds, price, cost, GPU_EFFICIENCY, peak_used,
-            notes, gen, asdict(grpo) if grpo else None,
+            notes, gen, asdict(grpo) if grpo else None, overhead, passes,
         )  # fmt: skip
     parallel = max(1, min(devices, os.cpu_count() or 1))
     seconds = CPU_RUN_SECONDS + steps * CPU_STEP_SECONDS * (devices / parallel) + flops / (CPU_FLOPS * parallel)
-    gen = _generation(grpo, "cpu", notes)
+    gen = _generation(grpo, "cpu", notes, shape.layers)
     if gen:
         gen *= devices / parallel
         seconds += gen
@@ -291,14 +302,14 @@ def estimate(
     )  # fmt: skip
 
 
-def _generation(grpo, target: str, notes: list) -> float | None:
+def _generation(grpo, target: str, notes: list, layers: int) -> float | None:
     """A GRPO run's sequential decoding beyond its FLOPs (engine.plan.grpo_time), with a note that says what was
     assumed; None for other stages, or a GPU whose memory bandwidth is not in the table."""
     if grpo is None:
         return None
     from engine.plan import grpo_time
 
-    gen = grpo_time.decode_seconds(grpo, target)
+    gen = grpo_time.decode_seconds(grpo, target, layers)
     notes.append(
         message(
             "estimate.grpo", generated=grpo.generated, rounds=grpo.rounds, steps=grpo.decode_steps,
@@ -343,6 +354,11 @@ def render(est: Estimate) -> str:
     if est.efficiency is not None and est.peak_flops:
         lines.append(
             f"  from {est.train_flops:.3g} FLOPs at {est.peak_flops / 1e12:.0f} TFLOPS peak x {est.efficiency:.0%}"
+        )
+    if est.overhead_seconds:
+        lines.append(
+            f"  and {est.passes:,} forward-backward passes per process at a fixed cost per layer (kernel launches): "
+            f"{fmt_duration(est.overhead_seconds)}"
         )
     if est.generation_seconds:
         lines.append(f"  of which generating completions one token at a time: {fmt_duration(est.generation_seconds)}")

@@ -14,7 +14,9 @@ generation batch of per-device batch x accumulation completions per optimizer st
   generate() for the last position's;
 - decoding: each generation round decodes ``max_completion_length`` tokens one after the other, each step over the
   whole batch. On a GPU a step reads every weight once, so it takes at least the weights' bytes over the memory
-  bandwidth (a roofline: the floor, small models are slower still), added to the FLOPs' time. On the CPU the FLOPs
+  bandwidth (a roofline), and at least a fitted cost per layer (generate()'s kernel launches and Python, which is
+  what a model of a few billion weights or fewer waits on): the larger of the two, added to the FLOPs' time. On the
+  CPU the FLOPs
   are counted at the measured rate and two fitted costs are added: per generation round (scoring the rewards, the
   completions' bookkeeping) and per decode step (generate()'s sampling and cache, Python).
 """
@@ -51,6 +53,11 @@ BANDWIDTH = {
 # within 1% of each; bench/results/estimate_error.md checks them with runs outside the fit too.
 CPU_ROUND_SECONDS = 0.0286
 CPU_DECODE_SECONDS = 0.00349
+# GPU, per layer per decode step: one GRPO run on a lent H200 (bench/results/gpu_efficiency.md, 2026-12-04: ~0.5B,
+# 24 layers, LoRA r16, 8 steps, 512 decode steps, 46.9 s measured) less the estimate of everything else. The
+# bandwidth floor alone had said 0.2 ms a decode step; generate() took 1,000 times that. One run: a calibration,
+# not yet a check.
+GPU_DECODE_LAYER_SECONDS = 0.0037
 
 
 @dataclass
@@ -107,10 +114,11 @@ def work(
     )  # fmt: skip
 
 
-def decode_seconds(w: GrpoWork, target: str) -> float | None:
-    """Generating's time beyond its FLOPs, per process: on a GPU the decode steps' bandwidth floor (None when the GPU's
-    bandwidth is not in the table); on the CPU the fitted costs per round and per decode step."""
+def decode_seconds(w: GrpoWork, target: str, layers: int) -> float | None:
+    """Generating's time beyond its FLOPs, per process: on a GPU each decode step's larger floor, the bandwidth's or
+    the layers' (None when the GPU's bandwidth is not in the table); on the CPU the fitted costs per round and per
+    decode step."""
     if target == "cpu":
         return w.rounds * CPU_ROUND_SECONDS + w.decode_steps * CPU_DECODE_SECONDS
     bw = BANDWIDTH.get(target)
-    return None if bw is None else w.decode_steps * w.weight_bytes / bw
+    return None if bw is None else w.decode_steps * max(w.weight_bytes / bw, layers * GPU_DECODE_LAYER_SECONDS)

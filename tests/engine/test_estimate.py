@@ -115,7 +115,18 @@ def test_gpu_table_duration_and_cost(demo_paths):
     spec.launch.num_processes = 2
     got = est_mod.estimate(spec, gpu="A100", price_per_hour=2.0)
     assert got.target == "A100" and got.devices == 2 and got.steps == 400
-    assert got.seconds == pytest.approx(got.train_flops / (2 * 312e12 * est_mod.GPU_EFFICIENCY))
+    # each process runs a forward-backward pass per micro-batch: 400 steps x its accumulation, unless a step holds
+    # the whole epoch (the demo's rows over two processes, in per-device batches)
+    rows = got.counts["train_rows"]
+    per_rank = math.ceil(rows / 2)
+    batches = math.ceil(per_rank / spec.train.per_device_batch_size)
+    per_epoch = math.ceil(batches / spec.train.gradient_accumulation)
+    passes = (400 // per_epoch) * batches + min(400 % per_epoch * spec.train.gradient_accumulation, batches)
+    layers = model_shape(json.loads(open(f"{demo_paths['model_dir']}/config.json").read())).layers
+    overhead = passes * layers * est_mod.GPU_LAYER_SECONDS["adapter"]
+    assert (got.passes, got.overhead_seconds) == (passes, pytest.approx(overhead))
+    assert got.seconds == pytest.approx(got.train_flops / (2 * 312e12 * est_mod.GPU_EFFICIENCY) + overhead)
+    assert "forward-backward passes per process" in est_mod.render(got)
     assert got.cost == pytest.approx(got.seconds / 3600 * 2 * 2.0)
     default = est_mod.estimate(spec, gpu="A100")
     assert default.price_per_hour == 1.80 and default.cost == pytest.approx(default.seconds / 3600 * 2 * 1.80)
@@ -165,8 +176,8 @@ def test_estimate_against_a_real_cpu_run(demo_paths, tmp_path):
 
 def test_grpo_counts_its_prompts_generation_rounds_and_decoding_floor(demo_paths):
     """Stage grpo (engine.plan.grpo_time): the prompts' tokens against the tokenizer's own chat template, the rounds
-    against TRL's own GRPOConfig arithmetic, and the H200's decoding floor against the model's parameters counted by
-    torch and the datasheet's bandwidth, by hand."""
+    against TRL's own GRPOConfig arithmetic, and the H200's decoding floors against the model's parameters counted by
+    torch and the datasheet's bandwidth, and its layers, by hand."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
@@ -192,25 +203,34 @@ def test_grpo_counts_its_prompts_generation_rounds_and_decoding_floor(demo_paths
     # one process: a generation batch every steps_per_generation micro-steps, accumulation micro-steps per step
     rounds = steps * accum // (trl.steps_per_generation * trl.num_iterations)
     generated = rounds * trl.generation_batch_size
-    params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"]).parameters())
+    model = AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"])
+    params = sum(p.numel() for p in model.parameters())
+    layers = model.config.num_hidden_layers
 
     est = est_mod.estimate(spec, gpu="H200")
     g = est.grpo
     assert g["prompt_tokens"] == pytest.approx(sum(prompts) / len(prompts), abs=0.01)
     assert g["sequence_tokens"] == pytest.approx(sum(prompts) / len(prompts) + completion, abs=0.01)
     assert (g["rounds"], g["generated"], g["decode_steps"]) == (rounds, generated, rounds * completion)
-    # bf16 on the GPU: every weight read once per decoding step, at the H200's 4.8 TB/s
-    assert est.generation_seconds == pytest.approx(rounds * completion * params * 2 / 4.8e12, rel=1e-6)
+    # bf16 on the GPU: a decoding step reads every weight once, at the H200's 4.8 TB/s, and runs every layer at a
+    # fitted cost; the larger floor counts (for this tiny model, the layers')
+    from engine.plan import grpo_time
+
+    floor = max(params * 2 / 4.8e12, layers * grpo_time.GPU_DECODE_LAYER_SECONDS)
+    assert floor > params * 2 / 4.8e12
+    assert est.generation_seconds == pytest.approx(rounds * completion * floor, rel=1e-6)
+    # weights that outweigh the layers' cost (140 GB in 2 layers) wait on the bandwidth
+    big = grpo_time.decode_seconds(grpo_time.GrpoWork(**{**g, "weight_bytes": 70e9 * 2}), "H200", 2)
+    assert big == pytest.approx(rounds * completion * 70e9 * 2 / 4.8e12)
     compute = est.train_flops / (989.4e12 * est_mod.GPU_EFFICIENCY)
-    assert est.seconds == pytest.approx(compute + est.generation_seconds, rel=1e-9)
+    passes = steps * accum * layers * est_mod.GPU_LAYER_SECONDS["adapter"]  # the trained completions' passes
+    assert est.seconds == pytest.approx(compute + passes + est.generation_seconds, rel=1e-9)
     assert "of which generating completions one token at a time" in est_mod.render(est)
     # every GPU of the throughput table has its bandwidth (else decoding would be counted by its FLOPs only)
     from engine.plan.grpo_time import BANDWIDTH
 
     assert {shown for _, shown, _, _ in est_mod.GPUS} <= set(BANDWIDTH)
     # the CPU: the fitted costs per generation round and per decode step, and a note that says what was counted
-    from engine.plan import grpo_time
-
     cpu = est_mod.estimate(spec)
     per = rounds * grpo_time.CPU_ROUND_SECONDS + rounds * completion * grpo_time.CPU_DECODE_SECONDS
     assert cpu.generation_seconds == pytest.approx(per, rel=1e-9) and cpu.grpo == g
