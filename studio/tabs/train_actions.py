@@ -8,6 +8,8 @@ Plain functions of widget values: tests call them without a browser. Light: engi
 
 from __future__ import annotations
 
+import logging
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +25,17 @@ from studio.form_validation import colon as _colon
 from studio.form_validation import where as _where
 from studio.i18n.localize import localize_error, localize_problems
 from studio.i18n.page import LANGS, t
+
+# Each Start request, one line on the server's stderr (its log): when and what it answered. A second request after
+# one click was seen once in a browser test (issue 27); these lines tell a double dispatch (milliseconds apart)
+# from a later resend.
+log = logging.getLogger("studio.start")
+if not log.handlers:
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(logging.Formatter("%(asctime)s studio.start %(levelname)s: %(message)s"))
+    log.addHandler(_handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 class Said(str):
@@ -100,12 +113,14 @@ def start_run(values: dict[str, Any], lang: str = "en", confirm: str = "") -> tu
     (``confirm`` = the fingerprint returned) submits it anyway."""
     spec, errors, _ = check(values)
     if spec is None:
+        log.info("Start request: the form has problems, nothing started")
         return said(lambda code: problems_markdown(errors, [], code), lang), None, ""
     try:
         fp = fingerprint(spec)
         if confirm != fp:
             twin = identical_active_run(spec)
             if twin is not None:
+                log.info("Start request for spec %s: run %s has it, %s; reported", fp[:12], twin.id, twin.status)
                 word = twin.status
                 return (
                     said(lambda c: "⚠ " + t("start_twin", c, id=twin.id, status=_status_word(word, c)), lang),
@@ -114,6 +129,7 @@ def start_run(values: dict[str, Any], lang: str = "en", confirm: str = "") -> tu
                 )
         run_id = runs.submit(spec, name=spec.output.run_name or None)
         status = str(getattr(runs.get(run_id), "status", ""))
+        log.info("Start request for spec %s%s: run %s %s", fp[:12], " (confirmed)" if confirm else "", run_id, status)
     except spec_mod.SpecError as exc:  # submit's own checks: the output folder, the rows of the data
 
         def refused(code: str, problems=exc.problems) -> str:
