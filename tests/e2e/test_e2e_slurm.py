@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import Server
+from tests.e2e.conftest import Server, type_field
 from tests.e2e.test_walking_skeleton import _wait_loss_points, merge_in_export_tab
 
 pytestmark = pytest.mark.slow  # a real cluster, server and browser
@@ -53,9 +53,7 @@ def cluster_page(browser, cluster_server):
 
 
 def _fill(page, widget: str, value: str) -> None:
-    box = page.locator(f"#{widget} input").first
-    box.fill(value)
-    box.press("Tab")
+    type_field(page, f"#{widget} input", value)  # after the field is drawn: a just-opened section re-sets it
 
 
 def _submit_to_slurm(page, name: str, steps: int) -> str:
