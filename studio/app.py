@@ -49,6 +49,9 @@ class Ctx:
     # once those answers are drawn
     on_lang: list = field(default_factory=list)
     after_lang: list = field(default_factory=list)
+    # widgets whose gradio words ("Drop File Here", "Click to Upload") are set when they are drawn: drawn again after a
+    # language switch, once gradio's words in the new language are loaded
+    redraw: list = field(default_factory=list)
     tabs: Any = None  # the page's tabs (a handler may switch to one: the Evaluate tab opens a row in Chat)
     shared: dict = field(default_factory=dict)  # components a tab offers later tabs (chat -> eval)
 
@@ -142,8 +145,13 @@ def build_app(lang: str = "en") -> gr.Blocks:
         if ctx.after_lang:
             switched = switched.then(*fan_in.combine(ctx.after_lang), **quiet)
         switched.then(None, None, None, js=RELABELLED_JS, queue=False)
-        # Gradio's own words (upload areas' "Drop File Here", "Click to Upload", ...) follow the page's language too.
-        ctx.lang.change(None, [ctx.lang], None, js=GRADIO_LOCALE_JS, queue=False)
+        # Gradio's own words (upload areas' "Drop File Here", "Click to Upload", ...) follow the page's language too:
+        # the widgets drawn already take them when drawn again (hidden, then shown).
+        n = len(ctx.redraw)
+        relocaled = ctx.lang.change(
+            lambda _code: [gr.update(visible=False)] * n, [ctx.lang], ctx.redraw, js=GRADIO_LOCALE_JS, **quiet
+        )
+        relocaled.then(lambda: [gr.update(visible=True)] * n, None, ctx.redraw, **quiet)
 
         def _load_language(code):
             """The saved language, with the page's words relabelled in the same answer (the switch's handler would
@@ -174,16 +182,21 @@ def build_app(lang: str = "en") -> gr.Blocks:
 # through ``changeLocale``, which gradio's front-end core module exports; the module's file is found among the
 # page's loaded assets (its name carries a build hash). When a gradio version lacks it, nothing happens.
 # A widget takes gradio's words when it is drawn: what the page draws after a switch (a tab or section opened
-# later) is in the new language at once; what was already drawn, from the next load on, when ``GRADIO_LOCALE_HEAD``
-# hands gradio the page's language before it starts.
-GRADIO_LOCALE_JS = """(code) => {
+# later) is in the new language at once; what was already drawn is drawn again (``AppContext.redraw``) once the
+# language's words, a file gradio fetches on its first use, have arrived (this waits for it, 5 s at most); and from
+# the next load on ``GRADIO_LOCALE_HEAD`` hands gradio the page's language before it starts.
+GRADIO_LOCALE_JS = """async (code) => {
   const locale = code === 'zh' ? 'zh-CN' : 'en';
   try { localStorage.setItem('studio-gradio-locale', locale); } catch (e) {}
-  const named = (u) => /\\/assets\\/core-[^/]*\\.js(\\?|$)/.test(u);
-  const urls = [...document.querySelectorAll('link[href], script[src]')].map(e => e.href || e.src);
-  const url = urls.find(named) || performance.getEntriesByType('resource').map(e => e.name).find(named);
-  if (url) import(url).then(m => m.changeLocale && m.changeLocale(locale)).catch(() => {});
-  return [];
+  const loaded = (re) => performance.getEntriesByType('resource').map(e => e.name).find(u => re.test(u));
+  const named = /\\/assets\\/core-[^/]*\\.js(\\?|$)/;
+  const url = [...document.querySelectorAll('link[href], script[src]')].map(e => e.href || e.src)
+    .find(u => named.test(u)) || loaded(named);
+  try { const m = url && await import(url); if (m && m.changeLocale) m.changeLocale(locale); } catch (e) {}
+  const words = { test: (u) => u.includes('/assets/' + locale + '-') && /\\.js(\\?|$)/.test(u) };
+  for (let i = 0; locale !== 'en' && i < 100 && !loaded(words); i++) await new Promise(r => setTimeout(r, 50));
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return [code];
 }"""
 # Runs before gradio's scripts: gradio reads the browser's language (navigator.language) when it starts. The page is
 # built in English; when the chosen language is another, the page stays hidden (a line says it is switching) until

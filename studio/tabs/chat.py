@@ -433,6 +433,7 @@ def build(ctx: Any) -> None:
             ),
             "chat_image",
         )
+        ctx.redraw.append(image)
         send_btn = texts.add(gr.Button(t("send", lang), scale=1, elem_id="chat-send"), "send", "value")
         clear_btn = texts.add(gr.Button(t("chat_clear", lang), scale=0, elem_id="chat-clear"), "chat_clear", "value")
 

@@ -218,6 +218,7 @@ def build(ctx: Any) -> None:
                 ),
                 "upload",
             )
+            ctx.redraw.append(upload)
             stored = gr.State("")
             up_msg = gr.Markdown(elem_id="ds-upload-msg")
             ds_name = texts.add(gr.Textbox(label=t("ds_name", lang), max_lines=1, elem_id="ds-name"), "ds_name")

@@ -161,6 +161,7 @@ def build(ctx: Any) -> None:
                     )
                 preset_msg = gr.Markdown(elem_id="preset-msg")
             lf_widgets = train_lf.build_import(texts, lang)
+            ctx.redraw += [lf_widgets["upload"], lf_widgets["acc_upload"]]
             rt_widgets = train_rewards.build(texts, lang)
             with gr.Accordion(t("preview", lang), open=False) as prev_acc:
                 texts.add(prev_acc, "preview")

@@ -129,3 +129,28 @@ def test_gradio_words_and_the_last_english_labels_follow_chinese(page, shots):
     open_tab(page, "Datasets")
     shown = _wait_text(page, "#tab-data", "Click to Upload")
     assert "点击上传" not in shown, shown
+
+
+def test_gradio_words_drawn_before_a_switch_follow_it(page):
+    """Issue 27 item 12: an upload area drawn before the switch kept gradio's English ("Drop File Here") until a
+    reload; now it is drawn again in the new language, in the tab shown and in those behind, and back again."""
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
+    open_tab(page, "Chat")
+    assert "Click to Upload" in _wait_text(page, "#chat-image", "Click to Upload")
+    open_tab(page, "Datasets")
+    assert "Drop File Here" in _wait_text(page, "#ds-upload", "Drop File Here")
+    page.click("#lang-picker input")  # while the Datasets tab is shown
+    page.get_by_role("option", name="中文").click()
+    page.get_by_role("tab", name="对话").wait_for(timeout=120_000)
+    upload = _wait_text(page, "#ds-upload", "将文件拖放到此处")
+    assert "点击上传" in upload and "Drop File Here" not in upload and "Click to Upload" not in upload, upload
+    open_tab(page, "对话")
+    image = _wait_text(page, "#chat-image", "点击上传")
+    assert "Drop Image Here" not in image and "Click to Upload" not in image, image
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="English").click()
+    image = _wait_text(page, "#chat-image", "Click to Upload")
+    assert "点击上传" not in image, image
+    open_tab(page, "Datasets")
+    upload = _wait_text(page, "#ds-upload", "Drop File Here")
+    assert "将文件拖放到此处" not in upload, upload

@@ -66,6 +66,9 @@ def test_one_plot_output_is_answered_with_a_value_gradio_can_draw():
     assert outputs == [plot]
 
 
+REDRAWN = {"lf-upload", "lf-acc-upload", "ds-upload", "chat-image"}
+
+
 def test_the_language_switch_and_the_load_are_one_request_each(tmp_path, monkeypatch):
     """Every handler that follows the language (relabels, tables, charts, choices) is in the one listener of the
     language picker's change; the page's load answers its lists in one listener too."""
@@ -76,6 +79,11 @@ def test_the_language_switch_and_the_load_are_one_request_each(tmp_path, monkeyp
     picker = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "lang-picker")
     on_change = [f for f in app.fns.values() if (picker._id, "change") in [(t[0], t[1]) for t in f.targets]]
     backend = [f for f in on_change if f.fn is not None]
+    # and one more: the upload areas drawn again (hidden here, shown after), once gradio's own words in the new
+    # language have loaded (its js waits for them; the relabelling need not)
+    redraw = [f for f in backend if {getattr(o, "elem_id", None) for o in f.outputs} <= REDRAWN]
+    assert len(redraw) == 1 and "changeLocale(locale)" in f"{redraw[0].js}", [f.name for f in backend]
+    backend = [f for f in backend if f not in redraw]
     assert len(backend) == 1, [f.name for f in backend]
     assert len(backend[0].outputs) > 300  # every tab's words, the form's checks, the plan, tables and charts
     assert not backend[0].queue
