@@ -29,7 +29,7 @@ from engine.data.packing import packing_efficiency, pt_blocks  # the trainer's o
 from engine.data.templates import tokenizer_info
 from studio import backend, histogram, monitor
 from studio.i18n.localize import localize, localize_error
-from studio.i18n.page import t
+from studio.i18n.page import LANGS, t
 from studio.tabs import data_images, data_register
 
 PREVIEW_ROWS = 8
@@ -315,55 +315,74 @@ def build(ctx: Any) -> None:
 
     pick.input(_edit, [pick], [stored, ds_name, fmt, editing, *role_boxes.values()], queue=False)
 
+    # What Upload and Register said, in every language: a language switch says it again (issue 27 item 12)
+    up_said, reg_said = gr.State({}), gr.State({})
+
+    def _said(render, lang_) -> tuple[str, dict]:
+        texts = {code: render(code) for code in LANGS}
+        return texts.get(lang_, texts["en"]), texts
+
     def _upload(path, lang_):
         """A new file: the last Register's words go (they were about another file); a refused file is taken off the
         widget, so no file is shown that Register would then call missing ("upload a file first")."""
         keep = [gr.update() for _ in roles]
         if not path:
-            return "", "", gr.update(), gr.update(), gr.update(), "", gr.update(), *keep
+            return "", "", gr.update(), gr.update(), gr.update(), "", gr.update(), *keep, {}, {}
         try:
             dest = data_register.store_upload(path)
         except (ValueError, OSError) as exc:
-            return "", f"❌ {localize_error(exc, lang_)}", gr.update(), gr.update(), gr.update(), "", None, *keep
+            msg, texts = _said(lambda code, err=exc: f"❌ {localize_error(err, code)}", lang_)
+            return "", msg, gr.update(), gr.update(), gr.update(), "", None, *keep, texts, {}
         try:
             cols = data_register.file_columns(dest)
         except (ValueError, OSError) as exc:  # not JSON / not UTF-8 / not Parquet: Python's own words as the detail
             dest.unlink(missing_ok=True)  # a refused upload leaves nothing behind in uploads/
-            msg = localize(message("upload.unreadable", name=dest.name, error=exc), lang_)
-            return "", f"❌ {msg}", gr.update(), gr.update(), gr.update(), "", None, *keep
+            unreadable = message("upload.unreadable", name=dest.name, error=exc)
+            msg, texts = _said(lambda code: f"❌ {localize(unreadable, code)}", lang_)
+            return "", msg, gr.update(), gr.update(), gr.update(), "", None, *keep, texts, {}
         formatting = "sharegpt" if "conversations" in cols or "messages" in cols else "alpaca"
         guess = data_register.guess_mapping(cols, formatting)
         updates = [gr.update(choices=cols, value=guess.get(r)) for r in roles]
-        msg = t("stored", lang_, name=dest.name, columns=", ".join(cols))
         name = dest.stem.replace("-", "_")
         # Checked at once with the proposed mapping: a file that cannot train says so here, with the rows and
         # columns at fault, while the mapping and the format below can still be changed.
-        refusal = data_register.trainability(str(dest), name, formatting, guess, lang_)
-        msg = f"{msg}\n\n{refusal}" if refusal else msg
-        return str(dest), msg, name, formatting, "", "", gr.update(), *updates
+        refusal = data_register.trainability_text(str(dest), name, formatting, guess)
+
+        def stored_text(code: str) -> str:
+            msg = t("stored", code, name=dest.name, columns=", ".join(cols))
+            return f"{msg}\n\n{refusal(code)}" if refusal(code) else msg
+
+        msg, texts = _said(stored_text, lang_)
+        return str(dest), msg, name, formatting, "", "", gr.update(), *updates, texts, {}
 
     upload.upload(
-        _upload, [upload, ctx.lang], [stored, up_msg, ds_name, fmt, editing, reg_msg, upload, *role_boxes.values()]
+        _upload,
+        [upload, ctx.lang],
+        [stored, up_msg, ds_name, fmt, editing, reg_msg, upload, *role_boxes.values(), up_said, reg_said],
     )
 
     def _cleared():
         """The file taken off the widget (its ×): what was said and filled in from it goes with it, and the stored
         path too, so Register no longer registers a file the page no longer shows ("upload a file first")."""
-        return "", "", "", "", *[gr.update(choices=[], value=None) for _ in roles]
+        return "", "", "", "", *[gr.update(choices=[], value=None) for _ in roles], {}, {}
 
-    upload.clear(_cleared, None, [stored, up_msg, ds_name, reg_msg, *role_boxes.values()], queue=False)
+    upload.clear(
+        _cleared, None, [stored, up_msg, ds_name, reg_msg, *role_boxes.values(), up_said, reg_said], queue=False
+    )
 
     def _register(path, name, formatting, editing_, lang_, *cols):
         mapping = {r: v for r, v in zip(role_boxes, cols) if r in data_register.COLUMN_ROLES[formatting]}
         found = data_register.registered_entry(editing_) if editing_ and editing_ == name else None
         same_file = bool(found and path and Path(found["path"]).resolve() == Path(path).resolve())
-        msg = data_register.register(path, name, formatting, mapping, lang_, replace=same_file)
+        msg, texts = _said(data_register.register_text(path, name, formatting, mapping, replace=same_file), lang_)
         names_ = backend.registered_datasets()
         ok = msg.startswith(("✅", "⚠"))
-        return msg, gr.update(choices=names_, value=name) if ok else gr.update(), gr.update(choices=names_)
+        return msg, gr.update(choices=names_, value=name) if ok else gr.update(), gr.update(choices=names_), texts
 
     reg_btn.click(
         _register,
         [stored, ds_name, fmt, editing, ctx.lang, *role_boxes.values()],
-        [reg_msg, pick, form["data.datasets"]],
+        [reg_msg, pick, form["data.datasets"], reg_said],
     )
+    resay = lambda up, reg_, code: ((up or {}).get(code, gr.skip()), (reg_ or {}).get(code, gr.skip()))  # noqa: E731
+    ctx.on_lang.append((resay, [up_said, reg_said, ctx.lang], [up_msg, reg_msg]))

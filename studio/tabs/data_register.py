@@ -14,6 +14,7 @@ import csv
 import io
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,19 +125,28 @@ def _registrable(path: str) -> Path:
 def trainability(path: str, name: str, formatting: str, mapping: dict[str, str | None], lang: str = "en") -> str:
     """ "" when some of the file's first rows can be trained on as mapped; else the refusal, naming the rows and
     columns at fault, the file's columns and what to change (the mapping or the format, on this page)."""
+    return trainability_text(path, name, formatting, mapping)(lang)
+
+
+def trainability_text(path: str, name: str, formatting: str, mapping: dict[str, str | None]) -> Callable[[str], str]:
+    """``trainability`` checked once, said in any of the page's languages (a switch says it again)."""
     columns = {k: v for k, v in mapping.items() if v}
     problems, good, read, _ = reg.check_entry(workspace.data_dir(), name or "upload", path, formatting, columns)
     if good:
-        return ""
+        return lambda code: ""
     try:
         have = ", ".join(file_columns(path)) or "–"
     except (ValueError, OSError):
         have = "–"
-    head = localize(
-        message("data.untrainable", rows=read, file=Path(path).name, formatting=formatting, columns=have), lang
-    )
-    listed = "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
-    return f"❌ {t('not_registered', lang)}{head}\n{listed}\n\n{t('fix_mapping', lang)}"
+
+    def render(code: str) -> str:
+        head = localize(
+            message("data.untrainable", rows=read, file=Path(path).name, formatting=formatting, columns=have), code
+        )
+        listed = "\n".join(f"- {problem_text(p, code)}" for p in problems[:10])
+        return f"❌ {t('not_registered', code)}{head}\n{listed}\n\n{t('fix_mapping', code)}"
+
+    return render
 
 
 def register(
@@ -144,12 +154,19 @@ def register(
 ) -> str:
     """Register an uploaded file (``replace``: the entry of the same name and file, its mapping fixed). A file none
     of whose first rows can be trained on as mapped is refused, with the rows and columns at fault."""
+    return register_text(path, name, formatting, mapping, replace)(lang)
+
+
+def register_text(
+    path: str, name: str, formatting: str, mapping: dict[str, str | None], replace: bool = False
+) -> Callable[[str], str]:
+    """``register``, done once; what it says, in any of the page's languages (a switch says it again)."""
     if not path:
-        return "❌ " + t("upload_first", lang)
+        return lambda code: "❌ " + t("upload_first", code)
     try:
         src = _registrable(path)
-        refusal = trainability(str(src), name, formatting, mapping, lang)
-        if refusal:
+        refusal = trainability_text(str(src), name, formatting, mapping)
+        if refusal("en"):
             return refusal
         columns = {k: v for k, v in mapping.items() if v}
         reg.register_dataset(
@@ -157,15 +174,20 @@ def register(
         )
         problems, checked, complete = reg.check_head(name, workspace.data_dir(), reg.entry_stage(_entry(name)))
     except ValueError as exc:
-        return f"❌ {localize_error(exc, lang)}"
-    head = "" if complete else "\n\n" + t("checked_head", lang, rows=checked, mib=reg.PAGE_READ_BYTES >> 20)
+        return lambda code, err=exc: f"❌ {localize_error(err, code)}"
+
+    def head(code: str) -> str:
+        return "" if complete else "\n\n" + t("checked_head", code, rows=checked, mib=reg.PAGE_READ_BYTES >> 20)
+
     if problems:
-        listed = "\n".join(f"- {problem_text(p, lang)}" for p in problems[:10])
-        return f"⚠ {t('registered_but', lang)}\n" + listed + head
+        return lambda code: (
+            (f"⚠ {t('registered_but', code)}\n" + "\n".join(f"- {problem_text(p, code)}" for p in problems[:10]))
+            + head(code)
+        )
     entry = _entry(name)
     if entry is not None and entry.is_text:  # no response column: plain text, which only stage pt trains on
-        return "⚠ " + t("registered_pt_only", lang, name=name) + head
-    return "✅ " + t("registered", lang, name=name) + head
+        return lambda code: "⚠ " + t("registered_pt_only", code, name=name) + head(code)
+    return lambda code: "✅ " + t("registered", code, name=name) + head(code)
 
 
 def _entry(name: str) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import uuid
 
 import pytest
 
@@ -131,9 +132,10 @@ def test_gradio_words_and_the_last_english_labels_follow_chinese(page, shots):
     assert "点击上传" not in shown, shown
 
 
-def test_gradio_words_drawn_before_a_switch_follow_it(page):
+def test_gradio_words_and_messages_from_before_a_switch_follow_it(page, tmp_path):
     """Issue 27 item 12: an upload area drawn before the switch kept gradio's English ("Drop File Here") until a
-    reload; now it is drawn again in the new language, in the tab shown and in those behind, and back again."""
+    reload, and what Upload and Register had said stayed in the language they said it in; now the area is drawn
+    again in the new language, in the tab shown and in those behind, and the messages are said again in it."""
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
     open_tab(page, "Chat")
     assert "Click to Upload" in _wait_text(page, "#chat-image", "Click to Upload")
@@ -144,13 +146,24 @@ def test_gradio_words_drawn_before_a_switch_follow_it(page):
     page.get_by_role("tab", name="对话").wait_for(timeout=120_000)
     upload = _wait_text(page, "#ds-upload", "将文件拖放到此处")
     assert "点击上传" in upload and "Drop File Here" not in upload and "Click to Upload" not in upload, upload
+    name = f"said_{uuid.uuid4().hex[:6]}"
+    src = tmp_path / f"{name}.jsonl"
+    src.write_text("\n".join(json.dumps({"instruction": f"Say {i}", "output": f"{i}"}) for i in range(6)) + "\n")
+    page.set_input_files("#ds-upload input[type=file]", str(src))
+    assert "列：instruction, output" in _wait_text(page, "#ds-upload-msg", "已保存")
+    page.fill("#ds-name input", name)
+    page.click("#ds-register")
+    _wait_text(page, "#ds-register-msg", f"已注册 {name}")
     open_tab(page, "对话")
     image = _wait_text(page, "#chat-image", "点击上传")
     assert "Drop Image Here" not in image and "Click to Upload" not in image, image
-    page.click("#lang-picker input")
+
+    page.click("#lang-picker input")  # back, while the Chat tab is shown
     page.get_by_role("option", name="English").click()
     image = _wait_text(page, "#chat-image", "Click to Upload")
     assert "点击上传" not in image, image
     open_tab(page, "Datasets")
-    upload = _wait_text(page, "#ds-upload", "Drop File Here")
-    assert "将文件拖放到此处" not in upload, upload
+    assert "columns: instruction, output" in _wait_text(page, "#ds-upload-msg", "stored")
+    assert "已注册" not in _wait_text(page, "#ds-register-msg", f"registered {name}")
+    upload = _wait_text(page, "#ds-upload", name)  # the file stays on the area drawn again
+    assert "点击上传" not in upload and "上传文件" not in upload, upload
