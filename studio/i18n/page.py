@@ -52,6 +52,10 @@ STRINGS: dict[str, tuple[str, str]] = {
     "m_state": ("state", "状态"),
     "m_path": ("path", "路径"),
     "m_complete": ("complete", "完整"),
+    # where a local model is (engine.models.local.LocalModel.source)
+    "m_src_workspace": ("workspace", "工作区"),
+    "m_src_cache": ("Hugging Face cache", "Hugging Face 缓存"),
+    "m_src_modelscope": ("ModelScope cache", "ModelScope 缓存"),
     "m_incomplete": ("incomplete", "不完整"),
     "m_none": ("no local models", "没有本地模型"),
     "m_no_downloads": ("no downloads", "没有下载任务"),

@@ -18,14 +18,20 @@ from engine.models.hub_cache import human
 from engine.runs import downloads
 from studio import follow
 from studio.i18n.localize import localize, localize_error
-from studio.i18n.page import t
+from studio.i18n.page import STRINGS, t
 
 COLUMNS = ["name", "source", "size", "state", "path"]
 
 
+def _where(source: str, lang: str) -> str:
+    """A local model's place in the page's language (workspace / the Hugging Face cache / ModelScope's)."""
+    key = f"m_src_{source}"
+    return t(key, lang) if key in STRINGS else source
+
+
 def models_frame(lang: str = "en") -> pd.DataFrame:
     rows = [
-        (m.name, m.source, human(m.size), t("m_complete" if m.complete else "m_incomplete", lang), m.path)
+        (m.name, _where(m.source, lang), human(m.size), t(f"m_{'' if m.complete else 'in'}complete", lang), m.path)
         for m in local.list_local()
     ]
     return pd.DataFrame(rows, columns=[t(f"m_{c}", lang) for c in COLUMNS])

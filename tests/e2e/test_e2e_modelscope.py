@@ -48,7 +48,7 @@ def test_a_modelscope_download_from_the_models_tab(make_server, browser, tmp_pat
             row = page.locator("#models-table [role=row]", has_text=REPO)
             expect(row.first).to_be_visible(timeout=90_000)
             cells = row.first.get_by_role("gridcell").all_inner_texts()
-            assert "modelscope" in [c.strip() for c in cells], cells
+            assert "ModelScope cache" in [c.strip() for c in cells], cells
             page.screenshot(path=str(shots / "models-modelscope.png"), full_page=True)
         finally:
             server.stop()

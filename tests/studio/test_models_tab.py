@@ -16,7 +16,11 @@ def test_lists_deletes_and_refuses(run_registry, demo_paths):
     frame = tab.models_frame("en")
     row = frame[frame["name"] == "models/my-copy"].iloc[0]
     assert row["where"] == "workspace" and row["size"] == "4.1 MB" and row["state"] == "complete"
-    assert tab.models_frame("zh").columns[0] == "名称"
+    zh = tab.models_frame("zh")
+    assert zh.columns[0] == "名称"
+    assert zh[zh["名称"] == "models/my-copy"].iloc[0]["位置"] == "工作区"  # in Chinese too (issue 27 item 12)
+    # every place engine.models.local gives has its words
+    assert [tab._where(s, "zh") for s in ("cache", "modelscope")] == ["Hugging Face 缓存", "ModelScope 缓存"]
 
     assert "没有本地模型" in tab.delete_model("models/nothing-here", "zh")
     assert tab.downloads_text("en") == "no downloads"
