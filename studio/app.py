@@ -151,7 +151,9 @@ def build_app(lang: str = "en") -> gr.Blocks:
         relocaled = ctx.lang.change(
             lambda _code: [gr.update(visible=False)] * n, [ctx.lang], ctx.redraw, js=GRADIO_LOCALE_JS, **quiet
         )
-        relocaled.then(lambda: [gr.update(visible=True)] * n, None, ctx.redraw, **quiet)
+        relocaled.then(lambda: [gr.update(visible=True)] * n, None, ctx.redraw, **quiet).then(
+            None, [ctx.lang], None, js=REDRAWN_JS, queue=False
+        )
 
         def _load_language(code):
             """The saved language, with the page's words relabelled in the same answer (the switch's handler would
@@ -223,6 +225,9 @@ html.studio-relabel body::before {
   } catch (e) {}
 })();
 </script>"""
+# Once the upload areas are drawn again: the page's root says in which language (a test waits for it before using
+# them, since an area drawn again in the middle of an upload would lose it).
+REDRAWN_JS = "(code) => { document.documentElement.dataset.studioWords = code; return []; }"
 RELABELLED_JS = "() => { document.documentElement.classList.remove('studio-relabel'); return []; }"
 
 

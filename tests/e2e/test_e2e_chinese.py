@@ -24,6 +24,8 @@ def _to_chinese(page) -> None:
     page.get_by_role("option", name="中文").click()
     page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=120_000)
     page.get_by_role("tab", name="数据集").wait_for(timeout=120_000)
+    # the upload areas drawn again in gradio's Chinese words (studio.app.REDRAWN_JS): an upload can follow
+    page.wait_for_function("document.documentElement.dataset.studioWords === 'zh'", timeout=120_000)
 
 
 _wait_text = functools.partial(wait_text, timeout=90_000)

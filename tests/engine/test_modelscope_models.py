@@ -104,7 +104,7 @@ def test_a_modelscope_model_validates_downloads_and_resolves_to_its_folder(stand
     (listed,) = [m for m in local.list_local() if m.source == local.MODELSCOPE]
     assert (listed.name, listed.complete) == (REPO, True)
     frame = models_tab.models_frame("en")  # the Models tab: the model, its source, complete
-    assert [REPO, "modelscope"] in frame.iloc[:, :2].values.tolist()
+    assert [REPO, "ModelScope cache"] in frame.iloc[:, :2].values.tolist()
     assert models_tab.modelscope_text("en") == f"ModelScope: {standin.url} (cache {tmp_path / 'ms-cache'})"
 
     # what the trainer loads (engine.trainer.model.model_location): the folder, read by transformers offline
