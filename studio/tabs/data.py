@@ -29,7 +29,8 @@ from engine.data.packing import packing_efficiency, pt_blocks  # the trainer's o
 from engine.data.templates import tokenizer_info
 from studio import backend, histogram, monitor
 from studio.i18n.localize import localize, localize_error
-from studio.i18n.page import LANGS, t
+from studio.i18n.page import t
+from studio.i18n.said import said
 from studio.tabs import data_images, data_register
 
 PREVIEW_ROWS = 8
@@ -319,8 +320,8 @@ def build(ctx: Any) -> None:
     up_said, reg_said = gr.State({}), gr.State({})
 
     def _said(render, lang_) -> tuple[str, dict]:
-        texts = {code: render(code) for code in LANGS}
-        return texts.get(lang_, texts["en"]), texts
+        msg = said(render, lang_)
+        return msg, msg.texts
 
     def _upload(path, lang_):
         """A new file: the last Register's words go (they were about another file); a refused file is taken off the

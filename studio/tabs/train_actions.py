@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,8 @@ from studio.form_validation import check, problems_markdown
 from studio.form_validation import colon as _colon
 from studio.form_validation import where as _where
 from studio.i18n.localize import localize_error, localize_problems
-from studio.i18n.page import LANGS, t
+from studio.i18n.page import t
+from studio.i18n.said import Said, said
 
 # Each Start request, one line on the server's stderr (its log): when and what it answered. A second request after
 # one click was seen once in a browser test (issue 27); these lines tell a double dispatch (milliseconds apart)
@@ -36,20 +36,6 @@ if not log.handlers:
     log.addHandler(_handler)
     log.setLevel(logging.INFO)
     log.propagate = False
-
-
-class Said(str):
-    """A message the page shows, in the language it was asked in; ``texts`` holds it in every language."""
-
-    texts: dict[str, str]
-
-
-def said(render: Callable[[str], str], lang: str) -> Said:
-    """``render(code)`` for every language of the page, as a ``Said`` in ``lang``."""
-    texts = {code: render(code) for code in LANGS}
-    out = Said(texts.get(lang, texts["en"]))
-    out.texts = texts
-    return out
 
 
 def fingerprint(spec: spec_mod.RunSpec) -> str:
