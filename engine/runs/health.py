@@ -117,27 +117,34 @@ def throughput_collapse(tokens_per_second: float | None, recent: list[float], fr
     return message("runs.health_throughput", tps=_fmt(tokens_per_second), median=_fmt(median), fraction=_fmt(fraction))
 
 
-def eval_overfit(evals: list[tuple[float, float | None]], rises: int) -> Message | None:
-    """``evals``: (eval loss, mean training loss since the evaluation before) per evaluation, oldest first. Fires
-    when the eval loss rose ``rises`` times in a row while the training loss over the same span fell."""
-    if len(evals) < rises + 1:
+def eval_overfit(evals: list[tuple[float, float | None]], patience: int, min_delta: float = 0.0) -> Message | None:
+    """``evals``: (eval loss, mean training loss since the evaluation before) per evaluation, oldest first.
+
+    Judged as early stopping judges it: the best eval loss so far (an evaluation is a new best only when it is lower
+    than the best before by more than ``min_delta``) was reached ``patience`` or more evaluations ago, and the
+    training loss fell over the same span (a run whose training loss does not fall either is not overfitting). A
+    curve that wobbles (rises broken by small dips that never reach the best) fires as soon as it has not improved
+    for ``patience`` evaluations; counting rises in a row would never fire on it."""
+    best_i: int | None = None
+    for i, (value, _train) in enumerate(evals):
+        if _finite(value) and (best_i is None or value < evals[best_i][0] - min_delta):
+            best_i = i
+    if best_i is None:
         return None
-    span = evals[-(rises + 1) :]
-    eval_losses = [e for e, _ in span]
-    if not all(_finite(v) for v in eval_losses):
+    since = len(evals) - 1 - best_i
+    now = evals[-1][0]
+    if since < patience or not _finite(now):
         return None
-    if not all(b > a for a, b in zip(eval_losses, eval_losses[1:])):
-        return None
-    first_train, last_train = span[0][1], span[-1][1]
-    if not (_finite(first_train) and _finite(last_train)) or last_train >= first_train:
+    train_at_best, train_now = evals[best_i][1], evals[-1][1]
+    if not (_finite(train_at_best) and _finite(train_now)) or train_now >= train_at_best:
         return None
     return message(
         "runs.health_overfit",
-        n=rises,
-        eval_from=_fmt(eval_losses[0]),
-        eval_to=_fmt(eval_losses[-1]),
-        train_from=_fmt(first_train),
-        train_to=_fmt(last_train),
+        n=since,
+        best=_fmt(evals[best_i][0]),
+        now=_fmt(now),
+        train_from=_fmt(train_at_best),
+        train_to=_fmt(train_now),
     )
 
 
@@ -308,7 +315,9 @@ class HealthWatch:
         self.interrupted()
         if not self._on("eval_overfit"):
             return []
-        alert = self._fire("eval_overfit", step, eval_overfit(self.evals, self.spec.eval_rises))
+        alert = self._fire(
+            "eval_overfit", step, eval_overfit(self.evals, self.spec.eval_patience, self.spec.eval_min_delta)
+        )
         return [alert] if alert else []
 
     def observe_disk(self, step: int, free_bytes: int | None, checkpoint_bytes: int | None) -> list[Alert]:

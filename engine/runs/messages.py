@@ -131,7 +131,7 @@ MESSAGES: dict[str, str] = {
     "runs.health_grad_norm": "gradient norm {grad_norm} above its limit {limit}",
     "runs.health_lr_zero": "learning rate 0 at step {step} with {remaining} steps left",
     "runs.health_throughput": "throughput collapse: {tps} tokens/s < {fraction} × recent median {median}",
-    "runs.health_overfit": "overfitting: eval loss rose {n} times in a row ({eval_from} → {eval_to}) while the "
+    "runs.health_overfit": "overfitting: no better eval loss for {n} evaluations (best {best}, now {now}) while the "
     "training loss fell ({train_from} → {train_to})",
     "runs.health_disk": "disk nearly full: {free_mib} MiB free, the next checkpoint needs about {need_mib} MiB "
     "(checkpoint {checkpoint_mib} MiB)",

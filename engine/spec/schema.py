@@ -112,6 +112,13 @@ def migrate(data: dict) -> dict:
         raise SpecError([("schema_version", message("schema_unsupported", version=version, supported=SCHEMA_VERSION))])
     # Version 1 is the first; later versions add steps here (keep fixtures of old versions in tests/).
     data = dict(data)
+    # Renamed within version 1 (2026-12): health.eval_rises counted rises in a row; the overfitting rule now judges as
+    # early stopping does, and its n is health.eval_patience. A saved spec keeps its n under the new name.
+    health = data.get("health")
+    if isinstance(health, dict) and "eval_rises" in health and "eval_patience" not in health:
+        health = dict(health)
+        health["eval_patience"] = health.pop("eval_rises")
+        data["health"] = health
     data["schema_version"] = SCHEMA_VERSION
     return data
 

@@ -99,16 +99,25 @@ class HealthSpec(_Spec):
     )
     eval_overfit: Action = _act(
         "warn",
-        "Overfitting: the eval loss rises for n evaluations in a row while the training loss falls",
-        "Eval loss rising (overfitting)",
-        "验证损失上升（过拟合）",
+        "Overfitting, judged as early stopping judges it: no evaluation for n evaluations has bettered the best eval "
+        "loss so far (by more than the minimum delta), while the training loss fell",
+        "Eval loss not improving (overfitting)",
+        "验证损失不再改进（过拟合）",
     )
-    eval_rises: int = Field(
+    eval_patience: int = Field(
         3,
         ge=1,
         le=100,
-        description="n of the overfitting rule: evaluations in a row whose eval loss rose",
-        json_schema_extra=_meta("Eval rises n", advanced=True, label_zh="验证损失连续上升次数 n"),
+        description="n of the overfitting rule (its patience): evaluations since the best eval loss without a better "
+        "one",
+        json_schema_extra=_meta("Eval patience n", advanced=True, label_zh="验证耐心次数 n"),
+    )
+    eval_min_delta: float = Field(
+        0.0,
+        ge=0.0,
+        description="The overfitting rule's minimum improvement: an eval loss is a new best only when it is lower "
+        "than the best before by more than this",
+        json_schema_extra=_meta("Eval minimum improvement", advanced=True, label_zh="验证损失最小改进"),
     )
     disk: Action = _act(
         "warn",

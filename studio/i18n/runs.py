@@ -110,7 +110,7 @@ RUNS_ZH: dict[str, str] = {
     "runs.health_grad_norm": "梯度范数 {grad_norm} 超过上限 {limit}",
     "runs.health_lr_zero": "第 {step} 步学习率为 0，还剩 {remaining} 步",
     "runs.health_throughput": "吞吐量骤降：{tps} tokens/s < {fraction} × 近期中位数 {median}",
-    "runs.health_overfit": "过拟合：验证损失连续上升 {n} 次（{eval_from} → {eval_to}），"
+    "runs.health_overfit": "过拟合：验证损失已有 {n} 次评估没有改进（最佳 {best}，当前 {now}），"
     "而训练损失下降（{train_from} → {train_to}）",
     "runs.health_disk": "磁盘将满：剩余 {free_mib} MiB，下一个检查点约需 {need_mib} MiB"
     "（检查点 {checkpoint_mib} MiB）",

@@ -85,20 +85,64 @@ class TestThroughput:
         assert health.throughput_collapse(None, [1000.0] * 5, 0.2) is None
 
 
+def early_stop_at(evals: list[tuple[float, float | None]], patience: int, min_delta: float = 0.0) -> int | None:
+    """An independent reading of early stopping over whole curves: the first evaluation index at which the best eval
+    loss (bettered only by more than min_delta) lies patience or more evaluations back and the training loss since
+    it fell."""
+    for end in range(len(evals)):
+        seen = evals[: end + 1]
+        best = min(range(len(seen)), key=lambda i: (seen[i][0], i))
+        # the best as early stopping keeps it: a later lower value within min_delta does not replace it
+        first_best = 0
+        for i in range(1, len(seen)):
+            if seen[i][0] < seen[first_best][0] - min_delta:
+                first_best = i
+        best = first_best if min_delta else best
+        if end - best >= patience and seen[-1][1] < seen[best][1]:
+            return end
+    return None
+
+
 class TestOverfit:
     def test_eval_rising_while_train_falls(self):
         evals = [(1.0, 2.0), (1.1, 1.5), (1.2, 1.2), (1.3, 0.9)]
         msg = health.eval_overfit(evals, 3)
         assert msg.key == "runs.health_overfit"
-        assert (msg.params["eval_from"], msg.params["eval_to"]) == ("1", "1.3")
+        assert (msg.params["best"], msg.params["now"], msg.params["n"]) == ("1", "1.3", 3)
         assert (msg.params["train_from"], msg.params["train_to"]) == ("2", "0.9")
+        assert str(msg).startswith("overfitting: no better eval loss for 3 evaluations (best 1, now 1.3)")
 
-    def test_not_enough_rises(self):
+    def test_not_enough_evaluations_since_the_best(self):
         assert health.eval_overfit([(1.0, 2.0), (1.1, 1.5), (1.2, 1.2)], 3) is None
-        assert health.eval_overfit([(1.0, 2.0), (1.1, 1.5), (1.05, 1.2), (1.3, 0.9)], 3) is None
+        # a new best at the third evaluation starts the count again
+        assert health.eval_overfit([(1.0, 2.0), (1.1, 1.5), (0.9, 1.2), (1.3, 0.9)], 3) is None
 
     def test_train_rising_too_is_not_overfitting(self):
         assert health.eval_overfit([(1.0, 1.0), (1.1, 1.1), (1.2, 1.2), (1.3, 1.3)], 3) is None
+
+    def test_a_wobbling_curve_fires(self):
+        """A full fine-tune's held-out loss, 5.02 -> 7.06 over twelve evaluations, best at the third, its rises broken
+        by small dips: never three rises in a row, so the old rule never fired; early stopping's test does, three
+        evaluations after the best."""
+        evals_loss = [5.02, 4.71, 4.55, 4.80, 4.76, 5.31, 5.22, 5.90, 5.84, 6.52, 6.47, 7.06]
+        train = [4.9, 4.2, 3.6, 3.0, 2.5, 2.0, 1.6, 1.2, 0.9, 0.6, 0.4, 0.3]
+        evals = list(zip(evals_loss, train))
+        fired = [i for i in range(len(evals)) if health.eval_overfit(evals[: i + 1], 3) is not None]
+        assert fired and fired[0] == early_stop_at(evals, 3) == 5
+        msg = health.eval_overfit(evals, 3)
+        assert (msg.params["n"], msg.params["best"], msg.params["now"]) == (9, "4.55", "7.06")
+
+    def test_min_delta_counts_small_improvements_as_none(self):
+        evals = [(2.0, 3.0), (1.99, 2.5), (1.985, 2.0), (1.98, 1.5)]
+        assert health.eval_overfit(evals, 3) is None  # each a new best
+        assert health.eval_overfit(evals, 3, min_delta=0.05) is not None
+        assert early_stop_at(evals, 3, 0.05) == 3 and early_stop_at(evals, 3) is None
+
+    def test_old_name_of_patience_is_read(self):
+        from engine.spec.schema import parse_spec
+
+        spec = parse_spec({"model": {"name_or_path": "m"}, "data": {"datasets": ["d"]}, "health": {"eval_rises": 5}})
+        assert spec.health.eval_patience == 5
 
 
 class TestDisk:
@@ -184,7 +228,7 @@ class TestHealthWatch:
         assert [a.rule for a in watch.observe_log(7, loss=1.0, tokens_per_second=10)] == ["throughput"]
 
     def test_overfitting_from_evals(self):
-        watch = health.HealthWatch(HealthSpec(eval_rises=2))
+        watch = health.HealthWatch(HealthSpec(eval_patience=2))
         fired = []
         for i, (train, ev) in enumerate([(3.0, 2.0), (2.0, 2.1), (1.0, 2.2)]):
             watch.observe_log(2 * i + 1, loss=train)

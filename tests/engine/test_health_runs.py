@@ -119,16 +119,19 @@ def test_overfitting_raises_the_eval_rule(demo_paths, tmp_path: Path):
             "logging_steps": 2,
             "warmup_steps": 0,
         },
-        health={"eval_rises": 3},
+        health={"eval_patience": 3},
     )
     rc, evs = run_trainer(spec, tmp_path / "run", timeout=900)
     assert rc == 0, log_tail(tmp_path / "run")
     alerts = [e for e in evs if e["type"] == "alert" and e["payload"]["rule"] == "eval_overfit"]
     assert alerts, [(e["type"], e["step"]) for e in evs]
     at = alerts[0]["step"]
-    # checked against the run's own evals: the three evaluations up to the alert rose, one after the other
+    # checked against the run's own evals, as early stopping reads them: the alert came at the first evaluation
+    # three or more evaluations after the lowest eval loss so far
     evals = [v for s, v in read_evals(evs) if s <= at]
-    assert len(evals) >= 4 and evals[-4] < evals[-3] < evals[-2] < evals[-1]
+    best = evals.index(min(evals))
+    assert len(evals) - 1 - best == 3, evals
+    assert all(len(evals[:i]) - 1 - evals[:i].index(min(evals[:i])) < 3 for i in range(1, len(evals))), evals
     train = [float(e["payload"]["loss"]) for e in evs if e["type"] == "log" and e["step"] <= at]
     assert train[-1] < train[0]
     assert alerts[0]["payload"]["action"] == "warn" and evs[-1]["type"] == "finished"
