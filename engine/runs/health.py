@@ -36,6 +36,7 @@ RULES = (
     "gpu_idle",
     "gpu_memory",
     "eval_overfit",
+    "reward_flat",
     "disk",
 )
 # A stopped run's weights are not saved over a good checkpoint when these rules stopped it with non-finite figures.
@@ -148,6 +149,15 @@ def eval_overfit(evals: list[tuple[float, float | None]], patience: int, min_del
     )
 
 
+def reward_flat(stds: list[float], steps: int, mean_reward: float | None) -> Message | None:
+    """GRPO with no learning signal: the reward's spread within the groups (TRL's ``reward_std``) was 0 on each of the
+    last ``steps`` logged steps, so every completion of a group scored alike and every advantage was 0."""
+    recent = stds[-steps:]
+    if len(recent) < steps or any(not _finite(v) or v > 1e-9 for v in recent):
+        return None
+    return message("runs.health_reward_flat", n=steps, reward=_fmt(mean_reward))
+
+
 def disk_low(free_bytes: int | None, checkpoint_bytes: int | None, margin: float) -> Message | None:
     if free_bytes is None or not checkpoint_bytes or free_bytes >= margin * checkpoint_bytes:
         return None
@@ -248,6 +258,7 @@ class HealthWatch:
         self.losses: list[float] = []
         self.tps: list[float] = []
         self.evals: list[tuple[float, float | None]] = []
+        self.reward_stds: list[float] = []
         self._train_since_eval: list[float] = []
         self._skip_tps = True  # the first interval holds the start-up (compilation, the first batches)
         self.active: set[str] = set()
@@ -278,7 +289,11 @@ class HealthWatch:
         learning_rate: Any = None,
         tokens_per_second: Any = None,
         max_steps: int | None = None,
+        reward: Any = None,
+        reward_std: Any = None,
     ) -> list[Alert]:
+        """One logged step's figures; ``reward`` / ``reward_std``: GRPO's mean reward and its spread within the
+        groups (absent for other stages)."""
         s = self.spec
         loss_v, grad_v, lr_v, tps_v = map(number, (loss, grad_norm, learning_rate, tokens_per_second))
         if max_steps:
@@ -296,6 +311,13 @@ class HealthWatch:
         if self._on("throughput") and not self._skip_tps:
             collapse = throughput_collapse(tps_v, self.tps[-s.window :], s.throughput_fraction)
             found.append(self._fire("throughput", step, collapse))
+        std_v = number(reward_std)
+        if std_v is not None:
+            self.reward_stds.append(std_v)
+            del self.reward_stds[: -s.reward_flat_steps]
+            if self._on("reward_flat"):
+                flat = reward_flat(self.reward_stds, s.reward_flat_steps, number(reward))
+                found.append(self._fire("reward_flat", step, flat))
         if _finite(loss_v):
             self.losses.append(loss_v)
             self._train_since_eval.append(loss_v)

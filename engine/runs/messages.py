@@ -133,6 +133,9 @@ MESSAGES: dict[str, str] = {
     "runs.health_throughput": "throughput collapse: {tps} tokens/s < {fraction} × recent median {median}",
     "runs.health_overfit": "overfitting: no better eval loss for {n} evaluations (best {best}, now {now}) while the "
     "training loss fell ({train_from} → {train_to})",
+    "runs.health_reward_flat": "no learning signal: every group's completions scored alike for {n} logged steps "
+    "(reward spread 0, mean reward {reward}); see what the model writes and what each reward gives it with "
+    "`studio rewards try SPEC --source model`",
     "runs.health_disk": "disk nearly full: {free_mib} MiB free, the next checkpoint needs about {need_mib} MiB "
     "(checkpoint {checkpoint_mib} MiB)",
     "runs.health_stall": "no progress for {idle_s} s (limit {limit_s} s)",

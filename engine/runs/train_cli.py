@@ -127,6 +127,41 @@ def _from_folder(record):
     return replace(record, status=status, reason=str(reason))
 
 
+def _figure(value) -> str:
+    """A loss as the user can read it: GRPO's surrogate loss is tiny (4 significant digits, not 0.0000)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-" if value is None else str(value)
+    return f"{value:.4f}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3g}"
+
+
+def _rewards(metrics: dict) -> str:
+    """GRPO's step figures: the total reward with its spread within the groups, and each function's mean."""
+    if "reward" not in metrics:
+        return ""
+    names = [k[8:-5] for k in metrics if k.startswith("rewards/") and k.endswith("/mean")]
+    each = ", ".join(f"{n} {metrics[f'rewards/{n}/mean']:.3f}" for n in names)
+    std = metrics.get("reward_std")
+    return (
+        f"  reward {metrics['reward']:.3f}"
+        + (f" (std {std:.3f})" if std is not None else "")
+        + (f" [{each}]" if each else "")
+    )
+
+
+def _completions(step, samples: list[dict]) -> str:
+    """The sampled completions of a GRPO step, one line each: its total, each reward and the text."""
+    lines = [f"completions (step {step}):"]
+    for s in samples:
+        rewards = ", ".join(f"{k} {'-' if v is None else f'{v:g}'}" for k, v in (s.get("rewards") or {}).items())
+        total = s.get("total")
+        text = " ".join(str(s.get("completion") or "").split())
+        text = text if len(text) <= 100 else text[:99] + "…"
+        lines.append(f"  total {'-' if total is None else f'{total:g}'} [{rewards}]  {text!r}")
+    if not samples:
+        lines.append("  (none kept)")
+    return "\n".join(lines)
+
+
 def format_event(event: dict) -> str:
     p, step, kind = event.get("payload", {}), event.get("step"), event.get("type")
     if str(kind).startswith("download_"):  # the run's first phase: its model downloads (engine.models.download)
@@ -137,9 +172,12 @@ def format_event(event: dict) -> str:
         eta = p.get("eta_seconds")
         tps = p.get("tokens_per_second")
         return (
-            f"step {step}/{p.get('max_steps', '?')}  loss {p.get('loss'):.4f}  lr {p.get('learning_rate', 0):.2e}"
-            f"  tok/s {tps if tps is not None else '-'}  eta {f'{eta:.0f}s' if eta is not None else '-'}"
+            f"step {step}/{p.get('max_steps', '?')}  loss {_figure(p.get('loss'))}  lr {p.get('learning_rate', 0):.2e}"
+            + _rewards(p.get("metrics") or {})
+            + f"  tok/s {tps if tps is not None else '-'}  eta {f'{eta:.0f}s' if eta is not None else '-'}"
         )
+    if kind == "completions":
+        return _completions(step, p.get("samples") or [])
     if kind == "eval":
         return f"step {step}  eval " + "  ".join(f"{k} {v:.4f}" for k, v in p.items() if isinstance(v, (int, float)))
     if kind == "failed":

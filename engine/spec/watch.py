@@ -119,6 +119,19 @@ class HealthSpec(_Spec):
         "than the best before by more than this",
         json_schema_extra=_meta("Eval minimum improvement", advanced=True, label_zh="验证损失最小改进"),
     )
+    reward_flat: Action = _act(
+        "warn",
+        "GRPO without a learning signal: every group's completions scored alike (reward spread 0) for n logged steps",
+        "No reward signal (GRPO)",
+        "没有奖励信号（GRPO）",
+    )
+    reward_flat_steps: int = Field(
+        5,
+        ge=1,
+        le=10_000,
+        description="n of the no-reward-signal rule: logged steps in a row with no reward spread within the groups",
+        json_schema_extra=_meta("No reward signal steps n", advanced=True, label_zh="无奖励信号步数 n"),
+    )
     disk: Action = _act(
         "warn",
         "The run folder's disk has less room than the next checkpoint needs",

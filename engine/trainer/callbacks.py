@@ -258,6 +258,8 @@ class HealthCallback(TrainerCallback):
                 learning_rate=logs.get("learning_rate"),
                 tokens_per_second=self.events.last_log.get("tokens_per_second"),
                 max_steps=state.max_steps,
+                reward=logs.get("reward"),
+                reward_std=logs.get("reward_std"),
             )
             if args.save_strategy != "no":
                 alerts += self.watch.observe_disk(step, _free_bytes(Path(args.output_dir)), self.checkpoint_bytes)

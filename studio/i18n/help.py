@@ -239,6 +239,8 @@ HELP_ZH.update(
         "health.eval_overfit": "过拟合：验证损失连续 n 次评估没有低于此前最佳（同早停），而训练损失下降" + _ACTIONS_ZH,
         "health.eval_patience": "过拟合规则的 n（耐心）：最佳验证损失之后没有改进的评估次数",
         "health.eval_min_delta": "过拟合规则的最小改进：验证损失比此前最佳低出超过这个值才算改进",
+        "health.reward_flat": "GRPO 没有学习信号：连续 n 个记录步中每组补全的奖励都相同（组内差异为 0）" + _ACTIONS_ZH,
+        "health.reward_flat_steps": "无奖励信号规则的 n：奖励组内差异为 0 的连续记录步数",
         "health.disk": "运行目录所在磁盘的剩余空间不够保存下一个检查点" + _ACTIONS_ZH,
         "health.disk_margin": "剩余空间低于检查点大小的这个倍数时触发磁盘规则",
         "notify.webhook_env": "保存 Webhook URL 的环境变量名（URL 含令牌，因此从不写入配置）；留空：不发送 Webhook",

@@ -578,6 +578,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "alr_gpu_idle": ("GPU idle", "GPU 空闲"),
     "alr_gpu_memory": ("GPU memory", "GPU 显存"),
     "alr_eval_overfit": ("overfitting", "过拟合"),
+    "alr_reward_flat": ("no reward signal", "没有奖励信号"),
     "alr_disk": ("disk", "磁盘"),
     # Evaluate tab
     "tab_eval": ("Evaluate", "评估"),

@@ -112,6 +112,8 @@ RUNS_ZH: dict[str, str] = {
     "runs.health_throughput": "吞吐量骤降：{tps} tokens/s < {fraction} × 近期中位数 {median}",
     "runs.health_overfit": "过拟合：验证损失已有 {n} 次评估没有改进（最佳 {best}，当前 {now}），"
     "而训练损失下降（{train_from} → {train_to}）",
+    "runs.health_reward_flat": "没有学习信号：连续 {n} 个记录步中，每组补全的奖励都相同（奖励组内标准差为 0，"
+    "平均奖励 {reward}）；用 `studio rewards try SPEC --source model` 查看模型写了什么、每个奖励函数给了多少",
     "runs.health_disk": "磁盘将满：剩余 {free_mib} MiB，下一个检查点约需 {need_mib} MiB"
     "（检查点 {checkpoint_mib} MiB）",
     "runs.health_stall": "{idle_s} 秒没有进展（上限 {limit_s} 秒）",

@@ -117,3 +117,29 @@ def test_full_finetuning_trains_the_weights(demo_paths, tmp_path):
     assert "rewards/math/mean" in [e for e in events if e["type"] == "log"][-1]["payload"]["metrics"]
     changed = [k for k in base if k in tuned and not (base[k] == tuned[k]).all()]
     assert changed, "no weight changed"
+
+
+def test_a_reward_nobody_earns_is_said_and_printed(demo_paths, tmp_path):
+    """Every completion scores 0: GRPO has nothing to learn from. The no-reward-signal rule says so once the spread
+    within the groups has been 0 for its n logged steps, naming the dry run; the CLI's lines carry each step's total
+    and per-function reward and the sampled completions."""
+    from engine.runs.train_cli import format_event
+
+    never = [{"kind": "regex", "name": "never", "pattern": r"^ZQXJ-never-written$", "weight": 1.0}]
+    spec = grpo_spec(demo_paths, 3, grpo={"num_generations": 4, "max_completion_length": 8, "rewards": never})
+    spec = spec.model_copy(update={"health": spec.health.model_copy(update={"reward_flat_steps": 2})})
+    rc, events = run_trainer(spec, tmp_path)
+    assert rc == 0, log_tail(tmp_path)
+    logs = [e for e in events if e["type"] == "log"]
+    stds = [e["payload"]["metrics"]["reward_std"] for e in logs]
+    assert stds == [0.0, 0.0, 0.0]  # read from TRL's own figures: nobody earned the reward
+    alerts = [e for e in events if e["type"] == "alert" and e["payload"]["rule"] == "reward_flat"]
+    assert [(a["step"], a["payload"]["action"]) for a in alerts] == [(2, "warn")]  # once per episode, at n = 2
+    assert "studio rewards try SPEC --source model" in alerts[0]["payload"]["reason"]
+    line = format_event(logs[0])
+    assert line.startswith("step 1/3  loss ") and "reward 0.000 (std 0.000) [never 0.000]" in line
+    samples = [e for e in events if e["type"] == "completions"]
+    printed = format_event(samples[0]).splitlines()
+    assert printed[0] == "completions (step 1):" and len(printed) == 1 + len(samples[0]["payload"]["samples"])
+    for text, s in zip(printed[1:], samples[0]["payload"]["samples"]):
+        assert text.startswith("  total 0 [never 0]") and repr(" ".join(s["completion"].split())[:99])[:20] in text

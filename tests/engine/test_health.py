@@ -332,3 +332,27 @@ class TestSentinel:
         watch = Sentinel(tmp_path, "r1", self._spec(gpu_memory="stop", gpu_idle="stop"), stop_run=None, say=print)
         watch.check(1000.0)
         assert not (tmp_path / "events.jsonl").exists() or read_all(tmp_path / "events.jsonl") == []
+
+
+class TestRewardFlat:
+    def test_flat_for_n_steps(self):
+        msg = health.reward_flat([0.3, 0.0, 0.0, 0.0], 3, 0.0)
+        assert msg.key == "runs.health_reward_flat" and msg.params == {"n": 3, "reward": "0"}
+        assert "studio rewards try SPEC --source model" in str(msg)
+
+    def test_any_spread_or_too_few_steps_is_not_flat(self):
+        assert health.reward_flat([0.0, 0.0, 0.01], 3, 0.5) is None
+        assert health.reward_flat([0.0, 0.0], 3, 0.0) is None
+
+    def test_watch_fires_once_and_again_after_a_signal(self):
+        watch = health.HealthWatch(HealthSpec(reward_flat_steps=2))
+        stds = [0.0, 0.0, 0.0, 0.4, 0.0, 0.0]
+        fired = [
+            (s, [a.rule for a in watch.observe_log(s, loss=0.0, reward=0.0, reward_std=v)])
+            for s, v in enumerate(stds, 1)
+        ]
+        assert [s for s, rules in fired if "reward_flat" in rules] == [2, 6]
+
+    def test_other_stages_are_not_judged(self):
+        watch = health.HealthWatch(HealthSpec(reward_flat_steps=1))
+        assert watch.observe_log(1, loss=1.0) == []
