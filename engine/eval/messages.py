@@ -68,6 +68,24 @@ MESSAGES: dict[str, str] = {
     "eval.judge_pairwise_prompt": "the pairwise prompt cannot be filled ({{question}}, {{reference}}, {{answer_a}}, "
     "{{answer_b}}): {error}",
     "eval.no_short_rows": "no row has a short answer (one word or letter): accuracy does not apply",
+    # the verdict against the base (engine.eval.verdict)
+    "eval.verdict_better": "better",
+    "eval.verdict_worse": "worse",
+    "eval.verdict_same": "no clear difference",
+    "eval.verdict_title": "Against the base: the difference of means (tuned - base) with a paired bootstrap 95% "
+    "interval over the rows ({resamples} resamples); better or worse only when the interval excludes 0",
+    "eval.versus_better": "better than the base by {measure}: {diff} (95% interval {low} to {high}, {rows} rows)",
+    "eval.versus_worse": "worse than the base by {measure}: {diff} (95% interval {low} to {high}, {rows} rows)",
+    "eval.versus_same": "no clear difference from the base by {measure}: {diff} (95% interval {low} to {high}, "
+    "{rows} rows)",
+    "eval.versus_none": "not compared with the base ({measure} has no per-row values)",
+    "eval.versus_no_base": "not compared with the base (the base was not evaluated)",
+    "eval.best": "best by {column}: {label}, {versus}",
+    "eval.tie_no_best": "no best by {column}: {labels} tie at {value}, no better than the base's {base}",
+    "eval.none_beats_base": "no tuned model beats the base by {column}",
+    "eval.degenerate": "{label}: {count} of {total} answers are degenerate (empty, whitespace only or one token "
+    "repeated)",
+    "eval.merge_ask": "{label} does not beat the base by {column} ({versus}): merge it anyway?",
 }
 
 

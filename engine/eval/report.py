@@ -1,5 +1,6 @@
-"""An evaluation's results as people read them: the table (rows base / checkpoint-N / final, columns the measures),
-the best row by a measure, the side-by-side answers (base vs tuned, filtered to rows that differ or got worse), an
+"""An evaluation's results as people read them: the table (rows base / checkpoint-N / final, columns the measures,
+and the degenerate answers of each model), the best row by a measure and each tuned row's verdict against the base
+(``engine.eval.verdict``), the side-by-side answers (base vs tuned, filtered to rows that differ or got worse), an
 SVG chart of a measure over training steps beside the training loss, and the self-contained ``report.html``
 written into the evaluation's folder. The CLI, the Evaluate tab and the report all read these. Light: stdlib only.
 """
@@ -10,7 +11,10 @@ import html
 import json
 from pathlib import Path
 
-from engine.eval.spec import LOWER_BETTER
+from engine.eval import verdict
+from engine.eval.messages import message
+from engine.eval.spec import direction
+from engine.eval.verdict import fmt
 
 
 def read(folder: str | Path) -> tuple[dict | None, list[dict]]:
@@ -29,42 +33,64 @@ def read(folder: str | Path) -> tuple[dict | None, list[dict]]:
     return results, preds
 
 
-def fmt(value) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.4f}" if abs(value) < 10 else f"{value:.2f}"
+DEGENERATE = "degenerate"  # the table's last column when the models generated answers: degenerate / answers
 
 
-def table(results: dict) -> tuple[list[str], list[list[str]]]:
-    """(header, rows of text): model, step, then each column."""
+def default_column(cols: list[str]) -> str:
+    """The measure the best row is picked by until the user picks one: ROUGE-L, else BLEU-4, else the loss."""
+    return next((c for c in ("rouge-l", "bleu-4", "loss") if c in cols), cols[0] if cols else "loss")
+
+
+def table(results: dict, preds: list[dict] = ()) -> tuple[list[str], list[list[str]]]:
+    """(header, rows of text): model, step, then each column; and with ``preds`` that hold answers, each model's
+    degenerate answers of its answers ("6/6")."""
     cols = results["columns"]
     rows = [
         [r["label"], "" if r.get("step") is None else str(r["step"]), *[fmt(r["metrics"].get(c)) for c in cols]]
         for r in results["rows"]
     ]
-    return ["model", "step", *cols], rows
+    counts = verdict.degenerate_counts(list(preds))
+    if not counts:
+        return ["model", "step", *cols], rows
+    for row, r in zip(rows, results["rows"]):
+        n, total = counts.get(r["label"], (None, None))
+        row.append("" if n is None else f"{n}/{total}")
+    return ["model", "step", *cols, DEGENERATE], rows
 
 
-def text_table(results: dict) -> str:
-    header, rows = table(results)
+def verdict_rows(verdicts: dict) -> list[list]:
+    """[model, measure, difference, 95% interval, verdict word (a Message)] per tuned row and measure."""
+    return [
+        [label, col, verdict.signed(v["diff"]), f"[{verdict.signed(v['low'])}, {verdict.signed(v['high'])}]",
+         message(f"eval.verdict_{v['verdict']}")]
+        for label, found in verdicts.items()
+        for col, v in found.items()
+    ]  # fmt: skip
+
+
+def _text(header: list[str], rows: list[list]) -> str:
+    rows = [[str(c) for c in r] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(lines)
 
 
-def best(results: dict, column: str, *, tuned_only: bool = True) -> str | None:
-    """The label of the best row by ``column`` (lowest loss / perplexity, highest of the rest); only checkpoints and
-    final weights when ``tuned_only``."""
-    rows = [
-        r
-        for r in results.get("rows", [])
-        if r["metrics"].get(column) is not None and (not tuned_only or r["kind"] in ("checkpoint", "final", "adapter"))
-    ]
-    if not rows:
-        return None
-    pick = min if column in LOWER_BETTER else max
-    return pick(rows, key=lambda r: r["metrics"][column])["label"]
+def text_verdict(results: dict, preds: list[dict], column: str | None = None) -> str:
+    """``studio eval``'s lines under the table: the best row and whether it beats the base, each tuned row's
+    verdicts, the models with degenerate answers."""
+    column = column or default_column(results.get("columns") or [])
+    verdicts = verdict.compare(results, preds)
+    lines = [str(m) for m in verdict.summary(results, verdicts, column)]
+    if verdicts:
+        lines += [str(message("eval.verdict_title", resamples=verdict.RESAMPLES))]
+        lines += [_text(["model", "measure", "difference", "95% interval", "verdict"], verdict_rows(verdicts))]
+    return "\n".join(lines + [str(m) for m in verdict.degenerate_lines(preds)])
+
+
+def text_table(results: dict, preds: list[dict] = ()) -> str:
+    header, rows = table(results, preds)
+    return _text(header, rows)
 
 
 def side_by_side(preds: list[dict], base: str, tuned: str, show: str = "all", column: str = "rouge-l") -> list[dict]:
@@ -81,7 +107,7 @@ def side_by_side(preds: list[dict], base: str, tuned: str, show: str = "all", co
         if show == "differ" and ans_a == ans_b:
             continue
         if show == "worse":
-            if column in LOWER_BETTER:
+            if direction(column) < 0:
                 la, lb = pa.get("loss"), pb.get("loss")
                 if la is None or lb is None or lb <= la:
                     continue
@@ -156,7 +182,7 @@ def pair(results: dict) -> tuple[str | None, str | None]:
     """The base row and the tuned row to compare: base, and the final weights (else the last checkpoint)."""
     rows = results.get("rows", [])
     base = next((r["label"] for r in rows if r["kind"] == "base"), None)
-    tuned = [r for r in rows if r["kind"] in ("final", "checkpoint", "adapter", "model")]
+    tuned = [r for r in rows if r["kind"] in verdict.TUNED]
     final = next((r["label"] for r in tuned if r["kind"] == "final"), None)
     return base, final or (tuned[-1]["label"] if tuned else None)
 
@@ -164,19 +190,33 @@ def pair(results: dict) -> tuple[str | None, str | None]:
 _CSS = (
     "body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:12px 0}"
     "td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}"
-    "tr.best td{background:#ecfdf5;font-weight:600}pre{white-space:pre-wrap;margin:0;max-width:40em}"
+    "tr.best td{background:#ecfdf5;font-weight:600}tr.verdict-worse td{background:#fef2f2}"
+    "tr.verdict-better td{background:#ecfdf5}pre{white-space:pre-wrap;margin:0;max-width:40em}"
 )
 
 
-def html_report(results: dict, preds: list[dict], column: str | None = None) -> str:
-    cols = results["columns"]
-    column = column or next((c for c in ("rouge-l", "bleu-4", "loss") if c in cols), cols[0] if cols else "loss")
-    top = best(results, column)
-    header, rows = table(results)
+def _html_table(header: list[str], rows: list[list], classes: list[str] | None = None) -> str:
     trs = "".join(
-        f'<tr class="{"best" if r[0] == top else ""}">' + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-        for r in rows
+        f'<tr class="{c}">' + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>"
+        for r, c in zip(rows, classes or [""] * len(rows))
     )
+    return "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + f"</tr>{trs}</table>"
+
+
+def html_report(results: dict, preds: list[dict], column: str | None = None) -> str:
+    column = column or default_column(results["columns"])
+    top = verdict.best(results, column)
+    header, rows = table(results, preds)
+    main = _html_table(header, rows, ["best" if r[0] == top else "" for r in rows])
+    verdicts = verdict.compare(results, preds)
+    said = [*verdict.summary(results, verdicts, column), *verdict.degenerate_lines(preds)]
+    against = ""
+    if verdicts:
+        title = message("eval.verdict_title", resamples=verdict.RESAMPLES)
+        words = [f"verdict-{v['verdict']}" for found in verdicts.values() for v in found.values()]
+        heads = ["model", "measure", "difference", "95% interval", "verdict"]
+        against = f"<h2>Against the base</h2><p>{html.escape(title)}</p>"
+        against += _html_table(heads, verdict_rows(verdicts), words)
     charts = "".join(chart_svg(results, c) for c in charted(results))
     base, tuned = pair(results)
     sbs = ""
@@ -198,9 +238,9 @@ def html_report(results: dict, preds: list[dict], column: str | None = None) -> 
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Studio evaluation</title>"
         f"<style>{_CSS}</style></head><body><h1>Evaluation</h1>{note}"
-        f"<p>{results.get('n_rows', 0)} rows; best by {html.escape(column)}: {html.escape(top or 'n/a')}</p>"
-        "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + f"</tr>{trs}</table>"
-        f"<div>{charts}</div>{sbs}</body></html>"
+        f"<p>{results.get('n_rows', 0)} rows</p>"
+        + "".join(f'<p class="verdict">{html.escape(m)}</p>' for m in said)
+        + f"{main}{against}<div>{charts}</div>{sbs}</body></html>"
     )
 
 

@@ -41,6 +41,9 @@ COLUMNS = {
     "lm_eval": [],  # one column per task: TASK/acc (lm_eval_columns)
     "judge": ["judge", "judge_win"],
 }
+# each column's direction: lower is better for these; higher for every other (bleu-4, rouge-*, exact_match,
+# accuracy, judge, judge_win, TASK/acc). The best row, the verdicts against the base and "got worse" read it here.
+LOWER_BETTER = ("loss", "perplexity")
 DEMO_TASK = "studio_demo_mc"  # bundled: engine/eval/tasks/studio_demo_mc.yaml (+ .jsonl)
 DEFAULT_JUDGE_PROMPT = (
     "You are grading an answer to a question against a reference answer.\n\n"
@@ -54,8 +57,6 @@ DEFAULT_PAIRWISE_PROMPT = (
     "Answer B:\n{answer_b}\n\nWhich answer matches the reference better in meaning and correctness? "
     "Reply with one word, as: Winner: A, Winner: B or Winner: tie"
 )
-# columns where lower is better (the rest: higher)
-LOWER_BETTER = ("loss", "perplexity")
 
 
 class _Group(BaseModel):
@@ -133,6 +134,11 @@ class EvalSpec(_Group):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     lf_output_dir: str | None = Field(None, description="also write LLaMA-Factory's prediction files here")
     lf_prefix: Literal["predict", "eval"] = Field("predict", description="LLaMA-Factory's metric prefix")
+
+
+def direction(column: str) -> int:
+    """+1 when a higher value of ``column`` is better, -1 when a lower one is (loss, perplexity)."""
+    return -1 if column in LOWER_BETTER else 1
 
 
 def task_name(task: str) -> str:

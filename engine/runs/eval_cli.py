@@ -1,5 +1,7 @@
 """``studio eval RUN_ID|SPEC``: evaluate a run's base, checkpoints and final weights (or an evaluation spec YAML) as
-an evaluation run, follow it and print the table. Light: stdlib, engine.runs.evals, engine.eval; never torch.
+an evaluation run, follow it and print the table, the best row and whether each tuned row beats the base
+(``engine.eval.verdict``), and the models' degenerate answers. Light: stdlib, engine.runs.evals, engine.eval; never
+torch.
 
 Exit status: 0 the evaluation completed (the table is printed), 1 it failed (what finished is printed and kept),
 2 bad input (every problem named by its field, nothing launched), 130 cancelled (Ctrl-C stops it).
@@ -101,7 +103,11 @@ def cli(argv: list[str]) -> int:
     status = follow(run_id)
     results = status["results"]
     if results and results.get("rows"):
-        print(report.text_table(results))
+        preds = evals.EvalJob(run_id).predictions()
+        print(report.text_table(results, preds))
+        said = report.text_verdict(results, preds)
+        if said:
+            print(said)
         print(f"report: {status['report']}")
     if status["state"] == "finished":
         return 0

@@ -273,11 +273,8 @@ def _data_plan(spec: EvalSpec, run_spec, rec, problems: list) -> dict:
         if raw is None:
             problems.append(("data.datasets", message("eval.data_problem", problem=f"no dataset {name!r} in {ddir}")))
             continue
-        text = (
-            not raw.get("ranking")
-            and set((raw.get("columns") or {"prompt": 1}).keys()) <= {"prompt"}
-            and (raw.get("formatting", "alpaca") == "alpaca")
-        )
+        # the registry's own reading of the entry (LF's alpaca default: instruction / input / output)
+        text = isinstance(raw, dict) and reg.DatasetEntry.from_info(name, raw).is_text
         gen = [x for x in spec.measures if x in GENERATION_MEASURES]
         if text:
             plan["text"] = True

@@ -58,4 +58,19 @@ EVAL_ZH: dict[str, str] = {
         "成对比较的提示词无法填充（{{question}}、{{reference}}、{{answer_a}}、{{answer_b}}）：{error}"
     ),
     "eval.no_short_rows": "没有简短答案（一个词或字母）的行：准确率不适用",
+    "eval.verdict_better": "更好",
+    "eval.verdict_worse": "更差",
+    "eval.verdict_same": "无明显差异",
+    "eval.verdict_title": "与基座模型相比：均值之差（微调 - 基座），按行配对自助法（bootstrap）的 95% 区间"
+    "（重抽样 {resamples} 次）；只有区间不含 0 时才判为更好或更差",
+    "eval.versus_better": "按 {measure} 优于基座模型：{diff}（95% 区间 {low} 至 {high}，{rows} 行）",
+    "eval.versus_worse": "按 {measure} 差于基座模型：{diff}（95% 区间 {low} 至 {high}，{rows} 行）",
+    "eval.versus_same": "按 {measure} 与基座模型无明显差异：{diff}（95% 区间 {low} 至 {high}，{rows} 行）",
+    "eval.versus_none": "未与基座模型比较（{measure} 没有逐行的值）",
+    "eval.versus_no_base": "未与基座模型比较（没有评估基座模型）",
+    "eval.best": "按 {column} 最佳：{label}，{versus}",
+    "eval.tie_no_best": "按 {column} 没有最佳：{labels} 并列为 {value}，不优于基座模型的 {base}",
+    "eval.none_beats_base": "按 {column} 没有任何微调模型优于基座模型",
+    "eval.degenerate": "{label}：{total} 个回答中有 {count} 个是退化回答（空、只有空白或重复同一个词）",
+    "eval.merge_ask": "{label} 按 {column} 并不优于基座模型（{versus}）：仍要合并吗？",
 }
