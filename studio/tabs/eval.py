@@ -1,7 +1,9 @@
 """Evaluate tab: pick a finished run, its checkpoints, the base, the data and the measures; Start; follow the
-evaluation; read the report: the table (best row marked by a measure the user picks, with one click to merge it),
-a chart of each measure over training steps beside the training loss, and side-by-side answers (all rows, rows
-that differ, rows that got worse).
+evaluation; read the report: the table (best row marked by a measure the user picks, with one click to merge it:
+a row that does not beat the base is merged only after a second click, *Merge anyway*), each tuned row against the
+base (difference, 95% interval, better / worse / no clear difference: ``engine.eval.verdict``), the models'
+degenerate answers, a chart of each measure over training steps beside the training loss, and side-by-side
+answers (all rows, rows that differ, rows that got worse).
 
 Light: gradio + engine.runs.evals / engine.eval.report and studio/*. The evaluation is a
 run of the registry (engine.runs.evals), so the page keeps only its run id: a reload or a restarted studio attaches
@@ -15,7 +17,8 @@ from typing import Any
 
 from engine.core import workspace
 from engine.data import registry as datasets
-from engine.eval import report
+from engine.eval import report, verdict
+from engine.eval.messages import message
 from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_PAIRWISE_PROMPT, DEMO_TASK
 from engine.export import jobs as merge_jobs
 from engine.runs import checkpoints, evals
@@ -149,22 +152,61 @@ def status_text(status: dict, lang: str = "en") -> str:
     return f"**{status['run_id']}** · {line}"
 
 
-def report_view(results: dict | None, preds: list[dict], column: str | None, show: str, lang: str = "en"):
-    """(table rows, charts HTML, best text, side-by-side rows) for the results so far."""
+_VERDICTS: dict[str, tuple[tuple, dict]] = {}  # evaluation id -> (its finished rows, their verdicts)
+
+
+def verdicts_of(job_id: str | None, results: dict | None, preds: list[dict]) -> dict:
+    """``verdict.compare`` for the shown evaluation, computed again only when a model has finished since (a
+    finished model's answers never change; the follow timer asks every second)."""
+    if not results or not results.get("rows"):
+        return {}
+    key = tuple((r["label"], r["kind"]) for r in results["rows"])
+    cached = _VERDICTS.get(job_id or "")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    found = verdict.compare(results, preds)
+    if job_id:
+        _VERDICTS.clear()  # one evaluation is shown at a time: keep only its verdicts
+        _VERDICTS[job_id] = (key, found)
+    return found
+
+
+def verdict_text(verdicts: dict, preds: list[dict], lang: str = "en") -> str:
+    """Each tuned row against the base as a table, and the models with degenerate answers (markdown)."""
+    parts = []
+    if verdicts:
+        heads = [t(f"eval_col_{k}", lang) for k in ("model", "measure", "difference", "interval", "verdict")]
+        rows = [
+            "| " + " | ".join([*r[:4], f"**{localize(r[4], lang)}**"]) + " |" for r in report.verdict_rows(verdicts)
+        ]
+        table = "\n".join(["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads), *rows])
+        parts += [localize(message("eval.verdict_title", resamples=verdict.RESAMPLES), lang), table]
+    warnings = ["⚠ " + localize(m, lang) for m in verdict.degenerate_lines(preds)]
+    if warnings:
+        parts.append("  \n".join(warnings))
+    return "\n\n".join(parts)
+
+
+def report_view(results: dict | None, preds: list[dict], column: str | None, show: str, lang: str = "en", job_id=None):
+    """(table rows, charts HTML, best text, verdicts text, side-by-side rows) for the results so far."""
     words = [t(f"eval_col_{k}", lang) for k in ("prompt", "reference", "base", "tuned")]
     if not results or not results.get("rows"):
-        return {"headers": [t("eval_col_model", lang)], "data": []}, "", "", {"headers": words, "data": []}
-    header, rows = report.table(results)
-    header = [t("eval_col_model", lang), t("eval_col_step", lang), *header[2:]]  # the measures keep their names
+        return {"headers": [t("eval_col_model", lang)], "data": []}, "", "", "", {"headers": words, "data": []}
+    header, rows = report.table(results, preds)
+    # the measures keep their names; model, step and the degenerate answers are words of the page
+    header = [t("eval_col_model", lang), t("eval_col_step", lang), *header[2:]]
+    if header[-1] == report.DEGENERATE:
+        header[-1] = t("eval_col_degenerate", lang)
     cols = results["columns"]
-    column = column if column in cols else next((c for c in ("rouge-l", "bleu-4", "loss") if c in cols), cols[0])
-    best = report.best(results, column)
+    column = column if column in cols else report.default_column(cols)
+    best = verdict.best(results, column)
     rows = [[("★ " if r[0] == best else "") + r[0], *r[1:]] for r in rows]
     charts = "".join(
         report.chart_svg(results, c, width=420, height=200, title=t("eval_chart_title", lang, measure=c))
         for c in report.charted(results)
     )
-    best_text = t("eval_best", lang, label=best, column=column) if best else ""
+    verdicts = verdicts_of(job_id, results, preds)
+    best_text = "  \n".join(localize(m, lang) for m in verdict.summary(results, verdicts, column))
     base, tuned = report.pair(results)
     sbs = []
     if base and tuned:
@@ -176,27 +218,28 @@ def report_view(results: dict | None, preds: list[dict], column: str | None, sho
         {"headers": header, "data": rows},
         f'<div id="eval-chart-box" style="display:flex;flex-wrap:wrap;gap:8px">{charts}</div>',
         best_text,
+        verdict_text(verdicts, preds, lang),
         {"headers": words, "data": sbs},
     )
 
 
 def poll(job_id, column, show, lang="en"):
-    """(job id, status, table, charts, best, side by side, column choices) while an evaluation runs or shows."""
+    """(job id, status, table, charts, best, verdicts, side by side, column choices) while an evaluation runs or
+    shows."""
     import gradio as gr
 
     if not job_id:
-        return (None, *[gr.skip()] * 6)
+        return (None, *[gr.skip()] * 7)
     try:
         job = evals.EvalJob(job_id)
         status = job.poll()
     except Exception as exc:  # noqa: BLE001 - a deleted run: say so once
-        return None, f"❌ {localize_error(exc, lang)}", *[gr.skip()] * 5
-    table, charts, best, sbs = report_view(status["results"], job.predictions(), column, show, lang)
+        return None, f"❌ {localize_error(exc, lang)}", *[gr.skip()] * 6
+    view = report_view(status["results"], job.predictions(), column, show, lang, job_id)
     cols = (status["results"] or {}).get("columns") or []
-    default = next((c for c in ("rouge-l", "bleu-4", "loss") if c in cols), cols[0] if cols else None)
-    choice = gr.update(choices=cols, value=column if column in cols else default) if cols else gr.skip()
+    choice = gr.update(choices=cols, value=column if column in cols else report.default_column(cols)) if cols else None
     keep = job_id if status["state"] in ("queued", "running") else None
-    return keep, status_text(status, lang), table, charts, best, sbs, choice
+    return keep, status_text(status, lang), *view, choice if choice is not None else gr.skip()
 
 
 def show_last(column, show, lang="en"):
@@ -205,14 +248,14 @@ def show_last(column, show, lang="en"):
 
     found = evals.list_evals(limit=1)
     if not found:
-        return None, "", gr.skip(), "", "", gr.skip(), gr.skip(), None
+        return None, "", gr.skip(), "", "", "", gr.skip(), gr.skip(), None
     out = poll(found[0].run_id, column, show, lang)
     return (found[0].run_id if out[0] else None, *out[1:], found[0].run_id)
 
 
 def refresh_view(shown, column, show, lang="en"):
     out = poll(shown, column, show, lang)
-    return out[1:6]
+    return out[1:7]
 
 
 def cancel(job_id, lang="en") -> tuple[None, str]:
@@ -221,22 +264,39 @@ def cancel(job_id, lang="en") -> tuple[None, str]:
     return None, status_text(evals.EvalJob(job_id).cancel(), lang)
 
 
-def merge_best(shown, column, lang="en") -> str:
-    """Merge the best checkpoint (or final weights) by ``column`` with the Export tab's merge job."""
+def merge_best(shown, column, lang="en", confirmed: str | None = None) -> tuple[str, str | None]:
+    """Merge the best checkpoint (or final weights) by ``column`` with the Export tab's merge job: (what the page
+    says, the row it asks about). A best row that does not beat the base (``engine.eval.verdict``: its interval on
+    the good side) is merged only once confirmed: ``confirmed`` is the row the page asked about (*Merge anyway*)."""
     if not shown:
-        return "❌ " + t("eval_nothing", lang)
+        return "❌ " + t("eval_nothing", lang), None
     try:
         job = evals.EvalJob(shown)
         results = job.results() or {}
-        label = report.best(results, column) if column else None
+        label = verdict.best(results, column) if column else None
         target = next((x for x in job.plan["targets"] if x["label"] == label), None)
         if target is None or not target.get("adapter"):
-            return "❌ " + t("eval_nothing", lang)
+            why = verdict.summary(results, {}, column) if column and label is None else []
+            return "❌ " + ("  \n".join(localize(m, lang) for m in why) or t("eval_nothing", lang)), None
+        verdicts = verdicts_of(shown, results, job.predictions())
+        if not verdict.beats_base(verdicts, label, column) and confirmed != label:
+            has_base = any(r["kind"] == "base" for r in results.get("rows", []))
+            versus = verdict.versus(verdict.verdict_of(verdicts, label, column), column, has_base)
+            return "⚠ " + localize(message("eval.merge_ask", label=label, column=column, versus=versus), lang), label
         out = workspace.exports_dir() / f"{job.plan['run_id']}-{label}"
         merge = merge_jobs.start_merge([target["adapter"]], str(out))
     except Exception as exc:  # noqa: BLE001 - the exporter's own message
-        return f"❌ {localize_error(exc, lang)}"
-    return t("export_merging", lang, out=out, id=merge.run_id)
+        return f"❌ {localize_error(exc, lang)}", None
+    return t("export_merging", lang, out=out, id=merge.run_id), None
+
+
+def merge_click(shown, column, lang="en", confirmed: str | None = None):
+    """The page's answer to *Merge the best* and *Merge anyway*: what it says, the row asked about, the *Merge
+    anyway* button shown while it asks."""
+    import gradio as gr
+
+    said, asked = merge_best(shown, column, lang, confirmed)
+    return said, asked, gr.update(visible=asked is not None)
 
 
 def evaluations_text(run_id: str | None, lang: str = "en") -> str:
@@ -320,8 +380,17 @@ def build(ctx: Any) -> None:
         merge_btn = texts.add(
             gr.Button(t("eval_merge_best", lang), elem_id="eval-merge", scale=0), "eval_merge_best", "value"
         )
-    merged = gr.Markdown(elem_id="eval-merged")
+    with gr.Row():
+        merged = gr.Markdown(elem_id="eval-merged")
+        merge_anyway = texts.add(
+            gr.Button(
+                t("eval_merge_anyway", lang), variant="stop", visible=False, elem_id="eval-merge-anyway", scale=0
+            ),
+            "eval_merge_anyway",
+            "value",
+        )
     table = gr.Dataframe(interactive=False, wrap=True, elem_id="eval-table")
+    verdicts = gr.Markdown(elem_id="eval-verdict")
     charts = gr.HTML(elem_id="eval-charts")
     show = texts.add(
         gr.Radio(
@@ -374,11 +443,11 @@ def build(ctx: Any) -> None:
     timer.tick(
         lambda *a: follow.from_tick(poll(*a)),
         [job, column, show, ctx.lang],
-        [job, status, table, charts, best, sbs, column, timer],
+        [job, status, table, charts, best, verdicts, sbs, column, timer],
         show_progress="hidden",
         queue=False,
     )
-    view_in, view_out = [shown, column, show, ctx.lang], [status, table, charts, best, sbs]
+    view_in, view_out = [shown, column, show, ctx.lang], [status, table, charts, best, verdicts, sbs]
 
     def show_choices(lang_):
         return gr.update(choices=[(t(f"eval_show_{s}", lang_), s) for s in SHOW])
@@ -388,7 +457,9 @@ def build(ctx: Any) -> None:
     # the table's and the charts' words follow the page's language too
     ctx.on_lang.append((refresh_view, view_in, view_out))
     ctx.on_lang.append((show_choices, [ctx.lang], [show]))
-    merge_btn.click(merge_best, [shown, column, ctx.lang], [merged])
+    asked = gr.State(None)  # the row *Merge anyway* would merge: the one the page asked about
+    merge_btn.click(merge_click, [shown, column, ctx.lang], [merged, asked, merge_anyway])
+    merge_anyway.click(merge_click, [shown, column, ctx.lang, asked], [merged, asked, merge_anyway])
     from studio.tabs.eval_chat import wire_open_in_chat
 
     wire_open_in_chat(ctx, sbs, shown, column, show)
@@ -396,6 +467,6 @@ def build(ctx: Any) -> None:
         (
             lambda *a: follow.with_timer(show_last(*a)),
             [column, show, ctx.lang],
-            [job, status, table, charts, best, sbs, column, shown, timer],
+            [job, status, table, charts, best, verdicts, sbs, column, shown, timer],
         )
     )

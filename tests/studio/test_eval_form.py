@@ -53,8 +53,34 @@ def test_charts_only_for_measures_with_figures_titled_in_the_pages_language():
         ],
         "train_loss": [[1, 2.0], [4, 1.5]],
     }
-    _, charts, _, _ = report_view(results, [], None, "all", "zh")
+    _, charts, _, _, _ = report_view(results, [], None, "all", "zh")
     assert re.findall(r'data-measure="([^"]+)"', charts) == ["exact", "judge_win"]
     assert "judge_win 随步数的变化（虚线：训练损失）" in charts and "by step" not in charts
-    _, charts, _, _ = report_view(results, [], None, "all", "en")
+    _, charts, _, _, _ = report_view(results, [], None, "all", "en")
     assert "exact by step (dashed: training loss)" in charts
+
+
+def test_the_verdict_against_the_base_in_the_pages_language():
+    """A tuned model that answers only newlines: no ★ among the tied tuned rows, the best line says no tuned model
+    beats the base, the verdict table says worse (更差 on the Chinese page), the degenerate answers are counted."""
+    from studio.tabs.eval import report_view
+
+    rows = [("base", "base", 0, [40.0, 60.0, 50.0, 30.0]), ("checkpoint-2", "checkpoint", 2, [0.0] * 4),
+            ("final", "final", 2, [0.0] * 4)]  # fmt: skip
+    results = {"columns": ["rouge-l"], "rows": [], "n_rows": 4}
+    preds = []
+    for label, kind, step, scores in rows:
+        results["rows"].append({"label": label, "kind": kind, "step": step, "metrics": {"rouge-l": sum(scores) / 4}})
+        for i, s in enumerate(scores):
+            answer = "\n" if kind != "base" else f"answer {i}"
+            preds.append({"model": label, "index": i, "prompt": "q", "reference": "a", "prediction": answer,
+                          "scores": {"rouge-l": s}})  # fmt: skip
+    table, _, best, verdicts, _ = report_view(results, preds, "rouge-l", "all", "en")
+    assert [r[0] for r in table["data"]] == ["base", "checkpoint-2", "final"]  # no ★: a tie worse than the base
+    assert table["headers"][-1] == "degenerate" and [r[-1] for r in table["data"]] == ["0/4", "4/4", "4/4"]
+    assert "no tuned model beats the base by rouge-l" in best
+    assert "| checkpoint-2 | rouge-l | -45.00 |" in verdicts and verdicts.count("**worse**") == 2
+    assert "⚠ final: 4 of 4 answers are degenerate" in verdicts
+    table, _, best, verdicts, _ = report_view(results, preds, "rouge-l", "all", "zh")
+    assert "按 rouge-l 没有任何微调模型优于基座模型" in best
+    assert verdicts.count("**更差**") == 2 and table["headers"][-1] == "退化回答"
