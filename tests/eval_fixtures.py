@@ -79,3 +79,25 @@ class EnvHome:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def bootstrap_interval(diffs: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """The verdict's paired bootstrap written out plainly (engine.eval.verdict is held to it): one resample at a
+    time, rows floor(u * n) for numpy's default_rng(seed) uniform doubles, the means' 2.5th and 97.5th percentiles."""
+    import numpy as np
+
+    d = np.array(diffs, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = [d[np.floor(rng.random(len(d)) * len(d)).astype(int)].mean() for _ in range(resamples)]
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def degenerate(answer: str) -> bool:
+    """A degenerate answer, written out here: nothing but whitespace, or one piece repeated three times or more to
+    fill the answer ('????', '5050505050', 'ha ha ha')."""
+    text = answer.strip()
+    words = text.split()
+    if not text or (len(words) >= 3 and len(set(words)) == 1):
+        return True
+    n = len(text)
+    return any(n % k == 0 and n // k >= 3 and text == text[:k] * (n // k) for k in range(1, n // 3 + 1))

@@ -112,6 +112,7 @@ def test_cli_prints_the_table_of_base_checkpoints_and_final(evaluated):
     head = next(i for i, line in enumerate(lines) if line.startswith("model"))
     assert lines[head].split() == [
         "model", "step", "loss", "perplexity", "bleu-4", "rouge-1", "rouge-2", "rouge-l", "exact_match", "accuracy",
+        "degenerate",
     ]  # fmt: skip
     assert [line.split()[0] for line in lines[head + 1 : head + 5]] == [
         "base",
@@ -133,6 +134,51 @@ def test_cli_prints_the_table_of_base_checkpoints_and_final(evaluated):
     from studio.tabs.runs import details
 
     assert job.run_id in details(src.id) and str(folder / "report.html") in details(src.id)  # the Runs tab's panel
+
+
+def test_cli_says_whether_each_tuned_row_beats_the_base(evaluated):
+    """Each tuned row against the base, per measure, as `studio eval` prints it: recomputed here from the rows' own
+    values in predictions.jsonl (the paired bootstrap written out in eval_fixtures, lower loss better, higher scores
+    better); the best line and "no tuned model beats the base" follow; degenerate answers counted by a rule of the
+    test's own; report.html says the same."""
+    job, lines = evaluated["job"], evaluated["out"].splitlines()
+    preds = job.predictions()
+    by = {}
+    for p in preds:
+        by.setdefault(p["model"], {})[p["index"]] = p
+    head = next(i for i, line in enumerate(lines) if line.startswith("model"))
+    table = {line.split()[0]: line.split() for line in lines[head + 1 : head + 5]}
+    cols = ["loss", "bleu-4", "rouge-1", "rouge-2", "rouge-l", "exact_match", "accuracy"]
+    words = {"better": "better", "worse": "worse", "no clear difference": "same"}
+    printed = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 5 and parts[0] in table and parts[1] in cols:
+            printed[parts[0], parts[1]] = (float(parts[2]), " ".join(parts[5:]))
+    said = {}
+    for label in ("checkpoint-2", "checkpoint-4", "final"):
+        mine = by[label]
+        assert table[label][-1] == f"{sum(fx.degenerate(p['prediction']) for p in mine.values())}/{len(mine)}"
+        for col in cols:
+
+            def value(p, col=col):
+                return p["loss"] if col == "loss" else p["scores"].get(col)
+
+            shared = sorted(i for i in mine if value(mine[i]) is not None and value(by["base"][i]) is not None)
+            diffs = [value(mine[i]) - value(by["base"][i]) for i in shared]
+            low, high = fx.bootstrap_interval(diffs)
+            good = -1 if col == "loss" else 1
+            word = "same" if low <= 0 <= high else "better" if (low > 0) == (good > 0) else "worse"
+            diff, text = printed[label, col]
+            assert diff == pytest.approx(statistics.fmean(diffs), abs=1e-2) and words[text] == word, (label, col)
+            said[label, col] = word
+    assert said["final", "loss"] == said["checkpoint-4", "loss"]  # the same weights, the same verdict
+    beats = any(said[label, "rouge-l"] == "better" for label in ("checkpoint-2", "checkpoint-4", "final"))
+    assert ("no tuned model beats the base by rouge-l" in lines) is not beats
+    best = next(line for line in lines if line.startswith(("best by rouge-l", "no best by rouge-l")))
+    page = (job.run_dir / "report.html").read_text()
+    assert "Against the base" in page and best.replace("'", "&#x27;") in page
+    assert page.count('<tr class="verdict-') == 3 * len(cols)  # each tuned row, each measure with per-row values
 
 
 def test_loss_and_perplexity_match_a_plain_torch_loop(evaluated, trained):

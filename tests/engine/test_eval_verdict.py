@@ -15,6 +15,7 @@ import pytest
 from engine.eval import report, verdict
 from engine.eval.messages import EvalError
 from engine.runs import evals
+from tests import eval_fixtures as fx
 
 
 def _evaluation(base_scores, tuned: dict[str, list[float]], column="rouge-l", answers=None, base_answers=None):
@@ -37,27 +38,19 @@ def _evaluation(base_scores, tuned: dict[str, list[float]], column="rouge-l", an
     return results, preds
 
 
-def _numpy_bootstrap(diffs, resamples=2000, seed=0):
-    """The same procedure written out plainly: one resample at a time, rows floor(u * n), percentiles 2.5 / 97.5."""
-    d = np.array(diffs, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = [d[np.floor(rng.random(len(d)) * len(d)).astype(int)].mean() for _ in range(resamples)]
-    return np.percentile(means, 2.5), np.percentile(means, 97.5)
-
-
 def test_interval_is_a_paired_bootstrap_of_the_mean_difference():
     rng = random.Random(7)
     base = [rng.uniform(0, 100) for _ in range(57)]
     tuned = [b + rng.gauss(3, 20) for b in base]
     results, preds = _evaluation(base, {"final": tuned})
     got = verdict.compare(results, preds)["final"]["rouge-l"]
-    want_low, want_high = _numpy_bootstrap([t - b for t, b in zip(tuned, base)])
+    want_low, want_high = fx.bootstrap_interval([t - b for t, b in zip(tuned, base)])
     assert got["low"] == pytest.approx(want_low, abs=1e-9) and got["high"] == pytest.approx(want_high, abs=1e-9)
     assert got["diff"] == pytest.approx(np.mean(tuned) - np.mean(base))
     assert got["rows"] == 57
     # blocks of resamples draw the same stream: a set too large for one block gives the one-at-a-time answer
     big = [rng.gauss(0, 1) for _ in range(1200)]
-    assert verdict.interval(big, resamples=900) == pytest.approx(_numpy_bootstrap(big, resamples=900), abs=1e-12)
+    assert verdict.interval(big, resamples=900) == pytest.approx(fx.bootstrap_interval(big, resamples=900), abs=1e-12)
     # the percentile interval is near the normal one for a mean of many rows
     d = np.array(big)
     half = 1.96 * d.std(ddof=1) / np.sqrt(len(d))
@@ -162,10 +155,10 @@ def test_a_tuned_model_that_is_better_is_the_best():
 
 
 def test_degenerate_answers():
-    for text in ("", "   ", "\n\n", "the the the the", "!!!!", "哈哈哈", "ha ha ha", "OK\nOK\nOK"):
-        assert verdict.degenerate(text), repr(text)
-    for text in ("B", "2 plus 3 is 5.", "11", "ha ha", "“白色”的英文是 white。"):
-        assert not verdict.degenerate(text), repr(text)
+    for text in ("", "   ", "\n\n", "the the the the", "!!!!", "哈哈哈", "ha ha ha", "OK\nOK\nOK", "5050505050"):
+        assert verdict.degenerate(text) and fx.degenerate(text), repr(text)
+    for text in ("B", "2 plus 3 is 5.", "11", "ha ha", "“白色”的英文是 white。", "?!!!!!", "p 14 1140 1140 1140"):
+        assert not verdict.degenerate(text) and not fx.degenerate(text), repr(text)
 
 
 def test_an_alpaca_entry_without_columns_has_reference_answers(tmp_path):
