@@ -28,7 +28,7 @@ from pathlib import Path
 from engine.core import workspace
 from engine.core.messages import Message
 from engine.core.messages import message as core_message
-from engine.export import sizes
+from engine.export import sizes, written
 from engine.export.messages import ExportError, message
 from engine.export.sources import Source, resolve_source, run_id_folder, source_head  # noqa: F401 - callers' names
 from engine.runs import registry as runs
@@ -190,6 +190,9 @@ def plan_export(
             raise ExportError(message("export.would_replace", out=out, path=p))
     if out.exists() and not overwrite:
         raise ExportError(message("export.out_exists", out=out))
+    problem = written.overwrite_problem(out)  # --overwrite replaces only what an earlier merge or export wrote
+    if problem is not None:
+        raise ExportError(problem)
     dtype = dtype or sizes.default_dtype(base)
     need, free = sizes.estimate_bytes(srcs, base, dtype, adapter_only), free_bytes(out.parent)
     if need > free:

@@ -20,6 +20,7 @@ from engine.core import events as ev
 from engine.export import checks as xp
 from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
+from engine.export import written
 from engine.export.checks import ExportError
 from engine.export.jobs import STATES, _with_detail, job_record
 from engine.export.messages import message, payload_message
@@ -107,6 +108,8 @@ def start_export(
     argv = cp.convert_argv(
         plan, xp.temp_dir_for(plan.out_dir), "{run_dir}/events.jsonl", overwrite=overwrite, force=force
     )
+    if overwrite and (removes := written.removal(plan.out_dir)):
+        print(removes, flush=True)
     name = f"export {Path(str(source).rstrip('/')).name} → {Path(plan.out_dir).name}"
     return ExportJob(runs.submit_command(argv, name=name, tags=[EXPORT_TAG], writes=plan.out_dir))
 

@@ -21,7 +21,7 @@ from engine.core import workspace
 from engine.core.messages import message as core_message
 from engine.export import checks as xp
 from engine.export import gguf_checks as gc
-from engine.export import sizes
+from engine.export import sizes, written
 from engine.export.checks import ExportError, ExportPlan
 from engine.export.messages import message
 from engine.runs import registry as runs
@@ -132,6 +132,9 @@ def plan_convert(
             raise ExportError(message("export.would_replace", out=out, path=model_dir))
         if out.exists() and not overwrite:
             raise ExportError(message("export.out_exists", out=out))
+        problem = written.overwrite_problem(out)  # --overwrite replaces only what an earlier export wrote
+        if problem is not None:
+            raise ExportError(problem)
         merge_bytes = 0
     else:
         src = xp.resolve_source(source)  # the architecture and the tokenizer first, before the merge's checks

@@ -27,7 +27,7 @@ from engine.core import acting
 from engine.core import events as ev
 from engine.core.messages import from_exception
 from engine.export import checks as xp
-from engine.export import sizes
+from engine.export import sizes, written
 from engine.export.checks import ExportError
 from engine.export.messages import message, payload_message
 from engine.runs import registry as runs
@@ -164,6 +164,8 @@ def start_merge(
         base=base,
         legacy_format=legacy_format,
     )
+    if overwrite and (removes := written.removal(plan.out_dir)):
+        print(removes, flush=True)
     name = f"merge {Path(plan.sources[0].run_dir or plan.sources[0].weights_dir).name} → {Path(plan.out_dir).name}"
     gpus = 1 if device == "cuda" else 0
     run_id = runs.submit_command(argv, name=name, tags=[MERGE_TAG], gpus=gpus, writes=plan.out_dir)

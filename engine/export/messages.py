@@ -54,6 +54,14 @@ MESSAGES: dict[str, str] = {
     "{other_base}: merge adapters of one base only",
     "export.would_replace": "output folder {out} would replace {path}: choose another --out",
     "export.out_exists": "output folder {out} already exists: choose another --out or pass --overwrite",
+    "export.overwrite_not_folder": "--overwrite: {out} is not a folder: Studio replaces only a folder an earlier "
+    "merge or export wrote",
+    "export.overwrite_not_ours": "--overwrite refused: {out} was not written by a Studio merge or export (it holds "
+    "{what}): choose another --out, or move it away yourself",
+    "export.overwrite_added": "--overwrite refused: {out} holds {count} file(s) the earlier merge or export did not "
+    "write ({what}): move them away first, or choose another --out",
+    "export.overwrite_removes": "--overwrite: replacing {out}, written by an earlier merge or export: removes {count} "
+    "file(s) ({what})",
     "export.no_disk": "not enough disk space for {out}: the export needs about {need} ({dtype}) but only {free} is "
     "free there: free space or choose another --out",
     "export.bad_size": "{what} {text!r}: give a size like 2GB, 500MB or 1GiB",

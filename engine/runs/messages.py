@@ -34,6 +34,8 @@ MESSAGES: dict[str, str] = {
     "run never started); a run owns only what it made",
     "runs.kept_existing": "kept {path}: it existed before run {id} started; removed only the {count} file(s) the run "
     "wrote in it",
+    "runs.kept_added": "kept {path}: it holds files added after run {id} ended ({files}); removed only the {count} "
+    "file(s) the run wrote in it",
     # resume: the checkpoint a resumed run starts from
     "runs.checkpoint_skipped": "checkpoint {path} is incomplete or corrupt; falling back to an older one",
     "runs.no_loadable_checkpoint": "run {id} has no complete checkpoint to resume from (all in {path} and the one "

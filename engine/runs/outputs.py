@@ -109,6 +109,14 @@ def written(record: dict, ended: float | None) -> list[Path]:
     return found
 
 
+def added_later(record: dict, ended: float | None) -> list[str]:
+    """The files of the run's output folder (relative) that the run did not write: there before it started (a folder
+    that existed), or written after it ended (a user's notes in a folder the run created)."""
+    out = Path(record["output_dir"])
+    ours = {str(p.relative_to(out)) for p in written(record, ended)}
+    return [rel for rel in (_files(out) if out.is_dir() else []) if rel not in ours]
+
+
 def remove_written(record: dict, ended: float | None) -> tuple[int, list[str]]:
     """Remove the files the run wrote in a folder that existed (``written``), then the folders that became empty and
     were not there before. Returns (files removed, failures)."""

@@ -358,6 +358,14 @@ def _delete_output(rec: RunRecord, out: Path, own: Path, others: list, report: D
         if errors:
             report.kept.append(run_message("runs.remove_failed", path=out, error="; ".join(errors[:3])))
         return
+    theirs = sorted(outputs.added_later(made, rec.ended)) if rec.ended else []
+    if theirs:  # files put in the folder after the run ended are a person's: the run's own files go, theirs stay
+        count, errors = outputs.remove_written(made, rec.ended)
+        shown = ", ".join(theirs[:5]) + (f" and {len(theirs) - 5} more" if len(theirs) > 5 else "")
+        report.kept.append(run_message("runs.kept_added", path=out, id=rec.id, count=count, files=shown))
+        if errors:
+            report.kept.append(run_message("runs.remove_failed", path=out, error="; ".join(errors[:3])))
+        return
     _remove_reported(out, report)
     for parent in reversed([Path(p) for p in made.get("created") or []]):
         if parent != out and out.is_relative_to(parent):

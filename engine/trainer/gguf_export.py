@@ -185,7 +185,7 @@ def run(args, rep: Reporter, tmp: Path) -> dict:
     shutil.rmtree(tmp / "merged", ignore_errors=True)
     saved = {**report, "summary": str(report["summary"]), "llama_cpp_summary": str(report["llama_cpp_summary"])}
     (tmp / "verify.json").write_text(json.dumps(saved, indent=2, ensure_ascii=False), encoding="utf-8")
-    mg.publish(tmp, Path(plan.out_dir), args.overwrite)
+    mg.publish(tmp, Path(plan.out_dir), args.overwrite, kind=f"export {plan.fmt}")
     return report
 
 

@@ -32,7 +32,7 @@ from engine.core import acting
 from engine.core import events as ev
 from engine.core.messages import from_exception, to_json
 from engine.export import checks as xp
-from engine.export import sizes
+from engine.export import sizes, written
 from engine.export.checks import ExportError, ExportPlan
 from engine.export.messages import message
 from engine.trainer import lean
@@ -359,12 +359,17 @@ def write_card(plan: ExportPlan, path: Path, settings: dict, report: dict) -> No
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
-def publish(tmp: Path, out: Path, overwrite: bool) -> None:
-    """Rename the finished temp folder onto the target; an old target (``--overwrite``) goes only after that."""
+def publish(tmp: Path, out: Path, overwrite: bool, kind: str = "merge") -> None:
+    """Rename the finished temp folder onto the target, marked as Studio's (``engine.export.written``); an old target
+    (``--overwrite``) goes only after that, and only if an earlier merge or export wrote it all."""
+    written.mark(tmp, kind)
     old = None
     if out.exists():
         if not overwrite:
             raise ExportError(message("export.out_exists", out=out))
+        problem = written.overwrite_problem(out)  # checked again: files may have been added since the plan
+        if problem is not None:
+            raise ExportError(problem)
         old = out.parent / f".{out.name}.old-{os.getpid()}"
         out.rename(old)
     tmp.rename(out)

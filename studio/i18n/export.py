@@ -38,6 +38,12 @@ EXPORT_ZH: dict[str, str] = {
     "只能合并同一基座的适配器",
     "export.would_replace": "输出目录 {out} 会覆盖 {path}：请换一个输出目录（--out）",
     "export.out_exists": "输出目录 {out} 已存在：请换一个输出目录（--out），或使用 --overwrite",
+    "export.overwrite_not_folder": "--overwrite：{out} 不是目录：Studio 只覆盖之前由合并或导出写入的目录",
+    "export.overwrite_not_ours": "拒绝 --overwrite：{out} 不是 Studio 的合并或导出写入的（其中有 {what}）："
+    "请换一个输出目录（--out），或自行移走它",
+    "export.overwrite_added": "拒绝 --overwrite：{out} 中有 {count} 个文件不是之前的合并或导出写入的（{what}）："
+    "请先移走它们，或换一个输出目录（--out）",
+    "export.overwrite_removes": "--overwrite：替换之前由合并或导出写入的 {out}：删除 {count} 个文件（{what}）",
     "export.no_disk": "{out} 磁盘空间不足：导出约需 {need}（{dtype}），那里只剩 {free}：请清理空间或换一个输出目录"
     "（--out）",
     "export.bad_size": "{what} {text!r}：请填写 2GB、500MB 或 1GiB 这样的大小",

@@ -527,6 +527,37 @@ def test_cli_exit_codes(adapters, tmp_path, capsys, run_registry):
     assert "already exists" in capsys.readouterr().err
 
 
+def test_overwrite_replaces_only_what_a_merge_wrote(adapters, tmp_path, capsys, run_registry):
+    """--overwrite replaces a folder an earlier merge wrote, saying what it removes; a folder Studio did not write
+    (another workspace) or one a user added files to is refused naming what is there, and nothing in it changes."""
+    out = tmp_path / "merged"
+    assert mj.cli([str(adapters["lora"]), "--out", str(out)]) == 0
+    first = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    assert mj.cli([str(adapters["lora"]), "--out", str(out), "--overwrite"]) == 0
+    said = capsys.readouterr().out
+    files = [p for p in out.rglob("*") if p.is_file() and p.name != ".studio-written.json"]
+    replacing = f"--overwrite: replacing {out.resolve()}, written by an earlier merge or export"
+    assert f"{replacing}: removes {len(files)} " in said
+    assert sorted(p.name for p in out.iterdir()) == first
+
+    (out / "usernote.txt").write_text("mine")
+    assert mj.cli([str(adapters["lora"]), "--out", str(out), "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "holds 1 file(s) the earlier merge or export did not write (usernote.txt)" in err
+    assert (out / "usernote.txt").read_text() == "mine"
+
+    other = tmp_path / "other-workspace"
+    for name in ("runs", "data", "models"):
+        (other / name).mkdir(parents=True)
+    (other / "registry.db").write_bytes(b"SQLite format 3\0")
+    (other / "runs" / "keep.txt").write_text("x")
+    assert mj.cli([str(adapters["lora"]), "--out", str(other), "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "was not written by a Studio merge or export (it holds registry.db, runs)" in err
+    assert (other / "registry.db").is_file() and (other / "runs" / "keep.txt").read_text() == "x"
+
+
 def test_default_export_dir(studio_home):
     assert xp.default_export_dir("run-1") == studio_home.resolve() / "exports" / "run-1-merged"
 

@@ -161,6 +161,24 @@ def test_delete_removes_only_what_the_run_made(home, demo_paths, tally, capsys):
         f"{left}\n{text}",
     )
 
+    # A folder the run created, where the person put files after the run ended: the run's files go, theirs stay
+    f = finished(runs.submit(spec_data(demo_paths, output_dir="outs3/made"), name="F"))
+    made = Path(f.output_dir)
+    wrote = sorted(str(p.relative_to(made)) for p in made.rglob("*") if p.is_file())
+    (made / "usernote.txt").write_text("mine")
+    (made / "userdir").mkdir()
+    (made / "userdir" / "plot.png").write_bytes(b"\x89PNG")
+    text = delete(f.id, capsys)
+    left = sorted(str(p.relative_to(made)) for p in made.rglob("*") if p.is_file())
+    tally.check(
+        "owned::a folder the run created keeps the files added after the run, naming them",
+        left == ["userdir/plot.png", "usernote.txt"]
+        and (made / "usernote.txt").read_text() == "mine"
+        and f"kept {made}: it holds files added after run {f.id} ended (userdir/plot.png, usernote.txt); removed "
+        f"only the {len(wrote)} file(s) the run wrote" in text,
+        f"{left}\n{text}",
+    )
+
 
 def test_validate_train_and_the_form_refuse_the_same_output_folders(home, demo_paths, tally, capsys):
     """outs/o1 (another run's output folder), outs/o1/adapter and outs are refused alike by `studio validate`,
