@@ -322,14 +322,42 @@ def test_pairwise_judge_asks_both_orders_and_counts_wins(trained):
 
 @SLOW
 def test_merge_the_best_checkpoint_click_submits_its_merge(lm_evaluated, trained):
+    from engine.eval import verdict
     from engine.export import jobs as export_jobs
     from studio.tabs.eval import merge_best
 
     results = json.loads((Path(lm_evaluated["run_dir"]) / "results.json").read_text())
+    preds = evals.EvalJob(lm_evaluated["run_id"]).predictions()
     tuned = [r for r in results["rows"] if r["kind"] in ("checkpoint", "final")]
     lowest = min(r["metrics"]["loss"] for r in tuned)
     before = {r.id for r in runs.list_runs(refresh_status=False)}
-    said = merge_best(lm_evaluated["run_id"], "loss")  # what the page shows under the button
+    # by an lm-eval task's accuracy: no per-row values, so nothing shows the best beats the base: the page asks
+    acc = "studio_demo_mc/acc"
+    said, asked = merge_best(lm_evaluated["run_id"], acc)
+    if verdict.best(results, acc) is None:  # tuned rows tied at the base's accuracy or below: no pick at all
+        assert asked is None and said.startswith("❌ no best by studio_demo_mc/acc"), said
+    else:
+        assert asked == verdict.best(results, acc) and "does not beat the base" in said and "merge it anyway?" in said
+        other = next(r["label"] for r in tuned if r["label"] != asked)
+        assert merge_best(lm_evaluated["run_id"], acc, confirmed=other)[1] == asked  # agreed to another row: asks
+    assert {r.id for r in runs.list_runs(refresh_status=False)} == before  # asking merges nothing
+    if asked:  # Merge anyway: the row asked about is merged
+        said, again = merge_best(lm_evaluated["run_id"], acc, confirmed=asked)
+        anyway = [r for r in runs.list_runs(refresh_status=False) if r.id not in before]
+        assert again is None and len(anyway) == 1 and anyway[0].id in said, said
+        targets = json.loads((Path(lm_evaluated["run_dir"]) / "eval_plan.json").read_text())["targets"]
+        job = export_jobs.MergeJob(anyway[0].id)
+        assert next(t["adapter"] for t in targets if t["label"] == asked) in [str(x) for x in job.sources]
+        assert job.wait(timeout=600)["state"] == "finished"
+        before |= {anyway[0].id}
+    # by loss: merged at once when the best beats the base, else after the page's Merge anyway
+    said, asked = merge_best(lm_evaluated["run_id"], "loss")  # what the page shows under the button
+    best = verdict.best(results, "loss")
+    if verdict.beats_base(verdict.compare(results, preds), best, "loss"):
+        assert asked is None, said
+    else:
+        assert asked == best and "merge it anyway?" in said
+        said, asked = merge_best(lm_evaluated["run_id"], "loss", confirmed=asked)
     new = [r for r in runs.list_runs(refresh_status=False) if r.id not in before]
     assert len(new) == 1 and export_jobs.MERGE_TAG in new[0].tags, said
     merge = new[0]
