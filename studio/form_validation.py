@@ -52,13 +52,14 @@ _DATA_CHECKS: dict[tuple, list] = {}  # the data check of a form state, by its d
 
 
 def form_check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, list]:
-    """``check`` plus the output-folder and dataset checks Start runs (engine.runs.registry.output_problems,
-    data_problems): the form says what Start would refuse. The rows are read again only when a dataset, the stage
-    or a file changes."""
+    """``check`` plus the output-folder, sending and dataset checks Start runs (engine.runs.registry's
+    output_problems, page_send_problems, data_problems): the form says what Start would refuse. The rows are read
+    again only when a dataset, the stage or a file changes."""
     spec, errors, warnings = check(values)
     if spec is None:
         return spec, errors, warnings
-    outs = runs.output_problems(spec)  # the one output-folder check (another run's folder, exports/, files there)
+    # the one output-folder check (another run's folder, exports/, files there); what the page may not send
+    outs = runs.output_problems(spec) + runs.page_send_problems(spec)
     if outs:
         return None, outs, warnings
     try:

@@ -1,9 +1,11 @@
-"""Where and how the studio is served: host, port, credentials, workspace. Light: stdlib only.
+"""Where and how the studio is served: host, port, credentials, workspace.
 
 Sources, later wins: defaults (127.0.0.1:7860, no auth), environment (``STUDIO_HOST``, ``STUDIO_PORT``,
 ``STUDIO_AUTH=user:pass``, ``STUDIO_HOME``, ``STUDIO_MAX_UPLOAD_MB``, ``STUDIO_TRUSTED_PROXIES``), command-line
 flags. A non-loopback host without credentials is refused: anyone on the network could otherwise start processes on
-this machine.
+this machine. What the page may use beyond that (reward code, secrets, private hosts: ``STUDIO_PAGE_CODE``,
+``STUDIO_PAGE_SECRETS``, ``STUDIO_PAGE_HOSTS``) is the engine's rule, ``engine.core.page_trust``, which every caller
+obeys; a malformed setting is refused here, at start, naming the variable. Light: the stdlib and that module.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import argparse
 import ipaddress
 import os
 from dataclasses import dataclass
+
+from engine.core import page_trust
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -86,6 +90,10 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Se
     if not is_loopback(host) and auth is None:
         raise SettingsError(f"refusing to serve on {host} without a login: {AUTH_HELP}")
     home = args.home or env.get("STUDIO_HOME") or ""
+    try:
+        page_trust.check_settings(env)
+    except page_trust.PageTrustError as exc:
+        raise SettingsError(str(exc)) from None
     return Settings(
         host=host,
         port=port,

@@ -87,6 +87,7 @@ def workspace_owners() -> list[Owner]:
         (home / "models", message("workspace.owner_models", path=home / "models"), True),
         (home / "data", message("workspace.owner_data", path=home / "data"), True),
         (home / "uploads", message("workspace.owner_uploads", path=home / "uploads"), True),
+        (home / "rewards", message("workspace.owner_rewards", path=home / "rewards"), True),
         (home / "presets", message("workspace.owner_presets", path=home / "presets"), True),
         (home / "cache", message("workspace.owner_cache", path=home / "cache"), True),
         (home / "exports", message("workspace.owner_exports", path=home / "exports"), False),

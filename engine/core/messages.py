@@ -94,6 +94,21 @@ MESSAGES: dict[str, str] = {
     "workspace.in_exports": "{path} is inside the exports folder {exports}, where merged and exported models live: "
     "choose a folder of the run's own",
     "workspace.not_empty": "{path} already holds files the run did not write ({found}): choose a new or empty folder",
+    "workspace.owner_rewards": "the reward folder {path}",
+    # What the page may use (engine.core.page_trust); the shell is not bound by these.
+    "workspace.page_setting_bad": "{var}: {entry!r} is not {form}",
+    "workspace.page_reward_outside": "{path} is outside the workspace's reward folder ({folder}): the page runs "
+    "reward code only from there (the operator puts files there, or lets the page upload them with {switch}=on)",
+    "workspace.page_code_off": "the page may not upload reward code: the operator allows it with {switch}=on (or "
+    "puts the file into {folder})",
+    "workspace.page_reward_name": "{name!r} is not a reward file name: letters, digits, _ . - ending in .py",
+    "workspace.page_secret_unbound": "the page may not use the environment variable {name}: the operator has not "
+    "bound it for the page ({var}={name}=HOST[:PORT])",
+    "workspace.page_secret_elsewhere": "the page may send {name} only to {allowed}, not to {dest} ({var})",
+    "workspace.page_private_host": "{dest} is a loopback, link-local or private address ({address}): the page may "
+    "send there only when the operator allows it ({var})",
+    "workspace.page_host_unresolved": "{dest} cannot be resolved here ({error}), so it cannot be checked to be a "
+    "public address: the page may send there only when the operator allows it ({var})",
 }
 
 

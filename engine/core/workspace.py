@@ -54,6 +54,11 @@ def uploads_dir() -> Path:
     return _sub("uploads")
 
 
+def rewards_dir() -> Path:
+    """The reward folder: the only place the page takes reward code from (engine.core.page_trust)."""
+    return _sub("rewards")
+
+
 def demo_model_dir() -> Path:
     return models_dir() / DEMO_MODEL_NAME
 

@@ -6,8 +6,8 @@ not score (unreachable, an HTTP error, a reply without a score) keeps its error,
 is the mean score over the rows scored, its ``judge_win`` the pairwise win rate of its scores against the base's on
 the same rows (a tie counts half), ×100. In pairwise mode (``judge.mode: pairwise``) the judge sees a model's answer
 and the base's together, in both orders, and names the better one; the model's ``judge_win`` is then the share of
-those verdicts it won (a tie, or verdicts that follow the position, count half), ×100. Light: stdlib (urllib, json,
-re)."""
+those verdicts it won (a tie, or verdicts that follow the position, count half), ×100. From the page, the key and
+the endpoint are only those the operator allowed (``page_problems``). Light: stdlib (urllib, json, re)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import statistics
 import urllib.error
 import urllib.request
 
+from engine.core import page_trust
 from engine.eval.messages import message
 
 _SCORE = re.compile(r"score\s*[:=：]?\s*\**\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
@@ -32,6 +33,19 @@ def parse_score(reply: str) -> float | None:
         return None
     value = float(m.group(1))
     return value if 1 <= value <= 10 else None
+
+
+def page_problems(judge) -> list[tuple[str, object]]:
+    """What a judge set from the page may not do (``engine.core.page_trust``): send a key the operator did not bind
+    for the page to this endpoint's host, or reach a loopback, link-local or private address the operator did not
+    allow. ``judge``: the evaluation spec's ``JudgeSpec``. The shell is not bound by these."""
+    dest = page_trust.url_destination(judge.base_url or "")
+    if dest is None:
+        return []  # no URL, or not one: the spec's own checks name it
+    problem = page_trust.destination_problem(dest, judge.api_key_env or "")
+    if problem is None:
+        return []
+    return [("judge.api_key_env" if judge.api_key_env else "judge.base_url", problem)]
 
 
 def post(judge: dict, prompt: str, row: int) -> tuple[str | None, object]:

@@ -18,9 +18,10 @@ import sys
 import time
 from pathlib import Path
 
+from engine.core import acting, workspace
 from engine.core import events as ev
-from engine.core import workspace
 from engine.core.messages import payload_message
+from engine.eval.judge import page_problems
 from engine.eval.lm_tasks import resolve_tasks
 from engine.eval.messages import EvalError, message
 from engine.eval.spec import GENERATION_MEASURES, ROW_MEASURES, EvalSpec, columns, dump_eval_spec, parse_eval_spec
@@ -192,6 +193,8 @@ def resolve(spec: EvalSpec | dict | str | Path) -> dict:
         name = spec.judge.api_key_env
         if name and not os.environ.get(name):
             problems.append(("judge.api_key_env", message("eval.judge_key_unset", name=name)))
+        if not acting.at_shell():  # the page: only the keys and hosts the operator allowed it (engine.core.page_trust)
+            problems += page_problems(spec.judge)
     if problems:
         raise EvalError(problems)
     device = spec.device

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from engine.core import acting, folders, workspace
+from engine.core import acting, folders, page_trust, workspace
 from engine.core.messages import Message
 from engine.core.messages import message as core_message
 from engine.models.resolve import looks_local, model_path
@@ -52,8 +52,10 @@ from engine.runs.store import (  # noqa: F401 - re-exported: the registry's read
     transaction,
     update,
 )
+from engine.spec.grpo import absolute_reward_files
 from engine.spec.messages import message
 from engine.spec.schema import RunSpec, SpecError, dump_spec, save_spec, spec_to_dict, validate_spec
+from engine.spec.watch import notify_page_problems
 
 
 # ----------------------------------------------------------------------------------------------- submit
@@ -81,7 +83,7 @@ def submit(
     valid, errors, _warnings = validate_spec(_as_spec_data(spec))
     if errors or valid is None:
         raise SpecError(errors or [("spec", run_message("runs.spec_invalid"))])
-    errors = output_problems(valid) + data_problems(valid)
+    errors = output_problems(valid) + data_problems(valid) + page_send_problems(valid)
     on_slurm = valid.launch.target == "slurm"  # a batch job on the cluster, its folder in the shared run folder
     if on_slurm:
         errors += slurm.problems()
@@ -104,9 +106,13 @@ def _submit_into(valid: RunSpec, run_id: str, rdir: Path, name: str | None, tags
         valid.model.name_or_path = str(model_path(valid.model.name_or_path).resolve())  # cwd is the repo, loads it
     if valid.output.output_dir:  # absolute, so the trainer (cwd: the repo) and the registry agree on it
         valid.output.output_dir = str(_output_dir(valid, rdir))
+    code = absolute_reward_files(valid)  # the trainer (cwd: the repo) runs the file the submitter named
     save_spec(valid, rdir / "spec.yaml")
     if valid.output.output_dir and acting.at_shell() and not folders.page_may_write(_output_dir(valid, rdir)):
         acting.write_grant(rdir, _output_dir(valid, rdir))  # chosen at the shell: the trainer may write it
+    outside = [f for f in code if page_trust.reward_problem(f) is not None]
+    if outside and acting.at_shell():  # reward code named at the shell outside the reward folder: it may run
+        acting.write_grant(rdir, reward_files=outside)
     default_name = f"{valid.method.stage}-{valid.method.finetuning}-{Path(valid.model.name_or_path).name}"
     rec = RunRecord(
         id=run_id,
@@ -227,6 +233,12 @@ def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
     return [("data.datasets", p.located()) for p in reg.check_datasets(spec.data.datasets, ddir, stage)] + [
         ("data.eval_datasets", p.located()) for p in reg.check_datasets(spec.data.eval_datasets, ddir, stage)
     ]
+
+
+def page_send_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """What the page may not send: notifications through secrets or to hosts the operator did not allow it
+    (engine.core.page_trust); nothing at the shell. Run by submit and the Train tab's form."""
+    return [] if acting.at_shell() else notify_page_problems(spec.notify)
 
 
 def output_problems(spec: RunSpec) -> list[tuple[str, str]]:

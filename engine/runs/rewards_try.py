@@ -18,6 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from engine.core import acting
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -33,6 +35,8 @@ def try_rewards(spec: Any, rows: int = 8, source: str = "answers", timeout: floa
             spec_path = str(save_spec(spec, Path(tmp) / "spec.yaml"))
         out = str(Path(tmp) / "result.json")
         argv = [sys.executable, "-m", "engine.trainer.reward_try", spec_path, "--rows", str(rows), "--source", source]
+        if acting.at_shell():  # the spec is checked again there as the shell's (engine.core.acting)
+            argv.append("--as-shell")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         env.setdefault("OMP_NUM_THREADS", "1")
@@ -68,6 +72,8 @@ def table(result: dict, width: int = 40) -> str:
         lines.append("  ".join([f"{row['dataset']}:{row['row']}", text, *cells]))
     for r in rewards:
         scored = [v for v in (r["scores"] or []) if v is not None]
+        if r.get("note"):
+            lines.append(f"{r['name']}: {r['note']}")
         if r["error"]:
             lines.append(f"{r['name']}: ERROR {r['error']}")
         else:

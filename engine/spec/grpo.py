@@ -1,8 +1,10 @@
 """The spec's ``method.grpo`` group: GRPO (TRL's ``GRPOTrainer``) settings and its reward functions, with the rules
 that need no torch.
 
-Light: pydantic, ast and the stdlib only. A user's reward file is never imported here (it runs only in the trainer
-subprocess, ``engine.trainer.rewards``): its function is found by reading the file's syntax tree. Field names follow
+Light: pydantic, ast and the stdlib only. A user's reward file is never imported here (it runs only in a confined
+worker of the trainer subprocess, ``engine.trainer.reward_confine``): its function is found by reading the file's
+syntax tree. The page names reward files only in the workspace's reward folder; the shell, anywhere
+(``engine.core.page_trust``, ``engine.core.acting``). Field names follow
 TRL's ``GRPOConfig`` (num_generations, max_completion_length, temperature, top_p, beta, loss_type, epsilon,
 epsilon_high, num_iterations, scale_rewards); ``max_prompt_length`` is Studio's (TRL 1.16 has none): prompts are cut
 to their last tokens before TRL sees them.
@@ -18,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.core import weights
+from engine.core import acting, page_trust, weights
 from engine.core.messages import Message
 from engine.spec.messages import message
 
@@ -86,7 +88,9 @@ class RewardSpec(_Spec):
     )
     file: str = Field(
         "",
-        description="python: the .py file holding the function (runs only in the training process)",
+        description="python: the .py file holding the function (run in a confined process: no secrets in its "
+        "environment, no network where the machine allows, limited CPU time and memory); from the page, a file in "
+        "the workspace's rewards/ folder",
         json_schema_extra=_meta("Python file", "Python 文件"),
     )
     function: str = Field(
@@ -98,7 +102,8 @@ class RewardSpec(_Spec):
         30.0,
         gt=0,
         le=3600,
-        description="python: the most seconds one call may take before the run stops naming the function",
+        description="python: the most CPU seconds one call (and the file's import) may use before the run stops "
+        "naming the function; a call that waits is stopped 5 s later",
         json_schema_extra=_meta("Time limit (s)", "时间限制（秒）", advanced=True),
     )
 
@@ -213,6 +218,16 @@ def reward_file(path: str) -> Path:
     return workspace.home() / p
 
 
+def absolute_reward_files(spec: Any) -> list[Path]:
+    """The spec's python reward files, each made absolute in the spec (as ``reward_file`` finds it from here)."""
+    found = []
+    for r in spec.method.grpo.rewards if spec.method.stage == "grpo" else []:
+        if r.kind == "python" and r.file:
+            r.file = str(reward_file(r.file).resolve())
+            found.append(Path(r.file))
+    return found
+
+
 def reward_model_problem(given: str) -> Message | None:
     """Why ``given`` is not a reward model the trainer can load (read from files only), or None: it must be a run
     id or folder with its final weights saved, an adapter folder or a model folder, and those weights a sequence
@@ -272,8 +287,9 @@ def grpo_errors(spec: Any) -> list[tuple[str, Message]]:
 
 
 def grpo_context(spec: Any) -> list[tuple[str, Message]]:
-    """Rules that read files: each python reward's file exists and defines its function at the top level (read as a
-    syntax tree, never run); vLLM needs a GPU on this machine."""
+    """Rules that read files: each python reward's file exists, is one the page may run (acting for the page: in the
+    workspace's reward folder), and defines its function at the top level (read as a syntax tree, never run); vLLM
+    needs a GPU on this machine."""
     if spec.method.stage != "grpo":
         return []
     out: list[tuple[str, Message]] = []
@@ -286,6 +302,10 @@ def grpo_context(spec: Any) -> list[tuple[str, Message]]:
         if r.kind != "python" or not r.file or not r.function:
             continue
         path = reward_file(r.file)
+        refused = None if acting.may_run_code(path) else page_trust.reward_problem(path)
+        if refused is not None:
+            out.append((where + ".file", refused))
+            continue
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         except OSError as exc:

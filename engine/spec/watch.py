@@ -10,10 +10,12 @@ the spec, so they are never written to the run's folder.
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import Field
 
+from engine.core import page_trust
 from engine.core.messages import Message
 from engine.spec.groups import _meta, _Spec
 from engine.spec.messages import message
@@ -209,6 +211,26 @@ class NotifySpec(_Spec):
     def env_names(self) -> list[str]:
         """The environment variables the run's wrapper needs for these notifications."""
         return [n for n in (self.webhook_env, self.smtp_password_env) if n]
+
+
+def notify_page_problems(notify: NotifySpec, environ: dict[str, str] | None = None) -> list[tuple[str, Message]]:
+    """What a spec from the page may not send (``engine.core.page_trust``): a webhook variable or an SMTP password
+    variable the operator did not bind for the page, or bound to other hosts (a webhook's host is its URL's, read from
+    the variable); an SMTP server at a private address not allowed. The shell is not bound by these."""
+    environ = dict(os.environ) if environ is None else environ
+    out: list[tuple[str, Message]] = []
+    if notify.webhook_env:
+        dest = page_trust.url_destination(environ.get(notify.webhook_env, ""))  # None: unset (a warning says so)
+        problem = page_trust.destination_problem(dest, notify.webhook_env)
+        if problem is not None:
+            out.append(("notify.webhook_env", problem))
+    if notify.email_to and notify.smtp_host:
+        dest = (notify.smtp_host.strip().strip("[]").lower(), notify.smtp_port)
+        problem = page_trust.destination_problem(dest, notify.smtp_password_env)
+        if problem is not None:
+            field = "notify.smtp_password_env" if notify.smtp_password_env else "notify.smtp_host"
+            out.append((field, problem))
+    return out
 
 
 def watch_errors(health: HealthSpec, notify: NotifySpec) -> list[tuple[str, Message]]:  # noqa: ARG001

@@ -4,7 +4,8 @@
 Heavy: transformers (and torch for ``--source model``). Reads the first N prompts of the spec's datasets as a GRPO
 run reads them (``engine.trainer.grpo.prompt_rows``), takes a completion per row (the dataset's own answer, or the
 base model's, generated here with the spec's temperature and completion length), runs every reward function of
-``method.grpo.rewards`` on them (a user's file is imported here, never in the page or CLI process) and writes one
+``method.grpo.rewards`` on them (a user's file in its confined worker, ``engine.trainer.reward_confine``; never in
+the page or CLI process; ``--as-shell``: the spec is checked as the shell's, its reward files anywhere) and writes one
 JSON result: the rows, and per reward its scores or the error that names the function, row and value. Started by
 ``engine.runs.rewards_try``.
 """
@@ -75,6 +76,7 @@ def dry_run(spec, n: int, source: str) -> dict:
         return result | {"error": f"{type(exc).__name__}: {exc}"}
     for r, reward in zip(specs, rewards):
         entry = {"name": reward.__name__, "kind": r.kind, "weight": r.weight, "scores": None, "error": None}
+        entry["note"] = getattr(reward, "note", "")  # a python reward's confinement that this machine lacks
         try:
             entry["scores"] = reward(prompts=[x["prompt"] for x in rows], completions=completions, **kwargs)
         except RewardError as exc:
@@ -89,11 +91,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=8)
     parser.add_argument("--source", choices=("answers", "model"), default="answers")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--as-shell", action="store_true", help="checked as the person at the shell's spec")
     args = parser.parse_args(argv)
+    from engine.core import acting
     from engine.lf.compat import load_any
 
     try:
-        result = dry_run(load_any(args.spec), args.rows, args.source)
+        if args.as_shell:  # started by `studio rewards try`: its reward files may be anywhere (engine.core.acting)
+            with acting.shell():
+                spec = load_any(args.spec)
+        else:
+            spec = load_any(args.spec)
+        result = dry_run(spec, args.rows, args.source)
     except Exception as exc:  # noqa: BLE001 - the caller prints the cause
         result = {"error": f"{type(exc).__name__}: {exc}"}
     tmp = Path(args.out + ".tmp")

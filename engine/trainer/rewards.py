@@ -3,7 +3,9 @@
 ``f(prompts, completions, **kwargs) -> list[float | None]`` and a bad answer stops with a message that names the
 function, the row and the value.
 
-Runs only in a trainer subprocess (a user's file is imported here, never in the page's process). Imports
+Runs only in a trainer subprocess. A user's file is never imported here: it runs in a confined worker of its own
+(``engine.trainer.reward_confine``: no secrets, CPU-time and memory limits, no network where the machine allows),
+started once and fed each batch. Imports
 math-verify and jsonschema where used. Extra dataset columns reach every function as keyword lists, as TRL passes
 them: ``answer`` (the row's reference answer, None when it has none), ``dataset`` and ``row`` (where the prompt came
 from, 1-based), and TRL's ``completion_ids``.
@@ -27,12 +29,11 @@ Rows without an answer get None from exact / normalized / math (TRL leaves them 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
-import signal
 import string
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -142,49 +143,18 @@ def make_json(schema: dict | None) -> Callable:
     return json_valid
 
 
-def load_user_function(path: str | Path, name: str) -> Callable:
-    """Import a user's reward file (in this subprocess only) and return its function."""
-    path = Path(path)
-    spec = importlib.util.spec_from_file_location(f"studio_reward_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise RewardError(f"cannot load the reward file {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    func = getattr(module, name, None)
-    if not callable(func):
-        raise RewardError(f"{path} defines no function '{name}'")
-    return func
-
-
-class _Timeout(BaseException):
-    """Raised inside a reward call that ran past its limit (a BaseException: a bare ``except Exception`` in the
-    user's code cannot swallow it)."""
-
-
 class Reward:
-    """One reward function as TRL calls it: named (``__name__`` is its label in TRL's logs), every value checked,
-    a python function's call limited in time (SIGALRM: the trainer and the dry run call rewards in their main
-    thread). An exception is retried row by row to name the row that raises."""
+    """One reward function as TRL calls it: named (``__name__`` is its label in TRL's logs), every value checked. An
+    exception is retried row by row to name the row that raises."""
 
-    def __init__(self, label: str, func: Callable, *, timeout_s: float | None = None) -> None:
+    def __init__(self, label: str, func: Callable) -> None:
         self.__name__ = label
         self.func = func
-        self.timeout_s = timeout_s
 
     def __call__(self, prompts, completions, **kwargs) -> list[float | None]:
-        try:
-            values = self._timed(prompts, completions, kwargs)
-        except _Timeout:
-            raise RewardError(
-                f"reward '{self.__name__}' took longer than its time limit ({self.timeout_s:g} s) on a batch of "
-                f"{len(completions)} completions"
-            ) from None
-        except RewardError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the user's code: name the row that raises
-            raise RewardError(self._failing_row(prompts, completions, kwargs, exc)) from exc
+        values = self._values(prompts, completions, kwargs)
         if not isinstance(values, (list, tuple)) or len(values) != len(completions):
-            got = f"{len(values)} values" if isinstance(values, (list, tuple)) else type(values).__name__
+            got = f"{len(values)} values" if isinstance(values, (list, tuple)) else _type_name(values)
             raise RewardError(
                 f"reward '{self.__name__}' returned {got} for {len(completions)} completions: return a list with "
                 "one number (or None) per completion"
@@ -197,43 +167,32 @@ class Reward:
             ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
             if not ok:
                 raise RewardError(
-                    f"reward '{self.__name__}' returned {v!r} ({type(v).__name__}) for {self._where(kwargs, i)}: "
+                    f"reward '{self.__name__}' returned {v!r} ({_type_name(v)}) for {self._where(kwargs, i)}: "
                     "each value must be a finite number or None"
                 )
             out.append(float(v))
         return out
 
-    def _timed(self, prompts, completions, kwargs):
-        if not self.timeout_s:
-            return self.func(prompts=prompts, completions=completions, **kwargs)
-
-        def expire(signum, frame):
-            raise _Timeout()
-
-        previous = signal.signal(signal.SIGALRM, expire)
-        signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
+    def _values(self, prompts, completions, kwargs) -> Any:
         try:
             return self.func(prompts=prompts, completions=completions, **kwargs)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+        except RewardError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - name the row that raises
+            for i in range(len(completions)):
+                try:
+                    self.func(prompts=[prompts[i]], completions=[completions[i]], **_row(kwargs, i, len(completions)))
+                except Exception as row_exc:  # noqa: BLE001
+                    raise RewardError(self._raised(type(row_exc).__name__, row_exc, completions, kwargs, i)) from exc
+            raise RewardError(self._raised(type(exc).__name__, exc, completions, kwargs, None)) from exc
 
-    def _failing_row(self, prompts, completions, kwargs, exc: Exception) -> str:
-        for i in range(len(completions)):
-            one = {
-                k: ([v[i]] if isinstance(v, (list, tuple)) and len(v) == len(completions) else v)
-                for k, v in kwargs.items()
-            }
-            try:
-                self._timed([prompts[i]], [completions[i]], one)
-            except _Timeout:
-                break
-            except Exception as row_exc:  # noqa: BLE001
-                return (
-                    f"reward '{self.__name__}' raised {type(row_exc).__name__}: {row_exc} on {self._where(kwargs, i)}"
-                    f" (completion {completion_text(completions[i])[:80]!r})"
-                )
-        return f"reward '{self.__name__}' raised {type(exc).__name__}: {exc} on a batch of {len(completions)} rows"
+    def _raised(self, kind: str, text: Any, completions: list, kwargs: dict, i: int | None) -> str:
+        if i is None:
+            return f"reward '{self.__name__}' raised {kind}: {text} on a batch of {len(completions)} rows"
+        return (
+            f"reward '{self.__name__}' raised {kind}: {text} on {self._where(kwargs, i)}"
+            f" (completion {completion_text(completions[i])[:80]!r})"
+        )
 
     @staticmethod
     def _where(kwargs: dict, i: int) -> str:
@@ -242,6 +201,55 @@ class Reward:
             name = names[i] if names is not None and i < len(names) else "?"
             return f"dataset '{name}' row {rows[i]}"
         return f"completion {i + 1} of the batch"
+
+
+def _row(kwargs: dict, i: int, n: int) -> dict:
+    return {k: ([v[i]] if isinstance(v, (list, tuple)) and len(v) == n else v) for k, v in kwargs.items()}
+
+
+class _Returned:
+    """A value a confined function returned that is not a number, as it was (its repr and type's name)."""
+
+    def __init__(self, text: str, type_name: str) -> None:
+        self.text, self.type_name = text, type_name
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _type_name(value: Any) -> str:
+    return value.type_name if isinstance(value, _Returned) else type(value).__name__
+
+
+class ConfinedReward(Reward):
+    """A user's python function, run by its confined worker (``engine.trainer.reward_confine``): the same checks and
+    messages as an in-process one; a limit that stops it names the function."""
+
+    def __init__(self, label: str, path: str | Path, function: str, timeout_s: float) -> None:
+        from engine.trainer.reward_confine import Worker, WorkerError
+
+        try:
+            worker = Worker(path, function, timeout_s)
+        except WorkerError as exc:
+            raise RewardError(f"reward '{label}': {exc}") from None
+        super().__init__(label, worker)
+        self.note = worker.note
+
+    def _values(self, prompts, completions, kwargs) -> Any:
+        from engine.trainer.reward_confine import WorkerError
+
+        try:
+            got = self.func(list(prompts), list(completions), kwargs)
+        except WorkerError as exc:
+            raise RewardError(f"reward '{self.__name__}' {exc}") from None
+        if "raised" in got:
+            raise RewardError(self._raised(got["raised"], got["text"], completions, kwargs, got.get("row")))
+        if "not_list" in got:
+            return _Returned("", got["not_list"])
+        return [_Returned(v["__repr__"], v["__type__"]) if isinstance(v, dict) else v for v in got["values"]]
+
+    def close(self) -> None:
+        self.func.close()
 
 
 class RewardModel:
@@ -326,9 +334,13 @@ def build_rewards(specs: list, *, template: str = "default") -> list[Reward]:
     reward model renders completions with it when its rm run names none)."""
     from engine.spec.grpo import reward_file
 
-    out = []
+    out: list[Reward] = []
     for r in specs:
-        timeout = None
+        if r.kind == "python":
+            out.append(ConfinedReward(r.label, reward_file(r.file), r.function, r.timeout_s))
+            if out[-1].note:
+                print(f"reward '{r.label}': {out[-1].note}", file=sys.stderr, flush=True)  # into the run's log
+            continue
         if r.kind == "exact":
             func = exact
         elif r.kind == "normalized":
@@ -341,9 +353,7 @@ def build_rewards(specs: list, *, template: str = "default") -> list[Reward]:
             func = make_length(r.target_length)
         elif r.kind == "json":
             func = make_json(r.json_schema)
-        elif r.kind == "model":
-            func = RewardModel(r.model.strip(), template, reward_device())
         else:
-            func, timeout = load_user_function(reward_file(r.file), r.function), r.timeout_s
-        out.append(Reward(r.label, func, timeout_s=timeout))
+            func = RewardModel(r.model.strip(), template, reward_device())
+        out.append(Reward(r.label, func))
     return out

@@ -79,6 +79,11 @@ STRINGS: dict[str, tuple[str, str]] = {
     "rt_dataset": ("dataset", "数据集"),
     "rt_row": ("row", "行"),
     "rt_mean": ("mean {mean} over {n} scored rows (weight {w})", "{n} 个有分数的行的均值 {mean}（权重 {w}）"),
+    "rt_upload": ("Upload a reward file (.py) into the reward folder", "上传奖励函数文件（.py）到奖励函数目录"),
+    "rt_uploaded": (
+        "Saved as `{path}`: name it in a reward as `{{kind: python, file: {path}, function: ...}}`",
+        "已保存为 `{path}`：在奖励函数中写 `{{kind: python, file: {path}, function: ...}}`",
+    ),
     "problems": ("Problems", "问题"),
     "spec_ok": ("Spec is valid.", "配置有效。"),
     "spec_bad": ("Fix the fields marked in red before starting.", "请先修正标红的字段再开始。"),

@@ -26,4 +26,16 @@ WORKSPACE_ZH: dict[str, str] = {
     "workspace.owner_cache": "分词数据缓存 {path}",
     "workspace.in_exports": "{path} 位于导出目录 {exports} 内，那里存放合并和导出的模型：请为运行选择它自己的目录",
     "workspace.not_empty": "{path} 已包含不是该运行写入的文件（{found}）：请选择新的或空的目录",
+    "workspace.owner_rewards": "奖励函数目录 {path}",
+    "workspace.page_setting_bad": "{var}：{entry!r} 不是 {form} 格式",
+    "workspace.page_reward_outside": "{path} 在工作区的奖励函数目录（{folder}）之外：页面只运行该目录中的奖励代码"
+    "（由管理员放入，或管理员设置 {switch}=on 后从页面上传）",
+    "workspace.page_code_off": "页面不能上传奖励代码：管理员可用 {switch}=on 允许（或把文件放入 {folder}）",
+    "workspace.page_reward_name": "{name!r} 不是有效的奖励文件名：只能含字母、数字、_ . -，并以 .py 结尾",
+    "workspace.page_secret_unbound": "页面不能使用环境变量 {name}：管理员没有为页面绑定它（{var}={name}=HOST[:PORT]）",
+    "workspace.page_secret_elsewhere": "页面只能把 {name} 发送到 {allowed}，不能发送到 {dest}（{var}）",
+    "workspace.page_private_host": "{dest} 是回环、链路本地或私有地址（{address}）："
+    "只有管理员允许时页面才能发送到那里（{var}）",
+    "workspace.page_host_unresolved": "此处无法解析 {dest}（{error}），无法确认它是公网地址："
+    "只有管理员允许时页面才能发送到那里（{var}）",
 }

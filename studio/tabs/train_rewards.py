@@ -4,7 +4,8 @@ score per row, with each function's mean or the error that names the function, r
 
 Light: pandas and the stdlib. The functions (a user's file among them) run in a subprocess started by
 ``engine.runs.rewards_try.try_rewards``, never in the page's process; ``studio rewards try`` is the same from the
-shell.
+shell. The page names reward files only in the workspace's reward folder (``engine.core.page_trust``); when the
+operator allows it (``STUDIO_PAGE_CODE=on``), the accordion has an upload that puts a file there.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 
 import pandas as pd
 
+from engine.core import page_trust, workspace
 from engine.runs import rewards_try
 from studio.form_validation import check, colon
-from studio.i18n.localize import localize_problems
+from studio.i18n.localize import localize, localize_problems
 from studio.i18n.page import t
 
 MAX_ROWS = 64
@@ -46,7 +48,39 @@ def build(texts: Any, lang: str) -> dict:
         button = texts.add(gr.Button(t("rt_run", lang), size="sm", elem_id="rt-run"), "rt_run", "value")
         summary = gr.Markdown(elem_id="rt-summary")
         table = gr.Dataframe(value=None, interactive=False, wrap=True, elem_id="rt-table")
-    return {"rows": rows, "source": source, "button": button, "summary": summary, "table": table}
+        upload = texts.add(
+            gr.File(
+                label=t("rt_upload", lang),
+                file_types=[".py"],
+                visible=page_trust.page_code_on(),
+                elem_id="rt-upload",
+            ),
+            "rt_upload",
+        )
+        uploaded = gr.Markdown(elem_id="rt-uploaded")
+    return {
+        "rows": rows,
+        "source": source,
+        "button": button,
+        "summary": summary,
+        "table": table,
+        "upload": upload,
+        "uploaded": uploaded,
+    }
+
+
+def upload_reward(file: Any, lang: str = "en") -> str:
+    """Put an uploaded .py file into the reward folder (``engine.core.page_trust.save_reward``: only when the
+    operator allows it) and say how a reward names it; or why not."""
+    if not file:
+        return ""
+    src = getattr(file, "name", None) or str(file)
+    try:
+        saved = page_trust.save_reward(src, getattr(file, "orig_name", None) or src)
+    except page_trust.PageTrustError as exc:
+        return "❌ " + localize(exc.args[0], lang)
+    rel = saved.relative_to(workspace.home())
+    return "✅ " + t("rt_uploaded", lang, path=str(rel))
 
 
 def source_choices(lang: str) -> list[tuple[str, str]]:
@@ -105,6 +139,7 @@ def wire(widgets: dict, fields: list, ctx: Any, to_values) -> None:
         summary, frame = try_form(to_values(args[:n]), args[n], args[n + 1], args[n + 2])
         return summary, frame
 
+    widgets["upload"].upload(upload_reward, [widgets["upload"], lang_state], [widgets["uploaded"]])
     widgets["button"].click(
         run,
         [*fields, widgets["rows"], widgets["source"], lang_state],

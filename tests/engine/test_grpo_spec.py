@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine.core import acting
 from engine.spec.schema import SpecError, parse_spec
 
 
@@ -79,6 +80,11 @@ def test_packing_and_padding_free_are_refused():
 
 
 def test_reward_file_is_read_not_run(demo_paths, tmp_path):
+    with acting.shell():  # a file anywhere, as the CLI may name it (the page: tests/reliability/test_page_trust.py)
+        _reward_file_is_read_not_run(demo_paths, tmp_path)
+
+
+def _reward_file_is_read_not_run(demo_paths, tmp_path):
     marker = tmp_path / "ran"
     good = tmp_path / "rewards.py"
     good.write_text(f"open({str(marker)!r}, 'w').write('x')\n\ndef mine(prompts, completions, **kw):\n    return []\n")

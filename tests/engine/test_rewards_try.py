@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from engine.core import acting
 from engine.runs.rewards_try import table, try_rewards
 from tests.helpers import demo_spec
 
@@ -33,7 +34,8 @@ def test_dry_run_scores_the_datasets_own_answers(demo_paths, tmp_path):
         data={"datasets": ["grpo_arith"], "max_samples": None},
         train={"per_device_batch_size": 4, "gradient_accumulation": 1},
     )
-    result = try_rewards(spec, rows=4, source="answers")
+    with acting.shell():  # `studio rewards try`: a reward file anywhere (the page: only the reward folder)
+        result = try_rewards(spec, rows=4, source="answers")
     assert "error" not in result, result
     # the bundled rows, read independently: their own answers are the completions
     bundled = json.loads((ROOT / "assets" / "data" / "grpo_arith.json").read_text(encoding="utf-8"))[:4]
