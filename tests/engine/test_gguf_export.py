@@ -127,7 +127,7 @@ def test_f16_and_bf16_of_a_model_folder(base, tmp_path, run_registry):
         diff = gguf_logits_diff(gguf_file, ref, ids)
         assert report["passed"] and diff <= report["tolerance"] and report["max_abs_diff"] <= report["tolerance"]
         assert diff > 0  # really rounded: the file is not the float32 model
-        assert sorted(os.listdir(out)) == sorted(["Modelfile", "verify.json", gguf_file.name])
+        assert sorted(os.listdir(out)) == sorted(["Modelfile", "verify.json", gguf_file.name, ".studio-written.json"])
         check_llama_cpp(report, gguf_file, ref, AutoTokenizer.from_pretrained(base))
 
 
