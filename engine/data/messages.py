@@ -146,6 +146,12 @@ MESSAGES: dict[str, str] = {
     "data.max_dataset_mb": "STUDIO_MAX_DATASET_MB must be a positive number of MiB (got {value!r})",
     "data.file_missing": "file not found: {path}",
     "data.already_registered": "dataset '{name}' is already registered in {path}",
+    # feedback from the Chat tab (engine.data.feedback)
+    "data.feedback_no_answer": "there is no answer to judge yet: send a prompt and let the model answer first",
+    "data.feedback_images": "this conversation holds an image: feedback is kept for text conversations only",
+    "data.feedback_empty_answer": "the answer is empty: there is nothing to mark or to put a better answer beside",
+    "data.feedback_empty_edit": "write the better answer first",
+    "data.feedback_same_edit": "the better answer is the same as the model's: change it first",
     # uploads through the page (studio.tabs.data)
     "upload.bad_type": "{name!r}: upload a {types} file",
     "upload.no_name": "{name!r}: the file name has no usable characters",

@@ -127,6 +127,12 @@ DATA_ZH: dict[str, str] = {
     "data.max_dataset_mb": "STUDIO_MAX_DATASET_MB 必须是正数（MiB），当前为 {value!r}",
     "data.file_missing": "找不到文件：{path}",
     "data.already_registered": "数据集 '{name}' 已在 {path} 中注册",
+    # feedback from the Chat tab
+    "data.feedback_no_answer": "还没有可评价的回答：请先发送提示词并等模型回答",
+    "data.feedback_images": "这段对话包含图片：反馈只保存纯文本对话",
+    "data.feedback_empty_answer": "回答为空：无法标记，也无法在旁边放一个更好的回答",
+    "data.feedback_empty_edit": "请先写出更好的回答",
+    "data.feedback_same_edit": "更好的回答与模型的回答相同：请先修改",
     # uploads through the page
     "upload.bad_type": "{name!r}：请上传 {types} 文件",
     "upload.no_name": "{name!r}：文件名中没有可用的字符",
