@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from throughput import launch_parts, machine, run  # noqa: E402 - bench/ is not a package
 
+from engine.core import acting  # noqa: E402 - after the repo root is on sys.path
 from engine.core.events import read_all  # noqa: E402 - after the repo root is on sys.path
 from engine.spec.schema import RunSpec, load_spec  # noqa: E402
 
@@ -84,6 +85,8 @@ def outside_step(points: list[tuple[int, float, float | None]], warmup: int) -> 
 
 def run_studio(spec: RunSpec, run_dir: Path, threads: int, warmup: int, timeout: float) -> dict:
     argv, _, env = launch_parts(spec, run_dir, threads)
+    run_dir.mkdir(parents=True, exist_ok=True)  # the reward file is named at the shell: the trainer may run it
+    acting.write_grant(run_dir, reward_files=[DIGITS])
     run(argv, env, run_dir / "train.log", timeout)
     events = read_all(run_dir / "events.jsonl")
     logs = [e for e in events if e["type"] == "log"]

@@ -178,6 +178,7 @@ def _rule(prompt: str):
 @SLOW
 def test_judge_scores_every_answer_and_names_bad_rows(trained, monkeypatch):
     monkeypatch.setenv("STUDIO_TEST_JUDGE_KEY", "sk-test-123")
+    monkeypatch.setenv("STUDIO_PAGE_SECRETS", "STUDIO_TEST_JUDGE_KEY=127.0.0.1")  # the operator's binding for the page
     with JudgeStandin(_rule) as judge:
         spec = {
             "models": {"run": trained["run"], "base": True},
@@ -231,6 +232,7 @@ def test_judge_unreachable_and_bad_fields(trained, monkeypatch):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    monkeypatch.setenv("STUDIO_PAGE_HOSTS", "127.0.0.1")  # the operator lets the page reach a judge on this machine
     spec = {
         "models": {"run": trained["run"], "final": False, "base": True},
         "data": _data(trained, limit=2),
@@ -271,7 +273,8 @@ def _pair_rule(prompt: str) -> str:
 
 
 @SLOW
-def test_pairwise_judge_asks_both_orders_and_counts_wins(trained):
+def test_pairwise_judge_asks_both_orders_and_counts_wins(trained, monkeypatch):
+    monkeypatch.setenv("STUDIO_PAGE_HOSTS", "127.0.0.1")  # the operator lets the page reach a judge on this machine
     with JudgeStandin(_pair_rule) as judge:
         spec = {
             "models": {"run": trained["run"], "base": True},

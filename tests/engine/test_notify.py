@@ -167,6 +167,8 @@ def test_a_diverging_run_notifies_its_alert_and_its_end(home, demo_paths, receiv
     token = "tok-9f8e7d"
     # a variable the scheduler passes to the run's wrapper only because the spec names it
     monkeypatch.setenv("HOOK_URL_UNDER_TEST", f"{receiver.url}/hook/{token}")
+    # submitted as the page submits: the operator binds the variable to the receiver (engine.core.page_trust)
+    monkeypatch.setenv("STUDIO_PAGE_SECRETS", f"HOOK_URL_UNDER_TEST={receiver.url.split('//')[1]}")
     data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text())
     data["train"].update(learning_rate=1.0, max_steps=60, save_steps=10, logging_steps=1)
     data["output"]["report_to"] = ["none"]
