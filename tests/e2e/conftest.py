@@ -45,6 +45,7 @@ class Server:
         self.log = home / "studio-server.log"
         base = {k: v for k, v in os.environ.items() if k not in ("STUDIO_AUTH", "STUDIO_HOST", "STUDIO_PORT")}
         env = {**base, "STUDIO_HOME": str(home), "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
+        env.setdefault("STUDIO_PAGE_HOSTS", "127.0.0.1")  # the page may reach the tests' stand-ins (a judge)
         with open(self.log, "wb") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "engine.cli", "webui", "--port", str(self.port), *(extra_args or [])],
