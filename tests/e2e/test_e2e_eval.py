@@ -18,6 +18,7 @@ import pytest
 import yaml
 from playwright.sync_api import expect
 
+from tests import eval_fixtures as fx
 from tests.judge_standin import JudgeStandin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,8 +99,7 @@ def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
     table = _rows(page, "#eval-table")
     assert [r[0].lstrip("★ ").strip() for r in table] == ["base", "checkpoint-2", "checkpoint-4"]
     assert [r[1] for r in table] == ["0", "2", "4"]
-    assert sum(r[0].startswith("★") for r in table) == 1  # the best tuned row is marked
-    assert not table[0][0].startswith("★")
+    _verdicts_as_seen(page, server.home / "runs" / eval_id, table)
 
     charts = page.evaluate(
         """() => [...document.querySelectorAll('#eval-charts svg.eval-chart')].map(s => ({
@@ -154,6 +154,62 @@ def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
         bubbles = [x.inner_text().strip() for x in page.locator(f"{pane} .message-row").all()]
         assert " ".join(bubbles[0].split()) == " ".join(question.split()) and bubbles[1], (pane, bubbles)
     page.screenshot(path=str(shots / "eval-open-in-chat.png"), full_page=True)
+
+
+def _verdicts_as_seen(page, folder: Path, table: list[list[str]]) -> None:
+    """What a person reads about the base: the ★ on the best tuned row by rouge-l (none when the tuned rows tie at a
+    value no better than the base's), each tuned row's verdict per measure recomputed from predictions.jsonl with the
+    bootstrap written out in eval_fixtures, "no tuned model beats the base" when none does, the degenerate answers;
+    then Merge the best: a row that does not beat the base is not merged before Merge anyway."""
+    header = page.evaluate(
+        "() => [...document.querySelectorAll('#eval-table [role=columnheader]')].map(h => h.innerText.trim())"
+    )
+    rouge = next(k for k, h in enumerate(header) if h.startswith("rouge-l"))
+    values = {r[0].lstrip("★ ").strip(): float(r[rouge]) for r in table}
+    top = max(v for k, v in values.items() if k != "base")
+    tied = [k for k, v in values.items() if k != "base" and v == top]
+    best = None if len(tied) > 1 and top <= values["base"] else tied[0]
+    assert [r[0].lstrip("★ ").strip() for r in table if r[0].startswith("★")] == ([best] if best else [])
+    preds = [json.loads(x) for x in (folder / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+    by: dict[str, dict] = {}
+    for p in preds:
+        by.setdefault(p["model"], {})[p["index"]] = p
+    degenerate = next(k for k, h in enumerate(header) if h.startswith("degenerate"))
+    for row in table:
+        mine = by[row[0].lstrip("★ ").strip()].values()
+        assert row[degenerate] == f"{sum(fx.degenerate(p['prediction']) for p in mine)}/{len(mine)}", row
+    seen = page.evaluate(
+        """() => [...document.querySelectorAll('#eval-verdict table tbody tr')].map(
+            tr => [...tr.querySelectorAll('td')].map(td => td.innerText.trim()))"""
+    )
+    want = []
+    for label in ("checkpoint-2", "checkpoint-4"):
+        for col in ("loss", "bleu-4", "rouge-1", "rouge-2", "rouge-l", "exact_match"):
+
+            def value(p, col=col):
+                return p["loss"] if col == "loss" else p["scores"][col]
+
+            diffs = [value(by[label][i]) - value(by["base"][i]) for i in sorted(by["base"])]
+            low, high = fx.bootstrap_interval(diffs)
+            side = "better" if (low > 0) == (col != "loss") else "worse"
+            want.append([label, col, "no clear difference" if low <= 0 <= high else side])
+    assert [[r[0], r[1], r[4]] for r in seen] == want, seen
+    said = page.inner_text("#eval-best")
+    none_beats = not any(w == ["better"] for w in (x[2:] for x in want if x[1] == "rouge-l"))
+    assert ("no tuned model beats the base by rouge-l" in said) is none_beats, said
+    if best:
+        assert f"best by rouge-l: {best}" in said
+    page.click("#eval-merge")
+    page.wait_for_function("(document.querySelector('#eval-merged')?.innerText ?? '').trim().length > 0")
+    merged = page.inner_text("#eval-merged")
+    if best is None:
+        assert merged.startswith("❌ no best by rouge-l"), merged
+        expect(page.locator("#eval-merge-anyway")).to_be_hidden()
+    elif none_beats:  # asked first: nothing merges until Merge anyway is clicked
+        assert f"{best} does not beat the base by rouge-l" in merged and "merge it anyway?" in merged, merged
+        expect(page.locator("#eval-merge-anyway")).to_be_visible()
+    else:
+        assert "merging" in merged.lower(), merged
 
 
 def _pair_rule(prompt: str) -> str:
