@@ -11,6 +11,7 @@ confined worker process, Python's SMTP server and tests/judge_standin.py on 127.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def test_page_reward_file_outside_the_reward_folder_is_refused(demo_paths, tmp_p
     assert "\n" not in text and "STUDIO_PAGE_CODE=on" in text
     with acting.shell():  # the CLI, for the person at the shell, may name it; its run is granted the file
         rid = runs.submit(grpo_data(demo_paths, str(mine)), start=False)
-    grant = acting._read(runs.get(rid).run_dir)
+    grant = json.loads((Path(runs.get(rid).run_dir) / acting.GRANT).read_text(encoding="utf-8"))
     assert grant["reward_files"] == [str(mine.resolve())]
     runs.delete(rid)
 
@@ -301,3 +302,27 @@ def test_malformed_operator_settings_are_refused_at_start():
     env = {page_trust.ENV_SECRETS: "A=h1:25, A=[::1]:8000,B=judge.internal", page_trust.ENV_HOSTS: "10.0.0.5"}
     settings.load([], env=env)
     assert page_trust.page_secrets(env) == {"A": [("h1", 25), ("::1", 8000)], "B": [("judge.internal", None)]}
+
+
+def test_the_trainer_runs_a_reward_file_from_outside_the_folder_only_with_the_shells_grant(demo_paths, tmp_path):
+    """The trainer checks its spec again: a file outside the reward folder fails the run naming the field, unless the
+    run's grant (written by submit at the shell) names it; then GRPO trains through the confined worker."""
+    from engine.spec.schema import RunSpec
+    from tests.engine.test_grpo_train import grpo_spec
+    from tests.helpers import log_tail, run_trainer
+
+    mine = tmp_path / "anywhere.py"
+    mine.write_text(REWARD, encoding="utf-8")
+    data = grpo_spec(demo_paths, 1).model_dump(mode="json")
+    data["method"]["grpo"]["rewards"].append({"kind": "python", "file": str(mine), "function": "secrets"})
+    spec = RunSpec.model_validate(data)
+    rc, events = run_trainer(spec, tmp_path / "ungranted")
+    assert rc != 0 and events[-1]["type"] == "failed"
+    assert "method.grpo.rewards.2.file" in events[-1]["payload"]["error"]
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    acting.write_grant(granted, reward_files=[mine])
+    rc, events = run_trainer(spec, granted)
+    assert rc == 0, log_tail(granted)
+    (log,) = [e for e in events if e["type"] == "log"]
+    assert log["payload"]["metrics"]["rewards/secrets/mean"] == 1.0
