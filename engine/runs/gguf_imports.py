@@ -1,0 +1,153 @@
+"""GGUF imports as registry runs, and ``studio import-gguf``. Light: stdlib, the registry, engine.models.gguf_file;
+never torch.
+
+An import is a command run of the registry (``submit_command``, tag ``gguf-import``) running
+``python -m engine.trainer.gguf_import`` (see that module), like a download (engine.runs.downloads) or a merge
+(engine.export.jobs): its own folder and ``events.jsonl``, the detached wrapper, stop (SIGTERM: the import removes
+its temp folder), a CPU slot in the queue and a row in the Runs tab. The header is read and checked here first
+(architecture, tensor types, the target folder, disk space), so a file the loader cannot map is refused in one line
+before anything is queued. ``GgufImportJob(run_id)`` is rebuilt from the registry row, so a reloaded page follows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from engine.core import events as ev
+from engine.core.messages import from_exception, payload_message
+from engine.models import gguf_file as gf
+from engine.models.messages import message
+from engine.runs import registry as runs
+from engine.runs.command_job import CommandJob, newest_jobs
+
+STATES = {"queued": "queued", "running": "running", "completed": "finished", "failed": "failed"}
+STATES["stopped"] = "cancelled"
+ENDS = ("gguf_import_finished", "gguf_import_failed")
+
+
+def start_import(path: str | Path, name: str | None = None) -> GgufImportJob:
+    """Read and check the GGUF's header and the target ``models/<name>`` (GgufError, one line, before anything is
+    queued), then queue the import."""
+    header = gf.read_header(path)
+    out = gf.target_dir(name or gf.default_name(header))
+    gf.check_space(header, out)
+    argv = gf.import_argv(header.path, out, "{run_dir}/events.jsonl")
+    run_id = runs.submit_command(
+        argv, name=f"import {Path(header.path).name} → models/{out.name}", tags=[gf.IMPORT_TAG]
+    )
+    return GgufImportJob(run_id)
+
+
+class GgufImportJob(CommandJob):
+    """One import, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer."""
+
+    what = "import"
+
+    def __init__(self, run_id: str):
+        try:
+            rec = runs.get(run_id, refresh_status=False)
+        except runs.RunsError as exc:
+            raise gf.GgufError(from_exception(exc)) from None
+        argv = rec.command or []
+        if rec.kind != "command" or argv[1:3] != ["-m", gf.MODULE]:
+            raise gf.GgufError(message("models.gguf_not_import", id=run_id))
+        args = gf.import_arg_parser().parse_args(argv[3:])
+        self.run_id, self.run_dir = rec.id, Path(rec.run_dir)
+        self.gguf, self.out_dir, self.tmp_dir = args.gguf, args.out, Path(args.tmp_dir)
+        self.events_path = Path(args.events)
+        self.events: list[dict] = []
+        self._offset = 0
+
+    def poll(self) -> dict:
+        """{"state": queued|running|finished|failed|cancelled, "detail", "result", "error", "out_dir", ...}; the
+        detail, the summary and the error are catalog messages, so the page shows them in its language."""
+        rec = runs.get(self.run_id)
+        new, self._offset = ev.read_events(self.events_path, self._offset)
+        self.events += new
+        state = STATES.get(rec.status, "failed")
+        end = next((e for e in reversed(self.events) if e["type"] in ENDS), None)
+        progress = next((e["payload"] for e in reversed(self.events) if e["type"] == "gguf_import_progress"), None)
+        result = error = None
+        if state in ("failed", "cancelled") and end and end["type"] == "gguf_import_finished":
+            state = "finished"  # a stop that came after the folder was published: the import finished
+        if state == "finished" and not (end and end["type"] == "gguf_import_finished"):
+            state = "failed"
+        if state == "finished":
+            result = {**end["payload"], "summary": payload_message(end["payload"], "summary")}
+        elif state in ("failed", "cancelled"):
+            if end and end["payload"].get("cause") == "cancelled":
+                state = "cancelled"
+            error = (payload_message(end["payload"], "error") if end else None) or rec.reason or state
+        if state in ("finished", "failed", "cancelled") and self.tmp_dir.exists():
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)  # killed before it could remove its partial folder
+        return {
+            "run_id": self.run_id,
+            "gguf": self.gguf,
+            "out_dir": self.out_dir,
+            "state": state,
+            "detail": (payload_message(progress, "detail") or "") if progress else "",
+            "result": result,
+            "error": error,
+            "events": list(self.events),
+            "created": rec.created,
+        }
+
+
+def list_imports(limit: int = 10) -> list[GgufImportJob]:
+    return newest_jobs(gf.IMPORT_TAG, GgufImportJob, gf.GgufError, limit)
+
+
+def import_and_follow(path: str, name: str | None = None, *, echo: bool = True) -> dict:
+    """Blocking import for a terminal: queue, print each step, return the final ``poll()``; Ctrl-C cancels."""
+    job = start_import(path, name)
+    said, queued = "", False
+    try:
+        while True:
+            status = job.poll()
+            if echo and status["state"] == "queued" and not queued:
+                print(f"[import-gguf] queued as run {job.run_id}: waiting for a free slot (`studio queue list`)")
+                queued = True
+            if echo and status["detail"] and str(status["detail"]) != said:
+                said = str(status["detail"])
+                print(f"[import-gguf] {said}", flush=True)
+            if status["state"] not in ("queued", "running"):
+                return status
+            time.sleep(0.3)
+    except KeyboardInterrupt:
+        return job.cancel()
+
+
+def cli(argv: list[str]) -> int:
+    """``studio import-gguf``: 0 imported and verified, 1 failed, 2 refused, 130 cancelled."""
+    ap = argparse.ArgumentParser(
+        prog="studio import-gguf",
+        description="Import a GGUF file (from Ollama, LM Studio, llama.cpp) as a base model: dequantized into "
+        "$STUDIO_HOME/models/NAME (float32 safetensors, tokenizer, chat template, generation config), its logits "
+        "compared with the GGUF read by transformers and llama.cpp, its source recorded in gguf_import.json.",
+    )
+    ap.add_argument("file", metavar="FILE.gguf", help="the GGUF file (an Ollama blob sha256-... works too)")
+    ap.add_argument("--name", default=None, help="the model folder's name (default: the file's name)")
+    ap.add_argument("--detach", action="store_true", help="queue the import and return at once")
+    args = ap.parse_args(argv)
+    try:
+        if args.detach:
+            job = start_import(args.file, args.name)
+            print(f"import queued as run {job.run_id} (`studio runs show {job.run_id}`): {job.out_dir}")
+            return 0
+        status = import_and_follow(args.file, args.name)
+    except gf.GgufError as exc:
+        print(f"studio import-gguf: {exc}", file=sys.stderr)
+        return 2
+    if status["state"] == "finished":
+        print(status["result"]["summary"])
+        name = Path(status["out_dir"]).name
+        print(f"train on it with model.name_or_path: models/{name}")
+        return 0
+    print(f"studio import-gguf: {status['state']}: {status['error']}", file=sys.stderr)
+    if status["state"] == "failed" and status["events"] and status["events"][-1]["payload"].get("cause") == "input":
+        return 2
+    return 130 if status["state"] == "cancelled" else 1
