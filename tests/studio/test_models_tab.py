@@ -43,3 +43,19 @@ def test_the_downloads_timer_sends_the_list_when_it_changed_and_slows_down_with_
     assert shown == gr.skip() and timer == gr.skip()
     shown, seen, timer = tab.poll_downloads("zh", seen)  # the language changed: the list in its words
     assert shown == "没有下载任务" and timer == gr.skip()
+
+
+def test_a_gguf_import_refused_is_said_in_the_pages_language_and_queues_nothing(run_registry, tmp_path):
+    """The Models tab's Import GGUF: a file that is not GGUF, one whose architecture the loader does not map, in
+    English and Chinese; a folder being built (hidden, a dot-name) is not listed as a model."""
+    from engine.runs import registry as runs
+    from tests.engine.test_gguf_import import tiny_gguf
+
+    (tmp_path / "notes.gguf").write_text("not a model")
+    assert "notes.gguf is not a GGUF file" in tab.start_gguf_import(str(tmp_path / "notes.gguf"), "", "en")
+    rwkv = tiny_gguf(tmp_path / "rwkv.gguf", "rwkv6")
+    said = tab.start_gguf_import(str(rwkv), "", "zh")
+    assert said.startswith("rwkv.gguf：架构 'rwkv6' 无法导入"), said
+    assert runs.list_runs() == []
+    (run_registry / "models" / ".x.importing-1").mkdir(parents=True)
+    assert not [n for n in tab.models_frame("en")["name"] if ".x" in n]
