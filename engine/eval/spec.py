@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.eval.messages import EvalError, message
+from engine.spec.schema import read_yaml_file
 
 MEASURES = ("loss", "bleu", "rouge", "exact", "accuracy", "lm_eval", "judge")
 GENERATION_MEASURES = ("bleu", "rouge", "exact", "accuracy", "judge")
@@ -166,7 +167,7 @@ def parse_eval_spec(data: Any) -> EvalSpec:
         return data
     if isinstance(data, Path) or (isinstance(data, str) and "\n" not in data and data.endswith((".yaml", ".yml"))):
         try:
-            data = yaml.safe_load(Path(data).read_text(encoding="utf-8"))
+            data = read_yaml_file(data)
         except (OSError, yaml.YAMLError) as exc:
             raise EvalError([("spec", message("eval.spec_unreadable", path=data, error=exc))]) from None
     if not isinstance(data, dict):

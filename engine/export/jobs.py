@@ -219,11 +219,14 @@ def lf_yaml_options(path: str | Path) -> tuple[dict, list[str]]:
     import yaml
 
     from engine.lf.merge import lf_export_to_merge
+    from engine.spec.schema import read_yaml_file
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        data = read_yaml_file(path)
+    except OSError as exc:
+        raise ExportError(message("export.lf_yaml_unreadable", path=path, error=exc.strerror or exc)) from None
+    except yaml.YAMLError as exc:
         raise ExportError(message("export.lf_yaml_unreadable", path=path, error=exc)) from None
     imp = lf_export_to_merge(data, path.resolve().parent)
     problems = dict(imp.unsupported)

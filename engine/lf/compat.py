@@ -25,7 +25,15 @@ from engine.lf.keys import _CONVERTED, _DIRECT, _LF_MARKERS, _STAGE_DIRECT
 from engine.lf.messages import message
 from engine.lf.to_spec import _lf_import
 from engine.spec.rules import HERE_ONLY
-from engine.spec.schema import RunSpec, SpecError, load_spec, parse_spec, safe_load_yaml, save_spec
+from engine.spec.schema import (
+    RunSpec,
+    SpecError,
+    load_spec,
+    parse_spec,
+    read_yaml_file,
+    safe_load_yaml,
+    save_spec,
+)
 
 _REVERSE = {path: key for key, path in {**_DIRECT, **_CONVERTED}.items() if path} | {
     path: key for keys in _STAGE_DIRECT.values() for key, path in keys.items()
@@ -34,7 +42,7 @@ _REVERSE = {path: key for key, path in {**_DIRECT, **_CONVERTED}.items() if path
 
 def _read_yaml(path: Path, what: str) -> Any:
     try:
-        return safe_load_yaml(path.read_text(encoding="utf-8"))
+        return read_yaml_file(path)
     except OSError as exc:
         raise SpecError([(what, message("lf.cannot_read", path=path, error=exc.strerror or exc))], str(path)) from None
     except yaml.YAMLError as exc:

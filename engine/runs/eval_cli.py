@@ -122,9 +122,10 @@ def lf_prediction(path: str) -> int | None:
     import yaml
 
     from engine.eval.lf_predict import is_prediction, to_eval_spec
+    from engine.spec.schema import read_yaml_file
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = read_yaml_file(path)
     except (OSError, yaml.YAMLError):
         return None  # the training path names the problem
     if not is_prediction(data):

@@ -20,6 +20,7 @@ Every message is an ``engine.core.messages.Message``: English text that also car
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -150,24 +151,63 @@ def validate_spec(data: Any) -> tuple[RunSpec | None, list[tuple[str, str]], lis
 
 
 MAX_YAML_DEPTH = 64  # a spec is a few levels deep; PyYAML and pydantic recurse per level
+# A spec or an LF YAML holds a few hundred values; aliases let a short file stand for billions (a "YAML bomb": nine
+# levels of nine aliases kept `studio validate` busy past a minute): counted as expanded, bounded here.
+MAX_YAML_NODES = 100_000
+MAX_YAML_BYTES = 4 * 2**20  # a spec file is a few KiB
 
 
 class YAMLTooDeep(yaml.YAMLError):
-    """A YAML document nested deeper than ``MAX_YAML_DEPTH``: one line, never a RecursionError."""
+    """A YAML document nested deeper than ``MAX_YAML_DEPTH`` or larger than ``MAX_YAML_NODES`` values once its
+    aliases are expanded: one line, never a RecursionError or a minute of CPU."""
+
+
+class YAMLNotText(yaml.YAMLError):
+    """A file that is not UTF-8 text (a binary given as a spec): named as bad YAML, never a UnicodeDecodeError."""
+
+
+def read_yaml_file(path: str | Path) -> Any:
+    """A YAML file the studio reads (a spec, an LF YAML, an accelerate config, an evaluation spec), bounded: only a
+    regular file (a FIFO would block the command forever, a device never end), at most ``MAX_YAML_BYTES``, UTF-8,
+    then ``safe_load_yaml``. Raises OSError (with a plain ``strerror``) or a ``yaml.YAMLError``, as reading did."""
+    import errno
+    import stat
+
+    path = Path(path)
+    # O_NONBLOCK: opening a FIFO with no writer returns at once, and fstat then says what it is
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a socket)", str(path))
+        if st.st_size > MAX_YAML_BYTES:
+            size = f"{st.st_size / 2**20:.1f} MiB"
+            raise OSError(errno.EFBIG, f"{size}, larger than {MAX_YAML_BYTES // 2**20} MiB", str(path))
+        raw = fh.read(MAX_YAML_BYTES + 1)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise YAMLNotText(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    return safe_load_yaml(text)
 
 
 def safe_load_yaml(text: str) -> Any:
     """``yaml.safe_load`` for every spec, LLaMA-Factory YAML or accelerate config the studio reads (CLI and page):
     a document nested deeper than ``MAX_YAML_DEPTH`` raises ``YAMLTooDeep`` (a ``yaml.YAMLError``, so callers name
     the file as for any bad YAML) instead of recursing in the parser or in validation."""
+    if len(text) > MAX_YAML_BYTES:  # a page's paste as a file: bounded before the parser sees it
+        raise YAMLTooDeep(f"larger than {MAX_YAML_BYTES // 2**20} MiB")
     too_deep = YAMLTooDeep(f"nested deeper than {MAX_YAML_DEPTH} levels")
     try:
         data = yaml.safe_load(text)
     except RecursionError:
         raise too_deep from None
-    stack = [(data, 1)]
+    stack, seen = [(data, 1)], 0
     while stack:  # iterative: a deep document must not recurse here either
         node, depth = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_NODES:  # an alias is walked each time it is used, as validation would walk it
+            raise YAMLTooDeep(f"more than {MAX_YAML_NODES} values once its aliases are expanded")
         if isinstance(node, (dict, list)):
             if depth > MAX_YAML_DEPTH:
                 raise too_deep
@@ -179,7 +219,7 @@ def safe_load_yaml(text: str) -> Any:
 def load_spec(path: str | Path, *, context: bool = True) -> RunSpec:
     path = Path(path)
     try:
-        data = safe_load_yaml(path.read_text(encoding="utf-8"))
+        data = read_yaml_file(path)
     except OSError as exc:
         raise SpecError(
             [("spec", message("spec_unreadable", path=path, reason=exc.strerror or exc))], str(path)
