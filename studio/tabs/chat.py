@@ -10,6 +10,7 @@ content is a str or a list of parts ({"type": "text", "text": ...}, files); ``co
 turns with their images. An image sent with a message (upload or paste) goes to a vision-language model with that
 turn, rendered by the processor's chat template as in training; a text-only model's pane says it cannot read it.
 What can be picked (models, runs, exports) is studio.tabs.chat_sources; a picked run sets its template and base.
+The feedback section under the chat (good / bad, a better answer, train on them) is studio.tabs.chat_feedback.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 from engine.data.template_table import TEMPLATE_NAMES
 from studio.i18n.localize import localize_error
 from studio.i18n.page import t
+from studio.tabs import chat_feedback
 from studio.tabs.chat_remote import ERROR_MARK, Remote, is_served
 from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_for: the tab's and its tests' names
     _colon,
@@ -475,5 +477,7 @@ def build(ctx: Any) -> None:
         [base_box, tuned_box, prompt, image],
     ).then(lambda: (gr.update(interactive=True), gr.update(interactive=True)), None, [send_btn, prompt], queue=False)
     ctx.on_load.append((restore, [ctx.lang], [model, tuned, template, status]))
+    # Under the chat: mark an answer, write a better one, train on what was said (studio.tabs.chat_feedback).
+    chat_feedback.build(ctx, base_box, tuned_box, system, WORKERS, conversation)
     ctx.shared["chat"] = dict(model=model, tuned=tuned, template=template, prompt=prompt, status=status,
                               base_box=base_box, tuned_box=tuned_box)  # fmt: skip
