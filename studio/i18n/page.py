@@ -640,6 +640,12 @@ STRINGS: dict[str, tuple[str, str]] = {
     "eval_final": ("Final weights", "最终权重"),
     "eval_data": ("Data", "数据"),
     "eval_held_out": ("the run's held-out rows", "该运行留出的评估行"),
+    "eval_no_held_out": (
+        "run {run} kept no held-out rows (data.val_size 0): {data} is rows it trained on, so the scores show what it "
+        "learnt, not how it does on new questions; train with data.val_size above 0 for held-out rows",
+        "运行 {run} 没有留出评估行（data.val_size 为 0）：{data} 是它训练过的数据，分数反映它学到了什么，"
+        "而不是在新问题上的表现；训练时把 data.val_size 设为大于 0 即可留出评估行",
+    ),
     "eval_limit": ("Rows (0: all)", "行数（0：全部）"),
     "eval_measures": ("Measures", "指标"),
     "eval_max_new": ("Max new tokens", "最多生成 token 数"),

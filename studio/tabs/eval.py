@@ -60,11 +60,36 @@ def data_choices(lang: str = "en") -> list[tuple[str, str]]:
     return [(t("eval_held_out", lang), ""), *[(n, n) for n in names]]
 
 
-def on_run(run_id: str | None):
+def held_out_of(run_id: str | None) -> tuple[bool, list[str]]:
+    """Whether the run kept held-out rows (data.val_size > 0 or data.eval_datasets), and the datasets it trained on.
+    A run that cannot be read counts as having them: the evaluation's own check then names the problem."""
+    try:
+        data = runs.get(run_id, refresh_status=False).load_spec().data
+    except Exception:  # noqa: BLE001 - no run picked, or its spec unreadable
+        return True, []
+    return bool(data.val_size or data.eval_datasets), list(data.datasets)
+
+
+def data_for_run(run_id: str | None, lang: str = "en") -> tuple[list[tuple[str, str]], str, str]:
+    """The data picker for a run: (choices, value, note). With held-out rows they are the default; a run without
+    them (the Train form's default val_size is 0) would fail there, so the default is the first dataset it trained
+    on, and the note under the picker says what scores on those rows measure and how to keep held-out rows. (A
+    dataset merely named differently may hold the same rows, so none is offered as "unseen".)"""
+    choices = data_choices(lang)
+    has_held_out, trained = held_out_of(run_id)
+    if has_held_out or not run_id:
+        return choices, "", ""
+    names = [value for _, value in choices if value]
+    value = next((n for n in trained if n in names), names[0] if names else "")
+    return [(label, v) for label, v in choices if v], value, t("eval_no_held_out", lang).format(run=run_id, data=value)
+
+
+def on_run(run_id: str | None, lang: str = "en"):
     import gradio as gr
 
     names = checkpoint_choices(run_id)
-    return gr.update(choices=names, value=names)
+    choices, value, note = data_for_run(run_id, lang)
+    return gr.update(choices=names, value=names), gr.update(choices=choices, value=value, info=note or None)
 
 
 def spec_from_form(
@@ -416,7 +441,7 @@ def build(ctx: Any) -> None:
         [run, data],
         queue=False,
     )
-    run.change(on_run, [run], [ckpts], queue=False)
+    run.change(on_run, [run, ctx.lang], [ckpts, data], queue=False)
     start_btn.click(
         lambda *a: follow.with_timer(start(*a)),
         [

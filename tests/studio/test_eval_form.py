@@ -84,3 +84,49 @@ def test_the_verdict_against_the_base_in_the_pages_language():
     table, _, best, verdicts, _ = report_view(results, preds, "rouge-l", "all", "zh")
     assert "按 rouge-l 没有任何微调模型优于基座模型" in best
     assert verdicts.count("**更差**") == 2 and table["headers"][-1] == "退化回答"
+
+
+def test_a_run_without_held_out_rows_gets_data_that_evaluates(demo_paths, run_registry):
+    """The Train form's defaults keep no held-out rows (val_size 0): the Evaluate tab's default data (the run's
+    held-out rows) was refused at Evaluate. Picking such a run now picks the first dataset it trained on and says
+    what its scores mean; a run with a held-out split keeps the held-out default. Checked with the evaluation's own
+    resolution of the spec the form then makes."""
+    from pathlib import Path
+
+    import yaml
+
+    from engine.core import workspace
+    from engine.eval.messages import EvalError
+    from engine.runs import evals
+    from engine.runs import registry as runs
+    from studio.tabs.eval import data_for_run
+
+    for src in Path(demo_paths["data_dir"]).iterdir():
+        if src.is_file():
+            (workspace.data_dir() / src.name).write_bytes(src.read_bytes())
+    data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text())
+    assert not data["data"].get("val_size") and not data["data"].get("eval_datasets")  # the form's defaults
+    plain = runs.submit(data, start=False)
+    data["data"]["val_size"] = 0.1
+    split = runs.submit(data, start=False)
+
+    def data_problems(run_id: str, picked: str) -> list:
+        form = spec_from_form(run_id, [], True, False, picked, ["rouge"], 4, 8, 2)
+        try:
+            evals.resolve(form)
+        except EvalError as exc:
+            return [(p, str(m)) for p, m in exc.problems if p.startswith("data")]
+        return []
+
+    choices, value, note = data_for_run(plain)
+    trained = data["data"]["datasets"][0]
+    assert value == trained and value in [v for _, v in choices] and "" not in [v for _, v in choices]
+    assert note.startswith(f"run {plain} kept no held-out rows (data.val_size 0): {trained} is rows it trained on")
+    assert data_problems(plain, "") and "kept no held-out rows" in data_problems(plain, "")[0][1]
+    assert data_problems(plain, value) == []
+    _, zh_value, zh_note = data_for_run(plain, "zh")
+    assert zh_value == trained and "没有留出评估行" in zh_note
+
+    choices, value, note = data_for_run(split)
+    assert (value, note) == ("", "") and ("", "") != choices[0] and choices[0][1] == ""
+    assert data_problems(split, value) == []
