@@ -182,7 +182,8 @@ def build(ctx: Any, base_box: Any, tuned_box: Any, system: Any, workers: dict, c
             save = texts.add(gr.Button(t("fb_save", lang), elem_id="chat-fb-save"), "fb_save", "value")
     status = gr.Markdown(elem_id="chat-fb-status")
     with gr.Row():
-        train_btn = texts.add(gr.Button(t("fb_train", lang), elem_id="chat-fb-train", scale=0), "fb_train", "value")
+        train_btn = gr.Button(t("fb_train", lang), elem_id="chat-fb-train", scale=0, min_width=320)
+        texts.add(train_btn, "fb_train", "value")
     train_msg = gr.Markdown(elem_id="chat-fb-train-msg")
 
     panes = [pane, base_box, tuned_box]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, open_tab, pick
+from tests.e2e.conftest import ROOT, open_tab, pick, wait_text
 
 pytestmark = pytest.mark.slow  # a real server, a training run and a browser
 
@@ -185,3 +185,70 @@ def test_chat_with_a_served_run(page, server, shots):
     page.wait_for_function(
         "(document.querySelector('#chat-status')?.innerText ?? '').includes('unloaded 2 worker(s)')", timeout=90_000
     )
+
+
+def test_feedback_from_chat_trains_a_dpo_run(page, server, shots):
+    """Learning from use (issue 44 item 5): a person chats with a trained run, marks its answer bad, edits it into a
+    better one and sees the counts; the Datasets tab lists both feedback sets; Train on this feedback starts a DPO
+    run whose id the message says and the Train tab's dashboard follows to its end, DPO's rewards drawn."""
+    run_id = _train_short_run(server.home)
+    open_tab(page, "Chat")
+    pick(page, "#chat-adapter", run_id)
+    page.wait_for_function(
+        "document.querySelector('#chat-model input').value.includes('demo-tiny-llama')", timeout=90_000
+    )
+    page.click("#chat-generation >> text=Generation settings")
+    max_new = page.locator("#chat-max-new input")
+    max_new.fill("12")
+    max_new.press("Tab")
+    page.click("#chat-load")
+    wait_text(page, "#chat-status", "loaded base, tuned", timeout=180_000)
+    page.fill("#chat-prompt textarea", "Hello, who are you?")
+    page.click("#chat-send")
+    _wait_turn(page, 1)
+    answer = _messages(page, "#chat-tuned")[1]["text"]
+    assert answer and not any(e in answer for e in ERRORS), answer
+
+    page.click("#chat-fb-bad")  # the Tuned pane's answer, the section's default
+    status = wait_text(page, "#chat-fb-status", "Marked the Tuned answer bad")
+    assert "0 better answer(s)" in status and "1 marked bad" in status, status
+    page.click("#chat-fb-edit")  # Edit answer… puts the model's answer in the box
+    box = page.locator("#chat-fb-better textarea")
+    page.wait_for_function("document.querySelector('#chat-fb-better textarea').value.trim().length > 0")
+    assert " ".join(box.input_value().split()) == " ".join(answer.split())
+    box.fill("Hello! I am a small assistant, glad to help.")
+    page.click("#chat-fb-save")
+    status = wait_text(page, "#chat-fb-status", "as a preference pair")
+    assert "1 better answer(s)" in status and "1 marked bad" in status, status
+    expect_empty = "document.querySelector('#chat-fb-better textarea').value === ''"
+    page.wait_for_function(expect_empty)
+    page.screenshot(path=str(shots / "chat-feedback.png"), full_page=True)
+
+    open_tab(page, "Datasets")  # both feedback sets are registered datasets
+    page.locator("#ds-pick input").click()
+    for name in ("chat_feedback_dpo", "chat_feedback_kto"):
+        page.locator("[role=option]", has_text=name).first.wait_for(state="visible", timeout=90_000)
+    page.keyboard.press("Escape")
+
+    open_tab(page, "Chat")
+    page.click("#chat-fb-train")
+    msg = wait_text(page, "#chat-fb-train-msg", "DPO on 1 feedback row(s)", timeout=120_000)
+    new_id = msg.split("Run ", 1)[1].split()[0]
+    assert new_id != run_id and "chat_feedback_dpo" in msg and f"run {run_id}'s adapter" in msg, msg
+    page.click("#chat-unload")
+    wait_text(page, "#chat-status", "unloaded 2 worker(s)", timeout=90_000)
+
+    open_tab(page, "Train")  # the dashboard follows the new run to its end
+    page.wait_for_function(
+        "(id) => document.querySelector('#run-picker input').value.includes(id)", arg=new_id, timeout=90_000
+    )
+    page.wait_for_function(
+        "(id) => { const s = document.querySelector('#run-status').innerText;"
+        " return s.includes(id) && (s.includes('completed') || s.includes('failed')); }",
+        arg=new_id,
+        timeout=400_000,
+    )
+    assert "completed" in page.inner_text("#run-status"), page.inner_text("#run-status")
+    page.locator("#plot-stage-rewards").wait_for(state="visible", timeout=90_000)
+    page.locator("#plot-stage-rewards").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "chat-feedback-run.png"), full_page=True)
