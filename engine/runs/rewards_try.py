@@ -84,12 +84,23 @@ def table(result: dict, width: int = 40) -> str:
     return "\n".join(lines)
 
 
+def _rows(text: str) -> int:
+    """--rows: a whole number of prompts from 1 to 256 (argparse turns the ValueError into one line, exit 2)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= n <= 256:
+        raise argparse.ArgumentTypeError(f"{n}: give 1 to 256 prompts")
+    return n
+
+
 def cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="studio rewards")
     sub = parser.add_subparsers(dest="action", required=True)
     t = sub.add_parser("try", help="run a GRPO spec's reward functions on real rows before training")
     t.add_argument("spec", help="a run spec (or LLaMA-Factory YAML) with method.stage grpo")
-    t.add_argument("--rows", type=int, default=8, help="how many prompts (default 8)")
+    t.add_argument("--rows", type=_rows, default=8, help="how many prompts (default 8, at most 256)")
     t.add_argument(
         "--source",
         choices=("answers", "model"),

@@ -53,3 +53,14 @@ def test_dry_run_scores_the_datasets_own_answers(demo_paths, tmp_path):
     assert lines[3].startswith("grpo_arith:3") and lines[3].split()[1] == bundled[2]["output"]
     assert "odd_rows_fail: ERROR reward 'odd_rows_fail' raised KeyError" in text
     assert "math: mean 1 over 4 scored rows (weight 1)" in text
+
+
+def test_rows_must_be_a_positive_count(capsys):
+    import pytest
+
+    from engine.runs.rewards_try import cli
+
+    for bad, words in (("-3", "-3: give 1 to 256 prompts"), ("0", "0: give 1 to 256 prompts"), ("x", "'x' is not")):
+        with pytest.raises(SystemExit) as info:
+            cli(["try", "spec.yaml", "--rows", bad])
+        assert info.value.code == 2 and words in capsys.readouterr().err
