@@ -253,6 +253,17 @@ DATASET_INFO = {
         "formatting": "alpaca",
         "columns": {"prompt": "instruction", "response": "output"},
     },
+    # written by `studio demo` from identity.json / identity_heldout.json with {{name}} and {{author}} filled
+    "demo_identity": {
+        "file_name": "demo_identity.json",
+        "formatting": "alpaca",
+        "columns": {"prompt": "instruction", "query": "input", "response": "output"},
+    },
+    "demo_identity_heldout": {
+        "file_name": "demo_identity_heldout.json",
+        "formatting": "alpaca",
+        "columns": {"prompt": "instruction", "query": "input", "response": "output"},
+    },
 }
 
 
@@ -277,6 +288,9 @@ def main(out: Path = OUT) -> None:
     from make_grpo_data import main as write_grpo_data  # beside this script: GRPO's arithmetic prompts
 
     write_grpo_data([str(out)])
+    from make_identity_data import main as write_identity_data  # the identity rows, {{name}} / {{author}} to fill
+
+    write_identity_data([str(out)])
     (out / "dataset_info.json").write_text(
         json.dumps(DATASET_INFO, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
     )

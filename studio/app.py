@@ -245,7 +245,7 @@ def ensure_demo(timeout: float = 300.0) -> str:
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "engine.cli", "demo"],
+            [sys.executable, "-m", "engine.cli", "demo", "--no-real-model"],  # the real model: `studio demo`
             env=env,
             capture_output=True,
             text=True,

