@@ -139,3 +139,22 @@ def test_a_dpo_run_trains_on_a_feedback_set(demo_paths, tmp_path):
     assert all(math.isfinite(p["metrics"]["rewards/margins"]) for p in logs), logs
     assert all("rewards/chosen" in p["metrics"] and "rewards/rejected" in p["metrics"] for p in logs)
     assert any(p["metrics"]["rewards/margins"] != 0 for p in logs[1:])  # the policy moved from its reference
+
+
+def test_a_kto_run_trains_on_marks_alone(demo_paths, tmp_path):
+    """No pair yet, marks only: Train on this feedback's KTO spec trains on them (2 per step, as TRL's KTO needs)."""
+    ddir = tmp_path / "data"
+    chatted = feedback.Chatted(model=demo_paths["model_dir"], template="default")
+    marks = [("Say hi.", "Hi!", True), ("Say hi.", "Bye.", False), ("2+2?", "4", True), ("2+2?", "5", False)]
+    for q, a, good in marks:
+        feedback.add_mark(_conv(q, a), good, chatted, data_dir=ddir)
+    assert feedback.stage_for(feedback.counts(ddir)) == "kto"
+    spec = feedback.train_spec("kto", {"name_or_path": chatted.model}, chatted.template)
+    spec["data"]["dataset_dir"] = str(ddir)
+    spec["output"]["report_to"] = ["none"]
+    rc, events = run_trainer(RunSpec.model_validate(spec), tmp_path / "run", timeout=600)
+    assert rc == 0 and events[-1]["type"] == "finished", events[-3:]
+    ready = next(e for e in events if e["type"] == "data_ready")["payload"]
+    assert (ready["desirable"], ready["undesirable"], ready["untagged"]) == (2, 2, 0), ready
+    logs = [e["payload"] for e in events if e["type"] == "log"]
+    assert len(logs) == 6 and all(math.isfinite(p["loss"]) for p in logs)  # 3 epochs of 4 marks, 2 a step
