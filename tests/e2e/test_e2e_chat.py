@@ -252,3 +252,13 @@ def test_feedback_from_chat_trains_a_dpo_run(page, server, shots):
     page.locator("#plot-stage-rewards").wait_for(state="visible", timeout=90_000)
     page.locator("#plot-stage-rewards").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "chat-feedback-run.png"), full_page=True)
+
+    # the section in Chinese: its buttons, the pane choices and the counts line follow the switch
+    page.click("#lang-picker input")
+    page.get_by_role("option", name="中文").click()
+    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=120_000)
+    open_tab(page, "对话")
+    status = wait_text(page, "#chat-fb-status", "个更好的回答")
+    assert "**" not in status and "1 个标为不好" in status and "Feedback kept" not in status, status
+    assert "用这些反馈训练" in page.inner_text("#chat-fb-train") and "微调后" in page.inner_text("#chat-fb-pane")
+    assert "保存更好的回答" in page.inner_text("#chat-fb-save") and "👎 不好" in page.inner_text("#chat-fb-bad")
