@@ -101,6 +101,8 @@ MESSAGES: dict[str, str] = {
     "reward code only from there (the operator puts files there, or lets the page upload them with {switch}=on)",
     "workspace.page_code_off": "the page may not upload reward code: the operator allows it with {switch}=on (or "
     "puts the file into {folder})",
+    "workspace.page_file_outside": "{path} is outside the workspace ({home}): the page reads files only from the "
+    "workspace; put it under {uploads}, or run the studio command at the shell, which may name any file",
     "workspace.page_reward_name": "{name!r} is not a reward file name: letters, digits, _ . - ending in .py",
     "workspace.page_secret_unbound": "the page may not use the environment variable {name}: the operator has not "
     "bound it for the page ({var}={name}=HOST[:PORT])",

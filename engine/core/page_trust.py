@@ -120,6 +120,15 @@ def reward_problem(path: str | Path) -> Message | None:
     return None
 
 
+def read_problem(path: str | Path) -> Message | None:
+    """Why the page may not read the file ``path`` (links resolved), e.g. a GGUF to import: it is outside the
+    workspace. The page reads only what is in the workspace; a file elsewhere on the server is the shell's."""
+    real = Path(path).expanduser().resolve()
+    if real.is_relative_to(workspace.home().resolve()):
+        return None
+    return message("workspace.page_file_outside", path=path, home=workspace.home(), uploads=workspace.uploads_dir())
+
+
 def save_reward(source: str | Path, name: str) -> Path:
     """Put an uploaded reward file into the reward folder as ``name`` (a plain ``.py`` file name), when
     ``STUDIO_PAGE_CODE`` is on; ``PageTrustError`` says why not otherwise."""

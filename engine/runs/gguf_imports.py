@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from engine.core import acting, page_trust
 from engine.core import events as ev
 from engine.core.messages import from_exception, payload_message
 from engine.models import gguf_file as gf
@@ -31,7 +32,11 @@ ENDS = ("gguf_import_finished", "gguf_import_failed")
 
 def start_import(path: str | Path, name: str | None = None) -> GgufImportJob:
     """Read and check the GGUF's header and the target ``models/<name>`` (GgufError, one line, before anything is
-    queued), then queue the import."""
+    queued), then queue the import. From the page (not ``acting.shell()``) only a file inside the workspace."""
+    if not acting.at_shell():  # the page reads only the workspace's files (engine.core.page_trust)
+        problem = page_trust.read_problem(path)
+        if problem is not None:
+            raise gf.GgufError(problem)
     header = gf.read_header(path)
     out = gf.target_dir(name or gf.default_name(header))
     gf.check_space(header, out)

@@ -56,6 +56,9 @@ def test_a_gguf_import_refused_is_said_in_the_pages_language_and_queues_nothing(
     rwkv = tiny_gguf(tmp_path / "rwkv.gguf", "rwkv6")
     said = tab.start_gguf_import(str(rwkv), "", "zh")
     assert said.startswith("rwkv.gguf：架构 'rwkv6' 无法导入"), said
+    outside = tiny_gguf(tmp_path.parent / f"{tmp_path.name}-elsewhere.gguf", "llama")
+    said = tab.start_gguf_import(str(outside), "", "en")  # a file elsewhere on the server is not the page's to read
+    assert said.startswith(f"{outside} is outside the workspace ({run_registry}): the page reads files only"), said
     assert runs.list_runs() == []
     (run_registry / "models" / ".x.importing-1").mkdir(parents=True)
     assert not [n for n in tab.models_frame("en")["name"] if ".x" in n]
