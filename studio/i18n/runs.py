@@ -25,7 +25,8 @@ RUNS_ZH: dict[str, str] = {
     "runs.kept_not_created": "保留了 {path}：它不是运行 {id} 创建的（运行开始前它已存在，或运行从未开始）；"
     "运行只拥有它自己创建的内容",
     "runs.kept_existing": "保留了 {path}：它在运行 {id} 开始前已存在；只删除了运行在其中写入的 {count} 个文件",
-    "runs.kept_added": "保留了 {path}：其中有运行 {id} 结束后加入的文件（{files}）；只删除了运行在其中写入的 {count} 个文件",
+    "runs.kept_added": "保留了 {path}：其中有运行 {id} 结束后加入的文件（{files}）；"
+    "只删除了运行在其中写入的 {count} 个文件",
     "runs.remove_failed": "无法删除 {path}：{error}",
     "runs.checkpoint_skipped": "检查点 {path} 不完整或已损坏；改用更早的检查点",
     "runs.no_loadable_checkpoint": "运行 {id} 没有可用于继续训练的完整检查点（{path} 中的检查点以及它起始的"

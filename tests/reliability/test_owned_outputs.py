@@ -175,7 +175,8 @@ def test_delete_removes_only_what_the_run_made(home, demo_paths, tally, capsys):
         left == ["userdir/plot.png", "usernote.txt"]
         and (made / "usernote.txt").read_text() == "mine"
         and f"kept {made}: it holds files added after run {f.id} ended (userdir/plot.png, usernote.txt); removed "
-        f"only the {len(wrote)} file(s) the run wrote" in text,
+        f"only the {len(wrote)} file(s) the run wrote"
+        in text,
         f"{left}\n{text}",
     )
 
