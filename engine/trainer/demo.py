@@ -46,7 +46,20 @@ CHAT_TEMPLATE = (
 
 
 def build_demo(force: bool = False) -> dict:
-    """Build (or refresh) the demo model, tokenizer, datasets and example spec; fast no-op when all is present."""
+    """Build (or refresh) the demo model, tokenizer, datasets and example spec; fast no-op when all is present.
+
+    One build at a time per workspace (a lock file): two `studio webui` started together on a fresh workspace each
+    built the model into the same temporary folder, one removed the other's half-built folder, and the demo model
+    was left without its tokenizer. The second waits, then finds the demo complete."""
+    import fcntl
+
+    workspace.home().mkdir(parents=True, exist_ok=True)
+    with open(workspace.home() / ".demo-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_demo(force)
+
+
+def _build_demo(force: bool) -> dict:
     model_dir = workspace.demo_model_dir()
     digest = _assets_digest()
     marker = model_dir / MARKER
@@ -114,7 +127,7 @@ def _build_model(model_dir: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tmp = model_dir.with_name(model_dir.name + ".building")
+    tmp = model_dir.with_name(f".{model_dir.name}.building-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
 

@@ -19,6 +19,7 @@ them).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -186,7 +187,7 @@ def _corpus() -> list[str]:
 def _build_model(model_dir: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    tmp = model_dir.with_name(model_dir.name + ".building")
+    tmp = model_dir.with_name(f".{model_dir.name}.building-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
 

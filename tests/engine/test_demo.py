@@ -102,6 +102,8 @@ def test_demo_data_generation_is_deterministic(tmp_path):
 
 
 def test_studio_demo_cli_prints_paths(tmp_path):
+    """Two `studio demo` started together on a fresh workspace (two `studio webui` do that): both end well and the
+    model has its tokenizer; one waited for the other's build instead of removing its half-built folder."""
     env = {
         "STUDIO_HOME": str(tmp_path / "home"),
         "PATH": "/usr/bin:/bin",
@@ -109,16 +111,19 @@ def test_studio_demo_cli_prints_paths(tmp_path):
         "HF_HUB_OFFLINE": "1",
         "OMP_NUM_THREADS": "1",
     }
-    out = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "demo", "--no-real-model", "--identity-name", "Nova"],
-        check=False,
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
+    argv = [sys.executable, "-m", "engine.cli", "demo", "--no-real-model", "--identity-name", "Nova"]
+    procs = [
+        subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    ends = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e[1][-2000:] for e in ends]
+    out = subprocess.CompletedProcess(argv, 0, *ends[0])
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "home" / "models" / "demo-tiny-llama"))
+    assert tok("hello world")["input_ids"]
+    assert not [p.name for p in (tmp_path / "home" / "models").iterdir() if "building" in p.name]
     assert str(tmp_path / "home" / "models" / "demo-tiny-llama") in out.stdout and "demo_alpaca" in out.stdout
     assert (tmp_path / "home" / "models" / "demo-tiny-llama" / "model.safetensors").is_file()
     assert not (tmp_path / "home" / "models" / "SmolLM2-135M-Instruct").exists(), "--no-real-model: not imported"
