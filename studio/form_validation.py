@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from engine.core import page_trust
 from engine.runs import registry as runs
 from engine.spec import schema as spec_mod
 from studio import forms
@@ -23,7 +24,14 @@ def to_values(args: list[Any]) -> dict[str, Any]:
 
 
 def check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, list]:
-    return spec_mod.validate_spec(forms.values_to_dict(values))
+    """The form's values as a checked spec. A dataset folder outside the workspace is refused first, before its
+    registry is read (engine.core.page_trust): the page reads only the workspace's datasets."""
+    data = forms.values_to_dict(values)
+    folder = (data.get("data") or {}).get("dataset_dir") if isinstance(data.get("data"), dict) else None
+    outside = page_trust.dataset_dir_problem(folder) if folder else None
+    if outside is not None:
+        return None, [("data.dataset_dir", outside)], []
+    return spec_mod.validate_spec(data)
 
 
 def problems_markdown(errors: list, warnings: list, lang: str = "en") -> str:

@@ -103,6 +103,8 @@ MESSAGES: dict[str, str] = {
     "puts the file into {folder})",
     "workspace.page_file_outside": "{path} is outside the workspace ({home}): the page reads files only from the "
     "workspace; put it under {uploads}, or run the studio command at the shell, which may name any file",
+    "workspace.page_dataset_dir_outside": "{path} is outside the workspace ({home}): the page reads datasets only "
+    "from the workspace (register or upload them in the Datasets tab); the studio command may name any folder",
     "workspace.page_reward_name": "{name!r} is not a reward file name: letters, digits, _ . - ending in .py",
     "workspace.page_secret_unbound": "the page may not use the environment variable {name}: the operator has not "
     "bound it for the page ({var}={name}=HOST[:PORT])",

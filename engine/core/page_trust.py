@@ -120,6 +120,16 @@ def reward_problem(path: str | Path) -> Message | None:
     return None
 
 
+def dataset_dir_problem(path: str | Path) -> Message | None:
+    """Why the page may not read datasets from the folder ``path`` (links resolved): it is outside the workspace.
+    The page reads the workspace's own registry and uploads; a dataset folder elsewhere on the server is the
+    shell's to name."""
+    real = Path(path).expanduser().resolve()
+    if real.is_relative_to(workspace.home().resolve()):
+        return None
+    return message("workspace.page_dataset_dir_outside", path=path, home=workspace.home())
+
+
 def read_problem(path: str | Path) -> Message | None:
     """Why the page may not read the file ``path`` (links resolved), e.g. a GGUF to import: it is outside the
     workspace. The page reads only what is in the workspace; a file elsewhere on the server is the shell's."""

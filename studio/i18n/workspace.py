@@ -33,6 +33,8 @@ WORKSPACE_ZH: dict[str, str] = {
     "workspace.page_code_off": "页面不能上传奖励代码：管理员可用 {switch}=on 允许（或把文件放入 {folder}）",
     "workspace.page_file_outside": "{path} 在工作区（{home}）之外：页面只读取工作区中的文件；"
     "请把它放到 {uploads} 下，或在命令行运行 studio 命令（命令行可以指定任意文件）",
+    "workspace.page_dataset_dir_outside": "{path} 在工作区（{home}）之外：页面只读取工作区中的数据集"
+    "（请在数据集页注册或上传）；studio 命令可以指定任意目录",
     "workspace.page_reward_name": "{name!r} 不是有效的奖励文件名：只能含字母、数字、_ . -，并以 .py 结尾",
     "workspace.page_secret_unbound": "页面不能使用环境变量 {name}：管理员没有为页面绑定它（{var}={name}=HOST[:PORT]）",
     "workspace.page_secret_elsewhere": "页面只能把 {name} 发送到 {allowed}，不能发送到 {dest}（{var}）",

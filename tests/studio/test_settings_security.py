@@ -75,3 +75,24 @@ def test_upload_cap_from_the_environment():
     for bad in ("0", "-3", "lots"):
         with pytest.raises(settings.SettingsError, match="STUDIO_MAX_UPLOAD_MB"):
             settings.load([], env={"STUDIO_MAX_UPLOAD_MB": bad})
+
+
+def test_the_form_refuses_a_dataset_folder_outside_the_workspace(demo_paths, tmp_path):
+    """The page reads only the workspace's datasets (issue 47 item 9): a dataset folder elsewhere on the server is
+    refused by the form and so by Start, naming data.dataset_dir, before its registry is read; the workspace's own
+    folder passes."""
+    import json
+
+    import yaml
+
+    from studio import form_validation, forms
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "dataset_info.json").write_text(json.dumps({"secret": {"file_name": "/etc/shadow"}}))
+    data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text())
+    assert form_validation.check(forms.spec_to_values(data))[0] is not None  # the workspace's datasets pass
+    data["data"]["dataset_dir"] = str(elsewhere)
+    spec, errors, _ = form_validation.form_check(forms.spec_to_values(data))
+    assert spec is None and [p for p, _ in errors] == ["data.dataset_dir"]
+    assert str(errors[0][1]).startswith(f"{elsewhere} is outside the workspace (")
