@@ -112,9 +112,12 @@ def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = F
         print("stopping (checkpoint is being saved)...", flush=True)
         runs.stop(run_id)
         record = runs.get(run_id)
-    print(f"run {run_id}: {record.status}" + (f" ({record.reason})" if getattr(record, "reason", None) else ""))
+    # the reason's first line: a failed run's recorded reason goes on with its log's last lines (a traceback), which
+    # belong in the log, not in the one line a person reads here
+    reason = str(getattr(record, "reason", None) or "").split("\n--- last lines of", 1)[0].strip()
+    print(f"run {run_id}: {record.status}" + (f" ({reason})" if reason else ""))
     if record.status == "failed":
-        print(runs.log_tail(run_id, 30), file=sys.stderr)
+        print(f"its log: {record.log_path} (studio runs logs {run_id})", file=sys.stderr)
     return 0 if record.status == "completed" else 1
 
 

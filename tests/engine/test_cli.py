@@ -116,3 +116,24 @@ def test_train_exits_nonzero_when_the_run_fails(demo_paths, tmp_path):
     out = studio("train", str(path))
     assert out.returncode != 0
     assert "broken.jsonl" in out.stdout + out.stderr and "2" in out.stdout + out.stderr
+
+
+def test_a_failure_inside_the_trainer_is_said_without_its_traceback(demo_paths, tmp_path):
+    """The trainer's traceback stays in train.log: `studio train` says the failure in its line and where the log is
+    (issue 47 item 8: it echoed the traceback, twice)."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(demo_paths["model_dir"], model)
+    (model / "model.safetensors").write_bytes(b"not safetensors at all" * 100)
+    spec = demo_spec(demo_paths, model={"name_or_path": str(model)})
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec.model_dump(mode="json")))
+    out = studio("train", str(path))
+    said = out.stdout + out.stderr
+    assert out.returncode == 1 and "Traceback" not in said and 'File "' not in said, said
+    ended = [line for line in out.stdout.splitlines() if line.startswith("run ") and ": failed (" in line]
+    assert len(ended) == 1, said
+    assert "its log: " in out.stderr and "train.log (studio runs logs " in out.stderr
+    log = Path(out.stderr.split("its log: ", 1)[1].split(" (", 1)[0])
+    assert "Traceback" in log.read_text()  # kept where it belongs
