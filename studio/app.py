@@ -312,6 +312,26 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
     }
 
 
+def port_in_use(host: str, port: int) -> str | None:
+    """Why the page cannot listen on host:port (another studio, or another server, holds it), in one line naming the
+    way out; None when it can. Checked before anything is built: gradio's own refusal is a 26-line traceback whose
+    hint (GRADIO_SERVER_PORT) Studio does not read."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return None  # a host that does not resolve: gradio says so itself
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a TIME_WAIT port is free
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return f"port {port} on {host} is in use ({exc.strerror}): choose another with --port N or STUDIO_PORT=N"
+    return None
+
+
 def cli(argv: list[str] | None = None) -> int:
     """``studio webui [--host H] [--port P] [--auth USER:PASS] [--home DIR] [--no-demo]``."""
     try:
@@ -321,6 +341,10 @@ def cli(argv: list[str] | None = None) -> int:
         return 2
     if conf.home:
         os.environ["STUDIO_HOME"] = conf.home
+    busy = port_in_use(conf.host, conf.port)
+    if busy:
+        print(f"studio webui: {busy}", file=sys.stderr)
+        return 2
     if conf.build_demo:
         print(ensure_demo(), flush=True)
     start_background()

@@ -220,6 +220,12 @@ def _runs(args) -> int:
     elif args.action == "delete":
         rec = runs.get(args.id)
         if not args.yes:
+            if not sys.stdin.isatty():  # a script, CI, a pipe: nobody to answer (input() ended in an EOFError)
+                print(
+                    f"studio runs delete: no terminal to confirm on: pass --yes to delete run {rec.id}",
+                    file=sys.stderr,
+                )
+                return 2
             answer = input(f"delete run {rec.id} ({rec.name}) and its files in {rec.run_dir}? [y/N] ")
             if answer.strip().lower() not in ("y", "yes"):
                 print("kept")

@@ -42,6 +42,11 @@ def test_runs_list_show_logs_rename_tag_stop_delete(home, capsys):  # noqa: F811
     assert cli(["runs", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert {r["id"]: r["status"] for r in listed} == {rid: "stopped", queued: "stopped"}
+    assert cli(["runs", "delete", rid]) == 2  # no terminal here: asked for --yes in one line (not an EOFError)
+    assert (
+        capsys.readouterr().err == f"studio runs delete: no terminal to confirm on: pass --yes to delete run {rid}\n"
+    )
+    assert cli(["runs", "show", rid]) == 0
     assert cli(["runs", "delete", rid, "--yes"]) == 0
     assert cli(["runs", "show", rid]) == 1
     assert "no run with id" in capsys.readouterr().err

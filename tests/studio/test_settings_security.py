@@ -96,3 +96,31 @@ def test_the_form_refuses_a_dataset_folder_outside_the_workspace(demo_paths, tmp
     spec, errors, _ = form_validation.form_check(forms.spec_to_values(data))
     assert spec is None and [p for p, _ in errors] == ["data.dataset_dir"]
     assert str(errors[0][1]).startswith(f"{elsewhere} is outside the workspace (")
+
+
+def test_a_busy_port_is_said_in_one_line(tmp_path):
+    """Another server on the port: `studio webui` says so in one line naming --port and STUDIO_PORT, exit 2, before
+    building anything (issue 45 item 2: a 26-line traceback whose hint, GRADIO_SERVER_PORT, Studio ignores)."""
+    import os
+    import socket
+
+    root = Path(__file__).resolve().parents[2]
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        env = {**os.environ, "STUDIO_HOME": str(tmp_path), "GRADIO_ANALYTICS_ENABLED": "False"}
+        out = subprocess.run(
+            [sys.executable, "-m", "engine.cli", "webui", "--port", str(port), "--no-demo"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert lines == [
+        f"studio webui: port {port} on 127.0.0.1 is in use (Address already in use): choose another with --port N "
+        "or STUDIO_PORT=N"
+    ], lines
