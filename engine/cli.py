@@ -41,6 +41,26 @@ COMMANDS: dict[str, tuple[str, str]] = {
 PAGE_COMMANDS = ("webui",)
 
 
+def invocation() -> str:
+    """How the person at this shell runs ``studio``: ``studio`` when that name on their PATH is this one, else the
+    path of this environment's script (after ``scripts/demo.sh`` it is ``.venv/bin/studio``, not on PATH), relative
+    to the current folder when inside it. For the commands a command suggests."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    mine = Path(sys.executable).parent / "studio"
+    found = shutil.which("studio")
+    if found and mine.is_file() and Path(found).resolve() == mine.resolve():
+        return "studio"
+    if not mine.is_file():
+        return "studio"
+    try:
+        return os.path.relpath(mine) if not os.path.relpath(mine).startswith("..") else str(mine)
+    except ValueError:
+        return str(mine)
+
+
 def usage() -> str:
     width = max(map(len, COMMANDS))
     lines = ["usage: studio <command> [options]", "", "Train, watch and merge LLM fine-tunes.", "", "commands:"]

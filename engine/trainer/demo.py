@@ -316,6 +316,8 @@ def cli(argv: list[str]) -> int:
     print(f"model:      {paths['model_dir']}")
     print(f"datasets:   {paths['data_dir']}  ({', '.join(paths['datasets'])})")
     print(f"vlm model:  {paths['vlm_model_dir']}  (datasets {paths['vlm_dataset']}, {paths['vlm_dpo_dataset']})")
-    print(f"example:    {paths['example_spec']}  (run it with: studio train {paths['example_spec']})")
+    from engine.cli import invocation
+
+    print(f"example:    {paths['example_spec']}  (run it with: {invocation()} train {paths['example_spec']})")
     print("identity:   demo_identity, demo_identity_heldout  (assets/examples/identity_lora_smollm2.yaml)")
     return 1 if failed else 0

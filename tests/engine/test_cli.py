@@ -137,3 +137,16 @@ def test_a_failure_inside_the_trainer_is_said_without_its_traceback(demo_paths, 
     assert "its log: " in out.stderr and "train.log (studio runs logs " in out.stderr
     log = Path(out.stderr.split("its log: ", 1)[1].split(" (", 1)[0])
     assert "Traceback" in log.read_text()  # kept where it belongs
+
+
+def test_commands_suggested_as_this_shell_runs_them(tmp_path, monkeypatch):
+    """After scripts/demo.sh the `studio` script is .venv/bin/studio, not on PATH: a suggested command names it so
+    (issue 45 item 1: `studio demo` printed `studio train ...`, which failed as printed)."""
+    from engine.cli import invocation
+
+    mine = Path(sys.executable).parent / "studio"
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)
+    assert invocation() == (str(mine) if mine.is_file() else "studio")
+    monkeypatch.setenv("PATH", f"{mine.parent}:/usr/bin:/bin")
+    assert invocation() == "studio"
