@@ -101,12 +101,19 @@ def submit(
     return run_id
 
 
+def anchor_paths(valid: RunSpec) -> list[Path]:
+    """The spec's local paths made absolute as this process finds them, so that a subprocess whose working folder
+    is the repository (the trainer, the reward dry run) loads the same files: a local model (``models/...`` is the
+    workspace's) and the python reward files (from the current folder). Returns the reward files."""
+    if looks_local(valid.model.name_or_path):
+        valid.model.name_or_path = str(model_path(valid.model.name_or_path).resolve())
+    return absolute_reward_files(valid)
+
+
 def _submit_into(valid: RunSpec, run_id: str, rdir: Path, name: str | None, tags: list[str] | None, on_slurm: bool):
-    if looks_local(valid.model.name_or_path):  # absolute (models/... is the workspace's), so the trainer, whose
-        valid.model.name_or_path = str(model_path(valid.model.name_or_path).resolve())  # cwd is the repo, loads it
+    code = anchor_paths(valid)  # the trainer (cwd: the repo) loads the model and runs the files the submitter named
     if valid.output.output_dir:  # absolute, so the trainer (cwd: the repo) and the registry agree on it
         valid.output.output_dir = str(_output_dir(valid, rdir))
-    code = absolute_reward_files(valid)  # the trainer (cwd: the repo) runs the file the submitter named
     save_spec(valid, rdir / "spec.yaml")
     if valid.output.output_dir and acting.at_shell() and not folders.page_may_write(_output_dir(valid, rdir)):
         acting.write_grant(rdir, _output_dir(valid, rdir))  # chosen at the shell: the trainer may write it

@@ -26,13 +26,17 @@ ROOT = Path(__file__).resolve().parents[2]
 def try_rewards(spec: Any, rows: int = 8, source: str = "answers", timeout: float = 600) -> dict:
     """Run the spec's reward functions on its first ``rows`` prompts in a subprocess; the result (rows, and per
     reward its scores or error), or ``{"error": ...}``. ``spec``: a RunSpec or a spec / LLaMA-Factory YAML path."""
+    from engine.runs.registry import anchor_paths
+    from engine.spec.schema import save_spec
+
     with tempfile.TemporaryDirectory(prefix="studio-rewards-") as tmp:
         if isinstance(spec, (str, Path)):
-            spec_path = str(Path(spec).resolve())
-        else:
-            from engine.spec.schema import save_spec
+            from engine.lf.compat import load_any
 
-            spec_path = str(save_spec(spec, Path(tmp) / "spec.yaml"))
+            spec = load_any(spec, context=False)  # checked in the subprocess, with its files, as the trainer does
+        spec = spec.model_copy(deep=True)
+        anchor_paths(spec)  # models/... is the workspace's, not the repository's (the subprocess's working folder)
+        spec_path = str(save_spec(spec, Path(tmp) / "spec.yaml"))
         out = str(Path(tmp) / "result.json")
         argv = [sys.executable, "-m", "engine.trainer.reward_try", spec_path, "--rows", str(rows), "--source", source]
         if acting.at_shell():  # the spec is checked again there as the shell's (engine.core.acting)
@@ -121,7 +125,7 @@ def cli(argv: list[str]) -> int:
             f"{args.spec}: method.stage is {spec.method.stage}; reward functions belong to stage grpo", file=sys.stderr
         )
         return 1
-    result = try_rewards(args.spec, args.rows, args.source)
+    result = try_rewards(spec, args.rows, args.source)
     print(table(result))
     failed = "rows" not in result or result.get("error") or any(r["error"] for r in result["rewards"])
     return 1 if failed else 0

@@ -64,3 +64,18 @@ def test_rows_must_be_a_positive_count(capsys):
         with pytest.raises(SystemExit) as info:
             cli(["try", "spec.yaml", "--rows", bad])
         assert info.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_a_shipped_example_runs_from_the_repository_root(studio_home, monkeypatch, capsys):
+    """`studio rewards try assets/examples/grpo_math.yaml` from the repository (issue 45 item 3): its model,
+    models/demo-tiny-llama, is the workspace's, as for train and validate; the dry run loaded it from the current
+    folder and blamed the network."""
+    from pathlib import Path
+
+    from engine.runs.rewards_try import cli
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    assert cli(["try", "assets/examples/grpo_math.yaml", "--rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "math: mean" in out and "number_only: mean" in out and "error" not in out, out
