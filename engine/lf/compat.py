@@ -127,9 +127,9 @@ def load_any_spec(
     path: str | Path, accelerate_config: str | Path | None = None, *, elsewhere: bool = False
 ) -> RunSpec:
     """What the CLI commands (train, validate, preview) load: our spec or a LLaMA-Factory training YAML (+ its
-    accelerate config), validated with its files; the import's notes go to stderr. ``elsewhere``: checked for
-    another machine (``--gpus N``), so what only this machine's cache and network decide (``HERE_ONLY``: a hub model
-    it could not download) is a note, not a refusal."""
+    accelerate config), validated with its files; the import's notes go to stderr. ``elsewhere`` (validate and
+    preview: the spec is judged, not run here): what only this machine's cache and network decide (``HERE_ONLY``: a
+    hub model it could not download) is a warning, not a refusal; ``studio train`` refuses it before launch."""
     notes: list[str] = []
     try:
         spec = load_any(path, accelerate_config, notes=notes)
@@ -142,7 +142,8 @@ def load_any_spec(
             raise SpecError(rest, exc.source) from None
         notes = []
         spec = load_any(path, accelerate_config, context=False, notes=notes)
-        notes += [f"{p}: {m} (on this machine; the target machine needs the model)" for p, m in here]
+        for p, m in here:
+            print(f"warning: {p}: {m} (on this machine; where it runs, it needs the model)", file=sys.stderr)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return spec

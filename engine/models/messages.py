@@ -27,6 +27,8 @@ MESSAGES: dict[str, str] = {
     "models.no_config_on_hub": "{name} has no config.json on the hub: not a transformers model",
     "models.unreachable": "{name} is not in the Hugging Face cache and the hub ({url}) cannot be reached",
     "models.hub_error": "the hub answered an error for {name}: {error}",
+    "models.not_in_workspace": "{name} is not in the workspace ({path} is missing): import or download it first "
+    "(`studio demo` imports SmolLM2-135M-Instruct, `studio import-gguf FILE --name NAME` a GGUF of yours)",
     "models.offline_unknown": "{name} is not a local folder, not in the Hugging Face cache and not in Studio's table "
     "of known models, and the hub is not asked (HF_HUB_OFFLINE is set): download it or give a local folder",
     # the hub does not answer (engine.models.reach), and a hub model a run could not download (the check before launch)

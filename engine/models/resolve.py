@@ -183,7 +183,9 @@ def resolve_config(
     figures = known.lookup(name)
     if figures is not None:
         return Resolved(name, revision, figures, TABLE, known.SOURCE.format(id=known.canonical(name)), problem)
-    if problem is None:
+    if name.startswith("models/"):  # the workspace's models folder, where imports and the demo put models
+        problem = message("models.not_in_workspace", name=name, path=workspace.home() / name)
+    elif problem is None:
         problem = message("models.offline_unknown", name=name)
     return Resolved(name, revision, None, NONE, "", problem)
 

@@ -340,7 +340,7 @@ def cli(argv: list[str]) -> int:
     add_target_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        spec = load_any_spec(args.spec, args.accelerate_config, elsewhere=args.gpus is not None)
+        spec = load_any_spec(args.spec, args.accelerate_config, elsewhere=True)  # a preview judges the spec
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return 1

@@ -18,6 +18,8 @@ MODELS_ZH: dict[str, str] = {
     "models.no_config_on_hub": "{name} 在 Hub 上没有 config.json：不是 transformers 模型",
     "models.unreachable": "{name} 不在 Hugging Face 缓存中，且无法连接 Hub（{url}）",
     "models.hub_error": "Hub 对 {name} 返回了错误：{error}",
+    "models.not_in_workspace": "{name} 不在工作区中（{path} 不存在）：请先导入或下载"
+    "（`studio demo` 会导入 SmolLM2-135M-Instruct，`studio import-gguf FILE --name NAME` 导入你的 GGUF）",
     "models.offline_unknown": "{name} 不是本地目录，不在 Hugging Face 缓存中，也不在 Studio 的已知模型表中，"
     "且未询问 Hub（已设置 HF_HUB_OFFLINE）：请先下载，或填写本地目录",
     "models.hub_down": "无法连接 Hub（{url}）（{why}；只询问一次，{timeout} 秒）：改为离线工作，"
