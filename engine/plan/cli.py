@@ -11,7 +11,7 @@ import sys
 
 from engine.lf.compat import load_any
 from engine.machine import hardware
-from engine.plan.estimate import estimate, gpu_names
+from engine.plan.estimate import MEMORY_GIB, estimate, gpu_entry, gpu_names
 from engine.plan.estimate import render as render_estimate
 from engine.plan.fit import fit
 from engine.plan.planner import COMPONENTS, MemoryPlan, fmt_bytes, parse_mem, plan
@@ -46,15 +46,24 @@ def cli(argv: list[str]) -> int:
             print(f"note: {note}", file=sys.stderr)
         gib = parse_mem(args.gpu_mem) if args.gpu_mem else None
         hw = None
+        named = gpu_entry(args.gpu) if args.gpu else None
+        if args.gpu and named is None:
+            raise ValueError(f"--gpu {args.gpu!r}: choose one of {', '.join(gpu_names())}")
+        if gib is None and named is not None:  # the GPU named for the time is the one the memory is planned for
+            gib = MEMORY_GIB[named[0]]
+            print(f"note: memory planned for the {named[0]}'s {gib} GiB (--gpu-mem for another size)", file=sys.stderr)
         if gib is None:
             hw = hardware.detect()
             gib = (min(g.memory_total_mib for g in hw.gpus) / 1024) if hw.gpus else None
+        timed_on_cpu = args.gpu_mem and not args.gpu and not (hw or hardware.detect()).gpus
         mp = plan(spec, gpu_mem_gib=gib, hardware=hw)
         if args.price_per_hour is not None and not args.price_per_hour >= 0:
             raise ValueError("--price-per-hour: give a price of 0 or more")
         timed = spec.model_copy(deep=True)
         timed.train.gradient_checkpointing = "on" if mp.checkpointing else "off"  # as the plan resolved auto
         try:
+            if timed_on_cpu:  # memory for a GPU, time for this CPU: two machines in one plan
+                raise ValueError(f"--gpu-mem plans a GPU: name it with --gpu ({', '.join(gpu_names())})")
             est = estimate(timed, hardware=hw, gpu=args.gpu, price_per_hour=args.price_per_hour)
         except (ValueError, OSError) as exc:  # the time estimate is advisory: the memory plan still prints
             est = None

@@ -53,6 +53,29 @@ GPUS: list[tuple[str, str, float, float]] = [
     ("mi300x", "MI300X", 1307.4e12, 3.00),  # AMD Instinct MI300X datasheet: BF16 1,307.4 TFLOPS dense
     ("mi250", "MI250X", 383e12, 1.50),  # AMD Instinct MI250X datasheet: BF16 383 TFLOPS
 ]
+# Memory per GPU in GiB, by the shown name above (datasheets; the larger model where there are two: the A100 40GB,
+# V100 16GB take --gpu-mem): what `studio plan --gpu NAME` plans memory against when no --gpu-mem is given.
+MEMORY_GIB = {
+    "H200": 141,
+    "H100 PCIe": 80,
+    "H100 NVL": 94,
+    "H100": 80,
+    "GH200": 96,
+    "B200": 180,
+    "A100": 80,
+    "A10G": 24,
+    "A10": 24,
+    "L40S": 48,
+    "L40": 48,
+    "L4": 24,
+    "RTX A6000": 48,
+    "RTX 4090": 24,
+    "RTX 3090": 24,
+    "V100": 32,
+    "T4": 16,
+    "MI300X": 192,
+    "MI250X": 128,
+}
 # Share of the peak a fine-tuning run's matmuls reach, and what each layer of each forward-backward pass costs
 # besides (kernel launches and Python, which leave a large GPU idle on a small model). Fitted on a lent H200
 # (bench/results/gpu_efficiency.md, 2026-12-04; bf16, packed rows of 1024, batch 4, the seconds per step of 10 vs

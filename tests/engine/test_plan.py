@@ -336,6 +336,30 @@ def test_cli_prints_table_and_fit(tmp_path, tiny_dirs, capsys):
     assert json.loads(capsys.readouterr().out)["plan"]["fits"] is True
 
 
+def test_cli_plans_memory_and_time_for_one_machine(tmp_path, tiny_dirs, capsys, monkeypatch):
+    """--gpu H100 alone plans memory for the H100's 80 GiB (it planned the host's RAM against an H100's time);
+    --gpu-mem alone on a machine without GPUs says to name the GPU instead of timing the run on this CPU (issue 45
+    item 5); an unknown --gpu is refused naming the choices."""
+    from engine.machine import hardware
+    from engine.plan.estimate import MEMORY_GIB, gpu_names
+    from engine.spec.schema import save_spec
+
+    assert set(MEMORY_GIB) == set(gpu_names())  # every GPU of the time table has its memory
+    monkeypatch.setattr(hardware, "detect", lambda: hardware.Hardware(gpus=[], reason="none here"))
+    spec_path = tmp_path / "spec.yaml"
+    save_spec(make_spec(str(tiny_dirs["llama"]), train={"max_steps": 10}, launch={"device": "cuda"}), spec_path)
+    assert plan_cli.cli([str(spec_path), "--gpu", "H100"]) == 0
+    said = capsys.readouterr()
+    assert "FITS in 80.00 GiB per GPU" in said.out and "expected duration on 1 x H100" in said.out
+    assert "memory planned for the H100's 80 GiB" in said.err
+    assert plan_cli.cli([str(spec_path), "--gpu-mem", "24GiB"]) == 0
+    said = capsys.readouterr()
+    assert "FITS in 24.00 GiB" in said.out and "expected duration" not in said.out
+    assert "--gpu-mem plans a GPU: name it with --gpu (H200," in said.err
+    assert plan_cli.cli([str(spec_path), "--gpu", "X1"]) == 2
+    assert "--gpu 'X1': choose one of H200" in capsys.readouterr().out
+
+
 def test_compare_reads_plan_and_measured(tmp_path):
     from engine.core.events import append_event
 
