@@ -8,6 +8,7 @@ only when the run completed. Ctrl-C stops the run gracefully (SIGTERM, checkpoin
 from __future__ import annotations
 
 import argparse
+import json
 import sqlite3
 import sys
 import time
@@ -94,7 +95,7 @@ def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = F
         while True:
             new, offset = read_events(events_path, offset)
             for event in new:
-                print(format_event(event), flush=True)
+                _say(event)
             try:
                 runs.schedule()
                 record = runs.get(run_id)
@@ -107,7 +108,7 @@ def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = F
             if record.status in ("completed", "failed", "stopped"):
                 new, offset = read_events(events_path, offset)
                 for event in new:
-                    print(format_event(event), flush=True)
+                    _say(event)
                 break
             time.sleep(0.5)
     except KeyboardInterrupt:
@@ -121,6 +122,30 @@ def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = F
     if record.status == "failed":
         print(f"its log: {record.log_path} (studio runs logs {run_id})", file=sys.stderr)
     return 0 if record.status == "completed" else 1
+
+
+SAID = ".said.json"  # in the workspace: facts about this machine said once, not on every run
+
+
+def _say(event: dict) -> None:
+    """Print an event's line; a fact about the machine (no GPU metrics here) once per workspace and reason, as a note:
+    it printed as a warning on every run of a machine without GPUs."""
+    p = event.get("payload") or {}
+    if event.get("type") == "warning" and p.get("field") == "metrics":
+        path = workspace.home() / SAID
+        try:
+            said = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            said = {}
+        if said.get("metrics") == p.get("message"):
+            return
+        print(f"note: {p.get('message')} (said once per workspace)", flush=True)
+        try:
+            path.write_text(json.dumps({**said, "metrics": p.get("message")}), encoding="utf-8")
+        except OSError:
+            pass  # a full disk: said again next time
+        return
+    print(format_event(event), flush=True)
 
 
 def _from_folder(record):
