@@ -323,7 +323,12 @@ def test_trainer_arguments_from_the_spec_and_extra_args(demo_paths, tmp_path):
     plain = training_arguments(demo, tmp_path / "out", tmp_path, "cpu", "fp32", has_eval=False)
     batch = demo.train.per_device_batch_size
     assert (plain.eval_strategy, plain.per_device_eval_batch_size, plain.ddp_timeout) == ("no", batch, 1800)
-    assert plain.include_num_input_tokens_seen == "non_padding" and plain.adam_beta2 == 0.999
+    # padding-free batches hold no pad token: every token is a non-pad one (transformers' own count of a batch without
+    # attention_mask, input_ids != pad id, would drop each eos of a tokenizer whose pad token is its eos)
+    assert plain.include_num_input_tokens_seen == "all" and plain.adam_beta2 == 0.999
+    padded = demo_spec(demo_paths, data={"padding_free": "off"})
+    targs = training_arguments(padded, tmp_path / "out", tmp_path, "cpu", "fp32", has_eval=False)
+    assert targs.include_num_input_tokens_seen == "non_padding"
 
 
 def test_padding_free_batches_and_trained_logits_train_like_padded_ones(demo_paths, tmp_path):
