@@ -9,13 +9,14 @@ The one addition a user would not write is ``--timing-file``: a callback that ap
 loss) at every log, so the benchmark measures the training steps only, exactly as it does from the engine's events;
 it also records when the data is ready.
 
-Options for bench/lf_defaults.py (off by default, so bench/throughput.py's baseline is unchanged):
-``--train-all-turns`` trains every assistant turn and tokenises each prompt / answer segment on its own (what
-LLaMA-Factory and the engine do); ``--gradient-checkpointing`` (reentrant, LLaMA-Factory's use_reentrant_gc default);
-``--pad-to-multiple-of`` (LLaMA-Factory pads sft batches to a multiple of 8); ``--collator flatten`` (transformers'
+Options, off by default: ``--train-all-turns`` trains every assistant turn and tokenises each prompt / answer
+segment on its own (what LLaMA-Factory and the engine do; bench/throughput.py and bench/lf_defaults.py set it and
+``--data-seed``, so the script sees the engine's tokens in the engine's order); for bench/lf_defaults.py:
+``--gradient-checkpointing`` (reentrant, LLaMA-Factory's use_reentrant_gc default); ``--pad-to-multiple-of``
+(LLaMA-Factory pads sft batches to a multiple of 8); ``--collator flatten`` (transformers'
 DataCollatorWithFlattening: padding-free batches); ``--no-cache`` (model.config.use_cache = False, as LLaMA-Factory
 sets for training; without it a flattened batch's samples would attend to each other, see
-engine/trainer/dataset.py PackingCollator); ``--warmup-ratio``; ``--data-seed``.
+engine/trainer/dataset.py PackingCollator); ``--warmup-ratio``.
 """
 
 from __future__ import annotations

@@ -25,6 +25,18 @@ def test_rate_skips_warmup_and_measures_the_window():
         throughput.rate(points[:1], warmup=2)
 
 
+def test_loss_check_compares_the_same_samples_step_by_step():
+    engine = throughput.per_step([(2, 101.0, 30, 1.5), (1, 100.0, 10, 2.0)])
+    assert engine == {1: (10, 2.0), 2: (20, 1.5)}
+    plain = throughput.per_step([(1, 100.0, 10, 2.00002), (2, 101.0, 30, 1.49995)])
+    check = throughput.loss_check(engine, plain)
+    assert check["same_tokens"] and check["last"] == (1.5, 1.49995)
+    assert check["last_diff"] == pytest.approx(5e-5) and check["max_diff"] == pytest.approx(5e-5)
+    other = throughput.per_step([(1, 100.0, 11, 2.0), (2, 101.0, 30, 1.5)])  # another sample at step 1
+    assert not throughput.loss_check(engine, other)["same_tokens"]
+    assert not throughput.loss_check(engine, {1: plain[1]})["same_tokens"]  # a step missing on one side
+
+
 def test_write_section_replaces_only_that_model(tmp_path):
     out = tmp_path / "t.md"
     throughput.write_section(out, "demo", "## model: demo (~1M params)\n\nold demo\n")
