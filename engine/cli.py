@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import-gguf": ("engine.runs.gguf_imports", "import a GGUF file (Ollama, LM Studio) as a base model, verified"),
     "eval": ("engine.runs.eval_cli", "evaluate a run's base, checkpoints and final weights; prints the table"),
     "export": ("engine.export.convert_jobs", "export a run or model as GGUF (+ Ollama Modelfile), verified"),
-    "serve": ("engine.export.serve_jobs", "serve a run or model with an OpenAI-compatible API on 127.0.0.1"),
+    "serve": ("engine.export.serve_jobs", "serve a run or model with an OpenAI-compatible API (a key off 127.0.0.1)"),
     "push": ("engine.export.push_jobs", "upload an export, a merge or a run's adapter to the Hugging Face hub"),
     "rewards": ("engine.runs.rewards_try", "dry-run a GRPO spec's reward functions on real rows: `rewards try SPEC`"),
 }

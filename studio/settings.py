@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from engine.core import page_trust
+from engine.export.serve_rules import is_loopback  # one rule for the page and `studio serve`
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -42,15 +43,6 @@ class Settings:
     @property
     def loopback(self) -> bool:
         return is_loopback(self.host)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_auth(text: str, source: str) -> tuple[str, str]:

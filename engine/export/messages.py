@@ -159,7 +159,16 @@ MESSAGES: dict[str, str] = {
     "export.quantizing": "quantizing to {fmt} with llama-quantize",
     "export.quantize_failed": "llama-quantize failed ({code}): {tail}",
     "export.not_serve": "run {id} is not a server",
-    "export.port_busy": "port {port} on 127.0.0.1 is in use: choose another --port (0: any free port)",
+    "export.port_busy": "port {port} on {host} is in use: choose another --port (0: any free port)",
+    "export.serve_bad_port": "--port {port}: choose a port from 0 to 65535 (0: any free port)",
+    "export.serve_bad_host": "--host {host}: cannot listen there ({error})",
+    "export.serve_needs_key": "refusing to serve on {host} without a key: anyone who reaches it could use the model; "
+    "put a key in an environment variable and name it with --api-key-env NAME (or bind to 127.0.0.1)",
+    "export.serve_bad_key_env": "--api-key-env {name!r}: give the name of an environment variable (letters, digits "
+    "and _)",
+    "export.serve_key_unset": "--api-key-env {name}: the environment variable {name} is not set or empty: export the "
+    "key in it first",
+    "export.serve_bad_setting": "{name}={value!r}: give a positive number",
     "export.push_bad_repo": "--repo {repo!r}: give the hub repo as owner/name",
     "export.push_no_output": "run {run} has no output folder {path} to push (it did not finish)",
     "export.push_offline_refused": "cannot push to {repo}: the hub cannot be reached (HF_HUB_OFFLINE or "

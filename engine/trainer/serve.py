@@ -1,316 +1,373 @@
-"""OpenAI-compatible HTTP server: ``python -m engine.trainer.serve SOURCE --port P --events FILE [--host H]``.
+"""OpenAI-compatible HTTP server: ``python -m engine.trainer.serve SOURCE --port P --events FILE [--host H]
+[--api-key-env NAME]``.
 
-Heavy: torch, transformers, peft. Started as a registry command run by engine.export.serve_jobs (which checks the
-source and the port first), stopped by SIGTERM like every run. Serves one model: a model folder, or a LoRA run /
-adapter folder loaded on its base with peft, unmerged (the adapter's own tokenizer and chat template first).
+Heavy: torch, transformers, peft (through ``engine.trainer.serve_model``, which holds the model and a request's
+checks). Started as a registry command run by engine.export.serve_jobs (which checks the source, host, port and key
+first), stopped by SIGTERM like every run. Serves one model: a model folder, or a LoRA run / adapter folder loaded on
+its base with peft, unmerged (the adapter's own tokenizer and chat template first).
 
 Endpoints (the subset of OpenAI's API that chat clients use): ``GET /v1/models``, ``POST /v1/chat/completions``
 (messages through the model's chat template) and ``POST /v1/completions`` (a prompt string), each with ``stream``
 (server-sent events ``data: {chunk}`` ending ``data: [DONE]``), ``max_tokens``, ``temperature`` (0: greedy),
-``top_p``, ``stop`` and ``seed``. Requests are served on threads; generation holds one lock (one model), so
-concurrent clients are answered in turn. A bad request gets a 4xx JSON error in OpenAI's shape
+``top_p``, ``stop`` and ``seed``. A bad request gets a 4xx JSON error in OpenAI's shape
 (``{"error": {"message", "type", "param", "code"}}``) and the server goes on.
+
+On FastAPI and uvicorn, the stack the page ships. The event loop only reads and answers: a request's body is bounded
+(``STUDIO_SERVE_MAX_BODY_MB``, from ``Content-Length`` and while reading), its JSON parsed and checked (depth, message
+count, the prompt's tokens against the model's context) and its tokens generated in worker threads. One generation
+runs at a time (one model); others wait their turn on a semaphore, up to ``serve_rules.MAX_WAITING``, so many small
+clients are all answered. A client that goes away ends its generation before the next token (a watcher of the
+connection's disconnect, and the stream's close, set the request's ``Cancel``; the log says so in one line), as does
+SIGTERM for every generation. The listening socket is bound before the model answers, with a real backlog. With
+``--api-key-env NAME`` every request needs ``Authorization: Bearer`` and the value of NAME (``serve_rules``).
+
+A stopped server ends by its SIGTERM, like a server stopped while its model loads: the registry records it 'stopped'
+every time (uvicorn raises the signal again once it has shut down; an exit 0 read as 'completed' before).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import hmac
 import json
-import signal
 import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+
 from engine.core import events as ev
-from engine.export import checks as xp
-from engine.export import convert_plan as cp
+from engine.export import serve_rules as rules
+from engine.export.messages import ExportError
 from engine.trainer import lean
+from engine.trainer.serve_model import (
+    BadRequest,
+    Cancel,
+    Model,
+    chat_prompt,
+    completion_prompt,
+    options,
+    run_generation,
+)
 
-MAX_TOKENS_LIMIT = 4096
-
-
-class BadRequest(Exception):
-    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None):
-        super().__init__(message)
-        self.param, self.status, self.code = param, status, code
-
-
-class Model:
-    """The served model, its tokenizer and one generation lock."""
-
-    def __init__(self, source: str):
-        folder = cp.is_model_folder(source)
-        src = None if folder else xp.resolve_source(source)
-        weights = str(source) if folder else (src.base if src.kind == "adapter" else src.weights_dir)
-        lean.without_quantizers(lean.model_is_quantized(weights))  # only as `python -m` (own_process)
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        if folder:
-            model_dir = adapter_dir = str(Path(source).expanduser().resolve())
-            self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-            self.adapter = None
-        else:
-            if src.kind == "adapter":
-                from peft import PeftModel
-
-                base = AutoModelForCausalLM.from_pretrained(src.base, dtype=torch.float32)
-                self.model = PeftModel.from_pretrained(base, src.weights_dir)  # unmerged: base + adapter
-                self.adapter, model_dir, adapter_dir = src.weights_dir, src.base, src.weights_dir
-            else:
-                model_dir = adapter_dir = src.weights_dir
-                self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-                self.adapter = None
-        self.model.eval()
-        tok_dir = cp.tokenizer_dir(adapter_dir, model_dir)
-        self.tok = AutoTokenizer.from_pretrained(str(tok_dir))
-        self.name = Path(str(source).rstrip("/")).name
-        self.lock = threading.Lock()
-        self.created = int(time.time())
-
-    def generate(self, ids: list[int], opts: dict):
-        """Yield new token ids, one at a time (greedy, or sampled with the request's temperature / top_p)."""
-        import torch
-
-        gen = torch.Generator().manual_seed(int(opts["seed"])) if opts.get("seed") is not None else None
-        eos = self.tok.eos_token_id
-        with self.lock, torch.no_grad():
-            x = torch.tensor([ids])
-            past = None
-            for _ in range(opts["max_tokens"]):
-                out = self.model(input_ids=x, past_key_values=past, use_cache=True)
-                past = out.past_key_values
-                logits = out.logits[0, -1].float()
-                if opts["temperature"] == 0:
-                    nxt = int(torch.argmax(logits))
-                else:
-                    probs = torch.softmax(logits / opts["temperature"], dim=-1)
-                    if opts["top_p"] < 1.0:
-                        sp, si = torch.sort(probs, descending=True)
-                        keep = torch.cumsum(sp, 0) - sp < opts["top_p"]
-                        probs = torch.zeros_like(probs).scatter(0, si[keep], sp[keep])
-                    nxt = int(torch.multinomial(probs / probs.sum(), 1, generator=gen))
-                if nxt == eos:
-                    return
-                yield nxt
-                x = torch.tensor([[nxt]])
+GONE = "the client went away"
+STOPPING = "the server is stopping"
 
 
-# ----------------------------------------------------------------------------------------------- requests
-def _number(body: dict, key: str, default, lo: float, hi: float, integer: bool = False):
-    value = body.get(key, default)
-    if value is None:
-        return default
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or not lo <= value <= hi:
-        kind = "an integer" if integer else "a number"
-        raise BadRequest(f"'{key}' must be {kind} from {lo} to {hi}, got {value!r}", key)
-    return value
+@dataclass(frozen=True)
+class Limits:
+    max_body: int
+    max_messages: int
+    max_waiting: int = rules.MAX_WAITING
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        return cls(rules.max_body_bytes(), rules.max_messages())
 
 
-def options(body: dict) -> dict:
-    if body.get("n", 1) != 1:
-        raise BadRequest("only n=1 is supported", "n")
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        stop = [stop]
-    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) and s for s in stop)):
-        raise BadRequest("'stop' must be a string or a list of strings", "stop")
-    return {
-        "max_tokens": _number(body, "max_tokens", 64, 1, MAX_TOKENS_LIMIT, integer=True),
-        "temperature": float(_number(body, "temperature", 1.0, 0, 2)),
-        "top_p": float(_number(body, "top_p", 1.0, 0, 1)),
-        "seed": _number(body, "seed", None, 0, 2**63 - 1, integer=True),
-        "stop": stop or [],
-        "stream": bool(body.get("stream", False)),
-    }
+def error_body(exc: BadRequest) -> dict:
+    kind = "invalid_request_error" if exc.status < 500 else "server_error"
+    return {"error": {"message": str(exc), "type": kind, "param": exc.param, "code": exc.code}}
 
 
-def chat_prompt(model: Model, body: dict) -> list[int]:
-    msgs = body.get("messages")
-    if not isinstance(msgs, list) or not msgs:
-        raise BadRequest("'messages' must be a non-empty list of {role, content}", "messages")
-    clean = []
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant"):
-            raise BadRequest(f"messages[{i}].role must be system, user or assistant", f"messages[{i}].role")
-        content = m.get("content")
-        if isinstance(content, list):  # content parts: the text ones
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-        if not isinstance(content, str):
-            raise BadRequest(f"messages[{i}].content must be a string", f"messages[{i}].content")
-        clean.append({"role": m["role"], "content": content})
-    if not model.tok.chat_template:
-        raise BadRequest("this model has no chat template: use /v1/completions", "messages")
-    out = model.tok.apply_chat_template(clean, tokenize=True, add_generation_prompt=True, return_dict=True)
-    return list(out["input_ids"])
+def too_deep(obj, limit: int) -> bool:
+    """Whether JSON arrays / objects nest deeper than ``limit`` (without recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
-def completion_prompt(model: Model, body: dict) -> list[int]:
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    if not isinstance(prompt, str) or not prompt:
-        raise BadRequest("'prompt' must be a non-empty string", "prompt")
-    return model.tok(prompt).input_ids
+def parse_body(raw: bytes) -> dict:
+    deep = BadRequest(f"the request body nests JSON deeper than {rules.MAX_JSON_DEPTH} levels")
+    try:
+        body = json.loads(raw or b"null")
+    except RecursionError:
+        raise deep from None
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("the request body is not valid JSON") from None
+    if too_deep(body, rules.MAX_JSON_DEPTH):
+        raise deep
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return body
 
 
-def run_generation(model: Model, ids: list[int], opts: dict):
-    """Yield (text delta, finish_reason or None); the last item carries the finish reason and the token count."""
-    new: list[int] = []
-    sent = ""
-    for tid in model.generate(ids, opts):
-        new.append(tid)
-        text = model.tok.decode(new, skip_special_tokens=True)
-        cut = min((text.find(s) for s in opts["stop"] if s in text), default=-1)
-        if cut >= 0:
-            yield text[len(sent) : cut], None
-            yield "", ("stop", len(new))
+class Service:
+    """The served model behind the HTTP routes: keys, bodies, turns and the generation threads."""
+
+    def __init__(self, model: Model, key: str | None, limits: Limits):
+        self.model, self.key, self.limits = model, key, limits
+        self.turn = asyncio.Semaphore(1)  # one generation at a time: one model
+        self.waiting = 0
+
+    def check_key(self, headers) -> None:
+        if self.key is None:
             return
-        if text.endswith("\ufffd"):
-            continue  # half of a multi-byte character: wait for the rest
-        yield text[len(sent) :], None
-        sent = text
-    yield "", ("length" if len(new) >= opts["max_tokens"] else "stop", len(new))
+        scheme, _, given = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            raise BadRequest("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'.", status=401)
+        if not hmac.compare_digest(given.strip().encode(), self.key.encode()):
+            raise BadRequest("Incorrect API key provided.", status=401, code="invalid_api_key")
 
+    async def read_body(self, request) -> bytes:
+        limit = self.limits.max_body
+        too_big = BadRequest(
+            f"the request body is larger than {limit} bytes ({rules.ENV_MAX_BODY_MB} sets the limit)",
+            status=413,
+            code="request_too_large",
+        )
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                raise BadRequest("Content-Length must be a number of bytes")
+            if int(declared) > limit:
+                raise too_big
+        buf = bytearray()
+        async for chunk in request.stream():
+            buf += chunk
+            if len(buf) > limit:
+                raise too_big
+        return bytes(buf)
 
-class Handler(BaseHTTPRequestHandler):
-    server_version = "StudioServe/1"
-    model: Model  # set on the class by serve()
+    def prepare(self, raw: bytes, chat: bool) -> tuple[list[int], dict]:
+        """(prompt ids, options) of a request body; BadRequest naming what is wrong. Blocking: a worker thread's."""
+        body = parse_body(raw)
+        if body.get("model") not in (None, self.model.name):
+            raise BadRequest(
+                f"model {body.get('model')!r} is not served here (this server has {self.model.name!r})",
+                "model",
+                404,
+                "model_not_found",
+            )
+        opts = options(body)
+        if chat:
+            return chat_prompt(self.model, body, opts, self.limits.max_messages), opts
+        return completion_prompt(self.model, body, opts), opts
 
-    def log_message(self, fmt, *args):  # one line per request in the run's log
-        sys.stdout.write(f"{self.address_string()} {fmt % args}\n")
-        sys.stdout.flush()
-
-    def _json(self, status: int, obj: dict) -> None:
-        data = json.dumps(obj, ensure_ascii=False).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _error(self, exc: BadRequest) -> None:
-        kind = "invalid_request_error" if exc.status < 500 else "server_error"
-        self._json(exc.status, {"error": {"message": str(exc), "type": kind, "param": exc.param, "code": exc.code}})
-
-    def do_GET(self):
-        if self.path.rstrip("/") == "/v1/models":
-            m = self.model
-            card = {"id": m.name, "object": "model", "created": m.created, "owned_by": "studio"}
-            return self._json(200, {"object": "list", "data": [card]})
-        self._error(BadRequest(f"no such endpoint: GET {self.path}", status=404, code="not_found"))
-
-    def do_POST(self):
+    async def take_turn(self) -> None:
+        if self.waiting >= self.limits.max_waiting:
+            raise BadRequest(
+                f"the server is busy: {self.waiting} requests are waiting; try again later",
+                status=503,
+                code="server_busy",
+            )
+        self.waiting += 1
         try:
-            path = self.path.rstrip("/")
-            if path not in ("/v1/chat/completions", "/v1/completions"):
-                raise BadRequest(f"no such endpoint: POST {self.path}", status=404, code="not_found")
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"null")
-            except (ValueError, UnicodeDecodeError):
-                raise BadRequest("the request body is not valid JSON") from None
-            if not isinstance(body, dict):
-                raise BadRequest("the request body must be a JSON object")
-            if body.get("model") not in (None, self.model.name):
-                raise BadRequest(
-                    f"model {body.get('model')!r} is not served here (this server has {self.model.name!r})",
-                    "model",
-                    404,
-                    "model_not_found",
-                )
-            chat = path == "/v1/chat/completions"
-            ids = chat_prompt(self.model, body) if chat else completion_prompt(self.model, body)
-            opts = options(body)
-        except BadRequest as exc:
-            return self._error(exc)
-        try:
-            self._answer(chat, ids, opts)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client went away: nothing to answer
-        except Exception as exc:  # noqa: BLE001 - a failure of one request is answered, the server goes on
-            try:
-                self._error(BadRequest(f"{type(exc).__name__}: {exc}", status=500, code="server_error"))
-            except OSError:
-                pass
+            await self.turn.acquire()
+        finally:
+            self.waiting -= 1
+        if Cancel.stopping:
+            self.turn.release()
+            raise BadRequest(STOPPING, status=503, code="server_stopping")
 
-    def _answer(self, chat: bool, ids: list[int], opts: dict) -> None:
+    def start(self, rid: str, ids: list[int], opts: dict, cancel: Cancel):
+        """Generate in a thread of its own (the turn already taken; the thread gives it back when it ends); an async
+        iterator of run_generation's items. The thread runs to its end even if nobody reads: the cancel ends it."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def put(item) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the server is gone
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def work() -> None:
+            end = None
+            try:
+                for item in run_generation(self.model, ids, opts, cancel):
+                    end = item[1] or end
+                    put(item)
+            except Exception as exc:  # noqa: BLE001 - a failure of one request is answered, the server goes on
+                put(exc)
+            finally:
+                if end and end[0] is None:
+                    done, most = end[1], opts["max_tokens"]
+                    print(f"{rid}: generation stopped after {done} of {most} tokens: {cancel.reason()}", flush=True)
+                put(None)
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self.turn.release)
+
+        try:
+            threading.Thread(target=work, name=rid, daemon=True).start()
+        except BaseException:
+            self.turn.release()
+            raise
+
+        async def items():
+            try:
+                while (item := await queue.get()) is not None:
+                    if isinstance(item, Exception):
+                        raise item
+                    yield item
+            finally:  # the stream closed before its end (the client went away): the thread stops at the next token
+                cancel.set(GONE)
+
+        return items()
+
+
+async def watch_disconnect(request, cancel: Cancel) -> None:
+    """Set ``cancel`` when the client goes away. uvicorn answers ``receive`` with ``http.disconnect`` once the
+    connection is lost (or the response is complete: then the generation has ended already)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            cancel.set(GONE)
+            return
+
+
+def build_app(service: Service, on_stop=None) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        if on_stop:
+            on_stop()
+
+    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(BadRequest)
+    async def bad_request(request, exc: BadRequest):
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return JSONResponse(error_body(exc), status_code=exc.status, headers=headers)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request, exc: HTTPException):
+        code = "not_found" if exc.status_code == 404 else None
+        what = (
+            f"no such endpoint: {request.method} {request.url.path}" if exc.status_code in (404, 405) else exc.detail
+        )
+        return JSONResponse(error_body(BadRequest(what, status=exc.status_code, code=code)), exc.status_code)
+
+    @app.get("/v1/models")
+    async def models(request: Request):
+        service.check_key(request.headers)
+        m = service.model
+        card = {"id": m.name, "object": "model", "created": m.created, "owned_by": "studio"}
+        return {"object": "list", "data": [card]}
+
+    async def complete(request: Request, chat: bool):
+        service.check_key(request.headers)
+        raw = await service.read_body(request)
+        cancel = Cancel()
+        watcher = asyncio.create_task(watch_disconnect(request, cancel))
+        try:
+            ids, opts = await run_in_threadpool(service.prepare, raw, chat)
+            await service.take_turn()
+        except BaseException:
+            watcher.cancel()
+            raise
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
-        base = {"id": rid, "created": int(time.time()), "model": self.model.name}
+        items = service.start(rid, ids, opts, cancel)
+        base = {"id": rid, "created": int(time.time()), "model": service.model.name}
         obj = "chat.completion" if chat else "text_completion"
-        if not opts["stream"]:
+        if opts["stream"]:
+            chunks = stream(items, base, obj + (".chunk" if chat else ""), chat, watcher, cancel)
+            return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        try:
             text, (reason, count) = "", ("stop", 0)
-            for delta, end in run_generation(self.model, ids, opts):
+            async for delta, end in items:
                 text += delta
                 if end:
                     reason, count = end
-            choice = {"index": 0, "finish_reason": reason}
-            choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
-            usage = {"prompt_tokens": len(ids), "completion_tokens": count, "total_tokens": len(ids) + count}
-            return self._json(200, {**base, "object": obj, "choices": [choice], "usage": usage})
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        chunk_obj = obj + (".chunk" if chat else "")
+        finally:
+            watcher.cancel()
+        if reason is None:  # ended early: the client is gone (nothing is sent), or the server is stopping
+            raise BadRequest(cancel.reason() or STOPPING, status=503, code="server_stopping")
+        choice = {"index": 0, "finish_reason": reason}
+        choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
+        usage = {"prompt_tokens": len(ids), "completion_tokens": count, "total_tokens": len(ids) + count}
+        return {**base, "object": obj, "choices": [choice], "usage": usage}
 
-        def send(delta: str, reason: str | None, first: bool = False) -> None:
-            if chat:
-                d = {"role": "assistant", "content": delta} if first else ({"content": delta} if delta else {})
-                choice = {"index": 0, "delta": d, "finish_reason": reason}
-            else:
-                choice = {"index": 0, "text": delta, "finish_reason": reason}
-            payload = json.dumps({**base, "object": chunk_obj, "choices": [choice]}, ensure_ascii=False)
-            self.wfile.write(f"data: {payload}\n\n".encode())
-            self.wfile.flush()
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        return await complete(request, True)
 
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await complete(request, False)
+
+    return app
+
+
+async def stream(items, base: dict, chunk_obj: str, chat: bool, watcher, cancel: Cancel):
+    """The server-sent events of a streamed answer: a chunk per text delta, the finish reason, ``[DONE]``."""
+
+    def event(delta: str, reason: str | None, first: bool = False) -> bytes:
         if chat:
-            send("", None, first=True)
-        for delta, end in run_generation(self.model, ids, opts):
+            d = {"role": "assistant", "content": delta} if first else ({"content": delta} if delta else {})
+            choice = {"index": 0, "delta": d, "finish_reason": reason}
+        else:
+            choice = {"index": 0, "text": delta, "finish_reason": reason}
+        return (
+            f"data: {json.dumps({**base, 'object': chunk_obj, 'choices': [choice]}, ensure_ascii=False)}\n\n".encode()
+        )
+
+    try:
+        if chat:
+            yield event("", None, first=True)
+        async for delta, end in items:
             if delta:
-                send(delta, None)
+                yield event(delta, None)
+            if end and end[0] is None:
+                return  # ended early: nobody to tell, or the server is stopping
             if end:
-                send("", end[0])
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+                yield event("", end[0])
+        yield b"data: [DONE]\n\n"
+    except Exception as exc:  # noqa: BLE001 - the stream has begun: the error goes as its last event
+        failure = BadRequest(f"{type(exc).__name__}: {exc}", status=500, code="server_error")
+        yield f"data: {json.dumps(error_body(failure), ensure_ascii=False)}\n\n".encode()
+    finally:  # nothing awaited here: a stream cancelled because its client left is cancelled again at each await
+        cancel.set(GONE)  # after its end, a no-op; before it, the thread stops at its next token
+        watcher.cancel()
 
 
 # ----------------------------------------------------------------------------------------------- entry
 def arg_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine.trainer.serve")
     ap.add_argument("source")
-    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--host", default=rules.HOST)
     ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--api-key-env", default=None, metavar="NAME")
     ap.add_argument("--events", required=True)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            Cancel.stopping = STOPPING  # every generation ends before its next token
+            super().handle_exit(sig, frame)
+
     args = arg_parser().parse_args(argv)
+    try:
+        rules.check_port(args.port)
+        key = rules.check_key(args.host, args.api_key_env)
+        limits = Limits.from_env()
+    except ExportError as exc:
+        print(f"serve: {exc}", file=sys.stderr, flush=True)
+        return 2
     events = Path(args.events)
     model = Model(args.source)
-    Handler.model = model
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
-    server.daemon_threads = True
-
-    def on_sigterm(signum, frame):
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    url = f"http://{args.host}:{server.server_address[1]}/v1"
-    ev.append_event(events, "serve_ready", None, url=url, model=model.name, adapter=model.adapter)
-    print(f"serving {model.name} at {url}", flush=True)
-    try:
-        server.serve_forever(poll_interval=0.2)
-    finally:
-        server.server_close()
-        ev.append_event(events, "serve_stopped", None, url=url)
+    sock = rules.listen(args.host, args.port)
+    url = rules.url(args.host, sock.getsockname()[1])
+    app = build_app(Service(model, key, limits), lambda: ev.append_event(events, "serve_stopped", None, url=url))
+    server = Server(uvicorn.Config(app, log_level="info", timeout_graceful_shutdown=5))
+    ev.append_event(events, "serve_ready", None, url=url, model=model.name, adapter=model.adapter, host=args.host)
+    print(f"serving {model.name} at {url} (listening on {args.host})", flush=True)
+    server.run(sockets=[sock])  # a SIGTERM is raised again once it has shut down: the process ends by it
     return 0
 
 

@@ -486,6 +486,11 @@ STRINGS: dict[str, tuple[str, str]] = {
     "chat_served_template": ("the server's own", "服务端自带"),
     "chat_served_unknown": ("not a server of this studio", "不是本工作室的服务"),
     "chat_served_down": ("server {run} is not answering ({state})", "服务 {run} 没有响应（{state}）"),
+    "chat_served_no_key": (
+        "server {run} needs its key, from the environment variable {var}, which this studio's environment does not "
+        "have: start the studio with {var} set",
+        "服务 {run} 需要密钥（来自环境变量 {var}），但本工作室的环境中没有它：请在设置了 {var} 的环境中启动工作室",
+    ),
     "chat_exited": ("worker exited ({detail})", "对话进程已退出（{detail}）"),
     "chat_empty": ("(empty reply: the model ended its turn at once)", "（空回复：模型立即结束了这一轮）"),
     # the Chat tab's feedback section (studio.tabs.chat_feedback)

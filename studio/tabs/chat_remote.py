@@ -7,12 +7,20 @@ a visitor typed. The server renders the conversation with the served model's own
 template choice does not apply to this pane; Unload leaves the server running (it is a run of its own, stopped from
 the Export or Runs tab).
 
+A server started with a key (``studio serve --api-key-env NAME``) is sent ``Authorization: Bearer`` with the value of
+the same variable NAME in the studio's own environment: the operator exports it for both commands. The key is read
+from memory at each request and never written (no page field holds it, no file the page could offer for download);
+the name comes from the server's registry run, which only a command at the shell names (the Export tab's Serve asks
+for no key), so a visitor can neither choose the variable nor where it goes (engine.core.page_trust's concern). A
+studio without the variable says so in one line instead of sending nothing and showing a 401.
+
 Light: stdlib (urllib, json) and engine.export.serve_jobs (the registry's servers).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -57,6 +65,7 @@ class Remote:
         self.source, self.run_id = source, source[len(PREFIX) :]
         self.adapter, self.template = None, t("chat_served_template", "en")
         self.url, self.model = "", self.run_id
+        self.key_env: str | None = None
         self.seq = 0
 
     def _status(self) -> dict | None:
@@ -76,14 +85,24 @@ class Remote:
             state = status["state"] if status else t("chat_served_unknown", lang)
             return t("chat_served_down", lang, run=self.run_id, state=state)
         self.url, self.model = status["url"], status["model"] or self.run_id
+        self.key_env = status.get("key_env")
+        if self.key_env and not os.environ.get(self.key_env):
+            return t("chat_served_no_key", lang, run=self.run_id, var=self.key_env)
         try:
-            with urllib.request.urlopen(self.url + "/models", timeout=timeout) as r:
+            with urllib.request.urlopen(
+                urllib.request.Request(self.url + "/models", headers=self.headers()), timeout=timeout
+            ) as r:
                 names = [m.get("id") for m in json.load(r).get("data", [])]
         except (OSError, ValueError) as exc:
             return t("chat_served_down", lang, run=self.run_id, state=str(exc))
         self.model = names[0] if names else self.model
         self.template = t("chat_served_template", lang)
         return ""
+
+    def headers(self, **more: str) -> dict[str, str]:
+        """The server's key, if it has one, as OpenAI's bearer token (read from the environment, never stored)."""
+        key = os.environ.get(self.key_env) if self.key_env else None
+        return {**more, **({"Authorization": f"Bearer {key}"} if key else {})}
 
     def request(self, messages: list[dict], options: dict) -> dict:
         """The chat-completions body for a pane's conversation and the tab's generation settings."""
@@ -105,7 +124,7 @@ class Remote:
         req = urllib.request.Request(
             self.url + "/chat/completions",
             data=json.dumps(self.request(messages, options)).encode(),
-            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
+            headers=self.headers(**{"Content-Type": "application/json", "Accept": "text/event-stream"}),
         )
         text = ""
         try:

@@ -135,7 +135,7 @@ def start_serve(source: str, lang: str = "en", resolve=None) -> tuple[str | None
 
 def describe_serve(status: dict, lang: str = "en") -> str:
     if status["state"] == "serving":
-        curl = serve_jobs.curl_example(status["url"], status["model"])
+        curl = serve_jobs.curl_example(status["url"], status["model"], status.get("key_env"))
         url = f"<span id='serve-url'>{status['url']}</span>"
         return "🟢 " + t("xf_serving", lang, model=status["model"], url=url) + f"\n```\n{curl}\n```"
     if status["state"] in ("queued", "running"):

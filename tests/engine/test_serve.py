@@ -2,14 +2,21 @@
 as a registry run, talked to with the `openai` client package on 127.0.0.1: models, chat and text completions,
 streamed and not, two concurrent clients, bad requests answered with 4xx JSON errors while the server lives on, and a
 stop that frees the port. The answers are checked against greedy text computed in the test with peft + generate.
+
+Issue 47 (items 5, 9): a server with a key (``--api-key-env``) through the registry, its value in no file, and the
+Chat tab's client sending it; a stop while the model loads and one while a request is generating both end the run
+'stopped' (an exit 0 was recorded 'completed' before). The request limits are tests/reliability/test_serving.py's.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import re
 import threading
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +24,7 @@ from engine.export import serve_jobs as sj
 from engine.export.checks import ExportError
 from engine.runs import registry as runs
 from tests.engine import test_merge as tm
+from tests.helpers import wait_for
 
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about the sea."}]
 
@@ -106,7 +114,7 @@ def test_openai_client_against_a_served_lora_run(demo_paths, adapter, tmp_path, 
         assert r.choices[0].message.content == want_chat[: len(r.choices[0].message.content)]  # still serving
     finally:
         stopped = job.stop(grace=5)
-    assert stopped["state"] == "stopped"
+    assert stopped["state"] == "stopped" and runs.get(job.run_id).status == "stopped"  # never 'completed'
     assert sj.port_free(int(status["url"].rsplit(":", 1)[1].split("/")[0]))
 
 
@@ -123,4 +131,95 @@ def test_serve_refusals(tmp_path, run_registry):
         (tmp_path / "m" / "config.json").write_text("{}")
         with pytest.raises(ExportError, match=f"port {port} on 127.0.0.1 is in use"):
             sj.start_serve(str(tmp_path / "m"), port)
+    assert runs.list_runs() == []
+
+
+KEY_ENV = "STUDIO_TEST_SERVE_KEY"
+
+
+def call(url: str, body: dict | None = None, key: str | None = None) -> tuple[int, dict]:
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_keyed_server_through_the_registry_and_the_chat_tab(demo_paths, run_registry, monkeypatch):
+    from studio.tabs import chat_remote
+
+    key = "sk-studio-test-0d9f27c1"
+    monkeypatch.setenv(KEY_ENV, key)
+    job = sj.start_serve(demo_paths["model_dir"], 0, api_key_env=KEY_ENV)
+    try:
+        status = job.wait_ready()
+        assert status["state"] == "serving" and status["key_env"] == KEY_ENV, status
+        ask = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0}
+        url = status["url"]
+        no_key, wrong, right = (call(url + "/chat/completions", ask, k) for k in (None, "sk-wrong", key))
+        assert no_key[0] == 401 and wrong[0] == 401 and wrong[1]["error"]["code"] == "invalid_api_key"
+        assert right[0] == 200 and right[1]["usage"]["completion_tokens"] <= 4
+        assert call(url + "/models")[0] == 401 and call(url + "/models", key=key)[0] == 200
+        assert f'-H "Authorization: Bearer ${KEY_ENV}"' in sj.curl_example(url, status["model"], KEY_ENV)
+
+        pane = chat_remote.Remote(chat_remote.PREFIX + job.run_id)  # the page's client: the same variable
+        assert pane.wait_ready() == ""
+        said = list(pane.generate([{"role": "user", "content": "hi"}], {"max_new_tokens": 4, "temperature": 0}))
+        assert said[-1] == right[1]["choices"][0]["message"]["content"]
+        monkeypatch.delenv(KEY_ENV)
+        assert KEY_ENV in chat_remote.Remote(chat_remote.PREFIX + job.run_id).wait_ready()
+
+        # a request generating when the stop comes: it ends, and so does the run, 'stopped'
+        host, port = url.split("//")[1].split("/")[0].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        long = {"prompt": "Once upon a time", "max_tokens": 1500, "temperature": 0, "stream": True}
+        conn.request("POST", "/v1/completions", json.dumps(long), {"Authorization": f"Bearer {key}"})
+        stream = conn.getresponse()
+        assert stream.status == 200 and stream.readline().startswith(b"data: ")  # generating now
+    finally:
+        job.stop(grace=30)
+    assert b"[DONE]" not in stream.read()  # the stream ended early, with the server
+    conn.close()
+    log = runs.get(job.run_id).log_path.read_text()
+    assert re.search(r"generation stopped after \d+ of 1500 tokens: the server is stopping", log), log[-2000:]
+    rec = runs.get(job.run_id)
+    assert rec.status == "stopped", (rec.status, rec.reason)
+    rdir = Path(rec.run_dir)
+    assert json.loads((rdir / "pass_env.json").read_text()) == [KEY_ENV]
+    written = [f for f in [*rdir.rglob("*"), *run_registry.glob("registry.db*")] if f.is_file()]
+    assert written and not [f for f in written if key.encode() in f.read_bytes()]
+
+
+def test_a_server_stopped_while_loading_ends_stopped(demo_paths, run_registry):
+    job = sj.start_serve(demo_paths["model_dir"], 0)
+    wait_for(lambda: runs.get(job.run_id).status == "running" and runs.get(job.run_id).pid)
+    job.stop(grace=30)  # its model still loading (torch alone takes longer than this)
+    assert runs.get(job.run_id).status == "stopped"
+
+
+def test_serve_command_refusals_are_one_line(demo_paths, run_registry, monkeypatch, capsys):
+    """`studio serve` refuses a bad port, a public host without a key and an unset key variable in one line each,
+    before anything is queued (a port of 99999 raised OverflowError from the socket before)."""
+    model = demo_paths["model_dir"]
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    cases = {
+        ("--port", "99999"): "--port 99999: choose a port from 0 to 65535",
+        ("--port", "-1"): "--port -1: choose a port from 0 to 65535",
+        ("--host", "0.0.0.0"): "refusing to serve on 0.0.0.0 without a key",
+        ("--host", "0.0.0.0", "--api-key-env", KEY_ENV): f"the environment variable {KEY_ENV} is not set",
+        ("--api-key-env", "not a name"): "--api-key-env 'not a name': give the name of an environment variable",
+    }
+    for extra, said in cases.items():
+        assert sj.cli([model, *extra]) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, (extra, err)
+    monkeypatch.setenv(KEY_ENV, "sk-x")
+    assert sj.cli([model, "--host", "192.0.2.1", "--api-key-env", KEY_ENV]) == 2  # an address this machine lacks
+    assert "--host 192.0.2.1: cannot listen there" in capsys.readouterr().err
+    monkeypatch.setenv("STUDIO_SERVE_MAX_BODY_MB", "lots")
+    assert sj.cli([model, "--port", "0"]) == 2
+    assert "STUDIO_SERVE_MAX_BODY_MB='lots': give a positive number" in capsys.readouterr().err
     assert runs.list_runs() == []
