@@ -185,6 +185,7 @@ class Service:
 
         def work() -> None:
             end = None
+            print(f"{rid}: generating up to {opts['max_tokens']} tokens after {len(ids)} prompt tokens", flush=True)
             try:
                 for item in run_generation(self.model, ids, opts, cancel):
                     end = item[1] or end
@@ -283,7 +284,7 @@ def build_app(service: Service, on_stop=None) -> FastAPI:
         finally:
             watcher.cancel()
         if reason is None:  # ended early: the client is gone (nothing is sent), or the server is stopping
-            raise BadRequest(cancel.reason() or STOPPING, status=503, code="server_stopping")
+            raise BadRequest(Cancel.stopping or cancel.reason() or STOPPING, status=503, code="server_stopping")
         choice = {"index": 0, "finish_reason": reason}
         choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
         usage = {"prompt_tokens": len(ids), "completion_tokens": count, "total_tokens": len(ids) + count}

@@ -9,6 +9,10 @@ exponential back-off and logged; file downloads cannot leave the allowed folders
 endpoint (``/tick`` then ``/show``, what the open page calls every 0.5 s) for a bounded time and all see the same loss
 curve while the studio's RSS stays flat; after the run is stopped no secret is found in any file it wrote.
 Load duration: 30 s by default, 300 s with STUDIO_SOAK=1.
+
+`studio serve`'s server (issue 47 item 5), on the demo model with a key: huge prompts, many messages, big and deep
+bodies refused at once while small requests are answered, 50 concurrent clients, a client's departure ending its
+generation, the bearer key, and the command's one-line refusals.
 """
 
 from __future__ import annotations
@@ -746,3 +750,205 @@ def test_no_secret_in_any_file_the_run_wrote(live_run, tally):
                 assert not hits, f"{f} contains {hits}"
     assert scanned >= 5 and (Path(rec.run_dir) / "launch.json").is_file()
     tally.note("serving::no secret in run files", f"{scanned} files scanned, status {rec.status}")
+
+
+# ------------------------------------------------------------------------------------------------ studio serve
+# Issue 47 item 5: `python -m engine.trainer.serve` (what `studio serve` runs) on the demo model, on 127.0.0.1, with a
+# key and a 1 MiB body cap. One server for these cases; each request is short (the tiny model).
+SERVE_KEY_ENV, SERVE_KEY = "STUDIO_TEST_SERVE_KEY", "sk-MARKER-serve-4e7a"
+
+
+@pytest.fixture(scope="module")
+def model_server(demo_paths, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("model-server")
+    port = free_port()
+    env = dict(os.environ, STUDIO_SERVE_MAX_BODY_MB="1", OMP_NUM_THREADS="1", **{SERVE_KEY_ENV: SERVE_KEY})
+    argv = [sys.executable, "-m", "engine.trainer.serve", demo_paths["model_dir"], "--port", str(port)]
+    argv += ["--api-key-env", SERVE_KEY_ENV, "--events", str(folder / "events.jsonl")]
+    log = folder / "serve.log"
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+
+    def ready():
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited: {log.read_text()[-2000:]}")
+        return (folder / "events.jsonl").is_file() and "serve_ready" in (folder / "events.jsonl").read_text()
+
+    wait_for(ready, timeout=180)
+    yield type("M", (), {"port": port, "log": log, "proc": proc})
+    proc.terminate()
+    proc.wait(30)
+
+
+def serve_call(server, path: str, body=None, key: str | None = SERVE_KEY, raw: bytes | None = None):
+    """(status, JSON answer) of one request on a connection of its own."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    try:
+        conn.request("POST" if data is not None else "GET", path, body=data, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read() or b"null")
+    finally:
+        conn.close()
+
+
+SMALL = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0}
+
+
+def test_serve_huge_prompts_refused_at_once(model_server, tally):
+    """A 200,000-word prompt and 10,001 messages get a 4xx in OpenAI's shape, and a 4-token request right after is
+    answered (the server held one lock for minutes before)."""
+    huge = " ".join(["word"] * 200_000)
+    code, said = serve_call(model_server, "/v1/completions", {"prompt": huge, "max_tokens": 4})
+    tally.check(
+        "serving::serve: 200k-word prompt refused (400 context_length_exceeded)",
+        code == 400 and said["error"]["code"] == "context_length_exceeded" and said["error"]["param"] == "prompt",
+        str(said)[:300],
+    )
+    code, said = serve_call(model_server, "/v1/chat/completions", {**SMALL, "messages": SMALL["messages"] * 10_001})
+    tally.check(
+        "serving::serve: 10,001 messages refused (400)",
+        code == 400 and said["error"]["param"] == "messages" and "at most 1000" in said["error"]["message"],
+        str(said)[:300],
+    )
+    # tokenized, not the quick bound: 1,500 prompt tokens + 1,000 asked > the demo model's 2,048
+    code, said = serve_call(model_server, "/v1/completions", {"prompt": "7 " * 1500, "max_tokens": 1000})
+    tally.check(
+        "serving::serve: prompt + max_tokens over the context refused (400)",
+        code == 400 and said["error"]["code"] == "context_length_exceeded" and "2048" in said["error"]["message"],
+        str(said)[:300],
+    )
+    code, said = serve_call(model_server, "/v1/chat/completions", SMALL)
+    tally.check(
+        "serving::serve: a 4-token request right after is answered",
+        code == 200 and said["usage"]["completion_tokens"] <= 4,
+        str(said)[:300],
+    )
+
+
+def test_serve_body_and_json_limits(model_server, tally):
+    """The body cap holds from Content-Length (no body sent) and while reading a chunked body; JSON nested past 64
+    levels is a 400 naming the depth (it dropped the connection before); the server answers on."""
+    with socket.create_connection(("127.0.0.1", model_server.port), timeout=60) as s:
+        head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {SERVE_KEY}\r\n"
+        s.sendall(head.encode() + b"Content-Length: 99999999\r\n\r\n")  # and no body
+        head = s.recv(65536).decode(errors="replace")
+    tally.check("serving::serve: body over the cap refused by Content-Length (413)", " 413 " in head, head[:300])
+    conn = http.client.HTTPConnection("127.0.0.1", model_server.port, timeout=60)
+    chunks = iter([b'{"prompt": "', *[b"a" * 65536] * 20, b'"}'])  # 1.25 MiB, its length not said
+    key = {"Authorization": f"Bearer {SERVE_KEY}"}
+    conn.request("POST", "/v1/completions", body=chunks, encode_chunked=True, headers=key)
+    resp = conn.getresponse()
+    said = json.loads(resp.read())
+    conn.close()
+    tally.check(
+        "serving::serve: chunked body over the cap refused while reading (413)",
+        resp.status == 413 and said["error"]["code"] == "request_too_large",
+        str(said)[:300],
+    )
+    deep = b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    code, said = serve_call(model_server, "/v1/completions", raw=deep)
+    tally.check(
+        "serving::serve: deep JSON refused (400)",
+        code == 400 and "deeper than 64 levels" in said["error"]["message"],
+        str(said)[:300],
+    )
+    code, said = serve_call(model_server, "/v1/completions", raw=b'{"prompt": ' + b"[" * 65 + b"]" * 65 + b"}")
+    tally.check("serving::serve: deep JSON refused (400)", code == 400 and "deeper" in said["error"]["message"], "65")
+    code, said = serve_call(model_server, "/v1/chat/completions", SMALL)
+    tally.check("serving::serve: answers after the refusals", code == 200, str(said)[:300])
+
+
+def test_serve_key(model_server, tally):
+    for key, path in ((None, "/v1/models"), ("sk-wrong", "/v1/models"), (None, "/v1/chat/completions")):
+        code, said = serve_call(model_server, path, SMALL if "chat" in path else None, key=key)
+        tally.check(
+            "serving::serve: request without the right bearer key refused (401)",
+            code == 401 and said["error"]["type"] == "invalid_request_error",
+            f"{key} {path}: {code} {said}",
+        )
+    code, said = serve_call(model_server, "/v1/models")
+    tally.check("serving::serve: the right key is let in", code == 200 and said["data"][0]["object"] == "model", "")
+
+
+def test_serve_fifty_concurrent_clients(model_server, tally):
+    """50 clients at once, each a 4-token request on its own connection: every one answered 200 (20 were reset with
+    the old accept backlog of 5); they take turns at the model."""
+    results: list = []
+
+    def client(i: int) -> None:
+        try:
+            body = {**SMALL, "messages": [{"role": "user", "content": f"hello {i}"}]}
+            results.append(serve_call(model_server, "/v1/chat/completions", body)[0])
+        except OSError as exc:
+            results.append(repr(exc))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(50)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(300)
+    for r in results:
+        tally.record("serving::serve: 50 concurrent clients all answered 200", r == 200)
+    assert results == [200] * 50, results
+
+
+def test_serve_disconnect_stops_generation(model_server, tally):
+    """A client that leaves mid-stream, and one that leaves while waiting for a whole answer: each generation ends
+    early, said in the server's log (it ran on to max_tokens before)."""
+    before = model_server.log.read_text()
+    conn = http.client.HTTPConnection("127.0.0.1", model_server.port, timeout=60)
+    body = {"prompt": "Once upon a time", "max_tokens": 1900, "temperature": 0, "stream": True}
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Authorization": f"Bearer {SERVE_KEY}"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.readline().startswith(b"data: ")
+    conn.sock.shutdown(socket.SHUT_RDWR)
+    conn.close()
+    stopped = re.compile(r"generation stopped after (\d+) of 1900 tokens: the client went away")
+
+    def said(n: int):
+        hits = stopped.findall(model_server.log.read_text()[len(before) :])
+        return hits if len(hits) >= n else None
+
+    hits = wait_for(lambda: said(1), timeout=120)
+    tally.check("serving::serve: client gone mid-stream stops the generation", int(hits[0]) < 1900, str(hits))
+    with socket.create_connection(("127.0.0.1", model_server.port), timeout=60) as s:
+        data = json.dumps({**body, "stream": False}).encode()
+        head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {SERVE_KEY}\r\n"
+        s.sendall(head.encode() + b"Content-Length: %d\r\n\r\n" % len(data) + data)
+        started = re.compile(r"generating up to 1900 tokens")
+        wait_for(lambda: len(started.findall(model_server.log.read_text()[len(before) :])) >= 2)
+    hits = wait_for(lambda: said(2), timeout=120)
+    tally.check(
+        "serving::serve: client gone before a whole answer stops the generation", int(hits[1]) < 1900, str(hits)
+    )
+    code, answer = serve_call(model_server, "/v1/chat/completions", SMALL)
+    assert code == 200, answer
+
+
+def test_serve_refusals_are_one_line(demo_paths, tally, tmp_path):
+    """`studio serve --host 0.0.0.0` without a key, and `--port 99999` (an OverflowError traceback before), each say
+    one line and start nothing; the server itself refuses a public host without a key too."""
+    env = {k: v for k, v in os.environ.items() if k != SERVE_KEY_ENV}
+    env["STUDIO_HOME"] = str(tmp_path)
+    model = demo_paths["model_dir"]
+    commands = {
+        "serving::serve: --host 0.0.0.0 without a key refused in one line": (
+            [sys.executable, "-m", "engine.cli", "serve", model, "--host", "0.0.0.0"],
+            "refusing to serve on 0.0.0.0 without a key",
+        ),
+        "serving::serve: --port 99999 refused in one line": (
+            [sys.executable, "-m", "engine.cli", "serve", model, "--port", "99999"],
+            "--port 99999: choose a port from 0 to 65535",
+        ),
+        "serving::serve: the server refuses a public host without a key": (
+            [sys.executable, "-m", "engine.trainer.serve", model, "--host", "0.0.0.0", "--events", "/dev/null"],
+            "refusing to serve on 0.0.0.0 without a key",
+        ),
+    }
+    for case, (argv, said) in commands.items():
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+        lines = proc.stderr.strip().splitlines()
+        ok = proc.returncode == 2 and len(lines) == 1 and said in lines[0] and "Traceback" not in proc.stderr
+        tally.check(case, ok, f"{proc.returncode}: {proc.stderr[-600:]}")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
