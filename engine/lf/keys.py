@@ -64,6 +64,7 @@ _DIRECT: dict[str, str] = {
     "preprocessing_num_workers": "data.preprocessing_workers",
     "group_by_length": "data.group_by_length",  # transformers 4's TrainingArguments key, which LF passes through
     "output_dir": "output.output_dir",
+    "overwrite_output_dir": "output.overwrite",
     "run_name": "output.run_name",
     "logging_steps": "train.logging_steps",
     "save_steps": "train.save_steps",
@@ -184,7 +185,6 @@ _LF_DEFAULTS: dict[str, Any] = {
 _NOTED: dict[str, str] = {
     "overwrite_cache": "lf.noted_overwrite_cache",
     "logging_dir": "lf.noted_logging_dir",
-    "overwrite_output_dir": "lf.noted_overwrite_output_dir",
     "plot_loss": "lf.noted_plot_loss",
     "disable_tqdm": "lf.noted_disable_tqdm",
     "use_fast_tokenizer": "lf.noted_use_fast_tokenizer",

@@ -21,7 +21,6 @@ MESSAGES: dict[str, str] = {
     "lf.noted_overwrite_cache": "Studio's tokenisation cache is keyed by the data, the tokenizer and the settings, "
     "so a stale one is never reused",
     "lf.noted_logging_dir": "TensorBoard logs go to <output>/tensorboard",
-    "lf.noted_overwrite_output_dir": "removed in transformers 5",
     "lf.noted_plot_loss": "the studio plots loss live",
     "lf.noted_disable_tqdm": "Studio logs progress to train.log and the page",
     "lf.noted_use_fast_tokenizer": "Studio loads the fast tokenizer",

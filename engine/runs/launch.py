@@ -39,9 +39,11 @@ import yaml
 
 from engine.lf.compat import load_any_spec
 from engine.machine.hardware import Hardware, auto_precision, detect, target_machine
+from engine.models.resolve import looks_local, model_path
 from engine.runs import trackers
 from engine.runs.accelerate_configs import accelerate_config, deepspeed_config, mixed_precision_name
 from engine.runs.node_commands import SECRET_ENV, node_commands, node_environment, slurm_script
+from engine.spec.grpo import absolute_reward_files
 from engine.spec.schema import RunSpec, SpecError
 
 # Passed through to the trainer when set; everything else in its environment is explicit.
@@ -105,6 +107,15 @@ class LaunchPlan:
     def public_env(self) -> dict[str, str]:
         """The environment with secrets masked, for launch.json and previews."""
         return {k: ("***" if k in SECRET_ENV else v) for k, v in self.env.items()}
+
+
+def anchor_paths(valid: RunSpec) -> list[Path]:
+    """The spec's local paths made absolute as this process finds them, so that a subprocess whose working folder
+    is the repository (the trainer, the reward dry run) loads the same files: a local model (``models/...`` is the
+    workspace's) and the python reward files (from the current folder). Returns the reward files."""
+    if looks_local(valid.model.name_or_path):
+        valid.model.name_or_path = str(model_path(valid.model.name_or_path).resolve())
+    return absolute_reward_files(valid)
 
 
 def resolve_device(spec: RunSpec, hw: Hardware) -> str:

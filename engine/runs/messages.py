@@ -34,6 +34,14 @@ MESSAGES: dict[str, str] = {
     "run never started); a run owns only what it made",
     "runs.kept_existing": "kept {path}: it existed before run {id} started; removed only the {count} file(s) the run "
     "wrote in it",
+    # output.overwrite (LLaMA-Factory's overwrite_output_dir): engine.runs.overwrite
+    "runs.overwrite_replaces": "overwrite_output_dir: replaced {folder}, the output of run {id} ({count} file(s): "
+    "{files}); run {id}'s record, run folder and logs are kept, marked as overwritten",
+    "runs.overwrite_active": "overwrite_output_dir replaces only an ended run's output, and run {id} is {status}",
+    "runs.overwrite_not_created": "overwrite_output_dir replaces only a folder the earlier run created, and run {id} "
+    "did not create {folder}",
+    "runs.overwrite_others": "overwrite_output_dir replaces only what the earlier run wrote, and {folder} also holds "
+    "files run {id} did not write ({files})",
     "runs.kept_added": "kept {path}: it holds files added after run {id} ended ({files}); removed only the {count} "
     "file(s) the run wrote in it",
     # resume: the checkpoint a resumed run starts from

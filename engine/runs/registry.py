@@ -28,8 +28,7 @@ import yaml
 from engine.core import acting, folders, page_trust, workspace
 from engine.core.messages import Message
 from engine.core.messages import message as core_message
-from engine.models.resolve import looks_local, model_path
-from engine.runs import checkpoints, outputs, scheduler, slurm, store
+from engine.runs import checkpoints, launch, outputs, overwrite, scheduler, slurm, store
 from engine.runs.messages import message as run_message
 from engine.runs.store import (  # noqa: F401 - re-exported: the registry's reading API
     ACTIVE,
@@ -52,7 +51,6 @@ from engine.runs.store import (  # noqa: F401 - re-exported: the registry's read
     transaction,
     update,
 )
-from engine.spec.grpo import absolute_reward_files
 from engine.spec.messages import message
 from engine.spec.schema import RunSpec, SpecError, dump_spec, save_spec, spec_to_dict, validate_spec
 from engine.spec.watch import notify_page_problems
@@ -91,9 +89,12 @@ def submit(
         raise SpecError(errors)
     base = slurm.runs_root() if on_slurm else None
     check_space(base or workspace.home() / "runs")
+    replaced = overwrite.target(output_folder(valid, workspace.runs_dir()))[0] if valid.output.overwrite else None
     run_id, rdir = _claim(base)
     with _half_made(rdir):
         run_id = _submit_into(valid, run_id, rdir, name, tags, on_slurm)
+    if replaced is not None:  # LLaMA-Factory's overwrite_output_dir: the earlier run's folder goes, its record stays
+        overwrite.replace(replaced, run_id)
     if on_slurm:
         slurm.submit_job(run_id)
     elif start:
@@ -101,22 +102,13 @@ def submit(
     return run_id
 
 
-def anchor_paths(valid: RunSpec) -> list[Path]:
-    """The spec's local paths made absolute as this process finds them, so that a subprocess whose working folder
-    is the repository (the trainer, the reward dry run) loads the same files: a local model (``models/...`` is the
-    workspace's) and the python reward files (from the current folder). Returns the reward files."""
-    if looks_local(valid.model.name_or_path):
-        valid.model.name_or_path = str(model_path(valid.model.name_or_path).resolve())
-    return absolute_reward_files(valid)
-
-
 def _submit_into(valid: RunSpec, run_id: str, rdir: Path, name: str | None, tags: list[str] | None, on_slurm: bool):
-    code = anchor_paths(valid)  # the trainer (cwd: the repo) loads the model and runs the files the submitter named
+    code = launch.anchor_paths(valid)  # the trainer (cwd: the repo) loads the model and files the submitter named
     if valid.output.output_dir:  # absolute, so the trainer (cwd: the repo) and the registry agree on it
-        valid.output.output_dir = str(_output_dir(valid, rdir))
+        valid.output.output_dir = str(output_folder(valid, rdir))
     save_spec(valid, rdir / "spec.yaml")
-    if valid.output.output_dir and acting.at_shell() and not folders.page_may_write(_output_dir(valid, rdir)):
-        acting.write_grant(rdir, _output_dir(valid, rdir))  # chosen at the shell: the trainer may write it
+    if valid.output.output_dir and acting.at_shell() and not folders.page_may_write(output_folder(valid, rdir)):
+        acting.write_grant(rdir, output_folder(valid, rdir))  # chosen at the shell: the trainer may write it
     outside = [f for f in code if page_trust.reward_problem(f) is not None]
     if outside and acting.at_shell():  # reward code named at the shell outside the reward folder: it may run
         acting.write_grant(rdir, reward_files=outside)
@@ -127,7 +119,7 @@ def _submit_into(valid: RunSpec, run_id: str, rdir: Path, name: str | None, tags
         status="queued",
         created=time.time(),
         run_dir=str(rdir),
-        output_dir=str(_output_dir(valid, rdir)),
+        output_dir=str(output_folder(valid, rdir)),
         spec=dump_spec(valid),
         share_gpus=valid.launch.share_gpus,
         tags=list(tags or []),
@@ -256,7 +248,10 @@ def output_problems(spec: RunSpec) -> list[tuple[str, str]]:
     engine.spec.rules, engine.core.folders.)"""
     if not spec.output.output_dir:
         return []
-    out = _output_dir(spec, workspace.runs_dir())
+    out = output_folder(spec, workspace.runs_dir())
+    replaced, why = overwrite.target(out) if spec.output.overwrite else (None, None)
+    if replaced is not None or why is not None:  # LLaMA-Factory's overwrite_output_dir (engine.runs.overwrite)
+        return [] if replaced else [("output.output_dir", message("output_refused", reason=why))]
     owner = folders.owner_of(out, run_owners()) or folders.new_run_output_problem(out)
     if owner is not None:
         return [("output.output_dir", message("output_refused", reason=owner))]
@@ -270,7 +265,7 @@ def output_problems(spec: RunSpec) -> list[tuple[str, str]]:
     return []
 
 
-def _output_dir(spec: RunSpec, rdir: Path) -> Path:
+def output_folder(spec: RunSpec, rdir: Path) -> Path:
     if not spec.output.output_dir:
         return rdir
     out = Path(spec.output.output_dir).expanduser()

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def try_rewards(spec: Any, rows: int = 8, source: str = "answers", timeout: float = 600) -> dict:
     """Run the spec's reward functions on its first ``rows`` prompts in a subprocess; the result (rows, and per
     reward its scores or error), or ``{"error": ...}``. ``spec``: a RunSpec or a spec / LLaMA-Factory YAML path."""
-    from engine.runs.registry import anchor_paths
+    from engine.runs.launch import anchor_paths
     from engine.spec.schema import save_spec
 
     with tempfile.TemporaryDirectory(prefix="studio-rewards-") as tmp:

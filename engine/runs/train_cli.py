@@ -77,14 +77,19 @@ def cli(argv: list[str]) -> int:
 
 def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = False) -> int:
     from engine.core.events import read_events
+    from engine.runs import overwrite
     from engine.runs import registry as runs
 
+    out = runs.output_folder(spec, workspace.runs_dir())
+    replaced = overwrite.target(out)[0] if spec.output.overwrite and spec.output.output_dir else None
     try:
         run_id = runs.submit(spec, name=name)
     except (SpecError, runs.RunsError) as exc:  # a RunsError is one line: no space left, the folder not created
         print(exc, file=sys.stderr)
         return 1
     record = runs.get(run_id)
+    if replaced is not None:
+        print(replaced.line(), flush=True)
     print(f"run {run_id}: {record.status} in {record.run_dir}", flush=True)
     if detach:
         return 0

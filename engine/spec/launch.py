@@ -249,6 +249,13 @@ class OutputSpec(_Spec):
         description="Where checkpoints and the adapter go (empty: the run's folder)",
         json_schema_extra=_meta("Output folder", advanced=True, label_zh="输出目录"),
     )
+    overwrite: bool = Field(
+        False,
+        description="Replace the output folder of an earlier run that has ended (LLaMA-Factory's overwrite_output_dir): "
+        "only a folder that run created and nothing else wrote in; that run keeps its record, run folder and logs, "
+        "marked as overwritten by this one",
+        json_schema_extra=_meta("Overwrite an earlier run's output", advanced=True, label_zh="覆盖之前运行的输出"),
+    )
     report_to: list[Literal["tensorboard", "wandb", "none", "mlflow", "trackio", "swanlab"]] = Field(
         default_factory=lambda: ["tensorboard"],
         description="Experiment trackers, kept in the run's folder (tensorboard; mlflow's file store; trackio's local "

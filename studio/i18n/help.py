@@ -209,6 +209,8 @@ HELP_ZH: dict[str, str] = {
     "launch.slurm.extra_sbatch": "更多 sbatch 选项，每行一个，如 --exclusive 或 #SBATCH --mail-type=END",
     "output.run_name": "运行名称（字母、数字、. _ - 和空格）",
     "output.output_dir": "检查点和适配器的保存位置（留空：运行目录）",
+    "output.overwrite": "替换之前一个已结束运行的输出目录（LLaMA-Factory 的 overwrite_output_dir）："
+    "只限该运行自己创建、且没有其他文件的目录；之前的运行保留记录、运行目录和日志，并标记为已被本运行覆盖",
     "output.report_to": "实验记录工具，保存在运行目录中（tensorboard；mlflow 文件存储；trackio 本地存储；"
     "wandb 离线；swanlab 本地）",
     "output.layout": "最终权重在输出目录中的位置：studio（其中的 adapter/ 或 model/ 目录）或 llamafactory"

@@ -10,7 +10,6 @@ LF_ZH: dict[str, str] = {
     "lf.hf4_noted": "{key}：已接受，但不起作用（transformers 5 已移除）",
     "lf.noted_overwrite_cache": "Studio 的分词缓存按数据、分词器和设置区分，不会重用过期的缓存",
     "lf.noted_logging_dir": "TensorBoard 日志写入 <output>/tensorboard",
-    "lf.noted_overwrite_output_dir": "transformers 5 已移除",
     "lf.noted_plot_loss": "Studio 实时绘制 loss 曲线",
     "lf.noted_disable_tqdm": "Studio 把进度写入 train.log 和页面",
     "lf.noted_use_fast_tokenizer": "Studio 加载快速分词器",

@@ -25,6 +25,12 @@ RUNS_ZH: dict[str, str] = {
     "runs.kept_not_created": "保留了 {path}：它不是运行 {id} 创建的（运行开始前它已存在，或运行从未开始）；"
     "运行只拥有它自己创建的内容",
     "runs.kept_existing": "保留了 {path}：它在运行 {id} 开始前已存在；只删除了运行在其中写入的 {count} 个文件",
+    "runs.overwrite_replaces": "overwrite_output_dir：已替换运行 {id} 的输出 {folder}（{count} 个文件：{files}）；"
+    "运行 {id} 的记录、运行目录和日志都保留，并标记为已被覆盖",
+    "runs.overwrite_active": "overwrite_output_dir 只替换已结束运行的输出，而运行 {id} 的状态是 {status}",
+    "runs.overwrite_not_created": "overwrite_output_dir 只替换之前运行自己创建的目录，而运行 {id} 没有创建 {folder}",
+    "runs.overwrite_others": "overwrite_output_dir 只替换之前运行写入的内容，而 {folder} 中还有运行 {id} 没有写入的"
+    "文件（{files}）",
     "runs.kept_added": "保留了 {path}：其中有运行 {id} 结束后加入的文件（{files}）；"
     "只删除了运行在其中写入的 {count} 个文件",
     "runs.remove_failed": "无法删除 {path}：{error}",

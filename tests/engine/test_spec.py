@@ -98,6 +98,7 @@ class TestVersions:
         assert dumped["model"].pop("vision") == {**vision, "image_max_pixels": 589824, "image_min_pixels": 1024}
         assert dumped["launch"].pop("ddp_timeout") == 1800
         assert dumped["output"].pop("layout") == "studio"  # LF's own layout is only for an LF YAML's output_dir
+        assert dumped["output"].pop("overwrite") is False  # LF's overwrite_output_dir
         assert dumped["method"].pop("kto") == {"beta": 0.1, "desirable_weight": 1.0, "undesirable_weight": 1.0}
         added = {
             "save_strategy": "steps",

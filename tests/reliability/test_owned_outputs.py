@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,48 @@ def test_validate_train_and_the_form_refuse_the_same_output_folders(home, demo_p
     (rc_v, said_v), _, (spec, form) = three("outs/fresh", run=False)  # not trained: it would start
     ok = rc_v == 0 and "OK" in said_v and spec is not None and not form
     tally.check("same-check::a free folder passes validate and the form", ok, said_v + form)
+
+
+def test_overwrite_output_dir_replaces_an_earlier_runs_output_and_keeps_its_history(home, demo_paths, tally, capsys):
+    """LLaMA-Factory's rerun habit, overwrite_output_dir (issue 45 item 7): the second run into the same output_dir
+    replaces the first run's output, saying what it replaced; the first run keeps its record, run folder and logs,
+    marked overwritten, and deleting it later leaves the new output alone. Without the key, or over a folder with a
+    person's file in it, the rerun is refused as before, naming why."""
+    first = finished(runs.submit(spec_data(demo_paths, output_dir="outs/lf-out"), name="first"))
+    out = Path(first.output_dir)
+    assert (out / "adapter").is_dir()
+    again = spec_data(demo_paths, output_dir="outs/lf-out")
+    tally.check("overwrite::a rerun without overwrite is refused", "belongs to run" in refusal(again), refusal(again))
+    (out / "mine.txt").write_text("a person's file")
+    again["output"]["overwrite"] = True
+    why = refusal(again)
+    tally.check(
+        "overwrite::a folder with a person's file is not overwritten, naming it",
+        f"also holds files run {first.id} did not write (mine.txt)" in why and (out / "mine.txt").is_file(),
+        why,
+    )
+    (out / "mine.txt").unlink()
+    path = home / "again.yaml"
+    path.write_text(yaml.safe_dump(again))
+    assert studio(["train", str(path)]) == 0
+    said = capsys.readouterr().out
+    second = [r for r in runs.list_runs() if r.id != first.id and r.output_dir == str(out)]
+    old = runs.get(first.id)
+    notes = json.loads((Path(old.run_dir) / "run.json").read_text())
+    tally.check(
+        "overwrite::the rerun replaces the earlier output, saying so, and the earlier run is marked",
+        len(second) == 1
+        and f"overwrite_output_dir: replaced {out}, the output of run {first.id} (" in said
+        and second[0].status == "completed"
+        and old.status == "completed"
+        and old.output_dir == old.run_dir
+        and notes.get("overwritten_by") == second[0].id
+        and (Path(old.run_dir) / "train.log").is_file(),
+        said,
+    )
+    text = delete(first.id, capsys)
+    tally.check(
+        "overwrite::deleting the overwritten run leaves the new output",
+        (out / "adapter").is_dir() and str(out) not in text,
+        text,
+    )
