@@ -58,7 +58,7 @@ class Ctx:
     @staticmethod
     def run_choices(lang: str = "en") -> list[tuple[str, str]]:
         out = []
-        for r in backend.list_runs():
+        for r in backend.training_runs():
             status = str(getattr(r, "status", ""))
             status = t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
             label = f"{r.id} · {getattr(r, 'name', '') or ''} · {status}".replace(" ·  ·", " ·")
@@ -67,10 +67,9 @@ class Ctx:
 
     @staticmethod
     def default_run() -> str | None:
-        """What a (re)opened page shows: a running run, else the newest one; training runs before commands (a merge
-        started after training must not take the dashboard from the run it merged)."""
-        everything = backend.list_runs()
-        listed = [r for r in everything if getattr(r, "kind", "train") == "train"] or everything
+        """What a (re)opened page shows: a running training run, else the newest one (a merge started after training
+        must not take the dashboard from the run it merged)."""
+        listed = backend.training_runs()
         running = [r for r in listed if getattr(r, "status", "") == "running"]
         chosen = (running or listed or [None])[0]
         return str(chosen.id) if chosen is not None else None

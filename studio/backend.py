@@ -33,6 +33,12 @@ def list_runs() -> list:
     return list(runs.list_runs())
 
 
+def training_runs() -> list:
+    """The training runs of ``list_runs`` (no merge, export, evaluation or serve job): what the dashboard's, the
+    compare and the Evaluate pickers offer (a serve job compared with a run gave rows of "None")."""
+    return [r for r in list_runs() if getattr(r, "training", True)]
+
+
 def local_models() -> list[str]:
     """Model folders under the workspace (those with a config.json), newest first."""
     root = workspace.models_dir()

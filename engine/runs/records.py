@@ -89,6 +89,12 @@ class RunRecord:
         return self.status in ACTIVE
 
     @property
+    def training(self) -> bool:
+        """A training run (a spec run, here or on Slurm), not a command job (merge, export, evaluation, serve,
+        download, push, import): what the page's pickers of training runs list."""
+        return self.kind != "command"
+
+    @property
     def events_path(self) -> Path:
         return Path(self.run_dir) / "events.jsonl"
 

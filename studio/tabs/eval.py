@@ -36,8 +36,8 @@ def run_choices() -> list[tuple[str, str]]:
     """Completed training runs, newest first, as (label, run id)."""
     return [
         (f"{r.id} · {r.name}" if r.name and r.name != r.id else r.id, r.id)
-        for r in backend.list_runs()
-        if getattr(r, "status", "") == "completed" and getattr(r, "kind", "train") == "train"
+        for r in backend.training_runs()
+        if getattr(r, "status", "") == "completed"
     ]
 
 

@@ -82,6 +82,7 @@ def summarize(rec: Any, lang: str = "en") -> dict:
         "final loss": round(final_loss, 4) if final_loss is not None else None,
         "trainer peak MiB": round(peak) if peak is not None else None,
         "alerts": alerts.column_text(run_alerts, lang),
+        "training": getattr(rec, "training", True),  # not a column: whether the compare picker offers it
     }
 
 
@@ -126,9 +127,12 @@ def _status(status: str, lang: str) -> str:
 
 def compare_choices(rows: list[dict], lang: str = "en") -> list[tuple[str, str]]:
     """The compare picker's (label, run id) pairs: what tells runs apart at a glance, name, status, start and final
-    loss, then the id (a name alone may repeat)."""
+    loss, then the id (a name alone may repeat). Training runs only: a merge, evaluation or serve job has no curves
+    and no spec to compare."""
     out = []
     for row in rows:
+        if not row.get("training", True):
+            continue
         loss = f"{t('w_loss', lang)} {row['final loss']}" if row.get("final loss") is not None else ""
         parts = [row.get("name") or "", _status(row["status"], lang), row.get("started") or "", loss, row["id"]]
         out.append((" · ".join(p for p in parts if p), row["id"]))

@@ -565,3 +565,21 @@ def test_a_file_without_answers_registers_saying_only_pt_can_use_it(studio_home,
     dest = data_register.store_upload(str(with_answers))
     mapping = data_register.guess_mapping(data_register.file_columns(dest), "alpaca")
     assert data_register.register(str(dest), "with_answers", "alpaca", mapping).startswith("✅")
+
+
+def test_training_run_pickers_list_training_runs_only(run_registry):
+    """The dashboard's, the compare and the Evaluate pickers offer training runs, never a merge job (nor an
+    evaluation, export or serve job: command runs of the registry); the Runs table still lists every job."""
+    from studio import backend
+    from studio.app import Ctx
+    from studio.tabs import eval as eval_tab
+
+    _chat_workspace(run_registry)
+    jobs = {"m-good-merged", "m-bad-merged"}
+    assert jobs <= {r.id for r in backend.list_runs()}
+    assert {v for _, v in Ctx.run_choices()} == {"good", "bad", "gone"}
+    assert Ctx.default_run() in {"good", "bad", "gone"}
+    rows = [runs.summarize(r) for r in backend.list_runs()]
+    assert {v for _, v in runs.compare_choices(rows)} == {"good", "bad", "gone"}
+    assert jobs <= set(runs.table()["id"])
+    assert {v for _, v in eval_tab.run_choices()} == {"good", "gone"}
