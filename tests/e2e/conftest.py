@@ -95,10 +95,10 @@ def server(tmp_path_factory):
     finally:
         srv.stop()
         # Runs were started by this server (detached wrappers): stop what is still alive, by its own record.
-        _stop_runs(srv.home)
+        stop_runs(srv.home)
 
 
-def _stop_runs(home: Path) -> None:
+def stop_runs(home: Path) -> None:
     env = {**os.environ, "STUDIO_HOME": str(home)}
     code = (
         "from engine.runs import registry as runs\nfor r in runs.list_runs():\n    if r.status in runs.ACTIVE:\n"
