@@ -25,8 +25,8 @@ from engine.export.checks import ExportError
 from engine.export.jobs import job_record
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
+from engine.runs.scheduler import SERVE_TAG  # its runs take no CPU slot
 
-SERVE_TAG = "serve"
 MODULE = "engine.trainer.serve"
 HOST = rules.HOST
 

@@ -34,15 +34,39 @@ from engine.runs.store import MARKER, run_processes, runner_alive, signal_all  #
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# A command run tagged so waits for requests (``studio serve``): on a machine without GPUs it takes no CPU slot, so a
+# served model does not keep every CPU training run queued for as long as it serves (it computes only while it
+# answers; on a GPU it holds its GPU, whose memory it needs). engine.export.serve_jobs tags its runs with it.
+SERVE_TAG = "serve"
+
+
 @dataclass
 class Want:
-    """What one queued run asks for."""
+    """What one queued run asks for (``slot``: a CPU run that takes one of the CPU slots)."""
 
     run_id: str
     cpu: bool
     count: int = 0
     ids: list[int] | None = None
     share: bool = False
+    slot: bool = True
+
+
+def holds_cpu_slot(rec: store.RunRecord) -> bool:
+    """Whether a CPU run (no GPUs) counts against STUDIO_CPU_SLOTS: every one but a server."""
+    return not (rec.kind == "command" and SERVE_TAG in (rec.tags or []))
+
+
+def slot_holders(rec: store.RunRecord) -> list[store.RunRecord]:
+    """The running runs that hold what the queued ``rec`` waits for: the CPU slots for a CPU run, the GPUs for a GPU
+    run (all of them: which GPUs free first is unknown). For the page and the CLI to name, with their Stop."""
+    from engine.machine import hardware
+
+    want = _want(rec, hardware.detect().has_gpu)
+    running = [r for r in store.list_runs("running", refresh_status=False) if r.kind in ("train", "command")]
+    if want.cpu:
+        return [r for r in running if not r.gpus and holds_cpu_slot(r)]
+    return [r for r in running if r.gpus]
 
 
 def cpu_slots() -> int:
@@ -64,6 +88,9 @@ def plan_starts(
     starts: list[tuple[str, list[int]]] = []
     impossible: dict[str, str] = {}
     for w in queued:
+        if w.cpu and not w.slot:
+            starts.append((w.run_id, []))
+            continue
         if w.cpu:
             if cpu_blocked or cpu_used >= slots:
                 cpu_blocked = True
@@ -102,7 +129,8 @@ def plan_starts(
 
 def _want(rec: store.RunRecord, has_gpu: bool) -> Want:
     if rec.kind == "command":
-        return Want(rec.id, cpu=not (has_gpu and rec.gpu_count), count=rec.gpu_count)
+        cpu = not (has_gpu and rec.gpu_count)
+        return Want(rec.id, cpu=cpu, count=rec.gpu_count, slot=not cpu or holds_cpu_slot(rec))
     spec = rec.load_spec()
     ln = spec.launch
     if not has_gpu or ln.device == "cpu":
@@ -127,7 +155,11 @@ def schedule() -> list[str]:
             ).fetchall()
             recs = [store.row_to_record(r) for r in rows]
             # a run elsewhere (a Slurm job: kind "slurm") takes no slot of this machine
-            running = [(not r.gpus, r.gpus) for r in recs if r.status == "running" and r.kind in ("train", "command")]
+            running = [
+                (not r.gpus, r.gpus)
+                for r in recs
+                if r.status == "running" and r.kind in ("train", "command") and (r.gpus or holds_cpu_slot(r))
+            ]
             # ... and a run whose processes live on where the registry does not say "running" (a registry rebuilt
             # while it was being launched, a row lost) still holds its slot: counted from the processes themselves
             alive = _live_runs() if any(r.status == "queued" for r in recs) else {}

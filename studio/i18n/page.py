@@ -290,6 +290,12 @@ STRINGS: dict[str, tuple[str, str]] = {
         "Queued run {id}: position {pos} in the queue; it starts when a GPU (or CPU slot) is free.",
         "运行 {id} 已排队：队列第 {pos} 位；有空闲 GPU（或 CPU 槽位）时开始。",
     ),
+    "queued_behind": (
+        "Queued run {id}: position {pos} in the queue; it waits for the slot held by run {runs}: it starts when that "
+        "ends, or at once if you stop it (Runs tab).",
+        "运行 {id} 已排队：队列第 {pos} 位；它在等待运行 {runs} 占用的槽位：该运行结束后开始，"
+        "也可以在“运行”页停止它以立即开始。",
+    ),
     "start_twin": (
         "Run {id} with this very spec is already {status}. Click Start again to start another one anyway.",
         "配置完全相同的运行 {id} 已在{status}。如仍要再启动一个，请再次点击“开始训练”。",

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from engine.runs import registry as runs
+from engine.runs import scheduler
 from engine.runs.scheduler import stop_grace_s
 from engine.spec import schema as spec_mod
 from studio.form_validation import check, problems_markdown
@@ -127,7 +128,9 @@ def start_run(values: dict[str, Any], lang: str = "en", confirm: str = "") -> tu
         return said(lambda code, err=exc: f"❌ {localize_error(err, code)}", lang), None, ""
     if status == "queued":
         pos = queue_position(run_id)
-        return said(lambda code: t("queued_run", code, id=run_id, pos=pos), lang), str(run_id), ""
+        holders = ", ".join(f"{r.id} ({r.name})" for r in scheduler.slot_holders(runs.get(run_id)))
+        key = "queued_behind" if holders else "queued_run"
+        return said(lambda code: t(key, code, id=run_id, pos=pos, runs=holders), lang), str(run_id), ""
     return said(lambda code: t("started", code, id=run_id), lang), str(run_id), ""
 
 

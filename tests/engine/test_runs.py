@@ -62,6 +62,11 @@ class TestPlanStarts:
         assert plan_starts([(True, [])], q[1:], [], 1)[0] == []
         assert plan_starts([], q, [], 2)[0] == [("a", []), ("b", [])]
 
+    def test_a_server_takes_no_cpu_slot(self):
+        q = [Want("serve", cpu=True, slot=False), Want("train", cpu=True)]
+        assert plan_starts([(True, [])], q, [], 1)[0] == [("serve", [])]  # the slot is held: the server starts
+        assert plan_starts([], q, [], 1)[0] == [("serve", []), ("train", [])]  # and takes none from training
+
     def test_gpu_never_shared_without_permission(self):
         q = [Want("a", cpu=False, count=1, ids=[0]), Want("b", cpu=False, count=1, ids=[0])]
         assert plan_starts([], q, [0, 1], 1)[0] == [("a", [0])]
@@ -315,3 +320,21 @@ def test_run_that_cannot_start_fails_and_the_queue_moves_on(home):
     wait_for(lambda: runs.get(good).status == "completed", timeout=60)
     rec = runs.get(bad)
     assert rec.status == "failed" and rec.exit_code == 127
+
+
+def test_a_served_model_does_not_keep_cpu_training_queued(home):  # noqa: F811
+    """On a machine without GPUs a server holds no CPU slot (issue 45 item 12: a run queued behind a served model
+    waited for as long as the server ran, its message naming nothing); a run queued behind a training run names
+    that run, whose Stop frees the slot."""
+    from engine.runs import scheduler
+
+    served = runs.submit_command(sleeper(60), name="serve demo", tags=[scheduler.SERVE_TAG])
+    assert wait_for(lambda: runs.get(served).status == "running")
+    first = runs.submit_command(sleeper(60), name="first")
+    assert wait_for(lambda: runs.get(first).status == "running")  # the server held no slot
+    second = runs.submit_command(sleeper(1), name="second")
+    assert runs.get(second).status == "queued"
+    assert [r.id for r in scheduler.slot_holders(runs.get(second))] == [first]
+    runs.stop(first, grace_s=2)
+    assert wait_for(lambda: runs.get(second).status in ("running", "completed"))
+    runs.stop(served, grace_s=2)

@@ -23,6 +23,7 @@ import pytest
 from engine.export import serve_jobs as sj
 from engine.export.checks import ExportError
 from engine.runs import registry as runs
+from engine.runs.scheduler import SERVE_TAG
 from tests.engine import test_merge as tm
 from tests.helpers import wait_for
 
@@ -61,7 +62,7 @@ def test_openai_client_against_a_served_lora_run(demo_paths, adapter, tmp_path, 
     try:
         status = job.wait_ready()
         assert status["state"] == "serving", status
-        assert runs.get(job.run_id).status == "running" and sj.SERVE_TAG in runs.get(job.run_id).tags
+        assert runs.get(job.run_id).status == "running" and SERVE_TAG in runs.get(job.run_id).tags
         client = openai.OpenAI(base_url=status["url"], api_key="unused", max_retries=0, timeout=300)
         assert [m.id for m in client.models.list().data] == ["chatty"]
 

@@ -172,3 +172,14 @@ def test_stop_still_running_at_the_deadline_says_so(run_registry, monkeypatch):
     msg = train.stop_finish("slow", "en")
     assert msg.startswith("⏳ Run slow is still stopping") and "already ended" not in msg, msg
     assert train.stop_finish("slow", "zh").startswith("⏳ 运行 slow 仍在停止")
+
+
+def test_a_queued_start_names_the_run_holding_its_slot(fake_submit, run_registry):
+    """Queued behind a training run: Start names that run and says its Stop frees the slot (issue 45 item 12)."""
+    import copy
+
+    other = copy.deepcopy(SPEC)
+    other["train"] = {"learning_rate": 0.001}  # another spec: not a twin of this Start
+    _record(run_registry, "t0", "running", spec=other, started=time.time())
+    msg, rid, _ = train.start_run({}, "en")
+    assert rid == "r1" and "it waits for the slot held by run t0 (t0): it starts when that ends" in msg, msg
