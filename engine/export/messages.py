@@ -54,6 +54,8 @@ MESSAGES: dict[str, str] = {
     "{other_base}: merge adapters of one base only",
     "export.would_replace": "output folder {out} would replace {path}: choose another --out",
     "export.out_exists": "output folder {out} already exists: choose another --out or pass --overwrite",
+    "export.serve_vision": "{source} is a vision-language model ({model_type}): the server answers text models only; "
+    "chat with it, images included, in the Chat tab",
     "export.overwrite_not_folder": "--overwrite: {out} is not a folder: Studio replaces only a folder an earlier "
     "merge or export wrote",
     "export.overwrite_not_ours": "--overwrite refused: {out} was not written by a Studio merge or export (it holds "

@@ -23,6 +23,7 @@ from engine.export import convert_plan as cp
 from engine.export import serve_rules as rules
 from engine.export.checks import ExportError
 from engine.export.jobs import job_record
+from engine.export.messages import message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 from engine.runs.scheduler import SERVE_TAG  # its runs take no CPU slot
@@ -46,9 +47,17 @@ def free_port(host: str = HOST) -> int:
 def check_source(source: str) -> str:
     """The folder served (a model folder, or a run / adapter on its base); ExportError naming what is missing."""
     if cp.is_model_folder(source):
-        return str(Path(source).expanduser().resolve())
-    src = xp.resolve_source(source)
-    return src.weights_dir
+        folder = config_dir = str(Path(source).expanduser().resolve())
+    else:
+        src = xp.resolve_source(source)
+        folder, config_dir = src.weights_dir, (src.base if src.kind == "adapter" else src.weights_dir)
+    try:
+        config = json.loads((Path(config_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    if isinstance(config, dict) and isinstance(config.get("vision_config"), dict):  # LLaVA, Qwen2-VL, ...
+        raise ExportError(message("export.serve_vision", source=source, model_type=config.get("model_type", "?")))
+    return folder
 
 
 class ServeJob(CommandJob):

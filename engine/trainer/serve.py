@@ -244,10 +244,11 @@ def build_app(service: Service, on_stop=None) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def http_error(request, exc: HTTPException):
-        code = "not_found" if exc.status_code == 404 else None
-        what = (
-            f"no such endpoint: {request.method} {request.url.path}" if exc.status_code in (404, 405) else exc.detail
-        )
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        what = {
+            404: f"no such endpoint: {request.method} {request.url.path}",
+            405: f"{request.method} is not allowed on {request.url.path}",
+        }.get(exc.status_code, exc.detail)
         return JSONResponse(error_body(BadRequest(what, status=exc.status_code, code=code)), exc.status_code)
 
     @app.get("/v1/models")
@@ -273,7 +274,8 @@ def build_app(service: Service, on_stop=None) -> FastAPI:
         base = {"id": rid, "created": int(time.time()), "model": service.model.name}
         obj = "chat.completion" if chat else "text_completion"
         if opts["stream"]:
-            chunks = stream(items, base, obj + (".chunk" if chat else ""), chat, watcher, cancel)
+            usage = len(ids) if opts["include_usage"] else None  # the prompt's tokens, for the usage chunk
+            chunks = stream(items, base, obj + (".chunk" if chat else ""), chat, watcher, cancel, usage)
             return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         try:
             text, (reason, count) = "", ("stop", 0)
@@ -301,8 +303,9 @@ def build_app(service: Service, on_stop=None) -> FastAPI:
     return app
 
 
-async def stream(items, base: dict, chunk_obj: str, chat: bool, watcher, cancel: Cancel):
-    """The server-sent events of a streamed answer: a chunk per text delta, the finish reason, ``[DONE]``."""
+async def stream(items, base: dict, chunk_obj: str, chat: bool, watcher, cancel: Cancel, prompt: int | None = None):
+    """The server-sent events of a streamed answer: a chunk per text delta, the finish reason, with ``prompt`` (the
+    prompt's tokens: ``stream_options.include_usage``) a chunk with the usage and no choices, then ``[DONE]``."""
 
     def event(delta: str, reason: str | None, first: bool = False) -> bytes:
         if chat:
@@ -324,6 +327,10 @@ async def stream(items, base: dict, chunk_obj: str, chat: bool, watcher, cancel:
                 return  # ended early: nobody to tell, or the server is stopping
             if end:
                 yield event("", end[0])
+                if prompt is not None:
+                    total = {"prompt_tokens": prompt, "completion_tokens": end[1], "total_tokens": prompt + end[1]}
+                    chunk = {**base, "object": chunk_obj, "choices": [], "usage": total}
+                    yield f"data: {json.dumps(chunk)}\n\n".encode()
         yield b"data: [DONE]\n\n"
     except Exception as exc:  # noqa: BLE001 - the stream has begun: the error goes as its last event
         failure = BadRequest(f"{type(exc).__name__}: {exc}", status=500, code="server_error")

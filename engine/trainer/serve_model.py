@@ -153,7 +153,20 @@ def options(body: dict) -> dict:
         "seed": _number(body, "seed", None, 0, 2**63 - 1, integer=True),
         "stop": stop or [],
         "stream": bool(body.get("stream", False)),
+        "include_usage": _include_usage(body),
     }
+
+
+def _include_usage(body: dict) -> bool:
+    """OpenAI's ``stream_options: {"include_usage": true}``: a last chunk with the usage and no choices."""
+    so = body.get("stream_options")
+    if so is None:
+        return False
+    if not isinstance(so, dict) or not isinstance(so.get("include_usage", False), bool):
+        raise BadRequest("'stream_options' must be an object with a boolean include_usage", "stream_options")
+    if not body.get("stream", False):
+        raise BadRequest("'stream_options' is only allowed when 'stream' is true", "stream_options")
+    return so.get("include_usage", False)
 
 
 def too_long(model: Model, prompt: int, wanted: int | None, param: str, at_least: bool = False) -> BadRequest:

@@ -38,6 +38,8 @@ EXPORT_ZH: dict[str, str] = {
     "只能合并同一基座的适配器",
     "export.would_replace": "输出目录 {out} 会覆盖 {path}：请换一个输出目录（--out）",
     "export.out_exists": "输出目录 {out} 已存在：请换一个输出目录（--out），或使用 --overwrite",
+    "export.serve_vision": "{source} 是视觉语言模型（{model_type}）：服务只支持纯文本模型；"
+    "请在“对话”页与它对话（可以带图片）",
     "export.overwrite_not_folder": "--overwrite：{out} 不是目录：Studio 只覆盖之前由合并或导出写入的目录",
     "export.overwrite_not_ours": "拒绝 --overwrite：{out} 不是 Studio 的合并或导出写入的（其中有 {what}）："
     "请换一个输出目录（--out），或自行移走它",

@@ -75,6 +75,26 @@ def test_openai_client_against_a_served_lora_run(demo_paths, adapter, tmp_path, 
         )
         chunks = [c.choices[0].delta.content or "" for c in stream]
         assert "".join(chunks) == want_chat and len([c for c in chunks if c]) > 1
+        # stream_options.include_usage: a last chunk with the usage and no choices, as OpenAI sends it
+        counted = list(
+            client.chat.completions.create(
+                model="chatty",
+                messages=CHAT,
+                max_tokens=10,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+        last, use = counted[-1], counted[-1].usage
+        assert last.choices == [] and use.total_tokens == use.prompt_tokens + use.completion_tokens
+        assert last.usage.completion_tokens == r.usage.completion_tokens and last.usage.prompt_tokens > 0
+        assert all(c.usage is None for c in counted[:-1])
+        wrong = urllib.request.Request(status["url"] + "/chat/completions", method="GET")
+        with pytest.raises(urllib.error.HTTPError) as got:
+            urllib.request.urlopen(wrong, timeout=60)
+        said = json.loads(got.value.read())["error"]
+        assert got.value.code == 405 and said["message"] == "GET is not allowed on /v1/chat/completions", said
 
         want_text = expected(base, adapter, chat=False, text="Once upon a time", n=8)
         r = client.completions.create(model="chatty", prompt="Once upon a time", max_tokens=8, temperature=0)
@@ -132,6 +152,11 @@ def test_serve_refusals(tmp_path, run_registry):
         (tmp_path / "m" / "config.json").write_text("{}")
         with pytest.raises(ExportError, match=f"port {port} on 127.0.0.1 is in use"):
             sj.start_serve(str(tmp_path / "m"), port)
+    vlm = tmp_path / "llava"
+    vlm.mkdir()
+    (vlm / "config.json").write_text(json.dumps({"model_type": "llava", "vision_config": {"model_type": "clip"}}))
+    with pytest.raises(ExportError, match=r"is a vision-language model \(llava\): the server answers text models"):
+        sj.start_serve(str(vlm), 0)  # it crashed loading with ~200 class names (issue 45 item 4)
     assert runs.list_runs() == []
 
 
