@@ -78,7 +78,12 @@ def status_line(view: dict, status: str = "", lang: str = "en") -> str:
     payload = term.get("payload") or {}
     last_log = view.get("last_log") or {}
     status = status or term.get("type") or ("running" if view.get("started") else "waiting")
-    parts = [f"**{view.get('run_id') or '–'}**", t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status]
+    word = t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
+    if term.get("type") == "stopped" and status == "stopped":
+        # the reason says it ("stopped by the user (SIGTERM)"): once, in place of the word ("stopped" read three
+        # times: the status, "stopped (...)", the reason's own first word)
+        word = stop_reason(payload, lang) or word
+    parts = [f"**{view.get('run_id') or '–'}**", word]
     dl = _downloading(view)
     if dl is not None:
         parts.append(_download_text(dl, lang))
@@ -96,7 +101,7 @@ def status_line(view: dict, status: str = "", lang: str = "en") -> str:
         cause = cause_text(payload.get("cause", "other"), lang)
         error = event_text(payload, "error", lang)
         parts.append(f"{t('w_cause', lang)}{_colon(lang)}**{cause}**{_colon(lang)}{error}")
-    if term.get("type") == "stopped":
+    if term.get("type") == "stopped" and status != "stopped":  # the registry not yet there: the event's reason
         parts.append(t("stopped_why", lang, reason=stop_reason(payload, lang)))
     return " · ".join(str(p) for p in parts if p)
 

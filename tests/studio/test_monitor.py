@@ -613,3 +613,18 @@ def test_a_one_step_run_sends_every_plot_a_range_then_vegas_once_it_spreads(tmp_
     assert out[2]["x_lim"] == monitor.FREE and out[2]["y_lim"] == pytest.approx([9e-4, 1.1e-3])  # lr stayed one
     out = dashboard.tick(out[0], "r1", "step", 0.6, False, "en")
     assert out[1] != gr.skip()  # the changed range is followed by sends of the same frames
+
+
+def test_a_stopped_runs_header_says_stopped_once(tmp_path):
+    """The header of a stopped run read "stopped · stopped (stopped by the user (SIGTERM))": the reason now stands
+    in for the status word, once, in English and in Chinese."""
+    path = _write_run(tmp_path, 2)
+    events.append_event(
+        path, "stopped", 2, reason="stopped by the user (process ended before it reported; exit code 0)"
+    )
+    view = monitor.new_view("r1", tmp_path)
+    monitor.read_new(view)
+    line = monitor_text.status_line(view, "stopped")
+    assert line.lower().count("stopped") == 1 and "by the user" in line, line
+    zh = monitor_text.status_line(view, "stopped", "zh")
+    assert zh.count("停止") == 1 and "由用户停止" in zh, zh
