@@ -486,6 +486,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "chat_timeout": ("timed out loading", "加载超时"),
     "chat_reply_timeout": ("no answer from the model for 5 minutes", "模型 5 分钟没有回应"),
     "chat_nothing_loaded": ("no model loaded", "未加载模型"),
+    "chat_loading": ("loading …", "正在加载…"),
     "chat_kind_run": ("run", "运行"),
     "chat_kind_export": ("export", "导出"),
     "chat_kind_served": ("served", "服务中"),
@@ -543,7 +544,7 @@ STRINGS: dict[str, tuple[str, str]] = {
         "this model reads text only (it has no vision tower): the image was not sent",
         "该模型只能读取文本（没有视觉编码器）：图片未发送",
     ),
-    "chat_image": ("Image (vision-language models)", "图片（视觉语言模型）"),
+    "chat_image": ("Image (vision models)", "图片（视觉模型）"),
     # dashboard: axes, legends, GPU-metrics notes, stop reason, failure causes
     "ax_step": ("step", "步"),
     "ax_epoch": ("epoch", "轮次"),

@@ -35,6 +35,7 @@ from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_
     _colon,
     _short,
     base_for,
+    default_model,
     model_choices,
     picks_for,
     template_for,
@@ -375,7 +376,7 @@ def build(ctx: Any) -> None:
         model = texts.add(
             gr.Dropdown(
                 models,
-                value=models[0] if models else None,
+                value=default_model(models),
                 allow_custom_value=True,
                 label=t("chat_model", lang),
                 elem_id="chat-model",
@@ -419,8 +420,10 @@ def build(ctx: Any) -> None:
             )
             stop = texts.add(gr.Textbox(label=t("chat_stop", lang), elem_id="chat-stop"), "chat_stop")
     with gr.Row():
-        base_box = texts.add(gr.Chatbot(label=t("base", lang), height=320, elem_id="chat-base"), "base")
-        tuned_box = texts.add(gr.Chatbot(label=t("tuned", lang), height=320, elem_id="chat-tuned"), "tuned")
+        # answers as plain text: a model's "~" or "*" is not Markdown (two "~" struck the text between them through)
+        plain = {"height": 320, "render_markdown": False}
+        base_box = texts.add(gr.Chatbot(label=t("base", lang), elem_id="chat-base", **plain), "base")
+        tuned_box = texts.add(gr.Chatbot(label=t("tuned", lang), elem_id="chat-tuned", **plain), "tuned")
     with gr.Row(equal_height=False):
         prompt = texts.add(gr.Textbox(label=t("prompt", lang), scale=4, elem_id="chat-prompt"), "prompt")
         image = texts.add(
@@ -430,7 +433,7 @@ def build(ctx: Any) -> None:
                 label=t("chat_image", lang),
                 height=140,
                 scale=1,
-                min_width=160,
+                min_width=200,
                 elem_id="chat-image",
             ),
             "chat_image",
@@ -457,7 +460,8 @@ def build(ctx: Any) -> None:
         return template_for(source), gr.update(value=b) if (b := base_for(source)) else gr.update()
 
     tuned.input(_typed, [tuned, picks], [template, model], queue=False)
-    load_btn.click(
+    # "loading …" while the models load (the last "✅ loaded" stayed through a 26-s load of another model)
+    load_btn.click(lambda lang_: "⏳ " + t("chat_loading", lang_), [ctx.lang], [status], queue=False).then(
         lambda m, tu, tpl, lang_: (load(m, tu, lang_, tpl), [], []),
         [model, tuned, template, ctx.lang],
         [status, base_box, tuned_box],
@@ -480,4 +484,4 @@ def build(ctx: Any) -> None:
     # Under the chat: mark an answer, write a better one, train on what was said (studio.tabs.chat_feedback).
     chat_feedback.build(ctx, base_box, tuned_box, system, WORKERS, conversation)
     ctx.shared["chat"] = dict(model=model, tuned=tuned, template=template, prompt=prompt, status=status,
-                              base_box=base_box, tuned_box=tuned_box)  # fmt: skip
+                              base_box=base_box, tuned_box=tuned_box, system=system)  # fmt: skip

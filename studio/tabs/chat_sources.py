@@ -125,6 +125,18 @@ def model_choices() -> list[str]:
     return models + [str(p) for p in exported_models() if _is_model(p) and str(p) not in models]
 
 
+def default_model(models: list[str]) -> str | None:
+    """The base the Chat tab starts with: SmolLM2-135M-Instruct when the demo imported it (a real model that
+    answers), else the demo's text model; the newest model only when neither is there (the newest is often the
+    demo's vision-language model, which a text chat does not need)."""
+    from engine.models import gguf_file as gf
+
+    for preferred in (workspace.models_dir() / gf.DEMO_NAME, workspace.demo_model_dir()):
+        if str(preferred) in models:
+            return str(preferred)
+    return models[0] if models else None
+
+
 def _spec_template(spec: dict | None) -> str:
     return str(((spec or {}).get("data") or {}).get("template") or "auto")
 

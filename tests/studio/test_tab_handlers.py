@@ -583,3 +583,23 @@ def test_training_run_pickers_list_training_runs_only(run_registry):
     assert {v for _, v in runs.compare_choices(rows)} == {"good", "bad", "gone"}
     assert jobs <= set(runs.table()["id"])
     assert {v for _, v in eval_tab.run_choices()} == {"good", "gone"}
+
+
+def test_chat_starts_on_a_text_model_and_answers_show_as_plain_text(run_registry):
+    """The Chat tab's default base was the newest model, the demo's vision-language one; it is SmolLM2 when the demo
+    imported it, else the demo's text model. Answers are plain text (a model's "~~" struck its words through)."""
+    from engine.core import workspace
+    from engine.models import gguf_file as gf
+    from studio.tabs import chat
+
+    text, vlm = workspace.demo_model_dir(), workspace.demo_vlm_model_dir()
+    for folder in (text, vlm):  # the vision model built last: the newest
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+    models = chat.model_choices()
+    assert models[0] == str(vlm) and chat.default_model(models) == str(text)
+    smol = workspace.models_dir() / gf.DEMO_NAME
+    smol.mkdir()
+    (smol / "config.json").write_text("{}")
+    assert chat.default_model(chat.model_choices()) == str(smol)
+    assert chat.default_model([]) is None
