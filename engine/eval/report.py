@@ -94,8 +94,9 @@ def text_table(results: dict, preds: list[dict] = ()) -> str:
 
 
 def side_by_side(preds: list[dict], base: str, tuned: str, show: str = "all", column: str = "rouge-l") -> list[dict]:
-    """Per row: prompt, reference, the base's answer, the tuned answer. ``show``: all | differ (the answers differ)
-    | worse (the tuned answer scores lower by ``column``, or its loss is higher for loss / perplexity)."""
+    """Per row: prompt (as rendered), question (the last user turn), reference, the base's answer, the tuned answer.
+    ``show``: all | differ (the answers differ) | worse (the tuned answer scores lower by ``column``, or its loss is
+    higher for loss / perplexity)."""
     by = {}
     for p in preds:
         by.setdefault(p["model"], {})[p["index"]] = p
@@ -115,7 +116,10 @@ def side_by_side(preds: list[dict], base: str, tuned: str, show: str = "all", co
                 sa, sb = (pa.get("scores") or {}).get(column), (pb.get("scores") or {}).get(column)
                 if sa is None or sb is None or sb >= sa:
                     continue
-        out.append({"index": idx, "prompt": pa["prompt"], "reference": pa["reference"], "base": ans_a, "tuned": ans_b})
+        # the question as the user asked it (the last user turn); the rendered template for rows without one (pt)
+        question = pa.get("question") or pa["prompt"]
+        row = {"index": idx, "prompt": pa["prompt"], "question": question, "reference": pa["reference"]}
+        out.append(row | {"base": ans_a, "tuned": ans_b})
     return out
 
 

@@ -233,10 +233,8 @@ class Evaluation:
 
     def evaluate(self, i: int, t: dict, model, tok, rows: list[dict]) -> tuple[dict, list[dict]]:
         plan = self.plan
-        preds = [
-            {"index": r["index"], "prompt": r["prompt"], "question": r["question"], "reference": r["reference"]}
-            for r in rows
-        ]
+        keep = ("index", "prompt", "question", "history", "system", "reference")
+        preds = [{k: r[k] for k in keep} for r in rows]
         metrics: dict = {}
         bs = plan["generation"]["batch_size"]
         if "loss" in plan["measures"]:
@@ -350,6 +348,7 @@ def prepare_rows(plan: dict, tok) -> list[dict]:
     out = []
     for k in keep:
         row = rows[k]
+        earlier: list[dict] = []  # the turns before the question, for the Chat tab's *Open the row in Chat*
         if stage == "pt":
             prompt, reference, question = "", "", ""
         else:
@@ -359,12 +358,16 @@ def prepare_rows(plan: dict, tok) -> list[dict]:
             )
             reference = answer["content"]
             question = history[-1]["content"] if history else ""
+            earlier = [
+                {k: m[k] for k in ("role", "content")} for m in history[:-1] if m["role"] in ("user", "assistant")
+            ]
         out.append(
             {
                 "index": k,
                 "prompt": prompt,
                 "reference": reference,
                 "question": question,
+                **{"history": earlier, "system": row.get("system", "")},  # for Open the row in Chat
                 "input_ids": enc["input_ids"][k],
                 "labels": enc["labels"][k],
                 "prompt_ids": tok(prompt, add_special_tokens=False)["input_ids"] if prompt else [],

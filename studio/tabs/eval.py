@@ -7,7 +7,8 @@ answers (all rows, rows that differ, rows that got worse).
 
 Light: gradio + engine.runs.evals / engine.eval.report and studio/*. The evaluation is a
 run of the registry (engine.runs.evals), so the page keeps only its run id: a reload or a restarted studio attaches
-to the newest one. The merge of the best checkpoint is the Export tab's merge job (engine.export.jobs).
+to the newest one. The merge of the best checkpoint is the Export tab's merge job, started and followed by
+``studio.tabs.eval_merge``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from engine.data import registry as datasets
 from engine.eval import report, verdict
 from engine.eval.messages import message
 from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_PAIRWISE_PROMPT, DEMO_TASK
-from engine.export import jobs as merge_jobs
 from engine.runs import checkpoints, evals
 from engine.runs import registry as runs
 from studio import backend, follow
@@ -39,6 +39,33 @@ def run_choices() -> list[tuple[str, str]]:
         for r in backend.training_runs()
         if getattr(r, "status", "") == "completed"
     ]
+
+
+def picked_run(current: str | None, choices: list[tuple[str, str]]) -> str | None:
+    """The run the picker shows: the one picked while it is still offered, else the newest completed run (an empty
+    picker on the first visit read as "no run to evaluate")."""
+    ids = [value for _, value in choices]
+    return current if current in ids else (ids[0] if ids else None)
+
+
+def report_file(shown: str | None) -> Any:
+    """The evaluation's ``report.html`` as a download button (a copy in the temp folder gradio serves behind the
+    login: the workspace itself is not served), hidden while there is none."""
+    import shutil
+    import tempfile
+
+    import gradio as gr
+
+    try:
+        source = evals.EvalJob(shown).run_dir / "report.html" if shown else None
+    except Exception:  # noqa: BLE001 - a deleted evaluation: no report
+        source = None
+    if source is None or not source.is_file():
+        return gr.update(value=None, visible=False)
+    copy = Path(tempfile.gettempdir()) / "studio-reports" / str(shown) / "report.html"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, copy)
+    return gr.update(value=str(copy), visible=True)
 
 
 def checkpoint_choices(run_id: str | None) -> list[str]:
@@ -172,8 +199,6 @@ def status_text(status: dict, lang: str = "en") -> str:
         line += t("eval_eta", lang, s=int(eta)) if eta else ""
     if status.get("error"):
         line += f"  \n{localize(status['error'], lang)}"
-    if state == "finished":
-        line += "  \n" + t("eval_report_file", lang, path=status["report"])
     return f"**{status['run_id']}** · {line}"
 
 
@@ -236,7 +261,7 @@ def report_view(results: dict | None, preds: list[dict], column: str | None, sho
     sbs = []
     if base and tuned:
         sbs = [
-            [x["prompt"], x["reference"], x["base"], x["tuned"]]
+            [x["question"], x["reference"], x["base"], x["tuned"]]
             for x in report.side_by_side(preds, base, tuned, show, column)
         ]
     return (
@@ -289,41 +314,6 @@ def cancel(job_id, lang="en") -> tuple[None, str]:
     return None, status_text(evals.EvalJob(job_id).cancel(), lang)
 
 
-def merge_best(shown, column, lang="en", confirmed: str | None = None) -> tuple[str, str | None]:
-    """Merge the best checkpoint (or final weights) by ``column`` with the Export tab's merge job: (what the page
-    says, the row it asks about). A best row that does not beat the base (``engine.eval.verdict``: its interval on
-    the good side) is merged only once confirmed: ``confirmed`` is the row the page asked about (*Merge anyway*)."""
-    if not shown:
-        return "❌ " + t("eval_nothing", lang), None
-    try:
-        job = evals.EvalJob(shown)
-        results = job.results() or {}
-        label = verdict.best(results, column) if column else None
-        target = next((x for x in job.plan["targets"] if x["label"] == label), None)
-        if target is None or not target.get("adapter"):
-            why = verdict.summary(results, {}, column) if column and label is None else []
-            return "❌ " + ("  \n".join(localize(m, lang) for m in why) or t("eval_nothing", lang)), None
-        verdicts = verdicts_of(shown, results, job.predictions())
-        if not verdict.beats_base(verdicts, label, column) and confirmed != label:
-            has_base = any(r["kind"] == "base" for r in results.get("rows", []))
-            versus = verdict.versus(verdict.verdict_of(verdicts, label, column), column, has_base)
-            return "⚠ " + localize(message("eval.merge_ask", label=label, column=column, versus=versus), lang), label
-        out = workspace.exports_dir() / f"{job.plan['run_id']}-{label}"
-        merge = merge_jobs.start_merge([target["adapter"]], str(out))
-    except Exception as exc:  # noqa: BLE001 - the exporter's own message
-        return f"❌ {localize_error(exc, lang)}", None
-    return t("export_merging", lang, out=out, id=merge.run_id), None
-
-
-def merge_click(shown, column, lang="en", confirmed: str | None = None):
-    """The page's answer to *Merge the best* and *Merge anyway*: what it says, the row asked about, the *Merge
-    anyway* button shown while it asks."""
-    import gradio as gr
-
-    said, asked = merge_best(shown, column, lang, confirmed)
-    return said, asked, gr.update(visible=asked is not None)
-
-
 def evaluations_text(run_id: str | None, lang: str = "en") -> str:
     """The run's evaluations (its ``evaluations.jsonl``) for the Runs tab: id, models, report file."""
     import json
@@ -347,6 +337,7 @@ def build(ctx: Any) -> None:
 
     texts, lang = ctx.texts, ctx.lang_value
     with gr.Row(equal_height=False):
+        # no value here: the tab's select picks the newest completed run as the page opens it
         run = texts.add(gr.Dropdown(run_choices(), label=t("eval_run", lang), scale=3, elem_id="eval-run"), "eval_run")
         refresh = texts.add(gr.Button(t("refresh", lang), size="sm", scale=0, min_width=90), "refresh", "value")
     ckpts = texts.add(
@@ -396,24 +387,24 @@ def build(ctx: Any) -> None:
             gr.Button(t("eval_start", lang), variant="primary", elem_id="eval-start"), "eval_start", "value"
         )
         cancel_btn = texts.add(gr.Button(t("cancel", lang), variant="stop", elem_id="eval-cancel"), "cancel", "value")
-    status = gr.Markdown(elem_id="eval-status")
+    with gr.Row():
+        status = gr.Markdown(elem_id="eval-status")
+        report_btn = texts.add(
+            gr.DownloadButton(t("eval_report", lang), visible=False, size="sm", scale=0, elem_id="eval-report"),
+            "eval_report",
+        )
+    job, shown = gr.State(None), gr.State(None)
     with gr.Row():
         column = texts.add(
             gr.Dropdown([], label=t("eval_best_by", lang), elem_id="eval-best-by", scale=1), "eval_best_by"
         )
         best = gr.Markdown(elem_id="eval-best")
-        merge_btn = texts.add(
+        ctx.shared["eval_merge_btn"] = texts.add(
             gr.Button(t("eval_merge_best", lang), elem_id="eval-merge", scale=0), "eval_merge_best", "value"
         )
-    with gr.Row():
-        merged = gr.Markdown(elem_id="eval-merged")
-        merge_anyway = texts.add(
-            gr.Button(
-                t("eval_merge_anyway", lang), variant="stop", visible=False, elem_id="eval-merge-anyway", scale=0
-            ),
-            "eval_merge_anyway",
-            "value",
-        )
+    from studio.tabs import eval_merge
+
+    eval_merge.build(ctx, shown, column)
     table = gr.Dataframe(interactive=False, wrap=True, elem_id="eval-table")
     verdicts = gr.Markdown(elem_id="eval-verdict")
     charts = gr.HTML(elem_id="eval-charts")
@@ -430,17 +421,24 @@ def build(ctx: Any) -> None:
         headers=[t(f"eval_col_{k}", lang) for k in ("prompt", "reference", "base", "tuned")],
         interactive=False,
         wrap=True,
+        column_widths=["25%", "25%", "25%", "25%"],  # a long question must not push the answers off to the right
         elem_id="eval-sbs",
     )
-    job, shown = gr.State(None), gr.State(None)
     timer = gr.Timer(1.0, active=False)  # on while an evaluation is followed (studio.follow)
-    refresh.click(lambda: gr.update(choices=run_choices()), None, [run])
+
+    def _runs(current):
+        choices = run_choices()
+        return gr.update(choices=choices, value=picked_run(current, choices))
+
+    refresh.click(_runs, [run], [run])
     ctx.tab.select(
-        lambda lang_: (gr.update(choices=run_choices()), gr.update(choices=data_choices(lang_))),
-        [ctx.lang],
+        lambda current, lang_: (_runs(current), gr.update(choices=data_choices(lang_))),
+        [run, ctx.lang],
         [run, data],
         queue=False,
     )
+    shown.change(report_file, [shown], [report_btn], queue=False)
+    status.change(report_file, [shown], [report_btn], queue=False)
     run.change(on_run, [run, ctx.lang], [ckpts, data], queue=False)
     start_btn.click(
         lambda *a: follow.with_timer(start(*a)),
@@ -482,9 +480,6 @@ def build(ctx: Any) -> None:
     # the table's and the charts' words follow the page's language too
     ctx.on_lang.append((refresh_view, view_in, view_out))
     ctx.on_lang.append((show_choices, [ctx.lang], [show]))
-    asked = gr.State(None)  # the row *Merge anyway* would merge: the one the page asked about
-    merge_btn.click(merge_click, [shown, column, ctx.lang], [merged, asked, merge_anyway])
-    merge_anyway.click(merge_click, [shown, column, ctx.lang, asked], [merged, asked, merge_anyway])
     from studio.tabs.eval_chat import wire_open_in_chat
 
     wire_open_in_chat(ctx, sbs, shown, column, show)

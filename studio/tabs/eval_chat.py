@@ -1,7 +1,8 @@
 """The Evaluate tab's side-by-side row opened in the Chat tab: the base model in the Base pane, the tuned weights the
 row compared (the run's final weights, a checkpoint, an adapter or a model folder) in the Tuned pane, the template
-the evaluation used, the row's question in the prompt box; the page switches to Chat and loads both (the Chat tab's
-own Load, ``studio.tabs.chat.load``), so Send asks both models that prompt.
+the evaluation used, the row's question in the prompt box, its earlier turns in both panes and its system prompt;
+the page switches to Chat and loads both (the Chat tab's own Load, ``studio.tabs.chat.load``), so Send asks both
+models that prompt in the row's conversation.
 
 Light: gradio, engine.runs.evals and engine.eval.report (the evaluation's plan and predictions), studio.tabs.chat.
 """
@@ -44,19 +45,27 @@ def chat_target(shown: str, index: int, show: str = "all", column: str | None = 
         "tuned": str(source),
         "template": job.plan["data"]["template"],
         "prompt": pred.get("question") or pred["prompt"],
+        # the row's earlier turns, shown in both panes so Send asks the question in its conversation
+        "history": [{"role": m["role"], "content": m["content"]} for m in pred.get("history") or []],
+        "system": pred.get("system") or "",
     }
 
 
 def open_in_chat(shown, index, show, column, lang="en"):
-    """(chat model, tuned, template, prompt, chat status, base pane, tuned pane, tabs, this tab's note)."""
+    """(chat model, tuned, template, prompt, chat status, base pane, tuned pane, system prompt, tabs, this tab's
+    note). Both panes start with the row's earlier turns."""
     if not shown or index is None:
-        return (*[gr.skip()] * 8, "❌ " + t("eval_pick_row", lang))
+        return (*[gr.skip()] * 9, "❌ " + t("eval_pick_row", lang))
     try:
         c = chat_target(shown, index, show, column)
     except Exception as exc:  # noqa: BLE001 - a deleted evaluation, a filter that changed under the pick
-        return (*[gr.skip()] * 8, f"❌ {localize_error(exc, lang)}")
+        return (*[gr.skip()] * 9, f"❌ {localize_error(exc, lang)}")
     loading = t("eval_chat_loading", lang)
-    return c["model"], c["tuned"], c["template"], c["prompt"], loading, [], [], gr.Tabs(selected="chat"), ""
+    turns = c["history"]
+    return (
+        *(c["model"], c["tuned"], c["template"], c["prompt"], loading),
+        *(list(turns), list(turns), c["system"], gr.Tabs(selected="chat"), ""),
+    )
 
 
 def picked_row(evt: gr.SelectData) -> int | None:
@@ -79,7 +88,7 @@ def wire_open_in_chat(ctx: Any, sbs, shown, column, show) -> None:
                             "eval_open_chat", "value")  # fmt: skip
         note = gr.Markdown(elem_id="eval-chat-note")
     sbs.select(picked_row, None, [picked], queue=False)
-    outs = [parts[k] for k in ("model", "tuned", "template", "prompt", "status", "base_box", "tuned_box")]
+    outs = [parts[k] for k in ("model", "tuned", "template", "prompt", "status", "base_box", "tuned_box", "system")]
     btn.click(open_in_chat, [shown, picked, show, column, ctx.lang], [*outs, ctx.tabs, note]).then(
         lambda m, tu, tpl, lang_, n: chat.load(m, tu, lang_, tpl) if not n else gr.skip(),
         [parts["model"], parts["tuned"], parts["template"], ctx.lang, note],

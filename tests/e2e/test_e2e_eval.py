@@ -54,6 +54,17 @@ def _train(home: Path) -> str:
     return out.stdout.split()[1].rstrip(":")
 
 
+def _completed_runs(home: Path) -> list[str]:
+    """The ids of the workspace's completed training runs (ids sort by their start time)."""
+    env = {**os.environ, "STUDIO_HOME": str(home)}
+    code = (
+        "from engine.runs import registry as r\n"
+        "print(' '.join(x.id for x in r.list_runs(refresh_status=False) if x.training and x.status == 'completed'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    return out.stdout.split()
+
+
 def _rows(page, selector: str) -> list[list[str]]:
     return page.evaluate(
         """(sel) => [...document.querySelectorAll(sel + ' [role=row].virtual-row')].map(
@@ -82,6 +93,10 @@ def _start_and_wait(page) -> str:
 def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
     run_id = _train_run_with_checkpoints(server.home)
     page.get_by_role("tab", name="Evaluate").click()
+    # the first visit shows a run: the newest completed training run, never a job (merge, evaluation, serve)
+    page.wait_for_function("(document.querySelector('#eval-run input')?.value ?? '').length > 0", timeout=30_000)
+    picked = page.input_value("#eval-run input")
+    assert picked.split(" · ")[0] == sorted(_completed_runs(server.home))[-1], picked
     page.click("#eval-run input")
     page.get_by_role("option", name=run_id).first.click()
     page.wait_for_function(
@@ -127,10 +142,24 @@ def test_evaluate_base_and_two_checkpoints_from_the_page(page, server, shots):
     base = {p["index"]: p for p in preds if p["model"] == "base"}
     tuned = {p["index"]: p for p in preds if p["model"] == "checkpoint-4"}
     shown = _rows(page, "#eval-sbs")
-    want = [
-        [base[i]["prompt"], base[i]["reference"], base[i]["prediction"], tuned[i]["prediction"]] for i in sorted(base)
+    want = [  # the question as asked, not the rendered template
+        [base[i]["question"], base[i]["reference"], base[i]["prediction"], tuned[i]["prediction"]]
+        for i in sorted(base)
     ]
     assert [[" ".join(c.split()) for c in r] for r in shown] == [[" ".join(c.split()) for c in r] for r in want]
+    assert not any("<|im_start|>" in r[0] for r in shown)
+    # the four columns side by side within the table: the answers are not pushed off to the right
+    edges = page.evaluate(
+        """() => { const t = document.querySelector('#eval-sbs').getBoundingClientRect();
+            return [...document.querySelectorAll('#eval-sbs [role=columnheader]')].map(h => {
+                const r = h.getBoundingClientRect(); return [r.left - t.left, r.right - t.left, t.width]; }); }"""
+    )
+    assert len(edges) == 4 and all(right <= width + 1 and right - left < width / 2 for left, right, width in edges)
+    # the report is a download, served behind the login (not a path to copy)
+    with page.expect_download() as got:
+        page.click("#eval-report")
+    assert got.value.suggested_filename == "report.html"
+    assert Path(got.value.path()).read_bytes() == (folder / "report.html").read_bytes()
 
     # ---- a row opened in the Chat tab: the base and the checkpoint it was compared with, the row's question, Send
     k = 1
@@ -208,8 +237,12 @@ def _verdicts_as_seen(page, folder: Path, table: list[list[str]]) -> None:
     elif none_beats:  # asked first: nothing merges until Merge anyway is clicked
         assert f"{best} does not beat the base by rouge-l" in merged and "merge it anyway?" in merged, merged
         expect(page.locator("#eval-merge-anyway")).to_be_visible()
-    else:
-        assert "merging" in merged.lower(), merged
+        page.click("#eval-merge-anyway")
+    if best is not None:  # the merge followed to its end: the line says merged, not "merging …" for ever
+        page.wait_for_function(
+            "(document.querySelector('#eval-merged')?.innerText ?? '').includes('✅')", timeout=300_000
+        )
+        assert "merged" in page.inner_text("#eval-merged").lower()
 
 
 def _pair_rule(prompt: str) -> str:

@@ -339,3 +339,72 @@ def test_cancel_keeps_finished_models_and_a_restarted_reader_sees_it(trained, de
     assert [r["label"] for r in again["results"]["rows"]] == ["base"]
     assert "cancelled after 1 of 2 models" in str(again["error"])
     assert not runs.get(rid).active
+
+
+def test_a_rows_earlier_turns_and_system_are_kept_for_open_in_chat(demo_paths, tmp_path):
+    """Each evaluated row keeps the user's question (the last user turn), the turns before it and the system prompt:
+    the Evaluate tab shows the question, and *Open the row in Chat* puts the earlier turns in both panes."""
+    from transformers import AutoTokenizer
+
+    from engine.trainer.evaluate import prepare_rows
+
+    talk = [
+        {
+            "system": "Be brief.",
+            "conversations": [
+                {"from": "human", "value": "My name is Ada."},
+                {"from": "gpt", "value": "Hello Ada!"},
+                {"from": "human", "value": "What is my name?"},
+                {"from": "gpt", "value": "Ada"},
+            ],
+        }
+    ]
+    (tmp_path / "talk.json").write_text(json.dumps(talk), encoding="utf-8")
+    entry = {"file_name": "talk.json", "formatting": "sharegpt", "columns": {"messages": "conversations",
+                                                                            "system": "system"}}  # fmt: skip
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"talk": entry}), encoding="utf-8")
+    data = {"dataset_dir": str(tmp_path), "datasets": ["talk"], "held_out": None, "max_samples": 0, "text": False,
+            "template": "chatml", "train_on_prompt": False, "cutoff_len": 256, "mask_history": False,
+            "enable_thinking": True, "tool_format": None, "limit": 0}  # fmt: skip
+    (row,) = prepare_rows({"data": data}, AutoTokenizer.from_pretrained(demo_paths["model_dir"]))
+    assert row["question"] == "What is my name?" and row["reference"] == "Ada" and row["system"] == "Be brief."
+    assert row["history"] == [
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "assistant", "content": "Hello Ada!"},
+    ]
+    assert "<|im_start|>" in row["prompt"] and "Hello Ada!" in row["prompt"]
+
+
+def test_the_demo_as_the_form_starts_it_is_said_worse(demo_paths, tmp_path):
+    """The tiny demo trained as the Train form starts it (30 steps) answers with whitespace only: its loss falls, yet
+    `studio eval --base` must say the tuned model is worse by ROUGE-L, that no tuned model beats the base, and count
+    every answer degenerate (the issue's case: 'best by rouge-l: checkpoint-15' at a tie of zeros). The verdict is
+    recomputed here from predictions.jsonl with the test's own bootstrap."""
+    import contextlib
+    import io
+
+    import yaml
+
+    with fx.EnvHome(tmp_path):
+        data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text())
+        data["output"]["report_to"] = ["none"]
+        rid = runs.submit(data, name="as-the-form")
+        helpers.wait_for(lambda: runs.get(rid).status not in ("queued", "running"), timeout=600, every=0.5)
+        assert runs.get(rid).status == "completed", runs.log_tail(rid)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = cli([rid, "--base", "--data", "demo_alpaca", "--limit", "24", "--measures", "rouge"])
+        lines = out.getvalue().splitlines()
+        assert rc == 0, out.getvalue()
+        job = evals.EvalJob(next(r.id for r in runs.list_runs(refresh_status=False) if "eval" in r.tags))
+        preds = job.predictions()
+        base = {p["index"]: p for p in preds if p["model"] == "base"}
+        final = {p["index"]: p for p in preds if p["model"] == "final"}
+        assert sum(fx.degenerate(p["prediction"]) for p in final.values()) == len(final) == 24
+        diffs = [final[i]["scores"]["rouge-l"] - base[i]["scores"]["rouge-l"] for i in sorted(final)]
+        low, high = fx.bootstrap_interval(diffs)
+        assert high < 0, (low, high)  # worse, independently of Studio's code
+        row = next(line.split() for line in lines if line.split()[:2] == ["final", "rouge-l"])
+        assert row[-1] == "worse" and float(row[2]) == pytest.approx(statistics.fmean(diffs), abs=1e-3)
+        assert "no tuned model beats the base by rouge-l" in lines
+        assert "final: 24 of 24 answers are degenerate (empty, whitespace only or one token repeated)" in lines

@@ -327,7 +327,7 @@ def test_pairwise_judge_asks_both_orders_and_counts_wins(trained, monkeypatch):
 def test_merge_the_best_checkpoint_click_submits_its_merge(lm_evaluated, trained):
     from engine.eval import verdict
     from engine.export import jobs as export_jobs
-    from studio.tabs.eval import merge_best
+    from studio.tabs.eval_merge import merge_best
 
     results = json.loads((Path(lm_evaluated["run_dir"]) / "results.json").read_text())
     preds = evals.EvalJob(lm_evaluated["run_id"]).predictions()
@@ -395,6 +395,7 @@ def test_a_side_by_side_row_opens_in_chat(lm_evaluated, trained):
     )
     out = open_in_chat(rid, 1, "all", "loss")
     assert out[:4] == (got["model"], got["tuned"], got["template"], got["prompt"])
-    assert out[5] == [] and out[6] == [] and out[8] == ""  # both panes start empty; no error under the button
-    assert getattr(out[7], "selected", None) == "chat" or out[7].get("selected") == "chat"  # the page goes to Chat
+    # both panes start with the row's earlier turns (none: one-turn rows); no error under the button
+    assert out[5] == [] and out[6] == [] and out[9] == ""
+    assert getattr(out[8], "selected", None) == "chat" or out[8].get("selected") == "chat"  # the page goes to Chat
     assert "❌" in open_in_chat(rid, None, "all", "loss")[-1]

@@ -130,3 +130,97 @@ def test_a_run_without_held_out_rows_gets_data_that_evaluates(demo_paths, run_re
     choices, value, note = data_for_run(split)
     assert (value, note) == ("", "") and ("", "") != choices[0] and choices[0][1] == ""
     assert data_problems(split, value) == []
+
+
+def _evaluation(home) -> dict:
+    """A finished evaluation of a run's final weights against its base, as the registry and the evaluation's folder
+    hold it (``engine.runs.evals`` / ``engine.trainer.evaluate``): a two-turn row whose prompt is a chatml
+    rendering, its report, and a merge of it that failed."""
+    import json
+    import sys
+    import time
+
+    import yaml
+
+    from engine.runs import store
+
+    store.list_runs(refresh_status=False)  # the registry exists first
+    base, run_dir, ev_dir = home / "models" / "base", home / "runs" / "r1", home / "runs" / "ev1"
+    for d in (base, run_dir / "adapter", ev_dir):
+        d.mkdir(parents=True)
+    (base / "config.json").write_text("{}")
+    spec = {"model": {"name_or_path": str(base)}, "data": {"template": "chatml"}}
+    store._insert(store.RunRecord(id="r1", name="r1", status="completed", created=time.time(), run_dir=str(run_dir),
+                                  output_dir=str(run_dir), spec=yaml.safe_dump(spec)))  # fmt: skip
+    argv = [sys.executable, "-m", "engine.trainer.evaluate", "--plan", str(ev_dir / "eval_plan.json")]
+    store._insert(store.RunRecord(id="ev1", name="ev1", status="completed", created=time.time() + 1,
+                                  run_dir=str(ev_dir), output_dir=str(ev_dir), kind="command", command=argv,
+                                  tags=["eval"]))  # fmt: skip
+    targets = [
+        {"label": "base", "kind": "base", "model": str(base), "adapter": None},
+        {"label": "final", "kind": "final", "model": str(base), "adapter": str(run_dir / "adapter")},
+    ]
+    plan = {"run_id": "r1", "targets": targets, "data": {"template": "chatml"}}
+    (ev_dir / "eval_plan.json").write_text(json.dumps(plan))
+    rows = [{"label": t["label"], "kind": t["kind"], "step": 0 if t["kind"] == "base" else 4,
+             "metrics": {"rouge-l": 10.0}} for t in targets]  # fmt: skip
+    (ev_dir / "results.json").write_text(json.dumps({"columns": ["rouge-l"], "rows": rows}))
+    history = [{"role": "user", "content": "My name is Ada."}, {"role": "assistant", "content": "Hello Ada!"}]
+    prompt = (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nMy name is Ada.<|im_end|>\n<|im_start|>assistant\n"
+        "Hello Ada!<|im_end|>\n<|im_start|>user\nWhat is my name?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    preds = [
+        {"model": m, "index": 0, "prompt": prompt, "question": "What is my name?", "history": history,
+         "system": "Be brief.", "reference": "Ada", "prediction": answer, "scores": {"rouge-l": 10.0}}
+        for m, answer in (("base", "Bob"), ("final", "Ada"))
+    ]  # fmt: skip
+    (ev_dir / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    (ev_dir / "report.html").write_text("<html><body>the report</body></html>")
+    merge_dir = home / "runs" / "m1"
+    merge_dir.mkdir()
+    merge_argv = [
+        sys.executable,
+        "-m",
+        "engine.trainer.merge",
+        str(run_dir),
+        "--out",
+        str(home / "exports" / "x"),
+        "--tmp-dir",
+        str(home / "exports" / ".x.tmp-1"),
+        "--events",
+        str(merge_dir / "events.jsonl"),
+    ]
+    store._insert(store.RunRecord(id="m1", name="merge", status="failed", created=time.time() + 2,
+                                  run_dir=str(merge_dir), output_dir=str(merge_dir), kind="command",
+                                  command=merge_argv, tags=["merge"], reason="out of disk"))  # fmt: skip
+    return {"history": history, "prompt": prompt}
+
+
+def test_side_by_side_shows_the_question_and_a_row_opens_in_chat_with_its_turns(run_registry):
+    """The side-by-side table's first column is the user's question, not the rendered template (``<|im_start|>``);
+    a row opened in Chat brings its earlier turns into both panes and its system prompt; the report is a download
+    (a copy gradio may serve), the picker shows a run on the first visit, and a merge is followed to its end."""
+    import tempfile
+    from pathlib import Path
+
+    from engine.runs import evals
+    from studio.tabs.eval import picked_run, report_file, report_view
+    from studio.tabs.eval_chat import open_in_chat
+    from studio.tabs.eval_merge import merge_tick
+
+    made = _evaluation(run_registry)
+    job = evals.EvalJob("ev1")
+    *_, sbs = report_view(job.results(), job.predictions(), "rouge-l", "all")
+    assert sbs["data"] == [["What is my name?", "Ada", "Bob", "Ada"]] and sbs["headers"][0] == "question"
+    out = open_in_chat("ev1", 0, "all", "rouge-l")
+    assert out[3] == "What is my name?" and out[5] == made["history"] == out[6] and out[7] == "Be brief."
+    assert out[9] == ""
+    button = report_file("ev1")
+    assert button["visible"] is True and Path(button["value"]).read_text() == "<html><body>the report</body></html>"
+    assert Path(button["value"]).is_relative_to(tempfile.gettempdir())
+    assert report_file(None)["visible"] is False
+    assert picked_run(None, [("r1 · r1", "r1")]) == "r1" and picked_run("r1", [("a", "r2")]) == "r2"
+    assert picked_run("r2", [("a", "r1"), ("b", "r2")]) == "r2" and picked_run(None, []) is None
+    followed, said = merge_tick("m1")
+    assert followed is None and said.startswith("❌") and "out of disk" in said
