@@ -79,10 +79,9 @@ def status_line(view: dict, status: str = "", lang: str = "en") -> str:
     last_log = view.get("last_log") or {}
     status = status or term.get("type") or ("running" if view.get("started") else "waiting")
     word = t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
-    if term.get("type") == "stopped" and status == "stopped":
-        # the reason says it ("stopped by the user (SIGTERM)"): once, in place of the word ("stopped" read three
-        # times: the status, "stopped (...)", the reason's own first word)
-        word = stop_reason(payload, lang) or word
+    said = term.get("type") == "stopped" and status == "stopped" and _says_stopped(payload)
+    if said:  # the reason says it ("stopped by the user (SIGTERM)"): once, in place of the word ("stopped" read
+        word = stop_reason(payload, lang)  # three times: the status, "stopped (...)", the reason's own first word)
     parts = [f"**{view.get('run_id') or '–'}**", word]
     dl = _downloading(view)
     if dl is not None:
@@ -101,9 +100,15 @@ def status_line(view: dict, status: str = "", lang: str = "en") -> str:
         cause = cause_text(payload.get("cause", "other"), lang)
         error = event_text(payload, "error", lang)
         parts.append(f"{t('w_cause', lang)}{_colon(lang)}**{cause}**{_colon(lang)}{error}")
-    if term.get("type") == "stopped" and status != "stopped":  # the registry not yet there: the event's reason
+    if term.get("type") == "stopped" and not said:
         parts.append(t("stopped_why", lang, reason=stop_reason(payload, lang)))
     return " · ".join(str(p) for p in parts if p)
+
+
+def _says_stopped(payload: dict) -> bool:
+    """Whether a stopped event's reason is a sentence that says the run stopped (the runner's and the health rules'
+    catalog reasons, "stopped by ..."), not a bare cause ("SIGTERM")."""
+    return bool(payload.get("reason_msg")) or str(payload.get("reason", "")).startswith("stopped")
 
 
 def event_text(payload: dict, name: str, lang: str = "en") -> str:
