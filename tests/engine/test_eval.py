@@ -377,7 +377,7 @@ def test_a_rows_earlier_turns_and_system_are_kept_for_open_in_chat(demo_paths, t
 
 def test_the_demo_as_the_form_starts_it_is_said_worse(demo_paths, tmp_path):
     """The tiny demo trained as the Train form starts it (30 steps) answers with whitespace only: its loss falls, yet
-    `studio eval --base` must say the tuned model is worse by ROUGE-L, that no tuned model beats the base, and count
+    `studio eval --base` must say the tuned model is worse by BLEU-4, that no tuned model beats the base, and count
     every answer degenerate (the issue's case: 'best by rouge-l: checkpoint-15' at a tie of zeros). The verdict is
     recomputed here from predictions.jsonl with the test's own bootstrap."""
     import contextlib
@@ -393,18 +393,18 @@ def test_the_demo_as_the_form_starts_it_is_said_worse(demo_paths, tmp_path):
         assert runs.get(rid).status == "completed", runs.log_tail(rid)
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            rc = cli([rid, "--base", "--data", "demo_alpaca", "--limit", "24", "--measures", "rouge"])
+            rc = cli([rid, "--base", "--data", "demo_alpaca", "--limit", "60", "--measures", "bleu,rouge"])
         lines = out.getvalue().splitlines()
         assert rc == 0, out.getvalue()
         job = evals.EvalJob(next(r.id for r in runs.list_runs(refresh_status=False) if "eval" in r.tags))
         preds = job.predictions()
         base = {p["index"]: p for p in preds if p["model"] == "base"}
         final = {p["index"]: p for p in preds if p["model"] == "final"}
-        assert sum(fx.degenerate(p["prediction"]) for p in final.values()) == len(final) == 24
-        diffs = [final[i]["scores"]["rouge-l"] - base[i]["scores"]["rouge-l"] for i in sorted(final)]
+        assert sum(fx.degenerate(p["prediction"]) for p in final.values()) == len(final) == 60
+        diffs = [final[i]["scores"]["bleu-4"] - base[i]["scores"]["bleu-4"] for i in sorted(final)]
         low, high = fx.bootstrap_interval(diffs)
-        assert high < 0, (low, high)  # worse, independently of Studio's code
-        row = next(line.split() for line in lines if line.split()[:2] == ["final", "rouge-l"])
+        assert high < 0, (low, high, out.getvalue())  # worse, independently of Studio's code
+        row = next(line.split() for line in lines if line.split()[:2] == ["final", "bleu-4"])
         assert row[-1] == "worse" and float(row[2]) == pytest.approx(statistics.fmean(diffs), abs=1e-3)
         assert "no tuned model beats the base by rouge-l" in lines
-        assert "final: 24 of 24 answers are degenerate (empty, whitespace only or one token repeated)" in lines
+        assert "final: 60 of 60 answers are degenerate (empty, whitespace only or one token repeated)" in lines
