@@ -23,6 +23,7 @@ window, no soft-capping, no sinks); the spec's rules refuse an explicit per_samp
 from __future__ import annotations
 
 NAME = "studio_sdpa_per_sample"
+SPANS = "studio_sample_spans"  # the batch's key (and the attention's keyword) of the spans found on the host
 
 _last: list = [None, None]  # (position_ids tensor, its rows' spans): every layer of one forward reuses them
 
@@ -52,25 +53,48 @@ def per_sample_mask(*args, **kwargs):
     return sdpa_mask(*args, **kwargs)
 
 
-def spans(position_ids, batch: int) -> list[list[tuple[int, int]]]:
-    """Each of the ``batch`` rows' samples as (start, end): a sample starts where a position id is not the previous
-    one plus one (transformers' find_packed_sequence_indices). Computed once per forward, not once per layer."""
-    key = position_ids
-    if _last[0] is key:
-        return _last[1]
+def host_spans(position_ids) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Each row's samples as (start, end), from position ids on the host: a sample starts where a position id is not
+    the previous one plus one (transformers' find_packed_sequence_indices)."""
     import torch
 
-    if position_ids.shape[0] != batch:  # position ids are sometimes unsqueezed, not expanded
-        position_ids = position_ids.expand(batch, -1)
     starts = torch.ones_like(position_ids, dtype=torch.bool)
     starts[:, 1:] = position_ids[:, 1:] - position_ids[:, :-1] != 1
     width = position_ids.shape[1]
     out = []
-    for row in starts.cpu().tolist():
+    for row in starts.tolist():
         first = [i for i, s in enumerate(row) if s]
-        out.append(list(zip(first, first[1:] + [width])))
+        out.append(tuple(zip(first, first[1:] + [width])))
+    return tuple(out)
+
+
+def spans(position_ids, batch: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """The ``batch`` rows' spans of a forward whose batch did not bring them (``SampleSpansCollator``): read from the
+    device's position ids once per forward, not once per layer."""
+    key = position_ids
+    if _last[0] is key:
+        return _last[1]
+    if position_ids.shape[0] != batch:  # position ids are sometimes unsqueezed, not expanded
+        position_ids = position_ids.expand(batch, -1)
+    out = host_spans(position_ids.cpu())
     _last[0], _last[1] = key, out
     return out
+
+
+class SampleSpansCollator:
+    """Wraps a padding-free or packing collator: each batch also carries its rows' spans (``SPANS``), found on the
+    host from the batch's position ids, which the model's forward hands to every attention layer as a keyword. The
+    attention read them from the device's position ids otherwise, once a forward: on a GPU a wait for every kernel
+    queued before it (bench/step_overhead.py). A batch with a padding mask goes to plain sdpa and gets none."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __call__(self, features: list[dict]) -> dict:
+        batch = self.inner(features)
+        if "position_ids" in batch and batch.get("attention_mask") is None:
+            batch[SPANS] = host_spans(batch["position_ids"])
+        return batch
 
 
 def per_sample_sdpa(
@@ -89,8 +113,9 @@ def per_sample_sdpa(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
     extra = {"enable_gqa": True} if getattr(module, "num_key_value_groups", 1) > 1 else {}
+    given = kwargs.get(SPANS)
     rows = []
-    for b, row in enumerate(spans(position_ids, query.shape[0])):
+    for b, row in enumerate(given if given is not None else spans(position_ids, query.shape[0])):
         q, k, v = query[b : b + 1], key[b : b + 1], value[b : b + 1]
         parts = [
             torch.nn.functional.scaled_dot_product_attention(

@@ -169,6 +169,51 @@ class EventsCallback(TrainerCallback):
                     old[key] = max(old.get(key, 0), value)
 
 
+class TokensSeen(TrainerCallback):
+    """The Trainer's count of input tokens (``state.num_input_tokens_seen``), summed on the device and read back only
+    when a step logs, saves, evaluates or stops, and at the end. transformers reads it back after every batch
+    (``.item()``: on a GPU a wait for every kernel queued before it, bench/step_overhead.py); the count it logs and
+    saves is the same. Takes the Trainer's ``_track_num_input_tokens`` (its rules for all / non_padding); a
+    transformers without it keeps its own. Add it after the callbacks that ask to save or stop at a step's end."""
+
+    def __init__(self, trainer) -> None:
+        self.trainer = trainer
+        self.pending = None  # this rank's tokens since the last read, a tensor on the device
+        if hasattr(trainer, "_track_num_input_tokens"):
+            trainer._track_num_input_tokens = self.track
+
+    def track(self, inputs) -> None:
+        t = self.trainer
+        mode = t.args.include_num_input_tokens_seen
+        name = getattr(t.model, "main_input_name", "input_ids")
+        if mode == "no" or name not in inputs:
+            return
+        ids = inputs[name]
+        count = ids.numel()
+        pad = getattr(t.processing_class, "pad_token_id", None)
+        if mode == "non_padding" and isinstance(inputs.get("attention_mask"), torch.Tensor):
+            count = inputs["attention_mask"].sum()
+        elif mode == "non_padding" and pad is not None:
+            count = (ids != pad).sum()
+        count = torch.as_tensor(count, device=t.args.device, dtype=torch.int64)
+        self.pending = count if self.pending is None else self.pending + count
+
+    def read(self, state) -> None:
+        """Add the tokens since the last read (collective: every rank reads at the same points)."""
+        if self.pending is not None:
+            state.num_input_tokens_seen += int(self.trainer.accelerator.gather(self.pending).sum().item())
+            self.pending = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_log or control.should_save or control.should_evaluate or control.should_training_stop:
+            self.read(state)
+
+    on_epoch_end = on_step_end
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.read(state)
+
+
 def _any_rank(flag: bool) -> bool:
     """True on every rank when ``flag`` is true on any (collective in multi-process runs)."""
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:

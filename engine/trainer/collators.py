@@ -121,12 +121,15 @@ class FlatteningCollator:
 
 
 class TrainedLogitsCollator:
-    """Wraps an sft collator so the model computes logits only where the loss is taken: ``logits_to_keep`` is the
-    boolean mask of the positions whose next token is trained (transformers slices the hidden states with it before
-    the output layer, flattening to [K, hidden]) and ``shift_labels`` holds those K targets, which the causal-LM loss
-    uses as they are. The loss is the same sum over the same targets divided by the same count (the Trainer counts
+    """Wraps an sft collator so the model computes logits only where the loss is taken: ``logits_to_keep`` holds,
+    per row, the positions whose next token is trained (transformers gathers the hidden states at them before the
+    output layer, [rows, K, hidden]) and ``shift_labels`` those targets, which the causal-LM loss uses as they are.
+    A row with fewer trained positions than the most of the batch repeats position 0 with the target -100, which
+    the loss skips. The loss is the same sum over the same targets divided by the same count (the Trainer counts
     ``shift_labels`` for num_items_in_batch), but prompt and pad positions cost neither the output projection nor
-    the softmax: on a 128k vocabulary that is the largest activation of the step."""
+    the softmax: on a 128k vocabulary that is the largest activation of the step. The positions are found here, on
+    the host: a boolean mask handed to the model was indexed on the device, whose nonzero waits for every kernel
+    queued before it, once a step (bench/step_overhead.py)."""
 
     def __init__(self, inner):
         self.inner = inner
@@ -137,9 +140,15 @@ class TrainedLogitsCollator:
         batch = self.inner(features)
         labels = batch["labels"]
         shifted = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], IGNORE)], dim=1)
-        keep = shifted != IGNORE
-        batch["logits_to_keep"] = keep
-        batch["shift_labels"] = shifted[keep]
+        rows = [torch.nonzero(row != IGNORE).flatten() for row in shifted]
+        width = max(1, max(len(r) for r in rows))
+        positions = torch.zeros((len(rows), width), dtype=torch.long)
+        targets = torch.full((len(rows), width), IGNORE, dtype=torch.long)
+        for i, row in enumerate(rows):
+            positions[i, : len(row)] = row
+            targets[i, : len(row)] = shifted[i, row]
+        batch["logits_to_keep"] = positions
+        batch["shift_labels"] = targets
         return batch
 
 

@@ -136,7 +136,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     from transformers import set_seed
 
     from engine.trainer import model as model_lib
-    from engine.trainer.callbacks import EventsCallback, GracefulStop, HealthCallback
+    from engine.trainer.callbacks import EventsCallback, GracefulStop, HealthCallback, TokensSeen
     from engine.trainer.dataset import build_train_data
 
     rank = int(os.environ.get("RANK", "0"))
@@ -190,6 +190,8 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     targs = training_arguments(
         spec, out, run_dir, device, precision, has_eval=data.eval_dataset is not None, model=model
     )
+    if per_sample and data.data_collator is not None:  # each batch's spans found on the host (trainer.attention)
+        data.data_collator = attention.SampleSpansCollator(data.data_collator)
     trained_logits, trained_logits_reason = use_trained_logits(spec, model, targs)
     if vlm:
         trained_logits, trained_logits_reason = False, "a vision-language model's forward takes no position mask"
@@ -205,6 +207,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
         spec.health, events, callback, checkpoint_estimate=estimate, surrogate_loss=spec.method.stage == "grpo"
     )
     trainer = build_trainer(spec, model, tokenizer, data, targs, [callback, health, stopper])
+    trainer.add_callback(TokensSeen(trainer))  # after the stopper: it reads the count at a stop's step too
     if any(r != "none" for r in spec.output.report_to):  # after the trackers' own callbacks, which start their runs
         from engine.trainer.trackers import SpecToTrackers
 

@@ -46,6 +46,10 @@ def training_arguments(
         per_device_eval_batch_size=t.per_device_eval_batch_size or t.per_device_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation,
         max_grad_norm=t.max_grad_norm if t.max_grad_norm > 0 else None,
+        # the Trainer's filter asks isnan / isinf of every batch's loss (on a GPU two waits for the device per batch,
+        # bench/step_overhead.py) to log the running mean in its place; the health rules read a non-finite loss
+        # as it is instead
+        logging_nan_inf_filter=False,
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         **checkpointing_args(t.gradient_checkpointing == "on"),  # resolved from auto in train()

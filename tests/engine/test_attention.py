@@ -79,6 +79,28 @@ def test_per_sample_equals_the_block_diagonal_mask(model_type):
     assert (row - alone).abs().max().item() < 1e-5
 
 
+def test_spans_found_on_the_host_reach_every_layer(monkeypatch):
+    """SampleSpansCollator's batches carry their spans through the model's forward to each attention layer: the same
+    logits and gradients as transformers' mask, and the device's position ids are never read back for them."""
+    from engine.trainer.collators import FlatteningCollator, PackingCollator
+
+    masked, per_sample = _tiny("llama", "sdpa"), _tiny("llama", attention.NAME)
+    feats = _features((7, 19, 1, 12, 30))
+    rows = [{"input_ids": f["input_ids"], "labels": f["labels"]} for f in feats[:2]]
+    for inner in (FlatteningCollator(), PackingCollator(0)):
+        features = feats if isinstance(inner, FlatteningCollator) else rows
+        plain, batch = inner(features), attention.SampleSpansCollator(inner)(features)
+        assert batch[attention.SPANS] == attention.host_spans(plain["position_ids"])
+        logits_m, grads_m = _grads(masked, plain)
+        with monkeypatch.context() as m:
+            m.setattr(attention, "spans", lambda *a: pytest.fail("spans read from the model's position ids"))
+            logits_p, grads_p = _grads(per_sample, batch)
+        assert (logits_m - logits_p).abs().max().item() < 1e-5
+        assert max((a - b).abs().max().item() for a, b in zip(grads_m, grads_p)) < 1e-5
+    padded = attention.SampleSpansCollator(lambda f: {"input_ids": 0, "attention_mask": 1, "position_ids": 0})([])
+    assert attention.SPANS not in padded  # a padded batch goes to plain sdpa with its mask
+
+
 def test_a_padded_batch_keeps_its_padding_mask():
     """Padded batches (an attention_mask with zeros) go to plain sdpa with transformers' mask: the same logits."""
     from engine.trainer.collators import PadCollator
@@ -98,7 +120,8 @@ def test_spans_follow_transformers_packed_sequence_rule():
 
     pos = torch.tensor([[0, 1, 2, 0, 1, 0, 0, 1, 2, 3], [0, 1, 2, 3, 4, 5, 0, 1, 0, 1]])
     spans = attention.spans(pos, 2)
-    assert spans == [[(0, 3), (3, 5), (5, 6), (6, 10)], [(0, 6), (6, 8), (8, 10)]]
+    assert spans == (((0, 3), (3, 5), (5, 6), (6, 10)), ((0, 6), (6, 8), (8, 10)))
+    assert attention.host_spans(pos) == spans  # what SampleSpansCollator hands the model with a batch
     ids = find_packed_sequence_indices(pos)
     for row, row_spans in zip(ids.tolist(), spans):
         assert [row[s] for s, _ in row_spans] == sorted(set(row))  # one transformers sequence id per span

@@ -409,11 +409,13 @@ def test_trained_logits_collator_same_loss_and_gradients():
     trained = sum(n - n // 2 for n in (9, 17, 5))  # every trained label has a position before it that predicts it
     for inner in (FlatteningCollator(), PadCollator(0)):
         plain, wrapped = inner(features), TrainedLogitsCollator(inner)(features)
-        assert int(wrapped["logits_to_keep"].sum()) == len(wrapped["shift_labels"]) == trained
+        kept = wrapped["logits_to_keep"]
+        assert kept.dtype == torch.long and kept.shape == wrapped["shift_labels"].shape  # positions, not a mask
+        assert int((wrapped["shift_labels"] != IGNORE).sum()) == trained
         results = []
         for batch, count in (
             (plain, (plain["labels"][:, 1:] != IGNORE).sum()),
-            (wrapped, len(wrapped["shift_labels"])),
+            (wrapped, (wrapped["shift_labels"] != IGNORE).sum()),
         ):
             model.zero_grad()
             out = model(**batch, num_items_in_batch=count)
@@ -423,7 +425,7 @@ def test_trained_logits_collator_same_loss_and_gradients():
         (loss_a, grads_a, shape_a), (loss_b, grads_b, shape_b) = results
         assert abs(loss_a - loss_b) < 1e-6
         assert max((a - b).abs().max().item() for a, b in zip(grads_a, grads_b)) < 1e-6
-        assert shape_b == (len(wrapped["shift_labels"]), 300) and shape_b[0] < shape_a[0] * shape_a[1]
+        assert shape_b == (*wrapped["shift_labels"].shape, 300) and shape_b[0] * shape_b[1] < shape_a[0] * shape_a[1]
 
 
 def test_flattening_collator_keeps_samples_apart():
