@@ -1,6 +1,8 @@
 """GRPO steps per second: Studio's stage grpo (a real run) against a plain TRL GRPOTrainer script, and their rewards.
 
 Run:  .venv/bin/python bench/grpo_throughput.py [--quick] [--repeats 5] [--steps 30] [--warmup 3]
+      .venv/bin/python bench/grpo_throughput.py --model smollm2 --completion-length 24 --repeats 2 --steps 8 \
+          --warmup 2 --out bench/results/real_model_grpo
 
 Both sides train assets/examples/grpo_math.yaml's job on the demo model, on CPU, one thread per process: LoRA r8
 all-linear, the grpo_arith prompts, group size 4, completions of 8 tokens, 8 completions per step, beta 0.04, loss
@@ -11,6 +13,10 @@ folder, the command and environment engine.runs.launch.build_command gives, ``-m
 functions written there) under the same launcher and environment. The example's save_steps is raised past the
 last step on both sides so no checkpoint lands in the window. Runs alternate Studio, plain, Studio, plain, ... so
 the machine's load hits both alike.
+
+--model: ``demo`` (the example's tiny demo model), ``smollm2`` (SmolLM2-135M-Instruct in the workspace's models/,
+imported once by ``studio import-gguf`` when absent: bench/throughput.py's real_model) or a model folder;
+--completion-length replaces the example's 8 tokens (a real model's answers need more room).
 
 Measured: steps per second over the training steps only: (last step - step W) / (time of the last step's log -
 time of step W's log), W warm-up steps skipped, so start-up, data, model loading and the final save are outside
@@ -41,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import launch_parts, machine, run  # noqa: E402 - bench/ is not a package
+from throughput import launch_parts, machine, real_model, run  # noqa: E402 - bench/ is not a package
 
 from engine.core import acting  # noqa: E402 - after the repo root is on sys.path
 from engine.core.events import read_all  # noqa: E402 - after the repo root is on sys.path
@@ -53,9 +59,15 @@ REWARDS = ("reward", "rewards/math/mean", "rewards/number_only/mean", "rewards/d
 COMPARED = (*REWARDS, "loss", "kl", "completions/mean_length", "entropy")
 
 
-def bench_spec(steps: int) -> RunSpec:
+def bench_spec(steps: int, model_dir: str | None = None, completion_length: int | None = None) -> RunSpec:
+    """The example's job with the bench's steps and the digits reward; another model and completion length when
+    given (None: the example's)."""
     data = load_spec(EXAMPLE).model_dump(mode="json")
     data["train"].update(max_steps=steps, logging_steps=1, save_steps=10 * steps + 1000)
+    if model_dir:
+        data["model"]["name_or_path"] = model_dir
+    if completion_length:
+        data["method"]["grpo"]["max_completion_length"] = completion_length
     data["method"]["grpo"]["rewards"].append(
         {"kind": "python", "file": str(DIGITS), "function": "digits", "weight": 0.5}
     )
@@ -221,14 +233,15 @@ def summarize(results: dict, args) -> dict:
     }
 
 
-def markdown(summary: dict, args, argv: list[str], spec: RunSpec) -> str:
+def markdown(summary: dict, args, argv: list[str], spec: RunSpec, load_at_start: str = "") -> str:
     g, t = spec.method.grpo, spec.train
+    model = "the demo model" if args.model == "demo" else Path(spec.model.name_or_path).name
     lines = [
         "# GRPO steps per second: Studio vs a plain TRL GRPOTrainer script (bench/grpo_throughput.py)",
         "",
         f"- date: {datetime.datetime.now().isoformat(timespec='minutes')}",
-        f"- machine: {machine()}",
-        f"- job: assets/examples/grpo_math.yaml on the demo model, CPU {summary['precision']}, {args.threads} "
+        f"- machine: {machine()}" + (f"; load average {load_at_start} at the start" if load_at_start else ""),
+        f"- job: assets/examples/grpo_math.yaml on {model}, CPU {summary['precision']}, {args.threads} "
         f"thread(s) per process: "
         f"LoRA r{spec.method.lora.rank} all-linear, grpo_arith prompts, group {g.num_generations}, completions "
         f"<= {g.max_completion_length} tokens, {t.per_device_batch_size} completions per step, beta {g.beta}, loss "
@@ -242,8 +255,8 @@ def markdown(summary: dict, args, argv: list[str], spec: RunSpec) -> str:
         f"- command: `.venv/bin/python bench/grpo_throughput.py {' '.join(argv)}`",
         "",
         "| pair | Studio steps/s | plain steps/s | Studio / plain | Studio ms/step outside training_step "
-        "| plain ms/step outside training_step | max abs reward-mean difference |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| plain ms/step outside training_step | max abs reward-mean difference | Studio s/step | plain s/step |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rows = zip(
         summary["studio_steps_per_s"],
@@ -255,12 +268,13 @@ def markdown(summary: dict, args, argv: list[str], spec: RunSpec) -> str:
     for i, (s, q, so, po, gap) in enumerate(rows):
         lines.append(
             f"| {i + 1} | {s:.2f} | {q:.2f} | {s / q:.2f}x | {_num(so, 1)} | {_num(po, 1)} | "
-            f"{'n/a' if gap is None else f'{gap:.2e}'} |"
+            f"{'n/a' if gap is None else f'{gap:.2e}'} | {1 / s:.2f} | {1 / q:.2f} |"
         )
     med = [_median(summary[f"{side}_outside_step_ms"]) for side in ("studio", "plain")]
     lines += [
         f"| **median** | **{summary['studio_median']:.2f}** | **{summary['plain_median']:.2f}** | | "
-        f"**{_num(med[0], 1)}** | **{_num(med[1], 1)}** | |",
+        f"**{_num(med[0], 1)}** | **{_num(med[1], 1)}** | | **{1 / summary['studio_median']:.2f}** | "
+        f"**{1 / summary['plain_median']:.2f}** |",
         "",
         f"- Studio / plain, ratio of the medians: **{summary['ratio_of_medians']:.2f}x**; median of the per-pair "
         f"ratios {summary['median_pair_ratio']:.2f}x",
@@ -319,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3, help="steps skipped before the measuring window")
     p.add_argument("--threads", type=int, default=1, help="compute threads per process")
+    p.add_argument("--model", default="demo", help="demo, smollm2 (SmolLM2-135M-Instruct) or a model folder")
+    p.add_argument("--completion-length", type=int, default=None, help="max completion tokens (the example's 8)")
     p.add_argument("--out", default=None, help="stem of the .md / .json (default bench/results/grpo_throughput)")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--keep", action="store_true", help="keep the scratch folder (run logs, events)")
@@ -333,11 +349,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["STUDIO_FORCE_CPU"] = "1"
     for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(k, "1")
+    load_at_start = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     try:
         from engine.trainer import demo
 
         demo.build_demo()
-        spec = bench_spec(args.steps)
+        model_dir = None if args.model == "demo" else real_model() if args.model == "smollm2" else args.model
+        spec = bench_spec(args.steps, model_dir, args.completion_length)
         results: dict = {"studio": [], "plain": []}
         for i in range(args.repeats):
             for side in ("studio", "plain"):
@@ -352,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         summary = summarize(results, args)
-        text = markdown(summary, args, argv, spec)
+        text = markdown(summary, args, argv, spec, load_at_start)
         print(text)
         if not args.no_write and (args.out or not args.quick):
             stem = Path(args.out or ROOT / "bench" / "results" / "grpo_throughput")
