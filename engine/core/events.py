@@ -84,6 +84,16 @@ EVENT_TYPES = (
     "completions",
 )
 TERMINAL_TYPES = ("finished", "failed", "stopped")
+# A command run's own "done" event, written once its work is complete: a stop that lands after it (a Cancel clicked
+# as the evaluation ended, a server's teardown) does not undo the work, so the run reads completed, not stopped.
+DONE_TYPES = (
+    "eval_finished",
+    "merge_finished",
+    "export_finished",
+    "download_finished",
+    "gguf_import_finished",
+    "push_finished",
+)
 
 
 def make_event(type_: str, step: int | None = None, /, **payload: Any) -> dict:

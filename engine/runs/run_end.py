@@ -57,6 +57,11 @@ def derive_final(
         return "failed", f"{p.get('cause', 'other')}: {error}".strip()
     if rec.kind == "command" and returncode == 0:  # done, even if a stop came too late to change it (a merge that
         return "completed", ""  # had published its model ignores SIGTERM and exits 0)
+    if rec.kind == "command":
+        ends = events.DONE_TYPES + tuple(t.replace("_finished", "_failed") for t in events.DONE_TYPES)
+        last_end = events.last_event(rec.events_path, ends)
+        if last_end is not None and last_end["type"] in events.DONE_TYPES:  # complete when the stop (or kill) came
+            return "completed", ""
     if stopped_by_user:
         how = (
             run_message("runs.killed_by", signal=signal_name)

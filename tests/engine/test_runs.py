@@ -338,3 +338,23 @@ def test_a_served_model_does_not_keep_cpu_training_queued(home):  # noqa: F811
     runs.stop(first, grace_s=2)
     assert wait_for(lambda: runs.get(second).status in ("running", "completed"))
     runs.stop(served, grace_s=2)
+
+
+def test_a_command_stopped_after_its_work_was_done_reads_completed(home):  # noqa: F811
+    """An evaluation whose results were written (its eval_finished event) and then stopped, by a Cancel clicked as it
+    ended or its teardown killed, is listed completed, not stopped (issue 47 item 9); one stopped before its end event
+    reads stopped."""
+    code = (
+        "import os, sys, time; sys.path.insert(0, {root!r}); from engine.core.events import append_event; "
+        "from engine.core import workspace; d = workspace.runs_dir() / os.environ['STUDIO_RUN_ID']; {write}"
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    done = "append_event(d / 'events.jsonl', 'eval_finished', None, results={{}}); "
+    ids = {}
+    for name, write in (("done", done.replace("{{}}", "{}")), ("midway", "")):
+        argv = [PY, "-c", code.format(root=str(ROOT), write=write)]
+        ids[name] = runs.submit_command(argv, name=name, tags=["eval"])
+        assert wait_for(lambda rid=ids[name]: "ready" in runs.log_tail(rid))
+        runs.stop(ids[name], grace_s=2)
+    assert runs.get(ids["done"]).status == "completed"
+    assert runs.get(ids["midway"]).status == "stopped"
