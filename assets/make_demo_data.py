@@ -253,6 +253,18 @@ DATASET_INFO = {
         "formatting": "alpaca",
         "columns": {"prompt": "instruction", "response": "output"},
     },
+    # the real model's examples (assets/examples/grpo_smollm2_format.yaml, dpo_smollm2_concise.yaml)
+    "grpo_add_format": {
+        "file_name": "grpo_add_format.json",
+        "formatting": "alpaca",
+        "columns": {"prompt": "instruction", "response": "output"},
+    },
+    "demo_dpo_concise": {
+        "file_name": "demo_dpo_concise.json",
+        "formatting": "alpaca",
+        "ranking": True,
+        "columns": {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"},
+    },
     # written by `studio demo` from identity.json / identity_heldout.json with {{name}} and {{author}} filled
     "demo_identity": {
         "file_name": "demo_identity.json",
@@ -288,6 +300,11 @@ def main(out: Path = OUT) -> None:
     from make_grpo_data import main as write_grpo_data  # beside this script: GRPO's arithmetic prompts
 
     write_grpo_data([str(out)])
+    from make_preference_data import concise_rows  # the real model's DPO pairs
+
+    (out / "demo_dpo_concise.json").write_text(
+        json.dumps(concise_rows(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+    )
     from make_identity_data import main as write_identity_data  # the identity rows, {{name}} / {{author}} to fill
 
     write_identity_data([str(out)])
