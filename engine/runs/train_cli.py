@@ -42,8 +42,8 @@ def cli(argv: list[str]) -> int:
     try:
         # validate judges the spec: a hub model this machine cannot fetch is a warning (the run may go elsewhere, or
         # the model be fetched later); train refuses it before launch
-        elsewhere = command == "validate"
-        spec = load_any_spec(args.spec, args.accelerate_config, elsewhere=elsewhere)
+        spec = load_any_spec(args.spec, args.accelerate_config, elsewhere=command == "validate")
+        elsewhere = command == "validate" and args.gpus is not None  # checked for another machine (--gpus N)
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return 1
