@@ -371,7 +371,8 @@ def test_deeply_nested_yaml_is_one_line(tmp_path):
     """Issue 30.6: a 5000-deep YAML (a list, a mapping) gives one line from ``studio validate``, not a
     RecursionError, and the page's LLaMA-Factory import refuses it in one line too."""
     deep_list = "a: " + "[" * 5000 + "]" * 5000 + "\n"
-    deep_map = "".join("  " * i + "k:\n" for i in range(5000)) + "  " * 5000 + "x: 1\n"
+    # a block mapping 5000 deep is 24 MiB of indentation, refused for its size first (4 MiB): a flow mapping instead
+    deep_map = "a: " + "{k: " * 5000 + "1" + "}" * 5000 + "\n"
     for i, text in enumerate((deep_list, deep_map)):
         path = tmp_path / f"deep{i}.yaml"
         path.write_text(text)

@@ -38,6 +38,7 @@ def spec_data(demo_paths, steps: int = 2, **output) -> dict:
     data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text())
     data["train"].update(max_steps=steps, logging_steps=1, save_steps=1000)
     data["data"]["max_samples"] = 16
+    data["data"]["dataset_dir"] = str(workspace.data_dir())  # the workspace's copy: the page reads only its own
     data["output"]["report_to"] = ["none"]
     data["output"].update(output)
     return data
