@@ -260,12 +260,17 @@ def test_a_picked_dataset_shows_its_own_column_mapping(page, server):
 
 
 def _finished_run(home, marker: str) -> str:
-    """A run of the server's workspace that printed ``marker`` and completed (a command, as the CLI queues one)."""
-    prints = f"print({marker!r})"
+    """A training run of the server's workspace (one step of the demo, as the CLI queues one) that completed, with
+    ``marker`` in its log. A training run: the dashboard's picker lists training runs only, not commands."""
     code = (
-        "import sys\nfrom engine.runs import registry\nfrom tests.helpers import wait_for\n"
-        f"rid = registry.submit_command([sys.executable, '-c', {prints!r}], name='gone soon')\n"
-        "wait_for(lambda: registry.get(rid).status == 'completed', timeout=240)\nprint(rid)\n"
+        "import yaml\nfrom pathlib import Path\nfrom engine.core import workspace\nfrom engine.runs import registry\n"
+        "from tests.helpers import wait_for\n"
+        "data = yaml.safe_load((workspace.home() / workspace.DEMO_SPEC_NAME).read_text())\n"
+        "data['train'].update(max_steps=1, save_steps=1000)\ndata['output']['report_to'] = ['tensorboard']\n"
+        "rid = registry.submit(data, name='gone soon')\n"
+        "wait_for(lambda: registry.get(rid).status == 'completed', timeout=240)\n"
+        f"with open(registry.get(rid).log_path, 'a') as log: log.write({marker!r} + '\\n')\n"
+        "print(rid)\n"
     )
     env = {**os.environ, "STUDIO_HOME": str(home)}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
