@@ -229,7 +229,11 @@ def _verdicts_as_seen(page, folder: Path, table: list[list[str]]) -> None:
     if best:
         assert f"best by rouge-l: {best}" in said
     page.click("#eval-merge")
-    page.wait_for_function("(document.querySelector('#eval-merged')?.innerText ?? '').trim().length > 0")
+    # the answer itself, not gradio's queue line ("queue: 1/1 | 0.0s") shown while the click waits its turn
+    page.wait_for_function(
+        "(() => { const t = (document.querySelector('#eval-merged')?.innerText ?? '').trim();"
+        " return t.length > 0 && !t.startsWith('queue:') && !/^[\\d.]+s$/.test(t); })()"
+    )
     merged = page.inner_text("#eval-merged")
     if best is None:
         assert merged.startswith("❌ no best by rouge-l"), merged
