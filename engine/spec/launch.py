@@ -251,9 +251,9 @@ class OutputSpec(_Spec):
     )
     overwrite: bool = Field(
         False,
-        description="Replace the output folder of an earlier run that has ended (LLaMA-Factory's overwrite_output_dir): "
-        "only a folder that run created and nothing else wrote in; that run keeps its record, run folder and logs, "
-        "marked as overwritten by this one",
+        description="Replace the output folder of an earlier run that has ended (LLaMA-Factory's "
+        "overwrite_output_dir): only a folder that run created and nothing else wrote in; that run keeps its record, "
+        "run folder and logs, marked as overwritten by this one",
         json_schema_extra=_meta("Overwrite an earlier run's output", advanced=True, label_zh="覆盖之前运行的输出"),
     )
     report_to: list[Literal["tensorboard", "wandb", "none", "mlflow", "trackio", "swanlab"]] = Field(
