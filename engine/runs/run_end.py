@@ -133,6 +133,18 @@ def write_problem(exc: BaseException, path: str | Path):
     return run_message("runs.io_error", path=str(path), error=str(exc))
 
 
+LOG_TAIL = "\n--- last lines of train.log ---\n"  # between a failed run's reason and its log's last lines
+
+
+def with_log_tail(reason: str, tail: str) -> str:
+    return f"{reason}{LOG_TAIL}{tail}" if tail else reason
+
+
+def without_log_tail(reason: str) -> str:
+    """The reason alone, the log's last lines left where they belong (``studio train``'s one line)."""
+    return reason.split(LOG_TAIL, 1)[0].strip()
+
+
 def ended_state(
     rec: RunRecord, returncode: int | None, signal_name: str | None, problem: str | None = None, log_lines: int = 30
 ) -> tuple[str, str]:
@@ -141,5 +153,5 @@ def ended_state(
     status, reason = derive_final(rec, returncode, signal_name, problem)
     if status == "failed":
         tail = tail_text(rec.log_path, log_lines)
-        reason = f"{reason}\n--- last lines of train.log ---\n{tail}" if tail else reason
+        reason = with_log_tail(reason, tail)
     return status, reason

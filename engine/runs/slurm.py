@@ -43,6 +43,7 @@ from engine.runs.launch import build_command, launch_record, write_config_files
 from engine.runs.messages import MESSAGES
 from engine.runs.messages import message as run_message
 from engine.runs.node_commands import slurm_script
+from engine.runs.run_end import with_log_tail
 from engine.runs.store import MARKER, RunRecord
 from engine.spec.schema import RunSpec
 
@@ -398,7 +399,7 @@ def _end(rec: RunRecord, jid: str, js: JobState, last: dict | None) -> bool:
         head = str(run_message("runs.slurm_ended", job=jid, state=js.state, slurm=js.slurm_state or "?"))
         reason = f"{head}: {cause}" if cause else head
         tail = store.tail_text(rec.log_path, 30)
-        reason = f"{reason}\n--- last lines of train.log ---\n{tail}" if tail else reason
+        reason = with_log_tail(reason, tail)
         status = "failed"
     code = js.exit_code.split(":")[0]
     return store.update(

@@ -19,6 +19,7 @@ from engine.core import workspace
 from engine.lf.compat import load_any_spec
 from engine.runs import store
 from engine.runs.launch import add_target_arguments, build_command, target_from_arguments
+from engine.runs.run_end import without_log_tail
 from engine.spec.schema import RunSpec, SpecError, spec_warnings
 
 
@@ -122,7 +123,7 @@ def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = F
         record = runs.get(run_id)
     # the reason's first line: a failed run's recorded reason goes on with its log's last lines (a traceback), which
     # belong in the log, not in the one line a person reads here
-    reason = str(getattr(record, "reason", None) or "").split("\n--- last lines of", 1)[0].strip()
+    reason = without_log_tail(str(getattr(record, "reason", None) or ""))
     print(f"run {run_id}: {record.status}" + (f" ({reason})" if reason else ""))
     if record.status == "failed":
         print(f"its log: {record.log_path} (studio runs logs {run_id})", file=sys.stderr)
