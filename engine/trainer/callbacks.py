@@ -60,6 +60,7 @@ class GracefulStop(TrainerCallback):
     def __init__(self) -> None:
         self.requested = False
         self.stopped_at: int | None = None
+        self._group = None  # a gloo group of every rank, made at the first step's end (every rank gets there)
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
 
@@ -67,10 +68,15 @@ class GracefulStop(TrainerCallback):
         self.requested = True
 
     def _agreed(self) -> bool:
+        """Whether any rank was asked to stop. Every step, so the flag travels over a gloo group of its own on the
+        host: under NCCL a flag on the device read back with ``.item()`` made the host wait for every kernel queued
+        (issue 49: no forced synchronisation between logged steps); gloo's all-reduce of one CPU number does not
+        touch the device."""
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-            flag = torch.tensor([1.0 if self.requested else 0.0], device=device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            if self._group is None:
+                self._group = dist.new_group(backend="gloo")
+            flag = torch.tensor([1.0 if self.requested else 0.0])
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._group)
             return bool(flag.item())
         return self.requested
 
