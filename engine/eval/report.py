@@ -139,46 +139,66 @@ def charted(results: dict) -> list[str]:
     return [c for c in results.get("columns") or [] if series(results, c)]
 
 
-def chart_svg(results: dict, column: str, width: int = 520, height: int = 220, title: str | None = None) -> str:
-    """An SVG line chart: ``column`` over training steps (left axis), the training loss (right axis, dashed);
-    ``title`` in the page's language (English by default)."""
+def _span(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """The value range a series is drawn over (a flat series gets a range of 1 above its value)."""
+    ys = [v for _, v in points] or [0.0]
+    lo, hi = min(ys), max(ys)
+    return lo, (hi if hi > lo else lo + 1)
+
+
+def chart_svg(results: dict, column: str, width: int = 560, height: int = 220, title: str | None = None) -> str:
+    """An SVG line chart: ``column`` over training steps (left axis, its values in blue), the training loss (right
+    axis, dashed, its values in grey); each axis labelled at its lowest, middle and highest value; ``title`` in the
+    page's language (English by default)."""
     pts = series(results, column)
     loss = [(s, v) for s, v in results.get("train_loss") or []]
-    pad = 40
+    pad, top = 56, 28
     steps = [s for s, _ in pts] + [s for s, _ in loss]
     if not steps:
         return f'<svg class="eval-chart" width="{width}" height="{height}"></svg>'
     x0, x1 = min(steps), max(steps) or 1
+    bottom = height - 30
 
-    def scale(points):
-        if not points:
-            return ""
-        ys = [v for _, v in points]
-        lo, hi = min(ys), max(ys)
-        hi = hi if hi > lo else lo + 1
+    def y_of(v: float, span: tuple[float, float]) -> float:
+        lo, hi = span
+        return bottom - (v - lo) / (hi - lo) * (bottom - top)
+
+    def scale(points, span):
         return " ".join(
-            f"{pad + (s - x0) / max(1, x1 - x0) * (width - 2 * pad):.1f},"
-            f"{height - pad - (v - lo) / (hi - lo) * (height - 2 * pad):.1f}"
-            for s, v in points
+            f"{pad + (s - x0) / max(1, x1 - x0) * (width - 2 * pad):.1f},{y_of(v, span):.1f}" for s, v in points
         )
 
+    def ticks(span, x: float, anchor: str, colour: str, axis: str) -> str:
+        lo, hi = span
+        return "".join(
+            f'<text class="tick-{axis}" x="{x}" y="{y_of(v, span) + 3:.1f}" font-size="10" text-anchor="{anchor}" '
+            f'fill="{colour}">{fmt(v)}</text>'
+            for v in (lo, (lo + hi) / 2, hi)
+        )
+
+    measure_span, loss_span = _span(pts), _span(loss)
     marks = "".join(
         f'<circle cx="{p.split(",")[0]}" cy="{p.split(",")[1]}" r="3" fill="#2563eb"><title>{s}: {fmt(v)}</title>'
         "</circle>"
-        for p, (s, v) in zip(scale(pts).split(), pts)
+        for p, (s, v) in zip(scale(pts, measure_span).split(), pts)
     )
+    left = ticks(measure_span, pad - 6, "end", "#2563eb", "measure") if pts else ""
+    right = ticks(loss_span, width - pad + 6, "start", "#888", "loss") if loss else ""
     return (
         f'<svg class="eval-chart" data-measure="{html.escape(column)}" width="{width}" height="{height}" '
         f'xmlns="http://www.w3.org/2000/svg">'
         f'<text x="{pad}" y="16" font-size="12">{html.escape(title or f"{column} by step (dashed: training loss)")}'
         "</text>"
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#999"/>'
-        f'<text x="{pad}" y="{height - 20}" font-size="10">{x0}</text>'
-        f'<text x="{width - pad}" y="{height - 20}" font-size="10" text-anchor="end">{x1}</text>'
+        f'<line x1="{pad}" y1="{bottom}" x2="{width - pad}" y2="{bottom}" stroke="#999"/>'
+        f'<line x1="{pad}" y1="{top}" x2="{pad}" y2="{bottom}" stroke="#ccc"/>'
+        f'<line x1="{width - pad}" y1="{top}" x2="{width - pad}" y2="{bottom}" stroke="#eee"/>'
+        f"{left}{right}"
+        f'<text x="{pad}" y="{height - 12}" font-size="10">{x0}</text>'
+        f'<text x="{width - pad}" y="{height - 12}" font-size="10" text-anchor="end">{x1}</text>'
         f'<polyline class="series-train-loss" fill="none" stroke="#aaa" stroke-dasharray="4 3" '
-        f'points="{scale(loss)}"/>'
+        f'points="{scale(loss, loss_span)}"/>'
         f'<polyline class="series-measure" data-points="{len(pts)}" fill="none" stroke="#2563eb" stroke-width="2" '
-        f'points="{scale(pts)}"/>{marks}</svg>'
+        f'points="{scale(pts, measure_span)}"/>{marks}</svg>'
     )
 
 

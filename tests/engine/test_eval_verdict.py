@@ -186,3 +186,29 @@ def test_an_alpaca_entry_without_columns_has_reference_answers(tmp_path):
         evals.resolve(spec("t"))
     got = {field: str(msg) for field, msg in err.value.problems}
     assert "dataset t has no reference answers" in got["measures"]
+
+
+def test_a_chart_over_checkpoints_labels_both_axes_with_the_values_it_draws():
+    """Issue 45 item 13: the charts over checkpoints had no y-axis values. The measure's axis (left) is labelled at
+    its lowest, middle and highest value, the training loss's (right) likewise, and the lowest and highest points are
+    drawn at the heights of their labels."""
+    import re
+
+    results = {
+        "columns": ["bleu-4"],
+        "rows": [
+            {"label": "base", "kind": "base", "step": 0, "metrics": {"bleu-4": 13.09}},
+            {"label": "checkpoint-15", "kind": "checkpoint", "step": 15, "metrics": {"bleu-4": 40.5}},
+            {"label": "final", "kind": "final", "step": 30, "metrics": {"bleu-4": 71.61}},
+        ],
+        "train_loss": [(1, 4.2), (10, 1.5), (30, 0.26)],
+    }
+    svg = report.chart_svg(results, "bleu-4")
+    measure = re.findall(r'class="tick-measure" x="[\d.]+" y="([\d.]+)"[^>]*>([^<]+)<', svg)
+    loss = re.findall(r'class="tick-loss" x="[\d.]+" y="([\d.]+)"[^>]*>([^<]+)<', svg)
+    assert [label for _, label in measure] == [verdict.fmt(v) for v in (13.09, (13.09 + 71.61) / 2, 71.61)]
+    assert [label for _, label in loss] == [verdict.fmt(v) for v in (0.26, (0.26 + 4.2) / 2, 4.2)]
+    circles = [float(y) for y in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', svg)]
+    assert circles[0] == pytest.approx(float(measure[0][0]) - 3) and circles[-1] == pytest.approx(
+        float(measure[-1][0]) - 3
+    )
