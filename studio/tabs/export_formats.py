@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 from engine.export import convert_jobs, convert_plan, gguf_checks, push_jobs, serve_jobs
-from studio import follow
+from studio import downloads, follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
@@ -72,6 +73,23 @@ def describe_export(status: dict, lang: str = "en") -> str:
     if mfile.get("written"):
         lines.append(f"\n{t('xf_ollama', lang)}: `{mfile['command']}`")
     return "\n".join(lines)
+
+
+def take_home(status: dict, run_id: str | None) -> tuple[Any, Any]:
+    """A finished export's files as downloads (studio.downloads: only files inside the workspace) and its Ollama
+    Modelfile's text; both hidden for anything else."""
+    import gradio as gr
+
+    res = status.get("result") or {} if status.get("state") == "finished" else {}
+    folder = Path(res.get("out_dir") or status.get("out_dir") or "")
+    names = [f["name"] for f in res.get("files") or []]
+    offered = downloads.offer_all(folder, names, str(run_id)) if res and folder.name else []
+    modelfile = downloads.inside_workspace(folder / "Modelfile") if "Modelfile" in names else None
+    text = modelfile.read_text(encoding="utf-8", errors="replace") if modelfile else ""
+    return (
+        gr.update(value=offered or None, visible=bool(offered)),
+        gr.update(value=text, visible=bool(text)),
+    )
 
 
 def _export_job(run_id: str | None):
@@ -160,16 +178,19 @@ def stop_serve(run_id: str | None, lang: str = "en") -> tuple[None, str]:
 
 
 def poll(export_id, push_id, serve_id, lang: str = "en"):
-    """One timer tick: each followed run's text (gr.skip() where nothing is followed); ended runs are let go."""
+    """One timer tick: each followed run's text (gr.skip() where nothing is followed), a finished export's downloads
+    and Modelfile; ended runs are let go."""
     import gradio as gr
 
     out: list[Any] = []
     job = _export_job(export_id)
     if job is None:
         out += [gr.skip()]
+        took = [gr.skip(), gr.skip()]
     else:
         st = job.poll()
         out += [describe_export(st, lang)]
+        took = list(take_home(st, export_id)) if st["state"] not in ("queued", "running") else [gr.skip(), gr.skip()]
     push = None
     if push_id:
         try:
@@ -185,7 +206,7 @@ def poll(export_id, push_id, serve_id, lang: str = "en"):
     serve_keep = serve_id if sst and sst["state"] in ("queued", "running", "serving") else None
     going = (job is not None and st["state"] in ("queued", "running")) or push_keep or serve_keep
     # the timer follows while one of them goes (studio.follow); the export's id stays for a push after it
-    return [export_id, push_keep, serve_keep, *out, gr.skip() if going else follow.timer(False)]
+    return [export_id, push_keep, serve_keep, *out, *took, gr.skip() if going else follow.timer(False)]
 
 
 def build(ctx: Any, source: Any, resolve) -> None:
@@ -202,6 +223,22 @@ def build(ctx: Any, source: Any, resolve) -> None:
             texts.add(stop, "xf_cancel", "value")
         result = gr.Markdown(elem_id="xf-result")
         with gr.Row():
+            files = texts.add(
+                gr.File(label=t("xf_download", lang), file_count="multiple", interactive=False, visible=False,
+                        elem_id="xf-files"),
+                "xf_download",
+            )  # fmt: skip
+            modelfile = texts.add(
+                gr.Code(
+                    label=t("xf_modelfile", lang),
+                    language=None,
+                    interactive=False,
+                    visible=False,
+                    elem_id="xf-modelfile",
+                ),
+                "xf_modelfile",
+            )
+        with gr.Row():
             repo = texts.add(gr.Textbox(label=t("xf_repo", lang), max_lines=1, elem_id="xf-repo"), "xf_repo")
             private = texts.add(gr.Checkbox(True, label=t("xf_private", lang), elem_id="xf-private"), "xf_private")
             token = texts.add(gr.Textbox(label=t("xf_token", lang), type="password", max_lines=1, elem_id="xf-token"),
@@ -215,9 +252,9 @@ def build(ctx: Any, source: Any, resolve) -> None:
     export_id, push_id, serve_id = gr.State(None), gr.State(None), gr.State(None)
     timer = gr.Timer(1.0, active=False)  # on while an export, a push or a server is followed (studio.follow)
     go.click(
-        lambda s, f, lg: follow.started(start_export(s, f, lg, resolve)),
+        lambda s, f, lg: (*follow.started(start_export(s, f, lg, resolve)), *take_home({}, None)),
         [source, fmt, ctx.lang],
-        [export_id, result, timer],
+        [export_id, result, timer, files, modelfile],
     )
     stop.click(cancel_export, [export_id, ctx.lang], [export_id, result])
     push_btn.click(
@@ -231,5 +268,9 @@ def build(ctx: Any, source: Any, resolve) -> None:
     unserve.click(stop_serve, [serve_id, ctx.lang], [serve_id, serve_md])
     states = [export_id, push_id, serve_id]
     timer.tick(
-        poll, [*states, ctx.lang], [*states, result, push_md, serve_md, timer], show_progress="hidden", queue=False
+        poll,
+        [*states, ctx.lang],
+        [*states, result, push_md, serve_md, files, modelfile, timer],
+        show_progress="hidden",
+        queue=False,
     )

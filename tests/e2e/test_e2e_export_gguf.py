@@ -5,6 +5,7 @@ exists with that size."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -40,3 +41,16 @@ def test_gguf_q8_0_export_from_the_export_tab(page, server, shots):
     assert cpp and cpp["passed"] and cpp["greedy_same"] == 3, cpp
     assert f"llama.cpp: max |logit diff| {cpp['max_abs_diff']:.3g}; greedy text same on 3/3 prompts" in shown
     assert "ollama create" in shown and (out / "Modelfile").is_file()
+    # the Modelfile as it was written, and every exported file to take home through the page (issue 45 item 14)
+    modelfile = page.locator("#xf-modelfile")
+    modelfile.wait_for(state="visible", timeout=30_000)
+    written = (out / "Modelfile").read_text(encoding="utf-8")
+    first = written.splitlines()[0]
+    assert first.startswith("FROM ") and first in modelfile.inner_text()
+    links = page.locator("#xf-files a[href]")
+    links.first.wait_for(timeout=30_000)
+    offered = {link.get_attribute("href").rsplit("/", 1)[-1]: link.get_attribute("href") for link in links.all()}
+    names = {f.name for f in out.iterdir() if f.is_file() and f.name in shown and not f.name.startswith(".")}
+    assert gguf.name in offered and "Modelfile" in offered and names <= set(offered), (offered, names)
+    got = page.request.get(offered[gguf.name])  # the page's own session: the login cookie, nothing else
+    assert got.ok and hashlib.sha256(got.body()).hexdigest() == hashlib.sha256(gguf.read_bytes()).hexdigest()

@@ -51,3 +51,34 @@ def test_the_format_picker_offers_every_format_the_engine_exports():
     from engine.export import gguf_checks
 
     assert export_formats.FORMATS[0] == "gguf-q8_0" and sorted(export_formats.FORMATS) == sorted(gguf_checks.FORMATS)
+
+
+def test_a_finished_export_offers_its_files_and_modelfile_and_nothing_outside_the_workspace(tmp_path, monkeypatch):
+    """Issue 45 item 14: the exported files go home through the page and the Modelfile is shown; only regular files
+    inside the workspace are offered (not a link leading out, not Studio's hidden record), each from gradio's temp
+    folder, the bytes the export wrote."""
+    from pathlib import Path
+
+    from studio import downloads
+
+    home, outside = tmp_path / "home", tmp_path / "elsewhere"
+    (home / "exports" / "m").mkdir(parents=True)
+    outside.mkdir()
+    monkeypatch.setenv("STUDIO_HOME", str(home))
+    out = home / "exports" / "m"
+    (out / "m.gguf").write_bytes(b"GGUF" + bytes(range(256)))
+    (out / "Modelfile").write_text("FROM ./m.gguf\nPARAMETER stop <|im_end|>\n")
+    (out / ".studio-written.json").write_text("{}")
+    (outside / "secret.txt").write_text("not yours")
+    (out / "leak.txt").symlink_to(outside / "secret.txt")
+    names = ["m.gguf", "Modelfile", ".studio-written.json", "leak.txt", "../elsewhere/secret.txt"]
+    status = {"state": "finished", "result": {"out_dir": str(out), "files": [{"name": n, "bytes": 1} for n in names]}}
+    files, modelfile = export_formats.take_home(status, "20261205-000000-abc123")
+    offered = [Path(p) for p in files["value"]]
+    assert [p.name for p in offered] == ["m.gguf", "Modelfile"] and files["visible"]
+    assert all(p.read_bytes() == (out / p.name).read_bytes() for p in offered)
+    assert all(not p.is_relative_to(home) for p in offered)  # served from the temp folder, not the workspace
+    assert modelfile["value"] == (out / "Modelfile").read_text() and modelfile["visible"]
+    assert downloads.offer(outside / "secret.txt", "x") is None and downloads.offer(out, "x") is None
+    running = export_formats.take_home({"state": "running"}, "x")
+    assert running[0]["visible"] is False and running[1]["visible"] is False
