@@ -136,7 +136,9 @@ MESSAGES: dict[str, str] = {
     "the seed",
     "lf.refused_early_stopping": "early stopping is not supported: set num_train_epochs or max_steps",
     "lf.refused_shift_attn": "S^2-Attn (shift_attn) is not supported: use rope_scaling for long contexts",
-    "lf.refused_mixture_of_depths": "mixture-of-depths is not supported: train the model as it is",
+    "lf.refused_mixture_of_depths": "mixture-of-depths needs LF's MoD package (pip install mixture-of-depth), whose "
+    "latest release (1.2.0) does not import with transformers 5 (it imports TRANSFORMERS_CACHE, since removed) and "
+    "copies transformers 4's model code: train the model as it is",
     "lf.refused_unsloth": "Unsloth is not supported: Studio trains with transformers and PEFT",
     "lf.refused_v1_kernels": "LLaMA-Factory's v1 kernels are not supported",
     "lf.refused_kt": "KTransformers is not supported: Studio trains with transformers and PEFT",

@@ -27,8 +27,8 @@ class RuleErrors(ValueError):
 
 MESSAGES: dict[str, str] = {
     # cross-field rules
-    "quant_needs_lora": "{bits}-bit quantization trains only adapters: set method.finetuning to lora (QLoRA), "
-    "or quantization bits to 0",
+    "quant_needs_lora": "{bits}-bit quantization trains only adapters: set method.finetuning to lora (QLoRA) or "
+    "oft, or quantization bits to 0",
     "dora_on_8bit": "DoRA is not supported on 8-bit weights: use 4-bit or no quantization",
     "offload_optimizer_needs_zero": "optimizer offload needs ZeRO stage 1, 2 or 3: raise launch.deepspeed.zero_stage",
     "offload_param_needs_zero3": "parameter offload needs ZeRO stage 3: set launch.deepspeed.zero_stage to 3 or "

@@ -137,7 +137,7 @@ class FreezeSpec(_Spec):
 class QuantSpec(_Spec):
     bits: Literal[0, 4, 8] = Field(
         0,
-        description="Load the base in 4 or 8 bit with bitsandbytes (QLoRA); 0 = off",
+        description="Load the base in 4 or 8 bit with bitsandbytes (QLoRA, or quantized OFT); 0 = off",
         json_schema_extra=_meta("Quantization bits", label_zh="量化位数"),
     )
     quant_type: Literal["nf4", "fp4"] = Field(

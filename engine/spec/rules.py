@@ -50,7 +50,7 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
     """Rules between fields that need no files. Each is (field path, message with the fix)."""
     m, t, ln, d = spec.method, spec.train, spec.launch, spec.data
     errors: list[tuple[str, Message]] = []
-    if m.quantization.bits and m.finetuning != "lora":
+    if m.quantization.bits and m.finetuning not in ("lora", "oft"):  # peft wraps bitsandbytes layers for both
         errors.append(("method.quantization.bits", message("quant_needs_lora", bits=m.quantization.bits)))
     if m.lora.use_dora and m.quantization.bits == 8:
         errors.append(("method.lora.use_dora", message("dora_on_8bit")))

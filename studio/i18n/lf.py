@@ -112,7 +112,9 @@ LF_ZH: dict[str, str] = {
     "lf.refused_disable_shuffling": "不支持固定的数据顺序（disable_shuffling）：Studio 按随机种子打乱数据",
     "lf.refused_early_stopping": "不支持提前停止：请设置 num_train_epochs 或 max_steps",
     "lf.refused_shift_attn": "不支持 S^2-Attn（shift_attn）：长上下文请使用 rope_scaling",
-    "lf.refused_mixture_of_depths": "不支持 mixture-of-depths：请按模型原样训练",
+    "lf.refused_mixture_of_depths": "mixture-of-depths 需要 LF 的 MoD 包（pip install mixture-of-depth），"
+    "其最新版本（1.2.0）无法在 transformers 5 下导入（它导入已移除的 TRANSFORMERS_CACHE），"
+    "且复制的是 transformers 4 的模型代码：请按模型原样训练",
     "lf.refused_unsloth": "不支持 Unsloth：Studio 使用 transformers 和 PEFT 训练",
     "lf.refused_v1_kernels": "不支持 LLaMA-Factory 的 v1 kernels",
     "lf.refused_kt": "不支持 KTransformers：Studio 使用 transformers 和 PEFT 训练",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 RULES_ZH: dict[str, str] = {
     # cross-field rules
-    "quant_needs_lora": "{bits} 位量化只能训练适配器：把 method.finetuning 设为 lora（QLoRA），或把量化位数设为 0",
+    "quant_needs_lora": "{bits} 位量化只能训练适配器：把 method.finetuning 设为 lora（QLoRA）或 oft，"
+    "或把量化位数设为 0",
     "dora_on_8bit": "DoRA 不支持 8 位权重：请用 4 位或不量化",
     "offload_optimizer_needs_zero": "优化器卸载需要 ZeRO 阶段 1、2 或 3：请提高 launch.deepspeed.zero_stage",
     "offload_param_needs_zero3": "参数卸载需要 ZeRO 阶段 3：把 launch.deepspeed.zero_stage 设为 3，"

@@ -41,9 +41,10 @@ ACCEPTED = [
     "train_full/qwen3vl_full_sft.yaml",
     "train_full/mossvl_full_sft.yaml",
     "extras/oft/qwen2_5vl_oft_sft.yaml",
+    "extras/qoft/llama3_oft_sft_bnb_npu.yaml",  # 4-bit OFT; NPU only in LF's file name: no key to note
 ]
 REFUSED = {  # file -> (the key named, words of its one line)
-    "extras/mod/llama3_full_sft.yaml": ("mixture_of_depths", "mixture-of-depths"),
+    "extras/mod/llama3_full_sft.yaml": ("mixture_of_depths", "pip install mixture-of-depth"),
 }
 # Optimizers from packages Studio does not install: file -> (the key named, module, what its line says to install)
 NEEDS_PACKAGE = {
@@ -121,6 +122,9 @@ def test_peft_and_optimizer_examples_map_to_their_fields(lf_root):
     assert (lora.pissa_init, lora.pissa_iter, lora.pissa_convert) == (True, 16, True)
     method = load_any("examples/extras/oft/llama3_oft_sft.yaml").method
     assert (method.finetuning, method.oft.rank, method.oft.block_size, method.oft.targets) == ("oft", 0, 32, ["all"])
+    method = load_any("examples/extras/qoft/llama3_oft_sft_bnb_npu.yaml").method
+    assert (method.finetuning, method.oft.block_size, method.quantization.bits) == ("oft", 32, 4)
+    assert method.quantization.double_quant is False
     imported = {name: lf_to_spec(yaml.safe_load(Path(f"examples/{name}").read_text()))[0] for name in NEEDS_PACKAGE}
     galore = imported["extras/galore/llama3_full_sft.yaml"]["train"]
     assert galore["optimizer"] == "galore_adamw" and galore["low_rank"] == {
@@ -226,12 +230,13 @@ def test_example_pasted_in_the_chinese_page_shows_its_notes_in_chinese(name, lf_
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_unsupported_feature_is_refused_in_chinese_on_the_chinese_page(name, lf_root):
+    from studio.i18n.lf import LF_ZH
     from studio.tabs import train_lf
 
     key, _ = REFUSED[name]
     values, msg = train_lf.import_lf((lf_root / "examples" / name).read_text(encoding="utf-8"), "", "zh")
     assert values is None
-    assert msg.split("\n")[1:] == [f"- `{key}`：不支持 mixture-of-depths：请按模型原样训练"]
+    assert msg.split("\n")[1:] == [f"- `{key}`：" + LF_ZH["lf.refused_mixture_of_depths"]]
 
 
 def test_default_cutoff_is_lowered_to_what_the_model_takes(lf_root, demo_paths):

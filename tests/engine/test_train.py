@@ -147,6 +147,32 @@ def test_method_by_stage_trains(demo_paths, tmp_path, method, stage):
         assert changed and all(".layers.3." in k for k in changed), sorted(changed)
 
 
+@pytest.mark.parametrize("bits", [4, 8])
+def test_quantized_oft_trains_its_rotations(demo_paths, tmp_path, bits):
+    """OFT on a bitsandbytes-quantized base (LF's extras/qoft, peft's quantized OFT layers): the orthogonal blocks
+    learn while the quantized base stays frozen."""
+    from safetensors.torch import load_file
+
+    spec = demo_spec(
+        demo_paths,
+        method={
+            "finetuning": "oft",
+            "oft": {"rank": 0, "block_size": 32, "targets": ["all"]},
+            "quantization": {"bits": bits, "compute_dtype": "float32"},
+        },
+        data={"max_samples": 16, "cutoff_len": 128},
+        train={"max_steps": 2, "save_steps": 1000, "learning_rate": 5e-3, "warmup_steps": 0},
+        output={"report_to": ["none"]},
+    )
+    events = run_in_process(spec, tmp_path)
+    assert events[-1]["type"] == "finished", events[-1]
+    logs = [e["payload"]["loss"] for e in events if e["type"] == "log"]
+    assert len(logs) == 2 and all(math.isfinite(v) for v in logs)
+    weights = load_file(str(tmp_path / "adapter" / "adapter_model.safetensors"))
+    rotations = {k: t for k, t in weights.items() if ".oft_" in k}
+    assert rotations and any(t.abs().max() > 0 for t in rotations.values()), sorted(weights)[:5]
+
+
 LF_DATA = Path(__file__).resolve().parents[1] / "fixtures" / "lf" / "data"
 
 
