@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("engine.data.registry", "inspect datasets: `studio data check NAME`"),
     "download": ("engine.runs.downloads", "download a hub model or dataset into the cache, as a run (resumable)"),
     "models": ("engine.runs.downloads", "list local models (workspace and cache) with sizes; delete one"),
+    "expand-model": ("engine.models.expand", "LLaMA Pro block expansion: a model with N identity blocks added"),
     "import-gguf": ("engine.runs.gguf_imports", "import a GGUF file (Ollama, LM Studio) as a base model, verified"),
     "eval": ("engine.runs.eval_cli", "evaluate a run's base, checkpoints and final weights; prints the table"),
     "export": ("engine.export.convert_jobs", "export a run or model as GGUF (+ Ollama Modelfile), verified"),

@@ -125,7 +125,6 @@ MESSAGES: dict[str, str] = {
     "lf.refused_ref_model": "a separate reference model is not supported: the reference of DPO and KTO is the model "
     "being trained (LoRA: its base)",
     "lf.refused_swanlab": "use_swanlab is not imported: add swanlab to report_to (Studio runs it in local mode)",
-    "lf.refused_llama_pro": "LLaMA Pro (use_llama_pro) is not supported: use finetuning_type freeze",
     "lf.refused_mca": "Megatron-Core (use_mca) training is not supported: use deepspeed or an accelerate FSDP config",
     "lf.refused_hyper_parallel": "HyperParallel training is not supported: use deepspeed or an accelerate FSDP config",
     "lf.refused_dft_loss": "the DFT loss is not supported: Studio trains with cross-entropy",

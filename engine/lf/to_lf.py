@@ -90,6 +90,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
         args["freeze_trainable_modules"] = ",".join(m.freeze.trainable_modules) or "all"
         if m.freeze.extra_modules:
             args["freeze_extra_modules"] = ",".join(m.freeze.extra_modules)
+        if m.freeze.use_llama_pro:
+            args["use_llama_pro"] = True
     if m.stage == "dpo":
         args.update({"pref_beta": m.dpo.beta, "pref_loss": m.dpo.loss_type})
         if m.dpo.loss_type == "simpo":

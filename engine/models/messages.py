@@ -98,6 +98,7 @@ MESSAGES: dict[str, str] = {
     "these causal language models: {known}",
     "models.gguf_quantization": "{path}: {n} tensors are of type {types}, which the gguf package cannot dequantize "
     "(e.g. {tensor}): nothing was imported",
+    "models.expand_count": "--num-expand {n} must be at least 1 and divide the {layers} layers of {path}",
     "models.gguf_bad_name": "model name {name!r}: use letters, digits, '.', '_' and '-' (it becomes a folder in "
     "{root})",
     "models.gguf_exists": "{path} already exists: an import never overwrites a folder; choose another --name, or "

@@ -30,6 +30,10 @@ MESSAGES: dict[str, str] = {
     "quant_needs_lora": "{bits}-bit quantization trains only adapters: set method.finetuning to lora (QLoRA) or "
     "oft, or quantization bits to 0",
     "dora_on_8bit": "DoRA is not supported on 8-bit weights: use 4-bit or no quantization",
+    "llama_pro_needs_freeze": "use_llama_pro trains the blocks `studio expand-model` inserted, with freeze tuning: "
+    "set method.finetuning to freeze (it is {method})",
+    "llama_pro_layers": "use_llama_pro: the model's {layers} layers are not a multiple of trainable_layers {n}; set "
+    "it to the --num-expand the model was expanded with",
     "offload_optimizer_needs_zero": "optimizer offload needs ZeRO stage 1, 2 or 3: raise launch.deepspeed.zero_stage",
     "offload_param_needs_zero3": "parameter offload needs ZeRO stage 3: set launch.deepspeed.zero_stage to 3 or "
     "offload_param to none",

@@ -132,6 +132,12 @@ class FreezeSpec(_Spec):
         description="Extra modules to train outside the layers, e.g. lm_head, embed_tokens",
         json_schema_extra=_meta("Extra trainable modules", advanced=True, label_zh="额外可训练模块"),
     )
+    use_llama_pro: bool = Field(
+        False,
+        description="LLaMA Pro: train the blocks `studio expand-model` inserted (one every layers / trainable_layers "
+        "layers; trainable_layers = its --num-expand) instead of the last layers",
+        json_schema_extra=_meta("LLaMA Pro blocks", advanced=True, label_zh="LLaMA Pro 扩展块"),
+    )
 
 
 class QuantSpec(_Spec):

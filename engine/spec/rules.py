@@ -52,6 +52,8 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
     errors: list[tuple[str, Message]] = []
     if m.quantization.bits and m.finetuning not in ("lora", "oft"):  # peft wraps bitsandbytes layers for both
         errors.append(("method.quantization.bits", message("quant_needs_lora", bits=m.quantization.bits)))
+    if m.freeze.use_llama_pro and m.finetuning != "freeze":
+        errors.append(("method.freeze.use_llama_pro", message("llama_pro_needs_freeze", method=m.finetuning)))
     if m.lora.use_dora and m.quantization.bits == 8:
         errors.append(("method.lora.use_dora", message("dora_on_8bit")))
     if ln.backend == "deepspeed":
@@ -362,6 +364,17 @@ def check_context(spec: RunSpec) -> list[tuple[str, Message]]:
                     (
                         "method.freeze.trainable_layers",
                         message("freeze_layers_too_many", n=spec.method.freeze.trainable_layers, layers=layers),
+                    )
+                )
+            elif (
+                isinstance(layers, int)
+                and spec.method.freeze.use_llama_pro
+                and layers % spec.method.freeze.trainable_layers
+            ):
+                errors.append(
+                    (
+                        "method.freeze.trainable_layers",
+                        message("llama_pro_layers", n=spec.method.freeze.trainable_layers, layers=layers),
                     )
                 )
     want = spec.train.resume_from

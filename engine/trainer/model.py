@@ -221,15 +221,20 @@ def apply_oft(spec: RunSpec, model, targets: list[str] | None = None):
 
 
 def apply_freeze(spec: RunSpec, model) -> None:
-    """Train only the last N decoder layers (optionally only named modules in them) and extra modules."""
+    """Train only the last N decoder layers (optionally only named modules in them) and extra modules; with
+    use_llama_pro, the N blocks block expansion inserted (every layers / N-th, from the stride's end: LF's indices)."""
     fz = spec.method.freeze
     num_layers = model.config.get_text_config().num_hidden_layers  # a vision-language model's: its decoder's
-    first = max(0, num_layers - fz.trainable_layers)
+    if fz.use_llama_pro:
+        stride = num_layers // fz.trainable_layers
+        trainable = set(range(stride - 1, num_layers, stride))
+    else:
+        trainable = set(range(max(0, num_layers - fz.trainable_layers), num_layers))
     layer_re = re.compile(r"\.layers\.(\d+)\.")
     for name, param in model.named_parameters():
         match = layer_re.search(name)
         train = False
-        if match and int(match.group(1)) >= first:
+        if match and int(match.group(1)) in trainable:
             train = not fz.trainable_modules or any(f".{m}." in f".{name}" for m in fz.trainable_modules)
         if any(f".{m}." in f".{name}" for m in fz.extra_modules):
             train = True

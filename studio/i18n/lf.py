@@ -102,7 +102,6 @@ LF_ZH: dict[str, str] = {
     "而 Studio 不支持：请取消该变量（使用 Hugging Face Hub，或 use_modelscope_hub: true），或给出本地文件夹",
     "lf.refused_ref_model": "不支持单独的参考模型：DPO 和 KTO 的参考模型就是正在训练的模型（LoRA：其基座）",
     "lf.refused_swanlab": "不导入 use_swanlab：请在 report_to 中加入 swanlab（Studio 以本地模式运行它）",
-    "lf.refused_llama_pro": "不支持 LLaMA Pro（use_llama_pro）：请使用 finetuning_type freeze",
     "lf.refused_mca": "不支持 Megatron-Core（use_mca）训练：请使用 deepspeed 或 accelerate 的 FSDP 配置",
     "lf.refused_hyper_parallel": "不支持 HyperParallel 训练：请使用 deepspeed 或 accelerate 的 FSDP 配置",
     "lf.refused_dft_loss": "不支持 DFT 损失：Studio 使用交叉熵训练",

@@ -73,6 +73,7 @@ MODELS_ZH: dict[str, str] = {
     "{known}",
     "models.gguf_quantization": "{path}：有 {n} 个张量的类型为 {types}，gguf 包无法反量化（例如 {tensor}）："
     "未导入任何内容",
+    "models.expand_count": "--num-expand {n} 必须至少为 1，并整除 {path} 的 {layers} 层",
     "models.gguf_bad_name": "模型名 {name!r}：只能使用字母、数字、'.'、'_' 和 '-'（它会成为 {root} 下的目录）",
     "models.gguf_exists": "{path} 已存在：导入从不覆盖已有目录；请换一个 --name，或先删除它"
     "（`studio models delete models/{name}`）",

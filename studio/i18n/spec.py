@@ -8,6 +8,10 @@ RULES_ZH: dict[str, str] = {
     "quant_needs_lora": "{bits} 位量化只能训练适配器：把 method.finetuning 设为 lora（QLoRA）或 oft，"
     "或把量化位数设为 0",
     "dora_on_8bit": "DoRA 不支持 8 位权重：请用 4 位或不量化",
+    "llama_pro_needs_freeze": "use_llama_pro 用冻结微调训练 `studio expand-model` 插入的块：请把 method.finetuning "
+    "设为 freeze（当前为 {method}）",
+    "llama_pro_layers": "use_llama_pro：模型的 {layers} 层不是 trainable_layers {n} 的整数倍；请设为扩展模型时的 "
+    "--num-expand",
     "offload_optimizer_needs_zero": "优化器卸载需要 ZeRO 阶段 1、2 或 3：请提高 launch.deepspeed.zero_stage",
     "offload_param_needs_zero3": "参数卸载需要 ZeRO 阶段 3：把 launch.deepspeed.zero_stage 设为 3，"
     "或把 offload_param 设为 none",

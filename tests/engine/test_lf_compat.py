@@ -78,14 +78,14 @@ class TestSeedExample:
 
 class TestUnsupportedKeysByName:
     def test_training_args(self, tmp_path):
-        args = read(SEED_ARGS) | {"use_llama_pro": True, "booster": "unsloth", "do_train": False}
+        args = read(SEED_ARGS) | {"use_mca": True, "booster": "unsloth", "do_train": False}
         path = tmp_path / "args.yaml"
         path.write_text(yaml.safe_dump(args), encoding="utf-8")
         with pytest.raises(SpecError) as info:
             load_any(path, context=False)
         named = {p for p, _ in info.value.problems}
-        assert {"use_llama_pro", "booster", "do_train"} <= named
-        assert "use_llama_pro" in str(info.value) and "booster" in str(info.value)
+        assert {"use_mca", "booster", "do_train"} <= named
+        assert "use_mca" in str(info.value) and "booster" in str(info.value)
 
     def test_accelerate_keys(self, tmp_path):
         acc = read(FSDP)
@@ -570,9 +570,9 @@ class TestDetectionAndCli:
 
     def test_import_reports_unsupported(self, tmp_path, capsys):
         bad = tmp_path / "bad.yaml"
-        bad.write_text(yaml.safe_dump(read(SEED_ARGS) | {"use_llama_pro": True}), encoding="utf-8")
+        bad.write_text(yaml.safe_dump(read(SEED_ARGS) | {"use_mca": True}), encoding="utf-8")
         assert studio_cli.main(["import-lf", str(bad), "-o", str(tmp_path / "out.yaml")]) == 1
-        assert "use_llama_pro" in capsys.readouterr().err
+        assert "use_mca" in capsys.readouterr().err
         assert not (tmp_path / "out.yaml").exists()
 
 

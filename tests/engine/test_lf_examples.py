@@ -64,6 +64,8 @@ def lf_root(tmp_path, demo_paths, monkeypatch) -> Path:
     shutil.copytree(FIXTURE, root)
     for path in (root / "examples").rglob("*.yaml"):
         args = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if str(args["model_name_or_path"]).startswith("models/"):
+            continue  # a model LF's own scripts write (llama_pro's expansion): made by the test that uses it
         vision = "image_max_pixels" in args  # LF's multimodal examples get the demo's vision-language model
         args["model_name_or_path"] = demo_paths["vlm_model_dir" if vision else "model_dir"]
         path.write_text(yaml.safe_dump(args, sort_keys=False), encoding="utf-8")
@@ -193,6 +195,22 @@ def test_deepspeed_resolves_from_the_working_directory_first(lf_root, monkeypatc
     (key, msg), *_ = info.value.problems
     assert key == "deepspeed" and str(elsewhere / "examples" / "deepspeed") in msg
     assert str(lf_root / "examples" / "train_lora" / "examples" / "deepspeed") in msg, "both places are listed"
+
+
+def test_llama_pro_example_validates_on_the_model_expand_model_wrote(lf_root, demo_paths, capsys):
+    """LF's extras/llama_pro: its expand.sh writes models/llama3-8b-instruct-pro with 8 new blocks, the YAML trains
+    them (freeze_trainable_layers 8, use_llama_pro). Here `studio expand-model` writes that name into the workspace
+    (the demo's 4 layers grown to 8, then by LF's 8 to 16), and the unchanged YAML finds and validates against it."""
+    name = "extras/llama_pro/llama3_freeze_sft.yaml"
+    assert studio(capsys, "expand-model", demo_paths["model_dir"], "--num-expand", "4", "--name", "demo-8")[0] == 0
+    rc, out, err = studio(
+        capsys, "expand-model", "models/demo-8", "--num-expand", "8", "--name", "llama3-8b-instruct-pro"
+    )
+    assert rc == 0, out + err
+    rc, out, err = studio(capsys, "validate", f"examples/{name}", "--gpus", "1")
+    assert rc == 0 and out.startswith("OK"), out + err
+    freeze = load_any(f"examples/{name}").method.freeze
+    assert (freeze.trainable_layers, freeze.use_llama_pro, freeze.trainable_modules) == (8, True, [])
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))

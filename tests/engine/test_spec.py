@@ -125,6 +125,7 @@ class TestVersions:
         # SimPO's settings (LLaMA-Factory's simpo_gamma, pref_ftx), at LF's defaults
         assert (dumped["method"]["dpo"].pop("simpo_gamma"), dumped["method"]["dpo"].pop("ftx")) == (0.5, 0.0)
         assert dumped["method"].pop("oft") == {"rank": 0, "block_size": 32, "targets": ["all"], "dropout": 0.0}
+        assert dumped["method"]["freeze"].pop("use_llama_pro") is False  # LLaMA Pro (LF's use_llama_pro): off
         assert dumped["train"].pop("low_rank")["rank"] == 16 and dumped["train"].pop("badam")["mode"] == "layer"
         assert dumped["launch"].pop("target") == "local" and dumped["launch"].pop("slurm")["extra_sbatch"] == []
         # the health rules and notifications (engine.spec.watch): at their defaults, no webhook and no email

@@ -79,12 +79,12 @@ def test_accelerate_config_travels_with_it(model):
 
 
 def test_refused_keys_leave_the_form_and_are_named_one_line_each(model):
-    text = lf_yaml(model) + "use_llama_pro: true\nmixture_of_depths: convert\n"
+    text = lf_yaml(model) + "use_mca: true\nmixture_of_depths: convert\n"
     values, msg = train_lf.import_lf(text, "", "en")
     assert values is None
     lines = msg.splitlines()
     assert lines[0] == "❌ " + train.t("lf_refused", "en")
-    assert any("`use_llama_pro`" in ln and "LLaMA Pro" in ln for ln in lines[1:])
+    assert any("`use_mca`" in ln and "Megatron" in ln for ln in lines[1:])
     assert any("`mixture_of_depths`" in ln and "mixture-of-depths" in ln for ln in lines[1:])
     values, msg = train_lf.import_lf(text, "", "zh")
     assert values is None and msg.startswith("❌ " + train.t("lf_refused", "zh"))
