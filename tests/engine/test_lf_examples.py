@@ -209,8 +209,13 @@ def test_llama_pro_example_validates_on_the_model_expand_model_wrote(lf_root, de
     assert rc == 0, out + err
     rc, out, err = studio(capsys, "validate", f"examples/{name}", "--gpus", "1")
     assert rc == 0 and out.startswith("OK"), out + err
-    freeze = load_any(f"examples/{name}").method.freeze
+    spec = load_any(f"examples/{name}")
+    freeze = spec.method.freeze
     assert (freeze.trainable_layers, freeze.use_llama_pro, freeze.trainable_modules) == (8, True, [])
+    from engine.lf.to_lf import spec_to_lf
+
+    back = spec_to_lf(spec)[0]  # written back for LF as LF's example has it
+    assert (back["finetuning_type"], back["freeze_trainable_layers"], back["use_llama_pro"]) == ("freeze", 8, True)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
