@@ -76,10 +76,10 @@ def expand(src: str, out: Path, num_expand: int) -> list[int]:
         new_text.layer_types = [k for i, kind in enumerate(kinds) for k in [kind] * (2 if (i + 1) % split == 0 else 1)]
     with torch.device("meta"):
         grown = AutoModelForCausalLM.from_config(new_config, dtype=model.dtype)
-    grown.load_state_dict(state, strict=False, assign=True)
-    missing = [n for n, p in grown.named_parameters() if p.is_meta]
-    if missing:
-        raise ValueError(f"the expanded model lacks weights for {missing[:3]}: not a Llama-style decoder")
+    unexpected = grown.load_state_dict(state, strict=False, assign=True).unexpected_keys
+    missing = [n for n, p in grown.named_parameters() if p.is_meta]  # non-persistent buffers are rebuilt on load
+    if missing or unexpected:
+        raise ValueError(f"the expanded model's weights do not match its layers ({(missing + unexpected)[:3]})")
     grown.tie_weights()
     tmp = out.with_name(f".{out.name}.expanding")
     shutil.rmtree(tmp, ignore_errors=True)
