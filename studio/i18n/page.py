@@ -726,7 +726,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "xf_done": ("exported: {path}", "已导出：{path}"),
     "xf_files": ("files", "文件"),
     "xf_download": ("Download the exported files", "下载导出的文件"),
-    "xf_modelfile": ("Modelfile (Ollama)", "Modelfile（Ollama）"),
+    "xf_modelfile": ("Modelfile (Ollama)", "Ollama 的 Modelfile"),
     "xf_verify": ("verification", "校验"),
     "xf_greedy": ("greedy text", "贪心文本"),
     "xf_same": ("same", "相同"),
