@@ -402,10 +402,7 @@ def _lf_path(value: Any, base_dir: Path | None, *, must_exist: bool = True) -> t
     """A relative path as LLaMA-Factory reads it: from the working directory (LF's README runs every example from
     the repository root), then from the YAML's folder. Returns (the first that exists, or None; where it looked).
     With ``must_exist=False`` a path found nowhere is the working directory's, where LF would create it."""
-    try:
-        p = Path(str(value)).expanduser()
-    except RuntimeError:  # ~user that does not exist: keep it literal
-        p = Path(str(value))
+    p = user_path(value)
     looked = [p] if p.is_absolute() else [Path.cwd() / p] + ([base_dir / p] if base_dir is not None else [])
     looked = list(dict.fromkeys(q.resolve() for q in looked))
     for q in looked:
@@ -418,9 +415,15 @@ def _looked(paths: list[Path]) -> Message:
     return message("lf.looked", paths=", ".join(str(p) for p in paths))
 
 
-def _resolve(path: str, base_dir: Path | None) -> str:
+def user_path(value: Any) -> Path:
+    """``value`` as a path with ``~`` expanded; a ``~user`` that does not exist stays literal (the checks of the
+    path report it), where ``expanduser`` raises."""
     try:
-        p = Path(str(path)).expanduser()
-    except RuntimeError:  # ~user that does not exist: keep it literal, the context check reports it
-        p = Path(str(path))
+        return Path(str(value)).expanduser()
+    except RuntimeError:
+        return Path(str(value))
+
+
+def _resolve(path: str, base_dir: Path | None) -> str:
+    p = user_path(path)
     return str((base_dir / p).resolve()) if base_dir is not None and not p.is_absolute() else str(p)

@@ -35,6 +35,7 @@ from engine.lf.keys import (
     _lf_path,
     _looked,
     _truthy,
+    user_path,
 )
 from engine.lf.launch import _from_accelerate, _from_ds_json
 from engine.lf.messages import message
@@ -147,7 +148,7 @@ def _paths(args: dict, imp: _Import, base_dir: Path | None) -> None:
             imp.notes.append(message("lf.no_dataset_dir", looked=_looked(looked)))
     if args.get("output_dir"):
         found, _ = _lf_path(args["output_dir"], base_dir, must_exist=False)
-        raw = Path(str(args["output_dir"])).expanduser()
+        raw = user_path(args["output_dir"])
         if not raw.is_absolute() and found is not None and folders.place_problem(found) is not None:
             # LF writes a relative output_dir under the working directory; Studio writes outside the workspace only
             # under a root STUDIO_OUTPUT_ROOTS allows, so the same relative path goes inside the workspace

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine import cli as studio_cli
@@ -632,6 +632,7 @@ _junk = st.recursive(
     args=st.dictionaries(st.sampled_from(_LF_KEYS), _junk, max_size=10),
     acc=st.none() | st.dictionaries(st.sampled_from(_ACC_KEYS), _junk, max_size=6),
 )
+@example(args={"output_dir": "~0"}, acc=None)  # a ~user that does not exist: expanduser raised RuntimeError
 def test_arbitrary_lf_values_give_a_spec_or_named_errors(args, acc, tmp_path):
     """Junk at any LF or accelerate key: a spec or a SpecError; unsupported keys are named, nothing else raised."""
     args = {"model_name_or_path": "m", "dataset": "d", **args}
