@@ -605,6 +605,10 @@ STRINGS: dict[str, tuple[str, str]] = {
     "cause_download": ("download", "模型下载失败（download）"),
     # Train tab: time and cost in the plan panel (studio.tabs.train_estimate)
     "est_gpu": ("Target GPU for time and cost (auto: this machine)", "时间和费用按此 GPU 估算（auto：本机）"),
+    "est_price_bad": (
+        'Price per GPU-hour: "{value}" is not a number of dollars (e.g. 2.5; empty: the GPU\'s default)',
+        "每 GPU 小时价格：“{value}” 不是美元金额（例如 2.5；留空则使用该 GPU 的默认价格）",
+    ),
     "est_price": (
         "Price per GPU-hour, USD (empty: the GPU's default)",
         "每 GPU 小时价格，美元（留空：该 GPU 的默认价）",
@@ -725,6 +729,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "xf_started": ("exporting to `{out}` (run {id}, about {size}) …", "正在导出到 `{out}`（运行 {id}，约 {size}）…"),
     "xf_done": ("exported: {path}", "已导出：{path}"),
     "xf_files": ("files", "文件"),
+    "xf_size": ("size", "大小"),
     "xf_download": ("Download the exported files", "下载导出的文件"),
     "xf_modelfile": ("Modelfile (Ollama)", "Ollama 的 Modelfile"),
     "xf_verify": ("verification", "校验"),

@@ -409,7 +409,12 @@ def build(ctx: Any) -> None:
                 for key in GRPO_PLOTS
             ]
         grpo_samples = gr.Dataframe(
-            label=t("grpo_samples", lang), visible=False, wrap=True, max_height=420, elem_id="grpo-samples"
+            grpo_panel.samples_frame({}, lang),  # its real header while empty (issue 45 item 20)
+            label=t("grpo_samples", lang),
+            visible=False,
+            wrap=True,
+            max_height=420,
+            elem_id="grpo-samples",
         )
         # GPU plots on a machine with GPUs, RAM and CPU load without: render() relabels them by the run's samples
         # (and in the page's language: they are not in ``texts``, whose switch would put the GPU titles back).

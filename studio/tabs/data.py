@@ -247,7 +247,13 @@ def build(ctx: Any) -> None:
             reg_msg = gr.Markdown(elem_id="ds-register-msg")
         with gr.Column(scale=2, min_width=420):
             rows = texts.add(
-                gr.Dataframe(label=t("preview_rows", lang), max_height=260, wrap=True, elem_id="ds-rows"),
+                gr.Dataframe(  # until a dataset is picked: one column named for what it will show, not "1 2 3"
+                    headers=[t("preview_rows", lang)],
+                    label=t("preview_rows", lang),
+                    max_height=260,
+                    wrap=True,
+                    elem_id="ds-rows",
+                ),
                 "preview_rows",
             )
             rows_md = gr.Markdown(elem_id="ds-rows-note")

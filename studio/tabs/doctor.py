@@ -47,6 +47,11 @@ def build(ctx: Any) -> None:
     run = ctx.texts.add(gr.Button(t("doctor_run", ctx.lang_value), elem_id="doctor-run"), "doctor_run", "value")
     # Hidden until it has results: an empty table shows placeholder headers ("1 2 3").
     out = gr.Dataframe(
-        interactive=False, wrap=True, visible=False, column_widths=COLUMN_WIDTHS, elem_id="doctor-table"
+        headers=[t(f"d_{c}", ctx.lang_value) for c in COLUMNS],
+        interactive=False,
+        wrap=True,
+        visible=False,
+        column_widths=COLUMN_WIDTHS,
+        elem_id="doctor-table",
     )
     run.click(show_checks, [ctx.lang], [out])

@@ -234,7 +234,8 @@ def report_view(results: dict | None, preds: list[dict], column: str | None, sho
     """(table rows, charts HTML, best text, verdicts text, side-by-side rows) for the results so far."""
     words = [t(f"eval_col_{k}", lang) for k in ("prompt", "reference", "base", "tuned")]
     if not results or not results.get("rows"):
-        return {"headers": [t("eval_col_model", lang)], "data": []}, "", "", "", {"headers": words, "data": []}
+        empty = [t("eval_col_model", lang), t("eval_col_step", lang)]
+        return {"headers": empty, "data": []}, "", "", "", {"headers": words, "data": []}
     header, rows = report.table(results, preds)
     # the measures keep their names; model, step and the degenerate answers are words of the page
     header = [t("eval_col_model", lang), t("eval_col_step", lang), *header[2:]]
@@ -398,7 +399,13 @@ def build(ctx: Any) -> None:
     from studio.tabs import eval_merge
 
     eval_merge.build(ctx, shown, column)
-    table = gr.Dataframe(interactive=False, wrap=True, elem_id="eval-table")
+    # an empty table shows its real header, not gradio's placeholder "1 2 3" (issue 45 item 20)
+    table = gr.Dataframe(
+        headers=[t("eval_col_model", lang), t("eval_col_step", lang)],
+        interactive=False,
+        wrap=True,
+        elem_id="eval-table",
+    )
     verdicts = gr.Markdown(elem_id="eval-verdict")
     charts = gr.HTML(elem_id="eval-charts")
     show = texts.add(

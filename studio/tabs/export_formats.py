@@ -61,7 +61,7 @@ def describe_export(status: dict, lang: str = "en") -> str:
     res = status.get("result") or {}
     rep = res.get("report") or {}
     lines = ["✅ " + t("xf_done", lang, path=f"<span id='gguf-path'>{res.get('out_dir')}</span>"), ""]
-    lines += [f"| {t('xf_files', lang)} | |", "|---|---|"]
+    lines += [f"| {t('xf_files', lang)} | {t('xf_size', lang)} |", "|---|---|"]
     lines += [f"| `{f['name']}` | {human(f['bytes'])} |" for f in res.get("files") or []]
     lines += ["", f"**{t('xf_verify', lang)}**: {localize(res.get('summary') or '', lang)}"]
     if res.get("llama_cpp_summary"):

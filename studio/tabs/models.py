@@ -133,7 +133,9 @@ def build(ctx: Any) -> None:
     import gradio as gr
 
     lang = ctx.lang_value
-    table = gr.Dataframe(interactive=False, wrap=True, elem_id="models-table")
+    table = gr.Dataframe(
+        headers=[t(f"m_{c}", lang) for c in COLUMNS], interactive=False, wrap=True, elem_id="models-table"
+    )  # its real header while empty (issue 45 item 20); the rows come when the tab opens
     refresh = ctx.texts.add(gr.Button(t("m_refresh", lang), elem_id="models-refresh"), "m_refresh", "value")
     with gr.Row():
         repo = ctx.texts.add(gr.Textbox(label=t("m_repo", lang), elem_id="models-repo", scale=3), "m_repo")

@@ -360,7 +360,13 @@ def build(ctx: Any) -> None:
                 elem_classes="studio-plot",
             )
             diff = texts.add(
-                gr.Dataframe(label=t("spec_diff", lang), interactive=False, max_height=240, elem_id="runs-diff"),
+                gr.Dataframe(
+                    spec_diff([], lang),  # its real header while nothing is compared (issue 45 item 20)
+                    label=t("spec_diff", lang),
+                    interactive=False,
+                    max_height=240,
+                    elem_id="runs-diff",
+                ),
                 "spec_diff",
             )
         with gr.Column(scale=1, min_width=280):

@@ -133,8 +133,9 @@ def build(ctx: Any) -> None:
                         ),
                         "est_gpu",
                     )
+                    # a text box: gradio's Number shows 0 for "none", which read as a price of $0 (issue 45 item 20)
                     est_price = texts.add(
-                        gr.Number(value=None, label=t("est_price", lang), minimum=0, elem_id="est-price"), "est_price"
+                        gr.Textbox("", label=t("est_price", lang), max_lines=1, elem_id="est-price"), "est_price"
                     )
                 plan_out = gr.HTML(elem_id="plan-panel")
                 fit_btn = texts.add(

@@ -29,9 +29,29 @@ def _minutes(seconds: float) -> str:
     return f"{minutes:.2f}" if minutes < 1 else f"{minutes:.1f}" if minutes < 100 else f"{minutes:.0f}"
 
 
-def estimate_html(spec: Any, plan: dict, gpu: str | None, price: float | None, hw: Any, lang: str = "en") -> str:
+def typed_price(text: Any) -> float | None:
+    """The price per GPU-hour typed in the panel ("2", "2.5", "$2"): None when empty (the GPU's default); anything
+    else that is not a number of dollars at least 0 is refused naming the field."""
+    raw = str("" if text is None else text).strip().removeprefix("$").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(str(text))
+    return value
+
+
+def estimate_html(spec: Any, plan: dict, gpu: str | None, price: Any, hw: Any, lang: str = "en") -> str:
     """The estimate block under the memory plan. ``plan``: the memory plan's dict (its checkpointing decision
     resolves ``auto``, which the FLOPs count depends on)."""
+    try:
+        price = typed_price(price)
+    except ValueError:
+        why = html.escape(t("est_price_bad", lang, value=str(price)))
+        return f'<div class="plan" id="plan-estimate"><small>{why}</small></div>'
     try:
         timed = spec.model_copy(deep=True)
         target = None if not gpu or gpu == AUTO else gpu
@@ -42,7 +62,6 @@ def estimate_html(spec: Any, plan: dict, gpu: str | None, price: float | None, h
             checkpointing = planner.plan(timed, hardware=hw).checkpointing
         if checkpointing is not None:
             timed.train.gradient_checkpointing = "on" if checkpointing else "off"
-        price = None if price is None or price == "" or float(price) < 0 else float(price)
         est = estimate.estimate(timed, hardware=hw, gpu=target, price_per_hour=price)
     except Exception as exc:  # an estimate never breaks the page: say why there is none
         why = html.escape(localize_error(exc, lang))

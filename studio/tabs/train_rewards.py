@@ -47,7 +47,12 @@ def build(texts: Any, lang: str) -> dict:
             )
         button = texts.add(gr.Button(t("rt_run", lang), size="sm", elem_id="rt-run"), "rt_run", "value")
         summary = gr.Markdown(elem_id="rt-summary")
-        table = gr.Dataframe(value=None, interactive=False, wrap=True, elem_id="rt-table")
+        table = gr.Dataframe(  # its real header while empty (issue 45 item 20), one column per function after a try
+            headers=[t("rt_dataset", lang), t("rt_row", lang), t("grpo_completion", lang)],
+            interactive=False,
+            wrap=True,
+            elem_id="rt-table",
+        )
         upload = texts.add(
             gr.File(
                 label=t("rt_upload", lang),

@@ -28,6 +28,7 @@ def test_plan_panel_shows_tokens_steps_minutes_and_cost_before_start(page, serve
     page.click("#est-gpu input")
     page.get_by_role("option", name="H100", exact=True).click()
     price = page.locator("#est-price input")
+    assert price.input_value() == ""  # empty: the GPU's default price, not "0" (issue 45 item 20)
     price.fill("2")
     price.press("Tab")
     text = _text(page, "#plan-estimate", "$2 per GPU-hour")

@@ -5,6 +5,7 @@ GPU is known"."""
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import subprocess
@@ -67,3 +68,35 @@ def test_panel_cli_and_trainer_agree_on_a_cpu_machine(demo_paths, tmp_path):
     assert "of free host memory (no GPU here: the run trains on the CPU)" in done.stdout, done.stdout
     assert "fits: unknown" not in done.stdout and "per GPU" not in done.stdout
     assert f"gradient checkpointing: {'on' if mp.checkpointing else 'off'} (auto:" in done.stdout
+
+
+def test_the_price_field_is_empty_by_default_and_a_bad_price_is_named(demo_paths):
+    """Issue 45 item 20: the price per GPU-hour read "0" while it meant "the GPU's default" (gradio's Number shows 0
+    for none). It is a text box: empty is the default price, "$2" and "2.5" are prices, anything else is refused in
+    the panel naming the field; the cost then follows the price typed."""
+    from studio.tabs import train_estimate
+
+    typed = [train_estimate.typed_price(v) for v in ("", None, " ", "2", "$2.5", "0")]
+    assert typed == [None, None, None, 2.0, 2.5, 0]
+    for bad in ("abc", "-1", "inf", "nan"):
+        with pytest.raises(ValueError):
+            train_estimate.typed_price(bad)
+    values = forms.spec_to_values(_spec_data(demo_paths))
+    refused = html.unescape(re.sub(r"<[^>]+>", " ", train_plan.plan_html(values, None, "en", "H100", "two dollars")))
+    assert 'Price per GPU-hour: "two dollars" is not a number of dollars' in refused
+    priced = re.sub(r"<[^>]+>", " ", train_plan.plan_html(values, None, "en", "H100", "$2"))
+    assert "at $2 per GPU-hour" in priced
+
+
+def test_no_table_of_the_page_shows_gradios_placeholder_header(studio_home):
+    """Issue 45 item 20: an empty gr.Dataframe without headers reads "1 2 3". Every table the page builds starts
+    with its own header, in the page's language."""
+    import gradio as gr
+
+    from studio.app import build_app
+
+    for lang in ("en", "zh"):
+        tables = [b for b in build_app(lang).blocks.values() if isinstance(b, gr.Dataframe)]
+        assert tables
+        placeholder = [b.elem_id for b in tables if list((b.value or {}).get("headers") or []) == ["1", "2", "3"]]
+        assert not placeholder, (lang, placeholder)
