@@ -177,20 +177,23 @@ def stop_serve(run_id: str | None, lang: str = "en") -> tuple[None, str]:
     return None, (describe_serve(job.stop(grace=5), lang) if job else t("xf_stopped", lang))
 
 
-def poll(export_id, push_id, serve_id, lang: str = "en"):
-    """One timer tick: each followed run's text (gr.skip() where nothing is followed), a finished export's downloads
-    and Modelfile; ended runs are let go."""
+def poll(export_id, push_id, serve_id, shown=None, lang: str = "en"):
+    """One timer tick: each followed run's text (gr.skip() where nothing is followed); ended runs are let go. A
+    finished export's downloads and Modelfile are handed over once (``shown``: the export whose files are on the
+    page): gradio caches a file it is handed by reading it whole, which each tick of a push or a server followed
+    after a multi-GB export would repeat."""
     import gradio as gr
 
     out: list[Any] = []
     job = _export_job(export_id)
     if job is None:
         out += [gr.skip()]
-        took = [gr.skip(), gr.skip()]
     else:
         st = job.poll()
         out += [describe_export(st, lang)]
-        took = list(take_home(st, export_id)) if st["state"] not in ("queued", "running") else [gr.skip(), gr.skip()]
+    took, now_shown = [gr.skip(), gr.skip()], gr.skip()
+    if job is not None and st["state"] not in ("queued", "running") and shown != export_id:
+        took, now_shown = list(take_home(st, export_id)), export_id
     push = None
     if push_id:
         try:
@@ -206,7 +209,7 @@ def poll(export_id, push_id, serve_id, lang: str = "en"):
     serve_keep = serve_id if sst and sst["state"] in ("queued", "running", "serving") else None
     going = (job is not None and st["state"] in ("queued", "running")) or push_keep or serve_keep
     # the timer follows while one of them goes (studio.follow); the export's id stays for a push after it
-    return [export_id, push_keep, serve_keep, *out, *took, gr.skip() if going else follow.timer(False)]
+    return [export_id, push_keep, serve_keep, now_shown, *out, *took, gr.skip() if going else follow.timer(False)]
 
 
 def build(ctx: Any, source: Any, resolve) -> None:
@@ -250,11 +253,12 @@ def build(ctx: Any, source: Any, resolve) -> None:
             unserve = texts.add(gr.Button(t("xf_serve_stop", lang), elem_id="xf-serve-stop"), "xf_serve_stop", "value")
         serve_md = gr.Markdown(elem_id="xf-serve-status")
     export_id, push_id, serve_id = gr.State(None), gr.State(None), gr.State(None)
+    shown = gr.State(None)  # the export whose files and Modelfile the page shows
     timer = gr.Timer(1.0, active=False)  # on while an export, a push or a server is followed (studio.follow)
     go.click(
-        lambda s, f, lg: (*follow.started(start_export(s, f, lg, resolve)), *take_home({}, None)),
+        lambda s, f, lg: (*follow.started(start_export(s, f, lg, resolve)), None, *take_home({}, None)),
         [source, fmt, ctx.lang],
-        [export_id, result, timer, files, modelfile],
+        [export_id, result, timer, shown, files, modelfile],
     )
     stop.click(cancel_export, [export_id, ctx.lang], [export_id, result])
     push_btn.click(
@@ -266,7 +270,7 @@ def build(ctx: Any, source: Any, resolve) -> None:
         lambda s, lg: follow.started(start_serve(s, lg, resolve)), [source, ctx.lang], [serve_id, serve_md, timer]
     )
     unserve.click(stop_serve, [serve_id, ctx.lang], [serve_id, serve_md])
-    states = [export_id, push_id, serve_id]
+    states = [export_id, push_id, serve_id, shown]
     timer.tick(
         poll,
         [*states, ctx.lang],
