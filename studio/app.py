@@ -25,7 +25,8 @@ gradio_setup.install()
 
 import gradio as gr  # noqa: E402
 
-from studio import backend, fan_in, page_speed  # noqa: E402
+from engine.core import accounts  # noqa: E402
+from studio import backend, fan_in, page_speed, team  # noqa: E402
 from studio import settings as settings_mod  # noqa: E402
 from studio.i18n.page import LANGS, STRINGS, Texts, t  # noqa: E402
 
@@ -97,7 +98,8 @@ def build_app(lang: str = "en") -> gr.Blocks:
         (f"tab_{name}", importlib.import_module(f"studio.tabs.{name}")) for name in OTHER_TABS if _tab_exists(name)
     ]
     ctx = Ctx(texts=Texts(), lang_value=lang)
-    with gr.Blocks(title=t("title", lang), analytics_enabled=False) as app:
+    team_mode = accounts.team_mode()
+    with team.building(), gr.Blocks(title=t("title", lang), analytics_enabled=False) as app:
         with gr.Row(elem_id="topbar"):
             title = gr.Markdown(f"## {t('title', lang)}", elem_id="title")
             ctx.lang = gr.Dropdown(
@@ -109,6 +111,9 @@ def build_app(lang: str = "en") -> gr.Blocks:
                 min_width=140,
             )
             ctx.texts.add(ctx.lang, "lang")
+            if team_mode:  # gradio's /logout ends every session of the user and shows the login page
+                logout = gr.Button(t("logout", lang), link="/logout", size="sm", scale=0, elem_id="logout")
+                ctx.texts.add(logout, "logout")
         with gr.Tabs(elem_id="tabs") as ctx.tabs:
             with gr.Tab(t("tab_train", lang), id="train", elem_id="tab-train") as tab_train:
                 ctx.texts.add(tab_train, "tab_train")
@@ -291,7 +296,7 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
     return {
         "server_name": conf.host,
         "server_port": conf.port,
-        "auth": conf.auth,
+        "auth": team.login if conf.team else conf.auth,
         "run_history": False,
         "css_paths": [CSS_PATH],
         "head": GRADIO_LOCALE_HEAD + page_speed.head(),
@@ -347,9 +352,12 @@ def cli(argv: list[str] | None = None) -> int:
     if conf.build_demo:
         print(ensure_demo(), flush=True)
     start_background()
+    team.install()  # team mode: the engine lists and reads runs as the logged-in user may see them
     app = build_app()
     print(
-        f"studio: serving on http://{conf.host}:{conf.port}" + (" (login required)" if conf.auth else ""), flush=True
+        f"studio: serving on http://{conf.host}:{conf.port}"
+        + (" (team mode: accounts' logins)" if conf.team else " (login required)" if conf.auth else ""),
+        flush=True,
     )
     app.launch(**launch_kwargs(conf))  # queued, up to GRADIO_DEFAULT_CONCURRENCY_LIMIT events of a kind at once
     return 0

@@ -2,10 +2,12 @@
 
 Sources, later wins: defaults (127.0.0.1:7860, no auth), environment (``STUDIO_HOST``, ``STUDIO_PORT``,
 ``STUDIO_AUTH=user:pass``, ``STUDIO_HOME``, ``STUDIO_MAX_UPLOAD_MB``, ``STUDIO_TRUSTED_PROXIES``), command-line
-flags. A non-loopback host without credentials is refused: anyone on the network could otherwise start processes on
-this machine. What the page may use beyond that (reward code, secrets, private hosts: ``STUDIO_PAGE_CODE``,
-``STUDIO_PAGE_SECRETS``, ``STUDIO_PAGE_HOSTS``) is the engine's rule, ``engine.core.page_trust``, which every caller
-obeys; a malformed setting is refused here, at start, naming the variable. Light: the stdlib and that module.
+flags. A workspace with accounts (``studio users``, engine.core.accounts) is team mode: each person logs in with
+their own account, and ``--auth`` is refused. A non-loopback host without credentials is refused: anyone on the
+network could otherwise start processes on this machine. What the page may use beyond that (reward code, secrets,
+private hosts: ``STUDIO_PAGE_CODE``, ``STUDIO_PAGE_SECRETS``, ``STUDIO_PAGE_HOSTS``) is the engine's rule,
+``engine.core.page_trust``, which every caller obeys; a malformed setting is refused here, at start, naming the
+variable. Light: the stdlib and that module.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 
-from engine.core import page_trust
+from engine.core import accounts, page_trust
 from engine.export.serve_rules import is_loopback  # one rule for the page and `studio serve`
 
 DEFAULT_HOST = "127.0.0.1"
@@ -24,6 +26,9 @@ DEFAULT_MAX_UPLOAD_MB = 200
 AUTH_HELP = (
     "set credentials with --auth USER:PASS or the environment variable STUDIO_AUTH=USER:PASS (or bind to 127.0.0.1)"
 )
+
+
+TEAM_AUTH = "the workspace has accounts, and the page logs in with them"
 
 
 class SettingsError(ValueError):
@@ -35,6 +40,7 @@ class Settings:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     auth: tuple[str, str] | None = None
+    team: bool = False  # accounts exist (engine.core.accounts): each logs in with their own
     home: str = ""
     build_demo: bool = True
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_MB * 2**20
@@ -79,9 +85,15 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Se
         auth = parse_auth(args.auth, "--auth")
     elif env.get("STUDIO_AUTH"):
         auth = parse_auth(env["STUDIO_AUTH"], "STUDIO_AUTH")
-    if not is_loopback(host) and auth is None:
-        raise SettingsError(f"refusing to serve on {host} without a login: {AUTH_HELP}")
     home = args.home or env.get("STUDIO_HOME") or ""
+    try:
+        team = accounts.team_mode(home or None)
+    except accounts.AccountError as exc:
+        raise SettingsError(str(exc)) from None
+    if team and auth is not None:
+        raise SettingsError(f"{TEAM_AUTH} (`studio users list`): drop --auth and STUDIO_AUTH")
+    if not is_loopback(host) and auth is None and not team:
+        raise SettingsError(f"refusing to serve on {host} without a login: {AUTH_HELP}")
     try:
         page_trust.check_settings(env)
     except page_trust.PageTrustError as exc:
@@ -90,6 +102,7 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Se
         host=host,
         port=port,
         auth=auth,
+        team=team,
         home=home,
         build_demo=not args.no_demo,
         max_upload_bytes=max_upload_bytes(env),

@@ -113,6 +113,16 @@ MESSAGES: dict[str, str] = {
     "send there only when the operator allows it ({var})",
     "workspace.page_host_unresolved": "{dest} cannot be resolved here ({error}), so it cannot be checked to be a "
     "public address: the page may send there only when the operator allows it ({var})",
+    # Team mode's accounts (engine.core.accounts): said by `studio users`.
+    "workspace.accounts_unreadable": "the accounts file {path} cannot be read ({error}): fix or remove it",
+    "workspace.account_bad_name": "{name!r} is not an account name: 1 to 32 letters, digits, _ . -, starting with a "
+    "letter or digit",
+    "workspace.account_exists": "account {name!r} exists already: change its password with `studio users passwd`",
+    "workspace.account_unknown": "there is no account {name!r}: `studio users list` shows them",
+    "workspace.account_short_password": "the password is too short: at least {n} characters",
+    "workspace.account_last_admin": "{name!r} is the last admin: make another admin first, or remove the members "
+    "first",
+    "workspace.account_mismatch": "the two passwords differ: nothing changed",
 }
 
 

@@ -301,6 +301,7 @@ def _rebuild_run(rdir: Path) -> int:
         share_gpus=bool(notes.get("share_gpus") or (spec.get("launch") or {}).get("share_gpus")),
         tags=list(tags),
         stop_requested=notes.get("stop_requested"),
+        owner=str(notes.get("owner") or ""),
     )
     final = notes.get("final") if isinstance(notes.get("final"), dict) else None
     ex = read_exit(rdir)

@@ -53,6 +53,7 @@ _COLUMNS = {
     "tags": "TEXT NOT NULL DEFAULT '[]'",
     "reason": "TEXT NOT NULL DEFAULT ''",
     "stop_requested": "REAL",
+    "owner": "TEXT NOT NULL DEFAULT ''",  # team mode: the account that submitted it; '' the operator's
 }
 
 
@@ -83,6 +84,7 @@ class RunRecord:
     tags: list[str] = field(default_factory=list)
     reason: str = ""  # why it failed (or how it was stopped)
     stop_requested: float | None = None
+    owner: str = ""  # engine.core.accounts: '' is the operator (the shell, and every run from before team mode)
 
     @property
     def active(self) -> bool:
@@ -125,6 +127,13 @@ def open_db(*, create: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=FULL")
     cols = ", ".join(f"{k} {v}" for k, v in _COLUMNS.items())
     conn.execute(f"CREATE TABLE IF NOT EXISTS runs ({cols})")
+    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    for name in _COLUMNS.keys() - have:  # a registry from before a column was added: the column, with its default
+        try:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {_COLUMNS[name]}")
+        except sqlite3.OperationalError as exc:  # another process added it meanwhile
+            if "duplicate column" not in str(exc):
+                raise
     conn.execute("CREATE INDEX IF NOT EXISTS runs_status ON runs(status)")
     return conn
 

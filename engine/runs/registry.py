@@ -30,6 +30,7 @@ from engine.core.messages import Message
 from engine.core.messages import message as core_message
 from engine.runs import checkpoints, launch, outputs, overwrite, scheduler, slurm, store
 from engine.runs.messages import message as run_message
+from engine.runs.owners import get, list_runs, log_tail, run_dir  # noqa: F401 - as the caller may see them
 from engine.runs.store import (  # noqa: F401 - re-exported: the registry's reading API
     ACTIVE,
     CLAIM_TIMEOUT_S,
@@ -40,13 +41,9 @@ from engine.runs.store import (  # noqa: F401 - re-exported: the registry's read
     _insert,
     derive_final,
     finalize,
-    get,
-    list_runs,
-    log_tail,
     new_run_id,
     read_exit,
     refresh,
-    run_dir,
     tail_text,
     transaction,
     update,
@@ -405,6 +402,7 @@ def _remove_tree(folder: Path) -> list[str]:
 
 
 def rename(run_id: str, name: str) -> None:
+    get(run_id, refresh_status=False)  # someone else's run is an unknown one
     name = name.strip()
     if not name or len(name) > 120:
         raise RunsError(run_message("runs.bad_name"))
@@ -414,6 +412,7 @@ def rename(run_id: str, name: str) -> None:
 
 def set_tags(run_id: str, tags: list[str]) -> None:
     clean = sorted({t.strip() for t in tags if t and t.strip()})
+    get(run_id, refresh_status=False)  # someone else's run is an unknown one
     if not update(run_id, tags=clean):
         raise RunsError(run_message("runs.unknown", id=run_id))
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import psutil
 
-from engine.core import workspace
+from engine.core import accounts, workspace
 from engine.runs.heal import (  # noqa: F401 - ensure_registry, registry_notice, sync_folders: re-exported
     ensure_registry,
     heal,
@@ -157,6 +157,7 @@ def _claim_run_dir(base: Path | None = None) -> tuple[str, Path]:
 
 
 def _insert(rec: RunRecord) -> str:
+    rec.owner = rec.owner or accounts.owner_of_new()  # team mode: whoever submits it (engine.core.accounts)
     d = row_values(rec)
     try:
         with heal_lock():  # run.json and the row together: a folder sync (``sync_folders``) sees both or neither
@@ -165,6 +166,7 @@ def _insert(rec: RunRecord) -> str:
                 **{k: getattr(rec, k) for k in ("name", "kind", "created", "tags", "command", "gpu_count")},
                 share_gpus=rec.share_gpus,
                 output_dir=rec.output_dir,
+                owner=rec.owner,
             )
             with transaction() as conn:
                 cols, marks = ", ".join(d), ", ".join("?" * len(d))

@@ -14,6 +14,7 @@ LANGS = {"en": "English", "zh": "中文"}
 STRINGS: dict[str, tuple[str, str]] = {
     "title": ("LLM Studio", "LLM 微调工作室"),
     "lang": ("Language", "语言"),
+    "logout": ("Log out", "退出登录"),
     "tab_train": ("Train", "训练"),
     "tab_runs": ("Runs", "运行记录"),
     "tab_data": ("Datasets", "数据集"),

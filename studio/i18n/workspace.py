@@ -42,4 +42,11 @@ WORKSPACE_ZH: dict[str, str] = {
     "只有管理员允许时页面才能发送到那里（{var}）",
     "workspace.page_host_unresolved": "此处无法解析 {dest}（{error}），无法确认它是公网地址："
     "只有管理员允许时页面才能发送到那里（{var}）",
+    "workspace.accounts_unreadable": "无法读取账户文件 {path}（{error}）：请修复或删除它",
+    "workspace.account_bad_name": "{name!r} 不是有效的账户名：1 到 32 个字母、数字、_ . -，以字母或数字开头",
+    "workspace.account_exists": "账户 {name!r} 已存在：用 `studio users passwd` 修改其密码",
+    "workspace.account_unknown": "没有账户 {name!r}：`studio users list` 列出所有账户",
+    "workspace.account_short_password": "密码太短：至少 {n} 个字符",
+    "workspace.account_last_admin": "{name!r} 是最后一个管理员：请先设立另一个管理员，或先删除其他成员",
+    "workspace.account_mismatch": "两次输入的密码不一致：未做任何更改",
 }

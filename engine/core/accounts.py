@@ -1,0 +1,222 @@
+"""Team mode: the studio's accounts, and whom a call acts for.
+
+Light: stdlib and argon2-cffi. Accounts live in ``$STUDIO_HOME/accounts.json`` (file mode 600, written whole and
+renamed into place): a name, whether it is an admin, and its password's argon2id hash; passwords themselves are never
+stored, printed nor logged. No accounts file (or an empty one): single-user mode, as before: the page has the one
+``--auth`` login or none, and everyone who reaches it sees every run.
+
+With accounts, ``studio webui`` logs people in with them (``studio.app``) and every run records its owner (the
+registry's ``owner`` column and ``run.json``; ``engine.runs.owners``). Whom a call acts for is asked of a *viewer
+source*, a function the page installs (``set_viewer_source``: the logged-in user of the gradio request being
+handled). A call with no viewer (the shell, the page's own background threads, a run's wrapper) acts for the
+machine's operator, who sees everything; so does an admin. A member sees only their own runs. Runs from before team
+mode, and runs submitted at the shell, have the owner ``""``: the operator's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+
+from engine.core import workspace
+from engine.core.messages import message
+
+FILE = "accounts.json"
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
+MIN_PASSWORD = 8
+OPERATOR = ""  # the owner of runs made at the shell and of runs from before team mode
+
+_HASHER = PasswordHasher()  # argon2id, the library's (RFC 9106 low-memory) parameters
+
+
+class AccountError(ValueError):
+    """An account operation that cannot be done; the message names the account or the rule."""
+
+
+@dataclass(frozen=True)
+class Account:
+    name: str
+    admin: bool = False
+    hash: str = ""
+
+
+def path(home: str | Path | None = None) -> Path:
+    return (Path(home).expanduser() if home else workspace.home()) / FILE
+
+
+def load(home: str | Path | None = None) -> dict[str, Account]:
+    """The accounts by name ({} when there is no file: single-user mode); ``home``: another workspace's."""
+    try:
+        data = json.loads(path(home).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:  # a damaged file must not silently open the studio to everyone
+        raise AccountError(message("workspace.accounts_unreadable", path=path(), error=exc)) from None
+    return {
+        n: Account(n, bool(a.get("admin")), str(a.get("hash", ""))) for n, a in (data.get("accounts") or {}).items()
+    }
+
+
+def _save(accounts: dict[str, Account]) -> None:
+    target = path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    body = {"accounts": {a.name: {"admin": a.admin, "hash": a.hash} for a in accounts.values()}}
+    fd, tmp = tempfile.mkstemp(prefix=".accounts-", dir=target.parent)  # created 600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(body, f, indent=1, sort_keys=True)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def team_mode(home: str | Path | None = None) -> bool:
+    return bool(load(home))
+
+
+def _checked_password(password: str) -> str:
+    if len(password) < MIN_PASSWORD:
+        raise AccountError(message("workspace.account_short_password", n=MIN_PASSWORD))
+    return password
+
+
+def add(name: str, password: str, *, admin: bool = False) -> Account:
+    if not NAME.fullmatch(name or ""):
+        raise AccountError(message("workspace.account_bad_name", name=name))
+    accounts = load()
+    if name in accounts:
+        raise AccountError(message("workspace.account_exists", name=name))
+    accounts[name] = Account(name, admin, _HASHER.hash(_checked_password(password)))
+    _save(accounts)
+    return accounts[name]
+
+
+def set_password(name: str, password: str) -> None:
+    accounts = load()
+    if name not in accounts:
+        raise AccountError(message("workspace.account_unknown", name=name))
+    accounts[name] = Account(name, accounts[name].admin, _HASHER.hash(_checked_password(password)))
+    _save(accounts)
+
+
+def remove(name: str) -> None:
+    """Forget an account (its runs stay, seen by admins). The last admin goes only with the other accounts gone."""
+    accounts = load()
+    if name not in accounts:
+        raise AccountError(message("workspace.account_unknown", name=name))
+    gone = accounts.pop(name)
+    if gone.admin and accounts and not any(a.admin for a in accounts.values()):
+        raise AccountError(message("workspace.account_last_admin", name=name))
+    _save(accounts)
+
+
+def verify(name: str, password: str) -> bool:
+    """The login check: True only for an existing account and its password. An unknown name costs a hash too."""
+    account = load().get(name)
+    try:
+        return _HASHER.verify(account.hash if account else _DUMMY, password) and account is not None
+    except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return False
+
+
+_DUMMY = _HASHER.hash("not a password of anyone's")
+
+
+# ----------------------------------------------------------------------------------------------- whom a call acts for
+_VIEWER_SOURCE: Callable[[], str | None] | None = None
+
+
+def set_viewer_source(source: Callable[[], str | None] | None) -> None:
+    """The page installs the function that names the logged-in user of the request being handled (None outside one)."""
+    global _VIEWER_SOURCE
+    _VIEWER_SOURCE = source
+
+
+def viewer() -> Account | None:
+    """The member this call acts for; None for the operator (no viewer source, no request, single-user mode, or an
+    admin). A logged-in name that is no longer an account sees nothing: an Account with no rights."""
+    name = _VIEWER_SOURCE() if _VIEWER_SOURCE is not None else None
+    if not name:
+        return None
+    accounts = load()
+    if not accounts:
+        return None
+    account = accounts.get(name, Account(name, admin=False))
+    return None if account.admin else account
+
+
+def owner_of_new() -> str:
+    """The owner a run submitted now records: the logged-in user, or the operator."""
+    name = _VIEWER_SOURCE() if _VIEWER_SOURCE is not None else None
+    return str(name) if name and team_mode() else OPERATOR
+
+
+def may_see(owner: str | None) -> bool:
+    """Whether the current call may see (and act on) something owned by ``owner``."""
+    who = viewer()
+    return who is None or (owner or OPERATOR) == who.name
+
+
+# ----------------------------------------------------------------------------------------------- studio users
+def _read_password(args, twice: bool) -> str:
+    import getpass
+    import sys
+
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    first = getpass.getpass(f"password for {args.name}: ")
+    if twice and getpass.getpass("again: ") != first:
+        raise AccountError(message("workspace.account_mismatch"))
+    return first
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """``studio users add NAME [--admin] [--password-stdin] | list | passwd NAME [--password-stdin] | remove NAME``."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="studio users", description="The studio's accounts (team mode when any exist).")
+    sub = p.add_subparsers(dest="action", required=True)
+    add_p = sub.add_parser("add", help="add an account; asks for its password")
+    add_p.add_argument("name")
+    add_p.add_argument("--admin", action="store_true", help="sees and acts on every run")
+    sub.add_parser("list", help="the accounts and which are admins")
+    pw_p = sub.add_parser("passwd", help="set an account's password")
+    pw_p.add_argument("name")
+    for q in (add_p, pw_p):
+        q.add_argument("--password-stdin", action="store_true", help="read the password from stdin's first line")
+    rm_p = sub.add_parser("remove", help="remove an account (its runs stay)")
+    rm_p.add_argument("name")
+    args = p.parse_args(argv)
+    try:
+        if args.action == "add":
+            account = add(args.name, _read_password(args, twice=True), admin=args.admin)
+            print(f"added {account.name}" + (" (admin)" if account.admin else "") + f" to {path()}")
+        elif args.action == "passwd":
+            if args.name not in load():  # said before asking for a password
+                raise AccountError(message("workspace.account_unknown", name=args.name))
+            set_password(args.name, _read_password(args, twice=True))
+            print(f"password of {args.name} changed")
+        elif args.action == "remove":
+            remove(args.name)
+            print(f"removed {args.name}" + ("" if load() else "; no accounts left: single-user mode"))
+        else:
+            accounts = load()
+            for a in sorted(accounts.values(), key=lambda a: a.name):
+                print(f"{a.name}\t{'admin' if a.admin else 'member'}")
+            if not accounts:
+                print("no accounts: single-user mode (studio webui --auth USER:PASS, or none on 127.0.0.1)")
+    except AccountError as exc:
+        print(f"studio users: {exc}", file=sys.stderr)
+        return 2
+    return 0
