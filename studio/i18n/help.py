@@ -46,7 +46,9 @@ HELP_ZH: dict[str, str] = {
     "method.oft.targets": "要适配的模块名（如 q_proj、v_proj），或 all 表示所有线性层",
     "method.oft.dropout": "OFT 模块丢弃率（训练时整块丢弃）",
     "method.freeze.trainable_layers": "训练最后 N 个解码层（其余冻结）",
-    "method.freeze.use_llama_pro": "LLaMA Pro：只训练 studio expand-model 插入的扩展块（按 LLaMA-Factory 的层号），其余层冻结",
+    "method.freeze.use_llama_pro": (
+        "LLaMA Pro：只训练 studio expand-model 插入的扩展块（按 LLaMA-Factory 的层号），其余层冻结"
+    ),
     "method.freeze.trainable_modules": "仅训练可训练层中的这些模块（留空：这些层的全部模块）",
     "method.freeze.extra_modules": "层之外额外训练的模块，如 lm_head、embed_tokens",
     "method.quantization.bits": "用 bitsandbytes 以 4 位或 8 位加载基座（QLoRA）；0 = 关闭",
