@@ -23,7 +23,7 @@ from engine.eval.messages import message
 from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_PAIRWISE_PROMPT, DEMO_TASK
 from engine.runs import checkpoints, evals
 from engine.runs import registry as runs
-from studio import backend, downloads, follow
+from studio import backend, file_offers, follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
@@ -49,7 +49,7 @@ def picked_run(current: str | None, choices: list[tuple[str, str]]) -> str | Non
 
 
 def report_file(shown: str | None) -> Any:
-    """The evaluation's ``report.html`` as a download button (studio.downloads: offered from gradio's temp folder
+    """The evaluation's ``report.html`` as a download button (studio.file_offers: offered from gradio's temp folder
     behind the login; the workspace itself is not served), hidden while there is none."""
     import gradio as gr
 
@@ -57,7 +57,7 @@ def report_file(shown: str | None) -> Any:
         source = evals.EvalJob(shown).run_dir / "report.html" if shown else None
     except Exception:  # noqa: BLE001 - a deleted evaluation: no report
         source = None
-    offered = downloads.offer(source, str(shown)) if source is not None else None
+    offered = file_offers.offer(source, str(shown)) if source is not None else None
     return gr.update(value=offered, visible=offered is not None)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.export import convert_jobs, convert_plan, gguf_checks, push_jobs, serve_jobs
-from studio import downloads, follow
+from studio import file_offers, follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 
@@ -76,15 +76,15 @@ def describe_export(status: dict, lang: str = "en") -> str:
 
 
 def take_home(status: dict, run_id: str | None) -> tuple[Any, Any]:
-    """A finished export's files as downloads (studio.downloads: only files inside the workspace) and its Ollama
+    """A finished export's files as downloads (studio.file_offers: only files inside the workspace) and its Ollama
     Modelfile's text; both hidden for anything else."""
     import gradio as gr
 
     res = status.get("result") or {} if status.get("state") == "finished" else {}
     folder = Path(res.get("out_dir") or status.get("out_dir") or "")
     names = [f["name"] for f in res.get("files") or []]
-    offered = downloads.offer_all(folder, names, str(run_id)) if res and folder.name else []
-    modelfile = downloads.inside_workspace(folder / "Modelfile") if "Modelfile" in names else None
+    offered = file_offers.offer_all(folder, names, str(run_id)) if res and folder.name else []
+    modelfile = file_offers.inside_workspace(folder / "Modelfile") if "Modelfile" in names else None
     text = modelfile.read_text(encoding="utf-8", errors="replace") if modelfile else ""
     return (
         gr.update(value=offered or None, visible=bool(offered)),

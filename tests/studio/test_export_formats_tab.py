@@ -59,7 +59,7 @@ def test_a_finished_export_offers_its_files_and_modelfile_and_nothing_outside_th
     folder, the bytes the export wrote."""
     from pathlib import Path
 
-    from studio import downloads
+    from studio import file_offers
 
     home, outside = tmp_path / "home", tmp_path / "elsewhere"
     (home / "exports" / "m").mkdir(parents=True)
@@ -79,6 +79,6 @@ def test_a_finished_export_offers_its_files_and_modelfile_and_nothing_outside_th
     assert all(p.read_bytes() == (out / p.name).read_bytes() for p in offered)
     assert all(not p.is_relative_to(home) for p in offered)  # served from the temp folder, not the workspace
     assert modelfile["value"] == (out / "Modelfile").read_text() and modelfile["visible"]
-    assert downloads.offer(outside / "secret.txt", "x") is None and downloads.offer(out, "x") is None
+    assert file_offers.offer(outside / "secret.txt", "x") is None and file_offers.offer(out, "x") is None
     running = export_formats.take_home({"state": "running"}, "x")
     assert running[0]["visible"] is False and running[1]["visible"] is False
