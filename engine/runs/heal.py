@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from engine.core import weights, workspace
-from engine.runs import checkpoints
+from engine.runs import checkpoints, outputs
 from engine.runs.messages import message as run_message
 from engine.runs.processes import marked_processes, runner_alive
 from engine.runs.records import (
@@ -350,6 +350,7 @@ def _ended(
     rec: RunRecord, returncode: int | None, signal_name: str | None, problem: str | None = None, ended=None
 ) -> None:
     rec.status, rec.reason = ended_state(rec, returncode, signal_name, problem)
+    outputs.seal(rec.run_dir)
     rec.exit_code, rec.ended = returncode, ended or time.time()
 
 

@@ -52,7 +52,9 @@ def claim(run_dir: str | Path, output_dir: str | Path) -> dict | None:
     if out == rdir or out.is_relative_to(rdir):
         return None
     existing = read(rdir)
-    if existing is not None:
+    if existing is not None:  # a relaunch: what it writes from now on is the run's too (``seal``)
+        existing["segment_ts"] = time.time()
+        _write(rdir, existing)
         return existing
     created: list[Path] = []
     probe = out
@@ -67,6 +69,11 @@ def claim(run_dir: str | Path, output_dir: str | Path) -> dict | None:
         "dirs": [] if created else _dirs(out),
         "ts": time.time(),
     }
+    _write(rdir, record)
+    return record
+
+
+def _write(rdir: Path, record: dict) -> None:
     tmp = rdir / (RECORD + ".tmp")
     try:
         tmp.write_text(json.dumps(record), encoding="utf-8")
@@ -74,7 +81,34 @@ def claim(run_dir: str | Path, output_dir: str | Path) -> dict | None:
     except OSError:
         tmp.unlink(missing_ok=True)
         raise
-    return record
+
+
+def seal(run_dir: str | Path) -> None:
+    """At the run's end, before its end is recorded: list the files the run wrote in its output folder (``after``),
+    so that a file a person puts there a moment later is never taken for the run's (file times alone cannot tell
+    them apart within the clock's resolution). A relaunch adds what it wrote since it started. Best effort: a run
+    without a record owns nothing outside its run folder; when the list cannot be written the time rule stays."""
+    rdir = Path(run_dir)
+    record = read(rdir)
+    if record is None:
+        return
+    out = Path(record["output_dir"])
+    before = set(record.get("before") or [])
+    after = list(record.get("after") or [])
+    since = float(record.get("segment_ts") or record.get("ts") or 0) - 1.0
+    for rel in _files(out) if out.is_dir() else []:
+        if rel in before or rel in after:
+            continue
+        try:
+            if out.joinpath(rel).lstat().st_mtime >= since:
+                after.append(rel)
+        except OSError:
+            continue
+    record["after"] = after
+    try:
+        _write(rdir, record)
+    except OSError:
+        pass
 
 
 def read(run_dir: str | Path) -> dict | None:
@@ -91,9 +125,12 @@ def created(record: dict) -> bool:
 
 
 def written(record: dict, ended: float | None) -> list[Path]:
-    """The files of a folder that existed which the run wrote: not there at launch, and last written between the
+    """The files of its output folder which the run wrote: those ``seal`` listed at its end; for a run without
+    that list (running, or recorded by an older Studio), the files not there at launch and last written between the
     launch and the run's end (a file put there after the run ended is not the run's)."""
     out = Path(record["output_dir"])
+    if "after" in record:  # sealed at the run's end: the list, not the clock
+        return [out / rel for rel in record["after"] if os.path.lexists(out / rel)]
     before = set(record.get("before") or [])
     # file times come from the kernel's coarse clock, a few ms behind time.time(): never later than when it was read
     start, end = float(record.get("ts") or 0) - 1.0, (ended or time.time()) + 0.01

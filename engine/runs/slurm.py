@@ -38,7 +38,7 @@ from pathlib import Path
 
 from engine.core import events, workspace
 from engine.machine.hardware import Hardware, cpu_only, target_machine
-from engine.runs import store
+from engine.runs import outputs, store
 from engine.runs.launch import build_command, launch_record, write_config_files
 from engine.runs.messages import MESSAGES
 from engine.runs.messages import message as run_message
@@ -402,6 +402,7 @@ def _end(rec: RunRecord, jid: str, js: JobState, last: dict | None) -> bool:
         reason = with_log_tail(reason, tail)
         status = "failed"
     code = js.exit_code.split(":")[0]
+    outputs.seal(rec.run_dir)
     return store.update(
         rec.id,
         only_if_status=("running",),

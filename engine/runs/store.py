@@ -31,6 +31,7 @@ from typing import Any
 import psutil
 
 from engine.core import accounts, workspace
+from engine.runs import outputs
 from engine.runs.heal import (  # noqa: F401 - ensure_registry, registry_notice, sync_folders: re-exported
     ensure_registry,
     heal,
@@ -235,6 +236,8 @@ def finalize(
     """Record the end of a run (idempotent: only a running run changes)."""
     rec = get(run_id, refresh_status=False)
     status, reason = ended_state(rec, returncode, signal_name, problem, log_lines)
+    if rec.status == "running":
+        outputs.seal(rec.run_dir)  # what the run wrote, listed before its end is seen
     update(
         run_id,
         only_if_status=("running",),

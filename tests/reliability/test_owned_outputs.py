@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,35 @@ def test_overwrite_output_dir_replaces_an_earlier_runs_output_and_keeps_its_hist
         (out / "adapter").is_dir() and str(out) not in text,
         text,
     )
+
+
+def test_a_file_put_in_the_folder_just_after_the_run_ended_is_the_persons(tmp_path):
+    """File times cannot tell a run's last file from a person's note written a moment later (the kernel's clock is
+    coarse, the margin is 10 ms): the list sealed at the run's end decides. The note keeps the run's end time to the
+    microsecond and is still the person's; a relaunch adds only what it wrote after it started."""
+    from engine.runs import outputs
+
+    rdir, out = tmp_path / "run", tmp_path / "outs" / "made"
+    rdir.mkdir()
+    record = outputs.claim(rdir, out)
+    assert record is not None and outputs.created(record)
+    (out / "adapter.safetensors").write_bytes(b"w")
+    outputs.seal(rdir)
+    ended = (out / "adapter.safetensors").stat().st_mtime
+    (out / "usernote.txt").write_text("mine")
+    os.utime(out / "usernote.txt", (ended, ended))  # the same instant as the run's last file
+    sealed = outputs.read(rdir)
+    assert [p.name for p in outputs.written(sealed, ended)] == ["adapter.safetensors"]
+    assert outputs.added_later(sealed, ended) == ["usernote.txt"]
+
+    outputs.claim(rdir, out)  # relaunched (resume): its new checkpoint is the run's, the note still the person's
+    os.utime(out / "usernote.txt", (ended - 5, ended - 5))
+    (out / "checkpoint-2").mkdir()
+    (out / "checkpoint-2" / "model.safetensors").write_bytes(b"c")
+    outputs.seal(rdir)
+    again = outputs.read(rdir)
+    assert sorted(str(p.relative_to(out)) for p in outputs.written(again, None)) == [
+        "adapter.safetensors",
+        "checkpoint-2/model.safetensors",
+    ]
+    assert outputs.added_later(again, None) == ["usernote.txt"]
