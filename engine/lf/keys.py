@@ -404,7 +404,7 @@ def _lf_path(value: Any, base_dir: Path | None, *, must_exist: bool = True) -> t
     With ``must_exist=False`` a path found nowhere is the working directory's, where LF would create it."""
     p = user_path(value)
     looked = [p] if p.is_absolute() else [Path.cwd() / p] + ([base_dir / p] if base_dir is not None else [])
-    looked = list(dict.fromkeys(q.resolve() for q in looked))
+    looked = list(dict.fromkeys(_resolved(q) for q in looked))
     for q in looked:
         if q.exists():
             return q, looked
@@ -424,6 +424,14 @@ def user_path(value: Any) -> Path:
         return Path(str(value))
 
 
+def _resolved(p: Path) -> Path:
+    """``p`` resolved; as written when it cannot be (a NUL byte: no file has that name, and the check says so)."""
+    try:
+        return p.resolve()
+    except (OSError, ValueError):
+        return p
+
+
 def _resolve(path: str, base_dir: Path | None) -> str:
     p = user_path(path)
-    return str((base_dir / p).resolve()) if base_dir is not None and not p.is_absolute() else str(p)
+    return str(_resolved(base_dir / p)) if base_dir is not None and not p.is_absolute() else str(p)
