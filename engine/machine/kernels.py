@@ -36,12 +36,14 @@ def liger_installed() -> bool:
     return importlib.util.find_spec("liger_kernel") is not None
 
 
-def liger_decision(mode: str, device: str, model_type: str | None) -> tuple[bool, str]:
+def liger_decision(mode: str, device: str, model_type: str | None, loss: str = "cross_entropy") -> tuple[bool, str]:
     """(use Liger kernels, why) for ``train.liger_kernel`` ``mode`` (auto / on / off) on ``device`` (cpu / cuda)
-    for a model of ``model_type`` (None: unknown). ``on`` where it cannot work is refused by the spec's rules
-    before launch; here it reads as off with the reason."""
+    for a model of ``model_type`` (None: unknown), training with ``train.loss``. ``on`` where it cannot work is
+    refused by the spec's rules before launch; here it reads as off with the reason."""
     if mode == "off":
         return False, "off in the spec"
+    if loss != "cross_entropy":
+        return False, f"train.loss {loss} weights each token from the logits, which Liger's fused loss never makes"
     if device == "cpu":
         return False, "Liger kernels run on CUDA GPUs only"
     if not liger_installed():

@@ -190,8 +190,11 @@ def sequences_per_sample(spec) -> int:
 
 
 def reference_bytes(spec, shape: ModelShape, dt: dict) -> int:
-    """TRL's frozen reference model (dpo, kto): a copy of the base in the policy's dtype, unless LoRA (whose
-    reference is the base with the adapter off, so no copy)."""
+    """TRL's frozen reference model (dpo, kto), and sft's with ``train.loss`` asft (engine.trainer.sft_losses): a
+    copy of the base in the policy's dtype, unless LoRA (whose reference is the base with the adapter off, so no
+    copy; asft turns off OFT's adapter too)."""
+    if spec.method.stage == "sft" and spec.train.loss == "asft":
+        return 0 if spec.method.adapter else shape.total * dt["base"]
     if spec.method.stage == "grpo":  # TRL loads a reference only with beta > 0 (engine.plan.grpo_memory)
         from engine.plan.grpo_memory import needs_reference
 

@@ -231,7 +231,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     # ---- TRL's reference model (dpo, kto without LoRA): frozen, sharded like the policy under ZeRO-3 / FSDP
     ref = reference_bytes(spec, shape, dt)
     if ref:
-        ref = ref / shard_n if full_shard else ref
+        ref = ref / shard_n if full_shard and spec.method.stage != "sft" else ref  # asft's copy is whole (trainer)
         notes.append(message("plan.reference_model", stage=spec.method.stage))
     if spec.method.stage == "rm":
         notes.append(message("plan.reward_head"))
@@ -278,7 +278,7 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
         seq = grpo_memory.sequence_tokens(spec)
     planned = planned_device(spec, hardware, gpu_mem_gib)  # None: nothing says (no hardware known, no size typed)
     device = planned or "cpu"
-    fused, _why = liger_decision(t.liger_kernel, device, shape.model_type)
+    fused, _why = liger_decision(t.liger_kernel, device, shape.model_type, t.loss)
     loss = logits_bytes(spec, shape, dt, batch, seq, fused=fused)
     acts = activation_bytes(spec, shape, tr, dt, batch, seq, loss)
     per_sample = vision_data.sample_images(spec, shape.config) if shape.vision is not None else None

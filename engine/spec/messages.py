@@ -221,6 +221,14 @@ MESSAGES: dict[str, str] = {
     "grpo_model_base_missing": "the reward model's adapter {path} is on the base model '{base}', which is not a "
     "local folder here",
     "grpo_no_function": "{path} defines no top-level function '{name}' (functions found: {found})",
+    "loss_stage": "the {loss} loss weights sft's answer tokens: set method.stage to sft, or train.loss to "
+    "cross_entropy (stage {stage})",
+    "asft_pissa": "asft's reference is the base with the adapter off, which PiSSA has changed: turn off "
+    "method.lora.pissa_init, or pick another train.loss",
+    "asft_zero3": "asft keeps a frozen copy of the base as its reference, which ZeRO-3 would partition: use ZeRO "
+    "stage 0-2, LoRA / OFT (the base with the adapter off is the reference), or another train.loss",
+    "liger_loss": "Liger's fused cross-entropy never makes the logits the {loss} loss weights: set "
+    "train.liger_kernel to auto or off, or train.loss to cross_entropy",
 }
 
 

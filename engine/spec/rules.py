@@ -26,7 +26,7 @@ from engine.models.resolve import model_path, resolve_config, resolve_model
 from engine.spec.grpo import grpo_context, grpo_errors
 from engine.spec.hf_args import extra_arg_problem
 from engine.spec.messages import message
-from engine.spec.train import LOW_RANK_OPTIMIZERS
+from engine.spec.train import LOW_RANK_OPTIMIZERS, loss_errors
 from engine.spec.watch import watch_errors, watch_warnings
 
 # The rules take a RunSpec (engine.spec.schema), whose validator calls them: named here without importing it, so
@@ -152,6 +152,7 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("data.tool_format", message("tool_format_auto", tool_format=d.tool_format)))
 
     errors += method_problems(spec)
+    errors += loss_errors(spec)
     errors += grpo_errors(spec)
     if m.dpo.ftx and not (m.stage == "dpo" and m.dpo.loss_type == "simpo"):
         errors.append(("method.dpo.ftx", message("pref_ftx_simpo", loss=m.dpo.loss_type)))

@@ -208,6 +208,28 @@ class TrainSpec(_Spec):
         description="Clip gradients to this norm (0: off)",
         json_schema_extra=_meta("Max grad norm", advanced=True, label_zh="梯度裁剪"),
     )
+    loss: Literal["cross_entropy", "dft", "asft", "eaft"] = Field(
+        "cross_entropy",
+        description="sft's token loss: cross_entropy; dft weights each token's cross-entropy by the model's "
+        "probability of it (detached); asft is dft plus asft_alpha times the KL divergence from the frozen base "
+        "model; eaft weights each token by its top-20 entropy / 3 to the power eaft_alpha (LLaMA-Factory's "
+        "use_dft_loss / use_asft_loss / use_eaft_loss)",
+        json_schema_extra=_meta("Loss", advanced=True, label_zh="损失函数"),
+    )
+    asft_alpha: float = Field(
+        0.1,
+        ge=0.0,
+        le=100.0,
+        description="asft: weight of the KL divergence from the frozen base model (LLaMA-Factory's default 0.1)",
+        json_schema_extra=_meta("ASFT KL weight", advanced=True, label_zh="ASFT KL 权重"),
+    )
+    eaft_alpha: float = Field(
+        1.0,
+        ge=0.0,
+        le=100.0,
+        description="eaft: exponent of the entropy weight (LLaMA-Factory's default 1.0)",
+        json_schema_extra=_meta("EAFT entropy exponent", advanced=True, label_zh="EAFT 熵指数"),
+    )
     liger_kernel: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Liger kernels on CUDA (fused linear cross-entropy: the logits are never materialised; RMSNorm, "
@@ -323,3 +345,25 @@ class TrainSpec(_Spec):
         "e.g. {adam_beta2: 0.95}); only fields of the installed transformers that no other setting covers",
         json_schema_extra=_meta("Extra training arguments", advanced=True, label_zh="其他训练参数"),
     )
+
+
+def loss_errors(spec) -> list[tuple[str, Any]]:
+    """``train.loss``'s rules, as (field path, message) pairs for ``engine.spec.rules.cross_field_errors``: the
+    token losses weight sft's answer tokens from the logits (LLaMA-Factory's sft trainer is where it has them), and
+    asft's reference is the base model as training starts (engine.trainer.sft_losses)."""
+    from engine.spec.messages import message
+
+    t, m = spec.train, spec.method
+    if t.loss == "cross_entropy":
+        return []
+    errors = []
+    if m.stage != "sft":
+        errors.append(("train.loss", message("loss_stage", loss=t.loss, stage=m.stage)))
+    if t.liger_kernel == "on":
+        errors.append(("train.liger_kernel", message("liger_loss", loss=t.loss)))
+    if t.loss == "asft" and m.finetuning == "lora" and m.lora.pissa_init:
+        errors.append(("train.loss", message("asft_pissa")))
+    zero3 = spec.launch.backend == "deepspeed" and spec.launch.deepspeed.zero_stage == 3
+    if t.loss == "asft" and zero3 and not m.adapter:
+        errors.append(("train.loss", message("asft_zero3")))
+    return errors

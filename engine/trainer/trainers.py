@@ -1,6 +1,6 @@
-"""The Trainer a run trains with, and its arguments, by stage: transformers' Trainer (sft, pt), TRL's DPOTrainer
-(dpo; ORPO / SimPO through engine.trainer.pref_losses), KTOTrainer (kto), RewardTrainer (rm) or GRPOTrainer (grpo,
-engine.trainer.grpo).
+"""The Trainer a run trains with, and its arguments, by stage: transformers' Trainer (sft, pt; sft's dft / asft /
+eaft losses through engine.trainer.sft_losses), TRL's DPOTrainer (dpo; ORPO / SimPO through
+engine.trainer.pref_losses), KTOTrainer (kto), RewardTrainer (rm) or GRPOTrainer (grpo, engine.trainer.grpo).
 
 Heavy: transformers, trl and torch inside functions. The arguments are TrainingArguments or the stage's TRL config
 from the spec, ``train.extra_args`` on top; the optimizer (torch's fused AdamW when it can, the ones
@@ -53,7 +53,7 @@ def training_arguments(
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         **checkpointing_args(t.gradient_checkpointing == "on"),  # resolved from auto in train()
-        use_liger_kernel=liger_decision(t.liger_kernel, device, _model_type(spec))[0],
+        use_liger_kernel=liger_decision(t.liger_kernel, device, _model_type(spec), t.loss)[0],
         seed=t.seed,
         data_seed=t.seed,
         logging_steps=t.logging_steps,
@@ -237,6 +237,13 @@ def _make_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
         return trainer
     from transformers import Trainer
 
+    t = spec.train
+    token_loss = {}
+    if stage == "sft" and t.loss != "cross_entropy":  # dft / asft / eaft (engine.trainer.sft_losses)
+        from engine.trainer import sft_losses
+
+        Trainer = sft_losses.trainer_class()  # noqa: N806
+        token_loss = {"loss": t.loss, "asft_alpha": t.asft_alpha, "eaft_alpha": t.eaft_alpha}
     return Trainer(
         model=model,
         args=targs,
@@ -245,6 +252,7 @@ def _make_trainer(spec: RunSpec, model, tokenizer, data, targs, callbacks):
         data_collator=data.data_collator,
         processing_class=tokenizer,
         callbacks=callbacks,
+        **token_loss,
     )
 
 

@@ -149,6 +149,11 @@ HELP_ZH: dict[str, str] = {
     "train.gradient_accumulation": "每个优化步累积的微步数",
     "train.max_grad_norm": "梯度裁剪到此范数（0：关闭）",
     "train.precision": "混合精度：auto 在支持的 GPU 上选 bf16，否则 fp16；CPU 上为 fp32",
+    "train.loss": "sft 的词元损失：cross_entropy 为交叉熵；dft 用模型对该词元的概率（不回传梯度）"
+    "给每个词元的交叉熵加权；asft 为 dft 加上 asft_alpha 乘以与冻结基座模型的 KL 散度；eaft 用前 20 个 logits "
+    "的熵除以 3 的 eaft_alpha 次方加权（LLaMA-Factory 的 use_dft_loss / use_asft_loss / use_eaft_loss）",
+    "train.asft_alpha": "asft：与冻结基座模型之间 KL 散度的权重（LLaMA-Factory 默认 0.1）",
+    "train.eaft_alpha": "eaft：熵权重的指数（LLaMA-Factory 默认 1.0）",
     "train.liger_kernel": "CUDA 上的 Liger 融合算子（融合线性层与交叉熵，不生成完整 logits；RMSNorm、RoPE、SwiGLU）："
     "auto 在已安装 liger-kernel 且架构受支持时使用；CPU 上不可用",
     "train.trained_logits_only": "只在下一个词元参与训练的位置计算输出层与损失（跳过提示词与填充位置）：损失不变，"

@@ -175,6 +175,14 @@ RULES_ZH: dict[str, str] = {
     "pref_ftx_simpo": "SFT 损失权重（LLaMA-Factory 的 pref_ftx）只加在 SimPO 上（TRL 的 cpo_alpha）："
     "请把 method.dpo.loss_type 设为 simpo，或把 ftx 设为 0（当前损失 {loss}）",
     "grpo_no_function": "{path} 中没有顶层函数 '{name}'（找到的函数：{found}）",
+    "loss_stage": "{loss} 损失为 sft 的回答词元加权：请把 method.stage 设为 sft，或把 train.loss 设为 "
+    "cross_entropy（当前阶段 {stage}）",
+    "asft_pissa": "asft 的参考模型是关闭适配器后的基座，而 PiSSA 改动了基座：请关闭 method.lora.pissa_init，"
+    "或换一种 train.loss",
+    "asft_zero3": "asft 保留一份冻结的基座副本作参考模型，ZeRO-3 会把它切分：请用 ZeRO 0-2 阶段、LoRA / OFT"
+    "（关闭适配器后的基座即参考模型），或换一种 train.loss",
+    "liger_loss": "Liger 的融合交叉熵不生成 logits，而 {loss} 损失要用 logits 加权：请把 train.liger_kernel 设为 "
+    "auto 或 off，或把 train.loss 设为 cross_entropy",
     "grpo_model_needs_path": "模型奖励需要奖励模型：把 model 设为 Studio rm 运行的 ID 或文件夹，"
     "或序列分类模型的文件夹",
     "grpo_model_missing": "{path} 处没有奖励模型：请给出 Studio rm 运行的 ID 或文件夹，或模型文件夹",
