@@ -171,6 +171,7 @@ def conversation_segments(
     *,
     enable_thinking: bool = True,
     tool_format: str | None = None,
+    mask_history: bool = False,
 ) -> list[tuple[str, str]]:
     """[(prompt text, response text)] per answer turn; the concatenation is the whole rendered conversation.
 
@@ -179,12 +180,44 @@ def conversation_segments(
     ``enable_thinking`` is LF's data argument of the same name for reasoning templates (True: an answer without a
     thought gets an empty one, trained; False: thoughts are removed and the empty one goes into the prompt).
     ``tool_format`` (LF's data argument) replaces the named template's own tool format (default, qwen, llama3,
-    glm4, mistral); None keeps it.
+    glm4, mistral); None keeps it. ``mask_history``: as in ``conversation_pieces``.
     """
+    pieces = conversation_pieces(
+        name,
+        info,
+        system,
+        messages,
+        tools,
+        enable_thinking=enable_thinking,
+        tool_format=tool_format,
+        mask_history=mask_history,
+    )
+    return [("".join(prompt), "".join(response)) for prompt, response in pieces]
+
+
+def conversation_pieces(
+    name: str,
+    info: TokenizerInfo,
+    system: str,
+    messages: list[dict],
+    tools: Any = None,
+    *,
+    enable_thinking: bool = True,
+    tool_format: str | None = None,
+    mask_history: bool = False,
+) -> list[tuple[list[str], list[str]]]:
+    """``conversation_segments`` as LF tokenises it: per answer turn, the prompt's and the response's texts that are
+    each tokenised on their own (their ids concatenated). For a named template these are LF's elements: every message
+    apart, and within one the prefix, the system and the turn's slot, each slot cut at the tokenizer's {bos}/{eos}
+    (LF's special-token slots), the empty thought apart, an efficient-EOS template's final EOS last. A BPE tokenizer
+    gives other ids for a text tokenised whole ("...request.\\n\\n" + "### Instruction:" merges the newlines
+    differently). ``auto`` (a chat template): one text per prompt and per response. ``mask_history`` (LF's, only the
+    last answer trained): a reasoning template drops the earlier answers' thoughts and gives only the last answer the
+    empty thought, as LF does then (its discarding_history_cot)."""
     tmpl = with_tool_format(resolve(name, info), tool_format)
     if isinstance(tmpl, str):
-        return _chat_template_segments(tmpl, info, system, messages, tools)
-    return _lf_segments(tmpl, info, system, messages, tools, enable_thinking=enable_thinking)
+        return [([p], [r]) for p, r in _chat_template_segments(tmpl, info, system, messages, tools)]
+    return _lf_pieces(tmpl, info, system, messages, tools, enable_thinking=enable_thinking, last_only=mask_history)
 
 
 def _tokens(tmpl: Template, info: TokenizerInfo) -> dict[str, str]:
@@ -193,9 +226,24 @@ def _tokens(tmpl: Template, info: TokenizerInfo) -> dict[str, str]:
 
 
 def _fill(slot: str, content: str, tokens: dict[str, str]) -> str:
-    for key, value in tokens.items():
-        slot = slot.replace(key, value)
-    return slot.replace("{content}", content, 1)
+    return "".join(_elements(slot, content, tokens))
+
+
+_TOKEN_SLOT = re.compile(r"(\{bos\}|\{eos\})")
+
+
+def _elements(slot: str, content: str, tokens: dict[str, str]) -> list[str]:
+    """A slot as LF's formatter gives it: the texts between its {bos}/{eos} and those tokens' texts (an absent token
+    left out), {content} filled once; empty texts left out, as LF skips them."""
+    out: list[str] = []
+    filled = False
+    for part in _TOKEN_SLOT.split(slot):
+        if part in tokens:
+            part = tokens[part]
+        elif not filled and "{content}" in part:
+            part, filled = part.replace("{content}", content, 1), True
+        out.append(part)
+    return [p for p in out if p]
 
 
 _EMPTY_THOUGHT = THOUGHT[0] + THOUGHT[1]
@@ -219,31 +267,44 @@ def _lf_segments(
     enable_thinking: bool = True,
     last_only: bool = False,
 ) -> list[tuple[str, str]]:
-    """LF's encoding: prefix and system (+ tools) with the first turn, each turn through its formatter.
-    ``last_only``: LF's one-turn encoding (DPO prompts): earlier answers lose their thoughts and only the last
-    answer gets the empty-thought rule."""
+    pieces = _lf_pieces(tmpl, info, system, messages, tools, enable_thinking=enable_thinking, last_only=last_only)
+    return [("".join(prompt), "".join(response)) for prompt, response in pieces]
+
+
+def _lf_pieces(
+    tmpl: Template,
+    info: TokenizerInfo,
+    system: str,
+    messages: list[dict],
+    tools: Any,
+    *,
+    enable_thinking: bool = True,
+    last_only: bool = False,
+) -> list[tuple[list[str], list[str]]]:
+    """LF's encoding: prefix and system (+ tools) with the first turn, each turn through its formatter, in LF's
+    elements (see ``conversation_pieces``). ``last_only``: LF's one-turn encoding (DPO prompts): earlier answers
+    lose their thoughts and only the last answer gets the empty-thought rule."""
     tok = _tokens(tmpl, info)
     system = system or tmpl.default_system
     tool_text = tools_text(tmpl.tool_format, tool_schemas(tools)) if tools else ""
     last_answer = max((i for i, m in enumerate(messages) if m["role"] in _ANSWER_ROLES), default=-1)
-    segs: list[tuple[str, str]] = []
-    prompt = ""
+    segs: list[tuple[list[str], list[str]]] = []
+    prompt: list[str] = []
     for i, msg in enumerate(messages):
         role, content = msg["role"], msg["content"]
         if i == 0:
-            prompt += _fill(tmpl.prefix, "", tok)
+            prompt += _elements(tmpl.prefix, "", tok)
             if system or tool_text:
-                sys_text = _fill(tmpl.system, system + tool_text, tok)
-                if tmpl.system_in_user:
-                    content = sys_text + content
+                if tmpl.system_in_user:  # LF's Llama2Template: the system's first element leads the user text
+                    content = (_elements(tmpl.system, system + tool_text, tok) or [""])[0] + content
                 else:
-                    prompt += sys_text
+                    prompt += _elements(tmpl.system, system + tool_text, tok)
         if role == "user":
-            prompt += _fill(tmpl.user, content, tok)
+            prompt += _elements(tmpl.user, content, tok)
         elif role == "observation":
-            prompt += _fill(tmpl.observation or tmpl.user, content, tok)
+            prompt += _elements(tmpl.observation or tmpl.user, content, tok)
         elif role in _ANSWER_ROLES:
-            thought = ""
+            thought: list[str] = []
             if tmpl.reasoning:
                 if last_only and i != last_answer:
                     content = _strip_thought(content)
@@ -252,20 +313,20 @@ def _lf_segments(
                         content = _strip_thought(content)
                     if not _has_thought(content):
                         if enable_thinking:
-                            thought = _EMPTY_THOUGHT
+                            thought = [_EMPTY_THOUGHT]
                         else:
-                            prompt += _EMPTY_THOUGHT
+                            prompt.append(_EMPTY_THOUGHT)
             if role == "function":
                 text = function_text(tmpl, content)
-                response = _fill(tmpl.function if tmpl.function is not None else tmpl.assistant, text, tok)
+                response = _elements(tmpl.function if tmpl.function is not None else tmpl.assistant, text, tok)
             else:
-                response = _fill(tmpl.assistant, content, tok)
+                response = _elements(tmpl.assistant, content, tok)
             segs.append((prompt, thought + response))
-            prompt = ""
+            prompt = []
         else:
             raise TemplateError(data_message("template.role", role=role))
-    if tmpl.efficient_eos and segs:
-        segs[-1] = (segs[-1][0], segs[-1][1] + info.eos)
+    if tmpl.efficient_eos and segs and info.eos:
+        segs[-1][1].append(info.eos)
     return segs
 
 

@@ -4,8 +4,8 @@ the rows the trainer gets (packing, pt blocks, the held-out split) and the numbe
 Light: stdlib and engine's light modules. The tokens come from the same path the Datasets tab's length histogram
 uses (``engine.data.masked_samples.piece_lengths``: the template's pieces, each tokenised on its own with the model's
 ``tokenizer.json`` through the ``tokenizers`` library, as engine.trainer.dataset encodes them), then the trainer's
-rules in numbers: truncation at ``data.cutoff_len`` (``mask_history`` keeps the end), samples with nothing left to
-train dropped, stage pt cut into blocks (``engine.data.packing.pt_blocks``), sft packing by the trainer's own
+rules in numbers: truncation at ``data.cutoff_len`` (sft: LLaMA-Factory's, engine.data.cutoff), samples with nothing
+left to train dropped, stage pt cut into blocks (``engine.data.packing.pt_blocks``), sft packing by the trainer's own
 best-fit (``engine.data.packing.best_fit_bins``) and the Trainer's step count. Counts of a dataset are cached per
 file state, so the plan panel recounts only when the data, the tokenizer or the rendering changes.
 """
@@ -59,10 +59,11 @@ def tokenizer_dir(spec) -> Path | None:
     return folder if (folder / "tokenizer.json").is_file() else None
 
 
-def _sample_lengths(spec, name: str, ddir: Path, tok: Path) -> tuple[list[list[tuple[int, bool]]], bool]:
-    """(per sample: (tokens, trained) of each piece, exact) of one dataset, as the trainer's _mixed reads it."""
+def _sample_lengths(spec, name: str, ddir: Path, tok: Path | None) -> tuple[list[list[tuple[int, bool]]], bool]:
+    """(per sample: (tokens, trained) of each piece, exact) of one dataset, as the trainer's _mixed reads it.
+    ``tok`` None: the tokens estimated from the characters (``engine.data.masked_samples.approx_tokens``)."""
     from engine.data import registry
-    from engine.data.masked_samples import piece_lengths
+    from engine.data.masked_samples import approx_tokens, piece_lengths
     from engine.data.templates import assistant_text, prompt_text, tokenizer_info
 
     d, stage = spec.data, spec.method.stage
@@ -70,13 +71,14 @@ def _sample_lengths(spec, name: str, ddir: Path, tok: Path) -> tuple[list[list[t
     stamp: tuple = ()
     if entry is not None:
         path, _files, _problem = registry._where(entry, ddir)
-        for p in (ddir / "dataset_info.json", path, tok / "tokenizer.json", tok / "tokenizer_config.json"):
+        toks = (tok / "tokenizer.json", tok / "tokenizer_config.json") if tok is not None else ()
+        for p in (ddir / "dataset_info.json", path, *toks):
             try:
                 st = Path(p).stat()
                 stamp += (str(p), st.st_mtime_ns, st.st_size)
             except (OSError, TypeError):
                 stamp += (str(p),)
-    rendering = (d.template, stage, d.enable_thinking, d.tool_format, d.max_samples, spec.train.seed)
+    rendering = (d.template, stage, d.enable_thinking, d.tool_format, d.mask_history, d.max_samples, spec.train.seed)
     key = (name, str(ddir), str(tok), stamp, rendering)
     if stamp and key in _CACHE:
         return _CACHE[key]
@@ -89,21 +91,24 @@ def _sample_lengths(spec, name: str, ddir: Path, tok: Path) -> tuple[list[list[t
     exact = len(rows) <= MAX_COUNTED_ROWS
     picked = rows if exact else rows[:: math.ceil(len(rows) / MAX_COUNTED_ROWS)]
     spec_like = spec if stage not in PREFERENCE else d.template
-    pieces = piece_lengths(spec_like, str(tok), picked, stage)
+    pieces = piece_lengths(spec_like, str(tok) if tok is not None else None, picked, stage)
     if stage in ("dpo", "rm"):  # the trainer sees prompt + chosen and prompt + rejected
-        from tokenizers import Tokenizer
+        if tok is None:
+            info, n_tokens = tokenizer_info(None), approx_tokens
+        else:
+            from tokenizers import Tokenizer
 
-        raw = Tokenizer.from_file(str(tok / "tokenizer.json"))
-        info = tokenizer_info(str(tok))
+            raw = Tokenizer.from_file(str(tok / "tokenizer.json"))
+            info = tokenizer_info(str(tok))
+
+            def n_tokens(text: str) -> int:
+                return len(raw.encode(text, add_special_tokens=False).ids)
+
         tool = None if d.tool_format == "template" else d.tool_format
         for row, got in zip(picked, pieces):
             prompt = prompt_text(d.template, info, row.get("system", ""), row["messages"], row.get("tools"), tool)
             rejected = assistant_text(d.template, info, row.get("rejected", ""))
-            got += [
-                (len(raw.encode(t, add_special_tokens=False).ids), tr)
-                for t, tr in ((prompt, False), (rejected, True))
-                if t
-            ]
+            got += [(n_tokens(t), tr) for t, tr in ((prompt, False), (rejected, True)) if t]
     if not exact:  # scale the sample up to the dataset's size
         pieces = [pieces[i % len(pieces)] for i in range(len(rows))] if pieces else []
     out = (pieces, exact)
@@ -115,11 +120,28 @@ def _sample_lengths(spec, name: str, ddir: Path, tok: Path) -> tuple[list[list[t
 
 
 def _cut(spec, pieces: list[tuple[int, bool]]) -> tuple[int, int, bool]:
-    """(tokens kept, trained tokens kept, truncated) of one sample at the cutoff, as _encode_batch cuts it."""
+    """(tokens kept, trained tokens kept, truncated) of one sample at the cutoff, as _encode_batch cuts it: sft by
+    LLaMA-Factory's rule (engine.data.cutoff) on its (prompt, answer) pieces, the preference stages keeping the
+    start (the end with ``mask_history``)."""
+    from engine.data.cutoff import kept_counts
+    from engine.data.template_table import NAMED
+
     d = spec.data
     total = sum(n for n, _ in pieces)
     if spec.method.stage == "pt":
         return total, total, False
+    if spec.method.stage == "sft":
+        turns = [(pieces[i][0], pieces[i + 1][0]) for i in range(0, len(pieces) - 1, 2)]
+        efficient = d.template in NAMED and NAMED[d.template].efficient_eos
+        if efficient and turns:  # the final EOS, which the cut adds back after the last turn
+            turns[-1] = (turns[-1][0], max(0, turns[-1][1] - 1))
+        return kept_counts(
+            turns,
+            d.cutoff_len,
+            mask_history=d.mask_history,
+            efficient_eos=efficient,
+            train_on_prompt=d.train_on_prompt,
+        )
     keep = min(total, d.cutoff_len)
     start = total - keep if d.mask_history else 0
     trained, pos = 0, 0
@@ -128,24 +150,33 @@ def _cut(spec, pieces: list[tuple[int, bool]]) -> tuple[int, int, bool]:
         if tr and hi > lo:
             trained += hi - lo
         pos += n
-    if spec.method.stage == "sft" and d.train_on_prompt:
-        trained = keep
     return keep, trained, total > keep
 
 
 def count(spec) -> DataCounts | None:
-    """The run's data in numbers (None, with no error, when the model's tokenizer is not a local file)."""
+    """The run's data in numbers. When the model's tokenizer is not a local file (a hub model not downloaded yet),
+    the tokens are estimated from the characters (not exact, said in a note); None, with no error, when even that
+    cannot be done (template ``auto`` needs the model's own chat template)."""
+    from engine.data.templates import TemplateError
     from engine.spec.schema import resolve_dataset_dir
 
     tok = tokenizer_dir(spec)
-    if tok is None:
+    if tok is None and spec.data.template == "auto":
         return None
+    try:
+        return _count(spec, tok, resolve_dataset_dir(spec))
+    except TemplateError:
+        if tok is None:
+            return None
+        raise
+
+
+def _count(spec, tok: Path | None, ddir: Path) -> DataCounts:
     d, stage = spec.data, spec.method.stage
-    ddir = resolve_dataset_dir(spec)
-    exact = True
+    exact = tok is not None
     parts: list[list[tuple[int, int]]] = []
     truncated = dropped = 0
-    notes: list = []
+    notes: list = [] if tok is not None else [message("estimate.approx_tokens", path=spec.model.name_or_path)]
     for name in d.datasets:
         pieces, whole = _sample_lengths(spec, name, ddir, tok)
         exact &= whole

@@ -231,7 +231,7 @@ def estimate(
         else:
             if counts is None:
                 notes.append(message("estimate.no_tokenizer", path=spec.model.name_or_path))
-    elif not counts.exact:
+    elif not counts.exact and not any(getattr(n, "key", "") == "estimate.approx_tokens" for n in counts.notes):
         notes.append(message("estimate.approximate"))
     if counts is not None:
         notes += counts.notes

@@ -103,6 +103,8 @@ MESSAGES: dict[str, str] = {
     "advice.packing_off": "packing is off: with many short samples, data.packing avoids computing on padding.",
     # time and cost (engine.plan.estimate, engine.plan.counts)
     "estimate.no_tokenizer": "tokens and steps unknown: {path} has no local tokenizer.json to count the data with",
+    "estimate.approx_tokens": "tokens estimated at about 4 characters (or one CJK character) a token: {path} has no "
+    "local tokenizer.json yet; the steps follow from the rows, the duration is approximate",
     "estimate.no_data": "tokens and steps unknown: the data cannot be read here ({why})",
     "estimate.approximate": "counted on an even sample of the rows, or a mix / held-out split taken in proportion: "
     "the token and step counts are approximate",

@@ -4,10 +4,10 @@ Heavy: imports datasets/torch/transformers inside functions (the module itself s
 registry check (engine.data.registry) runs first and raises DataError before any model is loaded; rendering
 is engine.data.templates, the same code the page's masked-sample preview uses.
 
-Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained; samples longer
-than the cutoff are truncated and counted), pt (all tokens trained; conversation rows become their joined text,
-each text ends with EOS; texts are cut into blocks of the cutoff length instead of truncated, see
-``engine.trainer.packing.split_into_blocks``), dpo and rm (string prompt/chosen/rejected columns for TRL's
+Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained; tokenised and cut
+at the cutoff as LLaMA-Factory does, see ``_encode_batch``; truncated samples are counted), pt (all tokens
+trained; conversation rows become their joined text, each text ends with EOS; texts are cut into blocks of the
+cutoff length instead of truncated, see ``engine.trainer.packing.split_into_blocks``), dpo and rm (string prompt/chosen/rejected columns for TRL's
 DPOTrainer / RewardTrainer, which tokenise them themselves; collator None), kto (string prompt/completion columns
 and a boolean label for TRL's KTOTrainer; rows without a kto tag are left out and counted, as LLaMA-Factory drops
 them).
@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.data.cutoff import cut_turns
 from engine.data.messages import message as data_message
 from engine.data.registry import DataError, check_datasets, load_rows, sample_rows
 from engine.data.rows import PREFERENCE_STAGES
 from engine.data.templates import (
     Template,
     assistant_text,
-    conversation_segments,
+    conversation_pieces,
     pretrain_text,
     prompt_text,
     resolve,
@@ -47,7 +48,7 @@ from engine.data.templates import (
 from engine.trainer.collators import IGNORE, FlatteningCollator, PadCollator, packing_collator, padding_free
 from engine.trainer.packing import pack_rows, split_into_blocks
 
-CACHE_VERSION = 3  # bump when tokenisation changes, so old caches are not reused
+CACHE_VERSION = 4  # bump when tokenisation changes, so old caches are not reused
 
 
 @dataclass
@@ -72,55 +73,85 @@ def _encode_batch(
     tool_format: str | None = None,
 ) -> dict:
     """Batched datasets.map function: canonical rows (JSON strings) -> input_ids, labels, truncated. Stage pt keeps
-    whole texts (cut into blocks after mixing), so its result does not depend on ``cutoff``. ``mask_history`` (LF's):
-    only the last answer is trained, and a sample over the cutoff keeps its end (the last turns), not its start."""
+    whole texts (cut into blocks after mixing), so its result does not depend on ``cutoff``.
+
+    The other stages encode as LLaMA-Factory does: every piece of ``conversation_pieces`` tokenised on its own (LF's
+    per-message, per-slot encoding), the turns cut at ``cutoff`` by LF's rule (engine.data.cutoff: each turn's
+    prompt and answer share what is left, ``mask_history`` takes the last turn first and trains only it), and LF's
+    efficient EOS (glm4, gemma2, fewshot): answers carry no EOS; each later prompt's first label is the EOS, teaching
+    the model to end the answer before it, and one EOS, trained, ends the sample."""
     rows = [json.loads(r) for r in batch["row"]]
-    pieces: list[list[tuple[str, bool]]] = []
+    tmpl = resolve(template, info) if stage != "pt" else None
+    efficient = isinstance(tmpl, Template) and tmpl.efficient_eos and bool(info.eos)
+    samples: list[list[tuple[list[str], list[str]]]] = []
     for row in rows:
         if stage == "pt":
-            pieces.append([(pretrain_text(row, info), True)])
-        else:
-            segs = conversation_segments(
-                template,
-                info,
-                row.get("system", ""),
-                row["messages"],
-                row.get("tools"),
-                enable_thinking=enable_thinking,
-                tool_format=tool_format,
-            )
-            last = len(segs) - 1
-            pieces.append(
-                [
-                    p
-                    for i, (prompt, resp) in enumerate(segs)
-                    for p in ((prompt, train_on_prompt), (resp, not mask_history or i == last))
-                ]
-            )
-    # LF's efficient_eos (glm4, gemma2, fewshot): answers carry no EOS; each later prompt's first label is the EOS,
-    # teaching the model to end the answer before it (the last answer has its EOS written by the template).
-    tmpl = resolve(template, info) if stage != "pt" else None
-    eos_label = tokenizer.eos_token_id if isinstance(tmpl, Template) and tmpl.efficient_eos else None
-    flat = [text for sample in pieces for text, _ in sample]
-    encoded = tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
+            samples.append([([], [pretrain_text(row, info)])])
+            continue
+        turns = conversation_pieces(
+            template,
+            info,
+            row.get("system", ""),
+            row["messages"],
+            row.get("tools"),
+            enable_thinking=enable_thinking,
+            tool_format=tool_format,
+            mask_history=mask_history,
+        )
+        if efficient and turns:
+            turns[-1][1].pop()  # the final EOS: added after the cut, as LF does
+        samples.append(turns)
+    flat = [text for turns in samples for prompt, response in turns for text in (*prompt, *response)]
+    encoded = iter(tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else [])
+
+    def ids_of(texts: list[str]) -> list[int]:
+        return [i for _ in texts for i in next(encoded)]
+
     out: dict[str, list] = {"input_ids": [], "labels": [], "truncated": []}
-    k = 0
-    for sample in pieces:
-        ids: list[int] = []
-        labels: list[int] = []
-        for j, (_, trained) in enumerate(sample):
-            part = list(encoded[k])
-            k += 1
-            ids += part
-            labels += part if trained else [IGNORE] * len(part)
-            if eos_label is not None and j > 0 and j % 2 == 0 and part and not trained and not mask_history:
-                labels[len(ids) - len(part)] = eos_label
-        keep = len(ids) if stage == "pt" else cutoff
-        out["truncated"].append(len(ids) > keep)
-        start = max(0, len(ids) - keep) if mask_history else 0
-        out["input_ids"].append(ids[start : start + keep])
-        out["labels"].append(labels[start : start + keep])
+    for turns in samples:
+        pairs = [(ids_of(prompt), ids_of(response)) for prompt, response in turns]
+        if stage == "pt":
+            ids = pairs[0][1]
+            out["input_ids"].append(ids)
+            out["labels"].append(list(ids))
+            out["truncated"].append(False)
+            continue
+        ids, labels = _cut_sample(pairs, tokenizer.eos_token_id, cutoff, mask_history, efficient, train_on_prompt)
+        out["input_ids"].append(ids)
+        out["labels"].append(labels)
+        out["truncated"].append(len(ids) < sum(len(s) + len(t) for s, t in pairs) + (1 if efficient else 0))
     return out
+
+
+def _cut_sample(
+    pairs: list[tuple[list[int], list[int]]],
+    eos_id: int | None,
+    cutoff: int,
+    mask_history: bool,
+    efficient: bool,
+    train_on_prompt: bool,
+) -> tuple[list[int], list[int]]:
+    """input_ids and labels of one sample's (prompt ids, answer ids) turns cut at ``cutoff``: LF's supervised
+    processor (``_encode_data_example``), by engine.data.cutoff's rule."""
+    ids: list[int] = []
+    labels: list[int] = []
+    kept = cut_turns([(len(s), len(t)) for s, t in pairs], cutoff, mask_history=mask_history, efficient_eos=efficient)
+    for k, (i, n_source, n_target) in enumerate(kept):
+        source, target = pairs[i][0][:n_source], pairs[i][1][:n_target]
+        if train_on_prompt:
+            source_labels = list(source)
+        elif efficient and k != 0 and source:
+            source_labels = [eos_id] + [IGNORE] * (len(source) - 1)
+        else:
+            source_labels = [IGNORE] * len(source)
+        target_labels = [IGNORE] * len(target) if mask_history and k != 0 else list(target)
+        if mask_history:  # the turns were taken last first
+            ids, labels = source + target + ids, source_labels + target_labels + labels
+        else:
+            ids, labels = ids + source + target, labels + source_labels + target_labels
+    if efficient:
+        ids, labels = ids + [eos_id], labels + [eos_id]
+    return ids, labels
 
 
 def _tokenizer_digest(tokenizer) -> str:

@@ -620,7 +620,14 @@ STRINGS: dict[str, tuple[str, str]] = {
         "经模板和截断后的 token：{tokens}（其中参与训练 {trained}），共 {samples} 个样本",
     ),
     "est_steps": ("optimizer steps: {steps}", "优化器步数：{steps}"),
-    "est_minutes": ("expected time on {where}: {minutes} min", "在 {where} 上的预计时间：{minutes} 分钟"),
+    "est_minutes": (
+        "expected time on {where}: {duration} of training, after the start-up (loading the model, preparing the "
+        "data), which is not counted",
+        "在 {where} 上的预计时间：训练 {duration}，另加启动时间（加载模型、准备数据），未计入",
+    ),
+    "est_seconds": ("{n} s", "{n} 秒"),
+    "est_min": ("{n} min", "{n} 分钟"),
+    "est_hours": ("{n} h", "{n} 小时"),
     "est_where_cpu": ("this CPU ({n} process(es))", "本机 CPU（{n} 个进程）"),
     "est_cost": ("cost: {cost} at ${price} per GPU-hour", "费用：{cost}（每 GPU 小时 ${price}）"),
     "est_cost_none": (

@@ -92,6 +92,8 @@ PLAN_ZH: dict[str, str] = {
     "advice.packing_off": "打包未开启：样本多且短时，data.packing 可以避免在填充上浪费计算。",
     # time and cost
     "estimate.no_tokenizer": "token 数和步数未知：{path} 没有本地 tokenizer.json，无法统计数据",
+    "estimate.approx_tokens": "token 数按约 4 个字符（或一个中日韩字符）一个 token 估算：{path} 还没有本地 "
+    "tokenizer.json；步数由行数得出，时长为近似值",
     "estimate.no_data": "token 数和步数未知：此处无法读取数据（{why}）",
     "estimate.approximate": "按均匀抽样的行统计，或混合 / 验证集划分按比例估算：token 数和步数为近似值",
     "estimate.split": "{held} 个样本留作评估（data.val_size）：只统计训练部分",

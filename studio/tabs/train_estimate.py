@@ -22,11 +22,14 @@ def gpu_choices() -> list[str]:
     return [AUTO, *estimate.gpu_names()]
 
 
-def _minutes(seconds: float) -> str:
-    minutes = seconds / 60
-    if minutes < 0.01:
-        return "< 0.01"
-    return f"{minutes:.2f}" if minutes < 1 else f"{minutes:.1f}" if minutes < 100 else f"{minutes:.0f}"
+def duration_text(seconds: float, lang: str = "en") -> str:
+    """A duration as a person reads it: seconds under a minute and a half, minutes under 90, hours beyond, in the
+    page's language (a 9 s run is "9 s", not "0.15 min")."""
+    if seconds < 90:
+        return t("est_seconds", lang, n=f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}")
+    if seconds < 5400:
+        return t("est_min", lang, n=f"{seconds / 60:.1f}")
+    return t("est_hours", lang, n=f"{seconds / 3600:.1f}")
 
 
 def typed_price(text: Any) -> float | None:
@@ -78,7 +81,7 @@ def estimate_html(spec: Any, plan: dict, gpu: str | None, price: Any, hw: Any, l
     parts.append(f'<span id="est-steps">{html.escape(t("est_steps", lang, steps=est.steps))}</span>')
     where = t("est_where_cpu", lang, n=est.devices) if est.target == "cpu" else f"{est.devices} × {est.target}"
     if est.seconds is not None:
-        minutes = t("est_minutes", lang, where=where, minutes=_minutes(est.seconds))
+        minutes = t("est_minutes", lang, where=where, duration=duration_text(est.seconds, lang))
         parts.append(f'<span id="est-minutes">{html.escape(minutes)}</span>')
     if est.cost is not None:
         cost = "< $0.01" if est.cost < 0.01 else f"${est.cost:,.2f}"
