@@ -10,7 +10,8 @@ Types and their payload keys:
 - ``data_ready``: num_train, num_eval, truncated, dropped, packed, total_tokens, trainable_tokens; num_samples
   (samples or texts before packing / blocks), packing_efficiency (sft packing), tail_dropped (pt: tokens left out
   of the last partial block).
-- ``log``: loss, learning_rate, grad_norm, epoch, tokens_per_second (non-pad, since the previous log),
+- ``log``: loss, learning_rate, grad_norm, epoch, tokens_per_second (non-pad, since the previous log; stage grpo:
+  from TRL's ``num_tokens``, the prompt and completion tokens generated),
   samples_per_second, tokens_seen, memory (per rank: allocated/reserved/peak MiB on GPU, rss_mib on CPU),
   eta_seconds, progress (0..1).
 - ``eval``: eval_loss and other eval_* metrics.

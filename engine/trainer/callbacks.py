@@ -96,9 +96,12 @@ _LOG_KEYS = {"loss", "learning_rate", "grad_norm", "epoch", "num_input_tokens_se
 class EventsCallback(TrainerCallback):
     """Writes log / eval / checkpoint events (rank 0) with throughput, memory per rank and ETA."""
 
-    def __init__(self, events_path: Path, *, tokens_tracked: bool = True) -> None:
+    def __init__(self, events_path: Path, *, tokens_logged: bool = False) -> None:
+        """``tokens_logged``: the trainer logs its own running count of tokens as ``num_tokens`` (TRL's
+        GRPOTrainer: the prompt and completion tokens of every generation, all processes), the count tokens/s is
+        taken from; else the Trainer's ``num_input_tokens_seen`` (engine.trainer.callbacks.TokensSeen)."""
         self.path = events_path
-        self.tokens_tracked = tokens_tracked
+        self.tokens_logged = tokens_logged
         self.t0 = time.time()
         self.last_log_t = self.t0
         self.last_tokens = 0
@@ -126,7 +129,9 @@ class EventsCallback(TrainerCallback):
             return
         if "loss" not in logs:
             return  # the final train_* summary goes into the finished event
-        tokens = state.num_input_tokens_seen or 0
+        tokens = state.num_input_tokens_seen or 0  # also where a log with no generation since the last has none
+        if self.tokens_logged and isinstance(logs.get("num_tokens"), (int, float)):
+            tokens = int(logs["num_tokens"])
         dt = max(now - self.last_log_t, 1e-9)
         steps_done = state.global_step - self.start_step
         elapsed = now - self.t0
@@ -146,7 +151,7 @@ class EventsCallback(TrainerCallback):
             learning_rate=logs.get("learning_rate"),
             grad_norm=logs.get("grad_norm"),
             epoch=logs.get("epoch", state.epoch),
-            tokens_per_second=round((tokens - self.last_tokens) / dt, 2) if self.tokens_tracked else None,
+            tokens_per_second=round((tokens - self.last_tokens) / dt, 2),
             samples_per_second=round(samples / dt, 3),
             tokens_seen=tokens,
             memory=memory,

@@ -92,7 +92,7 @@ def grpo_config(spec, kwargs: dict):
 
     g = spec.method.grpo
     kwargs = dict(kwargs)
-    kwargs["include_num_input_tokens_seen"] = "no"  # GRPO counts its own tokens (num_tokens in its logs)
+    kwargs["include_num_input_tokens_seen"] = "no"  # GRPO counts its own tokens (num_tokens: the events' tokens/s)
     kwargs.pop("train_sampling_strategy", None)  # GRPO samples prompts in groups itself
     return GRPOConfig(
         num_generations=g.num_generations,

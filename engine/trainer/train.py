@@ -199,7 +199,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
         from engine.trainer.collators import TrainedLogitsCollator
 
         data.data_collator = TrainedLogitsCollator(data.data_collator)
-    callback = EventsCallback(events, tokens_tracked=spec.method.stage != "grpo")
+    callback = EventsCallback(events, tokens_logged=spec.method.stage == "grpo")
     # before the first checkpoint, its size for the disk rule: trained weights and two Adam moments in fp32, plus the
     # whole model when it is not an adapter
     estimate = trainable * 12 + (0 if spec.method.adapter else total * 2)

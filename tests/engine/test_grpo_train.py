@@ -76,6 +76,18 @@ def test_lora_run_logs_every_reward_and_sample_completions(demo_paths, tmp_path)
         assert 1 <= m["completions/mean_length"] <= 8 and 0 <= m["completions/clipped_ratio"] <= 1
         # the total is the weighted sum of the rewards' means (TRL's reward_weights)
         assert abs(m["reward"] - (m["rewards/math/mean"] + 0.5 * m["rewards/has_digit/mean"])) < 1e-5
+    # tokens/s (the dashboard's chart) from TRL's own running count, num_tokens in the logs the trainer saved with
+    # its checkpoint, over the time between the log events
+    saved = max(tmp_path.glob("checkpoints/checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name[11:]))
+    counted = {h["step"]: h["num_tokens"] for h in json.loads(saved.read_text())["log_history"] if "num_tokens" in h}
+    assert len(counted) >= 2 and all(n > 0 for n in counted.values()), counted
+    for before, after in zip(logs, logs[1:]):
+        if after["step"] not in counted:
+            continue
+        assert after["payload"]["tokens_seen"] == counted[after["step"]]
+        rate = (counted[after["step"]] - counted[before["step"]]) / (after["ts"] - before["ts"])
+        assert rate > 0 and abs(after["payload"]["tokens_per_second"] - rate) <= 0.01 * rate, (after, rate)
+    assert logs[0]["payload"]["tokens_per_second"] > 0
     samples = [e for e in events if e["type"] == "completions"]
     assert [e["step"] for e in samples] == [1, 2, 3]
     for e in samples:
