@@ -90,6 +90,8 @@ _DIRECT: dict[str, str] = {
     "eval_strategy": "train.eval_strategy",
     "per_device_eval_batch_size": "train.per_device_eval_batch_size",
     "neftune_noise_alpha": "train.neftune_noise_alpha",
+    "asft_alpha": "train.asft_alpha",
+    "eaft_alpha": "train.eaft_alpha",
     "dataloader_num_workers": "data.dataloader_workers",
     "ddp_timeout": "launch.ddp_timeout",
 }
@@ -112,6 +114,8 @@ _OPTIMIZER_SWITCHES = {
     "use_adam_mini": "adam_mini",
     "use_muon": "muon",
 }
+# LF's sft loss switches -> train.loss (engine.trainer.sft_losses), in the order LF's trainer checks them
+_LOSS_SWITCHES = {"use_dft_loss": "dft", "use_eaft_loss": "eaft", "use_asft_loss": "asft"}
 _GALORE_BY_OPTIM = {
     "adamw_torch": "galore_adamw",
     "adamw_torch_fused": "galore_adamw",
@@ -129,6 +133,7 @@ _CONVERTED: dict[str, str] = {
     "oft_target": "method.oft.targets",
     # "": not used to name spec paths in errors (optim names train.optimizer, galore_* train.low_rank)
     **dict.fromkeys(_OPTIMIZER_SWITCHES, ""),
+    **dict.fromkeys(_LOSS_SWITCHES, "train.loss"),
     **{f"galore_{k}": f"train.low_rank.{v}" for k, v in _LOW_RANK_KEYS.items()},
     **{f"apollo_{k}": "" for k in _LOW_RANK_KEYS},
     "apollo_proj": "train.low_rank.apollo_proj",
@@ -230,7 +235,7 @@ _NOTED: dict[str, str] = {
 # off, and refused through that key when it is on. Accepted silently.
 _OPTIONS_OF_OFF_FEATURES = set(
     "swanlab_project swanlab_workspace swanlab_run_name swanlab_mode swanlab_api_key "
-    "swanlab_logdir swanlab_lark_webhook_url swanlab_lark_secret asft_alpha eaft_alpha buffer_size fp8_backend "
+    "swanlab_logdir swanlab_lark_webhook_url swanlab_lark_secret buffer_size fp8_backend "
     "fp8_enable_fsdp_float8_all_gather profiler_output_dir profiler_wait_steps profiler_warmup_steps "
     "profiler_active_steps profiler_repeat profiler_record_shapes profiler_profile_memory profiler_with_stack".split()
 )
@@ -265,9 +270,6 @@ _FEATURES: dict[str, tuple[Any, str]] = {
     "use_mca": (False, "lf.refused_mca"),
     "use_hyper_parallel": (False, "lf.refused_hyper_parallel"),
     "hyper_parallel_args": (None, "lf.refused_hyper_parallel"),
-    "use_dft_loss": (False, "lf.refused_dft_loss"),
-    "use_asft_loss": (False, "lf.refused_asft_loss"),
-    "use_eaft_loss": (False, "lf.refused_eaft_loss"),
     "compute_accuracy": (False, "lf.refused_compute_accuracy"),
     "disable_shuffling": (False, "lf.refused_disable_shuffling"),
     "early_stopping_steps": (None, "lf.refused_early_stopping"),

@@ -88,6 +88,7 @@ MESSAGES: dict[str, str] = {
     "lf.report_to_all": "'all' is not supported: name the trackers (tensorboard, wandb, mlflow, trackio, "
     "swanlab) or none",
     "lf.two_optimizers": "{first} and {second} are both true: LLaMA-Factory takes one optimizer; keep one",
+    "lf.two_losses": "{first} and {second} are both true: LLaMA-Factory trains with {first} alone; keep one",
     "lf.galore_optim": "GaLore comes as AdamW, 8-bit AdamW or Adafactor, not {optim}: set optim to adamw_torch, "
     "adamw_8bit or adafactor",
     "lf.apollo_scale_front": "the norm-growth limiter before scaling (apollo_scale_front) is not an option of "
@@ -127,9 +128,6 @@ MESSAGES: dict[str, str] = {
     "lf.refused_swanlab": "use_swanlab is not imported: add swanlab to report_to (Studio runs it in local mode)",
     "lf.refused_mca": "Megatron-Core (use_mca) training is not supported: use deepspeed or an accelerate FSDP config",
     "lf.refused_hyper_parallel": "HyperParallel training is not supported: use deepspeed or an accelerate FSDP config",
-    "lf.refused_dft_loss": "the DFT loss is not supported: Studio trains with cross-entropy",
-    "lf.refused_asft_loss": "the ASFT loss is not supported: Studio trains with cross-entropy",
-    "lf.refused_eaft_loss": "the EAFT loss is not supported: Studio trains with cross-entropy",
     "lf.refused_compute_accuracy": "token accuracy at evaluation is not computed: Studio reports the evaluation loss",
     "lf.refused_disable_shuffling": "a fixed data order (disable_shuffling) is not supported: Studio shuffles with "
     "the seed",

@@ -14,7 +14,14 @@ from typing import Any
 
 import yaml
 
-from engine.lf.keys import _DIRECT, _FLASH_OUT, _GALORE_BY_OPTIM, _LOW_RANK_KEYS, _OPTIMIZER_SWITCHES
+from engine.lf.keys import (
+    _DIRECT,
+    _FLASH_OUT,
+    _GALORE_BY_OPTIM,
+    _LOSS_SWITCHES,
+    _LOW_RANK_KEYS,
+    _OPTIMIZER_SWITCHES,
+)
 from engine.lf.launch import _accelerate_out
 from engine.lf.messages import message
 from engine.lf.to_spec import _lf_import
@@ -164,6 +171,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
         }
     )
     args.update(_optimizer_out(t))
+    if t.loss != "cross_entropy":  # asft_alpha / eaft_alpha: _DIRECT's, where not at the default
+        args[{v: k for k, v in _LOSS_SWITCHES.items()}[t.loss]] = True
     if t.per_device_eval_batch_size is not None:
         args["per_device_eval_batch_size"] = t.per_device_eval_batch_size
     if t.neftune_noise_alpha is not None:

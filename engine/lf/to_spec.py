@@ -23,6 +23,7 @@ from engine.lf.keys import (
     _GALORE_BY_OPTIM,
     _HF4_REMOVED,
     _LF_DEFAULTS,
+    _LOSS_SWITCHES,
     _LOW_RANK_KEYS,
     _NOTED,
     _NULLABLE,
@@ -219,6 +220,7 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     if "oft_target" in args:
         imp.put("method.oft.targets", _csv(args["oft_target"]))
     _optimizer_switches(args, imp)
+    _loss_switches(args, imp)
     if stage == "kto":
         _kto_batch(args, imp)
     if "include_num_input_tokens_seen" in args:
@@ -299,6 +301,17 @@ def _kto_batch(args: dict, imp: _Import) -> None:
         imp.put("train.per_device_batch_size", 2)
         imp.put("train.gradient_accumulation", accum // 2)
         imp.notes.append(message("lf.kto_batch", accum=accum, half=accum // 2))
+
+
+def _loss_switches(args: dict, imp: _Import) -> None:
+    """LF's use_dft_loss / use_eaft_loss / use_asft_loss -> train.loss; asft_alpha and eaft_alpha pass through.
+    LF's trainer takes the first that is on, in that order; two on are refused, naming the second."""
+    on = [k for k in _LOSS_SWITCHES if _truthy(args.get(k))]
+    if len(on) > 1:
+        imp.bad(on[1], message("lf.two_losses", first=on[0], second=on[1]))
+    elif on:
+        imp.put("train.loss", _LOSS_SWITCHES[on[0]])
+        imp.names["train.loss"] = on[0]
 
 
 def _optimizer_switches(args: dict, imp: _Import) -> None:

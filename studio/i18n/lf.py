@@ -72,6 +72,7 @@ LF_ZH: dict[str, str] = {
     "lf.bf16_and_fp16": "bf16 和 fp16 同时为 true：只保留一个",
     "lf.report_to_all": "不支持 'all'：请写出具体的跟踪工具（tensorboard、wandb、mlflow、trackio、swanlab）或 none",
     "lf.two_optimizers": "{first} 和 {second} 同时为 true：LLaMA-Factory 只使用一个优化器；只保留一个",
+    "lf.two_losses": "{first} 和 {second} 同时为 true：LLaMA-Factory 只用 {first} 训练；只保留一个",
     "lf.galore_optim": "GaLore 只有 AdamW、8 位 AdamW 和 Adafactor 三种，没有 {optim}：请把 optim 设为 "
     "adamw_torch、adamw_8bit 或 adafactor",
     "lf.apollo_scale_front": "缩放前的范数增长限制（apollo_scale_front）不是 transformers 的 APOLLO 的选项：请删除它",
@@ -104,9 +105,6 @@ LF_ZH: dict[str, str] = {
     "lf.refused_swanlab": "不导入 use_swanlab：请在 report_to 中加入 swanlab（Studio 以本地模式运行它）",
     "lf.refused_mca": "不支持 Megatron-Core（use_mca）训练：请使用 deepspeed 或 accelerate 的 FSDP 配置",
     "lf.refused_hyper_parallel": "不支持 HyperParallel 训练：请使用 deepspeed 或 accelerate 的 FSDP 配置",
-    "lf.refused_dft_loss": "不支持 DFT 损失：Studio 使用交叉熵训练",
-    "lf.refused_asft_loss": "不支持 ASFT 损失：Studio 使用交叉熵训练",
-    "lf.refused_eaft_loss": "不支持 EAFT 损失：Studio 使用交叉熵训练",
     "lf.refused_compute_accuracy": "评估时不计算 token 准确率：Studio 报告评估 loss",
     "lf.refused_disable_shuffling": "不支持固定的数据顺序（disable_shuffling）：Studio 按随机种子打乱数据",
     "lf.refused_early_stopping": "不支持提前停止：请设置 num_train_epochs 或 max_steps",

@@ -42,7 +42,19 @@ ACCEPTED = [
     "train_full/mossvl_full_sft.yaml",
     "extras/oft/qwen2_5vl_oft_sft.yaml",
     "extras/qoft/llama3_oft_sft_bnb_npu.yaml",  # 4-bit OFT; NPU only in LF's file name: no key to note
+    # LF's sft losses beside cross-entropy: train.loss (engine.trainer.sft_losses)
+    "extras/dft/qwen2_full_sft.yaml",
+    "extras/asft/llama2_full_asft.yaml",
+    "extras/asft/qwen2_full_asft.yaml",
+    "extras/eaft/qwen25_05b_eaft_full.yaml",
 ]
+# file -> (train.loss, asft_alpha, eaft_alpha) as imported
+SFT_LOSSES = {
+    "extras/dft/qwen2_full_sft.yaml": ("dft", 0.1, 1.0),
+    "extras/asft/llama2_full_asft.yaml": ("asft", 0.05, 1.0),
+    "extras/asft/qwen2_full_asft.yaml": ("asft", 0.1, 1.0),
+    "extras/eaft/qwen25_05b_eaft_full.yaml": ("eaft", 0.1, 1.0),
+}
 REFUSED = {  # file -> (the key named, words of its one line)
     "extras/mod/llama3_full_sft.yaml": ("mixture_of_depths", "pip install mixture-of-depth"),
 }
@@ -104,6 +116,33 @@ def test_flagship_example_maps_every_key(lf_root):
     assert (t.eval_strategy, t.save_strategy, spec.output.report_to) == ("no", "steps", ["none"])
     assert {n.split(":")[0] for n in notes} >= {"plot_loss"}
     assert spec.output.overwrite is True  # overwrite_output_dir: a rerun replaces the earlier run's output, as in LF
+
+
+@pytest.mark.parametrize("name", sorted(SFT_LOSSES))
+def test_sft_loss_examples_import_their_loss_and_write_it_back(name, lf_root):
+    """use_dft_loss / use_asft_loss (asft_alpha) / use_eaft_loss land in train.loss and its weights, and "Save as
+    LF YAML" writes the switch back (the weight only where it is not LF's default)."""
+    from engine.lf.to_lf import spec_to_lf
+
+    spec = load_any(f"examples/{name}")
+    assert (spec.train.loss, spec.train.asft_alpha, spec.train.eaft_alpha) == SFT_LOSSES[name]
+    back = spec_to_lf(spec)[0]
+    assert back[f"use_{spec.train.loss}_loss"] is True
+    assert back.get("asft_alpha", 0.1) == spec.train.asft_alpha and "eaft_alpha" not in back
+
+
+def test_two_sft_loss_switches_and_a_loss_outside_sft_are_refused_naming_lfs_key(lf_root):
+    args = yaml.safe_load(Path("examples/extras/dft/qwen2_full_sft.yaml").read_text())
+    Path("two.yaml").write_text(yaml.safe_dump(args | {"use_asft_loss": True}))
+    with pytest.raises(SpecError) as info:
+        load_any("two.yaml")
+    (key, msg), *_ = info.value.problems
+    assert key == "use_asft_loss" and "use_dft_loss and use_asft_loss are both true" in msg, info.value
+    Path("dpo.yaml").write_text(yaml.safe_dump(args | {"stage": "dpo", "dataset": "dpo_en_demo"}))
+    with pytest.raises(SpecError) as info:
+        load_any("dpo.yaml")
+    named = [m for p, m in info.value.problems if p.startswith("use_dft_loss")]
+    assert named and "set method.stage to sft" in named[0], info.value
 
 
 def test_kto_and_reward_examples_import_with_their_stage(lf_root):

@@ -132,6 +132,8 @@ def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
         "report_to": "all",
         "use_galore": True,
         "use_apollo": True,
+        "use_dft_loss": True,
+        "use_asft_loss": True,
     }
     imps = [to_spec._lf_import(many, None, None)]
     imps.append(to_spec._lf_import({**base, "stage": "ppo", "tokenized_path": str(tokenized)}, None, None))
