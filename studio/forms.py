@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.spec import schema as spec_mod
+from studio.i18n.choices import choices_for
 from studio.i18n.page import SECTION_TITLES  # noqa: F401 - the form's section titles, in both languages
 
 # Fields whose value is picked from a list the page fills at run time (models, datasets, templates, GPUs).
@@ -388,7 +389,7 @@ def make_widget(info: FieldInfo, value: Any, lang: str = "en", choices: list | N
     if info.kind in ("bool", "optional_model"):
         return gr.Checkbox(value=bool(value), **common)
     if info.kind == "choice":
-        return gr.Dropdown(choices=[(str(c), c) for c in info.choices], value=value, **common)
+        return gr.Dropdown(choices=choices_for(info.path, info.choices, lang), value=value, **common)
     if info.kind in ("int", "float"):
         # No minimum/maximum here: gradio would refuse an out-of-range number with a popup before our validation
         # sees it. The spec judges the range, its message goes next to the field and Start stays disabled.
@@ -399,7 +400,7 @@ def make_widget(info: FieldInfo, value: Any, lang: str = "en", choices: list | N
             **common,
         )
     if info.kind == "list_choice":
-        return gr.Dropdown(choices=list(info.choices), value=value, multiselect=True, **common)
+        return gr.Dropdown(choices=choices_for(info.path, info.choices, lang), value=value, multiselect=True, **common)
     if info.path in PICKERS and info.kind in ("list_str", "list_int"):
         options = [str(c) for c in (choices or [])]
         return gr.Dropdown(choices=options, value=value, multiselect=True, allow_custom_value=True, **common)
@@ -425,8 +426,8 @@ def build_form(
     texts: Any = None,
     after: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Lay out every field, grouped by spec section, advanced ones in a collapsed accordion. ``after`` maps a top
-    section to a function that lays out more inside it, below its basic fields (the Train tab's model picker).
+    """Lay out every field, grouped by spec section, advanced ones in a collapsed accordion. ``after`` maps a section
+    to a function that lays out more inside it, below its basic fields (the Train tab's model and reward pickers).
 
     Must run inside a gradio Blocks context; returns {path: component} in FIELDS order."""
     import gradio as gr
@@ -453,7 +454,7 @@ def build_form(
                 ) as sacc:
                     if texts is not None:
                         texts.add_section(sacc, stitle)
-                    _fields(by_section.get(sub, []), values, lang, choices, widgets, texts)
+                    _fields(by_section.get(sub, []), values, lang, choices, widgets, texts, (after or {}).get(sub))
     return {f.path: widgets[f.path] for f in FIELDS}
 
 

@@ -20,7 +20,7 @@ Unknown fields are refused (``extra="forbid"``); ``parse_eval_spec`` returns eve
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,7 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from engine.eval.messages import EvalError, message
 from engine.spec.schema import read_yaml_file
 
-MEASURES = ("loss", "bleu", "rouge", "exact", "accuracy", "lm_eval", "judge")
+Measure = Literal["loss", "bleu", "rouge", "exact", "accuracy", "lm_eval", "judge"]
+MEASURES: tuple[str, ...] = get_args(Measure)
+DEFAULT_MEASURES = ["loss", "bleu", "rouge", "exact"]
 GENERATION_MEASURES = ("bleu", "rouge", "exact", "accuracy", "judge")
 # measures read from the evaluation's rows (the rest: lm_eval, on its tasks' own data)
 ROW_MEASURES = ("loss", *GENERATION_MEASURES)
@@ -125,9 +127,7 @@ class EvalSpec(_Group):
     name: str | None = None
     models: ModelsSpec = Field(default_factory=ModelsSpec)
     data: DataSpec = Field(default_factory=DataSpec)
-    measures: list[Literal["loss", "bleu", "rouge", "exact", "accuracy", "lm_eval", "judge"]] = Field(
-        default_factory=lambda: ["loss", "bleu", "rouge", "exact"]
-    )
+    measures: list[Measure] = Field(default_factory=lambda: list(DEFAULT_MEASURES))
     generation: GenerationSpec = Field(default_factory=GenerationSpec)
     lm_eval: LmEvalSpec = Field(default_factory=LmEvalSpec)
     judge: JudgeSpec = Field(default_factory=JudgeSpec)

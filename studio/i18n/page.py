@@ -75,6 +75,10 @@ STRINGS: dict[str, tuple[str, str]] = {
     "preview": ("Preview command", "预览命令"),
     "preview_out": ("Command and generated configs", "命令与生成的配置"),
     "rt_title": ("Try the reward functions (GRPO)", "试运行奖励函数（GRPO）"),
+    "grpo_reward_pick": (
+        "Built-in reward kinds (each kind picked is a line of Reward functions, where its settings are edited)",
+        "内置奖励类型（每个选中的类型是「奖励函数」中的一行，在那里编辑其设置）",
+    ),
     "rt_rows": ("Rows", "行数"),
     "rt_source": ("Completions to score", "打分的生成"),
     "rt_answers": ("the dataset's answers", "数据集自带的答案"),
@@ -672,6 +676,15 @@ STRINGS: dict[str, tuple[str, str]] = {
     ),
     "eval_limit": ("Rows (0: all)", "行数（0：全部）"),
     "eval_measures": ("Measures", "指标"),
+    "eval_model_base": ("base", "基座模型"),
+    "eval_model_final": ("final", "最终模型"),
+    "eval_measure_loss": ("loss", "损失"),
+    "eval_measure_bleu": ("bleu", "BLEU 分数"),
+    "eval_measure_rouge": ("rouge", "ROUGE 分数"),
+    "eval_measure_exact": ("exact", "完全匹配"),
+    "eval_measure_accuracy": ("accuracy", "准确率"),
+    "eval_measure_lm_eval": ("lm_eval", "lm-eval 基准"),
+    "eval_measure_judge": ("judge", "评审模型打分"),
     "eval_max_new": ("Max new tokens", "最多生成 token 数"),
     "eval_batch": ("Batch size", "批大小"),
     "eval_start": ("Evaluate", "开始评估"),
@@ -848,7 +861,12 @@ class Texts:
             text = t(key, lang)
             out.append(gr.update(value=text) if attr == "value" else gr.update(**{attr: text}))
         for _component, info in self.fields:
-            out.append(gr.update(label=info.label_for(lang)))
+            if info.kind in ("choice", "list_choice"):  # the choices' names too (studio.i18n.choices)
+                from studio.i18n.choices import choices_for
+
+                out.append(gr.update(label=info.label_for(lang), choices=choices_for(info.path, info.choices, lang)))
+            else:
+                out.append(gr.update(label=info.label_for(lang)))
         for _component, (en, zh) in self.sections:
             out.append(gr.update(label=zh if lang == "zh" else en))
         return out

@@ -18,17 +18,15 @@ from typing import Any
 
 from engine.core import workspace
 from engine.data import registry as datasets
-from engine.eval import report, verdict
-from engine.eval.messages import message
-from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_PAIRWISE_PROMPT, DEMO_TASK
+from engine.eval import report
+from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_MEASURES, DEFAULT_PAIRWISE_PROMPT, DEMO_TASK
 from engine.runs import checkpoints, evals
 from engine.runs import registry as runs
 from studio import backend, file_offers, follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
+from studio.tabs.eval_view import measure_choices, report_view
 
-MEASURES = ["loss", "bleu", "rouge", "exact", "accuracy", "lm_eval", "judge"]
-DEFAULT_MEASURES = ["loss", "bleu", "rouge", "exact"]
 SHOW = ("all", "differ", "worse")
 
 
@@ -195,78 +193,6 @@ def status_text(status: dict, lang: str = "en") -> str:
     return f"**{status['run_id']}** · {line}"
 
 
-_VERDICTS: dict[str, tuple[tuple, dict]] = {}  # evaluation id -> (its finished rows, their verdicts)
-
-
-def verdicts_of(job_id: str | None, results: dict | None, preds: list[dict]) -> dict:
-    """``verdict.compare`` for the shown evaluation, computed again only when a model has finished since (a
-    finished model's answers never change; the follow timer asks every second)."""
-    if not results or not results.get("rows"):
-        return {}
-    key = tuple((r["label"], r["kind"]) for r in results["rows"])
-    cached = _VERDICTS.get(job_id or "")
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    found = verdict.compare(results, preds)
-    if job_id:
-        _VERDICTS.clear()  # one evaluation is shown at a time: keep only its verdicts
-        _VERDICTS[job_id] = (key, found)
-    return found
-
-
-def verdict_text(verdicts: dict, preds: list[dict], lang: str = "en") -> str:
-    """Each tuned row against the base as a table, and the models with degenerate answers (markdown)."""
-    parts = []
-    if verdicts:
-        heads = [t(f"eval_col_{k}", lang) for k in ("model", "measure", "difference", "interval", "verdict")]
-        rows = [
-            "| " + " | ".join([*r[:4], f"**{localize(r[4], lang)}**"]) + " |" for r in report.verdict_rows(verdicts)
-        ]
-        table = "\n".join(["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads), *rows])
-        parts += [localize(message("eval.verdict_title", resamples=verdict.RESAMPLES), lang), table]
-    warnings = ["⚠ " + localize(m, lang) for m in verdict.degenerate_lines(preds)]
-    if warnings:
-        parts.append("  \n".join(warnings))
-    return "\n\n".join(parts)
-
-
-def report_view(results: dict | None, preds: list[dict], column: str | None, show: str, lang: str = "en", job_id=None):
-    """(table rows, charts HTML, best text, verdicts text, side-by-side rows) for the results so far."""
-    words = [t(f"eval_col_{k}", lang) for k in ("prompt", "reference", "base", "tuned")]
-    if not results or not results.get("rows"):
-        empty = [t("eval_col_model", lang), t("eval_col_step", lang)]
-        return {"headers": empty, "data": []}, "", "", "", {"headers": words, "data": []}
-    header, rows = report.table(results, preds)
-    # the measures keep their names; model, step and the degenerate answers are words of the page
-    header = [t("eval_col_model", lang), t("eval_col_step", lang), *header[2:]]
-    if header[-1] == report.DEGENERATE:
-        header[-1] = t("eval_col_degenerate", lang)
-    cols = results["columns"]
-    column = column if column in cols else report.default_column(cols)
-    best = verdict.best(results, column)
-    rows = [[("★ " if r[0] == best else "") + r[0], *r[1:]] for r in rows]
-    charts = "".join(
-        report.chart_svg(results, c, width=420, height=200, title=t("eval_chart_title", lang, measure=c))
-        for c in report.charted(results)
-    )
-    verdicts = verdicts_of(job_id, results, preds)
-    best_text = "  \n".join(localize(m, lang) for m in verdict.summary(results, verdicts, column))
-    base, tuned = report.pair(results)
-    sbs = []
-    if base and tuned:
-        sbs = [
-            [x["question"], x["reference"], x["base"], x["tuned"]]
-            for x in report.side_by_side(preds, base, tuned, show, column)
-        ]
-    return (
-        {"headers": header, "data": rows},
-        f'<div id="eval-chart-box" style="display:flex;flex-wrap:wrap;gap:8px">{charts}</div>',
-        best_text,
-        verdict_text(verdicts, preds, lang),
-        {"headers": words, "data": sbs},
-    )
-
-
 def poll(job_id, column, show, lang="en"):
     """(job id, status, table, charts, best, verdicts, side by side, column choices) while an evaluation runs or
     shows."""
@@ -348,7 +274,9 @@ def build(ctx: Any) -> None:
             gr.Number(0, precision=0, minimum=0, label=t("eval_limit", lang), elem_id="eval-limit"), "eval_limit"
         )
     measures = texts.add(
-        gr.CheckboxGroup(MEASURES, value=DEFAULT_MEASURES, label=t("eval_measures", lang), elem_id="eval-measures"),
+        gr.CheckboxGroup(
+            measure_choices(lang), value=DEFAULT_MEASURES, label=t("eval_measures", lang), elem_id="eval-measures"
+        ),
         "eval_measures",
     )
     with texts.add(gr.Accordion(t("eval_more", lang), open=False, elem_id="eval-more"), "eval_more"):
@@ -473,13 +401,15 @@ def build(ctx: Any) -> None:
     view_in, view_out = [shown, column, show, ctx.lang], [status, table, charts, best, verdicts, sbs]
 
     def show_choices(lang_):
-        return gr.update(choices=[(t(f"eval_show_{s}", lang_), s) for s in SHOW])
+        return gr.update(choices=[(t(f"eval_show_{s}", lang_), s) for s in SHOW]), gr.update(
+            choices=measure_choices(lang_)
+        )
 
     for comp in (column, show):
         comp.change(refresh_view, view_in, view_out, queue=False)
     # the table's and the charts' words follow the page's language too
     ctx.on_lang.append((refresh_view, view_in, view_out))
-    ctx.on_lang.append((show_choices, [ctx.lang], [show]))
+    ctx.on_lang.append((show_choices, [ctx.lang], [show, measures]))
     from studio.tabs.eval_chat import wire_open_in_chat
 
     wire_open_in_chat(ctx, sbs, shown, column, show)

@@ -38,7 +38,7 @@ def test_prompt_box_follows_the_switch_but_keeps_a_written_prompt():
 def test_charts_only_for_measures_with_figures_titled_in_the_pages_language():
     """Pairwise judging scores nothing: the judge's mean-score column is n/a on every row and gets no chart (it drew
     an empty one); the win rate gets its chart, titled in Chinese on the Chinese page."""
-    from studio.tabs.eval import report_view
+    from studio.tabs.eval_view import report_view
 
     results = {
         "columns": ["exact", "judge", "judge_win"],
@@ -63,7 +63,7 @@ def test_charts_only_for_measures_with_figures_titled_in_the_pages_language():
 def test_the_verdict_against_the_base_in_the_pages_language():
     """A tuned model that answers only newlines: no ★ among the tied tuned rows, the best line says no tuned model
     beats the base, the verdict table says worse (更差 on the Chinese page), the degenerate answers are counted."""
-    from studio.tabs.eval import report_view
+    from studio.tabs.eval_view import report_view
 
     rows = [("base", "base", 0, [40.0, 60.0, 50.0, 30.0]), ("checkpoint-2", "checkpoint", 2, [0.0] * 4),
             ("final", "final", 2, [0.0] * 4)]  # fmt: skip
@@ -205,9 +205,10 @@ def test_side_by_side_shows_the_question_and_a_row_opens_in_chat_with_its_turns(
     from pathlib import Path
 
     from engine.runs import evals
-    from studio.tabs.eval import picked_run, report_file, report_view
+    from studio.tabs.eval import picked_run, report_file
     from studio.tabs.eval_chat import open_in_chat
     from studio.tabs.eval_merge import merge_tick
+    from studio.tabs.eval_view import report_view
 
     made = _evaluation(run_registry)
     job = evals.EvalJob("ev1")
