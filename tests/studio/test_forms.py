@@ -259,6 +259,19 @@ def test_stage_dropdown_offers_kto_and_rm_and_their_rules_name_the_fields(demo_p
     assert errors == [] and spec.method.stage == "rm"
 
 
+def test_sft_loss_is_on_the_form_with_its_help_and_its_rule_names_the_field(demo_paths):
+    """train.loss (dft / asft / eaft) under Training's advanced settings, its help in both languages; the form's
+    check takes it, and refuses it outside sft on the field."""
+    f = forms.BY_PATH["train.loss"]
+    assert f.section == "train" and f.advanced and f.choices == ["cross_entropy", "dft", "asft", "eaft"]
+    assert "probability" in f.help_for("en") and "概率" in f.help_for("zh")
+    values = _demo_values(demo_paths) | {"train.loss": "asft", "train.asft_alpha": 0.2}
+    spec, errors, _ = train.check(values)
+    assert errors == [] and (spec.train.loss, spec.train.asft_alpha) == ("asft", 0.2)
+    spec, errors, _ = train.check(values | {"method.stage": "pt", "data.datasets": ["demo_pretrain"]})
+    assert spec is None and [p for p, _ in errors] == ["train.loss"] and "stage pt" in str(errors[0][1])
+
+
 def test_every_form_section_has_a_title_in_both_languages():
     """Issue 27 item 12: the Slurm group's accordion read its raw key "launch.slurm" in both languages."""
     from studio import forms
