@@ -121,7 +121,8 @@ def trainer_class():
             return asft_loss(logits, ref_logits, targets, self.asft_alpha, num_items_in_batch)
 
         def _reference_logits(self, model, inputs):
-            with torch.no_grad():
+            # under the run's mixed precision, as accelerate runs the policy's forward (the copy is not prepared)
+            with torch.no_grad(), self.accelerator.autocast():
                 if self.reference is not None:
                     device = next(model.parameters()).device
                     if next(self.reference.parameters()).device != device:

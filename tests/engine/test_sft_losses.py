@@ -200,6 +200,17 @@ def test_short_run_with_each_loss_ends_with_finite_losses(demo_paths, tmp_path, 
             assert moved and not any(p.requires_grad for p in ref.values())
 
 
+def test_asft_evaluates_with_its_own_loss(demo_paths, tmp_path):
+    """The validation split's loss is the run's loss (the reference's KL included), finite at each evaluation."""
+    from tests.engine.test_train_methods import method_spec, train_keeping_trainer
+
+    spec = method_spec(demo_paths, {}, {"loss": "asft", "eval_steps": 2, "eval_strategy": "steps"})
+    spec = spec.model_copy(update={"data": spec.data.model_copy(update={"val_size": 0.25})})
+    events, _ = train_keeping_trainer(spec, tmp_path / "run")
+    evals = [e["payload"]["eval_loss"] for e in events if e["type"] == "eval"]
+    assert evals and all(math.isfinite(v) and v > 0 for v in evals), evals
+
+
 def test_dft_run_logs_less_than_the_same_run_with_cross_entropy(demo_paths, tmp_path):
     """The same rows and seed: dft's first loss is each token's cross-entropy times a probability below 1."""
     from tests.engine.test_train_methods import method_spec, train_keeping_trainer
