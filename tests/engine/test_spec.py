@@ -110,6 +110,9 @@ class TestVersions:
             "extra_args": {},
             "liger_kernel": "auto",
             "trained_logits_only": True,
+            "loss": "cross_entropy",  # sft's dft / asft / eaft (LF's use_*_loss): off
+            "asft_alpha": 0.1,
+            "eaft_alpha": 1.0,
         }
         assert {k: dumped["train"].pop(k) for k in added} == added
         # LoRA+, PiSSA, OFT and the optimizers' settings: off, at their defaults
