@@ -15,6 +15,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "webui": ("studio.app", "serve the studio page (default 127.0.0.1:7860)"),
     "users": ("engine.core.accounts", "team mode's accounts: add / list / passwd / remove"),
+    "audit": ("engine.core.audit", "who did what in this workspace: logins, starts, stops, deletes, jobs"),
     "demo": ("engine.trainer.demo", "(re)build the demo workspace: tiny model and datasets"),
     "train": ("engine.runs.train_cli", "run a spec (ours or a LLaMA-Factory YAML) and follow it to the end"),
     "validate": ("engine.runs.train_cli", "check a spec: prints OK or every problem"),

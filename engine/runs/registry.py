@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from engine.core import acting, folders, page_trust, workspace
+from engine.core import acting, audit, folders, page_trust, workspace
 from engine.core.messages import Message
 from engine.core.messages import message as core_message
 from engine.runs import checkpoints, launch, outputs, overwrite, scheduler, slurm, store
@@ -92,6 +92,7 @@ def submit(
         run_id = _submit_into(valid, run_id, rdir, name, tags, on_slurm)
     if replaced is not None:  # LLaMA-Factory's overwrite_output_dir: the earlier run's folder goes, its record stays
         overwrite.replace(replaced, run_id)
+    audit.record("start", run_id, name=name, replaced=replaced, slurm=on_slurm or None)
     if on_slurm:
         slurm.submit_job(run_id)
     elif start:
@@ -199,6 +200,7 @@ def submit_command(
         if writes and acting.at_shell() and not folders.page_may_write(writes):
             acting.write_grant(rdir, writes)
         run_id = _insert(rec)
+    audit.record("job", run_id, name=rec.name, kind=",".join(rec.tags))
     if start:
         schedule()
     return run_id
@@ -297,7 +299,9 @@ def stop(run_id: str, grace_s: float | None = None, *, wait: bool = True) -> boo
     exits), SIGKILL after ``grace_s`` (default STUDIO_STOP_GRACE, 120 s). True when no process of the run remains.
     ``wait=False`` returns once the signals are sent; the stop finishes in the background (the page's Stop).
     A Slurm run: the same through scancel (``engine.runs.slurm.cancel``)."""
-    if get(run_id, refresh_status=False).kind == slurm.KIND:
+    on_slurm = get(run_id, refresh_status=False).kind == slurm.KIND  # someone else's run is an unknown one
+    audit.record("stop", run_id)
+    if on_slurm:
         return slurm.cancel(run_id, grace_s, wait=wait)
     return scheduler.stop_run(run_id, grace_s, wait=wait)
 
@@ -327,6 +331,7 @@ def delete(run_id: str, remove_files: bool = True) -> Deleted:
     rec = get(run_id)
     if rec.status == "running":
         raise RunsError(run_message("runs.delete_running", id=run_id))
+    audit.record("delete", run_id, name=rec.name, files=remove_files)
     report = Deleted(run_id)
     if remove_files:
         _delete_files(rec, report)
@@ -408,6 +413,7 @@ def rename(run_id: str, name: str) -> None:
         raise RunsError(run_message("runs.bad_name"))
     if not update(run_id, name=name):
         raise RunsError(run_message("runs.unknown", id=run_id))
+    audit.record("rename", run_id, name=name)
 
 
 def set_tags(run_id: str, tags: list[str]) -> None:

@@ -465,3 +465,6 @@ def build(ctx: Any) -> None:
         return [gr.update(value=values[f.path]) for f in forms.FIELDS] + [done]
 
     dup_btn.click(_dup, [one, ctx.lang], [*ctx.form.values(), msg])
+    from studio.tabs import runs_audit
+
+    runs_audit.build(ctx)
