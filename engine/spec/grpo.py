@@ -26,6 +26,7 @@ from engine.spec.messages import message
 
 # The think / answer format of DeepSeek-R1-style training, the regex reward's default pattern
 FORMAT_PATTERN = r"<think>.*?</think>\s*<answer>.*?</answer>"
+# The reward functions' kinds, the one list: the spec's field and the Train tab's picker read it
 REWARD_KINDS = ("exact", "normalized", "math", "regex", "length", "json", "model", "python")
 LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo")
 
@@ -39,7 +40,7 @@ class _Spec(BaseModel):
 
 
 class RewardSpec(_Spec):
-    kind: Literal["exact", "normalized", "math", "regex", "length", "json", "model", "python"] = Field(
+    kind: Literal[REWARD_KINDS] = Field(
         ...,
         description="exact: the completion equals the answer column (spaces around trimmed); normalized: equal "
         "after lower-casing and dropping punctuation, articles and extra spaces; math: the same value as the answer "

@@ -97,7 +97,12 @@ def build(ctx: Any) -> None:
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=420, elem_id="train-form"):
             finder: dict[str, Any] = {}  # the model picker, laid out inside the Model section
-            after = {"model": lambda: finder.update(train_model_search.build(texts, lang))}
+            kinds: dict[str, Any] = {}  # the reward kinds' picker, inside the GRPO section
+            rewards_text = values.get(train_rewards.REWARDS)
+            after = {
+                "model": lambda: finder.update(train_model_search.build(texts, lang)),
+                "method.grpo": lambda: kinds.update(picker=train_rewards.build_picker(texts, lang, rewards_text)),
+            }
             widgets = forms.build_form(values, lang, picker_choices(), texts, after)
             template_hint = gr.Markdown(elem_id="template-hint")
         with gr.Column(scale=2, min_width=320, elem_id="train-actions"):
@@ -252,6 +257,7 @@ def build(ctx: Any) -> None:
     model_box.focus(lambda: gr.update(choices=model_choices()), None, [model_box], queue=False)
     data_box.focus(lambda: gr.update(choices=backend.registered_datasets()), None, [data_box], queue=False)
     train_model_search.wire(finder, model_box, ctx)
+    train_rewards.wire_picker(kinds["picker"], widgets[train_rewards.REWARDS])
     preset_pick.focus(lambda: gr.update(choices=list_presets()), None, [preset_pick], queue=False)
 
     def _lists():

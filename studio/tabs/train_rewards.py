@@ -1,6 +1,11 @@
-"""The Train tab's reward dry run (stage grpo): each reward function of the form runs on N real rows of the dataset
-before launch, with the dataset's own answers or the base model's completions, and a table shows every function's
-score per row, with each function's mean or the error that names the function, row and value.
+"""The Train tab's reward functions (stage grpo): the picker of the built-in kinds beside the rewards field, and the
+dry run: each reward function of the form runs on N real rows of the dataset before launch, with the dataset's own
+answers or the base model's completions, and a table shows every function's score per row, with each function's mean
+or the error that names the function, row and value.
+
+The picker and the field are one value: a kind picked adds its line to the field (``{kind: math, weight: 1.0}``, its
+other settings at their defaults, edited there), a kind unpicked drops its lines, and the picker shows the kinds the
+field names. A stage switch changes neither (the form keeps every stage's group).
 
 Light: pandas and the stdlib. The functions (a user's file among them) run in a subprocess started by
 ``engine.runs.rewards_try.try_rewards``, never in the page's process; ``studio rewards try`` is the same from the
@@ -14,15 +19,89 @@ import html
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from engine.core import page_trust, workspace
 from engine.runs import rewards_try
+from engine.spec.grpo import REWARD_KINDS, RewardSpec
+from engine.spec.schema import safe_load_yaml
+from studio import forms
 from studio.form_validation import check, colon
 from studio.i18n.localize import localize, localize_problems
 from studio.i18n.page import t
 
 MAX_ROWS = 64
 COMPLETION_CHARS = 200
+
+
+REWARDS = "method.grpo.rewards"  # the form's field the picker writes
+
+
+def build_picker(texts: Any, lang: str, rewards_text: str) -> Any:
+    """The picker of the built-in reward kinds, showing the kinds the rewards field names now (laid out in the form's
+    GRPO section, below the field)."""
+    import gradio as gr
+
+    return texts.add(
+        gr.Dropdown(
+            choices=list(REWARD_KINDS),
+            value=kinds_in(rewards_text),
+            multiselect=True,
+            label=t("grpo_reward_pick", lang),
+            elem_id="grpo-reward-pick",
+        ),
+        "grpo_reward_pick",
+    )
+
+
+def _kind(line: str) -> str | None:
+    """The kind a line of the rewards field names, or None (not a mapping, not YAML, no known kind)."""
+    try:
+        item = safe_load_yaml(line)
+    except (yaml.YAMLError, ValueError):
+        return None
+    kind = item.get("kind") if isinstance(item, dict) else None
+    return kind if kind in REWARD_KINDS else None
+
+
+def kinds_in(text: str | None) -> list[str]:
+    """The kinds the rewards field names, in their order, once each."""
+    found: list[str] = []
+    for line in (text or "").splitlines():
+        kind = _kind(line) if line.strip() else None
+        if kind and kind not in found:
+            found.append(kind)
+    return found
+
+
+def with_kinds(text: str | None, picked: list[str] | None) -> str:
+    """The rewards field once the picker shows ``picked``: the lines of a kind no longer picked dropped, a line
+    ``{kind: K, weight: 1.0}`` (RewardSpec's defaults) added for a kind picked that has none, every other line kept
+    as written (a line the spec cannot read stays, for the spec to name)."""
+    wanted = [k for k in picked or [] if k in REWARD_KINDS]
+    kept, present = [], set()
+    for line in (text or "").splitlines():
+        if not line.strip():
+            continue
+        kind = _kind(line)
+        if kind is not None and kind not in wanted:
+            continue
+        present.add(kind)
+        kept.append(line)
+    weight = RewardSpec.model_fields["weight"].default
+    added = [{"kind": k, "weight": weight} for k in wanted if k not in present]
+    return "\n".join([*kept, forms.to_widget_value(forms.BY_PATH[REWARDS], added)] if added else kept)
+
+
+def wire_picker(picker: Any, rewards_box: Any) -> None:
+    """A person's pick rewrites the field (``input``: the picker's own change, set from the field, writes nothing);
+    the field's every change (typed, a preset, an LF import) sets the picker's kinds."""
+    import gradio as gr
+
+    picker.input(with_kinds, [rewards_box, picker], [rewards_box], queue=False, show_progress="hidden")
+    rewards_box.change(
+        lambda text: gr.update(value=kinds_in(text)), [rewards_box], [picker], queue=False, show_progress="hidden"
+    )
 
 
 def build(texts: Any, lang: str) -> dict:

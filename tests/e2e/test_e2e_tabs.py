@@ -61,6 +61,46 @@ def test_train_form_validation_blocks_start(page, shots, fits_width):
     assert page.locator(".field-error").count() == 0
 
 
+def test_grpo_reward_picker_and_stage_switches(page, shots):
+    """Issue 45 item 16: the GRPO section's picker lists the engine's reward kinds; a kind picked is a line of the
+    rewards field; the rewards and the run name a person chose stay through sft -> grpo -> sft -> grpo."""
+    from playwright.sync_api import expect
+
+    from engine.spec.grpo import REWARD_KINDS
+    from tests.e2e.conftest import type_field
+
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
+    page.locator("#sec-method-grpo").get_by_text("GRPO", exact=True).first.click()  # the section opens
+    page.click("#grpo-reward-pick input")
+    options = page.locator("[role=option]")
+    expect(options).to_have_count(len(REWARD_KINDS), timeout=90_000)
+    assert [o.strip() for o in options.all_inner_texts()] == list(REWARD_KINDS)
+    page.get_by_role("option", name="math", exact=True).click()
+    rewards = page.locator("#f-method-grpo-rewards textarea")
+    expect(rewards).to_have_value("{kind: math, weight: 1.0}", timeout=90_000)
+    page.get_by_role("option", name="length", exact=True).click()  # the list stays open for the next pick
+    page.keyboard.press("Escape")
+    picked = "{kind: math, weight: 1.0}\n{kind: length, weight: 1.0}"
+    expect(rewards).to_have_value(picked, timeout=90_000)
+    page.click("#sec-output >> text=Output")
+    type_field(page, "#f-output-run-name input", "my-grpo-try")
+    expect(page.locator("#f-method-stage input")).to_have_value("sft")
+    for stage in ("grpo", "sft", "grpo"):
+        said = page.inner_text("#spec-problems")
+        page.click("#f-method-stage input")
+        page.get_by_role("option", name=stage, exact=True).click()
+        expect(page.locator("#f-method-stage input")).to_have_value(stage, timeout=90_000)
+        page.wait_for_function(  # the form's checks of the new stage answered (what a stage switch runs)
+            "(said) => document.querySelector('#spec-problems').innerText !== said", arg=said, timeout=90_000
+        )
+        expect(rewards).to_have_value(picked)
+        expect(page.locator("#f-output-run-name input")).to_have_value("my-grpo-try")
+    chips = page.locator("#grpo-reward-pick .token")
+    expect(chips).to_have_count(2)
+    assert [c.strip() for c in chips.all_inner_texts()] == ["math", "length"]
+    page.locator("#sec-method-grpo").screenshot(path=str(shots / "train-grpo-reward-picker.png"))
+
+
 def test_validation_messages_in_chinese(page, shots):
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
     page.click("#lang-picker input")
