@@ -10,19 +10,17 @@ export killed before it could clean up leaves its temp folder: the next look at 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
 
 from engine.core import acting
-from engine.core import events as ev
 from engine.export import checks as xp
 from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
 from engine.export import written
 from engine.export.checks import ExportError
-from engine.export.jobs import STATES, _with_detail, job_record
+from engine.export.jobs import _with_detail, job_record
 from engine.export.messages import message, payload_message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
@@ -35,58 +33,40 @@ class ExportJob(CommandJob):
     """One export, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer."""
 
     what = "export"
+    events_prefix = "export"
 
     def __init__(self, run_id: str):
         rec, rest = job_record(run_id, MODULE, "export.not_export")
         args = cp.convert_arg_parser().parse_args(rest)
         self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), rec.command
         self.source, self.fmt, self.out_dir = args.source, args.format, args.out
-        self.tmp_dir, self.events_path, self.log_path = Path(args.tmp_dir), Path(args.events), rec.log_path
-        self.events: list[dict] = []
-        self._offset = 0
+        self.tmp_dir, self.log_path = Path(args.tmp_dir), rec.log_path
+        self._follow(args.events)
 
     def poll(self) -> dict:
         """{"state": queued|running|finished|failed|cancelled, "progress", "result", "error", "out_dir", ...}."""
-        rec = runs.get(self.run_id)
-        new, self._offset = ev.read_events(self.events_path, self._offset)
-        self.events += new
-        state = STATES.get(rec.status, "failed")
-        terminal = next((e for e in reversed(self.events) if e["type"] in ("export_finished", "export_failed")), None)
-        result = error = None
-        cleaned = ""
-        if state in ("failed", "cancelled") and terminal and terminal["type"] == "export_finished":
-            state = "finished"
-        if state in ("finished", "failed", "cancelled"):
-            if state == "finished" and not (terminal and terminal["type"] == "export_finished"):
-                state = "failed"
-            if state == "finished":
-                p = terminal["payload"]
-                result = {
-                    **p,
-                    "summary": payload_message(p, "summary") or p.get("summary", ""),
-                    "llama_cpp_summary": payload_message(p, "llama_cpp_summary") or p.get("llama_cpp_summary", ""),
-                }
-            else:
-                cancelled = terminal and terminal["payload"].get("cause") == "cancelled"
-                state = "cancelled" if cancelled else state
-                error = (payload_message(terminal["payload"], "error") if terminal else None) or rec.reason or "failed"
-            if self.tmp_dir.exists():
-                shutil.rmtree(self.tmp_dir, ignore_errors=True)
-                cleaned = message("export.cleaned", path=self.tmp_dir)
-        progress = [e for e in self.events if e["type"] == "export_progress"]
+        s = self.read()
+        result = None
+        if s.result is not None:
+            p = s.result
+            result = {
+                **p,
+                "summary": payload_message(p, "summary") or p.get("summary", ""),
+                "llama_cpp_summary": payload_message(p, "llama_cpp_summary") or p.get("llama_cpp_summary", ""),
+            }
         return {
             "run_id": self.run_id,
-            "state": state,
+            "state": s.state,
             "format": self.fmt,
-            "returncode": rec.exit_code,
+            "returncode": s.rec.exit_code,
             "events": list(self.events),
-            "progress": _with_detail(progress[-1]["payload"]) if progress else None,
+            "progress": _with_detail(s.progress) if s.progress else None,
             "result": result,
-            "error": error,
-            "cleaned": cleaned,
+            "error": s.error,
+            "cleaned": message("export.cleaned", path=s.cleaned) if s.cleaned else "",
             "out_dir": self.out_dir,
             "source": self.source,
-            "created": rec.created,
+            "created": s.rec.created,
             "events_path": str(self.events_path),
             "log_path": str(self.log_path),
         }

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import shutil
 import sys
 import time
 from pathlib import Path
 
 from engine.core import acting
-from engine.core import events as ev
 from engine.core.messages import from_exception
 from engine.export import checks as xp
 from engine.export import sizes, written
@@ -37,8 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]  # where the export subprocess runs, 
 
 MERGE_TAG = "merge"
 # registry status -> merge state
-STATES = {"queued": "queued", "running": "running", "completed": "finished", "failed": "failed"}
-STATES["stopped"] = "cancelled"
 
 
 def job_record(run_id: str, module: str, not_key: str):
@@ -60,54 +56,33 @@ class MergeJob(CommandJob):
     ``cancel()``: the merge removes its temp folder and exits."""
 
     what = "merge"
+    events_prefix = "merge"
 
     def __init__(self, run_id: str):
         rec, rest = job_record(run_id, "engine.trainer.merge", "export.not_merge")
         args = xp.merge_arg_parser().parse_args(rest)
         self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), rec.command
         self.sources, self.out_dir, self.dtype, self.device = args.sources, args.out, args.dtype, args.device
-        self.tmp_dir, self.events_path, self.log_path = Path(args.tmp_dir), Path(args.events), rec.log_path
-        self.events: list[dict] = []
-        self._offset = 0
+        self.tmp_dir, self.log_path = Path(args.tmp_dir), rec.log_path
+        self._follow(args.events)
 
     def poll(self) -> dict:
         """{"state": queued|running|finished|failed|cancelled, "progress", "result", "error", "out_dir", ...}.
         The error, the clean-up note and the progress detail are catalog messages where the merge wrote their keys
         (``engine.export.messages``), so the page can show them in its language."""
-        rec = runs.get(self.run_id)  # refreshed: exit record, then liveness of the wrapper and the merge
-        new, self._offset = ev.read_events(self.events_path, self._offset)
-        self.events += new
-        state = STATES.get(rec.status, "failed")
-        terminal = next((e for e in reversed(self.events) if e["type"] in ("merge_finished", "merge_failed")), None)
-        result = error = None
-        cleaned = ""
-        if state in ("failed", "cancelled") and terminal and terminal["type"] == "merge_finished":
-            state = "finished"  # a stop that came after the model was published: what happened is a finished merge
-        if state in ("finished", "failed", "cancelled"):
-            if state == "finished" and not (terminal and terminal["type"] == "merge_finished"):
-                state = "failed"
-            if state == "finished":
-                result = _with_summary(terminal["payload"])
-            else:
-                cancelled = terminal and terminal["payload"].get("cause") == "cancelled"
-                state = "cancelled" if cancelled else state
-                error = (payload_message(terminal["payload"], "error") if terminal else None) or rec.reason or "failed"
-            if self.tmp_dir.exists():  # the merge was killed before it could remove its partial output
-                shutil.rmtree(self.tmp_dir, ignore_errors=True)
-                cleaned = message("export.cleaned", path=self.tmp_dir)
-        progress = [e for e in self.events if e["type"] == "merge_progress"]
+        s = self.read()
         return {
             "run_id": self.run_id,
-            "state": state,
-            "returncode": rec.exit_code,
+            "state": s.state,
+            "returncode": s.rec.exit_code,
             "events": list(self.events),
-            "progress": _with_detail(progress[-1]["payload"]) if progress else None,
-            "result": result,
-            "error": error,
-            "cleaned": cleaned,
+            "progress": _with_detail(s.progress) if s.progress else None,
+            "result": _with_summary(s.result) if s.result is not None else None,
+            "error": s.error,
+            "cleaned": message("export.cleaned", path=s.cleaned) if s.cleaned else "",
             "out_dir": self.out_dir,
             "sources": list(self.sources),
-            "created": rec.created,
+            "created": s.rec.created,
             "events_path": str(self.events_path),
             "log_path": str(self.log_path),
         }

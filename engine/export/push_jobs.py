@@ -16,11 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from engine.core import events as ev
 from engine.export import checks as xp
 from engine.export.checks import ExportError
 from engine.export.jobs import job_record
-from engine.export.messages import message, payload_message
+from engine.export.messages import message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob
 
@@ -77,6 +76,7 @@ def check_push(source: str, repo: str) -> Path:
 
 class PushJob(CommandJob):
     what = "push"
+    events_prefix = "push"
 
     def __init__(self, run_id: str):
         rec, args = job_record(run_id, MODULE, "export.not_push")
@@ -84,27 +84,16 @@ class PushJob(CommandJob):
 
         args = arg_parser().parse_args(args)
         self.run_id, self.folder, self.repo, self.private = rec.id, args.folder, args.repo, args.private
-        self.events_path, self.log_path = Path(args.events), rec.log_path
+        self.log_path = rec.log_path
+        self._follow(args.events)
 
     def poll(self) -> dict:
-        rec = runs.get(self.run_id)
-        events, _ = ev.read_events(self.events_path, 0) if self.events_path.is_file() else ([], 0)
-        state = {"queued": "queued", "running": "running", "completed": "finished", "stopped": "cancelled"}.get(
-            rec.status, "failed"
-        )
-        progress = [e["payload"] for e in events if e["type"] == "push_progress"]
-        end = next((e for e in reversed(events) if e["type"] in ("push_finished", "push_failed")), None)
-        if state == "finished" and not (end and end["type"] == "push_finished"):
-            state = "failed"
-        if end and end["type"] == "push_failed" and end["payload"].get("cause") == "cancelled":
-            state = "cancelled"
-        error = None
-        if state in ("failed", "cancelled"):
-            error = (payload_message(end["payload"], "error") if end else None) or rec.reason or state
-        last = progress[-1] if progress else {}
+        s = self.read()
+        last = s.progress or {}
+        payload = (s.end or {}).get("payload", {})
         return {
             "run_id": self.run_id,
-            "state": state,
+            "state": s.state,
             "repo": self.repo,
             "private": self.private,
             "folder": self.folder,
@@ -112,9 +101,9 @@ class PushJob(CommandJob):
             "total": last.get("total", 0),
             "files_done": last.get("i", 0),
             "files": last.get("n", 0),
-            "url": end["payload"].get("url") if end and end["type"] == "push_finished" else None,
-            "pushed": (end or {}).get("payload", {}).get("pushed") or (end or {}).get("payload", {}).get("files"),
-            "error": error,
+            "url": s.result.get("url") if s.result is not None else None,
+            "pushed": payload.get("pushed") or payload.get("files"),
+            "error": s.error,
             "log_path": str(self.log_path),
         }
 

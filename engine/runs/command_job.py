@@ -1,17 +1,98 @@
-"""What every job over a command run of the registry shares (merges: ``engine.export.jobs.MergeJob``; downloads:
-``engine.runs.downloads.DownloadJob``): waiting for its end and cancelling it. A subclass says what it is (``what``)
-and how to read its state (``poll``, a dict with ``state`` among queued / running / ... ). Light: stdlib."""
+"""The one shape of a job over a command run of the registry (merges, exports, pushes, downloads, GGUF imports,
+evaluations): its state read back from the registry and its events, waiting for its end, cancelling it.
+
+A subclass says what it is (``what``, for messages), which events are its own (``events_prefix``: it writes
+``<prefix>_progress``, ``<prefix>_finished`` and ``<prefix>_failed``) and, where its worker leaves a partial folder
+when killed, that folder (``tmp_dir``); its ``poll`` calls ``read`` and adds its own fields. Light: stdlib.
+"""
 
 from __future__ import annotations
 
+import shutil
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from engine.core import events as ev
+from engine.core.messages import payload_message
 from engine.runs import registry as runs
+
+# the registry's run status -> the job's state
+STATES = {
+    "queued": "queued",
+    "running": "running",
+    "completed": "finished",
+    "failed": "failed",
+    "stopped": "cancelled",
+}
+
+
+@dataclass
+class JobState:
+    """What ``CommandJob.read`` found: the registry's record, the state (queued, running, finished, failed,
+    cancelled), the job's end event (its finished or failed event, None before), the newest progress payload, the
+    error (a catalog message where the worker wrote its key) and the partial folder removed now, if any."""
+
+    rec: Any
+    state: str
+    end: dict | None
+    progress: dict | None
+    error: Any
+    cleaned: Path | None
+
+    @property
+    def result(self) -> dict | None:
+        """The finished event's payload (None unless finished)."""
+        return self.end["payload"] if self.state == "finished" and self.end else None
+
+    @property
+    def detail(self) -> str:
+        """The progress's words (a catalog message where the worker wrote its key)."""
+        return (payload_message(self.progress, "detail") or "") if self.progress else ""
 
 
 class CommandJob:
     what = "job"  # for the time-out message
+    events_prefix = ""
     run_id: str
+    events_path: Path
+    tmp_dir: Path | None = None
+
+    def _follow(self, events_path: str | Path) -> None:
+        """Start reading the job's events from their beginning (``read`` goes on from where it stopped)."""
+        self.events_path = Path(events_path)
+        self.events: list[dict] = []
+        self._offset = 0
+
+    def read(self) -> JobState:
+        """The job's state now, from the registry (refreshed: exit record, then the liveness of its processes) and
+        the events written since the last read. The events decide what happened: a stop that came after the
+        worker published its result is a finished job; a run that exited 0 without its finished event failed; a
+        failed event with cause ``cancelled`` is a cancelled job. Once the job has ended, a partial folder the
+        worker could not remove (killed) is removed."""
+        rec = runs.get(self.run_id)
+        new, self._offset = ev.read_events(self.events_path, self._offset)
+        self.events += new
+        p = self.events_prefix
+        end = next((e for e in reversed(self.events) if e["type"] in (f"{p}_finished", f"{p}_failed")), None)
+        done = end is not None and end["type"] == f"{p}_finished"
+        state = STATES.get(rec.status, "failed")
+        if state in ("failed", "cancelled") and done:
+            state = "finished"
+        if state == "finished" and not done:
+            state = "failed"
+        error = None
+        if state in ("failed", "cancelled"):
+            if end is not None and end["payload"].get("cause") == "cancelled":
+                state = "cancelled"
+            error = (payload_message(end["payload"], "error") if end else None) or rec.reason or state
+        cleaned = None
+        if state not in ("queued", "running") and self.tmp_dir is not None and self.tmp_dir.exists():
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+            cleaned = self.tmp_dir
+        progress = next((e["payload"] for e in reversed(self.events) if e["type"] == f"{p}_progress"), None)
+        return JobState(rec, state, end, progress, error, cleaned)
 
     def poll(self) -> dict:
         raise NotImplementedError

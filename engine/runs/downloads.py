@@ -17,18 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-from engine.core import events as ev
-from engine.core.messages import Message, payload_message
+from engine.core.messages import Message
 from engine.models import local, ms_models
 from engine.models.download import describe_event
 from engine.models.hub_cache import DOWNLOAD_TAG, DownloadError, parse_target, worker_argv
 from engine.models.messages import message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
-
-STATES = {"queued": "queued", "running": "running", "completed": "finished", "failed": "failed"}
-STATES["stopped"] = "cancelled"
-
 
 WORKERS = (["-m", "engine.models.download"], ["-m", "engine.models.ms_download"])  # the hub's, ModelScope's
 
@@ -54,6 +49,7 @@ class DownloadJob(CommandJob):
     ``cancel()``: the worker keeps its partial files for a resume and exits."""
 
     what = "download"
+    events_prefix = "download"
 
     def __init__(self, run_id: str):
 
@@ -65,36 +61,20 @@ class DownloadJob(CommandJob):
         if rec.kind != "command" or argv[1:3] not in WORKERS:
             raise DownloadError(message("models.download_not_download", id=run_id), "input")
         self.run_id, self.run_dir, self.repo = rec.id, Path(rec.run_dir), argv[3]
-        self.events_path = Path(rec.run_dir) / "events.jsonl"
-        self.events: list[dict] = []
-        self._offset = 0
+        self._follow(Path(rec.run_dir) / "events.jsonl")
 
     def poll(self) -> dict:
-
-        rec = runs.get(self.run_id)
-        new, self._offset = ev.read_events(self.events_path, self._offset)
-        self.events += new
-        state = STATES.get(rec.status, "failed")
-        progress = next((e["payload"] for e in reversed(self.events) if e["type"] == "download_progress"), None)
-        end = next((e for e in reversed(self.events) if e["type"] in ("download_finished", "download_failed")), None)
-        result = error = None
-        if state == "finished":
-            if end and end["type"] == "download_finished":
-                result = end["payload"]
-            else:
-                state = "failed"
-        if state in ("failed", "cancelled"):
-            error = (payload_message(end["payload"], "error") if end else None) or rec.reason or state
+        s = self.read()
         return {
             "run_id": self.run_id,
             "repo": self.repo,
-            "state": state,
-            "progress": progress,
-            "detail": (payload_message(progress, "detail") or "") if progress else "",
-            "result": result,
-            "error": error,
+            "state": s.state,
+            "progress": s.progress,
+            "detail": s.detail,
+            "result": s.result,
+            "error": s.error,
             "events": list(self.events),
-            "created": rec.created,
+            "created": s.rec.created,
         }
 
 

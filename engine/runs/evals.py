@@ -20,7 +20,6 @@ from pathlib import Path
 
 from engine.core import acting, workspace
 from engine.core import events as ev
-from engine.core.messages import payload_message
 from engine.eval.judge import page_problems
 from engine.eval.lm_tasks import resolve_tasks
 from engine.eval.messages import EvalError, message
@@ -320,6 +319,7 @@ class EvalJob(CommandJob):
     """One evaluation, read back from its registry run and folder; ``poll()`` is cheap (a UI timer may call it)."""
 
     what = "evaluation"
+    events_prefix = "eval"
 
     def __init__(self, run_id: str):
         try:
@@ -330,10 +330,8 @@ class EvalJob(CommandJob):
         if rec.kind != "command" or argv[1:3] != ["-m", MODULE]:
             raise EvalError([("run", message("eval.not_eval", id=run_id))])
         self.run_id, self.run_dir = rec.id, Path(rec.run_dir)
-        self.events_path = self.run_dir / "events.jsonl"
         self.plan = json.loads((self.run_dir / "eval_plan.json").read_text(encoding="utf-8"))
-        self.events: list[dict] = []
-        self._offset = 0
+        self._follow(self.run_dir / "events.jsonl")
 
     def results(self) -> dict | None:
         """results.json (written after every model, so a failed or cancelled evaluation keeps what it finished)."""
@@ -346,28 +344,16 @@ class EvalJob(CommandJob):
         return ev.read_jsonl(self.run_dir / "predictions.jsonl")[0]
 
     def poll(self) -> dict:
-        rec = runs.get(self.run_id)
-        new, self._offset = ev.read_events(self.events_path, self._offset)
-        self.events += new
-        state = STATES.get(rec.status, "failed")
-        end = next((e for e in reversed(self.events) if e["type"] in ("eval_finished", "eval_failed")), None)
-        progress = next((e["payload"] for e in reversed(self.events) if e["type"] == "eval_progress"), None)
-        error = None
-        if state == "finished" and not (end and end["type"] == "eval_finished"):
-            state = "failed"
-        if state in ("failed", "cancelled"):
-            error = (payload_message(end["payload"], "error") if end else None) or rec.reason or state
-            if end and end["payload"].get("cause") == "cancelled":
-                state = "cancelled"
+        s = self.read()
         return {
             "run_id": self.run_id,
-            "state": state,
-            "progress": progress,
-            "detail": (payload_message(progress, "detail") or "") if progress else "",
-            "error": error,
+            "state": s.state,
+            "progress": s.progress,
+            "detail": s.detail,
+            "error": s.error,
             "results": self.results(),
             "events": list(self.events),
-            "created": rec.created,
+            "created": s.rec.created,
             "run_dir": str(self.run_dir),
             "report": str(self.run_dir / "report.html"),
         }

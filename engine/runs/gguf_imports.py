@@ -12,22 +12,16 @@ before anything is queued. ``GgufImportJob(run_id)`` is rebuilt from the registr
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
 
 from engine.core import acting, page_trust
-from engine.core import events as ev
 from engine.core.messages import from_exception, payload_message
 from engine.models import gguf_file as gf
 from engine.models.messages import message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
-
-STATES = {"queued": "queued", "running": "running", "completed": "finished", "failed": "failed"}
-STATES["stopped"] = "cancelled"
-ENDS = ("gguf_import_finished", "gguf_import_failed")
 
 
 def start_import(path: str | Path, name: str | None = None) -> GgufImportJob:
@@ -51,6 +45,7 @@ class GgufImportJob(CommandJob):
     """One import, read back from its registry run; ``poll()`` is cheap and safe to call from a UI timer."""
 
     what = "import"
+    events_prefix = "gguf_import"
 
     def __init__(self, run_id: str):
         try:
@@ -63,42 +58,23 @@ class GgufImportJob(CommandJob):
         args = gf.import_arg_parser().parse_args(argv[3:])
         self.run_id, self.run_dir = rec.id, Path(rec.run_dir)
         self.gguf, self.out_dir, self.tmp_dir = args.gguf, args.out, Path(args.tmp_dir)
-        self.events_path = Path(args.events)
-        self.events: list[dict] = []
-        self._offset = 0
+        self._follow(args.events)
 
     def poll(self) -> dict:
         """{"state": queued|running|finished|failed|cancelled, "detail", "result", "error", "out_dir", ...}; the
         detail, the summary and the error are catalog messages, so the page shows them in its language."""
-        rec = runs.get(self.run_id)
-        new, self._offset = ev.read_events(self.events_path, self._offset)
-        self.events += new
-        state = STATES.get(rec.status, "failed")
-        end = next((e for e in reversed(self.events) if e["type"] in ENDS), None)
-        progress = next((e["payload"] for e in reversed(self.events) if e["type"] == "gguf_import_progress"), None)
-        result = error = None
-        if state in ("failed", "cancelled") and end and end["type"] == "gguf_import_finished":
-            state = "finished"  # a stop that came after the folder was published: the import finished
-        if state == "finished" and not (end and end["type"] == "gguf_import_finished"):
-            state = "failed"
-        if state == "finished":
-            result = {**end["payload"], "summary": payload_message(end["payload"], "summary")}
-        elif state in ("failed", "cancelled"):
-            if end and end["payload"].get("cause") == "cancelled":
-                state = "cancelled"
-            error = (payload_message(end["payload"], "error") if end else None) or rec.reason or state
-        if state in ("finished", "failed", "cancelled") and self.tmp_dir.exists():
-            shutil.rmtree(self.tmp_dir, ignore_errors=True)  # killed before it could remove its partial folder
+        s = self.read()
+        result = {**s.result, "summary": payload_message(s.result, "summary")} if s.result is not None else None
         return {
             "run_id": self.run_id,
             "gguf": self.gguf,
             "out_dir": self.out_dir,
-            "state": state,
-            "detail": (payload_message(progress, "detail") or "") if progress else "",
+            "state": s.state,
+            "detail": s.detail,
             "result": result,
-            "error": error,
+            "error": s.error,
             "events": list(self.events),
-            "created": rec.created,
+            "created": s.rec.created,
         }
 
 
