@@ -593,6 +593,7 @@ STRINGS: dict[str, tuple[str, str]] = {
         "GPU 指标不可用：{detail}；只记录 CPU 和内存",
     ),
     "stopped_why": ("stopped ({reason})", "已停止（{reason}）"),
+    "stopped_stem": ("stopped", "停止"),  # what a stop reason that says it itself holds (monitor_text.stopped_phrase)
     "stop_by_user": (
         "stopped by the user (process ended before it reported; {how})",
         "由用户停止：进程在报告之前已结束；{how}",
@@ -676,6 +677,13 @@ STRINGS: dict[str, tuple[str, str]] = {
     ),
     "eval_limit": ("Rows (0: all)", "行数（0：全部）"),
     "eval_measures": ("Measures", "指标"),
+    "job_verb_merge": ("merge", "合并"),
+    "job_verb_export": ("export", "导出"),
+    "job_verb_serve": ("serve", "部署服务"),
+    "job_verb_push": ("push", "上传"),
+    "job_verb_import": ("import", "导入"),
+    "job_verb_download": ("download", "下载"),
+    "job_verb_eval": ("eval", "评估"),
     "audit_title": ("Audit log: who did what", "审计日志：谁做了什么"),
     "audit_refresh": ("Refresh", "刷新"),
     "audit_col_time": ("time", "时间"),

@@ -71,7 +71,7 @@ def summarize(rec: Any, lang: str = "en") -> dict:
         status = rec.status
     return {
         "id": rec.id,
-        "name": rec.name,
+        "name": shown_name(rec, lang),
         "status": status,
         "cluster": cluster_text(rec, lang),
         "method": f"{method.get('stage', '')}/{method.get('finetuning', '')}".strip("/"),
@@ -84,6 +84,19 @@ def summarize(rec: Any, lang: str = "en") -> dict:
         "alerts": alerts.column_text(run_alerts, lang),
         "training": getattr(rec, "training", True),  # not a column: whether the compare picker offers it
     }
+
+
+JOB_VERBS = ("merge", "export", "serve", "push", "import", "download", "eval")
+
+
+def shown_name(rec: Any, lang: str = "en") -> str:
+    """A run's name on the page. A job's name Studio made ("export demo → gguf", "eval 20261205-…") starts with
+    its verb: that verb in the page's language (the name stored is unchanged; a name a person gave stays as it is)."""
+    name = str(rec.name or "")
+    verb = name.split(" ", 1)[0]
+    if lang == "en" or rec.kind != "command" or verb not in JOB_VERBS or " " not in name:
+        return name
+    return f"{t(f'job_verb_{verb}', lang)} {name.split(' ', 1)[1]}"
 
 
 def cluster_text(rec: Any, lang: str = "en") -> str:

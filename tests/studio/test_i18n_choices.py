@@ -70,3 +70,19 @@ def test_the_switch_to_chinese_renames_the_choices(pages):
         "最终模型",
         "checkpoint-4",
     )
+
+
+def test_job_names_studio_made_read_in_chinese():
+    """The Runs table names a job by what Studio called it ("export demo → gguf"): its verb in the page's language;
+    a training run's name, which a person gave, is never touched."""
+    from types import SimpleNamespace
+
+    from studio.tabs.runs import shown_name
+
+    job = SimpleNamespace(name="export demo-run → demo-run-gguf", kind="command")
+    assert shown_name(job, "zh") == "导出 demo-run → demo-run-gguf" and shown_name(job, "en") == job.name
+    assert shown_name(SimpleNamespace(name="eval 20261205-1", kind="command"), "zh") == "评估 20261205-1"
+    assert shown_name(SimpleNamespace(name="serve m :8000", kind="command"), "zh") == "部署服务 m :8000"
+    mine = SimpleNamespace(name="export my data", kind="train")
+    assert shown_name(mine, "zh") == "export my data"
+    assert shown_name(SimpleNamespace(name="exporter", kind="command"), "zh") == "exporter"
