@@ -13,6 +13,7 @@ to the newest one. The merge of the best checkpoint is the Export tab's merge jo
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,21 @@ def status_text(status: dict, lang: str = "en") -> str:
     return f"**{status['run_id']}** · {line}"
 
 
+_FOLLOWED: dict[str, evals.EvalJob] = {}  # evaluation id -> its job, read on from where the last tick stopped
+_FOLLOWING = threading.Lock()  # two sessions' timers on one job: one reads its events at a time
+
+
+def followed(job_id: str) -> evals.EvalJob:
+    """The shown evaluation's job, kept between the timer's ticks so its events are read incrementally (each
+    ``poll`` still asks the registry, with the owner check, for the run's state)."""
+    job = _FOLLOWED.get(job_id)
+    if job is None:
+        job = evals.EvalJob(job_id)
+        _FOLLOWED.clear()  # one evaluation is followed at a time per studio: the newest asked for
+        _FOLLOWED[job_id] = job
+    return job
+
+
 def poll(job_id, column, show, lang="en"):
     """(job id, status, table, charts, best, verdicts, side by side, column choices) while an evaluation runs or
     shows."""
@@ -201,8 +217,9 @@ def poll(job_id, column, show, lang="en"):
     if not job_id:
         return (None, *[gr.skip()] * 7)
     try:
-        job = evals.EvalJob(job_id)
-        status = job.poll()
+        with _FOLLOWING:
+            job = followed(job_id)
+            status = job.poll()
     except Exception as exc:  # noqa: BLE001 - a deleted run: say so once
         return None, f"❌ {localize_error(exc, lang)}", *[gr.skip()] * 6
     view = report_view(status["results"], job.predictions(), column, show, lang, job_id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import import_lf_yaml
+from tests.e2e.conftest import import_lf_yaml, open_tab
 
 CORE_JS = """async () => {
   const named = (n) => /\\/assets\\/core-[^/]*\\.js/.test(n);
@@ -72,5 +72,26 @@ def test_a_status_timer_stops_when_its_event_ends(browser, server):
             timeout=90_000,
             polling=100,
         )
+    finally:
+        ctx.close()
+
+
+def test_page_load_writes_no_console_errors(browser, server):
+    """Issue 45 item 20: five "Cannot read properties of null (reading 'offsetWidth')" per load. The page is loaded,
+    its load handlers answered (Start enabled, the Runs tab's table drawn), every tab opened once: no error in the
+    browser's console, no uncaught exception."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+    try:
+        pg.set_default_timeout(90_000)
+        pg.goto(server.url)
+        pg.wait_for_selector("#start-btn:not([disabled])", timeout=120_000)
+        for name in ("Datasets", "Models", "Evaluate", "Export", "Chat", "Doctor", "Runs"):
+            open_tab(pg, name)
+        pg.wait_for_selector("#runs-table", timeout=90_000)
+        assert errors == [], errors
     finally:
         ctx.close()
