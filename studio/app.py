@@ -28,7 +28,7 @@ import gradio as gr  # noqa: E402
 from engine.core import accounts  # noqa: E402
 from studio import backend, fan_in, page_speed, team  # noqa: E402
 from studio import settings as settings_mod  # noqa: E402
-from studio.i18n.page import LANGS, STRINGS, Texts, t  # noqa: E402
+from studio.i18n.page import LANGS, Texts, t  # noqa: E402
 
 CSS_PATH = Path(__file__).resolve().parent / "studio.css"
 
@@ -58,13 +58,9 @@ class Ctx:
 
     @staticmethod
     def run_choices(lang: str = "en") -> list[tuple[str, str]]:
-        out = []
-        for r in backend.training_runs():
-            status = str(getattr(r, "status", ""))
-            status = t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
-            label = f"{r.id} · {getattr(r, 'name', '') or ''} · {status}".replace(" ·  ·", " ·")
-            out.append((label, str(r.id)))
-        return out
+        from studio.tabs import dashboard  # the picker's labels and the dashboard's header say one status
+
+        return dashboard.run_choices(lang)
 
     @staticmethod
     def default_run() -> str | None:

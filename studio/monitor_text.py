@@ -3,7 +3,8 @@ its text (the download phase first, then steps and ETA), the status line, why a 
 log's tail. The charts' frames are ``studio.monitor``'s; the dashboard (``studio.tabs.dashboard``) asks both and
 lays out what they return, and neither calls back into it.
 
-Light: stdlib, engine.core.messages, engine.models.hub_cache (its byte sizes), studio.i18n.
+Light: stdlib, engine.core.messages, engine.models.hub_cache (its byte sizes), engine.runs.records (the active
+statuses), studio.i18n.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from engine.core.messages import payload_message
 from engine.models.hub_cache import human
+from engine.runs.records import ACTIVE
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 
@@ -72,17 +74,18 @@ def format_duration(seconds: Any) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def status_line(view: dict, status: str = "", lang: str = "en") -> str:
-    """One line: status, last step and loss, speed; a failed run says why."""
+def status_line(view: dict, status: str = "", lang: str = "en", detail: str = "") -> str:
+    """One line: status (the registry's, as the run picker's label says it; ``detail`` beside it: a cluster run's
+    Slurm job), last step and loss, speed; a stopped run says why in the same phrase, a failed run says why."""
     term = view.get("terminal") or {}
     payload = term.get("payload") or {}
     last_log = view.get("last_log") or {}
     status = status or term.get("type") or ("running" if view.get("started") else "waiting")
     word = t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
-    said = term.get("type") == "stopped" and status == "stopped" and _says_stopped(payload)
-    if said:  # the reason says it ("stopped by the user (SIGTERM)"): once, in place of the word ("stopped" read
-        word = stop_reason(payload, lang)  # three times: the status, "stopped (...)", the reason's own first word)
-    parts = [f"**{view.get('run_id') or '–'}**", word]
+    said = term.get("type") == "stopped" and status == "stopped"
+    if said:  # one phrase that says "stopped" once (it read "stopped · stopped (stopped by the user (SIGTERM))")
+        word = stopped_phrase(payload, lang)
+    parts = [f"**{view.get('run_id') or '–'}**", word, detail]
     dl = _downloading(view)
     if dl is not None:
         parts.append(_download_text(dl, lang))
@@ -100,15 +103,19 @@ def status_line(view: dict, status: str = "", lang: str = "en") -> str:
         cause = cause_text(payload.get("cause", "other"), lang)
         error = event_text(payload, "error", lang)
         parts.append(f"{t('w_cause', lang)}{_colon(lang)}**{cause}**{_colon(lang)}{error}")
-    if term.get("type") == "stopped" and not said:
-        parts.append(t("stopped_why", lang, reason=stop_reason(payload, lang)))
+    if term.get("type") == "stopped" and not said and status not in ACTIVE:  # (while the registry says running,
+        parts.append(stopped_phrase(payload, lang))  # as the run picker does, the header waits for it to end)
     return " · ".join(str(p) for p in parts if p)
 
 
-def _says_stopped(payload: dict) -> bool:
-    """Whether a stopped event's reason is a sentence that says the run stopped (the runner's and the health rules'
-    catalog reasons, "stopped by ..."), not a bare cause ("SIGTERM")."""
-    return bool(payload.get("reason_msg")) or str(payload.get("reason", "")).startswith("stopped")
+def stopped_phrase(payload: dict, lang: str = "en") -> str:
+    """A stopped run's end as one phrase that says "stopped" once: its reason alone where the reason says it
+    ("stopped by health rule: ...", "由用户在第 3 步停止；..."), else the word with the reason in brackets ("stopped
+    (by the user at step 3; checkpoint saved at ...)", "stopped (SIGTERM)")."""
+    reason = stop_reason(payload, lang)
+    if not reason:
+        return t("st_stopped", lang)
+    return reason if t("stopped_stem", lang) in reason.lower() else t("stopped_why", lang, reason=reason)
 
 
 def event_text(payload: dict, name: str, lang: str = "en") -> str:

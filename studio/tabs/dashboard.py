@@ -30,23 +30,38 @@ def select_run(run_id: str | None) -> dict:
     return monitor.new_view(run_id, backend.run_dir(run_id))
 
 
-def run_status(run_id: str | None, lang: str = "en") -> str:
-    """The run's status; "stalled (no progress for ...)" in the page's language for a running run whose trainer
-    stopped writing (engine.runs.watchdog); a cluster run's says its Slurm job beside it ("running · Slurm job 12:
-    pending (Resources)")."""
+def status_word(status: str, lang: str = "en") -> str:
+    """A registry status in the page's language, as the run picker's labels and the dashboard's header say it."""
+    return t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
+
+
+def run_choices(lang: str = "en") -> list[tuple[str, str]]:
+    """The run picker's (label, id) pairs: "id · name · status" of every training run."""
+    out = []
+    for r in backend.training_runs():
+        word = status_word(str(getattr(r, "status", "")), lang)
+        out.append((f"{r.id} · {getattr(r, 'name', '') or ''} · {word}".replace(" ·  ·", " ·"), str(r.id)))
+    return out
+
+
+def run_state(run_id: str | None, lang: str = "en") -> tuple[str, str]:
+    """(status, detail) from one read of the run's record: its status, or "stalled (no progress for ...)" in the
+    page's language for a running run whose trainer stopped writing (engine.runs.watchdog); a cluster run's Slurm job
+    ("Slurm job 12: pending (Resources)") as the detail."""
     if not run_id:
-        return ""
+        return "", ""
     try:
         record = runs.get(run_id)
         status = watchdog.status_text(record)
         text = localize(status, lang) if getattr(status, "key", "") else str(status or "")
     except Exception:  # registry missing or the id unknown: the events still tell the story
-        return ""
-    job = runs_tab.cluster_text(record, lang)
-    if job:  # a compound status is shown as it is (monitor_text.status_line translates only a bare status word)
-        word = t(f"st_{text}", lang) if f"st_{text}" in STRINGS else text
-        return f"{word} · {job}"
-    return text
+        return "", ""
+    return text, runs_tab.cluster_text(record, lang)
+
+
+def run_status(run_id: str | None, lang: str = "en") -> str:
+    text, job = run_state(run_id, lang)  # as one text: "running · Slurm job 12: pending (Resources)"
+    return f"{status_word(text, lang)} · {job}" if job else text
 
 
 def machine_has_gpu() -> bool:
@@ -112,7 +127,8 @@ def render(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str =
     mem, util, note = monitor.gpu_frames(view, lang)
     gpu = monitor.shows_gpu(view)
     res = resource_titles(machine_has_gpu() if gpu is None else gpu, lang)
-    status = monitor_text.status_line(view, view.get("status_seen") or run_status(view.get("run_id"), lang), lang)
+    text, job = view.get("status_seen") or run_state(view.get("run_id"), lang)
+    status = monitor_text.status_line(view, text, lang, job)
     if note:
         status += f"  \n<small>{note}</small>"
     failure = monitor_text.failure_text(view, lang)
@@ -236,9 +252,10 @@ def tick(view: dict, run_id: str | None, axis: str, smoothing: float, log_scale:
         view = select_run(run_id)
         view["colors_shown"], view["limits_shown"] = held.get("colors_shown", {}), held.get("limits_shown", {})
     changed = monitor.read_new(view) or fresh
-    status = run_status(run_id, lang)
-    if status != view.get("status_seen"):
-        view["status_seen"] = status
+    status = list(run_state(run_id, lang))
+    if status != view.get("status_seen"):  # the header's status moved: the run picker's labels move with it, read
+        view["status_seen"] = status  # now and shown by the same ``show`` (they followed 3 s apart and disagreed)
+        view["choices"] = [list(c) for c in run_choices(lang)]
         changed = True
     ended = bool(view.get("terminal"))
     if ended != view.get("ended_seen", False):
@@ -308,9 +325,10 @@ def poll(view: dict, stamp: int, run_id: str | None, axis: str, smoothing: float
     import gradio as gr
 
     view, *outs = tick(view, run_id, axis, smoothing, log_scale, lang)
-    # Every TICK_S while the picked run goes on; every IDLE_TICK_S with no run or an ended one (its last frames
-    # are drawn over the settle ticks either way): a tick re-lays out the whole page in the browser.
-    want = TICK_S if view.get("run_id") and not view.get("terminal") else IDLE_TICK_S
+    # Every TICK_S while the picked run goes on (its events or its registry status, which ends after them); every
+    # IDLE_TICK_S with no run or an ended one (its last frames are drawn over the settle ticks either way).
+    active = (view.get("status_seen") or [""])[0] in runs.ACTIVE
+    want = TICK_S if view.get("run_id") and (not view.get("terminal") or active) else IDLE_TICK_S
     interval = follow.retime(view, want)
     if all(o == gr.skip() for o in outs):
         return view, gr.skip(), interval
@@ -321,11 +339,14 @@ def poll(view: dict, stamp: int, run_id: str | None, axis: str, smoothing: float
 
 
 def show(view: dict) -> list[Any]:
-    """What the last ``poll`` found, on the page."""
+    """What the last ``poll`` found, on the page; last, the run picker's labels when the run's status moved (one
+    answer: the picker and the header change together)."""
     import gradio as gr
 
     outs = (view or {}).pop("to_show", None)
-    return [view, *(outs or [gr.skip()] * len(OUTPUT_NAMES))]
+    choices = (view or {}).pop("choices", None)
+    picker = gr.update(choices=[tuple(c) for c in choices]) if choices is not None else gr.skip()
+    return [view, *(outs or [gr.skip()] * len(OUTPUT_NAMES)), picker]
 
 
 def redraw(view: dict, axis: str, smoothing: float, log_scale: bool, lang: str) -> list[Any]:
@@ -463,7 +484,7 @@ def build(ctx: Any) -> None:
         queue=False,
         api_name="tick",  # a script follows a run as the page does: /tick, then /show for what it found
     )
-    stamp.change(show, [view], [view, *outs], show_progress="hidden", queue=False, api_name="show")
+    stamp.change(show, [view], [view, *outs, ctx.run_picker], show_progress="hidden", queue=False, api_name="show")
     gr.on(
         [axis.change, smoothing.release, log_scale.change],
         redraw,

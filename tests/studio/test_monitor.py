@@ -7,7 +7,9 @@ import json
 import pytest
 
 from engine.core import events
+from engine.core.messages import payload_message
 from studio import monitor, monitor_text
+from studio.i18n.localize import localize
 from studio.tabs import dashboard
 
 
@@ -628,3 +630,78 @@ def test_a_stopped_runs_header_says_stopped_once(tmp_path):
     assert line.lower().count("stopped") == 1 and "by the user" in line, line
     zh = monitor_text.status_line(view, "stopped", "zh")
     assert zh.count("停止") == 1 and "由用户停止" in zh, zh
+
+
+def test_every_stop_reason_says_stopped_once(tmp_path):
+    """Every way a run is stopped (the trainer's own stop, saved or not; the runner's when the trainer could not say;
+    a health rule; Slurm's cancel; before the start; a bare signal) reads "stopped" once in the header, and its
+    reason in full, in English and in Chinese (issue 45 item 17: the trainer's own stop read with no "stopped" at
+    all, a bare signal twice)."""
+    from engine.core.messages import to_json
+    from engine.runs import health
+    from engine.runs.messages import message
+
+    how = message("runs.how_signal", signal="SIGTERM")
+    reasons = [
+        message("runs.user_stop_saved", step=3, checkpoint="/w/checkpoint-3"),
+        message("runs.user_stop_unsaved", step=3),
+        message("runs.user_stop_kept", step=3, how=how, checkpoint="/w/checkpoint-2"),
+        message("runs.user_stop_early", how=how),
+        health.stop_reason("loss NaN", 5, None, False),
+        message("runs.slurm_cancelled", job=12),
+        message("runs.stopped_before_start"),
+    ]
+    for reason in [*[{"reason": str(m), "reason_msg": to_json(m)} for m in reasons], {"reason": "SIGTERM"}]:
+        view = {"run_id": "r1", "terminal": {"type": "stopped", "payload": reason}, "last_log": {"step": 3}}
+        line = monitor_text.status_line(view, "stopped")
+        assert line.lower().count("stopped") == 1 and reason["reason"].removeprefix("stopped ") in line, line
+        zh = monitor_text.status_line(view, "stopped", "zh")
+        assert zh.count("停止") == 1, zh
+        if "reason_msg" in reason:
+            assert localize(payload_message(reason, "reason"), "zh") in zh, zh
+    assert line == "**r1** · stopped (SIGTERM) · step 3"
+    # the trainer has said it stopped, the registry (and so the run picker) not yet: the header says running until
+    # the registry's status ends, not "running · stopped (...)"
+    assert monitor_text.status_line(view, "running") == "**r1** · running · step 3"
+
+
+def test_the_run_pickers_label_and_the_header_move_in_one_answer(tmp_path, monkeypatch):
+    """Issue 45 item 17: the run picker's labels followed every 3 s, the header every 0.5 s, and they disagreed
+    (completed against running, and the reverse). A tick that finds the run's status moved reads the picker's
+    labels at that moment, and one ``show`` draws both; the timer keeps its fast pace until the registry's status
+    ends too (it is recorded after the trainer's last event)."""
+    import types
+
+    import gradio as gr
+
+    path = _write_run(tmp_path, 2)
+    rec = types.SimpleNamespace(id="r1", name="demo", status="running", kind="train", started=None, training=True)
+    monkeypatch.setattr(dashboard.runs, "get", lambda run_id, **k: rec)
+    monkeypatch.setattr(dashboard.backend, "training_runs", lambda: [rec])
+    view, stamp = {**monitor.new_view("r1", tmp_path), "run_dir": str(tmp_path)}, 0
+
+    def seen() -> list[dict]:
+        """Each answer the page drew, as (the header, the picker's labels or None when left alone)."""
+        nonlocal view, stamp
+        drawn = []
+        while True:
+            view, new, _ = dashboard.poll(view, stamp, "r1", "step", 0.0, False, "en")
+            if new == gr.skip():
+                return drawn
+            stamp = new
+            out = dict(zip([*dashboard.OUTPUT_NAMES, "picker"], dashboard.show(view)[1:]))
+            header = out["status"] if isinstance(out["status"], str) else out["status"].get("value")
+            drawn.append((header, None if out["picker"] == gr.skip() else out["picker"]["choices"]))
+
+    drawn = seen()
+    assert drawn[0][1] == [("r1 · demo · running", "r1")] and "· running ·" in drawn[0][0], drawn[0]
+    assert all(labels is None for _, labels in drawn[1:])  # the status stayed: the picker is left alone
+    events.append_event(path, "finished", 2, train_loss=1.0, adapter_dir="/w/adapter")
+    drawn = seen()  # the trainer ended; the registry has not recorded it yet: both still say running
+    assert drawn and all("· running ·" in header and labels is None for header, labels in drawn), drawn
+    assert view["interval"] == dashboard.TICK_S
+    rec.status = "completed"
+    drawn = seen()
+    header, labels = drawn[0]
+    assert labels == [("r1 · demo · completed", "r1")] and "· completed ·" in header and "running" not in header
+    assert view["interval"] == dashboard.IDLE_TICK_S
