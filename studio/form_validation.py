@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core import page_trust
-from engine.runs import registry as runs
+from engine.runs import submit_checks
 from engine.spec import schema as spec_mod
 from studio import forms
 from studio.i18n.localize import localize_problems
@@ -67,7 +67,7 @@ def form_check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, l
     if spec is None:
         return spec, errors, warnings
     # the one output-folder check (another run's folder, exports/, files there); what the page may not send
-    outs = runs.output_problems(spec) + runs.page_send_problems(spec)
+    outs = submit_checks.output_problems(spec) + submit_checks.page_send_problems(spec)
     if outs:
         return None, outs, warnings
     try:
@@ -75,7 +75,7 @@ def form_check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, l
         if key not in _DATA_CHECKS:
             if len(_DATA_CHECKS) > 64:
                 _DATA_CHECKS.clear()
-            _DATA_CHECKS[key] = runs.data_problems(spec)
+            _DATA_CHECKS[key] = submit_checks.data_problems(spec)
         problems = _DATA_CHECKS[key]
     except Exception:  # noqa: BLE001 - the check is advice here; Start runs it again and names any failure
         problems = []

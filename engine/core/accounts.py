@@ -20,7 +20,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from argon2 import PasswordHasher
@@ -46,6 +46,8 @@ class Account:
     name: str
     admin: bool = False
     hash: str = ""
+    max_running: int = 0  # the member's runs that may run at once (GPU or CPU slots); 0: no limit of their own
+    max_queued: int = 0  # the member's runs that may wait in the queue; 0: no limit
 
 
 def path(home: str | Path | None = None) -> Path:
@@ -61,14 +63,26 @@ def load(home: str | Path | None = None) -> dict[str, Account]:
     except (OSError, ValueError) as exc:  # a damaged file must not silently open the studio to everyone
         raise AccountError(message("workspace.accounts_unreadable", path=path(), error=exc)) from None
     return {
-        n: Account(n, bool(a.get("admin")), str(a.get("hash", ""))) for n, a in (data.get("accounts") or {}).items()
+        n: Account(
+            n,
+            bool(a.get("admin")),
+            str(a.get("hash", "")),
+            max(0, int(a.get("max_running") or 0)),
+            max(0, int(a.get("max_queued") or 0)),
+        )
+        for n, a in (data.get("accounts") or {}).items()
     }
 
 
 def _save(accounts: dict[str, Account]) -> None:
     target = path()
     target.parent.mkdir(parents=True, exist_ok=True)
-    body = {"accounts": {a.name: {"admin": a.admin, "hash": a.hash} for a in accounts.values()}}
+    body = {
+        "accounts": {
+            a.name: {"admin": a.admin, "hash": a.hash, "max_running": a.max_running, "max_queued": a.max_queued}
+            for a in accounts.values()
+        }
+    }
     fd, tmp = tempfile.mkstemp(prefix=".accounts-", dir=target.parent)  # created 600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -105,8 +119,32 @@ def set_password(name: str, password: str) -> None:
     accounts = load()
     if name not in accounts:
         raise AccountError(message("workspace.account_unknown", name=name))
-    accounts[name] = Account(name, accounts[name].admin, _HASHER.hash(_checked_password(password)))
+    accounts[name] = replace(accounts[name], hash=_HASHER.hash(_checked_password(password)))
     _save(accounts)
+
+
+def set_quota(name: str, *, max_running: int | None = None, max_queued: int | None = None) -> Account:
+    """A member's share of the studio: runs at once (``max_running``) and runs waiting (``max_queued``); 0 lifts
+    the limit, None keeps it."""
+    accounts = load()
+    if name not in accounts:
+        raise AccountError(message("workspace.account_unknown", name=name))
+    for value in (max_running, max_queued):
+        if value is not None and value < 0:
+            raise AccountError(message("workspace.account_bad_quota", value=value))
+    a = accounts[name]
+    accounts[name] = replace(
+        a,
+        max_running=a.max_running if max_running is None else max_running,
+        max_queued=a.max_queued if max_queued is None else max_queued,
+    )
+    _save(accounts)
+    return accounts[name]
+
+
+def quota(owner: str) -> Account | None:
+    """The account whose limits apply to runs owned by ``owner`` (None: the operator, or single-user mode)."""
+    return load().get(owner) if owner else None
 
 
 def remove(name: str) -> None:
@@ -168,6 +206,12 @@ def may_see(owner: str | None) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------- studio users
+def _limits(a: Account) -> str:
+    running = f"{a.max_running} running at once" if a.max_running else "no limit running"
+    queued = f"{a.max_queued} queued" if a.max_queued else "no limit queued"
+    return f"{running}, {queued}"
+
+
 def _read_password(args, twice: bool) -> str:
     import getpass
     import sys
@@ -197,6 +241,10 @@ def cli(argv: list[str] | None = None) -> int:
         q.add_argument("--password-stdin", action="store_true", help="read the password from stdin's first line")
     rm_p = sub.add_parser("remove", help="remove an account (its runs stay)")
     rm_p.add_argument("name")
+    q_p = sub.add_parser("quota", help="a member's share: runs at once and runs waiting (0: no limit)")
+    q_p.add_argument("name")
+    q_p.add_argument("--max-running", type=int, help="the member's runs running at once (GPU or CPU slots)")
+    q_p.add_argument("--max-queued", type=int, help="the member's runs waiting in the queue")
     args = p.parse_args(argv)
     try:
         if args.action == "add":
@@ -207,13 +255,16 @@ def cli(argv: list[str] | None = None) -> int:
                 raise AccountError(message("workspace.account_unknown", name=args.name))
             set_password(args.name, _read_password(args, twice=True))
             print(f"password of {args.name} changed")
+        elif args.action == "quota":
+            a = set_quota(args.name, max_running=args.max_running, max_queued=args.max_queued)
+            print(f"{a.name}: {_limits(a)}")
         elif args.action == "remove":
             remove(args.name)
             print(f"removed {args.name}" + ("" if load() else "; no accounts left: single-user mode"))
         else:
             accounts = load()
             for a in sorted(accounts.values(), key=lambda a: a.name):
-                print(f"{a.name}\t{'admin' if a.admin else 'member'}")
+                print(f"{a.name}\t{'admin' if a.admin else 'member'}\t{_limits(a)}")
             if not accounts:
                 print("no accounts: single-user mode (studio webui --auth USER:PASS, or none on 127.0.0.1)")
     except AccountError as exc:

@@ -16,6 +16,8 @@ MESSAGES: dict[str, str] = {
     "runs.id_taken": "run id {id} is already in the registry; submit again",
     "runs.bad_command": "command: expected a non-empty list of strings",
     "runs.delete_running": "run {id} is running: stop it first (`studio runs stop {id}`)",
+    "runs.quota_queued": "{owner} has {n} runs waiting in the queue, their limit (studio users quota): wait for one "
+    "to start, or remove one from the queue",
     "runs.bad_name": "name: give 1 to 120 characters",
     "runs.is_command": "run {id} is a command, not a training run",
     "runs.still_running": "run {id} is still running",

@@ -13,7 +13,6 @@ control live in ``engine.runs.scheduler``.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import time
@@ -27,8 +26,7 @@ import yaml
 
 from engine.core import acting, audit, folders, page_trust, workspace
 from engine.core.messages import Message
-from engine.core.messages import message as core_message
-from engine.runs import checkpoints, launch, outputs, overwrite, scheduler, slurm, store
+from engine.runs import checkpoints, launch, outputs, overwrite, scheduler, slurm, store, submit_checks
 from engine.runs.messages import message as run_message
 from engine.runs.owners import get, list_runs, log_tail, run_dir  # noqa: F401 - as the caller may see them
 from engine.runs.store import (  # noqa: F401 - re-exported: the registry's reading API
@@ -48,9 +46,9 @@ from engine.runs.store import (  # noqa: F401 - re-exported: the registry's read
     transaction,
     update,
 )
+from engine.runs.submit_checks import output_folder
 from engine.spec.messages import message
 from engine.spec.schema import RunSpec, SpecError, dump_spec, save_spec, spec_to_dict, validate_spec
-from engine.spec.watch import notify_page_problems
 
 
 # ----------------------------------------------------------------------------------------------- submit
@@ -78,13 +76,18 @@ def submit(
     valid, errors, _warnings = validate_spec(_as_spec_data(spec))
     if errors or valid is None:
         raise SpecError(errors or [("spec", run_message("runs.spec_invalid"))])
-    errors = output_problems(valid) + data_problems(valid) + page_send_problems(valid)
+    errors = (
+        submit_checks.output_problems(valid)
+        + submit_checks.data_problems(valid)
+        + submit_checks.page_send_problems(valid)
+    )
     on_slurm = valid.launch.target == "slurm"  # a batch job on the cluster, its folder in the shared run folder
     if on_slurm:
         errors += slurm.problems()
     if errors:
         raise SpecError(errors)
     base = slurm.runs_root() if on_slurm else None
+    submit_checks.queue_quota()
     check_space(base or workspace.home() / "runs")
     replaced = overwrite.target(output_folder(valid, workspace.runs_dir()))[0] if valid.output.overwrite else None
     run_id, rdir = _claim(base)
@@ -181,6 +184,7 @@ def submit_command(
     (engine.core.acting)."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise RunsError(run_message("runs.bad_command"))
+    submit_checks.queue_quota()
     check_space(workspace.home() / "runs")
     run_id, rdir = _claim()
     argv = [a.replace("{run_dir}", str(rdir)) for a in argv]
@@ -206,86 +210,10 @@ def submit_command(
     return run_id
 
 
-# Datasets up to this size are read row by row at submit, so bad data is refused before anything is queued; larger
-# ones are checked by the trainer (engine.trainer.dataset), still before a model is loaded.
-SUBMIT_DATA_CHECK_BYTES = 64 << 20
-
-
-def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
-    """The rows of the spec's datasets checked for its stage (datasets up to ``SUBMIT_DATA_CHECK_BYTES``), as
-    (field, message): what submit refuses, and what the page's form shows before Start."""
-    from engine.data import registry as reg
-    from engine.spec.schema import resolve_dataset_dir
-
-    ddir = resolve_dataset_dir(spec)
-    try:
-        info = reg.read_dataset_info(ddir)
-        size = 0
-        for name in [*spec.data.datasets, *spec.data.eval_datasets]:
-            size += reg.entry_bytes(info[name], ddir)  # never walks outside the dataset folder (file_name "/")
-    except (OSError, ValueError, KeyError, TypeError):
-        size = 0  # validate_spec's context rules name a broken registry; the row check below names a missing file
-    if size > SUBMIT_DATA_CHECK_BYTES:
-        return []
-    stage = spec.method.stage
-    return [("data.datasets", p.located()) for p in reg.check_datasets(spec.data.datasets, ddir, stage)] + [
-        ("data.eval_datasets", p.located()) for p in reg.check_datasets(spec.data.eval_datasets, ddir, stage)
-    ]
-
-
-def page_send_problems(spec: RunSpec) -> list[tuple[str, str]]:
-    """What the page may not send: notifications through secrets or to hosts the operator did not allow it
-    (engine.core.page_trust); nothing at the shell. Run by submit and the Train tab's form."""
-    return [] if acting.at_shell() else notify_page_problems(spec.notify)
-
-
-def output_problems(spec: RunSpec) -> list[tuple[str, str]]:
-    """The one check of a new run's output folder, run by submit, ``studio validate`` / ``studio train`` and the
-    Train tab's form: refused when another run owns it (its folder, its output folder, or one holding them), when it
-    is in ``exports/`` or an existing folder with files (``folders.new_run_output_problem``), or when it cannot be
-    created or written; not found out by the trainer. (Its place and the workspace's own folders are spec rules too:
-    engine.spec.rules, engine.core.folders.)"""
-    if not spec.output.output_dir:
-        return []
-    out = output_folder(spec, workspace.runs_dir())
-    replaced, why = overwrite.target(out) if spec.output.overwrite else (None, None)
-    if replaced is not None or why is not None:  # LLaMA-Factory's overwrite_output_dir (engine.runs.overwrite)
-        return [] if replaced else [("output.output_dir", message("output_refused", reason=why))]
-    owner = folders.owner_of(out, run_owners()) or folders.new_run_output_problem(out)
-    if owner is not None:
-        return [("output.output_dir", message("output_refused", reason=owner))]
-    probe = out
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        return [("output.output_dir", message("output_is_file", path=out, probe=probe))]
-    if not os.access(probe, os.W_OK | os.X_OK):
-        return [("output.output_dir", message("output_not_writable", probe=probe))]
-    return []
-
-
-def output_folder(spec: RunSpec, rdir: Path) -> Path:
-    if not spec.output.output_dir:
-        return rdir
-    out = Path(spec.output.output_dir).expanduser()
-    return out if out.is_absolute() else (workspace.home() / out)
-
-
-def run_owners(exclude: str | None = None) -> list[folders.Owner]:
-    """Every registered run's folder and output folder (owned whole by the run), for engine.core.folders.owner_of."""
-    owners: list[folders.Owner] = []
-    for rec in list_runs(refresh_status=False):
-        if rec.id == exclude:
-            continue
-        for folder in {rec.run_dir, rec.output_dir}:
-            owners.append((Path(folder), core_message("workspace.owner_run", id=rec.id, path=folder), True))
-    return owners
-
-
 def folder_problem(path: str | Path, extra: list[folders.Owner] | None = None) -> Message | None:
     """Why ``path`` may not be written by a new run, merge or export: its place (engine.core.folders), the
     workspace's folders, ``extra`` owners (a base model), or a registered run's folders. None when it is free."""
-    return folders.output_problem(path, [*(extra or []), *run_owners()])
+    return folders.output_problem(path, [*(extra or []), *submit_checks.run_owners()])
 
 
 # ----------------------------------------------------------------------------------------------- actions
@@ -343,7 +271,7 @@ def delete(run_id: str, remove_files: bool = True) -> Deleted:
 
 
 def _delete_files(rec: RunRecord, report: Deleted) -> None:
-    others = run_owners(exclude=rec.id)
+    others = submit_checks.run_owners(exclude=rec.id)
     own = Path(rec.run_dir).resolve()
     out = Path(rec.output_dir).expanduser().resolve()
     if out != own and not out.is_relative_to(own) and out.exists():

@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 
 from engine.core import workspace
-from engine.runs import outputs, store
+from engine.runs import fair, outputs, store
 from engine.runs.messages import message as run_message
 from engine.runs.processes import ask_to_stop  # noqa: F401 - used here and by the runner
 from engine.runs.store import MARKER, run_processes, runner_alive, signal_all  # noqa: F401 - used here and by the runner
@@ -171,9 +171,8 @@ def schedule() -> list[str]:
             listed = {r.id for r in recs if r.status == "running"}
             running += [(not gpus, gpus) for run_id, gpus in alive.items() if run_id not in listed]
             queued, impossible = [], {}
-            for r in recs:
-                if r.status != "queued" or r.id in alive:
-                    continue
+            waiting = [r for r in recs if r.status == "queued" and r.id not in alive]
+            for r in fair.within_limits(fair.order(waiting, _last_starts(conn)), _running_by_owner(recs))[0]:
                 try:
                     queued.append(_want(r, hw.has_gpu))
                 except Exception as exc:  # noqa: BLE001 - a spec that no longer parses: fail it, move on
@@ -208,6 +207,21 @@ def schedule() -> list[str]:
                     status, reason = "stopped", run_message("store.stopped_before_start")
                 if store.update(run_id, only_if_status=("running",), status=status, ended=time.time(), reason=reason):
                     _note_final(rec, status, reason, time.time())
+
+
+def _last_starts(conn) -> dict[str, float]:
+    """owner -> when their newest run started (engine.runs.fair takes turns from it)."""
+    rows = conn.execute("SELECT owner, MAX(started) FROM runs WHERE started IS NOT NULL GROUP BY owner").fetchall()
+    return {str(o or ""): float(t) for o, t in rows if t is not None}
+
+
+def _running_by_owner(recs: list[store.RunRecord]) -> dict[str, int]:
+    """owner -> their running runs that hold a GPU or a CPU slot (a member's ``max_running`` counts these)."""
+    out: dict[str, int] = {}
+    for r in recs:
+        if r.status == "running" and r.kind in ("train", "command") and (r.gpus or holds_cpu_slot(r)):
+            out[r.owner or ""] = out.get(r.owner or "", 0) + 1
+    return out
 
 
 def _live_runs() -> dict[str, list[int]]:

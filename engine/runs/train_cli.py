@@ -17,7 +17,7 @@ from pathlib import Path
 
 from engine.core import workspace
 from engine.lf.compat import load_any_spec
-from engine.runs import store
+from engine.runs import store, submit_checks
 from engine.runs.launch import add_target_arguments, build_command, target_from_arguments
 from engine.runs.run_end import without_log_tail
 from engine.spec.schema import RunSpec, SpecError, spec_warnings
@@ -56,9 +56,8 @@ def cli(argv: list[str]) -> int:
         except SpecError as exc:
             print(exc, file=sys.stderr)
             return 1
-        from engine.runs import registry as runs
 
-        problems = runs.output_problems(spec)  # the same check as `studio train`, submit and the page's form
+        problems = submit_checks.output_problems(spec)  # the same check as `studio train`, submit and the page's form
         if problems:
             print(SpecError(problems, str(args.spec)), file=sys.stderr)
             return 1
@@ -81,7 +80,7 @@ def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = F
     from engine.runs import overwrite
     from engine.runs import registry as runs
 
-    out = runs.output_folder(spec, workspace.runs_dir())
+    out = submit_checks.output_folder(spec, workspace.runs_dir())
     replaced = overwrite.target(out)[0] if spec.output.overwrite and spec.output.output_dir else None
     try:
         run_id = runs.submit(spec, name=name)

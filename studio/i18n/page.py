@@ -301,6 +301,12 @@ STRINGS: dict[str, tuple[str, str]] = {
         "运行 {id} 已排队：队列第 {pos} 位；它在等待运行 {runs} 占用的槽位：该运行结束后开始，"
         "也可以在“运行”页停止它以立即开始。",
     ),
+    "queued_own_limit": (
+        "Queued run {id}: your limit of {n} run(s) at once is reached ({runs} running): it starts when one of "
+        "yours ends; other people's runs may go before it meanwhile.",
+        "运行 {id} 已排队：已达到你同时运行 {n} 个的上限（正在运行：{runs}）：你的某个运行结束后开始；"
+        "在此期间其他人的运行可能先开始。",
+    ),
     "start_twin": (
         "Run {id} with this very spec is already {status}. Click Start again to start another one anyway.",
         "配置完全相同的运行 {id} 已在{status}。如仍要再启动一个，请再次点击“开始训练”。",

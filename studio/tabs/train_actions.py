@@ -127,11 +127,25 @@ def start_run(values: dict[str, Any], lang: str = "en", confirm: str = "") -> tu
     except Exception as exc:  # the registry refuses (queue full, GPUs busy): show its message
         return said(lambda code, err=exc: f"❌ {localize_error(err, code)}", lang), None, ""
     if status == "queued":
+        own = own_limit(runs.get(run_id))
+        if own is not None:
+            return said(lambda code: t("queued_own_limit", code, id=run_id, **own), lang), str(run_id), ""
         pos = queue_position(run_id)
         holders = ", ".join(f"{r.id} ({r.name})" for r in scheduler.slot_holders(runs.get(run_id)))
         key = "queued_behind" if holders else "queued_run"
         return said(lambda code: t(key, code, id=run_id, pos=pos, runs=holders), lang), str(run_id), ""
     return said(lambda code: t("started", code, id=run_id), lang), str(run_id), ""
+
+
+def own_limit(rec) -> dict | None:
+    """{n, runs} when the queued ``rec`` waits for its owner's own ``max_running`` (engine.runs.fair), else None."""
+    from engine.runs import fair
+
+    limit = fair.running_limit(rec.owner or "")
+    if limit is None:
+        return None
+    mine = [r.id for r in runs.list_runs("running", refresh_status=False) if (r.owner or "") == (rec.owner or "")]
+    return {"n": limit, "runs": ", ".join(mine)} if len(mine) >= limit else None
 
 
 def stop_begin(run_id: str | None, lang: str = "en") -> tuple[Said, str | None]:

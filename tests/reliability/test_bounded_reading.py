@@ -225,6 +225,7 @@ spec_path, names = sys.argv[1], sys.argv[2:]
 import yaml
 from engine.data import registry as reg
 from engine.runs import registry as runs
+from engine.runs import submit_checks
 from engine.spec import schema
 from studio.tabs import data as tab
 from studio.tabs import data_register as reg_tab
@@ -238,7 +239,7 @@ for name in names:
     spec = schema.parse_spec(data, context=False)
     rows, problems, _ = tab.head(name)
     out[name] = {
-        "start": [str(m) for _, m in runs.data_problems(spec)],  # what the page's Start checks
+        "start": [str(m) for _, m in submit_checks.data_problems(spec)],  # what the page's Start checks
         "head": [reg_tab.problem_text(p) for p in problems],  # the Datasets tab's preview / check
         "check": [str(p) for p in reg.check_head(name, ddir)[0]],
         "rows": len(rows),

@@ -1,0 +1,109 @@
+"""What a new run must pass at submit beyond its spec's own validation, the same checks the Train tab's form and
+``studio validate`` / ``studio train`` run before it: its output folder (``output_problems``), its data's rows
+(``data_problems``), what the page may send (``page_send_problems``), a member's queue quota (``queue_quota``); and
+the folders every run owns, which these checks and delete hold against (``run_owners``).
+
+Light: engine.core, engine.data's registry (inside ``data_problems``), the store. The folders of every run count,
+whoever may see them: a member's run never writes into another member's run folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from engine.core import accounts, acting, folders, workspace
+from engine.core.messages import message as core_message
+from engine.runs import fair, overwrite, store
+from engine.runs.messages import message as run_message
+from engine.runs.store import RunsError
+from engine.spec.messages import message
+from engine.spec.schema import RunSpec
+from engine.spec.watch import notify_page_problems
+
+# Datasets up to this size are read row by row at submit, so bad data is refused before anything is queued; larger
+# ones are checked by the trainer (engine.trainer.dataset), still before a model is loaded.
+SUBMIT_DATA_CHECK_BYTES = 64 << 20
+
+
+def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """The rows of the spec's datasets checked for its stage (datasets up to ``SUBMIT_DATA_CHECK_BYTES``), as
+    (field, message): what submit refuses, and what the page's form shows before Start."""
+    from engine.data import registry as reg
+    from engine.spec.schema import resolve_dataset_dir
+
+    ddir = resolve_dataset_dir(spec)
+    try:
+        info = reg.read_dataset_info(ddir)
+        size = 0
+        for name in [*spec.data.datasets, *spec.data.eval_datasets]:
+            size += reg.entry_bytes(info[name], ddir)  # never walks outside the dataset folder (file_name "/")
+    except (OSError, ValueError, KeyError, TypeError):
+        size = 0  # validate_spec's context rules name a broken registry; the row check below names a missing file
+    if size > SUBMIT_DATA_CHECK_BYTES:
+        return []
+    stage = spec.method.stage
+    return [("data.datasets", p.located()) for p in reg.check_datasets(spec.data.datasets, ddir, stage)] + [
+        ("data.eval_datasets", p.located()) for p in reg.check_datasets(spec.data.eval_datasets, ddir, stage)
+    ]
+
+
+def page_send_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """What the page may not send: notifications through secrets or to hosts the operator did not allow it
+    (engine.core.page_trust); nothing at the shell. Run by submit and the Train tab's form."""
+    return [] if acting.at_shell() else notify_page_problems(spec.notify)
+
+
+def output_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """The one check of a new run's output folder, run by submit, ``studio validate`` / ``studio train`` and the
+    Train tab's form: refused when another run owns it (its folder, its output folder, or one holding them), when it
+    is in ``exports/`` or an existing folder with files (``folders.new_run_output_problem``), or when it cannot be
+    created or written; not found out by the trainer. (Its place and the workspace's own folders are spec rules too:
+    engine.spec.rules, engine.core.folders.)"""
+    if not spec.output.output_dir:
+        return []
+    out = output_folder(spec, workspace.runs_dir())
+    replaced, why = overwrite.target(out) if spec.output.overwrite else (None, None)
+    if replaced is not None or why is not None:  # LLaMA-Factory's overwrite_output_dir (engine.runs.overwrite)
+        return [] if replaced else [("output.output_dir", message("output_refused", reason=why))]
+    owner = folders.owner_of(out, run_owners()) or folders.new_run_output_problem(out)
+    if owner is not None:
+        return [("output.output_dir", message("output_refused", reason=owner))]
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return [("output.output_dir", message("output_is_file", path=out, probe=probe))]
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return [("output.output_dir", message("output_not_writable", probe=probe))]
+    return []
+
+
+def output_folder(spec: RunSpec, rdir: Path) -> Path:
+    if not spec.output.output_dir:
+        return rdir
+    out = Path(spec.output.output_dir).expanduser()
+    return out if out.is_absolute() else (workspace.home() / out)
+
+
+def run_owners(exclude: str | None = None) -> list[folders.Owner]:
+    """Every registered run's folder and output folder (owned whole by the run), for engine.core.folders.owner_of."""
+    owners: list[folders.Owner] = []
+    for rec in store.list_runs(refresh_status=False):  # every run, whoever may see it
+        if rec.id == exclude:
+            continue
+        for folder in {rec.run_dir, rec.output_dir}:
+            owners.append((Path(folder), core_message("workspace.owner_run", id=rec.id, path=folder), True))
+    return owners
+
+
+def queue_quota() -> None:
+    """A member with ``max_queued`` runs waiting queues no more (RunsError naming the limit), before anything is
+    made."""
+    owner = accounts.owner_of_new()
+    if not owner:
+        return
+    waiting = sum(1 for r in store.list_runs("queued", refresh_status=False) if (r.owner or "") == owner)
+    limit = fair.queue_limit(owner, waiting)
+    if limit is not None:
+        raise RunsError(run_message("runs.quota_queued", owner=owner, n=limit))

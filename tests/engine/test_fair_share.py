@@ -1,0 +1,98 @@
+"""Fair shares of one studio (issue 46 item 3): users take turns for the slots, first in, first out within a user;
+a member's own limits (runs at once, runs waiting); and a member's run never writes into another member's run
+folder. The order is checked on the real scheduler, with real command runs started by their detached wrappers."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from engine.core import accounts
+from engine.runs import fair, store, submit_checks
+from engine.runs import registry as runs
+from engine.spec.schema import SpecError
+from tests import helpers
+from tests.helpers import demo_spec
+
+
+@pytest.fixture()
+def team(run_registry):
+    accounts.add("ann", "correct horse")
+    accounts.add("bob", "battery staple")
+    who = {"name": "ann"}
+    accounts.set_viewer_source(lambda: who["name"])
+    yield who
+    accounts.set_viewer_source(None)
+
+
+def _queued(owner: str, created: float) -> SimpleNamespace:
+    return SimpleNamespace(owner=owner, created=created, id=f"{owner}{created}")
+
+
+def test_users_take_turns_first_in_first_out_within_each():
+    a1, a2, a3, b1 = _queued("ann", 1), _queued("ann", 2), _queued("ann", 3), _queued("bob", 4)
+    assert fair.order([a1, a2, a3, b1], {}) == [a1, b1, a2, a3]  # nobody has run yet: the oldest first, then turns
+    assert fair.order([a2, a3, b1], {"ann": 10.0}) == [b1, a2, a3]  # ann's run just started: bob's turn
+    assert fair.order([a2, a3, b1], {"ann": 10.0, "bob": 11.0}) == [a2, b1, a3]
+    op = [_queued("", 1), _queued("", 2), _queued("", 3)]
+    assert fair.order(op, {"": 5.0}) == op  # single-user mode: the queue's own order
+
+
+def _command(who: dict, name: str, owner: str) -> str:
+    who["name"] = owner
+    return runs.submit_command([sys.executable, "-c", "pass"], name=name, start=False)
+
+
+def test_one_slot_goes_ann_bob_ann_ann(team):
+    """Ann queues three runs, then Bob one, with one CPU slot: they start A, B, A, A."""
+    ids = [_command(team, n, o) for n, o in (("a1", "ann"), ("a2", "ann"), ("a3", "ann"), ("b1", "bob"))]
+    team["name"] = None  # the operator's view: every run
+    runs.schedule()
+    done = helpers.wait_for(
+        lambda: all(store.get(i).status == "completed" for i in ids) and [store.get(i) for i in ids], timeout=120
+    )
+    started = [r.name for r in sorted(done, key=lambda r: r.started)]
+    assert started == ["a1", "b1", "a2", "a3"], started
+
+
+def test_a_members_limits(team, monkeypatch):
+    accounts.set_quota("ann", max_running=1)
+    accounts.set_quota("bob", max_queued=2)
+    monkeypatch.setenv("STUDIO_CPU_SLOTS", "2")
+    team["name"] = "ann"
+    long = [sys.executable, "-c", "import time; time.sleep(60)"]
+    a1 = runs.submit_command(long, name="a1", start=False)
+    a2 = runs.submit_command(long, name="a2", start=False)
+    team["name"] = "bob"
+    b1 = runs.submit_command(long, name="b1", start=False)
+    b2 = runs.submit_command(long, name="b2", start=False)
+    with pytest.raises(runs.RunsError, match="bob has 2 runs waiting in the queue"):
+        runs.submit_command(long, name="b3", start=False)
+    team["name"] = None
+    runs.schedule()
+    status = {r: store.get(r).status for r in (a1, a2, b1, b2)}
+    # two slots: ann's second waits for her own limit, so bob's two take the second slot... one of them
+    assert status[a1] == "running" and status[a2] == "queued", status
+    assert sorted(status[b] for b in (b1, b2)) == ["queued", "running"], status
+    from studio.tabs.train_actions import own_limit
+
+    assert own_limit(store.get(a2)) == {"n": 1, "runs": a1}
+    assert own_limit(store.get(b2 if status[b2] == "queued" else b1)) is None  # bob waits for a slot, not a limit
+    for r in (a1, a2, b1, b2):
+        runs.stop(r, grace_s=1)
+
+
+def test_a_member_cannot_write_into_another_members_run_folder(team, demo_paths):
+    team["name"] = "ann"
+    theirs = runs.submit(demo_spec(demo_paths, output={"output_dir": "outs/ann"}), name="ann's", start=False)
+    runs.stop(theirs)
+    team["name"] = "bob"
+    with pytest.raises(store.RunsError):
+        runs.get(theirs)  # bob does not see ann's run...
+    spec = demo_spec(demo_paths, output={"output_dir": "outs/ann"})
+    problems = submit_checks.output_problems(spec)
+    assert problems and problems[0][0] == "output.output_dir", problems  # ...and may not write into its folder
+    with pytest.raises(SpecError, match="output.output_dir"):
+        runs.submit(spec, name="bob's", start=False)
