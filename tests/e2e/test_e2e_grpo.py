@@ -140,6 +140,9 @@ def test_grpo_from_the_form_dry_run_then_rewards_drawn_live(page, server, shots,
     assert kl and sorted(kl["legend"]) == ["KL", "entropy"], kl
     length = wait_svg(page, "#plot-grpo-length", "s.lines.length === 2 && s.lines.every(l => l.visible)")
     assert length and len(length["legend"]) == 2, length
+    # the Tokens/s chart draws GRPO's throughput too (issue 45 item 16: it stayed empty), one point per logged step
+    tps = wait_svg(page, "#plot-tps", "s.lines.some(l => l.visible && l.points === 3)")
+    assert tps and any(line["visible"] and line["points"] == 3 for line in tps["lines"]), tps
     last = [e for e in events if e["type"] == "completions"][-1]["payload"]["samples"]
     assert last
     head, samples = _table(page, "#grpo-samples", len(last), timeout_ms=90_000)
