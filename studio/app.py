@@ -176,6 +176,7 @@ def build_app(lang: str = "en") -> gr.Blocks:
         loaded.then(*fan_in.combine([*ctx.on_load, attach]), **quiet)
         # Choices only: setting the value here would race with what the user is typing.
         ctx.run_picker.focus(*choices, queue=False)
+    app.studio_texts = ctx.texts  # what a language switch relabels (tests check each attribute exists)
     return app
 
 

@@ -42,7 +42,9 @@ def build(ctx: Any) -> None:
 
     texts, lang = ctx.texts, ctx.lang_value
     with texts.add(gr.Accordion(t("audit_title", lang), open=False, elem_id="audit"), "audit_title"):
-        refresh = texts.add(gr.Button(t("audit_refresh", lang), size="sm", elem_id="audit-refresh"), "audit_refresh")
+        refresh = texts.add(
+            gr.Button(t("audit_refresh", lang), size="sm", elem_id="audit-refresh"), "audit_refresh", "value"
+        )
         first, _ = table(lang, limit=0)
         log = gr.Dataframe(value=first, interactive=False, wrap=True, elem_id="audit-table")
         note = gr.Markdown("", elem_id="audit-note")

@@ -86,3 +86,14 @@ def test_job_names_studio_made_read_in_chinese():
     mine = SimpleNamespace(name="export my data", kind="train")
     assert shown_name(mine, "zh") == "export my data"
     assert shown_name(SimpleNamespace(name="exporter", kind="command"), "zh") == "exporter"
+
+
+def test_every_relabelled_attribute_exists_on_its_component(pages):
+    """A language switch updates each registered component's attribute (``Texts.add(component, key, attr)``): a
+    Button has a value, not a label, and one wrong attribute fails the whole switch on the server."""
+    import inspect
+
+    for app in pages:
+        for component, key, attr in app.studio_texts.items:
+            params = inspect.signature(type(component).__init__).parameters
+            assert attr in params, f"{key}: {type(component).__name__} has no {attr!r}"
