@@ -16,9 +16,8 @@ import yaml
 
 from engine.core import events
 from engine.lf.compat import load_any_spec
-from engine.runs import record as fingerprints
+from engine.runs import fingerprints, slurm, watchdog
 from engine.runs import registry as runs
-from engine.runs import slurm, watchdog
 from engine.runs.messages import message as run_message
 from engine.spec.schema import SpecError, parse_spec
 

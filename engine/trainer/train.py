@@ -30,8 +30,8 @@ from engine.core.messages import to_json
 from engine.machine.kernels import packed_attention_decision, packed_row_tokens
 from engine.models.resolve import resolve_model
 from engine.runs import checkpoints as checkpoint_folders
+from engine.runs import fingerprints
 from engine.runs import outputs as checkpoint_outputs
-from engine.runs import record as fingerprints
 from engine.runs.health import STOP_FILE, stop_reason
 from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec
