@@ -9,6 +9,7 @@ values so tests call them without a browser.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from engine.data.templates import suggest_template
@@ -275,6 +276,14 @@ def build(ctx: Any) -> None:
         [widgets["data.template"], template_hint],
         queue=False,
     )
+    # a stage picked by hand renames a run Studio named (the demo's "demo-lora"), never one a person typed
+    name_box, proposed = widgets["output.run_name"], gr.State(widgets["output.run_name"].value)
+    widgets["method.stage"].input(
+        run_name_for_stage,
+        [widgets["method.stage"], widgets["method.finetuning"], model_box, name_box, proposed],
+        [name_box, proposed],
+        queue=False,
+    )
     plan_inputs = [*fields, gpu_mem, est_gpu, est_price, ctx.lang]
 
     def _plan(*a):
@@ -355,6 +364,18 @@ def _on_model(model: str, current_template: str, lang: str = "en") -> tuple[Any,
     if name and name in forms.TEMPLATES and current_template in ("auto", "", None):
         return gr.update(value=name), hint
     return gr.update(), hint
+
+
+def run_name_for_stage(stage: str, finetuning: str, model: str, current: str, proposed: str) -> tuple[Any, str]:
+    """(the run name's update, the name Studio proposes now) after a stage picked by hand (issue 45 item 16: a GRPO
+    run went out named "demo-lora"). A name Studio proposed (the demo's, or the one it gave at the last switch)
+    follows the stage and the method: "<model>-<stage>-<method>"; a name a person typed stays."""
+    import gradio as gr
+
+    if (current or "") not in ((proposed or ""), ""):
+        return gr.update(), proposed
+    name = f"{Path(str(model or '')).name or 'run'}-{stage}-{finetuning}".lower()
+    return gr.update(value=name), name
 
 
 def _apply(result: tuple[dict[str, Any] | None, str]) -> list[Any]:

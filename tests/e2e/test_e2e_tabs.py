@@ -83,6 +83,14 @@ def test_grpo_reward_picker_and_stage_switches(page, shots):
     picked = "{kind: math, weight: 1.0}\n{kind: length, weight: 1.0}"
     expect(rewards).to_have_value(picked, timeout=90_000)
     page.click("#sec-output >> text=Output")
+    # the demo's own run name follows a stage picked by hand (a GRPO run went out named "demo-lora")
+    expect(page.locator("#f-output-run-name input")).to_have_value("demo-lora")
+    page.click("#f-method-stage input")
+    page.get_by_role("option", name="grpo", exact=True).click()
+    expect(page.locator("#f-output-run-name input")).to_have_value("demo-tiny-llama-grpo-lora", timeout=90_000)
+    page.click("#f-method-stage input")
+    page.get_by_role("option", name="sft", exact=True).click()
+    expect(page.locator("#f-output-run-name input")).to_have_value("demo-tiny-llama-sft-lora", timeout=90_000)
     type_field(page, "#f-output-run-name input", "my-grpo-try")
     expect(page.locator("#f-method-stage input")).to_have_value("sft")
     for stage in ("grpo", "sft", "grpo"):

@@ -133,3 +133,18 @@ def test_stage_switches_keep_the_picked_rewards_and_the_run_name(demo_paths, mon
         values[stage._id] = s
         assert fire(stage, "change") >= 2  # the form's checks and the plan
         assert (values[rewards._id], values[picker._id], values[name._id]) == kept, s
+
+
+def test_a_stage_picked_by_hand_renames_the_run_studio_named():
+    """Issue 45 item 16: a GRPO run went out named "demo-lora" after the stage was switched. The demo's name (and
+    a name Studio proposed at an earlier switch) follows the stage; a name a person typed stays."""
+    from studio.tabs.train import run_name_for_stage
+
+    model = "/w/models/demo-tiny-llama"
+    update, proposed = run_name_for_stage("grpo", "lora", model, "demo-lora", "demo-lora")
+    assert update["value"] == proposed == "demo-tiny-llama-grpo-lora"
+    update, proposed = run_name_for_stage("sft", "lora", model, proposed, proposed)
+    assert update["value"] == proposed == "demo-tiny-llama-sft-lora"
+    update, kept = run_name_for_stage("dpo", "lora", model, "my-grpo-try", proposed)
+    assert "value" not in update and kept == proposed  # typed by a person: untouched
+    assert run_name_for_stage("kto", "full", "Qwen/Qwen2.5-0.5B", "", "x")[1] == "qwen2.5-0.5b-kto-full"
