@@ -43,5 +43,10 @@ def install() -> None:
 
 
 def login(username: str, password: str) -> bool:
-    """gradio's auth callable in team mode."""
-    return accounts.verify(username, password)
+    """gradio's auth callable in team mode; every attempt goes into the audit log (the name tried, never the
+    password)."""
+    from engine.core import audit
+
+    ok = accounts.verify(username, password)
+    audit.record("login" if ok else "login-failed", who=str(username)[:64])
+    return ok

@@ -74,3 +74,14 @@ def test_members_act_under_their_name_and_read_nothing(home, demo_paths):
     shown, note = runs_audit.table("en")
     assert [r[1:4] for r in shown["data"]] == [["bob", "studio", "stopped"], ["bob", "studio", "started a run"]]
     assert shown["headers"][0] == "time" and note == ""
+
+
+def test_logins_are_recorded_without_the_password(home):
+    from studio import team
+
+    accounts.add("ann", "correct horse")
+    assert team.login("ann", "correct horse") and not team.login("ann", "wrong horse!")
+    assert not team.login("nobody", "correct horse")
+    said = [(e["who"], e["action"]) for e in reversed(audit.entries())]
+    assert said == [("ann", "login"), ("ann", "login-failed"), ("nobody", "login-failed")]
+    assert "horse" not in audit.path().read_text()
