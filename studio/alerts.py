@@ -18,6 +18,7 @@ import pandas as pd
 from engine.core import events as events_mod
 from engine.core.messages import payload_message
 from engine.spec.watch import HealthSpec
+from studio.i18n.labels import LABELS_ZH
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
 
@@ -28,7 +29,8 @@ def rule_label(rule: str, lang: str = "en") -> str:
     """A rule's name as the form labels its field (``health.<rule>``)."""
     info = HealthSpec.model_fields.get(rule)
     extra = info.json_schema_extra if info is not None and isinstance(info.json_schema_extra, dict) else {}
-    return str(extra.get("label_zh" if lang == "zh" else "label") or rule)
+    label = str(extra.get("label") or rule)
+    return LABELS_ZH.get(f"health.{rule}", label) if lang == "zh" else label
 
 
 def from_event(ev: dict) -> dict:

@@ -1,11 +1,11 @@
 """The single mapping between widgets and run-spec field paths. Light: gradio, pydantic, engine.spec.schema.
 
-Every widget is generated from the ``Field`` metadata of ``engine.spec.schema.RunSpec``: label / label_zh, description
-(help), range (ge/gt/le/lt -> minimum/maximum), choices (``Literal``), ``advanced`` (collapsed accordion) and
-``step``. Sections follow the spec's nesting (model, method, method.lora, ...). ``FieldInfo.path`` is the dotted spec
-path; ``values_to_dict`` turns widget values back into a spec dict, ``spec_to_values`` does the reverse. No rule is
-checked here: ``engine.spec.schema.validate_spec`` is the judge and its messages are shown next to the fields they
-name.
+Every widget is generated from the ``Field`` metadata of ``engine.spec.schema.RunSpec``: label (its Chinese in
+``studio.i18n.labels``), description (help), range (ge/gt/le/lt -> minimum/maximum), choices (``Literal``),
+``advanced`` (collapsed accordion) and ``step``. Sections follow the spec's nesting (model, method, method.lora, ...).
+``FieldInfo.path`` is the dotted spec path; ``values_to_dict`` turns widget values back into a spec dict,
+``spec_to_values`` does the reverse. No rule is checked here: ``engine.spec.schema.validate_spec`` is the judge and
+its messages are shown next to the fields they name.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from engine.spec import schema as spec_mod
 from studio.i18n.choices import choices_for
+from studio.i18n.labels import LABELS_ZH
 from studio.i18n.page import SECTION_TITLES  # noqa: F401 - the form's section titles, in both languages
 
 # Fields whose value is picked from a list the page fills at run time (models, datasets, templates, GPUs).
@@ -155,7 +156,7 @@ def walk(model: type[BaseModel] = spec_mod.RunSpec, prefix: str = "") -> list[Fi
                         path,
                         "optional_model",
                         str(extra.get("label", name)),
-                        str(extra.get("label_zh", "")),
+                        LABELS_ZH.get(path, str(extra.get("label", name))),
                         finfo.description or "",
                         False,
                         advanced=bool(extra.get("advanced")),
@@ -175,7 +176,7 @@ def walk(model: type[BaseModel] = spec_mod.RunSpec, prefix: str = "") -> list[Fi
                 path=path,
                 kind=kind,
                 label=str(extra.get("label", name.replace("_", " "))),
-                label_zh=str(extra.get("label_zh", "")),
+                label_zh=LABELS_ZH.get(path, str(extra.get("label", name.replace("_", " ")))),
                 help=finfo.description or "",
                 default=default,
                 choices=choices,

@@ -31,8 +31,8 @@ REWARD_KINDS = ("exact", "normalized", "math", "regex", "length", "json", "model
 LOSS_TYPES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo")
 
 
-def _meta(label: str, label_zh: str, *, advanced: bool = False, **extra: Any) -> dict:
-    return {"label": label, "label_zh": label_zh, "group": "grpo", "advanced": advanced, **extra}
+def _meta(label: str, *, advanced: bool = False, **extra: Any) -> dict:
+    return {"label": label, "group": "grpo", "advanced": advanced, **extra}
 
 
 class _Spec(BaseModel):
@@ -47,57 +47,57 @@ class RewardSpec(_Spec):
         "(math-verify); regex: the completion matches the pattern (default: <think>...</think><answer>...</answer>); "
         "length: 0 up to the target length, less beyond it; json: the completion is JSON (valid against the schema "
         "when given); model: the score of a reward model (a Studio rm run); python: your own function in a .py file",
-        json_schema_extra=_meta("Reward", "奖励函数"),
+        json_schema_extra=_meta("Reward"),
     )
     weight: float = Field(
         1.0,
         ge=-100,
         le=100,
         description="Weight of this reward in the total (TRL's reward_weights)",
-        json_schema_extra=_meta("Weight", "权重"),
+        json_schema_extra=_meta("Weight"),
     )
     name: str = Field(
         "",
         max_length=60,
         pattern=r"^[A-Za-z0-9_\-]*$",
         description="Name of its curve and column (empty: the kind, or the python function's name)",
-        json_schema_extra=_meta("Name", "名称", advanced=True),
+        json_schema_extra=_meta("Name", advanced=True),
     )
     pattern: str = Field(
         FORMAT_PATTERN,
         description="regex: the pattern the whole completion must match (Python re, dot matches newlines)",
-        json_schema_extra=_meta("Pattern", "正则"),
+        json_schema_extra=_meta("Pattern"),
     )
     target_length: int = Field(
         256,
         ge=1,
         le=1_000_000,
         description="length: completions up to this many tokens score 0; beyond it, -(excess / target), at least -1",
-        json_schema_extra=_meta("Target length", "目标长度"),
+        json_schema_extra=_meta("Target length"),
     )
     json_schema: dict[str, Any] | None = Field(
         None,
         description="json: a JSON Schema the completion must satisfy (empty: any valid JSON)",
-        json_schema_extra=_meta("JSON schema", "JSON Schema"),
+        json_schema_extra=_meta("JSON schema"),
     )
     model: str = Field(
         "",
         description="model: the reward model: a Studio rm run's id or folder (its final adapter or model), or a "
         "folder of a sequence-classification model (a merged rm run); it scores the prompt and completion as the rm "
         "run was trained on them",
-        json_schema_extra=_meta("Reward model", "奖励模型"),
+        json_schema_extra=_meta("Reward model"),
     )
     file: str = Field(
         "",
         description="python: the .py file holding the function (run in a confined process: no secrets in its "
         "environment, no network where the machine allows, limited CPU time and memory); from the page, a file in "
         "the workspace's rewards/ folder",
-        json_schema_extra=_meta("Python file", "Python 文件"),
+        json_schema_extra=_meta("Python file"),
     )
     function: str = Field(
         "",
         description="python: the function's name; TRL's signature f(prompts, completions, **kwargs) -> list[float]",
-        json_schema_extra=_meta("Function", "函数名"),
+        json_schema_extra=_meta("Function"),
     )
     timeout_s: float = Field(
         30.0,
@@ -105,7 +105,7 @@ class RewardSpec(_Spec):
         le=3600,
         description="python: the most CPU seconds one call (and the file's import) may use before the run stops "
         "naming the function; a call that waits is stopped 5 s later",
-        json_schema_extra=_meta("Time limit (s)", "时间限制（秒）", advanced=True),
+        json_schema_extra=_meta("Time limit (s)", advanced=True),
     )
 
     @property
@@ -125,27 +125,27 @@ class GrpoSpec(_Spec):
         le=1024,
         description="Completions sampled per prompt (the group; GRPO compares each with its group's mean). The "
         "generation batch (batch size x accumulation x processes) must be a multiple of it",
-        json_schema_extra=_meta("Group size", "组大小（每个提示的生成数）"),
+        json_schema_extra=_meta("Group size"),
     )
     max_prompt_length: int = Field(
         512,
         ge=1,
         le=1_048_576,
         description="Prompts longer than this many tokens keep their last tokens",
-        json_schema_extra=_meta("Max prompt length", "最大提示长度"),
+        json_schema_extra=_meta("Max prompt length"),
     )
     max_completion_length: int = Field(
         256,
         ge=1,
         le=1_048_576,
         description="Tokens generated per completion at most (longer ones are clipped and counted)",
-        json_schema_extra=_meta("Max completion length", "最大生成长度"),
+        json_schema_extra=_meta("Max completion length"),
     )
     temperature: float = Field(
-        1.0, gt=0, le=10, description="Sampling temperature", json_schema_extra=_meta("Temperature", "温度")
+        1.0, gt=0, le=10, description="Sampling temperature", json_schema_extra=_meta("Temperature")
     )
     top_p: float = Field(
-        1.0, gt=0, le=1, description="Nucleus sampling", json_schema_extra=_meta("Top p", "Top p", advanced=True)
+        1.0, gt=0, le=1, description="Nucleus sampling", json_schema_extra=_meta("Top p", advanced=True)
     )
     beta: float = Field(
         0.0,
@@ -153,55 +153,53 @@ class GrpoSpec(_Spec):
         le=10,
         description="KL coefficient: how strongly the policy is held to the reference model (0: no reference "
         "model is loaded, TRL's default; DeepSeek-R1 used 0.001)",
-        json_schema_extra=_meta("KL coefficient (beta)", "KL 系数（beta）"),
+        json_schema_extra=_meta("KL coefficient (beta)"),
     )
     loss_type: Literal["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo"] = Field(
         "dapo",
         description="TRL's loss_type: dapo (tokens of the whole batch), grpo (per sequence), dr_grpo (a constant), "
         "bnpo (tokens of the local batch), cispo, sapo",
-        json_schema_extra=_meta("Loss type", "损失类型"),
+        json_schema_extra=_meta("Loss type"),
     )
-    epsilon: float = Field(
-        0.2, gt=0, le=10, description="Clipping epsilon", json_schema_extra=_meta("Clip epsilon", "裁剪 epsilon")
-    )
+    epsilon: float = Field(0.2, gt=0, le=10, description="Clipping epsilon", json_schema_extra=_meta("Clip epsilon"))
     epsilon_high: float | None = Field(
         None,
         gt=0,
         le=100,
         description="Upper clipping epsilon (empty: the same as epsilon; DAPO uses 0.28)",
-        json_schema_extra=_meta("Upper clip epsilon", "上裁剪 epsilon", advanced=True),
+        json_schema_extra=_meta("Upper clip epsilon", advanced=True),
     )
     num_iterations: int = Field(
         1,
         ge=1,
         le=64,
         description="Optimisation passes over each generated batch (TRL's mu)",
-        json_schema_extra=_meta("Iterations per batch", "每批迭代次数", advanced=True),
+        json_schema_extra=_meta("Iterations per batch", advanced=True),
     )
     scale_rewards: Literal["group", "batch", "none"] = Field(
         "group",
         description="Divide advantages by the reward std of the group, of the batch, or not at all (Dr. GRPO)",
-        json_schema_extra=_meta("Reward scaling", "奖励缩放", advanced=True),
+        json_schema_extra=_meta("Reward scaling", advanced=True),
     )
     generation_backend: Literal["transformers", "vllm"] = Field(
         "transformers",
         description="Who generates the completions: transformers' generate (CPU and GPU), or vLLM (a GPU and the "
         "vllm package)",
-        json_schema_extra=_meta("Generation backend", "生成后端"),
+        json_schema_extra=_meta("Generation backend"),
     )
     rewards: list[RewardSpec] = Field(
         default_factory=list,
         description="Reward functions, one YAML mapping per line, e.g. {kind: math, weight: 1.0}; kind is exact, "
         "normalized, math, regex (pattern), length (target_length), json (json_schema), model (model: a Studio rm "
         "run's id or folder) or python (file, function); stage grpo needs at least one",
-        json_schema_extra=_meta("Reward functions", "奖励函数"),
+        json_schema_extra=_meta("Reward functions"),
     )
     log_completions: int = Field(
         4,
         ge=0,
         le=64,
         description="Sample completions (with their rewards) written to the run's events at each logged step",
-        json_schema_extra=_meta("Sample completions per log", "每次记录的样例数", advanced=True),
+        json_schema_extra=_meta("Sample completions per log", advanced=True),
     )
 
 

@@ -16,93 +16,93 @@ class DeepSpeedSpec(_Spec):
     zero_stage: Literal[0, 1, 2, 3] = Field(
         2,
         description="ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also parameters",
-        json_schema_extra=_meta("ZeRO stage", label_zh="ZeRO 阶段"),
+        json_schema_extra=_meta("ZeRO stage"),
     )
     offload_optimizer: Literal["none", "cpu", "nvme"] = Field(
         "none",
         description="Where optimizer states live (needs ZeRO stage ≥ 1)",
-        json_schema_extra=_meta("Offload optimizer", label_zh="优化器卸载"),
+        json_schema_extra=_meta("Offload optimizer"),
     )
     offload_param: Literal["none", "cpu", "nvme"] = Field(
         "none",
         description="Where parameters live (ZeRO-3 only; large slowdown)",
-        json_schema_extra=_meta("Offload parameters", label_zh="参数卸载"),
+        json_schema_extra=_meta("Offload parameters"),
     )
     nvme_path: str = Field(
         "",
         description="Folder for NVMe offload",
-        json_schema_extra=_meta("NVMe path", advanced=True, label_zh="NVMe 路径"),
+        json_schema_extra=_meta("NVMe path", advanced=True),
     )
     pin_memory: bool = Field(
         True,
         description="Pin offloaded CPU memory",
-        json_schema_extra=_meta("Pin memory", advanced=True, label_zh="锁页内存"),
+        json_schema_extra=_meta("Pin memory", advanced=True),
     )
     overlap_comm: bool = Field(
         True,
         description="Overlap reduction with backward",
-        json_schema_extra=_meta("Overlap comm", advanced=True, label_zh="通信重叠"),
+        json_schema_extra=_meta("Overlap comm", advanced=True),
     )
     contiguous_gradients: bool = Field(
         True,
         description="Copy gradients to a contiguous buffer",
-        json_schema_extra=_meta("Contiguous gradients", advanced=True, label_zh="连续梯度"),
+        json_schema_extra=_meta("Contiguous gradients", advanced=True),
     )
     sub_group_size: int = Field(
         1_000_000_000,
         ge=1,
         description="ZeRO-3 sub-group size (elements)",
-        json_schema_extra=_meta("Sub-group size", advanced=True, label_zh="子组大小"),
+        json_schema_extra=_meta("Sub-group size", advanced=True),
     )
     reduce_bucket_size: int = Field(
         500_000_000,
         ge=1,
         description="Reduce bucket size (elements)",
-        json_schema_extra=_meta("Reduce bucket size", advanced=True, label_zh="归约桶大小"),
+        json_schema_extra=_meta("Reduce bucket size", advanced=True),
     )
     steps_per_print: int = Field(
         10,
         ge=1,
         description="DeepSpeed's own log interval",
-        json_schema_extra=_meta("Steps per print", advanced=True, label_zh="打印间隔"),
+        json_schema_extra=_meta("Steps per print", advanced=True),
     )
 
 
 class FsdpSpec(_Spec):
     sharding_strategy: Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"] = Field(
-        "FULL_SHARD", description="What FSDP shards", json_schema_extra=_meta("Sharding strategy", label_zh="分片策略")
+        "FULL_SHARD", description="What FSDP shards", json_schema_extra=_meta("Sharding strategy")
     )
     auto_wrap_policy: Literal["TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"] = Field(
         "TRANSFORMER_BASED_WRAP",
         description="How modules are wrapped",
-        json_schema_extra=_meta("Auto-wrap policy", label_zh="自动包装策略"),
+        json_schema_extra=_meta("Auto-wrap policy"),
     )
     layer_cls_to_wrap: str = Field(
         "auto",
         min_length=1,
         description="Decoder layer class to wrap (auto: from the model's config)",
-        json_schema_extra=_meta("Layer class", advanced=True, label_zh="包装层类"),
+        json_schema_extra=_meta("Layer class", advanced=True),
     )
     min_num_params: int = Field(
         100_000_000,
         ge=1,
         description="Size threshold for SIZE_BASED_WRAP",
-        json_schema_extra=_meta("Min params per wrap", advanced=True, label_zh="最小参数量"),
+        json_schema_extra=_meta("Min params per wrap", advanced=True),
     )
     offload_params: bool = Field(
         False,
         description="Offload parameters to CPU",
-        json_schema_extra=_meta("Offload parameters", label_zh="参数卸载"),
+        json_schema_extra=_meta("Offload parameters"),
     )
     state_dict_type: Literal["FULL_STATE_DICT", "SHARDED_STATE_DICT"] = Field(
         "FULL_STATE_DICT",
         description="How checkpoints are saved",
-        json_schema_extra=_meta("State dict type", advanced=True, label_zh="状态字典类型"),
+        json_schema_extra=_meta("State dict type", advanced=True),
     )
     cpu_ram_efficient_loading: bool = Field(
         True,
         description="Load weights on rank 0 only",
-        json_schema_extra=_meta("RAM-efficient loading", advanced=True, label_zh="节省内存加载"),
+        json_schema_extra=_meta("RAM-efficient loading", advanced=True),
     )
 
 
@@ -114,56 +114,56 @@ class SlurmSpec(_Spec):
         "",
         pattern=r"^[A-Za-z0-9_.,\-]*$",
         description="Slurm partition (empty: the studio setting, else the cluster's default)",
-        json_schema_extra=_meta("Partition", advanced=True, label_zh="分区"),
+        json_schema_extra=_meta("Partition", advanced=True),
     )
     account: str = Field(
         "",
         pattern=r"^[A-Za-z0-9_.\-]*$",
         description="Slurm account charged for the job (empty: your default)",
-        json_schema_extra=_meta("Account", advanced=True, label_zh="账户"),
+        json_schema_extra=_meta("Account", advanced=True),
     )
     qos: str = Field(
         "",
         pattern=r"^[A-Za-z0-9_.\-]*$",
         description="Quality of service (empty: the default)",
-        json_schema_extra=_meta("QOS", advanced=True, label_zh="服务质量"),
+        json_schema_extra=_meta("QOS", advanced=True),
     )
     gpus_per_node: int | None = Field(
         None,
         ge=0,
         le=64,
         description="GPUs per node (empty: processes per machine on GPUs, none on CPU)",
-        json_schema_extra=_meta("GPUs per node", advanced=True, label_zh="每节点 GPU 数"),
+        json_schema_extra=_meta("GPUs per node", advanced=True),
     )
     cpus_per_node: int = Field(
         0,
         ge=0,
         le=4096,
         description="CPUs per node for the job (0: Slurm's default)",
-        json_schema_extra=_meta("CPUs per node", advanced=True, label_zh="每节点 CPU 数"),
+        json_schema_extra=_meta("CPUs per node", advanced=True),
     )
     memory: str = Field(
         "",
         pattern=r"^(\d+[KMGT]?)?$",
         description="Memory per node, e.g. 64G (empty: the default; 0: all of it)",
-        json_schema_extra=_meta("Memory per node", advanced=True, label_zh="每节点内存"),
+        json_schema_extra=_meta("Memory per node", advanced=True),
     )
     time_limit: str = Field(
         "",
         pattern=r"^((\d+-)?\d{1,2}(:\d{2}){0,2}|\d+|\d+-\d+)?$",
         description="Time limit: minutes, HH:MM:SS or D-HH:MM:SS (empty: the partition's)",
-        json_schema_extra=_meta("Time limit", advanced=True, label_zh="时间限制"),
+        json_schema_extra=_meta("Time limit", advanced=True),
     )
     constraint: str = Field(
         "",
         pattern=r"^[A-Za-z0-9_.&|,*\[\]()\-]*$",
         description="Node features required, e.g. a100 (sbatch --constraint)",
-        json_schema_extra=_meta("Constraint", advanced=True, label_zh="节点约束"),
+        json_schema_extra=_meta("Constraint", advanced=True),
     )
     extra_sbatch: list[str] = Field(
         default_factory=list,
         description="More sbatch options, one per line, e.g. --exclusive or #SBATCH --mail-type=END",
-        json_schema_extra=_meta("Extra sbatch lines", advanced=True, label_zh="其他 sbatch 选项"),
+        json_schema_extra=_meta("Extra sbatch lines", advanced=True),
     )
 
 
@@ -171,64 +171,64 @@ class LaunchSpec(_Spec):
     target: Literal["local", "slurm"] = Field(
         "local",
         description="local: this machine's queue; slurm: a batch job on the cluster (settings: sbatch, shared folder)",
-        json_schema_extra=_meta("Launch target", label_zh="运行位置"),
+        json_schema_extra=_meta("Launch target"),
     )
     backend: Literal["single", "ddp", "fsdp", "deepspeed"] = Field(
         "single",
         description="single process, DDP (data parallel), FSDP (sharded), or DeepSpeed ZeRO",
-        json_schema_extra=_meta("Backend", label_zh="分布式后端"),
+        json_schema_extra=_meta("Backend"),
     )
     device: Literal["auto", "cuda", "cpu"] = Field(
-        "auto", description="auto: GPUs when present, else CPU", json_schema_extra=_meta("Device", label_zh="设备")
+        "auto", description="auto: GPUs when present, else CPU", json_schema_extra=_meta("Device")
     )
     gpus: list[int] | None = Field(
         None,
         description="Explicit GPU ids (empty: any free ones, as many as processes)",
-        json_schema_extra=_meta("GPUs", label_zh="GPU 编号"),
+        json_schema_extra=_meta("GPUs"),
     )
     num_processes: int = Field(
         1,
         ge=1,
         le=1024,
         description="Processes (one per GPU) on each machine",
-        json_schema_extra=_meta("Processes per machine", label_zh="每机进程数"),
+        json_schema_extra=_meta("Processes per machine"),
     )
     share_gpus: bool = Field(
         False,
         description="Allow this run on GPUs another run is using",
-        json_schema_extra=_meta("Share GPUs", advanced=True, label_zh="共享 GPU"),
+        json_schema_extra=_meta("Share GPUs", advanced=True),
     )
     num_machines: int = Field(
         1,
         ge=1,
         le=4096,
         description="Machines (nodes) in the run",
-        json_schema_extra=_meta("Machines", advanced=True, label_zh="机器数"),
+        json_schema_extra=_meta("Machines", advanced=True),
     )
     machine_rank: int = Field(
         0,
         ge=0,
         description="This machine's rank (0 = main)",
-        json_schema_extra=_meta("Machine rank", advanced=True, label_zh="机器序号"),
+        json_schema_extra=_meta("Machine rank", advanced=True),
     )
     main_process_ip: str = Field(
         "",
         description="Address of the rank-0 machine (several machines)",
-        json_schema_extra=_meta("Main address", advanced=True, label_zh="主节点地址"),
+        json_schema_extra=_meta("Main address", advanced=True),
     )
     main_process_port: int = Field(
         29500,
         ge=1024,
         le=65535,
         description="Rendezvous port",
-        json_schema_extra=_meta("Main port", advanced=True, label_zh="主节点端口"),
+        json_schema_extra=_meta("Main port", advanced=True),
     )
     ddp_timeout: int = Field(
         1800,
         ge=1,
         le=2**31 - 1,
         description="Seconds the processes wait for each other in a collective before the run fails",
-        json_schema_extra=_meta("Communication timeout (s)", advanced=True, label_zh="通信超时（秒）"),
+        json_schema_extra=_meta("Communication timeout (s)", advanced=True),
     )
     deepspeed: DeepSpeedSpec = Field(default_factory=DeepSpeedSpec)
     fsdp: FsdpSpec = Field(default_factory=FsdpSpec)
@@ -242,30 +242,30 @@ class OutputSpec(_Spec):
         max_length=120,
         pattern=r"^[A-Za-z0-9._\-\u4e00-\u9fff ]*$",
         description="A name for the run (letters, digits, . _ - and spaces)",
-        json_schema_extra=_meta("Run name", label_zh="运行名称"),
+        json_schema_extra=_meta("Run name"),
     )
     output_dir: str = Field(
         "",
         description="Where checkpoints and the adapter go (empty: the run's folder)",
-        json_schema_extra=_meta("Output folder", advanced=True, label_zh="输出目录"),
+        json_schema_extra=_meta("Output folder", advanced=True),
     )
     overwrite: bool = Field(
         False,
         description="Replace the output folder of an earlier run that has ended (LLaMA-Factory's "
         "overwrite_output_dir): only a folder that run created and nothing else wrote in; that run keeps its record, "
         "run folder and logs, marked as overwritten by this one",
-        json_schema_extra=_meta("Overwrite an earlier run's output", advanced=True, label_zh="覆盖之前运行的输出"),
+        json_schema_extra=_meta("Overwrite an earlier run's output", advanced=True),
     )
     report_to: list[Literal["tensorboard", "wandb", "none", "mlflow", "trackio", "swanlab"]] = Field(
         default_factory=lambda: ["tensorboard"],
         description="Experiment trackers, kept in the run's folder (tensorboard; mlflow's file store; trackio's local "
         "store; wandb offline; swanlab local)",
-        json_schema_extra=_meta("Report to", advanced=True, label_zh="记录到"),
+        json_schema_extra=_meta("Report to", advanced=True),
     )
     layout: Literal["studio", "llamafactory"] = Field(
         "studio",
         description="Where the final weights go in the output folder: studio (its adapter/ or model/ folder) or "
         "llamafactory (the output folder itself, as LLaMA-Factory saves them; what a LLaMA-Factory YAML's output_dir "
         "means)",
-        json_schema_extra=_meta("Output layout", advanced=True, label_zh="输出布局"),
+        json_schema_extra=_meta("Output layout", advanced=True),
     )

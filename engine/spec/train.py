@@ -23,21 +23,21 @@ class LowRankOptimSpec(_Spec):
         min_length=1,
         description="GaLore / APOLLO: linear modules whose gradients are projected (e.g. q_proj, v_proj), or 'all' "
         "for every linear layer of the decoder",
-        json_schema_extra=_meta("Projected modules", label_zh="投影模块"),
+        json_schema_extra=_meta("Projected modules"),
     )
     rank: int = Field(
         16,
         ge=1,
         le=65536,
         description="GaLore / APOLLO: rank of the projected gradients",
-        json_schema_extra=_meta("Projection rank", label_zh="投影秩"),
+        json_schema_extra=_meta("Projection rank"),
     )
     update_interval: int = Field(
         200,
         ge=1,
         le=10_000_000,
         description="GaLore / APOLLO: steps between updates of the projection",
-        json_schema_extra=_meta("Projection update interval", label_zh="投影更新间隔"),
+        json_schema_extra=_meta("Projection update interval"),
     )
     scale: float | None = Field(
         None,
@@ -45,28 +45,28 @@ class LowRankOptimSpec(_Spec):
         le=1e4,
         description="GaLore / APOLLO: scale of the projected update (empty: 2 for GaLore, 32 for APOLLO, "
         "LLaMA-Factory's defaults)",
-        json_schema_extra=_meta("Projection scale", label_zh="投影缩放"),
+        json_schema_extra=_meta("Projection scale"),
     )
     proj_type: Literal["std", "reverse_std", "right", "left", "full"] = Field(
         "std",
         description="GaLore / APOLLO: which side is projected (APOLLO takes std, right or left)",
-        json_schema_extra=_meta("Projection type", label_zh="投影类型"),
+        json_schema_extra=_meta("Projection type"),
     )
     apollo_proj: Literal["random", "svd"] = Field(
         "random",
         description="APOLLO: random or SVD projection",
-        json_schema_extra=_meta("APOLLO projection", label_zh="APOLLO 投影"),
+        json_schema_extra=_meta("APOLLO projection"),
     )
     apollo_scale_type: Literal["channel", "tensor"] = Field(
         "channel",
         description="APOLLO: scale per channel or per tensor",
-        json_schema_extra=_meta("APOLLO scale type", label_zh="APOLLO 缩放类型"),
+        json_schema_extra=_meta("APOLLO scale type"),
     )
     layerwise: bool = Field(
         False,
         description="GaLore / APOLLO: update layer by layer during backward (less memory; one process only, no "
         "gradient accumulation)",
-        json_schema_extra=_meta("Layer-wise update", label_zh="逐层更新"),
+        json_schema_extra=_meta("Layer-wise update"),
     )
 
 
@@ -74,45 +74,45 @@ class BadamSpec(_Spec):
     mode: Literal["layer", "ratio"] = Field(
         "layer",
         description="BAdam: update one block of layers at a time (layer) or a fraction of every weight (ratio)",
-        json_schema_extra=_meta("BAdam mode", label_zh="BAdam 模式"),
+        json_schema_extra=_meta("BAdam mode"),
     )
     start_block: int | None = Field(
         None,
         ge=0,
         le=100_000,
         description="BAdam layer mode: the block trained first (empty: the first)",
-        json_schema_extra=_meta("BAdam start block", label_zh="BAdam 起始块"),
+        json_schema_extra=_meta("BAdam start block"),
     )
     switch_mode: Literal["ascending", "descending", "random", "fixed"] = Field(
         "ascending",
         description="BAdam layer mode: the order in which blocks take turns",
-        json_schema_extra=_meta("BAdam switch mode", label_zh="BAdam 切换方式"),
+        json_schema_extra=_meta("BAdam switch mode"),
     )
     switch_interval: int = Field(
         50,
         ge=-1,
         le=10_000_000,
         description="BAdam layer mode: steps before the next block (-1: never switch)",
-        json_schema_extra=_meta("BAdam switch interval", label_zh="BAdam 切换间隔"),
+        json_schema_extra=_meta("BAdam switch interval"),
     )
     update_ratio: float = Field(
         0.05,
         gt=0,
         le=1.0,
         description="BAdam ratio mode: fraction of each weight updated",
-        json_schema_extra=_meta("BAdam update ratio", label_zh="BAdam 更新比例"),
+        json_schema_extra=_meta("BAdam update ratio"),
     )
     mask_mode: Literal["adjacent", "scatter"] = Field(
         "adjacent",
         description="BAdam ratio mode: the updated entries are adjacent or scattered",
-        json_schema_extra=_meta("BAdam mask mode", label_zh="BAdam 掩码方式"),
+        json_schema_extra=_meta("BAdam mask mode"),
     )
     verbose: int = Field(
         0,
         ge=0,
         le=2,
         description="BAdam: 0 quiet, 1 print the block, 2 print the trainable parameters",
-        json_schema_extra=_meta("BAdam verbosity", label_zh="BAdam 输出级别"),
+        json_schema_extra=_meta("BAdam verbosity"),
     )
 
 
@@ -122,47 +122,45 @@ class TrainSpec(_Spec):
         gt=0,
         le=1000,
         description="Epochs (ignored when max steps > 0)",
-        json_schema_extra=_meta("Epochs", label_zh="训练轮数"),
+        json_schema_extra=_meta("Epochs"),
     )
     max_steps: int = Field(
         -1,
         ge=-1,
         le=10_000_000,
         description="Stop after this many optimizer steps (-1: use epochs)",
-        json_schema_extra=_meta("Max steps", label_zh="最大步数"),
+        json_schema_extra=_meta("Max steps"),
     )
     learning_rate: float = Field(
         1e-4,
         gt=0,
         le=1.0,
         description="Peak learning rate",
-        json_schema_extra=_meta("Learning rate", label_zh="学习率", step=1e-6),
+        json_schema_extra=_meta("Learning rate", step=1e-6),
     )
     lr_scheduler: Literal[
         "cosine", "linear", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial"
-    ] = Field(
-        "cosine", description="Learning-rate schedule", json_schema_extra=_meta("LR scheduler", label_zh="学习率调度")
-    )
+    ] = Field("cosine", description="Learning-rate schedule", json_schema_extra=_meta("LR scheduler"))
     warmup_ratio: float = Field(
         0.0,
         ge=0.0,
         le=0.5,
         description="Warm-up as a fraction of the steps (used when warm-up steps is 0)",
-        json_schema_extra=_meta("Warm-up ratio", label_zh="预热比例"),
+        json_schema_extra=_meta("Warm-up ratio"),
     )
     warmup_steps: int = Field(
         0,
         ge=0,
         le=1_000_000,
         description="Warm-up steps (overrides the ratio when > 0)",
-        json_schema_extra=_meta("Warm-up steps", advanced=True, label_zh="预热步数"),
+        json_schema_extra=_meta("Warm-up steps", advanced=True),
     )
     weight_decay: float = Field(
         0.0,
         ge=0.0,
         le=1.0,
         description="AdamW weight decay",
-        json_schema_extra=_meta("Weight decay", advanced=True, label_zh="权重衰减"),
+        json_schema_extra=_meta("Weight decay", advanced=True),
     )
     optimizer: Literal[
         "adamw_torch",
@@ -183,7 +181,7 @@ class TrainSpec(_Spec):
         "project the gradients of linear layers to low rank (train.low_rank; packages galore-torch / apollo-torch), "
         "badam updates one block of layers at a time (train.badam; package badam). adam_mini (package adam-mini) and "
         "muon (package muon) also train adapters",
-        json_schema_extra=_meta("Optimizer", advanced=True, label_zh="优化器"),
+        json_schema_extra=_meta("Optimizer", advanced=True),
     )
     low_rank: LowRankOptimSpec = Field(default_factory=lambda: LowRankOptimSpec())
     badam: BadamSpec = Field(default_factory=lambda: BadamSpec())
@@ -192,21 +190,21 @@ class TrainSpec(_Spec):
         ge=1,
         le=4096,
         description="Samples per device per micro-step",
-        json_schema_extra=_meta("Batch size per device", label_zh="每卡批大小"),
+        json_schema_extra=_meta("Batch size per device"),
     )
     gradient_accumulation: int = Field(
         8,
         ge=1,
         le=4096,
         description="Micro-steps per optimizer step",
-        json_schema_extra=_meta("Gradient accumulation", label_zh="梯度累积"),
+        json_schema_extra=_meta("Gradient accumulation"),
     )
     max_grad_norm: float = Field(
         1.0,
         ge=0.0,
         le=1e6,
         description="Clip gradients to this norm (0: off)",
-        json_schema_extra=_meta("Max grad norm", advanced=True, label_zh="梯度裁剪"),
+        json_schema_extra=_meta("Max grad norm", advanced=True),
     )
     loss: Literal["cross_entropy", "dft", "asft", "eaft"] = Field(
         "cross_entropy",
@@ -214,46 +212,46 @@ class TrainSpec(_Spec):
         "probability of it (detached); asft is dft plus asft_alpha times the KL divergence from the frozen base "
         "model; eaft weights each token by its top-20 entropy / 3 to the power eaft_alpha (LLaMA-Factory's "
         "use_dft_loss / use_asft_loss / use_eaft_loss)",
-        json_schema_extra=_meta("Loss", advanced=True, label_zh="损失函数"),
+        json_schema_extra=_meta("Loss", advanced=True),
     )
     asft_alpha: float = Field(
         0.1,
         ge=0.0,
         le=100.0,
         description="asft: weight of the KL divergence from the frozen base model (LLaMA-Factory's default 0.1)",
-        json_schema_extra=_meta("ASFT KL weight", advanced=True, label_zh="ASFT KL 权重"),
+        json_schema_extra=_meta("ASFT KL weight", advanced=True),
     )
     eaft_alpha: float = Field(
         1.0,
         ge=0.0,
         le=100.0,
         description="eaft: exponent of the entropy weight (LLaMA-Factory's default 1.0)",
-        json_schema_extra=_meta("EAFT entropy exponent", advanced=True, label_zh="EAFT 熵指数"),
+        json_schema_extra=_meta("EAFT entropy exponent", advanced=True),
     )
     liger_kernel: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Liger kernels on CUDA (fused linear cross-entropy: the logits are never materialised; RMSNorm, "
         "RoPE, SwiGLU): auto uses them where the liger-kernel package is installed and the architecture is "
         "supported; refused on CPU",
-        json_schema_extra=_meta("Liger kernels", advanced=True, label_zh="Liger 融合算子"),
+        json_schema_extra=_meta("Liger kernels", advanced=True),
     )
     trained_logits_only: bool = Field(
         True,
         description="Compute the output layer and the loss only at the positions whose next token is trained "
         "(prompt and pad positions skipped): the same loss with less time and memory. Used for sft where the "
         "model's forward supports it (transformers' logits_to_keep) and Liger kernels are off",
-        json_schema_extra=_meta("Logits on trained tokens only", advanced=True, label_zh="仅对训练词元计算 logits"),
+        json_schema_extra=_meta("Logits on trained tokens only", advanced=True),
     )
     precision: Literal["auto", "bf16", "fp16", "fp32"] = Field(
         "auto",
         description="Mixed precision: auto picks bf16 where the GPU has it, else fp16; fp32 on CPU",
-        json_schema_extra=_meta("Precision", label_zh="计算精度"),
+        json_schema_extra=_meta("Precision"),
     )
     gradient_checkpointing: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Recompute activations in backward: less memory, ~30% slower. auto: off when the memory plan "
         "fits the GPUs with a 10% margin, on otherwise (true / false are on / off)",
-        json_schema_extra=_meta("Gradient checkpointing", label_zh="梯度检查点"),
+        json_schema_extra=_meta("Gradient checkpointing"),
     )
 
     @field_validator("gradient_checkpointing", mode="before")
@@ -267,83 +265,83 @@ class TrainSpec(_Spec):
         ge=0,
         le=2**32 - 1,
         description="Random seed",
-        json_schema_extra=_meta("Seed", advanced=True, label_zh="随机种子"),
+        json_schema_extra=_meta("Seed", advanced=True),
     )
     logging_steps: int = Field(
         10,
         ge=1,
         le=1_000_000,
         description="Log every N optimizer steps",
-        json_schema_extra=_meta("Logging steps", label_zh="日志间隔"),
+        json_schema_extra=_meta("Logging steps"),
     )
     save_steps: int = Field(
         500,
         ge=1,
         le=10_000_000,
         description="Save a checkpoint every N steps",
-        json_schema_extra=_meta("Save steps", label_zh="保存间隔"),
+        json_schema_extra=_meta("Save steps"),
     )
     eval_steps: int = Field(
         500,
         ge=1,
         le=10_000_000,
         description="Evaluate every N steps (with a validation split)",
-        json_schema_extra=_meta("Eval steps", advanced=True, label_zh="评估间隔"),
+        json_schema_extra=_meta("Eval steps", advanced=True),
     )
     save_total_limit: int | None = Field(
         3,
         ge=1,
         le=10_000,
         description="Keep at most this many checkpoints (empty: all)",
-        json_schema_extra=_meta("Checkpoint limit", advanced=True, label_zh="检查点上限"),
+        json_schema_extra=_meta("Checkpoint limit", advanced=True),
     )
     resume_from: str | None = Field(
         None,
         description="Resume from a checkpoint folder, or 'last' for the newest in the output folder",
-        json_schema_extra=_meta("Resume from", advanced=True, label_zh="断点续训"),
+        json_schema_extra=_meta("Resume from", advanced=True),
     )
     save_strategy: Literal["steps", "epoch", "best", "no"] = Field(
         "steps",
         description="When to save checkpoints: every save steps, every epoch, when the evaluation loss improves "
         "(best; needs a validation split), or never (the final model is saved anyway)",
-        json_schema_extra=_meta("Save strategy", advanced=True, label_zh="保存策略"),
+        json_schema_extra=_meta("Save strategy", advanced=True),
     )
     save_only_model: bool = Field(
         False,
         description="Checkpoints hold the weights only (no optimizer or scheduler state): smaller, but a run cannot "
         "resume from them",
-        json_schema_extra=_meta("Save only the model", advanced=True, label_zh="仅保存模型"),
+        json_schema_extra=_meta("Save only the model", advanced=True),
     )
     eval_strategy: Literal["steps", "epoch", "no"] = Field(
         "steps",
         description="When to evaluate on the validation split: every eval steps, every epoch, or never",
-        json_schema_extra=_meta("Eval strategy", advanced=True, label_zh="评估策略"),
+        json_schema_extra=_meta("Eval strategy", advanced=True),
     )
     per_device_eval_batch_size: int | None = Field(
         None,
         ge=1,
         le=4096,
         description="Samples per device per evaluation step (empty: the training batch size)",
-        json_schema_extra=_meta("Eval batch size per device", advanced=True, label_zh="每卡评估批大小"),
+        json_schema_extra=_meta("Eval batch size per device", advanced=True),
     )
     neftune_noise_alpha: float | None = Field(
         None,
         gt=0,
         le=100,
         description="NEFTune: add noise of this scale to the input embeddings while training (empty: off; typical 5)",
-        json_schema_extra=_meta("NEFTune noise alpha", advanced=True, label_zh="NEFTune 噪声系数"),
+        json_schema_extra=_meta("NEFTune noise alpha", advanced=True),
     )
     count_input_tokens: Literal["non_padding", "all", "no"] = Field(
         "non_padding",
         description="Count the input tokens seen (for tokens/s and the token total): non_padding, all (padding "
         "too), or no",
-        json_schema_extra=_meta("Count input tokens", advanced=True, label_zh="统计输入 token"),
+        json_schema_extra=_meta("Count input tokens", advanced=True),
     )
     extra_args: dict[str, Any] = Field(
         default_factory=dict,
         description="More Hugging Face TrainingArguments, passed to the Trainer as given (YAML or JSON mapping, "
         "e.g. {adam_beta2: 0.95}); only fields of the installed transformers that no other setting covers",
-        json_schema_extra=_meta("Extra training arguments", advanced=True, label_zh="其他训练参数"),
+        json_schema_extra=_meta("Extra training arguments", advanced=True),
     )
 
 

@@ -28,83 +28,77 @@ _ACTION = (
 _ENV_NAME = r"^([A-Za-z_][A-Za-z0-9_]*)?$"
 
 
-def _act(default: str, what: str, label: str, label_zh: str) -> object:
-    return Field(default, description=what + _ACTION, json_schema_extra=_meta(label, label_zh=label_zh))
+def _act(default: str, what: str, label: str) -> object:
+    return Field(default, description=what + _ACTION, json_schema_extra=_meta(label))
 
 
 class HealthSpec(_Spec):
-    loss_nan: Action = _act("stop", "The loss is NaN or infinite", "Loss NaN / inf", "损失为 NaN / 无穷")
-    loss_spike: Action = _act("warn", "The loss jumps above k × its recent median", "Loss spike", "损失突增")
+    loss_nan: Action = _act("stop", "The loss is NaN or infinite", "Loss NaN / inf")
+    loss_spike: Action = _act("warn", "The loss jumps above k × its recent median", "Loss spike")
     loss_spike_factor: float = Field(
         5.0,
         gt=1.0,
         le=1000.0,
         description="k of the loss-spike rule: a loss above k × the median of the recent logged losses fires it",
-        json_schema_extra=_meta("Loss spike factor k", advanced=True, label_zh="损失突增倍数 k"),
+        json_schema_extra=_meta("Loss spike factor k", advanced=True),
     )
     window: int = Field(
         20,
         ge=3,
         le=10_000,
         description="How many recent logged steps the loss-spike and throughput rules take their median over",
-        json_schema_extra=_meta("Recent window (logged steps)", advanced=True, label_zh="近期窗口（记录步数）"),
+        json_schema_extra=_meta("Recent window (logged steps)", advanced=True),
     )
-    grad_norm: Action = _act(
-        "stop", "The gradient norm is NaN / infinite or above its limit", "Gradient norm blow-up", "梯度范数爆炸"
-    )
+    grad_norm: Action = _act("stop", "The gradient norm is NaN / infinite or above its limit", "Gradient norm blow-up")
     grad_norm_max: float = Field(
         1e4,
         gt=0,
         description="The gradient-norm limit (before clipping); NaN or infinite always fires the rule",
-        json_schema_extra=_meta("Gradient norm limit", advanced=True, label_zh="梯度范数上限"),
+        json_schema_extra=_meta("Gradient norm limit", advanced=True),
     )
     lr_zero: Action = _act(
         "warn",
         "The learning rate is zero after the warm-up while steps remain",
         "Learning rate zero",
-        "学习率为零",
     )
     throughput: Action = _act(
         "note",
         "Tokens per second fall below a fraction of their recent median",
         "Throughput collapse",
-        "吞吐量骤降",
     )
     throughput_fraction: float = Field(
         0.2,
         gt=0,
         lt=1.0,
         description="The throughput rule fires when tokens/s fall below this fraction of their recent median",
-        json_schema_extra=_meta("Throughput fraction", advanced=True, label_zh="吞吐量比例"),
+        json_schema_extra=_meta("Throughput fraction", advanced=True),
     )
     stall: Action = _act(
         "warn",
         "No progress: the trainer has written nothing for much longer than its usual gap (the stall detection)",
         "No progress",
-        "没有进展",
     )
-    gpu_idle: Action = _act("warn", "A GPU of the run stays idle while it trains", "GPU idle", "GPU 空闲")
+    gpu_idle: Action = _act("warn", "A GPU of the run stays idle while it trains", "GPU idle")
     gpu_idle_minutes: float = Field(
         5.0,
         gt=0,
         le=1440,
         description="Minutes a GPU's utilisation must stay under 5% before the idle rule fires",
-        json_schema_extra=_meta("GPU idle minutes", advanced=True, label_zh="GPU 空闲分钟数"),
+        json_schema_extra=_meta("GPU idle minutes", advanced=True),
     )
-    gpu_memory: Action = _act("warn", "A GPU's memory is nearly full", "GPU memory near its limit", "GPU 显存接近上限")
+    gpu_memory: Action = _act("warn", "A GPU's memory is nearly full", "GPU memory near its limit")
     gpu_memory_fraction: float = Field(
         0.97,
         gt=0.5,
         le=1.0,
         description="The GPU-memory rule fires when used memory reaches this fraction of the GPU's total",
-        json_schema_extra=_meta("GPU memory fraction", advanced=True, label_zh="GPU 显存比例"),
+        json_schema_extra=_meta("GPU memory fraction", advanced=True),
     )
     eval_overfit: Action = _act(
         "warn",
         "Overfitting, judged as early stopping judges it: no evaluation for n evaluations has bettered the best eval "
         "loss so far (by more than the minimum delta), while the training loss fell",
         "Eval loss not improving (overfitting)",
-        "验证损失不再改进（过拟合）",
     )
     eval_patience: int = Field(
         3,
@@ -112,40 +106,38 @@ class HealthSpec(_Spec):
         le=100,
         description="n of the overfitting rule (its patience): evaluations since the best eval loss without a better "
         "one",
-        json_schema_extra=_meta("Eval patience n", advanced=True, label_zh="验证耐心次数 n"),
+        json_schema_extra=_meta("Eval patience n", advanced=True),
     )
     eval_min_delta: float = Field(
         0.0,
         ge=0.0,
         description="The overfitting rule's minimum improvement: an eval loss is a new best only when it is lower "
         "than the best before by more than this",
-        json_schema_extra=_meta("Eval minimum improvement", advanced=True, label_zh="验证损失最小改进"),
+        json_schema_extra=_meta("Eval minimum improvement", advanced=True),
     )
     reward_flat: Action = _act(
         "warn",
         "GRPO without a learning signal: every group's completions scored alike (reward spread 0) for n logged steps",
         "No reward signal (GRPO)",
-        "没有奖励信号（GRPO）",
     )
     reward_flat_steps: int = Field(
         5,
         ge=1,
         le=10_000,
         description="n of the no-reward-signal rule: logged steps in a row with no reward spread within the groups",
-        json_schema_extra=_meta("No reward signal steps n", advanced=True, label_zh="无奖励信号步数 n"),
+        json_schema_extra=_meta("No reward signal steps n", advanced=True),
     )
     disk: Action = _act(
         "warn",
         "The run folder's disk has less room than the next checkpoint needs",
         "Disk nearly full",
-        "磁盘将满",
     )
     disk_margin: float = Field(
         1.5,
         ge=1.0,
         le=100.0,
         description="The disk rule fires when the free space is under this many times the size of a checkpoint",
-        json_schema_extra=_meta("Disk margin", advanced=True, label_zh="磁盘余量倍数"),
+        json_schema_extra=_meta("Disk margin", advanced=True),
     )
 
 
@@ -155,57 +147,57 @@ class NotifySpec(_Spec):
         pattern=_ENV_NAME,
         description="Name of the environment variable that holds the webhook URL (it carries its token, so it is "
         "never written to the spec); empty: no webhook",
-        json_schema_extra=_meta("Webhook URL variable", label_zh="Webhook URL 环境变量"),
+        json_schema_extra=_meta("Webhook URL variable"),
     )
     webhook_format: Literal["json", "slack", "feishu", "dingtalk", "wecom"] = Field(
         "json",
         description="The webhook's payload: generic JSON, or the incoming-webhook message of Slack, Feishu, "
         "DingTalk or WeCom",
-        json_schema_extra=_meta("Webhook format", label_zh="Webhook 格式"),
+        json_schema_extra=_meta("Webhook format"),
     )
     email_to: list[str] = Field(
         default_factory=list,
         description="Email addresses to notify (comma-separated); empty: no email",
-        json_schema_extra=_meta("Email to", label_zh="通知邮箱"),
+        json_schema_extra=_meta("Email to"),
     )
     email_from: str = Field(
         "",
         description="The sender address of the emails",
-        json_schema_extra=_meta("Email from", advanced=True, label_zh="发件人"),
+        json_schema_extra=_meta("Email from", advanced=True),
     )
     smtp_host: str = Field(
         "",
         description="The SMTP server that sends the emails",
-        json_schema_extra=_meta("SMTP server", advanced=True, label_zh="SMTP 服务器"),
+        json_schema_extra=_meta("SMTP server", advanced=True),
     )
     smtp_port: int = Field(
         587,
         ge=1,
         le=65535,
         description="The SMTP server's port (587 STARTTLS, 465 SSL, 25 plain)",
-        json_schema_extra=_meta("SMTP port", advanced=True, label_zh="SMTP 端口"),
+        json_schema_extra=_meta("SMTP port", advanced=True),
     )
     smtp_security: Literal["starttls", "ssl", "none"] = Field(
         "starttls",
         description="How the connection to the SMTP server is secured",
-        json_schema_extra=_meta("SMTP security", advanced=True, label_zh="SMTP 加密方式"),
+        json_schema_extra=_meta("SMTP security", advanced=True),
     )
     smtp_user: str = Field(
         "",
         description="The SMTP login (empty: no login)",
-        json_schema_extra=_meta("SMTP user", advanced=True, label_zh="SMTP 用户名"),
+        json_schema_extra=_meta("SMTP user", advanced=True),
     )
     smtp_password_env: str = Field(
         "",
         pattern=_ENV_NAME,
         description="Name of the environment variable that holds the SMTP password (never written to the spec)",
-        json_schema_extra=_meta("SMTP password variable", advanced=True, label_zh="SMTP 密码环境变量"),
+        json_schema_extra=_meta("SMTP password variable", advanced=True),
     )
     on: list[Literal["completed", "failed", "stopped", "alert"]] = Field(
         default_factory=lambda: ["completed", "failed", "stopped", "alert"],
         description="When to notify: the run's end (completed, failed, stopped) and alerts of rules set to warn or "
         "stop",
-        json_schema_extra=_meta("Notify on", label_zh="通知时机"),
+        json_schema_extra=_meta("Notify on"),
     )
 
     def env_names(self) -> list[str]:

@@ -1,7 +1,8 @@
 """A table of facts: the English and Chinese texts of the page (``STRINGS``), and the switch between them. Light:
 stdlib + gradio.
 
-Field labels come from the spec's metadata (``label`` / ``label_zh``); everything else the page says is here.
+Field labels come from the spec's metadata (``label``) and ``studio.i18n.labels`` (Chinese); everything else the
+page says is here.
 ``Texts`` remembers which component shows which key, so the language dropdown updates every label in one event.
 """
 

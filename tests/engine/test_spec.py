@@ -217,7 +217,8 @@ def test_field_metadata_for_the_ui(path, field):
     """The UI builds widgets from Field metadata: every field needs a description and a label."""
     assert field.description, f"{path} has no description"
     extra = field.json_schema_extra or {}
-    assert extra.get("label") and extra.get("label_zh"), f"{path} has no label"
+    assert extra.get("label"), f"{path} has no label"
+    assert "label_zh" not in extra, f"{path}: Chinese labels live in studio/i18n/labels.py"
     assert "group" in extra and "advanced" in extra
     required = {"model.name_or_path", "data.datasets"}
     assert field.is_required() == (path in required), f"{path}: only the model and datasets are required"

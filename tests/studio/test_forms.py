@@ -193,10 +193,11 @@ def test_plan_panel_states_the_precision_it_planned_for(demo_paths, monkeypatch)
 
 def test_chinese_labels_and_help_cover_every_field():
     from studio.i18n.help import HELP_ZH
+    from studio.i18n.labels import LABELS_ZH
     from studio.i18n.page import STRINGS
 
     for f in forms.FIELDS:
-        assert f.label_zh and f.label_zh != "", f.path
+        assert f.path in LABELS_ZH and f.label_zh == LABELS_ZH[f.path], f"no Chinese label for {f.path}"
         assert f.path in HELP_ZH, f"no Chinese help for {f.path}"
     assert all(zh and zh != en or en in ("LLM Studio", "TensorBoard") for en, zh in STRINGS.values())
 
