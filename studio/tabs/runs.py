@@ -263,9 +263,9 @@ def act(action: str, run_id: str | None, lang: str = "en") -> str:
             new_id = runs.resume(run_id)
             return "✅ " + localize(runs.resume_report(new_id), lang)
         if action == "stop":  # the Train tab's words; returns at once (a frozen run is ended in the background)
-            from studio.tabs import train
+            from studio.tabs import train_actions
 
-            return train.stop_now(run_id, lang)[0]
+            return train_actions.stop_now(run_id, lang)[0]
         if action == "delete":
             report = runs.delete(run_id)
             return "  \n".join(localize(line, lang) for line in report.lines())

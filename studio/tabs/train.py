@@ -22,18 +22,7 @@ from studio.form_validation import colon as _colon
 from studio.i18n.localize import localize_problems
 from studio.i18n.page import t
 from studio.tabs import train_estimate, train_lf, train_model_search, train_rewards
-from studio.tabs.train_actions import (  # noqa: F401 - the Train tab's actions, also read from here by tests
-    fingerprint,
-    identical_active_run,
-    queue_position,
-    start_run,
-    stop_begin,
-    stop_finish,
-    stop_now,
-    stop_report,
-    stop_run,
-    texts_of,
-)
+from studio.tabs.train_actions import start_run, stop_finish, stop_now, texts_of
 from studio.tabs.train_plan import fit_and_plan, plan_html
 from studio.tabs.train_presets import list_presets, load_preset, save_preset
 

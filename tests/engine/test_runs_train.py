@@ -161,7 +161,7 @@ def test_a_trainer_gone_before_it_reported_its_stop_names_its_last_checkpoint(ho
     """A stop asked for, and the trainer gone before it could write its stopped event (killed while saving): the
     runner's stopped event names the last step it reported and its newest whole checkpoint on disk, which the page's
     Stop message then names (it said "stopped before its first step; no checkpoint was saved")."""
-    from studio.tabs.train import stop_report
+    from studio.tabs.train_actions import stop_report
 
     data = demo_spec(demo_paths, 500)
     data["train"]["save_steps"] = 2

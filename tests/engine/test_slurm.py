@@ -334,9 +334,9 @@ def test_a_held_job_shows_its_reason_then_fails_with_its_cause(on_cluster, demo_
     assert f"running · Slurm job {jid}: pending (JobHeldUser)" in capsys.readouterr().out
     assert runs_tab.cluster_text(rec) == f"Slurm job {jid}: pending (JobHeldUser)"
     assert runs_tab.cluster_text(rec, "zh") == f"Slurm 作业 {jid}：排队等待中，被用户挂起 (JobHeldUser)"
-    from studio.tabs import train
+    from studio.tabs import train_actions
 
-    assert train.identical_active_run(rec.load_spec()).id == run_id  # a second Start of this form asks first
+    assert train_actions.identical_active_run(rec.load_spec()).id == run_id  # a second Start of this form asks first
     (model / "config.json").write_text("{ not json", encoding="utf-8")  # the job will find a broken model
     on_cluster.run("scontrol", "release", slurm.job_id(rec))
     rec = wait_status(run_id, ("failed", "completed", "stopped"))

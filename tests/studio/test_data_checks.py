@@ -11,7 +11,7 @@ import yaml
 
 from engine.core import workspace
 from studio import forms
-from studio.tabs import data, train
+from studio.tabs import data, train, train_actions
 from studio.tabs.data_register import guess_mapping, picked_mapping, register, registered_entry, trainability
 
 
@@ -68,7 +68,7 @@ def test_the_form_check_is_starts_data_check(run_registry, demo_paths):
     assert start["interactive"] is False
     datasets = [f.path for f in forms.FIELDS].index("data.datasets")
     assert "empty response" in updates[datasets]["info"]
-    started, run_id, _ = train.start_run(values, "en")
+    started, run_id, _ = train_actions.start_run(values, "en")
     assert run_id is None and "line 2, column 'output': empty response (turn 2)" in started
     # fixed file: the form reads it again (its size and time changed) and the spec is valid
     path.write_text(json.dumps(rows[0]) + "\n")

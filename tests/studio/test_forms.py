@@ -223,11 +223,11 @@ def test_train_actions_and_plan_in_chinese(demo_paths, monkeypatch):
 
     registry = SimpleNamespace(submit=refuse, list_runs=lambda *a, **k: [], ACTIVE=("queued", "running"))
     monkeypatch.setattr(train_actions, "runs", registry)
-    msg, run_id, _ = train.start_run(values, "zh")
+    msg, run_id, _ = train_actions.start_run(values, "zh")
     assert run_id is None and "运行配置无效" in msg and "无法写入 /x（权限不足）" in msg and "输出目录" in msg
     # what the page keeps so a language switch shows the message again in the new language
     assert msg.texts["zh"] == msg and "cannot write to /x (permission denied)" in msg.texts["en"]
-    msg, _, _ = train.start_run(values, "en")
+    msg, _, _ = train_actions.start_run(values, "en")
     assert "cannot write to /x (permission denied)" in msg
     assert train.save_preset("../evil", values, "zh").startswith("❌ 预设名称")
     plan = {

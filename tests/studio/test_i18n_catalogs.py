@@ -229,7 +229,7 @@ def test_bad_datasets_through_the_datasets_tab_come_out_in_chinese(run_registry)
 
 
 def test_start_refused_for_bad_data_in_chinese(run_registry, demo_paths):
-    from studio.tabs import data_register, train
+    from studio.tabs import data_register, train_actions
 
     uploads = workspace.uploads_dir()
     uploads.mkdir(parents=True, exist_ok=True)
@@ -238,10 +238,10 @@ def test_start_refused_for_bad_data_in_chinese(run_registry, demo_paths):
     data_register.register(str(uploads / "half.jsonl"), "half", "alpaca", {}, "zh")
     values = forms.spec_to_values(yaml.safe_load(Path(demo_paths["example_spec"]).read_text(encoding="utf-8")))
     values |= {"data.datasets": ["half"], "data.dataset_dir": str(workspace.data_dir())}
-    shown, run_id, _ = train.start_run(values, "zh")
+    shown, run_id, _ = train_actions.start_run(values, "zh")
     assert run_id is None and shown.startswith("❌ 运行配置无效："), shown
     assert "回复为空（第 2 轮）" in shown and "第 2 行" in shown and "empty response" not in shown
-    english, _, _ = train.start_run(values, "en")
+    english, _, _ = train_actions.start_run(values, "en")
     assert "half.jsonl, line 2, column 'output': empty response (turn 2)" in english
 
 

@@ -14,7 +14,7 @@ from engine.runs import store
 from engine.spec import schema as spec_mod
 from studio import monitor, monitor_text
 from studio.tabs import runs as runs_tab
-from studio.tabs import train, train_actions
+from studio.tabs import train_actions
 
 SPEC = {"model": {"name_or_path": "Qwen/Qwen2.5-0.5B"}, "data": {"datasets": ["x"]}}
 
@@ -59,27 +59,27 @@ def fake_submit(run_registry, monkeypatch):
 
 
 def test_second_start_of_the_same_spec_asks_first(fake_submit):
-    msg, rid, pending = train.start_run({}, "en")
+    msg, rid, pending = train_actions.start_run({}, "en")
     assert rid == "r1" and pending == "" and "Queued run r1: position 1 in the queue" in msg, msg
     assert "Started" not in msg
-    msg, rid, pending = train.start_run({}, "en")
+    msg, rid, pending = train_actions.start_run({}, "en")
     assert rid is None and pending and "Run r1 with this very spec is already queued" in msg, msg
     assert fake_submit == ["r1"]
-    zh, _, _ = train.start_run({}, "zh")
+    zh, _, _ = train_actions.start_run({}, "zh")
     assert "配置完全相同的运行 r1 已在排队中" in zh, zh
     # the second click on the same form state confirms
-    msg, rid, pending = train.start_run({}, "en", pending)
+    msg, rid, pending = train_actions.start_run({}, "en", pending)
     assert rid == "r2" and "position 2" in msg and fake_submit == ["r1", "r2"], msg
     # a stale confirmation (another form state) asks again
-    msg, rid, _ = train.start_run({}, "en", "0123456789abcdef")
+    msg, rid, _ = train_actions.start_run({}, "en", "0123456789abcdef")
     assert rid is None and "already queued" in msg
 
 
 def test_stop_of_an_ended_run_says_so(run_registry):
     _record(run_registry, "done", "completed")
-    msg, target = train.stop_begin("done", "en")
+    msg, target = train_actions.stop_begin("done", "en")
     assert target is None and msg == "Run done has already ended (completed): nothing to stop.", msg
-    assert "已经结束（已完成）" in train.stop_begin("done", "zh")[0]
+    assert "已经结束（已完成）" in train_actions.stop_begin("done", "zh")[0]
     assert "already ended" in runs_tab.act("stop", "done", "en")
 
 
@@ -87,7 +87,7 @@ def test_stop_of_a_running_run_says_it_saves_then_where(run_registry, monkeypatc
     from engine.runs import registry
 
     rdir = _record(run_registry, "live", "running", started=time.time())
-    msg, target = train.stop_begin("live", "en")
+    msg, target = train_actions.stop_begin("live", "en")
     assert target == "live" and "saves a checkpoint" in msg and "Stopping run live" in msg, msg
 
     ckpt = rdir / "checkpoints" / "checkpoint-12"
@@ -102,10 +102,10 @@ def test_stop_of_a_running_run_says_it_saves_then_where(run_registry, monkeypatc
         return True
 
     monkeypatch.setattr(registry, "stop", stop)
-    final = train.stop_finish(target, "en")
+    final = train_actions.stop_finish(target, "en")
     assert final.startswith("✅ Run live stopped at step 12; checkpoint saved at ") and str(ckpt) in final, final
     assert "SIGTERM" not in final and "Stopping" not in final
-    zh = train.stop_report(registry.get("live"), "zh")
+    zh = train_actions.stop_report(registry.get("live"), "zh")
     assert "已在第 12 步停止；检查点已保存到" in zh, zh
     # the dashboard's progress line of the ended run has no ETA any more
     view = monitor.new_view("live", rdir)
@@ -120,11 +120,13 @@ def test_stop_report_without_checkpoint_and_from_the_queue(run_registry):
 
     rdir = _record(run_registry, "early", "stopped", started=time.time())
     events_mod.append_event(rdir / "events.jsonl", "stopped", 3, reason="x", checkpoint=None)
-    assert train.stop_report(registry.get("early")) == "⚠ Run early stopped at step 3; no checkpoint was saved."
+    assert (
+        train_actions.stop_report(registry.get("early")) == "⚠ Run early stopped at step 3; no checkpoint was saved."
+    )
     _record(run_registry, "waiting", "queued")
-    msg, target = train.stop_begin("waiting", "en")
+    msg, target = train_actions.stop_begin("waiting", "en")
     assert target == "waiting" and "from the queue" in msg
-    assert train.stop_finish("waiting", "en") == "Run waiting was removed from the queue."
+    assert train_actions.stop_finish("waiting", "en") == "Run waiting was removed from the queue."
 
 
 def test_run_picker_labels_follow_the_status(run_registry):
@@ -151,14 +153,14 @@ def test_stop_signals_in_the_clicks_own_request(run_registry, monkeypatch):
         return False
 
     monkeypatch.setattr(registry, "stop", stop)
-    msg, target = train.stop_now("busy", "en")
+    msg, target = train_actions.stop_now("busy", "en")
     assert target == "busy" and "Stopping run busy" in msg and calls == [("busy", False)], (msg, calls)
     store.update("busy", status="stopped", ended=time.time())
-    train.stop_finish("busy", "en")
+    train_actions.stop_finish("busy", "en")
     assert calls == [("busy", False)], calls
     _record(run_registry, "busy2", "running", started=time.time())
     assert "Stopping run busy2" in runs_tab.act("stop", "busy2", "en") and calls[-1] == ("busy2", False)
-    assert train.stop_now("busy", "en")[1] is None and len(calls) == 2  # ended: nothing to stop
+    assert train_actions.stop_now("busy", "en")[1] is None and len(calls) == 2  # ended: nothing to stop
 
 
 def test_stop_still_running_at_the_deadline_says_so(run_registry, monkeypatch):
@@ -169,9 +171,9 @@ def test_stop_still_running_at_the_deadline_says_so(run_registry, monkeypatch):
     _record(run_registry, "slow", "running", started=time.time())
     monkeypatch.setattr(registry, "stop", lambda run_id, grace_s=None, *, wait=True: False)
     monkeypatch.setattr(train_actions, "stop_grace_s", lambda: -14.0)  # the wait ends at once
-    msg = train.stop_finish("slow", "en")
+    msg = train_actions.stop_finish("slow", "en")
     assert msg.startswith("⏳ Run slow is still stopping") and "already ended" not in msg, msg
-    assert train.stop_finish("slow", "zh").startswith("⏳ 运行 slow 仍在停止")
+    assert train_actions.stop_finish("slow", "zh").startswith("⏳ 运行 slow 仍在停止")
 
 
 def test_a_queued_start_names_the_run_holding_its_slot(fake_submit, run_registry):
@@ -181,5 +183,5 @@ def test_a_queued_start_names_the_run_holding_its_slot(fake_submit, run_registry
     other = copy.deepcopy(SPEC)
     other["train"] = {"learning_rate": 0.001}  # another spec: not a twin of this Start
     _record(run_registry, "t0", "running", spec=other, started=time.time())
-    msg, rid, _ = train.start_run({}, "en")
+    msg, rid, _ = train_actions.start_run({}, "en")
     assert rid == "r1" and "it waits for the slot held by run t0 (t0): it starts when that ends" in msg, msg
