@@ -205,6 +205,16 @@ def restore(lang: str = "en") -> tuple[Any, Any, Any, str]:
     )
 
 
+def status_in(shown: str, lang: str) -> Any:
+    """The status line after a language switch (it stayed in the language it was written in): what is loaded, or
+    that nothing is, in the new language; an error and an empty line stay as they are."""
+    import gradio as gr
+
+    if not shown or str(shown).startswith("❌"):
+        return gr.skip()
+    return loaded_text(lang)
+
+
 def _slot(slot: str, lang: str) -> str:
     """'base' / 'tuned' as the page names them (in English the slot's own name, as before)."""
     return slot if lang == "en" else t(slot, lang)
@@ -481,6 +491,7 @@ def build(ctx: Any) -> None:
         [base_box, tuned_box, prompt, image],
     ).then(lambda: (gr.update(interactive=True), gr.update(interactive=True)), None, [send_btn, prompt], queue=False)
     ctx.on_load.append((restore, [ctx.lang], [model, tuned, template, status]))
+    ctx.on_lang.append((status_in, [status, ctx.lang], [status]))
     # Under the chat: mark an answer, write a better one, train on what was said (studio.tabs.chat_feedback).
     chat_feedback.build(ctx, base_box, tuned_box, system, WORKERS, conversation)
     ctx.shared["chat"] = dict(model=model, tuned=tuned, template=template, prompt=prompt, status=status,

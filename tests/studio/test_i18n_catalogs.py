@@ -457,6 +457,12 @@ def test_chat_statuses_in_chinese(run_registry):
     shown = chat.load("m", str(run), "zh")
     assert shown.startswith("❌ ") and "没有 adapter_config.json" in shown, shown
     assert "no adapter_config.json there" in chat.load("m", str(run), "en")
+    # a line written before a language switch follows it (issue 45 item 19); an error keeps its words
+    assert chat.status_in(chat.unload("en"), "zh") == chat.loaded_text("zh") == "未加载模型"
+    import gradio as gr
+
+    skip = gr.skip()
+    assert chat.status_in("❌ Pick a base model", "zh") == skip and chat.status_in("", "zh") == skip
 
 
 def test_export_tab_in_chinese(run_registry, demo_paths, monkeypatch):
