@@ -229,10 +229,11 @@ def _verdicts_as_seen(page, folder: Path, table: list[list[str]]) -> None:
     if best:
         assert f"best by rouge-l: {best}" in said
     page.click("#eval-merge")
-    # the answer itself, not gradio's queue line ("queue: 1/1 | 0.0s") shown while the click waits its turn
+    # the answer itself, not gradio's status lines ("queue: 1/1 | 0.0s", "processing | 0.1s") shown while the click
+    # waits its turn and runs: every answer names the measure, refuses, or says what it merges
     page.wait_for_function(
         "(() => { const t = (document.querySelector('#eval-merged')?.innerText ?? '').trim();"
-        " return t.length > 0 && !t.startsWith('queue:') && !/^[\\d.]+s$/.test(t); })()"
+        " return t.startsWith('❌') || t.includes('rouge-l') || /merg/i.test(t); })()"
     )
     merged = page.inner_text("#eval-merged")
     if best is None:

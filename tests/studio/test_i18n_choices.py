@@ -19,12 +19,11 @@ def _choices(app, elem_id: str) -> dict:
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
-    import os
-
-    os.environ["STUDIO_HOME"] = str(tmp_path_factory.mktemp("home"))
     from studio.app import build_app
 
-    return build_app("en"), build_app("zh")
+    with pytest.MonkeyPatch.context() as mp:  # this module's workspace only: later tests keep theirs
+        mp.setenv("STUDIO_HOME", str(tmp_path_factory.mktemp("home")))
+        yield build_app("en"), build_app("zh")
 
 
 def test_plain_word_choices_are_chinese_and_names_stay(pages):
