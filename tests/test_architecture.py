@@ -26,7 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("engine", "studio")
-HEAVY = ("torch", "transformers", "peft", "trl", "datasets", "deepspeed", "bitsandbytes")
+HEAVY = ("torch", "transformers", "peft", "trl", "datasets", "deepspeed", "bitsandbytes", "ray")
 TRAINER = "engine.trainer"
 
 

@@ -125,7 +125,20 @@ _GALORE_BY_OPTIM = {
     "adafactor": "galore_adafactor",
 }
 # Keys handled by code below (conversions), with the spec path used to name them in errors.
+# LF's Ray launcher (RayArguments, on with USE_RAY=1): key -> (the launch.ray field, LF's default).
+_RAY_KEYS: dict[str, tuple[str, Any]] = {
+    "ray_num_workers": ("launch.ray.num_workers", 1),
+    "resources_per_worker": ("launch.ray.resources_per_worker", {"GPU": 1}),
+    "placement_strategy": ("launch.ray.placement_strategy", "PACK"),
+    "ray_init_kwargs": ("launch.ray.init_kwargs", None),
+    "ray_storage_path": ("launch.ray.storage_path", "./saves"),
+    "ray_run_name": ("launch.ray.run_name", None),
+}
 _CONVERTED: dict[str, str] = {
+    **{key: path for key, (path, _) in _RAY_KEYS.items()},
+    "ray_storage_filesystem": "",
+    "master_addr": "",  # LF 0.9.5's Ray rendezvous: Ray Train sets it
+    "master_port": "",
     "flash_attn": "model.attn_implementation",
     "use_modelscope_hub": "model.hub",  # LF's default: USE_MODELSCOPE_HUB
     "rope_scaling": "model.rope_scaling",
@@ -300,10 +313,6 @@ _FEATURES: dict[str, tuple[Any, str]] = {
     "ignore_pad_token_for_loss": (True, "lf.refused_ignore_pad"),
     "default_system": (None, "lf.refused_default_system"),
     "preserve_thinking": (False, "lf.refused_preserve_thinking"),
-    "ray_num_workers": (1, "lf.refused_ray"),
-    "ray_init_kwargs": (None, "lf.refused_ray"),
-    "master_addr": (None, "lf.refused_ray"),
-    "master_port": (None, "lf.refused_ray"),
     "fp8": (False, "lf.refused_fp8"),
     "enable_torch_profiler": (False, "lf.refused_profiler"),
     "profile_modules": (None, "lf.refused_profiler"),

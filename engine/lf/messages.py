@@ -153,7 +153,11 @@ MESSAGES: dict[str, str] = {
     "lf.refused_default_system": "default_system is not supported: put the system prompt in the data's system column",
     "lf.refused_preserve_thinking": "preserve_thinking (keep earlier turns' thoughts) is not supported: use "
     "enable_thinking",
-    "lf.refused_ray": "Ray is not supported: use --accelerate-config for several GPUs or machines",
+    "lf.ray_target": "ray keys: launch.target ray (LLaMA-Factory's USE_RAY=1): Ray Train's workers on the cluster at "
+    "RAY_ADDRESS, else on a local Ray",
+    "lf.noted_ray_master": "Ray Train sets its workers' rendezvous address itself",
+    "lf.refused_ray_filesystem": "Ray's results go to a folder every node sees: set ray_storage_path to one (s3 and "
+    "gcs storage are not supported)",
     "lf.refused_fp8": "FP8 training is not supported: use bf16",
     "lf.refused_profiler": "the torch profiler is not supported: the studio's metrics show throughput and memory",
     "lf.refused_predict": "prediction (do_predict, predict_with_generate) does not train: run the YAML with "

@@ -171,6 +171,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
         }
     )
     args.update(_optimizer_out(t))
+    if spec.launch.target == "ray":  # LF's Ray launcher: the file runs with USE_RAY=1 (a comment says so)
+        args.update(_ray_out(spec))
     if t.loss != "cross_entropy":  # asft_alpha / eaft_alpha: _DIRECT's, where not at the default
         args[{v: k for k, v in _LOSS_SWITCHES.items()}[t.loss]] = True
     if t.per_device_eval_batch_size is not None:
@@ -200,6 +202,25 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
     _direct_out(spec, args)
     args.update(t.extra_args)  # LF passes TrainingArguments through, as Studio does
     return args, _accelerate_out(spec)
+
+
+def _ray_out(spec: RunSpec) -> dict[str, Any]:
+    """launch.ray as LF's Ray keys; the resources always written (LF's default is one GPU per worker, Studio's one
+    GPU or one CPU by launch.device)."""
+    ray = spec.launch.ray
+    out: dict[str, Any] = {
+        "ray_num_workers": ray.num_workers,
+        "resources_per_worker": dict(ray.resources_per_worker)
+        or ({"CPU": 1} if spec.launch.device == "cpu" else {"GPU": 1}),
+        "placement_strategy": ray.placement_strategy,
+    }
+    if ray.init_kwargs:
+        out["ray_init_kwargs"] = dict(ray.init_kwargs)
+    if ray.storage_path:
+        out["ray_storage_path"] = ray.storage_path
+    if ray.run_name:
+        out["ray_run_name"] = ray.run_name
+    return out
 
 
 def _optimizer_out(t) -> dict[str, Any]:
@@ -302,8 +323,8 @@ def lf_lost_fields(spec: RunSpec, args: dict, acc: dict | None) -> dict[str, Any
 
 def needs_accelerate_config(spec: RunSpec) -> bool:
     """A launch LLaMA-Factory starts with an accelerate config (several processes or machines, DeepSpeed, FSDP,
-    chosen GPUs): anything but the default launch."""
-    return spec_to_dict(spec).get("launch") != _default_dict(spec).get("launch")
+    chosen GPUs): anything but the default launch, and never a Ray launch (LF's Ray launcher takes its ray keys)."""
+    return spec.launch.target != "ray" and spec_to_dict(spec).get("launch") != _default_dict(spec).get("launch")
 
 
 def spec_to_lf_text(spec: RunSpec, *, no_template: bool = False, header: list = ()) -> tuple[str, str | None]:
@@ -317,6 +338,8 @@ def spec_to_lf_text(spec: RunSpec, *, no_template: bool = False, header: list = 
     with_acc = needs_accelerate_config(spec)
     lost = lf_lost_fields(spec, args, acc if with_acc else None)
     text = "# LLaMA-Factory training YAML written by Studio\n"
+    if spec.launch.target == "ray":
+        header = [*header, "run with USE_RAY=1 (LLaMA-Factory's Ray launcher, launch.target: ray)"]
     text += "".join(f"# {line}\n" for line in header)
     text += yaml.safe_dump(args, sort_keys=False, allow_unicode=True)
     if lost:

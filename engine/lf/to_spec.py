@@ -9,6 +9,7 @@ the result: engine.lf.compat; the way back (spec -> LF YAML): engine.lf.to_lf.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -29,6 +30,7 @@ from engine.lf.keys import (
     _NULLABLE,
     _OPTIMIZER_SWITCHES,
     _OPTIONS_OF_OFF_FEATURES,
+    _RAY_KEYS,
     _STAGE_DIRECT,
     PROCESSOR_TEMPLATES,
     _csv,
@@ -108,6 +110,7 @@ def _lf_import(args: dict, acc: dict | None, base_dir: Path | None) -> _Import:
         rank = args.get("lora_rank")
         imp.put("method.lora.alpha", rank * 2 if isinstance(rank, int) and not isinstance(rank, bool) else 16)
     _convert(args, imp, base_dir)
+    _ray(args, imp, written)
     _paths(args, imp, base_dir)
     if "cutoff_len" not in written and not args.get("rope_scaling"):
         _fit_default_cutoff(args, imp)
@@ -289,6 +292,40 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
     if "all" in report:
         imp.bad("report_to", message("lf.report_to_all"))
     imp.put("output.report_to", report)
+
+
+def _ray(args: dict, imp: _Import, written: set[str]) -> None:
+    """LF's Ray launcher -> ``launch.target: ray``: on where LF runs Ray (USE_RAY=1), or where the YAML sets one of
+    its ray keys away from LF's default (LF's own Ray example: ray_num_workers 4). Then every ray key lands in
+    ``launch.ray`` at LF's value, resources_per_worker defaulting to LF's one GPU per worker; ray_storage_path only
+    when written (Studio keeps Ray's results in the run folder, not LF's ./saves), relative to the working folder."""
+    for key in ("master_addr", "master_port"):
+        if args.get(key) is not None:
+            imp.notes.append(message("lf.noted", key=key, why=message("lf.noted_ray_master")))
+    if args.get("ray_storage_filesystem") is not None:
+        imp.bad("ray_storage_filesystem", message("lf.refused_ray_filesystem"))
+    given = [k for k in _RAY_KEYS if k in written and not _off(args[k], _RAY_KEYS[k][1])]
+    if not given and os.environ.get("USE_RAY", "").strip().lower() not in ("true", "y", "1"):
+        return
+    imp.put("launch.target", "ray")
+    if imp.data.get("launch", {}).get("backend", "single") == "single":
+        imp.put("launch.backend", "ddp")
+    imp.notes.append(message("lf.ray_target"))
+    for key, (path, default) in _RAY_KEYS.items():
+        value = args.get(key, default)
+        if isinstance(value, str) and key in ("resources_per_worker", "ray_init_kwargs") and value.startswith("{"):
+            try:
+                value = json.loads(value)  # LF takes a JSON string too
+            except ValueError as exc:
+                imp.bad(key, message("lf.value_problem", problem=f"not JSON ({exc})"))
+                continue
+        if key == "resources_per_worker" and value == default and _truthy(args.get("use_cpu")):
+            continue  # on CPU: one CPU per worker
+        if value is None or (key == "ray_storage_path" and key not in given):
+            continue
+        if key == "ray_storage_path" and isinstance(value, str):
+            value = str(Path(value).expanduser().resolve())
+        imp.put(path, value)
 
 
 def _kto_batch(args: dict, imp: _Import) -> None:

@@ -38,7 +38,7 @@ from pathlib import Path
 import yaml
 
 from engine.lf.compat import load_any_spec
-from engine.machine.hardware import Hardware, auto_precision, detect, target_machine
+from engine.machine.hardware import Hardware, auto_precision, cpu_only, detect, target_machine
 from engine.models.resolve import looks_local, model_path
 from engine.runs import trackers
 from engine.runs.accelerate_configs import accelerate_config, deepspeed_config, mixed_precision_name
@@ -116,6 +116,19 @@ def anchor_paths(valid: RunSpec) -> list[Path]:
     if looks_local(valid.model.name_or_path):
         valid.model.name_or_path = str(model_path(valid.model.name_or_path).resolve())
     return absolute_reward_files(valid)
+
+
+def ray_hardware(spec: RunSpec, hw: Hardware) -> Hardware:
+    """The machines a Ray run's workers get, not necessarily this one: GPUs when asked for (device cuda, or GPUs in
+    ``launch.ray.resources_per_worker``), CPU for device cpu; device auto without GPUs asked: this machine decides
+    (a local Ray runs here)."""
+    ln = spec.launch
+    gpus = ln.ray.resources_per_worker.get("GPU", 0)
+    if ln.device == "cpu":
+        return cpu_only()
+    if ln.device == "cuda" or gpus:
+        return hw if hw.has_gpu else target_machine(ln.ray.num_workers, 80.0)
+    return hw
 
 
 def resolve_device(spec: RunSpec, hw: Hardware) -> str:
@@ -226,6 +239,8 @@ def build_command(
     """argv, env and config files that start this spec's trainer in ``run_dir``. Raises LaunchError when the
     spec cannot run on this hardware."""
     hw = hardware if hardware is not None else detect()
+    if spec.launch.target == "ray":
+        hw = ray_hardware(spec, hw)
     run_dir = Path(run_dir)
     device = resolve_device(spec, hw)
     precision = resolve_precision(spec, hw, device)
@@ -242,6 +257,20 @@ def build_command(
     out = Path(spec.output.output_dir).expanduser() if spec.output.output_dir else run_dir
     trackers.apply(env, trackers.tracker_env(spec.output.report_to, out, spec.output.run_name or run_dir.name))
 
+    if ln.target == "ray":  # the driver: Ray Train's workers run the trainer (engine.trainer.ray_driver)
+        env.update(simple_launcher_env(device, precision))
+        # Ray's own settings: the cluster's address (RAY_ADDRESS), its token (RAY_AUTH_MODE, RAY_AUTH_TOKEN[_PATH])
+        env.update({k: v for k, v in os.environ.items() if k.startswith("RAY_")})
+        # the workers' lines in train.log as they come, without colour codes, and their prints as printed (Ray
+        # Train's print patch logs them, and also what Python 3.11's dis.dis writes for Ray's function table)
+        env.update(RAY_COLOR_PREFIX="0", RAY_DEDUP_LOGS="0", RAY_TRAIN_ENABLE_PRINT_PATCH="0")
+        if device == "cuda":  # Ray gives each worker its GPUs
+            for key in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+                env.pop(key, None)
+        argv = [sys.executable, "-m", "engine.trainer.ray_driver", str(spec_path), "--run-dir", str(run_dir)]
+        plan = LaunchPlan(argv=argv, env=env, files=files, device=device, precision=precision)
+        plan.node_commands = node_commands(spec, argv)
+        return plan
     launcher = [sys.executable, "-m", "accelerate.commands.launch"]
     flags: list[str] = []
     acc = accelerate_config(spec, precision, device, gpus, str(ds_path))

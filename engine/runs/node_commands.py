@@ -16,7 +16,7 @@ from engine.core import workspace
 from engine.spec.schema import RunSpec
 
 # passed to the process, never written to a run folder
-SECRET_ENV = ("HF_TOKEN", "WANDB_API_KEY", "MODELSCOPE_API_TOKEN")
+SECRET_ENV = ("HF_TOKEN", "WANDB_API_KEY", "MODELSCOPE_API_TOKEN", "RAY_AUTH_TOKEN")
 
 
 def node_commands(spec: RunSpec, argv: list[str]) -> list[str]:

@@ -133,7 +133,7 @@ def _want(rec: store.RunRecord, has_gpu: bool) -> Want:
         return Want(rec.id, cpu=cpu, count=rec.gpu_count, slot=not cpu or holds_cpu_slot(rec))
     spec = rec.load_spec()
     ln = spec.launch
-    if not has_gpu or ln.device == "cpu":
+    if not has_gpu or ln.device == "cpu" or ln.target == "ray":  # Ray gives its workers their resources itself
         return Want(rec.id, cpu=True)
     return Want(rec.id, cpu=False, count=ln.num_processes, ids=list(ln.gpus) if ln.gpus else None, share=ln.share_gpus)
 

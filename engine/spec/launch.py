@@ -4,9 +4,9 @@ DeepSpeed, FSDP) and output. Light: pydantic only. Assembled into ``RunSpec`` by
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from engine.spec.groups import _meta, _Spec
 
@@ -167,10 +167,84 @@ class SlurmSpec(_Spec):
     )
 
 
+class RaySpec(_Spec):
+    """A ``launch.target: ray`` run: the trainer's workers under Ray Train on a Ray cluster (``RAY_ADDRESS``, or a
+    local Ray started for the run), in LLaMA-Factory's names (``ray_num_workers``, ``resources_per_worker``, ...)."""
+
+    num_workers: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description="Ray workers, one training process each (LLaMA-Factory's ray_num_workers)",
+        json_schema_extra=_meta("Ray workers"),
+    )
+    resources_per_worker: dict[str, float] = Field(
+        default_factory=dict,
+        description="Ray resources each worker asks for, e.g. {GPU: 1, CPU: 4} (empty: one GPU on cuda, one CPU on "
+        "cpu)",
+        json_schema_extra=_meta("Resources per worker", advanced=True),
+    )
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
+        "PACK",
+        description="How Ray places the workers on its nodes: PACK (few nodes), SPREAD (many), STRICT_* (must)",
+        json_schema_extra=_meta("Placement strategy", advanced=True),
+    )
+    init_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="More arguments of ray.init, e.g. {runtime_env: {env_vars: {A: b}}} (LLaMA-Factory's "
+        "ray_init_kwargs); the cluster's address comes from RAY_ADDRESS",
+        json_schema_extra=_meta("ray.init arguments", advanced=True),
+    )
+    storage_path: str = Field(
+        "",
+        description="Where Ray Train keeps its results (empty: the run folder's ray/; several nodes: a folder they "
+        "all see)",
+        json_schema_extra=_meta("Ray storage path", advanced=True),
+    )
+    run_name: str = Field(
+        "",
+        max_length=120,
+        pattern=r"^[A-Za-z0-9._\-]*$",
+        description="The Ray Train run's name under the storage path (empty: the run's id)",
+        json_schema_extra=_meta("Ray run name", advanced=True),
+    )
+
+    @field_validator("resources_per_worker")
+    @classmethod
+    def _resources(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, v in value.items() if not k.strip() or not v >= 0]
+        if bad:
+            raise ValueError(f"resource {bad[0]!r}: a name and an amount of 0 or more")
+        return value
+
+
+def ray_errors(spec) -> list[tuple[str, Any]]:
+    """``launch.target: ray``'s rules, for ``engine.spec.rules.cross_field_errors``: Ray places the workers (one
+    process each, data parallel: backend ddp, or single for one worker), so the local launch's process and machine
+    counts stay at 1."""
+    from engine.spec.messages import message
+
+    ln = spec.launch
+    if ln.target != "ray":
+        return []
+    errors = []
+    if ln.backend != "ddp" and not (ln.backend == "single" and ln.ray.num_workers == 1):
+        errors.append(("launch.backend", message("ray_backend", backend=ln.backend)))
+    if ln.num_processes != 1:
+        errors.append(("launch.num_processes", message("ray_counts", field="num_processes")))
+    if ln.num_machines != 1:
+        errors.append(("launch.num_machines", message("ray_counts", field="num_machines")))
+    gpus = ln.ray.resources_per_worker.get("GPU", 0)
+    if ln.device == "cpu" and gpus:
+        errors.append(("launch.ray.resources_per_worker", message("ray_gpus_on_cpu", gpus=f"{gpus:g}")))
+    return errors
+
+
 class LaunchSpec(_Spec):
-    target: Literal["local", "slurm"] = Field(
+    target: Literal["local", "slurm", "ray"] = Field(
         "local",
-        description="local: this machine's queue; slurm: a batch job on the cluster (settings: sbatch, shared folder)",
+        description="local: this machine's queue; slurm: a batch job on the cluster (settings: sbatch, shared "
+        "folder); ray: Ray Train's workers on a Ray cluster (RAY_ADDRESS, else a local Ray)",
         json_schema_extra=_meta("Launch target"),
     )
     backend: Literal["single", "ddp", "fsdp", "deepspeed"] = Field(
@@ -233,6 +307,7 @@ class LaunchSpec(_Spec):
     deepspeed: DeepSpeedSpec = Field(default_factory=DeepSpeedSpec)
     fsdp: FsdpSpec = Field(default_factory=FsdpSpec)
     slurm: SlurmSpec = Field(default_factory=SlurmSpec)
+    ray: RaySpec = Field(default_factory=RaySpec)
 
 
 # ----------------------------------------------------------------------------------------------- output

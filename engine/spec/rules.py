@@ -25,6 +25,7 @@ from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config, resolve_model
 from engine.spec.grpo import grpo_context, grpo_errors
 from engine.spec.hf_args import extra_arg_problem
+from engine.spec.launch import ray_errors
 from engine.spec.messages import message
 from engine.spec.train import LOW_RANK_OPTIMIZERS, loss_errors
 from engine.spec.watch import watch_errors, watch_warnings
@@ -77,7 +78,7 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("launch.num_processes", message("processes_need_backend", n=ln.num_processes)))
     if ln.backend == "single" and ln.num_machines > 1:
         errors.append(("launch.num_machines", message("machines_need_backend")))
-    if ln.backend == "ddp" and spec.world_size < 2:  # accelerate refuses --multi_gpu with one process, at launch
+    if ln.backend == "ddp" and spec.world_size < 2 and ln.target != "ray":  # accelerate refuses DDP of one process
         errors.append(("launch.num_processes", message("ddp_one_process")))
     if ln.gpus is not None:
         if len(set(ln.gpus)) != len(ln.gpus) or any(g < 0 for g in ln.gpus):
@@ -95,6 +96,7 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("launch.machine_rank", message("machine_rank_range", rank=ln.machine_rank, n=ln.num_machines)))
     if ln.target == "slurm":
         errors += slurm_problems(ln)
+    errors += ray_errors(spec)
     if ln.backend == "fsdp" and ln.device == "cpu":
         errors.append(("launch.backend", message("fsdp_on_cpu")))
     if t.precision == "fp16" and ln.device == "cpu":

@@ -67,6 +67,8 @@ class RunSpec(_Spec):
 
     @property
     def world_size(self) -> int:
+        if self.launch.target == "ray":  # Ray places its workers, one process each
+            return self.launch.ray.num_workers
         return self.launch.num_processes * self.launch.num_machines
 
     @property

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -61,8 +62,12 @@ class GracefulStop(TrainerCallback):
         self.requested = False
         self.stopped_at: int | None = None
         self._group = None  # a gloo group of every rank, made at the first step's end (every rank gets there)
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        # a Ray Train worker (engine.trainer.ray_driver) runs the trainer off its main thread, where no signal
+        # reaches: its driver, which got the SIGTERM, writes this file instead
+        self._request = os.environ.get("STUDIO_STOP_REQUEST", "")
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
 
     def _on_signal(self, signum, frame) -> None:  # noqa: ARG002
         self.requested = True
@@ -72,6 +77,8 @@ class GracefulStop(TrainerCallback):
         host: under NCCL a flag on the device read back with ``.item()`` made the host wait for every kernel queued
         (issue 49: no forced synchronisation between logged steps); gloo's all-reduce of one CPU number does not
         touch the device."""
+        if not self.requested and self._request and os.path.exists(self._request):
+            self.requested = True
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             if self._group is None:
                 self._group = dist.new_group(backend="gloo")

@@ -178,7 +178,10 @@ HELP_ZH: dict[str, str] = {
         "其他 Hugging Face TrainingArguments，原样传给 Trainer（YAML 或 JSON 映射，如 {adam_beta2: 0.95}）；"
         "仅限已安装 transformers 的字段且没有其他设置覆盖"
     ),
-    "launch.target": "local：本机队列；slurm：集群上的批处理作业（设置：sbatch 位置、共享目录）",
+    "launch.target": (
+        "local：本机队列；slurm：集群上的批处理作业（设置：sbatch 位置、共享目录）；"
+        "ray：Ray 集群上的 Ray Train worker（RAY_ADDRESS，否则本机启动的 Ray）"
+    ),
     "launch.backend": "单进程、DDP（数据并行）、FSDP（分片）或 DeepSpeed ZeRO",
     "launch.device": "auto：有 GPU 用 GPU，否则用 CPU",
     "launch.gpus": "指定 GPU 编号（留空：任意空闲 GPU，数量与进程数相同）",
@@ -215,6 +218,19 @@ HELP_ZH: dict[str, str] = {
     "launch.slurm.time_limit": "时间限制：分钟数、HH:MM:SS 或 D-HH:MM:SS（留空：分区的限制）",
     "launch.slurm.constraint": "所需节点特性，如 a100（sbatch --constraint）",
     "launch.slurm.extra_sbatch": "更多 sbatch 选项，每行一个，如 --exclusive 或 #SBATCH --mail-type=END",
+    "launch.ray.num_workers": "Ray worker 数，每个一个训练进程（LLaMA-Factory 的 ray_num_workers）",
+    "launch.ray.resources_per_worker": (
+        "每个 worker 向 Ray 申请的资源，如 {GPU: 1, CPU: 4}（留空：cuda 上一个 GPU，cpu 上一个 CPU）"
+    ),
+    "launch.ray.placement_strategy": (
+        "Ray 如何在节点上放置 worker：PACK（少节点）、SPREAD（多节点）、STRICT_*（必须如此）"
+    ),
+    "launch.ray.init_kwargs": (
+        "ray.init 的其他参数，如 {runtime_env: {env_vars: {A: b}}}（LLaMA-Factory 的 ray_init_kwargs）；"
+        "集群地址来自 RAY_ADDRESS"
+    ),
+    "launch.ray.storage_path": "Ray Train 保存结果的位置（留空：运行目录下的 ray/；多节点：所有节点都能看到的目录）",
+    "launch.ray.run_name": "存储路径下 Ray Train 运行的名称（留空：运行的 id）",
     "output.run_name": "运行名称（字母、数字、. _ - 和空格）",
     "output.output_dir": "检查点和适配器的保存位置（留空：运行目录）",
     "output.overwrite": "替换之前一个已结束运行的输出目录（LLaMA-Factory 的 overwrite_output_dir）："

@@ -125,7 +125,12 @@ LF_ZH: dict[str, str] = {
     "lf.refused_ignore_pad": "不支持 ignore_pad_token_for_loss 为 false：Studio 的 loss 从不计入填充",
     "lf.refused_default_system": "不支持 default_system：请把系统提示词放在数据的 system 列中",
     "lf.refused_preserve_thinking": "不支持 preserve_thinking（保留之前轮次的思考）：请使用 enable_thinking",
-    "lf.refused_ray": "不支持 Ray：多 GPU 或多机请使用 --accelerate-config",
+    "lf.ray_target": "ray 相关键：launch.target 设为 ray（LLaMA-Factory 的 USE_RAY=1）：Ray Train 的 worker 运行在 "
+    "RAY_ADDRESS 所指的集群上，否则运行在本机启动的 Ray 上",
+    "lf.noted_ray_master": "Ray Train 自行设置各 worker 的会合地址",
+    "lf.refused_ray_filesystem": (
+        "Ray 的结果要写入所有节点都能看到的目录：请把 ray_storage_path 设为这样的目录（不支持 s3 和 gcs 存储）"
+    ),
     "lf.refused_fp8": "不支持 FP8 训练：请使用 bf16",
     "lf.refused_profiler": "不支持 torch profiler：Studio 的指标会显示吞吐量和显存",
     "lf.refused_predict": "预测（do_predict、predict_with_generate）不是训练：请用 `studio train FILE` 运行该 YAML"

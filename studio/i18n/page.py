@@ -853,6 +853,7 @@ SECTION_TITLES = {
     "launch.deepspeed": ("DeepSpeed", "DeepSpeed"),
     "launch.fsdp": ("FSDP", "FSDP"),
     "launch.slurm": ("Slurm cluster", "Slurm 集群"),
+    "launch.ray": ("Ray cluster", "Ray 集群"),
     "output": ("Output", "输出"),
     "model.rope_scaling": ("RoPE scaling", "RoPE 缩放"),
     "model.vision": ("Vision-language model", "视觉语言模型"),

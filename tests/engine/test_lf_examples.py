@@ -347,6 +347,70 @@ def test_lf_example_trains_through_studio_train(lf_root, run_registry, capsys, m
     assert (adapter / "adapter_config.json").is_file(), "the adapter is where LF would write it (output_dir)"
 
 
+def test_ray_example_imports_as_a_ray_launch_with_lfs_keys(lf_root, capsys, monkeypatch):
+    """LF's train_lora/qwen3_lora_sft_ray.yaml (ray_num_workers 4, run by LF with USE_RAY=1) imports as
+    launch.target ray with LF's one GPU per worker; its other Ray keys land in launch.ray as LF reads them (a JSON
+    string too); preview shows the Ray driver. Ray's s3/gcs storage is refused in one line, naming the key."""
+    name = "examples/train_lora/qwen3_lora_sft_ray.yaml"
+    notes: list[str] = []
+    spec = load_any(name, notes=notes)
+    ray = spec.launch.ray
+    assert (spec.launch.target, spec.launch.backend, ray.num_workers) == ("ray", "ddp", 4)
+    assert (ray.resources_per_worker, ray.placement_strategy, ray.storage_path) == ({"GPU": 1.0}, "PACK", "")
+    assert spec.world_size == 4 and spec.effective_batch == 32
+    assert any(n.startswith("ray keys: launch.target ray") for n in notes), notes
+    rc, out, err = studio(capsys, "validate", name, "--gpus", "4")
+    assert rc == 0 and out.startswith("OK"), out + err
+    rc, out, err = studio(capsys, "preview", name, "--gpus", "1")
+    assert rc == 0 and "-m engine.trainer.ray_driver" in out, out + err
+    from engine.lf.to_lf import spec_to_lf_text
+
+    text, acc = spec_to_lf_text(spec)  # written back for LF's Ray launcher, no accelerate config
+    back = yaml.safe_load(text)
+    assert acc is None and "# run with USE_RAY=1" in text
+    ray_back = (back["ray_num_workers"], back["resources_per_worker"], back["placement_strategy"])
+    assert ray_back == (4, {"GPU": 1.0}, "PACK")
+    again = lf_to_spec(back)[0]["launch"]
+    assert (again["target"], again["ray"]["num_workers"]) == ("ray", 4)
+    args = yaml.safe_load(Path(name).read_text())
+    args |= {
+        "resources_per_worker": '{"GPU": 2, "CPU": 8}',
+        "placement_strategy": "SPREAD",
+        "ray_init_kwargs": {"runtime_env": {"env_vars": {"A": "b"}}},
+        "ray_storage_path": "ray_saves",
+        "ray_run_name": "qwen3-ray",
+        "master_addr": "10.0.0.1",
+    }
+    notes = []
+    data, unsupported = lf_to_spec(args, notes=notes)
+    assert unsupported == [] and any(n.startswith("master_addr: accepted, ignored") for n in notes), notes
+    assert data["launch"]["ray"] == {
+        "num_workers": 4,
+        "resources_per_worker": {"GPU": 2, "CPU": 8},
+        "placement_strategy": "SPREAD",
+        "init_kwargs": {"runtime_env": {"env_vars": {"A": "b"}}},
+        "storage_path": str(lf_root / "ray_saves"),
+        "run_name": "qwen3-ray",
+    }
+    defaults = {"ray_num_workers": 1, "resources_per_worker": {"GPU": 1}, "placement_strategy": "PACK"}
+    data = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "ray_storage_path": "./saves", **defaults})[0]
+    assert "target" not in data.get("launch", {})  # LF's defaults written out: LF trains without Ray, so does Studio
+    monkeypatch.setenv("USE_RAY", "1")  # LF's switch: Ray with its defaults, one worker on one GPU
+    data = lf_to_spec({"model_name_or_path": "m", "dataset": "d"})[0]
+    assert data["launch"]["target"] == "ray" and data["launch"]["ray"] == {
+        "num_workers": 1,
+        "resources_per_worker": {"GPU": 1},
+        "placement_strategy": "PACK",
+    }
+    monkeypatch.delenv("USE_RAY")
+    assert "target" not in lf_to_spec({"model_name_or_path": "m", "dataset": "d"})[0].get("launch", {})
+    Path(name).write_text(yaml.safe_dump(args | {"ray_storage_filesystem": "s3"}))
+    rc, out, err = studio(capsys, "validate", name, "--gpus", "4")
+    problems = [line.strip() for line in err.splitlines() if line.startswith("  ")]
+    assert rc == 1 and len(problems) == 1, err
+    assert problems[0].startswith("ray_storage_filesystem: ") and "ray_storage_path" in problems[0], problems
+
+
 def test_every_key_lf_accepts_is_handled():
     """Each of the keys LLaMA-Factory 0.9.5's `train` accepts (its dataclasses + the transformers 4.57
     TrainingArguments it passed through; tests/fixtures/lf/lf_0.9.5_train_keys.json: key -> LF's default) imports at

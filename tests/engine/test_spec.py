@@ -131,6 +131,7 @@ class TestVersions:
         assert dumped["method"]["freeze"].pop("use_llama_pro") is False  # LLaMA Pro (LF's use_llama_pro): off
         assert dumped["train"].pop("low_rank")["rank"] == 16 and dumped["train"].pop("badam")["mode"] == "layer"
         assert dumped["launch"].pop("target") == "local" and dumped["launch"].pop("slurm")["extra_sbatch"] == []
+        assert dumped["launch"].pop("ray")["num_workers"] == 1  # launch.target ray's group (LF's ray_num_workers)
         # the health rules and notifications (engine.spec.watch): at their defaults, no webhook and no email
         assert dumped.pop("health")["loss_nan"] == "stop"
         assert dumped.pop("notify") == {**NotifySpec().model_dump(), "webhook_env": "", "email_to": []}

@@ -160,6 +160,8 @@ def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
     acc2 = {"distributed_type": "FSDP", "mixed_precision": "fp16", "fsdp_config": {"fsdp_version": 2, "odd": 1}}
     imps.append(to_spec._lf_import({**base, "bf16": True}, acc2, None))
     imps.append(to_spec._lf_import({**base, "template": "moss_vl"}, None, None))  # a VLM family's processor template
+    ray = {"ray_num_workers": 2, "master_addr": "10.0.0.1", "ray_storage_filesystem": "s3"}  # LF's Ray launcher
+    imps.append(to_spec._lf_import({**base, **ray}, None, None))
     with pytest.MonkeyPatch.context() as env:  # LF's default for use_openmind_hub: refused when the key is unwritten
         env.setenv("USE_OPENMIND_HUB", "1")
         imps.append(to_spec._lf_import(base, None, None))
