@@ -218,6 +218,13 @@ class RaySpec(_Spec):
         return value
 
 
+def ray_installed() -> bool:
+    """Whether the driver can import Ray here (the ``ray`` extra, ``pip install "ray[train]"``), unimported."""
+    import importlib.util
+
+    return importlib.util.find_spec("ray") is not None
+
+
 def ray_errors(spec) -> list[tuple[str, Any]]:
     """``launch.target: ray``'s rules, for ``engine.spec.rules.cross_field_errors``: Ray places the workers (one
     process each, data parallel: backend ddp, or single for one worker), so the local launch's process and machine
@@ -228,6 +235,8 @@ def ray_errors(spec) -> list[tuple[str, Any]]:
     if ln.target != "ray":
         return []
     errors = []
+    if not ray_installed():
+        errors.append(("launch.target", message("ray_missing")))
     if ln.backend != "ddp" and not (ln.backend == "single" and ln.ray.num_workers == 1):
         errors.append(("launch.backend", message("ray_backend", backend=ln.backend)))
     if ln.num_processes != 1:

@@ -191,6 +191,17 @@ def test_a_ray_launch_the_spec_cannot_run_is_refused_in_one_line_naming_the_fiel
     assert path == field and words in str(msg) and "\n" not in str(msg), (path, msg)
 
 
+def test_a_ray_launch_without_ray_installed_is_refused_naming_the_package(monkeypatch):
+    from engine.spec import launch as spec_launch
+
+    monkeypatch.setattr(spec_launch, "ray_installed", lambda: False)
+    data = {"model": {"name_or_path": "m"}, "data": {"datasets": ["d"]}, "launch": RAY}
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    assert [p for p, _ in info.value.problems] == ["launch.target"]
+    assert 'pip install "ray[train]"' in str(info.value.problems[0][1])
+
+
 def test_a_ray_launch_is_the_driver_with_rays_settings_and_takes_a_cpu_slot(demo_paths, tmp_path, monkeypatch):
     """The run's command is the Ray driver; Ray's settings (its address, its token: masked in launch.json) reach it;
     on GPUs Ray gives each worker its devices, so the driver pins none; the queue gives it a CPU slot, not GPUs."""
