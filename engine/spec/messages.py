@@ -57,7 +57,7 @@ MESSAGES: dict[str, str] = {
     "#SBATCH --mail-type=END",
     "slurm_machine_rank": "on Slurm every node takes its rank from the allocation: leave launch.machine_rank at 0",
     "slurm_gpus_on_cpu": "{gpus} GPUs per node asked of Slurm but launch.device is cpu: set it to 0 or use auto/cuda",
-    "ray_missing": "launch.target ray needs Ray Train here: pip install \"ray[train]\" (or the project's ray extra)",
+    "ray_missing": 'launch.target ray needs Ray Train here: pip install "ray[train]" (the ray extra)',
     "ray_backend": "under Ray the workers train data parallel: set launch.backend to ddp (not {backend})",
     "ray_counts": "Ray places the workers: leave launch.{field} at 1 and set launch.ray.num_workers",
     "ray_gpus_on_cpu": "{gpus} GPUs per worker asked of Ray but launch.device is cpu: leave GPU out or use auto/cuda",

@@ -32,7 +32,7 @@ RULES_ZH: dict[str, str] = {
     "slurm_extra_line": "第 {line} 行不是 sbatch 选项：每行写一个选项，如 --exclusive 或 #SBATCH --mail-type=END",
     "slurm_machine_rank": "在 Slurm 上每个节点的序号来自分配结果：请把 launch.machine_rank 保持为 0",
     "slurm_gpus_on_cpu": "向 Slurm 申请每节点 {gpus} 个 GPU，但 launch.device 是 cpu：请设为 0，或改用 auto/cuda",
-    "ray_missing": "launch.target 为 ray 需要在本机安装 Ray Train：pip install \"ray[train]\"（或 ray 附加依赖）",
+    "ray_missing": 'launch.target 为 ray 需要在本机安装 Ray Train：pip install "ray[train]"（ray 附加依赖）',
     "ray_backend": "在 Ray 上各 worker 以数据并行训练：请把 launch.backend 设为 ddp（而不是 {backend}）",
     "ray_counts": "由 Ray 放置各 worker：请把 launch.{field} 保持为 1，并设置 launch.ray.num_workers",
     "ray_gpus_on_cpu": "向 Ray 申请每个 worker {gpus} 个 GPU，但 launch.device 是 cpu：请去掉 GPU，或改用 auto/cuda",
