@@ -129,3 +129,43 @@ def packed_attention_decision(mode: str, attn: str, config: dict, device: str, r
     if mode == "auto" and device != "cpu":
         return False, "block-diagonal mask (auto on a GPU: per-sample speed is not measured on GPUs yet)"
     return True, "per sample: sdpa on each sample's own tokens, no mask across the row"
+
+
+# FP8 training (``train.fp8``): accelerate's mixed_precision "fp8" casts the linear layers' matmuls to FP8 through one
+# of two backends; the rest runs in bf16. backend -> (module, what to install). accelerate 1.16 has no MS-AMP backend.
+FP8_PACKAGES = {
+    "torchao": ("torchao", "pip install torchao"),
+    "te": ("transformer_engine", "pip install transformer-engine[pytorch]"),
+}
+# FP8 tensor cores: Ada (8.9) and Hopper (9.0) on; accelerate's own check, which falls back to fp16 below it
+FP8_MIN_CAPABILITY = (8, 9)
+
+
+def module_installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def fp8_backend_missing(backend: str) -> str | None:
+    """What to install for ``train.fp8_backend`` when its package is missing, else None (auto: either backend,
+    torchao first as accelerate picks it)."""
+    names = list(FP8_PACKAGES) if backend == "auto" else [backend]
+    if any(module_installed(FP8_PACKAGES[n][0]) for n in names):
+        return None
+    return " or ".join(FP8_PACKAGES[n][1] for n in names)
+
+
+def fp8_device_refusal(device: str, gpus: list) -> tuple[str, dict] | None:
+    """(catalog key of engine.machine.messages, parameters) of why FP8 cannot train on ``device`` with these GPUs
+    (objects with ``name`` and ``compute_capability``, "9.0"; "" where unknown, as on a target machine described by
+    its size), else None."""
+    if device != "cuda":
+        return "fp8.cpu", {}
+    for g in gpus:
+        cap = str(getattr(g, "compute_capability", "") or "")
+        try:
+            major, minor = (int(x) for x in cap.split(".")[:2])
+        except ValueError:
+            continue  # unknown: the trainer's own check decides on the machine
+        if (major, minor) < FP8_MIN_CAPABILITY:
+            return "fp8.capability", {"name": g.name, "capability": cap}
+    return None

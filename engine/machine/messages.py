@@ -54,6 +54,11 @@ MESSAGES: dict[str, str] = {
     "doctor.disk_fix": "free space: checkpoints of a 7B model need ~15 GiB each",
     # why no GPU was found (engine.machine.hardware; the doctor shows it)
     "hardware.forced_cpu": "STUDIO_FORCE_CPU=1",
+    # FP8 training (engine.machine.kernels.fp8_device_refusal)
+    "fp8.cpu": "FP8 training needs an NVIDIA GPU of compute capability 8.9 or newer (Ada, Hopper): this run is on "
+    "CPU; turn train.fp8 off",
+    "fp8.capability": "FP8 training needs compute capability 8.9 or newer (Ada, Hopper): {name} has {capability}; "
+    "turn train.fp8 off",
     "hardware.none": "GPU metrics unavailable: {nvidia}; {amd}",
     "hardware.no_nvml": "nvidia-ml-py is not installed",
     "hardware.no_nvidia_driver": "NVIDIA driver not found ({error})",

@@ -39,6 +39,8 @@ import yaml
 
 from engine.lf.compat import load_any_spec
 from engine.machine.hardware import Hardware, auto_precision, cpu_only, detect, target_machine
+from engine.machine.kernels import fp8_device_refusal
+from engine.machine.messages import message as machine_message
 from engine.models.resolve import looks_local, model_path
 from engine.runs import trackers
 from engine.runs.accelerate_configs import accelerate_config, deepspeed_config, mixed_precision_name
@@ -176,6 +178,9 @@ def check_hardware(spec: RunSpec, hw: Hardware, device: str, gpu_ids: list[int])
                     f"{ln.num_processes} processes but only {len(gpu_ids)} GPU(s) available for this run",
                 )
             )
+    chosen = [g for g in hw.gpus if g.index in gpu_ids]
+    if spec.train.fp8 and (refusal := fp8_device_refusal(device, chosen)):  # accelerate would fall back to fp16
+        problems.append(("train.fp8", machine_message(refusal[0], **refusal[1])))
     if problems:
         raise LaunchError(problems)
 

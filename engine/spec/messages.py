@@ -64,6 +64,13 @@ MESSAGES: dict[str, str] = {
     "machine_rank_range": "machine rank {rank} must be below launch.num_machines ({n})",
     "fsdp_on_cpu": "FSDP needs GPUs: on CPU use ddp or deepspeed",
     "fp16_on_cpu": "fp16 mixed precision needs a GPU: use bf16 or fp32 on CPU",
+    "fp8_cpu": "FP8 training needs an NVIDIA GPU of compute capability 8.9 or newer (Ada, Hopper): launch.device is "
+    "cpu; turn train.fp8 off",
+    "fp8_precision": "FP8 trains the layers it does not convert in bf16: set train.precision to bf16 or auto (not "
+    "{precision})",
+    "fp8_quantized": "FP8 converts full-precision linear layers; a {bits}-bit quantized model has none: turn "
+    "train.fp8 off or set method.quantization.bits to 0",
+    "fp8_missing": "FP8 backend {backend} is not installed: {install}",
     "mix_probs_count": "{probs} probabilities for {datasets} datasets: give one per dataset",
     "mix_probs_sum": "probabilities must be ≥ 0 and sum to 1",
     "mix_probs_concat": "probabilities apply to interleaving: set data.mix to interleave_under or interleave_over, "

@@ -27,7 +27,7 @@ from engine.spec.grpo import grpo_context, grpo_errors
 from engine.spec.hf_args import extra_arg_problem
 from engine.spec.launch import ray_errors
 from engine.spec.messages import message
-from engine.spec.train import LOW_RANK_OPTIMIZERS, loss_errors
+from engine.spec.train import LOW_RANK_OPTIMIZERS, fp8_errors, loss_errors
 from engine.spec.watch import watch_errors, watch_warnings
 
 # The rules take a RunSpec (engine.spec.schema), whose validator calls them: named here without importing it, so
@@ -154,7 +154,7 @@ def cross_field_errors(spec: RunSpec) -> list[tuple[str, Message]]:
         errors.append(("data.tool_format", message("tool_format_auto", tool_format=d.tool_format)))
 
     errors += method_problems(spec)
-    errors += loss_errors(spec)
+    errors += loss_errors(spec) + fp8_errors(spec)
     errors += grpo_errors(spec)
     if m.dpo.ftx and not (m.stage == "dpo" and m.dpo.loss_type == "simpo"):
         errors.append(("method.dpo.ftx", message("pref_ftx_simpo", loss=m.dpo.loss_type)))

@@ -247,6 +247,17 @@ class TrainSpec(_Spec):
         description="Mixed precision: auto picks bf16 where the GPU has it, else fp16; fp32 on CPU",
         json_schema_extra=_meta("Precision"),
     )
+    fp8: bool = Field(
+        False,
+        description="FP8 training through accelerate: the linear layers' matmuls in FP8, the rest in bf16. Needs an "
+        "NVIDIA GPU of compute capability 8.9 or newer (Ada, Hopper) and the backend's package",
+        json_schema_extra=_meta("FP8 training", advanced=True),
+    )
+    fp8_backend: Literal["auto", "torchao", "te"] = Field(
+        "auto",
+        description="FP8 backend: torchao, te (NVIDIA Transformer Engine), or auto (torchao where installed, else te)",
+        json_schema_extra=_meta("FP8 backend", advanced=True),
+    )
     gradient_checkpointing: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Recompute activations in backward: less memory, ~30% slower. auto: off when the memory plan "
@@ -364,4 +375,27 @@ def loss_errors(spec) -> list[tuple[str, Any]]:
     zero3 = spec.launch.backend == "deepspeed" and spec.launch.deepspeed.zero_stage == 3
     if t.loss == "asft" and zero3 and not m.adapter:
         errors.append(("train.loss", message("asft_zero3")))
+    return errors
+
+
+def fp8_errors(spec) -> list[tuple[str, Any]]:
+    """``train.fp8``'s rules, for ``engine.spec.rules.cross_field_errors``: FP8 layers inside bf16 autocast (what
+    accelerate runs around them), on a GPU, with the backend's package here; the GPU's compute capability is checked
+    at launch (engine.runs.launch, engine.machine.kernels.fp8_device_refusal)."""
+    from engine.machine.kernels import fp8_backend_missing
+    from engine.spec.messages import message
+
+    t = spec.train
+    if not t.fp8:
+        return []
+    errors = []
+    if spec.launch.device == "cpu":
+        errors.append(("train.fp8", message("fp8_cpu")))
+    if t.precision in ("fp16", "fp32"):
+        errors.append(("train.precision", message("fp8_precision", precision=t.precision)))
+    if spec.method.quantization.bits:
+        errors.append(("train.fp8", message("fp8_quantized", bits=spec.method.quantization.bits)))
+    missing = fp8_backend_missing(t.fp8_backend)
+    if missing:
+        errors.append(("train.fp8_backend", message("fp8_missing", backend=t.fp8_backend, install=missing)))
     return errors

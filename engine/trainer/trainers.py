@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
-from engine.machine.kernels import liger_decision
+from engine.machine.kernels import fp8_device_refusal, liger_decision
+from engine.machine.messages import message as machine_message
 from engine.models.resolve import resolve_model
 from engine.runs import trackers
 from engine.spec.schema import RunSpec, SpecError
@@ -24,7 +26,45 @@ def training_arguments(
     spec: RunSpec, out: Path, run_dir: Path, device: str, precision: str, *, has_eval: bool, model=None
 ):
     """The Trainer's arguments for the spec; ``model`` (when loaded) names the linear layers GaLore / APOLLO's 'all'
-    targets."""
+    targets. With ``train.fp8`` the Accelerator the Trainer builds gets mixed_precision fp8 (``fp8_accelerate``)."""
+    targs = _stage_arguments(spec, out, run_dir, device, precision, has_eval=has_eval, model=model)
+    if spec.train.fp8:
+        fp8_device_check(device)
+        os.environ.update(fp8_accelerate_env(spec))
+        targs.mixed_precision = "fp8"  # read by Trainer._build_accelerator_args; bf16 stays on for the rest
+    return targs
+
+
+def fp8_accelerate_env(spec: RunSpec) -> dict[str, str]:
+    """accelerate's FP8 settings for ``train.fp8_backend``, as the variables its Accelerator reads when it makes the
+    recipe itself (``accelerate launch --fp8_backend``): AORecipeKwargs (torchao) or TERecipeKwargs (Transformer
+    Engine); auto leaves the choice to accelerate (torchao where installed, else Transformer Engine). Float8
+    all-gather is off: it is an FSDP2 hook and Studio's FSDP is version 1."""
+    env = {"ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER": "false"}
+    backend = {"torchao": "AO", "te": "TE"}.get(spec.train.fp8_backend)
+    if backend:
+        env["ACCELERATE_FP8_BACKEND"] = backend
+    return env
+
+
+def fp8_device_check(device: str) -> None:
+    """The launch's FP8 rule (engine.machine.kernels.fp8_device_refusal) on the GPU this process trains on, as torch
+    sees it: below compute capability 8.9 accelerate would quietly train in fp16 instead."""
+    import torch
+
+    gpus = []
+    if device == "cuda":
+        index = torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(index)
+        gpus = [SimpleNamespace(name=torch.cuda.get_device_name(index), compute_capability=f"{major}.{minor}")]
+    refusal = fp8_device_refusal(device, gpus)
+    if refusal:
+        raise SpecError([("train.fp8", machine_message(refusal[0], **refusal[1]))])
+
+
+def _stage_arguments(
+    spec: RunSpec, out: Path, run_dir: Path, device: str, precision: str, *, has_eval: bool, model=None
+):
     from transformers import TrainingArguments
 
     from engine.spec.train import LOW_RANK_OPTIMIZERS

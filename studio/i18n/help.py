@@ -149,6 +149,10 @@ HELP_ZH: dict[str, str] = {
     "train.gradient_accumulation": "每个优化步累积的微步数",
     "train.max_grad_norm": "梯度裁剪到此范数（0：关闭）",
     "train.precision": "混合精度：auto 在支持的 GPU 上选 bf16，否则 fp16；CPU 上为 fp32",
+    "train.fp8": "通过 accelerate 进行 FP8 训练：线性层的矩阵乘以 FP8 计算，其余以 bf16。"
+    "需要计算能力 8.9 及以上的 NVIDIA GPU（Ada、Hopper）及所选后端的软件包",
+    "train.fp8_backend": "FP8 后端：torchao、te（NVIDIA Transformer Engine），"
+    "或 auto（已安装 torchao 时用它，否则用 te）",
     "train.loss": "sft 的词元损失：cross_entropy 为交叉熵；dft 用模型对该词元的概率（不回传梯度）"
     "给每个词元的交叉熵加权；asft 为 dft 加上 asft_alpha 乘以与冻结基座模型的 KL 散度；eaft 用前 20 个 logits "
     "的熵除以 3 的 eaft_alpha 次方加权（LLaMA-Factory 的 use_dft_loss / use_asft_loss / use_eaft_loss）",

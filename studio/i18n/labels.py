@@ -199,6 +199,8 @@ LABELS_ZH: dict[str, str] = {
     "train.per_device_batch_size": "每卡批大小",
     "train.per_device_eval_batch_size": "每卡评估批大小",
     "train.precision": "计算精度",
+    "train.fp8": "FP8 训练",
+    "train.fp8_backend": "FP8 后端",
     "train.resume_from": "断点续训",
     "train.save_only_model": "仅保存模型",
     "train.save_steps": "保存间隔",

@@ -43,6 +43,9 @@ DOCTOR_ZH: dict[str, str] = {
     "doctor.disk": "{path} 中剩余 {free:.1f} GiB",
     "doctor.disk_fix": "请清理空间：7B 模型的每个检查点约需 15 GiB",
     "hardware.forced_cpu": "已设置 STUDIO_FORCE_CPU=1（强制使用 CPU）",
+    "fp8.cpu": "FP8 训练需要计算能力 8.9 及以上的 NVIDIA GPU（Ada、Hopper）：本次运行在 CPU 上；请关闭 train.fp8",
+    "fp8.capability": "FP8 训练需要计算能力 8.9 及以上（Ada、Hopper）：{name} 的计算能力是 {capability}；"
+    "请关闭 train.fp8",
     "hardware.none": "无法读取 GPU 信息：{nvidia}；{amd}",
     "hardware.no_nvml": "未安装 nvidia-ml-py",
     "hardware.no_nvidia_driver": "找不到 NVIDIA 驱动（{error}）",

@@ -39,6 +39,11 @@ RULES_ZH: dict[str, str] = {
     "machine_rank_range": "机器序号 {rank} 必须小于 launch.num_machines（{n}）",
     "fsdp_on_cpu": "FSDP 需要 GPU：在 CPU 上请用 ddp 或 deepspeed",
     "fp16_on_cpu": "fp16 混合精度需要 GPU：在 CPU 上请用 bf16 或 fp32",
+    "fp8_cpu": "FP8 训练需要计算能力 8.9 及以上的 NVIDIA GPU（Ada、Hopper）：launch.device 是 cpu；请关闭 train.fp8",
+    "fp8_precision": "FP8 未转换的层以 bf16 训练：请把 train.precision 设为 bf16 或 auto（而不是 {precision}）",
+    "fp8_quantized": "FP8 转换的是全精度线性层，{bits} 位量化模型中没有这种层："
+    "请关闭 train.fp8，或把 method.quantization.bits 设为 0",
+    "fp8_missing": "未安装 FP8 后端 {backend}：{install}",
     "mix_probs_count": "{probs} 个概率对应 {datasets} 个数据集：每个数据集给一个",
     "mix_probs_sum": "概率必须 ≥ 0 且总和为 1",
     "mix_probs_concat": "概率只用于交错混合：把 data.mix 设为 interleave_under 或 interleave_over，"

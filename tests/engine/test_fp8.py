@@ -1,0 +1,178 @@
+"""FP8 training (train.fp8, train.fp8_backend; LLaMA-Factory's fp8 / fp8_backend): the spec's rules, the launch's
+GPU rule (compute capability 8.9 or newer, given as NVML reports it), the backend package, and the settings the
+trainer hands accelerate. The FP8 matmuls themselves need such a GPU: none of this runs them."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from engine.machine import kernels
+from engine.machine.hardware import GpuInfo, Hardware
+from engine.runs.launch import LaunchError, build_command
+from engine.spec.schema import SpecError, parse_spec
+
+BASE = {
+    "model": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct"},
+    "data": {"datasets": ["d"]},
+    "method": {"finetuning": "full"},
+    "train": {"fp8": True, "fp8_backend": "torchao"},
+    "launch": {"device": "cuda"},
+}
+
+
+def spec_with(**train):
+    return {**BASE, "train": {**BASE["train"], **train}}
+
+
+@pytest.fixture
+def backends_here(monkeypatch):
+    """As on a GPU machine with torchao and Transformer Engine installed (this one has neither)."""
+    monkeypatch.setattr(kernels, "module_installed", lambda name: True)
+
+
+def gpu(capability: str, name: str = "NVIDIA H100 80GB HBM3") -> Hardware:
+    return Hardware(
+        gpus=[GpuInfo(0, name, 81559, "nvidia", compute_capability=capability, bf16=True)], vendor="nvidia"
+    )
+
+
+def test_fp8_validates_on_a_gpu_with_its_backend(backends_here):
+    spec = parse_spec(spec_with())
+    assert (spec.train.fp8, spec.train.fp8_backend) == (True, "torchao")
+    assert parse_spec(BASE | {"train": {}}).train.fp8 is False  # off by default
+
+
+class TestFp8Rules:
+    def test_refused_on_cpu_in_one_line(self, backends_here):
+        with pytest.raises(SpecError, match="train.fp8: FP8 training needs an NVIDIA GPU") as err:
+            parse_spec({**spec_with(), "launch": {"device": "cpu"}})
+        assert len(err.value.problems) == 1
+
+    @pytest.mark.parametrize("precision", ["fp16", "fp32"])
+    def test_needs_bf16_for_the_rest(self, precision, backends_here):
+        with pytest.raises(SpecError, match=f"train.precision: FP8 trains .* bf16 .*not {precision}"):
+            parse_spec(spec_with(precision=precision))
+
+    def test_not_on_a_quantized_model(self, backends_here):
+        with pytest.raises(SpecError, match="train.fp8: .*4-bit quantized"):
+            parse_spec({**spec_with(), "method": {"finetuning": "lora", "quantization": {"bits": 4}}})
+
+    def test_backend_outside_accelerates_is_refused_naming_the_field(self):
+        with pytest.raises(SpecError, match="train.fp8_backend"):
+            parse_spec(spec_with(fp8_backend="msamp"))
+
+    @pytest.mark.parametrize(
+        ("backend", "install"),
+        [
+            ("torchao", "pip install torchao$"),
+            ("te", r"pip install transformer-engine\[pytorch\]$"),
+            ("auto", r"pip install torchao or pip install transformer-engine\[pytorch\]$"),
+        ],
+    )
+    def test_missing_backend_package_names_what_to_install(self, backend, install, monkeypatch):
+        monkeypatch.setattr(kernels, "module_installed", lambda name: False)
+        with pytest.raises(SpecError, match=f"train.fp8_backend: FP8 backend {backend} is not installed: {install}"):
+            parse_spec(spec_with(fp8_backend=backend))
+
+    def test_auto_takes_either_backend(self, monkeypatch):
+        monkeypatch.setattr(kernels, "module_installed", lambda name: name == "transformer_engine")
+        assert kernels.fp8_backend_missing("auto") is None
+        assert kernels.fp8_backend_missing("torchao") == "pip install torchao"
+
+
+class TestDeviceRule:
+    """engine.machine.kernels.fp8_device_refusal, given the GPUs' compute capability."""
+
+    @pytest.mark.parametrize("capability", ["8.9", "9.0", "10.0", "12.0"])
+    def test_ada_hopper_and_newer_pass(self, capability):
+        assert kernels.fp8_device_refusal("cuda", gpu(capability).gpus) is None
+
+    @pytest.mark.parametrize(
+        ("capability", "name"), [("8.0", "NVIDIA A100-SXM4-80GB"), ("8.6", "NVIDIA A10"), ("7.0", "Tesla V100")]
+    )
+    def test_older_gpus_are_refused_naming_the_gpu(self, capability, name):
+        assert kernels.fp8_device_refusal("cuda", gpu(capability, name).gpus) == (
+            "fp8.capability",
+            {"name": name, "capability": capability},
+        )
+
+    def test_cpu_is_refused_and_an_unknown_capability_is_left_to_the_trainer(self):
+        assert kernels.fp8_device_refusal("cpu", [])[0] == "fp8.cpu"
+        assert kernels.fp8_device_refusal("cuda", gpu("").gpus) is None  # `--gpus N`: a machine described by its size
+
+    def test_launch_refuses_an_a100_in_one_line(self, backends_here, tmp_path):
+        spec = parse_spec(spec_with())
+        with pytest.raises(LaunchError) as err:
+            build_command(spec, tmp_path, gpu("8.0", "NVIDIA A100-SXM4-80GB"))
+        assert err.value.problems == [
+            (
+                "train.fp8",
+                "FP8 training needs compute capability 8.9 or newer (Ada, Hopper): NVIDIA A100-SXM4-80GB has 8.0; "
+                "turn train.fp8 off",
+            )
+        ]
+        plan = build_command(spec, tmp_path, gpu("9.0"))
+        assert plan.precision == "bf16" and plan.device == "cuda"
+
+    def test_launch_refuses_cpu_when_auto_finds_no_gpu(self, backends_here, tmp_path):
+        spec = parse_spec({**spec_with(), "launch": {"device": "auto"}})
+        with pytest.raises(LaunchError, match="train.fp8: FP8 training needs an NVIDIA GPU .* this run is on CPU"):
+            build_command(spec, tmp_path, Hardware(gpus=[], reason="none"))
+
+
+class TestAccelerateSettings:
+    """What the trainer hands accelerate: mixed_precision fp8 on the Trainer's arguments (read by
+    Trainer._build_accelerator_args) and the recipe's backend as accelerate's own variables."""
+
+    @pytest.mark.parametrize(("backend", "accelerate_backend"), [("torchao", "AO"), ("te", "TE"), ("auto", "NO")])
+    def test_backend_reaches_accelerates_recipe_choice(self, backend, accelerate_backend, backends_here, monkeypatch):
+        from accelerate.utils import parse_choice_from_env, parse_flag_from_env
+        from accelerate.utils.dataclasses import FP8BackendType
+
+        from engine.trainer.trainers import fp8_accelerate_env
+
+        env = fp8_accelerate_env(parse_spec(spec_with(fp8_backend=backend)))
+        monkeypatch.setenv("ACCELERATE_FP8_BACKEND", "")
+        monkeypatch.delenv("ACCELERATE_FP8_BACKEND")
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        # as Accelerator.fp8_backend reads it: AO -> AORecipeKwargs, TE -> TERecipeKwargs, NO -> torchao if installed
+        assert FP8BackendType(parse_choice_from_env("ACCELERATE_FP8_BACKEND", "NO")) == FP8BackendType(
+            accelerate_backend
+        )
+        # AORecipeKwargs' default is on: an FSDP2 hook, off under Studio's FSDP (version 1)
+        assert parse_flag_from_env("ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", default=True) is False
+
+    def test_training_arguments_ask_accelerate_for_fp8(self, backends_here, tmp_path, monkeypatch):
+        from engine.trainer import trainers
+
+        monkeypatch.setattr(trainers, "fp8_device_check", lambda device: None)  # the GPU rule: TestDeviceRule
+        for key in ("ACCELERATE_FP8_BACKEND", "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"):
+            monkeypatch.setenv(key, "")  # recorded: what training_arguments sets is undone after the test
+            monkeypatch.delenv(key)
+        spec = parse_spec(spec_with(precision="bf16"))
+        targs = trainers.training_arguments(spec, tmp_path, tmp_path, "cpu", "bf16", has_eval=False)
+        assert (targs.mixed_precision, targs.bf16) == ("fp8", True)
+        assert os.environ["ACCELERATE_FP8_BACKEND"] == "AO"
+        plain = trainers.training_arguments(
+            parse_spec(spec_with(fp8=False)), tmp_path, tmp_path, "cpu", "bf16", has_eval=False
+        )
+        assert plain.mixed_precision == "bf16"
+
+    def test_the_trainer_refuses_a_gpu_below_ada_itself(self, monkeypatch):
+        """accelerate would train in fp16 on it with a warning; the trainer stops with the launch's line."""
+        import torch
+
+        from engine.trainer import trainers
+
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i: (8, 6))
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "NVIDIA A10")
+        with pytest.raises(SpecError, match="train.fp8: .*NVIDIA A10 has 8.6"):
+            trainers.fp8_device_check("cuda")
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i: (9, 0))
+        trainers.fp8_device_check("cuda")
+        with pytest.raises(SpecError, match="this run is on CPU"):
+            trainers.fp8_device_check("cpu")
