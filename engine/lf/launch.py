@@ -69,6 +69,11 @@ _DS_DEFAULTS = {
     "round_robin_gradients": False,
     "stage3_gather_16bit_weights_on_model_save": True,
 }
+# ZeRO-3 keys with a launch.deepspeed field of the same name (LF's ds_z3_fp8_config.json sets both)
+_DS_ZERO3 = ("stage3_param_persistence_threshold", "stage3_prefetch_bucket_size")
+# Top-level keys LF's DeepSpeed configs set that go into launch.deepspeed.extra_config as given (DeepSpeed's own
+# default, zero_force_ds_cpu_optimizer true, needs nothing); the fp8 section is in LF's first ds_z3_fp8_config.json
+_DS_PASSED = ("comms_config", "monitor_config", "comms_logger", "fp8", "zero_force_ds_cpu_optimizer")
 
 
 def _from_ds_json(path: str | dict, imp: _Import) -> None:
@@ -82,6 +87,7 @@ def _from_ds_json(path: str | dict, imp: _Import) -> None:
         imp.bad("deepspeed", message("lf.ds_not_object", path=path))
         return
     auto = {"train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"}
+    extra = {}
     for key, value in ds.items():
         if key == "zero_optimization" and isinstance(value, dict):
             for zk, zv in value.items():
@@ -95,9 +101,10 @@ def _from_ds_json(path: str | dict, imp: _Import) -> None:
                     imp.put("launch.deepspeed.zero_stage", zv)
                 elif zv == "auto" or _DS_DEFAULTS.get(zk, object()) == zv:
                     continue  # filled by transformers / DeepSpeed's own default: nothing to carry
-                elif zk in _DS_ACC.values():
+                elif zk in _DS_ACC.values() or zk in _DS_ZERO3:
                     integral = isinstance(zv, float) and zv.is_integer()  # JSON writes 1e9 as a float
-                    imp.put(f"launch.deepspeed.{zk}", int(zv) if zk.endswith("_size") and integral else zv)
+                    whole = zk.endswith(("_size", "_threshold")) and integral
+                    imp.put(f"launch.deepspeed.{zk}", int(zv) if whole else zv)
                 else:
                     imp.bad(f"deepspeed.zero_optimization.{zk}", message("lf.ds_zero_value", value=zv))
         elif key in ("bf16", "fp16") and isinstance(value, dict):
@@ -111,8 +118,14 @@ def _from_ds_json(path: str | dict, imp: _Import) -> None:
         elif key in auto or key in ("zero_allow_untested_optimizer", "wall_clock_breakdown"):
             if value != "auto" and key in auto:
                 imp.notes.append(message("lf.ds_batch", key=key))
+        elif key == "zero_force_ds_cpu_optimizer" and value is True:
+            continue  # DeepSpeed's default
+        elif key in _DS_PASSED:
+            extra[key] = value
         else:
             imp.bad(f"deepspeed.{key}")
+    if extra:
+        imp.put("launch.deepspeed.extra_config", extra)
 
 
 def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None) -> None:

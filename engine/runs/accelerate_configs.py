@@ -41,12 +41,16 @@ def deepspeed_config(spec: RunSpec, precision: str) -> dict:
             zero["offload_param"]["nvme_path"] = ds.nvme_path
         zero["sub_group_size"] = ds.sub_group_size
         zero["stage3_gather_16bit_weights_on_model_save"] = True
+        for key in ("stage3_param_persistence_threshold", "stage3_prefetch_bucket_size"):
+            if getattr(ds, key) is not None:
+                zero[key] = getattr(ds, key)
     if ds.zero_stage >= 2:
         zero["overlap_comm"] = ds.overlap_comm
         zero["contiguous_gradients"] = ds.contiguous_gradients
     if ds.zero_stage >= 1:
         zero["reduce_bucket_size"] = ds.reduce_bucket_size
     return {
+        **ds.extra_config,  # keys Studio writes are refused in it (engine.spec.launch.DeepSpeedSpec)
         "zero_optimization": zero,
         "bf16": {"enabled": "auto"},
         "fp16": {"enabled": "auto"},

@@ -66,6 +66,48 @@ class DeepSpeedSpec(_Spec):
         description="DeepSpeed's own log interval",
         json_schema_extra=_meta("Steps per print", advanced=True),
     )
+    stage3_param_persistence_threshold: int | None = Field(
+        None,
+        ge=0,
+        description="ZeRO-3: parameters with fewer elements stay whole on every GPU (empty: DeepSpeed's default)",
+        json_schema_extra=_meta("Param persistence threshold", advanced=True),
+    )
+    stage3_prefetch_bucket_size: int | None = Field(
+        None,
+        ge=0,
+        description="ZeRO-3: elements of parameters fetched ahead of use (empty: DeepSpeed's default)",
+        json_schema_extra=_meta("Prefetch bucket size", advanced=True),
+    )
+    extra_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="More top-level DeepSpeed config keys, written into ds_config.json as given (e.g. "
+        "{comms_logger: {enabled: true}}); never one the settings above or the Trainer fill",
+        json_schema_extra=_meta("Extra DeepSpeed config", advanced=True),
+    )
+
+    @field_validator("extra_config")
+    @classmethod
+    def _extra_config(cls, value: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(set(value) & DS_STUDIO_KEYS)
+        if taken:
+            raise ValueError(f"{taken[0]} is written by Studio from its own settings: set it there, not here")
+        return value
+
+
+# The top-level keys of the ds_config.json a launch writes (engine.runs.accelerate_configs.deepspeed_config)
+DS_STUDIO_KEYS = frozenset(
+    {
+        "zero_optimization",
+        "bf16",
+        "fp16",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+        "train_batch_size",
+        "steps_per_print",
+        "wall_clock_breakdown",
+    }
+)
 
 
 class FsdpSpec(_Spec):

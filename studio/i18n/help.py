@@ -196,6 +196,11 @@ HELP_ZH: dict[str, str] = {
     "launch.main_process_ip": "0 号机器的地址（多机时）",
     "launch.main_process_port": "集合通信端口",
     "launch.ddp_timeout": "进程在集合通信中互相等待的秒数，超时则运行失败",
+    "launch.deepspeed.stage3_param_persistence_threshold": "ZeRO-3：元素数少于此值的参数在每张 GPU 上完整保留"
+    "（留空：DeepSpeed 默认值）",
+    "launch.deepspeed.stage3_prefetch_bucket_size": "ZeRO-3：提前取回的参数元素数（留空：DeepSpeed 默认值）",
+    "launch.deepspeed.extra_config": "更多 DeepSpeed 顶层配置项，原样写入 ds_config.json"
+    "（如 {comms_logger: {enabled: true}}）；不能是上面的设置或 Trainer 会填写的项",
     "launch.deepspeed.zero_stage": "ZeRO 阶段：1 切分优化器状态，2 再切分梯度，3 再切分参数",
     "launch.deepspeed.offload_optimizer": "优化器状态存放位置（需 ZeRO 阶段 ≥ 1）",
     "launch.deepspeed.offload_param": "参数存放位置（仅 ZeRO-3；明显变慢）",

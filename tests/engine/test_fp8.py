@@ -4,7 +4,9 @@ trainer hands accelerate. The FP8 matmuls themselves need such a GPU: none of th
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -176,3 +178,74 @@ class TestAccelerateSettings:
         trainers.fp8_device_check("cuda")
         with pytest.raises(SpecError, match="this run is on CPU"):
             trainers.fp8_device_check("cpu")
+
+
+FIXTURE_DS = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "lf" / "examples" / "deepspeed" / "ds_z3_fp8_config.json"
+)
+
+
+class TestDeepSpeedKeys:
+    """LF's ds_z3_fp8_config.json: its ZeRO-3 sizes and its other sections reach the generated ds_config.json."""
+
+    def test_lfs_fp8_deepspeed_config_imports_every_key(self):
+        from engine.lf.to_spec import lf_to_spec
+
+        data, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "deepspeed": str(FIXTURE_DS)})
+        assert unsupported == []
+        ds = parse_spec(data).launch.deepspeed
+        assert (ds.zero_stage, ds.offload_optimizer, ds.pin_memory, ds.overlap_comm) == (3, "cpu", False, False)
+        assert (ds.stage3_param_persistence_threshold, ds.stage3_prefetch_bucket_size) == (35840, 11560550)
+        assert (ds.reduce_bucket_size, ds.sub_group_size, ds.steps_per_print) == (12845056, 1_000_000_000, 10_000_000)
+        # zero_force_ds_cpu_optimizer true is DeepSpeed's default: nothing to carry
+        assert ds.extra_config == {
+            "comms_config": {"verbose": False},
+            "monitor_config": {"enabled": True, "tag": "DeepSpeedMonitor", "csv_monitor": {"enabled": False}},
+        }
+
+    def test_lfs_first_fp8_config_keeps_its_fp8_section_and_clipping(self):
+        from engine.lf.to_spec import lf_to_spec
+
+        first = json.loads(FIXTURE_DS.read_text())
+        first |= {"gradient_clipping": 0.001, "bf16": {"enabled": False}, "zero_force_ds_cpu_optimizer": False}
+        first["fp8"] = {"enabled": True, "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1}
+        data, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "deepspeed": first})
+        assert unsupported == []
+        spec = parse_spec(data)
+        assert spec.train.max_grad_norm == 0.001
+        assert spec.launch.deepspeed.extra_config["fp8"]["enabled"] is True
+        assert spec.launch.deepspeed.extra_config["zero_force_ds_cpu_optimizer"] is False
+
+    def test_generated_config_carries_them(self):
+        from engine.lf.to_spec import lf_to_spec
+        from engine.runs.accelerate_configs import deepspeed_config
+
+        data, _ = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "deepspeed": str(FIXTURE_DS)})
+        out = deepspeed_config(parse_spec(data), "bf16")
+        zero = out["zero_optimization"]
+        assert (zero["stage3_param_persistence_threshold"], zero["stage3_prefetch_bucket_size"]) == (35840, 11560550)
+        assert out["comms_config"] == {"verbose": False} and out["monitor_config"]["tag"] == "DeepSpeedMonitor"
+        assert out["bf16"] == {"enabled": "auto"} and out["train_micro_batch_size_per_gpu"] == "auto"
+        plain = deepspeed_config(parse_spec({**BASE, "train": {}, "launch": {"backend": "deepspeed"}}), "bf16")
+        assert "stage3_param_persistence_threshold" not in str(plain)  # unset: DeepSpeed's default, as before
+
+    def test_studio_keys_are_the_generated_ones(self):
+        from engine.runs.accelerate_configs import deepspeed_config
+        from engine.spec.launch import DS_STUDIO_KEYS
+
+        spec = parse_spec({**BASE, "train": {}, "launch": {"backend": "deepspeed"}})
+        assert set(deepspeed_config(spec, "bf16")) == DS_STUDIO_KEYS
+
+    @pytest.mark.parametrize("key", ["bf16", "zero_optimization", "gradient_accumulation_steps"])
+    def test_extra_config_cannot_override_what_studio_writes(self, key):
+        launch = {"backend": "deepspeed", "deepspeed": {"extra_config": {key: {}}}}
+        with pytest.raises(SpecError, match=f"launch.deepspeed.extra_config: {key} is written by Studio"):
+            parse_spec({**BASE, "train": {}, "launch": launch})
+
+    def test_an_unknown_section_of_an_lf_config_is_still_named(self):
+        from engine.lf.to_spec import lf_to_spec
+
+        ds = json.loads(FIXTURE_DS.read_text()) | {"flops_profiler": {"enabled": True}}
+        ds["zero_optimization"]["stage3_max_live_parameters"] = 5
+        _, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "deepspeed": ds})
+        assert unsupported == ["deepspeed.zero_optimization.stage3_max_live_parameters", "deepspeed.flops_profiler"]
