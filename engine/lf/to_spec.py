@@ -324,7 +324,7 @@ def _ray(args: dict, imp: _Import, written: set[str]) -> None:
         if value is None or (key == "ray_storage_path" and key not in given):
             continue
         if key == "ray_storage_path" and isinstance(value, str):
-            value = str(Path(value).expanduser().resolve())
+            value = os.path.abspath(user_path(value))  # a ~user that does not exist stays literal (no RuntimeError)
         imp.put(path, value)
 
 

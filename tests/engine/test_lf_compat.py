@@ -634,6 +634,7 @@ _junk = st.recursive(
 )
 @example(args={"output_dir": "~0"}, acc=None)  # a ~user that does not exist: expanduser raised RuntimeError
 @example(args={"dataset_dir": "\x00"}, acc=None)  # a NUL byte: Path.resolve raised ValueError
+@example(args={"ray_storage_path": "~0"}, acc=None)  # a ~user that does not exist: expanduser raised
 def test_arbitrary_lf_values_give_a_spec_or_named_errors(args, acc, tmp_path):
     """Junk at any LF or accelerate key: a spec or a SpecError; unsupported keys are named, nothing else raised."""
     args = {"model_name_or_path": "m", "dataset": "d", **args}

@@ -113,8 +113,13 @@ class TestVersions:
             "loss": "cross_entropy",  # sft's dft / asft / eaft (LF's use_*_loss): off
             "asft_alpha": 0.1,
             "eaft_alpha": 1.0,
+            "fp8": False,  # accelerate's FP8 (LF's fp8, fp8_backend): off
+            "fp8_backend": "auto",
         }
         assert {k: dumped["train"].pop(k) for k in added} == added
+        ds_added = ("stage3_param_persistence_threshold", "stage3_prefetch_bucket_size", "extra_config")
+        ds = {k: dumped["launch"]["deepspeed"].pop(k) for k in ds_added}  # LF's FP8 example's DeepSpeed keys: unset
+        assert ds == dict(zip(ds_added, (None, None, {})))
         # LoRA+, PiSSA, OFT and the optimizers' settings: off, at their defaults
         lora_added = ("loraplus_lr_ratio", "loraplus_lr_embedding", "pissa_init", "pissa_iter", "pissa_convert")
         assert {k: dumped["method"]["lora"].pop(k) for k in lora_added} == {
