@@ -179,8 +179,12 @@ _CONVERTED: dict[str, str] = {
     "adapter_name_or_path": "",
     "adapter_folder": "",
     "tokenized_path": "",
-    "fsdp": "",
-    "fsdp_config": "",
+    "fsdp": "launch.backend",  # transformers' FSDP options (engine.lf.launch._from_fsdp_args)
+    "fsdp_transformer_layer_cls_to_wrap": "launch.fsdp.layer_cls_to_wrap",
+    "fsdp_min_num_params": "launch.fsdp.min_num_params",
+    "fp8": "train.fp8",
+    "fp8_backend": "train.fp8_backend",
+    "fp8_enable_fsdp_float8_all_gather": "",
     "accelerator_config": "",
     "parallelism_config": "",
     "do_train": "",
@@ -248,8 +252,8 @@ _NOTED: dict[str, str] = {
 # off, and refused through that key when it is on. Accepted silently.
 _OPTIONS_OF_OFF_FEATURES = set(
     "swanlab_project swanlab_workspace swanlab_run_name swanlab_mode swanlab_api_key "
-    "swanlab_logdir swanlab_lark_webhook_url swanlab_lark_secret buffer_size fp8_backend "
-    "fp8_enable_fsdp_float8_all_gather profiler_output_dir profiler_wait_steps profiler_warmup_steps "
+    "swanlab_logdir swanlab_lark_webhook_url swanlab_lark_secret buffer_size "
+    "profiler_output_dir profiler_wait_steps profiler_warmup_steps "
     "profiler_active_steps profiler_repeat profiler_record_shapes profiler_profile_memory profiler_with_stack".split()
 )
 # LF features Studio does not have: key -> (LF's default, the catalog key of one line naming the feature and what
@@ -313,12 +317,10 @@ _FEATURES: dict[str, tuple[Any, str]] = {
     "ignore_pad_token_for_loss": (True, "lf.refused_ignore_pad"),
     "default_system": (None, "lf.refused_default_system"),
     "preserve_thinking": (False, "lf.refused_preserve_thinking"),
-    "fp8": (False, "lf.refused_fp8"),
     "enable_torch_profiler": (False, "lf.refused_profiler"),
     "profile_modules": (None, "lf.refused_profiler"),
     "do_predict": (False, "lf.refused_predict"),
     "predict_with_generate": (False, "lf.refused_predict"),
-    "fsdp": (None, "lf.refused_fsdp_args"),
     "fsdp_config": (None, "lf.refused_fsdp_args"),
     "accelerator_config": (None, "lf.refused_accelerator_config"),
     "parallelism_config": (None, "lf.refused_parallelism_config"),
@@ -338,8 +340,6 @@ _HF4_REMOVED: dict[str, tuple[Any, str]] = {
     "tpu_num_cores": (None, "lf.hf4_device"),
     "tpu_metrics_debug": (False, "lf.hf4_device"),
     "past_index": (-1, "lf.hf4_remove"),
-    "fsdp_min_num_params": (0, "lf.hf4_fsdp"),
-    "fsdp_transformer_layer_cls_to_wrap": (None, "lf.hf4_fsdp"),
     "use_legacy_prediction_loop": (False, "lf.hf4_remove"),
     "include_inputs_for_metrics": (False, "lf.hf4_include_for_metrics"),
     "push_to_hub_model_id": (None, "lf.hf4_hub_model_id"),

@@ -39,6 +39,9 @@ _FSDP_ACC = {
     "fsdp_cpu_ram_efficient_loading": "cpu_ram_efficient_loading",
 }
 _SHARDING_NUM = {1: "FULL_SHARD", 2: "SHARD_GRAD_OP", 3: "NO_SHARD", 4: "HYBRID_SHARD"}
+# transformers' FSDP options (TrainingArguments.fsdp, LF passes it through) -> launch.fsdp.sharding_strategy
+_FSDP_OPTIONS = {"full_shard": "FULL_SHARD", "shard_grad_op": "SHARD_GRAD_OP", "hybrid_shard": "HYBRID_SHARD"}
+_FSDP_OPTIONS |= {"no_shard": "NO_SHARD"}
 # Accepted only with the value our launcher uses anyway; anything else is unsupported.
 _FSDP_FIXED = {
     "fsdp_backward_prefetch": "BACKWARD_PRE",
@@ -126,6 +129,44 @@ def _from_ds_json(path: str | dict, imp: _Import) -> None:
             imp.bad(f"deepspeed.{key}")
     if extra:
         imp.put("launch.deepspeed.extra_config", extra)
+
+
+def _from_fsdp_args(args: dict, imp: _Import) -> None:
+    """transformers' FSDP through training arguments (``fsdp: [full_shard, auto_wrap]`` with
+    ``fsdp_transformer_layer_cls_to_wrap`` or ``fsdp_min_num_params``, as LF's FP8 FSDP example sets them) into
+    launch.backend fsdp and launch.fsdp; as transformers does without an fsdp_config, every rank loads the weights
+    (cpu_ram_efficient_loading off). Its layer keys without ``fsdp`` do nothing there and are refused."""
+    value = args.get("fsdp")
+    layer_keys = [k for k in ("fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params") if args.get(k)]
+    if value in (None, False, "", []):
+        for key in layer_keys:
+            imp.bad(key, message("lf.fsdp_key_alone"))
+        return
+    options = ["full_shard", "auto_wrap"] if value is True else str(value).split() if isinstance(value, str) else value
+    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+        imp.bad("fsdp", message("lf.fsdp_option", value=value))
+        return
+    imp.put("launch.backend", "fsdp")
+    imp.put("launch.fsdp.cpu_ram_efficient_loading", False)
+    imp.put("launch.fsdp.auto_wrap_policy", "NO_WRAP")
+    for option in options:
+        if option in _FSDP_OPTIONS:
+            imp.put("launch.fsdp.sharding_strategy", _FSDP_OPTIONS[option])
+        elif option == "offload":
+            imp.put("launch.fsdp.offload_params", True)
+        elif option == "auto_wrap":
+            size = args.get("fsdp_min_num_params")
+            imp.put("launch.fsdp.auto_wrap_policy", "SIZE_BASED_WRAP" if size else "TRANSFORMER_BASED_WRAP")
+            if size:
+                imp.put("launch.fsdp.min_num_params", size)
+        else:
+            imp.bad("fsdp", message("lf.fsdp_option", value=option))
+    layers = _csv(args.get("fsdp_transformer_layer_cls_to_wrap") or [])
+    if len(layers) == 1:
+        imp.put("launch.fsdp.layer_cls_to_wrap", layers[0])
+    elif layers:
+        imp.bad("fsdp_transformer_layer_cls_to_wrap", message("lf.fsdp_layers", n=len(layers)))
+    imp.notes.append(message("lf.fsdp_one_process"))
 
 
 def _from_accelerate(acc: dict, args: dict, imp: _Import, base_dir: Path | None) -> None:

@@ -100,7 +100,6 @@ MESSAGES: dict[str, str] = {
     "lf.hf4_device": "Studio trains on CUDA GPUs or the CPU",
     "lf.hf4_remove": "remove it",
     "lf.hf4_apex": "apex is gone: fp16 uses torch AMP",
-    "lf.hf4_fsdp": "pass an accelerate FSDP config (--accelerate-config)",
     "lf.hf4_include_for_metrics": "use include_for_metrics",
     "lf.hf4_hub_model_id": "use hub_model_id",
     "lf.hf4_hub_token": "use hub_token",
@@ -158,7 +157,16 @@ MESSAGES: dict[str, str] = {
     "lf.noted_ray_master": "Ray Train sets its workers' rendezvous address itself",
     "lf.refused_ray_filesystem": "Ray's results go to a folder every node sees: set ray_storage_path to one (s3 and "
     "gcs storage are not supported)",
-    "lf.refused_fp8": "FP8 training is not supported: use bf16",
+    "lf.fp8_msamp": "MS-AMP is not among the installed accelerate's FP8 backends: set fp8_backend to torchao, te or "
+    "auto",
+    "lf.fp8_all_gather": "fp8_enable_fsdp_float8_all_gather: accepted, no effect (float8 all-gather is an FSDP2 hook; "
+    "Studio's FSDP is version 1, which gathers the weights in bf16)",
+    "lf.fsdp_option": "{value!r} is not an FSDP option Studio takes (full_shard, shard_grad_op, hybrid_shard, "
+    "no_shard, offload, auto_wrap)",
+    "lf.fsdp_layers": "{n} layer classes to wrap: Studio wraps one (launch.fsdp.layer_cls_to_wrap)",
+    "lf.fsdp_key_alone": "has an effect only with fsdp set (transformers' FSDP through training arguments)",
+    "lf.fsdp_one_process": "fsdp without an accelerate config: one process; set launch.num_processes to the GPUs it "
+    "shards over",
     "lf.refused_profiler": "the torch profiler is not supported: the studio's metrics show throughput and memory",
     "lf.refused_predict": "prediction (do_predict, predict_with_generate) does not train: run the YAML with "
     "`studio train FILE` (an evaluation writing LLaMA-Factory's prediction files) or use the Evaluate tab",

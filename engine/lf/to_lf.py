@@ -175,6 +175,8 @@ def spec_to_lf(spec: RunSpec) -> tuple[dict, dict]:
         args.update(_ray_out(spec))
     if t.loss != "cross_entropy":  # asft_alpha / eaft_alpha: _DIRECT's, where not at the default
         args[{v: k for k, v in _LOSS_SWITCHES.items()}[t.loss]] = True
+    if t.fp8:
+        args.update(fp8=True, fp8_backend=t.fp8_backend)
     if t.per_device_eval_batch_size is not None:
         args["per_device_eval_batch_size"] = t.per_device_eval_batch_size
     if t.neftune_noise_alpha is not None:

@@ -40,7 +40,7 @@ from engine.lf.keys import (
     _truthy,
     user_path,
 )
-from engine.lf.launch import _from_accelerate, _from_ds_json
+from engine.lf.launch import _from_accelerate, _from_ds_json, _from_fsdp_args
 from engine.lf.messages import message
 from engine.models import ms_models
 from engine.models.resolve import resolve_config
@@ -224,6 +224,8 @@ def _convert(args: dict, imp: _Import, base_dir: Path | None) -> None:
         imp.put("method.oft.targets", _csv(args["oft_target"]))
     _optimizer_switches(args, imp)
     _loss_switches(args, imp)
+    _from_fsdp_args(args, imp)
+    _fp8(args, imp)
     if stage == "kto":
         _kto_batch(args, imp)
     if "include_num_input_tokens_seen" in args:
@@ -349,6 +351,21 @@ def _loss_switches(args: dict, imp: _Import) -> None:
     elif on:
         imp.put("train.loss", _LOSS_SWITCHES[on[0]])
         imp.names["train.loss"] = on[0]
+
+
+def _fp8(args: dict, imp: _Import) -> None:
+    """LF's fp8 / fp8_backend -> train.fp8 / train.fp8_backend (accelerate's FP8; MS-AMP is no longer one of its
+    backends). fp8_enable_fsdp_float8_all_gather is an FSDP2 hook: noted under Studio's FSDP, which is version 1."""
+    if not _truthy(args.get("fp8")):
+        return  # LF's other fp8 keys do nothing while it is off
+    imp.put("train.fp8", True)
+    backend = str(args.get("fp8_backend") or "auto")
+    if backend == "msamp":
+        imp.bad("fp8_backend", message("lf.fp8_msamp"))
+    else:
+        imp.put("train.fp8_backend", backend)
+    if _truthy(args.get("fp8_enable_fsdp_float8_all_gather")):
+        imp.notes.append(message("lf.fp8_all_gather"))
 
 
 def _optimizer_switches(args: dict, imp: _Import) -> None:

@@ -71,6 +71,7 @@ MESSAGES: dict[str, str] = {
     "fp8_quantized": "FP8 converts full-precision linear layers; a {bits}-bit quantized model has none: turn "
     "train.fp8 off or set method.quantization.bits to 0",
     "fp8_missing": "FP8 backend {backend} is not installed: {install}",
+    "fp8_fsdp_loading": "accelerate refuses torchao's FP8 with FSDP's RAM-efficient loading: set it to false",
     "mix_probs_count": "{probs} probabilities for {datasets} datasets: give one per dataset",
     "mix_probs_sum": "probabilities must be ≥ 0 and sum to 1",
     "mix_probs_concat": "probabilities apply to interleaving: set data.mix to interleave_under or interleave_over, "

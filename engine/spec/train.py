@@ -382,7 +382,7 @@ def fp8_errors(spec) -> list[tuple[str, Any]]:
     """``train.fp8``'s rules, for ``engine.spec.rules.cross_field_errors``: FP8 layers inside bf16 autocast (what
     accelerate runs around them), on a GPU, with the backend's package here; the GPU's compute capability is checked
     at launch (engine.runs.launch, engine.machine.kernels.fp8_device_refusal)."""
-    from engine.machine.kernels import fp8_backend_missing
+    from engine.machine.kernels import fp8_backend_missing, module_installed
     from engine.spec.messages import message
 
     t = spec.train
@@ -395,6 +395,9 @@ def fp8_errors(spec) -> list[tuple[str, Any]]:
         errors.append(("train.precision", message("fp8_precision", precision=t.precision)))
     if spec.method.quantization.bits:
         errors.append(("train.fp8", message("fp8_quantized", bits=spec.method.quantization.bits)))
+    ao = t.fp8_backend == "torchao" or (t.fp8_backend == "auto" and module_installed("torchao"))
+    if ao and spec.launch.backend == "fsdp" and spec.launch.fsdp.cpu_ram_efficient_loading:
+        errors.append(("launch.fsdp.cpu_ram_efficient_loading", message("fp8_fsdp_loading")))
     missing = fp8_backend_missing(t.fp8_backend)
     if missing:
         errors.append(("train.fp8_backend", message("fp8_missing", backend=t.fp8_backend, install=missing)))

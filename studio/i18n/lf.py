@@ -82,7 +82,6 @@ LF_ZH: dict[str, str] = {
     "lf.hf4_device": "Studio 在 CUDA GPU 或 CPU 上训练",
     "lf.hf4_remove": "请删除它",
     "lf.hf4_apex": "apex 已不再使用：fp16 使用 torch AMP",
-    "lf.hf4_fsdp": "请提供 accelerate 的 FSDP 配置（--accelerate-config）",
     "lf.hf4_include_for_metrics": "请改用 include_for_metrics",
     "lf.hf4_hub_model_id": "请改用 hub_model_id",
     "lf.hf4_hub_token": "请改用 hub_token",
@@ -131,7 +130,14 @@ LF_ZH: dict[str, str] = {
     "lf.refused_ray_filesystem": (
         "Ray 的结果要写入所有节点都能看到的目录：请把 ray_storage_path 设为这样的目录（不支持 s3 和 gcs 存储）"
     ),
-    "lf.refused_fp8": "不支持 FP8 训练：请使用 bf16",
+    "lf.fp8_msamp": "已安装的 accelerate 的 FP8 后端中没有 MS-AMP：请把 fp8_backend 设为 torchao、te 或 auto",
+    "lf.fp8_all_gather": "fp8_enable_fsdp_float8_all_gather：已接受，不起作用（float8 all-gather 是 FSDP2 的钩子；"
+    "Studio 的 FSDP 是第 1 版，以 bf16 收集权重）",
+    "lf.fsdp_option": "{value!r} 不是 Studio 支持的 FSDP 选项（full_shard、shard_grad_op、hybrid_shard、no_shard、"
+    "offload、auto_wrap）",
+    "lf.fsdp_layers": "要包装的层类有 {n} 个：Studio 只包装一个（launch.fsdp.layer_cls_to_wrap）",
+    "lf.fsdp_key_alone": "只有设置了 fsdp（transformers 通过训练参数使用 FSDP）时才起作用",
+    "lf.fsdp_one_process": "fsdp 未附带 accelerate 配置：单进程；请把 launch.num_processes 设为要分片的 GPU 数",
     "lf.refused_profiler": "不支持 torch profiler：Studio 的指标会显示吞吐量和显存",
     "lf.refused_predict": "预测（do_predict、predict_with_generate）不是训练：请用 `studio train FILE` 运行该 YAML"
     "（作为评估运行，写出 LLaMA-Factory 的预测文件），或使用评估页",

@@ -44,6 +44,7 @@ RULES_ZH: dict[str, str] = {
     "fp8_quantized": "FP8 转换的是全精度线性层，{bits} 位量化模型中没有这种层："
     "请关闭 train.fp8，或把 method.quantization.bits 设为 0",
     "fp8_missing": "未安装 FP8 后端 {backend}：{install}",
+    "fp8_fsdp_loading": "accelerate 不允许 torchao 的 FP8 与 FSDP 的省内存加载同时使用：请将其设为 false",
     "mix_probs_count": "{probs} 个概率对应 {datasets} 个数据集：每个数据集给一个",
     "mix_probs_sum": "概率必须 ≥ 0 且总和为 1",
     "mix_probs_concat": "概率只用于交错混合：把 data.mix 设为 interleave_under 或 interleave_over，"

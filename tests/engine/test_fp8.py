@@ -249,3 +249,70 @@ class TestDeepSpeedKeys:
         ds["zero_optimization"]["stage3_max_live_parameters"] = 5
         _, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "deepspeed": ds})
         assert unsupported == ["deepspeed.zero_optimization.stage3_max_live_parameters", "deepspeed.flops_profiler"]
+
+
+class TestLfImport:
+    """LF's fp8 keys and transformers' FSDP through training arguments (its FP8 FSDP example's launch)."""
+
+    def lf(self, **args):
+        from engine.lf.to_spec import lf_to_spec
+
+        notes: list[str] = []
+        data, unsupported = lf_to_spec({"model_name_or_path": "m", "dataset": "d", "bf16": True, **args}, notes=notes)
+        return data, unsupported, notes
+
+    def test_fp8_keys(self, backends_here):
+        data, unsupported, _ = self.lf(fp8=True, fp8_backend="te")
+        assert unsupported == [] and (data["train"]["fp8"], data["train"]["fp8_backend"]) == (True, "te")
+        data, unsupported, _ = self.lf(fp8=True)
+        assert unsupported == [] and parse_spec(data).train.fp8_backend == "auto"  # LF's default
+        data, unsupported, _ = self.lf(fp8=False, fp8_backend="msamp", fp8_enable_fsdp_float8_all_gather=True)
+        assert unsupported == [] and "fp8" not in data["train"]  # options of FP8 while it is off
+
+    def test_msamp_is_refused_in_one_line(self):
+        from engine.lf.to_spec import _lf_import
+
+        imp = _lf_import({"model_name_or_path": "m", "dataset": "d", "fp8": True, "fp8_backend": "msamp"}, None, None)
+        assert list(imp.unsupported) == ["fp8_backend"]
+        assert "MS-AMP is not among the installed accelerate's FP8 backends" in str(imp.unsupported["fp8_backend"])
+
+    @pytest.mark.parametrize(
+        ("fsdp", "want"),
+        [
+            ("full_shard auto_wrap", ("FULL_SHARD", "TRANSFORMER_BASED_WRAP", False)),
+            (["shard_grad_op", "offload"], ("SHARD_GRAD_OP", "NO_WRAP", True)),
+            (["hybrid_shard", "auto_wrap"], ("HYBRID_SHARD", "TRANSFORMER_BASED_WRAP", False)),
+        ],
+    )
+    def test_fsdp_training_arguments(self, fsdp, want):
+        data, unsupported, notes = self.lf(fsdp=fsdp)
+        assert unsupported == []
+        ln = parse_spec(data).launch
+        assert ln.backend == "fsdp"
+        assert (ln.fsdp.sharding_strategy, ln.fsdp.auto_wrap_policy, ln.fsdp.offload_params) == want
+        assert any(n.startswith("fsdp without an accelerate config") for n in notes)
+
+    def test_fsdp_size_based_wrap(self):
+        data, unsupported, _ = self.lf(fsdp=["full_shard", "auto_wrap"], fsdp_min_num_params=1_000_000)
+        fs = parse_spec(data).launch.fsdp
+        assert unsupported == [] and (fs.auto_wrap_policy, fs.min_num_params) == ("SIZE_BASED_WRAP", 1_000_000)
+
+    def test_what_studio_cannot_take_is_named(self):
+        assert self.lf(fsdp=["full_shard", "hybrid_shard_zero2"])[1] == ["fsdp"]
+        assert self.lf(fsdp="full_shard", fsdp_transformer_layer_cls_to_wrap=["A", "B"])[1] == [
+            "fsdp_transformer_layer_cls_to_wrap"
+        ]
+        assert self.lf(fsdp_transformer_layer_cls_to_wrap="LlamaDecoderLayer")[1] == [
+            "fsdp_transformer_layer_cls_to_wrap"
+        ]
+        # an fsdp_config was skipped without a word before; Studio takes FSDP settings from an accelerate config
+        assert self.lf(fsdp="full_shard", fsdp_config={"version": 2})[1] == ["fsdp_config"]
+
+    def test_torchao_under_fsdp_needs_ram_efficient_loading_off(self, backends_here):
+        launch = {"backend": "fsdp", "num_processes": 2}
+        with pytest.raises(SpecError, match="launch.fsdp.cpu_ram_efficient_loading: accelerate refuses torchao"):
+            parse_spec({**spec_with(), "launch": {**BASE["launch"], **launch}})
+        off = {**launch, "fsdp": {"cpu_ram_efficient_loading": False}}
+        assert parse_spec({**spec_with(), "launch": {**BASE["launch"], **off}}).launch.backend == "fsdp"
+        te = parse_spec({**spec_with(fp8_backend="te"), "launch": {**BASE["launch"], **launch}})
+        assert te.launch.fsdp.cpu_ram_efficient_loading is True

@@ -55,6 +55,8 @@ SFT_LOSSES = {
     "extras/asft/qwen2_full_asft.yaml": ("asft", 0.1, 1.0),
     "extras/eaft/qwen25_05b_eaft_full.yaml": ("eaft", 0.1, 1.0),
 }
+# LF's FP8 examples (train.fp8 through accelerate; torchao, which this machine lacks): file -> launch.backend
+FP8 = {"extras/fp8/llama3_fp8_deepspeed_sft.yaml": "deepspeed", "extras/fp8/llama3_fp8_fsdp_sft.yaml": "fsdp"}
 REFUSED = {  # file -> (the key named, words of its one line)
     "extras/mod/llama3_full_sft.yaml": ("mixture_of_depths", "pip install mixture-of-depth"),
 }
@@ -207,6 +209,60 @@ def test_optimizer_example_without_its_package_is_refused_naming_it(name, lf_roo
     problems = [line.strip() for line in err.splitlines() if line.startswith("  ")]
     assert rc == 1 and len(problems) == 1, err
     assert problems[0].startswith(f"{key} (train.optimizer): ") and words in problems[0], problems
+
+
+@pytest.mark.parametrize("name", sorted(FP8))
+def test_fp8_example_validates_previews_and_plans_where_torchao_is(name, lf_root, capsys, monkeypatch):
+    """fp8 / fp8_backend land in train.fp8 / train.fp8_backend; the DeepSpeed example's ZeRO-3 sizes and sections
+    in launch.deepspeed, the FSDP one's training-argument FSDP in launch.fsdp; written back for LF. The run itself
+    needs a GPU of compute capability 8.9 or newer (tests/engine/test_fp8.py)."""
+    from engine.lf.to_lf import spec_to_lf
+    from engine.machine import kernels
+
+    monkeypatch.setattr(kernels, "module_installed", lambda module: module == "torchao")  # as where it is installed
+    path = f"examples/{name}"
+    notes: list[str] = []
+    spec = load_any(path, notes=notes)
+    assert (spec.train.fp8, spec.train.fp8_backend, spec.train.precision) == (True, "torchao", "bf16")
+    assert spec.launch.backend == FP8[name] and spec.output.report_to == ["wandb"]
+    if FP8[name] == "deepspeed":
+        ds = spec.launch.deepspeed
+        assert (ds.zero_stage, ds.stage3_param_persistence_threshold, ds.stage3_prefetch_bucket_size) == (
+            3,
+            35840,
+            11560550,
+        )
+        assert set(ds.extra_config) == {"comms_config", "monitor_config"}
+    else:
+        fs = spec.launch.fsdp
+        assert (fs.sharding_strategy, fs.auto_wrap_policy, fs.layer_cls_to_wrap) == (
+            "FULL_SHARD",
+            "TRANSFORMER_BASED_WRAP",
+            "LlamaDecoderLayer",
+        )
+        assert fs.cpu_ram_efficient_loading is False  # transformers' default for FSDP through training arguments
+        assert any(n.startswith("fp8_enable_fsdp_float8_all_gather: accepted, no effect") for n in notes)
+    back = spec_to_lf(spec)[0]
+    assert (back["fp8"], back["fp8_backend"]) == (True, "torchao")
+    rc, out, err = studio(capsys, "validate", path, "--gpus", "2")
+    assert rc == 0 and out.startswith("OK"), out + err
+    rc, out, err = studio(capsys, "preview", path, "--gpus", "2")
+    assert rc == 0 and "-m engine.trainer.train" in out, out + err
+    rc, out, err = studio(capsys, "plan", path, "--gpu-mem", "80GiB")
+    assert rc in (0, 1) and "per GPU" in out, out + err
+
+
+@pytest.mark.parametrize("name", sorted(FP8))
+def test_fp8_example_without_its_backend_is_refused_naming_it(name, lf_root, capsys):
+    import importlib.util
+
+    if importlib.util.find_spec("torchao") is not None:
+        pytest.skip("torchao is installed here")
+    rc, out, err = studio(capsys, "validate", f"examples/{name}", "--gpus", "1")
+    problems = [line.strip() for line in err.splitlines() if line.startswith("  ")]
+    assert rc == 1 and problems == [
+        "fp8_backend (train.fp8_backend): FP8 backend torchao is not installed: pip install torchao"
+    ], err
 
 
 def test_passed_through_training_arguments(lf_root):

@@ -162,6 +162,13 @@ def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
     imps.append(to_spec._lf_import({**base, "template": "moss_vl"}, None, None))  # a VLM family's processor template
     ray = {"ray_num_workers": 2, "master_addr": "10.0.0.1", "ray_storage_filesystem": "s3"}  # LF's Ray launcher
     imps.append(to_spec._lf_import({**base, **ray}, None, None))
+    fp8 = {"fp8": True, "fp8_backend": "msamp", "fp8_enable_fsdp_float8_all_gather": True}  # LF's FP8 FSDP example
+    fsdp = {
+        "fsdp": ["full_shard", "auto_wrap", "hybrid_shard_zero2"],
+        "fsdp_transformer_layer_cls_to_wrap": ["A", "B"],
+    }
+    imps.append(to_spec._lf_import({**base, **fp8, **fsdp}, None, None))
+    imps.append(to_spec._lf_import({**base, "fsdp_min_num_params": 10}, None, None))  # without fsdp: no effect
     with pytest.MonkeyPatch.context() as env:  # LF's default for use_openmind_hub: refused when the key is unwritten
         env.setenv("USE_OPENMIND_HUB", "1")
         imps.append(to_spec._lf_import(base, None, None))
