@@ -36,7 +36,7 @@ from engine.runs.health import STOP_FILE, stop_reason
 from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec
 from engine.trainer import attention, lean
-from engine.trainer.trainers import build_trainer, training_arguments, use_trained_logits
+from engine.trainer.trainers import build_trainer, fp8_in_use, training_arguments, use_trained_logits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,6 +236,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
             trained_logits_reason=trained_logits_reason,
             per_sample_attention=per_sample,
             per_sample_attention_reason=attention_reason,
+            **({"fp8": fp8_in_use(trainer)} if spec.train.fp8 else {}),
             **({"vision": True, "packing": False, "packing_reason": vision.NO_PACKING} if vlm else {}),
         )
         _write_plan(spec, run_dir)

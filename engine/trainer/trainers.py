@@ -47,6 +47,15 @@ def fp8_accelerate_env(spec: RunSpec) -> dict[str, str]:
     return env
 
 
+def fp8_in_use(trainer) -> str:
+    """What the Trainer's Accelerator trains the linear layers with, for ``run_started``: the FP8 backend it took
+    (torchao, te), or what it runs instead ("off: bf16") where it turned FP8 down."""
+    accelerator = trainer.accelerator
+    if accelerator.state.mixed_precision != "fp8":
+        return f"off: {accelerator.state.mixed_precision}"
+    return {"AO": "torchao", "TE": "te"}.get(accelerator.fp8_backend.value, accelerator.fp8_backend.value)
+
+
 def fp8_device_check(device: str) -> None:
     """The launch's FP8 rule (engine.machine.kernels.fp8_device_refusal) on the GPU this process trains on, as torch
     sees it: below compute capability 8.9 accelerate would quietly train in fp16 instead."""

@@ -316,3 +316,18 @@ class TestLfImport:
         assert parse_spec({**spec_with(), "launch": {**BASE["launch"], **off}}).launch.backend == "fsdp"
         te = parse_spec({**spec_with(fp8_backend="te"), "launch": {**BASE["launch"], **launch}})
         assert te.launch.fsdp.cpu_ram_efficient_loading is True
+
+
+def test_run_started_says_what_accelerate_trains_with():
+    from types import SimpleNamespace
+
+    from accelerate.utils.dataclasses import FP8BackendType
+
+    from engine.trainer.trainers import fp8_in_use
+
+    def trainer(mixed_precision, backend):
+        state = SimpleNamespace(mixed_precision=mixed_precision)
+        return SimpleNamespace(accelerator=SimpleNamespace(state=state, fp8_backend=FP8BackendType(backend)))
+
+    assert fp8_in_use(trainer("fp8", "AO")) == "torchao" and fp8_in_use(trainer("fp8", "TE")) == "te"
+    assert fp8_in_use(trainer("fp16", "AO")) == "off: fp16"  # accelerate's own fallback below compute capability 8.9

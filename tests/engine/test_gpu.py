@@ -109,3 +109,23 @@ def test_grpo_generates_with_vllm(demo_paths, gpu_hardware, tmp_path):
         e["payload"]["metrics"] for e in events if e["type"] == "log" and "reward" in e["payload"].get("metrics", {})
     ]
     assert len(logs) == 2 and all("rewards/math/mean" in m for m in logs), logs
+
+
+def test_fp8_full_finetune_through_accelerate(demo_paths, gpu_hardware, tmp_path):
+    """Issue 50 item 4: train.fp8 with torchao on a GPU of compute capability 8.9 or newer: accelerate trains in fp8
+    (run_started says which backend it took) with finite losses; below 8.9 the launch refuses (test_fp8.py)."""
+    pytest.importorskip("torchao", reason="torchao is not installed on this GPU machine (pip install torchao)")
+    from engine.machine.kernels import fp8_device_refusal
+
+    if fp8_device_refusal("cuda", gpu_hardware.gpus[:1]) is not None:
+        pytest.skip(f"{gpu_hardware.gpus[0].name} has compute capability {gpu_hardware.gpus[0].compute_capability}")
+    spec = gpu_spec(
+        demo_paths,
+        method={"finetuning": "full"},
+        train={"learning_rate": 1e-5, "precision": "bf16", "fp8": True, "fp8_backend": "torchao"},
+    )
+    events = run_on_gpu(spec, tmp_path, gpu_hardware)
+    started = next(e for e in events if e["type"] == "run_started")["payload"]
+    assert (started["precision"], started["fp8"]) == ("bf16", "torchao")
+    logs = [e["payload"] for e in events if e["type"] == "log"]
+    assert logs and all(math.isfinite(p["loss"]) for p in logs) and events[-1]["type"] == "finished"
