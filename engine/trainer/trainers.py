@@ -28,11 +28,16 @@ def training_arguments(
     """The Trainer's arguments for the spec; ``model`` (when loaded) names the linear layers GaLore / APOLLO's 'all'
     targets. With ``train.fp8`` the Accelerator the Trainer builds gets mixed_precision fp8 (``fp8_accelerate``)."""
     targs = _stage_arguments(spec, out, run_dir, device, precision, has_eval=has_eval, model=model)
+    for key in FP8_ENV:  # accelerate's prepare() converts the model by ACCELERATE_FP8_BACKEND even with FP8 off: an
+        os.environ.pop(key, None)  # earlier FP8 run in this process (in-process tests) must not leave it behind
     if spec.train.fp8:
         fp8_device_check(device)
         os.environ.update(fp8_accelerate_env(spec))
         targs.mixed_precision = "fp8"  # read by Trainer._build_accelerator_args; bf16 stays on for the rest
     return targs
+
+
+FP8_ENV = ("ACCELERATE_FP8_BACKEND", "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER")
 
 
 def fp8_accelerate_env(spec: RunSpec) -> dict[str, str]:

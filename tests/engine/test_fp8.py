@@ -162,6 +162,8 @@ class TestAccelerateSettings:
             parse_spec(spec_with(fp8=False)), tmp_path, tmp_path, "cpu", "bf16", has_eval=False
         )
         assert plain.mixed_precision == "bf16"
+        # accelerate's prepare() would convert the next run's model by ACCELERATE_FP8_BACKEND with FP8 off
+        assert "ACCELERATE_FP8_BACKEND" not in os.environ
 
     def test_the_trainer_refuses_a_gpu_below_ada_itself(self, monkeypatch):
         """accelerate would train in fp16 on it with a warning; the trainer stops with the launch's line."""
