@@ -10,17 +10,12 @@ from pathlib import Path
 from engine.core import workspace
 
 
-def run_dir(run_id: str) -> Path:
-    """The folder of a run: from the run registry when it knows the run, else the workspace layout."""
-    from engine.runs import registry as runs
+def run_dir(run_id: str) -> Path | None:
+    """The folder of a run as the page's user may see it: from the run registry when it knows the run, else the
+    workspace layout (a folder copied in still shows), for the operator only; None for a run they cannot see."""
+    from engine.runs import owners
 
-    try:
-        record = runs.get(run_id)
-        if record is not None and getattr(record, "run_dir", None):
-            return Path(record.run_dir)
-    except Exception:  # an unknown id: fall back to the layout so a folder copied in still shows
-        pass
-    return workspace.runs_dir() / run_id
+    return owners.run_folder(run_id)
 
 
 def list_runs() -> list:

@@ -4,8 +4,9 @@ Modelfile, a quantized folder's files.
 Gradio serves only the files it was handed from its temp folder, behind the login (studio.guard); the workspace
 itself is not served. ``offer`` puts a hard link to a workspace file there (a copy where the temp folder is on
 another filesystem), under a key of its own (the job's id), and returns that path for a ``gr.File`` /
-``gr.DownloadButton``. A path outside the workspace, a link leading out of it, or anything but a regular file is
-never offered. Light: stdlib and engine.core.workspace.
+``gr.DownloadButton``. A path outside the workspace, a link leading out of it, anything but a regular file, and (in
+team mode) a file in another member's run or job folder (``engine.runs.owners.path_problem``) is never offered.
+Light: stdlib, engine.core.workspace and engine.runs.owners.
 """
 
 from __future__ import annotations
@@ -17,18 +18,22 @@ import tempfile
 from pathlib import Path
 
 from engine.core import workspace
+from engine.runs import owners
 
 FOLDER = "studio-downloads"
 
 
 def inside_workspace(path: str | Path) -> Path | None:
-    """The regular file ``path`` resolves to (links followed) when it lies inside the workspace, else None."""
+    """The regular file ``path`` resolves to (links followed) when it lies inside the workspace and the page's user
+    may read it, else None."""
     try:
         real = Path(path).resolve(strict=True)
     except (OSError, RuntimeError):
         return None
     root = workspace.home().resolve()
-    return real if real.is_relative_to(root) and real.is_file() else None
+    if not (real.is_relative_to(root) and real.is_file()) or owners.path_problem(real) is not None:
+        return None
+    return real
 
 
 def offer(path: str | Path, key: str) -> str | None:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.core import events as ev
-from engine.core import weights, workspace
+from engine.core import weights
 from engine.export.messages import ExportError, message
-from engine.runs import store
+from engine.runs import owners
 
 
 @dataclass
@@ -39,6 +39,8 @@ def resolve_source(path: str | Path, base: str | None = None) -> Source:
         p = run_folder
     if not p.exists():
         raise ExportError(message("export.no_source", path=path))
+    if (problem := owners.path_problem(p, field="source")) is not None:  # team mode: another member's run
+        raise ExportError(problem)
     if not p.is_dir():
         raise ExportError(message("export.is_file", path=path))
     try:
@@ -67,16 +69,10 @@ def _not_found(exc: weights.WeightsNotFound):
 
 
 def run_id_folder(given: str) -> Path | None:
-    """The folder of the run with id ``given`` (the registry's, else the workspace's runs/<id>), or None."""
-    if not given or "/" in given or given.startswith((".", "~")):
-        return None
-    try:
-        folder = Path(store.get(given, refresh_status=False).run_dir)
-    except store.RunsError:
-        folder = workspace.runs_dir() / given
-    except Exception:  # an unreadable registry: the workspace layout still finds the folder
-        folder = workspace.runs_dir() / given
-    return folder if (folder / "spec.yaml").is_file() else None
+    """The folder of the run with id ``given`` as the caller may see it (the registry's, else the workspace's
+    runs/<id>: ``engine.runs.owners.run_folder``), or None; a member's, in team mode, only among their own runs."""
+    folder = owners.run_folder(given)
+    return folder if folder is not None and (folder / "spec.yaml").is_file() else None
 
 
 def _adapter_source(

@@ -24,7 +24,7 @@ from engine.eval.judge import page_problems
 from engine.eval.lm_tasks import resolve_tasks
 from engine.eval.messages import EvalError, message
 from engine.eval.spec import GENERATION_MEASURES, ROW_MEASURES, EvalSpec, columns, dump_eval_spec, parse_eval_spec
-from engine.runs import checkpoints
+from engine.runs import checkpoints, owners
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 
@@ -182,6 +182,10 @@ def resolve(spec: EvalSpec | dict | str | Path) -> dict:
             targets.append(
                 {"label": folder.name, "kind": "model", "step": None, "model": str(folder.resolve()), "adapter": None}
             )
+    typed = [("models.base_model", m.base_model)] + [(f"models.adapters[{i}]", a) for i, a in enumerate(m.adapters)]
+    for field, given in typed + [(f"models.paths[{i}]", p) for i, p in enumerate(m.paths)]:
+        if given and Path(given).expanduser().exists() and (why := owners.path_problem(given, field=field)):
+            problems.append((field, why))  # team mode: a folder of another member's run
     if not targets and not problems:
         problems.append(("models", message("eval.no_models")))
     data = _data_plan(spec, run_spec, rec, problems)

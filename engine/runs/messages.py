@@ -11,6 +11,7 @@ from engine.core.messages import Message, make
 
 MESSAGES: dict[str, str] = {
     "runs.unknown_id": "no run with id {id!r} (see `studio runs list`)",
+    "runs.not_yours": "{field}: {path} is not in a run of yours (a member reads only their own runs' folders)",
     "runs.unknown": "no run with id {id!r}",
     "runs.no_free_id": "could not allocate a run id",
     "runs.id_taken": "run id {id} is already in the registry; submit again",

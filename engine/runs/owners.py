@@ -6,13 +6,18 @@ Light: engine.core.accounts and engine.runs.store. ``engine.runs.registry`` re-e
 delete, resume, duplicate, rename, tags) all check here; the scheduler, the wrapper and the store's healing read the
 store itself and see every run. Whom a call acts for is ``engine.core.accounts.viewer`` (the page's logged-in
 member; the operator, who sees everything, at the shell, for an admin and in single-user mode).
+
+A folder or file named by path (the Export tab's source, an evaluation's adapter, a file offered for download) is
+checked by ``path_problem``: a member may not reach into a folder of a run they cannot see (its run folder, its output
+folder, a job's ``--out`` target), nor into a folder under the workspace's ``runs/`` that is not one of their runs.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.core import accounts
+from engine.core import accounts, workspace
+from engine.core.messages import Message
 from engine.runs import store
 from engine.runs.messages import message as run_message
 from engine.runs.store import RunRecord, RunsError
@@ -42,3 +47,57 @@ def run_dir(run_id: str) -> Path:
 
 def log_tail(run_id: str, n: int = 50) -> str:
     return store.tail_text(get(run_id, refresh_status=False).log_path, n)
+
+
+def run_folder(run_id: str) -> Path | None:
+    """The folder of the run ``run_id`` as the caller may see it: the registry's, else (for the operator only) the
+    workspace's ``runs/<id>`` (a folder copied in, or an unreadable registry); None when there is none to show."""
+    try:
+        return run_dir(run_id)
+    except RunsError:
+        pass
+    except Exception:  # an unreadable registry: the workspace layout, for the operator
+        pass
+    if accounts.viewer() is not None or not run_id or "/" in run_id or run_id.startswith((".", "~")):
+        return None
+    return workspace.runs_dir() / run_id
+
+
+def folders_of(rec: RunRecord) -> list[Path]:
+    """The folders a run owns whole: its run folder, its output folder and a job's ``--out`` target (a merge's or an
+    export's folder), resolved."""
+    found = [rec.run_dir, rec.output_dir]
+    argv = rec.command or []
+    if rec.kind == "command" and "--out" in argv[:-1]:
+        found.append(argv[argv.index("--out") + 1])
+    return [Path(f).expanduser().resolve() for f in found if f]
+
+
+def path_problem(path: str | Path, *, field: str = "") -> Message | None:
+    """Why the current caller may not read ``path`` (None: they may): it lies in a folder of a run they cannot see,
+    or under the workspace's ``runs/`` outside every run of theirs. Links are followed first, so a link in a
+    member's own folder that leads into another member's run is refused too. Named in one line (``field``: the
+    page's field that gave it)."""
+    who = accounts.viewer()
+    if who is None or not str(path).strip():
+        return None
+    p = Path(path).expanduser().resolve()
+    mine: list[Path] = []
+    for rec in store.list_runs(refresh_status=False):
+        folders = folders_of(rec)
+        if visible([rec]):
+            mine += folders
+        elif any(p == f or p.is_relative_to(f) for f in folders):
+            return run_message("runs.not_yours", path=path, field=field or "path")
+    runs_root = workspace.runs_dir().resolve()
+    if p.is_relative_to(runs_root) and not any(p == f or p.is_relative_to(f) for f in mine):
+        return run_message("runs.not_yours", path=path, field=field or "path")
+    return None
+
+
+def check_path(path: str | Path, *, field: str = "") -> Path:
+    """``path`` resolved, or RunsError when the caller may not read it (``path_problem``)."""
+    problem = path_problem(path, field=field)
+    if problem is not None:
+        raise RunsError(problem)
+    return Path(path).expanduser().resolve()

@@ -80,6 +80,7 @@ def submit(
         submit_checks.output_problems(valid)
         + submit_checks.data_problems(valid)
         + submit_checks.page_send_problems(valid)
+        + submit_checks.owner_problems(valid)
     )
     on_slurm = valid.launch.target == "slurm"  # a batch job on the cluster, its folder in the shared run folder
     if on_slurm:

@@ -1,6 +1,7 @@
 """What a new run must pass at submit beyond its spec's own validation, the same checks the Train tab's form and
 ``studio validate`` / ``studio train`` run before it: its output folder (``output_problems``), its data's rows
-(``data_problems``), what the page may send (``page_send_problems``), a member's queue quota (``queue_quota``); and
+(``data_problems``), what the page may send (``page_send_problems``), the folders a member's run may read
+(``owner_problems``), a member's queue quota (``queue_quota``); and
 the folders every run owns, which these checks and delete hold against (``run_owners``).
 
 Light: engine.core, engine.data's registry (inside ``data_problems``), the store. The folders of every run count,
@@ -12,9 +13,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.core import accounts, acting, folders, workspace
+from engine.core import accounts, acting, folders, weights, workspace
 from engine.core.messages import message as core_message
-from engine.runs import fair, overwrite, store
+from engine.runs import fair, overwrite, owners, store
 from engine.runs.messages import message as run_message
 from engine.runs.store import RunsError
 from engine.spec.messages import message
@@ -52,6 +53,29 @@ def page_send_problems(spec: RunSpec) -> list[tuple[str, str]]:
     """What the page may not send: notifications through secrets or to hosts the operator did not allow it
     (engine.core.page_trust); nothing at the shell. Run by submit and the Train tab's form."""
     return [] if acting.at_shell() else notify_page_problems(spec.notify)
+
+
+def owner_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """Team mode: a member's run reads nothing of another member's runs: its model folder, the checkpoint it resumes
+    from and a GRPO reward model (a folder or a run id) are refused inside a run they cannot see
+    (``engine.runs.owners.path_problem``). Hub ids and names that are no folder here pass; nothing for the
+    operator."""
+    if accounts.viewer() is None:
+        return []
+    given = [("model.name_or_path", spec.model.name_or_path)]
+    if spec.train.resume_from and spec.train.resume_from != "last":
+        given.append(("train.resume_from", spec.train.resume_from))
+    if spec.method.stage == "grpo":
+        given += [(f"method.grpo.rewards[{i}].model", r.model) for i, r in enumerate(spec.method.grpo.rewards)]
+    found = []
+    for field, value in given:
+        folder = folders.resolve(value) if value else None
+        if folder is not None and not folder.exists():
+            folder = weights.run_folder(value)  # a run id, as a reward model may be named
+        problem = owners.path_problem(folder, field=field) if folder is not None else None
+        if problem is not None:
+            found.append((field, problem))
+    return found
 
 
 def output_problems(spec: RunSpec) -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 RUNS_ZH: dict[str, str] = {
     "runs.unknown_id": "没有 id 为 {id!r} 的运行（见 `studio runs list`）",
+    "runs.not_yours": "{field}：{path} 不在你自己的运行中（成员只能读取自己运行的文件夹）",
     "runs.unknown": "没有 id 为 {id!r} 的运行",
     "runs.no_free_id": "无法分配运行 id",
     "runs.id_taken": "运行 id {id} 已在注册表中；请重新提交",

@@ -3,8 +3,8 @@
 Light: gradio + engine.export.checks / jobs. A merge is a run of the registry (engine.export.jobs), so the page
 keeps only its run id: a reload or a restarted studio attaches to the merge in progress (or shows the newest one),
 and Cancel works on it from any page. The memory and disk the merge needs are shown before the click; a merge that
-will not fit is refused unless "merge anyway" is ticked. Sources typed here must be inside the workspace; the target
-follows the workspace's rule for output folders (engine.core.folders).
+will not fit is refused unless "merge anyway" is ticked. Sources typed here must be inside the workspace (and a
+member's own: engine.runs.owners); the target follows the workspace's rule for output folders (engine.core.folders).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from engine.export import checks as xp
 from engine.export import jobs as merge_jobs
 from engine.export import sizes
 from engine.export.messages import message
+from engine.runs import owners
 from studio import backend
 from studio.follow import from_tick, with_timer
 from studio.i18n.localize import localize, localize_error
@@ -29,12 +30,16 @@ def dtype_choices(lang: str = "en") -> list[tuple[str, str]]:
 
 
 def inside_workspace(path: str | Path) -> Path:
-    """A source typed here: resolved like every path (engine.core.folders.resolve: relative ones from the workspace)
-    and refused outside the workspace."""
+    """A source typed here (or in Chat): resolved like every path (engine.core.folders.resolve: relative ones from
+    the workspace) and refused outside the workspace, and in team mode inside another member's run or job folder
+    (engine.runs.owners)."""
     root = workspace.home().resolve()
     p = folders.resolve(path)
     if p != root and not p.is_relative_to(root):
         raise ValueError(message("export.outside_workspace", path=path, root=root))
+    problem = owners.path_problem(p, field="source")
+    if problem is not None:
+        raise ValueError(problem)
     return p
 
 

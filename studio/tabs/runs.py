@@ -286,6 +286,8 @@ def tensorboard_info(run_id: str | None, lang: str = "en") -> str:
         out = Path(runs.get(run_id).output_dir)
     except Exception:
         out = backend.run_dir(run_id)
+    if out is None:  # a run the page's user cannot see
+        return ""
     folder = out / "tensorboard"
     command = f"tensorboard --logdir {shlex.quote(str(folder))} --host 127.0.0.1"
     return f"{t('tb_folder', lang)} `{folder}`\n\n```\n{command}\n```"
