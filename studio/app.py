@@ -282,7 +282,8 @@ def start_background() -> None:
 def launch_kwargs(conf: settings_mod.Settings) -> dict:
     """``Blocks.launch`` arguments. With a login, ``studio.guard.LoginGuard`` wraps gradio's app: the login page
     carries no API description (paths, run ids, dataset names), every other route but its assets answers 401 without
-    the login, and wrong logins are throttled per address (``STUDIO_TRUSTED_PROXIES``, see ``settings``)."""
+    the login, wrong logins are throttled per address (``STUDIO_TRUSTED_PROXIES``, see ``settings``) and per account,
+    and a login lasts ``STUDIO_SESSION_HOURS``."""
     from starlette.middleware import Middleware
 
     from studio.guard import LoginGuard
@@ -307,7 +308,10 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
         # FastAPI's own /openapi.json lists every route to anyone; gradio's /gradio_api/openapi.json needs the login.
         # The login comes first; then gradio's status trackers as studio.page_speed quiets them (a public asset).
         "app_kwargs": {
-            "middleware": [Middleware(LoginGuard), Middleware(page_speed.QuietStatusTrackers)],
+            "middleware": [
+                Middleware(LoginGuard, session_s=conf.session_s),
+                Middleware(page_speed.QuietStatusTrackers),
+            ],
             "openapi_url": None,
         },
     }

@@ -17,11 +17,17 @@ ever. ``LoginGuard`` is an ASGI middleware given to gradio's FastAPI app (``laun
 - throttles failed logins per client address: ``FREE_FAILURES`` wrong ones in a row are answered as usual, then each
   further one closes logins from that address for ``BASE_S * 2**k`` seconds (k = 0, 1, 2, ...; at most ``CAP_S``),
   during which every ``POST /login`` from it, right or wrong, gets 429 with ``Retry-After``. A right login resets the
-  count. Failures and refusals are logged (logger ``studio.login``, to stderr).
+  count. The account name tried is throttled the same way (``account:NAME``), so guessing one account's password
+  from many addresses gets no more tries than from one. Failures and refusals are logged (logger ``studio.login``,
+  to stderr);
+- ends sessions: a login cookie older than ``session_s`` (``STUDIO_SESSION_HOURS``, see ``studio.settings``) is
+  forgotten (gradio's own token table too, so ``/`` shows the login page again), and so is, in team mode, one whose
+  account was removed or whose password changed since it logged in.
 
-Light: stdlib and starlette (gradio's web framework). The address is the TCP peer: ``X-Forwarded-For`` is not
-trusted (anyone can send it; ``studio.app.launch_kwargs`` sets uvicorn's ``FORWARDED_ALLOW_IPS`` to the proxies named
-in ``STUDIO_TRUSTED_PROXIES``, none by default), so behind an unnamed reverse proxy every client shares its budget.
+Light: stdlib, starlette (gradio's web framework) and engine.core.accounts. The address is the TCP peer:
+``X-Forwarded-For`` is not trusted (anyone can send it; ``studio.app.launch_kwargs`` sets uvicorn's
+``FORWARDED_ALLOW_IPS`` to the proxies named in ``STUDIO_TRUSTED_PROXIES``, none by default), so behind an unnamed
+reverse proxy every client shares its budget.
 """
 
 from __future__ import annotations
@@ -34,8 +40,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import parse_qs
 
 from starlette.requests import cookie_parser
+
+from engine.core import accounts
 
 FREE_FAILURES = 3
 BASE_S = 1.0
@@ -43,6 +52,8 @@ CAP_S = 600.0
 FORGET_S = 3600.0  # an address idle this long after its last failure starts again from zero
 MAX_ADDRESSES = 10_000  # the table's bound; the oldest unblocked addresses are forgotten first
 MAX_INFLIGHT = 32  # concurrent login attempts from one address (one once it has failed)
+SESSION_S = 12 * 3600.0  # a login lasts this long (studio.settings: STUDIO_SESSION_HOURS)
+MAX_LOGIN_BODY = 16 << 10  # the login form read to find the account name
 
 # What a browser without the login fetches to show the login form (recorded from Chromium on gradio 6.31: ``/``,
 # ``/static/...``, ``/assets/...``, ``/theme.css``); GET / HEAD only. Everything else needs the cookie.
@@ -159,18 +170,42 @@ class LoginThrottle:
             return True
 
 
-def _logged_in(scope, app) -> bool:
-    """The request carries a login cookie gradio issued (the same test as gradio's own ``get_current_user``)."""
+def _token(scope, app) -> str | None:
+    """The login cookie gradio issued that the request carries (the same test as gradio's own
+    ``get_current_user``), or None."""
     cookie_id = getattr(app, "cookie_id", None)
     tokens = getattr(app, "tokens", None) or {}
     if cookie_id is None:
-        return False
+        return None
     raw = b"; ".join(v for k, v in scope.get("headers") or () if k == b"cookie").decode("latin-1")
     if not raw:
-        return False
+        return None
     cookies = cookie_parser(raw)
     token = cookies.get(f"access-token-{cookie_id}") or cookies.get(f"access-token-unsecure-{cookie_id}")
-    return bool(token) and token in tokens
+    return token if token and token in tokens else None
+
+
+def _account_hash(name: str) -> str | None:
+    """The password hash of account ``name`` now ("" outside team mode, None for no such account)."""
+    try:
+        found = accounts.load()
+    except accounts.AccountError:  # a damaged accounts file ends sessions rather than keeping them blindly
+        return None
+    if not found:
+        return ""
+    account = found.get(name)
+    return account.hash if account else None
+
+
+def _issued_tokens(headers) -> list[str]:
+    """The login tokens a ``POST /login`` answer sets (gradio's ``access-token-*`` cookies)."""
+    found = []
+    for k, v in headers or ():
+        if k.lower() == b"set-cookie":
+            name, _, rest = v.decode("latin-1").partition("=")
+            if name.startswith("access-token"):
+                found.append(rest.split(";", 1)[0].strip().strip('"'))
+    return found
 
 
 def is_public(method: str, path: str) -> bool:
@@ -212,9 +247,41 @@ async def _send_json(send, status: int, body: dict, headers: list | None = None)
 class LoginGuard:
     """ASGI middleware; a no-op for apps without a login (``app.auth`` None, e.g. bound to 127.0.0.1)."""
 
-    def __init__(self, app, throttle: LoginThrottle | None = None):
+    def __init__(self, app, throttle: LoginThrottle | None = None, session_s: float = SESSION_S, clock=time.time):
         self.app = app
         self.throttle = throttle or LoginThrottle()
+        self.session_s, self.clock = session_s, clock
+        self._sessions: dict[str, tuple[float, str | None]] = {}  # token -> (issued, its account's hash then)
+        self._lock = threading.Lock()
+
+    def _logged_in(self, scope, gradio_app) -> bool:
+        """A valid login cookie whose session has not ended (expired, account removed, password changed); an ended
+        one is removed from gradio's token table too."""
+        token = _token(scope, gradio_app)
+        if token is None:
+            return False
+        name = str(gradio_app.tokens.get(token))
+        now = self.clock()
+        with self._lock:
+            session = self._sessions.get(token)
+        if session is None:  # issued before this guard saw it: its session starts now
+            session = (now, _account_hash(name))
+            with self._lock:
+                self._sessions[token] = session
+        issued, hash_then = session
+        why = None
+        if now - issued > self.session_s:
+            why = "expired"
+        elif hash_then:  # team mode: the account as it was at the login
+            hash_now = _account_hash(name)
+            why = "account removed" if hash_now is None else "password changed" if hash_now != hash_then else None
+        if why is None:
+            return True
+        with self._lock:
+            self._sessions.pop(token, None)
+        gradio_app.tokens.pop(token, None)
+        log.info("session of %s ended: %s", name, why)
+        return False
 
     async def __call__(self, scope, receive, send):
         gradio_app = scope.get("app")
@@ -223,7 +290,7 @@ class LoginGuard:
         method, path = scope.get("method", ""), scope.get("path", "")
         if scope["type"] == "http" and method == "POST" and path.rstrip("/") == "/login":
             return await self._login(scope, receive, send)
-        if _logged_in(scope, gradio_app):
+        if self._logged_in(scope, gradio_app):
             return await self.app(scope, receive, send)
         if scope["type"] == "websocket":  # closed before accept: the client gets 403
             return await send({"type": "websocket.close", "code": 1008})
@@ -233,42 +300,68 @@ class LoginGuard:
 
     async def _login(self, scope, receive, send):
         addr = (scope.get("client") or ("?", 0))[0]
-        wait = self.throttle.begin(addr)
-        if wait:
-            if self.throttle.first_refusal(addr):
-                log.warning(
-                    "login from %s refused: %d failed logins in a row, next attempt allowed in %.0f s",
-                    addr,
-                    self.throttle.failures(addr),
-                    wait,
-                )
-            retry = str(max(1, int(wait + 0.999))).encode()
-            return await _send_json(
-                send,
-                429,
-                {"detail": f"Too many failed logins from this address; try again in {retry.decode()} s."},
-                [(b"retry-after", retry)],
-            )
+        body, replay = await _read_form(receive)
+        name = (parse_qs(body.decode("latin-1")).get("username") or [""])[0].strip()[:64]
+        keys = [addr] + ([f"account:{name}"] if name else [])  # gradio strips the name as well
+        began: list[str] = []
+        for key in keys:
+            wait = self.throttle.begin(key)
+            if wait:
+                for k in began:
+                    self.throttle.end(k, None)
+                return await self._refuse(key, wait, send)
+            began.append(key)
         status: list[int] = []
+        issued: list[str] = []
 
         async def send_status(message):
             if message["type"] == "http.response.start":
                 status.append(message["status"])
+                issued.extend(_issued_tokens(message.get("headers")))
             await send(message)
 
         try:
-            await self.app(scope, receive, send_status)
+            await self.app(scope, replay, send_status)
         finally:
             code = status[0] if status else 0
             ok = True if code == 200 else False if code in (400, 401, 403) else None
-            backoff = self.throttle.end(addr, ok)
+            backoffs = [self.throttle.end(k, ok) for k in keys]
+            if ok:
+                now, hash_now = self.clock(), _account_hash(name)
+                live = getattr(scope.get("app"), "tokens", None) or {}
+                with self._lock:
+                    for token in [t for t in self._sessions if t not in live]:  # logged out since
+                        del self._sessions[token]
+                    for token in issued:
+                        self._sessions[token] = (now, hash_now)
             if ok is False:
                 log.warning(
-                    "failed login from %s (%d in a row)%s",
+                    "failed login from %s for %r (%d in a row from it, %d for the account)%s",
                     addr,
+                    name,
                     self.throttle.failures(addr),
-                    f"; logins from it refused for {backoff:.0f} s" if backoff else "",
+                    self.throttle.failures(keys[-1]) if name else 0,
+                    f"; logins refused for {max(backoffs):.0f} s" if max(backoffs) else "",
                 )
+
+    async def _refuse(self, key: str, wait: float, send):
+        account = key.startswith("account:")
+        if self.throttle.first_refusal(key):
+            log.warning(
+                "login %s %s refused: %d failed logins in a row, next attempt allowed in %.0f s",
+                "for" if account else "from",
+                key.removeprefix("account:"),
+                self.throttle.failures(key),
+                wait,
+            )
+        retry = str(max(1, int(wait + 0.999))).encode()
+        what = "for this account" if account else "from this address"
+        return await _send_json(
+            send,
+            429,
+            {"detail": f"Too many failed logins {what}; try again in {retry.decode()} s."},
+            [(b"retry-after", retry)],
+        )
 
     async def _public(self, scope, receive, send):
         """Pass the answer on, with the API info blanked out of HTML (the login page)."""
@@ -305,6 +398,26 @@ class LoginGuard:
             return None
 
         await self.app(scope, receive, filtered)
+
+
+async def _read_form(receive, limit: int = MAX_LOGIN_BODY):
+    """The login form's body (at most ``limit`` bytes read; the rest is passed on unread) and a ``receive`` that
+    hands gradio the same messages again."""
+    messages, size = [], 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if not message.get("more_body") or size > limit:
+            break
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")[:limit]
+
+    async def replay():
+        return messages.pop(0) if messages else await receive()
+
+    return body, replay
 
 
 def _refused() -> dict:

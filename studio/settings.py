@@ -1,13 +1,13 @@
 """Where and how the studio is served: host, port, credentials, workspace.
 
 Sources, later wins: defaults (127.0.0.1:7860, no auth), environment (``STUDIO_HOST``, ``STUDIO_PORT``,
-``STUDIO_AUTH=user:pass``, ``STUDIO_HOME``, ``STUDIO_MAX_UPLOAD_MB``, ``STUDIO_TRUSTED_PROXIES``), command-line
-flags. A workspace with accounts (``studio users``, engine.core.accounts) is team mode: each person logs in with
-their own account, and ``--auth`` is refused. A non-loopback host without credentials is refused: anyone on the
-network could otherwise start processes on this machine. What the page may use beyond that (reward code, secrets,
-private hosts: ``STUDIO_PAGE_CODE``, ``STUDIO_PAGE_SECRETS``, ``STUDIO_PAGE_HOSTS``) is the engine's rule,
-``engine.core.page_trust``, which every caller obeys; a malformed setting is refused here, at start, naming the
-variable. Light: the stdlib and that module.
+``STUDIO_AUTH=user:pass``, ``STUDIO_HOME``, ``STUDIO_MAX_UPLOAD_MB``, ``STUDIO_TRUSTED_PROXIES``,
+``STUDIO_SESSION_HOURS``), command-line flags. A workspace with accounts (``studio users``, engine.core.accounts) is
+team mode: each person logs in with their own account, and ``--auth`` is refused. A non-loopback host without
+credentials is refused: anyone on the network could otherwise start processes on this machine. What the page may use
+beyond that (reward code, secrets, private hosts: ``STUDIO_PAGE_CODE``, ``STUDIO_PAGE_SECRETS``, ``STUDIO_PAGE_HOSTS``)
+is the engine's rule, ``engine.core.page_trust``, which every caller obeys; a malformed setting is refused here, at
+start, naming the variable. Light: the stdlib and that module.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from engine.export.serve_rules import is_loopback  # one rule for the page and `
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 DEFAULT_MAX_UPLOAD_MB = 200
+DEFAULT_SESSION_HOURS = 12.0
 AUTH_HELP = (
     "set credentials with --auth USER:PASS or the environment variable STUDIO_AUTH=USER:PASS (or bind to 127.0.0.1)"
 )
@@ -45,6 +46,7 @@ class Settings:
     build_demo: bool = True
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_MB * 2**20
     trusted_proxies: tuple[str, ...] = ()  # addresses / networks whose X-Forwarded-For is believed
+    session_s: float = DEFAULT_SESSION_HOURS * 3600  # a login lasts this long (studio.guard)
 
     @property
     def loopback(self) -> bool:
@@ -107,7 +109,22 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Se
         build_demo=not args.no_demo,
         max_upload_bytes=max_upload_bytes(env),
         trusted_proxies=trusted_proxies(env),
+        session_s=session_s(env),
     )
+
+
+def session_s(env: dict[str, str] | None = None) -> float:
+    """How long a login lasts, ``STUDIO_SESSION_HOURS`` (default 12): then the page asks for the login again
+    (studio.guard). A value that is not a positive number of hours is refused with the variable named."""
+    env = os.environ if env is None else env
+    text = str(env.get("STUDIO_SESSION_HOURS") or DEFAULT_SESSION_HOURS)
+    try:
+        hours = float(text)
+    except ValueError:
+        hours = 0.0
+    if not 0 < hours < float("inf"):
+        raise SettingsError(f"STUDIO_SESSION_HOURS must be a positive number of hours (got {text!r:.40})")
+    return hours * 3600
 
 
 def max_upload_bytes(env: dict[str, str] | None = None) -> int:

@@ -56,13 +56,13 @@ def page_send_problems(spec: RunSpec) -> list[tuple[str, str]]:
 
 
 def owner_problems(spec: RunSpec) -> list[tuple[str, str]]:
-    """Team mode: a member's run reads nothing of another member's runs: its model folder, the checkpoint it resumes
-    from and a GRPO reward model (a folder or a run id) are refused inside a run they cannot see
+    """Team mode: a member's run reads nothing of another member's runs: its model folder, its dataset folder, the
+    checkpoint it resumes from and a GRPO reward model (a folder or a run id) are refused inside a run they cannot see
     (``engine.runs.owners.path_problem``). Hub ids and names that are no folder here pass; nothing for the
     operator."""
     if accounts.viewer() is None:
         return []
-    given = [("model.name_or_path", spec.model.name_or_path)]
+    given = [("model.name_or_path", spec.model.name_or_path), ("data.dataset_dir", spec.data.dataset_dir)]
     if spec.train.resume_from and spec.train.resume_from != "last":
         given.append(("train.resume_from", spec.train.resume_from))
     if spec.method.stage == "grpo":
