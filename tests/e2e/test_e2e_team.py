@@ -1,0 +1,109 @@
+"""Team mode in a browser (issue 46): two members, each in their own browser context, on one studio. Bob types the
+folder of Ann's run into the Export tab and is refused in one line naming it, as he is when he calls the page's HTTP
+API with his own login and her run's folder or id; Ann's own run is hers to export; neither sees the other's run in
+the Export tab's sources."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.core import accounts
+from engine.runs import store
+from engine.runs.records import RunRecord
+
+pytestmark = pytest.mark.slow
+
+REFUSED = "is not in a run of yours"
+PASSWORDS = {"ann": "ann's password", "bob": "bob's password"}
+
+
+def _team_workspace(home, monkeypatch) -> None:
+    """Ann and Bob, each with a finished LoRA run (its adapter on a base model folder), made before the studio
+    starts, as `studio users add` and a run of each would leave them."""
+    monkeypatch.setenv("STUDIO_HOME", str(home))
+    for name, password in PASSWORDS.items():
+        accounts.add(name, password)
+    base = home / "models" / "base"
+    base.mkdir(parents=True)
+    (base / "config.json").write_text("{}")
+    store._connect().close()
+    who = {"name": None}
+    accounts.set_viewer_source(lambda: who["name"])
+    try:
+        for name in PASSWORDS:
+            who["name"] = name
+            rdir = home / "runs" / f"{name}-run"
+            adapter = rdir / "adapter"
+            adapter.mkdir(parents=True)
+            (rdir / "spec.yaml").write_text(f"model: {{name_or_path: {base}}}\nmethod: {{finetuning: lora}}\n")
+            (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base)}))
+            (adapter / "adapter_model.safetensors").write_bytes(b"0")
+            store._insert(RunRecord(f"{name}-run", f"{name}-run", "completed", 1.0, str(rdir), str(rdir)))
+    finally:
+        accounts.set_viewer_source(None)
+
+
+def _logged_in_page(browser, url: str, name: str):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = ctx.new_page()
+    page.set_default_timeout(90_000)
+    page.goto(url)
+    page.wait_for_selector("input[type=password]", timeout=90_000)
+    page.fill("input[name=username], input[type=text]", name)
+    page.fill("input[type=password]", PASSWORDS[name])
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#start-btn", timeout=90_000)
+    return ctx, page
+
+
+def _export_estimate(page, source: str) -> str:
+    """Type a source into the Export tab as a person does; the estimate line the page answers with."""
+    page.get_by_role("tab", name="Export").click()
+    page.wait_for_selector("#export-source input", timeout=90_000)
+    page.fill("#export-source input", source)
+    page.keyboard.press("Enter")
+    page.wait_for_function("(document.querySelector('#export-estimate') || {innerText: ''}).innerText.includes('❌')")
+    return page.inner_text("#export-estimate")
+
+
+def _sources(page) -> list[str]:
+    page.locator("#export-source input").click()
+    page.wait_for_selector("[role=option]", timeout=30_000)
+    found = [o.inner_text() for o in page.locator("[role=option]").all()]
+    page.keyboard.press("Escape")
+    return found
+
+
+def test_members_cannot_reach_each_others_runs(tmp_path, monkeypatch, browser, make_server):
+    from gradio_client import Client
+
+    _team_workspace(tmp_path, monkeypatch)
+    ann_run = str(tmp_path / "runs" / "ann-run")
+    srv = make_server(tmp_path, ["--no-demo"])
+    try:
+        srv.wait_up()
+        ann_ctx, ann = _logged_in_page(browser, srv.url, "ann")
+        bob_ctx, bob = _logged_in_page(browser, srv.url, "bob")
+        said = _export_estimate(bob, ann_run)
+        assert REFUSED in said and ann_run in said and said.strip().count("\n") == 0, said
+        bob.click("#merge-btn")
+        bob.wait_for_function("(document.querySelector('#export-result') || {innerText: ''}).innerText.includes('❌')")
+        assert REFUSED in bob.inner_text("#export-result")
+        assert not any("ann-run" in s for s in _sources(bob))
+        mine = _export_estimate(ann, ann_run)  # the fake weights fail later checks; never the owner's
+        assert REFUSED not in mine and any("ann-run" in s for s in _sources(ann)), mine
+        assert not any("bob-run" in s for s in _sources(ann))
+        # the same handler over HTTP with Bob's own login: his run answers, Ann's folder is refused, her id unknown
+        api = Client(srv.url, auth=("bob", PASSWORDS["bob"]), verbose=False)
+        assert REFUSED in api.predict(ann_run, "", "", "cpu", "en", api_name="/estimate")
+        assert REFUSED in api.predict(ann_run + "/adapter", "", "", "cpu", "en", api_name="/estimate")
+        by_id = api.predict("ann-run", "", "", "cpu", "en", api_name="/estimate")
+        assert "ann-run" in by_id and by_id.startswith("❌") and ann_run not in by_id, by_id
+        own = api.predict(str(tmp_path / "runs" / "bob-run"), "", "", "cpu", "en", api_name="/estimate")
+        assert REFUSED not in own
+        ann_ctx.close()
+        bob_ctx.close()
+    finally:
+        srv.stop()
