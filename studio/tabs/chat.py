@@ -36,6 +36,7 @@ from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_
     _short,
     base_for,
     default_model,
+    load_target,
     model_choices,
     picks_for,
     template_for,
@@ -154,7 +155,7 @@ def load(model: str, tuned: str, lang: str = "en", template: str = "auto") -> st
         return "❌ " + t("chat_no_model", lang)
     template = template or "auto"
     try:
-        target = None if is_served(tuned) else tuned_target(tuned)
+        target = load_target(model, tuned)
     except ValueError as exc:
         return f"❌ {localize_error(exc, lang)}"
     WORKERS["base"] = Worker(model, template=template)

@@ -14,6 +14,7 @@ from pathlib import Path
 from engine.core import workspace
 from engine.export import checks as xp
 from engine.export.jobs import MERGE_TAG
+from engine.runs import owners
 from engine.runs.messages import message as run_message
 from studio import backend
 from studio.i18n.page import t
@@ -81,6 +82,8 @@ def exported_models() -> list[Path]:
         if p.name.startswith(".") or p in found:
             continue
         if _is_reward_model(p):  # scores answers, writes none
+            continue
+        if owners.path_problem(p) is not None:  # team mode: another member's merge wrote it
             continue
         if (p / "config.json").is_file() or (p / "adapter_config.json").is_file():
             found.append(p)
@@ -173,6 +176,16 @@ def workspace_path(path: str) -> Path:
     from studio.tabs.export import inside_workspace
 
     return inside_workspace(path)
+
+
+def load_target(model: str, tuned: str) -> tuple[str, str | None] | None:
+    """What Load puts in the Tuned pane (``tuned_target``; None for a served model or no source), once the base
+    ``model`` is one the page's user may load: not a folder inside another member's run or job folder
+    (engine.runs.owners; a hub id or a name that is no folder here passes). ValueError otherwise."""
+    p = Path(model).expanduser()
+    if p.exists() and (why := owners.path_problem(p, field="model")) is not None:
+        raise ValueError(why)
+    return None if chat_remote.is_served(tuned) else tuned_target(tuned)
 
 
 def tuned_target(source: str) -> tuple[str, str | None] | None:

@@ -106,6 +106,9 @@ def test_chat_dashboard_runs_tab_and_downloads_refuse(team):
         chat_sources.tuned_target(str(home / "runs" / "ann-run"))
     with pytest.raises(ValueError, match=REFUSED):
         chat_sources.tuned_target(str(home / "exports" / "ann-merged"))
+    with pytest.raises(ValueError, match="model: .*ann-merged.* is not in a run of yours"):
+        chat_sources.load_target(str(home / "exports" / "ann-merged"), "")  # as the base model
+    assert chat_sources.exported_models() == []  # ann's merge wrote it: not offered to bob
     assert backend.run_dir("ann-run") is None
     assert dashboard.select_run("ann-run")["run_dir"] == ""
     assert runs.tensorboard_info("ann-run") == ""
@@ -113,6 +116,8 @@ def test_chat_dashboard_runs_tab_and_downloads_refuse(team):
     assert file_offers.offer(home / "runs" / "bob-run" / "train.log", "x") is not None
     assert chat_sources.tuned_target(str(home / "runs" / "bob-run"))[1].endswith("bob-run/adapter")
     who["name"] = "ann"
+    assert chat_sources.exported_models() == [home / "exports" / "ann-merged"]
+    assert chat_sources.load_target(str(home / "exports" / "ann-merged"), "") is None
     assert dashboard.select_run("ann-run")["run_dir"] == str(home / "runs" / "ann-run")
     assert chat_sources.tuned_target(str(home / "exports" / "ann-merged")) == (
         str(home / "exports" / "ann-merged"),
