@@ -20,15 +20,17 @@ from engine.core import acting, page_trust
 from engine.core.messages import from_exception, payload_message
 from engine.models import gguf_file as gf
 from engine.models.messages import message
+from engine.runs import owners
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 
 
 def start_import(path: str | Path, name: str | None = None) -> GgufImportJob:
     """Read and check the GGUF's header and the target ``models/<name>`` (GgufError, one line, before anything is
-    queued), then queue the import. From the page (not ``acting.shell()``) only a file inside the workspace."""
+    queued), then queue the import. From the page (not ``acting.shell()``) only a file inside the workspace, and in
+    team mode not inside another member's run or job folder (engine.runs.owners)."""
     if not acting.at_shell():  # the page reads only the workspace's files (engine.core.page_trust)
-        problem = page_trust.read_problem(path)
+        problem = page_trust.read_problem(path) or owners.path_problem(path, field="gguf")
         if problem is not None:
             raise gf.GgufError(problem)
     header = gf.read_header(path)

@@ -154,6 +154,12 @@ def test_evaluation_merge_job_stop_and_delete_refuse(team):
     with pytest.raises(store.RunsError, match="ann-run"):
         registry.delete("ann-run")
     assert (home / "runs" / "ann-run").is_dir() and store.get("ann-merge").owner == "ann"
+    from engine.models.gguf_file import GgufError
+    from engine.runs import gguf_imports
+
+    (home / "exports" / "ann-merged" / "model.gguf").write_bytes(b"GGUF")
+    with pytest.raises(GgufError, match=f"gguf: .*ann-merged.*{REFUSED}"):
+        gguf_imports.start_import(home / "exports" / "ann-merged" / "model.gguf")
     who["name"] = "ann"
     assert merge_jobs.MergeJob("ann-merge").out_dir == str(home / "exports" / "ann-merged")
 
