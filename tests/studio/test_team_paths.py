@@ -50,7 +50,9 @@ def team(tmp_path, monkeypatch):
     argv = ["python", "-m", "engine.trainer.merge", str(rdir), "--out", str(merged), "--tmp-dir", str(mdir / "t")]
     argv += ["--events", str(mdir / "events.jsonl")]
     store._insert(
-        RunRecord("ann-merge", "merge", "completed", 2.0, str(mdir), str(mdir), kind="command", command=argv)
+        RunRecord(
+            "ann-merge", "merge", "completed", 2.0, str(mdir), str(mdir), kind="command", command=argv, tags=["merge"]
+        )
     )
     yield who, tmp_path
     accounts.set_viewer_source(None)
@@ -149,6 +151,7 @@ def test_evaluation_merge_job_stop_and_delete_refuse(team):
         evals.resolve({"models": {"run": "ann-run"}})
     with pytest.raises(ExportError, match="ann-merge"):
         merge_jobs.MergeJob("ann-merge")
+    assert merge_jobs.list_merges() == []  # a job is its owner's, like a run
     with pytest.raises(store.RunsError, match="ann-merge"):
         registry.stop("ann-merge")
     with pytest.raises(store.RunsError, match="ann-run"):
@@ -162,6 +165,7 @@ def test_evaluation_merge_job_stop_and_delete_refuse(team):
         gguf_imports.start_import(home / "exports" / "ann-merged" / "model.gguf")
     who["name"] = "ann"
     assert merge_jobs.MergeJob("ann-merge").out_dir == str(home / "exports" / "ann-merged")
+    assert [j.run_id for j in merge_jobs.list_merges()] == ["ann-merge"]
 
 
 def test_a_members_run_reads_no_other_members_folder(team):
