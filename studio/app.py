@@ -286,7 +286,7 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
     and a login lasts ``STUDIO_SESSION_HOURS``."""
     from starlette.middleware import Middleware
 
-    from studio.guard import LoginGuard
+    from studio.guard import SESSION_END_HEAD, LoginGuard
 
     # uvicorn (started by gradio, which passes no proxy settings) reads this when it starts: the client address the
     # login throttle keys on is the socket's peer, unless that peer is a proxy the operator named.
@@ -297,7 +297,7 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
         "auth": team.login if conf.team else conf.auth,
         "run_history": False,
         "css_paths": [CSS_PATH],
-        "head": GRADIO_LOCALE_HEAD + page_speed.head(),
+        "head": GRADIO_LOCALE_HEAD + page_speed.head() + (SESSION_END_HEAD if conf.team or conf.auth else ""),
         "theme": gr.themes.Soft(),
         "show_error": True,
         "footer_links": [],

@@ -22,7 +22,8 @@ ever. ``LoginGuard`` is an ASGI middleware given to gradio's FastAPI app (``laun
   to stderr);
 - ends sessions: a login cookie older than ``session_s`` (``STUDIO_SESSION_HOURS``, see ``studio.settings``) is
   forgotten (gradio's own token table too, so ``/`` shows the login page again), and so is, in team mode, one whose
-  account was removed or whose password changed since it logged in.
+  account was removed or whose password changed since it logged in. An open page learns it from its next request's
+  401 (a timer's tick, a click) and reloads onto the login form (``SESSION_END_HEAD``, in the page's head).
 
 Light: stdlib, starlette (gradio's web framework) and engine.core.accounts. The address is the TCP peer:
 ``X-Forwarded-For`` is not trusted (anyone can send it; ``studio.app.launch_kwargs`` sets uvicorn's
@@ -70,6 +71,24 @@ if not log.handlers:  # the server's log is its stderr; uvicorn configures only 
     log.addHandler(_handler)
     log.setLevel(logging.INFO)
     log.propagate = False
+
+# The page's head (studio.app, with a login): a 401 answer to the loaded page (its app drawn: ``#start-btn``) means
+# the session ended, and the page reloads onto the login form; the login form's own 401s (before the app is drawn)
+# never reload it.
+SESSION_END_HEAD = """<script>
+(() => {
+  const fetch0 = window.fetch;
+  let gone = false;
+  window.fetch = async (...args) => {
+    const answer = await fetch0(...args);
+    if (answer.status === 401 && !gone && document.querySelector("#start-btn")) {
+      gone = true;
+      window.location.reload();
+    }
+    return answer;
+  };
+})();
+</script>"""
 
 API_INFO = re.compile(rb"window\.gradio_api_info\s*=\s*.*?;\s*</script>", re.DOTALL)
 API_INFO_BLANK = b"window.gradio_api_info = null;</script>"

@@ -107,3 +107,24 @@ def test_members_cannot_reach_each_others_runs(tmp_path, monkeypatch, browser, m
         bob_ctx.close()
     finally:
         srv.stop()
+
+
+def test_an_ended_session_brings_the_login_back(tmp_path, monkeypatch, browser, make_server):
+    """A login lasts STUDIO_SESSION_HOURS: once it is over, the open page's next request is refused and the page
+    shows the login form again by itself; logging in again brings the studio back."""
+    _team_workspace(tmp_path, monkeypatch)
+    srv = make_server(tmp_path, ["--no-demo"], env={"STUDIO_SESSION_HOURS": str(20 / 3600)})
+    try:
+        srv.wait_up()
+        ctx, page = _logged_in_page(browser, srv.url, "bob")
+        # the page's own timers ask the server every few seconds: the first request after the end reloads the page
+        page.wait_for_selector("input[type=password]", timeout=90_000)
+        assert page.locator("#start-btn").count() == 0
+        assert "session of bob ended: expired" in srv.log.read_text()
+        page.fill("input[name=username], input[type=text]", "bob")
+        page.fill("input[type=password]", PASSWORDS["bob"])
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#start-btn", timeout=90_000)
+        ctx.close()
+    finally:
+        srv.stop()
