@@ -95,6 +95,11 @@ def test_members_cannot_reach_each_others_runs(tmp_path, monkeypatch, browser, m
         mine = _export_estimate(ann, ann_run)  # the fake weights fail later checks; never the owner's
         assert REFUSED not in mine and any("ann-run" in s for s in _sources(ann)), mine
         assert not any("bob-run" in s for s in _sources(ann))
+        bob.get_by_role("tab", name="Runs").click()  # the Runs table: his own run, nothing of hers
+        bob.wait_for_function(
+            "(document.querySelector('#runs-table') || {innerText: ''}).innerText.includes('bob-run')"
+        )
+        assert "ann-run" not in bob.inner_text("#runs-table")
         # the same handler over HTTP with Bob's own login: his run answers, Ann's folder is refused, her id unknown
         api = Client(srv.url, auth=("bob", PASSWORDS["bob"]), verbose=False)
         assert REFUSED in api.predict(ann_run, "", "", "cpu", "en", api_name="/estimate")
