@@ -85,7 +85,7 @@ def path_problem(path: str | Path, *, field: str = "") -> Message | None:
     mine: list[Path] = []
     for rec in store.list_runs(refresh_status=False):
         folders = folders_of(rec)
-        if visible([rec]):
+        if (rec.owner or accounts.OPERATOR) == who.name:
             mine += folders
         elif any(p == f or p.is_relative_to(f) for f in folders):
             return run_message("runs.not_yours", path=path, field=field or "path")
