@@ -54,9 +54,7 @@ def run_folder(run_id: str) -> Path | None:
     workspace's ``runs/<id>`` (a folder copied in, or an unreadable registry); None when there is none to show."""
     try:
         return run_dir(run_id)
-    except RunsError:
-        pass
-    except Exception:  # an unreadable registry: the workspace layout, for the operator
+    except Exception:  # not one of the caller's runs, or an unreadable registry: the layout, for the operator only
         pass
     if accounts.viewer() is not None or not run_id or "/" in run_id or run_id.startswith((".", "~")):
         return None
@@ -93,11 +91,3 @@ def path_problem(path: str | Path, *, field: str = "") -> Message | None:
     if p.is_relative_to(runs_root) and not any(p == f or p.is_relative_to(f) for f in mine):
         return run_message("runs.not_yours", path=path, field=field or "path")
     return None
-
-
-def check_path(path: str | Path, *, field: str = "") -> Path:
-    """``path`` resolved, or RunsError when the caller may not read it (``path_problem``)."""
-    problem = path_problem(path, field=field)
-    if problem is not None:
-        raise RunsError(problem)
-    return Path(path).expanduser().resolve()
