@@ -155,11 +155,12 @@ def schedule() -> list[str]:
             ).fetchall()
             recs = [store.row_to_record(r) for r in rows]
             # a run elsewhere (a Slurm job: kind "slurm") takes no slot of this machine
-            running = [
-                (not r.gpus, r.gpus)
+            holding = [  # the runs that hold a GPU or a CPU slot here
+                r
                 for r in recs
                 if r.status == "running" and r.kind in ("train", "command") and (r.gpus or holds_cpu_slot(r))
             ]
+            running = [(not r.gpus, r.gpus) for r in holding]
             # ... and a run whose processes live on where the registry does not say "running" (a registry rebuilt
             # while it was being launched, a row lost) still holds its slot: counted from the processes themselves
             alive = _live_runs() if any(r.status == "queued" for r in recs) else {}
@@ -172,7 +173,7 @@ def schedule() -> list[str]:
             running += [(not gpus, gpus) for run_id, gpus in alive.items() if run_id not in listed]
             queued, impossible = [], {}
             waiting = [r for r in recs if r.status == "queued" and r.id not in alive]
-            for r in fair.within_limits(fair.order(waiting, _last_starts(conn)), _running_by_owner(recs))[0]:
+            for r in fair.within_limits(fair.order(waiting, _last_starts(conn)), _by_owner(holding))[0]:
                 try:
                     queued.append(_want(r, hw.has_gpu))
                 except Exception as exc:  # noqa: BLE001 - a spec that no longer parses: fail it, move on
@@ -215,12 +216,11 @@ def _last_starts(conn) -> dict[str, float]:
     return {str(o or ""): float(t) for o, t in rows if t is not None}
 
 
-def _running_by_owner(recs: list[store.RunRecord]) -> dict[str, int]:
-    """owner -> their running runs that hold a GPU or a CPU slot (a member's ``max_running`` counts these)."""
+def _by_owner(runs: list[store.RunRecord]) -> dict[str, int]:
+    """owner -> how many of ``runs`` are theirs (a member's ``max_running`` counts the runs holding a slot)."""
     out: dict[str, int] = {}
-    for r in recs:
-        if r.status == "running" and r.kind in ("train", "command") and (r.gpus or holds_cpu_slot(r)):
-            out[r.owner or ""] = out.get(r.owner or "", 0) + 1
+    for r in runs:
+        out[r.owner or ""] = out.get(r.owner or "", 0) + 1
     return out
 
 
