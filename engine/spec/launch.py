@@ -251,12 +251,17 @@ class RaySpec(_Spec):
         json_schema_extra=_meta("Ray run name", advanced=True),
     )
 
-    @field_validator("resources_per_worker")
+    @field_validator("resources_per_worker", mode="before")
     @classmethod
-    def _resources(cls, value: dict[str, float]) -> dict[str, float]:
-        bad = [k for k, v in value.items() if not k.strip() or not v >= 0]
-        if bad:
-            raise ValueError(f"resource {bad[0]!r}: a name and an amount of 0 or more")
+    def _resources(cls, value: Any) -> Any:
+        """Each resource a name and a number of 0 or more, said of the field (a bad amount's error would otherwise
+        be placed under the resource's name, which is no field of the schema)."""
+        if not isinstance(value, dict):
+            return value  # the type's own message
+        for key, amount in value.items():
+            number = isinstance(amount, (int, float)) and not isinstance(amount, bool)
+            if not isinstance(key, str) or not key.strip() or not number or not amount >= 0:
+                raise ValueError(f"resource {key!r}: a name and an amount of 0 or more")
         return value
 
 

@@ -94,12 +94,22 @@ def test_grpo_reward_picker_and_stage_switches(page, shots):
     type_field(page, "#f-output-run-name input", "my-grpo-try")
     expect(page.locator("#f-method-stage input")).to_have_value("sft")
     for stage in ("grpo", "sft", "grpo"):
-        said = page.inner_text("#spec-problems")
         page.click("#f-method-stage input")
         page.get_by_role("option", name=stage, exact=True).click()
         expect(page.locator("#f-method-stage input")).to_have_value(stage, timeout=90_000)
-        page.wait_for_function(  # the form's checks of the new stage answered (what a stage switch runs)
-            "(said) => document.querySelector('#spec-problems').innerText !== said", arg=said, timeout=90_000
+        # every handler the switch starts has answered: the plan is the new stage's (a GRPO row is its prompt and
+        # its completion, longer than SFT's cutoff of 256) and no box shows Gradio's running timer (the form's
+        # checks say the same words for both stages, so they cannot tell)
+        page.wait_for_function(
+            """(sft) => {
+                const plan = document.querySelector('#plan-panel')?.innerText ?? '';
+                const said = document.querySelector('#spec-problems')?.innerText ?? '';
+                const busy = /^\\s*\\d+(\\.\\d+)?s\\b/;
+                return plan.includes('sequence length') && plan.includes('sequence length 256,') === sft
+                    && !busy.test(plan) && !busy.test(said);
+            }""",
+            arg=stage == "sft",
+            timeout=90_000,
         )
         expect(rewards).to_have_value(picked)
         expect(page.locator("#f-output-run-name input")).to_have_value("my-grpo-try")

@@ -172,6 +172,9 @@ def _ended(rid: str) -> runs.RunRecord:
         ({"num_machines": 2, "main_process_ip": "10.0.0.1"}, "launch.num_machines", "Ray places the workers"),
         ({"device": "cpu", "ray": {"resources_per_worker": {"GPU": 1}}}, "launch.ray.resources_per_worker", "cpu"),
         ({"ray": {"resources_per_worker": {"CPU": -1}}}, "launch.ray.resources_per_worker", "0 or more"),
+        # an amount that is no number is said of the field, not of a resource's name (found by the spec fuzz test)
+        ({"ray": {"resources_per_worker": {"": None}}}, "launch.ray.resources_per_worker", "0 or more"),
+        ({"ray": {"resources_per_worker": {"GPU": "one"}}}, "launch.ray.resources_per_worker", "0 or more"),
         ({"ray": {"placement_strategy": "RANDOM"}}, "launch.ray.placement_strategy", "PACK"),
         ({"ray": {"num_workers": 0}}, "launch.ray.num_workers", "greater than or equal to 1"),
         ({"ray": {"workers": 2}}, "launch.ray.workers", "unknown field"),
