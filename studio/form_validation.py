@@ -61,7 +61,7 @@ _DATA_CHECKS: dict[tuple, list] = {}  # the data check of a form state, by its d
 
 def form_check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, list]:
     """``check`` plus the output-folder, sending and dataset checks Start runs (engine.runs.registry's
-    output_problems, page_send_problems, data_problems): the form says what Start would refuse. The rows are read
+    output_problems, page_problems, data_problems): the form says what Start would refuse. The rows are read
     again only when a dataset, the stage or a file changes."""
     spec, errors, warnings = check(values)
     if spec is None:
@@ -69,7 +69,7 @@ def form_check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, l
     # the one output-folder check (another run's folder, exports/, files there); what the page may not send
     outs = (
         submit_checks.output_problems(spec)
-        + submit_checks.page_send_problems(spec)
+        + submit_checks.page_problems(spec)
         + submit_checks.owner_problems(spec)
     )
     if outs:

@@ -5,9 +5,10 @@ Sources, later wins: defaults (127.0.0.1:7860, no auth), environment (``STUDIO_H
 ``STUDIO_SESSION_HOURS``), command-line flags. A workspace with accounts (``studio users``, engine.core.accounts) is
 team mode: each person logs in with their own account, and ``--auth`` is refused. A non-loopback host without
 credentials is refused: anyone on the network could otherwise start processes on this machine. What the page may use
-beyond that (reward code, secrets, private hosts: ``STUDIO_PAGE_CODE``, ``STUDIO_PAGE_SECRETS``, ``STUDIO_PAGE_HOSTS``)
-is the engine's rule, ``engine.core.page_trust``, which every caller obeys; a malformed setting is refused here, at
-start, naming the variable. Light: the stdlib and that module.
+beyond that (reward code, a model's own code, secrets, private hosts: ``STUDIO_PAGE_CODE``,
+``STUDIO_PAGE_REMOTE_CODE``, ``STUDIO_PAGE_SECRETS``, ``STUDIO_PAGE_HOSTS``) is the engine's rule,
+``engine.core.page_trust``, which every caller obeys; a malformed setting is refused here, at start, naming the
+variable. Light: the stdlib and that module.
 """
 
 from __future__ import annotations

@@ -105,6 +105,12 @@ MESSAGES: dict[str, str] = {
     "workspace; put it under {uploads}, or run the studio command at the shell, which may name any file",
     "workspace.page_dataset_dir_outside": "{path} is outside the workspace ({home}): the page reads datasets only "
     "from the workspace (register or upload them in the Datasets tab); the studio command may name any folder",
+    "workspace.page_remote_code": "{model} ships its own Python code ({code}), which trust_remote_code would run "
+    "on this server: the page runs no code from outside the workspace (the operator allows it with {switch}=on; "
+    "`studio train` at the shell may run it), or turn trust_remote_code off",
+    "workspace.page_remote_code_unknown": "{model}'s config cannot be read here, so it cannot be told whether "
+    "trust_remote_code would run code of its own: download the model first, turn trust_remote_code off, or the "
+    "operator allows the page to with {switch}=on",
     "workspace.page_reward_name": "{name!r} is not a reward file name: letters, digits, _ . - ending in .py",
     "workspace.page_secret_unbound": "the page may not use the environment variable {name}: the operator has not "
     "bound it for the page ({var}={name}=HOST[:PORT])",

@@ -18,6 +18,10 @@ The operator's settings, read from the environment (``studio.settings`` refuses 
 - ``STUDIO_PAGE_HOSTS``: ``HOST[:PORT]`` entries separated by commas: loopback, link-local or private hosts the page
   may send to without a secret (a judge on this machine, an SMTP relay on the LAN). A host bound in
   ``STUDIO_PAGE_SECRETS`` is allowed as well.
+- ``STUDIO_PAGE_REMOTE_CODE``: ``on`` lets the page train a model whose own Python code would run
+  (``model.trust_remote_code`` on a model that ships code: ``auto_map`` in its configs, ``.py`` files in its folder);
+  ``off`` (the default) refuses such a run from the page, naming the field. That code is not the workspace's and runs
+  unconfined, with the studio's rights.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from engine.core.messages import Message, message
 ENV_CODE = "STUDIO_PAGE_CODE"
 ENV_SECRETS = "STUDIO_PAGE_SECRETS"
 ENV_HOSTS = "STUDIO_PAGE_HOSTS"
+ENV_REMOTE_CODE = "STUDIO_PAGE_REMOTE_CODE"
 
 Destination = tuple[str, int | None]  # host (lower case, IPv6 without brackets), port (None: any)
 
@@ -49,14 +54,23 @@ class PageTrustError(ValueError):
 
 
 # ------------------------------------------------------------------------------------------- operator settings
-def page_code_on(environ: dict[str, str] | None = None) -> bool:
-    """Whether ``STUDIO_PAGE_CODE`` lets the page put reward files into the reward folder."""
-    text = str((os.environ if environ is None else environ).get(ENV_CODE) or "off").strip().lower()
+def _switch(var: str, environ: dict[str, str] | None) -> bool:
+    text = str((os.environ if environ is None else environ).get(var) or "off").strip().lower()
     if text in ("on", "1", "yes", "true"):
         return True
     if text in ("off", "0", "no", "false", ""):
         return False
-    raise PageTrustError(message("workspace.page_setting_bad", var=ENV_CODE, entry=text, form="on | off"))
+    raise PageTrustError(message("workspace.page_setting_bad", var=var, entry=text, form="on | off"))
+
+
+def page_code_on(environ: dict[str, str] | None = None) -> bool:
+    """Whether ``STUDIO_PAGE_CODE`` lets the page put reward files into the reward folder."""
+    return _switch(ENV_CODE, environ)
+
+
+def page_remote_code_on(environ: dict[str, str] | None = None) -> bool:
+    """Whether ``STUDIO_PAGE_REMOTE_CODE`` lets the page train a model whose own code would run."""
+    return _switch(ENV_REMOTE_CODE, environ)
 
 
 def _destination(text: str, var: str) -> Destination:
@@ -101,6 +115,7 @@ def page_hosts(environ: dict[str, str] | None = None) -> list[Destination]:
 def check_settings(environ: dict[str, str] | None = None) -> None:
     """Raise ``PageTrustError`` naming the variable and the entry when a setting is malformed."""
     page_code_on(environ)
+    page_remote_code_on(environ)
     page_secrets(environ)
     page_hosts(environ)
 
@@ -137,6 +152,22 @@ def read_problem(path: str | Path) -> Message | None:
     if real.is_relative_to(workspace.home().resolve()):
         return None
     return message("workspace.page_file_outside", path=path, home=workspace.home(), uploads=workspace.uploads_dir())
+
+
+def remote_code_problem(model: str, configs: list[dict | None], code_files: list[str]) -> Message | None:
+    """Why the page may not load ``model`` with its own code (``model.trust_remote_code``): its configs
+    (``config.json``, ``tokenizer_config.json``; None: not readable here) name classes of its own (``auto_map``),
+    its folder holds Python files, or no config can be read here, so that cannot be told. None when no code of the
+    model's would run, or when ``STUDIO_PAGE_REMOTE_CODE`` is on."""
+    if page_remote_code_on():
+        return None
+    if not any(c is not None for c in configs):
+        return message("workspace.page_remote_code_unknown", model=model, switch=ENV_REMOTE_CODE)
+    mapped = sorted({k for c in configs if isinstance(c, dict) for k in (c.get("auto_map") or {})})
+    if mapped or code_files:
+        shown = ", ".join(mapped[:3] or code_files[:3])
+        return message("workspace.page_remote_code", model=model, code=shown, switch=ENV_REMOTE_CODE)
+    return None
 
 
 def save_reward(source: str | Path, name: str) -> Path:

@@ -77,3 +77,34 @@ def resolve_tasks(tasks: list[str], problems: list) -> list[dict]:
                 problems.append((field, message("eval.task_data_missing", path=path, file=missing[0])))
         out.append({"name": config["task"], "yaml": str(path)})
     return out
+
+
+def page_problems(tasks: list[str]) -> list[tuple[str, object]]:
+    """The page's rule for local task files (``engine.core.page_trust``): a task YAML, the YAML it includes, the
+    local folder or files it reads its data from, are inside the workspace, since lm-eval runs the ``!function``
+    code found beside a YAML and the page reads nothing outside the workspace. Tasks lm-eval knows by name and the
+    bundled demo are the installed code's own. (field, message) per task refused."""
+    from engine.core import page_trust
+
+    found = []
+    for i, task in enumerate(tasks):
+        if task == DEMO_TASK or not task.endswith((".yaml", ".yml")):
+            continue
+        path = Path(task).expanduser().resolve()
+        why = page_trust.read_problem(path)
+        try:
+            config = read_task(path) if why is None else None
+        except (OSError, yaml.YAMLError):
+            config = None  # resolve_tasks names an unreadable task
+        if isinstance(config, dict):
+            named = [path.parent / str(config["include"])] if isinstance(config.get("include"), str) else []
+            source = str(config.get("dataset_path") or "")
+            if source.startswith(("/", ".", "~")):
+                named.append(path.parent / Path(source).expanduser())
+            for f in [*named, *data_files(config, path.parent)]:
+                if (why := page_trust.read_problem(f)) is not None:
+                    break
+        if why is not None:
+            found.append((f"lm_eval.tasks[{i}]", why))
+    return found
+

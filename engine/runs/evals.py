@@ -20,6 +20,7 @@ from pathlib import Path
 
 from engine.core import acting, workspace
 from engine.core import events as ev
+from engine.eval import lm_tasks
 from engine.eval.judge import page_problems
 from engine.eval.lm_tasks import resolve_tasks
 from engine.eval.messages import EvalError, message
@@ -190,6 +191,9 @@ def resolve(spec: EvalSpec | dict | str | Path) -> dict:
         problems.append(("models", message("eval.no_models")))
     data = _data_plan(spec, run_spec, rec, problems)
     tasks = resolve_tasks(spec.lm_eval.tasks, problems) if "lm_eval" in spec.measures else []
+    if tasks and not acting.at_shell():  # the page: task files (and the code beside them) from the workspace only
+        named = {field for field, _ in problems}
+        problems += [p for p in lm_tasks.page_problems(spec.lm_eval.tasks) if p[0] not in named]
     judge = None
     if "judge" in spec.measures:
         judge = spec.judge.model_dump()  # the key's variable name only: its value stays in the environment

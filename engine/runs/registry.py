@@ -79,7 +79,7 @@ def submit(
     errors = (
         submit_checks.output_problems(valid)
         + submit_checks.data_problems(valid)
-        + submit_checks.page_send_problems(valid)
+        + submit_checks.page_problems(valid)
         + submit_checks.owner_problems(valid)
     )
     on_slurm = valid.launch.target == "slurm"  # a batch job on the cluster, its folder in the shared run folder

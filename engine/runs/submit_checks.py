@@ -1,6 +1,6 @@
 """What a new run must pass at submit beyond its spec's own validation, the same checks the Train tab's form and
 ``studio validate`` / ``studio train`` run before it: its output folder (``output_problems``), its data's rows
-(``data_problems``), what the page may send (``page_send_problems``), the folders a member's run may read
+(``data_problems``), what the page may not do (``page_problems``), the folders a member's run may read
 (``owner_problems``), a member's queue quota (``queue_quota``); and
 the folders every run owns, which these checks and delete hold against (``run_owners``).
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from engine.core import accounts, acting, folders, weights, workspace
 from engine.core.messages import message as core_message
-from engine.runs import fair, overwrite, owners, store
+from engine.runs import fair, overwrite, owners, records, store
 from engine.runs.messages import message as run_message
 from engine.runs.store import RunsError
 from engine.spec.messages import message
@@ -49,10 +49,34 @@ def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
     ]
 
 
-def page_send_problems(spec: RunSpec) -> list[tuple[str, str]]:
-    """What the page may not send: notifications through secrets or to hosts the operator did not allow it
-    (engine.core.page_trust); nothing at the shell. Run by submit and the Train tab's form."""
-    return [] if acting.at_shell() else notify_page_problems(spec.notify)
+def page_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """What the page may not do with this run (engine.core.page_trust): send notifications through secrets or to
+    hosts the operator did not allow it, or run a model's own code (``model.trust_remote_code`` on a model that ships
+    code); nothing at the shell. Run by submit and the Train tab's form."""
+    if acting.at_shell():
+        return []
+    found = notify_page_problems(spec.notify)
+    if spec.model.trust_remote_code and (problem := _remote_code_problem(spec)) is not None:
+        found.append(("model.trust_remote_code", problem))
+    return found
+
+
+def _remote_code_problem(spec: RunSpec):
+    """page_trust's remote-code rule on what can be read here of the model: its config.json from its folder, the
+    hub's cache or the hub (Studio's table of published configs cannot tell: it keeps no ``auto_map``), and in a
+    folder its ``tokenizer_config.json`` and Python files."""
+    from engine.core import page_trust
+    from engine.models import resolve
+
+    res = resolve.resolve_model(spec.model)
+    configs = [res.config if res.source not in (resolve.TABLE, resolve.NONE) else None]
+    code_files: list[str] = []
+    where = Path(res.where) if res.where and res.source not in (resolve.HUB, resolve.MS_HUB) else None
+    folder = where if where is not None and where.is_dir() else (where.parent if where is not None else None)
+    if folder is not None and folder.is_dir():
+        configs.append(records.read_json(folder / "tokenizer_config.json"))
+        code_files = sorted(p.name for p in folder.glob("*.py"))
+    return page_trust.remote_code_problem(spec.model.name_or_path, configs, code_files)
 
 
 def owner_problems(spec: RunSpec) -> list[tuple[str, str]]:

@@ -35,6 +35,12 @@ WORKSPACE_ZH: dict[str, str] = {
     "请把它放到 {uploads} 下，或在命令行运行 studio 命令（命令行可以指定任意文件）",
     "workspace.page_dataset_dir_outside": "{path} 在工作区（{home}）之外：页面只读取工作区中的数据集"
     "（请在数据集页注册或上传）；studio 命令可以指定任意目录",
+    "workspace.page_remote_code": "{model} 带有自己的 Python 代码（{code}），"
+    "trust_remote_code 会在本服务器上运行它：页面不运行工作区以外的代码"
+    "（管理员可用 {switch}=on 允许；在命令行用 `studio train` 可以运行），或关闭 trust_remote_code",
+    "workspace.page_remote_code_unknown": "这里读不到 {model} 的配置，"
+    "无法判断 trust_remote_code 是否会运行它自带的代码："
+    "请先下载模型、关闭 trust_remote_code，或由管理员用 {switch}=on 允许页面这样做",
     "workspace.page_reward_name": "{name!r} 不是有效的奖励文件名：只能含字母、数字、_ . -，并以 .py 结尾",
     "workspace.page_secret_unbound": "页面不能使用环境变量 {name}：管理员没有为页面绑定它（{var}={name}=HOST[:PORT]）",
     "workspace.page_secret_elsewhere": "页面只能把 {name} 发送到 {allowed}，不能发送到 {dest}（{var}）",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.core import acting
 from engine.eval.messages import EvalError
 from engine.runs import evals
 from engine.runs import registry as runs
@@ -91,15 +92,16 @@ def lm_evaluated(trained, tmp_path_factory):
     task_dir = tmp_path_factory.mktemp("tasks")
     (task_dir / "tiny_local.yaml").write_text(LOCAL_TASK, encoding="utf-8")
     (task_dir / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in LOCAL_ROWS), encoding="utf-8")
-    rid = evals.submit_eval(
-        {
-            "models": {"run": trained["run"], "base": True, "checkpoints": [2]},
-            "data": _data(trained, limit=2),
-            "measures": ["loss", "lm_eval"],
-            "lm_eval": {"tasks": ["studio_demo_mc", str(task_dir / "tiny_local.yaml")]},
-            "generation": {"batch_size": 4},
-        }
-    )
+    with acting.shell():  # `studio eval` names a task file anywhere (the page: only the workspace's)
+        rid = evals.submit_eval(
+            {
+                "models": {"run": trained["run"], "base": True, "checkpoints": [2]},
+                "data": _data(trained, limit=2),
+                "measures": ["loss", "lm_eval"],
+                "lm_eval": {"tasks": ["studio_demo_mc", str(task_dir / "tiny_local.yaml")]},
+                "generation": {"batch_size": 4},
+            }
+        )
     status = evals.EvalJob(rid).wait(timeout=900)
     assert status["state"] == "finished", status["error"]
     return status
@@ -139,7 +141,7 @@ def test_lm_eval_tasks_accuracy_matches_direct_loglikelihoods(lm_evaluated, trai
 @SLOW
 def test_lm_eval_task_problems_are_named(trained, tmp_path):
     def problems(tasks) -> dict:
-        with pytest.raises(EvalError) as err:
+        with pytest.raises(EvalError) as err, acting.shell():
             evals.submit_eval(
                 {"models": {"run": trained["run"]}, "measures": ["lm_eval"], "lm_eval": {"tasks": tasks}}
             )
