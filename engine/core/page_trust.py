@@ -34,7 +34,7 @@ import socket
 import urllib.parse
 from pathlib import Path
 
-from engine.core import workspace
+from engine.core import member_secrets, workspace
 from engine.core.messages import Message, message
 
 ENV_CODE = "STUDIO_PAGE_CODE"
@@ -233,6 +233,8 @@ def destination_problem(dest: Destination | None, secret: str = "") -> Message |
     a loopback, link-local or private address that ``STUDIO_PAGE_HOSTS`` does not allow. ``dest`` None: not known
     yet (a webhook variable that is not set), only the binding is checked. None when it may."""
     bound = page_secrets()
+    if secret and member_secrets.held(secret):
+        secret = ""  # the account's own (team mode): theirs to send wherever the page may reach
     if secret:
         if secret not in bound:
             return message("workspace.page_secret_unbound", name=secret, var=ENV_SECRETS)

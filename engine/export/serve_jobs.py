@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from engine.core import events as ev
+from engine.core import member_secrets
 from engine.export import checks as xp
 from engine.export import convert_plan as cp
 from engine.export import serve_rules as rules
@@ -112,7 +113,7 @@ class ServeJob(CommandJob):
 def start_serve(source: str, port: int | None = None, host: str = HOST, api_key_env: str | None = None) -> ServeJob:
     """Check everything a server needs and queue it; ExportError (one line naming the fix) before anything runs."""
     rules.check_port(port or 0)
-    rules.check_key(host, api_key_env)
+    rules.check_key(host, api_key_env, member_secrets.environ())  # team mode: the account's own key counts
     rules.max_body_bytes()  # the server's limits from the environment: a bad one is refused here, in one line
     rules.max_messages()
     check_source(source)

@@ -13,12 +13,11 @@ it. The evaluated run's folder gets a line in its ``evaluations.jsonl`` (the run
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-from engine.core import acting, workspace
+from engine.core import acting, member_secrets, workspace
 from engine.core import events as ev
 from engine.eval import lm_tasks
 from engine.eval.judge import page_problems
@@ -198,7 +197,7 @@ def resolve(spec: EvalSpec | dict | str | Path) -> dict:
     if "judge" in spec.measures:
         judge = spec.judge.model_dump()  # the key's variable name only: its value stays in the environment
         name = spec.judge.api_key_env
-        if name and not os.environ.get(name):
+        if name and not member_secrets.environ().get(name):  # in team mode the account's own key counts
             problems.append(("judge.api_key_env", message("eval.judge_key_unset", name=name)))
         if not acting.at_shell():  # the page: only the keys and hosts the operator allowed it (engine.core.page_trust)
             problems += page_problems(spec.judge)

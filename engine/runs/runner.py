@@ -196,10 +196,11 @@ def supervise(rdir: Path, launch: dict) -> int:
     run_id = launch["run_id"]
     _become_subreaper()
     ev_path = rdir / "events.jsonl"
+    environ = run_environment(launch)
     try:
         proc = subprocess.Popen(
             launch["argv"],
-            env=dict(os.environ),
+            env=environ,
             stdin=subprocess.DEVNULL,
             stdout=sys.stdout,
             stderr=subprocess.STDOUT,
@@ -239,7 +240,7 @@ def supervise(rdir: Path, launch: dict) -> int:
         args=(rdir, os.getpid(), launch.get("gpus") or [], stop_sampling),
     )
     sampler.start()
-    sentinel = _sentinel(rdir, run_id, proc.pid)
+    sentinel = _sentinel(rdir, run_id, proc.pid, environ)
     stop_watch = threading.Event()
     watcher = None
     if sentinel is not None:
@@ -264,7 +265,22 @@ def supervise(rdir: Path, launch: dict) -> int:
     return _finish(rdir, run_id, rc, sig, disk_full=disk_full, sentinel=sentinel)
 
 
-def _sentinel(rdir: Path, run_id: str, pgid: int):
+def run_environment(launch: dict) -> dict[str, str]:
+    """The environment of the run's processes and notifications: this wrapper's (the studio's allow-listed one), with
+    the run owner's own secrets in team mode and, for a member, none of the operator's it was not bound
+    (``engine.core.member_secrets.run_environment``; ``launch.json`` names the owner and the variables, never a
+    value)."""
+    from engine.core import member_secrets, page_trust
+
+    try:
+        bound = set(page_trust.page_secrets())
+    except page_trust.PageTrustError:
+        bound = set()  # a malformed binding binds nothing
+    names = [str(n) for n in launch.get("secret_names") or []]
+    return member_secrets.run_environment(dict(os.environ), str(launch.get("owner") or ""), names, bound)
+
+
+def _sentinel(rdir: Path, run_id: str, pgid: int, environ: dict[str, str]):
     """The health watch and notifications of a training run (engine.runs.sentinel); None for a command run or a spec
     that cannot be read (the trainer reports that itself)."""
     from engine.runs.sentinel import Sentinel
@@ -285,7 +301,7 @@ def _sentinel(rdir: Path, run_id: str, pgid: int):
             time.sleep(0.5)
         scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signal.SIGKILL, pgid)
 
-    return Sentinel(rdir, run_id, spec, stop_run=stop_run, say=_say)
+    return Sentinel(rdir, run_id, spec, stop_run=stop_run, say=_say, environ=environ)
 
 
 def _health_stop(rdir: Path):

@@ -28,6 +28,7 @@ import psutil
 from engine.core import workspace
 from engine.runs import fair, outputs, store
 from engine.runs.messages import message as run_message
+from engine.runs.node_commands import SECRET_ENV
 from engine.runs.processes import ask_to_stop  # noqa: F401 - used here and by the runner
 from engine.runs.store import MARKER, run_processes, runner_alive, signal_all  # noqa: F401 - used here and by the runner
 
@@ -294,10 +295,15 @@ def launch(rec: store.RunRecord, gpus: list[int], hw=None) -> int:
         for name in _pass_env(rdir):
             if os.environ.get(name):
                 env.setdefault(name, os.environ[name])
+    # Team mode: whose run it is and the secret variables it may read, for the wrapper, which gives the run's
+    # processes the owner's own secrets (engine.core.member_secrets.run_environment); the wrapper itself keeps the
+    # studio's environment, since it starts the next queued run, maybe another account's
+    named = spec.notify.env_names() if rec.kind == "train" else _pass_env(rdir)
+    owner = {"owner": rec.owner, "secret_names": [*SECRET_ENV, *named]}
     env[MARKER] = rec.id
     env["STUDIO_HOME"] = str(workspace.home())
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    info = {"run_id": rec.id, "env_keys": sorted(env), "gpus": gpus, **extra, "argv": argv}  # argv: what runs
+    info = {"run_id": rec.id, "env_keys": sorted(env), "gpus": gpus, **owner, **extra, "argv": argv}  # argv: what runs
     tmp = rdir / "launch.json.tmp"
     tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
     tmp.replace(rdir / "launch.json")

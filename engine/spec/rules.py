@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from engine.core import member_secrets
 from engine.core.messages import Message
 from engine.data.rows import PREFERENCE_STAGES, stage_data_problem
 from engine.data.template_table import TEMPLATE_NAMES
@@ -265,7 +265,8 @@ def spec_warnings(spec: RunSpec) -> list[tuple[str, Message]]:
         warns.append(("train.optimizer", message("deepspeed_8bit_optimizer")))
     if spec.model.trust_remote_code:
         warns.append(("model.trust_remote_code", message("remote_code")))
-    warns += watch_warnings(spec.notify, dict(os.environ))  # the run's wrapper gets these from this environment
+    # the run's wrapper gets these from this environment, and in team mode from the account's own secrets
+    warns += watch_warnings(spec.notify, member_secrets.environ())
     return warns
 
 

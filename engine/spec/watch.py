@@ -10,12 +10,11 @@ the spec, so they are never written to the run's folder.
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 from pydantic import Field
 
-from engine.core import page_trust
+from engine.core import member_secrets, page_trust
 from engine.core.messages import Message
 from engine.spec.groups import _meta, _Spec
 from engine.spec.messages import message
@@ -209,7 +208,7 @@ def notify_page_problems(notify: NotifySpec, environ: dict[str, str] | None = No
     """What a spec from the page may not send (``engine.core.page_trust``): a webhook variable or an SMTP password
     variable the operator did not bind for the page, or bound to other hosts (a webhook's host is its URL's, read from
     the variable); an SMTP server at a private address not allowed. The shell is not bound by these."""
-    environ = dict(os.environ) if environ is None else environ
+    environ = member_secrets.environ() if environ is None else environ  # an account's own secrets over the studio's
     out: list[tuple[str, Message]] = []
     if notify.webhook_env:
         dest = page_trust.url_destination(environ.get(notify.webhook_env, ""))  # None: unset (a warning says so)

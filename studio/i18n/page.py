@@ -707,6 +707,30 @@ STRINGS: dict[str, tuple[str, str]] = {
     "audit_action_delete": ("deleted", "删除"),
     "audit_action_rename": ("renamed", "重命名"),
     "audit_action_job": ("started a job", "启动任务"),
+    "secrets_title": ("My secrets: tokens and keys for my runs", "我的密钥：我的运行使用的令牌和密钥"),
+    "secrets_help": (
+        "Stored for your account only (file mode 600, outside every run's folder) and given to your runs and jobs "
+        "under their variable names: `HF_TOKEN` for the hub (downloads, pushes), `WANDB_API_KEY`, or any name a "
+        "spec field names (a webhook URL for `notify.webhook_env`, a judge's key for `judge.api_key_env`). Values "
+        "are never shown back. Your runs get none of the studio's own secrets unless the operator shares them.",
+        "只为你的账号保存（文件权限 600，不在任何运行目录中），并以变量名提供给你的运行和任务：`HF_TOKEN` 用于 "
+        "Hub（下载、上传），`WANDB_API_KEY`，或规格字段所指的任何变量名（`notify.webhook_env` 的 webhook 地址、"
+        "`judge.api_key_env` 的评审密钥）。保存后不再显示其值。除非管理员共享，你的运行不会得到 studio 自己的密钥。",
+    ),
+    "secrets_name": ("Variable name", "变量名"),
+    "secrets_value": ("Value (not shown again)", "值（保存后不再显示）"),
+    "secrets_save": ("Save secret", "保存密钥"),
+    "secrets_remove": ("Remove secret", "删除密钥"),
+    "secrets_col_name": ("my secrets", "我的密钥"),
+    "secrets_none": ("No secrets stored yet.", "尚未保存密钥。"),
+    "secrets_saved": ("{name} saved: your next runs and jobs get it", "已保存 {name}：你之后的运行和任务会使用它"),
+    "secrets_removed": ("{name} removed", "已删除 {name}"),
+    "secrets_unknown": ("You hold no secret named {name}.", "你没有名为 {name} 的密钥。"),
+    "secrets_operator": (
+        "The operator's secrets are the studio's environment (set where the studio starts); accounts store theirs "
+        "here.",
+        "管理员的密钥就是 studio 的环境变量（在启动 studio 的地方设置）；各账号在这里保存自己的密钥。",
+    ),
     "eval_model_base": ("base", "基座模型"),
     "eval_model_final": ("final", "最终模型"),
     "eval_measure_loss": ("loss", "损失"),

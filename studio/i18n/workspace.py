@@ -41,6 +41,10 @@ WORKSPACE_ZH: dict[str, str] = {
     "workspace.page_remote_code_unknown": "这里读不到 {model} 的配置，"
     "无法判断 trust_remote_code 是否会运行它自带的代码："
     "请先下载模型、关闭 trust_remote_code，或由管理员用 {switch}=on 允许页面这样做",
+    "workspace.secret_operator": "管理员的密钥就是 studio 的环境变量（在启动 studio 的地方设置）；"
+    "这里保存的是团队模式下各账号自己的密钥",
+    "workspace.secret_bad_name": "{name!r} 不是有效的变量名：以字母或 _ 开头，其后为字母、数字或 _（最多 64 个）",
+    "workspace.secret_bad_value": "{name}：值须为一行，最多 {n} 个字符（要删除密钥，请移除它）",
     "workspace.page_reward_name": "{name!r} 不是有效的奖励文件名：只能含字母、数字、_ . -，并以 .py 结尾",
     "workspace.page_secret_unbound": "页面不能使用环境变量 {name}：管理员没有为页面绑定它（{var}={name}=HOST[:PORT]）",
     "workspace.page_secret_elsewhere": "页面只能把 {name} 发送到 {allowed}，不能发送到 {dest}（{var}）",

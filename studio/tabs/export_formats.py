@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from engine.core import accounts, member_secrets
 from engine.export import convert_jobs, convert_plan, gguf_checks, push_jobs, serve_jobs
 from studio import file_offers, follow
 from studio.i18n.localize import localize, localize_error
@@ -114,6 +115,9 @@ def start_push(export_id: str | None, repo: str, private: bool, token: str, lang
     job = _export_job(export_id)
     folder = job.out_dir if job is not None else ""
     try:
+        if token and accounts.owner_of_new():  # team mode: kept as the account's own HF_TOKEN, for its runs only
+            member_secrets.put("HF_TOKEN", token)
+            token = ""
         with _TOKEN_LOCK:
             old = os.environ.get("HF_TOKEN")
             if token:

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from engine.core import accounts
 from engine.core import events as events_mod
 from engine.runs import registry as runs
 from engine.runs import slurm, store, watchdog
@@ -480,6 +481,8 @@ def build(ctx: Any) -> None:
         return [gr.update(value=values[f.path]) for f in forms.FIELDS] + [done]
 
     dup_btn.click(_dup, [one, ctx.lang], [*ctx.form.values(), msg])
-    from studio.tabs import runs_audit
+    from studio.tabs import runs_audit, runs_secrets
 
     runs_audit.build(ctx)
+    if accounts.team_mode():  # the operator's secrets are the studio's environment; accounts keep their own here
+        runs_secrets.build(ctx)

@@ -68,6 +68,14 @@ def _export_estimate(page, source: str) -> str:
     return page.inner_text("#export-estimate")
 
 
+SECRET = "hf_ann_typed_in_the_browser"
+
+
+def _open_secrets(page) -> None:
+    page.get_by_text("My secrets: tokens and keys for my runs", exact=True).click()
+    page.wait_for_selector("#secret-value input", state="visible", timeout=90_000)
+
+
 def _sources(page) -> list[str]:
     page.locator("#export-source input").click()
     page.wait_for_selector("[role=option]", timeout=30_000)
@@ -100,6 +108,24 @@ def test_members_cannot_reach_each_others_runs(tmp_path, monkeypatch, browser, m
             "(document.querySelector('#runs-table') || {innerText: ''}).innerText.includes('bob-run')"
         )
         assert "ann-run" not in bob.inner_text("#runs-table")
+        # My secrets (issue 46 item 4): Ann stores her hub token; the page lists its name, never its value, also
+        # after a reload; Bob's list holds nothing of hers
+        ann.get_by_role("tab", name="Runs").click()
+        _open_secrets(ann)
+        ann.fill("#secret-value input", SECRET)
+        ann.click("#secret-save")
+        ann.wait_for_function("document.querySelector('#secrets-note').innerText.includes('HF_TOKEN saved')")
+        assert "HF_TOKEN" in ann.inner_text("#secrets-table") and ann.input_value("#secret-value input") == ""
+        assert SECRET not in ann.content()
+        ann.reload()
+        ann.wait_for_selector("#start-btn", timeout=90_000)
+        ann.get_by_role("tab", name="Runs").click()
+        _open_secrets(ann)
+        ann.wait_for_function("document.querySelector('#secrets-table').innerText.includes('HF_TOKEN')")
+        assert SECRET not in ann.content()
+        _open_secrets(bob)
+        bob.wait_for_function("document.querySelector('#secrets-note').innerText.includes('No secrets stored yet')")
+        assert "HF_TOKEN" not in bob.inner_text("#secrets-table")
         # the same handler over HTTP with Bob's own login: his run answers, Ann's folder is refused, her id unknown
         api = Client(srv.url, auth=("bob", PASSWORDS["bob"]), verbose=False)
         assert REFUSED in api.predict(ann_run, "", "", "cpu", "en", api_name="/estimate")
