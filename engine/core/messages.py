@@ -122,7 +122,8 @@ MESSAGES: dict[str, str] = {
     # Team mode's secrets per account (engine.core.member_secrets): said on the page.
     "workspace.secret_operator": "the operator's secrets are the studio's environment (set where the studio starts); "
     "secrets stored here are an account's own, in team mode",
-    "workspace.secret_bad_name": "{name!r} is not a variable name: a letter or _, then letters, digits or _ (up to 64)",
+    "workspace.secret_bad_name": "{name!r} is not a variable name: a letter or _, then letters, digits or _ "
+    "(up to 64)",
     "workspace.secret_bad_value": "{name}: a value of one line, up to {n} characters (to forget a secret, remove it)",
     # Team mode's accounts (engine.core.accounts): said by `studio users`.
     "workspace.accounts_unreadable": "the accounts file {path} cannot be read ({error}): fix or remove it",

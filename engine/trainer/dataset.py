@@ -7,10 +7,10 @@ is engine.data.templates, the same code the page's masked-sample preview uses.
 Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained; tokenised and cut
 at the cutoff as LLaMA-Factory does, see ``_encode_batch``; truncated samples are counted), pt (all tokens
 trained; conversation rows become their joined text, each text ends with EOS; texts are cut into blocks of the
-cutoff length instead of truncated, see ``engine.trainer.packing.split_into_blocks``), dpo and rm (string prompt/chosen/rejected columns for TRL's
-DPOTrainer / RewardTrainer, which tokenise them themselves; collator None), kto (string prompt/completion columns
-and a boolean label for TRL's KTOTrainer; rows without a kto tag are left out and counted, as LLaMA-Factory drops
-them).
+cutoff length instead of truncated, see ``engine.trainer.packing.split_into_blocks``), dpo and rm (string
+prompt/chosen/rejected columns for TRL's DPOTrainer / RewardTrainer, which tokenise them themselves; collator None),
+kto (string prompt/completion columns and a boolean label for TRL's KTOTrainer; rows without a kto tag are left out
+and counted, as LLaMA-Factory drops them).
 
 The batches: padded, padding-free (``data.padding_free``, on by default for sft and pt without packing) or packed
 (sft with ``data.packing``: several samples per row, up to the cutoff length, ``engine.trainer.packing.pack_rows``),
