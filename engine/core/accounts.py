@@ -48,6 +48,7 @@ class Account:
     hash: str = ""
     max_running: int = 0  # the member's runs that may run at once (GPU or CPU slots); 0: no limit of their own
     max_queued: int = 0  # the member's runs that may wait in the queue; 0: no limit
+    max_disk_gb: float = 0.0  # what the member's runs and jobs may hold in the workspace (GB); 0: no limit
 
 
 def path(home: str | Path | None = None) -> Path:
@@ -69,6 +70,7 @@ def load(home: str | Path | None = None) -> dict[str, Account]:
             str(a.get("hash", "")),
             max(0, int(a.get("max_running") or 0)),
             max(0, int(a.get("max_queued") or 0)),
+            max(0.0, float(a.get("max_disk_gb") or 0)),
         )
         for n, a in (data.get("accounts") or {}).items()
     }
@@ -79,7 +81,13 @@ def _save(accounts: dict[str, Account]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     body = {
         "accounts": {
-            a.name: {"admin": a.admin, "hash": a.hash, "max_running": a.max_running, "max_queued": a.max_queued}
+            a.name: {
+                "admin": a.admin,
+                "hash": a.hash,
+                "max_running": a.max_running,
+                "max_queued": a.max_queued,
+                "max_disk_gb": a.max_disk_gb,
+            }
             for a in accounts.values()
         }
     }
@@ -123,20 +131,23 @@ def set_password(name: str, password: str) -> None:
     _save(accounts)
 
 
-def set_quota(name: str, *, max_running: int | None = None, max_queued: int | None = None) -> Account:
-    """A member's share of the studio: runs at once (``max_running``) and runs waiting (``max_queued``); 0 lifts
-    the limit, None keeps it."""
+def set_quota(
+    name: str, *, max_running: int | None = None, max_queued: int | None = None, max_disk_gb: float | None = None
+) -> Account:
+    """A member's share of the studio: runs at once (``max_running``), runs waiting (``max_queued``) and what their
+    runs and jobs hold in the workspace (``max_disk_gb``); 0 lifts the limit, None keeps it."""
     accounts = load()
     if name not in accounts:
         raise AccountError(message("workspace.account_unknown", name=name))
-    for value in (max_running, max_queued):
-        if value is not None and value < 0:
+    for value in (max_running, max_queued, max_disk_gb):
+        if value is not None and not value >= 0:
             raise AccountError(message("workspace.account_bad_quota", value=value))
     a = accounts[name]
     accounts[name] = replace(
         a,
         max_running=a.max_running if max_running is None else max_running,
         max_queued=a.max_queued if max_queued is None else max_queued,
+        max_disk_gb=a.max_disk_gb if max_disk_gb is None else float(max_disk_gb),
     )
     _save(accounts)
     return accounts[name]
@@ -209,7 +220,8 @@ def may_see(owner: str | None) -> bool:
 def _limits(a: Account) -> str:
     running = f"{a.max_running} running at once" if a.max_running else "no limit running"
     queued = f"{a.max_queued} queued" if a.max_queued else "no limit queued"
-    return f"{running}, {queued}"
+    disk = f"{a.max_disk_gb:g} GB on disk" if a.max_disk_gb else "no limit on disk"
+    return f"{running}, {queued}, {disk}"
 
 
 def _read_password(args, twice: bool) -> str:
@@ -241,10 +253,13 @@ def cli(argv: list[str] | None = None) -> int:
         q.add_argument("--password-stdin", action="store_true", help="read the password from stdin's first line")
     rm_p = sub.add_parser("remove", help="remove an account (its runs stay)")
     rm_p.add_argument("name")
-    q_p = sub.add_parser("quota", help="a member's share: runs at once and runs waiting (0: no limit)")
+    q_p = sub.add_parser("quota", help="a member's share: runs at once, runs waiting, disk (0: no limit)")
     q_p.add_argument("name")
     q_p.add_argument("--max-running", type=int, help="the member's runs running at once (GPU or CPU slots)")
     q_p.add_argument("--max-queued", type=int, help="the member's runs waiting in the queue")
+    q_p.add_argument(
+        "--max-disk-gb", type=float, help="what the member's runs and jobs may hold in the workspace, in GB"
+    )
     args = p.parse_args(argv)
     try:
         if args.action == "add":
@@ -256,7 +271,9 @@ def cli(argv: list[str] | None = None) -> int:
             set_password(args.name, _read_password(args, twice=True))
             print(f"password of {args.name} changed")
         elif args.action == "quota":
-            a = set_quota(args.name, max_running=args.max_running, max_queued=args.max_queued)
+            a = set_quota(
+                args.name, max_running=args.max_running, max_queued=args.max_queued, max_disk_gb=args.max_disk_gb
+            )
             print(f"{a.name}: {_limits(a)}")
         elif args.action == "remove":
             remove(args.name)

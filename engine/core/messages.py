@@ -132,7 +132,7 @@ MESSAGES: dict[str, str] = {
     "workspace.account_exists": "account {name!r} exists already: change its password with `studio users passwd`",
     "workspace.account_unknown": "there is no account {name!r}: `studio users list` shows them",
     "workspace.account_short_password": "the password is too short: at least {n} characters",
-    "workspace.account_bad_quota": "a quota is a number of runs, 0 for no limit: got {value}",
+    "workspace.account_bad_quota": "a quota is a number of runs or of GB, 0 for no limit: got {value}",
     "workspace.account_last_admin": "{name!r} is the last admin: make another admin first, or remove the members "
     "first",
     "workspace.account_mismatch": "the two passwords differ: nothing changed",

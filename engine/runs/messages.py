@@ -19,6 +19,8 @@ MESSAGES: dict[str, str] = {
     "runs.delete_running": "run {id} is running: stop it first (`studio runs stop {id}`)",
     "runs.quota_queued": "{owner} has {n} runs waiting in the queue, their limit (studio users quota): wait for one "
     "to start, or remove one from the queue",
+    "runs.quota_disk": "{owner}'s runs and jobs hold {used} of the workspace, their limit is {limit} (studio users "
+    "quota): delete runs or exports no longer needed (the Runs tab, `studio runs delete`) before starting another",
     "runs.bad_name": "name: give 1 to 120 characters",
     "runs.is_command": "run {id} is a command, not a training run",
     "runs.still_running": "run {id} is still running",

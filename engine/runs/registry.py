@@ -88,7 +88,7 @@ def submit(
     if errors:
         raise SpecError(errors)
     base = slurm.runs_root() if on_slurm else None
-    submit_checks.queue_quota()
+    submit_checks.member_quota()
     check_space(base or workspace.home() / "runs")
     replaced = overwrite.target(output_folder(valid, workspace.runs_dir()))[0] if valid.output.overwrite else None
     run_id, rdir = _claim(base)
@@ -185,7 +185,7 @@ def submit_command(
     (engine.core.acting)."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise RunsError(run_message("runs.bad_command"))
-    submit_checks.queue_quota()
+    submit_checks.member_quota()
     check_space(workspace.home() / "runs")
     run_id, rdir = _claim()
     argv = [a.replace("{run_dir}", str(rdir)) for a in argv]

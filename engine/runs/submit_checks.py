@@ -1,7 +1,7 @@
 """What a new run must pass at submit beyond its spec's own validation, the same checks the Train tab's form and
 ``studio validate`` / ``studio train`` run before it: its output folder (``output_problems``), its data's rows
 (``data_problems``), what the page may not do (``page_problems``), the folders a member's run may read
-(``owner_problems``), a member's queue quota (``queue_quota``); and
+(``owner_problems``), a member's quotas of queued runs and disk (``member_quota``); and
 the folders every run owns, which these checks and delete hold against (``run_owners``).
 
 Light: engine.core, engine.data's registry (inside ``data_problems``), the store. The folders of every run count,
@@ -145,9 +145,9 @@ def run_owners(exclude: str | None = None) -> list[folders.Owner]:
     return owners
 
 
-def queue_quota() -> None:
-    """A member with ``max_queued`` runs waiting queues no more (RunsError naming the limit), before anything is
-    made."""
+def member_quota() -> None:
+    """A member's quotas, before anything is made (RunsError naming the limit): with ``max_queued`` runs waiting no
+    more are queued; with ``max_disk_gb`` held by their runs and jobs (``used_bytes``) no new one starts."""
     owner = accounts.owner_of_new()
     if not owner:
         return
@@ -155,3 +155,33 @@ def queue_quota() -> None:
     limit = fair.queue_limit(owner, waiting)
     if limit is not None:
         raise RunsError(run_message("runs.quota_queued", owner=owner, n=limit))
+    account = accounts.quota(owner)
+    if account is not None and account.max_disk_gb and (used := used_bytes(owner)) >= account.max_disk_gb * 1e9:
+        from engine.models.hub_cache import human
+
+        raise RunsError(
+            run_message("runs.quota_disk", owner=owner, used=human(used), limit=f"{account.max_disk_gb:g} GB")
+        )
+
+
+def used_bytes(owner: str) -> int:
+    """What an account's runs and jobs hold on disk: each run's folder and output folder and a job's ``--out``
+    folder (a merge's, an export's), every file counted once, links not followed."""
+    roots: set[Path] = set()
+    for rec in store.list_runs(refresh_status=False):
+        if (rec.owner or "") != owner:
+            continue
+        named = {rec.run_dir, rec.output_dir}
+        argv = rec.command or []
+        if rec.kind == "command" and "--out" in argv[:-1]:
+            named.add(argv[argv.index("--out") + 1])
+        roots |= {Path(f).resolve() for f in named if f}
+    total = 0
+    for root in (r for r in roots if not any(o != r and r.is_relative_to(o) for o in roots)):
+        for folder, _, files in os.walk(root):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(folder, name)).st_size
+                except OSError:
+                    continue  # removed meanwhile
+    return total

@@ -11,6 +11,8 @@ RUNS_ZH: dict[str, str] = {
     "runs.id_taken": "运行 id {id} 已在注册表中；请重新提交",
     "runs.bad_command": "命令：应为非空的字符串列表",
     "runs.delete_running": "运行 {id} 正在进行：请先停止它（`studio runs stop {id}`）",
+    "runs.quota_disk": "{owner} 的运行和任务已占用工作区 {used}，其上限为 {limit}（studio users quota）："
+    "请先删除不再需要的运行或导出（运行页，或 `studio runs delete`），再启动新的运行",
     "runs.quota_queued": "{owner} 已有 {n} 个运行在队列中等待，达到其上限（studio users quota）：请等其中一个开始，"
     "或从队列中移除一个",
     "runs.bad_name": "名称：请填写 1 到 120 个字符",

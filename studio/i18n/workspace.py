@@ -57,7 +57,7 @@ WORKSPACE_ZH: dict[str, str] = {
     "workspace.account_exists": "账户 {name!r} 已存在：用 `studio users passwd` 修改其密码",
     "workspace.account_unknown": "没有账户 {name!r}：`studio users list` 列出所有账户",
     "workspace.account_short_password": "密码太短：至少 {n} 个字符",
-    "workspace.account_bad_quota": "配额是运行数量，0 表示不限：收到 {value}",
+    "workspace.account_bad_quota": "配额是运行数量或 GB 数，0 表示不限：收到 {value}",
     "workspace.account_last_admin": "{name!r} 是最后一个管理员：请先设立另一个管理员，或先删除其他成员",
     "workspace.account_mismatch": "两次输入的密码不一致：未做任何更改",
 }

@@ -5,6 +5,7 @@ folder. The order is checked on the real scheduler, with real command runs start
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -96,3 +97,44 @@ def test_a_member_cannot_write_into_another_members_run_folder(team, demo_paths)
     assert problems and problems[0][0] == "output.output_dir", problems  # ...and may not write into its folder
     with pytest.raises(SpecError, match="output.output_dir"):
         runs.submit(spec, name="bob's", start=False)
+
+
+def test_a_members_disk_quota_counts_their_runs_and_jobs_outputs_once(team, tmp_path):
+    """`studio users quota ann --max-disk-gb`: what ann's runs and jobs hold (run folders, an export's --out folder),
+    each file once, an independent sum of the bytes written; at the limit her next run is refused naming it, bob's
+    runs are not counted for her, and deleting what she no longer needs lets her start again."""
+    from engine.core import workspace
+
+    team["name"] = "ann"
+    job = runs.submit_command([sys.executable, "-c", "pass"], name="export", start=False)
+    out = workspace.home() / "exports" / "ann-export"
+    out.mkdir(parents=True)
+    (out / "model.gguf").write_bytes(b"\0" * 3_000_000)
+    rec = store.get(job)
+    store.update(job, command=[*rec.command, "--out", str(out)])
+    (Path(rec.run_dir) / "train.log").write_bytes(b"x" * 1_000_000)
+    team["name"] = "bob"
+    theirs = runs.submit_command([sys.executable, "-c", "pass"], name="bob's", start=False)
+    (Path(store.get(theirs).run_dir) / "big.bin").write_bytes(b"\0" * 5_000_000)
+    expected = sum(f.stat().st_size for d in (Path(rec.run_dir), out) for f in d.rglob("*") if f.is_file())
+    assert submit_checks.used_bytes("ann") == expected and 4_000_000 <= expected < 4_100_000
+    accounts.set_quota("ann", max_disk_gb=0.004)  # 4 MB: she is over it
+    team["name"] = "ann"
+    with pytest.raises(runs.RunsError, match=r"ann's runs and jobs hold 4\.0 MB of the workspace, their limit is "):
+        runs.submit_command([sys.executable, "-c", "pass"], name="one more", start=False)
+    team["name"] = "bob"  # bob has no limit of his own, and ann's does not touch him
+    runs.stop(runs.submit_command([sys.executable, "-c", "pass"], name="bob's second", start=False))
+    team["name"] = "ann"
+    (out / "model.gguf").unlink()
+    runs.stop(runs.submit_command([sys.executable, "-c", "pass"], name="after cleaning", start=False))
+    assert "0.004 GB on disk" in _quota_line("ann")
+
+
+def _quota_line(name: str) -> str:
+    import contextlib
+    import io
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        assert accounts.cli(["quota", name]) == 0
+    return said.getvalue()
