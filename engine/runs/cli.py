@@ -16,7 +16,7 @@ import yaml
 
 from engine.core import events
 from engine.lf.compat import load_any_spec
-from engine.runs import fingerprints, slurm, watchdog
+from engine.runs import fingerprints, scheduler, slurm, watchdog
 from engine.runs import registry as runs
 from engine.runs.messages import message as run_message
 from engine.spec.schema import SpecError, parse_spec
@@ -162,6 +162,9 @@ def _parser(name: str) -> argparse.ArgumentParser:
         add.add_argument("--tags", default="")
         sub.add_parser("list", help="queued and running runs, in queue order")
         sub.add_parser("remove", help="take a queued run off the queue").add_argument("id")
+        sub.add_parser(
+            "first", help="move a queued run to the front of the queue (the operator, an admin)"
+        ).add_argument("id")
     return p
 
 
@@ -250,7 +253,7 @@ def _queue(args) -> int:
         print(f"{run_id}: {runs.get(run_id).status}")
     elif args.action == "list":
         watchdog.check()
-        recs = sorted(runs.list_runs(("running", "queued")), key=lambda r: (r.status != "running", r.id))
+        recs = [*sorted(runs.list_runs("running"), key=lambda r: r.id), *scheduler.queue_order()]
         print(_table(recs) if recs else "the queue is empty")
     elif args.action == "remove":
         rec = runs.get(args.id)
@@ -258,6 +261,9 @@ def _queue(args) -> int:
             raise runs.RunsError(run_message("runs.not_queued", id=args.id, status=rec.status))
         runs.stop(args.id)
         print(f"removed {args.id} from the queue")
+    elif args.action == "first":
+        runs.move_first(args.id)
+        print(f"{args.id} is first in the queue")
     return 0
 
 

@@ -1,5 +1,6 @@
 """Fair shares of one studio between its users (team mode, issue 46 item 3): the order in which the scheduler offers
-the machine to queued runs, and each member's own limits (``engine.core.accounts``: ``max_running``, ``max_queued``).
+the machine to queued runs (a run the operator or an admin moved to the front goes first), and each member's own
+limits (``engine.core.accounts``: ``max_running``, ``max_queued``).
 
 Light: stdlib and engine.core.accounts. Users take turns: the user whose latest run started longest ago (or never)
 goes first, and once a user has had a turn in this pass, the others go before their next one; within one user, first
@@ -15,14 +16,17 @@ from engine.core import accounts
 
 
 def order(queued: list[Any], last_start: dict[str, float]) -> list[Any]:
-    """``queued`` (oldest first) in the order they are offered the machine. ``last_start``: owner -> when their
-    newest run started."""
+    """``queued`` (oldest first) in the order they are offered the machine: the runs the operator or an admin moved
+    to the front (the latest move first; each is its owner's turn), then the users' turns. ``last_start``: owner ->
+    when their newest run started."""
+    moved = sorted((r for r in queued if getattr(r, "moved", None)), key=lambda r: -r.moved)
     by_owner: dict[str, list[Any]] = {}
     for r in queued:
-        by_owner.setdefault(r.owner or "", []).append(r)
-    turns = dict.fromkeys(by_owner, 0)
+        if not getattr(r, "moved", None):
+            by_owner.setdefault(r.owner or "", []).append(r)
+    turns = {o: sum(1 for r in moved if (r.owner or "") == o) for o in by_owner}
     nxt = dict.fromkeys(by_owner, 0)
-    out: list[Any] = []
+    out: list[Any] = list(moved)
     while len(out) < len(queued):
         owner = min(
             (o for o in by_owner if nxt[o] < len(by_owner[o])),

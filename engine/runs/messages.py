@@ -56,6 +56,8 @@ MESSAGES: dict[str, str] = {
     "runs.resumed": "resumed run {parent} as run {id} from {checkpoint}; its checkpoints go to {out} and its final "
     "weights to {weights}",
     "runs.from_scratch": "no checkpoint yet (it starts from scratch)",
+    "runs.move_not_member": "only the operator or an admin moves a run in the queue (users take turns): run {id} "
+    "keeps its place",
     "runs.not_queued": "run {id} is {status}, not queued (use `studio runs stop`)",
     # why a run ended, written by the runner into events.jsonl and by the registry into its reason column
     "runs.user_stop_early": "stopped by the user (process ended before it reported; {how})",

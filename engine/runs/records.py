@@ -54,6 +54,7 @@ _COLUMNS = {
     "reason": "TEXT NOT NULL DEFAULT ''",
     "stop_requested": "REAL",
     "owner": "TEXT NOT NULL DEFAULT ''",  # team mode: the account that submitted it; '' the operator's
+    "moved": "REAL",  # when the operator or an admin moved the queued run to the front of the queue
 }
 
 
@@ -85,6 +86,7 @@ class RunRecord:
     reason: str = ""  # why it failed (or how it was stopped)
     stop_requested: float | None = None
     owner: str = ""  # engine.core.accounts: '' is the operator (the shell, and every run from before team mode)
+    moved: float | None = None  # moved to the front of the queue (engine.runs.fair.order), when
 
     @property
     def active(self) -> bool:

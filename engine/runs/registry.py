@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from engine.core import acting, audit, folders, page_trust, workspace
+from engine.core import accounts, acting, audit, folders, page_trust, workspace
 from engine.core.messages import Message
 from engine.runs import checkpoints, launch, outputs, overwrite, scheduler, slurm, store, submit_checks
 from engine.runs.messages import message as run_message
@@ -233,6 +233,17 @@ def stop(run_id: str, grace_s: float | None = None, *, wait: bool = True) -> boo
     if on_slurm:
         return slurm.cancel(run_id, grace_s, wait=wait)
     return scheduler.stop_run(run_id, grace_s, wait=wait)
+
+
+def move_first(run_id: str) -> None:
+    """The operator or an admin moves a queued run to the front of the queue: it is offered the next free slot before
+    the users' turns (``engine.runs.fair.order``); a member is refused, naming who may."""
+    rec = get(run_id, refresh_status=False)  # someone else's run is an unknown one to a member
+    if accounts.viewer() is not None:
+        raise RunsError(run_message("runs.move_not_member", id=run_id))
+    if rec.status != "queued" or not store.update(run_id, only_if_status=("queued",), moved=time.time()):
+        raise RunsError(run_message("runs.not_queued", id=run_id, status=get(run_id, refresh_status=False).status))
+    audit.record("move", run_id)
 
 
 @dataclass

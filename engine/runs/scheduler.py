@@ -211,6 +211,17 @@ def schedule() -> list[str]:
                     _note_final(rec, status, reason, time.time())
 
 
+def queue_order() -> list[store.RunRecord]:
+    """The queued runs in the order the scheduler offers them the machine (``engine.runs.fair.order``), whoever may
+    see them: what a queued run's position and ``studio queue list`` say."""
+    recs = store.list_runs(refresh_status=False)
+    last: dict[str, float] = {}
+    for r in recs:
+        if r.started is not None:
+            last[r.owner or ""] = max(r.started, last.get(r.owner or "", r.started))
+    return fair.order(sorted((r for r in recs if r.status == "queued"), key=lambda r: (r.created, r.id)), last)
+
+
 def _last_starts(conn) -> dict[str, float]:
     """owner -> when their newest run started (engine.runs.fair takes turns from it)."""
     rows = conn.execute("SELECT owner, MAX(started) FROM runs WHERE started IS NOT NULL GROUP BY owner").fetchall()

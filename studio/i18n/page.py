@@ -707,6 +707,9 @@ STRINGS: dict[str, tuple[str, str]] = {
     "audit_action_delete": ("deleted", "删除"),
     "audit_action_rename": ("renamed", "重命名"),
     "audit_action_job": ("started a job", "启动任务"),
+    "audit_action_move": ("moved to the front of the queue", "移到队首"),
+    "move_first": ("Move to the front of the queue", "移到队首"),
+    "moved_first": ("{id} is first in the queue: it starts when a slot frees", "{id} 已移到队首：有空位时先启动"),
     "secrets_title": ("My secrets: tokens and keys for my runs", "我的密钥：我的运行使用的令牌和密钥"),
     "secrets_help": (
         "Stored for your account only (file mode 600, outside every run's folder) and given to your runs and jobs "

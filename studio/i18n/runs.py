@@ -45,6 +45,7 @@ RUNS_ZH: dict[str, str] = {
     "runs.resumed": "已将运行 {parent} 作为运行 {id} 从 {checkpoint} 继续训练；其检查点写入 {out}，"
     "最终权重写入 {weights}",
     "runs.from_scratch": "尚无检查点（从头开始）",
+    "runs.move_not_member": "只有管理员能调整队列中的运行（各用户轮流使用）：运行 {id} 保持原位",
     "runs.not_queued": "运行 {id} 当前状态为 {status}，不在队列中（请用 `studio runs stop`）",
     "runs.user_stop_early": "由用户停止：进程在报告之前已结束；{how}",
     "runs.user_stop_kept": "由用户在第 {step} 步之后停止（进程在报告之前已结束；{how}）；"

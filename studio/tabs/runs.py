@@ -267,6 +267,9 @@ def act(action: str, run_id: str | None, lang: str = "en") -> str:
             from studio.tabs import train_actions
 
             return train_actions.stop_now(run_id, lang)[0]
+        if action == "first":  # the operator or an admin (a member is refused, naming who may)
+            runs.move_first(run_id)
+            return "✅ " + t("moved_first", lang, id=run_id)
         if action == "delete":
             report = runs.delete(run_id)
             return "  \n".join(localize(line, lang) for line in report.lines())
@@ -400,6 +403,9 @@ def build(ctx: Any) -> None:
                 del_btn = texts.add(
                     gr.Button(t("delete", lang), size="sm", variant="stop", elem_id="runs-del"), "delete", "value"
                 )
+            first_btn = texts.add(
+                gr.Button(t("move_first", lang), size="sm", elem_id="runs-first"), "move_first", "value"
+            )
             confirm = texts.add(
                 gr.Button(
                     t("confirm_delete", lang), size="sm", variant="stop", visible=False, elem_id="runs-del-confirm"
@@ -465,6 +471,7 @@ def build(ctx: Any) -> None:
     stop_btn.click(lambda r, l_: act("stop", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after).then(
         details, [one, ctx.lang], [tb]
     )
+    first_btn.click(lambda r, l_: act("first", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)
     del_btn.click(lambda: gr.update(visible=True), None, [confirm])
     confirm.click(
         lambda r, l_: (act("delete", r, l_), gr.update(visible=False)), [one, ctx.lang], [msg, confirm]

@@ -81,9 +81,9 @@ def identical_active_run(spec: spec_mod.RunSpec) -> Any:
 
 
 def queue_position(run_id: str) -> int:
-    """1 for the next queued run to start (submission order, as the scheduler takes them)."""
-    queued = sorted(runs.list_runs("queued", refresh_status=False), key=lambda r: (r.created, r.id))
-    ids = [str(r.id) for r in queued]
+    """1 for the next queued run to start, in the order the scheduler offers them the machine (moved runs first,
+    then the users' turns: engine.runs.scheduler.queue_order)."""
+    ids = [str(r.id) for r in scheduler.queue_order()]
     return ids.index(str(run_id)) + 1 if str(run_id) in ids else 0
 
 

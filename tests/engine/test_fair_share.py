@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.core import accounts
-from engine.runs import fair, store, submit_checks
+from engine.core import accounts, audit
+from engine.runs import fair, scheduler, store, submit_checks
 from engine.runs import registry as runs
 from engine.spec.schema import SpecError
 from tests import helpers
@@ -138,3 +138,32 @@ def _quota_line(name: str) -> str:
     with contextlib.redirect_stdout(said):
         assert accounts.cli(["quota", name]) == 0
     return said.getvalue()
+
+
+def test_an_admin_moves_a_queued_run_to_the_front_and_a_member_may_not(team):
+    """One slot, ann's a1 a2 a3 and bob's b1 queued: the turns would start a1, b1, a2, a3. An admin moves a3 to the
+    front; the real scheduler starts a3 first (ann's turn), then bob's, then ann's others; the queue's order and a
+    run's position say the same beforehand.
+    Bob (a member) moving his run is refused naming who may, and so is moving a run that is not queued."""
+    from studio.tabs.train_actions import queue_position
+
+    accounts.add("root", "root's password", admin=True)
+    ids = [_command(team, n, o) for n, o in (("a1", "ann"), ("a2", "ann"), ("a3", "ann"), ("b1", "bob"))]
+    team["name"] = "bob"
+    with pytest.raises(runs.RunsError, match="only the operator or an admin moves a run in the queue"):
+        runs.move_first(ids[3])
+    with pytest.raises(runs.RunsError, match="no run with id"):
+        runs.move_first(ids[2])  # ann's run is no run of his
+    team["name"] = "root"
+    assert [r.name for r in scheduler.queue_order()] == ["a1", "b1", "a2", "a3"]
+    runs.move_first(ids[2])
+    assert [r.name for r in scheduler.queue_order()] == ["a3", "b1", "a1", "a2"] and queue_position(ids[2]) == 1
+    assert [e["action"] for e in audit.entries(10)][0] == "move"
+    team["name"] = None
+    runs.schedule()
+    done = helpers.wait_for(
+        lambda: all(store.get(i).status == "completed" for i in ids) and [store.get(i) for i in ids], timeout=120
+    )
+    assert [r.name for r in sorted(done, key=lambda r: r.started)] == ["a3", "b1", "a1", "a2"]
+    with pytest.raises(runs.RunsError, match="is completed, not queued"):
+        runs.move_first(ids[0])
