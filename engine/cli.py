@@ -71,6 +71,7 @@ def usage() -> str:
     lines += [
         "",
         "Run `studio <command> --help` for a command's options. Workspace: $STUDIO_HOME (default ~/.studio).",
+        "A shared studio (team mode): `studio --server URL train|queue|runs ...` with STUDIO_TOKEN (or STUDIO_SERVER)",
     ]
     return "\n".join(lines)
 
@@ -87,8 +88,29 @@ def main(argv: list[str] | None = None) -> int:
     return result
 
 
+def _remote(argv: list[str]) -> tuple[str | None, list[str], bool]:
+    """(the shared studio's URL or None, the rest, whether it was named on the command line): ``--server URL`` /
+    ``--server=URL`` first, or ``STUDIO_SERVER`` (then only for the commands a shared studio has)."""
+    if argv[:1] == ["--server"]:
+        return (argv[1] if len(argv) > 1 else ""), argv[2:], True
+    if argv and argv[0].startswith("--server="):
+        return argv[0].split("=", 1)[1], argv[1:], True
+    return os.environ.get("STUDIO_SERVER") or None, argv, False
+
+
 def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    server, argv, named = _remote(argv)
+    if server is not None and (named or argv[:1] and argv[0] in ("train", "queue", "runs")):
+        from engine.runs import remote_cli
+
+        if not server:
+            print(
+                "studio --server: give the shared studio's URL, e.g. --server https://studio.example.com",
+                file=sys.stderr,
+            )
+            return 2
+        return remote_cli.cli(server, argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())
         return 0

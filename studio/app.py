@@ -287,6 +287,7 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
     from starlette.middleware import Middleware
 
     from studio.guard import SESSION_END_HEAD, LoginGuard
+    from studio.member_api import MemberAPI
 
     # uvicorn (started by gradio, which passes no proxy settings) reads this when it starts: the client address the
     # login throttle keys on is the socket's peer, unless that peer is a proxy the operator named.
@@ -309,6 +310,7 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
         # The login comes first; then gradio's status trackers as studio.page_speed quiets them (a public asset).
         "app_kwargs": {
             "middleware": [
+                Middleware(MemberAPI),  # /api/v1/: a member's own command line, with a personal token (team mode)
                 Middleware(LoginGuard, session_s=conf.session_s),
                 Middleware(page_speed.QuietStatusTrackers),
             ],

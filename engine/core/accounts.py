@@ -15,11 +15,13 @@ mode, and runs submitted at the shell, have the owner ``""``: the operator's.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -183,6 +185,22 @@ _DUMMY = _HASHER.hash("not a password of anyone's")
 
 # ----------------------------------------------------------------------------------------------- whom a call acts for
 _VIEWER_SOURCE: Callable[[], str | None] | None = None
+# a member's request with their personal token (studio.member_api): acts for them whatever the viewer source says
+_ACTING_FOR: contextvars.ContextVar[str | None] = contextvars.ContextVar("studio_acting_for", default=None)
+
+
+@contextmanager
+def acting_for(name: str) -> Iterator[None]:
+    """Within: calls act for the account ``name`` (a member's API request, authenticated by their token)."""
+    token = _ACTING_FOR.set(name)
+    try:
+        yield
+    finally:
+        _ACTING_FOR.reset(token)
+
+
+def _asking() -> str | None:
+    return _ACTING_FOR.get() or (_VIEWER_SOURCE() if _VIEWER_SOURCE is not None else None)
 
 
 def set_viewer_source(source: Callable[[], str | None] | None) -> None:
@@ -194,7 +212,7 @@ def set_viewer_source(source: Callable[[], str | None] | None) -> None:
 def viewer() -> Account | None:
     """The member this call acts for; None for the operator (no viewer source, no request, single-user mode, or an
     admin). A logged-in name that is no longer an account sees nothing: an Account with no rights."""
-    name = _VIEWER_SOURCE() if _VIEWER_SOURCE is not None else None
+    name = _asking()
     if not name:
         return None
     accounts = load()
@@ -206,7 +224,7 @@ def viewer() -> Account | None:
 
 def owner_of_new() -> str:
     """The owner a run submitted now records: the logged-in user, or the operator."""
-    name = _VIEWER_SOURCE() if _VIEWER_SOURCE is not None else None
+    name = _asking()
     return str(name) if name and team_mode() else OPERATOR
 
 

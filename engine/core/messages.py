@@ -125,6 +125,9 @@ MESSAGES: dict[str, str] = {
     "workspace.secret_bad_name": "{name!r} is not a variable name: a letter or _, then letters, digits or _ "
     "(up to 64)",
     "workspace.secret_bad_value": "{name}: a value of one line, up to {n} characters (to forget a secret, remove it)",
+    # Team mode's personal tokens (engine.core.api_tokens): said on the page and to the member's command line.
+    "workspace.token_operator": "tokens are an account's own, in team mode: the operator's command line is the shell",
+    "workspace.token_unknown": "no token {id!r} of yours (it may be revoked already)",
     # Team mode's accounts (engine.core.accounts): said by `studio users`.
     "workspace.accounts_unreadable": "the accounts file {path} cannot be read ({error}): fix or remove it",
     "workspace.account_bad_name": "{name!r} is not an account name: 1 to 32 letters, digits, _ . -, starting with a "

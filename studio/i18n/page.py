@@ -708,6 +708,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "audit_action_rename": ("renamed", "重命名"),
     "audit_action_job": ("started a job", "启动任务"),
     "audit_action_move": ("moved to the front of the queue", "移到队首"),
+    "audit_action_token": ("made a command-line token", "创建命令行令牌"),
+    "audit_action_revoke-token": ("revoked a command-line token", "撤销命令行令牌"),
     "move_first": ("Move to the front of the queue", "移到队首"),
     "moved_first": ("{id} is first in the queue: it starts when a slot frees", "{id} 已移到队首：有空位时先启动"),
     "secrets_title": ("My secrets: tokens and keys for my runs", "我的密钥：我的运行使用的令牌和密钥"),
@@ -733,6 +735,31 @@ STRINGS: dict[str, tuple[str, str]] = {
         "The operator's secrets are the studio's environment (set where the studio starts); accounts store theirs "
         "here.",
         "管理员的密钥就是 studio 的环境变量（在启动 studio 的地方设置）；各账号在这里保存自己的密钥。",
+    ),
+    "tokens_title": ("Command-line tokens: my runs from my own shell", "命令行令牌：在自己的终端管理我的运行"),
+    "tokens_help": (
+        "A personal token lets your own command line submit, follow, stop and fetch your runs on this studio: "
+        "`export STUDIO_SERVER=<this page's address> STUDIO_TOKEN=<the token>`, then `studio train spec.yaml`, "
+        "`studio runs list`, `studio runs logs ID --follow`, `studio runs stop ID`, `studio runs fetch ID`. "
+        "The token acts for you only, under the page's rules; it is shown once, and revoking it ends it at once.",
+        "个人令牌让你自己的命令行在此 studio 上提交、跟踪、停止并下载你的运行："
+        "`export STUDIO_SERVER=<本页地址> STUDIO_TOKEN=<令牌>`，然后 `studio train spec.yaml`、"
+        "`studio runs list`、`studio runs logs ID --follow`、`studio runs stop ID`、`studio runs fetch ID`。"
+        "令牌只代表你本人，并遵守页面的规则；它只显示一次，撤销后立即失效。",
+    ),
+    "tokens_label": ("Label (e.g. laptop)", "标签（例如 laptop）"),
+    "tokens_create": ("Create token", "创建令牌"),
+    "tokens_new": ("New token (copy it now: it is not shown again)", "新令牌（请立即复制：不会再次显示）"),
+    "tokens_revoke": ("Revoke token", "撤销令牌"),
+    "tokens_col_id": ("token id", "令牌 ID"),
+    "tokens_col_label": ("label", "标签"),
+    "tokens_col_created": ("created", "创建时间"),
+    "tokens_none": ("No tokens yet.", "尚无令牌。"),
+    "tokens_made": ("token {id} created: set it as STUDIO_TOKEN", "已创建令牌 {id}：请设为 STUDIO_TOKEN"),
+    "tokens_revoked": ("token {id} revoked", "已撤销令牌 {id}"),
+    "tokens_operator": (
+        "The operator's command line is the server's shell; accounts make tokens here.",
+        "管理员的命令行就是服务器上的 shell；各账号在这里创建令牌。",
     ),
     "eval_model_base": ("base", "基座模型"),
     "eval_model_final": ("final", "最终模型"),

@@ -41,6 +41,8 @@ WORKSPACE_ZH: dict[str, str] = {
     "workspace.page_remote_code_unknown": "这里读不到 {model} 的配置，"
     "无法判断 trust_remote_code 是否会运行它自带的代码："
     "请先下载模型、关闭 trust_remote_code，或由管理员用 {switch}=on 允许页面这样做",
+    "workspace.token_operator": "令牌属于团队模式下的各个账号：管理员的命令行就是服务器上的 shell",
+    "workspace.token_unknown": "你没有令牌 {id!r}（可能已被撤销）",
     "workspace.secret_operator": "管理员的密钥就是 studio 的环境变量（在启动 studio 的地方设置）；"
     "这里保存的是团队模式下各账号自己的密钥",
     "workspace.secret_bad_name": "{name!r} 不是有效的变量名：以字母或 _ 开头，其后为字母、数字或 _（最多 64 个）",

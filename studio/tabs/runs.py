@@ -488,8 +488,9 @@ def build(ctx: Any) -> None:
         return [gr.update(value=values[f.path]) for f in forms.FIELDS] + [done]
 
     dup_btn.click(_dup, [one, ctx.lang], [*ctx.form.values(), msg])
-    from studio.tabs import runs_audit, runs_secrets
+    from studio.tabs import runs_audit, runs_secrets, runs_tokens
 
     runs_audit.build(ctx)
-    if accounts.team_mode():  # the operator's secrets are the studio's environment; accounts keep their own here
+    if accounts.team_mode():  # the operator's secrets and command line are the server's; accounts keep their own
         runs_secrets.build(ctx)
+        runs_tokens.build(ctx)
