@@ -154,6 +154,9 @@ def _parser(name: str) -> argparse.ArgumentParser:
         tg.add_argument("tags")
         rs = sub.add_parser("resume", help="a new run (own folder) continuing from the newest checkpoint")
         rs.add_argument("id")
+        sh = sub.add_parser("share", help="team mode: share a run read-only with accounts (* everyone; none: nobody)")
+        sh.add_argument("id")
+        sh.add_argument("names", nargs="+", help="account names, * for every account, or none")
     else:
         add = sub.add_parser("add", help="validate a spec (ours or a LLaMA-Factory training YAML) and queue it")
         add.add_argument("spec")
@@ -238,6 +241,9 @@ def _runs(args) -> int:
         runs.rename(args.id, args.name)
     elif args.action == "tag":
         runs.set_tags(args.id, args.tags.split(","))
+    elif args.action == "share":
+        shared = runs.share(args.id, [] if args.names == ["none"] else args.names)
+        print(f"{args.id} is shared with {', '.join(shared) or 'nobody'}")
     elif args.action == "resume":
         new_id = runs.resume(args.id)
         print(new_id)  # alone on the first line, for scripts

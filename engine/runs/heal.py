@@ -302,6 +302,7 @@ def _rebuild_run(rdir: Path) -> int:
         tags=list(tags),
         stop_requested=notes.get("stop_requested"),
         owner=str(notes.get("owner") or ""),
+        shared=[str(n) for n in notes.get("shared") or [] if isinstance(n, str)],
     )
     final = notes.get("final") if isinstance(notes.get("final"), dict) else None
     ex = read_exit(rdir)

@@ -11,6 +11,9 @@ from engine.core.messages import Message, make
 
 MESSAGES: dict[str, str] = {
     "runs.unknown_id": "no run with id {id!r} (see `studio runs list`)",
+    "runs.read_only": "run {id} is {owner}'s, shared with you read-only: only its owner (or an admin) may stop, "
+    "delete, rename, tag or share it",
+    "runs.share_unknown": "{name!r} is no account of this studio (see `studio users list`; * shares with everyone)",
     "runs.not_yours": "{field}: {path} is not in a run of yours (a member reads only their own runs' folders)",
     "runs.unknown": "no run with id {id!r}",
     "runs.no_free_id": "could not allocate a run id",

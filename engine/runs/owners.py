@@ -1,5 +1,6 @@
-"""The registry's reading API as the current caller may see it: in team mode a member sees only their own runs, and
-someone else's run id answers as an unknown one does (``runs.unknown_id``), so nothing tells that it exists.
+"""The registry's reading API as the current caller may see it: in team mode a member sees only their own runs and
+those shared with them read-only (``owned``: what they may act on), and someone else's run id answers as an unknown
+one does (``runs.unknown_id``), so nothing tells that it exists.
 
 Light: engine.core.accounts and engine.runs.store. ``engine.runs.registry`` re-exports these ``get``, ``list_runs``,
 ``run_dir`` and ``log_tail`` instead of the store's, so the page, the CLI and the registry's own operations (stop,
@@ -23,16 +24,31 @@ from engine.runs.messages import message as run_message
 from engine.runs.store import RunRecord, RunsError
 
 
+def _readable(rec: RunRecord, name: str) -> bool:
+    """Whether the account ``name`` may see ``rec``: its own, or shared with it (or with the whole team)."""
+    return (rec.owner or accounts.OPERATOR) == name or name in (rec.shared or []) or "*" in (rec.shared or [])
+
+
 def visible(records: list[RunRecord]) -> list[RunRecord]:
-    """The records the current caller may see."""
+    """The records the current caller may see: their own and those shared with them."""
     who = accounts.viewer()
-    return records if who is None else [r for r in records if (r.owner or accounts.OPERATOR) == who.name]
+    return records if who is None else [r for r in records if _readable(r, who.name)]
 
 
 def get(run_id: str, *, refresh_status: bool = True) -> RunRecord:
     rec = store.get(run_id, refresh_status=refresh_status)
     if not visible([rec]):
         raise RunsError(run_message("runs.unknown_id", id=run_id))
+    return rec
+
+
+def owned(run_id: str, *, refresh_status: bool = False) -> RunRecord:
+    """A run the caller may act on (stop, delete, rename, tag, share, move): their own, or any for the operator and
+    an admin. A run shared with them is read-only, and says so naming its owner; another's answers as unknown."""
+    rec = get(run_id, refresh_status=refresh_status)
+    who = accounts.viewer()
+    if who is not None and (rec.owner or accounts.OPERATOR) != who.name:
+        raise RunsError(run_message("runs.read_only", id=run_id, owner=rec.owner or "the operator"))
     return rec
 
 
@@ -83,7 +99,7 @@ def path_problem(path: str | Path, *, field: str = "") -> Message | None:
     mine: list[Path] = []
     for rec in store.list_runs(refresh_status=False):
         folders = folders_of(rec)
-        if (rec.owner or accounts.OPERATOR) == who.name:
+        if _readable(rec, who.name):  # their own, or shared with them: read-only (writes are refused elsewhere)
             mine += folders
         elif any(p == f or p.is_relative_to(f) for f in folders):
             return run_message("runs.not_yours", path=path, field=field or "path")

@@ -55,6 +55,7 @@ _COLUMNS = {
     "stop_requested": "REAL",
     "owner": "TEXT NOT NULL DEFAULT ''",  # team mode: the account that submitted it; '' the operator's
     "moved": "REAL",  # when the operator or an admin moved the queued run to the front of the queue
+    "shared": "TEXT NOT NULL DEFAULT '[]'",  # team mode: accounts that may see it read-only ("*": every account)
 }
 
 
@@ -87,6 +88,7 @@ class RunRecord:
     stop_requested: float | None = None
     owner: str = ""  # engine.core.accounts: '' is the operator (the shell, and every run from before team mode)
     moved: float | None = None  # moved to the front of the queue (engine.runs.fair.order), when
+    shared: list[str] = field(default_factory=list)  # accounts it is shared with read-only; "*": the whole team
 
     @property
     def active(self) -> bool:
@@ -145,6 +147,7 @@ def row_to_record(row: sqlite3.Row) -> RunRecord:
     d["gpus"] = json.loads(d["gpus"] or "[]")
     d["tags"] = json.loads(d["tags"] or "[]")
     d["command"] = json.loads(d["command"]) if d["command"] else None
+    d["shared"] = json.loads(d.get("shared") or "[]")
     d["share_gpus"] = bool(d["share_gpus"])
     return RunRecord(**d)
 
@@ -154,6 +157,7 @@ def row_values(rec: RunRecord) -> dict[str, Any]:
     d.update(
         gpus=json.dumps(rec.gpus),
         tags=json.dumps(rec.tags),
+        shared=json.dumps(rec.shared),
         share_gpus=int(rec.share_gpus),
         command=json.dumps(rec.command) if rec.command else None,
     )

@@ -28,7 +28,7 @@ from engine.core import accounts, acting, audit, folders, page_trust, workspace
 from engine.core.messages import Message
 from engine.runs import checkpoints, launch, outputs, overwrite, scheduler, slurm, store, submit_checks
 from engine.runs.messages import message as run_message
-from engine.runs.owners import get, list_runs, log_tail, run_dir  # noqa: F401 - as the caller may see them
+from engine.runs.owners import get, list_runs, log_tail, owned, run_dir  # noqa: F401 - as the caller may see them
 from engine.runs.store import (  # noqa: F401 - re-exported: the registry's reading API
     ACTIVE,
     CLAIM_TIMEOUT_S,
@@ -228,7 +228,7 @@ def stop(run_id: str, grace_s: float | None = None, *, wait: bool = True) -> boo
     exits), SIGKILL after ``grace_s`` (default STUDIO_STOP_GRACE, 120 s). True when no process of the run remains.
     ``wait=False`` returns once the signals are sent; the stop finishes in the background (the page's Stop).
     A Slurm run: the same through scancel (``engine.runs.slurm.cancel``)."""
-    on_slurm = get(run_id, refresh_status=False).kind == slurm.KIND  # someone else's run is an unknown one
+    on_slurm = owned(run_id).kind == slurm.KIND  # someone else's run is an unknown one, a shared one read-only
     audit.record("stop", run_id)
     if on_slurm:
         return slurm.cancel(run_id, grace_s, wait=wait)
@@ -238,7 +238,7 @@ def stop(run_id: str, grace_s: float | None = None, *, wait: bool = True) -> boo
 def move_first(run_id: str) -> None:
     """The operator or an admin moves a queued run to the front of the queue: it is offered the next free slot before
     the users' turns (``engine.runs.fair.order``); a member is refused, naming who may."""
-    rec = get(run_id, refresh_status=False)  # someone else's run is an unknown one to a member
+    rec = owned(run_id)  # someone else's run is an unknown one to a member, a shared one read-only
     if accounts.viewer() is not None:
         raise RunsError(run_message("runs.move_not_member", id=run_id))
     if rec.status != "queued" or not store.update(run_id, only_if_status=("queued",), moved=time.time()):
@@ -268,7 +268,7 @@ def delete(run_id: str, remove_files: bool = True) -> Deleted:
     wrote. Nothing another run, the workspace or a model owns is removed, nor any folder holding one (a resumed run
     of old whose output folder is its parent's folder keeps the parent's files). The files go first and the row last,
     so a full disk still lets the run go. Says what it removed and what it kept, and why."""
-    rec = get(run_id)
+    rec = owned(run_id, refresh_status=True)
     if rec.status == "running":
         raise RunsError(run_message("runs.delete_running", id=run_id))
     audit.record("delete", run_id, name=rec.name, files=remove_files)
@@ -347,7 +347,7 @@ def _remove_tree(folder: Path) -> list[str]:
 
 
 def rename(run_id: str, name: str) -> None:
-    get(run_id, refresh_status=False)  # someone else's run is an unknown one
+    owned(run_id)  # someone else's run is an unknown one, a shared one read-only
     name = name.strip()
     if not name or len(name) > 120:
         raise RunsError(run_message("runs.bad_name"))
@@ -358,9 +358,26 @@ def rename(run_id: str, name: str) -> None:
 
 def set_tags(run_id: str, tags: list[str]) -> None:
     clean = sorted({t.strip() for t in tags if t and t.strip()})
-    get(run_id, refresh_status=False)  # someone else's run is an unknown one
+    owned(run_id)  # someone else's run is an unknown one, a shared one read-only
     if not update(run_id, tags=clean):
         raise RunsError(run_message("runs.unknown", id=run_id))
+
+
+def share(run_id: str, names: list[str]) -> list[str]:
+    """Share a run read-only (team mode): with the accounts ``names``, ``["*"]`` for every account, ``[]`` for nobody
+    again. Its owner (or the operator, an admin) may; the readers see it, its charts and files, and may use it as a
+    source (merge, export, evaluate, chat, resume into a run of their own), never stop, delete, rename or tag it.
+    Returns the names it is now shared with."""
+    rec = owned(run_id)
+    known = accounts.load()
+    clean = sorted({str(n).strip() for n in names if str(n).strip()})
+    for name in clean:
+        if name != "*" and name not in known:
+            raise RunsError(run_message("runs.share_unknown", name=name))
+    clean = ["*"] if "*" in clean else [n for n in clean if n != (rec.owner or accounts.OPERATOR)]
+    update(rec.id, shared=clean)
+    audit.record("share", rec.id, shared=",".join(clean) or "-")
+    return clean
 
 
 def duplicate(run_id: str) -> RunSpec:

@@ -120,7 +120,7 @@ def _fetch(conn: sqlite3.Connection, run_id: str) -> RunRecord:
 
 def update(run_id: str, *, only_if_status: tuple[str, ...] | None = None, **values: Any) -> bool:
     """Set columns of one run; with ``only_if_status`` only while the run is in one of those states."""
-    for key in ("gpus", "tags", "command"):
+    for key in ("gpus", "tags", "command", "shared"):
         if key in values and values[key] is not None:
             values[key] = json.dumps(values[key])
     sets = ", ".join(f"{k} = ?" for k in values)
@@ -131,8 +131,9 @@ def update(run_id: str, *, only_if_status: tuple[str, ...] | None = None, **valu
     with transaction() as conn:
         changed = conn.execute(sql, args).rowcount == 1
         rdir = conn.execute("SELECT run_dir FROM runs WHERE id = ?", (run_id,)).fetchone() if changed else None
-    if rdir is not None and ("name" in values or "tags" in values):  # kept in the folder too (see ``note``)
-        note(rdir[0], **{k: json.loads(v) if k == "tags" else v for k, v in values.items() if k in ("name", "tags")})
+    kept = ("name", "tags", "shared")
+    if rdir is not None and any(k in values for k in kept):  # kept in the folder too (see ``note``)
+        note(rdir[0], **{k: json.loads(v) if k != "name" else v for k, v in values.items() if k in kept})
     return changed
 
 

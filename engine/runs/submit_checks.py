@@ -167,15 +167,12 @@ def member_quota() -> None:
 def used_bytes(owner: str) -> int:
     """What an account's runs and jobs hold on disk: each run's folder and output folder and a job's ``--out``
     folder (a merge's, an export's), every file counted once, links not followed."""
-    roots: set[Path] = set()
-    for rec in store.list_runs(refresh_status=False):
-        if (rec.owner or "") != owner:
-            continue
-        named = {rec.run_dir, rec.output_dir}
-        argv = rec.command or []
-        if rec.kind == "command" and "--out" in argv[:-1]:
-            named.add(argv[argv.index("--out") + 1])
-        roots |= {Path(f).resolve() for f in named if f}
+    roots = {
+        f
+        for rec in store.list_runs(refresh_status=False)
+        if (rec.owner or "") == owner
+        for f in owners.folders_of(rec)
+    }
     total = 0
     for root in (r for r in roots if not any(o != r and r.is_relative_to(o) for o in roots)):
         for folder, _, files in os.walk(root):

@@ -736,6 +736,15 @@ STRINGS: dict[str, tuple[str, str]] = {
         "here.",
         "管理员的密钥就是 studio 的环境变量（在启动 studio 的地方设置）；各账号在这里保存自己的密钥。",
     ),
+    "share_with": (
+        "Share read-only with (accounts, comma-separated; * everyone)",
+        "只读共享给（账号，逗号分隔；* 表示所有人）",
+    ),
+    "share": ("Share", "共享"),
+    "share_done": ("{id} is shared read-only with {names}", "{id} 已只读共享给 {names}"),
+    "share_nobody": ("{id} is no longer shared", "{id} 已不再共享"),
+    "share_everyone": ("everyone", "所有人"),
+    "audit_action_share": ("shared", "共享"),
     "tokens_title": ("Command-line tokens: my runs from my own shell", "命令行令牌：在自己的终端管理我的运行"),
     "tokens_help": (
         "A personal token lets your own command line submit, follow, stop and fetch your runs on this studio: "

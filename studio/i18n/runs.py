@@ -5,6 +5,9 @@ from __future__ import annotations
 
 RUNS_ZH: dict[str, str] = {
     "runs.unknown_id": "没有 id 为 {id!r} 的运行（见 `studio runs list`）",
+    "runs.read_only": "运行 {id} 属于 {owner}，以只读方式共享给你：只有其所有者（或管理员）能停止、删除、重命名、"
+    "加标签或共享它",
+    "runs.share_unknown": "{name!r} 不是本 studio 的账号（见 `studio users list`；* 表示与所有人共享）",
     "runs.not_yours": "{field}：{path} 不在你自己的运行中（成员只能读取自己运行的文件夹）",
     "runs.unknown": "没有 id 为 {id!r} 的运行",
     "runs.no_free_id": "无法分配运行 id",

@@ -34,7 +34,19 @@ def table(lang: str = "en", limit: int = 200) -> tuple[dict, str]:
     return {"headers": headers, "data": rows}, "" if rows else t("audit_empty", lang)
 
 
-ACTIONS = ("login", "login-failed", "start", "stop", "delete", "rename", "job", "move", "token", "revoke-token")
+ACTIONS = (
+    "login",
+    "login-failed",
+    "start",
+    "stop",
+    "delete",
+    "rename",
+    "job",
+    "move",
+    "token",
+    "revoke-token",
+    "share",
+)
 
 
 def build(ctx: Any) -> None:

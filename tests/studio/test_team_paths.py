@@ -182,3 +182,49 @@ def test_a_members_run_reads_no_other_members_folder(team):
     who["name"] = "ann"
     assert submit_checks.owner_problems(spec) == []
     assert owners.path_problem(home / "models" / "base") is None  # models have no owner yet
+
+
+def test_a_run_shared_read_only_is_seen_and_read_but_not_acted_on(team):
+    """Ann shares her run with Bob: he lists it, reads its folder (an export's source), and is refused stopping,
+    deleting, renaming, tagging or re-sharing it, in one line naming its owner; unshared, it is unknown to him
+    again. Shared with everyone (*), every member sees it. The registry and the run's folder keep the sharing."""
+    from engine.runs import registry as runs
+
+    who, home = team
+    accounts.add("cy", "cy's password")
+    who["name"] = "bob"
+    with pytest.raises(store.RunsError):
+        runs.share("ann-run", ["bob"])  # not his to share: unknown to him
+    who["name"] = "ann"
+    with pytest.raises(store.RunsError, match="'zed' is no account"):
+        runs.share("ann-run", ["zed"])
+    assert runs.share("ann-run", ["bob"]) == ["bob"]
+    who["name"] = "bob"
+    assert {r.id for r in runs.list_runs(refresh_status=False)} == {"bob-run", "ann-run"}
+    assert owners.path_problem(home / "runs" / "ann-run" / "adapter") is None  # readable: a source
+    for act in (
+        lambda: runs.stop("ann-run"),
+        lambda: runs.delete("ann-run"),
+        lambda: runs.rename("ann-run", "mine now"),
+        lambda: runs.set_tags("ann-run", ["x"]),
+        lambda: runs.share("ann-run", ["*"]),
+    ):
+        with pytest.raises(store.RunsError, match="ann's, shared with you read-only"):
+            act()
+    from studio.tabs import runs as runs_tab
+
+    said = runs_tab.act("delete", "ann-run")
+    assert said.startswith("❌") and "read-only" in said and "\n" not in said
+    assert (home / "runs" / "ann-run" / "adapter" / "adapter_model.safetensors").exists()
+    who["name"] = "cy"
+    assert "ann-run" not in {r.id for r in runs.list_runs(refresh_status=False)}
+    who["name"] = "ann"
+    assert runs.share("ann-run", ["*"]) == ["*"]
+    who["name"] = "cy"
+    assert "ann-run" in {r.id for r in runs.list_runs(refresh_status=False)}
+    assert json.loads((home / "runs" / "ann-run" / "run.json").read_text())["shared"] == ["*"]
+    who["name"] = "ann"
+    assert runs.share("ann-run", []) == []
+    who["name"] = "bob"
+    with pytest.raises(store.RunsError, match="no run with id"):
+        runs.get("ann-run")
