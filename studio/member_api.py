@@ -28,6 +28,7 @@ from engine.core import accounts, api_tokens, events
 
 PREFIX = "/api/v1/"
 LOG_CHUNK = 256 << 10  # bytes of log or events per answer at most: a client asks again from the new offset
+MAX_SPEC = 1 << 20  # characters of a submitted spec
 
 
 class _Refused(Exception):
@@ -77,6 +78,8 @@ def _submit(body: dict) -> dict:
     text = body.get("spec") if isinstance(body, dict) else None
     if not isinstance(text, str) or not text.strip():
         raise _Refused(400, 'spec: send {"spec": "<the YAML text>"}')
+    if len(text) > MAX_SPEC:
+        raise _Refused(400, f"spec: {len(text)} characters, more than a spec holds ({MAX_SPEC})")
     try:
         data = yaml.safe_load(text)
         spec = lf_compat.lf_text_to_spec(text) if lf_compat.is_lf_args(data) else data
@@ -113,6 +116,12 @@ def build_api():
     @api.exception_handler(_Refused)
     async def _refused(_request: Request, exc: _Refused):
         return JSONResponse({"error": exc.text}, status_code=exc.status)
+
+    from engine.runs.store import RunsError
+
+    @api.exception_handler(RunsError)
+    async def _runs_refused(_request: Request, exc: RunsError):  # e.g. stopping a run shared read-only
+        return JSONResponse({"error": str(exc).replace("\n", " ")}, status_code=400)
 
     def acting(authorization: str | None):
         return accounts.acting_for(_owner(authorization))

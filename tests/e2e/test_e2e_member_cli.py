@@ -88,6 +88,15 @@ def test_a_members_cli_submits_follows_fetches_and_stops_only_their_own_runs(tmp
         assert refused.returncode == 1 and f"no run with id {run_id!r}" in refused.stderr, refused.stderr
         stolen = _studio(srv, bob, "runs", "fetch", run_id, cwd=elsewhere)
         assert stolen.returncode == 1 and not (elsewhere / run_id).exists()
+        from engine.runs import registry as runs
+
+        with accounts.acting_for("ann"):  # shared read-only: Bob reads it and fetches it, and still cannot stop it
+            runs.share(run_id, ["bob"])
+        assert run_id in _studio(srv, bob, "runs", "list", cwd=elsewhere).stdout
+        refused = _studio(srv, bob, "runs", "stop", run_id, cwd=elsewhere)
+        assert refused.returncode == 1 and "shared with you read-only" in refused.stderr, refused.stderr
+        assert _studio(srv, bob, "runs", "fetch", run_id, "--out", "bobs", cwd=elsewhere).returncode == 0
+        assert any((elsewhere / "bobs").rglob("adapter_model.safetensors"))
 
         queued = _studio(srv, ann, "queue", "add", "mine.yaml", "--name", "second", cwd=elsewhere)
         second = queued.stdout.split(":", 1)[0].strip()
