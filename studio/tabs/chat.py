@@ -1,8 +1,9 @@
 """Chat tab: base and tuned model side by side, each in its own ``engine.trainer.chat_worker`` subprocess.
 
-Light: gradio + subprocess/json. The page never loads weights; Unload ends the worker process, which frees all of
-its memory. Workers are per studio process (slots "base" and "tuned"), so a reloaded page (or a second tab) shows
-what is loaded, read back from them.
+Light: gradio; each worker is a ``studio.tabs.chat_process.Worker``. The page never loads weights; Unload ends the
+worker process, which frees all of its memory. Workers live in the studio process per account (slots "base" and
+"tuned"; team mode: each member their own, which no one else sees or talks to), so a reloaded page (or a second tab)
+shows what is loaded, read back from them.
 
 Each Send passes the whole conversation of its pane to the worker, which renders it with the chat template the run was
 trained with (engine.data.templates, the trainer's own rendering). gradio 6 hands the history over as messages whose
@@ -15,21 +16,17 @@ The feedback section under the chat (good / bad, a better answer, train on them)
 
 from __future__ import annotations
 
-import json
-import os
-import queue
 import re
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.core import accounts
 from engine.data.template_table import TEMPLATE_NAMES
 from studio.i18n.localize import localize_error
 from studio.i18n.page import t
 from studio.tabs import chat_feedback
+from studio.tabs.chat_process import Worker
 from studio.tabs.chat_remote import ERROR_MARK, Remote, is_served
 from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_for: the tab's and its tests' names
     _colon,
@@ -50,107 +47,20 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
 _ERROR_LINE = re.compile(r"\n*" + re.escape(ERROR_MARK) + r"[^\n]*$")
 
 
-class Worker:
-    """One chat_worker process and a thread that turns its stdout lines into a queue of messages."""
-
-    def __init__(self, model: str, adapter: str | None = None, template: str = "auto", source: str = ""):
-        env = {
-            **os.environ,
-            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-            "PYTHONPATH": str(ROOT),
-            "TOKENIZERS_PARALLELISM": "false",
-        }
-        argv = [sys.executable, "-m", "engine.trainer.chat_worker", model, "--template", template] + (
-            ["--adapter", adapter] if adapter else []
-        )
-        self.model, self.adapter, self.template = model, adapter, template
-        self.source = source or model  # what the page picked: a model folder, a run folder or an export
-        self.seq = 0
-        self.vision = False  # a vision-language model, as the worker says once loaded: it takes images
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            bufsize=1,
-            start_new_session=True,
-        )
-        self.messages: queue.Queue = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        for line in self.proc.stdout:
-            try:
-                self.messages.put(json.loads(line))
-            except ValueError:
-                continue
-        self.messages.put({"type": "exit", "returncode": self.proc.wait()})
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def wait_ready(self, timeout: float = 180, lang: str = "en") -> str:
-        try:
-            msg = self.messages.get(timeout=timeout)
-        except queue.Empty:
-            return t("chat_timeout", lang)
-        if msg.get("type") == "ready":
-            self.vision = bool(msg.get("vision"))
-            return ""
-        return msg.get("error") or t("chat_exited", lang, detail=msg)
-
-    def generate(self, messages: list[dict], options: dict, lang: str = "en") -> Iterator[str]:
-        """Yields the reply so far after each token. ``options``: system, max_new_tokens, temperature, top_p, stop.
-        Requests are numbered: what is left of an abandoned reply (a closed page) is skipped, not shown here."""
-        self.seq += 1
-        rid = self.seq
-        try:
-            self.proc.stdin.write(json.dumps({"type": "generate", "id": rid, "messages": messages, **options}) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            yield f"{ERROR_MARK}{t('chat_exited', lang, detail=self.proc.poll())}"
-            return
-        text = ""
-        while True:
-            try:
-                msg = self.messages.get(timeout=300)
-            except queue.Empty:
-                yield f"{text}\n\n{ERROR_MARK}{t('chat_reply_timeout', lang)}"
-                return
-            if msg.get("type") in ("token", "done", "error") and msg.get("id", rid) != rid:
-                continue
-            if msg.get("type") == "token":
-                text += msg["text"]
-                yield text
-            elif msg.get("type") == "done":
-                # A weakly trained model may end its turn at once; say so instead of showing an empty bubble.
-                yield msg.get("text", text) or t("chat_empty", lang)
-                return
-            else:
-                error = msg.get("error") or t("chat_exited", lang, detail=msg)
-                yield f"{text}\n\n{ERROR_MARK}{error}".lstrip("\n")
-                return
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(json.dumps({"type": "quit"}) + "\n")
-                self.proc.stdin.flush()
-                self.proc.wait(10)
-            except (OSError, subprocess.TimeoutExpired):
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait()
+# Loaded models per account (team mode: each member their own "base" and "tuned" workers, which no one else sees or
+# talks to; single-user mode: the operator's, shared by every page of this studio).
+_BY_OWNER: dict[str, dict[str, Worker | Remote]] = {}
 
 
-WORKERS: dict[str, Worker] = {}
+def workers() -> dict[str, Worker | Remote]:
+    """The slots ("base", "tuned") of the account this call acts for."""
+    return _BY_OWNER.setdefault(accounts.owner_of_new(), {})
 
 
 # ----------------------------------------------------------------------------------------------- handlers
 def load(model: str, tuned: str, lang: str = "en", template: str = "auto") -> str:
     unload()
+    slots = workers()
     if not model:
         return "❌ " + t("chat_no_model", lang)
     template = template or "auto"
@@ -158,13 +68,13 @@ def load(model: str, tuned: str, lang: str = "en", template: str = "auto") -> st
         target = load_target(model, tuned)
     except ValueError as exc:
         return f"❌ {localize_error(exc, lang)}"
-    WORKERS["base"] = Worker(model, template=template)
+    slots["base"] = Worker(model, template=template)
     if is_served(tuned):  # a model Studio serves: the pane asks its OpenAI-compatible endpoint
-        WORKERS["tuned"] = Remote(tuned)
+        slots["tuned"] = Remote(tuned)
     elif target:
-        WORKERS["tuned"] = Worker(target[0], target[1], template=template, source=tuned)
+        slots["tuned"] = Worker(target[0], target[1], template=template, source=tuned)
     problems = [
-        f"{_slot(slot, lang)}{_colon(lang)}{err}" for slot, w in WORKERS.items() if (err := w.wait_ready(lang=lang))
+        f"{_slot(slot, lang)}{_colon(lang)}{err}" for slot, w in slots.items() if (err := w.wait_ready(lang=lang))
     ]
     if problems:
         unload()
@@ -174,11 +84,12 @@ def load(model: str, tuned: str, lang: str = "en", template: str = "auto") -> st
 
 def loaded_text(lang: str = "en") -> str:
     """What is loaded, as the status line says it: the slots, then each slot's model (and adapter) and template."""
-    if not WORKERS:
+    slots = workers()
+    if not slots:
         return t("chat_nothing_loaded", lang)
-    head = "✅ " + t("chat_loaded", lang, slots=("、" if lang == "zh" else ", ").join(_slot(s, lang) for s in WORKERS))
+    head = "✅ " + t("chat_loaded", lang, slots=("、" if lang == "zh" else ", ").join(_slot(s, lang) for s in slots))
     lines = [head]
-    for slot, w in WORKERS.items():
+    for slot, w in slots.items():
         if isinstance(w, Remote):  # a served model: its name on the server and the server's address
             what = f"`{w.model}` · {w.url}"
         else:
@@ -192,12 +103,13 @@ def restore(lang: str = "en") -> tuple[Any, Any, Any, str]:
     while another one answers). A worker that has died is dropped."""
     import gradio as gr
 
-    for slot, w in list(WORKERS.items()):
+    slots = workers()
+    for slot, w in list(slots.items()):
         if not w.alive():
-            WORKERS.pop(slot).close()
-    if not WORKERS:  # the lists as they are now (a merge finished since the studio started), the choice the user's
+            slots.pop(slot).close()
+    if not slots:  # the lists as they are now (a merge finished since the studio started), the choice the user's
         return gr.update(choices=model_choices()), gr.update(choices=tuned_choices(lang)), gr.update(), ""
-    base, tuned = WORKERS.get("base"), WORKERS.get("tuned")
+    base, tuned = slots.get("base"), slots.get("tuned")
     return (
         gr.update(choices=model_choices(), value=base.model if base else None),
         gr.update(choices=tuned_choices(lang), value=tuned.source if tuned else None),
@@ -222,10 +134,11 @@ def _slot(slot: str, lang: str) -> str:
 
 
 def unload(lang: str = "en") -> str:
-    for w in WORKERS.values():
+    slots = workers()
+    for w in slots.values():
         w.close()
-    n = len(WORKERS)
-    WORKERS.clear()
+    n = len(slots)
+    slots.clear()
     return t("chat_unloaded", lang, n=n)
 
 
@@ -334,7 +247,7 @@ def send(
     an image instead of answering it. Yields (base history, tuned history, prompt, image)."""
     prompt = prompt or ""
     image = image if image and readable_image(image) else None
-    if (not prompt.strip() and not image) or not WORKERS:
+    if (not prompt.strip() and not image) or not workers():
         yield base_hist, tuned_hist, prompt, image
         return
     options = {
@@ -346,7 +259,7 @@ def send(
     }
     hists = {"base": _shown(base_hist), "tuned": _shown(tuned_hist)}
     shown = [{"path": image}, prompt] if image and prompt else [{"path": image}] if image else prompt
-    for slot, worker in list(WORKERS.items()):
+    for slot, worker in list(workers().items()):
         hist = hists[slot]
         messages = conversation(hist) + [{"role": "user", "content": prompt, **({"images": [image]} if image else {})}]
         hist += [{"role": "user", "content": shown}, {"role": "assistant", "content": ""}]
@@ -494,6 +407,6 @@ def build(ctx: Any) -> None:
     ctx.on_load.append((restore, [ctx.lang], [model, tuned, template, status]))
     ctx.on_lang.append((status_in, [status, ctx.lang], [status]))
     # Under the chat: mark an answer, write a better one, train on what was said (studio.tabs.chat_feedback).
-    chat_feedback.build(ctx, base_box, tuned_box, system, WORKERS, conversation)
+    chat_feedback.build(ctx, base_box, tuned_box, system, workers, conversation)
     ctx.shared["chat"] = dict(model=model, tuned=tuned, template=template, prompt=prompt, status=status,
                               base_box=base_box, tuned_box=tuned_box, system=system)  # fmt: skip

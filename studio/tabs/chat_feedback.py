@@ -4,9 +4,9 @@ ranking pairs for DPO, kto-tagged answers for KTO, registered so the Datasets ta
 feedback submits a LoRA run on the model that answered (engine.runs.registry.submit) and hands its id to the run
 picker, so the dashboard follows it.
 
-Which model answered is read from the pane's worker (studio.tabs.chat's ``WORKERS``, handed to ``build`` with the
-tab's ``conversation``: this module never imports studio.tabs.chat, which builds it). Light: engine.data.feedback,
-engine.runs, engine.export's reading of a source.
+Which model answered is read from the pane's worker (studio.tabs.chat's ``workers``: the asking account's slots,
+handed to ``build`` with the tab's ``conversation``: this module never imports studio.tabs.chat, which builds it).
+Light: engine.data.feedback, engine.runs, engine.export's reading of a source.
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ def chatted_of(worker: Any) -> feedback.Chatted:
     return feedback.Chatted(model=model, adapter=adapter, run_id=run_id, template=template, source=source)
 
 
-def _pane_turns(pane: str, base_hist: list, tuned_hist: list, workers: dict, conversation: Callable) -> tuple:
+def _pane_turns(pane: str, base_hist: list, tuned_hist: list, workers: Callable, conversation: Callable) -> tuple:
     """(the pane's conversation as its worker took it, the worker), or (None, None) when the pane has no model."""
-    worker = workers.get(pane)
+    worker = workers().get(pane)
     if worker is None:
         return None, None
     return conversation(tuned_hist if pane == "tuned" else base_hist), worker
@@ -67,7 +67,7 @@ def mark(
     base_hist: list,
     tuned_hist: list,
     system: str,
-    workers: dict,
+    workers: Callable,
     conversation: Callable,
     lang: str = "en",
 ) -> str:
@@ -94,7 +94,7 @@ def save_edit(
     base_hist: list,
     tuned_hist: list,
     system: str,
-    workers: dict,
+    workers: Callable,
     conversation: Callable,
     lang: str = "en",
 ) -> tuple[str, Any]:
@@ -157,7 +157,7 @@ def train(lang: str = "en") -> tuple[str, str | None]:
     return text + ("\n\n" + t("fb_adapter_note", lang, run=chatted.run_id) if left else ""), str(run_id)
 
 
-def build(ctx: Any, base_box: Any, tuned_box: Any, system: Any, workers: dict, conversation: Callable) -> None:
+def build(ctx: Any, base_box: Any, tuned_box: Any, system: Any, workers: Callable, conversation: Callable) -> None:
     """The section under the chat: which pane, 👍 / 👎, the better answer, the counts, Train on this feedback."""
     import gradio as gr
 

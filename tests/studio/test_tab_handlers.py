@@ -244,7 +244,7 @@ def test_chat_send_passes_the_whole_conversation_to_each_worker(monkeypatch):
     from studio.tabs import chat
 
     base, tuned = _FakeWorker("m"), _FakeWorker("m", "a")
-    monkeypatch.setattr(chat, "WORKERS", {"base": base, "tuned": tuned})
+    monkeypatch.setattr(chat, "_BY_OWNER", {"": {"base": base, "tuned": tuned}})
     hists = ([], [])
     for turn, prompt in enumerate(["first", "second", "third"], start=1):
         *_, (b, tu, box, image) = chat.send(prompt, None, *hists, "be brief", 0.5, 0.8, 32, "###, \\n\\n", "en")
@@ -316,7 +316,7 @@ def test_chat_send_with_an_image(monkeypatch, studio_home, tmp_path):
     assert not chat.readable_image("/etc/passwd")
     vlm, text_only = _FakeWorker("vlm"), _FakeWorker("m", "a")
     vlm.vision = True
-    monkeypatch.setattr(chat, "WORKERS", {"base": vlm, "tuned": text_only})
+    monkeypatch.setattr(chat, "_BY_OWNER", {"": {"base": vlm, "tuned": text_only}})
     *_, (b, tu, box, image) = chat.send("what colour?", str(pic), [], [], "", 0.0, 1.0, 8, "", "zh")
     assert box == "" and image is None  # the prompt and the image are cleared for the next message
     assert vlm.requests[-1][0] == [{"role": "user", "content": "what colour?", "images": [str(pic)]}]
@@ -455,7 +455,7 @@ def test_chat_reload_shows_what_is_loaded(run_registry, monkeypatch):
     from studio.tabs import chat
 
     made = _chat_workspace(run_registry)
-    monkeypatch.setattr(chat, "WORKERS", {})
+    monkeypatch.setattr(chat, "_BY_OWNER", {})
     monkeypatch.setattr(chat, "Worker", _FakeWorker)
     # a fresh page: nothing loaded, the pickers keep their defaults
     model_u, tuned_u, template_u, status = chat.restore("en")
@@ -471,7 +471,7 @@ def test_chat_reload_shows_what_is_loaded(run_registry, monkeypatch):
     assert status == shown
     assert "已加载" in chat.restore("zh")[3]
     # a worker that died is dropped, and the page says what is left
-    chat.WORKERS["tuned"].dead = True
+    chat.workers()["tuned"].dead = True
     model_u, tuned_u, _, status = chat.restore("en")
     assert tuned_u["value"] is None and "tuned" not in status and "loaded base" in status
     assert chat.unload() == "unloaded 1 worker(s)"
@@ -603,3 +603,29 @@ def test_chat_starts_on_a_text_model_and_answers_show_as_plain_text(run_registry
     (smol / "config.json").write_text("{}")
     assert chat.default_model(chat.model_choices()) == str(smol)
     assert chat.default_model([]) is None
+
+
+def test_chat_models_are_each_accounts_own_in_team_mode(run_registry, monkeypatch):
+    """Team mode: what Ann loads in Chat is hers: Bob's page shows nothing loaded, his Send gets no answer from her
+    model, his Unload leaves hers running; single-user pages share the operator's slots as before."""
+    from engine.core import accounts
+    from studio.tabs import chat
+
+    made = _chat_workspace(run_registry)
+    monkeypatch.setattr(chat, "_BY_OWNER", {})
+    monkeypatch.setattr(chat, "Worker", _FakeWorker)
+    accounts.add("ann", "correct horse")
+    accounts.add("bob", "battery staple")
+    who = {"name": "ann"}
+    accounts.set_viewer_source(lambda: who["name"])
+    try:
+        assert chat.load(str(made["base"]), "", "en").startswith("✅ loaded base")
+        who["name"] = "bob"
+        assert chat.restore("en")[3] == "" and chat.loaded_text() == "no model loaded"
+        replies = list(chat.send("hello", None, [], [], "", 0.0, 1.0, 16, "", "en"))
+        assert replies and all(not base and not tuned for base, tuned, *_ in replies)
+        assert chat.unload() == "unloaded 0 worker(s)"
+        who["name"] = "ann"
+        assert made["base"].name in chat.loaded_text() and chat.workers()["base"].alive()
+    finally:
+        accounts.set_viewer_source(None)
