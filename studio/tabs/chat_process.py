@@ -15,6 +15,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from engine.core import accounts, member_secrets, page_trust
+from engine.runs.node_commands import SECRET_ENV
 from studio.i18n.page import t
 from studio.tabs.chat_remote import ERROR_MARK
 
@@ -26,11 +28,14 @@ class Worker:
 
     def __init__(self, model: str, adapter: str | None = None, template: str = "auto", source: str = ""):
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "STUDIO_AUTH"},  # the page's login stays behind
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
             "PYTHONPATH": str(ROOT),
             "TOKENIZERS_PARALLELISM": "false",
         }
+        # team mode: a member's worker holds their own secrets, none of the operator's unbound ones (as their runs)
+        bound = set(page_trust.page_secrets())
+        env = member_secrets.run_environment(env, accounts.owner_of_new(), list(SECRET_ENV), bound)
         argv = [sys.executable, "-m", "engine.trainer.chat_worker", model, "--template", template] + (
             ["--adapter", adapter] if adapter else []
         )

@@ -151,3 +151,29 @@ def test_a_members_own_webhook_needs_no_binding_but_stays_off_private_hosts(team
     assert "may not use the environment variable ANN_HOOK" in str(
         dict(notify_page_problems(spec))["notify.webhook_env"]
     )
+
+
+def test_a_members_chat_worker_gets_their_secrets_and_never_the_page_login(team, monkeypatch):
+    """The Chat tab's worker process (started by the studio itself, not a run) follows the same rule."""
+    from studio.tabs import chat_process
+
+    seen = {}
+
+    class Started(Exception):
+        pass
+
+    def popen(argv, env=None, **_kw):
+        seen.update(env)
+        raise Started
+
+    monkeypatch.setattr(chat_process.subprocess, "Popen", popen)
+    monkeypatch.setenv("STUDIO_AUTH", "someone:their-password")
+    member_secrets.put("HF_TOKEN", ANN_TOKEN)
+    with pytest.raises(Started):
+        chat_process.Worker("models/any")
+    assert seen["HF_TOKEN"] == ANN_TOKEN and "WANDB_API_KEY" not in seen and "STUDIO_AUTH" not in seen
+    team["name"] = None  # the operator's worker: the studio's own secrets, still not the login
+    seen.clear()
+    with pytest.raises(Started):
+        chat_process.Worker("models/any")
+    assert seen["HF_TOKEN"] == OPERATOR_TOKEN and "STUDIO_AUTH" not in seen
