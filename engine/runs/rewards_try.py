@@ -18,7 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine.core import acting
+from engine.core import accounts, acting, member_secrets, page_trust
+from engine.runs.node_commands import SECRET_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +42,10 @@ def try_rewards(spec: Any, rows: int = 8, source: str = "answers", timeout: floa
         argv = [sys.executable, "-m", "engine.trainer.reward_try", spec_path, "--rows", str(rows), "--source", source]
         if acting.at_shell():  # the spec is checked again there as the shell's (engine.core.acting)
             argv.append("--as-shell")
-        env = dict(os.environ)
+        # the page's login stays behind; a member's dry run holds their secrets, none of the operator's unbound ones
+        env = {k: v for k, v in os.environ.items() if k != "STUDIO_AUTH"}
+        bound = set(page_trust.page_secrets())
+        env = member_secrets.run_environment(env, accounts.owner_of_new(), list(SECRET_ENV), bound)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         env.setdefault("OMP_NUM_THREADS", "1")
         try:
