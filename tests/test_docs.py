@@ -37,3 +37,50 @@ def test_every_relative_link_in_the_docs_points_at_a_file():
             if not path.exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+def _listed_modules() -> dict[str, list[str]]:
+    """docs/ARCHITECTURE.md's module lists: each ``### `folder/` `` heading and the modules named under it, one
+    ``- `name`: ...`` line each."""
+    listed: dict[str, list[str]] = {}
+    folder = None
+    for line in (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines():
+        if m := re.fullmatch(r"### `([\w/]+)/`", line):
+            folder = listed.setdefault(m.group(1), [])
+        elif folder is not None and (m := re.match(r"- `(\w+)`: \S", line)):
+            folder.append(m.group(1))
+    return listed
+
+
+def test_the_architecture_page_names_every_module_once_and_no_other():
+    folders = {"engine": ROOT / "engine", "studio": ROOT / "studio", "studio/tabs": ROOT / "studio" / "tabs"}
+    folders["studio/i18n"] = ROOT / "studio" / "i18n"
+    folders |= {f"engine/{p.name}": p for p in (ROOT / "engine").iterdir() if (p / "__init__.py").is_file()}
+    tree = {
+        name: sorted(f.stem for f in path.glob("*.py") if f.name != "__init__.py") for name, path in folders.items()
+    }
+    listed = _listed_modules()
+    problems = [f"{name}/ has no list" for name in sorted(tree.keys() - listed.keys())]
+    problems += [f"{name}/ is no package" for name in sorted(listed.keys() - tree.keys())]
+    for name in sorted(tree.keys() & listed.keys()):
+        problems += [f"{name}/{m}.py has no line" for m in sorted(set(tree[name]) - set(listed[name]))]
+        problems += [f"{name}/{m}.py does not exist" for m in sorted(set(listed[name]) - set(tree[name]))]
+        problems += [
+            f"{name}/{m}.py has two lines" for m in sorted({m for m in listed[name] if listed[name].count(m) > 1})
+        ]
+    assert not problems, "docs/ARCHITECTURE.md against the tree:\n" + "\n".join(problems)
+
+
+def test_the_module_list_check_catches_a_missing_and_a_made_up_module(monkeypatch):
+    real = _listed_modules()
+    listed = {k: list(v) for k, v in real.items()}
+    listed["engine/core"].remove("events")
+    listed["engine/core"].append("no_such_module")
+    monkeypatch.setattr(sys.modules[__name__], "_listed_modules", lambda: listed)
+    try:
+        test_the_architecture_page_names_every_module_once_and_no_other()
+    except AssertionError as err:
+        assert "engine/core/events.py has no line" in str(err)
+        assert "engine/core/no_such_module.py does not exist" in str(err)
+    else:
+        raise AssertionError("the check passed a list with a module missing and one made up")
