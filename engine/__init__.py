@@ -1,5 +1,6 @@
-"""Studio's engine: the run spec, launcher, run registry, planner and (in subprocesses) the trainer.
+"""Studio's engine: a package per part (docs/ARCHITECTURE.md lists every module in one line).
 
-Light modules (spec, events, launch, runs, plan, hardware, workspace, registry, cli) never import torch;
-heavy ones (train, data, model, callbacks, merge) run inside the trainer or worker subprocesses.
+Every package but ``trainer`` is light: it never imports torch or transformers, so the page and the ``studio``
+command start fast (``tests/test_architecture.py`` holds that). ``engine.trainer`` is the heavy part: the trainer,
+merge, export, evaluation, serving and chat processes, always run as subprocesses started with an argv list.
 """
