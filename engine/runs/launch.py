@@ -39,7 +39,7 @@ import yaml
 
 from engine.lf.compat import load_any_spec
 from engine.machine.hardware import Hardware, auto_precision, cpu_only, detect, target_machine
-from engine.machine.kernels import fp8_device_refusal
+from engine.machine.kernels import fp8_device_refusal, with_gptq_path
 from engine.machine.messages import message as machine_message
 from engine.models.resolve import looks_local, model_path
 from engine.runs import trackers
@@ -199,6 +199,8 @@ def subprocess_env(device: str, gpus: list[int], hw: Hardware, *, processes: int
     both start from it, so nothing else of the studio's environment (its login, unrelated variables) reaches them."""
     env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    if pythonpath := with_gptq_path(env.get("PYTHONPATH", "")):  # gptqmodel kept apart (machine.kernels.gptq_folder)
+        env["PYTHONPATH"] = pythonpath
     env["PYTHONUNBUFFERED"] = "1"
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's numbering = NVML's, which the scheduler and sampler use
     env["TOKENIZERS_PARALLELISM"] = "false"

@@ -98,8 +98,9 @@ EXPORT_ZH: dict[str, str] = {
     "SentencePiece BPE（Llama 2、Mistral）",
     "export.gguf_unmapped_tensor": "该 {arch} 模型的张量 {name} 没有对应的 GGUF 名称（gguf 的张量映射）",
     "export.no_gptq_gptqmodel": "--format {fmt} 需要 gptqmodel 包（在 NVIDIA GPU 或 CPU 上做 GPTQ 与 AWQ 量化）："
-    "先执行 `pip install --no-deps gptqmodel==7.6.0`，再执行 `pip install device-smi logbar tokenicer pypcre defuser "
-    "optimum`（不加 --no-deps 时它的版本约束会替换 torch 和 numpy）；bnb-4bit、bnb-8bit 和 gguf 格式都不需要它",
+    "先执行 `pip install --no-deps --target {folder} gptqmodel==7.6.0`（单独的目录，Studio 会把它加入其进程的路径："
+    "它的版本约束会替换 torch 和 numpy，并让 `pip check` 失败），再执行 `pip install device-smi logbar tokenicer "
+    "pypcre defuser optimum`；bnb-4bit、bnb-8bit 和 gguf 格式都不需要它",
     "export.no_gptq_optimum": "--format {fmt} 需要 optimum（transformers 通过它读取 GPTQ 目录）："
     "`pip install optimum`",
     "export.gptq_no_rows": "--format {fmt} 用该运行自己的训练数据校准：{source} 是模型目录而不是运行；"

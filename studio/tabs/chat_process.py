@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine.core import accounts, member_secrets, page_trust
+from engine.machine.kernels import with_gptq_path
 from engine.runs.node_commands import SECRET_ENV
 from studio.i18n.page import t
 from studio.tabs.chat_remote import ERROR_MARK
@@ -30,7 +31,7 @@ class Worker:
         env = {
             **{k: v for k, v in os.environ.items() if k != "STUDIO_AUTH"},  # the page's login stays behind
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": with_gptq_path(str(ROOT)),  # a GPTQ / AWQ export loads with gptqmodel, kept apart
             "TOKENIZERS_PARALLELISM": "false",
         }
         # team mode: a member's worker holds their own secrets, none of the operator's unbound ones (as their runs)

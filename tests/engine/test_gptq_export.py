@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from engine.export import convert_jobs as cj
 from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
 from engine.export.checks import ExportError
+from engine.machine import kernels
 from engine.runs import registry as runs
 from tests.engine import test_merge as tm
 
@@ -45,8 +48,11 @@ def test_refused_in_one_line_for_what_is_missing(base, adapter, tmp_path, run_re
     run = tm.make_run(tmp_path / "src", "r1", base, adapter_from=adapter)
     assert gc.gptq_missing("gptq-4bit") is None and gc.gptq_missing("awq-4bit") is None  # the test set-up has both
     real = importlib.util.find_spec
+    folder = tmp_path / "no-gptq"
+    monkeypatch.setattr(kernels, "gptq_folder", lambda: folder)  # nor in the set-up's folder
+    target = f"--target {re.escape(str(folder))}"
     for absent, fmt, said in (
-        ("gptqmodel", "awq-4bit", r"needs the gptqmodel package .*pip install --no-deps gptqmodel==\d"),
+        ("gptqmodel", "awq-4bit", rf"needs the gptqmodel package .*pip install --no-deps {target} gptqmodel==\d"),
         ("gptqmodel", "gptq-8bit", r"needs the gptqmodel package"),
         ("optimum", "gptq-4bit", r"needs optimum, through which transformers reads a GPTQ folder: `pip install"),
     ):
@@ -65,6 +71,34 @@ def test_refused_in_one_line_for_what_is_missing(base, adapter, tmp_path, run_re
         assert plan.needs_merge and plan.model_dir == str(base)
         assert weights * 0.5 <= plan.bytes_needed <= weights * 0.6 + 2e6  # 4 bits each, groups' scales, the tokenizer
     assert runs.list_runs() == []  # nothing was queued
+
+
+def test_gptqmodel_kept_apart_is_found_and_on_the_path_of_the_processes_that_load_it(tmp_path, monkeypatch):
+    """Issue 45 item 10b: the set-up installs gptqmodel into a folder of its own (kernels.gptq_folder), not the venv:
+    the export's check counts it there, and runs, exports and Chat's worker get it on PYTHONPATH after the user's
+    entries; with no gptqmodel in the folder nothing is added."""
+    import importlib.util
+
+    from engine.machine import hardware
+    from engine.runs import launch
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gptqmodel" else real(name, *a))
+    folder = tmp_path / "gptq"
+    monkeypatch.setattr(kernels, "gptq_folder", lambda: folder)
+    monkeypatch.setenv("PYTHONPATH", "/mine")
+    hw = hardware.detect()
+    assert gc.gptq_missing("awq-4bit") == "gptqmodel" and launch.subprocess_env("cpu", [], hw)["PYTHONPATH"] == "/mine"
+    (folder / "gptqmodel").mkdir(parents=True)
+    (folder / "gptqmodel" / "__init__.py").write_text("")
+    assert gc.gptq_missing("awq-4bit") is None
+    assert launch.subprocess_env("cpu", [], hw)["PYTHONPATH"].split(os.pathsep) == ["/mine", str(folder)]
+    monkeypatch.delenv("PYTHONPATH")
+    assert launch.subprocess_env("cpu", [], hw)["PYTHONPATH"] == str(folder)
+    assert kernels.with_gptq_path(f"/root{os.pathsep}{folder}") == f"/root{os.pathsep}{folder}"  # not twice
+    monkeypatch.undo()  # the real folder: where this test set-up (scripts/bootstrap.sh --test) installs it
+    assert kernels.gptq_path() == [str(kernels.gptq_folder())], "bootstrap.sh --test installs gptqmodel there"
+    assert str(kernels.gptq_folder()) in sys.path  # tests/engine/conftest.py: this process loads GPTQ folders
 
 
 def test_calibration_rows_are_the_runs_training_rows(base, adapter, tmp_path, demo_paths):
