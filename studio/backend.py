@@ -35,9 +35,13 @@ def training_runs() -> list:
 
 
 def local_models() -> list[str]:
-    """Model folders under the workspace (those with a config.json), newest first."""
+    """Model folders under the workspace (those with a config.json) the page's user may use, newest first (team
+    mode: not another member's import, engine.runs.owners.path_problem)."""
+    from engine.runs import owners
+
     root = workspace.models_dir()
     found = [p for p in root.iterdir() if (p / "config.json").is_file()] if root.is_dir() else []
+    found = [p for p in found if owners.path_problem(p) is None]
     return [str(p) for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)]
 
 
@@ -56,10 +60,14 @@ def demo_defaults() -> dict:
 
 
 def registered_datasets(dataset_dir: str | Path | None = None) -> list[str]:
+    """The registered names the page's user may pick (team mode: their own and those the operator or an admin
+    registered, engine.core.belongings)."""
     import json
 
-    path = Path(dataset_dir or workspace.data_dir()) / "dataset_info.json"
+    from engine.core import belongings
+
+    ddir = Path(dataset_dir or workspace.data_dir())
     try:
-        return sorted(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+        return belongings.usable_datasets(ddir, json.loads((ddir / "dataset_info.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
         return []

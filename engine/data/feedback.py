@@ -150,6 +150,7 @@ def _append(name: str, row: dict, chatted: Chatted, ddir: Path) -> Counts:
                 entry["columns"],
                 ranking=bool(entry.get("ranking")),
                 overwrite=True,
+                owner="",  # one set for the studio, the operator's (shared with the team)
             )
         return _counts(ddir)
 

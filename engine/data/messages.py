@@ -146,6 +146,8 @@ MESSAGES: dict[str, str] = {
     "data.max_dataset_mb": "STUDIO_MAX_DATASET_MB must be a positive number of MiB (got {value!r})",
     "data.file_missing": "file not found: {path}",
     "data.already_registered": "dataset '{name}' is already registered in {path}",
+    "data.read_only": "dataset '{name}' is {owner}'s, shared with the team read-only: register your file under "
+    "another name",
     # feedback from the Chat tab (engine.data.feedback)
     "data.feedback_no_answer": "there is no answer to judge yet: send a prompt and let the model answer first",
     "data.feedback_images": "this conversation holds an image: feedback is kept for text conversations only",
@@ -158,6 +160,7 @@ MESSAGES: dict[str, str] = {
     "upload.too_big": "{name}: {mib} MiB is over the {limit} MiB upload limit",
     "upload.outside": "{name!r} would leave the uploads folder",
     "upload.not_uploaded": "{path}: only files in the uploads folder can be registered here",
+    "upload.not_yours": "{path}: not an upload of yours (a member registers only their own uploads)",
     "upload.unreadable": "cannot read the columns of {name}: {error}",
     # chat templates (engine.data.templates, template_table, template_tools)
     "template.refused": "the model's chat template refused this conversation: {message}",

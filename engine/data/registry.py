@@ -14,6 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from engine.core import belongings
 from engine.core.messages import from_exception
 from engine.data import admit, hub, images, ms_hub
 from engine.data.file_selection import folder_files, select_files
@@ -84,8 +85,8 @@ def _resolve(name: str, dataset_dir: Path) -> tuple[DatasetEntry | None, list[Da
         info = read_dataset_info(dataset_dir)
     except ValueError as exc:
         return None, [DataProblem(str(info_path), None, None, from_exception(exc))]
-    if name not in info:
-        known = ", ".join(sorted(info))
+    if name not in info or not belongings.usable_dataset(dataset_dir, name):  # another member's: as unknown
+        known = ", ".join(belongings.usable_datasets(dataset_dir, info))
         msg = (
             message("data.not_registered", name=name, known=known)
             if known
@@ -402,8 +403,9 @@ def register_dataset(
     tags: dict | None = None,
     ranking: bool = False,
     overwrite: bool = False,
+    owner: str | None = None,
 ) -> dict:
-    """Add (or replace, with overwrite) one entry in dataset_info.json, keeping every other entry."""
+    """Add (or replace, with overwrite) one entry in dataset_info.json, keeping the others (``owner``: belongings')."""
     ddir = Path(dataset_dir)
     if not name or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
         raise ValueError(message("data.bad_name", name=name))
@@ -431,10 +433,12 @@ def register_dataset(
     with open(ddir / ".dataset_info.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two uploads at once must not lose each other's entries
         info = read_dataset_info(ddir) if (ddir / INFO_NAME).is_file() else {}
-        if name in info and not overwrite:
-            raise ValueError(message("data.already_registered", name=name, path=ddir / INFO_NAME))
+        why, held = belongings.refusal(ddir, name, name in info, overwrite, owner)
+        if why is not None:
+            raise ValueError(message(f"data.{why}", name=name, path=ddir / INFO_NAME, owner=held or "the operator"))
         info[name] = entry
         save_dataset_info(ddir, info)
+        belongings.record_dataset(ddir, name, owner if owner is not None else held)
     return entry
 
 

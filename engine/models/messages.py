@@ -89,6 +89,7 @@ MESSAGES: dict[str, str] = {
     "models.search_why_slow": "the hub ({url}) did not answer the search within {timeout} s",
     "models.local_in_use": "{path} is the model of run {run}, which is {status}: stop it first",
     "models.local_unknown": "no local model {name}",
+    "models.local_read_only": "{name} is shared with the team read-only: only the operator or an admin deletes it",
     "models.local_deleted": "{name} deleted: {size} freed ({path})",
     # GGUF files as base models (engine.models.gguf_file, engine.trainer.gguf_import, `studio import-gguf`)
     "models.gguf_no_file": "no GGUF file at {path}",

@@ -17,11 +17,13 @@ import sys
 import time
 from pathlib import Path
 
+from engine.core import belongings
 from engine.core.messages import Message
 from engine.models import local, ms_models
 from engine.models.download import describe_event
 from engine.models.hub_cache import DOWNLOAD_TAG, DownloadError, parse_target, worker_argv
 from engine.models.messages import message
+from engine.runs import owners
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 
@@ -98,14 +100,19 @@ def in_use(model: local.LocalModel) -> Message | None:
 
 
 def delete_local(name: str, source: str | None = None) -> Message:
-    """Delete a local model (workspace or cache) unless an active run uses it; DownloadError otherwise."""
+    """Delete a local model (workspace or cache) unless an active run uses it; DownloadError otherwise. In team mode
+    a member deletes only their own (engine.core.belongings): the operator's and admins' are shared read-only."""
     model = local.find(name, source)
-    if model is None:
+    if model is None or owners.path_problem(model.path) is not None:  # team mode: another member's, as unknown
         raise DownloadError(message("models.local_unknown", name=name), "input")
+    if not belongings.may_change(belongings.path_owner(model.path)):  # shared with the team read-only
+        raise DownloadError(message("models.local_read_only", name=name), "input")
     busy = in_use(model)
     if busy is not None:
         raise DownloadError(busy, "input")
-    return local.delete(model)
+    said = local.delete(model)
+    belongings.forget_path(model.path)
+    return said
 
 
 # ----------------------------------------------------------------------------------------------- CLI

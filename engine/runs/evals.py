@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.core import acting, member_secrets, workspace
+from engine.core import acting, belongings, member_secrets, workspace
 from engine.core import events as ev
 from engine.eval import lm_tasks
 from engine.eval.judge import page_problems
@@ -278,7 +278,7 @@ def _data_plan(spec: EvalSpec, run_spec, rec, problems: list) -> dict:
         problems.append(("data.dataset_dir", message("eval.data_problem", problem=exc)))
         return plan
     for name in plan["datasets"]:
-        raw = info.get(name)
+        raw = info.get(name) if belongings.usable_dataset(ddir, name) else None  # another member's: unknown
         if raw is None:
             problems.append(("data.datasets", message("eval.data_problem", problem=f"no dataset {name!r} in {ddir}")))
             continue

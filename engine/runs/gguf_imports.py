@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.core import acting, page_trust
+from engine.core import acting, belongings, page_trust
 from engine.core.messages import from_exception, payload_message
 from engine.models import gguf_file as gf
 from engine.models.messages import message
@@ -40,6 +40,7 @@ def start_import(path: str | Path, name: str | None = None) -> GgufImportJob:
     run_id = runs.submit_command(
         argv, name=f"import {Path(header.path).name} → models/{out.name}", tags=[gf.IMPORT_TAG]
     )
+    belongings.record_path(out)  # the importer's model, also once the import's run is deleted
     return GgufImportJob(run_id)
 
 

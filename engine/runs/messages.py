@@ -15,6 +15,8 @@ MESSAGES: dict[str, str] = {
     "delete, rename, tag or share it",
     "runs.share_unknown": "{name!r} is no account of this studio (see `studio users list`; * shares with everyone)",
     "runs.not_yours": "{field}: {path} is not in a run of yours (a member reads only their own runs' folders)",
+    "runs.not_shared": "{field}: {path} is another member's upload or model (a member uses their own and what the "
+    "operator or an admin added)",
     "runs.unknown": "no run with id {id!r}",
     "runs.no_free_id": "could not allocate a run id",
     "runs.id_taken": "run id {id} is already in the registry; submit again",

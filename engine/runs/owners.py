@@ -10,14 +10,15 @@ member; the operator, who sees everything, at the shell, for an admin and in sin
 
 A folder or file named by path (the Export tab's source, an evaluation's adapter, a file offered for download) is
 checked by ``path_problem``: a member may not reach into a folder of a run they cannot see (its run folder, its output
-folder, a job's ``--out`` target), nor into a folder under the workspace's ``runs/`` that is not one of their runs.
+folder, a job's ``--out`` target), nor into a folder under the workspace's ``runs/`` that is not one of their runs,
+nor into another member's upload or imported model (``engine.core.belongings``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.core import accounts, workspace
+from engine.core import accounts, belongings, workspace
 from engine.core.messages import Message
 from engine.runs import store
 from engine.runs.messages import message as run_message
@@ -89,9 +90,9 @@ def folders_of(rec: RunRecord) -> list[Path]:
 
 def path_problem(path: str | Path, *, field: str = "") -> Message | None:
     """Why the current caller may not read ``path`` (None: they may): it lies in a folder of a run they cannot see,
-    or under the workspace's ``runs/`` outside every run of theirs. Links are followed first, so a link in a
-    member's own folder that leads into another member's run is refused too. Named in one line (``field``: the
-    page's field that gave it)."""
+    under the workspace's ``runs/`` outside every run of theirs, or in another member's upload or imported model.
+    Links are followed first, so a link in a member's own folder that leads into another member's run is refused
+    too. Named in one line (``field``: the page's field that gave it)."""
     who = accounts.viewer()
     if who is None or not str(path).strip():
         return None
@@ -106,4 +107,6 @@ def path_problem(path: str | Path, *, field: str = "") -> Message | None:
     runs_root = workspace.runs_dir().resolve()
     if p.is_relative_to(runs_root) and not any(p == f or p.is_relative_to(f) for f in mine):
         return run_message("runs.not_yours", path=path, field=field or "path")
+    if not belongings.usable_path(p):  # another member's upload or imported model
+        return run_message("runs.not_shared", path=path, field=field or "path")
     return None

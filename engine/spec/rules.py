@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from engine.core import member_secrets
+from engine.core import belongings, member_secrets
 from engine.core.messages import Message
 from engine.data.rows import PREFERENCE_STAGES, stage_data_problem
 from engine.data.template_table import TEMPLATE_NAMES
@@ -433,9 +433,9 @@ def _check_datasets(spec: RunSpec) -> list[tuple[str, Message]]:
     errors: list[tuple[str, Message]] = []
     lists = {"data.datasets": spec.data.datasets, "data.eval_datasets": spec.data.eval_datasets}
     for field, name in [(f, n) for f, names in lists.items() for n in names]:
-        entry = info.get(name)
+        entry = info.get(name) if belongings.usable_dataset(ddir, name) else None  # another member's: unknown
         if entry is None:
-            known = ", ".join(sorted(info))
+            known = ", ".join(belongings.usable_datasets(ddir, info))
             errors.append(
                 (
                     field,

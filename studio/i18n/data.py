@@ -127,6 +127,7 @@ DATA_ZH: dict[str, str] = {
     "data.max_dataset_mb": "STUDIO_MAX_DATASET_MB 必须是正数（MiB），当前为 {value!r}",
     "data.file_missing": "找不到文件：{path}",
     "data.already_registered": "数据集 '{name}' 已在 {path} 中注册",
+    "data.read_only": "数据集 '{name}' 属于 {owner}，以只读方式共享给团队：请用另一个名字注册你的文件",
     # feedback from the Chat tab
     "data.feedback_no_answer": "还没有可评价的回答：请先发送提示词并等模型回答",
     "data.feedback_images": "这段对话包含图片：反馈只保存纯文本对话",
@@ -139,6 +140,7 @@ DATA_ZH: dict[str, str] = {
     "upload.too_big": "{name}：{mib} MiB 超过了 {limit} MiB 的上传上限",
     "upload.outside": "{name!r} 会超出上传目录",
     "upload.not_uploaded": "{path}：这里只能注册上传目录中的文件",
+    "upload.not_yours": "{path}：不是你上传的文件（成员只能注册自己上传的文件）",
     "upload.unreadable": "无法读取 {name} 的列：{error}",
     # chat templates
     "template.refused": "模型的对话模板拒绝了这段对话：{message}",

@@ -65,6 +65,7 @@ MODELS_ZH: dict[str, str] = {
     "models.download_not_download": "运行 {id} 不是下载任务",
     "models.local_in_use": "{path} 是运行 {run} 的模型，该运行状态为 {status}：请先停止它",
     "models.local_unknown": "没有本地模型 {name}",
+    "models.local_read_only": "{name} 以只读方式共享给团队：只有运营者或管理员能删除它",
     "models.local_deleted": "已删除 {name}：释放 {size}（{path}）",
     "models.gguf_no_file": "{path} 处没有 GGUF 文件",
     "models.gguf_unreadable": "无法以 GGUF 格式读取 {path}：{error}",

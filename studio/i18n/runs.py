@@ -9,6 +9,7 @@ RUNS_ZH: dict[str, str] = {
     "加标签或共享它",
     "runs.share_unknown": "{name!r} 不是本 studio 的账号（见 `studio users list`；* 表示与所有人共享）",
     "runs.not_yours": "{field}：{path} 不在你自己的运行中（成员只能读取自己运行的文件夹）",
+    "runs.not_shared": "{field}：{path} 是其他成员上传的文件或模型（成员只能使用自己的以及运营者或管理员添加的）",
     "runs.unknown": "没有 id 为 {id!r} 的运行",
     "runs.no_free_id": "无法分配运行 id",
     "runs.id_taken": "运行 id {id} 已在注册表中；请重新提交",

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.core import workspace
+from engine.core import belongings, workspace
 from engine.data import registry as reg
 from engine.data.files import PAGE_RECORD_BYTES, read_head
 from engine.data.messages import message
+from engine.runs import owners
 from studio import settings
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
@@ -67,6 +68,7 @@ def store_upload(src: str | Path, original_name: str | None = None) -> Path:
         stem, ext = name.rsplit(".", 1)
         dest, n = root / f"{stem}-{n}.{ext}", n + 1
     shutil.copyfile(src, dest)
+    belongings.record_path(dest)  # team mode: the uploader's (engine.core.belongings)
     return dest
 
 
@@ -114,11 +116,13 @@ def problem_text(problem: Any, lang: str = "en") -> str:
 
 def _registrable(path: str) -> Path:
     """A file the page may register: an upload, or a file in the workspace's data folder (a registered dataset whose
-    mapping is being fixed)."""
+    mapping is being fixed); in team mode not another member's upload."""
     src = Path(path).resolve()
     roots = (workspace.uploads_dir().resolve(), workspace.data_dir().resolve())
     if not any(src.is_relative_to(root) for root in roots):
         raise ValueError(message("upload.not_uploaded", path=path))
+    if owners.path_problem(src) is not None:
+        raise ValueError(message("upload.not_yours", path=path))
     return src
 
 
@@ -190,9 +194,15 @@ def register_text(
     return lambda code: "✅ " + t("registered", code, name=name) + head(code)
 
 
+def _raw(name: str) -> Any:
+    """The registry's entry of ``name`` as the page's user may read it (None: none, or another member's)."""
+    ddir = workspace.data_dir()
+    return reg.read_dataset_info(ddir).get(name) if belongings.usable_dataset(ddir, name) else None
+
+
 def _entry(name: str) -> Any:
-    info = reg.read_dataset_info(workspace.data_dir())
-    return reg.DatasetEntry.from_info(name, info[name]) if isinstance(info.get(name), dict) else None
+    raw = _raw(name)
+    return reg.DatasetEntry.from_info(name, raw) if isinstance(raw, dict) else None
 
 
 def registered_entry(name: str) -> dict | None:
@@ -200,7 +210,7 @@ def registered_entry(name: str) -> dict | None:
     if not name:
         return None
     try:
-        raw = reg.read_dataset_info(workspace.data_dir()).get(name)
+        raw = _raw(name)
     except (ValueError, OSError):
         return None
     if not isinstance(raw, dict) or not raw.get("file_name"):

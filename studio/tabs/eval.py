@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from engine.core import workspace
+from engine.core import belongings, workspace
 from engine.data import registry as datasets
 from engine.eval import report
 from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_MEASURES, DEFAULT_PAIRWISE_PROMPT, DEMO_TASK
@@ -73,7 +73,7 @@ def checkpoint_choices(run_id: str | None) -> list[str]:
 
 def data_choices(lang: str = "en") -> list[tuple[str, str]]:
     try:
-        names = sorted(datasets.read_dataset_info(workspace.data_dir()))
+        names = belongings.usable_datasets(workspace.data_dir(), datasets.read_dataset_info(workspace.data_dir()))
     except Exception:  # noqa: BLE001 - no registry: only the held-out rows
         names = []
     return [(t("eval_held_out", lang), ""), *[(n, n) for n in names]]

@@ -17,7 +17,7 @@ import pandas as pd
 from engine.core.messages import payload_message
 from engine.models import local, ms_models, reach
 from engine.models.hub_cache import human
-from engine.runs import downloads, gguf_imports
+from engine.runs import downloads, gguf_imports, owners
 from studio import follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import STRINGS, t
@@ -35,6 +35,7 @@ def models_frame(lang: str = "en") -> pd.DataFrame:
     rows = [
         (m.name, _where(m.source, lang), human(m.size), t(f"m_{'' if m.complete else 'in'}complete", lang), m.path)
         for m in local.list_local()
+        if owners.path_problem(m.path) is None  # team mode: not another member's import
     ]
     return pd.DataFrame(rows, columns=[t(f"m_{c}", lang) for c in COLUMNS])
 

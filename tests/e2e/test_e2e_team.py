@@ -1,7 +1,7 @@
 """Team mode in a browser (issue 46): two members, each in their own browser context, on one studio. Bob types the
 folder of Ann's run into the Export tab and is refused in one line naming it, as he is when he calls the page's HTTP
 API with his own login and her run's folder or id; Ann's own run is hers to export; neither sees the other's run in
-the Export tab's sources."""
+the Export tab's sources, nor the other's dataset in the Datasets tab."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from engine.core import accounts
+from engine.core import accounts, belongings
+from engine.data import registry as reg
 from engine.runs import store
 from engine.runs.records import RunRecord
 
@@ -41,6 +42,16 @@ def _team_workspace(home, monkeypatch) -> None:
             (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base)}))
             (adapter / "adapter_model.safetensors").write_bytes(b"0")
             store._insert(RunRecord(f"{name}-run", f"{name}-run", "completed", 1.0, str(rdir), str(rdir)))
+        for name in (
+            None,
+            *PASSWORDS,
+        ):  # a dataset of each, registered as the Datasets tab does (the operator's: shared)
+            who["name"] = name
+            rows = home / "uploads" / f"{name or 'shared'}.json"
+            rows.parent.mkdir(exist_ok=True)
+            rows.write_text(json.dumps([{"instruction": "hi", "output": "hello"}]))
+            belongings.record_path(rows)
+            reg.register_dataset(home / "data", f"{name or 'shared'}_set", str(rows))
     finally:
         accounts.set_viewer_source(None)
 
@@ -81,6 +92,20 @@ def _sources(page) -> list[str]:
     page.wait_for_selector("[role=option]", timeout=30_000)
     found = [o.inner_text() for o in page.locator("[role=option]").all()]
     page.keyboard.press("Escape")
+    return found
+
+
+def _datasets(page, own: str) -> list[str]:
+    """The Datasets tab's picker as the page's load fills it for the user (``own``: a name only the load brings)."""
+    page.get_by_role("tab", name="Datasets").click()
+    for _ in range(30):
+        page.locator("#ds-pick input").click()
+        page.wait_for_selector("[role=option]", timeout=30_000)
+        found = sorted(o.inner_text().split("\n")[-1].strip() for o in page.locator("[role=option]").all())
+        page.keyboard.press("Escape")
+        if own in found:
+            return found
+        page.wait_for_timeout(1000)
     return found
 
 
@@ -126,6 +151,9 @@ def test_members_cannot_reach_each_others_runs(tmp_path, monkeypatch, browser, m
         _open_secrets(bob)
         bob.wait_for_function("document.querySelector('#secrets-note').innerText.includes('No secrets stored yet')")
         assert "HF_TOKEN" not in bob.inner_text("#secrets-table")
+        # datasets (issue 46 item 2): Bob's Datasets tab offers his own and the operator's, nothing of Ann's
+        assert _datasets(bob, "bob_set") == ["bob_set", "shared_set"]
+        assert _datasets(ann, "ann_set") == ["ann_set", "shared_set"]
         # the same handler over HTTP with Bob's own login: his run answers, Ann's folder is refused, her id unknown
         api = Client(srv.url, auth=("bob", PASSWORDS["bob"]), verbose=False)
         assert REFUSED in api.predict(ann_run, "", "", "cpu", "en", api_name="/estimate")
