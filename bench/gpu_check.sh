@@ -32,12 +32,14 @@ if [ -n "${GPU_CHECK_OFFLINE:-}" ]; then
   deselect=(--deselect tests/engine/test_gptq_export.py::test_export_on_the_gpu)
 else
   # GPTQ / AWQ export (tests/engine/test_gptq_export.py, marked gpu) on CUDA: gptqmodel rebuilt here with its CUDA
-  # kernels (scripts/bootstrap.sh --test installs its CPU build), with the same pins, torch and numpy held
+  # kernels (scripts/bootstrap.sh --test installs its CPU build), with the same pins, torch and numpy held, into the
+  # same folder of its own (engine.machine.kernels.gptq_folder), which the export's process has on its path first
   gptq_spec=$(sed -n 's/^gptq_spec="\(.*\)"$/\1/p' scripts/bootstrap.sh)
   gptq_deps=$(sed -n 's/^gptq_deps="\(.*\)"$/\1/p' scripts/bootstrap.sh)
+  gptq_dir=$("$PY" -c 'from engine.machine.kernels import gptq_folder; print(gptq_folder())')
   held=$("$PY" -c 'import numpy, torch; print(f"numpy=={numpy.__version__} torch=={torch.__version__}")')
   # shellcheck disable=SC2086 # word splitting intended: the lists are package specs
-  { "$PY" -m pip install -q --force-reinstall --no-deps --no-build-isolation "$gptq_spec" \
+  { "$PY" -m pip install -q --force-reinstall --upgrade --no-deps --no-build-isolation --target "$gptq_dir" "$gptq_spec" \
       && "$PY" -m pip install -q $gptq_deps $held; } || echo "gptq: gptqmodel did not install (the GPTQ test fails saying so)"
 fi
 tests_out=bench/results/gpu_tests.txt

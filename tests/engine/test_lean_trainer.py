@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.machine.kernels import with_gptq_path
 from tests.helpers import demo_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +82,8 @@ def test_a_plain_lora_process_never_imports_the_quantizers(demo_paths, tmp_path,
     spec = demo_spec(demo_paths, method={"quantization": {"bits": bits}})
     path = tmp_path / "spec.yaml"
     save_spec(spec, path)
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT), "STUDIO_LEAN_IMPORTS": lean}
+    path_ = with_gptq_path(str(ROOT))  # the trainer's: gptqmodel in the set-up's own folder (launch.subprocess_env)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": path_, "STUDIO_LEAN_IMPORTS": lean}
     out = subprocess.run(
         [sys.executable, "-c", PROBE, str(path)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
     )
