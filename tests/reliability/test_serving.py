@@ -186,6 +186,131 @@ def test_non_loopback_bind_without_login_is_refused(tally):
     assert settings.load(["--host", "0.0.0.0", "--auth", "a:b"], env={}).auth == ("a", "b")
 
 
+def test_trusted_proxies_setting(tally):
+    """``STUDIO_TRUSTED_PROXIES``: none by default (uvicorn is told to believe nobody's X-Forwarded-For), a list of
+    addresses / networks when set, anything else refused naming the variable."""
+    from studio import app as studio_app
+    from studio import settings
+
+    saved = os.environ.get("FORWARDED_ALLOW_IPS")
+    try:
+        conf = settings.load([], env={})
+        studio_app.launch_kwargs(conf)
+        tally.check("serving::no trusted proxy by default", os.environ["FORWARDED_ALLOW_IPS"] == "", "")
+        conf = settings.load([], env={"STUDIO_TRUSTED_PROXIES": "10.0.0.5, 192.168.0.0/16"})
+        studio_app.launch_kwargs(conf)
+        assert conf.trusted_proxies == ("10.0.0.5", "192.168.0.0/16")
+        assert os.environ["FORWARDED_ALLOW_IPS"] == "10.0.0.5,192.168.0.0/16"
+    finally:
+        if saved is None:
+            os.environ.pop("FORWARDED_ALLOW_IPS", None)
+        else:
+            os.environ["FORWARDED_ALLOW_IPS"] = saved
+    for bad in ("*", "proxy.example", "10.0.0.300"):
+        with pytest.raises(settings.SettingsError, match="STUDIO_TRUSTED_PROXIES"):
+            settings.load([], env={"STUDIO_TRUSTED_PROXIES": bad})
+
+
+def test_login_throttle_bounds(tally):
+    """The throttle's arithmetic on a fake clock: free failures, doubling back-off up to the cap, reset on success,
+    other addresses unaffected, the table bounded under a flood of addresses."""
+    from studio.guard import LoginThrottle
+
+    now = [0.0]
+    th = LoginThrottle(free=3, base_s=1.0, cap_s=8.0, max_addresses=100, clock=lambda: now[0])
+    backoffs = []
+    for _ in range(8):
+        assert th.begin("a") == 0
+        backoffs.append(th.end("a", False))
+        now[0] += backoffs[-1]
+    tally.check("serving::throttle back-off 0,0,0,1,2,4,8,8", backoffs == [0, 0, 0, 1, 2, 4, 8, 8], str(backoffs))
+    assert th.begin("a") == 0 and th.end("a", None) == 0  # neither right nor wrong (a malformed form): not counted
+    assert th.begin("a") == 0 and th.end("a", False) == 8
+    assert th.begin("a") > 0 and th.begin("b") == 0
+    th.end("b", True)
+    now[0] += 100
+    assert th.begin("a") == 0
+    th.end("a", True)
+    assert th.failures("a") == 0
+    for i in range(1000):
+        if th.begin(f"10.0.{i // 256}.{i % 256}") == 0:
+            th.end(f"10.0.{i // 256}.{i % 256}", False)
+    tally.check("serving::throttle table bounded", len(th._clients) <= 100, str(len(th._clients)))
+
+
+def test_upload_names_and_sizes(studio_home, tally, tmp_path):
+    from studio.tabs import data_register
+
+    src = tmp_path / "x.json"
+    src.write_text('[{"instruction": "q", "output": "a"}]')
+    root = (studio_home / "uploads").resolve()
+    for name in (
+        "../../evil.json",
+        "/etc/cron.d/evil.json",
+        "..\\..\\evil.json",
+        "a/../../b.json",
+        "\x00.json",
+        "....json",
+        "ok name.json",
+    ):
+        try:
+            dest = data_register.store_upload(src, name)
+        except ValueError:
+            tally.record("serving::upload name traversal rejected", True)
+            continue
+        ok = dest.resolve().parent == root
+        tally.check("serving::upload name traversal rejected", ok, f"{name!r} -> {dest}")
+    for name in ("x.py", "x.sh", "x", "x.json.exe"):
+        with pytest.raises(ValueError):
+            data_register.store_upload(src, name)
+        tally.record("serving::upload type refused", True)
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:  # sparse: the size is real, the disk is not used
+        fh.truncate(data_register.MAX_UPLOAD_BYTES + 1)
+    with pytest.raises(ValueError, match="limit"):
+        data_register.store_upload(big, "big.json")
+    tally.record("serving::upload over the size cap refused", True)
+
+
+def test_path_fields_reject_traversal(studio_home, tally, tmp_path):
+    from engine.data import registry as reg
+
+    ddir = tmp_path / "data"
+    ddir.mkdir()
+    (tmp_path / "outside.json").write_text("[]")
+    for name in ("../outside.json", "sub/../../outside.json"):
+        with pytest.raises(ValueError, match="leaves the dataset folder"):
+            reg.register_dataset(ddir, "x", name)
+        tally.record("serving::register_dataset file_name traversal rejected", True)
+    for bad in ("../x", "a/b", "x y"):
+        with pytest.raises(ValueError):
+            reg.register_dataset(ddir, bad, "outside.json")
+        tally.record("serving::register_dataset name rejected", True)
+    for rid in ("../../etc", "../" + studio_home.name, "x; rm -rf /", "' OR '1'='1"):
+        with pytest.raises(Exception) as info:
+            runs.run_dir(rid)
+        tally.check(
+            "serving::run id traversal rejected",
+            "no run" in str(info.value).lower() or isinstance(info.value, (runs.RunsError, KeyError)),
+            repr(info.value),
+        )
+
+
+def test_trust_remote_code_off_unless_explicit(tally):
+    from engine.lf.to_spec import lf_to_spec
+    from engine.spec.schema import RunSpec
+
+    spec = RunSpec.model_validate({"model": {"name_or_path": "org/m"}, "data": {"datasets": ["a"]}})
+    tally.check("serving::trust_remote_code default off", spec.model.trust_remote_code is False, "")
+    got = lf_to_spec({"model_name_or_path": "org/m", "dataset": "a", "stage": "sft", "finetuning_type": "lora"})
+    spec_lf = got[0] if isinstance(got, tuple) else getattr(got, "spec", got)
+    data = spec_lf if isinstance(spec_lf, dict) else spec_lf.model_dump()
+    tc = data.get("model", {}).get("trust_remote_code", False)
+    tally.check("serving::trust_remote_code off after LLaMA-Factory import", tc is False, str(got)[:300])
+
+
+# The tests that need the live run come together, from its start to its stop (test_no_secret_...): its trainer
+# keeps a core busy all the while, so the tests that do not need it run before it starts or after it stopped.
 def test_trainer_environment_is_explicit(live_run, tally):
     procs = [
         p
@@ -202,66 +327,6 @@ def test_trainer_environment_is_explicit(live_run, tally):
     )
     # HF_TOKEN / WANDB_API_KEY are passed on purpose (downloads, logging) -- but only in memory, see below.
     tally.check("serving::HF_TOKEN passed to the trainer in memory", env.get("HF_TOKEN") == SECRETS["HF_TOKEN"], "")
-
-
-def test_every_route_needs_the_login(server, tally, tmp_path):
-    """Without the login cookie nothing but the login page and static assets answers; with it the page works."""
-    import json
-
-    cookie = login(server.url)
-    assert cookie, f"login failed: {server.log.read_text()[-1500:]}"
-    assert login(server.url, "wrong") is None or get(server.url + "/config", login(server.url, "wrong")) >= 400
-    secret_file = Path(runs.get(runs.list_runs()[0].id).run_dir) / "spec.yaml" if runs.list_runs() else None
-    probes = [
-        "/config",
-        "/gradio_api/info",
-        "/info",
-        "/gradio_api/queue/status",
-        "/gradio_api/file=/etc/passwd",
-        "/file=/etc/passwd",
-        "/gradio_api/upload_progress",
-        "/gradio_api/call/tick",
-        "/gradio_api/run/tick",
-        "/monitoring",
-        "/gradio_api/mcp/schema",
-        "/gradio_api/openapi.json",
-        "/gradio_api/vibe-edit/",
-    ]
-    if secret_file:
-        probes.append(f"/gradio_api/file={secret_file}")
-    # gradio's own public routes (startup events, theme, the session heartbeat stream -- not read here, it never
-    # ends): the login page needs them; they must carry no studio data.
-    for path in ("/gradio_api/startup-events", "/theme.css"):
-        try:
-            with urllib.request.urlopen(server.url + path, timeout=20) as resp:
-                body = resp.read()
-        except urllib.error.HTTPError:
-            body = b""
-        ok = not any(w in body for w in (b"run-picker", b"tab-train", b"demo_alpaca", b"loss"))
-        tally.check("serving::public framework routes carry no studio data", ok, f"{path}: {body[:200]!r}")
-    for path in probes:
-        code = get(server.url + path)
-        tally.record("serving::route without login refused", code in (401, 403, 404, 405))
-        assert code in (401, 403, 404, 405), f"{path} answered {code} without a login"
-    code = get(server.url + "/")
-    tally.check("serving::page without login shows only the login form", code in (200, 401), str(code))
-    with urllib.request.urlopen(urllib.request.Request(server.url + "/", headers={}), timeout=20) as resp:
-        html = resp.read().decode(errors="replace")
-    assert "tab-train" not in html and "run-picker" not in html
-    tally.check("serving::config with login", get(server.url + "/config", cookie) == 200, "")
-    with urllib.request.urlopen(urllib.request.Request(server.url + "/config", headers={"Cookie": cookie})) as resp:
-        assert "tab-train" in json.dumps(json.loads(resp.read()))
-    # downloads: even logged in, no file outside gradio's allowed folders
-    for target in (
-        "/etc/passwd",
-        str(ROOT / "pyproject.toml"),
-        "../../../../etc/passwd",
-        "%2e%2e/%2e%2e/%2e%2e/etc/passwd",
-        *([str(secret_file)] if secret_file else []),
-    ):
-        code = get(f"{server.url}/gradio_api/file={target}", cookie)
-        tally.record("serving::download outside allowed folders refused (logged in)", code in (403, 404))
-        assert code in (403, 404), f"file={target} answered {code}"
 
 
 def served_routes() -> list[tuple[str, str]]:
@@ -424,126 +489,6 @@ def login_status(url: str, password: str | None) -> tuple[int, str]:
         return exc.code, exc.headers.get("Retry-After", "")
 
 
-def test_wrong_logins_are_throttled(server, tally):
-    """Issue 18.6: 20 wrong logins in a row from one address: after a few, logins from it are refused (429 with
-    Retry-After, the right password too) for a back-off that doubles with each further failure; the log names the
-    address; once the back-off has passed the right login works."""
-    log_start = len(server.log.read_bytes())
-    codes = [login_status(server.url, f"wrong-{i}") for i in range(20)]
-    refused = [c for c, _ in codes if c == 429]
-    tally.check(
-        "serving::20 wrong logins: later ones refused (429)",
-        len(refused) >= 15 and codes[0][0] == 400 and all(c in (400, 429) for c, _ in codes),
-        str(codes),
-    )
-    # while the back-off lasts the right password is refused as well: throttling, not a hint
-    code, retry = login_status(server.url, PASSWORD)
-    tally.check("serving::right login during the back-off refused", code == 429 and int(retry) >= 1, f"{code} {retry}")
-    # the back-off doubles: wait until logins open (a form without password is not a guess), fail once more
-    waits = []
-    for _ in range(2):
-        wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
-        assert login_status(server.url, "wrong-again")[0] == 400
-        code, retry = login_status(server.url, "wrong-again")
-        assert code == 429, code
-        waits.append(int(retry))
-    tally.check("serving::back-off doubles with each failure", waits[1] >= 2 * waits[0] - 1, str(waits))
-    wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
-    tally.check("serving::right login after the back-off works", login(server.url) is not None, "")
-    logged = server.log.read_bytes()[log_start:].decode(errors="replace")
-    tally.check(
-        "serving::failed and refused logins are logged with the address",
-        "failed login from 127.0.0.1" in logged and "login from 127.0.0.1 refused" in logged,
-        logged[-1500:],
-    )
-    # a right login resets the count: the next wrong one is answered as usual
-    assert login_status(server.url, "wrong-after-reset")[0] == 400
-    assert login(server.url) is not None
-
-
-def test_spoofed_forwarded_for_does_not_lift_the_throttle(server, tally):
-    """Issue 30.5: uvicorn believes ``X-Forwarded-For`` from 127.0.0.1 unless told otherwise; a client there that
-    sends a new address with each wrong login must still be throttled on its own (the socket's) address, and the log
-    must name that address, not the one it claimed."""
-    wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
-    assert login(server.url) is not None  # a clean count for 127.0.0.1
-    log_start = len(server.log.read_bytes())
-    codes = []
-    for i in range(20):
-        form = urllib.parse.urlencode({"username": USER, "password": f"spoofed-{i}"}).encode()
-        req = urllib.request.Request(server.url + "/login", data=form, headers={"X-Forwarded-For": f"203.0.113.{i}"})
-        try:
-            with urllib.request.urlopen(req, timeout=20) as resp:
-                codes.append(resp.status)
-        except urllib.error.HTTPError as exc:
-            codes.append(exc.code)
-    tally.check(
-        "serving::rotated X-Forwarded-For: wrong logins still refused (429)",
-        codes.count(429) >= 15 and codes[0] == 400,
-        str(codes),
-    )
-    logged = server.log.read_bytes()[log_start:].decode(errors="replace")
-    tally.check(
-        "serving::throttle log names the socket's address, not the claimed one",
-        "failed login from 127.0.0.1" in logged and "203.0.113." not in logged,
-        logged[-800:],
-    )
-    wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
-    assert login(server.url) is not None
-
-
-def test_trusted_proxies_setting(tally):
-    """``STUDIO_TRUSTED_PROXIES``: none by default (uvicorn is told to believe nobody's X-Forwarded-For), a list of
-    addresses / networks when set, anything else refused naming the variable."""
-    from studio import app as studio_app
-    from studio import settings
-
-    saved = os.environ.get("FORWARDED_ALLOW_IPS")
-    try:
-        conf = settings.load([], env={})
-        studio_app.launch_kwargs(conf)
-        tally.check("serving::no trusted proxy by default", os.environ["FORWARDED_ALLOW_IPS"] == "", "")
-        conf = settings.load([], env={"STUDIO_TRUSTED_PROXIES": "10.0.0.5, 192.168.0.0/16"})
-        studio_app.launch_kwargs(conf)
-        assert conf.trusted_proxies == ("10.0.0.5", "192.168.0.0/16")
-        assert os.environ["FORWARDED_ALLOW_IPS"] == "10.0.0.5,192.168.0.0/16"
-    finally:
-        if saved is None:
-            os.environ.pop("FORWARDED_ALLOW_IPS", None)
-        else:
-            os.environ["FORWARDED_ALLOW_IPS"] = saved
-    for bad in ("*", "proxy.example", "10.0.0.300"):
-        with pytest.raises(settings.SettingsError, match="STUDIO_TRUSTED_PROXIES"):
-            settings.load([], env={"STUDIO_TRUSTED_PROXIES": bad})
-
-
-def test_login_throttle_bounds(tally):
-    """The throttle's arithmetic on a fake clock: free failures, doubling back-off up to the cap, reset on success,
-    other addresses unaffected, the table bounded under a flood of addresses."""
-    from studio.guard import LoginThrottle
-
-    now = [0.0]
-    th = LoginThrottle(free=3, base_s=1.0, cap_s=8.0, max_addresses=100, clock=lambda: now[0])
-    backoffs = []
-    for _ in range(8):
-        assert th.begin("a") == 0
-        backoffs.append(th.end("a", False))
-        now[0] += backoffs[-1]
-    tally.check("serving::throttle back-off 0,0,0,1,2,4,8,8", backoffs == [0, 0, 0, 1, 2, 4, 8, 8], str(backoffs))
-    assert th.begin("a") == 0 and th.end("a", None) == 0  # neither right nor wrong (a malformed form): not counted
-    assert th.begin("a") == 0 and th.end("a", False) == 8
-    assert th.begin("a") > 0 and th.begin("b") == 0
-    th.end("b", True)
-    now[0] += 100
-    assert th.begin("a") == 0
-    th.end("a", True)
-    assert th.failures("a") == 0
-    for i in range(1000):
-        if th.begin(f"10.0.{i // 256}.{i % 256}") == 0:
-            th.end(f"10.0.{i // 256}.{i % 256}", False)
-    tally.check("serving::throttle table bounded", len(th._clients) <= 100, str(len(th._clients)))
-
-
 def post_upload(url: str, name: str, size: int, cookie: str | None) -> tuple[int, str]:
     """A real multipart upload to gradio's upload route, as the page's file widget sends it."""
     boundary = "studio-test-boundary-5e1f"
@@ -566,90 +511,6 @@ def post_upload(url: str, name: str, size: int, cookie: str | None) -> tuple[int
             return resp.status, resp.read().decode(errors="replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
-
-
-def test_http_upload_is_size_capped(server, tally):
-    """The cap holds at the HTTP layer (gradio refuses the body), not only when the Datasets tab stores the file."""
-    cookie = login(server.url)
-    assert cookie
-    cap = UPLOAD_MB * 2**20
-    code, text = post_upload(server.url, "small.json", 64 * 1024, None)
-    tally.check("serving::upload without login refused", code in (401, 403), f"{code} {text[:200]}")
-    code, text = post_upload(server.url, "small.json", 64 * 1024, cookie)
-    tally.check("serving::upload under the cap accepted (HTTP)", code == 200 and "small.json" in text, f"{code}")
-    code, text = post_upload(server.url, "big.json", cap + 64 * 1024, cookie)
-    tally.check("serving::upload over the cap refused (HTTP 413)", code == 413, f"{code} {text[:200]}")
-
-
-def test_upload_names_and_sizes(studio_home, tally, tmp_path):
-    from studio.tabs import data_register
-
-    src = tmp_path / "x.json"
-    src.write_text('[{"instruction": "q", "output": "a"}]')
-    root = (studio_home / "uploads").resolve()
-    for name in (
-        "../../evil.json",
-        "/etc/cron.d/evil.json",
-        "..\\..\\evil.json",
-        "a/../../b.json",
-        "\x00.json",
-        "....json",
-        "ok name.json",
-    ):
-        try:
-            dest = data_register.store_upload(src, name)
-        except ValueError:
-            tally.record("serving::upload name traversal rejected", True)
-            continue
-        ok = dest.resolve().parent == root
-        tally.check("serving::upload name traversal rejected", ok, f"{name!r} -> {dest}")
-    for name in ("x.py", "x.sh", "x", "x.json.exe"):
-        with pytest.raises(ValueError):
-            data_register.store_upload(src, name)
-        tally.record("serving::upload type refused", True)
-    big = tmp_path / "big.json"
-    with open(big, "wb") as fh:  # sparse: the size is real, the disk is not used
-        fh.truncate(data_register.MAX_UPLOAD_BYTES + 1)
-    with pytest.raises(ValueError, match="limit"):
-        data_register.store_upload(big, "big.json")
-    tally.record("serving::upload over the size cap refused", True)
-
-
-def test_path_fields_reject_traversal(studio_home, tally, tmp_path):
-    from engine.data import registry as reg
-
-    ddir = tmp_path / "data"
-    ddir.mkdir()
-    (tmp_path / "outside.json").write_text("[]")
-    for name in ("../outside.json", "sub/../../outside.json"):
-        with pytest.raises(ValueError, match="leaves the dataset folder"):
-            reg.register_dataset(ddir, "x", name)
-        tally.record("serving::register_dataset file_name traversal rejected", True)
-    for bad in ("../x", "a/b", "x y"):
-        with pytest.raises(ValueError):
-            reg.register_dataset(ddir, bad, "outside.json")
-        tally.record("serving::register_dataset name rejected", True)
-    for rid in ("../../etc", "../" + studio_home.name, "x; rm -rf /", "' OR '1'='1"):
-        with pytest.raises(Exception) as info:
-            runs.run_dir(rid)
-        tally.check(
-            "serving::run id traversal rejected",
-            "no run" in str(info.value).lower() or isinstance(info.value, (runs.RunsError, KeyError)),
-            repr(info.value),
-        )
-
-
-def test_trust_remote_code_off_unless_explicit(tally):
-    from engine.lf.to_spec import lf_to_spec
-    from engine.spec.schema import RunSpec
-
-    spec = RunSpec.model_validate({"model": {"name_or_path": "org/m"}, "data": {"datasets": ["a"]}})
-    tally.check("serving::trust_remote_code default off", spec.model.trust_remote_code is False, "")
-    got = lf_to_spec({"model_name_or_path": "org/m", "dataset": "a", "stage": "sft", "finetuning_type": "lora"})
-    spec_lf = got[0] if isinstance(got, tuple) else getattr(got, "spec", got)
-    data = spec_lf if isinstance(spec_lf, dict) else spec_lf.model_dump()
-    tc = data.get("model", {}).get("trust_remote_code", False)
-    tally.check("serving::trust_remote_code off after LLaMA-Factory import", tc is False, str(got)[:300])
 
 
 def plot_rows(plot) -> tuple[list | None, list | None]:
@@ -750,6 +611,147 @@ def test_no_secret_in_any_file_the_run_wrote(live_run, tally):
                 assert not hits, f"{f} contains {hits}"
     assert scanned >= 5 and (Path(rec.run_dir) / "launch.json").is_file()
     tally.note("serving::no secret in run files", f"{scanned} files scanned, status {rec.status}")
+
+
+def test_every_route_needs_the_login(server, tally, tmp_path):
+    """Without the login cookie nothing but the login page and static assets answers; with it the page works."""
+    import json
+
+    cookie = login(server.url)
+    assert cookie, f"login failed: {server.log.read_text()[-1500:]}"
+    assert login(server.url, "wrong") is None or get(server.url + "/config", login(server.url, "wrong")) >= 400
+    secret_file = Path(runs.get(runs.list_runs()[0].id).run_dir) / "spec.yaml" if runs.list_runs() else None
+    probes = [
+        "/config",
+        "/gradio_api/info",
+        "/info",
+        "/gradio_api/queue/status",
+        "/gradio_api/file=/etc/passwd",
+        "/file=/etc/passwd",
+        "/gradio_api/upload_progress",
+        "/gradio_api/call/tick",
+        "/gradio_api/run/tick",
+        "/monitoring",
+        "/gradio_api/mcp/schema",
+        "/gradio_api/openapi.json",
+        "/gradio_api/vibe-edit/",
+    ]
+    if secret_file:
+        probes.append(f"/gradio_api/file={secret_file}")
+    # gradio's own public routes (startup events, theme, the session heartbeat stream -- not read here, it never
+    # ends): the login page needs them; they must carry no studio data.
+    for path in ("/gradio_api/startup-events", "/theme.css"):
+        try:
+            with urllib.request.urlopen(server.url + path, timeout=20) as resp:
+                body = resp.read()
+        except urllib.error.HTTPError:
+            body = b""
+        ok = not any(w in body for w in (b"run-picker", b"tab-train", b"demo_alpaca", b"loss"))
+        tally.check("serving::public framework routes carry no studio data", ok, f"{path}: {body[:200]!r}")
+    for path in probes:
+        code = get(server.url + path)
+        tally.record("serving::route without login refused", code in (401, 403, 404, 405))
+        assert code in (401, 403, 404, 405), f"{path} answered {code} without a login"
+    code = get(server.url + "/")
+    tally.check("serving::page without login shows only the login form", code in (200, 401), str(code))
+    with urllib.request.urlopen(urllib.request.Request(server.url + "/", headers={}), timeout=20) as resp:
+        html = resp.read().decode(errors="replace")
+    assert "tab-train" not in html and "run-picker" not in html
+    tally.check("serving::config with login", get(server.url + "/config", cookie) == 200, "")
+    with urllib.request.urlopen(urllib.request.Request(server.url + "/config", headers={"Cookie": cookie})) as resp:
+        assert "tab-train" in json.dumps(json.loads(resp.read()))
+    # downloads: even logged in, no file outside gradio's allowed folders
+    for target in (
+        "/etc/passwd",
+        str(ROOT / "pyproject.toml"),
+        "../../../../etc/passwd",
+        "%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        *([str(secret_file)] if secret_file else []),
+    ):
+        code = get(f"{server.url}/gradio_api/file={target}", cookie)
+        tally.record("serving::download outside allowed folders refused (logged in)", code in (403, 404))
+        assert code in (403, 404), f"file={target} answered {code}"
+
+
+def test_wrong_logins_are_throttled(server, tally):
+    """Issue 18.6: 20 wrong logins in a row from one address: after a few, logins from it are refused (429 with
+    Retry-After, the right password too) for a back-off that doubles with each further failure; the log names the
+    address; once the back-off has passed the right login works."""
+    log_start = len(server.log.read_bytes())
+    codes = [login_status(server.url, f"wrong-{i}") for i in range(20)]
+    refused = [c for c, _ in codes if c == 429]
+    tally.check(
+        "serving::20 wrong logins: later ones refused (429)",
+        len(refused) >= 15 and codes[0][0] == 400 and all(c in (400, 429) for c, _ in codes),
+        str(codes),
+    )
+    # while the back-off lasts the right password is refused as well: throttling, not a hint
+    code, retry = login_status(server.url, PASSWORD)
+    tally.check("serving::right login during the back-off refused", code == 429 and int(retry) >= 1, f"{code} {retry}")
+    # the back-off doubles: wait until logins open (a form without password is not a guess), fail once more
+    waits = []
+    for _ in range(2):
+        wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
+        assert login_status(server.url, "wrong-again")[0] == 400
+        code, retry = login_status(server.url, "wrong-again")
+        assert code == 429, code
+        waits.append(int(retry))
+    tally.check("serving::back-off doubles with each failure", waits[1] >= 2 * waits[0] - 1, str(waits))
+    wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
+    tally.check("serving::right login after the back-off works", login(server.url) is not None, "")
+    logged = server.log.read_bytes()[log_start:].decode(errors="replace")
+    tally.check(
+        "serving::failed and refused logins are logged with the address",
+        "failed login from 127.0.0.1" in logged and "login from 127.0.0.1 refused" in logged,
+        logged[-1500:],
+    )
+    # a right login resets the count: the next wrong one is answered as usual
+    assert login_status(server.url, "wrong-after-reset")[0] == 400
+    assert login(server.url) is not None
+
+
+def test_spoofed_forwarded_for_does_not_lift_the_throttle(server, tally):
+    """Issue 30.5: uvicorn believes ``X-Forwarded-For`` from 127.0.0.1 unless told otherwise; a client there that
+    sends a new address with each wrong login must still be throttled on its own (the socket's) address, and the log
+    must name that address, not the one it claimed."""
+    wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
+    assert login(server.url) is not None  # a clean count for 127.0.0.1
+    log_start = len(server.log.read_bytes())
+    codes = []
+    for i in range(20):
+        form = urllib.parse.urlencode({"username": USER, "password": f"spoofed-{i}"}).encode()
+        req = urllib.request.Request(server.url + "/login", data=form, headers={"X-Forwarded-For": f"203.0.113.{i}"})
+        try:
+            with urllib.request.urlopen(req, timeout=20) as resp:
+                codes.append(resp.status)
+        except urllib.error.HTTPError as exc:
+            codes.append(exc.code)
+    tally.check(
+        "serving::rotated X-Forwarded-For: wrong logins still refused (429)",
+        codes.count(429) >= 15 and codes[0] == 400,
+        str(codes),
+    )
+    logged = server.log.read_bytes()[log_start:].decode(errors="replace")
+    tally.check(
+        "serving::throttle log names the socket's address, not the claimed one",
+        "failed login from 127.0.0.1" in logged and "203.0.113." not in logged,
+        logged[-800:],
+    )
+    wait_for(lambda: login_status(server.url, None)[0] != 429, timeout=60)
+    assert login(server.url) is not None
+
+
+def test_http_upload_is_size_capped(server, tally):
+    """The cap holds at the HTTP layer (gradio refuses the body), not only when the Datasets tab stores the file."""
+    cookie = login(server.url)
+    assert cookie
+    cap = UPLOAD_MB * 2**20
+    code, text = post_upload(server.url, "small.json", 64 * 1024, None)
+    tally.check("serving::upload without login refused", code in (401, 403), f"{code} {text[:200]}")
+    code, text = post_upload(server.url, "small.json", 64 * 1024, cookie)
+    tally.check("serving::upload under the cap accepted (HTTP)", code == 200 and "small.json" in text, f"{code}")
+    code, text = post_upload(server.url, "big.json", cap + 64 * 1024, cookie)
+    tally.check("serving::upload over the cap refused (HTTP 413)", code == 413, f"{code} {text[:200]}")
 
 
 # ------------------------------------------------------------------------------------------------ studio serve
