@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -105,6 +106,35 @@ def stop_runs(home: Path) -> None:
         "        runs.stop(r.id, grace_s=5)\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, timeout=60, check=False)
+
+
+def finished_run(home: Path, name: str, *, marker: str = "", report_to: tuple[str, ...] = ("none",)) -> str:
+    """A training run of the server's workspace ``home`` (one step of the demo, queued as the CLI queues one) that
+    completed, with ``marker`` in its log when given; its id. A training run: the dashboard's picker lists training
+    runs only, not commands. Started here rather than from the form where the form is not what a test checks (the
+    form's Start is checked by tests that start runs from it)."""
+    code = (
+        "import yaml\nfrom pathlib import Path\nfrom engine.core import workspace\nfrom engine.runs import registry\n"
+        "from tests.helpers import wait_for\n"
+        "data = yaml.safe_load((workspace.home() / workspace.DEMO_SPEC_NAME).read_text())\n"
+        f"data['train'].update(max_steps=1, save_steps=1000)\ndata['output']['report_to'] = {list(report_to)!r}\n"
+        f"rid = registry.submit(data, name={name!r})\n"
+        "wait_for(lambda: registry.get(rid).status == 'completed', timeout=240)\n"
+        "print(rid)\n"
+    )
+    if marker:
+        code += f"with open(registry.get(rid).log_path, 'a') as log: log.write({marker!r} + '\\n')\n"
+    env = {**os.environ, "STUDIO_HOME": str(home)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()[-1]
+
+
+def pick_run(page, run_id: str) -> None:
+    """Choose a run in the Train tab's run picker (its dashboard then shows it), as a person does."""
+    page.wait_for_selector("#start-btn:not([disabled])", timeout=240_000)
+    page.click("#run-picker input")
+    page.get_by_role("option", name=re.compile(re.escape(run_id))).click()
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 
 from studio import alerts, monitor
 from studio.tabs import data
-from tests.e2e.conftest import import_lf_yaml, type_field
+from tests.e2e.conftest import finished_run, import_lf_yaml, pick_run, type_field
 
 pytestmark = pytest.mark.slow  # a real server, runs and browser
 
@@ -367,11 +367,19 @@ def dot_pixels(page, selector: str) -> tuple[dict, int]:
     return dot, near
 
 
-def test_a_one_point_chart_ticks_a_range_around_its_point(page, server, shots):
+@pytest.fixture(scope="module")
+def one_step_run(server) -> tuple[str, str]:
+    """(id, name) of a completed run of one step in the server's workspace, for the tests that read its charts and
+    figures (one training run for both; the form's Start is what the other tests here start runs with)."""
+    name = f"one-{uuid.uuid4().hex[:6]}"
+    return finished_run(server.home, name), name
+
+
+def test_a_one_point_chart_ticks_a_range_around_its_point(page, server, shots, one_step_run):
     """Issue 27 item 15: a run of one step draws one point per chart; Vega ticked its zero-width axes "1.000000" and
     "8.900000". The dashboard's charts and the Runs overlay of that run tick a range around the point instead."""
-    name = f"one-{uuid.uuid4().hex[:6]}"
-    run_id = start_run(page, name, steps=1)
+    run_id, name = one_step_run
+    pick_run(page, run_id)
     wait_finished(page, run_id)
     assert logged(server, run_id) == (1, 0)
     for plot in ("#plot-loss", "#plot-lr", "#plot-grad-norm"):
@@ -404,18 +412,18 @@ def test_a_one_point_chart_ticks_a_range_around_its_point(page, server, shots):
     assert seen >= 12, (dot, seen)
 
 
-def test_each_memory_figure_says_which_processes_it_counts(page, server, shots):
+def test_each_memory_figure_says_which_processes_it_counts(page, server, shots, one_step_run):
     """Issue 27 item 15: the Runs table's peak (622 MiB) and the dashboard's RAM chart (~870 MiB) differed without
     saying what each counts. The chart's title names all the run's processes; the table's column is the trainer's
     peak and the note under it says what that is and why the charts read higher, in English and Chinese."""
-    name = f"mem-{uuid.uuid4().hex[:6]}"
-    run_id = start_run(page, name, steps=1)
+    run_id, _name = one_step_run
+    pick_run(page, run_id)
     wait_finished(page, run_id)
     expect(page.locator("#plot-gpu-mem")).to_contain_text("RAM: all the run's processes, resident (MiB)")
     _tab(page, "Runs")
     table = page.locator("#runs-table")
     expect(table.get_by_role("columnheader", name="trainer peak MiB")).to_be_visible(timeout=90_000)
-    # The row by the run's id, which Start named: twice in CI (2 cores, busy) the run was recorded under the demo's
+    # The row by the run's id: twice in CI (2 cores, busy) a run started from the form was recorded under the demo's
     # default name, the name typed into the form not taken (issue 29's note), and a row looked up by name never came.
     row = table.get_by_role("row").filter(has_text=run_id)
     refresh_runs_until(page, lambda rows: any(run_id in r for r in rows))

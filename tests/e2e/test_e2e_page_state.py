@@ -5,14 +5,11 @@ test-artifacts/. Every wait is for the text or element asserted, never for a fix
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from tests.e2e.conftest import ROOT, open_tab
+from tests.e2e.conftest import finished_run, open_tab, pick_run
 from tests.e2e.conftest import wait_text as _wait_text
 from tests.e2e.test_e2e_charts import wait_logged
 
@@ -262,33 +259,12 @@ def test_a_picked_dataset_shows_its_own_column_mapping(page, server):
     assert _column(page, "messages") == "" and _column(page, "response") == "answer"
 
 
-def _finished_run(home, marker: str) -> str:
-    """A training run of the server's workspace (one step of the demo, as the CLI queues one) that completed, with
-    ``marker`` in its log. A training run: the dashboard's picker lists training runs only, not commands."""
-    code = (
-        "import yaml\nfrom pathlib import Path\nfrom engine.core import workspace\nfrom engine.runs import registry\n"
-        "from tests.helpers import wait_for\n"
-        "data = yaml.safe_load((workspace.home() / workspace.DEMO_SPEC_NAME).read_text())\n"
-        "data['train'].update(max_steps=1, save_steps=1000)\ndata['output']['report_to'] = ['tensorboard']\n"
-        "rid = registry.submit(data, name='gone soon')\n"
-        "wait_for(lambda: registry.get(rid).status == 'completed', timeout=240)\n"
-        f"with open(registry.get(rid).log_path, 'a') as log: log.write({marker!r} + '\\n')\n"
-        "print(rid)\n"
-    )
-    env = {**os.environ, "STUDIO_HOME": str(home)}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.split()[-1]
-
-
 def test_a_deleted_run_leaves_no_trace_on_the_page(page, server):
     """Issue 27 item 11: a deleted run's TensorBoard folder and command stayed in the Runs panel, and its dashboard
     (status, log) in the Train tab."""
     marker = "gone-soon-7413"
-    rid = _finished_run(server.home, marker)
-    page.wait_for_selector("#start-btn:not([disabled])", timeout=240_000)
-    page.click("#run-picker input")
-    page.get_by_role("option", name=re.compile(re.escape(rid))).click()
+    rid = finished_run(server.home, "gone soon", marker=marker, report_to=("tensorboard",))
+    pick_run(page, rid)
     page.wait_for_function(f"document.querySelector('#run-log textarea').value.includes({json.dumps(marker)})")
     open_tab(page, "Runs")
     _options(page, "#runs-one input", f"gone soon · {rid}")  # the picker names the run, then its id
