@@ -153,6 +153,9 @@ def test_chosen_language_survives_a_reload(page, shots):
     page.click("#lang-picker input")
     page.get_by_role("option", name="中文").click()
     _wait_text(page, "#start-btn", "开始训练", timeout=120_000)
+    page.get_by_role("tab", name="数据集").wait_for(timeout=120_000)  # tab labels re-render after the buttons
+    assert "学习率" in page.inner_text("#f-train-learning-rate")  # the form's labels follow too
+    page.screenshot(path=str(shots / "train-zh.png"))
     _reload(page)
     # after a reload the page relabels itself with the saved language: the same dozen handlers as a switch, which
     # take well over 30 s on a busy 2-core machine

@@ -175,14 +175,10 @@ def test_runs_doctor_chat_tabs_render(page, server, shots, fits_width):
     page.wait_for_selector("#runs-table", timeout=90_000)
     page.screenshot(path=str(shots / "runs.png"), full_page=True)
     assert fits_width(page)
+    # The Doctor tab renders its Run button; what a run shows (a PASS row per check, the fix column within the page)
+    # is test_e2e_charts.py::test_doctor_table_hidden_until_run_then_fits, which also writes doctor.png.
     open_tab(page, "Doctor")
-    page.click("#doctor-run")
-    page.wait_for_function(
-        "(document.querySelector('#doctor-table')?.innerText || '').includes('PASS') || "  # hidden until it has rows
-        "(document.querySelector('#doctor-table')?.innerText || '').includes('WARN')",
-        timeout=120_000,
-    )
-    page.screenshot(path=str(shots / "doctor.png"))
+    page.wait_for_selector("#doctor-run", state="visible", timeout=90_000)
     open_tab(page, "Chat")
     # the demo's vision-language model, asked about a drawn image: the image shows in the pane and it answers
     page.click("#chat-model input")
@@ -213,15 +209,6 @@ def test_runs_doctor_chat_tabs_render(page, server, shots, fits_width):
         "(document.querySelector('#chat-status')?.innerText ?? '').includes('unloaded')", timeout=90_000
     )
     assert fits_width(page)
-
-
-def test_language_switch_to_chinese(page, shots):
-    page.click("#lang-picker input")
-    page.get_by_role("option", name="中文").click()
-    page.wait_for_function("document.querySelector('#start-btn').innerText.includes('开始训练')", timeout=120_000)
-    page.get_by_role("tab", name="数据集").wait_for(timeout=120_000)  # tab labels re-render after the buttons
-    assert "学习率" in page.inner_text("#f-train-learning-rate")
-    page.screenshot(path=str(shots / "train-zh.png"))
 
 
 def test_stop_from_the_page(page, shots):
