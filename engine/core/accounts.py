@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -79,8 +77,6 @@ def load(home: str | Path | None = None) -> dict[str, Account]:
 
 
 def _save(accounts: dict[str, Account]) -> None:
-    target = path()
-    target.parent.mkdir(parents=True, exist_ok=True)
     body = {
         "accounts": {
             a.name: {
@@ -93,15 +89,7 @@ def _save(accounts: dict[str, Account]) -> None:
             for a in accounts.values()
         }
     }
-    fd, tmp = tempfile.mkstemp(prefix=".accounts-", dir=target.parent)  # created 600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(body, f, indent=1, sort_keys=True)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    workspace.write_private_json(path(), body)
 
 
 def team_mode(home: str | Path | None = None) -> bool:

@@ -13,9 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,17 +41,7 @@ def _load() -> list[dict]:
 
 
 def _save(tokens: list[dict]) -> None:
-    target = _path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".api_tokens-", dir=target.parent)  # created 600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"tokens": tokens}, f, indent=1)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    workspace.write_private_json(_path(), {"tokens": tokens})
 
 
 def _digest(token: str) -> str:

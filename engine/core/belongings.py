@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,14 +45,7 @@ def _update(change: Callable[[dict], None]) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two uploads at once must not lose each other's owner
         data = _load()
         change(data)
-        fd, tmp = tempfile.mkstemp(prefix=".belongings-", dir=target.parent)  # created 600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        workspace.write_private_json(target, data)
 
 
 def _key(path: str | Path) -> str:

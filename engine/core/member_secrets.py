@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 
 from engine.core import accounts, workspace
@@ -51,15 +50,7 @@ def _save(owner: str, secrets: dict[str, str]) -> None:
     target = _path(owner)
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(target.parent, 0o700)
-    fd, tmp = tempfile.mkstemp(prefix=".secrets-", dir=target.parent)  # created 600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(secrets, f, indent=1, sort_keys=True)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    workspace.write_private_json(target, secrets)
 
 
 def _owner_asking() -> str:

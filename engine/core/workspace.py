@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 DEMO_MODEL_NAME = "demo-tiny-llama"
 DEMO_SPEC_NAME = "demo_spec.yaml"
@@ -90,3 +91,20 @@ def demo_paths() -> dict:
         "vlm_dataset": DEMO_VLM_DATASET,
         "vlm_dpo_dataset": DEMO_VLM_DPO_DATASET,
     }
+
+
+def write_private_json(target: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``target``, file mode 600, whole or not at all (a temporary file renamed into place):
+    the accounts, their secrets and tokens, who owns what."""
+    import tempfile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}-", dir=target.parent)  # created 600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
