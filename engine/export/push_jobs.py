@@ -38,11 +38,10 @@ def has_token() -> bool:
     """Whether the push will have a token: ``HF_TOKEN`` as the push's process will see it (in team mode a member's
     own, or the operator's only where bound for the page: ``engine.core.member_secrets``), or the client's saved login
     where that may be used."""
-    from engine.core import accounts, member_secrets, page_trust
+    from engine.core import accounts
+    from engine.runs.launch import owner_environment
 
-    env = member_secrets.run_environment(
-        dict(os.environ), accounts.owner_of_new(), ["HF_TOKEN"], set(page_trust.page_secrets())
-    )
+    env = owner_environment(dict(os.environ), accounts.owner_of_new())
     if env.get("HF_TOKEN"):
         return True
     if env.get("HF_HUB_DISABLE_IMPLICIT_TOKEN"):

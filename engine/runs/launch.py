@@ -222,6 +222,20 @@ def subprocess_env(device: str, gpus: list[int], hw: Hardware, *, processes: int
     return env
 
 
+def owner_environment(env: dict[str, str], owner: str, names: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    """``env`` as a process of ``owner``'s gets it (``engine.core.member_secrets.run_environment``): the owner's own
+    secrets; for a member, none of the operator's secret variables (``SECRET_ENV`` and ``names``, e.g. a run's
+    notification or judge variables) that the operator did not bind for the page (``STUDIO_PAGE_SECRETS``; a
+    malformed binding binds nothing). For runs, jobs, Slurm jobs, Chat's worker and the reward dry run alike."""
+    from engine.core import member_secrets, page_trust
+
+    try:
+        bound = set(page_trust.page_secrets())
+    except page_trust.PageTrustError:
+        bound = set()
+    return member_secrets.run_environment(env, owner, [*SECRET_ENV, *names], bound)
+
+
 def simple_launcher_env(device: str, precision: str) -> dict[str, str]:
     """What ``accelerate launch --num_processes 1 [--cpu] --mixed_precision P --dynamo_backend no`` adds to its
     child's environment (accelerate.utils.launch ``prepare_simple_launcher_cmd_env``), for a trainer started without

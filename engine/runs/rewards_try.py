@@ -18,8 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine.core import accounts, acting, member_secrets, page_trust
-from engine.runs.node_commands import SECRET_ENV
+from engine.core import accounts, acting
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def try_rewards(spec: Any, rows: int = 8, source: str = "answers", timeout: float = 600) -> dict:
     """Run the spec's reward functions on its first ``rows`` prompts in a subprocess; the result (rows, and per
     reward its scores or error), or ``{"error": ...}``. ``spec``: a RunSpec or a spec / LLaMA-Factory YAML path."""
-    from engine.runs.launch import anchor_paths
+    from engine.runs.launch import anchor_paths, owner_environment
     from engine.spec.schema import save_spec
 
     with tempfile.TemporaryDirectory(prefix="studio-rewards-") as tmp:
@@ -44,8 +43,7 @@ def try_rewards(spec: Any, rows: int = 8, source: str = "answers", timeout: floa
             argv.append("--as-shell")
         # the page's login stays behind; a member's dry run holds their secrets, none of the operator's unbound ones
         env = {k: v for k, v in os.environ.items() if k != "STUDIO_AUTH"}
-        bound = set(page_trust.page_secrets())
-        env = member_secrets.run_environment(env, accounts.owner_of_new(), list(SECRET_ENV), bound)
+        env = owner_environment(env, accounts.owner_of_new())
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         env.setdefault("OMP_NUM_THREADS", "1")
         try:

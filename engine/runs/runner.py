@@ -270,14 +270,10 @@ def run_environment(launch: dict) -> dict[str, str]:
     the run owner's own secrets in team mode and, for a member, none of the operator's it was not bound
     (``engine.core.member_secrets.run_environment``; ``launch.json`` names the owner and the variables, never a
     value)."""
-    from engine.core import member_secrets, page_trust
+    from engine.runs.launch import owner_environment
 
-    try:
-        bound = set(page_trust.page_secrets())
-    except page_trust.PageTrustError:
-        bound = set()  # a malformed binding binds nothing
     names = [str(n) for n in launch.get("secret_names") or []]
-    return member_secrets.run_environment(dict(os.environ), str(launch.get("owner") or ""), names, bound)
+    return owner_environment(dict(os.environ), str(launch.get("owner") or ""), names)
 
 
 def _sentinel(rdir: Path, run_id: str, pgid: int, environ: dict[str, str]):

@@ -36,13 +36,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.core import events, member_secrets, page_trust, workspace
+from engine.core import events, workspace
 from engine.machine.hardware import Hardware, cpu_only, target_machine
 from engine.runs import outputs, store
-from engine.runs.launch import build_command, launch_record, write_config_files
+from engine.runs.launch import build_command, launch_record, owner_environment, write_config_files
 from engine.runs.messages import MESSAGES
 from engine.runs.messages import message as run_message
-from engine.runs.node_commands import SECRET_ENV, slurm_script
+from engine.runs.node_commands import slurm_script
 from engine.runs.run_end import with_log_tail
 from engine.runs.store import MARKER, RunRecord
 from engine.spec.schema import RunSpec
@@ -192,9 +192,7 @@ def submit_job(run_id: str) -> str | None:
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         # sbatch hands the job its environment: in team mode the owner's own secrets, never the operator's unbound
-        env = member_secrets.run_environment(
-            env, rec.owner, [*SECRET_ENV, *spec.notify.env_names()], set(page_trust.page_secrets())
-        )
+        env = owner_environment(env, rec.owner, spec.notify.env_names())
         script = slurm_script(spec, plan.argv, env, run_dir=rdir, partition=s.partition)
         write_config_files(plan, rdir)
         (rdir / "run.slurm").write_text(script, encoding="utf-8")

@@ -15,9 +15,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from engine.core import accounts, member_secrets, page_trust
+from engine.core import accounts
 from engine.machine.kernels import with_gptq_path
-from engine.runs.node_commands import SECRET_ENV
 from studio.i18n.page import t
 from studio.tabs.chat_remote import ERROR_MARK
 
@@ -35,8 +34,9 @@ class Worker:
             "TOKENIZERS_PARALLELISM": "false",
         }
         # team mode: a member's worker holds their own secrets, none of the operator's unbound ones (as their runs)
-        bound = set(page_trust.page_secrets())
-        env = member_secrets.run_environment(env, accounts.owner_of_new(), list(SECRET_ENV), bound)
+        from engine.runs.launch import owner_environment
+
+        env = owner_environment(env, accounts.owner_of_new())
         argv = [sys.executable, "-m", "engine.trainer.chat_worker", model, "--template", template] + (
             ["--adapter", adapter] if adapter else []
         )
