@@ -30,7 +30,10 @@ def workspace_home(demo_paths, tmp_path, monkeypatch):
 def test_marks_and_edits_then_train_on_them(demo_paths, workspace_home):
     # the worker's own attributes, as studio.tabs.chat.Worker holds them once the base pane has loaded the demo
     base = SimpleNamespace(model=demo_paths["model_dir"], adapter=None, template="default", source="")
-    workers = {"base": base}
+
+    def workers() -> dict:  # chat.workers: the asking account's slots, looked up at each click
+        return {"base": base}
+
     turn = [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Bye."}]
 
     said = chat_feedback.mark(True, "tuned", turn, [], "", workers, chat.conversation, "en")
