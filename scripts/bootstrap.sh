@@ -110,13 +110,16 @@ fi
 if [ -f "$gptq_dir/gptqmodel/__init__.py" ] && "$VPY" -m pip show -q gptqmodel >/dev/null 2>&1; then
   "$VPY" -m pip uninstall -q -y gptqmodel
 fi
-# A one-host Slurm cluster (tests/slurm_cluster.py starts munged, slurmctld and slurmd itself) and iproute2
-# for the two-host test's network namespaces; best effort: the tests skip, saying why, without them.
-if [ "$want_test" = 1 ] && { ! command -v slurmctld >/dev/null && [ ! -x /usr/sbin/slurmctld ] || ! command -v ip >/dev/null; }; then
-  echo "[setup] installing Debian's slurm-wlm, munge and iproute2 for the cluster tests"
+# A one-host Slurm cluster (tests/slurm_cluster.py starts munged, slurmctld and slurmd itself), iproute2 for the
+# two-host test's network namespaces and nginx as the team studio's reverse proxy (tests/nginx_proxy.py); best
+# effort: the tests skip, saying why, without them.
+if [ "$want_test" = 1 ] && { ! command -v slurmctld >/dev/null && [ ! -x /usr/sbin/slurmctld ] || ! command -v ip >/dev/null \
+    || { ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; }; }; then
+  echo "[setup] installing Debian's slurm-wlm, munge, iproute2 and nginx-light for the cluster and proxy tests"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   { $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      slurm-wlm munge iproute2 iputils-ping >/dev/null; } || echo "[setup] warning: slurm / munge not installed"
+      slurm-wlm munge iproute2 iputils-ping nginx-light >/dev/null; } \
+    || echo "[setup] warning: slurm / munge / nginx not installed"
 fi
 # Screenshots in test-artifacts/ show the Chinese page and the status icons only with a CJK and an emoji font
 # (small Debian packages, ~12 MB); the tests read the page text, so a failed install is a warning, not an error.

@@ -288,10 +288,11 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
 
     from studio.guard import SESSION_END_HEAD, LoginGuard
     from studio.member_api import MemberAPI
+    from studio.proxy import TrustedProxy
 
-    # uvicorn (started by gradio, which passes no proxy settings) reads this when it starts: the client address the
-    # login throttle keys on is the socket's peer, unless that peer is a proxy the operator named.
-    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(conf.trusted_proxies)
+    # uvicorn (started by gradio, which passes no proxy settings) reads this when it starts: it believes nobody's
+    # X-Forwarded-For, and studio.proxy believes the proxies the operator named (and their user header).
+    os.environ["FORWARDED_ALLOW_IPS"] = ""
     return {
         "server_name": conf.host,
         "server_port": conf.port,
@@ -310,6 +311,8 @@ def launch_kwargs(conf: settings_mod.Settings) -> dict:
         # The login comes first; then gradio's status trackers as studio.page_speed quiets them (a public asset).
         "app_kwargs": {
             "middleware": [
+                # the client's address and the account a trusted proxy logged in, read before anything else
+                Middleware(TrustedProxy, proxies=conf.trusted_proxies, user_header=conf.proxy_user_header),
                 Middleware(MemberAPI),  # /api/v1/: a member's own command line, with a personal token (team mode)
                 Middleware(LoginGuard, session_s=conf.session_s),
                 Middleware(page_speed.QuietStatusTrackers),

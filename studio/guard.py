@@ -25,10 +25,13 @@ ever. ``LoginGuard`` is an ASGI middleware given to gradio's FastAPI app (``laun
   account was removed or whose password changed since it logged in. An open page learns it from its next request's
   401 (a timer's tick, a click) and reloads onto the login form (``SESSION_END_HEAD``, in the page's head).
 
-Light: stdlib, starlette (gradio's web framework) and engine.core.accounts. The address is the TCP peer:
-``X-Forwarded-For`` is not trusted (anyone can send it; ``studio.app.launch_kwargs`` sets uvicorn's
-``FORWARDED_ALLOW_IPS`` to the proxies named in ``STUDIO_TRUSTED_PROXIES``, none by default), so behind an unnamed
-reverse proxy every client shares its budget.
+- logs in, in team mode, the account a trusted reverse proxy names in its user header (``studio.proxy``): the
+  request carries a session of that account's (minted on its first request, again when one ends, with an audit
+  entry), and a name that is no account is refused (403).
+
+Light: stdlib, starlette (gradio's web framework), engine.core (accounts, audit) and studio.proxy. The address is the
+TCP peer, or the client a proxy named in ``STUDIO_TRUSTED_PROXIES`` forwards for (``studio.proxy``: nobody else's
+``X-Forwarded-For`` is believed), so behind an unnamed reverse proxy every client shares its budget.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
 import sys
 import threading
 import time
@@ -45,7 +49,8 @@ from urllib.parse import parse_qs
 
 from starlette.requests import cookie_parser
 
-from engine.core import accounts
+from engine.core import accounts, audit
+from studio.proxy import SCOPE_USER
 
 FREE_FAILURES = 3
 BASE_S = 1.0
@@ -216,6 +221,14 @@ def _account_hash(name: str) -> str | None:
     return account.hash if account else None
 
 
+def _with_cookie(scope, name: str, value: str) -> dict:
+    """``scope`` whose one cookie header also carries ``name=value`` (last, so it wins over one the client sent)."""
+    headers = scope.get("headers") or []
+    raw = b"; ".join(v for k, v in headers if k == b"cookie").decode("latin-1")
+    cookie = f"{raw}; {name}={value}" if raw else f"{name}={value}"
+    return {**scope, "headers": [*(h for h in headers if h[0] != b"cookie"), (b"cookie", cookie.encode("latin-1"))]}
+
+
 def _issued_tokens(headers) -> list[str]:
     """The login tokens a ``POST /login`` answer sets (gradio's ``access-token-*`` cookies)."""
     found = []
@@ -271,6 +284,7 @@ class LoginGuard:
         self.throttle = throttle or LoginThrottle()
         self.session_s, self.clock = session_s, clock
         self._sessions: dict[str, tuple[float, str | None]] = {}  # token -> (issued, its account's hash then)
+        self._proxied: dict[str, str] = {}  # account -> the token of its session through the trusted proxy
         self._lock = threading.Lock()
 
     def _logged_in(self, scope, gradio_app) -> bool:
@@ -307,6 +321,14 @@ class LoginGuard:
         if scope["type"] not in ("http", "websocket") or getattr(gradio_app, "auth", None) is None:
             return await self.app(scope, receive, send)
         method, path = scope.get("method", ""), scope.get("path", "")
+        if (proxy_user := scope.get(SCOPE_USER)) is not None:
+            proxied = self._proxy_session(scope, gradio_app, proxy_user)
+            if proxied is not None:
+                return await self.app(proxied, receive, send)
+            if scope["type"] == "websocket":
+                return await send({"type": "websocket.close", "code": 1008})
+            detail = f"The proxy logged in {proxy_user[:64]!r}, which is no account of this studio's."
+            return await _send_json(send, 403, {"detail": detail})
         if scope["type"] == "http" and method == "POST" and path.rstrip("/") == "/login":
             return await self._login(scope, receive, send)
         if self._logged_in(scope, gradio_app):
@@ -316,6 +338,30 @@ class LoginGuard:
         if not is_public(method, path) and not _launch_call(gradio_app, method, path):
             return await _send_json(send, 401, UNAUTHORIZED, [(b"www-authenticate", b"Cookie")])
         return await self._public(scope, receive, send)
+
+    def _proxy_session(self, scope, gradio_app, name: str) -> dict | None:
+        """``scope`` carrying a live session of account ``name``, whom the trusted proxy vouches for; None when
+        ``name`` is no account (or the workspace has none: the header is for team mode)."""
+        hash_now = _account_hash(name)
+        cookie_id, tokens = getattr(gradio_app, "cookie_id", None), getattr(gradio_app, "tokens", None)
+        if not hash_now or cookie_id is None or tokens is None:
+            log.warning("the trusted proxy named %r, which is no account: refused", name[:64])
+            return None
+        cookie = f"access-token-{cookie_id}"
+        with self._lock:
+            token = self._proxied.get(name)
+        if token is not None:
+            scoped = _with_cookie(scope, cookie, token)
+            if self._logged_in(scoped, gradio_app):
+                return scoped
+        token = secrets.token_urlsafe(32)
+        tokens[token] = name
+        with self._lock:
+            self._proxied[name] = token
+            self._sessions[token] = (self.clock(), hash_now)
+        log.info("%s logged in through the trusted proxy", name)
+        audit.record("login", who=name, through="proxy")
+        return _with_cookie(scope, cookie, token)
 
     async def _login(self, scope, receive, send):
         addr = (scope.get("client") or ("?", 0))[0]

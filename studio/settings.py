@@ -2,8 +2,9 @@
 
 Sources, later wins: defaults (127.0.0.1:7860, no auth), environment (``STUDIO_HOST``, ``STUDIO_PORT``,
 ``STUDIO_AUTH=user:pass``, ``STUDIO_HOME``, ``STUDIO_MAX_UPLOAD_MB``, ``STUDIO_TRUSTED_PROXIES``,
-``STUDIO_SESSION_HOURS``), command-line flags. A workspace with accounts (``studio users``, engine.core.accounts) is
-team mode: each person logs in with their own account, and ``--auth`` is refused. A non-loopback host without
+``STUDIO_SESSION_HOURS``, ``STUDIO_PROXY_USER_HEADER``), command-line flags. A workspace with accounts
+(``studio users``, engine.core.accounts) is team mode: each person logs in with their own account (or the trusted
+proxy names them, ``studio.proxy``), and ``--auth`` is refused. A non-loopback host without
 credentials is refused: anyone on the network could otherwise start processes on this machine. What the page may use
 beyond that (reward code, a model's own code, secrets, private hosts: ``STUDIO_PAGE_CODE``,
 ``STUDIO_PAGE_REMOTE_CODE``, ``STUDIO_PAGE_SECRETS``, ``STUDIO_PAGE_HOSTS``) is the engine's rule,
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import re
 from dataclasses import dataclass
 
 from engine.core import accounts, page_trust
@@ -48,6 +50,7 @@ class Settings:
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_MB * 2**20
     trusted_proxies: tuple[str, ...] = ()  # addresses / networks whose X-Forwarded-For is believed
     session_s: float = DEFAULT_SESSION_HOURS * 3600  # a login lasts this long (studio.guard)
+    proxy_user_header: str = ""  # team mode: the trusted proxies name the logged-in account in it (studio.proxy)
 
     @property
     def loopback(self) -> bool:
@@ -101,6 +104,7 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Se
         page_trust.check_settings(env)
     except page_trust.PageTrustError as exc:
         raise SettingsError(str(exc)) from None
+    proxies = trusted_proxies(env)
     return Settings(
         host=host,
         port=port,
@@ -109,9 +113,30 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Se
         home=home,
         build_demo=not args.no_demo,
         max_upload_bytes=max_upload_bytes(env),
-        trusted_proxies=trusted_proxies(env),
+        trusted_proxies=proxies,
         session_s=session_s(env),
+        proxy_user_header=proxy_user_header(env, proxies, team),
     )
+
+
+def proxy_user_header(env: dict[str, str], proxies: tuple[str, ...], team: bool) -> str:
+    """``STUDIO_PROXY_USER_HEADER``: the header in which the trusted reverse proxy (nginx's ``auth_request``,
+    oauth2-proxy) names the account it logged in; believed only from ``STUDIO_TRUSTED_PROXIES`` and only in team
+    mode, so it is refused without either."""
+    name = str(env.get("STUDIO_PROXY_USER_HEADER") or "").strip()
+    if not name:
+        return ""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", name):
+        raise SettingsError(
+            f"STUDIO_PROXY_USER_HEADER must be a header name such as X-Forwarded-User (got {name!r:.60})"
+        )
+    if not proxies:
+        raise SettingsError(
+            "STUDIO_PROXY_USER_HEADER needs STUDIO_TRUSTED_PROXIES: the proxies whose header is believed"
+        )
+    if not team:
+        raise SettingsError("STUDIO_PROXY_USER_HEADER names accounts: add them first (`studio users add NAME`)")
+    return name
 
 
 def session_s(env: dict[str, str] | None = None) -> float:

@@ -187,6 +187,11 @@ def acting_for(name: str) -> Iterator[None]:
         _ACTING_FOR.reset(token)
 
 
+def token_caller() -> str | None:
+    """The account whose personal token the call being handled came with (studio.member_api), or None."""
+    return _ACTING_FOR.get()
+
+
 def _asking() -> str | None:
     return _ACTING_FOR.get() or (_VIEWER_SOURCE() if _VIEWER_SOURCE is not None else None)
 

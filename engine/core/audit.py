@@ -5,7 +5,8 @@ Light: stdlib and engine.core (accounts, acting, workspace). One JSON object per
 (file mode 600), only ever appended (``O_APPEND``: lines written by several processes at once stay whole, and no
 line is rewritten): ``{"ts", "who", "via", "action", "target", "detail"}``. ``who`` is the logged-in member or
 ``operator`` (the shell, single-user mode, the studio's own threads); ``via`` is ``shell`` (the ``studio`` command
-line) or ``studio`` (the page and what it runs). An entry that cannot be written (a full disk) never stops the
+line), ``api`` (a member's command line with a personal token, studio.member_api) or ``studio`` (the page and what
+it runs). An entry that cannot be written (a full disk) never stops the
 action it records. ``studio audit`` prints it; the page shows it to admins and the operator only
 (``engine.core.accounts.viewer`` is None for them).
 """
@@ -38,7 +39,7 @@ def record(action: str, target: str = "", *, who: str | None = None, **detail: A
     entry = {
         "ts": round(time.time(), 3),
         "who": who if who is not None else actor(),
-        "via": "shell" if acting.at_shell() else "studio",
+        "via": "shell" if acting.at_shell() else "api" if accounts.token_caller() else "studio",
         "action": action,
         "target": str(target),
         "detail": {k: v for k, v in detail.items() if v not in (None, "", [], {})},

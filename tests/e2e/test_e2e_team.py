@@ -187,3 +187,76 @@ def test_an_ended_session_brings_the_login_back(tmp_path, monkeypatch, browser, 
         ctx.close()
     finally:
         srv.stop()
+
+
+def _http(url: str, headers: dict | None = None, login: tuple[str, str] | None = None) -> tuple[int, str]:
+    import base64
+    import urllib.error
+    import urllib.request
+
+    headers = dict(headers or {})
+    if login:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(login).encode()).decode()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as answer:
+            return answer.status, answer.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def test_a_trusted_proxy_logs_members_in_and_nobody_else_can(tmp_path, monkeypatch, browser, make_server):
+    """Issue 46 items 1 and 7: a real nginx in front logs the person in (basic auth here; oauth2-proxy and
+    ``auth_request`` the same way) and names them in X-Forwarded-User. The studio, told to trust that proxy, opens
+    the page as that member with no login form: Ann sees her run and not Bob's. The same header sent straight to the
+    studio logs nobody in; Ann sending it through nginx stays Ann (nginx sets it); a person nginx knows who is no
+    account is refused in one line; the audit log says Ann logged in through the proxy."""
+    from engine.core import audit
+    from tests import nginx_proxy
+
+    if why := nginx_proxy.unavailable():
+        pytest.skip(why)
+    _team_workspace(tmp_path, monkeypatch)
+    env = {"STUDIO_TRUSTED_PROXIES": nginx_proxy.PROXY_ADDRESS, "STUDIO_PROXY_USER_HEADER": nginx_proxy.USER_HEADER}
+    srv = make_server(tmp_path, ["--no-demo"], env=env)
+    proxy = None
+    try:
+        srv.wait_up()
+        proxy = nginx_proxy.Nginx(tmp_path / "nginx", srv.port, {**PASSWORDS, "carol": "carol's password"})
+        proxy.wait_up()
+        ann_login = ("ann", PASSWORDS["ann"])
+        ctx = browser.new_context(
+            viewport={"width": 1280, "height": 800}, http_credentials={"username": "ann", "password": PASSWORDS["ann"]}
+        )
+        page = ctx.new_page()
+        page.set_default_timeout(90_000)
+        page.goto(proxy.url)
+        page.wait_for_selector("#start-btn", timeout=90_000)
+        assert page.locator("input[type=password]").count() == 0  # nginx logged her in; the studio asks nothing more
+        page.get_by_role("tab", name="Runs").click()
+        page.wait_for_function(
+            "(document.querySelector('#runs-table') || {innerText: ''}).innerText.includes('ann-run')"
+        )
+        assert "bob-run" not in page.inner_text("#runs-table")
+        ctx.close()
+
+        code, body = _http(proxy.url + "config", login=ann_login)
+        assert code == 200 and json.loads(body)["username"] == "ann", (code, body[:300])
+        code, body = _http(proxy.url + "config", {nginx_proxy.USER_HEADER: "bob"}, login=ann_login)
+        assert code == 200 and json.loads(body)["username"] == "ann", (code, body[:300])
+        for header in (
+            {nginx_proxy.USER_HEADER: "ann"},
+            {nginx_proxy.USER_HEADER: "ann", "X-Forwarded-For": "10.9.9.9"},
+        ):
+            code, body = _http(srv.url + "config", header)  # straight to the studio: not the proxy, nobody
+            assert code == 401 and "log in first" in body, (code, body[:300])
+        code, body = _http(proxy.url + "config", login=("carol", "carol's password"))
+        assert code == 403 and "'carol', which is no account" in body, (code, body[:300])
+        code, _ = _http(proxy.url + "config", login=("ann", "wrong"))
+        assert code == 401  # nginx's own refusal
+        entries = [e for e in audit.entries(who="ann", action="login") if e["detail"].get("through") == "proxy"]
+        assert entries, audit.entries(limit=20)
+        assert "the trusted proxy named 'carol', which is no account" in srv.log.read_text()
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        srv.stop()

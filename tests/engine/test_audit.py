@@ -69,10 +69,15 @@ def test_members_act_under_their_name_and_read_nothing(home, demo_paths):
     assert shown["data"] == [] and note == "审计日志仅对管理员显示。"
     with pytest.raises(runs.RunsError):
         runs.stop("nope-" + rid)  # an unknown run: refused, and nothing recorded for it
+    who["name"] = None
+    with accounts.acting_for("bob"):  # his own command line, with his personal token (studio.member_api)
+        api_run = runs.submit(demo_spec(demo_paths, train={"max_steps": 1}), name="bob's api", start=False)
     who["name"] = "ann"  # an admin reads every entry, bob's under his name
-    assert [(e["who"], e["action"]) for e in reversed(audit.entries())] == [("bob", "start"), ("bob", "stop")]
+    said = [(e["who"], e["via"], e["action"]) for e in reversed(audit.entries())]
+    assert said == [("bob", "studio", "start"), ("bob", "studio", "stop"), ("bob", "api", "start")]
+    assert audit.entries(limit=1)[0]["target"] == api_run
     shown, note = runs_audit.table("en")
-    assert [r[1:4] for r in shown["data"]] == [["bob", "studio", "stopped"], ["bob", "studio", "started a run"]]
+    assert [r[1:4] for r in shown["data"]][1:] == [["bob", "studio", "stopped"], ["bob", "studio", "started a run"]]
     assert shown["headers"][0] == "time" and note == ""
 
 

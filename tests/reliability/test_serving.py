@@ -200,7 +200,7 @@ def test_trusted_proxies_setting(tally):
         conf = settings.load([], env={"STUDIO_TRUSTED_PROXIES": "10.0.0.5, 192.168.0.0/16"})
         studio_app.launch_kwargs(conf)
         assert conf.trusted_proxies == ("10.0.0.5", "192.168.0.0/16")
-        assert os.environ["FORWARDED_ALLOW_IPS"] == "10.0.0.5,192.168.0.0/16"
+        assert os.environ["FORWARDED_ALLOW_IPS"] == ""  # studio.proxy reads the header, for the proxies named
     finally:
         if saved is None:
             os.environ.pop("FORWARDED_ALLOW_IPS", None)
@@ -209,6 +209,55 @@ def test_trusted_proxies_setting(tally):
     for bad in ("*", "proxy.example", "10.0.0.300"):
         with pytest.raises(settings.SettingsError, match="STUDIO_TRUSTED_PROXIES"):
             settings.load([], env={"STUDIO_TRUSTED_PROXIES": bad})
+
+
+def test_proxy_user_header_setting(tmp_path, monkeypatch):
+    """``STUDIO_PROXY_USER_HEADER``: a header name, believed only from named proxies and only in team mode; each
+    missing piece refused in one line naming what to set."""
+    from engine.core import accounts
+    from studio import settings
+
+    proxies = {"STUDIO_TRUSTED_PROXIES": "10.0.0.5", "STUDIO_PROXY_USER_HEADER": "X-Forwarded-User"}
+    with pytest.raises(settings.SettingsError, match="add them first"):
+        settings.load(["--home", str(tmp_path)], env=proxies)
+    monkeypatch.setenv("STUDIO_HOME", str(tmp_path))
+    accounts.add("ann", "ann's password")
+    assert settings.load(["--home", str(tmp_path)], env=proxies).proxy_user_header == "X-Forwarded-User"
+    assert settings.load(["--home", str(tmp_path)], env={}).proxy_user_header == ""
+    with pytest.raises(settings.SettingsError, match="needs STUDIO_TRUSTED_PROXIES"):
+        settings.load(["--home", str(tmp_path)], env={"STUDIO_PROXY_USER_HEADER": "X-Forwarded-User"})
+    for bad in ("X Forwarded User", "X-User:", "-x"):
+        with pytest.raises(settings.SettingsError, match="STUDIO_PROXY_USER_HEADER must be a header name"):
+            settings.load(["--home", str(tmp_path)], env={**proxies, "STUDIO_PROXY_USER_HEADER": bad})
+
+
+def test_trusted_proxy_reads_its_headers_only_from_the_named_proxies():
+    """studio.proxy on raw ASGI scopes: from a named proxy the client is the right-most forwarded hop that is not a
+    proxy (a client-sent hop to its left is ignored), the scheme its X-Forwarded-Proto, the user its header; from
+    anyone else nothing changes but the user header, which is removed."""
+    import asyncio
+
+    from studio.proxy import SCOPE_USER, TrustedProxy
+
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(scope)
+
+    guard = TrustedProxy(app, proxies=("10.0.0.5", "192.168.0.0/16"), user_header="X-Forwarded-User")
+
+    def through(peer: str, **headers: str) -> dict:
+        raw = [(k.replace("_", "-").lower().encode(), v.encode()) for k, v in headers.items()]
+        asyncio.run(guard({"type": "http", "client": (peer, 5000), "headers": raw, "scheme": "http"}, None, None))
+        return seen[-1]
+
+    got = through("10.0.0.5", x_forwarded_for="6.6.6.6, 203.0.113.9, 192.168.1.1", x_forwarded_user="ann")
+    assert got["client"] == ("203.0.113.9", 0) and got[SCOPE_USER] == "ann"
+    got = through("192.168.7.7", x_forwarded_proto="https", x_forwarded_for="10.0.0.5")
+    assert got["scheme"] == "https" and got["client"] == ("10.0.0.5", 0) and SCOPE_USER not in got
+    got = through("127.0.0.1", x_forwarded_for="203.0.113.9", x_forwarded_user="ann", x_forwarded_proto="https")
+    assert got["client"] == ("127.0.0.1", 5000) and got["scheme"] == "http" and SCOPE_USER not in got
+    assert [k for k, _ in got["headers"]] == [b"x-forwarded-for", b"x-forwarded-proto"]
 
 
 def test_login_throttle_bounds(tally):
