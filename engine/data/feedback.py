@@ -9,8 +9,12 @@ alone (good or bad) is a row of ``chat_feedback_kto.jsonl``: the conversation up
 and LLaMA-Factory reads them as they are. Each row also says which model answered (``chatted``: the model folder, the
 adapter, the run, the chat template), which a run trained on the feedback starts from (``train_spec``).
 
+In team mode each account keeps its own sets (what a person chats is theirs): ``chat_feedback_dpo_NAME`` and
+``chat_feedback_kto_NAME``, registered as the account's (engine.core.belongings: listed to them and the admins, as
+a dataset they registered is); the operator's (the shell, single-user mode) are the two names above (``set_name``).
+
 Appends take a file lock (``.chat_feedback.lock`` in the data folder): several people on one page, or several
-pages, never lose a row or write half of one. Light: stdlib and engine.data.registry.
+pages, never lose a row or write half of one. Light: stdlib, engine.core.accounts and engine.data.registry.
 """
 
 from __future__ import annotations
@@ -22,22 +26,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.core import workspace
+from engine.core import accounts, workspace
 from engine.data import registry as reg
 from engine.data.messages import message
 
 DPO_NAME, KTO_NAME = "chat_feedback_dpo", "chat_feedback_kto"
-FILES = {DPO_NAME: "chat_feedback_dpo.jsonl", KTO_NAME: "chat_feedback_kto.jsonl"}
-# The two entries as dataset_info.json holds them (LLaMA-Factory's keys; the sharegpt tags are LF's defaults).
+# The two entries as dataset_info.json holds them, less their file (LLaMA-Factory's keys; the sharegpt tags are LF's
+# defaults); a set's file is its name + ".jsonl".
 ENTRIES: dict[str, dict] = {
-    DPO_NAME: {
-        "file_name": FILES[DPO_NAME],
+    "dpo": {
         "formatting": "sharegpt",
         "ranking": True,
         "columns": {"messages": "conversations", "chosen": "chosen", "rejected": "rejected", "system": "system"},
     },
-    KTO_NAME: {
-        "file_name": FILES[KTO_NAME],
+    "kto": {
         "formatting": "sharegpt",
         "columns": {"messages": "conversations", "kto_tag": "kto_tag", "system": "system"},
     },
@@ -73,6 +75,17 @@ class Counts:
     @property
     def marks(self) -> int:
         return self.good + self.bad
+
+
+def set_name(stage: str, owner: str | None = None) -> str:
+    """The feedback set of ``stage`` (dpo: the pairs, kto: the marks) of ``owner`` (None: whom this call acts for)."""
+    who = accounts.owner_of_new() if owner is None else owner
+    base = DPO_NAME if stage == "dpo" else KTO_NAME
+    return base if who == accounts.OPERATOR else f"{base}_{who}"
+
+
+def _entry(stage: str, name: str) -> dict:
+    return {"file_name": f"{name}.jsonl", **ENTRIES[stage]}
 
 
 def _dir(data_dir: str | Path | None) -> Path:
@@ -114,7 +127,7 @@ def add_edit(
         "rejected": {"from": "gpt", "value": answer},
         "system": str(system or ""),
     }
-    return _append(DPO_NAME, row, chatted, _dir(data_dir))
+    return _append("dpo", row, chatted, _dir(data_dir))
 
 
 def add_mark(
@@ -127,21 +140,24 @@ def add_mark(
         "kto_tag": bool(good),
         "system": str(system or ""),
     }
-    return _append(KTO_NAME, row, chatted, _dir(data_dir))
+    return _append("kto", row, chatted, _dir(data_dir))
 
 
-def _append(name: str, row: dict, chatted: Chatted, ddir: Path) -> Counts:
-    """One row appended under the lock, the set's entry registered (again, if it was removed or changed)."""
+def _append(stage: str, row: dict, chatted: Chatted, ddir: Path) -> Counts:
+    """One row appended under the lock to the asking account's set, the set's entry registered (again, if it was
+    removed or changed) as that account's."""
     row = {**row, "chatted": asdict(chatted), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     line = json.dumps(row, ensure_ascii=False) + "\n"
+    who = accounts.owner_of_new()
+    name = set_name(stage, who)
+    entry = _entry(stage, name)
     ddir.mkdir(parents=True, exist_ok=True)
     with open(ddir / LOCK_NAME, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        with open(ddir / FILES[name], "a", encoding="utf-8") as fh:
+        with open(ddir / entry["file_name"], "a", encoding="utf-8") as fh:
             fh.write(line)
         info = reg.read_dataset_info(ddir) if (ddir / reg.INFO_NAME).is_file() else {}
-        if info.get(name) != ENTRIES[name]:
-            entry = ENTRIES[name]
+        if info.get(name) != entry:
             reg.register_dataset(
                 ddir,
                 name,
@@ -150,16 +166,16 @@ def _append(name: str, row: dict, chatted: Chatted, ddir: Path) -> Counts:
                 entry["columns"],
                 ranking=bool(entry.get("ranking")),
                 overwrite=True,
-                owner="",  # one set for the studio, the operator's (shared with the team)
+                owner="" if who == accounts.OPERATOR else who,
             )
-        return _counts(ddir)
+        return _counts(ddir, who)
 
 
 def _rows(ddir: Path, name: str) -> list[dict]:
-    """The rows of one set that read as JSON objects (a line a person broke by hand is skipped, not fatal here: the
-    registry's check names it)."""
+    """The rows of set ``name`` that read as JSON objects (a line a person broke by hand is skipped, not fatal here:
+    the registry's check names it)."""
     try:
-        lines = (ddir / FILES[name]).read_text(encoding="utf-8").splitlines()
+        lines = (ddir / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
     except OSError:
         return []
     out = []
@@ -173,13 +189,14 @@ def _rows(ddir: Path, name: str) -> list[dict]:
     return out
 
 
-def _counts(ddir: Path) -> Counts:
-    tags = [r.get("kto_tag") for r in _rows(ddir, KTO_NAME)]
-    return Counts(len(_rows(ddir, DPO_NAME)), sum(t is True for t in tags), sum(t is False for t in tags))
+def _counts(ddir: Path, owner: str | None = None) -> Counts:
+    tags = [r.get("kto_tag") for r in _rows(ddir, set_name("kto", owner))]
+    pairs = len(_rows(ddir, set_name("dpo", owner)))
+    return Counts(pairs, sum(t is True for t in tags), sum(t is False for t in tags))
 
 
 def counts(data_dir: str | Path | None = None) -> Counts:
-    """What the feedback sets in the data folder hold now."""
+    """What the asking account's feedback sets in the data folder hold now."""
     return _counts(_dir(data_dir))
 
 
@@ -193,7 +210,7 @@ def stage_for(found: Counts) -> str | None:
 
 def last_chatted(stage: str, data_dir: str | Path | None = None) -> Chatted | None:
     """The model of the set's newest row (the one a run trained on the feedback starts from), or None."""
-    for row in reversed(_rows(_dir(data_dir), DPO_NAME if stage == "dpo" else KTO_NAME)):
+    for row in reversed(_rows(_dir(data_dir), set_name(stage))):
         got = row.get("chatted")
         if isinstance(got, dict) and got.get("model"):
             return Chatted(**{k: str(got.get(k) or "") for k in Chatted.__dataclass_fields__})
@@ -201,10 +218,10 @@ def last_chatted(stage: str, data_dir: str | Path | None = None) -> Chatted | No
 
 
 def train_spec(stage: str, model: dict[str, Any], template: str = "auto", name: str = "") -> dict:
-    """A run spec (as data) training a LoRA on the feedback set of ``stage`` (dpo or kto) from ``model`` (a spec's
-    model group), with the template the answers were rendered with. Small defaults that train the demo on a CPU in
-    a minute: a few epochs over the few rows there are, one pair (two marks for kto) per step."""
-    dataset = DPO_NAME if stage == "dpo" else KTO_NAME
+    """A run spec (as data) training a LoRA on the asking account's feedback set of ``stage`` (dpo or kto) from
+    ``model`` (a spec's model group), with the template the answers were rendered with. Small defaults that train the
+    demo on a CPU in a minute: a few epochs over the few rows there are, one pair (two marks for kto) per step."""
+    dataset = set_name(stage)
     return {
         "schema_version": 1,
         "model": dict(model),

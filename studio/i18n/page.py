@@ -521,10 +521,10 @@ STRINGS: dict[str, tuple[str, str]] = {
     "fb_save": ("Save the better answer", "保存更好的回答"),
     "fb_train": ("Train on this feedback (DPO)", "用这些反馈训练（DPO）"),
     "fb_counts": (
-        "Feedback kept: **{pairs}** better answer(s) (preference pairs, dataset `chat_feedback_dpo`) · **{good}** "
-        "marked good, **{bad}** marked bad (dataset `chat_feedback_kto`); both are listed in the Datasets tab",
-        "已保存的反馈：**{pairs}** 个更好的回答（偏好对，数据集 `chat_feedback_dpo`）· **{good}** 个标为好、"
-        "**{bad}** 个标为不好（数据集 `chat_feedback_kto`）；两者都列在数据集页",
+        "Feedback kept: **{pairs}** better answer(s) (preference pairs, dataset `{dpo}`) · **{good}** "
+        "marked good, **{bad}** marked bad (dataset `{kto}`); both are listed in the Datasets tab",
+        "已保存的反馈：**{pairs}** 个更好的回答（偏好对，数据集 `{dpo}`）· **{good}** 个标为好、"
+        "**{bad}** 个标为不好（数据集 `{kto}`）；两者都列在数据集页",
     ),
     "fb_marked_good": ("Marked the {pane} answer good.", "已将{pane}的回答标为好。"),
     "fb_marked_bad": ("Marked the {pane} answer bad.", "已将{pane}的回答标为不好。"),

@@ -28,9 +28,10 @@ PANES = ("tuned", "base")
 
 
 def counts_text(lang: str = "en") -> str:
-    """What the feedback sets hold, as the section's status line says it."""
+    """What the asking account's feedback sets hold, as the section's status line says it."""
     found = feedback.counts()
-    return t("fb_counts", lang, pairs=found.pairs, good=found.good, bad=found.bad)
+    names = {"dpo": feedback.set_name("dpo"), "kto": feedback.set_name("kto")}
+    return t("fb_counts", lang, pairs=found.pairs, good=found.good, bad=found.bad, **names)
 
 
 def _said(head: str, lang: str) -> str:
@@ -149,7 +150,7 @@ def train(lang: str = "en") -> tuple[str, str | None]:
         return f"❌ {t('fb_refused', lang)} {localize_error(exc, lang)}", None
     word = t(f"st_{status}", lang) if f"st_{status}" in STRINGS else status
     rows = found.pairs if stage == "dpo" else found.marks
-    dataset = feedback.DPO_NAME if stage == "dpo" else feedback.KTO_NAME
+    dataset = feedback.set_name(stage)
     text = "✅ " + t(
         "fb_started", lang, id=run_id, status=word, stage=stage.upper(), rows=rows, dataset=dataset,
         model=_short(model["name_or_path"]),

@@ -62,6 +62,38 @@ def test_edits_and_marks_are_lf_rows_the_registry_reads(tmp_path):
     assert feedback.stage_for(feedback.Counts(bad=1)) is None
 
 
+def test_in_team_mode_each_account_keeps_its_own_feedback(tmp_path, monkeypatch):
+    """What a member says of a chat is theirs (issue 46 item 2): Ann's marks and edits go to her own sets, listed to
+    her and not to Bob, whose counts stay empty and whose training run would name his own set; the operator's sets
+    keep their names."""
+    from engine.core import accounts, belongings
+
+    monkeypatch.setenv("STUDIO_HOME", str(tmp_path))
+    accounts.add("ann", "ann's password")
+    accounts.add("bob", "bob's password")
+    ddir = tmp_path / "data"
+    who = {"name": "ann"}
+    accounts.set_viewer_source(lambda: who["name"])
+    try:
+        feedback.add_mark(_conv("Who are you?", "A cat."), False, CHATTED, data_dir=ddir)
+        got = feedback.add_edit(_conv("Who are you?", "A cat."), "Studio's assistant.", CHATTED, data_dir=ddir)
+        assert (got.pairs, got.bad) == (1, 1)
+        assert feedback.set_name("dpo") == "chat_feedback_dpo_ann"
+        assert reg.load_rows("chat_feedback_dpo_ann", ddir, "dpo")[0]["chosen"] == "Studio's assistant."
+        assert feedback.train_spec("dpo", {"name_or_path": "m"})["data"]["datasets"] == ["chat_feedback_dpo_ann"]
+        info = reg.read_dataset_info(ddir)
+        assert set(belongings.usable_datasets(ddir, info)) == {"chat_feedback_dpo_ann", "chat_feedback_kto_ann"}
+        who["name"] = "bob"
+        assert feedback.counts(ddir) == feedback.Counts() and feedback.last_chatted("dpo", ddir) is None
+        assert belongings.usable_datasets(ddir, info) == []
+        assert feedback.train_spec("kto", {"name_or_path": "m"})["data"]["datasets"] == ["chat_feedback_kto_bob"]
+        who["name"] = None  # the operator: every set listed, their own under the plain names
+        assert feedback.set_name("kto") == "chat_feedback_kto" and feedback.counts(ddir) == feedback.Counts()
+        assert len(belongings.usable_datasets(ddir, info)) == 2
+    finally:
+        accounts.set_viewer_source(None)
+
+
 def test_an_entry_removed_by_hand_comes_back_and_other_entries_stay(tmp_path):
     reg.save_dataset_info(tmp_path, {"mine": {"file_name": "mine.json"}})
     feedback.add_mark(_conv("a", "b"), True, CHATTED, data_dir=tmp_path)
