@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("engine.runs.cli", "list / show / logs / stop / delete runs"),
     "queue": ("engine.runs.cli", "add / list / remove queued runs"),
     "replay": ("engine.runs.cli", "start a new run from a run's record, warning about what changed"),
-    "data": ("engine.data.registry", "inspect datasets: `studio data check NAME`"),
+    "data": ("engine.data.data_cli", "check, preview and share datasets: `studio data check NAME`"),
     "download": ("engine.runs.downloads", "download a hub model or dataset into the cache, as a run (resumable)"),
     "models": ("engine.runs.downloads", "list local models (workspace and cache) with sizes; delete one"),
     "expand-model": ("engine.models.expand", "LLaMA Pro block expansion: a model with N identity blocks added"),

@@ -67,11 +67,7 @@ def form_check(values: dict[str, Any]) -> tuple[spec_mod.RunSpec | None, list, l
     if spec is None:
         return spec, errors, warnings
     # the one output-folder check (another run's folder, exports/, files there); what the page may not send
-    outs = (
-        submit_checks.output_problems(spec)
-        + submit_checks.page_problems(spec)
-        + submit_checks.owner_problems(spec)
-    )
+    outs = submit_checks.output_problems(spec) + submit_checks.page_problems(spec) + submit_checks.owner_problems(spec)
     if outs:
         return None, outs, warnings
     try:

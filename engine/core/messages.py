@@ -128,6 +128,16 @@ MESSAGES: dict[str, str] = {
     # Team mode's personal tokens (engine.core.api_tokens): said on the page and to the member's command line.
     "workspace.token_operator": "tokens are an account's own, in team mode: the operator's command line is the shell",
     "workspace.token_unknown": "no token {id!r} of yours (it may be revoked already)",
+    # Sharing a member's dataset or model read-only (engine.core.belongings).
+    "workspace.share_unknown": "{name!r} is no account of this studio (see `studio users list`; * shares with "
+    "everyone)",
+    "workspace.share_no_team": "sharing is for team mode: this workspace has no accounts, and everything in it is "
+    "everyone's who reaches the studio",
+    "workspace.share_already": "{what} is shared with the whole team already: what the operator or an admin adds is "
+    "everyone's",
+    "workspace.share_not_yours": "{what} is {owner}'s: only they (or an admin) share it",
+    "workspace.share_no_dataset": "no dataset {name!r} of yours is registered in {path}",
+    "workspace.share_no_model": "{path} is no model folder of yours in the workspace's models folder",
     # Team mode's accounts (engine.core.accounts): said by `studio users`.
     "workspace.accounts_unreadable": "the accounts file {path} cannot be read ({error}): fix or remove it",
     "workspace.account_bad_name": "{name!r} is not an account name: 1 to 32 letters, digits, _ . -, starting with a "

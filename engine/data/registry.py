@@ -7,7 +7,6 @@ checked by engine.data.rows. Never torch, transformers or datasets.
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import os
@@ -262,13 +261,22 @@ def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int |
 
 def check_datasets(names: list[str], dataset_dir: str | Path, stage: str = "sft") -> list[DataProblem]:
     """Every problem in the named datasets for this stage; empty when they can be trained on."""
-    problems: list[DataProblem] = []
-    for name in names:
-        _, rows, found = _load(name, Path(dataset_dir), stage)
-        if stage == "kto" and rows and not found:
-            found = _kto_problems(name, Path(dataset_dir), [r for _, r in rows])
-        problems += found
-    return problems
+    return [p for name in names for p in check_dataset(name, dataset_dir, stage)[3]]
+
+
+def check_dataset(
+    name: str, dataset_dir: str | Path, stage: str | None = None
+) -> tuple[DatasetEntry | None, str, list[dict], list[DataProblem]]:
+    """One dataset read whole for ``stage`` (None: the entry's own): (its entry, the stage, its rows, every problem;
+    a kto set with no tagged row is one)."""
+    ddir = Path(dataset_dir)
+    entry, _ = _resolve(name, ddir)
+    stage = stage or entry_stage(entry)
+    _, loaded, problems = _load(name, ddir, stage)
+    rows = [r for _, r in loaded]
+    if stage == "kto" and rows and not problems:
+        problems = _kto_problems(name, ddir, rows)
+    return entry, stage, rows, problems
 
 
 def _kto_problems(name: str, dataset_dir: Path, rows: list[dict]) -> list[DataProblem]:
@@ -454,47 +462,3 @@ def entry_bytes(raw: dict, dataset_dir: str | Path) -> int:
     if not path.is_dir():
         return path.stat().st_size if path.is_file() else 0
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and admit.inside(f, where))
-
-
-def cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="studio data", description="Inspect registered datasets.")
-    sub = parser.add_subparsers(dest="action", required=True)
-    for action in ("check", "preview"):
-        p = sub.add_parser(action)
-        p.add_argument("names", nargs="+", metavar="NAME")
-        p.add_argument("--dataset-dir", default="", help="folder with dataset_info.json (default: the workspace's)")
-        p.add_argument(
-            "--stage", choices=STAGES, default=None, help="sft, pt, dpo, kto, rm or grpo (default: from the entry)"
-        )
-        p.add_argument("-n", type=int, default=3, help="rows to preview")
-    args = parser.parse_args(argv)
-    if args.dataset_dir:
-        ddir = Path(args.dataset_dir).expanduser()
-    else:
-        from engine.core import workspace
-
-        ddir = workspace.data_dir()
-    if args.action == "preview":
-        for name in args.names:
-            print(json.dumps({name: preview_rows(name, ddir, args.n, args.stage)}, ensure_ascii=False, indent=1))
-        return 0
-    failed = False
-    for name in args.names:
-        entry, _ = _resolve(name, ddir)
-        stage = args.stage or entry_stage(entry)
-        _, rows, problems = _load(name, ddir, stage)
-        if stage == "kto" and rows and not problems:
-            problems = _kto_problems(name, ddir, [r for _, r in rows])
-        if not problems and entry is not None and hub_pending([name], ddir):
-            print(f"{name}: {message('data.hub_later', hub=entry.hub_id)}")
-        elif problems:
-            failed = True
-            print(f"{name}: {len(problems)} problem(s)")
-            for p in problems:
-                print(f"  {p}")
-        elif stage == "kto":
-            print(str(message("data.kto_ok", name=name, rows=len(rows), **kto_counts([r for _, r in rows]))))
-        else:
-            counted = images.count_images([r for _, r in rows])
-            print(f"{name}: OK ({len(rows)} rows, stage {stage}" + (f", {counted} images)" if counted else ")"))
-    return 1 if failed else 0

@@ -107,4 +107,3 @@ def page_problems(tasks: list[str]) -> list[tuple[str, object]]:
         if why is not None:
             found.append((f"lm_eval.tasks[{i}]", why))
     return found
-

@@ -115,6 +115,19 @@ def delete_local(name: str, source: str | None = None) -> Message:
     return said
 
 
+def share_local(name: str, names: list[str]) -> list[str]:
+    """Share a member's model folder in the workspace read-only with the accounts ``names`` (``["*"]`` everyone,
+    ``[]`` nobody again; engine.core.belongings.share_path); DownloadError naming why not. The caches' models are
+    the machine's, everyone's already; another member's answers as unknown."""
+    model = local.find(name, local.WORKSPACE)
+    if model is None or owners.path_problem(model.path) is not None:
+        raise DownloadError(message("models.local_unknown", name=name), "input")
+    try:
+        return belongings.share_path(model.path, names)
+    except belongings.ShareError as exc:
+        raise DownloadError(exc.args[0], "input") from None
+
+
 # ----------------------------------------------------------------------------------------------- CLI
 def download_and_follow(
     name: str, *, revision: str | None = None, repo_type: str | None = None, modelscope: bool = False
@@ -188,7 +201,18 @@ def models_cli(argv: list[str]) -> int:
     rm = sub.add_parser("delete", help="delete a local model (not while a run uses it)")
     rm.add_argument("name", help="as listed: models/<folder>, org/name or datasets/org/name")
     rm.add_argument("--source", choices=[local.WORKSPACE, local.CACHE, local.MODELSCOPE], default=None)
+    sh = sub.add_parser("share", help="team mode: share a member's model folder in the workspace read-only")
+    sh.add_argument("name", help="as listed: models/<folder>")
+    sh.add_argument("readers", nargs="+", metavar="ACCOUNT", help="accounts, * for everyone, none for nobody again")
     args = ap.parse_args(argv)
+    if args.action == "share":
+        try:
+            now = share_local(args.name, [] if args.readers == ["none"] else args.readers)
+        except DownloadError as exc:
+            print(f"studio models share: {exc}", file=sys.stderr)
+            return 1
+        print(f"{args.name}: shared read-only with {', '.join(now) if now else 'nobody'}")
+        return 0
     if args.action == "delete":
         try:
             print(delete_local(args.name, args.source))

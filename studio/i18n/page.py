@@ -744,6 +744,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "share_done": ("{id} is shared read-only with {names}", "{id} 已只读共享给 {names}"),
     "share_nobody": ("{id} is no longer shared", "{id} 已不再共享"),
     "share_everyone": ("everyone", "所有人"),
+    "share_pick_first": ("Pick what to share first.", "请先选择要共享的内容。"),
     "audit_action_share": ("shared", "共享"),
     "tokens_title": ("Command-line tokens: my runs from my own shell", "命令行令牌：在自己的终端管理我的运行"),
     "tokens_help": (

@@ -43,6 +43,12 @@ WORKSPACE_ZH: dict[str, str] = {
     "请先下载模型、关闭 trust_remote_code，或由管理员用 {switch}=on 允许页面这样做",
     "workspace.token_operator": "令牌属于团队模式下的各个账号：管理员的命令行就是服务器上的 shell",
     "workspace.token_unknown": "你没有令牌 {id!r}（可能已被撤销）",
+    "workspace.share_unknown": "{name!r} 不是本 studio 的账号（见 `studio users list`；* 表示与所有人共享）",
+    "workspace.share_no_team": "共享只用于团队模式：此工作区没有账号，能访问 studio 的人都能使用其中的一切",
+    "workspace.share_already": "{what} 已与整个团队共享：操作员或管理员添加的内容属于所有人",
+    "workspace.share_not_yours": "{what} 属于 {owner}：只有其本人（或管理员）可以共享",
+    "workspace.share_no_dataset": "{path} 中没有登记你的数据集 {name!r}",
+    "workspace.share_no_model": "{path} 不是工作区模型文件夹中你的模型",
     "workspace.secret_operator": "管理员的密钥就是 studio 的环境变量（在启动 studio 的地方设置）；"
     "这里保存的是团队模式下各账号自己的密钥",
     "workspace.secret_bad_name": "{name!r} 不是有效的变量名：以字母或 _ 开头，其后为字母、数字或 _（最多 64 个）",

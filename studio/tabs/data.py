@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.core import workspace
+from engine.core import accounts, workspace
 from engine.data import registry as reg
 from engine.data.masked_samples import render_sample, token_lengths
 from engine.data.messages import message
@@ -31,7 +31,7 @@ from studio import backend, histogram, monitor
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t
 from studio.i18n.said import said
-from studio.tabs import data_images, data_register
+from studio.tabs import data_images, data_register, share
 
 PREVIEW_ROWS = 8
 LENGTHS_ROWS = 400
@@ -245,6 +245,8 @@ def build(ctx: Any) -> None:
                 "value",
             )
             reg_msg = gr.Markdown(elem_id="ds-register-msg")
+            sharing = share.build(ctx, "ds") if accounts.team_mode() else None  # the picked dataset, read-only
+            share_msg = gr.Markdown(elem_id="ds-share-msg")
         with gr.Column(scale=2, min_width=420):
             rows = texts.add(
                 gr.Dataframe(  # until a dataset is picked: one column named for what it will show, not "1 2 3"
@@ -391,5 +393,7 @@ def build(ctx: Any) -> None:
         [stored, ds_name, fmt, editing, ctx.lang, *role_boxes.values()],
         [reg_msg, pick, form["data.datasets"], reg_said],
     )
+    if sharing is not None:
+        share.wire(ctx, sharing, pick, share_msg, share.share_dataset)
     resay = lambda up, reg_, code: ((up or {}).get(code, gr.skip()), (reg_ or {}).get(code, gr.skip()))  # noqa: E731
     ctx.on_lang.append((resay, [up_said, reg_said, ctx.lang], [up_msg, reg_msg]))

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from engine.core import accounts
 from engine.core.messages import payload_message
 from engine.models import local, ms_models, reach
 from engine.models.hub_cache import human
@@ -21,6 +22,7 @@ from engine.runs import downloads, gguf_imports, owners
 from studio import follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import STRINGS, t
+from studio.tabs import share
 
 COLUMNS = ["name", "source", "size", "state", "path"]
 
@@ -161,6 +163,7 @@ def build(ctx: Any) -> None:
     with gr.Row():
         target = ctx.texts.add(gr.Textbox(label=t("m_target", lang), elem_id="models-target", scale=3), "m_target")
         delete = ctx.texts.add(gr.Button(t("m_delete", lang), elem_id="models-delete"), "m_delete", "value")
+    sharing = share.build(ctx, "models") if accounts.team_mode() else None  # the model named above, read-only
     seen = gr.State({})  # what the list shows and the timer's interval (poll_downloads)
     timer = gr.Timer(FOLLOW_S)
     refresh.click(models_frame, [ctx.lang], [table])
@@ -172,6 +175,8 @@ def build(ctx: Any) -> None:
     )
     cancel.click(cancel_downloads, [ctx.lang], [note]).then(poll_downloads, [ctx.lang, seen], [progress, seen, timer])
     delete.click(delete_model, [target, ctx.lang], [note]).then(models_frame, [ctx.lang], [table])
+    if sharing is not None:
+        share.wire(ctx, sharing, target, note, share.share_model)
     timer.tick(poll_downloads, [ctx.lang, seen], [progress, seen, timer], queue=False, show_progress="hidden")
     ctx.tab.select(models_frame, [ctx.lang], [table])
     ctx.tab.select(hub_text, [ctx.lang], [hub])

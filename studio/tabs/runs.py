@@ -24,7 +24,7 @@ from engine.spec import schema as spec_mod
 from studio import alerts, backend, forms, monitor, monitor_text
 from studio.i18n.localize import localize, localize_error, localize_problems
 from studio.i18n.page import STRINGS, t
-from studio.tabs import runs_share
+from studio.tabs import share
 
 NOTICE_DAYS = 7  # a rebuilt registry is said at the top of the tab for this long
 COLUMNS = [
@@ -407,7 +407,7 @@ def build(ctx: Any) -> None:
             first_btn = texts.add(
                 gr.Button(t("move_first", lang), size="sm", elem_id="runs-first"), "move_first", "value"
             )
-            sharing = runs_share.build(ctx) if accounts.team_mode() else None
+            sharing = share.build(ctx, "runs") if accounts.team_mode() else None
             confirm = texts.add(
                 gr.Button(
                     t("confirm_delete", lang), size="sm", variant="stop", visible=False, elem_id="runs-del-confirm"
@@ -475,7 +475,7 @@ def build(ctx: Any) -> None:
     )
     first_btn.click(lambda r, l_: act("first", r, l_), [one, ctx.lang], [msg]).then(_refresh, lang_in, after)
     if sharing is not None:
-        runs_share.wire(ctx, sharing, one, msg)
+        share.wire(ctx, sharing, one, msg, share.share_run)
     del_btn.click(lambda: gr.update(visible=True), None, [confirm])
     confirm.click(
         lambda r, l_: (act("delete", r, l_), gr.update(visible=False)), [one, ctx.lang], [msg, confirm]

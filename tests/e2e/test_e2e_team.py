@@ -154,6 +154,18 @@ def test_members_cannot_reach_each_others_runs(tmp_path, monkeypatch, browser, m
         # datasets (issue 46 item 2): Bob's Datasets tab offers his own and the operator's, nothing of Ann's
         assert _datasets(bob, "bob_set") == ["bob_set", "shared_set"]
         assert _datasets(ann, "ann_set") == ["ann_set", "shared_set"]
+        # Ann shares hers with Bob from the Datasets tab: after a reload his list has it (read-only)
+        ann.locator("#ds-pick input").blur()  # the list closed with Escape opens again on the next focus
+        ann.locator("#ds-pick input").click()
+        ann.wait_for_selector("[role=option]", timeout=30_000)
+        ann.locator("[role=option]").filter(has_text="ann_set").first.click()
+        ann.locator("#ds-share-with textarea, #ds-share-with input").first.fill("bob")
+        ann.click("#ds-share")
+        ann.wait_for_function("document.querySelector('#ds-share-msg').innerText.includes('shared read-only with')")
+        assert "ann_set is shared read-only with bob" in ann.inner_text("#ds-share-msg")
+        bob.reload()
+        bob.wait_for_selector("#start-btn", timeout=90_000)
+        assert _datasets(bob, "ann_set") == ["ann_set", "bob_set", "shared_set"]
         # the same handler over HTTP with Bob's own login: his run answers, Ann's folder is refused, her id unknown
         api = Client(srv.url, auth=("bob", PASSWORDS["bob"]), verbose=False)
         assert REFUSED in api.predict(ann_run, "", "", "cpu", "en", api_name="/estimate")

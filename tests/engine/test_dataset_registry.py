@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.data import data_cli
 from engine.data import registry as R
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -250,7 +251,7 @@ KTO_ENTRY = {"columns": {"prompt": "instruction", "response": "output", "kto_tag
 def test_kto_data_check_counts_the_tags_and_names_a_tag_that_is_not_a_boolean(tmp_path, capsys):
     make(tmp_path, "k.json", json.dumps(KTO_ROWS), KTO_ENTRY)
     assert R.entry_stage(R._resolve("d", tmp_path)[0]) == "kto"
-    assert R.cli(["check", "d", "--dataset-dir", str(tmp_path)]) == 0
+    assert data_cli.cli(["check", "d", "--dataset-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "d: OK (4 rows, stage kto: 1 desirable, 1 undesirable, 2 without a tag, left out)" in out, out
 
@@ -259,14 +260,14 @@ def test_kto_data_check_counts_the_tags_and_names_a_tag_that_is_not_a_boolean(tm
         {"instruction": "q", "output": "a", "label": 1},
     ]
     make(tmp_path, "k.json", json.dumps(bad), KTO_ENTRY)
-    assert R.cli(["check", "d", "--dataset-dir", str(tmp_path)]) == 1
+    assert data_cli.cli(["check", "d", "--dataset-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "k.json, row 5, column 'label'" in out and '"yes", not true or false' in out and "1 more row" in out, out
 
 
 def test_kto_data_is_refused_for_other_stages_and_without_any_tag(tmp_path, capsys):
     make(tmp_path, "k.json", json.dumps(KTO_ROWS), KTO_ENTRY)
-    assert R.cli(["check", "d", "--dataset-dir", str(tmp_path), "--stage", "sft"]) == 1
+    assert data_cli.cli(["check", "d", "--dataset-dir", str(tmp_path), "--stage", "sft"]) == 1
     out = capsys.readouterr().out
     assert "'d' holds kto data (column 'label'" in out and "use stage kto" in out, out
     make(tmp_path, "k.json", json.dumps([KTO_ROWS[2]]), KTO_ENTRY)

@@ -149,6 +149,71 @@ def test_an_imported_model_is_its_importers(team):
     assert not model.exists() and belongings.path_owner(model) == accounts.OPERATOR  # a new folder there: unowned
 
 
+def test_a_member_shares_her_dataset_and_model_read_only(team, capsys):
+    """Issue 46 item 2: Ann shares her dataset with Bob (the command line's `studio data share` acting for her, as a
+    member's page does): he lists it, trains on it, cannot replace or re-share it; Root and the operator saw it all
+    along; `none` takes it back; `*` gives it to every account. Her model folder the same way through `studio models
+    share`. Sharing the operator's, an unknown account, someone else's or a thing that is not there is refused in one
+    line; the audit log records each share."""
+    from engine.cli import main as studio
+    from engine.core import audit
+    from engine.data import data_cli
+    from engine.runs import downloads
+
+    who, ddir, demo_paths = team
+    upload = _ann_uploads(who, ddir)
+    spec = demo_spec(demo_paths, data={"datasets": ["ann_set"], "dataset_dir": str(ddir)})
+    assert data_cli.share(ddir, "ann_set", ["bob"]) == ["bob"]
+    who["name"] = "bob"
+    assert belongings.usable_datasets(ddir, reg.read_dataset_info(ddir)) == ["ann_set", "demo_alpaca"]
+    assert reg.check_datasets(["ann_set"], ddir) == [] and runs.submit(spec, start=False)
+    with pytest.raises(ValueError, match="'ann_set' is already registered"):  # read-only: hers to replace
+        reg.register_dataset(ddir, "ann_set", upload, columns={"prompt": "instruction"}, overwrite=True)
+    with pytest.raises(belongings.ShareError, match="dataset 'ann_set' is ann's: only they"):
+        data_cli.share(ddir, "ann_set", ["*"])
+    with pytest.raises(belongings.ShareError, match="'demo_alpaca' is shared with the whole team already"):
+        data_cli.share(ddir, "demo_alpaca", ["bob"])  # the operator's is everyone's already
+    with pytest.raises(belongings.ShareError, match="no dataset 'nope' of yours"):
+        data_cli.share(ddir, "nope", ["ann"])
+    who["name"] = "ann"
+    with pytest.raises(belongings.ShareError, match="'carl' is no account"):
+        data_cli.share(ddir, "ann_set", ["bob", "carl"])
+    assert data_cli.share(ddir, "ann_set", []) == []
+    who["name"] = "bob"
+    assert belongings.usable_datasets(ddir, reg.read_dataset_info(ddir)) == ["demo_alpaca"]
+    with pytest.raises(SpecError, match="ann_set"):
+        runs.submit(spec, start=False)
+    who["name"] = "ann"
+    assert studio(["data", "share", "ann_set", "*", "--dataset-dir", str(ddir)]) == 0
+    assert "ann_set: shared read-only with *" in capsys.readouterr().out
+    who["name"] = "bob"
+    assert "ann_set" in belongings.usable_datasets(ddir, reg.read_dataset_info(ddir))
+
+    model = workspace.models_dir() / "ann-model"
+    (model / "sub").mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    who["name"] = "ann"
+    belongings.record_path(model)
+    who["name"] = "bob"
+    assert owners.path_problem(model / "sub") is not None
+    assert studio(["models", "share", "models/ann-model", "bob"]) == 1
+    assert "no local model models/ann-model" in capsys.readouterr().err  # hers is unknown to him
+    who["name"] = "ann"
+    assert downloads.share_local("models/ann-model", ["bob"]) == ["bob"]
+    who["name"] = "bob"
+    assert owners.path_problem(model / "sub") is None and owners.path_problem(model) is None
+    with pytest.raises(downloads.DownloadError, match="shared with the team read-only"):
+        downloads.delete_local("models/ann-model")
+    who["name"] = "root"
+    assert studio(["models", "share", "models/ann-model", "none"]) == 0
+    assert "models/ann-model: shared read-only with nobody" in capsys.readouterr().out
+    who["name"] = "bob"
+    assert owners.path_problem(model) is not None
+    who["name"] = "root"
+    shares = [(e["who"], e["detail"]["shared"]) for e in reversed(audit.entries(action="share"))]
+    assert shares == [("ann", "bob"), ("ann", "-"), ("ann", "*"), ("ann", "bob"), ("root", "-")], shares
+
+
 def test_single_user_mode_writes_no_ledger(run_registry):
     ddir = run_registry / "data"
     ddir.mkdir()
@@ -157,3 +222,7 @@ def test_single_user_mode_writes_no_ledger(run_registry):
     belongings.record_path(ddir / "a.json")
     assert not (workspace.home() / belongings.FILE).exists()
     assert belongings.usable_datasets(ddir, reg.read_dataset_info(ddir)) == ["a"]
+    from engine.data import data_cli
+
+    with pytest.raises(belongings.ShareError, match="sharing is for team mode"):
+        data_cli.share(ddir, "a", ["*"])
