@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.messages import payload_message
-from engine.models.hub_cache import human
+from engine.core.units import file_size
 from engine.runs.records import ACTIVE
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
@@ -31,9 +31,9 @@ def _downloading(view: dict) -> dict | None:
 def _download_text(dl: dict, lang: str) -> str:
     frac = float(dl.get("progress") or 0.0)
     eta = dl.get("eta_seconds")
-    speed = f" · {human(dl['speed'])}/s" if isinstance(dl.get("speed"), (int, float)) else ""
+    speed = f" · {file_size(dl['speed'])}/s" if isinstance(dl.get("speed"), (int, float)) else ""
     eta_text = f" · {t('w_eta', lang)} {format_duration(eta)}" if eta is not None and frac < 1 else ""
-    size = f" · {human(dl.get('done') or 0)}/{human(dl.get('total') or 0)}"
+    size = f" · {file_size(dl.get('done') or 0)}/{file_size(dl.get('total') or 0)}"
     return f"{t('w_downloading', lang)} {frac * 100:.0f}%{size}{speed}{eta_text}"
 
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from engine.core import acting
+from engine.core.units import file_size
 from engine.export import checks as xp
 from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
@@ -129,10 +130,6 @@ def export(source: str, fmt: str, out_dir: str | None = None, *, echo: bool = Fa
         return job.cancel()
 
 
-def human_size(n: int) -> str:
-    return f"{n / 1e6:.2f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
-
-
 def exported_text(greedy: dict) -> str:
     """The exported model's greedy text in one of a report's ``greedy`` rows: a GGUF's (``gguf``, as
     engine.trainer.gguf_verify writes it) or a GPTQ / AWQ folder's (``quantized``, engine.trainer.gptq_export)."""
@@ -142,7 +139,7 @@ def exported_text(greedy: dict) -> str:
 def result_lines(result: dict) -> list[str]:
     """What a person reads at the end: the files and their sizes, the verification, the Ollama command."""
     lines = [f"exported to {result.get('out_dir')}"]
-    lines += [f"  {f['name']}  {human_size(f['bytes'])}" for f in result.get("files") or []]
+    lines += [f"  {f['name']}  {file_size(f['bytes'])}" for f in result.get("files") or []]
     lines += [f"verify: {result.get('summary')}", f"        {result.get('llama_cpp_summary')}"]
     rep = result.get("report") or {}
     for g in rep.get("greedy") or []:

@@ -45,11 +45,11 @@ from pathlib import Path
 
 from engine.core import events as ev
 from engine.core.messages import to_json
+from engine.core.units import file_size
 from engine.models.hub_cache import (
     HUB_TIMEOUT_S,
     DownloadError,
     Target,
-    human,
     parse_target,
     storage_folder,
 )
@@ -190,7 +190,9 @@ def _check_space(target: Target, need: int, storage: Path) -> None:
     free = shutil.disk_usage(probe).free
     if need + DISK_RESERVE > free:
         raise DownloadError(
-            message("models.download_no_space", name=target.label, need=human(need), free=human(free), path=probe),
+            message(
+                "models.download_no_space", name=target.label, need=file_size(need), free=file_size(free), path=probe
+            ),
             "disk",
         )
 
@@ -334,10 +336,10 @@ class _Reporter(threading.Thread):
         detail = message(
             "models.download_progress",
             name=self.target.label,
-            done=human(done),
-            total=human(prog.total),
+            done=file_size(done),
+            total=file_size(prog.total),
             percent=f"{frac * 100:.0f}",
-            speed=human(speed),
+            speed=file_size(speed),
             eta=_duration(eta),
         )
         payload = dict(
@@ -399,7 +401,9 @@ def download(target: Target, *, events_path: str | Path | None = None, echo: boo
     last = reporter.report()
     snap = storage / "snapshots" / commit
     summary = (
-        message("models.download_finished", name=target.label, files=len(files), size=human(prog.total), where=snap)
+        message(
+            "models.download_finished", name=target.label, files=len(files), size=file_size(prog.total), where=snap
+        )
         if missing
         else message("models.download_nothing", name=target.label, where=snap)
     )
@@ -448,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         label = target.label if target else args.repo
         kept = _partial_bytes(target) if target else 0
-        msg = message("models.download_cancelled", name=label, done=human(kept))
+        msg = message("models.download_cancelled", name=label, done=file_size(kept))
         failed(events_path, "cancelled", msg, label, terminal=False)
         return 130 if str(exc) == "SIGINT" else 143
     except DownloadError as exc:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.core import workspace
+from engine.core.units import file_size
 from engine.models.messages import message
 
 MAGIC = b"GGUF"
@@ -181,13 +182,7 @@ def check_space(header: GgufHeader, out: Path) -> None:
     free = shutil.disk_usage(out.parent).free
     need = int(header.float32_bytes * 1.05) + (64 << 20)
     if free < need:
-        raise GgufError(message("models.gguf_no_space", need=human(need), free=human(free), path=out.parent))
-
-
-def human(n: int) -> str:
-    from engine.models.hub_cache import human as h
-
-    return h(n)
+        raise GgufError(message("models.gguf_no_space", need=file_size(need), free=file_size(free), path=out.parent))
 
 
 def sha256_of(path: str | Path) -> str:

@@ -54,14 +54,6 @@ def parse_target(text: str, revision: str | None = None, repo_type: str | None =
     return Target(name, rev or (revision if revision and revision != "main" else None), kind)
 
 
-def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000.0
-    return f"{n:.1f} TB"
-
-
 def cache_root() -> Path:
     from huggingface_hub import constants
 

@@ -161,6 +161,6 @@ def delete(model: LocalModel) -> Message:
     if allowed not in path.parents:
         return message("models.local_unknown", name=model.name)
     shutil.rmtree(path, ignore_errors=True)
-    from engine.models.hub_cache import human
+    from engine.core.units import file_size
 
-    return message("models.local_deleted", name=model.name, size=human(model.size), path=path)
+    return message("models.local_deleted", name=model.name, size=file_size(model.size), path=path)

@@ -21,9 +21,10 @@ import sys
 from pathlib import Path
 
 from engine.core.messages import to_json
+from engine.core.units import file_size
 from engine.models import ms_models
 from engine.models.download import Cancelled, Progress, _check_space, _raise_cancelled, _Reporter
-from engine.models.hub_cache import DownloadError, Target, human
+from engine.models.hub_cache import DownloadError, Target
 from engine.models.messages import message
 from engine.models.worker_end import failed, finished
 
@@ -109,7 +110,9 @@ def download(repo_id: str, revision: str | None = None, *, events_path: Path | N
         prog.done = prog.total
     last = reporter.report()
     summary = (
-        message("models.download_finished", name=target.label, files=len(files), size=human(prog.total), where=folder)
+        message(
+            "models.download_finished", name=target.label, files=len(files), size=file_size(prog.total), where=folder
+        )
         if missing
         else message("models.ms_download_nothing", name=target.label, where=folder)
     )
@@ -157,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         folder = ms_models.cached_folder(args.repo, args.revision)
         kept = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder is not None else 0
-        msg = message("models.download_cancelled", name=label, done=human(kept))
+        msg = message("models.download_cancelled", name=label, done=file_size(kept))
         failed(events_path, "cancelled", msg, label, terminal=False)
         return 130 if str(exc) == "SIGINT" else 143
     except DownloadError as exc:

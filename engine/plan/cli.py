@@ -9,12 +9,13 @@ import argparse
 import json
 import sys
 
+from engine.core.units import memory_size
 from engine.lf.compat import load_any
 from engine.machine import hardware
 from engine.plan.estimate import MEMORY_GIB, estimate, gpu_entry, gpu_names
 from engine.plan.estimate import render as render_estimate
 from engine.plan.fit import fit
-from engine.plan.planner import COMPONENTS, MemoryPlan, fmt_bytes, parse_mem, plan
+from engine.plan.planner import COMPONENTS, MemoryPlan, parse_mem, plan
 from engine.spec.schema import SpecError, dump_spec, save_spec
 
 
@@ -116,18 +117,18 @@ def render(mp: MemoryPlan) -> str:
     for k in COMPONENTS:
         v = mp.components.get(k, 0)
         if v:
-            lines.append(f"{k:<20}{fmt_bytes(v):>14}")
-    lines.append(f"{'total':<20}{fmt_bytes(mp.total_bytes):>14}   (peak during {mp.peak_phase.replace('_', ' ')})")
+            lines.append(f"{k:<20}{memory_size(v):>14}")
+    lines.append(f"{'total':<20}{memory_size(mp.total_bytes):>14}   (peak during {mp.peak_phase.replace('_', ' ')})")
     if mp.cpu_ram_bytes:
-        lines.append(f"{'cpu ram':<20}{fmt_bytes(mp.cpu_ram_bytes):>14}   (per machine)")
+        lines.append(f"{'cpu ram':<20}{memory_size(mp.cpu_ram_bytes):>14}   (per machine)")
     lines.append("")
     host = d.get("host_budget_bytes")
     if mp.fits is not None:  # a GPU size given: the verdict for it
         verdict = "FITS" if mp.fits else "DOES NOT FIT"
-        lines.append(f"{verdict} in {fmt_bytes(mp.gpu_mem_bytes)} per GPU")
+        lines.append(f"{verdict} in {memory_size(mp.gpu_mem_bytes)} per GPU")
     elif cpu and host:
         verdict = "FITS" if mp.total_bytes <= host else "DOES NOT FIT"
-        lines.append(f"{verdict} in {fmt_bytes(host)} of free host memory (no GPU here: the run trains on the CPU)")
+        lines.append(f"{verdict} in {memory_size(host)} of free host memory (no GPU here: the run trains on the CPU)")
     else:
         lines.append("fits: unknown (no GPU memory given: use --gpu-mem)")
     if mp.checkpointing is not None:

@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from engine.core.units import memory_size
 from engine.machine.kernels import packed_attention_decision, packed_row_tokens, per_sample_refusal
 from engine.models.resolve import resolve_model
 from engine.plan.messages import message
-from engine.plan.planner import MemoryPlan, fmt_bytes, plan
+from engine.plan.planner import MemoryPlan, plan
 from engine.spec.schema import RunSpec, SpecError, parse_spec, spec_to_dict
 
 OFFLOAD_STEPS = ("fit.offload_optimizer", "fit.offload_params", "fit.fsdp_offload")
@@ -151,7 +152,7 @@ def fit(spec: RunSpec, gpu_mem_gib: float, *, model_config: dict | None = None) 
             continue
         mp = plan(cand, **kw)
         current = cand
-        steps.append(message("fit.step", step=desc, size=fmt_bytes(mp.total_bytes)))
+        steps.append(message("fit.step", step=desc, size=memory_size(mp.total_bytes)))
         if desc.key in OFFLOAD_STEPS:
             offloaded = True
         else:
@@ -180,10 +181,10 @@ def fit(spec: RunSpec, gpu_mem_gib: float, *, model_config: dict | None = None) 
             elif offloaded:  # 4-bit fits without the offloads: they are undone
                 what = message("fit.instead_of_offload", step=what)
             if mp.fits:
-                steps.append(message("fit.step", step=what, size=fmt_bytes(mp.total_bytes)))
+                steps.append(message("fit.step", step=what, size=memory_size(mp.total_bytes)))
                 return FitResult(cand, steps, mp, True, tried)
             if keeping and mp.total_bytes < plan(current, **kw).total_bytes:  # nothing fits: the smallest is shown
-                steps.append(message("fit.step", step=what, size=fmt_bytes(mp.total_bytes)))
+                steps.append(message("fit.step", step=what, size=memory_size(mp.total_bytes)))
                 current = cand
     return FitResult(current, steps, plan(current, **kw), False, tried)
 

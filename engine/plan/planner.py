@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.core.units import memory_size
 from engine.machine.hardware import auto_precision
 from engine.machine.kernels import (
     MASK_BIAS_NOTE_BYTES,
@@ -153,13 +154,13 @@ def plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config:
     if off.total_bytes <= limit:
         off.checkpointing = False
         off.checkpointing_reason = message(
-            "plan.ckpt_auto_off", need=fmt_bytes(off.total_bytes), limit=fmt_bytes(limit), where=where
+            "plan.ckpt_auto_off", need=memory_size(off.total_bytes), limit=memory_size(limit), where=where
         )
         return off
     on = _plan(_with_checkpointing(spec, "on"), **kw)
     on.checkpointing = True
     on.checkpointing_reason = message(
-        "plan.ckpt_auto_on", need=fmt_bytes(off.total_bytes), limit=fmt_bytes(limit), where=where
+        "plan.ckpt_auto_on", need=memory_size(off.total_bytes), limit=memory_size(limit), where=where
     )
     return on
 
@@ -396,14 +397,6 @@ def _plan(spec, *, gpu_mem_gib: float | None = None, hardware=None, model_config
     if shape.vision is not None:
         details["vision"] = vision_shape.details(spec, shape, tr, per_sample)
     return MemoryPlan(comps, int(total), gpu_bytes, fits, int(cpu_ram), phase, notes, shape.approximate, details)
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "?"
-    if n >= GiB:
-        return f"{n / GiB:.2f} GiB"
-    return f"{n / MiB:.0f} MiB"
 
 
 def parse_mem(text: str) -> float:

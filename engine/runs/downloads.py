@@ -220,7 +220,7 @@ def models_cli(argv: list[str]) -> int:
             print(f"studio models: {exc}", file=sys.stderr)
             return 1
         return 0
-    from engine.models.hub_cache import human
+    from engine.core.units import file_size
 
     rows = local.list_local()
     if not rows:
@@ -228,6 +228,6 @@ def models_cli(argv: list[str]) -> int:
         return 0
     width = max(len(m.name) for m in rows)
     for m in rows:
-        state = "" if m.complete else f"  (incomplete{', ' + human(m.partial) + ' partial' if m.partial else ''})"
-        print(f"{m.name.ljust(width)}  {m.source:10}  {human(m.size):>9}  {m.path}{state}")
+        state = "" if m.complete else f"  (incomplete{', ' + file_size(m.partial) + ' partial' if m.partial else ''})"
+        print(f"{m.name.ljust(width)}  {m.source:10}  {file_size(m.size):>9}  {m.path}{state}")
     return 0

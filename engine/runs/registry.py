@@ -26,6 +26,7 @@ import yaml
 
 from engine.core import accounts, acting, audit, folders, page_trust, workspace
 from engine.core.messages import Message
+from engine.core.units import file_size
 from engine.runs import checkpoints, launch, outputs, overwrite, scheduler, slurm, store, submit_checks
 from engine.runs.messages import message as run_message
 from engine.runs.owners import get, list_runs, log_tail, owned, run_dir  # noqa: F401 - as the caller may see them
@@ -139,11 +140,7 @@ def check_space(where: Path) -> None:
     """Refuse, in one line with the figure, to create a run where there is (almost) no space left."""
     free = store.disk_free(where)
     if free is not None and free < MIN_FREE_BYTES:
-        raise RunsError(run_message("runs.no_space", path=where, free=_size(free), need=_size(MIN_FREE_BYTES)))
-
-
-def _size(n: int) -> str:
-    return f"{n} bytes" if n < 1024 else f"{n / 1024:.0f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
+        raise RunsError(run_message("runs.no_space", path=where, free=file_size(free), need=file_size(MIN_FREE_BYTES)))
 
 
 def _claim(base: Path | None = None) -> tuple[str, Path]:

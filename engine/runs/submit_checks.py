@@ -157,10 +157,10 @@ def member_quota() -> None:
         raise RunsError(run_message("runs.quota_queued", owner=owner, n=limit))
     account = accounts.quota(owner)
     if account is not None and account.max_disk_gb and (used := used_bytes(owner)) >= account.max_disk_gb * 1e9:
-        from engine.models.hub_cache import human
+        from engine.core.units import file_size
 
         raise RunsError(
-            run_message("runs.quota_disk", owner=owner, used=human(used), limit=f"{account.max_disk_gb:g} GB")
+            run_message("runs.quota_disk", owner=owner, used=file_size(used), limit=f"{account.max_disk_gb:g} GB")
         )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core import accounts, member_secrets
+from engine.core.units import file_size
 from engine.export import convert_jobs, convert_plan, gguf_checks, push_jobs, serve_jobs
 from studio import file_offers, follow
 from studio.i18n.localize import localize, localize_error
@@ -27,10 +28,6 @@ def _src(source: str, resolve) -> str:
     """The source as the Export tab resolves it (``studio.tabs.export``: a registered run's folder, or a path inside
     the workspace), passed in by that tab."""
     return str(resolve(source)) if resolve else source
-
-
-def human(n: int) -> str:
-    return f"{n / 1e6:.2f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
 
 
 # ----------------------------------------------------------------------------------------------- export
@@ -63,7 +60,7 @@ def describe_export(status: dict, lang: str = "en") -> str:
     rep = res.get("report") or {}
     lines = ["✅ " + t("xf_done", lang, path=f"<span id='gguf-path'>{res.get('out_dir')}</span>"), ""]
     lines += [f"| {t('xf_files', lang)} | {t('xf_size', lang)} |", "|---|---|"]
-    lines += [f"| `{f['name']}` | {human(f['bytes'])} |" for f in res.get("files") or []]
+    lines += [f"| `{f['name']}` | {file_size(f['bytes'])} |" for f in res.get("files") or []]
     lines += ["", f"**{t('xf_verify', lang)}**: {localize(res.get('summary') or '', lang)}"]
     if res.get("llama_cpp_summary"):
         lines.append(f"  \n{localize(res['llama_cpp_summary'], lang)}")
@@ -140,7 +137,9 @@ def describe_push(status: dict, lang: str = "en") -> str:
         return "✅ " + t("xf_pushed", lang, url=status["url"])
     if status["state"] in ("queued", "running"):
         args = {"repo": status["repo"], "i": status["files_done"], "n": status["files"]}
-        return "⏳ " + t("xf_push_progress", lang, done=human(status["done"]), total=human(status["total"]), **args)
+        return "⏳ " + t(
+            "xf_push_progress", lang, done=file_size(status["done"]), total=file_size(status["total"]), **args
+        )
     return f"❌ {status['state']}: {localize(status.get('error') or '', lang)}"
 
 

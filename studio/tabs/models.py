@@ -16,8 +16,8 @@ import pandas as pd
 
 from engine.core import accounts
 from engine.core.messages import payload_message
+from engine.core.units import file_size
 from engine.models import local, ms_models, reach
-from engine.models.hub_cache import human
 from engine.runs import downloads, gguf_imports, owners
 from studio import follow
 from studio.i18n.localize import localize, localize_error
@@ -35,7 +35,7 @@ def _where(source: str, lang: str) -> str:
 
 def models_frame(lang: str = "en") -> pd.DataFrame:
     rows = [
-        (m.name, _where(m.source, lang), human(m.size), t(f"m_{'' if m.complete else 'in'}complete", lang), m.path)
+        (m.name, _where(m.source, lang), file_size(m.size), t(f"m_{'' if m.complete else 'in'}complete", lang), m.path)
         for m in local.list_local()
         if owners.path_problem(m.path) is None  # team mode: not another member's import
     ]

@@ -13,8 +13,8 @@ from typing import Any
 
 import gradio as gr
 
+from engine.core.units import file_size
 from engine.models import search
-from engine.models.hub_cache import human
 from studio.i18n.localize import localize
 from studio.i18n.page import t
 
@@ -35,7 +35,7 @@ def headers(lang: str = "en") -> list[str]:
 def cells(row: search.ModelRow, lang: str = "en") -> list[str]:
     """One row of the table as a person reads it, in the page's language."""
     unknown = t("ms_unknown", lang)
-    size = human(row.size_bytes) if row.size_bytes else unknown
+    size = file_size(row.size_bytes) if row.size_bytes else unknown
     if row.size_bytes and row.source == search.TABLE:
         size = f"≈ {size}"
     return [

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.core import events as ev
+from engine.core.units import file_size
 from engine.export import convert_jobs as cj
 from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
@@ -278,7 +279,7 @@ def test_cli_exports_a_lora_run_as_q8_0_in_one_job(base, adapter, tmp_path, run_
     check_file(gguf_file, base, "Q8_0")
     for f in status["result"]["files"]:
         assert f["bytes"] == (out / f["name"]).stat().st_size
-        assert f"{f['name']}  {cj.human_size(f['bytes'])}" in printed
+        assert f"{f['name']}  {file_size(f['bytes'])}" in printed
     import torch
 
     merged = merged_with_peft(base, adapter)

@@ -37,7 +37,7 @@ def test_finished_export_reads_as_files_sizes_and_verification():
         },
     }
     shown = export_formats.describe_export({"state": "finished", "result": result}, "en")
-    assert "| `r1.gguf` | 1.12 MB |" in shown and "| `Modelfile` | 0.7 kB |" in shown
+    assert "| `r1.gguf` | 1.1 MB |" in shown and "| `Modelfile` | 686 B |" in shown  # 1,120,448 and 686 bytes
     assert "max |logit diff| 0.0149 <= 0.133" in shown and "«Hi» → «yo» (same)" in shown
     assert "`cd /w && ollama create r1 -f Modelfile`" in shown
     assert "相同" in export_formats.describe_export({"state": "finished", "result": result}, "zh")
