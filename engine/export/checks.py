@@ -30,7 +30,7 @@ from engine.core.messages import Message
 from engine.core.messages import message as core_message
 from engine.export import sizes, written
 from engine.export.messages import ExportError, message
-from engine.export.sources import Source, resolve_source, run_id_folder, source_head  # noqa: F401 - callers' names
+from engine.export.sources import Source, resolve_source, source_head
 from engine.runs import registry as runs
 
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from engine.core import acting
+from engine.core.messages import payload_message
 from engine.core.units import file_size
 from engine.export import checks as xp
 from engine.export import convert_plan as cp
@@ -22,7 +23,7 @@ from engine.export import gguf_checks as gc
 from engine.export import written
 from engine.export.checks import ExportError
 from engine.export.jobs import _with_detail, job_record
-from engine.export.messages import message, payload_message
+from engine.export.messages import message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 

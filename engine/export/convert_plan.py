@@ -22,6 +22,7 @@ from engine.core.messages import message as core_message
 from engine.export import checks as xp
 from engine.export import gguf_checks as gc
 from engine.export import sizes, written
+from engine.export import sources as sources_mod
 from engine.export.checks import ExportError, ExportPlan
 from engine.export.messages import message
 from engine.runs import registry as runs
@@ -137,7 +138,7 @@ def plan_convert(
             raise ExportError(problem)
         merge_bytes = 0
     else:
-        src = xp.resolve_source(source)  # the architecture and the tokenizer first, before the merge's checks
+        src = sources_mod.resolve_source(source)  # the architecture and the tokenizer first, before the merge's checks
         model_dir = src.base if src.kind == "adapter" else src.weights_dir
         _check_model(str(model_dir), fmt, tokenizer_dir(src.weights_dir, model_dir))
         merge_plan = xp.plan_export([source], str(out), dtype="fp32", overwrite=overwrite, force=force)

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from engine.export.checks import ExportError
-from engine.export.messages import message  # noqa: F401 - gguf_write raises with it
+from engine.export.messages import message
 from engine.export.sizes import model_tensors
 from engine.machine import kernels
 

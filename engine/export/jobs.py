@@ -23,11 +23,12 @@ import time
 from pathlib import Path
 
 from engine.core import acting
-from engine.core.messages import from_exception
+from engine.core.messages import from_exception, payload_message
 from engine.export import checks as xp
 from engine.export import sizes, written
+from engine.export import sources as sources_mod
 from engine.export.checks import ExportError
-from engine.export.messages import message, payload_message
+from engine.export.messages import message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 
@@ -207,7 +208,7 @@ def lf_yaml_options(path: str | Path) -> tuple[dict, list[str]]:
     problems = dict(imp.unsupported)
     for key, why in imp.missing.items():  # an adapter that is no folder may still be a Studio run id
         i = int(key.rsplit("[", 1)[1].rstrip("]"))
-        if xp.run_id_folder(imp.data["adapters"][i]) is None:
+        if sources_mod.run_id_folder(imp.data["adapters"][i]) is None:
             problems[key] = why
     if problems:
         lines = "\n".join(f"  {key}: {why}" for key, why in problems.items())

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.core.messages import Message, from_json, make, payload_message  # noqa: F401 - re-exported
+from engine.core.messages import Message, make
 
 MESSAGES: dict[str, str] = {
     # sources

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.export import checks as xp
+from engine.export import sources
 from engine.export.checks import ExportError
 from engine.export.jobs import job_record
 from engine.export.messages import message
@@ -69,7 +69,7 @@ def push_folder(source: str) -> Path:
         if out.is_dir():
             return out
         raise ExportError(message("export.push_no_output", run=source, path=out))
-    return Path(xp.resolve_source(source).weights_dir)
+    return Path(sources.resolve_source(source).weights_dir)
 
 
 def check_push(source: str, repo: str) -> Path:

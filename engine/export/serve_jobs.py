@@ -19,9 +19,9 @@ from pathlib import Path
 
 from engine.core import events as ev
 from engine.core import member_secrets
-from engine.export import checks as xp
 from engine.export import convert_plan as cp
 from engine.export import serve_rules as rules
+from engine.export import sources
 from engine.export.checks import ExportError
 from engine.export.jobs import job_record
 from engine.export.messages import message
@@ -50,7 +50,7 @@ def check_source(source: str) -> str:
     if cp.is_model_folder(source):
         folder = config_dir = str(Path(source).expanduser().resolve())
     else:
-        src = xp.resolve_source(source)
+        src = sources.resolve_source(source)
         folder, config_dir = src.weights_dir, (src.base if src.kind == "adapter" else src.weights_dir)
     try:
         config = json.loads((Path(config_dir) / "config.json").read_text(encoding="utf-8"))

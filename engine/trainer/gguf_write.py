@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.export import gguf_checks as gc
+from engine.export import messages
 
 Progress = Callable[[int, int, str], None]
 
@@ -227,7 +228,7 @@ def write_gguf(model_dir: Path, out_file: Path, fmt: str, progress: Progress | N
         data = state.pop(name)
         new = tmap.get_name(name, try_suffixes=(".weight", ".bias"))
         if new is None:
-            raise gc.GgufError(gc.message("export.gguf_unmapped_tensor", name=name, arch=arch))
+            raise gc.GgufError(messages.message("export.gguf_unmapped_tensor", name=name, arch=arch))
         if gguf_arch == "llama" and name.endswith("q_proj.weight"):
             data = permute_qk(data, heads, heads)
         elif gguf_arch == "llama" and name.endswith("k_proj.weight"):

@@ -12,8 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from engine.export import checks as xp
 from engine.export import convert_plan as cp
+from engine.export import sources
 from engine.trainer import lean
 
 MAX_TOKENS_LIMIT = 4096
@@ -47,7 +47,7 @@ class Model:
 
     def __init__(self, source: str):
         folder = cp.is_model_folder(source)
-        src = None if folder else xp.resolve_source(source)
+        src = None if folder else sources.resolve_source(source)
         weights = str(source) if folder else (src.base if src.kind == "adapter" else src.weights_dir)
         lean.without_quantizers(lean.model_is_quantized(weights))  # only as `python -m` (own_process)
         import torch

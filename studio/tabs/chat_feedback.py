@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.data import feedback
 from engine.export import checks as xp
+from engine.export import sources
 from engine.runs import registry as runs
 from engine.spec.schema import SpecError
 from studio.i18n.localize import localize_error, localize_problems
@@ -50,7 +51,7 @@ def chatted_of(worker: Any) -> feedback.Chatted:
         model, adapter, template = str(worker.model), str(worker.adapter or ""), str(worker.template or "auto")
     src = _trained_source(source)
     run_dir = Path(src.run_dir) if src is not None and src.run_dir else None
-    run_id = run_dir.name if run_dir is not None and xp.run_id_folder(run_dir.name) == run_dir else ""
+    run_id = run_dir.name if run_dir is not None and sources.run_id_folder(run_dir.name) == run_dir else ""
     return feedback.Chatted(model=model, adapter=adapter, run_id=run_id, template=template, source=source)
 
 
@@ -120,7 +121,7 @@ def training_model(chatted: feedback.Chatted) -> tuple[dict, bool]:
         return {"name_or_path": chatted.model}, False
     if chatted.run_id:
         try:
-            spec = xp.resolve_source(chatted.run_id).spec or {}
+            spec = sources.resolve_source(chatted.run_id).spec or {}
         except xp.ExportError:
             spec = {}
         if isinstance(spec.get("model"), dict) and spec["model"].get("name_or_path"):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from engine.core import workspace
 from engine.export import checks as xp
+from engine.export import sources as sources_mod
 from engine.export.jobs import MERGE_TAG
 from engine.runs import owners
 from engine.runs.messages import message as run_message
@@ -99,10 +100,10 @@ def tuned_choices(lang: str = "en") -> list[tuple[str, str]]:
         if getattr(r, "kind", "train") != "train" or getattr(r, "status", "") != "completed":
             continue
         try:
-            src = xp.resolve_source(r.run_dir)
+            src = sources_mod.resolve_source(r.run_dir)
         except xp.ExportError:  # its adapter or weights are gone
             continue
-        if xp.source_head(src) == "seq_cls":  # a reward model scores answers; it does not write them
+        if sources_mod.source_head(src) == "seq_cls":  # a reward model scores answers; it does not write them
             continue
         name = f"{r.id} · {r.name}" if r.name and r.name != r.id else r.id
         out.append((f"{t('chat_kind_run', lang)}{_colon(lang)}{name}", str(r.run_dir)))
@@ -144,7 +145,7 @@ def _spec_template(spec: dict | None) -> str:
     return str(((spec or {}).get("data") or {}).get("template") or "auto")
 
 
-def _trained_source(source: str) -> xp.Source | None:
+def _trained_source(source: str) -> sources_mod.Source | None:
     """What a picked source was trained as: the run (or adapter) itself, or the first source of the finished merge
     that wrote it; None for anything else (a bare model, an unknown folder, a path outside the workspace)."""
     if chat_remote.is_served(source):  # a server: what it serves
@@ -154,10 +155,10 @@ def _trained_source(source: str) -> xp.Source | None:
     try:
         p = workspace_path(source)
         if (p / "spec.yaml").is_file() or (p / "adapter_config.json").is_file():
-            return xp.resolve_source(p)
+            return sources_mod.resolve_source(p)
         for out, sources in _finished_merges():
             if out.resolve() == p and sources:
-                return xp.resolve_source(sources[0])
+                return sources_mod.resolve_source(sources[0])
     except (ValueError, xp.ExportError):
         pass
     return None
@@ -168,7 +169,7 @@ def template_for(source: str) -> str:
     return _template_of(_trained_source(source))
 
 
-def _template_of(src: xp.Source | None) -> str:
+def _template_of(src: sources_mod.Source | None) -> str:
     return _spec_template(src.spec) if src else "auto"
 
 
@@ -198,7 +199,7 @@ def tuned_target(source: str) -> tuple[str, str | None] | None:
     if _is_model(p) and not (p / "spec.yaml").is_file():
         return str(p), None
     try:
-        src = xp.resolve_source(p)
+        src = sources_mod.resolve_source(p)
     except xp.ExportError as exc:  # a run's own words (not finished, adapter not saved, ...), else the plain one
         said = exc.args[0] if (p / "spec.yaml").is_file() else run_message("runs.no_adapter", source=source)
         raise ValueError(said) from None
@@ -212,6 +213,6 @@ def base_for(source: str) -> str | None:
     return _base_of(_trained_source(source))
 
 
-def _base_of(src: xp.Source | None) -> str | None:
+def _base_of(src: sources_mod.Source | None) -> str | None:
     base = src.base if src else None
     return str(base) if base and (Path(base) / "config.json").is_file() else None

@@ -158,6 +158,7 @@ def test_the_shell_still_never_writes_a_system_folder_the_workspace_or_another_r
 def test_an_lf_layout_run_is_a_merge_source_by_its_id(lf_work, tmp_path):
     """A run id given to `studio merge` finds the weights in the output folder itself (layout llamafactory)."""
     from engine.export import checks as xp
+    from engine.export import sources
 
     rdir = workspace.runs_dir() / "r1"
     rdir.mkdir(parents=True)
@@ -166,8 +167,8 @@ def test_an_lf_layout_run_is_a_merge_source_by_its_id(lf_work, tmp_path):
     spec = {"output": {"output_dir": str(out), "layout": "llamafactory"}, "method": {"finetuning": "lora"}}
     (rdir / "spec.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     with pytest.raises(xp.ExportError, match=str(out)):  # not trained yet: names the folder it wants
-        xp.resolve_source(str(rdir))
+        sources.resolve_source(str(rdir))
     (out / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "nowhere/base"}))
     (out / "adapter_model.safetensors").write_bytes(b"")
     with pytest.raises(xp.ExportError, match="nowhere/base"):  # found as an adapter: its base is what is missing
-        xp.resolve_source(str(rdir))
+        sources.resolve_source(str(rdir))

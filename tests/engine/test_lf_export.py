@@ -185,6 +185,7 @@ def test_a_studio_run_output_dir_is_an_adapter_source(lf_root, demo_paths):
     """A run Studio trained from an LF training YAML keeps its adapter in <output_dir>/adapter: the LF export YAML's
     adapter_name_or_path (that output_dir) finds it, merged into model_name_or_path, not the base it names."""
     from engine.export import checks as xp
+    from engine.export import sources
 
     out_dir = lf_root / "saves" / "studio" / "sft"
     shutil.copytree(lf_root / "saves" / "llama3-8b" / "lora" / "sft", out_dir / "adapter")
@@ -192,8 +193,8 @@ def test_a_studio_run_output_dir_is_an_adapter_source(lf_root, demo_paths):
         {"model_name_or_path": demo_paths["model_dir"], "adapter_name_or_path": "saves/studio/sft", "export_dir": "x"}
     )
     assert not imp.unsupported and not imp.missing
-    src = xp.resolve_source(imp.data["adapters"][0], imp.data["base"])
+    src = sources.resolve_source(imp.data["adapters"][0], imp.data["base"])
     assert src.kind == "adapter" and src.weights_dir == str(out_dir / "adapter")
     assert src.base == str(Path(demo_paths["model_dir"]).resolve())
     with pytest.raises(xp.ExportError, match="Meta-Llama-3-8B-Instruct"):  # without it: the hub id it names
-        xp.resolve_source(imp.data["adapters"][0])
+        sources.resolve_source(imp.data["adapters"][0])

@@ -23,6 +23,7 @@ from engine.core import events as ev
 from engine.export import checks as xp
 from engine.export import jobs as mj
 from engine.export import sizes
+from engine.export import sources as sources_mod
 from engine.runs import registry as runs
 
 TARGETS = ["q_proj", "v_proj", "o_proj", "down_proj"]
@@ -388,7 +389,7 @@ class TestBadInput:
             xp.plan_export([str(adapters["lora"])], str(tmp_path / "o"), dtype="fp32")
 
     def test_disk_estimate_follows_dtype(self, base, adapters):
-        src = [xp.resolve_source(str(adapters["lora"]))]
+        src = [sources_mod.resolve_source(str(adapters["lora"]))]
         fp32, bf16 = (sizes.estimate_bytes(src, base, d, False) for d in ("fp32", "bf16"))
         assert 1.8 < fp32 / bf16 <= 2.0
 
@@ -493,7 +494,7 @@ def test_memory_estimate_of_a_7b_model_from_headers_only(tmp_path):
     (base / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": vocab, "dtype": "bfloat16"}))
     params = sizes.weight_bytes(base, "fp32")[0] / 4
     assert 6.5e9 < params < 7e9
-    src = [xp.Source("a", "adapter", str(tmp_path / "none"), base=str(base))]
+    src = [sources_mod.Source("a", "adapter", str(tmp_path / "none"), base=str(base))]
     cpu = sizes.estimate_memory(src, str(base), "bf16", "cpu", False, 2 * 10**9)
     gpu = sizes.estimate_memory(src, str(base), "bf16", "cuda", False, 2 * 10**9)
     assert 4 * params < cpu < 2 * 4 * params and gpu < 6e9
@@ -557,7 +558,7 @@ def test_merge_takes_a_run_id_like_studio_runs_does(adapters, base, tmp_path, ca
     from engine.core import workspace
 
     make_run(workspace.runs_dir(), "r-merge-by-id", base, adapter_from=adapters["lora"])
-    src = xp.resolve_source("r-merge-by-id")
+    src = sources_mod.resolve_source("r-merge-by-id")
     assert Path(src.run_dir) == workspace.runs_dir() / "r-merge-by-id" and src.kind == "adapter"
     out = tmp_path / "by-id"
     assert mj.cli(["r-merge-by-id", "--out", str(out)]) == 0, capsys.readouterr().err

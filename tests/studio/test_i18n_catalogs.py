@@ -534,7 +534,7 @@ def test_export_tab_in_chinese(run_registry, demo_paths, monkeypatch):
     rep.stage("saving", 1, 3, "model-00001-of-00003.safetensors")
     shown = []
     for e in events.read_events(path, 0)[0]:
-        progress = {**e["payload"], "detail": export_messages.payload_message(e["payload"], "detail")}
+        progress = {**e["payload"], "detail": core_messages.payload_message(e["payload"], "detail")}
         shown.append(export.describe({"state": "running", "progress": progress}, "zh"))
     assert shown == ["⏳ 加载 1/2 基座 /m（float32）", "⏳ 保存 1/3 model-00001-of-00003.safetensors"], shown
     assert export.describe({"state": "queued", "run_id": "r1"}, "zh").startswith("⏳ 已排队为运行 r1")
@@ -572,5 +572,5 @@ def test_merge_messages_survive_the_event_file(tmp_path):
     merge._fail(rep, "verification", outer)
     payload = events.read_events(tmp_path / "events.jsonl", 0)[0][-1]["payload"]
     assert payload["error"] == str(outer) == "verification failed: max |logit diff| 0.5 > 0.01 (bf16)"
-    error = export_messages.payload_message(payload, "error")
+    error = core_messages.payload_message(payload, "error")
     assert localize(error, "zh") == "校验失败：最大 |logit 差| 0.5 > 0.01（bf16）"
