@@ -360,10 +360,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="load-memory-") as tmp:
         home = Path(tmp) / "home"
         os.environ["STUDIO_HOME"] = str(home)
+        from engine.core import workspace
         from engine.trainer import demo
 
         demo.build_demo()
-        paths = demo.demo_paths()
+        paths = workspace.demo_paths()
         out_dir = args.out
         out_dir.mkdir(parents=True, exist_ok=True)
         checkouts = ([("baseline " + git_label(args.baseline), args.baseline.resolve())] if args.baseline else []) + [

@@ -146,9 +146,9 @@ def bench_spec(
 ) -> RunSpec:
     """The demo spec with the bench's model, steps, packing and batch; the dataset, its row limit (None: the
     spec's 200; 0: every row) and the LoRA rank (alpha twice it) when given."""
-    from engine.trainer import demo
+    from engine.core import workspace
 
-    data = load_spec(demo.demo_paths()["example_spec"]).model_dump(mode="json")
+    data = load_spec(workspace.demo_paths()["example_spec"]).model_dump(mode="json")
     data["model"]["name_or_path"] = model_dir
     data["data"]["packing"] = packing
     data["data"]["datasets"] = [dataset]

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from engine.spec import schema as spec_mod
 from studio.i18n.choices import choices_for
 from studio.i18n.labels import LABELS_ZH
-from studio.i18n.page import SECTION_TITLES  # noqa: F401 - the form's section titles, in both languages
+from studio.i18n.page import SECTION_TITLES
 
 # Fields whose value is picked from a list the page fills at run time (models, datasets, templates, GPUs).
 PICKERS = {

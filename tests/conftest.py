@@ -63,9 +63,9 @@ def studio_home(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_paths(studio_home) -> dict:
-    from engine.trainer import demo
+    from engine.core import workspace as workspace_mod
 
-    return demo.demo_paths()
+    return workspace_mod.demo_paths()
 
 
 @pytest.fixture

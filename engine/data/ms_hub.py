@@ -19,12 +19,10 @@ from pathlib import Path
 from engine.core.messages import Message
 from engine.data.messages import message
 from engine.models import reach
-from engine.models.ms_models import (  # noqa: F401 - shared with ModelScope models
-    DEFAULT_ENDPOINT,
+from engine.models.ms_models import (
     cache_root,
     endpoint,
     installed,
-    use_modelscope,
 )
 
 TIMEOUT_S = 10

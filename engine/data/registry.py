@@ -17,15 +17,13 @@ from engine.core import belongings
 from engine.core.messages import from_exception
 from engine.data import admit, hub, images, ms_hub
 from engine.data.file_selection import folder_files, select_files
-from engine.data.files import (  # the budgets are re-exported: the page names them
-    PAGE_READ_BYTES,  # noqa: F401
-    PAGE_RECORD_BYTES,  # noqa: F401
+from engine.data.files import (
     _read_file,
     _read_folder,
     read_head,
 )
 from engine.data.messages import message
-from engine.data.rows import (  # re-exported: callers import these from here
+from engine.data.rows import (
     COLUMN_KEYS,
     DataError,
     DataProblem,

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.core.messages import Message
 from engine.data.messages import message
-from engine.data.ms_hub import use_modelscope
+from engine.models.ms_models import use_modelscope
 
 # ----------------------------------------------------------------------------------------------- entries
 ALPACA_COLUMNS = {

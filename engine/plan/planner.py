@@ -35,7 +35,7 @@ from engine.models.resolve import resolve_model, source_text
 from engine.plan import grpo_memory, memory, vision_data, vision_shape
 from engine.plan.memory import activation_bytes, logits_bytes, optimizer_bytes, reference_bytes, weight_bytes
 from engine.plan.messages import message
-from engine.plan.model_shape import ModelShape, model_shape, param_counts, trainable, trainable_param_count  # noqa: F401
+from engine.plan.model_shape import model_shape, trainable
 
 GiB = 2**30
 MiB = 2**20

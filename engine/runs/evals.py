@@ -230,6 +230,7 @@ def resolve(spec: EvalSpec | dict | str | Path) -> dict:
 
 def _data_plan(spec: EvalSpec, run_spec, rec, problems: list) -> dict:
     from engine.data import registry as reg
+    from engine.data import rows as data_rows
 
     d = spec.data
     rd = run_spec.data if run_spec is not None else None
@@ -283,7 +284,7 @@ def _data_plan(spec: EvalSpec, run_spec, rec, problems: list) -> dict:
             problems.append(("data.datasets", message("eval.data_problem", problem=f"no dataset {name!r} in {ddir}")))
             continue
         # the registry's own reading of the entry (LF's alpaca default: instruction / input / output)
-        text = isinstance(raw, dict) and reg.DatasetEntry.from_info(name, raw).is_text
+        text = isinstance(raw, dict) and data_rows.DatasetEntry.from_info(name, raw).is_text
         gen = [x for x in spec.measures if x in GENERATION_MEASURES]
         if text:
             plan["text"] = True

@@ -33,8 +33,8 @@ from typing import Any
 
 from engine.data.cutoff import cut_turns
 from engine.data.messages import message as data_message
-from engine.data.registry import DataError, check_datasets, load_rows, sample_rows
-from engine.data.rows import PREFERENCE_STAGES
+from engine.data.registry import check_datasets, load_rows, sample_rows
+from engine.data.rows import PREFERENCE_STAGES, DataError
 from engine.data.templates import (
     Template,
     assistant_text,
@@ -172,7 +172,8 @@ def _tokenizer_digest(tokenizer) -> str:
 
 def _data_digest(name: str, dataset_dir: Path) -> str:
     from engine.data.file_selection import folder_files
-    from engine.data.registry import DatasetEntry, _where, read_dataset_info
+    from engine.data.registry import _where, read_dataset_info
+    from engine.data.rows import DatasetEntry
 
     raw = read_dataset_info(dataset_dir)[name]
     path, files, _ = _where(DatasetEntry.from_info(name, raw), dataset_dir)
@@ -454,6 +455,6 @@ def _kto_row(row: dict, template: str, info, tool_format: str | None = None) -> 
 
 
 def _problem(ddir: Path, message: str):
-    from engine.data.registry import DataProblem
+    from engine.data.rows import DataProblem
 
     return DataProblem(str(ddir / "dataset_info.json"), None, None, message)

@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 
 from engine.core import workspace
-from engine.core.workspace import ASSETS_DATA, demo_paths  # noqa: F401 - demo_paths is part of this module's API
+from engine.core.workspace import ASSETS_DATA, demo_paths
 
 BUILD_VERSION = 1  # bump when the model/tokenizer recipe changes, so old workspaces rebuild
 MARKER = "studio_demo.json"

@@ -19,7 +19,8 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from engine.core.events import append_event
-from engine.data.registry import DataError, check_datasets, load_rows, sample_rows
+from engine.data.registry import check_datasets, load_rows, sample_rows
+from engine.data.rows import DataError
 from engine.data.templates import prompt_text, template_warning, tokenizer_info
 
 SAMPLE_CHARS = 2000  # of a prompt or completion in a completions event

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.core import belongings, workspace
+from engine.data import files as data_files
 from engine.data import registry as reg
+from engine.data import rows as data_rows
 from engine.data.files import PAGE_RECORD_BYTES, read_head
 from engine.data.messages import message
 from engine.runs import owners
@@ -181,7 +183,7 @@ def register_text(
         return lambda code, err=exc: f"❌ {localize_error(err, code)}"
 
     def head(code: str) -> str:
-        return "" if complete else "\n\n" + t("checked_head", code, rows=checked, mib=reg.PAGE_READ_BYTES >> 20)
+        return "" if complete else "\n\n" + t("checked_head", code, rows=checked, mib=data_files.PAGE_READ_BYTES >> 20)
 
     if problems:
         return lambda code: (
@@ -202,7 +204,7 @@ def _raw(name: str) -> Any:
 
 def _entry(name: str) -> Any:
     raw = _raw(name)
-    return reg.DatasetEntry.from_info(name, raw) if isinstance(raw, dict) else None
+    return data_rows.DatasetEntry.from_info(name, raw) if isinstance(raw, dict) else None
 
 
 def registered_entry(name: str) -> dict | None:
@@ -215,7 +217,7 @@ def registered_entry(name: str) -> dict | None:
         return None
     if not isinstance(raw, dict) or not raw.get("file_name"):
         return None
-    entry = reg.DatasetEntry.from_info(name, raw)
+    entry = data_rows.DatasetEntry.from_info(name, raw)
     path = Path(entry.file_name).expanduser()
     path = path if path.is_absolute() else workspace.data_dir() / path
     return {

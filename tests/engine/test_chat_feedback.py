@@ -13,6 +13,7 @@ import pytest
 
 from engine.data import feedback
 from engine.data import registry as reg
+from engine.data import rows as data_rows
 from engine.spec.schema import RunSpec
 from tests.helpers import run_trainer
 
@@ -49,7 +50,7 @@ def test_edits_and_marks_are_lf_rows_the_registry_reads(tmp_path):
     assert pairs[0]["system"] == "Be brief."
     assert pairs[0]["messages"][-1] == {"role": "user", "content": "What is 2+2?"}
     kto = reg.load_rows("chat_feedback_kto", tmp_path, "kto")
-    assert reg.kto_counts(kto) == {"desirable": 1, "undesirable": 1, "untagged": 0}
+    assert data_rows.kto_counts(kto) == {"desirable": 1, "undesirable": 1, "untagged": 0}
     assert kto[1]["messages"][-1] == {"role": "assistant", "content": "Rome."}
     assert reg.check_datasets(["chat_feedback_dpo"], tmp_path, "dpo") == []
     assert reg.check_datasets(["chat_feedback_kto"], tmp_path, "kto") == []

@@ -83,7 +83,8 @@ def test_dpo_columns_for_trl(demo_paths, tok):
 
 
 def test_bad_data_raises_before_model(demo_paths, tok, tmp_path):
-    from engine.data.registry import DataError, save_dataset_info
+    from engine.data.registry import save_dataset_info
+    from engine.data.rows import DataError
 
     (tmp_path / "bad.jsonl").write_text('{"instruction": "q", "output": "a"}\nnot json\n')
     save_dataset_info(tmp_path, {"bad": {"file_name": "bad.jsonl"}})
@@ -238,7 +239,7 @@ def test_pt_cache_holds_whole_texts_whatever_the_cutoff(demo_paths, tok, tmp_pat
 
 
 def test_pt_packing_too_little_text_for_one_block_names_the_fix(demo_paths, tok, tmp_path):
-    from engine.data.registry import DataError
+    from engine.data.rows import DataError
 
     spec = make_spec(
         demo_paths, stage="pt", datasets=["long"], dataset_dir=_pt_dataset(tmp_path, ["short text"]), packing=True

@@ -241,7 +241,7 @@ class TestFailureClassification:
     def test_causes(self):
         import torch
 
-        from engine.data.registry import DataError
+        from engine.data.rows import DataError
         from engine.spec.schema import SpecError
         from engine.trainer.train import classify
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from engine.core import workspace
 from engine.data import registry as reg
+from engine.data import rows as data_rows
 from engine.runs import registry as runs
 from engine.spec.schema import SpecError
 
@@ -127,7 +128,7 @@ def _register(ddir: Path, name: str, suffix: str, raw: bytes) -> Path:
     return path
 
 
-def _clear(problem: reg.DataProblem, path: Path) -> bool:
+def _clear(problem: data_rows.DataProblem, path: Path) -> bool:
     """Names the file; a message a person can read (no repr of an exception class alone)."""
     return (
         problem.file in (str(path), str(path.parent / reg.INFO_NAME))
@@ -169,7 +170,7 @@ def test_fuzzed_dataset_files_give_named_problems(case, tmp_path_factory, tally)
         if problems:
             try:
                 reg.load_rows("fuzz", ddir, stage)
-            except reg.DataError as exc:
+            except data_rows.DataError as exc:
                 assert "fuzz" in str(exc)
             else:
                 raise AssertionError("load_rows accepted data that check_datasets rejected")

@@ -8,7 +8,7 @@ from studio.tabs import data, data_register
 def test_datasets_and_doctor_texts_in_chinese(demo_paths, monkeypatch):
     from types import SimpleNamespace
 
-    from engine.data.registry import DataProblem
+    from engine.data.rows import DataProblem
     from studio.tabs import doctor
 
     assert data_register.register("", "x", "alpaca", {}, "zh") == "❌ 请先上传文件"

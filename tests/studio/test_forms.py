@@ -8,6 +8,7 @@ import yaml
 
 from engine.spec import schema as spec_mod
 from studio import form_validation, forms
+from studio.i18n import page as page_mod
 from studio.tabs import train, train_actions, train_plan
 
 
@@ -37,7 +38,7 @@ def test_lora_variants_and_oft_are_on_the_form():
         assert f.section == "method.lora" and not f.advanced and HELP_ZH[f.path], path
     assert "oft" in forms.BY_PATH["method.finetuning"].choices
     assert {"method.oft.rank", "method.oft.block_size", "method.oft.targets"} <= set(forms.BY_PATH)
-    assert {"method.oft", "train.low_rank", "train.badam"} <= set(forms.SECTION_TITLES)
+    assert {"method.oft", "train.low_rank", "train.badam"} <= set(page_mod.SECTION_TITLES)
     assert {"galore_adamw", "apollo_adamw", "adam_mini", "muon", "badam"} <= set(
         forms.BY_PATH["train.optimizer"].choices
     )
@@ -250,7 +251,7 @@ def test_an_emptied_optional_number_above_zero_reads_as_none():
 
 def test_stage_dropdown_offers_kto_and_rm_and_their_rules_name_the_fields(demo_paths):
     assert forms.BY_PATH["method.stage"].choices == ["sft", "pt", "dpo", "kto", "rm", "grpo"]
-    assert forms.BY_PATH["method.kto.beta"].section == "method.kto" and "method.kto" in forms.SECTION_TITLES
+    assert forms.BY_PATH["method.kto.beta"].section == "method.kto" and "method.kto" in page_mod.SECTION_TITLES
     values = _demo_values(demo_paths) | {"method.stage": "kto", "train.per_device_batch_size": 1}
     spec, errors, _ = train.check(values)
     assert spec is None and "train.per_device_batch_size" in [p for p, _ in errors]
@@ -277,10 +278,10 @@ def test_every_form_section_has_a_title_in_both_languages():
     """Issue 27 item 12: the Slurm group's accordion read its raw key "launch.slurm" in both languages."""
     from studio import forms
 
-    missing = [s for s in forms.sections() if s not in forms.SECTION_TITLES]
+    missing = [s for s in forms.sections() if s not in page_mod.SECTION_TITLES]
     assert not missing, missing
     for section in forms.sections():
-        en, zh = forms.SECTION_TITLES[section]
+        en, zh = page_mod.SECTION_TITLES[section]
         assert en and zh and section not in (en, zh), (section, en, zh)
 
 
