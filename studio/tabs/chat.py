@@ -28,7 +28,7 @@ from studio.i18n.page import t
 from studio.tabs import chat_feedback
 from studio.tabs.chat_process import Worker
 from studio.tabs.chat_remote import ERROR_MARK, Remote, is_served
-from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_for: the tab's and its tests' names
+from studio.tabs.chat_sources import (
     _colon,
     _short,
     base_for,
@@ -38,7 +38,6 @@ from studio.tabs.chat_sources import (  # noqa: F401 -- tuned_choices, template_
     picks_for,
     template_for,
     tuned_choices,
-    tuned_target,
     workspace_path,
 )
 

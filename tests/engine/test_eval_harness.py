@@ -380,7 +380,7 @@ def test_merge_the_best_checkpoint_click_submits_its_merge(lm_evaluated, trained
 
 @SLOW
 def test_a_side_by_side_row_opens_in_chat(lm_evaluated, trained):
-    from studio.tabs import chat
+    from studio.tabs import chat_sources
     from studio.tabs.eval_chat import chat_target, open_in_chat
 
     rid = lm_evaluated["run_id"]
@@ -389,7 +389,7 @@ def test_a_side_by_side_row_opens_in_chat(lm_evaluated, trained):
     assert got["prompt"] == fx.EVAL_ROWS[1][0]  # the row's own question, as a person would type it
     assert Path(got["model"]) == Path(trained["model"]) or got["model"] == rec.load_spec().model.name_or_path
     assert got["tuned"] == rec.run_dir  # the run itself: the Tuned list's entry for its final weights
-    model, adapter = chat.tuned_target(got["tuned"])  # what the Chat tab's Load then loads in the Tuned pane
+    model, adapter = chat_sources.tuned_target(got["tuned"])  # what the Chat tab's Load then loads in the Tuned pane
     assert Path(adapter) == Path(rec.output_dir) / "adapter"
     assert (
         got["template"]

@@ -9,7 +9,7 @@ import pytest
 
 from engine.core import workspace
 from engine.data.masked_samples import token_lengths
-from studio.tabs import data, data_register, export, runs
+from studio.tabs import chat_sources, data, data_register, export, runs
 
 
 @pytest.mark.parametrize("name", ["../../etc/passwd.json", "..\\..\\x.csv", "/abs/path/x.jsonl", "a/../../b.json"])
@@ -201,8 +201,8 @@ def test_chat_refuses_adapter_outside_workspace(studio_home):
     from studio.tabs import chat
 
     with pytest.raises(ValueError):
-        chat.tuned_target("/etc")
-    assert chat.tuned_target("") is None
+        chat_sources.tuned_target("/etc")
+    assert chat_sources.tuned_target("") is None
     assert Path(chat.ROOT, "engine", "trainer", "chat_worker.py").is_file()
 
 
@@ -424,31 +424,38 @@ def _chat_workspace(home: Path) -> dict:
 
 
 def test_chat_tuned_list_is_finished_runs_and_exports(run_registry):
-    from studio.tabs import chat
 
     made = _chat_workspace(run_registry)
-    choices = chat.tuned_choices()
+    choices = chat_sources.tuned_choices()
     assert [v for _, v in choices] == [str(made["good"]), str(made["good-merged"])], choices
     assert [label.split(":")[0] for label, _ in choices] == ["run", "export"]
     assert not any("merge" in v for _, v in choices[:1]) and all("runs/merge-" not in v for _, v in choices)
-    assert [label.split("：")[0] for label, _ in chat.tuned_choices("zh")] == ["运行", "导出"]
+    assert [label.split("：")[0] for label, _ in chat_sources.tuned_choices("zh")] == ["运行", "导出"]
     # what each loads: the run's adapter on the base it was trained from; the merged export as a model
-    assert chat.tuned_target(str(made["good"])) == (str(made["base"]), str(made["good"] / "adapter"))
-    assert chat.tuned_target(str(made["good-merged"])) == (str(made["good-merged"]), None)
+    assert chat_sources.tuned_target(str(made["good"])) == (str(made["base"]), str(made["good"] / "adapter"))
+    assert chat_sources.tuned_target(str(made["good-merged"])) == (str(made["good-merged"]), None)
     with pytest.raises(ValueError, match="adapter"):
-        chat.tuned_target(str(made["gone"]))
+        chat_sources.tuned_target(str(made["gone"]))
     # the template it was trained with, for the export too (read from the run it was merged from)
-    assert chat.template_for(str(made["good"])) == chat.template_for(str(made["good-merged"])) == "chatml"
-    assert chat.template_for("") == "auto"
+    assert (
+        chat_sources.template_for(str(made["good"])) == chat_sources.template_for(str(made["good-merged"])) == "chatml"
+    )
+    assert chat_sources.template_for("") == "auto"
     # picking the run (or its merged export) sets the base model it was trained on; a bare model sets none
-    assert chat.base_for(str(made["good"])) == chat.base_for(str(made["good-merged"])) == str(made["base"])
-    assert chat.base_for(str(made["base"])) is None and chat.base_for("") is None
+    assert (
+        chat_sources.base_for(str(made["good"]))
+        == chat_sources.base_for(str(made["good-merged"]))
+        == str(made["base"])
+    )
+    assert chat_sources.base_for(str(made["base"])) is None and chat_sources.base_for("") is None
     # the same for every choice at once, which the page applies in the browser when one is picked
-    assert chat.picks_for(choices) == {
+    assert chat_sources.picks_for(choices) == {
         str(made["good"]): ["chatml", str(made["base"])],
         str(made["good-merged"]): ["chatml", str(made["base"])],
     }
-    assert str(made["good-merged"]) in chat.model_choices() and str(made["base"]) in chat.model_choices()
+    assert (
+        str(made["good-merged"]) in chat_sources.model_choices() and str(made["base"]) in chat_sources.model_choices()
+    )
 
 
 def test_chat_reload_shows_what_is_loaded(run_registry, monkeypatch):
@@ -590,19 +597,18 @@ def test_chat_starts_on_a_text_model_and_answers_show_as_plain_text(run_registry
     imported it, else the demo's text model. Answers are plain text (a model's "~~" struck its words through)."""
     from engine.core import workspace
     from engine.models import gguf_file as gf
-    from studio.tabs import chat
 
     text, vlm = workspace.demo_model_dir(), workspace.demo_vlm_model_dir()
     for folder in (text, vlm):  # the vision model built last: the newest
         folder.mkdir(parents=True)
         (folder / "config.json").write_text("{}")
-    models = chat.model_choices()
-    assert models[0] == str(vlm) and chat.default_model(models) == str(text)
+    models = chat_sources.model_choices()
+    assert models[0] == str(vlm) and chat_sources.default_model(models) == str(text)
     smol = workspace.models_dir() / gf.DEMO_NAME
     smol.mkdir()
     (smol / "config.json").write_text("{}")
-    assert chat.default_model(chat.model_choices()) == str(smol)
-    assert chat.default_model([]) is None
+    assert chat_sources.default_model(chat_sources.model_choices()) == str(smol)
+    assert chat_sources.default_model([]) is None
 
 
 def test_chat_models_are_each_accounts_own_in_team_mode(run_registry, monkeypatch):
