@@ -267,10 +267,10 @@ def start_background() -> None:
     from the run folders; the notice is printed here and shown in the Runs tab), and the watchdog thread starts:
     it reaps runs whose wrapper died, finishes overdue stops and moves the queue every few seconds whether or not a
     browser is open (a page timer only ticks while one is)."""
-    from engine.runs import store, watchdog
+    from engine.runs import heal, watchdog
 
     try:
-        notice = store.ensure_registry()
+        notice = heal.ensure_registry()
     except Exception as exc:  # noqa: BLE001 - the page still serves; the Runs tab says what the registry says
         print(f"studio: the run registry could not be checked: {exc}", flush=True)
     else:

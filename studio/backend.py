@@ -20,9 +20,10 @@ def run_dir(run_id: str) -> Path | None:
 
 def list_runs() -> list:
     from engine.runs import registry as runs
+    from engine.runs import store
 
     try:
-        runs.refresh()
+        store.refresh()
     except Exception:  # refresh is best-effort (status from exit files); listing must still work
         pass
     return list(runs.list_runs())

@@ -46,11 +46,12 @@ def _owner(authorization: str | None) -> str:
 
 
 def _run(run_id: str):
+    from engine.runs import records as records_mod
     from engine.runs import registry as runs
 
     try:
         return runs.get(run_id)
-    except runs.RunsError as exc:  # another member's run is an unknown one
+    except records_mod.RunsError as exc:  # another member's run is an unknown one
         raise _Refused(404, str(exc)) from None
 
 
@@ -72,6 +73,7 @@ def _submit(body: dict) -> dict:
     import yaml
 
     from engine.lf import compat as lf_compat
+    from engine.runs import records as records_mod
     from engine.runs import registry as runs
     from engine.spec.schema import SpecError
 
@@ -86,7 +88,7 @@ def _submit(body: dict) -> dict:
         run_id = runs.submit(spec, name=(body.get("name") or None))
     except SpecError as exc:
         raise _Refused(400, "; ".join(f"{p}: {m}" for p, m in exc.problems)) from None
-    except (yaml.YAMLError, runs.RunsError, ValueError) as exc:
+    except (yaml.YAMLError, records_mod.RunsError, ValueError) as exc:
         raise _Refused(400, str(exc).replace("\n", " ")) from None
     return {"id": run_id, "status": runs.get(run_id).status}
 
@@ -117,7 +119,7 @@ def build_api():
     async def _refused(_request: Request, exc: _Refused):
         return JSONResponse({"error": exc.text}, status_code=exc.status)
 
-    from engine.runs.store import RunsError
+    from engine.runs.records import RunsError
 
     @api.exception_handler(RunsError)
     async def _runs_refused(_request: Request, exc: RunsError):  # e.g. stopping a run shared read-only

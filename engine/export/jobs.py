@@ -29,6 +29,7 @@ from engine.export import sizes, written
 from engine.export import sources as sources_mod
 from engine.export.checks import ExportError
 from engine.export.messages import message
+from engine.runs import records
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 
@@ -44,7 +45,7 @@ def job_record(run_id: str, module: str, not_key: str):
     Every export-side job (merge, export, push, serve) is read back from its run this way."""
     try:
         rec = runs.get(run_id, refresh_status=False)
-    except runs.RunsError as exc:
+    except records.RunsError as exc:
         raise ExportError(from_exception(exc)) from None
     argv = rec.command or []
     if rec.kind != "command" or argv[1:3] != ["-m", module]:

@@ -16,7 +16,7 @@ import yaml
 
 from engine.core import events
 from engine.lf.compat import load_any_spec
-from engine.runs import fingerprints, scheduler, slurm, watchdog
+from engine.runs import fingerprints, records, scheduler, slurm, watchdog
 from engine.runs import registry as runs
 from engine.runs.messages import message as run_message
 from engine.spec.schema import SpecError, parse_spec
@@ -26,14 +26,14 @@ def _fmt_time(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
-def _duration(rec: runs.RunRecord) -> str:
+def _duration(rec: records.RunRecord) -> str:
     if not rec.started:
         return "-"
     secs = int((rec.ended or time.time()) - rec.started)
     return f"{secs // 3600}:{secs // 60 % 60:02d}:{secs % 60:02d}"
 
 
-def _status(rec: runs.RunRecord) -> str:
+def _status(rec: records.RunRecord) -> str:
     """The registry's status ("stalled (no progress for ...)" for a stalled run); a cluster run's also says its Slurm
     job, its state and why it waits (running · Slurm job 12: pending (Resources))."""
     job = slurm.describe(rec)
@@ -41,7 +41,7 @@ def _status(rec: runs.RunRecord) -> str:
     return f"{status} · {job}" if job is not None else status
 
 
-def _table(recs: list[runs.RunRecord]) -> str:
+def _table(recs: list[records.RunRecord]) -> str:
     rows = [("ID", "STATUS", "NAME", "GPUS", "STARTED", "TIME", "TAGS")]
     rows += [
         (
@@ -59,7 +59,7 @@ def _table(recs: list[runs.RunRecord]) -> str:
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
 
 
-def _show(rec: runs.RunRecord) -> str:
+def _show(rec: records.RunRecord) -> str:
     lines = [
         f"{k:12} {v}"
         for k, v in (
@@ -99,7 +99,7 @@ def _show(rec: runs.RunRecord) -> str:
     return "\n".join(lines)
 
 
-def _follow(rec: runs.RunRecord, lines: int | None = None) -> int:
+def _follow(rec: records.RunRecord, lines: int | None = None) -> int:
     """Print the log's last ``lines`` lines (all with None), then what the run writes until it ends."""
     try:
         with open(rec.log_path, "rb") as fh:
@@ -132,7 +132,7 @@ def _parser(name: str) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="action", required=True)
     if name == "runs":
         ls = sub.add_parser("list", help="every run, newest first")
-        ls.add_argument("--status", choices=runs.STATUSES)
+        ls.add_argument("--status", choices=records.STATUSES)
         ls.add_argument("--json", action="store_true")
         sub.add_parser("show", help="one run in detail").add_argument("id")
         lg = sub.add_parser("logs", help="the run's train.log")
@@ -181,7 +181,7 @@ def cli(argv: list[str]) -> int:
     args = _parser(name).parse_args(rest)
     try:
         return _runs(args) if name == "runs" else _queue(args)
-    except runs.RunsError as exc:
+    except records.RunsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except SpecError as exc:
@@ -264,7 +264,7 @@ def _queue(args) -> int:
     elif args.action == "remove":
         rec = runs.get(args.id)
         if rec.status != "queued":
-            raise runs.RunsError(run_message("runs.not_queued", id=args.id, status=rec.status))
+            raise records.RunsError(run_message("runs.not_queued", id=args.id, status=rec.status))
         runs.stop(args.id)
         print(f"removed {args.id} from the queue")
     elif args.action == "first":
@@ -282,7 +282,7 @@ def replay_cli(argv: list[str]) -> int:
     try:
         rec = runs.get(args.run_id)
         data = yaml.safe_load((Path(rec.run_dir) / "spec.yaml").read_text(encoding="utf-8"))
-    except (runs.RunsError, OSError) as exc:
+    except (records.RunsError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     for line in replay_differences(Path(rec.run_dir), data):

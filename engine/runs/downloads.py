@@ -23,7 +23,7 @@ from engine.models import local, ms_models
 from engine.models.download import describe_event
 from engine.models.hub_cache import DOWNLOAD_TAG, DownloadError, parse_target, worker_argv
 from engine.models.messages import message
-from engine.runs import owners
+from engine.runs import owners, records
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 
@@ -57,7 +57,7 @@ class DownloadJob(CommandJob):
 
         try:
             rec = runs.get(run_id, refresh_status=False)
-        except runs.RunsError as exc:
+        except records.RunsError as exc:
             raise DownloadError(message("models.download_not_download", id=run_id), "input") from exc
         argv = rec.command or []
         if rec.kind != "command" or argv[1:3] not in WORKERS:

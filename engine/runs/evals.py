@@ -24,7 +24,7 @@ from engine.eval.judge import page_problems
 from engine.eval.lm_tasks import resolve_tasks
 from engine.eval.messages import EvalError, message
 from engine.eval.spec import GENERATION_MEASURES, ROW_MEASURES, EvalSpec, columns, dump_eval_spec, parse_eval_spec
-from engine.runs import checkpoints, owners
+from engine.runs import checkpoints, owners, records
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 
@@ -35,10 +35,10 @@ STATES["stopped"] = "cancelled"
 
 
 # ----------------------------------------------------------------------------------------------- the plan
-def _find_run(ref: str) -> runs.RunRecord:
+def _find_run(ref: str) -> records.RunRecord:
     try:
         return runs.get(ref, refresh_status=True)
-    except runs.RunsError:
+    except records.RunsError:
         pass
     path = Path(ref).expanduser()
     if path.is_dir():
@@ -332,7 +332,7 @@ class EvalJob(CommandJob):
     def __init__(self, run_id: str):
         try:
             rec = runs.get(run_id, refresh_status=False)
-        except runs.RunsError:
+        except records.RunsError:
             raise EvalError([("run", message("eval.not_eval", id=run_id))]) from None
         argv = rec.command or []
         if rec.kind != "command" or argv[1:3] != ["-m", MODULE]:

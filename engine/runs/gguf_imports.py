@@ -20,7 +20,7 @@ from engine.core import acting, belongings, page_trust
 from engine.core.messages import from_exception, payload_message
 from engine.models import gguf_file as gf
 from engine.models.messages import message
-from engine.runs import owners
+from engine.runs import owners, records
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 
@@ -53,7 +53,7 @@ class GgufImportJob(CommandJob):
     def __init__(self, run_id: str):
         try:
             rec = runs.get(run_id, refresh_status=False)
-        except runs.RunsError as exc:
+        except records.RunsError as exc:
             raise gf.GgufError(from_exception(exc)) from None
         argv = rec.command or []
         if rec.kind != "command" or argv[1:3] != ["-m", gf.MODULE]:

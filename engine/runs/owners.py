@@ -20,9 +20,9 @@ from pathlib import Path
 
 from engine.core import accounts, belongings, workspace
 from engine.core.messages import Message
-from engine.runs import store
+from engine.runs import run_end, store
 from engine.runs.messages import message as run_message
-from engine.runs.store import RunRecord, RunsError
+from engine.runs.records import RunRecord, RunsError
 
 
 def _readable(rec: RunRecord, name: str) -> bool:
@@ -63,7 +63,7 @@ def run_dir(run_id: str) -> Path:
 
 
 def log_tail(run_id: str, n: int = 50) -> str:
-    return store.tail_text(get(run_id, refresh_status=False).log_path, n)
+    return run_end.tail_text(get(run_id, refresh_status=False).log_path, n)
 
 
 def run_folder(run_id: str) -> Path | None:

@@ -27,26 +27,22 @@ import yaml
 from engine.core import accounts, acting, audit, folders, page_trust, workspace
 from engine.core.messages import Message
 from engine.core.units import file_size
-from engine.runs import checkpoints, launch, outputs, overwrite, scheduler, slurm, store, submit_checks
+from engine.runs import (
+    checkpoints,
+    launch,
+    outputs,
+    overwrite,
+    records,
+    run_end,
+    scheduler,
+    slurm,
+    store,
+    submit_checks,
+)
 from engine.runs.messages import message as run_message
 from engine.runs.owners import get, list_runs, log_tail, owned, run_dir  # noqa: F401 - as the caller may see them
-from engine.runs.store import (  # noqa: F401 - re-exported: the registry's reading API
-    ACTIVE,
-    CLAIM_TIMEOUT_S,
-    STATUSES,
-    RunRecord,
-    RunsError,
-    _claim_run_dir,
-    _insert,
-    derive_final,
-    finalize,
-    new_run_id,
-    read_exit,
-    refresh,
-    tail_text,
-    transaction,
-    update,
-)
+from engine.runs.records import RunRecord, RunsError
+from engine.runs.store import _claim_run_dir, _insert, transaction, update
 from engine.runs.submit_checks import output_folder
 from engine.spec.messages import message
 from engine.spec.schema import RunSpec, SpecError, dump_spec, save_spec, spec_to_dict, validate_spec
@@ -133,12 +129,12 @@ def _submit_into(valid: RunSpec, run_id: str, rdir: Path, name: str | None, tags
 
 
 # A run is not created with less free space than this where its folder goes: its spec, its row and its end must fit.
-MIN_FREE_BYTES = store.LOW_SPACE_BYTES
+MIN_FREE_BYTES = run_end.LOW_SPACE_BYTES
 
 
 def check_space(where: Path) -> None:
     """Refuse, in one line with the figure, to create a run where there is (almost) no space left."""
-    free = store.disk_free(where)
+    free = run_end.disk_free(where)
     if free is not None and free < MIN_FREE_BYTES:
         raise RunsError(run_message("runs.no_space", path=where, free=file_size(free), need=file_size(MIN_FREE_BYTES)))
 
@@ -149,7 +145,7 @@ def _claim(base: Path | None = None) -> tuple[str, Path]:
         return _claim_run_dir(base)
     except (OSError, sqlite3.Error) as exc:
         where = base or workspace.home() / "runs"
-        why = store.write_problem(exc, where) or run_message("runs.io_error", path=str(where), error=str(exc))
+        why = run_end.write_problem(exc, where) or run_message("runs.io_error", path=str(where), error=str(exc))
         raise RunsError(run_message("runs.not_created", why=why)) from None
 
 
@@ -161,7 +157,7 @@ def _half_made(rdir: Path) -> Iterator[None]:
         yield
     except (OSError, sqlite3.Error) as exc:
         shutil.rmtree(rdir, ignore_errors=True)
-        why = store.write_problem(exc, rdir.parent) or run_message("runs.io_error", path=str(rdir), error=str(exc))
+        why = run_end.write_problem(exc, rdir.parent) or run_message("runs.io_error", path=str(rdir), error=str(exc))
         raise RunsError(run_message("runs.not_created", why=why)) from None
 
 
@@ -273,7 +269,7 @@ def delete(run_id: str, remove_files: bool = True) -> Deleted:
     if remove_files:
         _delete_files(rec, report)
     else:  # the folder stays: a registry rebuilt from the folders must not list the run again
-        store.note(rec.run_dir, forgotten=True)
+        records.note(rec.run_dir, forgotten=True)
     with transaction() as conn:
         conn.execute("DELETE FROM runs WHERE id = ? AND status != 'running'", (run_id,))
     return report

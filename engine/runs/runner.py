@@ -29,7 +29,7 @@ from pathlib import Path
 
 from engine.core import events, workspace
 from engine.core.messages import to_json
-from engine.runs import checkpoints, health, metrics, scheduler, store
+from engine.runs import checkpoints, health, metrics, processes, records, run_end, scheduler, store
 from engine.runs import registry as runs
 from engine.runs.messages import message as run_message
 
@@ -97,7 +97,7 @@ def _write_or_cause(rdir: Path, write) -> str | None:
         write()
         return None
     except (OSError, store.sqlite3.Error) as exc:
-        problem = store.write_problem(exc, rdir) or run_message("runs.io_error", path=str(rdir), error=str(exc))
+        problem = run_end.write_problem(exc, rdir) or run_message("runs.io_error", path=str(rdir), error=str(exc))
     (rdir / RESERVE).unlink(missing_ok=True)
     try:
         write()
@@ -135,15 +135,15 @@ def _record_end(run_id: str, rc: int, sig: str | None, problem, ended: float, wr
     """The registry row from this process's memory: True when it is written (or the run was ended by someone);
     the record written is appended to ``written``."""
     try:
-        final = runs.finalize(run_id, rc, sig, problem=str(problem) if problem else None, ended=ended)
+        final = store.finalize(run_id, rc, sig, problem=str(problem) if problem else None, ended=ended)
         if written is not None:
             written.append(final)
         return True
-    except runs.RunsError as exc:  # no row and no folder to read it back from: nothing to hold the end for
+    except records.RunsError as exc:  # no row and no folder to read it back from: nothing to hold the end for
         _say(f"registry update failed: {exc}")
         return True
     except Exception as exc:  # noqa: BLE001 - a full disk, a locked registry: held and tried again
-        _say(f"registry update failed: {store.write_problem(exc, workspace.home()) or exc}")
+        _say(f"registry update failed: {run_end.write_problem(exc, workspace.home()) or exc}")
         return False
 
 
@@ -219,16 +219,16 @@ def supervise(rdir: Path, launch: dict) -> int:
         _say(f"runner.json not written: {exc}")
     _reserve(rdir)
     try:
-        runs.update(run_id, only_if_status=("running",), pid=proc.pid, pgid=proc.pid, runner_pid=os.getpid())
+        store.update(run_id, only_if_status=("running",), pid=proc.pid, pgid=proc.pid, runner_pid=os.getpid())
     except Exception as exc:  # noqa: BLE001 - a locked or missing registry must not kill the run
         _say(f"registry update failed: {exc}")
 
     def forward(signum, _frame):  # someone stopped the wrapper: stop the run the same way
-        procs = scheduler.run_processes(run_id, {os.getpid()})
+        procs = store.run_processes(run_id, {os.getpid()})
         if signum == signal.SIGTERM:
-            scheduler.ask_to_stop(procs, proc.pid)
+            processes.ask_to_stop(procs, proc.pid)
         else:
-            scheduler.signal_all(procs, signum, proc.pid)
+            processes.signal_all(procs, signum, proc.pid)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
@@ -252,8 +252,8 @@ def supervise(rdir: Path, launch: dict) -> int:
             break
         except InterruptedError:
             continue
-    free = store.disk_free(rdir)
-    disk_full = free is not None and free < store.LOW_SPACE_BYTES
+    free = run_end.disk_free(rdir)
+    disk_full = free is not None and free < run_end.LOW_SPACE_BYTES
     (rdir / RESERVE).unlink(missing_ok=True)  # the trainer is gone: its room is ours to record the end
     _end_stragglers(run_id, proc.pid)
     stop_sampling.set()
@@ -291,11 +291,11 @@ def _sentinel(rdir: Path, run_id: str, pgid: int, environ: dict[str, str]):
         return None
 
     def stop_run() -> None:  # a rule set to stop: like the user's Stop, from here (SIGTERM, SIGKILL after the grace)
-        scheduler.ask_to_stop(scheduler.run_processes(run_id, {os.getpid()}), pgid)
+        processes.ask_to_stop(store.run_processes(run_id, {os.getpid()}), pgid)
         deadline = time.time() + scheduler.stop_grace_s()
-        while time.time() < deadline and scheduler.run_processes(run_id, {os.getpid()}):
+        while time.time() < deadline and store.run_processes(run_id, {os.getpid()}):
             time.sleep(0.5)
-        scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signal.SIGKILL, pgid)
+        processes.signal_all(store.run_processes(run_id, {os.getpid()}), signal.SIGKILL, pgid)
 
     return Sentinel(rdir, run_id, spec, stop_run=stop_run, say=_say, environ=environ)
 
@@ -316,16 +316,16 @@ def _health_stop(rdir: Path):
 
 def _end_stragglers(run_id: str, pgid: int) -> None:
     """The launcher is gone; ranks it started (own sessions) or orphans of its group must not train on alone."""
-    left = scheduler.run_processes(run_id, {os.getpid()})
+    left = store.run_processes(run_id, {os.getpid()})
     if left:
         _say(f"launcher exited; ending {len(left)} remaining process(es) of the run")
-        scheduler.ask_to_stop(left, pgid)
+        processes.ask_to_stop(left, pgid)
         # a rank may still be saving its checkpoint: give it the same grace as a user's stop before ending it.
         deadline = time.time() + scheduler.stop_grace_s()
-        while time.time() < deadline and scheduler.run_processes(run_id, {os.getpid()}):
+        while time.time() < deadline and store.run_processes(run_id, {os.getpid()}):
             _reap()
             time.sleep(0.2)
-        scheduler.signal_all(scheduler.run_processes(run_id, {os.getpid()}), signal.SIGKILL, pgid)
+        processes.signal_all(store.run_processes(run_id, {os.getpid()}), signal.SIGKILL, pgid)
         time.sleep(0.2)
     _reap()
 
@@ -356,7 +356,7 @@ def _finish(rdir: Path, run_id: str, rc: int, sig: str | None, *, disk_full: boo
     except Exception:  # noqa: BLE001
         kind, stop_requested = "train", None
     if kind == "train" and events.last_event(ev_path, events.TERMINAL_TYPES) is None:
-        tail = runs.tail_text(rdir / "train.log", 30)
+        tail = run_end.tail_text(rdir / "train.log", 30)
         how = run_message("runs.how_signal", signal=sig) if sig else run_message("runs.how_exit", code=rc)
         told = _health_stop(rdir)
         if told is not None:  # a health rule of the watch stopped it and the trainer could not say so itself

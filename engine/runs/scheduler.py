@@ -26,11 +26,11 @@ from pathlib import Path
 import psutil
 
 from engine.core import workspace
-from engine.runs import fair, outputs, store
+from engine.runs import fair, outputs, records, store
 from engine.runs.messages import message as run_message
 from engine.runs.node_commands import SECRET_ENV
-from engine.runs.processes import ask_to_stop  # noqa: F401 - used here and by the runner
-from engine.runs.store import MARKER, run_processes, runner_alive, signal_all  # noqa: F401 - used here and by the runner
+from engine.runs.processes import MARKER, ask_to_stop, runner_alive, signal_all
+from engine.runs.store import run_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,12 +53,12 @@ class Want:
     slot: bool = True
 
 
-def holds_cpu_slot(rec: store.RunRecord) -> bool:
+def holds_cpu_slot(rec: records.RunRecord) -> bool:
     """Whether a CPU run (no GPUs) counts against STUDIO_CPU_SLOTS: every one but a server."""
     return not (rec.kind == "command" and SERVE_TAG in (rec.tags or []))
 
 
-def slot_holders(rec: store.RunRecord) -> list[store.RunRecord]:
+def slot_holders(rec: records.RunRecord) -> list[records.RunRecord]:
     """The running runs that hold what the queued ``rec`` waits for: the CPU slots for a CPU run, the GPUs for a GPU
     run (all of them: which GPUs free first is unknown). For the page and the CLI to name, with their Stop."""
     from engine.machine import hardware
@@ -128,7 +128,7 @@ def plan_starts(
     return starts, impossible
 
 
-def _want(rec: store.RunRecord, has_gpu: bool) -> Want:
+def _want(rec: records.RunRecord, has_gpu: bool) -> Want:
     if rec.kind == "command":
         cpu = not (has_gpu and rec.gpu_count)
         return Want(rec.id, cpu=cpu, count=rec.gpu_count, slot=not cpu or holds_cpu_slot(rec))
@@ -154,7 +154,7 @@ def schedule() -> list[str]:
             rows = conn.execute(
                 "SELECT * FROM runs WHERE status IN ('running', 'queued') ORDER BY created, id"
             ).fetchall()
-            recs = [store.row_to_record(r) for r in rows]
+            recs = [records.row_to_record(r) for r in rows]
             # a run elsewhere (a Slurm job: kind "slurm") takes no slot of this machine
             holding = [  # the runs that hold a GPU or a CPU slot here
                 r
@@ -211,7 +211,7 @@ def schedule() -> list[str]:
                     _note_final(rec, status, reason, time.time())
 
 
-def queue_order() -> list[store.RunRecord]:
+def queue_order() -> list[records.RunRecord]:
     """The queued runs in the order the scheduler offers them the machine (``engine.runs.fair.order``), whoever may
     see them: what a queued run's position and ``studio queue list`` say."""
     recs = store.list_runs(refresh_status=False)
@@ -228,7 +228,7 @@ def _last_starts(conn) -> dict[str, float]:
     return {str(o or ""): float(t) for o, t in rows if t is not None}
 
 
-def _by_owner(runs: list[store.RunRecord]) -> dict[str, int]:
+def _by_owner(runs: list[records.RunRecord]) -> dict[str, int]:
     """owner -> how many of ``runs`` are theirs (a member's ``max_running`` counts the runs holding a slot)."""
     out: dict[str, int] = {}
     for r in runs:
@@ -253,14 +253,14 @@ def _live_runs() -> dict[str, list[int]]:
             continue
         run_id = env.get(MARKER)
         if run_id and env.get("STUDIO_HOME") == home and run_id not in found:
-            launched = store.read_json(workspace.runs_dir() / Path(run_id).name / "launch.json") or {}
+            launched = records.read_json(workspace.runs_dir() / Path(run_id).name / "launch.json") or {}
             found[run_id] = [int(g) for g in launched.get("gpus") or []]
     return found
 
 
-def _note_final(rec: store.RunRecord, status: str, reason: str, ended: float) -> None:
+def _note_final(rec: records.RunRecord, status: str, reason: str, ended: float) -> None:
     """An end that no wrapper records in the folder (exit.json): kept in run.json for a registry rebuild."""
-    store.note(rec.run_dir, final={"status": status, "reason": str(reason), "ended": ended})
+    records.note(rec.run_dir, final={"status": status, "reason": str(reason), "ended": ended})
 
 
 def _pass_env(rdir: Path) -> list[str]:
@@ -272,7 +272,7 @@ def _pass_env(rdir: Path) -> list[str]:
     return [n for n in names if isinstance(n, str) and n.isidentifier()] if isinstance(names, list) else []
 
 
-def launch(rec: store.RunRecord, gpus: list[int], hw=None) -> int:
+def launch(rec: records.RunRecord, gpus: list[int], hw=None) -> int:
     """Start a claimed run: write its launch files (``launch.json``: argv, GPUs, env keys; a training run's configs
     from ``engine.runs.launch.build_command``) and start its detached wrapper; returns the wrapper's pid."""
     rdir = Path(rec.run_dir)
@@ -366,7 +366,7 @@ def stop_run(run_id: str, grace_s: float | None = None, *, wait: bool = True) ->
     if rec.status != "running":
         return not run_processes(run_id)
     store.update(run_id, stop_requested=now)
-    store.note(rec.run_dir, stop_requested=now)
+    records.note(rec.run_dir, stop_requested=now)
     procs = run_processes(run_id)
     ask_to_stop(procs, rec.pgid)
     signal_all(procs, signal.SIGCONT, rec.pgid)

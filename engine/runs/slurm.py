@@ -39,12 +39,14 @@ from pathlib import Path
 from engine.core import events, workspace
 from engine.machine.hardware import Hardware, cpu_only, target_machine
 from engine.runs import outputs, store
+from engine.runs import run_end as run_end_mod
 from engine.runs.launch import build_command, launch_record, owner_environment, write_config_files
 from engine.runs.messages import MESSAGES
 from engine.runs.messages import message as run_message
 from engine.runs.node_commands import slurm_script
+from engine.runs.processes import MARKER
+from engine.runs.records import RunRecord
 from engine.runs.run_end import with_log_tail
-from engine.runs.store import MARKER, RunRecord
 from engine.spec.schema import RunSpec
 
 KIND = "slurm"
@@ -400,7 +402,7 @@ def _end(rec: RunRecord, jid: str, js: JobState, last: dict | None) -> bool:
             cause = str(run_message("runs.exit0_unfinished"))
         head = str(run_message("runs.slurm_ended", job=jid, state=js.state, slurm=js.slurm_state or "?"))
         reason = f"{head}: {cause}" if cause else head
-        tail = store.tail_text(rec.log_path, 30)
+        tail = run_end_mod.tail_text(rec.log_path, 30)
         reason = with_log_tail(reason, tail)
         status = "failed"
     code = js.exit_code.split(":")[0]

@@ -32,36 +32,28 @@ import psutil
 
 from engine.core import accounts, workspace
 from engine.runs import outputs
-from engine.runs.heal import (  # noqa: F401 - ensure_registry, registry_notice, sync_folders: re-exported
+from engine.runs.heal import (
     ensure_registry,
     heal,
     heal_lock,
     heal_missing,
     is_checked,
     is_corrupt,
-    registry_notice,
     sync_folders,
 )
 from engine.runs.messages import message as run_message
-from engine.runs.processes import MARKER, marked_processes, runner_alive, signal_all  # noqa: F401 - re-exported
-from engine.runs.records import (  # noqa: F401 - re-exported: callers read a run's record through the store
-    ACTIVE,
+from engine.runs.processes import marked_processes, runner_alive
+from engine.runs.records import (
     CLAIM_TIMEOUT_S,
-    RUN_NOTES,
-    STATUSES,
     RunRecord,
     RunsError,
     note,
     open_db,
-    read_json,
     row_to_record,
     row_values,
     write_transaction,
 )
-from engine.runs.run_end import (  # noqa: F401 - re-exported
-    LOW_SPACE_BYTES,
-    derive_final,
-    disk_free,
+from engine.runs.run_end import (
     ended_state,
     read_exit,
     tail_text,

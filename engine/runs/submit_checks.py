@@ -17,7 +17,7 @@ from engine.core import accounts, acting, folders, weights, workspace
 from engine.core.messages import message as core_message
 from engine.runs import fair, overwrite, owners, records, store
 from engine.runs.messages import message as run_message
-from engine.runs.store import RunsError
+from engine.runs.records import RunsError
 from engine.spec.messages import message
 from engine.spec.schema import RunSpec
 from engine.spec.watch import notify_page_problems

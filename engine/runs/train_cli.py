@@ -17,7 +17,8 @@ from pathlib import Path
 
 from engine.core import workspace
 from engine.lf.compat import load_any_spec
-from engine.runs import store, submit_checks
+from engine.runs import run_end as run_end_mod
+from engine.runs import submit_checks
 from engine.runs.launch import add_target_arguments, build_command, target_from_arguments
 from engine.runs.run_end import without_log_tail
 from engine.spec.schema import RunSpec, SpecError, spec_warnings
@@ -77,14 +78,14 @@ def cli(argv: list[str]) -> int:
 
 def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = False) -> int:
     from engine.core.events import read_events
-    from engine.runs import overwrite
+    from engine.runs import overwrite, records
     from engine.runs import registry as runs
 
     out = submit_checks.output_folder(spec, workspace.runs_dir())
     replaced = overwrite.target(out)[0] if spec.output.overwrite and spec.output.output_dir else None
     try:
         run_id = runs.submit(spec, name=name)
-    except (SpecError, runs.RunsError) as exc:  # a RunsError is one line: no space left, the folder not created
+    except (SpecError, records.RunsError) as exc:  # a RunsError is one line: no space left, the folder not created
         print(exc, file=sys.stderr)
         return 1
     record = runs.get(run_id)
@@ -106,7 +107,7 @@ def train_and_follow(spec: RunSpec, *, name: str | None = None, detach: bool = F
                 record = runs.get(run_id)
             except sqlite3.Error as exc:  # a full disk: the registry cannot be written; the run folder still tells
                 if not warned:
-                    why = store.write_problem(exc, workspace.home()) or exc
+                    why = run_end_mod.write_problem(exc, workspace.home()) or exc
                     print(f"warning: the run registry: {why}", flush=True)
                     warned = True
                 record = _from_folder(record)
@@ -155,10 +156,10 @@ def _say(event: dict) -> None:
 
 def _from_folder(record):
     """The run's end as its folder tells it (exit.json, the last event) while the registry cannot be updated."""
-    ex = store.read_exit(record.run_dir)
+    ex = run_end_mod.read_exit(record.run_dir)
     if ex is None:
         return record
-    status, reason = store.derive_final(record, ex.get("returncode"), ex.get("signal"), ex.get("problem"))
+    status, reason = run_end_mod.derive_final(record, ex.get("returncode"), ex.get("signal"), ex.get("problem"))
     return replace(record, status=status, reason=str(reason))
 
 

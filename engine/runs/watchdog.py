@@ -21,7 +21,8 @@ import threading
 import time
 from pathlib import Path
 
-from engine.runs import scheduler, store
+from engine.runs import heal as heal_mod
+from engine.runs import records, run_end, scheduler, store
 from engine.runs.messages import message as run_message
 
 TAIL_BYTES = 64 * 1024  # the stall threshold is measured on the events in this much of the file's end
@@ -54,10 +55,10 @@ def check() -> list[str]:
         scheduler.overdue_stops()
         return scheduler.schedule()  # refresh() first: a run whose wrapper died is recorded as ended
     except sqlite3.DatabaseError as exc:
-        if store.is_corrupt(exc):
-            store.heal(exc)
+        if heal_mod.is_corrupt(exc):
+            heal_mod.heal(exc)
         else:
-            print(f"studio watchdog: {store.write_problem(exc, store.workspace.home()) or exc}", file=sys.stderr)
+            print(f"studio watchdog: {run_end.write_problem(exc, store.workspace.home()) or exc}", file=sys.stderr)
     except Exception as exc:  # noqa: BLE001 - the watchdog outlives any one bad look
         print(f"studio watchdog: {type(exc).__name__}: {exc}", file=sys.stderr)
     return []
@@ -163,12 +164,12 @@ def _limit(objs: list[dict]) -> float:
     return max(stall_floor_s(), stall_factor() * max(gaps, default=0.0))
 
 
-def stall_limit_s(rec: store.RunRecord) -> float:
+def stall_limit_s(rec: records.RunRecord) -> float:
     """How long this run may stay silent: N x the longest gap between its events so far, at least the floor."""
     return _limit(_tail_events(rec.events_path))
 
 
-def stalled_for(rec: store.RunRecord, now: float | None = None) -> float | None:
+def stalled_for(rec: records.RunRecord, now: float | None = None) -> float | None:
     """Seconds since a running training run last wrote anything, when that is past its limit; else None. The
     events file's tail is read once for both."""
     if rec.status != "running" or rec.kind != "train" or not rec.started:
@@ -189,7 +190,7 @@ def format_idle(seconds: float) -> str:
     return f"{s // 3600}h{s // 60 % 60:02d}m"
 
 
-def status_text(rec: store.RunRecord):
+def status_text(rec: records.RunRecord):
     """The status to show: the Message "stalled (no progress for ...)" for a stalled run, else the status."""
     idle = stalled_for(rec)
     return run_message("runs.stalled", duration=format_idle(idle)) if idle is not None else rec.status

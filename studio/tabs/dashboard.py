@@ -11,8 +11,8 @@ import hashlib
 from typing import Any
 
 from engine.machine import hardware
+from engine.runs import records, watchdog
 from engine.runs import registry as runs
-from engine.runs import watchdog
 from studio import alerts, backend, follow, grpo_panel, monitor, monitor_text
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t
@@ -327,7 +327,7 @@ def poll(view: dict, stamp: int, run_id: str | None, axis: str, smoothing: float
     view, *outs = tick(view, run_id, axis, smoothing, log_scale, lang)
     # Every TICK_S while the picked run goes on (its events or its registry status, which ends after them); every
     # IDLE_TICK_S with no run or an ended one (its last frames are drawn over the settle ticks either way).
-    active = (view.get("status_seen") or [""])[0] in runs.ACTIVE
+    active = (view.get("status_seen") or [""])[0] in records.ACTIVE
     want = TICK_S if view.get("run_id") and (not view.get("terminal") or active) else IDLE_TICK_S
     interval = follow.retime(view, want)
     if all(o == gr.skip() for o in outs):

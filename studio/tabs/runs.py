@@ -18,8 +18,8 @@ import yaml
 
 from engine.core import accounts
 from engine.core import events as events_mod
+from engine.runs import heal, slurm, watchdog
 from engine.runs import registry as runs
-from engine.runs import slurm, store, watchdog
 from engine.spec import schema as spec_mod
 from studio import alerts, backend, forms, monitor, monitor_text
 from studio.i18n.localize import localize, localize_error, localize_problems
@@ -127,7 +127,7 @@ def table(lang: str = "en", rows: list[dict] | None = None) -> pd.DataFrame:
 def registry_notice(lang: str = "en") -> str:
     """The last rebuild of the run registry (damaged or missing at start), for the top of the tab."""
     try:
-        found = store.registry_notice()
+        found = heal.registry_notice()
     except Exception:  # noqa: BLE001
         return ""
     if not found or time.time() - found[0] > NOTICE_DAYS * 86400:

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
+from engine.runs import records, scheduler
 from engine.runs import registry as runs
-from engine.runs import scheduler
 from engine.runs.scheduler import stop_grace_s
 from engine.spec import schema as spec_mod
 from studio.form_validation import check, problems_markdown
@@ -68,7 +68,7 @@ def identical_active_run(spec: spec_mod.RunSpec) -> Any:
     """A queued or running training run (here or a Slurm job) whose spec is this one (a double click, a second
     tab), or None."""
     mine = _comparable(spec_mod.spec_to_dict(spec))
-    for rec in runs.list_runs(runs.ACTIVE):
+    for rec in runs.list_runs(records.ACTIVE):
         if getattr(rec, "kind", "train") not in ("train", "slurm") or not rec.spec:
             continue
         try:

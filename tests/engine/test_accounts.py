@@ -8,6 +8,7 @@ import pytest
 
 from engine.core import accounts
 from engine.runs import owners, store
+from engine.runs import records as records_mod
 from engine.runs.records import RunRecord
 
 
@@ -73,13 +74,13 @@ def test_members_see_only_their_runs(home):
     assert store.get("bob-run").owner == "bob" and store.get("old").owner == ""
     who["name"] = "bob"
     assert [r.id for r in owners.list_runs()] == ["bob-run"]
-    with pytest.raises(store.RunsError, match="eve-run"):
+    with pytest.raises(records_mod.RunsError, match="eve-run"):
         owners.get("eve-run")
     from engine.runs import registry
 
-    with pytest.raises(store.RunsError):
+    with pytest.raises(records_mod.RunsError):
         registry.delete("eve-run")
-    with pytest.raises(store.RunsError):
+    with pytest.raises(records_mod.RunsError):
         registry.rename("old", "mine now")
     assert store.get("eve-run").name == "eve-run"
     who["name"] = "ann"  # an admin, like the shell, sees every run

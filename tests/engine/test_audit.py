@@ -12,6 +12,7 @@ import pytest
 
 from engine.cli import main as studio
 from engine.core import accounts, audit
+from engine.runs import records
 from engine.runs import registry as runs
 from tests.helpers import demo_spec
 
@@ -67,7 +68,7 @@ def test_members_act_under_their_name_and_read_nothing(home, demo_paths):
     assert audit.entries() == []  # bob is a member
     shown, note = runs_audit.table("zh")
     assert shown["data"] == [] and note == "审计日志仅对管理员显示。"
-    with pytest.raises(runs.RunsError):
+    with pytest.raises(records.RunsError):
         runs.stop("nope-" + rid)  # an unknown run: refused, and nothing recorded for it
     who["name"] = None
     with accounts.acting_for("bob"):  # his own command line, with his personal token (studio.member_api)

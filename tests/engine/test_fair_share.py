@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.core import accounts, audit
-from engine.runs import fair, scheduler, store, submit_checks
+from engine.runs import fair, records, scheduler, store, submit_checks
 from engine.runs import registry as runs
 from engine.spec.schema import SpecError
 from tests import helpers
@@ -69,7 +69,7 @@ def test_a_members_limits(team, monkeypatch):
     team["name"] = "bob"
     b1 = runs.submit_command(long, name="b1", start=False)
     b2 = runs.submit_command(long, name="b2", start=False)
-    with pytest.raises(runs.RunsError, match="bob has 2 runs waiting in the queue"):
+    with pytest.raises(records.RunsError, match="bob has 2 runs waiting in the queue"):
         runs.submit_command(long, name="b3", start=False)
     team["name"] = None
     runs.schedule()
@@ -90,7 +90,7 @@ def test_a_member_cannot_write_into_another_members_run_folder(team, demo_paths)
     theirs = runs.submit(demo_spec(demo_paths, output={"output_dir": "outs/ann"}), name="ann's", start=False)
     runs.stop(theirs)
     team["name"] = "bob"
-    with pytest.raises(store.RunsError):
+    with pytest.raises(records.RunsError):
         runs.get(theirs)  # bob does not see ann's run...
     spec = demo_spec(demo_paths, output={"output_dir": "outs/ann"})
     problems = submit_checks.output_problems(spec)
@@ -120,7 +120,7 @@ def test_a_members_disk_quota_counts_their_runs_and_jobs_outputs_once(team, tmp_
     assert submit_checks.used_bytes("ann") == expected and 4_000_000 <= expected < 4_100_000
     accounts.set_quota("ann", max_disk_gb=0.004)  # 4 MB: she is over it
     team["name"] = "ann"
-    with pytest.raises(runs.RunsError, match=r"ann's runs and jobs hold 4\.0 MB of the workspace, their limit is "):
+    with pytest.raises(records.RunsError, match=r"ann's runs and jobs hold 4\.0 MB of the workspace, their limit is "):
         runs.submit_command([sys.executable, "-c", "pass"], name="one more", start=False)
     team["name"] = "bob"  # bob has no limit of his own, and ann's does not touch him
     runs.stop(runs.submit_command([sys.executable, "-c", "pass"], name="bob's second", start=False))
@@ -150,9 +150,9 @@ def test_an_admin_moves_a_queued_run_to_the_front_and_a_member_may_not(team):
     accounts.add("root", "root's password", admin=True)
     ids = [_command(team, n, o) for n, o in (("a1", "ann"), ("a2", "ann"), ("a3", "ann"), ("b1", "bob"))]
     team["name"] = "bob"
-    with pytest.raises(runs.RunsError, match="only the operator or an admin moves a run in the queue"):
+    with pytest.raises(records.RunsError, match="only the operator or an admin moves a run in the queue"):
         runs.move_first(ids[3])
-    with pytest.raises(runs.RunsError, match="no run with id"):
+    with pytest.raises(records.RunsError, match="no run with id"):
         runs.move_first(ids[2])  # ann's run is no run of his
     team["name"] = "root"
     assert [r.name for r in scheduler.queue_order()] == ["a1", "b1", "a2", "a3"]
@@ -165,5 +165,5 @@ def test_an_admin_moves_a_queued_run_to_the_front_and_a_member_may_not(team):
         lambda: all(store.get(i).status == "completed" for i in ids) and [store.get(i) for i in ids], timeout=120
     )
     assert [r.name for r in sorted(done, key=lambda r: r.started)] == ["a3", "b1", "a1", "a2"]
-    with pytest.raises(runs.RunsError, match="is completed, not queued"):
+    with pytest.raises(records.RunsError, match="is completed, not queued"):
         runs.move_first(ids[0])

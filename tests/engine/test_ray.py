@@ -33,8 +33,8 @@ import yaml
 
 from engine.core import events
 from engine.machine.hardware import cpu_only, target_machine
+from engine.runs import records, scheduler
 from engine.runs import registry as runs
-from engine.runs import scheduler
 from engine.runs.launch import build_command, launch_record
 from engine.spec.schema import SpecError, parse_spec
 from tests import helpers
@@ -158,7 +158,7 @@ def home(demo_paths, ray_cluster, run_registry, monkeypatch) -> Path:
     return run_registry
 
 
-def _ended(rid: str) -> runs.RunRecord:
+def _ended(rid: str) -> records.RunRecord:
     wait_for(lambda: runs.get(rid).status not in ("queued", "running"), timeout=600)
     return runs.get(rid)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 
 from engine.core import workspace
+from engine.runs import heal
 from engine.runs import registry as runs
-from engine.runs import store
 
 SPEC = {
     "model": {"name_or_path": "demo-tiny-llama"},
@@ -56,6 +56,6 @@ def test_folders_with_weights_or_checkpoints_are_not_queued_again(run_registry):
     (late / "model").mkdir()
     (late / "model" / "model.safetensors").write_bytes(b"\0" * 64)
     (late / "model" / "config.json").write_text('{"model_type": "llama"}', encoding="utf-8")
-    assert store.sync_folders() == 1  # what every refresh of all runs calls
+    assert heal.sync_folders() == 1  # what every refresh of all runs calls
     got = {r.name: r for r in runs.list_runs(refresh_status=False)}
     assert got["late"].status == "failed" and str(late / "model") in got["late"].reason, got["late"].reason

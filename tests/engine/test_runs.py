@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from engine.core import events
+from engine.runs import records, scheduler, store
 from engine.runs import registry as runs
-from engine.runs import scheduler
 from engine.runs.scheduler import Want, plan_starts
 from tests import helpers
 
@@ -114,13 +114,13 @@ def test_rename_tags_delete_and_refusals(home):
     runs.set_tags(rid, ["b", "a", "a", " "])
     rec = runs.get(rid)
     assert (rec.name, rec.tags, rec.status) == ("renamed", ["a", "b"], "running")
-    with pytest.raises(runs.RunsError, match="stop it first"):
+    with pytest.raises(records.RunsError, match="stop it first"):
         runs.delete(rid)
     assert runs.stop(rid, grace_s=5)
     assert runs.get(rid).status == "stopped"
     runs.delete(rid)
     assert not Path(rec.run_dir).exists()
-    with pytest.raises(runs.RunsError, match="no run with id"):
+    with pytest.raises(records.RunsError, match="no run with id"):
         runs.get(rid)
 
 
@@ -224,7 +224,7 @@ def test_killed_wrapper_and_child_read_failed_when_looked_at(home):
     rec = wait_for(lambda: runs.get(rid).pid and runs.get(rid))
     os.kill(rec.runner_pid, signal.SIGKILL)  # the wrapper dies first: nobody will write exit.json
     os.killpg(rec.pgid, signal.SIGKILL)
-    wait_for(lambda: not scheduler.run_processes(rid), timeout=5)
+    wait_for(lambda: not store.run_processes(rid), timeout=5)
     t0 = time.time()
     rec = runs.get(rid)
     assert time.time() - t0 < 10.0  # no waiting on the dead wrapper (generous: a loaded CI machine)
@@ -244,11 +244,11 @@ def test_stop_ends_every_process_of_the_tree(home):
     """)
     rid = runs.submit_command([PY, "-c", code], name="tree")
     wait_for(lambda: runs.log_tail(rid).count("w") >= 2 and "launcher" in runs.log_tail(rid))
-    assert len(scheduler.run_processes(rid)) == 3
+    assert len(store.run_processes(rid)) == 3
     t0 = time.time()
     assert runs.stop(rid, grace_s=2) is True
     assert time.time() - t0 < 15
-    assert scheduler.run_processes(rid) == []
+    assert store.run_processes(rid) == []
     rec = runs.get(rid)
     assert rec.status == "stopped" and "stopped by the user" in rec.reason
     assert no_zombie_children()
@@ -326,7 +326,6 @@ def test_a_served_model_does_not_keep_cpu_training_queued(home):  # noqa: F811
     """On a machine without GPUs a server holds no CPU slot (issue 45 item 12: a run queued behind a served model
     waited for as long as the server ran, its message naming nothing); a run queued behind a training run names
     that run, whose Stop frees the slot."""
-    from engine.runs import scheduler
 
     served = runs.submit_command(sleeper(60), name="serve demo", tags=[scheduler.SERVE_TAG])
     assert wait_for(lambda: runs.get(served).status == "running")

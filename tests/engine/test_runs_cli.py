@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from engine.runs import registry as runs
+from engine.runs import store
 from engine.runs.cli import cli, replay_differences
 from tests.engine.test_runs import home, sleeper, wait_for  # noqa: F401 - the fixture
 
@@ -109,7 +110,7 @@ def test_show_says_what_list_and_the_page_say(home, monkeypatch):  # noqa: F811
     rid = runs.submit_command(sleeper(120), name="quiet")
     wait_for(lambda: "start" in runs.log_tail(rid))
     past = time.time() - 600
-    runs.update(rid, kind="train", started=past)  # a training run that last wrote 10 minutes ago
+    store.update(rid, kind="train", started=past)  # a training run that last wrote 10 minutes ago
     for path in (runs.get(rid).log_path, runs.get(rid).events_path):
         if Path(path).exists():
             os.utime(path, (past, past))
@@ -234,7 +235,7 @@ def test_a_stall_alert_is_not_the_runs_progress(home, monkeypatch):  # noqa: F81
     rid = runs.submit_command(sleeper(120), name="quiet")
     wait_for(lambda: "start" in runs.log_tail(rid))
     past = time.time() - 600
-    runs.update(rid, kind="train", started=past)
+    store.update(rid, kind="train", started=past)
     rec = runs.get(rid)
     with open(rec.events_path, "a", encoding="utf-8") as fh:  # the run's last step, ten minutes ago
         fh.write(json.dumps({"type": "log", "ts": past, "step": 3, "payload": {"loss": 1.0}}) + "\n")

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from engine.core import events
+from engine.runs import records, store
 from engine.runs import registry as runs
-from engine.runs import scheduler
 from engine.runs.cli import cli
 from tests import helpers
 
@@ -42,7 +42,7 @@ def demo_spec(demo_paths, steps: int, **launch) -> dict:
 wait_for = functools.partial(helpers.wait_for, timeout=120.0, every=0.2)
 
 
-def types(rec: runs.RunRecord) -> list[str]:
+def types(rec: records.RunRecord) -> list[str]:
     return [e["type"] for e in events.read_all(rec.events_path)]
 
 
@@ -76,7 +76,7 @@ def test_trainer_killed_with_sigkill_is_failed_with_a_reason(home, demo_paths):
     wait_for(lambda: "log" in types(runs.get(rid)))
     trainers = [
         p
-        for p in scheduler.run_processes(rid)
+        for p in store.run_processes(rid)
         if "engine.trainer.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())
     ]
     assert len(trainers) == 1
@@ -90,7 +90,7 @@ def test_trainer_killed_with_sigkill_is_failed_with_a_reason(home, demo_paths):
     # the runner keeps the catalog key beside its English text, so the page can say it in Chinese
     assert last["payload"]["error"] == "killed by signal SIGKILL"
     assert last["payload"]["error_msg"]["key"] == "runs.killed_by_signal"
-    assert scheduler.run_processes(rid) == []
+    assert store.run_processes(rid) == []
 
 
 @pytest.mark.slow
@@ -102,12 +102,12 @@ def test_stop_on_a_two_process_ddp_run_leaves_no_process(home, demo_paths):
         demo_spec(demo_paths, 500, backend="ddp", num_processes=2, device="cpu", main_process_port=29611), name="ddp"
     )
     wait_for(lambda: "log" in types(runs.get(rid)), timeout=180)
-    procs = scheduler.run_processes(rid)
+    procs = store.run_processes(rid)
     ranks, launchers = _ranks_and_launchers(rid)
     assert len(ranks) == 2 and [p for p in launchers if "accelerate.commands.launch" in " ".join(p.cmdline())]
     pids = [p.pid for p in procs]
     assert runs.stop(rid, grace_s=120) is True
-    assert scheduler.run_processes(rid) == []
+    assert store.run_processes(rid) == []
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     rec = runs.get(rid)
     assert rec.status == "stopped", rec.reason
@@ -136,7 +136,7 @@ def test_a_cpu_run_logs_no_warning_a_user_cannot_act_on(home, demo_paths):
 def _ranks_and_launchers(rid: str) -> tuple[list[psutil.Process], list[psutil.Process]]:
     from engine.runs import processes
 
-    procs = scheduler.run_processes(rid)
+    procs = store.run_processes(rid)
     return [p for p in procs if processes.is_rank(p)], [p for p in procs if not processes.is_rank(p)]
 
 

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from engine.core import events
+from engine.runs import records, store
 from engine.runs import registry as runs
-from engine.runs import scheduler
 from engine.trainer.train import checkpoint_ok
 from tests import helpers
 
@@ -49,7 +49,7 @@ def run_events(rid: str) -> list[dict]:
 
 
 def trainer_proc(rid: str) -> psutil.Process | None:
-    for p in scheduler.run_processes(rid):
+    for p in store.run_processes(rid):
         try:
             cmd = " ".join(p.cmdline())
         except psutil.Error:
@@ -59,7 +59,7 @@ def trainer_proc(rid: str) -> psutil.Process | None:
     return None
 
 
-def kill_trainer(rid: str, proc: psutil.Process) -> runs.RunRecord:
+def kill_trainer(rid: str, proc: psutil.Process) -> records.RunRecord:
     proc.send_signal(signal.SIGKILL)
     return wait_for(lambda: runs.get(rid).status != "running" and runs.get(rid), timeout=60)
 
@@ -73,7 +73,7 @@ def first_logged_step(rid: str) -> int | None:
     return min(steps) if steps else None
 
 
-def assert_killed(tally, point: str, rec: runs.RunRecord) -> None:
+def assert_killed(tally, point: str, rec: records.RunRecord) -> None:
     last = events.last_event(Path(rec.run_dir) / "events.jsonl")
     ok = (
         rec.status == "failed"

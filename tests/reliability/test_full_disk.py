@@ -22,8 +22,8 @@ import psutil
 import pytest
 import yaml
 
+from engine.runs import processes, records, run_end
 from engine.runs import registry as runs
-from engine.runs import scheduler
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def free_bytes(path: Path) -> int:
 
 def fill(mnt: Path) -> subprocess.Popen:
     """A writer (not a run: no STUDIO_RUN_ID) that keeps the disk full; returns once it is full."""
-    env = {k: v for k, v in os.environ.items() if k != scheduler.MARKER}
+    env = {k: v for k, v in os.environ.items() if k != processes.MARKER}
     beat = mnt.parent / "filler.beat"
     proc = subprocess.Popen([PY, "-c", FILLER, str(mnt / "filler"), str(beat)], env=env, start_new_session=True)
     wait_for(lambda: free_bytes(mnt) < 65536 and beat.exists())
@@ -146,7 +146,7 @@ def test_a_run_ending_on_a_full_disk_records_its_true_end(small_home, tally):
         "while True: time.sleep(0.05)\n"
     )
     rid = runs.submit_command([PY, "-c", code, "{run_dir}/handler.ready"], name="ends-on-a-full-disk")
-    rec = wait_for(lambda: (r := runs.get(rid)).pid and scheduler.runner_alive(r) and r)
+    rec = wait_for(lambda: (r := runs.get(rid)).pid and processes.runner_alive(r) and r)
     rdir = Path(rec.run_dir)
     wait_for(lambda: (rdir / ".space-reserve").is_file() and (rdir / "handler.ready").is_file())
     filler = fill(small_home)
@@ -166,7 +166,7 @@ def test_a_run_ending_on_a_full_disk_records_its_true_end(small_home, tally):
         stop_filling(filler, small_home)
     row = wait_for(lambda: (r := raw_row(small_home, rid)) and r[0] != "running" and r)
     final = runs.get(rid)
-    ex = runs.read_exit(rdir) or {}
+    ex = run_end.read_exit(rdir) or {}
     tally.check(
         "disk-full::the run's end is recorded as it happened (exit code 3, command's words)",
         row[:2] == ("failed", 3) and "exited with code 3" in final.reason and ex.get("returncode") == 3,
@@ -230,7 +230,7 @@ def test_a_run_folder_half_made_by_a_failing_write_is_removed(tmp_path, demo_pat
         taken.pop().unlink()  # exactly one inode left: the run folder takes it
         data = yaml.safe_load(Path(demo_paths["example_spec"]).read_text())
         data["output"]["report_to"] = ["none"]
-        with pytest.raises(runs.RunsError) as info:
+        with pytest.raises(records.RunsError) as info:
             runs.submit(data, start=False)
         said = str(info.value)
         left = sorted(p.name for p in (mnt / "runs").iterdir())

@@ -18,8 +18,10 @@ import yaml
 
 from engine.cli import main as studio
 from engine.core import workspace
+from engine.runs import records as records_mod
 from engine.runs import registry as runs
-from engine.runs.store import RunRecord, _claim_run_dir, _insert
+from engine.runs.records import RunRecord
+from engine.runs.store import _claim_run_dir, _insert
 from engine.spec.schema import SpecError
 from tests import helpers
 
@@ -45,7 +47,7 @@ def spec_data(demo_paths, steps: int = 2, **output) -> dict:
     return data
 
 
-def finished(rid: str) -> runs.RunRecord:
+def finished(rid: str) -> records_mod.RunRecord:
     rec = wait_for(lambda: runs.get(rid).status not in ("queued", "running") and runs.get(rid))
     assert rec.status == "completed", f"{rec.status}: {rec.reason}\n{helpers.log_tail(Path(rec.run_dir))}"
     return rec

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from engine.core import workspace
+from engine.runs import processes, store, watchdog
 from engine.runs import registry as runs
-from engine.runs import scheduler, watchdog
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +106,7 @@ def test_registry_deleted_under_a_running_studio_loses_nothing(home, tally, tmp_
 def _lose_the_registry_twice(tally, home: Path, log: Path, go_a: Path, go_b: Path, go_c: Path) -> None:
     a = runs.submit_command(logged_wait(log, go_a), name="A", tags=["first"])
     b = runs.submit_command(logged_wait(log, go_b), name="B")
-    wait_for(lambda: (r := runs.get(a)).runner_pid and scheduler.runner_alive(r))
+    wait_for(lambda: (r := runs.get(a)).runner_pid and processes.runner_alive(r))
     assert runs.get(b).status == "queued"
     dog = watchdog.Watchdog(0.2).start()
     try:
@@ -134,7 +134,7 @@ def _lose_the_registry_twice(tally, home: Path, log: Path, go_a: Path, go_b: Pat
         ticks(dog, 3)
         tally.check(
             "lost-registry::the queued run and a new submit wait for the running one",
-            set(spans(log)) == {a} and runs.get(c).status == "queued" and not scheduler.run_processes(b),
+            set(spans(log)) == {a} and runs.get(c).status == "queued" and not store.run_processes(b),
             str(spans(log)),
         )
         go_a.write_text("go")
@@ -149,7 +149,7 @@ def _lose_the_registry_twice(tally, home: Path, log: Path, go_a: Path, go_b: Pat
         f"{rec_a.status} {rec_a.reason} {s}",
     )
     # deleted again with no studio at all: B's own wrapper records its end and starts C
-    wait_for(lambda: (r := runs.get(b)).runner_pid and scheduler.runner_alive(r))
+    wait_for(lambda: (r := runs.get(b)).runner_pid and processes.runner_alive(r))
     remove_registry()
     go_b.write_text("go")
     wait_for(lambda: c in spans(log))
@@ -174,7 +174,7 @@ def test_a_live_run_the_registry_does_not_list_holds_its_slot(home, tally, tmp_p
     """A trainer of a run the registry lost (folder and row gone, process alive, marked STUDIO_RUN_ID): a new submit
     waits for it, and starts once it ends."""
     stray_flag, log = tmp_path / "stray.go", tmp_path / "spans.log"
-    env = {**os.environ, scheduler.MARKER: "20200101-000000-abcdef"}
+    env = {**os.environ, processes.MARKER: "20200101-000000-abcdef"}
     stray = subprocess.Popen(
         [PY, "-c", f"import os, time\nwhile not os.path.exists({str(stray_flag)!r}): time.sleep(0.05)"], env=env
     )

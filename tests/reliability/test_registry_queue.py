@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from engine.core import events, workspace
+from engine.runs import processes, run_end, store, watchdog
 from engine.runs import registry as runs
-from engine.runs import scheduler, store, watchdog
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,7 +167,7 @@ def test_queue_moves_after_the_runner_is_sigkilled(home, demo_paths, tally, tmp_
     a = runs.submit(spec_data(demo_paths, 6), name="A")
     b = runs.submit_command(wait_flag(flag), name="B")
     c = runs.submit_command([PY, "-c", "print('C ran')"], name="C")
-    rec = wait_for(lambda: (r := runs.get(a)).runner_pid and scheduler.runner_alive(r) and r.pid and r)
+    rec = wait_for(lambda: (r := runs.get(a)).runner_pid and processes.runner_alive(r) and r.pid and r)
     os.kill(rec.runner_pid, signal.SIGKILL)
     dog = watchdog.Watchdog(0.5).start()
     try:
@@ -180,10 +180,10 @@ def test_queue_moves_after_the_runner_is_sigkilled(home, demo_paths, tally, tmp_
         runs.get(a).status == "completed",
         runs.get(a).reason[-1000:],
     )
-    rec = wait_for(lambda: (r := runs.get(b)).runner_pid and scheduler.runner_alive(r) and r)
+    rec = wait_for(lambda: (r := runs.get(b)).runner_pid and processes.runner_alive(r) and r)
     os.kill(rec.runner_pid, signal.SIGKILL)
     flag.write_text("go")
-    wait_for(lambda: not scheduler.run_processes(b))
+    wait_for(lambda: not store.run_processes(b))
     assert runs.get(c, refresh_status=False).status == "queued"
 
     def listed() -> bool:
@@ -209,7 +209,7 @@ def test_frozen_trainer_reads_stalled_and_stop_returns_at_once(home, demo_paths,
     rid = runs.submit(spec_data(demo_paths, 5000), name="frozen")
     rec = runs.get(rid)
     wait_for(lambda: sum(e["type"] == "log" for e in events.read_all(rec.events_path)) >= 3)
-    frozen = scheduler.run_processes(rid)
+    frozen = store.run_processes(rid)
     try:
         for proc in frozen:
             proc.send_signal(signal.SIGSTOP)
@@ -289,7 +289,7 @@ def test_disk_full_under_studio_home_is_named(demo_paths, tally, tmp_path, monke
             output[-3000:],
         )
         (rdir,) = list((mnt / "runs").iterdir())
-        ex = store.read_exit(rdir)
+        ex = run_end.read_exit(rdir)
         last = events.last_event(rdir / "events.jsonl", events.TERMINAL_TYPES)
         tally.check(
             "disk::exit.json and a failed event with cause 'disk' written",

@@ -37,8 +37,8 @@ import pytest
 import yaml
 
 from engine.core import events
+from engine.runs import records, store
 from engine.runs import registry as runs
-from engine.runs import scheduler
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -340,7 +340,7 @@ def test_path_fields_reject_traversal(studio_home, tally, tmp_path):
             runs.run_dir(rid)
         tally.check(
             "serving::run id traversal rejected",
-            "no run" in str(info.value).lower() or isinstance(info.value, (runs.RunsError, KeyError)),
+            "no run" in str(info.value).lower() or isinstance(info.value, (records.RunsError, KeyError)),
             repr(info.value),
         )
 
@@ -363,7 +363,7 @@ def test_trust_remote_code_off_unless_explicit(tally):
 def test_trainer_environment_is_explicit(live_run, tally):
     procs = [
         p
-        for p in scheduler.run_processes(live_run)
+        for p in store.run_processes(live_run)
         if "engine.trainer.train" in " ".join(p.cmdline()) and "accelerate" not in " ".join(p.cmdline())
     ]
     assert procs, "no trainer process"

@@ -12,6 +12,7 @@ import pytest
 
 from engine.core.events import read_all
 from engine.data import feedback
+from engine.runs import records
 from engine.runs import registry as runs
 from studio.tabs import chat, chat_feedback
 from tests.helpers import wait_for
@@ -23,7 +24,7 @@ def workspace_home(demo_paths, tmp_path, monkeypatch):
     monkeypatch.setenv("STUDIO_CPU_SLOTS", "1")
     yield tmp_path / "home"
     for rec in runs.list_runs(refresh_status=False):
-        if rec.status in runs.ACTIVE:
+        if rec.status in records.ACTIVE:
             runs.stop(rec.id, grace_s=5)
 
 
@@ -58,7 +59,7 @@ def test_marks_and_edits_then_train_on_them(demo_paths, workspace_home):
     spec = rec.load_spec()
     assert (spec.method.stage, spec.method.finetuning, spec.data.datasets) == ("dpo", "lora", ["chat_feedback_dpo"])
     assert spec.model.name_or_path == demo_paths["model_dir"] and spec.data.template == "default"
-    done = wait_for(lambda: runs.get(run_id).status not in runs.ACTIVE and runs.get(run_id), timeout=600, every=1)
+    done = wait_for(lambda: runs.get(run_id).status not in records.ACTIVE and runs.get(run_id), timeout=600, every=1)
     events = read_all(Path(done.run_dir) / "events.jsonl")
     assert done.status == "completed", events[-3:]
     margins = [e["payload"]["metrics"]["rewards/margins"] for e in events if e["type"] == "log"]

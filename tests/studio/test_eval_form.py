@@ -142,7 +142,7 @@ def _evaluation(home) -> dict:
 
     import yaml
 
-    from engine.runs import store
+    from engine.runs import records, store
 
     store.list_runs(refresh_status=False)  # the registry exists first
     base, run_dir, ev_dir = home / "models" / "base", home / "runs" / "r1", home / "runs" / "ev1"
@@ -150,10 +150,10 @@ def _evaluation(home) -> dict:
         d.mkdir(parents=True)
     (base / "config.json").write_text("{}")
     spec = {"model": {"name_or_path": str(base)}, "data": {"template": "chatml"}}
-    store._insert(store.RunRecord(id="r1", name="r1", status="completed", created=time.time(), run_dir=str(run_dir),
+    store._insert(records.RunRecord(id="r1", name="r1", status="completed", created=time.time(), run_dir=str(run_dir),
                                   output_dir=str(run_dir), spec=yaml.safe_dump(spec)))  # fmt: skip
     argv = [sys.executable, "-m", "engine.trainer.evaluate", "--plan", str(ev_dir / "eval_plan.json")]
-    store._insert(store.RunRecord(id="ev1", name="ev1", status="completed", created=time.time() + 1,
+    store._insert(records.RunRecord(id="ev1", name="ev1", status="completed", created=time.time() + 1,
                                   run_dir=str(ev_dir), output_dir=str(ev_dir), kind="command", command=argv,
                                   tags=["eval"]))  # fmt: skip
     targets = [
@@ -191,7 +191,7 @@ def _evaluation(home) -> dict:
         "--events",
         str(merge_dir / "events.jsonl"),
     ]
-    store._insert(store.RunRecord(id="m1", name="merge", status="failed", created=time.time() + 2,
+    store._insert(records.RunRecord(id="m1", name="merge", status="failed", created=time.time() + 2,
                                   run_dir=str(merge_dir), output_dir=str(merge_dir), kind="command",
                                   command=merge_argv, tags=["merge"], reason="out of disk"))  # fmt: skip
     return {"history": history, "prompt": prompt}

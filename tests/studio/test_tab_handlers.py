@@ -354,6 +354,7 @@ def _chat_workspace(home: Path) -> dict:
 
     import yaml
 
+    from engine.runs import records as records_mod
     from engine.runs import store
 
     store.list_runs(refresh_status=False)  # the registry exists first: a missing one is rebuilt from the folders
@@ -372,7 +373,7 @@ def _chat_workspace(home: Path) -> dict:
             (rdir / "adapter" / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base)}))
             (rdir / "adapter" / "adapter_model.safetensors").write_bytes(b"")
         store._insert(
-            store.RunRecord(
+            records_mod.RunRecord(
                 id=name,
                 name=name,
                 status=status,
@@ -404,7 +405,7 @@ def _chat_workspace(home: Path) -> dict:
             out.mkdir(parents=True)
             (out / "config.json").write_text("{}")
         store._insert(
-            store.RunRecord(
+            records_mod.RunRecord(
                 id=f"m-{name}",
                 name=f"merge {name}",
                 status=status,

@@ -11,6 +11,7 @@ import pytest
 
 from engine.core import accounts
 from engine.runs import owners, store
+from engine.runs import records as records_mod
 from engine.runs.records import RunRecord
 
 REFUSED = "is not in a run of yours"
@@ -152,9 +153,9 @@ def test_evaluation_merge_job_stop_and_delete_refuse(team):
     with pytest.raises(ExportError, match="ann-merge"):
         merge_jobs.MergeJob("ann-merge")
     assert merge_jobs.list_merges() == []  # a job is its owner's, like a run
-    with pytest.raises(store.RunsError, match="ann-merge"):
+    with pytest.raises(records_mod.RunsError, match="ann-merge"):
         registry.stop("ann-merge")
-    with pytest.raises(store.RunsError, match="ann-run"):
+    with pytest.raises(records_mod.RunsError, match="ann-run"):
         registry.delete("ann-run")
     assert (home / "runs" / "ann-run").is_dir() and store.get("ann-merge").owner == "ann"
     from engine.models.gguf_file import GgufError
@@ -193,10 +194,10 @@ def test_a_run_shared_read_only_is_seen_and_read_but_not_acted_on(team):
     who, home = team
     accounts.add("cy", "cy's password")
     who["name"] = "bob"
-    with pytest.raises(store.RunsError):
+    with pytest.raises(records_mod.RunsError):
         runs.share("ann-run", ["bob"])  # not his to share: unknown to him
     who["name"] = "ann"
-    with pytest.raises(store.RunsError, match="'zed' is no account"):
+    with pytest.raises(records_mod.RunsError, match="'zed' is no account"):
         runs.share("ann-run", ["zed"])
     assert runs.share("ann-run", ["bob"]) == ["bob"]
     who["name"] = "bob"
@@ -209,7 +210,7 @@ def test_a_run_shared_read_only_is_seen_and_read_but_not_acted_on(team):
         lambda: runs.set_tags("ann-run", ["x"]),
         lambda: runs.share("ann-run", ["*"]),
     ):
-        with pytest.raises(store.RunsError, match="ann's, shared with you read-only"):
+        with pytest.raises(records_mod.RunsError, match="ann's, shared with you read-only"):
             act()
     from studio.tabs import runs as runs_tab
 
@@ -226,5 +227,5 @@ def test_a_run_shared_read_only_is_seen_and_read_but_not_acted_on(team):
     who["name"] = "ann"
     assert runs.share("ann-run", []) == []
     who["name"] = "bob"
-    with pytest.raises(store.RunsError, match="no run with id"):
+    with pytest.raises(records_mod.RunsError, match="no run with id"):
         runs.get("ann-run")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.core import events as events_mod
-from engine.runs import store
+from engine.runs import records, store
 from engine.spec import schema as spec_mod
 from studio import monitor, monitor_text
 from studio.tabs import runs as runs_tab
@@ -25,7 +25,7 @@ def _record(home: Path, rid: str, status: str, spec: dict | None = None, started
     rdir.mkdir(parents=True)
     text = spec_mod.dump_spec(spec_mod.parse_spec(spec or SPEC))
     store._insert(
-        store.RunRecord(
+        records.RunRecord(
             id=rid,
             name=rid,
             status=status,
