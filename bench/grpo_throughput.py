@@ -122,7 +122,7 @@ def run_plain(spec: RunSpec, run_dir: Path, threads: int, warmup: int, timeout: 
     """The plain script with the job's settings; gradient checkpointing and precision as Studio's run resolved them
     (``studio``: that run's result; TRL's own defaults are checkpointing on and bf16, Studio's plan and precision
     auto give off and fp32 for the demo model on a CPU)."""
-    from engine.spec.schema import resolve_dataset_dir
+    from engine.spec.rules import resolve_dataset_dir
 
     _, launcher, env = launch_parts(spec, run_dir, threads)
     t, lora, g = spec.train, spec.method.lora, spec.method.grpo

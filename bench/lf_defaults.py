@@ -156,7 +156,7 @@ def run_studio(spec_file: Path, log: Path, timeout: float) -> dict:
 
 def run_plain(spec: RunSpec, mode: str, run_dir: Path, timeout: float) -> dict:
     """bench/plain_lora_sft.py with the spec's hyper-parameters; mode b (LF defaults) or c (at its best)."""
-    from engine.spec.schema import resolve_dataset_dir
+    from engine.spec.rules import resolve_dataset_dir
 
     _, launcher, env = throughput.launch_parts(spec, run_dir, 1)
     t, lora, d = spec.train, spec.method.lora, spec.data

@@ -233,7 +233,7 @@ def run_engine(spec: RunSpec, run_dir: Path, threads: int, warmup: int, timeout:
 def run_plain(spec: RunSpec, run_dir: Path, threads: int, warmup: int, timeout: float) -> tuple:
     """(tok/s, tokens, seconds, per_step) of a plain script run: the same job, tokenised and ordered as the engine."""
     _, launcher, env = launch_parts(spec, run_dir, threads)
-    from engine.spec.schema import resolve_dataset_dir
+    from engine.spec.rules import resolve_dataset_dir
 
     t, lora, d = spec.train, spec.method.lora, spec.data
     info = json.loads((resolve_dataset_dir(spec) / "dataset_info.json").read_text())

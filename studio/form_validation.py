@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.core import page_trust
 from engine.runs import submit_checks
+from engine.spec import rules
 from engine.spec import schema as spec_mod
 from studio import forms
 from studio.i18n.localize import localize_problems
@@ -86,7 +87,7 @@ def _data_key(spec: spec_mod.RunSpec) -> tuple:
     """The datasets, stage and folder of a spec with the size and time of the registry and of each dataset file."""
     import json
 
-    ddir = spec_mod.resolve_dataset_dir(spec)
+    ddir = rules.resolve_dataset_dir(spec)
 
     def stamp(path: Path) -> tuple:
         try:

@@ -158,7 +158,7 @@ def count(spec) -> DataCounts | None:
     the tokens are estimated from the characters (not exact, said in a note); None, with no error, when even that
     cannot be done (template ``auto`` needs the model's own chat template)."""
     from engine.data.templates import TemplateError
-    from engine.spec.schema import resolve_dataset_dir
+    from engine.spec.rules import resolve_dataset_dir
 
     tok = tokenizer_dir(spec)
     if tok is None and spec.data.template == "auto":

@@ -11,7 +11,8 @@ import json
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from engine.spec.schema import RunSpec, resolve_dataset_dir
+from engine.spec.rules import resolve_dataset_dir
+from engine.spec.schema import RunSpec
 
 PACKAGES = ("torch", "transformers", "peft", "accelerate", "datasets", "trl", "deepspeed", "bitsandbytes")
 

@@ -31,7 +31,7 @@ def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
     """The rows of the spec's datasets checked for its stage (datasets up to ``SUBMIT_DATA_CHECK_BYTES``), as
     (field, message): what submit refuses, and what the page's form shows before Start."""
     from engine.data import registry as reg
-    from engine.spec.schema import resolve_dataset_dir
+    from engine.spec.rules import resolve_dataset_dir
 
     ddir = resolve_dataset_dir(spec)
     try:

@@ -21,7 +21,8 @@ from engine.runs import run_end as run_end_mod
 from engine.runs import submit_checks
 from engine.runs.launch import add_target_arguments, build_command, target_from_arguments
 from engine.runs.run_end import without_log_tail
-from engine.spec.schema import RunSpec, SpecError, spec_warnings
+from engine.spec.rules import spec_warnings
+from engine.spec.schema import RunSpec, SpecError
 
 
 def cli(argv: list[str]) -> int:

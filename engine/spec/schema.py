@@ -27,17 +27,14 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from engine.core.messages import Message  # noqa: F401
-from engine.spec.groups import DataSpec, ModelSpec, RopeScalingSpec, _Spec  # noqa: F401 - re-exported: the spec's names
-from engine.spec.launch import DeepSpeedSpec, FsdpSpec, LaunchSpec, OutputSpec  # noqa: F401
+from engine.core.messages import Message
+from engine.spec.groups import DataSpec, ModelSpec, _Spec
+from engine.spec.launch import LaunchSpec, OutputSpec
 from engine.spec.messages import RuleErrors, field_error, message
-from engine.spec.method import DpoSpec, FreezeSpec, KtoSpec, LoraSpec, MethodSpec, QuantSpec  # noqa: F401
-from engine.spec.rules import (  # noqa: F401
-    ARCH_LINEAR_MODULES,
+from engine.spec.method import MethodSpec
+from engine.spec.rules import (
     check_context,
     cross_field_errors,
-    read_model_config,
-    resolve_dataset_dir,
     spec_warnings,
 )
 from engine.spec.train import TrainSpec

@@ -197,7 +197,7 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
     DataError on bad data. Hub datasets not in the Hugging Face cache are downloaded first."""
     from engine.data import hub, ms_hub
     from engine.data.registry import hub_pending
-    from engine.spec.schema import resolve_dataset_dir
+    from engine.spec.rules import resolve_dataset_dir
 
     d, stage = spec.data, spec.method.stage
     ddir = resolve_dataset_dir(spec)

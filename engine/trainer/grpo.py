@@ -60,7 +60,7 @@ def build_data(spec, tokenizer, *, log: Callable[[str], None] = print):
 
     from engine.data import hub
     from engine.data.registry import hub_pending
-    from engine.spec.schema import resolve_dataset_dir
+    from engine.spec.rules import resolve_dataset_dir
     from engine.trainer.dataset import TrainData, _problem
 
     d = spec.data

@@ -47,7 +47,7 @@ def completions_from_model(spec, tokenizer, prompts: list[str]) -> list[str]:
 def dry_run(spec, n: int, source: str) -> dict:
     from transformers import AutoTokenizer
 
-    from engine.spec.schema import resolve_dataset_dir
+    from engine.spec.rules import resolve_dataset_dir
     from engine.trainer.grpo import prompt_rows
     from engine.trainer.rewards import RewardError, build_rewards
 

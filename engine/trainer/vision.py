@@ -212,7 +212,7 @@ def build_data(spec, processor, *, log=print):
     cutoff would cut into an image's tokens left out and counted."""
     from engine.data.registry import check_datasets, load_rows
     from engine.data.rows import DataError
-    from engine.spec.schema import resolve_dataset_dir
+    from engine.spec.rules import resolve_dataset_dir
     from engine.trainer.dataset import TrainData, _problem
 
     d = spec.data

@@ -72,7 +72,7 @@ def build_data(spec, processor, *, log=print):
     from engine.data.messages import message as data_message
     from engine.data.registry import check_datasets, load_rows
     from engine.data.rows import DataError
-    from engine.spec.schema import resolve_dataset_dir
+    from engine.spec.rules import resolve_dataset_dir
     from engine.trainer.dataset import TrainData, _problem
 
     d, v = spec.data, spec.model.vision

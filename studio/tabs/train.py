@@ -15,7 +15,7 @@ from typing import Any
 from engine.data.templates import suggest_template
 from engine.machine import hardware
 from engine.runs.launch import preview_text
-from engine.spec import schema as spec_mod
+from engine.spec import rules
 from studio import backend, forms
 from studio.form_validation import check, to_values, validate_form
 from studio.form_validation import colon as _colon
@@ -61,7 +61,7 @@ def model_choices() -> list[str]:
 
 
 def picker_choices() -> dict[str, list]:
-    arch = sorted({m for mods in spec_mod.ARCH_LINEAR_MODULES.values() for m in mods})
+    arch = sorted({m for mods in rules.ARCH_LINEAR_MODULES.values() for m in mods})
     try:
         gpus = [str(g.index) for g in hardware.detect().gpus]
     except Exception:  # detection must never break the page

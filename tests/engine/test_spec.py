@@ -9,9 +9,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from engine.spec.method import MethodSpec
 from engine.spec.schema import (
     SCHEMA_VERSION,
-    MethodSpec,
     RunSpec,
     SpecError,
     dump_spec,

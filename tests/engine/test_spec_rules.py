@@ -13,7 +13,8 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from engine.spec.schema import RunSpec, SpecError, parse_spec, spec_warnings
+from engine.spec.rules import spec_warnings
+from engine.spec.schema import RunSpec, SpecError, parse_spec
 
 
 def make(**groups) -> dict:

@@ -142,7 +142,7 @@ def test_oft_trains_is_planned_like_lora_and_merges(oft, demo_paths, tmp_path, m
 
     from engine.plan.model_shape import trainable_param_count
     from engine.plan.planner import plan
-    from engine.spec.schema import read_model_config
+    from engine.spec.rules import read_model_config
 
     spec, run_dir, events = oft
     finished_with_finite_losses(events)

@@ -12,6 +12,7 @@ import yaml
 
 from engine.lf import keys
 from engine.lf.compat import lf_text_to_spec
+from engine.spec import rules
 from engine.spec import schema as spec_mod
 from studio import forms
 from studio.tabs import train, train_lf
@@ -114,7 +115,7 @@ def test_save_as_lf_yaml_reads_back_to_the_form(model):
     back = spec_mod.spec_to_dict(lf_text_to_spec(text))
     want = spec_mod.spec_to_dict(spec)
     # the folder Studio reads the datasets from, written out (LF's default would be ./data)
-    assert back["data"]["dataset_dir"] == str(spec_mod.resolve_dataset_dir(spec).resolve())
+    assert back["data"]["dataset_dir"] == str(rules.resolve_dataset_dir(spec).resolve())
     for path in forms.BY_PATH:
         if path in lost or forms.BY_PATH[path].kind == "optional_model" or path == "data.dataset_dir":
             continue
