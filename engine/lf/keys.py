@@ -179,7 +179,7 @@ _CONVERTED: dict[str, str] = {
     "adapter_name_or_path": "",
     "adapter_folder": "",
     "tokenized_path": "",
-    "fsdp": "launch.backend",  # transformers' FSDP options (engine.lf.launch._from_fsdp_args)
+    "fsdp": "launch.backend",  # transformers' FSDP options (engine.lf.launch_settings._from_fsdp_args)
     "fsdp_transformer_layer_cls_to_wrap": "launch.fsdp.layer_cls_to_wrap",
     "fsdp_min_num_params": "launch.fsdp.min_num_params",
     "fp8": "train.fp8",

@@ -1,5 +1,5 @@
 """The catalog of the LLaMA-Factory import's and export's notes and refusals (``engine.lf.compat``,
-``engine.lf.launch``, the key tables of ``engine.lf.keys``): a stable key and an English template, made into
+``engine.lf.launch_settings``, the key tables of ``engine.lf.keys``): a stable key and an English template, made into
 ``engine.core.messages.Message`` by ``message``, so the Train tab can show a pasted YAML's notes and refused keys in
 its language (``studio.i18n.lf`` holds the Chinese). The CLI prints the English as it is. Light: stdlib.
 
@@ -177,7 +177,7 @@ MESSAGES: dict[str, str] = {
     "lf.refused_parallelism_config": "parallelism_config is not supported: pass an accelerate config "
     "(--accelerate-config)",
     "lf.refused_adapter_folder": "loading adapters from a folder is not supported: merge them first (studio merge)",
-    # ---- the accelerate config and DeepSpeed JSON (engine.lf.launch)
+    # ---- the accelerate config and DeepSpeed JSON (engine.lf.launch_settings)
     "lf.ds_unreadable": "cannot read DeepSpeed config {path}: {error}",
     "lf.ds_not_object": "{path} is not a JSON object",
     "lf.ds_zero_value": "{value!r} is not supported (only 'auto' or the default)",

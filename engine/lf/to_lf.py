@@ -22,7 +22,7 @@ from engine.lf.keys import (
     _LOW_RANK_KEYS,
     _OPTIMIZER_SWITCHES,
 )
-from engine.lf.launch import _accelerate_out
+from engine.lf.launch_settings import _accelerate_out
 from engine.lf.messages import message
 from engine.lf.to_spec import _lf_import
 from engine.spec.schema import RunSpec, SpecError, spec_to_dict

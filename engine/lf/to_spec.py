@@ -40,7 +40,7 @@ from engine.lf.keys import (
     _truthy,
     user_path,
 )
-from engine.lf.launch import _from_accelerate, _from_ds_json, _from_fsdp_args
+from engine.lf.launch_settings import _from_accelerate, _from_ds_json, _from_fsdp_args
 from engine.lf.messages import message
 from engine.models import ms_models
 from engine.models.resolve import resolve_config

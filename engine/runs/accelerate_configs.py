@@ -50,7 +50,7 @@ def deepspeed_config(spec: RunSpec, precision: str) -> dict:
     if ds.zero_stage >= 1:
         zero["reduce_bucket_size"] = ds.reduce_bucket_size
     return {
-        **ds.extra_config,  # keys Studio writes are refused in it (engine.spec.launch.DeepSpeedSpec)
+        **ds.extra_config,  # keys Studio writes are refused in it (engine.spec.launch_group.DeepSpeedSpec)
         "zero_optimization": zero,
         "bf16": {"enabled": "auto"},
         "fp16": {"enabled": "auto"},

@@ -4,9 +4,9 @@ every node, and a Slurm script. Pure (no I/O beyond reading the model config for
 ``engine.runs.accelerate_configs``'s, the per-node commands and the Slurm script ``engine.runs.node_commands``'s.
 
 Which "launch" this is: the *command line of a training run* (argv, env, configs), built when the scheduler starts
-the run. Not ``engine.spec.launch`` (the spec's ``launch:`` section: backend, devices, machines), not
-``engine.lf.launch`` (LLaMA-Factory's launch options read into that section), not ``scheduler.launch`` (starting the
-detached wrapper of a queued run); ``launch.json`` is what ``launch_record`` writes into the run folder.
+the run. Not ``engine.spec.launch_group`` (the spec's ``launch:`` section: backend, devices, machines), not
+``engine.lf.launch_settings`` (LLaMA-Factory's launch options read into that section), not ``scheduler.launch``
+(starting the detached wrapper of a queued run); ``launch.json`` is what ``launch_record`` writes into the run folder.
 
 How the trainer starts:
 - single (one process, one machine): ``python -m engine.trainer.train`` itself, with the environment accelerate's

@@ -2,7 +2,7 @@
 ``try_rewards`` for the page.
 
 Light: stdlib only. The reward functions (a user's file among them) run in a subprocess,
-``python -m engine.trainer.reward_try``, started with an argv list and an explicit environment; this module reads
+``python -m engine.trainer.reward_dry_run``, started with an argv list and an explicit environment; this module reads
 its JSON result and prints a table: one line per row, one column per reward function, and each function's error
 (naming the function, row and value) under it.
 """
@@ -38,7 +38,16 @@ def try_rewards(spec: Any, rows: int = 8, source: str = "answers", timeout: floa
         anchor_paths(spec)  # models/... is the workspace's, not the repository's (the subprocess's working folder)
         spec_path = str(save_spec(spec, Path(tmp) / "spec.yaml"))
         out = str(Path(tmp) / "result.json")
-        argv = [sys.executable, "-m", "engine.trainer.reward_try", spec_path, "--rows", str(rows), "--source", source]
+        argv = [
+            sys.executable,
+            "-m",
+            "engine.trainer.reward_dry_run",
+            spec_path,
+            "--rows",
+            str(rows),
+            "--source",
+            source,
+        ]
         if acting.at_shell():  # the spec is checked again there as the shell's (engine.core.acting)
             argv.append("--as-shell")
         # the page's login stays behind; a member's dry run holds their secrets, none of the operator's unbound ones

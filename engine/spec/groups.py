@@ -3,7 +3,7 @@
 
 Each field carries its description, default, range or choices, and ``json_schema_extra`` (label, group,
 advanced, step) from which the page builds its widgets. The other groups: ``engine.spec.method`` (method),
-``engine.spec.train`` (train), ``engine.spec.launch`` (launch, output), ``engine.spec.watch`` (health, notify).
+``engine.spec.train`` (train), ``engine.spec.launch_group`` (launch, output), ``engine.spec.watch`` (health, notify).
 Assembled into ``RunSpec`` by ``engine.spec.schema``.
 """
 

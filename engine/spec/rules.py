@@ -25,7 +25,7 @@ from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config, resolve_model
 from engine.spec.grpo import grpo_context, grpo_errors
 from engine.spec.hf_args import extra_arg_problem
-from engine.spec.launch import ray_errors
+from engine.spec.launch_group import ray_errors
 from engine.spec.messages import message
 from engine.spec.train import LOW_RANK_OPTIMIZERS, fp8_errors, loss_errors
 from engine.spec.watch import watch_errors, watch_warnings

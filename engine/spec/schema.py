@@ -10,8 +10,8 @@ Three layers of checks, defined in this module's siblings and applied here:
   and the fix;
 - context rules that read files (the model's ``config.json``, the dataset registry): ``check_context``.
 The groups' fields are declared in ``engine.spec.groups`` (model, data), ``engine.spec.method`` (method),
-``engine.spec.train`` (train), ``engine.spec.launch`` (launch, output) and ``engine.spec.watch`` (health, notify);
-the spec's public names are importable from here.
+``engine.spec.train`` (train), ``engine.spec.launch_group`` (launch, output) and ``engine.spec.watch`` (health,
+notify): a caller imports a group's class from its module, ``RunSpec`` and the checks from here.
 ``validate_spec`` runs all three and returns every problem; ``load_spec`` raises ``SpecError`` on any.
 Legal but unwise combinations are ``spec_warnings``.
 Every message is an ``engine.core.messages.Message``: English text that also carries a catalog key and parameters
@@ -29,7 +29,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from engine.core.messages import Message
 from engine.spec.groups import DataSpec, ModelSpec, _Spec
-from engine.spec.launch import LaunchSpec, OutputSpec
+from engine.spec.launch_group import LaunchSpec, OutputSpec
 from engine.spec.messages import RuleErrors, field_error, message
 from engine.spec.method import MethodSpec
 from engine.spec.rules import (

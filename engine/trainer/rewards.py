@@ -1,5 +1,5 @@
 """GRPO's reward functions: the built-ins and a user's own Python function, each wrapped so that TRL's
-``GRPOTrainer`` (and the dry run, ``engine.trainer.reward_try``) calls it with TRL's reward signature
+``GRPOTrainer`` (and the dry run, ``engine.trainer.reward_dry_run``) calls it with TRL's reward signature
 ``f(prompts, completions, **kwargs) -> list[float | None]`` and a bad answer stops with a message that names the
 function, the row and the value.
 

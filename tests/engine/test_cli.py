@@ -41,7 +41,7 @@ def test_unknown_command_fails_with_usage():
 def test_importing_the_cli_loads_no_torch():
     code = (
         "import sys, engine.cli, engine.spec.schema, engine.runs.launch, engine.runs.registry, engine.lf.compat, "
-        "engine.lf.keys, engine.lf.launch; print('torch' in sys.modules)"
+        "engine.lf.keys, engine.lf.launch_settings; print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT))
     assert out.stdout.strip() == "False", out.stderr

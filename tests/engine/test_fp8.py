@@ -233,7 +233,7 @@ class TestDeepSpeedKeys:
 
     def test_studio_keys_are_the_generated_ones(self):
         from engine.runs.accelerate_configs import deepspeed_config
-        from engine.spec.launch import DS_STUDIO_KEYS
+        from engine.spec.launch_group import DS_STUDIO_KEYS
 
         spec = parse_spec({**BASE, "train": {}, "launch": {"backend": "deepspeed"}})
         assert set(deepspeed_config(spec, "bf16")) == DS_STUDIO_KEYS

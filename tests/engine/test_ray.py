@@ -195,7 +195,7 @@ def test_a_ray_launch_the_spec_cannot_run_is_refused_in_one_line_naming_the_fiel
 
 
 def test_a_ray_launch_without_ray_installed_is_refused_naming_the_package(monkeypatch):
-    from engine.spec import launch as spec_launch
+    from engine.spec import launch_group as spec_launch
 
     monkeypatch.setattr(spec_launch, "ray_installed", lambda: False)
     data = {"model": {"name_or_path": "m"}, "data": {"datasets": ["d"]}, "launch": RAY}

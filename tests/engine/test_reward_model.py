@@ -137,7 +137,7 @@ def test_reward_model_scores_as_its_run_was_trained(demo_paths, rm_run):
     assert all(math.isfinite(s) for s in scores) and len(set(scores)) == 3
     assert scores == pytest.approx(_own_scores(rm_run, texts), abs=1e-4)
     # the dry run before launch scores the dataset's own answers with it
-    from engine.trainer.reward_try import dry_run
+    from engine.trainer.reward_dry_run import dry_run
 
     result = dry_run(spec, 4, "answers")
     (entry,) = result["rewards"]

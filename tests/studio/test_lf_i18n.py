@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from engine.core.messages import Message
-from engine.lf import compat, keys, launch, merge, to_lf, to_spec
+from engine.lf import compat, keys, launch_settings, merge, to_lf, to_spec
 from engine.lf.messages import MESSAGES
 from engine.spec.schema import SpecError, parse_spec
 from studio.i18n.localize import localize
@@ -27,7 +27,7 @@ LF_MODULES = [
     "engine/lf/to_spec.py",
     "engine/lf/to_lf.py",
     "engine/lf/merge.py",
-    "engine/lf/launch.py",
+    "engine/lf/launch_settings.py",
     "engine/lf/keys.py",
 ]
 
@@ -181,7 +181,7 @@ def _imports(model: Path, tmp_path: Path) -> list[keys._Import]:
     (tmp_path / "list.json").write_text("[1]")
     for source in (ds, str(tmp_path / "missing.json"), str(tmp_path / "list.json")):
         imps.append(keys._Import())
-        launch._from_ds_json(source, imps[-1])
+        launch_settings._from_ds_json(source, imps[-1])
     export = {
         "model_name_or_path": str(tmp_path),  # a folder without config.json
         "adapter_name_or_path": "nowhere/adapter",

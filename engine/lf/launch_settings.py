@@ -1,6 +1,7 @@
 """LLaMA-Factory launch settings: an accelerate config (NO / MULTI_GPU / MULTI_CPU / DEEPSPEED / FSDP, with its
 deepspeed_config and fsdp_config) and a DeepSpeed JSON into ``launch:`` of a RunSpec, and back. (The spec's
-``launch:`` section itself is ``engine.spec.launch``; the command line a run starts with is ``engine.runs.launch``.)
+``launch:`` section itself is ``engine.spec.launch_group``; the command line a run starts with is
+``engine.runs.launch``.)
 
 Light: json and engine.spec.schema only (never torch). Keys are named ``accelerate_config.<key>`` / ``deepspeed.<key>``
 when unsupported.

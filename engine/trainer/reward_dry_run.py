@@ -1,4 +1,4 @@
-"""The reward dry run's subprocess: ``python -m engine.trainer.reward_try SPEC --rows N --source answers|model
+"""The reward dry run's subprocess: ``python -m engine.trainer.reward_dry_run SPEC --rows N --source answers|model
 --out RESULT.json``.
 
 Heavy: transformers (and torch for ``--source model``). Reads the first N prompts of the spec's datasets as a GRPO
@@ -86,7 +86,7 @@ def dry_run(spec, n: int, source: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.trainer.reward_try")
+    parser = argparse.ArgumentParser(prog="python -m engine.trainer.reward_dry_run")
     parser.add_argument("spec")
     parser.add_argument("--rows", type=int, default=8)
     parser.add_argument("--source", choices=("answers", "model"), default="answers")
