@@ -208,11 +208,15 @@ def _job(job_id: str | None):
         return None
 
 
-def attach(lang: str = "en") -> tuple[str | None, str, str]:
-    """On page load: the merge in progress (followed by the timer) or the newest one's result, and the list."""
+def attach(lang: str = "en") -> tuple[str | None, Any, str]:
+    """On page load: the merge in progress (followed by the timer) or the newest one's result, and the list. With no
+    merge yet the result box is left as it is: a load that ends late (a busy server) must not wipe out what a click
+    made meanwhile, a refusal among them."""
+    import gradio as gr
+
     jobs = merge_jobs.list_merges(1)
     if not jobs:
-        return None, "", recent(lang=lang)
+        return None, gr.skip(), recent(lang=lang)
     status = jobs[0].poll()
     active = status["state"] in ("queued", "running")
     return (jobs[0].run_id if active else None), describe(status, lang), recent(lang=lang)

@@ -120,10 +120,12 @@ def test_export_estimate_refusal_merge_and_reattach(demo_paths, run_registry, mo
     reloaded page (new handler calls, nothing kept in memory) finds the merge and its result."""
     import time
 
+    import gradio as gr
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    assert export.attach()[:2] == (None, gr.skip())  # no merge yet: a late page load leaves the result box as it is
     adapter = run_registry / "uploads" / "my-adapter"
     model = AutoModelForCausalLM.from_pretrained(demo_paths["model_dir"], dtype=torch.float32)
     get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(str(adapter))
