@@ -77,21 +77,20 @@ class Ctx:
         return gr.update(choices=self.run_choices(lang), value=current or self.default_run())
 
 
-OTHER_TABS = ("runs", "data", "export", "chat", "models", "doctor", "eval")
-
-
-def _tab_exists(name: str) -> bool:
-    return (Path(__file__).resolve().parent / "tabs" / f"{name}.py").is_file()
-
-
 def build_app(lang: str = "en") -> gr.Blocks:
     """The whole page. Tabs are laid out by studio.tabs.*; their handlers are plain functions."""
-    import importlib
+    from studio.tabs import chat, dashboard, data, doctor, export, models, runs, train
+    from studio.tabs import eval as eval_tab
 
-    from studio.tabs import dashboard, train
-
+    # after Train, in this order: (the tab's title in the catalog, its module)
     TABS = [
-        (f"tab_{name}", importlib.import_module(f"studio.tabs.{name}")) for name in OTHER_TABS if _tab_exists(name)
+        ("tab_runs", runs),
+        ("tab_data", data),
+        ("tab_export", export),
+        ("tab_chat", chat),
+        ("tab_models", models),
+        ("tab_doctor", doctor),
+        ("tab_eval", eval_tab),
     ]
     ctx = Ctx(texts=Texts(), lang_value=lang)
     team_mode = accounts.team_mode()

@@ -47,6 +47,9 @@ from engine.runs.submit_checks import output_folder
 from engine.spec.messages import message
 from engine.spec.schema import RunSpec, SpecError, dump_spec, save_spec, spec_to_dict, validate_spec
 
+# The registry's refresh asks each kind's follower for runs not started here: a Slurm job through squeue / scontrol.
+store.FOLLOWERS[slurm.KIND] = slurm.follow
+
 
 # ----------------------------------------------------------------------------------------------- submit
 def _as_spec_data(spec: RunSpec | dict | str | Path) -> Any:

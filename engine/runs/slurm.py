@@ -5,15 +5,16 @@ registry like any run (kind ``slurm``, tag ``slurm-job:<id>``), its folder on th
   (``engine.runs.node_commands.slurm_script``: one srun task per node, ``--machine_rank`` from SLURM_NODEID, the
   allocation's first node as main address) is written to ``run.slurm`` in the run folder and submitted with
   ``sbatch --parsable``; the job's output goes to the folder's train.log.
-- Follow (``follow``, registered with ``engine.runs.store.FOLLOWERS``, so every refresh of the registry follows the
-  job, and a restarted studio re-attaches from the registry row alone): ``squeue`` while Slurm holds the job
-  (pending with its reason, running), then ``sacct``, then ``scontrol show job`` (clusters without accounting
-  storage, where sacct has nothing: it keeps finished jobs for MinJobAge), then the run folder's events (a job Slurm
-  has forgotten). The state is written to ``slurm.json`` in the run folder; events, metrics and logs are read from
-  the folder like a local run's (the batch script samples every node's metrics: ``engine.runs.metrics.node_main``).
-  Slurm is asked at most every ``FOLLOW_S`` seconds per run, however many pages poll it. ``describe`` is the job as
-  every view shows it (the Runs tab, the dashboard, ``studio runs``): "Slurm job 12: pending (Resources)"; the page
-  explains the common reason codes in its language (``reason_message``), keeping Slurm's code.
+- Follow (``follow``, registered with ``engine.runs.store.FOLLOWERS`` by ``engine.runs.registry``, so every refresh of
+  the registry follows the job, and a restarted studio re-attaches from the registry row alone): ``squeue`` while Slurm
+  holds the job (pending with its reason, running), then ``sacct``, then ``scontrol show job`` (clusters without
+  accounting storage, where sacct has nothing: it keeps finished jobs for MinJobAge), then the run folder's events (a
+  job Slurm has forgotten). The state is written to ``slurm.json`` in the run folder; events, metrics and logs are read
+  from the folder like a local run's (the batch script samples every node's metrics:
+  ``engine.runs.metrics.node_main``). Slurm is asked at most every ``FOLLOW_S`` seconds per run, however many pages
+  poll it. ``describe`` is the job as every view shows it (the Runs tab, the dashboard, ``studio runs``): "Slurm job
+  12: pending (Resources)"; the page explains the common reason codes in its language (``reason_message``), keeping
+  Slurm's code.
 - Stop (``cancel``): ``scancel --signal=TERM`` first (the trainer saves a checkpoint and stops; the batch script
   keeps the launcher alive meanwhile), ``scancel`` after the grace period: ``cancel`` waits for it, or with
   ``wait=False`` (the page's Stop) returns at once and the follower sends it once the grace period is over. A run
@@ -415,9 +416,6 @@ def _end(rec: RunRecord, jid: str, js: JobState, last: dict | None) -> bool:
         ended=time.time(),
         exit_code=int(code) if code.isdigit() else None,
     )
-
-
-store.FOLLOWERS[KIND] = follow
 
 
 # ----------------------------------------------------------------------------------------------- stop

@@ -61,7 +61,7 @@ from engine.runs.run_end import (
 )
 
 # Runs whose state comes from elsewhere than a local process, by kind: kind -> follow(record), True when the run ended
-# (``engine.runs.slurm`` registers "slurm"; engine.runs.registry imports it). ``refresh`` leaves any kind other than
+# (engine.runs.registry registers ``engine.runs.slurm.follow`` for "slurm"). ``refresh`` leaves any kind other than
 # train / command to its follower, and alone when none is registered: never to the local liveness checks.
 FOLLOWERS: dict[str, Callable[[RunRecord], bool]] = {}
 
