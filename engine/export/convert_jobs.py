@@ -22,8 +22,7 @@ from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
 from engine.export import written
 from engine.export.checks import ExportError
-from engine.export.jobs import _with_detail, job_record
-from engine.export.messages import message
+from engine.export.jobs import job_record, output_fields
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 
@@ -45,9 +44,8 @@ class ExportJob(CommandJob):
         self.tmp_dir, self.log_path = Path(args.tmp_dir), rec.log_path
         self._follow(args.events)
 
-    def poll(self) -> dict:
-        """{"state": queued|running|finished|failed|cancelled, "progress", "result", "error", "out_dir", ...}."""
-        s = self.read()
+    def fields(self, s) -> dict:
+        """The format, the source, the progress, the result (its summaries in the page's language), the folders."""
         result = None
         if s.result is not None:
             p = s.result
@@ -56,22 +54,7 @@ class ExportJob(CommandJob):
                 "summary": payload_message(p, "summary") or p.get("summary", ""),
                 "llama_cpp_summary": payload_message(p, "llama_cpp_summary") or p.get("llama_cpp_summary", ""),
             }
-        return {
-            "run_id": self.run_id,
-            "state": s.state,
-            "format": self.fmt,
-            "returncode": s.rec.exit_code,
-            "events": list(self.events),
-            "progress": _with_detail(s.progress) if s.progress else None,
-            "result": result,
-            "error": s.error,
-            "cleaned": message("export.cleaned", path=s.cleaned) if s.cleaned else "",
-            "out_dir": self.out_dir,
-            "source": self.source,
-            "created": s.rec.created,
-            "events_path": str(self.events_path),
-            "log_path": str(self.log_path),
-        }
+        return {**output_fields(self, s), "format": self.fmt, "source": self.source, "result": result}
 
 
 def start_export(

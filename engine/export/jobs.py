@@ -68,26 +68,25 @@ class MergeJob(CommandJob):
         self.tmp_dir, self.log_path = Path(args.tmp_dir), rec.log_path
         self._follow(args.events)
 
-    def poll(self) -> dict:
-        """{"state": queued|running|finished|failed|cancelled, "progress", "result", "error", "out_dir", ...}.
-        The error, the clean-up note and the progress detail are catalog messages where the merge wrote their keys
-        (``engine.export.messages``), so the page can show them in its language."""
-        s = self.read()
-        return {
-            "run_id": self.run_id,
-            "state": s.state,
-            "returncode": s.rec.exit_code,
-            "events": list(self.events),
-            "progress": _with_detail(s.progress) if s.progress else None,
-            "result": _with_summary(s.result) if s.result is not None else None,
-            "error": s.error,
-            "cleaned": message("export.cleaned", path=s.cleaned) if s.cleaned else "",
-            "out_dir": self.out_dir,
-            "sources": list(self.sources),
-            "created": s.rec.created,
-            "events_path": str(self.events_path),
-            "log_path": str(self.log_path),
-        }
+    def fields(self, s) -> dict:
+        """The progress, the result, the clean-up note, the folders. The error, the clean-up note and the progress
+        detail are catalog messages where the merge wrote their keys (``engine.export.messages``), so the page can
+        show them in its language."""
+        result = _with_summary(s.result) if s.result is not None else None
+        return {**output_fields(self, s), "result": result, "sources": list(self.sources)}
+
+
+def output_fields(job: CommandJob, s) -> dict:
+    """What a job writing a folder (a merge, an export) reports: its exit code, progress, clean-up note, folder,
+    events and log."""
+    return {
+        "returncode": s.rec.exit_code,
+        "progress": _with_detail(s.progress) if s.progress else None,
+        "cleaned": message("export.cleaned", path=s.cleaned) if s.cleaned else "",
+        "out_dir": job.out_dir,
+        "events_path": str(job.events_path),
+        "log_path": str(job.log_path),
+    }
 
 
 def _with_detail(payload: dict) -> dict:

@@ -96,13 +96,10 @@ class PushJob(CommandJob):
         self.log_path = rec.log_path
         self._follow(args.events)
 
-    def poll(self) -> dict:
-        s = self.read()
+    def fields(self, s) -> dict:
         last = s.progress or {}
         payload = (s.end or {}).get("payload", {})
         return {
-            "run_id": self.run_id,
-            "state": s.state,
             "repo": self.repo,
             "private": self.private,
             "folder": self.folder,
@@ -112,7 +109,6 @@ class PushJob(CommandJob):
             "files": last.get("n", 0),
             "url": s.result.get("url") if s.result is not None else None,
             "pushed": payload.get("pushed") or payload.get("files"),
-            "error": s.error,
             "log_path": str(self.log_path),
         }
 

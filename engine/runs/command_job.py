@@ -2,8 +2,9 @@
 evaluations): its state read back from the registry and its events, waiting for its end, cancelling it.
 
 A subclass says what it is (``what``, for messages), which events are its own (``events_prefix``: it writes
-``<prefix>_progress``, ``<prefix>_finished`` and ``<prefix>_failed``) and, where its worker leaves a partial folder
-when killed, that folder (``tmp_dir``); its ``poll`` calls ``read`` and adds its own fields. Light: stdlib.
+``<prefix>_progress``, ``<prefix>_finished`` and ``<prefix>_failed``), where its worker leaves a partial folder
+when killed, that folder (``tmp_dir``), and what its ``poll`` reports beside the common fields (``fields``). Light:
+stdlib.
 """
 
 from __future__ import annotations
@@ -95,7 +96,15 @@ class CommandJob:
         return JobState(rec, state, end, progress, error, cleaned)
 
     def poll(self) -> dict:
-        raise NotImplementedError
+        """The job now, as every kind reports it: ``run_id``, ``state`` (queued, running, finished, failed,
+        cancelled), ``error``, ``events`` and ``created``, then what the kind adds (``fields``)."""
+        s = self.read()
+        common = {"run_id": self.run_id, "state": s.state, "error": s.error, "events": list(self.events)}
+        return {**common, "created": s.rec.created, **self.fields(s)}
+
+    def fields(self, s: JobState) -> dict:
+        """What this kind of job reports beside the common fields, from the state ``read`` found."""
+        return {}
 
     def wait(self, timeout: float | None = None, interval: float = 0.3) -> dict:
         deadline = None if timeout is None else time.time() + timeout

@@ -65,19 +65,8 @@ class DownloadJob(CommandJob):
         self.run_id, self.run_dir, self.repo = rec.id, Path(rec.run_dir), argv[3]
         self._follow(Path(rec.run_dir) / "events.jsonl")
 
-    def poll(self) -> dict:
-        s = self.read()
-        return {
-            "run_id": self.run_id,
-            "repo": self.repo,
-            "state": s.state,
-            "progress": s.progress,
-            "detail": s.detail,
-            "result": s.result,
-            "error": s.error,
-            "events": list(self.events),
-            "created": s.rec.created,
-        }
+    def fields(self, s) -> dict:
+        return {"repo": self.repo, "progress": s.progress, "detail": s.detail, "result": s.result}
 
 
 def list_downloads(limit: int = 20) -> list[DownloadJob]:

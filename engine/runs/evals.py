@@ -351,17 +351,11 @@ class EvalJob(CommandJob):
     def predictions(self) -> list[dict]:
         return ev.read_jsonl(self.run_dir / "predictions.jsonl")[0]
 
-    def poll(self) -> dict:
-        s = self.read()
+    def fields(self, s) -> dict:
         return {
-            "run_id": self.run_id,
-            "state": s.state,
             "progress": s.progress,
             "detail": s.detail,
-            "error": s.error,
             "results": self.results(),
-            "events": list(self.events),
-            "created": s.rec.created,
             "run_dir": str(self.run_dir),
             "report": str(self.run_dir / "report.html"),
         }

@@ -63,22 +63,11 @@ class GgufImportJob(CommandJob):
         self.gguf, self.out_dir, self.tmp_dir = args.gguf, args.out, Path(args.tmp_dir)
         self._follow(args.events)
 
-    def poll(self) -> dict:
-        """{"state": queued|running|finished|failed|cancelled, "detail", "result", "error", "out_dir", ...}; the
-        detail, the summary and the error are catalog messages, so the page shows them in its language."""
-        s = self.read()
+    def fields(self, s) -> dict:
+        """The file, the folder, the detail and the result; the detail, the summary and the error are catalog
+        messages, so the page shows them in its language."""
         result = {**s.result, "summary": payload_message(s.result, "summary")} if s.result is not None else None
-        return {
-            "run_id": self.run_id,
-            "gguf": self.gguf,
-            "out_dir": self.out_dir,
-            "state": s.state,
-            "detail": s.detail,
-            "result": result,
-            "error": s.error,
-            "events": list(self.events),
-            "created": s.rec.created,
-        }
+        return {"gguf": self.gguf, "out_dir": self.out_dir, "detail": s.detail, "result": result}
 
 
 def list_imports(limit: int = 10) -> list[GgufImportJob]:
