@@ -12,8 +12,15 @@ from __future__ import annotations
 import re
 import statistics
 
-# the columns ``row_scores`` fills (averaged over rows)
-ROW_COLUMNS = ("bleu-4", "rouge-1", "rouge-2", "rouge-l", "exact_match", "accuracy")
+# the measures on generated answers -> the columns ``row_scores`` fills for them (averaged over rows); the evaluation
+# spec's table (engine.eval.spec.COLUMNS) takes them from here
+ROW_MEASURE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "bleu": ("bleu-4",),
+    "rouge": ("rouge-1", "rouge-2", "rouge-l"),
+    "exact": ("exact_match",),
+    "accuracy": ("accuracy",),
+}
+ROW_COLUMNS = tuple(c for columns in ROW_MEASURE_COLUMNS.values() for c in columns)
 _SHORT = re.compile(r"^\(?([A-Za-z0-9]{1,16})[).:]?$")
 
 

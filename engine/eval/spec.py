@@ -25,6 +25,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine.eval.measures import ROW_MEASURE_COLUMNS
 from engine.eval.messages import EvalError, message
 from engine.spec.schema import read_yaml_file
 
@@ -37,10 +38,7 @@ ROW_MEASURES = ("loss", *GENERATION_MEASURES)
 # measure -> the table's columns
 COLUMNS = {
     "loss": ["loss", "perplexity"],
-    "bleu": ["bleu-4"],
-    "rouge": ["rouge-1", "rouge-2", "rouge-l"],
-    "exact": ["exact_match"],
-    "accuracy": ["accuracy"],
+    **{measure: list(columns) for measure, columns in ROW_MEASURE_COLUMNS.items()},
     "lm_eval": [],  # one column per task: TASK/acc (lm_eval_columns)
     "judge": ["judge", "judge_win"],
 }

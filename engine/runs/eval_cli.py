@@ -16,7 +16,7 @@ from pathlib import Path
 
 from engine.eval import report
 from engine.eval.messages import EvalError
-from engine.eval.spec import MEASURES, parse_eval_spec
+from engine.eval.spec import DEFAULT_MEASURES, MEASURES, parse_eval_spec
 from engine.runs import evals
 
 
@@ -43,7 +43,7 @@ def build_spec(args) -> dict:
         data["measures"] = [m.strip() for m in args.measures.split(",") if m.strip()]
     if args.tasks:  # lm-eval tasks: measured with them
         data.setdefault("lm_eval", {})["tasks"] = [x.strip() for x in args.tasks.split(",") if x.strip()]
-        if "lm_eval" not in data.setdefault("measures", ["loss", "bleu", "rouge", "exact"]):
+        if "lm_eval" not in data.setdefault("measures", list(DEFAULT_MEASURES)):
             data["measures"].append("lm_eval")
     for key in ("max_new_tokens", "batch_size", "temperature"):
         if getattr(args, key) is not None:
