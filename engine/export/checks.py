@@ -5,7 +5,7 @@ on disk, peak memory of the merge) is ``engine.export.sizes``'s; ``ExportError``
 ``engine.export.messages`` and imported here, where its callers have always found it; so are the sources (a run or
 an adapter folder read into a ``Source``: ``engine.export.sources``). Everything that needs weights
 runs in ``python -m engine.trainer.merge`` (engine/trainer/merge.py), started as a command run of the registry by
-engine/export/jobs.py, which follows and cancels it.
+engine/export/merge_jobs.py, which follows and cancels it.
 
 Sources are run folders (``spec.yaml`` + ``<out>/adapter`` or ``<out>/model``) or PEFT adapter folders. Every input
 problem is found here, before any weights load: missing ``adapter_config.json``, a run with no adapter yet, an
@@ -218,7 +218,8 @@ def temp_dir_for(out_dir: str | Path) -> Path:
 
 # ----------------------------------------------------------------------------------------------- the subprocess
 def merge_arg_parser() -> argparse.ArgumentParser:
-    """Arguments of ``python -m engine.trainer.merge``; engine.export.jobs reads a merge's folders back from them."""
+    """Arguments of ``python -m engine.trainer.merge``; engine.export.merge_jobs reads a merge's folders back from
+    them."""
     ap = argparse.ArgumentParser(prog="python -m engine.trainer.merge")
     ap.add_argument("sources", nargs="*")
     ap.add_argument("--base", default=None, help="merge into this model folder (no sources: re-export it)")

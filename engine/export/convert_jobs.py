@@ -1,10 +1,10 @@
 """Export jobs (GGUF, quantized formats): start, follow, cancel and list them, and ``studio export``. Light: stdlib,
 engine.export.convert_plan / jobs, engine.runs; never torch.
 
-An export is a command run of the registry (tag ``export``), like a merge (engine.export.jobs): its own run folder,
-a detached wrapper, status from the exit record and process liveness, stop by SIGTERM to its process group, a place in
-the queue and a row in the Runs tab. ``ExportJob(run_id)`` is rebuilt from the registry row's argv at any time. An
-export killed before it could clean up leaves its temp folder: the next look at the ended job removes it.
+An export is a command run of the registry (tag ``export``), like a merge (engine.export.merge_jobs): its own run
+folder, a detached wrapper, status from the exit record and process liveness, stop by SIGTERM to its process group, a
+place in the queue and a row in the Runs tab. ``ExportJob(run_id)`` is rebuilt from the registry row's argv at any
+time. An export killed before it could clean up leaves its temp folder: the next look at the ended job removes it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
 from engine.export import written
 from engine.export.checks import ExportError
-from engine.export.jobs import job_record, output_fields
+from engine.export.merge_jobs import job_record, output_fields
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs
 

@@ -92,7 +92,7 @@ MESSAGES: dict[str, str] = {
     "is merged into {out} but not pushed; push it later with `hf upload {repo} {out}`",
     "export.push_no_token": "export_hub_model_id {repo}: no Hugging Face token (set HF_TOKEN or run `hf auth "
     "login`): the model is merged into {out} but not pushed",
-    # following a merge (engine.export.jobs)
+    # following a merge (engine.export.merge_jobs)
     "export.not_merge": "run {id} is not a merge",
     "export.cleaned": "removed the partial output {path}",
     # the merge subprocess (engine.trainer.merge): progress details, failures, verification

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from engine.export import sources
 from engine.export.checks import ExportError
-from engine.export.jobs import job_record
+from engine.export.merge_jobs import job_record
 from engine.export.messages import message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob

@@ -23,7 +23,7 @@ from engine.export import convert_plan as cp
 from engine.export import serve_rules as rules
 from engine.export import sources
 from engine.export.checks import ExportError
-from engine.export.jobs import job_record
+from engine.export.merge_jobs import job_record
 from engine.export.messages import message
 from engine.runs import registry as runs
 from engine.runs.command_job import CommandJob, newest_jobs

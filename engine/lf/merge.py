@@ -2,7 +2,7 @@
 
 Light: engine.lf.keys / messages and engine.spec.hf_args only (never torch; engine.machine.hardware and
 engine.models.resolve inside the functions that need them). ``lf_export_to_merge`` is read by ``studio merge
---lf-yaml`` (engine.export.jobs); the merge itself is engine.export.
+--lf-yaml`` (engine.export.merge_jobs); the merge itself is engine.export.
 """
 
 from __future__ import annotations

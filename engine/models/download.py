@@ -23,9 +23,9 @@ What a target is, where the cache keeps it, whether a model is complete there, a
 
 A download is a command run of the registry (``engine.runs.downloads``, tag ``download``): it gets its folder, the
 detached wrapper, stop (SIGTERM: the worker keeps its ``.incomplete`` files and exits; a new download of the same repo
-resumes them), the queue and the Runs tab, like a merge (``engine.export.jobs``). A training run whose model is a hub
-id not complete in the cache downloads it first, in the same run: the scheduler prefixes the trainer's argv with this
-worker and ``--then --`` (``download_first``), and the worker replaces itself with the trainer (``exec``) when the
+resumes them), the queue and the Runs tab, like a merge (``engine.export.merge_jobs``). A training run whose model is a
+hub id not complete in the cache downloads it first, in the same run: the scheduler prefixes the trainer's argv with
+this worker and ``--then --`` (``download_first``), and the worker replaces itself with the trainer (``exec``) when the
 files are there, so the run's process, stop and status stay one. ``studio download`` does the same from a terminal.
 """
 

@@ -5,9 +5,9 @@ A download is a command run of the registry (``submit_command``, tag ``download`
 ``python -m engine.models.download`` (see that module): its own folder and ``events.jsonl`` (download_progress with
 bytes, speed and ETA; download_finished / download_failed with a catalog message), the detached wrapper, stop
 (SIGTERM: the worker keeps its partial files; downloading the same repo again resumes them), the queue (a CPU slot)
-and the Runs tab, like a merge (``engine.export.jobs``). ``DownloadJob(run_id)`` is rebuilt from the registry row, so
-a reloaded page follows and cancels it. A training run downloads its own model first (``engine.runs.scheduler`` puts
-the worker in front of the trainer), so it needs no download run.
+and the Runs tab, like a merge (``engine.export.merge_jobs``). ``DownloadJob(run_id)`` is rebuilt from the registry
+row, so a reloaded page follows and cancels it. A training run downloads its own model first (``engine.runs.scheduler``
+puts the worker in front of the trainer), so it needs no download run.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 submit, follow, cancel, list. Light: stdlib, the registry, engine.eval; never torch.
 
 An evaluation is a command run of the registry (``submit_command``, tag ``eval``) running
-``python -m engine.trainer.evaluate --plan RUN_DIR/eval_plan.json``, like a merge (``engine.export.jobs``) or a
+``python -m engine.trainer.evaluate --plan RUN_DIR/eval_plan.json``, like a merge (``engine.export.merge_jobs``) or a
 download (``engine.runs.downloads``): its own folder (``spec.yaml``: the evaluation spec as given; ``eval_plan.json``:
 what it resolved to; ``events.jsonl``; ``results.json``, ``predictions.jsonl``, ``report.html``), the detached
 wrapper, the queue (a CPU slot, or a GPU), Stop (SIGTERM: the models done so far keep their results) and the Runs tab.

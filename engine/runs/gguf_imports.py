@@ -3,8 +3,8 @@ never torch.
 
 An import is a command run of the registry (``submit_command``, tag ``gguf-import``) running
 ``python -m engine.trainer.gguf_import`` (see that module), like a download (engine.runs.downloads) or a merge
-(engine.export.jobs): its own folder and ``events.jsonl``, the detached wrapper, stop (SIGTERM: the import removes
-its temp folder), a CPU slot in the queue and a row in the Runs tab. The header is read and checked here first
+(engine.export.merge_jobs): its own folder and ``events.jsonl``, the detached wrapper, stop (SIGTERM: the import
+removes its temp folder), a CPU slot in the queue and a row in the Runs tab. The header is read and checked here first
 (architecture, tensor types, the target folder, disk space), so a file the loader cannot map is refused in one line
 before anything is queued. ``GgufImportJob(run_id)`` is rebuilt from the registry row, so a reloaded page follows it.
 """

@@ -1,8 +1,8 @@
 """Merge subprocess: ``python -m engine.trainer.merge SOURCE [SOURCE ...] --out DIR --tmp-dir TMP --events FILE ...``.
 
 Heavy: imports torch, transformers, peft, safetensors (inside the functions that need them, so an adapter-only
-export never loads torch). Started as a registry command run by engine.export.jobs once engine.export.checks (the light
-half) has checked the inputs; re-checks them itself (memory too, unless --force) so it is safe to run by hand.
+export never loads torch). Started as a registry command run by engine.export.merge_jobs once engine.export.checks (the
+light half) has checked the inputs; re-checks them itself (memory too, unless --force) so it is safe to run by hand.
 
 What it does: loads the base in float32 (never quantized: a QLoRA adapter is merged onto full-precision weights),
 applies the adapters unmerged to get reference logits on fixed prompts, merges them (in order) with

@@ -14,7 +14,7 @@ from pathlib import Path
 from engine.core import workspace
 from engine.export import checks as xp
 from engine.export import sources as sources_mod
-from engine.export.jobs import MERGE_TAG
+from engine.export.merge_jobs import MERGE_TAG
 from engine.runs import owners
 from engine.runs.messages import message as run_message
 from studio import backend
@@ -93,7 +93,7 @@ def exported_models() -> list[Path]:
 
 def tuned_choices(lang: str = "en") -> list[tuple[str, str]]:
     """(label, folder): completed training runs that saved weights, then exported models, then the registry's
-    servers that answer now (``serve:RUN_ID``). Merge jobs are command runs of the registry (engine.export.jobs);
+    servers that answer now (``serve:RUN_ID``). Merge jobs are command runs of the registry (engine.export.merge_jobs);
     they are offered through the model they wrote, not as runs."""
     out = []
     for r in backend.list_runs():

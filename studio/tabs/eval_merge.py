@@ -1,9 +1,10 @@
 """The Evaluate tab's *Merge the best*: the best row by the measure picked merged into its base with the Export
-tab's merge job (``engine.export.jobs``), a row that does not beat the base (``engine.eval.verdict``) only after a
-second click, *Merge anyway*; the merge then followed to its end, as the Export tab follows it (``studio.tabs.export``
-describes each state), so the line under the button says merged, failed or cancelled once it has.
+tab's merge job (``engine.export.merge_jobs``), a row that does not beat the base (``engine.eval.verdict``) only after
+a second click, *Merge anyway*; the merge then followed to its end, as the Export tab follows it
+(``studio.tabs.export`` describes each state), so the line under the button says merged, failed or cancelled once it
+has.
 
-Light: gradio, engine.runs.evals, engine.eval.verdict, engine.export.jobs, studio.follow, studio.tabs.export.
+Light: gradio, engine.runs.evals, engine.eval.verdict, engine.export.merge_jobs, studio.follow, studio.tabs.export.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from engine.core import workspace
 from engine.eval import verdict
 from engine.eval.messages import message
-from engine.export import jobs as merge_jobs
+from engine.export import merge_jobs as merge_jobs
 from engine.runs import evals
 from studio import follow
 from studio.i18n.localize import localize, localize_error

@@ -1,6 +1,6 @@
 """Export tab: merge a finished run's adapter (or an adapter folder) into its base with one click.
 
-Light: gradio + engine.export.checks / jobs. A merge is a run of the registry (engine.export.jobs), so the page
+Light: gradio + engine.export.checks / jobs. A merge is a run of the registry (engine.export.merge_jobs), so the page
 keeps only its run id: a reload or a restarted studio attaches to the merge in progress (or shows the newest one),
 and Cancel works on it from any page. The memory and disk the merge needs are shown before the click; a merge that
 will not fit is refused unless "merge anyway" is ticked. Sources typed here must be inside the workspace (and a
@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.core import folders, workspace
 from engine.export import checks as xp
-from engine.export import jobs as merge_jobs
+from engine.export import merge_jobs as merge_jobs
 from engine.export import sizes
 from engine.export.messages import message
 from engine.runs import owners

@@ -328,7 +328,7 @@ def test_pairwise_judge_asks_both_orders_and_counts_wins(trained, monkeypatch):
 @SLOW
 def test_merge_the_best_checkpoint_click_submits_its_merge(lm_evaluated, trained):
     from engine.eval import verdict
-    from engine.export import jobs as export_jobs
+    from engine.export import merge_jobs as export_jobs
     from studio.tabs.eval_merge import merge_best
 
     results = json.loads((Path(lm_evaluated["run_dir"]) / "results.json").read_text())

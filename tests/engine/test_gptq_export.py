@@ -238,7 +238,7 @@ def test_llamafactory_gptq_yaml_quantizes_its_model_on_its_dataset(base, tmp_pat
     import yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from engine.export import jobs as mj
+    from engine.export import merge_jobs as mj
     from engine.trainer.gguf_verify import PROMPTS
 
     if torch.cuda.is_available():

@@ -21,7 +21,7 @@ import yaml
 
 from engine.core import events as ev
 from engine.export import checks as xp
-from engine.export import jobs as mj
+from engine.export import merge_jobs as mj
 from engine.export import sizes
 from engine.export import sources as sources_mod
 from engine.runs import registry as runs
@@ -251,7 +251,7 @@ def test_merge_outlives_the_studio_that_started_it(adapters, tmp_path, run_regis
     monkeypatch.setenv("STUDIO_MERGE_SHARD_DELAY", "1")
     out = tmp_path / "survivor"
     starter = (
-        "import sys; from engine.export import jobs as mj; "
+        "import sys; from engine.export import merge_jobs as mj; "
         f"job = mj.start_merge([{str(adapters['lora'])!r}], {str(out)!r}, dtype='fp32', max_shard_size='1MB'); "
         "print(job.run_id)"
     )

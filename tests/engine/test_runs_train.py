@@ -18,7 +18,7 @@ import yaml
 from engine.core import events
 from engine.runs import records, store
 from engine.runs import registry as runs
-from engine.runs.cli import cli
+from engine.runs.runs_cli import cli
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -327,10 +327,10 @@ def test_a_held_job_shows_its_reason_then_fails_with_its_cause(on_cluster, demo_
     assert rec.status == "running" and slurm.read_state(rec)["state"] == "pending"
     assert "pending" in rec.reason
     jid = slurm.job_id(rec)
-    from engine.runs import cli
+    from engine.runs import runs_cli
     from studio.tabs import runs as runs_tab
 
-    assert cli.cli(["runs", "list"]) == 0
+    assert runs_cli.cli(["runs", "list"]) == 0
     assert f"running · Slurm job {jid}: pending (JobHeldUser)" in capsys.readouterr().out
     assert runs_tab.cluster_text(rec) == f"Slurm job {jid}: pending (JobHeldUser)"
     assert runs_tab.cluster_text(rec, "zh") == f"Slurm 作业 {jid}：排队等待中，被用户挂起 (JobHeldUser)"

@@ -98,12 +98,12 @@ def test_delete_removes_only_what_the_run_made(home, demo_paths, tally, capsys):
     queued run that never ran naming exports/m2: each is refused at submit naming what is there, and deleting runs
     that named them (recorded by an older Studio) keeps every file. A run that created its output folder takes it
     with it; one whose folder existed (empty) takes only the files it wrote there."""
-    from engine.export import jobs
+    from engine.export import merge_jobs
 
     t = finished(runs.submit(spec_data(demo_paths, output_dir="outs/new"), name="T"))
     exports = workspace.home() / "exports"
     for name in ("m1", "m2"):
-        merged = jobs.merge([t.output_dir], str(exports / name))
+        merged = merge_jobs.merge([t.output_dir], str(exports / name))
         assert merged["state"] == "finished", merged
     cache = workspace.home() / "cache"
     mystuff = workspace.home() / "mystuff"

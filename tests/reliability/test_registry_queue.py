@@ -65,13 +65,13 @@ def test_damaged_or_missing_registry_is_kept_aside_and_rebuilt(home, demo_paths,
     """Runs of every kind and end (a completed training, its merge, a failed command, a run taken off the queue);
     then the registry truncated (CLI), overwritten with garbage (studio start), deleted (CLI): each time the CLI and
     the studio start, the old file is kept aside, every run comes back with its status, name and tags."""
-    from engine.export import jobs
+    from engine.export import merge_jobs
     from studio.tabs import runs as runs_tab
 
     trained = runs.submit(spec_data(demo_paths, 2), name="trained", tags=["keep"])
     wait_for(lambda: runs.get(trained).status != "running" and runs.get(trained).status != "queued")
     assert runs.get(trained).status == "completed", runs.get(trained).reason
-    merge = jobs.merge([runs.get(trained).output_dir], str(tmp_path / "merged"))
+    merge = merge_jobs.merge([runs.get(trained).output_dir], str(tmp_path / "merged"))
     assert merge["state"] == "finished", merge
     failed = runs.submit_command([PY, "-c", "import sys; sys.exit(3)"], name="exits-3")
     wait_for(lambda: runs.get(failed).status == "failed")
@@ -147,7 +147,7 @@ def test_damaged_or_missing_registry_is_kept_aside_and_rebuilt(home, demo_paths,
     after = snapshot()
     tally.check("registry::deleted -> statuses, names and tags as before", after == before, f"{after} != {before}")
     merged = [r for r in runs.list_runs() if "merge" in r.tags]
-    assert len(merged) == 1 and jobs.MergeJob(merged[0].id).poll()["state"] == "finished"
+    assert len(merged) == 1 and merge_jobs.MergeJob(merged[0].id).poll()["state"] == "finished"
     assert "was missing" in runs_tab.registry_notice("en")
 
 

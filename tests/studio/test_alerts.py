@@ -1,5 +1,5 @@
 """Alerts where a person looks, without a browser: the dashboard's view, its Loss chart marks and list, the Runs
-table's column and ``studio runs show`` (studio.alerts, studio.monitor, studio.tabs.runs, engine.runs.cli)."""
+table's column and ``studio runs show`` (studio.alerts, studio.monitor, studio.tabs.runs, engine.runs.runs_cli)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_runs_column_and_cli_show(tmp_path):
 
 def test_runs_show_lists_alerts(tmp_path, run_registry, capsys):
     from engine.runs import registry as runs
-    from engine.runs.cli import cli
+    from engine.runs.runs_cli import cli
 
     rid = runs.submit_command(["true"], name="with alerts")
     rec = runs.get(rid)

@@ -83,9 +83,9 @@ _TEXT_CALLS = [
     ("engine/data/templates.py", "TemplateError", None),
     ("engine/data/template_tools.py", "TemplateError", None),
     ("engine/runs/registry.py", "RunsError", None),
-    ("engine/runs/cli.py", "RunsError", None),
+    ("engine/runs/runs_cli.py", "RunsError", None),
     ("engine/export/checks.py", "ExportError", None),
-    ("engine/export/jobs.py", "ExportError", None),
+    ("engine/export/merge_jobs.py", "ExportError", None),
     ("engine/trainer/merge.py", "ExportError", None),
     ("engine/trainer/merge.py", "VerificationError", [0]),
     ("engine/trainer/merge.py", "Cancelled", None),
@@ -471,7 +471,7 @@ def test_export_tab_in_chinese(run_registry, demo_paths, monkeypatch):
     English stays the engine's."""
     from engine.core import events
     from engine.export import checks as xp
-    from engine.export import jobs as mj
+    from engine.export import merge_jobs as mj
     from engine.runs import registry as runs
     from engine.trainer import merge
     from studio.tabs import chat, export

@@ -350,7 +350,7 @@ def test_chat_send_with_an_image(monkeypatch, studio_home, tmp_path):
 
 def _chat_workspace(home: Path) -> dict:
     """A workspace with a base model, finished / failed / unsaved training runs and finished / failed merges, as
-    registry rows (merges are command runs tagged 'merge', engine.export.jobs)."""
+    registry rows (merges are command runs tagged 'merge', engine.export.merge_jobs)."""
     import sys
     import time
 

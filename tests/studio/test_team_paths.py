@@ -131,7 +131,7 @@ def test_chat_dashboard_runs_tab_and_downloads_refuse(team):
 
 def test_evaluation_merge_job_stop_and_delete_refuse(team):
     from engine.eval.messages import EvalError
-    from engine.export import jobs as merge_jobs
+    from engine.export import merge_jobs as merge_jobs
     from engine.export.messages import ExportError
     from engine.runs import evals, registry
 
