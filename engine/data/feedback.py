@@ -10,8 +10,8 @@ and LLaMA-Factory reads them as they are. Each row also says which model answere
 adapter, the run, the chat template), which a run trained on the feedback starts from (``train_spec``).
 
 In team mode each account keeps its own sets (what a person chats is theirs): ``chat_feedback_dpo_NAME`` and
-``chat_feedback_kto_NAME``, registered as the account's (engine.core.belongings: listed to them and the admins, as
-a dataset they registered is); the operator's (the shell, single-user mode) are the two names above (``set_name``).
+``chat_feedback_kto_NAME``, registered as the account's (engine.core.belongings: listed as a dataset they registered
+is); the operator's (the shell, single-user mode) are the two names above (``set_name``).
 
 Appends take a file lock (``.chat_feedback.lock`` in the data folder): several people on one page, or several
 pages, never lose a row or write half of one. Light: stdlib, engine.core.accounts and engine.data.registry.
