@@ -31,7 +31,7 @@ def test_gguf_q8_0_export_from_the_export_tab(page, server, shots):
     gguf = next(out.glob("*.gguf"))
     assert gguf.name in shown
     size = gguf.stat().st_size
-    assert f"{size / 1e6:.2f} MB" in shown  # the size a person reads is the file's
+    assert f"{size / 1e6:.1f} MB" in shown  # the size a person reads is the file's (a GGUF of the demo: ~1.1 MB)
     report = json.loads((out / "verify.json").read_text())
     m = re.search(r"max \|logit diff\| (\S+) <= (\S+) \(gguf-q8_0", shown)
     assert m and float(m.group(1)) == float(f"{report['max_abs_diff']:.3g}") and report["passed"]

@@ -236,6 +236,7 @@ def test_trusted_proxy_reads_its_headers_only_from_the_named_proxies():
     proxy (a client-sent hop to its left is ignored), the scheme its X-Forwarded-Proto, the user its header; from
     anyone else nothing changes but the user header, which is removed."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     from studio.proxy import SCOPE_USER, TrustedProxy
 
@@ -248,7 +249,9 @@ def test_trusted_proxy_reads_its_headers_only_from_the_named_proxies():
 
     def through(peer: str, **headers: str) -> dict:
         raw = [(k.replace("_", "-").lower().encode(), v.encode()) for k, v in headers.items()]
-        asyncio.run(guard({"type": "http", "client": (peer, 5000), "headers": raw, "scheme": "http"}, None, None))
+        scope = {"type": "http", "client": (peer, 5000), "headers": raw, "scheme": "http"}
+        with ThreadPoolExecutor(1) as pool:  # a loop of its own: a browser test in this worker may hold one running
+            pool.submit(asyncio.run, guard(scope, None, None)).result()
         return seen[-1]
 
     got = through("10.0.0.5", x_forwarded_for="6.6.6.6, 203.0.113.9, 192.168.1.1", x_forwarded_user="ann")
