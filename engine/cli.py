@@ -17,27 +17,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "users": ("engine.core.accounts", "team mode's accounts: add / list / passwd / remove"),
     "audit": ("engine.core.audit", "who did what in this workspace: logins, starts, stops, deletes, jobs"),
     "demo": ("engine.trainer.demo", "(re)build the demo workspace: tiny model and datasets"),
-    "train": ("engine.runs.train_cli", "run a spec (ours or a LLaMA-Factory YAML) and follow it to the end"),
-    "validate": ("engine.runs.train_cli", "check a spec: prints OK or every problem"),
+    "train": ("engine.commands.train_cli", "run a spec (ours or a LLaMA-Factory YAML) and follow it to the end"),
+    "validate": ("engine.commands.train_cli", "check a spec: prints OK or every problem"),
     "preview": ("engine.runs.launch", "print the exact launch command(s) and generated configs for a spec"),
     "import-lf": ("engine.lf.compat", "convert a LLaMA-Factory training YAML (+ accelerate config) to a spec"),
-    "export-lf": ("engine.runs.export_lf", "write a spec, or a run as it ran, as a LLaMA-Factory training YAML"),
+    "export-lf": ("engine.commands.export_lf", "write a spec, or a run as it ran, as a LLaMA-Factory training YAML"),
     "merge": ("engine.export.merge_jobs", "merge a run's adapter(s) into the base model and verify it"),
-    "plan": ("engine.plan.plan_cli", "predict per-GPU memory for a spec; --fit walks the out-of-memory ladder"),
+    "plan": ("engine.commands.plan_cli", "predict per-GPU memory for a spec; --fit walks the out-of-memory ladder"),
     "doctor": ("engine.machine.doctor", "check GPUs, drivers, the stack and communication"),
-    "runs": ("engine.runs.runs_cli", "list / show / logs / stop / delete runs"),
-    "queue": ("engine.runs.runs_cli", "add / list / remove queued runs"),
-    "replay": ("engine.runs.runs_cli", "start a new run from a run's record, warning about what changed"),
-    "data": ("engine.data.data_cli", "check, preview and share datasets: `studio data check NAME`"),
-    "download": ("engine.runs.downloads", "download a hub model or dataset into the cache, as a run (resumable)"),
-    "models": ("engine.runs.downloads", "list local models (workspace and cache) with sizes; delete one"),
+    "runs": ("engine.commands.runs_cli", "list / show / logs / stop / delete runs"),
+    "queue": ("engine.commands.runs_cli", "add / list / remove queued runs"),
+    "replay": ("engine.commands.runs_cli", "start a new run from a run's record, warning about what changed"),
+    "data": ("engine.commands.data_cli", "check, preview and share datasets: `studio data check NAME`"),
+    "download": ("engine.jobs.downloads", "download a hub model or dataset into the cache, as a run (resumable)"),
+    "models": ("engine.jobs.downloads", "list local models (workspace and cache) with sizes; delete one"),
     "expand-model": ("engine.models.expand", "LLaMA Pro block expansion: a model with N identity blocks added"),
-    "import-gguf": ("engine.runs.gguf_imports", "import a GGUF file (Ollama, LM Studio) as a base model, verified"),
-    "eval": ("engine.runs.eval_cli", "evaluate a run's base, checkpoints and final weights; prints the table"),
+    "import-gguf": ("engine.jobs.gguf_imports", "import a GGUF file (Ollama, LM Studio) as a base model, verified"),
+    "eval": ("engine.commands.eval_cli", "evaluate a run's base, checkpoints and final weights; prints the table"),
     "export": ("engine.export.convert_jobs", "export a run or model as GGUF (+ Ollama Modelfile), verified"),
     "serve": ("engine.export.serve_jobs", "serve a run or model with an OpenAI-compatible API (a key off 127.0.0.1)"),
     "push": ("engine.export.push_jobs", "upload an export, a merge or a run's adapter to the Hugging Face hub"),
-    "rewards": ("engine.runs.rewards_try", "dry-run a GRPO spec's reward functions on real rows: `rewards try SPEC`"),
+    "rewards": ("engine.jobs.rewards_try", "dry-run a GRPO spec's reward functions on real rows: `rewards try SPEC`"),
 }
 
 # Commands that serve the page to remote users: bound to the workspace, never acting for the shell.
@@ -102,7 +102,7 @@ def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     server, argv, named = _remote(argv)
     if server is not None and (named or argv[:1] and argv[0] in ("train", "queue", "runs")):
-        from engine.runs import remote_cli
+        from engine.commands import remote_cli
 
         if not server:
             print(

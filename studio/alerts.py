@@ -2,7 +2,7 @@
 column.
 
 Light: pandas, numpy, engine.core, engine.spec.watch (the rules' labels), studio.i18n. The alerts are the run's
-``alert`` events (``engine.runs.health``), collected into the dashboard's view by ``studio.monitor.read_new``; the
+``alert`` events (``engine.watch.health``), collected into the dashboard's view by ``studio.monitor.read_new``; the
 reason is the engine's catalog message, shown in the page's language.
 """
 

@@ -1,7 +1,7 @@
 """Team mode: a member's personal tokens for the command line against a shared studio (issue 46 item 6).
 
 Light: stdlib. A member creates a token on the page (the Runs tab's *Command-line tokens*), sees it once, and sets it
-as ``STUDIO_TOKEN`` beside ``STUDIO_SERVER`` (``engine.runs.remote_cli``); the studio's HTTP API
+as ``STUDIO_TOKEN`` beside ``STUDIO_SERVER`` (``engine.commands.remote_cli``); the studio's HTTP API
 (``studio.member_api``) acts for the token's account, under the same ownership rules as the page. Stored in
 ``$STUDIO_HOME/api_tokens.json`` (file mode 600, written whole and renamed into place): per token its id, account,
 label, creation time and the SHA-256 of the token, never the token itself. A token of an account that no longer

@@ -25,7 +25,7 @@ Types and their payload keys:
   eta_seconds, progress (0..1); finished: where, files, bytes; failed: cause, error.
 - ``warning``: field, message.
 - ``alert``: rule, action (note | warn | stop), reason (reason_msg: its catalog form), figures: a health rule fired
-  (``engine.runs.health``).
+  (``engine.watch.health``).
 - ``eval_progress`` / ``eval_model_finished`` / ``eval_finished`` / ``eval_failed`` (engine.trainer.evaluate): i, n,
   label, phase, done, total, progress, eta_seconds, detail; a model's metrics; the results; cause, error.
 - ``export_progress`` / ``export_finished`` / ``export_failed`` (engine.trainer.gguf_export): stage, i, n, out_dir;

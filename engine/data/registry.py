@@ -257,6 +257,13 @@ def _load_entry(entry: DatasetEntry, dataset_dir: Path, stage: str, limit: int |
     return entry, rows, problems, complete
 
 
+def share_dataset(dataset_dir: str | Path, name: str, names: list[str]) -> list[str]:
+    """Share the registered dataset ``name`` with the accounts ``names`` (``["*"]`` everyone, ``[]`` nobody again);
+    belongings.ShareError naming why not. Another member's answers as one not registered."""
+    info = read_dataset_info(dataset_dir) if (Path(dataset_dir) / "dataset_info.json").is_file() else {}
+    return belongings.share_dataset(dataset_dir, name, names, registered=name in info)
+
+
 def check_datasets(names: list[str], dataset_dir: str | Path, stage: str = "sft") -> list[DataProblem]:
     """Every problem in the named datasets for this stage; empty when they can be trained on."""
     return [p for name in names for p in check_dataset(name, dataset_dir, stage)[3]]

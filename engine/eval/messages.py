@@ -1,4 +1,4 @@
-"""The catalog of evaluation messages (``engine.eval``, ``engine.runs.evals``, ``engine.trainer.evaluate``): a stable
+"""The catalog of evaluation messages (``engine.eval``, ``engine.jobs.evals``, ``engine.trainer.evaluate``): a stable
 key and an English template, made into ``engine.core.messages.Message`` by ``message``; the CLI and the tests read the
 English, the Evaluate tab shows them in its language (``studio.i18n.eval``). Light: stdlib only."""
 

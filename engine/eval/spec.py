@@ -1,6 +1,6 @@
 """The evaluation spec: which models, which data, which measures, how to generate. Light: pydantic, yaml, stdlib.
 
-One spec describes one evaluation run (``engine.runs.evals`` submits it; ``engine.trainer.evaluate`` runs it):
+One spec describes one evaluation run (``engine.jobs.evals`` submits it; ``engine.trainer.evaluate`` runs it):
 
 - ``models``: a training run (``run``: id or folder) and from it the ``base`` it was trained on, its ``final``
   weights and ``checkpoints`` (``all`` or a list of steps); or a ``base_model`` with ``adapters`` (LLaMA-Factory's

@@ -23,8 +23,8 @@ from engine.export import gguf_checks as gc
 from engine.export import written
 from engine.export.checks import ExportError
 from engine.export.merge_jobs import job_record, output_fields
+from engine.jobs.command_job import CommandJob, newest_jobs
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob, newest_jobs
 
 EXPORT_TAG = "export"
 MODULE = "engine.trainer.gguf_export"

@@ -29,9 +29,9 @@ from engine.export import sizes, written
 from engine.export import sources as sources_mod
 from engine.export.checks import ExportError
 from engine.export.messages import message
+from engine.jobs.command_job import CommandJob, newest_jobs
 from engine.runs import records
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob, newest_jobs
 
 ROOT = Path(__file__).resolve().parents[2]  # where the export subprocess runs, as every job's does
 

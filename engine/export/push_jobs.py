@@ -20,8 +20,8 @@ from engine.export import sources
 from engine.export.checks import ExportError
 from engine.export.merge_jobs import job_record
 from engine.export.messages import message
+from engine.jobs.command_job import CommandJob
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob
 
 PUSH_TAG = "push"
 MODULE = "engine.export.push"

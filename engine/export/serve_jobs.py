@@ -25,8 +25,8 @@ from engine.export import sources
 from engine.export.checks import ExportError
 from engine.export.merge_jobs import job_record
 from engine.export.messages import message
+from engine.jobs.command_job import CommandJob, newest_jobs
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob, newest_jobs
 from engine.runs.scheduler import SERVE_TAG  # its runs take no CPU slot
 
 MODULE = "engine.trainer.serve"

@@ -9,7 +9,7 @@ YAML, ``spec_to_lf_text``) engine.lf.to_lf; LLaMA-Factory's export YAML as a mer
 
 Commands (argv[0] is the command name):
   studio import-lf FILE [--accelerate-config F] -o SPEC
-  (studio export-lf, which resolves what Studio decides at launch first, is engine.runs.export_lf)
+  (studio export-lf, which resolves what Studio decides at launch first, is engine.commands.export_lf)
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def _lf_name(path: str, names: dict[str, str] | None = None) -> str:
 
 
 def cli(argv: list[str]) -> int:
-    """``studio import-lf`` (``studio export-lf`` is engine.runs.export_lf)."""
+    """``studio import-lf`` (``studio export-lf`` is engine.commands.export_lf)."""
     rest = argv[1:] if argv[:1] == ["import-lf"] else argv
     parser = argparse.ArgumentParser(
         prog="studio import-lf",

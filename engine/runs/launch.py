@@ -42,11 +42,11 @@ from engine.machine.hardware import Hardware, auto_precision, cpu_only, detect, 
 from engine.machine.kernels import fp8_device_refusal, with_gptq_path
 from engine.machine.messages import message as machine_message
 from engine.models.resolve import looks_local, model_path
-from engine.runs import trackers
 from engine.runs.accelerate_configs import accelerate_config, deepspeed_config, mixed_precision_name
 from engine.runs.node_commands import SECRET_ENV, node_commands, node_environment, slurm_script
 from engine.spec.grpo import absolute_reward_files
 from engine.spec.schema import RunSpec, SpecError
+from engine.watch import trackers
 
 # Passed through to the trainer when set; everything else in its environment is explicit.
 PASSTHROUGH_ENV = (

@@ -146,26 +146,6 @@ MESSAGES: dict[str, str] = {
     "runs.slurm_reason_cleaning": " ({reason})",
     "runs.slurm_reason_scheduling": " ({reason})",
     "runs.slurm_reason_launch_failed": " ({reason})",
-    # health rules (engine.runs.health): an alert's reason, its figures as parameters, and a stopped run's end
-    "runs.health_loss_nan": "loss {loss}",
-    "runs.health_loss_spike": "loss spike: {loss} > {factor} × recent median {median}",
-    "runs.health_grad_not_finite": "gradient norm {grad_norm}",
-    "runs.health_grad_norm": "gradient norm {grad_norm} above its limit {limit}",
-    "runs.health_lr_zero": "learning rate 0 at step {step} with {remaining} steps left",
-    "runs.health_throughput": "throughput collapse: {tps} tokens/s < {fraction} × recent median {median}",
-    "runs.health_overfit": "overfitting: no better eval loss for {n} evaluations (best {best}, now {now}) while the "
-    "training loss fell ({train_from} → {train_to})",
-    "runs.health_reward_flat": "no learning signal: every group's completions scored alike for {n} logged steps "
-    "(reward spread 0, mean reward {reward}); see what the model writes and what each reward gives it with "
-    "`studio rewards try SPEC --source model`",
-    "runs.health_disk": "disk nearly full: {free_mib} MiB free, the next checkpoint needs about {need_mib} MiB "
-    "(checkpoint {checkpoint_mib} MiB)",
-    "runs.health_stall": "no progress for {idle_s} s (limit {limit_s} s)",
-    "runs.health_gpu_idle": "GPU {gpu} idle for {minutes} min (utilisation at most {max_pct}%)",
-    "runs.health_gpu_memory": "GPU {gpu} memory {used_mib} of {total_mib} MiB ({pct}%)",
-    "runs.health_stop_saved": "stopped by health rule: {what} at step {step}; {checkpoint} saved",
-    "runs.health_stop_kept": "stopped by health rule: {what} at step {step}; {checkpoint} kept",
-    "runs.health_stop_none": "stopped by health rule: {what} at step {step}; no checkpoint kept",
 }
 
 

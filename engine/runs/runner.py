@@ -8,7 +8,7 @@ re-parented to it and reaped here (no zombies).
 It reads ``argv`` from ``launch.json`` and gives the trainer its own environment, which it received in memory from
 the scheduler: no secret is written to the run folder. The trainer runs in its own session and process group,
 stdout+stderr appended to ``train.log``; a metrics sampler thread writes ``metrics.jsonl`` while it lives, and a
-health thread (``engine.runs.sentinel``) notifies the run's alerts and judges what the trainer cannot (no progress,
+health thread (``engine.watch.sentinel``) notifies the run's alerts and judges what the trainer cannot (no progress,
 the GPUs); the run's end is notified once it is recorded. When the
 trainer ends, stragglers of the run are ended, a ``failed`` event is added if the trainer left no terminal event,
 ``exit.json`` is written, the registry is updated and the queue is scheduled again.
@@ -29,9 +29,10 @@ from pathlib import Path
 
 from engine.core import events, workspace
 from engine.core.messages import to_json
-from engine.runs import checkpoints, health, metrics, processes, records, run_end, scheduler, store
+from engine.runs import checkpoints, metrics, processes, records, run_end, scheduler, store, watchdog
 from engine.runs import registry as runs
 from engine.runs.messages import message as run_message
+from engine.watch import health
 
 PR_SET_CHILD_SUBREAPER = 36
 # Room kept in the run folder while the trainer runs and freed when it ends, so that the end can still be written
@@ -277,10 +278,10 @@ def run_environment(launch: dict) -> dict[str, str]:
 
 
 def _sentinel(rdir: Path, run_id: str, pgid: int, environ: dict[str, str]):
-    """The health watch and notifications of a training run (engine.runs.sentinel); None for a command run or a spec
+    """The health watch and notifications of a training run (engine.watch.sentinel); None for a command run or a spec
     that cannot be read (the trainer reports that itself)."""
-    from engine.runs.sentinel import Sentinel
     from engine.spec.schema import SpecError, load_spec
+    from engine.watch.sentinel import Sentinel
 
     try:
         if runs.get(run_id, refresh_status=False).kind != "train":
@@ -297,11 +298,16 @@ def _sentinel(rdir: Path, run_id: str, pgid: int, environ: dict[str, str]):
             time.sleep(0.5)
         processes.signal_all(store.run_processes(run_id, {os.getpid()}), signal.SIGKILL, pgid)
 
-    return Sentinel(rdir, run_id, spec, stop_run=stop_run, say=_say, environ=environ)
+    def stalled(now: float) -> tuple[float, float] | None:  # the watchdog's reading, not a second stall detector
+        rec = store.get(run_id, refresh_status=False)
+        idle = watchdog.stalled_for(rec, now)
+        return None if idle is None else (idle, watchdog.stall_limit_s(rec))
+
+    return Sentinel(rdir, run_id, spec, stop_run=stop_run, say=_say, environ=environ, stalled=stalled)
 
 
 def _health_stop(rdir: Path):
-    """(reason, rule, step) a rule of the watch gave when it stopped the run (engine.runs.health.STOP_FILE), or
+    """(reason, rule, step) a rule of the watch gave when it stopped the run (engine.watch.health.STOP_FILE), or
     None."""
     from engine.core.messages import Message, from_json
 
@@ -406,7 +412,7 @@ def _finish(rdir: Path, run_id: str, rc: int, sig: str | None, *, disk_full: boo
     recorded = record_end()
     if sentinel is not None:
         final = ended[-1] if ended else None
-        try:  # the end notice: never fails the run (engine.runs.notify logs what it could not deliver)
+        try:  # the end notice: never fails the run (engine.watch.notify logs what it could not deliver)
             sentinel.finish(final.status if final else "failed", final.reason if final else str(problem or ""))
         except Exception as exc:  # noqa: BLE001
             _say(f"notification failed: {exc}")

@@ -298,11 +298,11 @@ def launch(rec: records.RunRecord, gpus: list[int], hw=None) -> int:
     for key, value in os.environ.items():
         if key.startswith("STUDIO_") and key != "STUDIO_AUTH":
             env.setdefault(key, value)
-    if rec.kind == "train":  # the notifications' secrets (engine.runs.notify): in memory only, like every value here
+    if rec.kind == "train":  # the notifications' secrets (engine.watch.notify): in memory only, like every value here
         for name in spec.notify.env_names():
             if os.environ.get(name):
                 env.setdefault(name, os.environ[name])
-    else:  # a command's secrets by name (an evaluation's judge key: engine.runs.evals): values in memory only
+    else:  # a command's secrets by name (an evaluation's judge key: engine.jobs.evals): values in memory only
         for name in _pass_env(rdir):
             if os.environ.get(name):
                 env.setdefault(name, os.environ[name])

@@ -1,9 +1,9 @@
 """The spec's groups that watch a run for its user: ``health`` (rules over the run's figures, and what each does when
 it fires) and ``notify`` (a webhook and / or an email on the run's end and its alerts). Light: pydantic only.
 
-The rules themselves are ``engine.runs.health`` (pure functions over the figures); the trainer evaluates them on every
+The rules themselves are ``engine.watch.health`` (pure functions over the figures); the trainer evaluates them on every
 logged step (``engine.trainer.callbacks.HealthCallback``), the run's wrapper the ones the trainer cannot see (no
-progress, the GPUs). Notifications are sent by the engine (``engine.runs.notify``), never by the page. Secrets (a
+progress, the GPUs). Notifications are sent by the engine (``engine.watch.notify``), never by the page. Secrets (a
 webhook URL holds its token; the SMTP password) are read from environment variables this group names, never from
 the spec, so they are never written to the run's folder.
 """

@@ -2,7 +2,7 @@
 
 Heavy: torch and transformers (trainer subprocess only). The per-step work is a flag check and, in multi-process
 runs, one all-reduce of that flag so every rank stops at the same step; everything else happens at log intervals.
-The health rules themselves are light (``engine.runs.health``); ``HealthCallback`` feeds them the logged figures on
+The health rules themselves are light (``engine.watch.health``); ``HealthCallback`` feeds them the logged figures on
 rank 0 and, when a rule set to stop fires, stops every rank at the same step, saving a checkpoint first unless the
 weights are no longer finite (a NaN checkpoint would replace the last good one as the one to resume from).
 """
@@ -21,8 +21,8 @@ import torch.distributed as dist
 from transformers import TrainerCallback
 
 from engine.core.events import append_event
-from engine.runs.health import Alert, HealthWatch
 from engine.spec.watch import HealthSpec
+from engine.watch.health import Alert, HealthWatch
 
 
 def memory_snapshot() -> dict:
@@ -260,7 +260,7 @@ def folder_bytes(path: Path) -> int:
 
 
 class HealthCallback(TrainerCallback):
-    """The health rules (``engine.runs.health``) on every logged step and evaluation (rank 0 judges, each alert is an
+    """The health rules (``engine.watch.health``) on every logged step and evaluation (rank 0 judges, each alert is an
     ``alert`` event); a rule set to stop ends the run at the same step on every rank."""
 
     def __init__(
@@ -273,7 +273,7 @@ class HealthCallback(TrainerCallback):
         surrogate_loss: bool = False,
     ) -> None:
         self.spec = spec
-        self.surrogate_loss = surrogate_loss  # stage grpo: the loss spike rule is not judged (engine.runs.health)
+        self.surrogate_loss = surrogate_loss  # stage grpo: the loss spike rule is not judged (engine.watch.health)
         self.path = events_path
         self.events = events
         self.watch: HealthWatch | None = None

@@ -1,4 +1,4 @@
-"""The evaluation subprocess: every model of a plan (``engine.runs.evals.resolve``) on the same rows, loss and
+"""The evaluation subprocess: every model of a plan (``engine.jobs.evals.resolve``) on the same rows, loss and
 perplexity on the answers, generated answers scored against the references; results after every model, a
 self-contained HTML report at the end. Heavy: torch, transformers, peft (only in this process).
 

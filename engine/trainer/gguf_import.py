@@ -1,7 +1,7 @@
 """GGUF import subprocess: ``python -m engine.trainer.gguf_import FILE.gguf --out DIR --tmp-dir TMP --events F``.
 
 Heavy: torch, transformers (its GGUF loader, which dequantizes through the ``gguf`` package), llama_cpp where
-installed (engine.trainer.gguf_verify). Started as a registry command run by engine.runs.gguf_imports once
+installed (engine.trainer.gguf_verify). Started as a registry command run by engine.jobs.gguf_imports once
 engine.models.gguf_file (the light half) has read the header; reads it again itself (a queued import starts later).
 ``studio demo`` calls ``import_gguf`` in its own process for the demo's SmolLM2 (engine.trainer.demo).
 

@@ -7,7 +7,7 @@ base model's, generated here with the spec's temperature and completion length),
 ``method.grpo.rewards`` on them (a user's file in its confined worker, ``engine.trainer.reward_confine``; never in
 the page or CLI process; ``--as-shell``: the spec is checked as the shell's, its reward files anywhere) and writes one
 JSON result: the rows, and per reward its scores or the error that names the function, row and value. Started by
-``engine.runs.rewards_try``.
+``engine.jobs.rewards_try``.
 """
 
 from __future__ import annotations

@@ -32,11 +32,11 @@ from engine.models.resolve import resolve_model
 from engine.runs import checkpoints as checkpoint_folders
 from engine.runs import fingerprints
 from engine.runs import outputs as checkpoint_outputs
-from engine.runs.health import STOP_FILE, stop_reason
 from engine.runs.messages import message as run_message
 from engine.spec.schema import RunSpec, SpecError, load_spec
 from engine.trainer import attention, lean
 from engine.trainer.trainers import build_trainer, fp8_in_use, training_arguments, use_trained_logits
+from engine.watch.health import STOP_FILE, stop_reason
 
 
 def main(argv: list[str] | None = None) -> int:

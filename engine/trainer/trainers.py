@@ -18,8 +18,8 @@ from types import SimpleNamespace
 from engine.machine.kernels import fp8_device_refusal, liger_decision
 from engine.machine.messages import message as machine_message
 from engine.models.resolve import resolve_model
-from engine.runs import trackers
 from engine.spec.schema import RunSpec, SpecError
+from engine.watch import trackers
 
 
 def training_arguments(

@@ -22,6 +22,7 @@ from studio.i18n.models import MODELS_ZH
 from studio.i18n.plan import PLAN_ZH
 from studio.i18n.runs import RUNS_ZH
 from studio.i18n.spec import PYDANTIC_EN, PYDANTIC_ZH, RULES_ZH
+from studio.i18n.watch import WATCH_ZH
 from studio.i18n.workspace import WORKSPACE_ZH
 
 CATALOG_ZH: dict[str, str] = {
@@ -30,6 +31,7 @@ CATALOG_ZH: dict[str, str] = {
     **PLAN_ZH,
     **DOCTOR_ZH,
     **RUNS_ZH,
+    **WATCH_ZH,
     **EXPORT_ZH,
     **MODELS_ZH,
     **WORKSPACE_ZH,

@@ -5,8 +5,8 @@ base (difference, 95% interval, better / worse / no clear difference: ``engine.e
 degenerate answers, a chart of each measure over training steps beside the training loss, and side-by-side
 answers (all rows, rows that differ, rows that got worse).
 
-Light: gradio + engine.runs.evals / engine.eval.report and studio/*. The evaluation is a
-run of the registry (engine.runs.evals), so the page keeps only its run id: a reload or a restarted studio attaches
+Light: gradio + engine.jobs.evals / engine.eval.report and studio/*. The evaluation is a
+run of the registry (engine.jobs.evals), so the page keeps only its run id: a reload or a restarted studio attaches
 to the newest one. The merge of the best checkpoint is the Export tab's merge job, started and followed by
 ``studio.tabs.eval_merge``.
 """
@@ -21,7 +21,8 @@ from engine.core import belongings, workspace
 from engine.data import registry as datasets
 from engine.eval import report
 from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_MEASURES, DEFAULT_PAIRWISE_PROMPT, DEMO_TASK
-from engine.runs import checkpoints, evals
+from engine.jobs import evals
+from engine.runs import checkpoints
 from engine.runs import registry as runs
 from studio import backend, file_offers, follow
 from studio.i18n.localize import localize, localize_error

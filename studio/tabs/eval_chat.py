@@ -4,7 +4,7 @@ the evaluation used, the row's question in the prompt box, its earlier turns in 
 the page switches to Chat and loads both (the Chat tab's own Load, ``studio.tabs.chat.load``), so Send asks both
 models that prompt in the row's conversation.
 
-Light: gradio, engine.runs.evals and engine.eval.report (the evaluation's plan and predictions), studio.tabs.chat.
+Light: gradio, engine.jobs.evals and engine.eval.report (the evaluation's plan and predictions), studio.tabs.chat.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def chat_target(shown: str, index: int, show: str = "all", column: str | None = 
     """For row ``index`` of the side-by-side table as shown (filter ``show``, measure ``column``): {model (the base
     model), tuned (a folder the Chat tab's Tuned list takes), template, prompt (the row's question)}."""
     from engine.eval import report
-    from engine.runs import evals
+    from engine.jobs import evals
     from engine.runs import registry as runs
 
     job = evals.EvalJob(shown)

@@ -4,7 +4,7 @@ a second click, *Merge anyway*; the merge then followed to its end, as the Expor
 (``studio.tabs.export`` describes each state), so the line under the button says merged, failed or cancelled once it
 has.
 
-Light: gradio, engine.runs.evals, engine.eval.verdict, engine.export.merge_jobs, studio.follow, studio.tabs.export.
+Light: gradio, engine.jobs.evals, engine.eval.verdict, engine.export.merge_jobs, studio.follow, studio.tabs.export.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from engine.core import workspace
 from engine.eval import verdict
 from engine.eval.messages import message
 from engine.export import merge_jobs as merge_jobs
-from engine.runs import evals
+from engine.jobs import evals
 from studio import follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import t

@@ -1,9 +1,9 @@
 """Models tab: what is local (the workspace's models/, the Hugging Face cache and ModelScope's) with sizes and their
 source, downloads from the hub or ModelScope as registry runs (progress, cancel; a new download of the same repo
-resumes), GGUF files imported as base models (engine.runs.gguf_imports: dequantized into the workspace's models/,
+resumes), GGUF files imported as base models (engine.jobs.gguf_imports: dequantized into the workspace's models/,
 verified), and delete.
 
-Light: gradio + pandas; the downloads run in their own processes (engine.runs.downloads, engine.models.download).
+Light: gradio + pandas; the downloads run in their own processes (engine.jobs.downloads, engine.models.download).
 Handlers are plain functions of the page's language.
 """
 
@@ -17,8 +17,9 @@ import pandas as pd
 from engine.core import accounts
 from engine.core.messages import payload_message
 from engine.core.units import file_size
+from engine.jobs import downloads, gguf_imports
 from engine.models import local, ms_models, reach
-from engine.runs import downloads, gguf_imports, owners
+from engine.runs import owners
 from studio import follow
 from studio.i18n.localize import localize, localize_error
 from studio.i18n.page import STRINGS, t

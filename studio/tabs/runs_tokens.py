@@ -1,6 +1,6 @@
 """The Runs tab's "Command-line tokens" section in team mode (issue 46 item 6): a logged-in account makes a personal
-token for its own command line (``STUDIO_SERVER`` + ``STUDIO_TOKEN``: ``engine.runs.remote_cli``), sees it once, lists
-its tokens by id and label and revokes them. The operator's command line is the shell: the section says so.
+token for its own command line (``STUDIO_SERVER`` + ``STUDIO_TOKEN``: ``engine.commands.remote_cli``), sees it once,
+lists its tokens by id and label and revokes them. The operator's command line is the shell: the section says so.
 
 Light: engine.core.api_tokens and the page's catalog.
 """

@@ -54,7 +54,9 @@ def save_lf_yaml(values: dict[str, Any], lang: str = "en") -> tuple[list[str] | 
     spec, errors, _ = check(values)
     if spec is None:
         return None, problems_markdown(errors, [], lang)
-    from engine.runs.export_lf import lf_text  # as Studio runs it: absolute paths, a template LF has, the precision
+    from engine.commands.export_lf import (
+        lf_text,  # as Studio runs it: absolute paths, a template LF has, the precision
+    )
     from engine.spec.schema import SpecError
 
     try:

@@ -8,7 +8,7 @@ other settings at their defaults, edited there), a kind unpicked drops its lines
 field names. A stage switch changes neither (the form keeps every stage's group).
 
 Light: pandas and the stdlib. The functions (a user's file among them) run in a subprocess started by
-``engine.runs.rewards_try.try_rewards``, never in the page's process; ``studio rewards try`` is the same from the
+``engine.jobs.rewards_try.try_rewards``, never in the page's process; ``studio rewards try`` is the same from the
 shell. The page names reward files only in the workspace's reward folder (``engine.core.page_trust``); when the
 operator allows it (``STUDIO_PAGE_CODE=on``), the accordion has an upload that puts a file there.
 """
@@ -22,7 +22,7 @@ import pandas as pd
 import yaml
 
 from engine.core import page_trust, workspace
-from engine.runs import rewards_try
+from engine.jobs import rewards_try
 from engine.spec.grpo import REWARD_KINDS, RewardSpec
 from engine.spec.schema import safe_load_yaml
 from studio import forms

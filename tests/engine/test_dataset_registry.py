@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.data import data_cli
+from engine.commands import data_cli
 from engine.data import registry as R
 
 ROOT = Path(__file__).resolve().parents[2]

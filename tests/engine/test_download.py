@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from engine.core import events
-from engine.runs import downloads
+from engine.jobs import downloads
 from engine.runs import registry as runs
 from tests import helpers
 from tests.hub_standin import COMMIT, HubStandin

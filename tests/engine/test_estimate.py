@@ -10,9 +10,9 @@ import math
 
 import pytest
 
+from engine.commands import plan_cli
 from engine.plan import counts as counts_mod
 from engine.plan import estimate as est_mod
-from engine.plan import plan_cli
 from engine.plan.model_shape import model_shape
 from engine.spec.schema import save_spec
 from tests.helpers import CPU_TIME_BOUND, demo_spec, run_trainer

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.commands.eval_cli import cli
 from engine.eval.messages import EvalError
-from engine.runs import evals
+from engine.jobs import evals
 from engine.runs import registry as runs
-from engine.runs.eval_cli import cli
 from tests import eval_fixtures as fx
 from tests import helpers
 

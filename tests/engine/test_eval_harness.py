@@ -20,7 +20,7 @@ import pytest
 
 from engine.core import acting
 from engine.eval.messages import EvalError
-from engine.runs import evals
+from engine.jobs import evals
 from engine.runs import registry as runs
 from tests import eval_fixtures as fx
 from tests.judge_standin import JudgeStandin

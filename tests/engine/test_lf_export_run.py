@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from engine import cli as studio_cli
+from engine.commands.export_lf import lf_text
 from engine.core import workspace
 from engine.lf.compat import load_any
-from engine.runs.export_lf import lf_text
 from engine.spec.schema import load_spec, save_spec
 
 CONVERSATIONS = [

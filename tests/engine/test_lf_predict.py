@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine.commands.train_cli import cli
 from engine.data.registry import load_rows
 from engine.runs import registry as runs
-from engine.runs.train_cli import cli
 from tests import eval_fixtures as fx
 from tests.engine.test_eval import _lf_similarity
 

@@ -1,4 +1,4 @@
-"""Notifications (engine.runs.notify, engine.runs.sentinel): each webhook's payload, delivery to a real HTTP receiver
+"""Notifications (engine.watch.notify, engine.watch.sentinel): each webhook's payload, delivery to a real HTTP receiver
 and Python's own SMTP server on 127.0.0.1, a notification that cannot be delivered, and a real run under the registry
 whose alert and end reach the receiver with the webhook's token never written to disk."""
 
@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from engine.core import events
-from engine.runs import notify
 from engine.spec.watch import NotifySpec
+from engine.watch import notify
 from tests import helpers
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.plan import plan_cli
+from engine.commands import plan_cli
 from engine.plan import planner as planmod
 from engine.plan.fit import fit
 from engine.plan.model_shape import param_counts, trainable_param_count

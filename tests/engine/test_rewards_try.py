@@ -1,4 +1,4 @@
-"""The reward dry run (``studio rewards try``, engine.runs.rewards_try): each reward function on real rows of the
+"""The reward dry run (``studio rewards try``, engine.jobs.rewards_try): each reward function on real rows of the
 dataset in a subprocess, a table per function per row, and a user file's error naming the function and the row."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from engine.core import acting
-from engine.runs.rewards_try import table, try_rewards
+from engine.jobs.rewards_try import table, try_rewards
 from tests.helpers import demo_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def test_dry_run_scores_the_datasets_own_answers(demo_paths, tmp_path):
 def test_rows_must_be_a_positive_count(capsys):
     import pytest
 
-    from engine.runs.rewards_try import cli
+    from engine.jobs.rewards_try import cli
 
     for bad, words in (("-3", "-3: give 1 to 256 prompts"), ("0", "0: give 1 to 256 prompts"), ("x", "'x' is not")):
         with pytest.raises(SystemExit) as info:
@@ -72,7 +72,7 @@ def test_a_shipped_example_runs_from_the_repository_root(studio_home, monkeypatc
     folder and blamed the network."""
     from pathlib import Path
 
-    from engine.runs.rewards_try import cli
+    from engine.jobs.rewards_try import cli
 
     root = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(root)

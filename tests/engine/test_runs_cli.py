@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from engine.commands.runs_cli import cli, replay_differences
 from engine.runs import registry as runs
 from engine.runs import store
-from engine.runs.runs_cli import cli, replay_differences
 from tests.engine.test_runs import home, sleeper, wait_for  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,10 +15,10 @@ import psutil
 import pytest
 import yaml
 
+from engine.commands.runs_cli import cli
 from engine.core import events
 from engine.runs import records, store
 from engine.runs import registry as runs
-from engine.runs.runs_cli import cli
 from tests import helpers
 
 ROOT = Path(__file__).resolve().parents[2]

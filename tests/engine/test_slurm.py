@@ -327,7 +327,7 @@ def test_a_held_job_shows_its_reason_then_fails_with_its_cause(on_cluster, demo_
     assert rec.status == "running" and slurm.read_state(rec)["state"] == "pending"
     assert "pending" in rec.reason
     jid = slurm.job_id(rec)
-    from engine.runs import runs_cli
+    from engine.commands import runs_cli
     from studio.tabs import runs as runs_tab
 
     assert runs_cli.cli(["runs", "list"]) == 0

@@ -126,7 +126,7 @@ def test_registering_over_anothers_dataset(team):
 
 
 def test_an_imported_model_is_its_importers(team):
-    from engine.runs import downloads
+    from engine.jobs import downloads
 
     who, _, _ = team
     model = workspace.models_dir() / "ann-model"
@@ -157,28 +157,27 @@ def test_a_member_shares_her_dataset_and_model_read_only(team, capsys):
     line; the audit log records each share."""
     from engine.cli import main as studio
     from engine.core import audit
-    from engine.data import data_cli
-    from engine.runs import downloads
+    from engine.jobs import downloads
 
     who, ddir, demo_paths = team
     upload = _ann_uploads(who, ddir)
     spec = demo_spec(demo_paths, data={"datasets": ["ann_set"], "dataset_dir": str(ddir)})
-    assert data_cli.share(ddir, "ann_set", ["bob"]) == ["bob"]
+    assert reg.share_dataset(ddir, "ann_set", ["bob"]) == ["bob"]
     who["name"] = "bob"
     assert belongings.usable_datasets(ddir, reg.read_dataset_info(ddir)) == ["ann_set", "demo_alpaca"]
     assert reg.check_datasets(["ann_set"], ddir) == [] and runs.submit(spec, start=False)
     with pytest.raises(ValueError, match="'ann_set' is already registered"):  # read-only: hers to replace
         reg.register_dataset(ddir, "ann_set", upload, columns={"prompt": "instruction"}, overwrite=True)
     with pytest.raises(belongings.ShareError, match="dataset 'ann_set' is ann's: only they"):
-        data_cli.share(ddir, "ann_set", ["*"])
+        reg.share_dataset(ddir, "ann_set", ["*"])
     with pytest.raises(belongings.ShareError, match="'demo_alpaca' is shared with the whole team already"):
-        data_cli.share(ddir, "demo_alpaca", ["bob"])  # the operator's is everyone's already
+        reg.share_dataset(ddir, "demo_alpaca", ["bob"])  # the operator's is everyone's already
     with pytest.raises(belongings.ShareError, match="no dataset 'nope' of yours"):
-        data_cli.share(ddir, "nope", ["ann"])
+        reg.share_dataset(ddir, "nope", ["ann"])
     who["name"] = "ann"
     with pytest.raises(belongings.ShareError, match="'carl' is no account"):
-        data_cli.share(ddir, "ann_set", ["bob", "carl"])
-    assert data_cli.share(ddir, "ann_set", []) == []
+        reg.share_dataset(ddir, "ann_set", ["bob", "carl"])
+    assert reg.share_dataset(ddir, "ann_set", []) == []
     who["name"] = "bob"
     assert belongings.usable_datasets(ddir, reg.read_dataset_info(ddir)) == ["demo_alpaca"]
     with pytest.raises(SpecError, match="ann_set"):
@@ -222,7 +221,6 @@ def test_single_user_mode_writes_no_ledger(run_registry):
     belongings.record_path(ddir / "a.json")
     assert not (workspace.home() / belongings.FILE).exists()
     assert belongings.usable_datasets(ddir, reg.read_dataset_info(ddir)) == ["a"]
-    from engine.data import data_cli
 
     with pytest.raises(belongings.ShareError, match="sharing is for team mode"):
-        data_cli.share(ddir, "a", ["*"])
+        reg.share_dataset(ddir, "a", ["*"])

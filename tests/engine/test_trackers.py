@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.runs.trackers import tracker_env
+from engine.watch.trackers import tracker_env
 from tests.helpers import demo_spec, losses, run_trainer
 
 pytest.importorskip("mlflow")

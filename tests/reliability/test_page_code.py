@@ -19,7 +19,7 @@ import pytest
 
 from engine.core import acting, page_trust, workspace
 from engine.eval.messages import EvalError
-from engine.runs import evals
+from engine.jobs import evals
 from engine.runs import registry as runs
 from engine.spec.schema import SpecError
 from tests.helpers import demo_spec

@@ -172,7 +172,7 @@ def test_reward_code_has_no_network_where_a_namespace_can_be_had(tmp_path):
 
 
 def test_the_dry_run_of_the_cli_runs_a_file_anywhere_the_pages_does_not(demo_paths, tmp_path):
-    from engine.runs.rewards_try import try_rewards
+    from engine.jobs.rewards_try import try_rewards
 
     mine = tmp_path / "anywhere.py"
     mine.write_text(REWARD, encoding="utf-8")
@@ -250,7 +250,7 @@ def test_page_webhook_variable_must_be_bound_to_its_urls_host(demo_paths, monkey
 
 def judge_problems(spec: dict) -> dict[str, str]:
     from engine.eval.messages import EvalError
-    from engine.runs import evals
+    from engine.jobs import evals
 
     try:
         evals.resolve(spec)

@@ -1,11 +1,11 @@
 """Alerts where a person looks, without a browser: the dashboard's view, its Loss chart marks and list, the Runs
-table's column and ``studio runs show`` (studio.alerts, studio.monitor, studio.tabs.runs, engine.runs.runs_cli)."""
+table's column and ``studio runs show`` (studio.alerts, studio.monitor, studio.tabs.runs, engine.commands.runs_cli)."""
 
 from __future__ import annotations
 
 from engine.core.events import append_event
-from engine.runs import health
 from engine.spec.watch import HealthSpec
+from engine.watch import health
 from studio import alerts, monitor
 from studio.tabs import dashboard
 
@@ -69,8 +69,8 @@ def test_runs_column_and_cli_show(tmp_path):
 
 
 def test_runs_show_lists_alerts(tmp_path, run_registry, capsys):
+    from engine.commands.runs_cli import cli
     from engine.runs import registry as runs
-    from engine.runs.runs_cli import cli
 
     rid = runs.submit_command(["true"], name="with alerts")
     rec = runs.get(rid)

@@ -97,7 +97,7 @@ def test_a_run_without_held_out_rows_gets_data_that_evaluates(demo_paths, run_re
 
     from engine.core import workspace
     from engine.eval.messages import EvalError
-    from engine.runs import evals
+    from engine.jobs import evals
     from engine.runs import registry as runs
     from studio.tabs.eval import data_for_run
 
@@ -134,7 +134,7 @@ def test_a_run_without_held_out_rows_gets_data_that_evaluates(demo_paths, run_re
 
 def _evaluation(home) -> dict:
     """A finished evaluation of a run's final weights against its base, as the registry and the evaluation's folder
-    hold it (``engine.runs.evals`` / ``engine.trainer.evaluate``): a two-turn row whose prompt is a chatml
+    hold it (``engine.jobs.evals`` / ``engine.trainer.evaluate``): a two-turn row whose prompt is a chatml
     rendering, its report, and a merge of it that failed."""
     import json
     import sys
@@ -204,7 +204,7 @@ def test_side_by_side_shows_the_question_and_a_row_opens_in_chat_with_its_turns(
     import tempfile
     from pathlib import Path
 
-    from engine.runs import evals
+    from engine.jobs import evals
     from studio.tabs.eval import picked_run, report_file
     from studio.tabs.eval_chat import open_in_chat
     from studio.tabs.eval_merge import merge_tick

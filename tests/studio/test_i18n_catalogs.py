@@ -25,6 +25,7 @@ from engine.machine import messages as doctor_messages
 from engine.models import messages as model_messages
 from engine.plan import messages as plan_messages
 from engine.runs import messages as run_messages
+from engine.watch import messages as watch_messages
 from studio import forms, monitor, monitor_text
 from studio.i18n.data import DATA_ZH
 from studio.i18n.eval import EVAL_ZH
@@ -36,6 +37,7 @@ from studio.i18n.models import MODELS_ZH
 from studio.i18n.page import STRINGS
 from studio.i18n.plan import PLAN_ZH
 from studio.i18n.runs import RUNS_ZH
+from studio.i18n.watch import WATCH_ZH
 from studio.i18n.workspace import WORKSPACE_ZH
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -45,6 +47,7 @@ CATALOGS = [
     (plan_messages.MESSAGES, PLAN_ZH),
     (doctor_messages.MESSAGES, DOCTOR_ZH),
     (run_messages.MESSAGES, RUNS_ZH),
+    (watch_messages.MESSAGES, WATCH_ZH),
     (export_messages.MESSAGES, EXPORT_ZH),
     (model_messages.MESSAGES, MODELS_ZH),
     (core_messages.MESSAGES, WORKSPACE_ZH),
@@ -56,7 +59,7 @@ CATALOGS = [
 @pytest.mark.parametrize(
     ("english", "chinese"),
     CATALOGS,
-    ids=["data", "plan", "doctor", "runs", "export", "models", "workspace", "lf", "eval"],
+    ids=["data", "plan", "doctor", "runs", "watch", "export", "models", "workspace", "lf", "eval"],
 )
 def test_every_catalog_key_has_chinese_with_the_same_placeholders(english, chinese):
     assert set(chinese) == set(english), "keys without Chinese / Chinese without a key"
@@ -83,7 +86,7 @@ _TEXT_CALLS = [
     ("engine/data/templates.py", "TemplateError", None),
     ("engine/data/template_tools.py", "TemplateError", None),
     ("engine/runs/registry.py", "RunsError", None),
-    ("engine/runs/runs_cli.py", "RunsError", None),
+    ("engine/commands/runs_cli.py", "RunsError", None),
     ("engine/export/checks.py", "ExportError", None),
     ("engine/export/merge_jobs.py", "ExportError", None),
     ("engine/trainer/merge.py", "ExportError", None),

@@ -638,8 +638,8 @@ def test_every_stop_reason_says_stopped_once(tmp_path):
     reason in full, in English and in Chinese (issue 45 item 17: the trainer's own stop read with no "stopped" at
     all, a bare signal twice)."""
     from engine.core.messages import to_json
-    from engine.runs import health
     from engine.runs.messages import message
+    from engine.watch import health
 
     how = message("runs.how_signal", signal="SIGTERM")
     reasons = [

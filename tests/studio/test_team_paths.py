@@ -133,7 +133,8 @@ def test_evaluation_merge_job_stop_and_delete_refuse(team):
     from engine.eval.messages import EvalError
     from engine.export import merge_jobs as merge_jobs
     from engine.export.messages import ExportError
-    from engine.runs import evals, registry
+    from engine.jobs import evals
+    from engine.runs import registry
 
     who, home = team
     who["name"] = "bob"
@@ -158,8 +159,8 @@ def test_evaluation_merge_job_stop_and_delete_refuse(team):
     with pytest.raises(records_mod.RunsError, match="ann-run"):
         registry.delete("ann-run")
     assert (home / "runs" / "ann-run").is_dir() and store.get("ann-merge").owner == "ann"
+    from engine.jobs import gguf_imports
     from engine.models.gguf_file import GgufError
-    from engine.runs import gguf_imports
 
     (home / "exports" / "ann-merged" / "model.gguf").write_bytes(b"GGUF")
     with pytest.raises(GgufError, match=f"gguf: .*ann-merged.*{REFUSED}"):

@@ -10,7 +10,7 @@ loss NaN / inf, loss spike, gradient-norm blow-up, learning rate zero, throughpu
 run's wrapper (``engine.runs.runner``), which the trainer cannot do for itself: no progress (the watchdog's stall
 detection, ``engine.runs.watchdog.stalled_for``) and the GPUs (``metrics.jsonl`` samples). A rule that fires writes an
 ``alert`` event: rule, action, reason, figures, step. Actions: ``note`` (the alert only), ``warn`` (the alert and a
-notification, ``engine.runs.notify``), ``stop`` (also stops the run; ``stop_reason`` is its end state).
+notification, ``engine.watch.notify``), ``stop`` (also stops the run; ``stop_reason`` is its end state).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 from engine.core import events
 from engine.core.messages import Message, to_json
-from engine.runs.messages import message
 from engine.spec.watch import HealthSpec
+from engine.watch.messages import message
 
 RULES = (
     "loss_nan",
@@ -77,7 +77,7 @@ def _fmt(value: float | None) -> str:
 def loss_not_finite(loss: float | None) -> Message | None:
     if loss is None or math.isfinite(loss):
         return None
-    return message("runs.health_loss_nan", loss=_fmt(loss))
+    return message("watch.health_loss_nan", loss=_fmt(loss))
 
 
 def loss_spike(loss: float | None, recent: list[float], factor: float) -> Message | None:
@@ -88,16 +88,16 @@ def loss_spike(loss: float | None, recent: list[float], factor: float) -> Messag
     median = statistics.median(past)
     if median <= 0 or loss <= factor * median:
         return None
-    return message("runs.health_loss_spike", loss=_fmt(loss), factor=_fmt(factor), median=_fmt(median))
+    return message("watch.health_loss_spike", loss=_fmt(loss), factor=_fmt(factor), median=_fmt(median))
 
 
 def grad_norm_blowup(grad_norm: float | None, limit: float) -> Message | None:
     if grad_norm is None:
         return None
     if not math.isfinite(grad_norm):
-        return message("runs.health_grad_not_finite", grad_norm=_fmt(grad_norm))
+        return message("watch.health_grad_not_finite", grad_norm=_fmt(grad_norm))
     if grad_norm > limit:
-        return message("runs.health_grad_norm", grad_norm=_fmt(grad_norm), limit=_fmt(limit))
+        return message("watch.health_grad_norm", grad_norm=_fmt(grad_norm), limit=_fmt(limit))
     return None
 
 
@@ -105,7 +105,7 @@ def lr_zero(lr: float | None, step: int, warmup_steps: int, max_steps: int) -> M
     """The learning rate at zero after the warm-up, with steps left to train (a schedule that ended too early)."""
     if lr is None or lr > 0 or step <= warmup_steps or not max_steps or step >= max_steps:
         return None
-    return message("runs.health_lr_zero", step=step, remaining=max_steps - step)
+    return message("watch.health_lr_zero", step=step, remaining=max_steps - step)
 
 
 def throughput_collapse(tokens_per_second: float | None, recent: list[float], fraction: float) -> Message | None:
@@ -115,7 +115,9 @@ def throughput_collapse(tokens_per_second: float | None, recent: list[float], fr
     median = statistics.median(past)
     if tokens_per_second >= fraction * median:
         return None
-    return message("runs.health_throughput", tps=_fmt(tokens_per_second), median=_fmt(median), fraction=_fmt(fraction))
+    return message(
+        "watch.health_throughput", tps=_fmt(tokens_per_second), median=_fmt(median), fraction=_fmt(fraction)
+    )
 
 
 def eval_overfit(evals: list[tuple[float, float | None]], patience: int, min_delta: float = 0.0) -> Message | None:
@@ -140,7 +142,7 @@ def eval_overfit(evals: list[tuple[float, float | None]], patience: int, min_del
     if not (_finite(train_at_best) and _finite(train_now)) or train_now >= train_at_best:
         return None
     return message(
-        "runs.health_overfit",
+        "watch.health_overfit",
         n=since,
         best=_fmt(evals[best_i][0]),
         now=_fmt(now),
@@ -155,14 +157,14 @@ def reward_flat(stds: list[float], steps: int, mean_reward: float | None) -> Mes
     recent = stds[-steps:]
     if len(recent) < steps or any(not _finite(v) or v > 1e-9 for v in recent):
         return None
-    return message("runs.health_reward_flat", n=steps, reward=_fmt(mean_reward))
+    return message("watch.health_reward_flat", n=steps, reward=_fmt(mean_reward))
 
 
 def disk_low(free_bytes: int | None, checkpoint_bytes: int | None, margin: float) -> Message | None:
     if free_bytes is None or not checkpoint_bytes or free_bytes >= margin * checkpoint_bytes:
         return None
     return message(
-        "runs.health_disk",
+        "watch.health_disk",
         free_mib=round(free_bytes / 2**20, 1),
         need_mib=round(margin * checkpoint_bytes / 2**20, 1),
         checkpoint_mib=round(checkpoint_bytes / 2**20, 1),
@@ -172,7 +174,7 @@ def disk_low(free_bytes: int | None, checkpoint_bytes: int | None, margin: float
 def stalled(idle_s: float | None, limit_s: float) -> Message | None:
     if idle_s is None or idle_s <= limit_s:
         return None
-    return message("runs.health_stall", idle_s=round(idle_s), limit_s=round(limit_s))
+    return message("watch.health_stall", idle_s=round(idle_s), limit_s=round(limit_s))
 
 
 def gpu_memory_full(gpus: list[dict], fraction: float) -> Message | None:
@@ -181,7 +183,7 @@ def gpu_memory_full(gpus: list[dict], fraction: float) -> Message | None:
         used, total = number(gpu.get("memory_used_mib")), number(gpu.get("memory_total_mib"))
         if used is not None and total and used >= fraction * total:
             return message(
-                "runs.health_gpu_memory",
+                "watch.health_gpu_memory",
                 gpu=gpu.get("index", "?"),
                 used_mib=round(used),
                 total_mib=round(total),
@@ -203,7 +205,7 @@ def gpu_idle(samples: list[dict], minutes: float, now: float) -> Message | None:
         utils = [number(g.get("utilization_pct")) for s in span for g in s.get("gpus") or [] if g["index"] == index]
         utils = [u for u in utils if u is not None]
         if utils and max(utils) < GPU_IDLE_PCT:
-            return message("runs.health_gpu_idle", gpu=index, minutes=_fmt(minutes), max_pct=_fmt(max(utils)))
+            return message("watch.health_gpu_idle", gpu=index, minutes=_fmt(minutes), max_pct=_fmt(max(utils)))
     return None
 
 
@@ -232,10 +234,10 @@ class Alert:
 def stop_reason(rule_reason: Any, step: int | None, kept: str | None, saved: bool) -> Message:
     """The end state of a run a rule stopped: "stopped by health rule: loss NaN at step 812; checkpoint-800 kept"."""
     if kept and saved:
-        return message("runs.health_stop_saved", what=rule_reason, step=step, checkpoint=kept)
+        return message("watch.health_stop_saved", what=rule_reason, step=step, checkpoint=kept)
     if kept:
-        return message("runs.health_stop_kept", what=rule_reason, step=step, checkpoint=kept)
-    return message("runs.health_stop_none", what=rule_reason, step=step)
+        return message("watch.health_stop_kept", what=rule_reason, step=step, checkpoint=kept)
+    return message("watch.health_stop_none", what=rule_reason, step=step)
 
 
 def alerts_of(evs: list[dict]) -> list[dict]:

@@ -1,7 +1,7 @@
 """Notifications of a run's end and its alerts: a webhook (generic JSON, or the incoming-webhook message of Slack,
 Feishu, DingTalk or WeCom) and / or an email through an SMTP server, as ``notify:`` in the spec says.
 
-Light: stdlib only (urllib, smtplib, email). Sent by the engine (the run's wrapper, ``engine.runs.sentinel``), never
+Light: stdlib only (urllib, smtplib, email). Sent by the engine (the run's wrapper, ``engine.watch.sentinel``), never
 by the page, so they go out with no browser open. Secrets come from the environment variables the spec names
 (``notify.webhook_env``: the URL, which carries its token; ``notify.smtp_password_env``) and are never written
 anywhere: not to the spec, the events or the log (a failure names the host, never the URL's path or query). A

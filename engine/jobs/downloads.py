@@ -19,13 +19,13 @@ from pathlib import Path
 
 from engine.core import belongings
 from engine.core.messages import Message
+from engine.jobs.command_job import CommandJob, newest_jobs
 from engine.models import local, ms_models
 from engine.models.download import describe_event
 from engine.models.hub_cache import DOWNLOAD_TAG, DownloadError, parse_target, worker_argv
 from engine.models.messages import message
 from engine.runs import owners, records
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob, newest_jobs
 
 WORKERS = (["-m", "engine.models.download"], ["-m", "engine.models.ms_download"])  # the hub's, ModelScope's
 

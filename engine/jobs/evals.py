@@ -3,7 +3,7 @@ submit, follow, cancel, list. Light: stdlib, the registry, engine.eval; never to
 
 An evaluation is a command run of the registry (``submit_command``, tag ``eval``) running
 ``python -m engine.trainer.evaluate --plan RUN_DIR/eval_plan.json``, like a merge (``engine.export.merge_jobs``) or a
-download (``engine.runs.downloads``): its own folder (``spec.yaml``: the evaluation spec as given; ``eval_plan.json``:
+download (``engine.jobs.downloads``): its own folder (``spec.yaml``: the evaluation spec as given; ``eval_plan.json``:
 what it resolved to; ``events.jsonl``; ``results.json``, ``predictions.jsonl``, ``report.html``), the detached
 wrapper, the queue (a CPU slot, or a GPU), Stop (SIGTERM: the models done so far keep their results) and the Runs tab.
 ``EvalJob(run_id)`` is rebuilt from the registry row and the folder, so a reloaded page or a restarted studio follows
@@ -24,9 +24,9 @@ from engine.eval.judge import page_problems
 from engine.eval.lm_tasks import resolve_tasks
 from engine.eval.messages import EvalError, message
 from engine.eval.spec import GENERATION_MEASURES, ROW_MEASURES, EvalSpec, columns, dump_eval_spec, parse_eval_spec
+from engine.jobs.command_job import CommandJob, newest_jobs
 from engine.runs import checkpoints, owners, records
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob, newest_jobs
 
 EVAL_TAG = "eval"
 MODULE = "engine.trainer.evaluate"

@@ -13,15 +13,8 @@ from pathlib import Path
 from engine.core import belongings
 from engine.data import images
 from engine.data.messages import message
-from engine.data.registry import STAGES, check_dataset, hub_pending, preview_rows, read_dataset_info
+from engine.data.registry import STAGES, check_dataset, hub_pending, preview_rows, share_dataset
 from engine.data.rows import kto_counts
-
-
-def share(dataset_dir: str | Path, name: str, names: list[str]) -> list[str]:
-    """Share the registered dataset ``name`` with the accounts ``names`` (``["*"]`` everyone, ``[]`` nobody again);
-    belongings.ShareError naming why not. Another member's answers as one not registered."""
-    info = read_dataset_info(dataset_dir) if (Path(dataset_dir) / "dataset_info.json").is_file() else {}
-    return belongings.share_dataset(dataset_dir, name, names, registered=name in info)
 
 
 def cli(argv: list[str]) -> int:
@@ -48,7 +41,7 @@ def cli(argv: list[str]) -> int:
         ddir = workspace.data_dir()
     if args.action == "share":
         try:
-            now = share(ddir, args.name, [] if args.readers == ["none"] else args.readers)
+            now = share_dataset(ddir, args.name, [] if args.readers == ["none"] else args.readers)
         except belongings.ShareError as exc:
             print(f"studio data share: {exc}", file=sys.stderr)
             return 1

@@ -1,13 +1,14 @@
 """The run wrapper's watch over a live training run: notifications of its alerts and its end, and the health rules
 the trainer cannot judge for itself.
 
-Light: stdlib, engine.core.events, engine.runs.health / notify / watchdog / store, engine.spec; never torch. A thread
-of ``engine.runs.runner`` (``Sentinel.loop``) looks every ``STUDIO_HEALTH_INTERVAL`` seconds (default 2):
-- new ``alert`` events (the trainer's, and its own) go out as notifications (``engine.runs.notify``);
-- no progress: the watchdog's stall detection (``engine.runs.watchdog.stalled_for``), not a second one;
+Light: stdlib, engine.core.events, engine.watch.health / notify, engine.spec; never torch. A thread of
+``engine.runs.runner`` (``Sentinel.loop``) looks every ``STUDIO_HEALTH_INTERVAL`` seconds (default 2):
+- new ``alert`` events (the trainer's, and its own) go out as notifications (``engine.watch.notify``);
+- no progress: the watchdog's stall detection (``engine.runs.watchdog.stalled_for``), not a second one, which the
+  runner hands in as ``stalled`` (the run machinery is a floor above this one);
 - the GPUs: idle or memory near the limit, from the run's ``metrics.jsonl`` samples, while the run trains (after its
   first logged step, before its end); nothing on a machine without GPU samples.
-A rule set to stop writes ``engine.runs.health.STOP_FILE`` (so the trainer's stopped event says which rule) and asks
+A rule set to stop writes ``engine.watch.health.STOP_FILE`` (so the trainer's stopped event says which rule) and asks
 the wrapper to stop the run (SIGTERM: the trainer saves a checkpoint; SIGKILL after the grace period if it hangs).
 When the run has ended, ``finish`` sends the end notice (completed, failed, stopped) with the registry's reason.
 """
@@ -23,8 +24,8 @@ from pathlib import Path
 
 from engine.core import events
 from engine.core.messages import to_json
-from engine.runs import health, notify, store, watchdog
 from engine.spec.schema import RunSpec
+from engine.watch import health, notify
 
 
 def interval_s() -> float:
@@ -44,6 +45,7 @@ class Sentinel:
         environ: dict[str, str] | None = None,
         stop_run: Callable[[], None] | None = None,
         say: Callable[[str], None] = print,
+        stalled: Callable[[float], tuple[float, float] | None] | None = None,
     ) -> None:
         self.rdir = Path(rdir)
         self.run_id = run_id
@@ -51,6 +53,7 @@ class Sentinel:
         self.environ = dict(os.environ if environ is None else environ)
         self.stop_run = stop_run
         self.say = say
+        self.stalled = stalled  # now -> (seconds without progress, the run's limit) once past it, else None
         self.offset = 0
         self.moffset = 0
         self.step: int | None = None
@@ -74,9 +77,8 @@ class Sentinel:
         if not self.training:
             return
         h = self.spec.health
-        if h.stall != "off":
-            idle = watchdog.stalled_for(store.get(self.run_id, refresh_status=False), now)
-            limit = watchdog.stall_limit_s(store.get(self.run_id, refresh_status=False)) if idle is not None else 0
+        if h.stall != "off" and self.stalled is not None:
+            idle, limit = self.stalled(now) or (None, 0.0)
             self._fire("stall", health.stalled(idle, limit))
         if h.gpu_idle != "off" or h.gpu_memory != "off":
             self.read_samples(now - h.gpu_idle_minutes * 60)

@@ -2,7 +2,7 @@
 never torch.
 
 An import is a command run of the registry (``submit_command``, tag ``gguf-import``) running
-``python -m engine.trainer.gguf_import`` (see that module), like a download (engine.runs.downloads) or a merge
+``python -m engine.trainer.gguf_import`` (see that module), like a download (engine.jobs.downloads) or a merge
 (engine.export.merge_jobs): its own folder and ``events.jsonl``, the detached wrapper, stop (SIGTERM: the import
 removes its temp folder), a CPU slot in the queue and a row in the Runs tab. The header is read and checked here first
 (architecture, tensor types, the target folder, disk space), so a file the loader cannot map is refused in one line
@@ -18,11 +18,11 @@ from pathlib import Path
 
 from engine.core import acting, belongings, page_trust
 from engine.core.messages import from_exception, payload_message
+from engine.jobs.command_job import CommandJob, newest_jobs
 from engine.models import gguf_file as gf
 from engine.models.messages import message
 from engine.runs import owners, records
 from engine.runs import registry as runs
-from engine.runs.command_job import CommandJob, newest_jobs
 
 
 def start_import(path: str | Path, name: str | None = None) -> GgufImportJob:

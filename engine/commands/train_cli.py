@@ -37,7 +37,7 @@ def cli(argv: list[str]) -> int:
         parser.add_argument("--detach", action="store_true", help="start (or queue) and return at once")
     args = parser.parse_args(rest)
     if command == "train":  # a LLaMA-Factory YAML that predicts (do_predict / do_eval) runs as an evaluation
-        from engine.runs.eval_cli import lf_prediction
+        from engine.commands.eval_cli import lf_prediction
 
         code = lf_prediction(args.spec)
         if code is not None:

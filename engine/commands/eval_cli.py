@@ -1,6 +1,6 @@
 """``studio eval RUN_ID|SPEC``: evaluate a run's base, checkpoints and final weights (or an evaluation spec YAML) as
 an evaluation run, follow it and print the table, the best row and whether each tuned row beats the base
-(``engine.eval.verdict``), and the models' degenerate answers. Light: stdlib, engine.runs.evals, engine.eval; never
+(``engine.eval.verdict``), and the models' degenerate answers. Light: stdlib, engine.jobs.evals, engine.eval; never
 torch.
 
 Exit status: 0 the evaluation completed (the table is printed), 1 it failed (what finished is printed and kept),
@@ -17,7 +17,7 @@ from pathlib import Path
 from engine.eval import report
 from engine.eval.messages import EvalError
 from engine.eval.spec import DEFAULT_MEASURES, MEASURES, parse_eval_spec
-from engine.runs import evals
+from engine.jobs import evals
 
 
 def build_spec(args) -> dict:
