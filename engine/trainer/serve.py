@@ -185,7 +185,11 @@ class Service:
 
         def work() -> None:
             end = None
-            print(f"{rid}: generating up to {opts['max_tokens']} tokens after {len(ids)} prompt tokens", flush=True)
+            how = "greedy" if opts["temperature"] == 0 else f"temperature {opts['temperature']:g}"
+            print(
+                f"{rid}: generating up to {opts['max_tokens']} tokens ({how}) after {len(ids)} prompt tokens",
+                flush=True,
+            )
             try:
                 for item in run_generation(self.model, ids, opts, cancel):
                     end = item[1] or end

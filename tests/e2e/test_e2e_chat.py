@@ -166,7 +166,11 @@ def test_chat_with_a_served_run(page, server, shots):
     want = served.choices[0].message.content
     shown = _messages(page, "#chat-tuned")
     assert [m["text"] for m in shown][0] == prompt and shown[1]["text"], shown
-    assert " ".join(shown[1]["text"].split()) == " ".join(want.split()), (shown, want)
+    # what each request asked the server for ("generating up to N tokens"): the page's 12, then the test's own
+    asked = [
+        ln for log in server.home.glob("runs/*/train.log") for ln in log.read_text().splitlines() if "generating" in ln
+    ]
+    assert " ".join(shown[1]["text"].split()) == " ".join(want.split()), (shown, want, asked)
     page.screenshot(path=str(shots / "chat-served.png"), full_page=True)
 
     # The server stopped from the Export tab: the Tuned pane says it is not answering; the base pane answers.
