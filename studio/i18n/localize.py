@@ -72,8 +72,17 @@ def localize(msg: Any, lang: str) -> str:
         if template is None:
             return _FALLBACK_ZH.format(english=str(msg))
         return _format(template, params, msg)
-    template = CATALOG_ZH.get(key)
+    template = CATALOG_ZH.get(key) or CATALOG_ZH.get(_renamed(key))
     return _format(template, params, msg) if template else str(msg)
+
+
+# Catalog keys that moved with their module: events written before keep the old key (an alert's reason in a run's
+# events.jsonl), and the page still shows them in its language.
+RENAMED_PREFIXES = {"runs.health_": "watch.health_"}  # engine.runs.health became engine.watch.health (issue 48)
+
+
+def _renamed(key: str) -> str:
+    return next((new + key[len(old) :] for old, new in RENAMED_PREFIXES.items() if key.startswith(old)), key)
 
 
 def localize_error(exc: BaseException, lang: str) -> str:

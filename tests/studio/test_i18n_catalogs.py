@@ -577,3 +577,12 @@ def test_merge_messages_survive_the_event_file(tmp_path):
     assert payload["error"] == str(outer) == "verification failed: max |logit diff| 0.5 > 0.01 (bf16)"
     error = core_messages.payload_message(payload, "error")
     assert localize(error, "zh") == "校验失败：最大 |logit 差| 0.5 > 0.01（bf16）"
+
+
+def test_an_alert_written_before_the_health_catalog_moved_is_still_shown_in_chinese():
+    """A run's events.jsonl keeps the key its alert was written with: runs.health_* before issue 48's move."""
+    from engine.core.messages import Message
+
+    old = Message("loss nan", "runs.health_loss_nan", {"loss": "nan"})
+    assert localize(old, "zh") == WATCH_ZH["watch.health_loss_nan"].format(loss="nan")
+    assert localize(old, "en") == "loss nan"
