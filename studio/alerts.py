@@ -1,7 +1,7 @@
 """A run's health alerts as the page shows them: marks on the loss curve, the dashboard's list, the Runs table's
 column.
 
-Light: pandas, numpy, engine.core, engine.spec.watch (the rules' labels), studio.i18n. The alerts are the run's
+Light: pandas, numpy, engine.core, engine.spec.watch_group (the rules' labels), studio.i18n. The alerts are the run's
 ``alert`` events (``engine.watch.health``), collected into the dashboard's view by ``studio.monitor.read_new``; the
 reason is the engine's catalog message, shown in the page's language.
 """
@@ -17,7 +17,7 @@ import pandas as pd
 
 from engine.core import events as events_mod
 from engine.core.messages import payload_message
-from engine.spec.watch import HealthSpec
+from engine.spec.watch_group import HealthSpec
 from studio.i18n.labels import LABELS_ZH
 from studio.i18n.localize import localize
 from studio.i18n.page import STRINGS, t

@@ -1,6 +1,6 @@
 """``studio data``: check and preview registered datasets, and share a member's dataset read-only (team mode).
 
-Light: engine.data.registry and engine.core.belongings.
+Light: engine.data.dataset_registry and engine.core.belongings.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from engine.core import belongings
 from engine.data import images
+from engine.data.dataset_registry import STAGES, check_dataset, hub_pending, preview_rows, share_dataset
 from engine.data.messages import message
-from engine.data.registry import STAGES, check_dataset, hub_pending, preview_rows, share_dataset
 from engine.data.rows import kto_counts
 
 

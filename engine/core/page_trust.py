@@ -4,8 +4,8 @@ not allow.
 
 Light: stdlib only. The ``studio`` command acts for the person at the shell (``engine.core.acting``) and keeps its
 freedom; these rules hold for everything else: the page, and any caller of the engine outside ``acting.shell()``. The
-engine applies them where a spec is accepted (``engine.spec.grpo``'s context rules for reward files, the registry's
-submit for notifications, ``engine.jobs.evals`` for the judge), not only in a form.
+engine applies them where a spec is accepted (``engine.spec.grpo_group``'s context rules for reward files, the
+registry's submit for notifications, ``engine.jobs.evals`` for the judge), not only in a form.
 
 The operator's settings, read from the environment (``studio.settings`` refuses a malformed one at start):
 

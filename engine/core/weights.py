@@ -3,8 +3,8 @@ adapter or model in (from its ``spec.yaml``), and whether weights are a reward m
 "seq_cls") or a causal LM.
 
 Light: stdlib + yaml. ``engine.export.sources`` (merge, export, serve, Chat) and the spec's GRPO rules (a reward model
-from a Studio rm run, ``engine.spec.grpo``) read runs through these functions, so a run's weights are found the same
-way everywhere.
+from a Studio rm run, ``engine.spec.grpo_group``) read runs through these functions, so a run's weights are found the
+same way everywhere.
 """
 
 from __future__ import annotations

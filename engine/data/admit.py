@@ -1,8 +1,9 @@
 """Which files a dataset entry may have read: regular files inside the entry's own folder, of a bounded size.
 
 An entry of ``dataset_info.json`` names a file or folder (``file_name``, ``script_url``) and a hub dataset a snapshot
-in the Hugging Face cache. Before any byte of it is read (``engine.data.registry._where``, used by every reader: the
-trainer, ``studio data check``, the page's checks and previews), ``entry_problem`` checks, after resolving links:
+in the Hugging Face cache. Before any byte of it is read (``engine.data.dataset_registry._where``, used by every
+reader: the trainer, ``studio data check``, the page's checks and previews), ``entry_problem`` checks, after resolving
+links:
 
 - the file or folder lies inside the dataset folder, or inside the workspace's ``uploads/`` where the page stores
   the files it registers by absolute path (a hub snapshot: inside its repository's cache folder, whose

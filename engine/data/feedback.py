@@ -14,7 +14,7 @@ In team mode each account keeps its own sets (what a person chats is theirs): ``
 is); the operator's (the shell, single-user mode) are the two names above (``set_name``).
 
 Appends take a file lock (``.chat_feedback.lock`` in the data folder): several people on one page, or several
-pages, never lose a row or write half of one. Light: stdlib, engine.core.accounts and engine.data.registry.
+pages, never lose a row or write half of one. Light: stdlib, engine.core.accounts and engine.data.dataset_registry.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core import accounts, workspace
-from engine.data import registry as reg
+from engine.data import dataset_registry as reg
 from engine.data.messages import message
 
 DPO_NAME, KTO_NAME = "chat_feedback_dpo", "chat_feedback_kto"

@@ -1,4 +1,4 @@
-"""The catalog of the dataset registry's messages (``engine.data.registry``), the chat templates' refusals
+"""The catalog of the dataset registry's messages (``engine.data.dataset_registry``), the chat templates' refusals
 (``engine.data.templates``) and the page's upload checks: a stable key and an English template, made into
 ``engine.core.messages.Message`` (English text that keeps its key and parameters) by ``message``.
 

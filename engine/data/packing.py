@@ -1,4 +1,4 @@
-"""How samples share rows, as numbers only: the one packing algorithm the trainer (engine.trainer.packing) and the
+"""How samples share rows, as numbers only: the one packing algorithm the trainer (engine.trainer.packed_rows) and the
 page's dataset inspector (studio/tabs/data.py) both use, so the efficiency the page predicts is the one the run gets.
 
 Light: stdlib only (no datasets, no torch).
@@ -40,9 +40,10 @@ def packing_efficiency(lengths: Sequence[int], capacity: int) -> float:
 
 
 def pt_blocks(lengths: Sequence[int], block: int, packing: bool) -> dict[str, int]:
-    """Stage pt's blocks from the texts' token counts, as engine.trainer.packing.split_into_blocks cuts them: packing
-    joins the texts and cuts floor(total / block) full blocks, dropping the tail; otherwise each text of n tokens gives
-    ceil(n / block) blocks and nothing is dropped. {"blocks", "tokens", "tail", "split" (texts over one block)}."""
+    """Stage pt's blocks from the texts' token counts, as engine.trainer.packed_rows.split_into_blocks cuts them:
+    packing joins the texts and cuts floor(total / block) full blocks, dropping the tail; otherwise each text of n
+    tokens gives ceil(n / block) blocks and nothing is dropped. {"blocks", "tokens", "tail", "split" (texts over one
+    block)}."""
     total = sum(lengths)
     if packing:
         blocks, tail = divmod(total, block)

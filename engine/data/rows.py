@@ -1,7 +1,8 @@
 """Dataset rows: the ``dataset_info.json`` entry schema (LLaMA-Factory's columns and tags), the problem types, and
 the row checks that turn any supported row into our canonical one (``normalize_row``).
 
-Light: stdlib only. Never torch, transformers or datasets. ``engine.data.registry`` re-exports the public names.
+Light: stdlib only. Never torch, transformers or datasets. ``engine.data.dataset_registry`` reads a registered
+entry's files into these rows.
 """
 
 from __future__ import annotations

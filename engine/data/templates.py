@@ -17,7 +17,7 @@ for function/observation turns (data.tool_format replaces the template's own, as
 Segments of ``auto`` come from rendering prefixes of the conversation, so labels can mask every prompt and train
 every answer.
 
-A conversation is the canonical row of engine.data.registry: {"system": str, "messages": [{role, content}],
+A conversation is the canonical row of engine.data.dataset_registry: {"system": str, "messages": [{role, content}],
 "tools"?: str}; roles user, assistant, function (a tool call: JSON) and observation (a tool result).
 """
 

@@ -194,7 +194,7 @@ def lf_yaml_options(path: str | Path) -> tuple[dict, list[str]]:
     one line each, before any work."""
     import yaml
 
-    from engine.lf.merge import lf_export_to_merge
+    from engine.lf.merge_yaml import lf_export_to_merge
     from engine.spec.schema import read_yaml_file
 
     path = Path(path)
@@ -242,8 +242,8 @@ def lf_yaml_options(path: str | Path) -> tuple[dict, list[str]]:
 
 def lf_quantize_argv(options: dict, q: dict, *, out: str | None, overwrite: bool, push: str | None) -> list[str]:
     """``studio export`` for an export YAML with ``export_quantization_bit``: GPTQ of its model, calibrated on its
-    ``export_quantization_dataset`` (``engine.lf.merge``), into ``export_dir`` (or ``out``); pushed to the hub when a
-    repo is named."""
+    ``export_quantization_dataset`` (``engine.lf.merge_yaml``), into ``export_dir`` (or ``out``); pushed to the hub
+    when a repo is named."""
     target = str(Path(out).expanduser().resolve()) if out else options["out_dir"]
     argv = [sys.executable, "-m", "engine.cli", "export", options["base"], "--format", q["format"], "--out", target]
     argv += ["--calibration", q["calibration"], "--calibration-samples", str(q["samples"])]

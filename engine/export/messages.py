@@ -80,7 +80,7 @@ MESSAGES: dict[str, str] = {
     "export.mem_given": "STUDIO_MEM_AVAILABLE",
     # the Export and Chat tabs (studio.tabs.export.inside_workspace)
     "export.outside_workspace": "{path}: only folders inside the workspace ({root}) can be used here",
-    # studio merge --lf-yaml (a LLaMA-Factory export YAML, engine.lf.merge.lf_export_to_merge)
+    # studio merge --lf-yaml (a LLaMA-Factory export YAML, engine.lf.merge_yaml.lf_export_to_merge)
     "export.lf_yaml_unreadable": "cannot read the LLaMA-Factory export YAML {path}: {error}",
     "export.lf_yaml_refused": "{path} (LLaMA-Factory export YAML) cannot be merged:\n{problems}",
     "export.lf_gptq_flags": "{flags}: not taken by the GPTQ export an export_quantization_bit YAML runs (it keeps the "

@@ -229,7 +229,7 @@ def resolve(spec: EvalSpec | dict | str | Path) -> dict:
 
 
 def _data_plan(spec: EvalSpec, run_spec, rec, problems: list) -> dict:
-    from engine.data import registry as reg
+    from engine.data import dataset_registry as reg
     from engine.data import rows as data_rows
 
     d = spec.data

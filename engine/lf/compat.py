@@ -5,7 +5,7 @@ validate`` call ``load_any`` (``load_any_spec``) so a LLaMA-Factory user's ``tra
 ``accelerate_config.yaml`` work unchanged on the features we support; every key refused is named at once, as the LF
 key the user wrote next to our field path. The conversion of the keys is engine.lf.to_spec; the way back (spec -> LF
 YAML, ``spec_to_lf_text``) engine.lf.to_lf; LLaMA-Factory's export YAML as a merge (``lf_export_to_merge``,
-``studio merge --lf-yaml``) engine.lf.merge.
+``studio merge --lf-yaml``) engine.lf.merge_yaml.
 
 Commands (argv[0] is the command name):
   studio import-lf FILE [--accelerate-config F] -o SPEC

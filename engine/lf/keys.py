@@ -350,7 +350,7 @@ _HF4_REMOVED: dict[str, tuple[Any, str]] = {
     "ray_scope": ("last", "lf.hf4_remove"),
 }
 # LLaMA-Factory's export YAML (``llamafactory-cli export``, ExportArguments + the model keys it reads) as
-# ``studio merge --lf-yaml`` takes it: key -> LF's default. engine.lf.merge.lf_export_to_merge converts them; any
+# ``studio merge --lf-yaml`` takes it: key -> LF's default. engine.lf.merge_yaml.lf_export_to_merge converts them; any
 # other LF key is noted (a training setting the merge does not use) and a key LF does not have is refused.
 _EXPORT_KEYS: dict[str, Any] = {
     "model_name_or_path": None,

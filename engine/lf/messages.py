@@ -201,7 +201,7 @@ MESSAGES: dict[str, str] = {
     "lf.not_mapping_file": "{path} is not a mapping",
     "lf.not_lf_yaml": "not a LLaMA-Factory training YAML (no model_name_or_path, stage, dataset, template, ... keys)",
     "lf.accelerate_not_mapping": "not a mapping of accelerate keys",
-    # ---- an export YAML as a merge (engine.lf.merge.lf_export_to_merge, studio merge --lf-yaml)
+    # ---- an export YAML as a merge (engine.lf.merge_yaml.lf_export_to_merge, studio merge --lf-yaml)
     "lf.export_not_mapping": "not a mapping of LLaMA-Factory keys (key: value lines)",
     "lf.export_training_key": "{key}: accepted, ignored (a training or inference setting, not used by a merge)",
     "lf.export_unknown_key": "not a LLaMA-Factory key (LLaMA-Factory refuses it too)",

@@ -62,7 +62,7 @@ def tokenizer_dir(spec) -> Path | None:
 def _sample_lengths(spec, name: str, ddir: Path, tok: Path | None) -> tuple[list[list[tuple[int, bool]]], bool]:
     """(per sample: (tokens, trained) of each piece, exact) of one dataset, as the trainer's _mixed reads it.
     ``tok`` None: the tokens estimated from the characters (``engine.data.masked_samples.approx_tokens``)."""
-    from engine.data import registry
+    from engine.data import dataset_registry as registry
     from engine.data.masked_samples import approx_tokens, piece_lengths
     from engine.data.templates import assistant_text, prompt_text, tokenizer_info
 

@@ -57,7 +57,7 @@ def _image_grid(config: dict, ref: str, max_pixels: int, min_pixels: int) -> tup
 
 def _stamp(name: str, ddir: Path) -> tuple:
     """The dataset's file state (dataset_info.json and the file or folder its rows come from)."""
-    from engine.data import registry
+    from engine.data import dataset_registry as registry
 
     stamp: tuple = ()
     entry, _ = registry._resolve(name, ddir)
@@ -76,7 +76,7 @@ def _stamp(name: str, ddir: Path) -> tuple:
 def sample_images(spec, config: dict[str, Any]) -> SampleImages:
     """The images of the run's heaviest sample (see the module's note), from the first ``PLAN_IMAGE_ROWS`` rows of
     each training dataset."""
-    from engine.data import registry
+    from engine.data import dataset_registry as registry
     from engine.spec.rules import resolve_dataset_dir
 
     v = spec.model.vision

@@ -44,7 +44,7 @@ from engine.machine.messages import message as machine_message
 from engine.models.resolve import looks_local, model_path
 from engine.runs.accelerate_configs import accelerate_config, deepspeed_config, mixed_precision_name
 from engine.runs.node_commands import SECRET_ENV, node_commands, node_environment, slurm_script
-from engine.spec.grpo import absolute_reward_files
+from engine.spec.grpo_group import absolute_reward_files
 from engine.spec.schema import RunSpec, SpecError
 from engine.watch import trackers
 

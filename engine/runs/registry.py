@@ -1,5 +1,5 @@
-"""The run registry (of runs; datasets are ``engine.data.registry``'s): every run ever submitted, its status, and the
-operations on it (submit, stop, delete, ...).
+"""The run registry (of runs; datasets are ``engine.data.dataset_registry``'s): every run ever submitted, its status,
+and the operations on it (submit, stop, delete, ...).
 
 Light; never torch. The records live in ``engine.runs.store`` (one SQLite file shared by the page, the CLI and
 each run's wrapper), whose reading functions are re-exported here so callers use one module for runs.

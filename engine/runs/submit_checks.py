@@ -20,7 +20,7 @@ from engine.runs.messages import message as run_message
 from engine.runs.records import RunsError
 from engine.spec.messages import message
 from engine.spec.schema import RunSpec
-from engine.spec.watch import notify_page_problems
+from engine.spec.watch_group import notify_page_problems
 
 # Datasets up to this size are read row by row at submit, so bad data is refused before anything is queued; larger
 # ones are checked by the trainer (engine.trainer.dataset), still before a model is loaded.
@@ -30,7 +30,7 @@ SUBMIT_DATA_CHECK_BYTES = 64 << 20
 def data_problems(spec: RunSpec) -> list[tuple[str, str]]:
     """The rows of the spec's datasets checked for its stage (datasets up to ``SUBMIT_DATA_CHECK_BYTES``), as
     (field, message): what submit refuses, and what the page's form shows before Start."""
-    from engine.data import registry as reg
+    from engine.data import dataset_registry as reg
     from engine.spec.rules import resolve_dataset_dir
 
     ddir = resolve_dataset_dir(spec)

@@ -3,8 +3,8 @@
 
 Each field carries its description, default, range or choices, and ``json_schema_extra`` (label, group,
 advanced, step) from which the page builds its widgets. The other groups: ``engine.spec.method`` (method),
-``engine.spec.train`` (train), ``engine.spec.launch_group`` (launch, output), ``engine.spec.watch`` (health, notify).
-Assembled into ``RunSpec`` by ``engine.spec.schema``.
+``engine.spec.train_group`` (train), ``engine.spec.launch_group`` (launch, output), ``engine.spec.watch_group``
+(health, notify). Assembled into ``RunSpec`` by ``engine.spec.schema``.
 """
 
 from __future__ import annotations

@@ -199,11 +199,11 @@ MESSAGES: dict[str, str] = {
     "output_refused": "not here: {reason}",
     "output_is_file": "cannot create {path}: {probe} is a file, not a folder",
     "output_not_writable": "cannot write to {probe} (permission denied): choose another folder",
-    # notify (engine.spec.watch)
+    # notify (engine.spec.watch_group)
     "notify_bad_address": "not an email address: {address!r}",
     "notify_email_needs_smtp": "emails need an SMTP server: set notify.smtp_host (or clear notify.email_to)",
     "notify_env_missing": "the environment variable {name} is not set here: this notification will not be sent",
-    # stage grpo (engine.spec.grpo)
+    # stage grpo (engine.spec.grpo_group)
     "grpo_no_reward": "stage grpo needs at least one reward function: add one to method.grpo.rewards",
     "grpo_python_needs_file": "a python reward needs its file and function: set file (a .py file) and function "
     "(its name)",

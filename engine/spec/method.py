@@ -1,6 +1,6 @@
 """The run spec's ``method`` group: what is trained and how - the stage (sft, pt, dpo, kto, rm, grpo), the finetuning
 method (lora, oft, full, freeze) and each one's settings (LoRA, OFT, freeze, quantization, DPO, KTO; GRPO's are
-``engine.spec.grpo``). Light: pydantic and engine.spec.groups / grpo only. Assembled into ``RunSpec`` by
+``engine.spec.grpo_group``). Light: pydantic and engine.spec.groups / grpo only. Assembled into ``RunSpec`` by
 ``engine.spec.schema``.
 """
 
@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from engine.spec.groups import _meta, _Spec
-from engine.spec.grpo import GrpoSpec
+from engine.spec.grpo_group import GrpoSpec
 
 
 class LoraSpec(_Spec):

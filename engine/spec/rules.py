@@ -23,12 +23,12 @@ from engine.models import ms_models
 from engine.models.access import launch_problem as download_launch_problem
 from engine.models.resolve import looks_local as _looks_local
 from engine.models.resolve import model_path, resolve_config, resolve_model
-from engine.spec.grpo import grpo_context, grpo_errors
+from engine.spec.grpo_group import grpo_context, grpo_errors
 from engine.spec.hf_args import extra_arg_problem
 from engine.spec.launch_group import ray_errors
 from engine.spec.messages import message
-from engine.spec.train import LOW_RANK_OPTIMIZERS, fp8_errors, loss_errors
-from engine.spec.watch import watch_errors, watch_warnings
+from engine.spec.train_group import LOW_RANK_OPTIMIZERS, fp8_errors, loss_errors
+from engine.spec.watch_group import watch_errors, watch_warnings
 
 # The rules take a RunSpec (engine.spec.schema), whose validator calls them: named here without importing it, so
 # the two modules do not import each other even for type checking.

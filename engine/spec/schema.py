@@ -10,8 +10,8 @@ Three layers of checks, defined in this module's siblings and applied here:
   and the fix;
 - context rules that read files (the model's ``config.json``, the dataset registry): ``check_context``.
 The groups' fields are declared in ``engine.spec.groups`` (model, data), ``engine.spec.method`` (method),
-``engine.spec.train`` (train), ``engine.spec.launch_group`` (launch, output) and ``engine.spec.watch`` (health,
-notify): a caller imports a group's class from its module, ``RunSpec`` and the checks from here.
+``engine.spec.train_group`` (train), ``engine.spec.launch_group`` (launch, output) and ``engine.spec.watch_group``
+(health, notify): a caller imports a group's class from its module, ``RunSpec`` and the checks from here.
 ``validate_spec`` runs all three and returns every problem; ``load_spec`` raises ``SpecError`` on any.
 Legal but unwise combinations are ``spec_warnings``.
 Every message is an ``engine.core.messages.Message``: English text that also carries a catalog key and parameters
@@ -37,8 +37,8 @@ from engine.spec.rules import (
     cross_field_errors,
     spec_warnings,
 )
-from engine.spec.train import TrainSpec
-from engine.spec.watch import HealthSpec, NotifySpec
+from engine.spec.train_group import TrainSpec
+from engine.spec.watch_group import HealthSpec, NotifySpec
 
 SCHEMA_VERSION = 1
 

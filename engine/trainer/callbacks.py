@@ -21,7 +21,7 @@ import torch.distributed as dist
 from transformers import TrainerCallback
 
 from engine.core.events import append_event
-from engine.spec.watch import HealthSpec
+from engine.spec.watch_group import HealthSpec
 from engine.watch.health import Alert, HealthWatch
 
 

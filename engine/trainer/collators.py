@@ -10,7 +10,7 @@ Padding-free batches (``data.padding_free``, on by default for sft and pt withou
 samples into one row with per-sample position_ids: the same samples per step and the same loss as padded batches,
 with no compute on pad tokens.
 
-Packed rows (sft, from ``engine.trainer.packing.pack_rows``) are stacked without an attention mask; transformers
+Packed rows (sft, from ``engine.trainer.packed_rows.pack_rows``) are stacked without an attention mask; transformers
 builds a block-diagonal mask per row from the position_ids for sdpa/flash attention, so no token attends across
 samples (tests/engine/test_data.py proves equal per-sample logits and loss).
 """

@@ -1,20 +1,20 @@
 """Training data for a run: registry check, template rendering, tokenisation with label masks, mixing, splits, cache.
 
 Heavy: imports datasets/torch/transformers inside functions (the module itself stays importable cheaply). The
-registry check (engine.data.registry) runs first and raises DataError before any model is loaded; rendering
+registry check (engine.data.dataset_registry) runs first and raises DataError before any model is loaded; rendering
 is engine.data.templates, the same code the page's masked-sample preview uses.
 
 Stages: sft (prompt tokens -100 unless spec.data.train_on_prompt; every assistant turn trained; tokenised and cut
 at the cutoff as LLaMA-Factory does, see ``_encode_batch``; truncated samples are counted), pt (all tokens
 trained; conversation rows become their joined text, each text ends with EOS; texts are cut into blocks of the
-cutoff length instead of truncated, see ``engine.trainer.packing.split_into_blocks``), dpo and rm (string
+cutoff length instead of truncated, see ``engine.trainer.packed_rows.split_into_blocks``), dpo and rm (string
 prompt/chosen/rejected columns for TRL's DPOTrainer / RewardTrainer, which tokenise them themselves; collator None),
 kto (string prompt/completion columns and a boolean label for TRL's KTOTrainer; rows without a kto tag are left out
 and counted, as LLaMA-Factory drops them).
 
 The batches: padded, padding-free (``data.padding_free``, on by default for sft and pt without packing) or packed
-(sft with ``data.packing``: several samples per row, up to the cutoff length, ``engine.trainer.packing.pack_rows``),
-each with its collator from engine.trainer.collators, chosen here.
+(sft with ``data.packing``: several samples per row, up to the cutoff length,
+``engine.trainer.packed_rows.pack_rows``), each with its collator from engine.trainer.collators, chosen here.
 
 With spec.data.group_by_length, train and eval rows carry a ``length`` column, which the Trainer's length-grouped
 sampler reads instead of measuring every row at start-up.
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.data.cutoff import cut_turns
+from engine.data.dataset_registry import check_datasets, load_rows, sample_rows
 from engine.data.messages import message as data_message
-from engine.data.registry import check_datasets, load_rows, sample_rows
 from engine.data.rows import PREFERENCE_STAGES, DataError
 from engine.data.templates import (
     Template,
@@ -46,7 +46,7 @@ from engine.data.templates import (
     tokenizer_info,
 )
 from engine.trainer.collators import IGNORE, FlatteningCollator, PadCollator, packing_collator, padding_free
-from engine.trainer.packing import pack_rows, split_into_blocks
+from engine.trainer.packed_rows import pack_rows, split_into_blocks
 
 CACHE_VERSION = 4  # bump when tokenisation changes, so old caches are not reused
 
@@ -171,8 +171,8 @@ def _tokenizer_digest(tokenizer) -> str:
 
 
 def _data_digest(name: str, dataset_dir: Path) -> str:
+    from engine.data.dataset_registry import _where, read_dataset_info
     from engine.data.file_selection import folder_files
-    from engine.data.registry import _where, read_dataset_info
     from engine.data.rows import DatasetEntry
 
     raw = read_dataset_info(dataset_dir)[name]
@@ -196,7 +196,7 @@ def build_train_data(spec, tokenizer, *, log: Callable[[str], None] = print) -> 
     """Check, load, render, tokenise, mix and split the spec's datasets (and its evaluation datasets); raise
     DataError on bad data. Hub datasets not in the Hugging Face cache are downloaded first."""
     from engine.data import hub, ms_hub
-    from engine.data.registry import hub_pending
+    from engine.data.dataset_registry import hub_pending
     from engine.spec.rules import resolve_dataset_dir
 
     d, stage = spec.data, spec.method.stage
@@ -316,7 +316,7 @@ def _mixed(spec, names: list[str], ddir: Path, tokenizer, info, stats: dict):
     mixed by data.mix; for sft / pt samples with nothing to train are dropped (counted in ``stats``)."""
     from datasets import Dataset, concatenate_datasets, interleave_datasets
 
-    from engine.data.registry import _resolve
+    from engine.data.dataset_registry import _resolve
 
     d, stage, seed = spec.data, spec.method.stage, spec.train.seed
     tool_format = None if d.tool_format == "template" else d.tool_format

@@ -202,7 +202,7 @@ def _build_model(model_dir: Path) -> None:
 
 def _copy_datasets(data_dir: Path, *, force: bool) -> None:
     """Copy the demo files and merge their entries into the workspace's dataset_info.json (user entries kept)."""
-    from engine.data.registry import read_dataset_info, save_dataset_info
+    from engine.data.dataset_registry import read_dataset_info, save_dataset_info
 
     data_dir.mkdir(parents=True, exist_ok=True)
     for src in sorted([*ASSETS_DATA.glob("demo_*"), *ASSETS_DATA.glob("grpo_*")]):

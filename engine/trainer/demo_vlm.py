@@ -286,7 +286,7 @@ def _draw(im: dict, path: Path) -> None:
 def _write_dataset(data_dir: Path, *, force: bool) -> None:
     """The images (drawn when missing), the rows of both sets and their entries merged into dataset_info.json
     (others kept)."""
-    from engine.data.registry import read_dataset_info, save_dataset_info
+    from engine.data.dataset_registry import read_dataset_info, save_dataset_info
 
     data_dir.mkdir(parents=True, exist_ok=True)
     for im in images_plan():

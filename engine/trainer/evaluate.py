@@ -302,7 +302,7 @@ def load_model(name: str, device: str):
 def prepare_rows(plan: dict, tok) -> list[dict]:
     """The rows to evaluate: index, canonical row, prompt text, reference answer, the trainer's input_ids / labels
     (``_encode_batch``), the prompt's token ids. The run's held-out split is rebuilt exactly (see the docstring)."""
-    from engine.data.registry import _resolve, load_rows
+    from engine.data.dataset_registry import _resolve, load_rows
     from engine.data.templates import prompt_text, tokenizer_info
     from engine.trainer.dataset import _encode_batch, sample_rows
 

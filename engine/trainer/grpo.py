@@ -19,7 +19,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from engine.core.events import append_event
-from engine.data.registry import check_datasets, load_rows, sample_rows
+from engine.data.dataset_registry import check_datasets, load_rows, sample_rows
 from engine.data.rows import DataError
 from engine.data.templates import prompt_text, template_warning, tokenizer_info
 
@@ -28,7 +28,7 @@ SAMPLE_CHARS = 2000  # of a prompt or completion in a completions event
 
 def prompt_rows(spec, tokenizer, names: list[str], ddir: Path, stats: dict) -> list[dict]:
     """The named datasets as GRPO rows: prompt (rendered, cut), answer (or None), dataset, row."""
-    from engine.data.registry import _resolve
+    from engine.data.dataset_registry import _resolve
 
     d, g = spec.data, spec.method.grpo
     info = tokenizer_info(tokenizer)
@@ -59,7 +59,7 @@ def build_data(spec, tokenizer, *, log: Callable[[str], None] = print):
     from datasets import Dataset
 
     from engine.data import hub
-    from engine.data.registry import hub_pending
+    from engine.data.dataset_registry import hub_pending
     from engine.spec.rules import resolve_dataset_dir
     from engine.trainer.dataset import TrainData, _problem
 

@@ -332,7 +332,7 @@ def reward_device() -> str:
 def build_rewards(specs: list, *, template: str = "default") -> list[Reward]:
     """The spec's ``method.grpo.rewards`` as callables for TRL, in order. ``template``: the run's chat template (a
     reward model renders completions with it when its rm run names none)."""
-    from engine.spec.grpo import reward_file
+    from engine.spec.grpo_group import reward_file
 
     out: list[Reward] = []
     for r in specs:

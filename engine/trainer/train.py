@@ -209,7 +209,7 @@ def train(spec: RunSpec, run_dir: Path, events: Path) -> int:
     trainer = build_trainer(spec, model, tokenizer, data, targs, [callback, health, stopper])
     trainer.add_callback(TokensSeen(trainer))  # after the stopper: it reads the count at a stop's step too
     if any(r != "none" for r in spec.output.report_to):  # after the trackers' own callbacks, which start their runs
-        from engine.trainer.trackers import SpecToTrackers
+        from engine.trainer.tracker_config import SpecToTrackers
 
         trainer.add_callback(SpecToTrackers(spec, trainer))
     total_steps = trainer.state.max_steps or _planned_steps(spec, len(data.train_dataset), world)

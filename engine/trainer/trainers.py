@@ -81,7 +81,7 @@ def _stage_arguments(
 ):
     from transformers import TrainingArguments
 
-    from engine.spec.train import LOW_RANK_OPTIMIZERS
+    from engine.spec.train_group import LOW_RANK_OPTIMIZERS
     from engine.trainer.optim import low_rank_settings
 
     t = spec.train

@@ -210,7 +210,7 @@ class VisionCollator:
 def build_data(spec, processor, *, log=print):
     """TrainData of a vision-language run: every dataset row encoded (images opened, sized, processed), rows the
     cutoff would cut into an image's tokens left out and counted."""
-    from engine.data.registry import check_datasets, load_rows
+    from engine.data.dataset_registry import check_datasets, load_rows
     from engine.data.rows import DataError
     from engine.spec.rules import resolve_dataset_dir
     from engine.trainer.dataset import TrainData, _problem

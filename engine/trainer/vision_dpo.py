@@ -69,8 +69,8 @@ def build_data(spec, processor, *, log=print):
     from ``data.eval_datasets`` or ``data.val_size``; the collator that processes the images batch by batch."""
     from datasets import Dataset
 
+    from engine.data.dataset_registry import check_datasets, load_rows
     from engine.data.messages import message as data_message
-    from engine.data.registry import check_datasets, load_rows
     from engine.data.rows import DataError
     from engine.spec.rules import resolve_dataset_dir
     from engine.trainer.dataset import TrainData, _problem

@@ -1,8 +1,8 @@
 """Health rules: a run's figures judged for its user, so a run going wrong is said (and stopped) with no page open.
 
-Light: stdlib, engine.core, engine.runs.messages, engine.spec.watch; never torch. Each rule is a pure function over
-figures that returns the reason it fires (a catalog ``Message`` whose parameters are the figures) or None; the tests
-feed them hand-made figures. ``HealthWatch`` keeps what the rules need between steps (recent losses and tokens/s,
+Light: stdlib, engine.core, engine.watch.messages, engine.spec.watch_group; never torch. Each rule is a pure function
+over figures that returns the reason it fires (a catalog ``Message`` whose parameters are the figures) or None; the
+tests feed them hand-made figures. ``HealthWatch`` keeps what the rules need between steps (recent losses and tokens/s,
 evaluations) and fires each rule once per episode: it fires again only after its condition has cleared.
 
 Who evaluates what: the trainer, on every logged step and evaluation (``engine.trainer.callbacks.HealthCallback``):
@@ -23,7 +23,7 @@ from typing import Any
 
 from engine.core import events
 from engine.core.messages import Message, to_json
-from engine.spec.watch import HealthSpec
+from engine.spec.watch_group import HealthSpec
 from engine.watch.messages import message
 
 RULES = (

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any
 
-from engine.spec.watch import NotifySpec
+from engine.spec.watch_group import NotifySpec
 
 TIMEOUT_S = 10.0
 

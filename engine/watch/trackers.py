@@ -8,7 +8,7 @@ take): each one's package and pip name, and where it writes, kept inside the run
   (the run's environment is allow-listed, so no login reaches it);
 - swanlab: SwanLab in local mode in ``<out>/swanlog``.
 A value already in the run's environment is kept (``apply`` only fills gaps). The run's spec goes to each tracker
-as its config (engine.trainer.trackers). Light: stdlib only.
+as its config (engine.trainer.tracker_config). Light: stdlib only.
 """
 
 from __future__ import annotations

@@ -250,7 +250,7 @@ HELP_ZH: dict[str, str] = {
     "（输出目录本身，与 LLaMA-Factory 的保存方式相同；LLaMA-Factory YAML 的 output_dir 即此含义）",
 }
 
-# The health rules' actions, said once (engine.spec.watch).
+# The health rules' actions, said once (engine.spec.watch_group).
 _ACTIONS_ZH = (
     "：off 关闭，note 记录告警（仪表盘上显示），warn 告警并发送通知，"
     "stop 告警、通知并像「停止」一样停止运行（先保存检查点，除非权重已不再是有限值）"

@@ -2,7 +2,7 @@
 token-length histogram against the cutoff, read as the Train form's stage uses it: sft / dpo truncate longer
 samples; pt cuts texts into blocks of the cutoff (packing: texts joined, the tail under one block dropped).
 
-Light: gradio, pandas, engine.data.registry / masked_samples (jinja2 + the ``tokenizers`` library, never
+Light: gradio, pandas, engine.data.dataset_registry / masked_samples (jinja2 + the ``tokenizers`` library, never
 transformers). This module lays the tab out and draws what a dataset looks like (preview, masked sample, length
 histogram); the left column's upload and registration are studio.tabs.data_register's, a row's images
 studio.tabs.data_images'.
@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from engine.core import accounts, workspace
-from engine.data import registry as reg
+from engine.data import dataset_registry as reg
 from engine.data.masked_samples import render_sample, token_lengths
 from engine.data.messages import message
 from engine.data.packing import packing_efficiency, pt_blocks  # the trainer's own packing and pt blocks

@@ -3,8 +3,8 @@ sanitised name (a client-chosen name can never place a file anywhere else; none 
 columns read and mapped to the format's roles (``guess_mapping`` preselects them), checked trainable on its first
 rows and registered; a registered entry read back, so the left column can fix its mapping in place.
 
-Light: csv, pyarrow (Parquet column names), engine.data.registry; never gradio, torch or transformers. Bounded: a
-file's columns and the checks come from its head (``engine.data.files.read_head``, rows of at most
+Light: csv, pyarrow (Parquet column names), engine.data.dataset_registry; never gradio, torch or transformers. Bounded:
+a file's columns and the checks come from its head (``engine.data.files.read_head``, rows of at most
 ``PAGE_RECORD_BYTES``).
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.core import belongings, workspace
+from engine.data import dataset_registry as reg
 from engine.data import files as data_files
-from engine.data import registry as reg
 from engine.data import rows as data_rows
 from engine.data.files import PAGE_RECORD_BYTES, read_head
 from engine.data.messages import message

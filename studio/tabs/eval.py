@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core import belongings, workspace
-from engine.data import registry as datasets
+from engine.data import dataset_registry as datasets
 from engine.eval import report
 from engine.eval.spec import DEFAULT_JUDGE_PROMPT, DEFAULT_MEASURES, DEFAULT_PAIRWISE_PROMPT, DEMO_TASK
 from engine.jobs import evals

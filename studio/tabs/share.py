@@ -1,8 +1,8 @@
 """Sharing read-only in team mode (issue 46 item 2), one row for the Runs, Datasets and Models tabs: the run,
 dataset or model picked in the tab is shared with named accounts or the whole team (``engine.runs.registry.share``,
-``engine.data.registry.share_dataset``, ``engine.jobs.downloads.share_local``). Its owner (or an admin) may; a reader
-lists it and uses it (a run as a source, a dataset or model to train on), never changes or deletes it. The tabs build
-the row only in team mode.
+``engine.data.dataset_registry.share_dataset``, ``engine.jobs.downloads.share_local``). Its owner (or an admin) may; a
+reader lists it and uses it (a run as a source, a dataset or model to train on), never changes or deletes it. The tabs
+build the row only in team mode.
 
 Light: the registry, the data and models commands' sharing, and the page's catalog.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.core import workspace
-from engine.data import registry as data_registry
+from engine.data import dataset_registry as data_registry
 from engine.jobs import downloads
 from engine.runs import registry as runs
 from studio.i18n.localize import localize_error

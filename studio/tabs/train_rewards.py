@@ -23,7 +23,7 @@ import yaml
 
 from engine.core import page_trust, workspace
 from engine.jobs import rewards_try
-from engine.spec.grpo import REWARD_KINDS, RewardSpec
+from engine.spec.grpo_group import REWARD_KINDS, RewardSpec
 from engine.spec.schema import safe_load_yaml
 from studio import forms
 from studio.form_validation import check, colon

@@ -244,7 +244,7 @@ def _column(page, role: str) -> str:
 def test_a_picked_dataset_shows_its_own_column_mapping(page, server):
     """Issue 27 item 11: a dataset picked after a sharegpt one kept its ``messages`` column in the mapping (a dataset
     without a file here, as a hub entry, left the whole mapping as it was)."""
-    from engine.data import registry as reg
+    from engine.data import dataset_registry as reg
 
     data_dir = server.home / "data"
     info = reg.read_dataset_info(data_dir)

@@ -66,7 +66,7 @@ def test_grpo_reward_picker_and_stage_switches(page, shots):
     rewards field; the rewards and the run name a person chose stay through sft -> grpo -> sft -> grpo."""
     from playwright.sync_api import expect
 
-    from engine.spec.grpo import REWARD_KINDS
+    from engine.spec.grpo_group import REWARD_KINDS
     from tests.e2e.conftest import type_field
 
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from engine.core import accounts, belongings
-from engine.data import registry as reg
+from engine.data import dataset_registry as reg
 from engine.runs import store
 from engine.runs.records import RunRecord
 

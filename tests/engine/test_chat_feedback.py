@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
+from engine.data import dataset_registry as reg
 from engine.data import feedback
-from engine.data import registry as reg
 from engine.data import rows as data_rows
 from engine.spec.schema import RunSpec
 from tests.helpers import run_trainer

@@ -83,7 +83,7 @@ def test_dpo_columns_for_trl(demo_paths, tok):
 
 
 def test_bad_data_raises_before_model(demo_paths, tok, tmp_path):
-    from engine.data.registry import save_dataset_info
+    from engine.data.dataset_registry import save_dataset_info
     from engine.data.rows import DataError
 
     (tmp_path / "bad.jsonl").write_text('{"instruction": "q", "output": "a"}\nnot json\n')
@@ -166,7 +166,7 @@ def test_cache_is_reused(demo_paths, tok):
 
 
 def _pt_dataset(tmp_path, texts: list[str]) -> str:
-    from engine.data.registry import save_dataset_info
+    from engine.data.dataset_registry import save_dataset_info
 
     (tmp_path / "long.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts))
     save_dataset_info(tmp_path, {"long": {"file_name": "long.jsonl", "columns": {"prompt": "text"}}})
@@ -212,7 +212,7 @@ def test_blocks_across_arrow_batches_and_slices():
 
     from datasets import Dataset
 
-    from engine.trainer.packing import split_into_blocks
+    from engine.trainer.packed_rows import split_into_blocks
 
     rng = random.Random(3)
     texts = [[rng.randrange(1, 500) for _ in range(rng.randrange(1, 40))] for _ in range(20_000)]
@@ -262,7 +262,7 @@ def test_page_and_trainer_pack_alike():
     from datasets import Dataset
 
     from engine.data.packing import packing_efficiency
-    from engine.trainer.packing import pack_rows
+    from engine.trainer.packed_rows import pack_rows
 
     lengths = [7, 3, 9, 1, 4, 4, 6, 2, 8, 5, 5, 10]
     ds = Dataset.from_dict({"input_ids": [[1] * n for n in lengths], "labels": [[1] * n for n in lengths]})
@@ -351,7 +351,7 @@ def test_mask_history_trains_only_the_last_answer(demo_paths, tok):
 def test_val_size_whole_number_is_rows_and_eval_datasets_evaluate_apart(demo_paths, tok):
     """val_size from 1 up is a row count (LF); one that leaves nothing to train on is refused naming the dataset and
     the counts; eval_datasets give the evaluation set instead of a split."""
-    from engine.data.registry import DataError
+    from engine.data.dataset_registry import DataError
 
     data = build(make_spec(demo_paths, max_samples=10, val_size=3), tok)
     assert (len(data.train_dataset), len(data.eval_dataset)) == (7, 3)

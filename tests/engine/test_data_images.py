@@ -8,8 +8,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from engine.data import dataset_registry as R
 from engine.data import images as I
-from engine.data import registry as R
 
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
 ENTRY = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"}, "tags": TAGS}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.commands import data_cli
-from engine.data import registry as R
+from engine.data import dataset_registry as R
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"instruction": "Say hi", "input": "", "output": "hi"}

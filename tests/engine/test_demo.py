@@ -74,7 +74,7 @@ def test_example_spec_validates_with_context(demo_paths):
 
 
 def test_build_is_idempotent_and_keeps_user_entries(studio_home, demo_paths):
-    from engine.data.registry import read_dataset_info, save_dataset_info
+    from engine.data.dataset_registry import read_dataset_info, save_dataset_info
     from engine.trainer import demo
 
     data_dir = Path(demo_paths["data_dir"])

@@ -164,7 +164,7 @@ def test_degenerate_answers():
 def test_an_alpaca_entry_without_columns_has_reference_answers(tmp_path):
     """LF's most common entry, {"file_name": "x.json"}: instruction / input / output by LF's default, sft rows for the
     data registry; the evaluation's check reads it the same way (it took it for text only and refused BLEU)."""
-    from engine.data import registry
+    from engine.data import dataset_registry as registry
 
     rows = [{"instruction": f"What is {i} plus 1?", "input": "", "output": f"{i + 1}"} for i in range(12)]
     (tmp_path / "x.json").write_text(json.dumps(rows))

@@ -1,4 +1,4 @@
-"""Stage grpo's spec rules (engine.spec.grpo): every problem named by its field before launch."""
+"""Stage grpo's spec rules (engine.spec.grpo_group): every problem named by its field before launch."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_unknown_loss_type_and_field_are_refused():
 def test_vllm_refused_on_cpu_and_when_missing():
     got = problems(grpo(grpo={"generation_backend": "vllm"}, launch={"device": "cpu"}))
     assert "vLLM generates on a GPU only" in got["method.grpo.generation_backend"]
-    pytest.importorskip("engine.spec.grpo").vllm_installed() and pytest.skip("vllm is installed here")
+    pytest.importorskip("engine.spec.grpo_group").vllm_installed() and pytest.skip("vllm is installed here")
     got = problems(grpo(grpo={"generation_backend": "vllm"}, launch={"device": "cuda"}))
     assert "vLLM is not installed here" in got["method.grpo.generation_backend"]
 
@@ -106,7 +106,7 @@ def test_grpo_reads_rows_without_answers(demo_paths, tmp_path):
     """A row that ends with the user's turn is a prompt with no answer; pairs stay refused."""
     import json
 
-    from engine.data.registry import check_datasets, load_rows
+    from engine.data.dataset_registry import check_datasets, load_rows
 
     (tmp_path / "q.json").write_text(
         json.dumps([{"instruction": "What is 1 + 1?"}, {"instruction": "Hi", "output": "2"}])

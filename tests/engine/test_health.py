@@ -1,4 +1,5 @@
-"""Health rules on hand-made figures (engine.watch.health), and the spec groups that set them (engine.spec.watch)."""
+"""Health rules on hand-made figures (engine.watch.health), and the spec groups that set them
+(engine.spec.watch_group)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import pytest
 
 from engine.spec.schema import SpecError, parse_spec
-from engine.spec.watch import HealthSpec, NotifySpec, watch_warnings
+from engine.spec.watch_group import HealthSpec, NotifySpec, watch_warnings
 from engine.watch import health
 
 NAN, INF = float("nan"), float("inf")

@@ -17,7 +17,7 @@ def _num(value) -> float:
     return float(value)  # events write NaN / inf as text; float() reads both
 
 
-GRAD_NORM_MAX = 1e4  # the rule's default limit (engine.spec.watch.HealthSpec.grad_norm_max)
+GRAD_NORM_MAX = 1e4  # the rule's default limit (engine.spec.watch_group.HealthSpec.grad_norm_max)
 
 
 def _over(payload: dict) -> bool:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.data import registry as R
+from engine.data import dataset_registry as R
 from tests.hub_standin import HubStandin
 
 ROOT = Path(__file__).resolve().parents[2]

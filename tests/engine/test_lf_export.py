@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from engine.export import merge_jobs as mj
-from engine.lf.merge import lf_export_to_merge
+from engine.lf.merge_yaml import lf_export_to_merge
 from engine.runs import registry as runs
 from tests.helpers import demo_spec, log_tail, run_trainer
 

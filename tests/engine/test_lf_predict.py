@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from engine.commands.train_cli import cli
-from engine.data.registry import load_rows
+from engine.data.dataset_registry import load_rows
 from engine.runs import registry as runs
 from tests import eval_fixtures as fx
 from tests.engine.test_eval import _lf_similarity

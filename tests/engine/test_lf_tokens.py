@@ -124,7 +124,7 @@ def lf_rows(name: str) -> list[tuple[str, list[dict]]]:
     [(256, False, False), (24, False, False), (24, True, False), (40, False, True)],
 )
 def test_every_row_has_lfs_ids_and_labels(tokenizer, name, cutoff, mask_history, train_on_prompt):
-    from engine.data.registry import load_rows
+    from engine.data.dataset_registry import load_rows
     from engine.data.templates import tokenizer_info
     from engine.trainer.dataset import _encode_batch
 

@@ -13,8 +13,8 @@ import json
 
 import pytest
 
+from engine.data import dataset_registry as R
 from engine.data import ms_hub
-from engine.data import registry as R
 from engine.data.rows import DatasetEntry
 from tests.modelscope_standin import ModelScopeStandin
 

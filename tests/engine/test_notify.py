@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from engine.core import events
-from engine.spec.watch import NotifySpec
+from engine.spec.watch_group import NotifySpec
 from engine.watch import notify
 from tests import helpers
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.spec.grpo import FORMAT_PATTERN, RewardSpec
+from engine.spec.grpo_group import FORMAT_PATTERN, RewardSpec
 from engine.trainer.rewards import RewardError, build_rewards
 
 

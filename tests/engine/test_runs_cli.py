@@ -204,7 +204,7 @@ def test_overlong_dataset_names_are_refused_naming_the_field(tmp_path):
     refuses it naming the name; 100 characters are fine."""
     import pytest
 
-    from engine.data import registry as reg
+    from engine.data import dataset_registry as reg
     from engine.spec import groups
     from engine.spec.schema import SpecError, parse_spec
 

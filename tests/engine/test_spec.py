@@ -21,7 +21,7 @@ from engine.spec.schema import (
     spec_to_dict,
     validate_spec,
 )
-from engine.spec.watch import NotifySpec
+from engine.spec.watch_group import NotifySpec
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "assets" / "examples").glob("*.yaml"))
@@ -137,7 +137,7 @@ class TestVersions:
         assert dumped["train"].pop("low_rank")["rank"] == 16 and dumped["train"].pop("badam")["mode"] == "layer"
         assert dumped["launch"].pop("target") == "local" and dumped["launch"].pop("slurm")["extra_sbatch"] == []
         assert dumped["launch"].pop("ray")["num_workers"] == 1  # launch.target ray's group (LF's ray_num_workers)
-        # the health rules and notifications (engine.spec.watch): at their defaults, no webhook and no email
+        # the health rules and notifications (engine.spec.watch_group): at their defaults, no webhook and no email
         assert dumped.pop("health")["loss_nan"] == "stop"
         assert dumped.pop("notify") == {**NotifySpec().model_dump(), "webhook_env": "", "email_to": []}
         want = yaml.safe_load(path.read_text(encoding="utf-8"))

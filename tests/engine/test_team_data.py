@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from engine.core import accounts, belongings, workspace
-from engine.data import registry as reg
+from engine.data import dataset_registry as reg
 from engine.runs import owners
 from engine.runs import registry as runs
 from engine.spec.schema import SpecError

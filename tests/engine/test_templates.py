@@ -84,8 +84,8 @@ def test_render_sample_marks_trained_pieces(demo_paths):
 
 def test_templates_module_is_light():
     code = (
-        "import sys, engine.data.templates, engine.data.masked_samples, engine.data.registry, engine.data.files, "
-        "engine.data.rows; "
+        "import sys, engine.data.templates, engine.data.masked_samples, engine.data.dataset_registry, "
+        "engine.data.files, engine.data.rows; "
         "print([m for m in ('torch', 'transformers', 'datasets') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -290,7 +290,7 @@ def test_pt_blocks_grouped_by_length_train(demo_paths, tmp_path):
     Trainer gets transformers 5's group_by_length sampler over the rows' lengths, and the run trains."""
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
-    from engine.data.registry import save_dataset_info
+    from engine.data.dataset_registry import save_dataset_info
     from engine.trainer import model as model_lib
     from engine.trainer.dataset import build_train_data
     from engine.trainer.trainers import build_trainer, training_arguments

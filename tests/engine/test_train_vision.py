@@ -49,7 +49,7 @@ def test_lora_sft_on_the_demo_vlm_trains_in_the_trainer_subprocess(demo_paths, t
 def test_labels_train_only_the_answers(demo_paths):
     from transformers import AutoProcessor, AutoTokenizer
 
-    from engine.data.registry import load_rows
+    from engine.data.dataset_registry import load_rows
     from engine.trainer import vision
 
     spec = _vlm_spec(demo_paths)

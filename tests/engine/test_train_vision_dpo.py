@@ -34,7 +34,7 @@ def _dpo_spec(demo_paths, **train):
 
 
 def test_demo_preference_set_is_lfs_rlhf_v_layout(demo_paths):
-    from engine.data import registry as R
+    from engine.data import dataset_registry as R
 
     data = Path(demo_paths["data_dir"])
     entry = json.loads((data / "dataset_info.json").read_text(encoding="utf-8"))[demo_paths["vlm_dpo_dataset"]]

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.core import workspace
-from engine.data import registry as reg
+from engine.data import dataset_registry as reg
 from engine.data import rows as data_rows
 from engine.runs import registry as runs
 from engine.spec.schema import SpecError

@@ -325,7 +325,7 @@ def test_upload_names_and_sizes(studio_home, tally, tmp_path):
 
 
 def test_path_fields_reject_traversal(studio_home, tally, tmp_path):
-    from engine.data import registry as reg
+    from engine.data import dataset_registry as reg
 
     ddir = tmp_path / "data"
     ddir.mkdir()

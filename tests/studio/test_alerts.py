@@ -4,7 +4,7 @@ table's column and ``studio runs show`` (studio.alerts, studio.monitor, studio.t
 from __future__ import annotations
 
 from engine.core.events import append_event
-from engine.spec.watch import HealthSpec
+from engine.spec.watch_group import HealthSpec
 from engine.watch import health
 from studio import alerts, monitor
 from studio.tabs import dashboard

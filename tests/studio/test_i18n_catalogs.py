@@ -78,8 +78,8 @@ def test_page_strings_have_chinese():
 
 # Calls whose text argument reaches the page: (module, callee name, index of the text arguments or None for all).
 _TEXT_CALLS = [
-    ("engine/data/registry.py", "DataProblem", [3]),
-    ("engine/data/registry.py", "ValueError", None),
+    ("engine/data/dataset_registry.py", "DataProblem", [3]),
+    ("engine/data/dataset_registry.py", "ValueError", None),
     ("engine/data/files.py", "DataProblem", [3]),
     ("engine/data/rows.py", "DataProblem", [3]),
     ("engine/data/rows.py", "_RowError", [1]),
@@ -185,7 +185,7 @@ def _keys(msg) -> set[str]:
 
 
 def test_bad_datasets_through_the_datasets_tab_come_out_in_chinese(run_registry):
-    from engine.data import registry as reg
+    from engine.data import dataset_registry as reg
     from studio.tabs import data_register
 
     uploads = workspace.uploads_dir()

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from engine.core.messages import Message
-from engine.lf import compat, keys, launch_settings, merge, to_lf, to_spec
+from engine.lf import compat, keys, launch_settings, to_lf, to_spec
+from engine.lf import merge_yaml as merge
 from engine.lf.messages import MESSAGES
 from engine.spec.schema import SpecError, parse_spec
 from studio.i18n.localize import localize
@@ -26,7 +27,7 @@ LF_MODULES = [
     "engine/lf/compat.py",
     "engine/lf/to_spec.py",
     "engine/lf/to_lf.py",
-    "engine/lf/merge.py",
+    "engine/lf/merge_yaml.py",
     "engine/lf/launch_settings.py",
     "engine/lf/keys.py",
 ]

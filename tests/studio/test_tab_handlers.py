@@ -55,13 +55,13 @@ def test_masked_sample_and_histogram(demo_paths):
 
 @pytest.mark.parametrize("packing", [False, True])
 def test_pt_blocks_match_the_trainer(packing):
-    """The Datasets tab's count of pt blocks and dropped tail tokens is what engine.trainer.packing cuts from the same
-    texts."""
+    """The Datasets tab's count of pt blocks and dropped tail tokens is what engine.trainer.packed_rows cuts from the
+    same texts."""
     import random
 
     from datasets import Dataset
 
-    from engine.trainer.packing import split_into_blocks
+    from engine.trainer.packed_rows import split_into_blocks
 
     rng = random.Random(7)
     counts = [rng.randint(1, 70) for _ in range(300)] + [16, 32, 1]

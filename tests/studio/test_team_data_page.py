@@ -18,7 +18,7 @@ MAPPING = {"prompt": "instruction", "query": "input", "response": "output"}
 @pytest.fixture()
 def team(tmp_path, monkeypatch):
     monkeypatch.setenv("STUDIO_HOME", str(tmp_path))
-    from engine.data import registry as reg
+    from engine.data import dataset_registry as reg
 
     shutil.copy(workspace.ASSETS_DATA / "demo_alpaca.json", workspace.data_dir() / "demo_alpaca.json")
     reg.register_dataset(workspace.data_dir(), "demo_alpaca", "demo_alpaca.json", columns=MAPPING)  # the operator's

@@ -140,7 +140,7 @@ def test_a_run_started_from_the_queue_by_another_accounts_wrapper_gets_its_own_o
 
 
 def test_a_members_own_webhook_needs_no_binding_but_stays_off_private_hosts(team):
-    from engine.spec.watch import NotifySpec, notify_page_problems
+    from engine.spec.watch_group import NotifySpec, notify_page_problems
 
     spec = NotifySpec(webhook_env="ANN_HOOK")
     member_secrets.put("ANN_HOOK", "https://93.184.216.34/hooks/ann")  # a public address: theirs to send to

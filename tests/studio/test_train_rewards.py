@@ -58,7 +58,7 @@ def test_the_picker_lists_the_engines_reward_kinds():
 
     import gradio as gr
 
-    from engine.spec.grpo import REWARD_KINDS, RewardSpec
+    from engine.spec.grpo_group import REWARD_KINDS, RewardSpec
     from studio.i18n.page import Texts
 
     assert typing.get_args(RewardSpec.model_fields["kind"].annotation) == REWARD_KINDS
