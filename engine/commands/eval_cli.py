@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from engine.eval import report
 from engine.eval.messages import EvalError
 from engine.eval.spec import DEFAULT_MEASURES, MEASURES, parse_eval_spec
 from engine.jobs import evals
+from engine.jobs.command_job import new_detail
 
 
 def build_spec(args) -> dict:
@@ -53,21 +53,14 @@ def build_spec(args) -> dict:
     return data
 
 
+def _eta(status: dict) -> str:
+    eta = (status["progress"] or {}).get("eta_seconds")
+    return f" (about {eta:.0f} s left)" if eta else ""
+
+
 def follow(run_id: str, *, echo: bool = True, interval: float = 0.5) -> dict:
     job = evals.EvalJob(run_id)
-    said = ""
-    try:
-        while True:
-            status = job.poll()
-            if echo and status["detail"] and str(status["detail"]) != said:
-                said = str(status["detail"])
-                eta = (status["progress"] or {}).get("eta_seconds")
-                print(f"[eval] {said}" + (f" (about {eta:.0f} s left)" if eta else ""), flush=True)
-            if status["state"] not in ("queued", "running"):
-                return status
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        return job.cancel()
+    return job.follow(new_detail("eval", _eta) if echo else None, interval=interval)
 
 
 def cli(argv: list[str]) -> int:

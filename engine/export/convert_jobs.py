@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from engine.core import acting
@@ -23,7 +22,7 @@ from engine.export import gguf_checks as gc
 from engine.export import written
 from engine.export.checks import ExportError
 from engine.export.merge_jobs import job_record, output_fields
-from engine.jobs.command_job import CommandJob, newest_jobs
+from engine.jobs.command_job import CommandJob, new_events, newest_jobs
 from engine.runs import registry as runs
 
 EXPORT_TAG = "export"
@@ -42,7 +41,7 @@ class ExportJob(CommandJob):
         self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), rec.command
         self.source, self.fmt, self.out_dir = args.source, args.format, args.out
         self.tmp_dir, self.log_path = Path(args.tmp_dir), rec.log_path
-        self._follow(args.events)
+        self._read_events_from(args.events)
 
     def fields(self, s) -> dict:
         """The format, the source, the progress, the result (its summaries in the page's language), the folders."""
@@ -99,19 +98,7 @@ def export(source: str, fmt: str, out_dir: str | None = None, *, echo: bool = Fa
            **kwargs) -> dict:  # fmt: skip
     """Blocking export: start, follow to the end, return the final ``poll()`` dict (echo prints each event)."""
     job = start_export(source, fmt, out_dir, **kwargs)
-    seen = 0
-    try:
-        while True:
-            status = job.poll()
-            if echo:
-                for e in status["events"][seen:]:
-                    print(describe_event(e), flush=True)
-                seen = len(status["events"])
-            if status["state"] not in ("queued", "running"):
-                return status
-            time.sleep(poll_interval)
-    except KeyboardInterrupt:
-        return job.cancel()
+    return job.follow(new_events(describe_event) if echo else None, interval=poll_interval)
 
 
 def exported_text(greedy: dict) -> str:
@@ -187,7 +174,8 @@ def cli(argv: list[str]) -> int:
         if not args.push:
             return 0
         try:
-            pushed = push_jobs.follow(push_jobs.start_push(status["out_dir"], args.push, private=args.private))
+            push = push_jobs.start_push(status["out_dir"], args.push, private=args.private)
+            pushed = push.follow(push_jobs.files_sent())
         except ExportError as exc:
             print(f"studio export: {exc}", file=sys.stderr)
             return 1

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-import time
 from pathlib import Path
 
 from engine.core import acting
@@ -29,7 +28,7 @@ from engine.export import sizes, written
 from engine.export import sources as sources_mod
 from engine.export.checks import ExportError
 from engine.export.messages import message
-from engine.jobs.command_job import CommandJob, newest_jobs
+from engine.jobs.command_job import CommandJob, new_events, newest_jobs
 from engine.runs import records
 from engine.runs import registry as runs
 
@@ -66,7 +65,7 @@ class MergeJob(CommandJob):
         self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), rec.command
         self.sources, self.out_dir, self.dtype, self.device = args.sources, args.out, args.dtype, args.device
         self.tmp_dir, self.log_path = Path(args.tmp_dir), rec.log_path
-        self._follow(args.events)
+        self._read_events_from(args.events)
 
     def fields(self, s) -> dict:
         """The progress, the result, the clean-up note, the folders. The error, the clean-up note and the progress
@@ -156,22 +155,9 @@ def list_merges(limit: int = 10) -> list[MergeJob]:
 def merge(sources: list[str], out_dir: str, *, echo: bool = False, poll_interval: float = 0.3, **kwargs) -> dict:
     """Blocking merge: start, follow to the end, return the final ``poll()`` dict (echo prints each event)."""
     job = start_merge(sources, out_dir, **kwargs)
-    seen, said_queued = 0, False
-    try:
-        while True:
-            status = job.poll()
-            if echo:
-                if status["state"] == "queued" and not said_queued:
-                    print(f"[merge] queued as run {job.run_id}: waiting for a free slot (`studio queue list`)")
-                    said_queued = True
-                for e in status["events"][seen:]:
-                    print(describe_event(e), flush=True)
-                seen = len(status["events"])
-            if status["state"] not in ("queued", "running"):
-                return status
-            time.sleep(poll_interval)
-    except KeyboardInterrupt:
-        return job.cancel()
+    if not echo:
+        return job.follow(interval=poll_interval)
+    return job.follow(new_events(describe_event), label="merge", interval=poll_interval)
 
 
 def describe_event(event: dict) -> str:

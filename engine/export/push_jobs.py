@@ -13,7 +13,6 @@ import argparse
 import os
 import re
 import sys
-import time
 from pathlib import Path
 
 from engine.export import sources
@@ -94,7 +93,7 @@ class PushJob(CommandJob):
         args = arg_parser().parse_args(args)
         self.run_id, self.folder, self.repo, self.private = rec.id, args.folder, args.repo, args.private
         self.log_path = rec.log_path
-        self._follow(args.events)
+        self._read_events_from(args.events)
 
     def fields(self, s) -> dict:
         last = s.progress or {}
@@ -120,19 +119,18 @@ def start_push(source: str, repo: str, *, private: bool = False) -> PushJob:
     return PushJob(runs.submit_command(argv, name=f"push {folder.name} → {repo}", tags=[PUSH_TAG]))
 
 
-def follow(job: PushJob, echo: bool = True, interval: float = 0.3) -> dict:
+def files_sent():
+    """For ``CommandJob.follow``: the files sent so far, each time one more is."""
     shown = -1
-    try:
-        while True:
-            status = job.poll()
-            if echo and status["files_done"] != shown and status["files"]:
-                shown = status["files_done"]
-                print(f"[push] {shown}/{status['files']} files, {status['done']}/{status['total']} bytes", flush=True)
-            if status["state"] not in ("queued", "running"):
-                return status
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        return job.cancel()
+
+    def lines(status: dict) -> list[str]:
+        nonlocal shown
+        if status["files_done"] == shown or not status["files"]:
+            return []
+        shown = status["files_done"]
+        return [f"[push] {shown}/{status['files']} files, {status['done']}/{status['total']} bytes"]
+
+    return lines
 
 
 def cli(argv: list[str]) -> int:
@@ -147,7 +145,7 @@ def cli(argv: list[str]) -> int:
     except ExportError as exc:
         print(f"studio push: {exc}", file=sys.stderr)
         return 2
-    status = follow(job)
+    status = job.follow(files_sent())
     if status["state"] == "finished":
         print(f"pushed to {status['url']}")
         return 0

@@ -1,5 +1,6 @@
 """The one shape of a job over a command run of the registry (merges, exports, pushes, downloads, GGUF imports,
-evaluations): its state read back from the registry and its events, waiting for its end, cancelling it.
+evaluations): its state read back from the registry and its events, waiting for its end, following it at a terminal,
+cancelling it.
 
 A subclass says what it is (``what``, for messages), which events are its own (``events_prefix``: it writes
 ``<prefix>_progress``, ``<prefix>_finished`` and ``<prefix>_failed``), where its worker leaves a partial folder
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +62,7 @@ class CommandJob:
     events_path: Path
     tmp_dir: Path | None = None
 
-    def _follow(self, events_path: str | Path) -> None:
+    def _read_events_from(self, events_path: str | Path) -> None:
         """Start reading the job's events from their beginning (``read`` goes on from where it stopped)."""
         self.events_path = Path(events_path)
         self.events: list[dict] = []
@@ -116,10 +118,60 @@ class CommandJob:
                 raise TimeoutError(f"{self.what} {self.run_id} still {status['state']} after {timeout} s")
             time.sleep(interval)
 
+    def follow(
+        self, lines: Callable[[dict], Iterable[str]] | None = None, *, label: str = "", interval: float = 0.3
+    ) -> dict:
+        """Poll to the end at a terminal and return the last ``poll()``: each poll's news printed as ``lines`` says
+        (each kind says its own: its new events, a new step, a count; ``new_events`` / ``new_detail``), a queued
+        job's wait said once under ``label``; Ctrl-C cancels the job."""
+        said_queued = False
+        try:
+            while True:
+                status = self.poll()
+                if label and status["state"] == "queued" and not said_queued:
+                    print(f"[{label}] queued as run {self.run_id}: waiting for a free slot (`studio queue list`)")
+                    said_queued = True
+                for line in lines(status) if lines else ():
+                    print(line, flush=True)
+                if status["state"] not in ("queued", "running"):
+                    return status
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return self.cancel()
+
     def cancel(self, grace: float = 10.0) -> dict:
         """SIGTERM the run's process group (the command cleans up and exits), SIGKILL after ``grace``."""
         runs.stop(self.run_id, grace_s=grace)
         return self.poll()
+
+
+def new_events(describe: Callable[[dict], str], keep: Callable[[dict], bool] | None = None):
+    """For ``follow``: each poll's events not printed yet (those ``keep`` takes), in ``describe``'s words."""
+    seen = 0
+
+    def lines(status: dict) -> list[str]:
+        nonlocal seen
+        out = [describe(e) for e in status["events"][seen:] if keep is None or keep(e)]
+        seen = len(status["events"])
+        return out
+
+    return lines
+
+
+def new_detail(label: str, more: Callable[[dict], str] | None = None):
+    """For ``follow``: the job's progress words (``poll()["detail"]``) each time they change, under ``label``, with
+    what ``more`` adds from the same poll."""
+    said = ""
+
+    def lines(status: dict) -> list[str]:
+        nonlocal said
+        detail = str(status.get("detail") or "")
+        if not detail or detail == said:
+            return []
+        said = detail
+        return [f"[{label}] {detail}" + (more(status) if more else "")]
+
+    return lines
 
 
 def newest_jobs(

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from engine.core import belongings
 from engine.core.messages import Message
-from engine.jobs.command_job import CommandJob, newest_jobs
+from engine.jobs.command_job import CommandJob, new_events, newest_jobs
 from engine.models import local, ms_models
 from engine.models.download import describe_event
 from engine.models.hub_cache import DOWNLOAD_TAG, DownloadError, parse_target, worker_argv
@@ -63,7 +62,7 @@ class DownloadJob(CommandJob):
         if rec.kind != "command" or argv[1:3] not in WORKERS:
             raise DownloadError(message("models.download_not_download", id=run_id), "input")
         self.run_id, self.run_dir, self.repo = rec.id, Path(rec.run_dir), argv[3]
-        self._follow(Path(rec.run_dir) / "events.jsonl")
+        self._read_events_from(Path(rec.run_dir) / "events.jsonl")
 
     def fields(self, s) -> dict:
         return {"repo": self.repo, "progress": s.progress, "detail": s.detail, "result": s.result}
@@ -123,22 +122,7 @@ def download_and_follow(
 ) -> dict:
     """Blocking download for a terminal: queue, print each event, return the final ``poll()``; Ctrl-C cancels."""
     job = DownloadJob(submit_download(name, revision=revision, repo_type=repo_type, modelscope=modelscope))
-    seen, said_queued = 0, False
-    try:
-        while True:
-            status = job.poll()
-            if status["state"] == "queued" and not said_queued:
-                print(f"[download] queued as run {job.run_id}: waiting for a free slot (`studio queue list`)")
-                said_queued = True
-            for e in status["events"][seen:]:
-                if e["type"].startswith("download_"):
-                    print(describe_event(e), flush=True)
-            seen = len(status["events"])
-            if status["state"] not in ("queued", "running"):
-                return status
-            time.sleep(0.3)
-    except KeyboardInterrupt:
-        return job.cancel()
+    return job.follow(new_events(describe_event, lambda e: e["type"].startswith("download_")), label="download")
 
 
 def cli(argv: list[str]) -> int:

@@ -339,7 +339,7 @@ class EvalJob(CommandJob):
             raise EvalError([("run", message("eval.not_eval", id=run_id))])
         self.run_id, self.run_dir = rec.id, Path(rec.run_dir)
         self.plan = json.loads((self.run_dir / "eval_plan.json").read_text(encoding="utf-8"))
-        self._follow(self.run_dir / "events.jsonl")
+        self._read_events_from(self.run_dir / "events.jsonl")
 
     def results(self) -> dict | None:
         """results.json (written after every model, so a failed or cancelled evaluation keeps what it finished)."""

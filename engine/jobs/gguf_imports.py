@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from engine.core import acting, belongings, page_trust
 from engine.core.messages import from_exception, payload_message
-from engine.jobs.command_job import CommandJob, newest_jobs
+from engine.jobs.command_job import CommandJob, new_detail, newest_jobs
 from engine.models import gguf_file as gf
 from engine.models.messages import message
 from engine.runs import owners, records
@@ -61,7 +60,7 @@ class GgufImportJob(CommandJob):
         args = gf.import_arg_parser().parse_args(argv[3:])
         self.run_id, self.run_dir = rec.id, Path(rec.run_dir)
         self.gguf, self.out_dir, self.tmp_dir = args.gguf, args.out, Path(args.tmp_dir)
-        self._follow(args.events)
+        self._read_events_from(args.events)
 
     def fields(self, s) -> dict:
         """The file, the folder, the detail and the result; the detail, the summary and the error are catalog
@@ -77,21 +76,7 @@ def list_imports(limit: int = 10) -> list[GgufImportJob]:
 def import_and_follow(path: str, name: str | None = None, *, echo: bool = True) -> dict:
     """Blocking import for a terminal: queue, print each step, return the final ``poll()``; Ctrl-C cancels."""
     job = start_import(path, name)
-    said, queued = "", False
-    try:
-        while True:
-            status = job.poll()
-            if echo and status["state"] == "queued" and not queued:
-                print(f"[import-gguf] queued as run {job.run_id}: waiting for a free slot (`studio queue list`)")
-                queued = True
-            if echo and status["detail"] and str(status["detail"]) != said:
-                said = str(status["detail"])
-                print(f"[import-gguf] {said}", flush=True)
-            if status["state"] not in ("queued", "running"):
-                return status
-            time.sleep(0.3)
-    except KeyboardInterrupt:
-        return job.cancel()
+    return job.follow(new_detail("import-gguf"), label="import-gguf") if echo else job.follow()
 
 
 def cli(argv: list[str]) -> int:
