@@ -1,5 +1,5 @@
 """Export formats bench: for the demo model and a ~20M-parameter Llama of the same tokenizer, the time of a verified
-export (``engine.trainer.gguf_export``, in process: convert or quantize, read back, compare) and the size of what it
+export (``engine.trainer.convert``, in process: convert or quantize, read back, compare) and the size of what it
 writes, per format, and what llama.cpp (llama-cpp-python) read back from each GGUF; then the served model's tokens/s
 (``engine.trainer.serve`` over HTTP, non-streamed, greedy) and llama.cpp's on the F16 GGUF against transformers'
 ``generate`` on the same prompts and token counts, in the same run.
@@ -52,7 +52,7 @@ def build_20m(demo: Path, out: Path) -> Path:
 
 def export_row(model: Path, fmt: str, work: Path) -> dict:
     from engine.export import convert_plan as cp
-    from engine.trainer import gguf_export
+    from engine.trainer import convert as gguf_export
 
     out = work / f"{model.name}-{fmt}"
     plan = cp.plan_convert(str(model), fmt, str(out))

@@ -28,7 +28,7 @@ Types and their payload keys:
   (``engine.watch.health``).
 - ``eval_progress`` / ``eval_model_finished`` / ``eval_finished`` / ``eval_failed`` (engine.trainer.evaluate): i, n,
   label, phase, done, total, progress, eta_seconds, detail; a model's metrics; the results; cause, error.
-- ``export_progress`` / ``export_finished`` / ``export_failed`` (engine.trainer.gguf_export): stage, i, n, out_dir;
+- ``export_progress`` / ``export_finished`` / ``export_failed`` (engine.trainer.convert): stage, i, n, out_dir;
   finished: format, files [{name, bytes}], report (verification), summary; failed: cause, error.
 - ``completions`` (stage grpo, engine.trainer.grpo): samples [{prompt, completion, rewards {name: value or null},
   total, advantage}] of the newest generation batch at each logged step.

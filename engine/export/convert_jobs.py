@@ -26,7 +26,9 @@ from engine.jobs.command_job import CommandJob, new_events, newest_jobs
 from engine.runs import registry as runs
 
 EXPORT_TAG = "export"
-MODULE = "engine.trainer.gguf_export"
+MODULE = "engine.trainer.convert"
+# Export runs recorded before the writer of every format was named for what it does (issue 48): still exports.
+EARLIER_MODULES = ("engine.trainer.gguf_export",)
 
 
 class ExportJob(CommandJob):
@@ -36,7 +38,7 @@ class ExportJob(CommandJob):
     events_prefix = "export"
 
     def __init__(self, run_id: str):
-        rec, rest = job_record(run_id, MODULE, "export.not_export")
+        rec, rest = job_record(run_id, (MODULE, *EARLIER_MODULES), "export.not_export")
         args = cp.convert_arg_parser().parse_args(rest)
         self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), rec.command
         self.source, self.fmt, self.out_dir = args.source, args.format, args.out

@@ -196,8 +196,8 @@ def describe(plan: ConvertPlan) -> dict:
 
 # ----------------------------------------------------------------------------------------------- the subprocess
 def convert_arg_parser() -> argparse.ArgumentParser:
-    """Arguments of ``python -m engine.trainer.gguf_export``; engine.export.convert_jobs reads them back."""
-    ap = argparse.ArgumentParser(prog="python -m engine.trainer.gguf_export")
+    """Arguments of ``python -m engine.trainer.convert``; engine.export.convert_jobs reads them back."""
+    ap = argparse.ArgumentParser(prog="python -m engine.trainer.convert")
     ap.add_argument("source")
     ap.add_argument("--format", required=True, choices=list(gc.FORMATS))
     ap.add_argument("--out", required=True)
@@ -219,7 +219,7 @@ def calibration_of(args: argparse.Namespace) -> Calibration | None:
 
 
 def convert_argv(plan: ConvertPlan, tmp_dir: Path, events_path: str, *, overwrite: bool, force: bool) -> list[str]:
-    argv = [sys.executable, "-m", "engine.trainer.gguf_export", plan.source, "--format", plan.fmt]
+    argv = [sys.executable, "-m", "engine.trainer.convert", plan.source, "--format", plan.fmt]
     argv += ["--out", plan.out_dir, "--tmp-dir", str(tmp_dir), "--events", events_path]
     argv += ["--overwrite"] if overwrite else []
     argv += ["--force"] if force else []

@@ -38,16 +38,18 @@ MERGE_TAG = "merge"
 # registry status -> merge state
 
 
-def job_record(run_id: str, module: str, not_key: str):
+def job_record(run_id: str, module: str | tuple[str, ...], not_key: str):
     """(the registry record, its command's arguments after ``-m module``) of the command run ``run_id``, or
-    ExportError: the registry's message for an unknown id, ``not_key``'s for a run that is not this kind of job.
-    Every export-side job (merge, export, push, serve) is read back from its run this way."""
+    ExportError: the registry's message for an unknown id, ``not_key``'s for a run that is not this kind of job
+    (``module``: the job's entry, or its names over time). Every export-side job (merge, export, push, serve) is read
+    back from its run this way."""
     try:
         rec = runs.get(run_id, refresh_status=False)
     except records.RunsError as exc:
         raise ExportError(from_exception(exc)) from None
     argv = rec.command or []
-    if rec.kind != "command" or argv[1:3] != ["-m", module]:
+    names = (module,) if isinstance(module, str) else module
+    if rec.kind != "command" or len(argv) < 3 or argv[1] != "-m" or argv[2] not in names:
         raise ExportError(message(not_key, id=run_id))
     return rec, argv[3:]
 

@@ -108,7 +108,7 @@ MESSAGES: dict[str, str] = {
     "export.verify_summary": "max |logit diff| {diff:.3g} {op} {tol:.3g} ({dtype})",
     "export.verify_failed": "verification failed: {summary}",
     "export.adapter_copied": "adapter copied; its A/B shapes were checked against the base's safetensors headers",
-    # studio export: GGUF and quantized formats (engine.export.gguf_checks / convert_jobs, engine.trainer.gguf_export)
+    # studio export: GGUF and quantized formats (engine.export.gguf_checks / convert_jobs, engine.trainer.convert)
     "export.bad_format": "--format {fmt!r}: choose one of {choices}",
     "export.gguf_arch": "architecture {arch!r} cannot be converted to GGUF here: Studio converts {known}",
     "export.gguf_head": "{archs} is not a causal language model: only a ...ForCausalLM converts to GGUF",

@@ -2,7 +2,7 @@
 its sampling defaults. Light: stdlib only.
 
 The Jinja chat template is not translated statement by statement (Jinja is far larger than what Ollama templates
-do); it is measured. ``engine.trainer.gguf_export`` renders it with the model's own tokenizer on conversations whose
+do); it is measured. ``engine.trainer.convert`` renders it with the model's own tokenizer on conversations whose
 contents are sentinels and cuts the text around them (``pieces_from``): what comes before a system message, between a
 system and a user message, a user and an assistant message, an assistant and a user message, after the last user
 message (the generation prompt) and after a closing assistant message. ``go_template`` writes those pieces into a Go

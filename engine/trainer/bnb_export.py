@@ -1,6 +1,6 @@
 """bitsandbytes 4-bit (NF4, double quantization) / 8-bit export of a model folder: quantize, save with
 ``save_pretrained`` (transformers' bnb serialization), reload the saved folder and compare. Heavy: torch,
-transformers, bitsandbytes. Used by ``engine.trainer.gguf_export`` for ``--format bnb-4bit|bnb-8bit``.
+transformers, bitsandbytes. Used by ``engine.trainer.convert`` for ``--format bnb-4bit|bnb-8bit``.
 
 bitsandbytes runs on this machine's CPU (STACK-NOTES: 4-bit and 8-bit load and run there). Two checks: the saved
 folder, reloaded, computes the same logits as the quantized model in memory (the round trip through the files

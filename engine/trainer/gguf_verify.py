@@ -1,7 +1,7 @@
 """Verify a written GGUF against the model it was made from, with readers independent of the writer.
 
 Heavy: torch, transformers, numpy; ``llama_cpp`` (llama-cpp-python) where it is installed. Used by
-``engine.trainer.gguf_export`` after ``engine.trainer.gguf_write``.
+``engine.trainer.convert`` after ``engine.trainer.gguf_write``.
 
 The reference is the merged (or given) model in float32 through transformers. The GGUF is read back by
 transformers' GGUF loader (``from_pretrained(dir, gguf_file=...)``, which parses the file and dequantizes every tensor

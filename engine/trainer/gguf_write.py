@@ -1,7 +1,7 @@
 """Write a merged Hugging Face model folder as one GGUF file (F16 / BF16 / Q8_0), with its tokenizer and chat template.
 
 Heavy: imports numpy, safetensors, gguf (the format's own library: its writer, tensor-name maps and quantizers) and,
-for a SentencePiece-style tokenizer, transformers. Used by ``engine.trainer.gguf_export`` (the export subprocess);
+for a SentencePiece-style tokenizer, transformers. Used by ``engine.trainer.convert`` (the export subprocess);
 the light half (which architectures, formats and tokenizers convert; the size estimate) is
 ``engine.export.gguf_checks``, which this module follows so that a refusal there is never a surprise here.
 

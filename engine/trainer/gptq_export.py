@@ -9,7 +9,7 @@ quantization's own error and the greedy text on ``gguf_verify.PROMPTS``: reporte
 
 Heavy: torch, transformers, gptqmodel (and optimum, through which transformers reads GPTQ).
 ``engine.export.gguf_checks.gptq_missing`` refuses a machine without them before any work, and a model folder that
-is not a run, without a calibration file, is refused by the plan. Used by ``engine.trainer.gguf_export`` for
+is not a run, without a calibration file, is refused by the plan. Used by ``engine.trainer.convert`` for
 ``--format gptq-4bit|gptq-8bit|awq-4bit``; run here on the CPU by tests/engine/test_gptq_export.py and on a GPU by
 ``bench/gpu_check.sh``.
 """

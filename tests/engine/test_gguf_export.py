@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -111,7 +112,7 @@ def test_f16_and_bf16_of_a_model_folder(base, tmp_path, run_registry):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from engine.trainer import gguf_export
+    from engine.trainer import convert
 
     ref = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).eval()
     ids = AutoTokenizer.from_pretrained(base)("The sea is calm tonight. 你好", return_tensors="pt").input_ids
@@ -121,7 +122,7 @@ def test_f16_and_bf16_of_a_model_folder(base, tmp_path, run_registry):
         assert not plan.needs_merge
         argv = cp.convert_argv(plan, tmp_path / f".{fmt}.tmp", str(tmp_path / f"{fmt}.jsonl"), overwrite=False,
                                force=False)  # fmt: skip
-        assert gguf_export.main(argv[3:]) == 0
+        assert convert.main(argv[3:]) == 0
         gguf_file = out / f"{fmt}.gguf"
         check_file(gguf_file, base, wanted)
         report = json.loads((out / "verify.json").read_text())
@@ -171,14 +172,14 @@ def check_llama_cpp(report: dict, gguf_file: Path, ref, tok) -> None:
 
 def test_a_wrong_conversion_fails_verification_and_leaves_nothing(base, tmp_path, monkeypatch, run_registry):
     """Without llama.cpp's rotary permutation of q/k the GGUF computes something else: the check catches it."""
-    from engine.trainer import gguf_export, gguf_write
+    from engine.trainer import convert, gguf_write
 
     monkeypatch.setattr(gguf_write, "permute_qk", lambda w, n, kv: w)
     out = tmp_path / "bad"
     plan = cp.plan_convert(base, "gguf-f16", str(out))
     events = tmp_path / "bad.jsonl"
     argv = cp.convert_argv(plan, tmp_path / ".bad.tmp", str(events), overwrite=False, force=False)
-    assert gguf_export.main(argv[3:]) == 1
+    assert convert.main(argv[3:]) == 1
     last = ev.last_event(events)
     assert last["type"] == "export_failed" and last["payload"]["cause"] == "verification"
     assert last["payload"]["report"]["max_abs_diff"] > last["payload"]["report"]["tolerance"]
@@ -192,7 +193,7 @@ def test_q4_k_m_through_llama_cpp(base, tmp_path, run_registry, monkeypatch):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from engine.trainer import gguf_export
+    from engine.trainer import convert
 
     monkeypatch.setenv("PATH", os.path.dirname(os.__file__))  # no llama-quantize on PATH
     monkeypatch.delenv("STUDIO_LLAMA_QUANTIZE", raising=False)
@@ -200,7 +201,7 @@ def test_q4_k_m_through_llama_cpp(base, tmp_path, run_registry, monkeypatch):
     fmt, out = "gguf-q4_k_m", tmp_path / "q4"
     plan = cp.plan_convert(base, fmt, str(out))
     argv = cp.convert_argv(plan, tmp_path / ".q4.tmp", str(tmp_path / "q4.jsonl"), overwrite=False, force=False)
-    assert gguf_export.main(argv[3:]) == 0
+    assert convert.main(argv[3:]) == 0
     gguf_file = out / "q4.gguf"
     types = {t.name: t.tensor_type.name for t in reader(gguf_file).tensors}
     cols = {t.name: int(t.shape[0]) for t in reader(gguf_file).tensors}
@@ -318,12 +319,12 @@ def test_bitsandbytes_export_loads_quantized(base, tmp_path, run_registry, fmt, 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from engine.trainer import gguf_export
+    from engine.trainer import convert
 
     out = tmp_path / fmt
     plan = cp.plan_convert(base, fmt, str(out))
     argv = cp.convert_argv(plan, tmp_path / f".{fmt}.tmp", str(tmp_path / "e.jsonl"), overwrite=False, force=False)
-    assert gguf_export.main(argv[3:]) == 0
+    assert convert.main(argv[3:]) == 0
     report = json.loads((out / "verify.json").read_text())
     assert report["passed"] and (out / "tokenizer.json").is_file()
     loaded = AutoModelForCausalLM.from_pretrained(str(out), device_map="cpu").eval()
@@ -336,3 +337,16 @@ def test_bitsandbytes_export_loads_quantized(base, tmp_path, run_registry, fmt, 
         moved = float((loaded(input_ids=ids).logits.float() - ref(input_ids=ids).logits).abs().max())
     assert moved > 0 and abs(moved - report["quantization_error_max_abs"]) <= report["tolerance"] + 1e-6
     assert not (tmp_path / f".{fmt}.tmp").exists()
+
+
+def test_an_export_recorded_before_the_writer_was_renamed_still_reads_as_an_export(tmp_path, run_registry):
+    """Export runs of a workspace made before issue 48 ran ``-m engine.trainer.gguf_export``: the Export tab and
+    `studio runs` still read them back as exports (here one whose module is gone, so it failed), not as strangers."""
+    argv = [sys.executable, "-m", cj.EARLIER_MODULES[0], str(tmp_path / "model"), "--format", "gguf-q8_0"]
+    argv += ["--out", str(tmp_path / "out"), "--tmp-dir", str(tmp_path / "tmp"), "--events", "{run_dir}/events.jsonl"]
+    rid = runs.submit_command(argv, name="export model → gguf-q8_0", tags=[cj.EXPORT_TAG])
+    job = cj.ExportJob(rid)
+    assert job.fmt == "gguf-q8_0" and job.wait(timeout=120)["state"] == "failed"
+    assert [j.run_id for j in cj.list_exports()] == [rid]
+    with pytest.raises(ExportError, match="not an export"):
+        cj.ExportJob(runs.submit_command([sys.executable, "-c", "pass"], name="other"))

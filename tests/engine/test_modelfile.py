@@ -210,10 +210,10 @@ def tokenizer_with(base: str, folder: Path, template: str | None) -> Path:
 def check_against_tokenizer(model_dir: Path, tmp: Path, convs=CONVERSATIONS) -> dict:
     from transformers import AutoTokenizer
 
-    from engine.trainer import gguf_export
+    from engine.trainer import convert
 
     tmp.mkdir()
-    info = gguf_export.write_modelfile(model_dir, tmp, "m.gguf", str(tmp))
+    info = convert.write_modelfile(model_dir, tmp, "m.gguf", str(tmp))
     assert info["written"] and info["template_checked"]
     mf = parse_modelfile((tmp / "Modelfile").read_text())
     assert mf["from"] == "./m.gguf"

@@ -1,4 +1,4 @@
-"""Export subprocess: ``python -m engine.trainer.gguf_export SOURCE --format FMT --out DIR --tmp-dir TMP --events F``.
+"""Export subprocess: ``python -m engine.trainer.convert SOURCE --format FMT --out DIR --tmp-dir TMP --events F``.
 
 Heavy: torch, transformers, peft (through engine.trainer.merge), gguf. Started as a registry command run by
 engine.export.convert_jobs once engine.export.convert_plan (the light half) has checked the source and the format;
