@@ -52,14 +52,14 @@ def build_20m(demo: Path, out: Path) -> Path:
 
 def export_row(model: Path, fmt: str, work: Path) -> dict:
     from engine.export import convert_plan as cp
-    from engine.trainer import convert as gguf_export
+    from engine.trainer import convert
 
     out = work / f"{model.name}-{fmt}"
     plan = cp.plan_convert(str(model), fmt, str(out))
     argv = cp.convert_argv(plan, work / f".{out.name}.tmp", str(work / f"{out.name}.jsonl"), overwrite=False,
                            force=False)  # fmt: skip
     t0 = time.perf_counter()
-    code = gguf_export.main(argv[3:])
+    code = convert.main(argv[3:])
     seconds = time.perf_counter() - t0
     report = json.loads((out / "verify.json").read_text()) if code == 0 else {}
     main = [f for f in out.iterdir() if f.suffix in (".gguf", ".safetensors")] if code == 0 else []

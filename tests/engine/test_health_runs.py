@@ -58,7 +58,7 @@ def test_learning_rate_one_is_stopped_at_the_first_non_finite_gradient(demo_path
     what = first["payload"]["reason"]
     how = "saved" if kept == bad else "kept"
     assert stopped["reason"] == f"stopped by health rule: {what} at step {bad}; checkpoint-{kept} {how}"
-    assert from_json(stopped["reason_msg"]).key == f"runs.health_stop_{how}"
+    assert from_json(stopped["reason_msg"]).key == f"watch.health_stop_{how}"
 
 
 def test_two_ddp_ranks_stop_together(demo_paths, tmp_path):

@@ -119,7 +119,7 @@ def test_split_folder_and_num_samples_follow_lf(tmp_path):
 
 HUB_SCRIPT = r"""
 import json, sys
-from engine.data import registry as R, hub
+from engine.data import dataset_registry as R, hub
 ddir = sys.argv[1]
 out = {}
 def check(name):

@@ -223,7 +223,7 @@ import psutil
 resource.setrlimit(resource.RLIMIT_AS, (int(os.environ["LIMIT_AS"]), int(os.environ["LIMIT_AS"])))
 spec_path, names = sys.argv[1], sys.argv[2:]
 import yaml
-from engine.data import registry as reg
+from engine.data import dataset_registry as reg
 from engine.runs import registry as runs
 from engine.runs import submit_checks
 from engine.spec import schema
