@@ -16,6 +16,7 @@ mode, and runs submitted at the shell, have the owner ``""``: the operator's.
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -161,14 +162,19 @@ def remove(name: str) -> None:
 
 def verify(name: str, password: str) -> bool:
     """The login check: True only for an existing account and its password. An unknown name costs a hash too."""
+    dummy = _dummy_hash()  # made on the first check whichever name it is for: the first answer is as slow for all
     account = load().get(name)
     try:
-        return _HASHER.verify(account.hash if account else _DUMMY, password) and account is not None
+        return _HASHER.verify(account.hash if account else dummy, password) and account is not None
     except (VerifyMismatchError, VerificationError, InvalidHashError):
         return False
 
 
-_DUMMY = _HASHER.hash("not a password of anyone's")
+@functools.cache
+def _dummy_hash() -> str:
+    """What an unknown name's password is checked against, made on the first login check (an argon2 hash costs ~0.15 s
+    of CPU and 64 MiB: every `studio` command, runner and trainer imports this module and most never check one)."""
+    return _HASHER.hash("not a password of anyone's")
 
 
 # ----------------------------------------------------------------------------------------------- whom a call acts for
