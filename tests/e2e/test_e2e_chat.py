@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, open_tab, pick, wait_text
+from tests.e2e.conftest import ROOT, open_tab, pick, type_field, wait_text
 
 pytestmark = pytest.mark.slow  # a real server, a training run and a browser
 
@@ -82,10 +82,8 @@ def test_three_turns_in_both_panes_then_reload_and_unload(page, server, shots, f
     page.click("#chat-adapter input")
     page.get_by_role("option", name=run_id).first.click()
     page.click("#chat-generation >> text=Generation settings")
-    page.fill("#chat-system textarea", "You are a helpful assistant.")
-    max_new = page.locator("#chat-max-new input")
-    max_new.fill("16")
-    max_new.press("Tab")
+    type_field(page, "#chat-system textarea", "You are a helpful assistant.")
+    type_field(page, "#chat-max-new input", "16")
     page.click("#chat-load")
     page.wait_for_function(
         "(document.querySelector('#chat-status')?.innerText ?? '').includes('loaded base, tuned')", timeout=180_000
@@ -143,9 +141,9 @@ def test_chat_with_a_served_run(page, server, shots):
         "document.querySelector('#chat-model input').value.includes('demo-tiny-llama')", timeout=90_000
     )
     page.click("#chat-generation >> text=Generation settings")
-    for sel, value in (("#chat-max-new input", "12"), ("#chat-temperature input[type=number]", "0")):
-        page.fill(sel, value)
-        page.press(sel, "Tab")
+    # typed once the section is drawn (type_field): a fill within the frame gradio mounts it was undone (ci13)
+    type_field(page, "#chat-max-new input", "12")
+    type_field(page, "#chat-temperature input[type=number]", "0")
     page.click("#chat-load")
     page.wait_for_function(
         "(document.querySelector('#chat-status')?.innerText ?? '').includes('loaded base, tuned')", timeout=180_000
@@ -202,9 +200,7 @@ def test_feedback_from_chat_trains_a_dpo_run(page, server, shots):
         "document.querySelector('#chat-model input').value.includes('demo-tiny-llama')", timeout=90_000
     )
     page.click("#chat-generation >> text=Generation settings")
-    max_new = page.locator("#chat-max-new input")
-    max_new.fill("12")
-    max_new.press("Tab")
+    type_field(page, "#chat-max-new input", "12")
     page.click("#chat-load")
     wait_text(page, "#chat-status", "loaded base, tuned", timeout=180_000)
     page.fill("#chat-prompt textarea", "Hello, who are you?")

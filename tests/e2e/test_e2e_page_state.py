@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import finished_run, open_tab, pick_run
+from tests.e2e.conftest import finished_run, open_tab, pick_run, type_field
 from tests.e2e.conftest import wait_text as _wait_text
 from tests.e2e.test_e2e_charts import wait_logged
 
@@ -77,7 +77,7 @@ def test_saved_preset_loads_after_a_reload(page, shots):
     lr.fill("0.000321")
     lr.press("Tab")
     page.click("#presets button")  # the accordion opens
-    page.fill("#preset-name input", "reload check")
+    type_field(page, "#preset-name input", "reload check")  # once the opened section is drawn
     page.click("#preset-save")
     _wait_text(page, "#preset-msg", "saved")
     _reload(page)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import open_tab
+from tests.e2e.conftest import open_tab, type_field
 
 pytestmark = pytest.mark.slow  # a real server and browser
 
@@ -16,9 +16,8 @@ pytestmark = pytest.mark.slow  # a real server and browser
 def test_train_form_validation_blocks_start(page, shots, fits_width):
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)
     page.click("#sec-launch >> text=Launch")  # open the launch section
+    type_field(page, "#f-launch-num-processes input", "4")  # once the opened section is drawn
     procs = page.locator("#f-launch-num-processes input")
-    procs.fill("4")
-    procs.press("Tab")
     page.wait_for_selector("#f-launch-num-processes.field-error", timeout=90_000)
     assert page.is_disabled("#start-btn")
     assert "launch.num_processes" in page.inner_text("#spec-problems")
