@@ -19,6 +19,7 @@ import yaml
 from playwright.sync_api import expect
 
 from tests import eval_fixtures as fx
+from tests.e2e.conftest import type_field
 from tests.judge_standin import JudgeStandin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -277,9 +278,8 @@ def test_pairwise_judge_from_the_page(page, server, shots):
             measures.get_by_label(name, exact=True).uncheck()
         measures.get_by_label("judge", exact=True).check()
         page.locator("#eval-more").get_by_text("lm-eval tasks and the judge", exact=True).first.click()
-        page.wait_for_selector("#eval-judge-url textarea", state="visible", timeout=90_000)
-        page.fill("#eval-judge-url textarea", judge.url)
-        page.fill("#eval-judge-model textarea", "judge-7b")
+        type_field(page, "#eval-judge-url textarea", judge.url)  # once the opened section is drawn
+        type_field(page, "#eval-judge-model textarea", "judge-7b")
         page.locator("#eval-judge-pairwise input[type=checkbox]").check()
         expect(page.locator("#eval-judge-prompt textarea")).to_have_value(
             re.compile(r"Answer A:\n\{answer_a\}.*Winner: A, Winner: B or Winner: tie", re.DOTALL), timeout=90_000

@@ -12,6 +12,7 @@ import struct
 
 import pytest
 
+from tests.e2e.conftest import type_field
 from tests.e2e.conftest import wait_text as _wait_text
 from tests.hub_standin import HubStandin
 
@@ -31,7 +32,7 @@ def test_offline_search_picks_a_table_model_and_the_plan_shows_it(page, shots):
     page.wait_for_selector("#start-btn:not([disabled])", timeout=60_000)  # the page's load handlers have run
     page.locator("#model-search").get_by_text("Find a model on the hub", exact=True).first.click()
     query = page.locator("#model-search-query textarea, #model-search-query input").first
-    query.fill("qwen2.5 0.5b")
+    type_field(page, "#model-search-query textarea, #model-search-query input", "qwen2.5 0.5b")  # once drawn
     query.press("Enter")
     note = _wait_text(page, "#model-search-note", "models of Studio's table of published configs")
     assert note.strip().startswith("2 models of Studio's table of published configs match 'qwen2.5 0.5b'"), note
@@ -107,8 +108,7 @@ def test_online_search_lists_the_hubs_rows_and_a_pick_plans_without_downloading(
             page.goto(server.url)
             page.wait_for_selector("#start-btn:not([disabled])", timeout=120_000)
             page.locator("#model-search").get_by_text("Find a model on the hub", exact=True).first.click()
-            query = page.locator("#model-search-query textarea, #model-search-query input").first
-            query.fill("tiny-chat")
+            type_field(page, "#model-search-query textarea, #model-search-query input", "tiny-chat")
             page.click("#model-search-btn")
             note = _wait_text(page, "#model-search-note", "models on the hub")
             assert note.strip() == (
