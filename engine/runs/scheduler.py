@@ -253,7 +253,15 @@ def _live_runs() -> dict[str, list[int]]:
             continue
         run_id = env.get(MARKER)
         if run_id and env.get("STUDIO_HOME") == home and run_id not in found:
-            launched = records.read_json(workspace.runs_dir() / Path(run_id).name / "launch.json") or {}
+            rdir = workspace.runs_dir() / Path(run_id).name
+            # A run whose trainer ended (exit.json written: its wrapper is recording the end) or that was deleted
+            # meanwhile (its folder gone, or forgotten) holds nothing: its row may already be gone, and the wrapper's
+            # own scheduling of the queue may have come before a run submitted now.
+            if not rdir.is_dir() or (rdir / "exit.json").is_file():
+                continue
+            if (records.read_json(rdir / records.RUN_NOTES) or {}).get("forgotten"):
+                continue
+            launched = records.read_json(rdir / "launch.json") or {}
             found[run_id] = [int(g) for g in launched.get("gpus") or []]
     return found
 

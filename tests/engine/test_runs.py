@@ -314,6 +314,37 @@ def test_queued_runs_of_a_dead_studio_start_on_the_next_schedule(home):
     wait_for(lambda: all(runs.get(i).status == "completed" for i in ids), timeout=60)
 
 
+def test_an_ending_or_deleted_runs_process_holds_no_slot(home):
+    """A process that carries a run's marker holds its slot while the registry does not list it (a row lost)... but
+    not once the run ended (exit.json: its wrapper recording the end) or was deleted (its folder gone, or forgotten).
+    ci16: a run finished, was deleted while its wrapper was still ending, and the next run stayed queued for good
+    (the wrapper's own schedule had come before it was submitted)."""
+    from engine.core import workspace
+
+    rid = "20261206-000000-abcd"
+    rdir = workspace.runs_dir() / rid
+    rdir.mkdir(parents=True)
+    env = {**os.environ, "STUDIO_RUN_ID": rid, "STUDIO_HOME": str(home)}
+    proc = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"], env=env)
+    try:
+        wait_for(lambda: rid in scheduler._live_runs())  # a live process of a run the registry does not list
+        queued = runs.submit_command(sleeper(0.2), name="next", start=False)
+        assert runs.schedule() == [] and runs.get(queued).status == "queued"  # it holds the one CPU slot
+        (rdir / "exit.json").write_text(json.dumps({"returncode": 0}))
+        assert rid not in scheduler._live_runs()
+        (rdir / "exit.json").unlink()
+        records.note(rdir, forgotten=True)  # deleted, its files kept
+        assert rid not in scheduler._live_runs()
+        (rdir / records.RUN_NOTES).unlink()
+        rdir.rmdir()  # deleted with its files
+        assert rid not in scheduler._live_runs()
+        assert runs.schedule() == [queued]
+        wait_for(lambda: runs.get(queued).status == "completed")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_run_that_cannot_start_fails_and_the_queue_moves_on(home):
     bad = runs.submit_command(["/nonexistent/program"], name="bad")
     good = runs.submit_command(sleeper(0.2), name="good")
