@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -205,13 +204,14 @@ def test_no_light_module_imports_the_trainer_package():
     assert not bad, f"light modules import engine.trainer: {bad}"
 
 
-# Third-party packages the light modules share, loaded once before the fork below (checked to load nothing heavy).
+# Third-party packages the light modules share, loaded first (checked to load nothing heavy).
 PRELOAD = ("yaml", "pydantic", "psutil", "numpy", "jinja2", "httpx", "huggingface_hub", "gradio")
-# Loads PRELOAD, then imports each named module in a forked child of its own: the project's modules are fresh in every
-# child (none is imported by the parent), as in a new interpreter, without paying the interpreter and the shared
-# packages 180 times. One JSON line per module: its heavy packages loaded, or its import error.
-_FORKED_IMPORTS = """
-import importlib, json, os, sys, traceback
+# In a new interpreter: loads PRELOAD, then imports every named module in turn. One JSON line per module: the heavy
+# packages its import loaded (a heavy package is named once, at the first module that loaded it) or its import error.
+# One interpreter for all: a module that loads nothing heavy with the others loaded loads nothing heavy alone either
+# (imports only add), and a module that imports only when imported first (a circle) is the circle test's to find.
+_IMPORTS = """
+import importlib, json, sys, traceback
 heavy, names = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 for pre in json.loads(sys.argv[3]):
     importlib.import_module(pre)
@@ -219,46 +219,32 @@ for pre in json.loads(sys.argv[3]):
     assert not loaded, f"the preloaded package {pre} loads {loaded}"
 assert not [m for m in sys.modules if m.split(".")[0] in ("engine", "studio")], "a project module was preloaded"
 for name in names:
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            importlib.import_module(name)
-            out = {"name": name, "heavy": [m for m in heavy if m in sys.modules], "error": ""}
-        except BaseException:
-            out = {"name": name, "heavy": [], "error": traceback.format_exc()[-2000:]}
-        os.write(w, (json.dumps(out) + "\\n").encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as fh:
-        line = fh.read()
-    os.waitpid(pid, 0)
-    print(line.strip() or json.dumps({"name": name, "heavy": [], "error": "the child died without a word"}))
+    before = {m for m in heavy if m in sys.modules}
+    try:
+        importlib.import_module(name)
+        out = {"name": name, "heavy": [m for m in heavy if m in sys.modules and m not in before], "error": ""}
+    except BaseException:
+        out = {"name": name, "heavy": [], "error": traceback.format_exc()[-2000:]}
+    print(json.dumps(out), flush=True)
 """
 
 
-def _heavy_after_import(names: list[str]) -> list[dict]:
+def test_every_light_module_imports_without_the_training_stack():
+    """Importing the light modules must not load torch, transformers, peft, trl, datasets, deepspeed or bitsandbytes
+    (a module that fails to import fails the test too). All are imported in one interpreter that held only
+    ``PRELOAD``'s packages before them; a heavy package is blamed on the module whose import loaded it."""
+    names = sorted(LIGHT)
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    argv = [sys.executable, "-c", _FORKED_IMPORTS, json.dumps(HEAVY), json.dumps(names), json.dumps(PRELOAD)]
+    argv = [sys.executable, "-c", _IMPORTS, json.dumps(HEAVY), json.dumps(names), json.dumps(PRELOAD)]
     out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-
-
-def test_every_light_module_imports_without_the_training_stack():
-    """Importing any light module, with no other module of the project loaded before it, must not load torch,
-    transformers, peft, trl, datasets, deepspeed or bitsandbytes (a module that fails to import fails the test too).
-    Each module is imported in a forked child of an interpreter that holds only ``PRELOAD``'s packages."""
-    names = sorted(LIGHT)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = [r for part in pool.map(_heavy_after_import, [names[0::2], names[1::2]]) for r in part]
+    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert sorted(r["name"] for r in results) == names
     failed = {r["name"]: r["error"] for r in results if r["error"]}
     heavy = {r["name"]: r["heavy"] for r in results if r["heavy"]}
     assert not failed, f"light modules that fail to import: {failed}"
-    assert not heavy, f"light modules that load the training stack: {heavy}"
+    assert not heavy, f"light modules that load the training stack (each named where it was first loaded): {heavy}"
 
 
 @pytest.mark.parametrize("name", ["engine.trainer.train", "engine.trainer.model", "engine.trainer.dataset"])
