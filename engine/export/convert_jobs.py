@@ -21,8 +21,9 @@ from engine.export import convert_plan as cp
 from engine.export import gguf_checks as gc
 from engine.export import written
 from engine.export.checks import ExportError
-from engine.export.merge_jobs import job_record, output_fields
-from engine.jobs.command_job import CommandJob, new_events, newest_jobs
+from engine.export.merge_jobs import output_fields
+from engine.export.messages import message
+from engine.jobs.command_job import CommandJob, job_record, new_events, newest_jobs
 from engine.runs import registry as runs
 
 EXPORT_TAG = "export"
@@ -38,7 +39,8 @@ class ExportJob(CommandJob):
     events_prefix = "export"
 
     def __init__(self, run_id: str):
-        rec, rest = job_record(run_id, (MODULE, *EARLIER_MODULES), "export.not_export")
+        not_export = message("export.not_export", id=run_id)
+        rec, rest = job_record(run_id, (MODULE, *EARLIER_MODULES), ExportError, not_export)
         args = cp.convert_arg_parser().parse_args(rest)
         self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), rec.command
         self.source, self.fmt, self.out_dir = args.source, args.format, args.out

@@ -22,36 +22,19 @@ import sys
 from pathlib import Path
 
 from engine.core import acting
-from engine.core.messages import from_exception, payload_message
+from engine.core.messages import payload_message
 from engine.export import checks as xp
 from engine.export import sizes, written
 from engine.export import sources as sources_mod
 from engine.export.checks import ExportError
 from engine.export.messages import message
-from engine.jobs.command_job import CommandJob, new_events, newest_jobs
-from engine.runs import records
+from engine.jobs.command_job import CommandJob, job_record, new_events, newest_jobs
 from engine.runs import registry as runs
 
 ROOT = Path(__file__).resolve().parents[2]  # where the export subprocess runs, as every job's does
 
 MERGE_TAG = "merge"
 # registry status -> merge state
-
-
-def job_record(run_id: str, module: str | tuple[str, ...], not_key: str):
-    """(the registry record, its command's arguments after ``-m module``) of the command run ``run_id``, or
-    ExportError: the registry's message for an unknown id, ``not_key``'s for a run that is not this kind of job
-    (``module``: the job's entry, or its names over time). Every export-side job (merge, export, push, serve) is read
-    back from its run this way."""
-    try:
-        rec = runs.get(run_id, refresh_status=False)
-    except records.RunsError as exc:
-        raise ExportError(from_exception(exc)) from None
-    argv = rec.command or []
-    names = (module,) if isinstance(module, str) else module
-    if rec.kind != "command" or len(argv) < 3 or argv[1] != "-m" or argv[2] not in names:
-        raise ExportError(message(not_key, id=run_id))
-    return rec, argv[3:]
 
 
 class MergeJob(CommandJob):
@@ -62,7 +45,7 @@ class MergeJob(CommandJob):
     events_prefix = "merge"
 
     def __init__(self, run_id: str):
-        rec, rest = job_record(run_id, "engine.trainer.merge", "export.not_merge")
+        rec, rest = job_record(run_id, "engine.trainer.merge", ExportError, message("export.not_merge", id=run_id))
         args = xp.merge_arg_parser().parse_args(rest)
         self.run_id, self.run_dir, self.argv = rec.id, Path(rec.run_dir), rec.command
         self.sources, self.out_dir, self.dtype, self.device = args.sources, args.out, args.dtype, args.device

@@ -17,9 +17,8 @@ from pathlib import Path
 
 from engine.export import sources
 from engine.export.checks import ExportError
-from engine.export.merge_jobs import job_record
 from engine.export.messages import message
-from engine.jobs.command_job import CommandJob
+from engine.jobs.command_job import CommandJob, job_record
 from engine.runs import registry as runs
 
 PUSH_TAG = "push"
@@ -87,7 +86,7 @@ class PushJob(CommandJob):
     events_prefix = "push"
 
     def __init__(self, run_id: str):
-        rec, args = job_record(run_id, MODULE, "export.not_push")
+        rec, args = job_record(run_id, MODULE, ExportError, message("export.not_push", id=run_id))
         from engine.export.push import arg_parser
 
         args = arg_parser().parse_args(args)

@@ -23,9 +23,8 @@ from engine.export import convert_plan as cp
 from engine.export import serve_rules as rules
 from engine.export import sources
 from engine.export.checks import ExportError
-from engine.export.merge_jobs import job_record
 from engine.export.messages import message
-from engine.jobs.command_job import CommandJob, newest_jobs
+from engine.jobs.command_job import CommandJob, job_record, newest_jobs
 from engine.runs import registry as runs
 from engine.runs.scheduler import SERVE_TAG  # its runs take no CPU slot
 
@@ -65,7 +64,7 @@ class ServeJob(CommandJob):
     what = "server"
 
     def __init__(self, run_id: str):
-        rec, args = job_record(run_id, MODULE, "export.not_serve")
+        rec, args = job_record(run_id, MODULE, ExportError, message("export.not_serve", id=run_id))
         self.run_id, self.source = rec.id, args[0]
         self.port = int(args[args.index("--port") + 1])
         self.host = args[args.index("--host") + 1] if "--host" in args else HOST

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.core import events as ev
-from engine.core.messages import payload_message
+from engine.core.messages import Message, from_exception, payload_message
+from engine.runs import records
 from engine.runs import registry as runs
 
 # the registry's run status -> the job's state
@@ -143,6 +144,24 @@ class CommandJob:
         """SIGTERM the run's process group (the command cleans up and exits), SIGKILL after ``grace``."""
         runs.stop(self.run_id, grace_s=grace)
         return self.poll()
+
+
+def job_record(
+    run_id: str, modules: str | Iterable[str], refuse: Callable[[Message], Exception], not_this: Message
+) -> tuple[records.RunRecord, list[str]]:
+    """(the registry record, its command's arguments after ``-m module``) of the command run ``run_id`` when it runs
+    one of ``modules`` (a job's entry module, or its names over time). Otherwise ``refuse(...)`` is raised: with the
+    registry's message for an unknown id, with ``not_this`` for a run that is not this kind of job. Every kind of job
+    is read back from its run this way."""
+    try:
+        rec = runs.get(run_id, refresh_status=False)
+    except records.RunsError as exc:
+        raise refuse(from_exception(exc)) from None
+    argv = rec.command or []
+    names = (modules,) if isinstance(modules, str) else tuple(modules)
+    if rec.kind != "command" or len(argv) < 3 or argv[1] != "-m" or argv[2] not in names:
+        raise refuse(not_this)
+    return rec, argv[3:]
 
 
 def new_events(describe: Callable[[dict], str], keep: Callable[[dict], bool] | None = None):

@@ -18,15 +18,15 @@ from pathlib import Path
 
 from engine.core import belongings
 from engine.core.messages import Message
-from engine.jobs.command_job import CommandJob, new_events, newest_jobs
+from engine.jobs.command_job import CommandJob, job_record, new_events, newest_jobs
 from engine.models import local, ms_models
 from engine.models.download import describe_event
 from engine.models.hub_cache import DOWNLOAD_TAG, DownloadError, parse_target, worker_argv
 from engine.models.messages import message
-from engine.runs import owners, records
+from engine.runs import owners
 from engine.runs import registry as runs
 
-WORKERS = (["-m", "engine.models.download"], ["-m", "engine.models.ms_download"])  # the hub's, ModelScope's
+WORKERS = ("engine.models.download", "engine.models.ms_download")  # the hub's, ModelScope's
 
 
 def submit_download(
@@ -53,15 +53,9 @@ class DownloadJob(CommandJob):
     events_prefix = "download"
 
     def __init__(self, run_id: str):
-
-        try:
-            rec = runs.get(run_id, refresh_status=False)
-        except records.RunsError as exc:
-            raise DownloadError(message("models.download_not_download", id=run_id), "input") from exc
-        argv = rec.command or []
-        if rec.kind != "command" or argv[1:3] not in WORKERS:
-            raise DownloadError(message("models.download_not_download", id=run_id), "input")
-        self.run_id, self.run_dir, self.repo = rec.id, Path(rec.run_dir), argv[3]
+        not_this = message("models.download_not_download", id=run_id)
+        rec, rest = job_record(run_id, WORKERS, lambda why: DownloadError(why, "input"), not_this)
+        self.run_id, self.run_dir, self.repo = rec.id, Path(rec.run_dir), rest[0]
         self._read_events_from(Path(rec.run_dir) / "events.jsonl")
 
     def fields(self, s) -> dict:

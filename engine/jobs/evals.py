@@ -24,7 +24,7 @@ from engine.eval.judge import page_problems
 from engine.eval.lm_tasks import resolve_tasks
 from engine.eval.messages import EvalError, message
 from engine.eval.spec import GENERATION_MEASURES, ROW_MEASURES, EvalSpec, columns, dump_eval_spec, parse_eval_spec
-from engine.jobs.command_job import CommandJob, newest_jobs
+from engine.jobs.command_job import CommandJob, job_record, newest_jobs
 from engine.runs import checkpoints, owners, records
 from engine.runs import registry as runs
 
@@ -330,13 +330,7 @@ class EvalJob(CommandJob):
     events_prefix = "eval"
 
     def __init__(self, run_id: str):
-        try:
-            rec = runs.get(run_id, refresh_status=False)
-        except records.RunsError:
-            raise EvalError([("run", message("eval.not_eval", id=run_id))]) from None
-        argv = rec.command or []
-        if rec.kind != "command" or argv[1:3] != ["-m", MODULE]:
-            raise EvalError([("run", message("eval.not_eval", id=run_id))])
+        rec = job_record(run_id, MODULE, lambda why: EvalError([("run", why)]), message("eval.not_eval", id=run_id))[0]
         self.run_id, self.run_dir = rec.id, Path(rec.run_dir)
         self.plan = json.loads((self.run_dir / "eval_plan.json").read_text(encoding="utf-8"))
         self._read_events_from(self.run_dir / "events.jsonl")

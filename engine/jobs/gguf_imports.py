@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 from engine.core import acting, belongings, page_trust
-from engine.core.messages import from_exception, payload_message
-from engine.jobs.command_job import CommandJob, new_detail, newest_jobs
+from engine.core.messages import payload_message
+from engine.jobs.command_job import CommandJob, job_record, new_detail, newest_jobs
 from engine.models import gguf_file as gf
 from engine.models.messages import message
-from engine.runs import owners, records
+from engine.runs import owners
 from engine.runs import registry as runs
 
 
@@ -50,14 +50,8 @@ class GgufImportJob(CommandJob):
     events_prefix = "gguf_import"
 
     def __init__(self, run_id: str):
-        try:
-            rec = runs.get(run_id, refresh_status=False)
-        except records.RunsError as exc:
-            raise gf.GgufError(from_exception(exc)) from None
-        argv = rec.command or []
-        if rec.kind != "command" or argv[1:3] != ["-m", gf.MODULE]:
-            raise gf.GgufError(message("models.gguf_not_import", id=run_id))
-        args = gf.import_arg_parser().parse_args(argv[3:])
+        rec, rest = job_record(run_id, gf.MODULE, gf.GgufError, message("models.gguf_not_import", id=run_id))
+        args = gf.import_arg_parser().parse_args(rest)
         self.run_id, self.run_dir = rec.id, Path(rec.run_dir)
         self.gguf, self.out_dir, self.tmp_dir = args.gguf, args.out, Path(args.tmp_dir)
         self._read_events_from(args.events)

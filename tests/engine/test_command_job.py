@@ -67,3 +67,36 @@ def test_a_detail_is_said_when_it_changes(capsys):
 def test_ctrl_c_cancels_the_job_and_returns_its_end(at, capsys):
     job = Scripted([{"state": "running", "events": []}], interrupt_at=at)
     assert job.follow(interval=0) == {"state": "cancelled"} and job.cancelled
+
+
+def test_every_kind_reads_its_job_back_from_the_run_the_same_way(run_registry):
+    """``job_record``: a run of the job's module gives its arguments; an unknown id gets the registry's message, a
+    training run or another kind's command the kind's own, each as the kind's error (merge, download, evaluation and
+    GGUF import alike)."""
+    import sys
+
+    from engine.core.messages import Message
+    from engine.export import merge_jobs
+    from engine.export.checks import ExportError
+    from engine.jobs import downloads, evals, gguf_imports
+    from engine.jobs.command_job import job_record
+    from engine.models.gguf_file import GgufError
+    from engine.models.hub_cache import DownloadError
+    from engine.runs import registry as runs
+
+    other = runs.submit_command([sys.executable, "-m", "engine.models.download", "org/model"], start=False)
+    rec, args = job_record(other, downloads.WORKERS, ValueError, Message("no"))
+    assert rec.id == other and args == ["org/model"]
+    with pytest.raises(ValueError, match="^not a merge$"):
+        job_record(other, "engine.trainer.merge", ValueError, Message("not a merge"))
+    with pytest.raises(ValueError, match="20990101-000000-zz"):  # the registry's words for an id it does not have
+        job_record("20990101-000000-zz", "engine.trainer.merge", ValueError, Message("not a merge"))
+    with pytest.raises(ExportError, match=other):
+        merge_jobs.MergeJob(other)
+    with pytest.raises(GgufError, match=other):
+        gguf_imports.GgufImportJob(other)
+    with pytest.raises(evals.EvalError):
+        evals.EvalJob(other)
+    assert downloads.DownloadJob(other).repo == "org/model"
+    with pytest.raises(DownloadError):
+        downloads.DownloadJob("20990101-000000-zz")
