@@ -11,7 +11,8 @@ export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=
 # DeepSpeed compiles its CPU ops on first use; keep them in the repo's venv so CI's second run reuses them.
 export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$PWD/.venv/torch_extensions}"
 # Two worker processes (pytest-xdist) by default, whole test files per worker, longest first (tests/xdist_groups.py):
-# STUDIO_TEST_WORKERS=0 runs everything in one process; -n N on the command line overrides it too.
+# STUDIO_TEST_WORKERS=0 runs everything in one process; -n N on the command line overrides it too. The 25 slowest
+# tests are listed at the end: where the suite's time goes.
 args=()
 under_load=0
 for a in "$@"; do
@@ -21,7 +22,7 @@ if [ "$under_load" = 1 ]; then
   .venv/bin/python scripts/busy.py "${STUDIO_BUSY_PROCS:-2}" &
   busy=$!
   trap 'kill "$busy" 2>/dev/null; wait "$busy" 2>/dev/null' EXIT
-  .venv/bin/python -m pytest -q -p no:cacheprovider -n "${STUDIO_TEST_WORKERS:-2}" --dist loadfile ${args[@]+"${args[@]}"}
+  .venv/bin/python -m pytest -q -p no:cacheprovider -n "${STUDIO_TEST_WORKERS:-2}" --dist loadfile --durations=25 ${args[@]+"${args[@]}"}
 else
-  exec .venv/bin/python -m pytest -q -p no:cacheprovider -n "${STUDIO_TEST_WORKERS:-2}" --dist loadfile ${args[@]+"${args[@]}"}
+  exec .venv/bin/python -m pytest -q -p no:cacheprovider -n "${STUDIO_TEST_WORKERS:-2}" --dist loadfile --durations=25 ${args[@]+"${args[@]}"}
 fi
