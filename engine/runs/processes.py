@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from engine.runs.records import RunRecord
 
 MARKER = "STUDIO_RUN_ID"
+WRAPPER_MODULE = "engine.runs.runner"
 
 
 def _is_run_process(proc: psutil.Process, run_id: str) -> bool:
@@ -52,22 +53,33 @@ def signal_all(procs: list[psutil.Process], sig: int, pgid: int | None = None) -
             pass
 
 
-def is_rank(proc: psutil.Process) -> bool:
-    """Whether ``proc`` runs one of the engine's trainer entries (``python [-u ...] -m engine.trainer.<job>``): a
-    rank, not the launcher above it (accelerate's, torch's elastic agent, DeepSpeed's) nor a data-loader worker."""
+def entry_module(proc: psutil.Process) -> str | None:
+    """The module ``proc`` runs (``python [-u ...] -m <module>``), or None (a script, ``-c``, not Python, gone)."""
     try:
         args = proc.cmdline()
     except (psutil.Error, OSError):
-        return False
+        return None
     rest = iter(args[1:])
     for arg in rest:
         if arg == "-m":
-            return next(rest, "").startswith("engine.trainer.")
+            return next(rest, None)
         if arg in ("-X", "-W"):  # interpreter options with a value
             next(rest, None)
         elif not arg.startswith("-"):
-            return False
-    return False
+            return None
+    return None
+
+
+def is_rank(proc: psutil.Process) -> bool:
+    """Whether ``proc`` runs one of the engine's trainer entries (``python [-u ...] -m engine.trainer.<job>``): a
+    rank, not the launcher above it (accelerate's, torch's elastic agent, DeepSpeed's) nor a data-loader worker."""
+    return (entry_module(proc) or "").startswith("engine.trainer.")
+
+
+def is_wrapper(proc: psutil.Process) -> bool:
+    """Whether ``proc`` is a run's detached wrapper (``python -m engine.runs.runner``), which holds no GPU or CPU slot
+    of its own: it starts the run's processes and records their end."""
+    return entry_module(proc) == WRAPPER_MODULE
 
 
 def ask_to_stop(procs: list[psutil.Process], pgid: int | None = None) -> None:

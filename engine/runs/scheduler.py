@@ -29,7 +29,7 @@ from engine.core import workspace
 from engine.runs import fair, outputs, records, store
 from engine.runs.messages import message as run_message
 from engine.runs.node_commands import SECRET_ENV
-from engine.runs.processes import MARKER, ask_to_stop, runner_alive, signal_all
+from engine.runs.processes import MARKER, WRAPPER_MODULE, ask_to_stop, is_wrapper, runner_alive, signal_all
 from engine.runs.store import run_processes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -254,12 +254,14 @@ def _live_runs() -> dict[str, list[int]]:
         run_id = env.get(MARKER)
         if run_id and env.get("STUDIO_HOME") == home and run_id not in found:
             rdir = workspace.runs_dir() / Path(run_id).name
-            # A run whose trainer ended (exit.json written: its wrapper is recording the end) or that was deleted
-            # meanwhile (its folder gone, or forgotten) holds nothing: its row may already be gone, and the wrapper's
-            # own scheduling of the queue may have come before a run submitted now.
-            if not rdir.is_dir() or (rdir / "exit.json").is_file():
+            # A run that ended (exit.json: its wrapper is recording the end) or was deleted with its files kept
+            # (forgotten) holds nothing, nor does the wrapper of a run whose folder is gone (deleted while the wrapper
+            # was still ending): its row may be gone already, and the wrapper's own scheduling of the queue may have
+            # come before a run submitted now. Any other process of a run without a folder (a registry lost, the
+            # folders too) still holds its slot.
+            if (rdir / "exit.json").is_file() or (records.read_json(rdir / records.RUN_NOTES) or {}).get("forgotten"):
                 continue
-            if (records.read_json(rdir / records.RUN_NOTES) or {}).get("forgotten"):
+            if not rdir.is_dir() and is_wrapper(proc):
                 continue
             launched = records.read_json(rdir / "launch.json") or {}
             found[run_id] = [int(g) for g in launched.get("gpus") or []]
@@ -327,7 +329,7 @@ def launch(rec: records.RunRecord, gpus: list[int], hw=None) -> int:
     tmp.write_text(json.dumps(info, indent=2), encoding="utf-8")
     tmp.replace(rdir / "launch.json")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.runs.runner", "--detach", str(rdir)],
+        [sys.executable, "-m", WRAPPER_MODULE, "--detach", str(rdir)],
         env=env,
         cwd=str(ROOT),
         stdin=subprocess.DEVNULL,

@@ -314,11 +314,12 @@ def test_queued_runs_of_a_dead_studio_start_on_the_next_schedule(home):
     wait_for(lambda: all(runs.get(i).status == "completed" for i in ids), timeout=60)
 
 
-def test_an_ending_or_deleted_runs_process_holds_no_slot(home):
-    """A process that carries a run's marker holds its slot while the registry does not list it (a row lost)... but
-    not once the run ended (exit.json: its wrapper recording the end) or was deleted (its folder gone, or forgotten).
-    ci16: a run finished, was deleted while its wrapper was still ending, and the next run stayed queued for good
-    (the wrapper's own schedule had come before it was submitted)."""
+def test_an_ending_or_deleted_runs_wrapper_holds_no_slot(home, monkeypatch):
+    """A process that carries a run's marker holds its slot while the registry does not list it (a registry lost,
+    even with the folders: tests/reliability/test_registry_lost.py)... but not once the run ended (exit.json: its
+    wrapper recording the end) or was deleted with its files kept (forgotten), nor the wrapper of a run deleted with
+    its folder. ci16: a run finished, was deleted while its wrapper was still ending, and the next run stayed queued
+    for good (the wrapper's own schedule of the queue had come before it was submitted)."""
     from engine.core import workspace
 
     rid = "20261206-000000-abcd"
@@ -336,13 +337,37 @@ def test_an_ending_or_deleted_runs_process_holds_no_slot(home):
         records.note(rdir, forgotten=True)  # deleted, its files kept
         assert rid not in scheduler._live_runs()
         (rdir / records.RUN_NOTES).unlink()
-        rdir.rmdir()  # deleted with its files
+        rdir.rmdir()  # its folder gone: a process that is not the wrapper still holds the slot
+        assert rid in scheduler._live_runs()
+        monkeypatch.setattr(scheduler, "is_wrapper", lambda p: p.pid == proc.pid)  # as the ending wrapper
         assert rid not in scheduler._live_runs()
         assert runs.schedule() == [queued]
         wait_for(lambda: runs.get(queued).status == "completed")
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_process_is_known_by_the_module_it_runs():
+    """``processes.entry_module``: ``python [options] -m <module>`` names the module (a trainer rank, a run's wrapper);
+    ``-c`` and scripts name none."""
+    from engine.runs import processes
+
+    code = "import time; time.sleep(60)"
+    procs = {
+        "timeit": subprocess.Popen([PY, "-X", "utf8", "-u", "-m", "timeit", "-n", "1", code]),
+        None: subprocess.Popen([PY, "-c", code]),
+    }
+    try:
+        for want, proc in procs.items():
+            wait_for(lambda p=proc: len(psutil.Process(p.pid).cmdline()) > 2)  # exec'ed: its own command line
+            found = psutil.Process(proc.pid)
+            assert processes.entry_module(found) == want
+            assert not processes.is_wrapper(found) and not processes.is_rank(found)
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
 
 
 def test_run_that_cannot_start_fails_and_the_queue_moves_on(home):
