@@ -87,22 +87,27 @@ def _open_secrets(page) -> None:
     page.wait_for_selector("#secret-value input", state="visible", timeout=90_000)
 
 
-def _sources(page) -> list[str]:
-    page.locator("#export-source input").click()
+def _options(page, field: str) -> list[str]:
+    """What a dropdown offers when a person opens it, read at once (options listed one by one could be redrawn, or
+    be the closing list of the last look, between the listing and the reading: ci17 waited 90 s on one gone), and the
+    dropdown closed again before the next look."""
+    page.locator(f"{field} input").click()
     page.wait_for_selector("[role=option]", timeout=30_000)
-    found = [o.inner_text() for o in page.locator("[role=option]").all()]
+    found = page.eval_on_selector_all("[role=option]", "els => els.map(e => e.innerText)")
     page.keyboard.press("Escape")
+    page.wait_for_selector("[role=option]", state="hidden", timeout=30_000)
     return found
+
+
+def _sources(page) -> list[str]:
+    return _options(page, "#export-source")
 
 
 def _datasets(page, own: str) -> list[str]:
     """The Datasets tab's picker as the page's load fills it for the user (``own``: a name only the load brings)."""
     page.get_by_role("tab", name="Datasets").click()
     for _ in range(30):
-        page.locator("#ds-pick input").click()
-        page.wait_for_selector("[role=option]", timeout=30_000)
-        found = sorted(o.inner_text().split("\n")[-1].strip() for o in page.locator("[role=option]").all())
-        page.keyboard.press("Escape")
+        found = sorted(text.split("\n")[-1].strip() for text in _options(page, "#ds-pick"))
         if own in found:
             return found
         page.wait_for_timeout(1000)
@@ -126,8 +131,9 @@ def test_members_cannot_reach_each_others_runs(tmp_path, monkeypatch, browser, m
         assert REFUSED in bob.inner_text("#export-result")
         assert not any("ann-run" in s for s in _sources(bob))
         mine = _export_estimate(ann, ann_run)  # the fake weights fail later checks; never the owner's
-        assert REFUSED not in mine and any("ann-run" in s for s in _sources(ann)), mine
-        assert not any("bob-run" in s for s in _sources(ann))
+        hers = _sources(ann)
+        assert REFUSED not in mine and any("ann-run" in s for s in hers), (mine, hers)
+        assert not any("bob-run" in s for s in hers), hers
         bob.get_by_role("tab", name="Runs").click()  # the Runs table: his own run, nothing of hers
         bob.wait_for_function(
             "(document.querySelector('#runs-table') || {innerText: ''}).innerText.includes('bob-run')"
