@@ -21,6 +21,17 @@ def test_every_file_on_the_slurm_cluster_is_in_the_one_unit():
     assert users == set(xdist_groups.SLURM_FILES), "add the file to xdist_groups.SLURM_FILES (or remove it there)"
 
 
+def test_every_test_file_has_its_seconds_in_the_table():
+    """A file missing from tests/file_seconds.json is costed at 5 s a test and handed out among the last: twelve were
+    missing, two of them among the longest (Ray's two-node run, the team's browser test), and ran on as the tail."""
+    files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py")}
+    missing = sorted(files - set(xdist_groups.file_seconds()))
+    assert not missing, (
+        "add the seconds of these files to tests/file_seconds.json (measured: pytest --junitxml=J FILE, or a full "
+        f"run's report with python -m tests.xdist_groups J): {missing}"
+    )
+
+
 def test_units_go_longest_first_keeping_each_files_order(monkeypatch):
     monkeypatch.setattr(
         xdist_groups,
