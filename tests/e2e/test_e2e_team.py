@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from engine.core import accounts, belongings
 from engine.data import dataset_registry as reg
@@ -87,14 +88,22 @@ def _open_secrets(page) -> None:
     page.wait_for_selector("#secret-value input", state="visible", timeout=90_000)
 
 
-def _options(page, field: str) -> list[str]:
+def _options(page, field: str, wait_ms: int = 30_000, strict: bool = True) -> list[str]:
     """What a dropdown offers when a person opens it, read at once (options listed one by one could be redrawn, or
     be the closing list of the last look, between the listing and the reading: ci17 waited 90 s on one gone), and the
-    dropdown closed again before the next look."""
-    page.locator(f"{field} input").click()
-    page.wait_for_selector("[role=option]", timeout=30_000)
-    found = page.eval_on_selector_all("[role=option]", "els => els.map(e => e.innerText)")
+    dropdown closed again and left (a list closed with Escape opens again only on the next focus). ``strict``: the
+    list must show within ``wait_ms``; else a list that shows nothing yet (a load still filling it) reads empty."""
+    box = page.locator(f"{field} input")
+    box.click()
+    try:
+        page.wait_for_selector("[role=option]", timeout=wait_ms)
+        found = page.eval_on_selector_all("[role=option]", "els => els.map(e => e.innerText)")
+    except PlaywrightTimeout:
+        if strict:
+            raise
+        found = []
     page.keyboard.press("Escape")
+    box.blur()
     page.wait_for_selector("[role=option]", state="hidden", timeout=30_000)
     return found
 
@@ -107,7 +116,7 @@ def _datasets(page, own: str) -> list[str]:
     """The Datasets tab's picker as the page's load fills it for the user (``own``: a name only the load brings)."""
     page.get_by_role("tab", name="Datasets").click()
     for _ in range(30):
-        found = sorted(text.split("\n")[-1].strip() for text in _options(page, "#ds-pick"))
+        found = sorted(text.split("\n")[-1].strip() for text in _options(page, "#ds-pick", 5_000, strict=False))
         if own in found:
             return found
         page.wait_for_timeout(1000)
