@@ -238,8 +238,9 @@ def _by_owner(runs: list[records.RunRecord]) -> dict[str, int]:
 
 def _live_runs() -> dict[str, list[int]]:
     """{run id: its GPUs (launch.json)} of every run of this workspace with a live process carrying the
-    ``STUDIO_RUN_ID`` marker (and this workspace's STUDIO_HOME), except this process (a wrapper scheduling the queue
-    at its end)."""
+    ``STUDIO_RUN_ID`` marker (and this workspace's STUDIO_HOME) that still holds a slot, except this process (a
+    wrapper scheduling the queue at its end): not a run that ended or was forgotten, nor the lone wrapper of a run
+    deleted with its folder (see below)."""
     found: dict[str, list[int]] = {}
     home = str(workspace.home())
     for proc in psutil.process_iter():
